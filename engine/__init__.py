@@ -1,0 +1,1 @@
+"""CohortShield's computation: plain Python, importable and testable without Streamlit."""

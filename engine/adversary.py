@@ -1,0 +1,65 @@
+"""The attacker model: scope x knowledge (ARCHITECTURE section 3).
+
+- scope `cohort`: the attacker knows the target is in the released cohort; candidates are the
+  released records themselves (k-anonymity; Heatherly's DEMO_D; UGACLIP's assumption iii).
+- scope `population`: the attacker only knows the target is a patient of the institution;
+  candidates are the population the cohort was drawn from (k-map; GCCens; Heatherly's DEMO_S).
+- knowledge `single_visit`: the attacker knows the codes of one visit (Heatherly; PPE's
+  single-visit filter); a record's distinguishability is the minimum over its visits.
+- knowledge `all_visits`: the attacker knows all the target's codes (PPE's all-visits filter;
+  GCCens with repeat counts; the LDA with (code, age) pairs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Scope = Literal["cohort", "population"]
+Knowledge = Literal["single_visit", "all_visits"]
+SCOPES: tuple[Scope, ...] = ("cohort", "population")
+KNOWLEDGES: tuple[Knowledge, ...] = ("single_visit", "all_visits")
+
+_DESCRIPTIONS: dict[tuple[str, str], str] = {
+    ("cohort", "single_visit"): (
+        "Knows the target is in the shared cohort and knows the codes of one of their visits "
+        "(k-anonymity on single visits; Heatherly's DEMO_D, Loukides' single-visit policy)."
+    ),
+    ("cohort", "all_visits"): (
+        "Knows the target is in the shared cohort and knows every code in their record "
+        "(k-anonymity on whole records; Loukides' all-visits policy, the LDA's trajectories)."
+    ),
+    ("population", "single_visit"): (
+        "Knows only that the target is a patient of the institution, and the codes of one visit "
+        "(k-map against the population; Heatherly's DEMO_S)."
+    ),
+    ("population", "all_visits"): (
+        "Knows only that the target is a patient of the institution, and every code in their "
+        "record, with repeats where released (k-map; Tamersoy's GCCens)."
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Adversary:
+    """What the attacker is assumed to know: `scope` and `knowledge` (see module docstring)."""
+
+    scope: Scope = "cohort"
+    knowledge: Knowledge = "single_visit"
+
+    def __post_init__(self) -> None:
+        if self.scope not in SCOPES:
+            raise ValueError(f"scope must be one of {SCOPES}, not {self.scope!r}")
+        if self.knowledge not in KNOWLEDGES:
+            raise ValueError(f"knowledge must be one of {KNOWLEDGES}, not {self.knowledge!r}")
+
+    @property
+    def label(self) -> str:
+        return f"{self.scope} / {self.knowledge.replace('_', ' ')}"
+
+    def describe(self) -> str:
+        """One plain-language line: who the attacker is, what they know, which paper uses it."""
+        return _DESCRIPTIONS[(self.scope, self.knowledge)]
+
+
+ALL_ADVERSARIES: tuple[Adversary, ...] = tuple(Adversary(s, k) for s in SCOPES for k in KNOWLEDGES)

@@ -1,0 +1,43 @@
+"""`python -m engine ...`: the command-line face of the engine.
+
+Each subcommand lives in its own module under `engine/commands/` with `register(subparsers)`.
+Errors in the user's files or arguments exit with status 2 and a one-line message, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# module name under engine.commands -> registered in this order
+COMMAND_MODULES = ("sample", "risk", "anonymize", "phewas", "labs")
+
+
+class UserError(Exception):
+    """A problem with the user's input: printed as one line, exit status 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m engine", description="CohortShield engine")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"engine.commands.{name}")
+        except ModuleNotFoundError as exc:  # a command whose module is not written yet
+            if exc.name != f"engine.commands.{name}":
+                raise
+            continue
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (UserError, FileNotFoundError, ValueError, KeyError) as exc:
+        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        print(f"error: {msg}", file=sys.stderr)
+        return 2

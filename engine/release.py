@@ -1,0 +1,78 @@
+"""What an anonymization method produces: a `Release` (ARCHITECTURE section 2).
+
+Released items are original codes or generalized items: a hierarchy node such as `401` or
+`240-279`, or a set of codes written `{401.0,401.1}` (Heatherly's Figure 13, Loukides' anonymized
+items). `item_codes` maps every released item that is not itself an original code to the original
+codes it stands for; an item absent from the map stands for itself. The risk engine reads exactly
+this mapping, so what is exported and what is verified are the same thing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from engine.records import Records
+
+
+def set_item_label(codes: Iterable[str]) -> str:
+    """The label of a set-valued generalized item: sorted codes in braces, `{401.0,401.1}`.
+
+    A single code is written as itself (a set of one code is no generalization).
+    """
+    cs = sorted(set(codes))
+    return cs[0] if len(cs) == 1 else "{" + ",".join(cs) + "}"
+
+
+def codes_of(item: str, item_codes: Mapping[str, frozenset[str]] | None) -> frozenset[str]:
+    """The original codes a released item stands for."""
+    if item_codes is not None and item in item_codes:
+        return item_codes[item]
+    return frozenset((item,))
+
+
+@dataclass(frozen=True, eq=False)
+class Release:
+    """A method's output for the cohort (and, for population-scope methods, the population).
+
+    - `records`: the released cohort records (items may be generalized; censored or suppressed
+      events are gone).
+    - `item_codes`: released item -> original codes, for every item that is not an original code.
+    - `suppressed`: long-form rows (`patient_id`, `code`, and `visit` when present) of the events the
+      method removed (suppressed or censored), so nothing is lost silently.
+    - `population`: the released candidate pool when the method anonymized a larger group and then
+      extracted the cohort (Heatherly's DEMO_B / DEMO_S); None when the population is unchanged.
+    - `counts_repeats`: True when repeat counts are part of what is released and of what the attacker
+      knows (GCCens, or the user asked for repeats to count).
+    - `params`: the parameters the method ran with; `loss`: the method's own loss figures.
+    """
+
+    method: str
+    records: Records
+    item_codes: dict[str, frozenset[str]] = field(default_factory=dict)
+    suppressed: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["patient_id", "code"]))
+    population: Records | None = None
+    counts_repeats: bool = False
+    params: dict = field(default_factory=dict)
+    loss: dict = field(default_factory=dict)
+
+    def codes_of(self, item: str) -> frozenset[str]:
+        return codes_of(item, self.item_codes)
+
+    def to_frame(self) -> pd.DataFrame:
+        """Long-form released events (`patient_id`, (`visit`), `code`, (`age`))."""
+        return self.records.to_frame()
+
+    def code_map(self) -> pd.DataFrame:
+        """One row per (released item, original code) for every released item, sorted."""
+        rows = [
+            (str(item), code)
+            for item in self.records.items
+            for code in sorted(self.codes_of(str(item)))
+        ]
+        return pd.DataFrame(rows, columns=["released_item", "original_code"])
+
+    def __repr__(self) -> str:
+        return f"Release({self.method!r}, {self.records!r}, {len(self.item_codes)} generalized items)"

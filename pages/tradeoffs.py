@@ -1,0 +1,11 @@
+"""Trade-offs: each method's sweep of k or caps, risk against utility (ui/tab_*.py)."""
+
+import streamlit as st
+
+from ui.context import current
+from ui.tabs import render_tabs
+
+ctx = current()
+st.title("Trade-offs")
+st.caption("Sweeps recompute live on the loaded data; each chart has its data for download.")
+render_tabs(ctx, "render_tradeoffs")
