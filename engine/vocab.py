@@ -32,8 +32,8 @@ def phecode_map() -> pd.DataFrame:
             "phenotype": raw["Phenotype"],
             "exclude_range": raw["Excl. Phecodes"].str.strip(),
             "exclude_phenotype": raw["Excl. Phenotypes"].str.strip(),
-            "rollup": raw["Rollup"].astype(float) == 1.0,
-            "leaf": raw["Leaf"].astype(float) == 1.0,
+            "rollup": raw["Rollup"].str.strip().isin(["1", "1.0"]),
+            "leaf": raw["Leaf"].str.strip().isin(["1", "1.0"]),
             "category": raw["category_string"],
         }
     )
