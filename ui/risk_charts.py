@@ -1,0 +1,87 @@
+"""Charts of re-identification risk: distinguishability CDFs (Tamersoy 2010 Figure 4, PNAS Figure 2).
+
+Engine-free helpers that take plain distinguishability vectors (one value per record, as returned by
+`engine.risk`) and return plotly figures or the DataFrame behind them, for the CSV download.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from engine.risk import cdf
+
+
+def cdf_frame(curves: Mapping[str, np.ndarray]) -> pd.DataFrame:
+    """Long-form CDF data: one row per (curve, distinguishability value) with the share of records at
+    or below that value. Columns: `curve`, `distinguishability`, `share`, `records`."""
+    parts = []
+    for name, dis in curves.items():
+        dis = np.asarray(dis)
+        f = cdf(dis)
+        f.insert(0, "curve", name)
+        f["records"] = len(dis)
+        parts.append(f)
+    if not parts:
+        return pd.DataFrame(
+            {"curve": pd.Series([], dtype=object), "distinguishability": [], "share": [], "records": []}
+        )
+    return pd.concat(parts, ignore_index=True)
+
+
+def distinguishability_cdf_figure(
+    curves: Mapping[str, np.ndarray],
+    k: int,
+    title: str = "",
+    *,
+    highlight: str | None = None,
+    dashed: Sequence[str] = (),
+) -> go.Figure:
+    """Share of records at or below each distinguishability (x on a log axis), one step line per curve,
+    with k marked as a vertical line.
+
+    `highlight` draws that curve thicker (e.g. the sidebar's adversary); curves named in `dashed` are
+    dashed (e.g. "released" next to "original").
+    """
+    fig = go.Figure()
+    frame = cdf_frame(curves)
+    for name in curves:
+        f = frame[frame["curve"] == name]
+        if f.empty:
+            continue
+        x = f["distinguishability"].to_numpy(dtype=float)
+        y = f["share"].to_numpy(dtype=float)
+        # start the step at 0 so a curve begins at its smallest value; keep x > 0 for the log axis
+        x = np.concatenate([[max(x[0], 1.0)], x])
+        y = np.concatenate([[0.0], y])
+        width = 4 if highlight is not None and name == highlight else 2
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=y,
+                mode="lines",
+                name=str(name),
+                line={"shape": "hv", "width": width, "dash": "dash" if name in dashed else "solid"},
+                opacity=1.0 if highlight is None or name == highlight else 0.6,
+                hovertemplate="distinguishability ≤ %{x}<br>share %{y:.1%}<extra>" + str(name) + "</extra>",
+            )
+        )
+    fig.add_vline(
+        x=max(int(k), 1),
+        line_dash="dot",
+        line_color="crimson",
+        annotation_text=f"k = {k}",
+        annotation_position="top left",
+    )
+    fig.update_xaxes(type="log", title_text="distinguishability (number of consistent candidates)")
+    fig.update_yaxes(range=[0, 1.02], tickformat=".0%", title_text="share of records at or below")
+    fig.update_layout(
+        title=title or None,
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0},
+        margin={"l": 10, "r": 10, "t": 60 if title else 30, "b": 10},
+        hovermode="x unified",
+    )
+    return fig
