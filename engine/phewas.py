@@ -1,0 +1,382 @@
+"""PheWAS on original and released data, and the comparison of the two (Heatherly 2013, Table 4,
+Figures 1-12; Denny et al. 2010 for the method).
+
+Definitions (every default is stated, because the established tools disagree):
+- Phenotypes are the PheWAS codes (phecodes) of the v1.2 map. An ICD-9 code counts toward its phecode
+  and, when the map's Rollup column is 1, toward every ancestor phecode (`411.2` -> `411`; parents by
+  truncating the decimals, kept when the map has that phecode).
+- Case: a patient with at least `min_code_count` (default 1; R PheWAS uses 2) occurrences of codes
+  counting toward the phecode, an occurrence being a visit holding such a code (an event when the data
+  have no visits).
+- Control: a patient with no code whose phecode lies in the phecode's exclusion range (the map's
+  "Excl. Phecodes", e.g. `401-405.99`); patients with 1 <= count < min_code_count are neither.
+- A test runs when there are at least `min_cases` cases (default 20) and at least one control.
+- Test: Pearson chi-square without continuity correction on the allele-by-status 2x2 table (default,
+  "allelic") or the genotype-by-status 2x3 table ("genotypic"; empty genotype columns dropped). The odds
+  ratio is allelic (minor allele, cases vs controls) with a Woolf 95% interval; a 0.5 Haldane correction
+  is added to every cell when one is zero. Patients with a missing genotype are left out of that SNP.
+- Multiple testing: Bonferroni and Benjamini-Hochberg within each SNP's scan (one SNP = one PheWAS).
+
+Released data: a released item counts toward a phecode only when every code it stands for counts
+toward that phecode (so generalization inside a phecode, as Heatherly constrains it, loses nothing);
+suppressed codes count toward nothing. For controls the rule is conservative: a released item excludes
+a patient from a phecode's controls when any code it stands for lies in the exclusion range.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+from scipy import stats
+
+from engine.records import Records
+from engine.release import Release, codes_of
+from engine.vocab import phecode_map, phenotype_names
+
+Test = Literal["allelic", "genotypic"]
+RESULT_COLUMNS = [
+    "snp",
+    "phecode",
+    "phenotype",
+    "n_cases",
+    "n_controls",
+    "case_maf",
+    "control_maf",
+    "odds_ratio",
+    "ci_low",
+    "ci_high",
+    "chi2",
+    "p",
+    "p_bonferroni",
+    "p_bh",
+]
+
+
+@dataclass(frozen=True)
+class PhewasSettings:
+    """The PheWAS defaults, all stated in the page."""
+
+    min_code_count: int = 1
+    min_cases: int = 20
+    test: Test = "allelic"
+
+
+# ------------------------------------------------------------------------------- phecode tables
+@dataclass(frozen=True, eq=False)
+class PhecodeTable:
+    phecodes: np.ndarray  # (n_phecodes,) str, sorted numerically
+    values: np.ndarray  # (n_phecodes,) float
+    code_phecodes: dict[str, frozenset[int]]  # ICD-9 code -> phecode indexes it counts toward
+    code_leaf: dict[str, int]  # ICD-9 code -> index of its own phecode
+    exclusion: sp.csr_matrix  # (n_phecodes, n_phecodes): [q, p] = 1 when phecode q is in p's range
+
+    def index(self) -> dict[str, int]:
+        return {p: i for i, p in enumerate(self.phecodes)}
+
+
+def _parse_ranges(text: str) -> list[tuple[float, float]]:
+    out = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        out.append((float(lo), float(hi or lo)))
+    return out
+
+
+def _ancestors(phecode: str, known: set[str]) -> list[str]:
+    """Phecode and its ancestors by truncation of decimals (`250.11` -> `250.1` -> `250`)."""
+    out = [phecode]
+    p = phecode
+    while "." in p:
+        head, frac = p.split(".")
+        p = head if len(frac) == 1 else f"{head}.{frac[:-1]}"
+        if p in known:
+            out.append(p)
+    return out
+
+
+@lru_cache(maxsize=1)
+def phecode_table() -> PhecodeTable:
+    """The v1.2 map as index arrays: rollup sets per ICD-9 code and the exclusion matrix."""
+    m = phecode_map()
+    known = set(m["phecode"])
+    phecodes = np.array(sorted(known, key=float), dtype=object)
+    idx = {p: i for i, p in enumerate(phecodes)}
+    code_phecodes: dict[str, frozenset[int]] = {}
+    code_leaf: dict[str, int] = {}
+    ranges: dict[int, set[tuple[float, float]]] = {}
+    for code, pc, rollup, excl in zip(m["icd9"], m["phecode"], m["rollup"], m["exclude_range"], strict=True):
+        targets = _ancestors(pc, known) if rollup else [pc]
+        code_phecodes[code] = frozenset(idx[t] for t in targets)
+        code_leaf[code] = idx[pc]
+        ranges.setdefault(idx[pc], set()).update(_parse_ranges(excl))
+    values = phecodes.astype(float)
+    # a phecode without its own rows (reached only by rollup) takes its descendants' ranges
+    for i, p in enumerate(phecodes):
+        if i not in ranges:
+            ranges[i] = {
+                r for j, q in enumerate(phecodes) if q.startswith(p + ".") for r in ranges.get(j, ())
+            }
+    rows, cols = [], []
+    for i in range(len(phecodes)):
+        mask = np.zeros(len(phecodes), dtype=bool)
+        mask[i] = True  # a phecode is always in its own exclusion range
+        for lo, hi in ranges[i]:
+            mask |= (values >= lo) & (values <= hi)
+        q = np.flatnonzero(mask)
+        rows.extend(q.tolist())
+        cols.extend([i] * len(q))
+    excl = sp.csr_matrix(
+        (np.ones(len(rows), dtype=np.int8), (rows, cols)), shape=(len(phecodes), len(phecodes))
+    )
+    return PhecodeTable(phecodes, values, code_phecodes, code_leaf, excl)
+
+
+# ----------------------------------------------------------------------------- phenotype matrix
+@dataclass(frozen=True, eq=False)
+class PhenotypeMatrix:
+    """Per patient and phecode: cases, and who is excluded from the controls."""
+
+    patient_ids: np.ndarray
+    phecodes: np.ndarray
+    counts: sp.csr_matrix  # (patients, phecodes) occurrences counting toward the phecode
+    excluded: sp.csr_matrix  # (patients, phecodes) 1 = not a control
+
+    def cases(self, min_code_count: int) -> sp.csr_matrix:
+        c = self.counts.copy()
+        c.data = (c.data >= min_code_count).astype(np.int8)
+        c.eliminate_zeros()
+        return c
+
+
+def _item_matrices(items: np.ndarray, item_codes: Mapping[str, frozenset[str]] | None, table: PhecodeTable):
+    """(n_items, n_phecodes) 0/1 matrices: items counting toward a phecode (every code does), and
+    items that exclude from controls (some code's phecode lies in the range)."""
+    n_p = len(table.phecodes)
+    c_rows, c_cols, x_rows, x_cols = [], [], [], []
+    for i, item in enumerate(items):
+        codes = codes_of(str(item), item_codes)
+        sets = [table.code_phecodes.get(c, frozenset()) for c in codes]
+        for p in frozenset.intersection(*sets) if sets else ():
+            c_rows.append(i)
+            c_cols.append(p)
+        for c in codes:
+            if c in table.code_leaf:
+                x_rows.append(i)
+                x_cols.append(table.code_leaf[c])
+    count_m = sp.csr_matrix((np.ones(len(c_rows), np.int32), (c_rows, c_cols)), shape=(len(items), n_p))
+    leaf_m = sp.csr_matrix((np.ones(len(x_rows), np.int32), (x_rows, x_cols)), shape=(len(items), n_p))
+    # an item in any phecode q excludes from the controls of every p whose range holds q
+    excl_m = (leaf_m @ table.exclusion.astype(np.int32)).tocsr()
+    excl_m.data[:] = 1
+    return count_m, excl_m
+
+
+def phenotype_matrix(
+    records: Records, item_codes: Mapping[str, frozenset[str]] | None = None
+) -> PhenotypeMatrix:
+    """Patients x phecodes for original records (`item_codes` None) or released ones."""
+    table = phecode_table()
+    count_m, excl_m = _item_matrices(records.items, item_codes, table)
+    if records.has_visits:
+        # occurrences = visits holding a code that counts toward the phecode
+        per_visit = (records.visit_item_sets.astype(np.int32) @ count_m).tocsr()
+        per_visit.data[:] = 1
+        owner = sp.csr_matrix(
+            (np.ones(records.n_visits, np.int32), (records.visit_patient, np.arange(records.n_visits))),
+            shape=(records.n_patients, records.n_visits),
+        )
+        counts = (owner @ per_visit).tocsr()
+    else:
+        counts = (records.patient_item_counts.astype(np.int32) @ count_m).tocsr()
+    excluded = (records.patient_item_sets.astype(np.int32) @ excl_m).tocsr()
+    excluded.data[:] = 1
+    excluded = excluded.maximum((counts > 0).astype(np.int32)).tocsr()
+    return PhenotypeMatrix(records.patient_ids, table.phecodes, counts, excluded)
+
+
+# ------------------------------------------------------------------------------------- testing
+def _chi2_allelic(a, b, c, d):
+    """Pearson chi-square (no continuity correction) of [[a, b], [c, d]], vectorized."""
+    n = a + b + c + d
+    num = n * (a * d - b * c) ** 2
+    den = (a + b) * (c + d) * (a + c) * (b + d)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        chi2 = np.where(den > 0, num / den, 0.0)
+    return chi2, stats.chi2.sf(chi2, 1)
+
+
+def _chi2_genotypic(case_g: np.ndarray, ctrl_g: np.ndarray):
+    """Pearson chi-square of the 2x3 genotype table per test; empty genotype columns dropped."""
+    table = np.stack([case_g, ctrl_g], axis=1).astype(float)  # (tests, 2, 3)
+    col = table.sum(axis=1, keepdims=True)
+    row = table.sum(axis=2, keepdims=True)
+    n = table.sum(axis=(1, 2), keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        expected = row * col / n
+        contrib = np.where(expected > 0, (table - expected) ** 2 / expected, 0.0)
+    chi2 = contrib.sum(axis=(1, 2))
+    dof = (col[:, 0, :] > 0).sum(axis=1) - 1
+    p = np.where(dof > 0, stats.chi2.sf(chi2, np.maximum(dof, 1)), 1.0)
+    return chi2, p
+
+
+def _bh(p: np.ndarray) -> np.ndarray:
+    """Benjamini-Hochberg adjusted p-values."""
+    m = len(p)
+    if m == 0:
+        return p
+    order = np.argsort(p, kind="stable")
+    ranked = p[order] * m / np.arange(1, m + 1)
+    adj = np.minimum.accumulate(ranked[::-1])[::-1]
+    out = np.empty(m)
+    out[order] = np.minimum(adj, 1.0)
+    return out
+
+
+def run_phewas(
+    phenotypes: PhenotypeMatrix, genotypes: pd.DataFrame, settings: PhewasSettings = PhewasSettings()
+) -> pd.DataFrame:
+    """Every SNP column of `genotypes` against every phecode with enough cases (columns
+    `RESULT_COLUMNS`). Genotyped patients absent from the phenotype matrix are left out; patients of
+    the matrix without a genotype row count as missing."""
+    geno = genotypes.set_index(genotypes["patient_id"].astype(str))
+    geno = geno.reindex(pd.Index(phenotypes.patient_ids.astype(str)))
+    snps = [c for c in genotypes.columns if c != "patient_id"]
+    cases = phenotypes.cases(settings.min_code_count).astype(np.float64).T.tocsr()  # (phecodes, patients)
+    excl = phenotypes.excluded.astype(np.float64).T.tocsr()
+    names = phenotype_names()
+    frames = []
+    for snp in snps:
+        g = pd.to_numeric(geno[snp], errors="coerce").to_numpy(dtype=float)
+        ok = ~np.isnan(g)
+        one_hot = np.stack([(g == v) & ok for v in (0, 1, 2)], axis=1).astype(float)  # (patients, 3)
+        case_g = cases @ one_hot  # (phecodes, 3)
+        excl_g = excl @ one_hot
+        ctrl_g = one_hot.sum(axis=0)[None, :] - excl_g
+        n_case = case_g.sum(axis=1)
+        n_ctrl = ctrl_g.sum(axis=1)
+        run = (n_case >= settings.min_cases) & (n_ctrl > 0)
+        if not run.any():
+            continue
+        cg, kg = case_g[run], ctrl_g[run]
+        a = cg[:, 1] + 2 * cg[:, 2]  # minor alleles in cases
+        b = 2 * n_case[run] - a
+        c = kg[:, 1] + 2 * kg[:, 2]
+        d = 2 * n_ctrl[run] - c
+        if settings.test == "allelic":
+            chi2, p = _chi2_allelic(a, b, c, d)
+        else:
+            chi2, p = _chi2_genotypic(cg, kg)
+        zero = (a == 0) | (b == 0) | (c == 0) | (d == 0)
+        aa, bb, cc, dd = (x + 0.5 * zero for x in (a, b, c, d))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            log_or = np.log(aa * dd / (bb * cc))
+            se = np.sqrt(1 / aa + 1 / bb + 1 / cc + 1 / dd)
+        pcs = phenotypes.phecodes[run]
+        frames.append(
+            pd.DataFrame(
+                {
+                    "snp": snp,
+                    "phecode": pcs,
+                    "phenotype": [names.get(p_, "") for p_ in pcs],
+                    "n_cases": n_case[run].astype(int),
+                    "n_controls": n_ctrl[run].astype(int),
+                    "case_maf": a / (2 * n_case[run]),
+                    "control_maf": c / (2 * n_ctrl[run]),
+                    "odds_ratio": np.exp(log_or),
+                    "ci_low": np.exp(log_or - 1.959963984540054 * se),
+                    "ci_high": np.exp(log_or + 1.959963984540054 * se),
+                    "chi2": chi2,
+                    "p": p,
+                    "p_bonferroni": np.minimum(p * run.sum(), 1.0),
+                    "p_bh": _bh(p),
+                }
+            )
+        )
+    if not frames:
+        return pd.DataFrame(columns=RESULT_COLUMNS)
+    return pd.concat(frames, ignore_index=True)[RESULT_COLUMNS]
+
+
+def phewas_of_records(
+    records: Records, genotypes: pd.DataFrame, settings: PhewasSettings = PhewasSettings()
+) -> pd.DataFrame:
+    return run_phewas(phenotype_matrix(records), genotypes, settings)
+
+
+def phewas_of_release(
+    release: Release, genotypes: pd.DataFrame, settings: PhewasSettings = PhewasSettings()
+) -> pd.DataFrame:
+    return run_phewas(phenotype_matrix(release.records, release.item_codes), genotypes, settings)
+
+
+# ---------------------------------------------------------------------------------- comparison
+Correction = Literal["none", "bonferroni", "bh"]
+_P_COLUMN = {"none": "p", "bonferroni": "p_bonferroni", "bh": "p_bh"}
+
+
+def paired(original: pd.DataFrame, released: pd.DataFrame) -> pd.DataFrame:
+    """Original and released results side by side for every (snp, phecode) tested in either; a test
+    that did not run (too few cases) has p NaN there."""
+    keep = ["snp", "phecode", "phenotype", "n_cases", "odds_ratio", "p", "p_bonferroni", "p_bh"]
+    o = original[keep].rename(columns={c: f"{c}_original" for c in keep[3:]})
+    r = released[keep].rename(columns={c: f"{c}_released" for c in keep[3:]})
+    both = o.merge(r.drop(columns="phenotype"), on=["snp", "phecode"], how="outer")
+    if both["phenotype"].isna().any():
+        names = phenotype_names()
+        both["phenotype"] = both["phenotype"].fillna(both["phecode"].map(names))
+    both["neglog10_original"] = -np.log10(both["p_original"])
+    both["neglog10_released"] = -np.log10(both["p_released"])
+    both["change"] = both["neglog10_released"] - both["neglog10_original"]
+    return both.sort_values(["snp", "phecode"], key=_phecode_sort_key).reset_index(drop=True)
+
+
+def _phecode_sort_key(col: pd.Series) -> pd.Series:
+    return col.astype(float) if col.name == "phecode" else col
+
+
+def significance_table(
+    original: pd.DataFrame,
+    released: Mapping[str, pd.DataFrame],
+    alpha: float = 0.05,
+    correction: Correction = "none",
+) -> pd.DataFrame:
+    """Heatherly's Table 4: per SNP, associations at p <= alpha in the original data, and for each
+    release the lost (significant before, not after) and false (not before, significant after)
+    associations, with a Total row. A test that did not run counts as not significant."""
+    col = _P_COLUMN[correction]
+    snps = sorted(set(original["snp"]))
+    rows = []
+    for snp in snps:
+        o = original[original["snp"] == snp]
+        row: dict[str, object] = {"snp": snp, "original": int((o[col] <= alpha).sum())}
+        for name, rel in released.items():
+            pr = paired(o, rel[rel["snp"] == snp])
+            sig_o = (pr[f"{col}_original"] <= alpha).fillna(False).astype(bool)
+            sig_r = (pr[f"{col}_released"] <= alpha).fillna(False).astype(bool)
+            row[f"{name}: lost"] = int((sig_o & ~sig_r).sum())
+            row[f"{name}: false"] = int((~sig_o & sig_r).sum())
+            row[f"{name}: identical"] = int((sig_o & sig_r).sum())
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    if len(table):
+        total = table.drop(columns="snp").sum(numeric_only=True)
+        table = pd.concat([table, pd.DataFrame([{"snp": "Total", **total.to_dict()}])], ignore_index=True)
+    return table
+
+
+def r_squared(pairs: pd.DataFrame) -> float:
+    """Squared Pearson correlation of -log10 p, original vs released, over tests run in both."""
+    both = pairs.dropna(subset=["neglog10_original", "neglog10_released"])
+    if len(both) < 2 or both["neglog10_original"].std() == 0 or both["neglog10_released"].std() == 0:
+        return float("nan")
+    return float(np.corrcoef(both["neglog10_original"], both["neglog10_released"])[0, 1] ** 2)
