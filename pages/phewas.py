@@ -1,0 +1,122 @@
+"""PheWAS: original vs released data (Heatherly 2013, Table 4 and Figures 1-12)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from engine import phewas
+from engine.records import Records
+from engine.release import Release
+from ui import releases
+from ui.context import HASH_FUNCS, current
+from ui.phewas_charts import change_histogram, manhattan_figure, qq_figure
+
+_HASH = {**HASH_FUNCS, Release: lambda r: f"{r.method}:{r.records.fingerprint}:{sorted(r.params.items())}"}
+
+
+@st.cache_data(show_spinner="Running the original PheWAS…", hash_funcs=_HASH, max_entries=8)
+def original_phewas(
+    cohort: Records, genotypes: pd.DataFrame, settings: phewas.PhewasSettings
+) -> pd.DataFrame:
+    return phewas.phewas_of_records(cohort, genotypes, settings)
+
+
+@st.cache_data(show_spinner="Running the released PheWAS…", hash_funcs=_HASH, max_entries=32)
+def released_phewas(
+    release: Release, genotypes: pd.DataFrame, settings: phewas.PhewasSettings
+) -> pd.DataFrame:
+    return phewas.phewas_of_release(release, genotypes, settings)
+
+
+def _csv(df: pd.DataFrame) -> bytes:
+    return df.to_csv(index=False).encode()
+
+
+ctx = current()
+st.title("PheWAS")
+genotypes = ctx.dataset.genotypes
+if genotypes is None or genotypes.empty:
+    st.warning("This dataset has no genotype file: load one on the Cohort page to run a PheWAS.")
+    st.stop()
+
+snps = [c for c in genotypes.columns if c != "patient_id"]
+c1, c2, c3, c4, c5 = st.columns(5)
+snp = c1.selectbox("SNP", snps, key="phewas_snp")
+test = c2.selectbox(
+    "Test", ["allelic", "genotypic"], key="phewas_test", help="allelic: 2x2 allele table; genotypic: 2x3"
+)
+min_code_count = c3.number_input("Min. code count for a case", 1, 10, 1, key="phewas_mincount")
+min_cases = c4.number_input("Min. cases for a test", 1, 500, 20, key="phewas_mincases")
+alpha = c5.number_input("Significance level", 0.0001, 0.5, 0.05, format="%.4f", key="phewas_alpha")
+correction = st.radio(
+    "Multiple testing",
+    ["none", "bonferroni", "bh"],
+    horizontal=True,
+    key="phewas_correction",
+    format_func={
+        "none": "none (Heatherly's Table 4)",
+        "bonferroni": "Bonferroni",
+        "bh": "Benjamini-Hochberg",
+    }.get,
+)
+with st.expander("Definitions and defaults"):
+    st.markdown(phewas.__doc__ or "")
+
+settings = phewas.PhewasSettings(min_code_count=int(min_code_count), min_cases=int(min_cases), test=test)
+original = original_phewas(ctx.cohort, genotypes, settings)
+genotyped = int(genotypes["patient_id"].astype(str).isin(set(ctx.cohort.patient_ids)).sum())
+st.caption(
+    f"Cohort `{ctx.cohort_group}`: {ctx.cohort.n_patients:,} patients, {genotyped:,} genotyped; "
+    f"{original['phecode'].nunique():,} phecodes tested per SNP, {len(original):,} tests in all."
+)
+
+available = releases.available()
+chosen = st.multiselect(
+    "Releases to compare",
+    list(available),
+    default=list(available),
+    key="phewas_releases",
+    help="Releases made on the Anonymize page in this session.",
+)
+if not available:
+    st.info("No release yet: run a method on the Anonymize page to compare. The original PheWAS is below.")
+
+pairs: dict[str, pd.DataFrame] = {}
+with st.spinner("PheWAS on the releases…"):
+    for name in chosen:
+        rel_res = released_phewas(available[name].release, genotypes, settings)
+        pairs[name] = phewas.paired(original, rel_res)
+        pairs[name]["release"] = name
+
+p_col = {"none": "p", "bonferroni": "p_bonferroni", "bh": "p_bh"}[correction]
+if pairs:
+    st.subheader("Lost and false associations (Table 4)")
+    released_results = {
+        n: df.rename(columns=lambda c: c.replace("_released", ""))[
+            ["snp", "phecode", "phenotype", "n_cases", "odds_ratio", "p", "p_bonferroni", "p_bh"]
+        ].dropna(subset=["p"])
+        for n, df in pairs.items()
+    }
+    table = phewas.significance_table(original, released_results, alpha=float(alpha), correction=correction)
+    st.dataframe(table, hide_index=True, width="stretch")
+    st.download_button("Table 4 (CSV)", _csv(table), "phewas_table4.csv", "text/csv")
+    r2 = pd.DataFrame(
+        [{"release": n, "r² of -log10 p": phewas.r_squared(df[df["snp"] == snp])} for n, df in pairs.items()]
+    )
+    st.dataframe(r2, hide_index=True)
+
+    st.subheader("QQ-plots (Figures 1-6)")
+    st.plotly_chart(qq_figure(pairs, snp, float(alpha)), width="stretch")
+    st.subheader("Change in -log10 p (Figures 7-12)")
+    st.plotly_chart(change_histogram(pairs, snp), width="stretch")
+    all_pairs = pd.concat(pairs.values(), ignore_index=True)
+    st.download_button("QQ and change data (CSV)", _csv(all_pairs), "phewas_pairs.csv", "text/csv")
+
+st.subheader("Manhattan plot")
+st.plotly_chart(manhattan_figure(original, pairs, snp, float(alpha)), width="stretch")
+st.subheader(f"Associations at {p_col} ≤ {alpha} in the original data, {snp}")
+sig = original[(original["snp"] == snp) & (original[p_col] <= alpha)].sort_values("p")
+st.dataframe(sig.assign(neglog10_p=-np.log10(sig["p"])), hide_index=True, width="stretch")
+st.download_button("Original PheWAS, all SNPs (CSV)", _csv(original), "phewas_original.csv", "text/csv")
