@@ -1,0 +1,730 @@
+"""Loaders for CSV and Parquet: events, lab orders, genotypes, patient-id lists, whole datasets.
+
+ARCHITECTURE section 2 (formats) and 8 (reliability). Every loader validates before anything runs
+(checks and row-number convention in `engine.validation`): errors stop loading with a `DataError`
+naming file, rows, column and what was expected; warnings come back in the `ValidationReport`
+returned along with the data. Nothing is dropped silently: unknown ICD-9-CM codes and duplicate rows
+are kept unless the caller asks to drop them, and the report says which was done.
+
+Files are read from bytes (a path or an upload), parsed as data only (no pickle, no eval), never
+written anywhere; the sha256 of each file goes into `Dataset.sources`.
+
+Conventions:
+- Text files must be UTF-8 (a BOM is accepted); the separator is ',' unless the header line has tabs
+  or semicolons and no comma. Whitespace-only lines are skipped (they hold no data).
+- Duplicate events are rows equal on every column when the file has a `visit` column. Without one,
+  rows repeating a (patient, code) pair are the code's repeat counts (Tamersoy 2010), not duplicates.
+- Visit labels that are all whole numbers become integers (so visit 10 follows visit 9); others stay
+  text (ISO dates then sort chronologically; other date formats get a warning).
+- Lab `day` is a whole day number or an ISO date; genotype values are 0/1/2 or missing (empty, NA,
+  NaN, '.'), returned as float with NaN for missing.
+- Patient ids are text; whole numbers stored as numbers in Parquet are written without decimals.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Generic, Literal, TypeVar
+
+import numpy as np
+import pandas as pd
+
+from engine.dataset import Dataset
+from engine.records import AGE, CODE, PATIENT, VISIT, Records
+from engine.validation import (
+    AGE_RANGE,
+    MAX_ROWS,
+    DataError,
+    FileCheck,
+    ValidationReport,
+    check_blank,
+    check_duplicates,
+    check_icd9_codes,
+    closest_column,
+    match_columns,
+    parse_integers,
+    report_unknown_codes,
+)
+
+SAMPLE_DIR = Path(__file__).resolve().parent.parent / "sample_data"
+SAMPLE_FILES = {
+    "events": "events.parquet",
+    "biobank": "biobank.csv",
+    "cohort": "cohort.csv",
+    "genotypes": "genotypes.parquet",
+    "labs": "labs.parquet",
+}
+MISSING_GENOTYPE = {"", "na", "nan", "n/a", "none", "null", "."}
+Action = Literal["keep", "drop"]
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Source:
+    """A file's name and bytes (from disk or an upload)."""
+
+    name: str
+    data: bytes
+
+    @classmethod
+    def from_path(cls, path: str | Path) -> Source:
+        p = Path(path)
+        return cls(p.name, p.read_bytes())
+
+    @cached_property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.data).hexdigest()
+
+    @property
+    def is_parquet(self) -> bool:
+        return self.data[:4] == b"PAR1" or self.name.lower().endswith((".parquet", ".pq"))
+
+
+SourceLike = Source | str | Path | tuple[str, bytes]
+
+
+def as_source(src: SourceLike) -> Source:
+    if isinstance(src, Source):
+        return src
+    if isinstance(src, tuple):
+        return Source(str(src[0]), bytes(src[1]))
+    return Source.from_path(src)
+
+
+@dataclass(frozen=True)
+class Loaded(Generic[T]):
+    """What a loader returns: the validated data and the report of its (non-fatal) findings."""
+
+    data: T
+    report: ValidationReport
+    sources: dict[str, str] = field(default_factory=dict)  # file name -> sha256
+
+
+# ------------------------------------------------------------------------------------ reading
+def read_table(
+    src: Source, report: ValidationReport, header: bool = True
+) -> tuple[pd.DataFrame, FileCheck] | None:
+    """Parse a CSV (as text cells) or Parquet file; None after reporting an unreadable file."""
+    fc = FileCheck(src.name, np.zeros(0, dtype=np.int64), report)
+    if len(src.data) == 0:
+        fc.note(
+            "error",
+            None,
+            "the file is empty (0 bytes)",
+            "a header row and at least one data row",
+            "empty_file",
+        )
+        return None
+    if src.is_parquet:
+        return _read_parquet(src, fc)
+    if src.data[:2] == b"PK":
+        fc.note(
+            "error",
+            None,
+            "this is a zip/spreadsheet file, not CSV",
+            "CSV text (export as CSV UTF-8) or Parquet",
+            "not_text",
+        )
+        return None
+    try:
+        text = src.data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        off = exc.start
+        line = src.data.count(b"\n", 0, off) + 1
+        char = off - (src.data.rfind(b"\n", 0, off) + 1) + 1
+        fc.note(
+            "error",
+            None,
+            f"not UTF-8 text: byte 0x{src.data[off]:02x} at byte offset {off} (line {line}, character {char})",
+            "UTF-8 encoded text (re-save the file as UTF-8)",
+            "not_utf8",
+            rows=(line,),
+        )
+        return None
+    if "\x00" in text:
+        fc.note("error", None, "binary content (NUL bytes)", "CSV text or Parquet", "not_text")
+        return None
+    lines = text.splitlines()
+    nonblank = np.array([i + 1 for i, ln in enumerate(lines) if ln.strip()], dtype=np.int64)
+    if len(nonblank) == 0:
+        fc.note(
+            "error",
+            None,
+            "the file is empty (no text)",
+            "a header row and at least one data row",
+            "empty_file",
+        )
+        return None
+    first = lines[nonblank[0] - 1]
+    sep = "," if "," in first else "\t" if "\t" in first else ";" if ";" in first else ","
+    try:
+        df = pd.read_csv(
+            io.StringIO(text), sep=sep, dtype=str, keep_default_na=False, header=0 if header else None
+        )
+    except pd.errors.ParserError as exc:
+        m = re.search(r"line (\d+), saw (\d+)", str(exc))
+        rows = (int(m.group(1)),) if m else ()
+        what = f"this row has {m.group(2)} fields, more than the header" if m else f"cannot parse: {exc}"
+        fc.note(
+            "error",
+            None,
+            what,
+            "the same number of fields on every row as in the header",
+            "parse_error",
+            rows,
+        )
+        return None
+    except pd.errors.EmptyDataError:
+        fc.note("error", None, "the file is empty", "a header row and at least one data row", "empty_file")
+        return None
+    data_lines = nonblank[1:] if header else nonblank
+    fc.rownum = data_lines if len(data_lines) == len(df) else np.arange(len(df)) + (2 if header else 1)
+    if len(df) == 0:
+        fc.note(
+            "error",
+            None,
+            "the file has a header but no data rows",
+            "at least one data row",
+            "empty_file",
+            (1,),
+        )
+        return None
+    df.columns = [str(c) for c in df.columns]
+    return df, fc
+
+
+def _read_parquet(src: Source, fc: FileCheck) -> tuple[pd.DataFrame, FileCheck] | None:
+    try:
+        df = pd.read_parquet(io.BytesIO(src.data))
+    except Exception as exc:  # pyarrow raises several types for a corrupt or non-Parquet file
+        fc.note(
+            "error",
+            None,
+            f"not a readable Parquet file ({type(exc).__name__}: {exc})",
+            "a Parquet file",
+            "bad_parquet",
+        )
+        return None
+    if len(df) == 0:
+        fc.note("error", None, "the file has columns but no data rows", "at least one data row", "empty_file")
+        return None
+    df = df.reset_index(drop=True)
+    df.columns = [str(c) for c in df.columns]
+    fc.rownum = np.arange(len(df), dtype=np.int64) + 2
+    return df, fc
+
+
+def as_text(values: pd.Series) -> pd.Series:
+    """Cells as text ('' for missing); whole numbers stored as numbers lose their '.0'."""
+    if pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values):
+        num = values.to_numpy(dtype=float, na_value=np.nan)
+        finite = np.isfinite(num)
+        if (num[finite] == np.round(num[finite])).all():
+            out = np.full(len(num), "", dtype=object)
+            out[finite] = num[finite].astype(np.int64).astype(str)
+            return pd.Series(out, index=values.index, dtype=object)
+    out = values.astype(object).where(values.notna(), "")
+    return pd.Series(out.astype(str).to_numpy(dtype=object), index=values.index, dtype=object)
+
+
+def _stripped(values: pd.Series, fc: FileCheck, column: str) -> pd.Series:
+    """Text cells without surrounding spaces (a warning names the rows that had them)."""
+    text = as_text(values)
+    stripped = text.str.strip()
+    changed = (stripped != text).to_numpy()
+    if changed.any():
+        fc.flag(
+            "warning",
+            column,
+            changed,
+            "surrounding spaces removed",
+            "values without surrounding spaces",
+            "spaces",
+        )
+    return stripped
+
+
+def _extra_columns(df: pd.DataFrame, fc: FileCheck, used: Mapping[str, str]) -> None:
+    extra = [c for c in df.columns if c not in used.values()]
+    if extra:
+        fc.note(
+            "warning",
+            ", ".join(extra),
+            f"column(s) not used: {', '.join(extra)}",
+            f"only {', '.join(used)}",
+            "extra_columns",
+        )
+
+
+# ------------------------------------------------------------------------------------ events
+def _events(
+    src: Source, report: ValidationReport, unknown_codes: Action, drop_duplicates: bool
+) -> pd.DataFrame | None:
+    read = read_table(src, report)
+    if read is None:
+        return None
+    df, fc = read
+    n_err = len(report.errors)
+    cols = match_columns(df, fc, (PATIENT, CODE), (VISIT, AGE))
+    if len(report.errors) > n_err:
+        return None
+    _extra_columns(df, fc, cols)
+    out: dict[str, pd.Series | np.ndarray] = {}
+    pid = _stripped(df[cols[PATIENT]], fc, cols[PATIENT])
+    check_blank(pid, fc, cols[PATIENT], "a patient id in every row")
+    out[PATIENT] = pid.to_numpy(dtype=object)
+
+    raw_code = df[cols[CODE]]
+    if pd.api.types.is_numeric_dtype(raw_code):
+        fc.note(
+            "error",
+            cols[CODE],
+            "codes are stored as numbers, which loses their form (250.00 vs 250.0)",
+            "a text column of ICD-9-CM codes",
+            "code_numeric",
+        )
+        return None
+    code = _stripped(raw_code, fc, cols[CODE])
+    check_blank(code, fc, cols[CODE], "an ICD-9-CM code in every row")
+    unknown, unknown_counts = check_icd9_codes(code, fc, cols[CODE])
+    out[CODE] = code.to_numpy(dtype=object)
+
+    if VISIT in cols:
+        out[VISIT] = _visits(df[cols[VISIT]], fc, cols[VISIT])
+    if AGE in cols:
+        out[AGE] = parse_integers(df[cols[AGE]], fc, cols[AGE], *AGE_RANGE)
+    if len(report.errors) > n_err:
+        return None
+    frame = pd.DataFrame(out)
+    drop = np.zeros(len(frame), dtype=bool)
+    if unknown.any():
+        report_unknown_codes(fc, cols[CODE], unknown, unknown_counts, unknown_codes)
+        if unknown_codes == "drop":
+            drop |= unknown
+    if VISIT in cols:
+        dup = check_duplicates(frame, fc, list(frame.columns), "drop" if drop_duplicates else "keep")
+        if drop_duplicates:
+            drop |= dup
+    return frame.loc[~drop].reset_index(drop=True)
+
+
+def _visits(values: pd.Series, fc: FileCheck, column: str) -> np.ndarray:
+    """Visit labels: integers when every label is a whole number, else text (see module docstring)."""
+    text = _stripped(values, fc, column)
+    check_blank(text, fc, column, "a visit id or date in every row (or no visit column)")
+    arr = text.to_numpy(dtype=object)
+    if text.str.fullmatch(r"-?\d+").all():
+        return arr.astype(np.int64)
+    not_iso = ~text.str.fullmatch(r"\d{4}-\d{2}-\d{2}([ T].*)?").to_numpy(dtype=bool) & (arr != "")
+    looks_date = text.str.contains(r"\d+[/.-]\d+[/.-]\d+", regex=True).to_numpy(dtype=bool)
+    if (not_iso & looks_date).any():
+        fc.flag(
+            "warning",
+            column,
+            not_iso & looks_date,
+            "dates not in ISO form; visits are ordered as text",
+            "ISO dates (2010-03-12) or whole visit numbers, so visits sort in time order",
+            "visit_order",
+        )
+    return arr
+
+
+def load_events(
+    src: SourceLike, *, unknown_codes: Action = "keep", drop_duplicates: bool = False
+) -> Loaded[pd.DataFrame]:
+    """Events (`patient_id`, `code`, optional `visit`, `age`) as a clean long-form frame.
+
+    `unknown_codes`: keep or drop rows whose well-formed code is unknown to ICD-9-CM (reported either
+    way); `drop_duplicates`: drop rows repeating an earlier row (reported either way).
+    Raises DataError on any error.
+    """
+    s = as_source(src)
+    report = ValidationReport()
+    frame = _events(s, report, unknown_codes, drop_duplicates)
+    report.raise_if_errors()
+    return Loaded(frame, report, {s.name: s.sha256})
+
+
+# ------------------------------------------------------------------------------------ labs
+def _labs(src: Source, report: ValidationReport, drop_duplicates: bool) -> pd.DataFrame | None:
+    read = read_table(src, report)
+    if read is None:
+        return None
+    df, fc = read
+    n_err = len(report.errors)
+    cols = match_columns(df, fc, (PATIENT, "day", "lab"))
+    if len(report.errors) > n_err:
+        return None
+    _extra_columns(df, fc, cols)
+    pid = _stripped(df[cols[PATIENT]], fc, cols[PATIENT])
+    check_blank(pid, fc, cols[PATIENT], "a patient id in every row")
+    lab = _stripped(df[cols["lab"]], fc, cols["lab"])
+    check_blank(lab, fc, cols["lab"], "a lab test name or LOINC code in every row")
+    day = _days(df[cols["day"]], fc, cols["day"])
+    if len(report.errors) > n_err or day is None:
+        return None
+    frame = pd.DataFrame({PATIENT: pid.to_numpy(dtype=object), "day": day, "lab": lab.to_numpy(dtype=object)})
+    dup = check_duplicates(frame, fc, list(frame.columns), "drop" if drop_duplicates else "keep")
+    if drop_duplicates:
+        frame = frame.loc[~dup]
+    return frame.reset_index(drop=True)
+
+
+def _days(values: pd.Series, fc: FileCheck, column: str) -> np.ndarray | None:
+    """Whole day numbers, or ISO dates (datetime64); None after reporting bad cells."""
+    if pd.api.types.is_datetime64_any_dtype(values):
+        bad = values.isna().to_numpy()
+        if bad.any():
+            fc.flag(
+                "error", column, bad, "empty cell", "a day number or an ISO date in every row", "day_invalid"
+            )
+            return None
+        return values.to_numpy()
+    text = as_text(values).str.strip()
+    if text.str.fullmatch(r"-?\d+").all():
+        return text.to_numpy(dtype=object).astype(np.int64)
+    dates = pd.to_datetime(text, format="ISO8601", errors="coerce")
+    bad = dates.isna().to_numpy()
+    if bad.any():
+        examples = ", ".join(repr(v) for v in pd.unique(text.to_numpy(dtype=object)[bad])[:MAX_ROWS])
+        fc.flag(
+            "error",
+            column,
+            bad,
+            f"neither a day number nor an ISO date: {examples}",
+            "a whole day number (e.g. 17) or an ISO date (2010-03-12), the same kind in every row",
+            "day_invalid",
+        )
+        return None
+    return dates.to_numpy()
+
+
+def load_labs(src: SourceLike, *, drop_duplicates: bool = False) -> Loaded[pd.DataFrame]:
+    """Lab orders (`patient_id`, `day`, `lab`); Johnson 2018's input. Raises DataError on any error."""
+    s = as_source(src)
+    report = ValidationReport()
+    frame = _labs(s, report, drop_duplicates)
+    report.raise_if_errors()
+    return Loaded(frame, report, {s.name: s.sha256})
+
+
+# ------------------------------------------------------------------------------------ genotypes
+def _genotypes(src: Source, report: ValidationReport) -> pd.DataFrame | None:
+    read = read_table(src, report)
+    if read is None:
+        return None
+    df, fc = read
+    n_err = len(report.errors)
+    cols = match_columns(df, fc, (PATIENT,))
+    if len(report.errors) > n_err:
+        return None
+    snps = [c for c in df.columns if c != cols[PATIENT]]
+    if not snps:
+        fc.note(
+            "error",
+            None,
+            "no SNP columns",
+            "patient_id plus one column per SNP (minor-allele counts)",
+            "no_snps",
+            (1,),
+        )
+        return None
+    pid = _stripped(df[cols[PATIENT]], fc, cols[PATIENT])
+    blank = check_blank(pid, fc, cols[PATIENT], "a patient id in every row")
+    twice = pid.duplicated(keep="first").to_numpy() & ~blank
+    if twice.any():
+        fc.flag(
+            "error",
+            cols[PATIENT],
+            twice,
+            "patient listed more than once",
+            "one row per patient",
+            "duplicate_patient",
+        )
+    out = {PATIENT: pid.to_numpy(dtype=object)}
+    for snp in snps:
+        text = as_text(df[snp]).str.strip()
+        missing = text.str.lower().isin(MISSING_GENOTYPE).to_numpy()
+        num = pd.to_numeric(text.where(~missing, None), errors="coerce").to_numpy(dtype=float)
+        bad = ~missing & ~np.isin(num, (0.0, 1.0, 2.0))
+        if bad.any():
+            examples = ", ".join(repr(v) for v in pd.unique(text.to_numpy(dtype=object)[bad])[:MAX_ROWS])
+            fc.flag(
+                "error",
+                snp,
+                bad,
+                f"genotype values other than 0/1/2/missing: {examples}",
+                "a minor-allele count 0, 1 or 2, or an empty cell / NA for missing",
+                "genotype_value",
+            )
+        out[snp] = np.where(missing, np.nan, num)
+    if len(report.errors) > n_err:
+        return None
+    return pd.DataFrame(out)
+
+
+def load_genotypes(src: SourceLike) -> Loaded[pd.DataFrame]:
+    """Genotypes: `patient_id` + one column per SNP (0/1/2/missing -> float, NaN). Raises DataError."""
+    s = as_source(src)
+    report = ValidationReport()
+    frame = _genotypes(s, report)
+    report.raise_if_errors()
+    return Loaded(frame, report, {s.name: s.sha256})
+
+
+# ------------------------------------------------------------------------------------ id lists
+def _ids(
+    src: Source, report: ValidationReport, population: np.ndarray | None, group: str
+) -> np.ndarray | None:
+    """Patient ids of a list: column `patient_id`, or one unnamed column (first row is then data)."""
+    read = read_table(src, report, header=src.is_parquet)
+    if read is None:
+        return None
+    df, fc = read
+    if not src.is_parquet:
+        df, fc = _id_header(df, fc)
+        if df is None:
+            return None
+    elif PATIENT not in df.columns and len(df.columns) == 1:
+        fc.note(
+            "warning",
+            df.columns[0],
+            f"column '{df.columns[0]}' read as '{PATIENT}'",
+            f"the name '{PATIENT}'",
+            "renamed_column",
+            (1,),
+        )
+        df = df.rename(columns={df.columns[0]: PATIENT})
+    n_err = len(report.errors)
+    cols = match_columns(df, fc, (PATIENT,))
+    if len(report.errors) > n_err:
+        return None
+    _extra_columns(df, fc, cols)
+    ids = _stripped(df[cols[PATIENT]], fc, cols[PATIENT])
+    blank = check_blank(ids, fc, cols[PATIENT], "a patient id in every row")
+    twice = ids.duplicated(keep="first").to_numpy() & ~blank
+    if twice.any():
+        fc.flag(
+            "warning",
+            cols[PATIENT],
+            twice,
+            "patient listed more than once (counted once)",
+            "each patient once",
+            "duplicate_patient",
+        )
+    arr = ids.to_numpy(dtype=object)
+    if population is not None:
+        absent = ~np.isin(arr, population) & ~blank
+        if absent.any():
+            examples = ", ".join(map(str, pd.unique(arr[absent])[:MAX_ROWS]))
+            fc.flag(
+                "error",
+                cols[PATIENT],
+                absent,
+                f"{int(absent.sum())} patient(s) of the {group} are absent from the population (no events): {examples}",
+                f"every {group} patient among the population's patients (the events file)",
+                "absent_patient",
+            )
+    if len(report.errors) > n_err:
+        return None
+    return np.asarray(pd.unique(arr), dtype=object)
+
+
+def _id_header(df: pd.DataFrame, fc: FileCheck) -> tuple[pd.DataFrame | None, FileCheck]:
+    """Decide whether the first row of a headerless read is a header (see `_ids`)."""
+    first = [str(v) for v in df.iloc[0]]
+    if len(df.columns) == 1 and first[0].strip() != PATIENT and closest_column(PATIENT, first) is None:
+        df = df.rename(columns={df.columns[0]: PATIENT})  # a single unnamed column: every row is an id
+        fc.rownum = fc.rownum.copy()
+        return df, fc
+    body = df.iloc[1:].reset_index(drop=True)
+    body.columns = first
+    fc.rownum = fc.rownum[1:]
+    if len(body) == 0:
+        fc.note(
+            "error",
+            None,
+            "the file has a header but no data rows",
+            "at least one patient id",
+            "empty_file",
+            (1,),
+        )
+        return None, fc
+    if len(first) == 1 and first[0].strip() != PATIENT:
+        fc.note(
+            "warning",
+            first[0],
+            f"column '{first[0]}' read as '{PATIENT}'",
+            f"the name '{PATIENT}'",
+            "renamed_column",
+            (1,),
+        )
+        body.columns = [PATIENT]
+    return body, fc
+
+
+def load_ids(
+    src: SourceLike, *, population: np.ndarray | None = None, group: str = "group"
+) -> Loaded[np.ndarray]:
+    """A patient-id list (unique, in file order). With `population`, ids outside it are errors."""
+    s = as_source(src)
+    report = ValidationReport()
+    ids = _ids(s, report, population, group)
+    report.raise_if_errors()
+    return Loaded(ids, report, {s.name: s.sha256})
+
+
+# ------------------------------------------------------------------------------------ datasets
+def load_dataset(
+    events: SourceLike,
+    biobank: SourceLike | None = None,
+    cohort: SourceLike | None = None,
+    genotypes: SourceLike | None = None,
+    labs: SourceLike | None = None,
+    *,
+    name: str = "uploaded",
+    unknown_codes: Action = "keep",
+    drop_duplicates: bool = False,
+) -> Loaded[Dataset]:
+    """Load and cross-check a dataset's files; every file's findings before any DataError.
+
+    Groups (Heatherly's Figure 14): `population` is every patient with events, `biobank` and `cohort`
+    the given id lists (each must lie within the population; a cohort outside the biobank is a
+    warning). Genotype or lab patients without events are reported as warnings.
+    """
+    report = ValidationReport()
+    srcs = {
+        role: as_source(s)
+        for role, s in (
+            ("events", events),
+            ("biobank", biobank),
+            ("cohort", cohort),
+            ("genotypes", genotypes),
+            ("labs", labs),
+        )
+        if s is not None
+    }
+    frame = _events(srcs["events"], report, unknown_codes, drop_duplicates)
+    records = Records.from_frame(frame) if frame is not None else None
+    population = None if records is None else np.asarray(records.patient_ids, dtype=object)
+    groups: dict[str, np.ndarray] = {}
+    for role in ("biobank", "cohort"):
+        if role in srcs:
+            ids = _ids(srcs[role], report, population, role)
+            if ids is not None:
+                groups[role] = ids
+    if "biobank" in groups and "cohort" in groups:
+        outside = ~np.isin(groups["cohort"], groups["biobank"])
+        if outside.any():
+            examples = ", ".join(map(str, groups["cohort"][outside][:MAX_ROWS]))
+            FileCheck(srcs["cohort"].name, np.zeros(0, dtype=np.int64), report).note(
+                "warning",
+                PATIENT,
+                f"{int(outside.sum())} cohort patient(s) are not in the biobank: {examples}",
+                "a research cohort drawn from the biobank (Heatherly's Figure 14)",
+                "cohort_outside_biobank",
+            )
+    geno = _genotypes(srcs["genotypes"], report) if "genotypes" in srcs else None
+    lab = _labs(srcs["labs"], report, drop_duplicates) if "labs" in srcs else None
+    if population is not None:
+        for role, table in (("genotypes", geno), ("labs", lab)):
+            if table is not None:
+                _warn_outside(srcs[role].name, table, population, report, role)
+    report.raise_if_errors()
+    assert records is not None
+    sources = _source_hashes(srcs)
+    dataset = Dataset(name=name, events=records, groups=groups, genotypes=geno, labs=lab, sources=sources)
+    return Loaded(dataset, report, sources)
+
+
+def _warn_outside(
+    file: str, table: pd.DataFrame, population: np.ndarray, report: ValidationReport, role: str
+) -> None:
+    outside = ~np.isin(table[PATIENT].to_numpy(dtype=object), population)
+    if outside.any():
+        fc = FileCheck(file, np.arange(len(table), dtype=np.int64) + 2, report)
+        examples = ", ".join(map(str, pd.unique(table[PATIENT].to_numpy(dtype=object)[outside])[:MAX_ROWS]))
+        fc.flag(
+            "warning",
+            PATIENT,
+            outside,
+            f"{role} of patient(s) without events: {examples}",
+            "patients of the population (the events file)",
+            "outside_population",
+        )
+
+
+def _source_hashes(srcs: Mapping[str, Source]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for role, s in srcs.items():
+        key = s.name if s.name not in out else f"{role}:{s.name}"
+        out[key] = s.sha256
+    return out
+
+
+def load_uploaded(
+    events: tuple[str, bytes],
+    biobank: tuple[str, bytes] | None = None,
+    cohort: tuple[str, bytes] | None = None,
+    genotypes: tuple[str, bytes] | None = None,
+    labs: tuple[str, bytes] | None = None,
+    *,
+    unknown_codes: Action = "keep",
+    drop_duplicates: bool = False,
+) -> Loaded[Dataset]:
+    """A dataset from uploaded files, each (file name, bytes); nothing touches the disk."""
+    return load_dataset(
+        events,
+        biobank,
+        cohort,
+        genotypes,
+        labs,
+        name=f"uploaded: {events[0]}",
+        unknown_codes=unknown_codes,
+        drop_duplicates=drop_duplicates,
+    )
+
+
+def sample_paths(directory: str | Path = SAMPLE_DIR) -> dict[str, Path]:
+    """The shipped sample's files that exist, by role (events is required)."""
+    d = Path(directory)
+    paths = {role: d / f for role, f in SAMPLE_FILES.items() if (d / f).exists()}
+    if "events" not in paths:
+        raise FileNotFoundError(
+            f"no sample data: {d / SAMPLE_FILES['events']} is missing (run `python -m engine sample`)"
+        )
+    return paths
+
+
+def load_sample_checked(directory: str | Path = SAMPLE_DIR) -> Loaded[Dataset]:
+    """The shipped sample with its validation report (population = every patient with events)."""
+    return load_dataset(**sample_paths(directory), name="sample")
+
+
+def load_sample(directory: str | Path = SAMPLE_DIR) -> Dataset:
+    """The shipped sample (`sample_data/`: events.parquet, biobank.csv, cohort.csv, genotypes.parquet,
+    labs.parquet), validated like any upload; raises DataError if it fails validation."""
+    return load_sample_checked(directory).data
+
+
+__all__ = [
+    "SAMPLE_DIR",
+    "DataError",
+    "Loaded",
+    "Source",
+    "ValidationReport",
+    "load_dataset",
+    "load_events",
+    "load_genotypes",
+    "load_ids",
+    "load_labs",
+    "load_sample",
+    "load_sample_checked",
+    "load_uploaded",
+]
