@@ -20,12 +20,32 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from engine.adversary import Adversary, Knowledge
-from engine.records import Records
+from engine.adversary import ALL_ADVERSARIES, Adversary, Knowledge
+from engine.records import Records, _ranges
 from engine.release import Release, codes_of
 
-
 # ------------------------------------------------------------------------------------ kernel
+# Work plan of `known_set_distinguishability` (ARCHITECTURE section 7):
+# 1. project the candidates onto the targets' items (a candidate item c counts for target item t when
+#    codes(c) is a subset of codes(t)): one sparse product, giving per target item the sorted
+#    candidate ids holding it (the inverted index) with their occurrence counts;
+# 2. turn every (item, required count) of the known sets into an "atom" with its own posting list
+#    (candidates holding the item at least that often), so that repeats become plain set containment;
+# 3. group known sets by size and count identical sets once (exact dedup, np.unique);
+# 4. answer sets of one atom from posting lengths; sets made only of the F most frequent atoms from a
+#    superset-sum table over F-bit masks (the count of candidates holding a mask of frequent atoms);
+#    every other set by expanding (set, candidate) pairs from its rarest atom's posting, in chunks,
+#    and filtering them by the frequent-atom mask, then by membership of each further atom (bitmaps
+#    for common atoms, a binary search of the sorted (atom, candidate) keys for the rest).
+
+_TOP_ATOMS = 20  # superset-sum table of 2**20 masks at most
+_PAIR_CHUNK = 1 << 21  # (set, candidate) pairs expanded at once
+_TOP_MIN_POSTING = 64  # ... and only atoms held by at least this many candidates
+_BITMAP_MIN_SHARE = 1 / 48  # an atom held by at least this share of candidates gets a bitmap
+_BITMAP_MIN_POSTING = 1024  # ... and by at least this many
+_BITMAP_MAX_BYTES = 1 << 29  # memory for bitmaps
+
+
 def match_matrix(
     candidate_items: np.ndarray,
     target_items: np.ndarray,
@@ -33,6 +53,16 @@ def match_matrix(
 ) -> sp.csr_matrix:
     """(n_candidate_items, n_target_items) 0/1: candidate item c matches target item t when
     codes(c) is a subset of codes(t)."""
+    if not item_codes or not (
+        any(str(c) in item_codes for c in candidate_items) or any(str(t) in item_codes for t in target_items)
+    ):
+        # every item stands for itself: match by name
+        cols = pd.Index(np.asarray(target_items, dtype=object).astype(str)).get_indexer(
+            np.asarray(candidate_items, dtype=object).astype(str)
+        )
+        rows = np.flatnonzero(cols >= 0)
+        data = np.ones(len(rows), dtype=np.int32)
+        return sp.csr_matrix((data, (rows, cols[rows])), shape=(len(candidate_items), len(target_items)))
     code_to_targets: dict[str, list[int]] = {}
     for j, t in enumerate(target_items):
         for c in codes_of(str(t), item_codes):
@@ -59,10 +89,10 @@ def match_matrix(
 def _projected_candidates(
     targets: Records, candidates: Records, item_codes, count_repeats: bool
 ) -> sp.csc_matrix:
-    """(n_candidates, n_target_items): per candidate, how many occurrences match each target item."""
-    same_vocab = (
-        candidates.items is targets.items
-        or (len(candidates.items) == len(targets.items) and (candidates.items == targets.items).all())
+    """(n_candidates, n_target_items) CSC: per candidate, how many occurrences match each target
+    item (1 for any number when repeats are not counted); row indices sorted within columns."""
+    same_vocab = candidates.items is targets.items or (
+        len(candidates.items) == len(targets.items) and (candidates.items == targets.items).all()
     )
     base = candidates.patient_item_counts if count_repeats else candidates.patient_item_sets
     if same_vocab and not item_codes:
@@ -77,12 +107,258 @@ def _projected_candidates(
     return proj
 
 
-def _known_sets(targets: Records, knowledge: Knowledge, count_repeats: bool) -> tuple[sp.csr_matrix, np.ndarray]:
-    """Rows of known (item, count) sets and the target record each row belongs to."""
+def _known_sets(
+    targets: Records, knowledge: Knowledge, count_repeats: bool
+) -> tuple[sp.csr_matrix, np.ndarray]:
+    """Rows of known (item, count) sets and the target record each row belongs to.
+
+    Single visit: one row per visit, its item set (repeats within a visit are not counted).
+    All visits: one row per record, with repeat counts when `count_repeats`."""
     if knowledge == "single_visit":
-        return targets.visit_item_sets, targets.visit_patient
-    m = targets.patient_item_counts if count_repeats else targets.patient_item_sets
-    return m, np.arange(targets.n_patients)
+        m, owner = targets.visit_item_sets, targets.visit_patient
+    else:
+        m = targets.patient_item_counts if count_repeats else targets.patient_item_sets
+        owner = np.arange(targets.n_patients)
+    m = m.tocsr()
+    m.sort_indices()
+    return m, owner
+
+
+@dataclass(frozen=True, eq=False)
+class _Postings:
+    """Inverted index over atoms: `rows[ptr[a]:ptr[a+1]]` are the sorted candidates holding atom a."""
+
+    ptr: np.ndarray  # (n_atoms + 1,) int64
+    rows: np.ndarray  # int64 candidate ids
+    n_cand: int
+
+    @property
+    def n_atoms(self) -> int:
+        return len(self.ptr) - 1
+
+    @property
+    def length(self) -> np.ndarray:
+        return np.diff(self.ptr)
+
+
+def _atoms(proj: sp.csc_matrix, known: sp.csr_matrix) -> tuple[_Postings, np.ndarray]:
+    """Postings per atom and the atom id of every entry of `known`.
+
+    Atom t (t < n_items) is "holds item t at least once"; atoms n_items + j stand for the j-th distinct
+    (item, count >= 2) requirement, with the candidates holding the item at least that often."""
+    n_items = proj.shape[1]
+    thr = known.data.astype(np.int64)
+    entry_atom = known.indices.astype(np.int64)
+    ptr = proj.indptr.astype(np.int64)
+    rows = proj.indices.astype(np.int64)
+    many = thr > 1
+    if many.any():
+        req = np.unique(entry_atom[many] * (int(thr.max()) + 1) + thr[many])
+        req_item, req_thr = np.divmod(req, int(thr.max()) + 1)
+        extra_rows, extra_len = [], np.zeros(len(req), dtype=np.int64)
+        for j, (t, need) in enumerate(zip(req_item.tolist(), req_thr.tolist(), strict=True)):
+            s, e = proj.indptr[t], proj.indptr[t + 1]
+            r = proj.indices[s:e][proj.data[s:e] >= need]
+            extra_rows.append(r.astype(np.int64))
+            extra_len[j] = len(r)
+        rows = np.concatenate([rows, *extra_rows])
+        ptr = np.concatenate([ptr, ptr[-1] + np.cumsum(extra_len)])
+        key = entry_atom[many] * (int(thr.max()) + 1) + thr[many]
+        entry_atom = entry_atom.copy()
+        entry_atom[many] = n_items + np.searchsorted(req, key)
+    return _Postings(ptr, rows, proj.shape[0]), entry_atom
+
+
+class _Counter:
+    """Counts, for sets of atoms, the candidates holding every atom of the set."""
+
+    def __init__(self, post: _Postings, needed: np.ndarray):
+        self.post = post
+        self.plen = post.length
+        n = post.n_cand
+        # rank atoms: rarest first, ties by atom id; the most frequent atoms in use get mask bits
+        used = np.flatnonzero(needed)
+        by_freq = used[np.lexsort((used, -self.plen[used]))]
+        top = [a for a in by_freq[:_TOP_ATOMS].tolist() if self.plen[a] >= _TOP_MIN_POSTING]
+        self.n_top = len(top)
+        self.top_bit = np.zeros(post.n_atoms, dtype=np.int64)
+        self.is_top = np.zeros(post.n_atoms, dtype=bool)
+        self.cmask = np.zeros(n, dtype=np.int64)
+        for b, a in enumerate(top):
+            self.top_bit[a] = 1 << b
+            self.is_top[a] = True
+            self.cmask[post.rows[post.ptr[a] : post.ptr[a + 1]]] |= 1 << b
+        self.table = None
+        if self.n_top:
+            table = np.bincount(self.cmask, minlength=1 << self.n_top).astype(np.int64)
+            for b in range(self.n_top):  # superset sums: table[m] = #candidates whose mask contains m
+                v = table.reshape(-1, 2, 1 << b)
+                v[:, 0, :] += v[:, 1, :]
+            self.table = table
+        # order key within a set: non-top atoms by posting length (rarest first), then top atoms
+        self.rank = np.empty(post.n_atoms, dtype=np.int64)
+        order = np.lexsort((np.arange(post.n_atoms), self.plen, self.is_top))
+        self.rank[order] = np.arange(post.n_atoms)
+        # bitmaps for common non-top atoms in use, sorted (atom, candidate) keys for the rest
+        nbytes = (n + 7) // 8
+        common = used[
+            ~self.is_top[used] & (self.plen[used] >= max(n * _BITMAP_MIN_SHARE, _BITMAP_MIN_POSTING))
+        ]
+        common = common[np.argsort(-self.plen[common], kind="stable")][
+            : max(_BITMAP_MAX_BYTES // max(nbytes, 1), 0)
+        ]
+        self.bitmap_of = np.full(post.n_atoms, -1, dtype=np.int64)
+        self.bits = np.zeros((len(common), nbytes), dtype=np.uint8)
+        for i, a in enumerate(common.tolist()):
+            z = np.zeros(nbytes * 8, dtype=bool)
+            z[post.rows[post.ptr[a] : post.ptr[a + 1]]] = True
+            self.bits[i] = np.packbits(z, bitorder="little")
+            self.bitmap_of[a] = i
+        self.bits_flat = self.bits.reshape(-1)
+        self.nbytes = nbytes
+        self.keys = np.repeat(np.arange(post.n_atoms, dtype=np.int64) * n, self.plen) + post.rows
+
+    def member(self, atom: np.ndarray, cand: np.ndarray) -> np.ndarray:
+        """Does candidate cand[i] hold atom[i]?"""
+        out = np.empty(len(atom), dtype=bool)
+        bm = self.bitmap_of[atom]
+        has_bm = bm >= 0
+        if has_bm.any():
+            c = cand[has_bm]
+            byte = self.bits_flat[bm[has_bm] * self.nbytes + (c >> 3)]
+            out[has_bm] = ((byte >> (c & 7).astype(np.uint8)) & 1).astype(bool)
+        rest = ~has_bm
+        if rest.any():
+            q = atom[rest] * self.post.n_cand + cand[rest]
+            pos = np.searchsorted(self.keys, q)
+            pos = np.minimum(pos, len(self.keys) - 1)
+            out[rest] = self.keys[pos] == q if len(self.keys) else False
+        return out
+
+    def count(self, sets: np.ndarray) -> np.ndarray:
+        """(m, L) distinct atom sets, L >= 2 -> candidates holding every atom of each set."""
+        m, width = sets.shape
+        srt = np.take_along_axis(sets, np.argsort(self.rank[sets], axis=1, kind="stable"), axis=1)
+        n_rest = width - self.is_top[srt].sum(axis=1)
+        tmask = self.top_bit[srt].sum(axis=1)
+        out = np.zeros(m, dtype=np.int64)
+        only_top = n_rest == 0
+        if only_top.any():
+            out[only_top] = self.table[tmask[only_top]]
+        idx = np.flatnonzero(~only_top)
+        first_len = self.plen[srt[idx, 0]]
+        idx = idx[first_len > 0]  # a set with an atom nobody holds: 0
+        first_len = self.plen[srt[idx, 0]]
+        start = 0
+        csum = np.cumsum(first_len)
+        while start < len(idx):
+            base = csum[start - 1] if start else 0
+            stop = max(int(np.searchsorted(csum, base + _PAIR_CHUNK, side="right")), start + 1)
+            sel = idx[start:stop]
+            out[sel] = self._count_chunk(srt[sel], n_rest[sel], tmask[sel])
+            start = stop
+        return out
+
+    def _count_chunk(self, srt: np.ndarray, n_rest: np.ndarray, tmask: np.ndarray) -> np.ndarray:
+        p = self.post
+        first = srt[:, 0]
+        lens = self.plen[first]
+        pair_set = np.repeat(np.arange(len(srt)), lens)
+        pair_c = p.rows[_ranges(p.ptr[first], lens)]
+        need_mask = tmask[pair_set]
+        ok = (self.cmask[pair_c] & need_mask) == need_mask
+        pair_set, pair_c = pair_set[ok], pair_c[ok]
+        for j in range(1, srt.shape[1]):
+            if len(pair_set) == 0:
+                break
+            active = n_rest[pair_set] > j
+            if not active.any():
+                break
+            ok = np.ones(len(pair_set), dtype=bool)
+            ok[active] = self.member(srt[pair_set[active], j], pair_c[active])
+            pair_set, pair_c = pair_set[ok], pair_c[ok]
+        return np.bincount(pair_set, minlength=len(srt))
+
+
+def _dedup_rows(mat: np.ndarray, n_atoms: int) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct rows of an (n, L) int matrix (each row sorted) and the inverse map."""
+    width = mat.shape[1]
+    bits = max(int(n_atoms - 1).bit_length(), 1)
+    if bits * width <= 62:
+        key = np.zeros(len(mat), dtype=np.int64)
+        for j in range(width):
+            key = (key << bits) | mat[:, j]
+        _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+        return mat[first], inv.reshape(-1)
+    uniq, inv = np.unique(mat, axis=0, return_inverse=True)
+    return uniq, inv.reshape(-1)
+
+
+@dataclass(frozen=True, eq=False)
+class KnownSets:
+    """The known sets of the target records and the distinguishability of each.
+
+    `matrix` rows are known sets over the targets' items (data: required occurrences), `owner[r]` the
+    target record of row r, `values[r]` its number of consistent candidates."""
+
+    matrix: sp.csr_matrix
+    owner: np.ndarray
+    values: np.ndarray
+    n_targets: int
+    n_candidates: int
+
+    def per_record(self) -> np.ndarray:
+        """Minimum over each record's known sets (a record with none: every candidate)."""
+        out = np.full(self.n_targets, self.n_candidates, dtype=np.int64)
+        np.minimum.at(out, self.owner, self.values)
+        return out
+
+    def riskiest_row(self) -> np.ndarray:
+        """Per target record, the row of its known set with the fewest candidates (ties: first row);
+        -1 for a record with no known set."""
+        out = np.full(self.n_targets, -1, dtype=np.int64)
+        order = np.lexsort((np.arange(len(self.owner)), self.values, self.owner))
+        owners = self.owner[order]
+        first = np.ones(len(order), dtype=bool)
+        first[1:] = owners[1:] != owners[:-1]
+        out[owners[first]] = order[first]
+        return out
+
+
+def known_set_distinguishability(
+    targets: Records,
+    candidates: Records,
+    knowledge: Knowledge,
+    *,
+    item_codes: Mapping[str, frozenset[str]] | None = None,
+    count_repeats: bool = False,
+) -> KnownSets:
+    """Distinguishability of every known set of the target records (one per visit under single-visit
+    knowledge, one per record under all-visits), counted as described at the top of this section."""
+    proj = _projected_candidates(targets, candidates, item_codes, count_repeats)
+    known, owner = _known_sets(targets, knowledge, count_repeats and knowledge == "all_visits")
+    post, entry_atom = _atoms(proj, known)
+    n_cand = candidates.n_patients
+    lens = np.diff(known.indptr)
+    values = np.empty(known.shape[0], dtype=np.int64)
+    counter = None
+    for width in np.unique(lens).tolist():
+        rows = np.flatnonzero(lens == width)
+        if width == 0:
+            values[rows] = n_cand
+            continue
+        mat = entry_atom[known.indptr[rows][:, None] + np.arange(width)]
+        if width == 1:
+            values[rows] = post.length[mat[:, 0]]
+            continue
+        mat.sort(axis=1)
+        uniq, inv = _dedup_rows(mat, post.n_atoms)
+        if counter is None:
+            needed = np.zeros(post.n_atoms, dtype=bool)
+            needed[entry_atom[np.repeat(lens, lens) >= 2]] = True
+            counter = _Counter(post, needed)
+        values[rows] = counter.count(uniq)[inv]
+    return KnownSets(known, owner, values, targets.n_patients, n_cand)
 
 
 def distinguishability(
@@ -96,56 +372,19 @@ def distinguishability(
     """(n_target_records,) number of candidate records consistent with each target record.
 
     Known sets are deduplicated and counted once; each count starts from the known item with the
-    fewest candidate postings and filters by the others.
+    fewest candidate postings and filters by the others (see `known_set_distinguishability`).
     """
-    proj = _projected_candidates(targets, candidates, item_codes, count_repeats)
-    known, owner = _known_sets(targets, knowledge, count_repeats and knowledge == "all_visits")
-    known = known.tocsr()
-    known.sort_indices()
-    n_cand = candidates.n_patients
-    post_len = np.diff(proj.indptr)
-    cache: dict[bytes, int] = {}
-    per_row = np.empty(known.shape[0], dtype=np.int64)
-    ind, dat, ptr = known.indices, known.data, known.indptr
-    for r in range(known.shape[0]):
-        items = ind[ptr[r] : ptr[r + 1]]
-        thr = dat[ptr[r] : ptr[r + 1]]
-        key = items.tobytes() + b"|" + thr.astype(np.int32).tobytes()
-        hit = cache.get(key)
-        if hit is None:
-            hit = _count_consistent(proj, post_len, items, thr, n_cand)
-            cache[key] = hit
-        per_row[r] = hit
-    out = np.full(targets.n_patients, n_cand, dtype=np.int64)
-    np.minimum.at(out, owner, per_row)
-    return out
-
-
-def _count_consistent(proj: sp.csc_matrix, post_len, items, thr, n_cand: int) -> int:
-    if len(items) == 0:
-        return n_cand
-    order = np.argsort(post_len[items], kind="stable")
-    rows = None
-    for j in order:
-        t, need = items[j], thr[j]
-        r = proj.indices[proj.indptr[t] : proj.indptr[t + 1]]
-        v = proj.data[proj.indptr[t] : proj.indptr[t + 1]]
-        if rows is None:
-            rows = r[v >= need]
-        else:
-            pos = np.searchsorted(r, rows)
-            pos_c = np.minimum(pos, max(len(r) - 1, 0))
-            ok = (pos < len(r)) & (r[pos_c] == rows) if len(r) else np.zeros(len(rows), bool)
-            ok &= v[pos_c] >= need if len(r) else ok
-            rows = rows[ok]
-        if len(rows) == 0:
-            return 0
-    return int(len(rows))
+    return known_set_distinguishability(
+        targets, candidates, knowledge, item_codes=item_codes, count_repeats=count_repeats
+    ).per_record()
 
 
 # ------------------------------------------------------------------------------ entry points
 def candidates_for(
-    adversary: Adversary, released_cohort: Records, population: Records | None, released_population: Records | None = None
+    adversary: Adversary,
+    released_cohort: Records,
+    population: Records | None,
+    released_population: Records | None = None,
 ) -> Records:
     """The candidate pool: the released cohort (scope cohort), else the released population when the
     method anonymized it, else the original population."""
@@ -166,7 +405,9 @@ def original_distinguishability(
     return distinguishability(cohort, cands, adversary.knowledge, count_repeats=count_repeats)
 
 
-def release_distinguishability(release: Release, adversary: Adversary, population: Records | None = None) -> np.ndarray:
+def release_distinguishability(
+    release: Release, adversary: Adversary, population: Records | None = None
+) -> np.ndarray:
     """Distinguishability of every released cohort record, read from the release alone."""
     cands = candidates_for(adversary, release.records, population, release.population)
     return distinguishability(
@@ -253,3 +494,95 @@ def verify(release: Release, adversary: Adversary, k: int, population: Records |
     """Check a release against an adversary and k, independently of the method's bookkeeping."""
     dis = release_distinguishability(release, adversary, population)
     return Verification(adversary, k, dis, release.records.patient_ids)
+
+
+# ------------------------------------------------------------------------- all four adversaries
+def all_adversaries(
+    cohort: Records,
+    population: Records | None = None,
+    *,
+    count_repeats: bool = False,
+    adversaries: tuple[Adversary, ...] = ALL_ADVERSARIES,
+) -> dict[Adversary, np.ndarray]:
+    """Distinguishability of the original cohort records under each adversary (ARCHITECTURE
+    section 3); population scope is skipped when no population is given."""
+    return {
+        adv: original_distinguishability(cohort, adv, population, count_repeats=count_repeats)
+        for adv in adversaries
+        if adv.scope == "cohort" or population is not None
+    }
+
+
+def release_all_adversaries(
+    release: Release,
+    population: Records | None = None,
+    adversaries: tuple[Adversary, ...] = ALL_ADVERSARIES,
+) -> dict[Adversary, np.ndarray]:
+    """Distinguishability of a release's cohort records under each adversary (population scope
+    skipped when neither the release nor the caller provides a population)."""
+    have_pop = population is not None or release.population is not None
+    return {
+        adv: release_distinguishability(release, adv, population)
+        for adv in adversaries
+        if adv.scope == "cohort" or have_pop
+    }
+
+
+# ----------------------------------------------------------------------- riskiest code patterns
+def _item_text(item: str, need: int) -> str:
+    return item if need <= 1 else f"{item} ×{need}"
+
+
+def _item_description(item: str, item_codes: Mapping[str, frozenset[str]] | None) -> str:
+    from engine.vocab import icd9_description
+
+    codes = sorted(codes_of(item, item_codes))
+    if len(codes) == 1 and codes[0] == item:
+        return icd9_description(item) or "?"
+    return " or ".join(f"{c} {icd9_description(c) or '?'}".strip() for c in codes)
+
+
+def riskiest_patterns(
+    targets: Records,
+    candidates: Records,
+    knowledge: Knowledge,
+    *,
+    item_codes: Mapping[str, frozenset[str]] | None = None,
+    count_repeats: bool = False,
+    n: int = 20,
+) -> pd.DataFrame:
+    """The code patterns that single out the records at highest risk: for every target record, the
+    known set with the fewest consistent candidates (its single-visit set, or its whole record),
+    grouped by pattern. Never patient identifiers.
+
+    Columns: `distinguishability`, `records` (target records whose riskiest known set this is),
+    `items` (size of the pattern), `codes` ("; "-joined items, `×n` for required repeats), and
+    `descriptions` (ICD-9-CM text; a generalized item lists its codes). Sorted by distinguishability,
+    then by records (most first), then by codes; the first `n` rows.
+    """
+    ks = known_set_distinguishability(
+        targets, candidates, knowledge, item_codes=item_codes, count_repeats=count_repeats
+    )
+    best = ks.riskiest_row()
+    best = best[best >= 0]
+    cols = ["distinguishability", "records", "items", "codes", "descriptions"]
+    if len(best) == 0:
+        return pd.DataFrame({c: [] for c in cols})
+    m = ks.matrix
+    patterns = []
+    for r in best.tolist():
+        s, e = m.indptr[r], m.indptr[r + 1]
+        items = targets.items[m.indices[s:e]].astype(str)
+        needs = m.data[s:e].astype(int)
+        patterns.append((int(ks.values[r]), tuple(sorted(zip(items.tolist(), needs.tolist(), strict=True)))))
+    frame = pd.DataFrame(patterns, columns=["distinguishability", "pattern"])
+    grouped = frame.groupby(["distinguishability", "pattern"], sort=False).size().reset_index(name="records")
+    grouped["codes"] = ["; ".join(_item_text(i, need) for i, need in pat) for pat in grouped["pattern"]]
+    grouped = grouped.sort_values(
+        ["distinguishability", "records", "codes"], ascending=[True, False, True], kind="stable"
+    ).head(n)
+    grouped["items"] = [len(p) for p in grouped["pattern"]]
+    grouped["descriptions"] = [
+        "; ".join(_item_description(i, item_codes) for i, _ in pat) for pat in grouped["pattern"]
+    ]
+    return grouped[cols].reset_index(drop=True)

@@ -1,0 +1,59 @@
+"""The plain, obviously correct reference for distinguishability, over Python sets and multisets.
+
+It restates ARCHITECTURE section 3 (Tamersoy 2010 "Risk Measure"; Loukides 2010; Heatherly 2013)
+with no index, no deduplication and no numpy: for every known set, count the candidate records that
+hold every known item, where a candidate item c matches a known item t when codes(c) is a subset of
+codes(t), and with repeat counts the candidate needs at least as many matching occurrences as the
+known set holds. Single-visit knowledge takes the minimum over the record's visits (an empty visit
+is consistent with every candidate).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+
+from engine.records import Records
+from engine.release import codes_of
+
+
+def known_sets(targets: Records, knowledge: str, count_repeats: bool) -> list[list[Counter]]:
+    """Per target record, the list of known multisets (item -> required occurrences)."""
+    out = []
+    for p in range(targets.n_patients):
+        if knowledge == "single_visit":
+            # a visit's codes are known as a set (repeats within a visit are not counted)
+            out.append([Counter(set(v)) for v in targets.patient_visits(p)])
+        else:
+            codes = targets.patient_codes(p)
+            out.append([Counter(codes) if count_repeats else Counter(set(codes))])
+    return out
+
+
+def consistent(known: Counter, candidate: Counter, item_codes: Mapping[str, frozenset[str]] | None) -> bool:
+    """Does a candidate record (item -> occurrences) hold every known item often enough?"""
+    for t, need in known.items():
+        t_codes = codes_of(t, item_codes)
+        have = sum(n for c, n in candidate.items() if codes_of(c, item_codes) <= t_codes)
+        if have < need:
+            return False
+    return True
+
+
+def reference_distinguishability(
+    targets: Records,
+    candidates: Records,
+    knowledge: str,
+    *,
+    item_codes: Mapping[str, frozenset[str]] | None = None,
+    count_repeats: bool = False,
+) -> list[int]:
+    """Distinguishability of every target record, by brute force."""
+    cands = [Counter(candidates.patient_codes(q)) for q in range(candidates.n_patients)]
+    out = []
+    for sets in known_sets(targets, knowledge, count_repeats):
+        best = len(cands)
+        for known in sets:
+            best = min(best, sum(consistent(known, c, item_codes) for c in cands))
+        out.append(best)
+    return out
