@@ -1,0 +1,400 @@
+"""GCCens: Greedy Code Censoring of repeated diagnosis codes under k-map.
+
+Tamersoy et al. 2010 (AMIA), Figure 2, and Tamersoy 2011 (thesis), chapter III, Algorithm 1.
+
+A record is a multiset of codes; the release keeps repeat counts, and the attacker knows them
+(`Release.counts_repeats`). A released record's distinguishability is the number of candidate records
+holding each of its codes at least as many times (the risk engine's `all_visits` knowledge with
+repeats). Scope `population` is the paper's k-map (candidates: the population P); scope `cohort` runs
+the same algorithm with the released sample as its own population (k-anonymity).
+
+Algorithm 1, with the conventions this module states:
+
+1. `preprocess`: each code is censored down to its cap (line 1). Caps are per code, or one universal
+   cap; a code with no cap given keeps its sample maximum (the paper's "scan of S").
+2. While some record has distinguishability < k (line 2): for each code d, r_d is the set of records
+   holding d exactly c_d times (lines 3-10); codes with an empty r_d, and codes at cap 0, are not
+   candidates. The code o with the fewest records in r_o is chosen (line 11), **ties broken by code
+   order** (the sorted code vocabulary), one instance of o is removed from every record of r_o
+   (lines 12-14) and c_o is decremented (line 15).
+   Convention: the working cap of a code is lowered to the largest repeat count actually present
+   whenever that is below it. The literal pseudocode would reach the same state by choosing codes
+   whose r_d is empty (|r_d| = 0 is the minimum) and decrementing their caps without touching any
+   record; the output is the same, and the loop cannot spin on cap-0 codes.
+3. The instance removed from a record is its last occurrence of the code in record order (latest
+   visit, then latest input row); preprocessing likewise keeps the first `cap` occurrences.
+
+Variant `targeted` (beyond the paper): r_d only holds records that are still below k, at the largest
+repeat count of d among them, so records that already meet k are never censored (in the population
+scope a record's distinguishability depends on that record alone). Ties are broken by code order as
+well. It usually retains more, but not always: the greedy choice over fewer records can pick a code
+that does not help (sample {250, 272}, {250} with 272 unique in P, k = 2: targeted censors 250, then
+272; faithful censors only 272, the code fewer records hold).
+
+The loop's distinguishability is either the risk engine's (`kernel="risk"`: every record recounted
+with `engine.risk.distinguishability` on every iteration, the plain reference) or an incremental
+dominance count (`kernel="dominance"`, default): candidate count vectors capped at the sample maxima
+(which cannot change any count, as no target exceeds them), counted by suffix sums over a dense
+histogram when the cap grid is small, else by AND-ing per (code, level) bitsets of candidates; in the
+population scope only the records just censored are recounted. Either way the result is verified by
+`engine.risk.verify` (tests and callers), never by these counters.
+
+Worked example (Figures 1-3): population Dan {250}, Bella {250,250,272}, John {250,250,272,272},
+Ada {401 x4}, Tom {272,272,724}, Alan {250}, Eric {272,724}; sample Alan, Tom, Bella; k = 2, caps
+250:2, 272:2, 401:0, 724:1 -> {250}, {272,724}, {250,272}, CUL 0, 1/3, 1/3. (The text's
+dis(250,250,272) = 1 overlooks John, who also contains those codes; dis = 2 under the containment
+definition, and Tom's record still forces the same two steps.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+
+from engine import risk
+from engine.adversary import Scope
+from engine.records import PATIENT, VISIT, Records
+from engine.release import Release
+from engine.utility.censoring import cul_statistics, release_cul
+
+Variant = Literal["faithful", "targeted"]
+Kernel = Literal["dominance", "risk"]
+VARIANTS: tuple[Variant, ...] = ("faithful", "targeted")
+KERNELS: tuple[Kernel, ...] = ("dominance", "risk")
+METHOD = "GCCens"
+DENSE_LIMIT = 1 << 21  # largest cap grid (product of (cap + 1)) counted by a dense histogram
+
+
+# ------------------------------------------------------------------------------ dominance counts
+class DominanceCounter:
+    """Number of candidate count vectors that dominate (>= in every code) each target vector.
+
+    `candidates` is (n, d) sparse or dense repeat counts over the sample's codes; `top` (d,) bounds
+    every target's counts (candidates are capped at it, which changes no count).
+    """
+
+    def __init__(self, candidates: sp.spmatrix | np.ndarray, top: np.ndarray) -> None:
+        self.top = np.asarray(top, dtype=np.int64)
+        m = sp.csc_matrix(candidates, dtype=np.int64, copy=True)
+        m.data = np.minimum(m.data, np.repeat(self.top, np.diff(m.indptr)))
+        m.eliminate_zeros()
+        m.sort_indices()
+        self.n = m.shape[0]
+        self.d = m.shape[1]
+        grid = np.prod((self.top + 1).astype(float)) if self.d else 1.0
+        self.dense = grid <= DENSE_LIMIT
+        if self.dense:
+            self._hist = _suffix_histogram(m, self.top)
+        else:
+            self._csc = m
+            self._words = (self.n + 63) // 64
+            self._bits: dict[tuple[int, int], tuple[np.ndarray, int]] = {}
+
+    def count(self, targets: np.ndarray) -> np.ndarray:
+        """(B,) dominance counts of the (B, d) target count vectors."""
+        targets = np.asarray(targets, dtype=np.int64).reshape(-1, self.d)
+        if len(targets) == 0:
+            return np.zeros(0, dtype=np.int64)
+        if (targets > self.top).any():
+            raise ValueError("a target count exceeds the counter's cap")
+        if self.dense:
+            return self._hist[tuple(targets.T)].astype(np.int64) if self.d else np.full(len(targets), self.n)
+        uniq, inverse = np.unique(targets, axis=0, return_inverse=True)
+        counts = np.array([self._count_one(t) for t in uniq], dtype=np.int64)
+        return counts[inverse.ravel()]
+
+    def _bitset(self, j: int, level: int) -> tuple[np.ndarray, int]:
+        key = (j, level)
+        hit = self._bits.get(key)
+        if hit is None:
+            s, e = self._csc.indptr[j], self._csc.indptr[j + 1]
+            rows = self._csc.indices[s:e][self._csc.data[s:e] >= level]
+            flags = np.zeros(self._words * 64, dtype=bool)
+            flags[rows] = True
+            bits = np.packbits(flags, bitorder="little").view(np.uint64)
+            hit = (bits, len(rows))
+            self._bits[key] = hit
+        return hit
+
+    def _count_one(self, t: np.ndarray) -> int:
+        support = np.flatnonzero(t)
+        if len(support) == 0:
+            return self.n
+        sets = sorted((self._bitset(int(j), int(t[j])) for j in support), key=lambda b: b[1])
+        if sets[0][1] == 0:
+            return 0
+        acc = sets[0][0].copy()
+        for bits, _ in sets[1:]:
+            np.bitwise_and(acc, bits, out=acc)
+        return int(np.bitwise_count(acc).sum())
+
+
+def _suffix_histogram(m: sp.csc_matrix, top: np.ndarray) -> np.ndarray:
+    """Histogram over the cap grid with suffix sums on every axis: hist[t] = #{rows >= t}."""
+    shape = tuple(int(x) + 1 for x in top)
+    if not shape:
+        return np.array(m.shape[0])
+    dense = m.toarray()
+    flat = np.ravel_multi_index(tuple(dense.T), shape)
+    hist = np.bincount(flat, minlength=int(np.prod(shape))).reshape(shape)
+    for axis in range(len(shape)):
+        hist = np.flip(np.cumsum(np.flip(hist, axis), axis=axis), axis)
+    return hist
+
+
+# ------------------------------------------------------------------------------ problem set-up
+@dataclass(frozen=True, eq=False)
+class CensorProblem:
+    """The sample as a (records x codes) repeat-count matrix and the fixed candidate pool.
+
+    `codes` are the vocabulary indexes (into `cohort.items`) of the codes present in the sample, in
+    code order; `counts[i, j]` is how often code `codes[j]` appears in record i.
+    """
+
+    cohort: Records
+    population: Records | None
+    scope: Scope
+    codes: np.ndarray
+    counts: np.ndarray
+    counter: DominanceCounter | None  # population scope: the population, capped at sample maxima
+
+    @property
+    def code_labels(self) -> list[str]:
+        return [str(c) for c in self.cohort.items[self.codes]]
+
+    def default_caps(self) -> dict[str, int]:
+        """The paper's automatic caps: each code's maximum repeat count in the sample."""
+        return dict(zip(self.code_labels, self.counts.max(axis=0).tolist(), strict=True))
+
+    def cap_vector(self, cap: int | None = None, caps: Mapping[str, int] | None = None) -> np.ndarray:
+        """(d,) caps: the universal `cap`, else per-code `caps`, else (and for codes not named) the
+        sample maximum. Codes named but absent from the sample are ignored."""
+        top = self.counts.max(axis=0) if len(self.counts) else np.zeros(len(self.codes), np.int64)
+        out = top.astype(np.int64).copy()
+        if cap is not None:
+            if int(cap) < 0:
+                raise ValueError(f"the cap must be >= 0, not {cap}")
+            out = np.minimum(out, int(cap))
+        for code, c in (caps or {}).items():
+            if int(c) < 0:
+                raise ValueError(f"the cap of code {code} must be >= 0, not {c}")
+            j = self.code_labels.index(code) if code in self.code_labels else -1
+            if j >= 0:
+                out[j] = min(out[j], int(c))
+        return out
+
+
+def sample_counts(cohort: Records) -> tuple[np.ndarray, np.ndarray]:
+    """Codes present in the sample (vocabulary indexes, code order) and the dense count matrix."""
+    m = cohort.patient_item_counts.tocsc()
+    codes = np.flatnonzero(np.diff(m.indptr) > 0)
+    return codes, np.asarray(m[:, codes].toarray(), dtype=np.int64)
+
+
+def project(records: Records, labels: list[str]) -> sp.csc_matrix:
+    """(n_records, len(labels)) repeat counts of the given codes (absent codes give zero columns)."""
+    idx = records.item_index(labels)
+    if records.n_items == 0 or len(labels) == 0:
+        return sp.csc_matrix((records.n_patients, len(labels)), dtype=np.int64)
+    m = sp.csc_matrix(records.patient_item_counts, dtype=np.int64)[:, np.maximum(idx, 0)]
+    return sp.csc_matrix(m @ sp.diags((idx >= 0).astype(np.int64), dtype=np.int64))
+
+
+def prepare(cohort: Records, population: Records | None, scope: Scope = "population") -> CensorProblem:
+    """Set up GCCens for a sample and its population; reusable across k, caps and variants."""
+    if scope not in ("population", "cohort"):
+        raise ValueError(f"scope must be 'population' or 'cohort', not {scope!r}")
+    if scope == "population" and population is None:
+        raise ValueError("scope 'population' (k-map) needs the population the cohort was drawn from")
+    codes, counts = sample_counts(cohort)
+    counter = None
+    if scope == "population":
+        assert population is not None
+        labels = [str(c) for c in cohort.items[codes]]
+        top = counts.max(axis=0) if len(counts) else np.zeros(len(codes), np.int64)
+        counter = DominanceCounter(project(population, labels), top)
+    return CensorProblem(cohort, population if scope == "population" else None, scope, codes, counts, counter)
+
+
+# ------------------------------------------------------------------------------ the algorithm
+def counts_to_records(problem: CensorProblem, counts: np.ndarray) -> Records:
+    """Records (one visit per patient, no visit column) holding the given repeat counts."""
+    rows, cols = np.nonzero(counts)
+    reps = counts[rows, cols]
+    per_row = counts.sum(axis=1)
+    m = len(counts)
+    return Records(
+        patient_ids=problem.cohort.patient_ids,
+        items=problem.cohort.items,
+        visit_ptr=np.arange(m + 1, dtype=np.int64),
+        visit_ids=np.zeros(m, dtype=object),
+        event_ptr=np.concatenate([[0], np.cumsum(per_row)]).astype(np.int64),
+        event_item=np.repeat(problem.codes[cols], reps).astype(np.int32),
+        has_visits=False,
+    )
+
+
+def _distinguishability(problem: CensorProblem, y: np.ndarray, kernel: Kernel, rows=None) -> np.ndarray:
+    """Distinguishability of records `rows` (all when None) of the current counts `y`."""
+    if kernel == "risk":
+        released = counts_to_records(problem, y)
+        cands = released if problem.scope == "cohort" else problem.population
+        dis = risk.distinguishability(released, cands, "all_visits", count_repeats=True)
+        return dis if rows is None else dis[rows]
+    if problem.scope == "population":
+        assert problem.counter is not None
+        return problem.counter.count(y if rows is None else y[rows])
+    counter = DominanceCounter(y, y.max(axis=0) if len(y) else np.zeros(y.shape[1], np.int64))
+    dis = counter.count(y)
+    return dis if rows is None else dis[rows]
+
+
+def censor_counts(
+    problem: CensorProblem,
+    k: int,
+    caps: np.ndarray,
+    variant: Variant = "faithful",
+    kernel: Kernel = "dominance",
+) -> tuple[np.ndarray, np.ndarray, list[dict], bool]:
+    """Algorithm 1 on count vectors: (capped counts, released counts, steps, k reached)."""
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {VARIANTS}, not {variant!r}")
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel must be one of {KERNELS}, not {kernel!r}")
+    if int(k) < 1:
+        raise ValueError(f"k must be >= 1, not {k}")
+    capped = np.minimum(problem.counts, caps[None, :])  # line 1: preprocess
+    y = capped.copy()
+    m, d = y.shape
+    cap = np.minimum(caps, y.max(axis=0)) if m else caps.copy()  # working caps (see docstring)
+    sizes = (y == cap[None, :]).sum(axis=0) * (cap > 0)
+    dis = _distinguishability(problem, y, kernel)
+    steps: list[dict] = []
+    labels = problem.code_labels
+    while True:
+        below = dis < k
+        n_below = int(below.sum())
+        if n_below == 0:  # line 2
+            return capped, y, steps, True
+        if variant == "faithful":
+            if kernel == "risk":  # the literal scan of lines 4-10
+                sizes = (y == cap[None, :]).sum(axis=0) * (cap > 0)
+            level, eligible = cap, None
+        else:
+            yb = y[below]
+            level = yb.max(axis=0)
+            sizes = (yb == level[None, :]).sum(axis=0) * (level > 0)
+            eligible = below
+        if not (sizes > 0).any():
+            return capped, y, steps, False  # nothing left to censor
+        o = int(np.argmin(np.where(sizes > 0, sizes, np.iinfo(np.int64).max)))  # line 11, first = code order
+        hit = y[:, o] == level[o]
+        if eligible is not None:
+            hit &= eligible
+        rows = np.flatnonzero(hit)
+        y[rows, o] -= 1  # lines 12-14
+        steps.append(
+            {"code": labels[o], "from_count": int(level[o]), "records": len(rows), "below_k_before": n_below}
+        )
+        if variant == "faithful":  # line 15, then the working cap drops to what is present
+            cap[o] = min(int(level[o]) - 1, int(y[:, o].max()))
+            sizes[o] = int((y[:, o] == cap[o]).sum()) if cap[o] > 0 else 0
+        if kernel == "dominance" and problem.scope == "population":
+            dis[rows] = _distinguishability(problem, y, kernel, rows)
+        else:
+            dis = _distinguishability(problem, y, kernel)
+
+
+def _release_mask(problem: CensorProblem, keep_counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per event of the cohort: kept, and its occurrence rank within (record, code) in record order."""
+    cohort = problem.cohort
+    col_of_item = np.full(cohort.n_items, -1, dtype=np.int64)
+    col_of_item[problem.codes] = np.arange(len(problem.codes))
+    d = max(len(problem.codes), 1)
+    key = cohort.event_patient.astype(np.int64) * d + col_of_item[cohort.event_item]
+    order = np.argsort(key, kind="stable")
+    sk = key[order]
+    starts = np.flatnonzero(np.concatenate([[True], sk[1:] != sk[:-1]])) if len(sk) else np.zeros(0, np.int64)
+    group_start = np.repeat(starts, np.diff(np.append(starts, len(sk))))
+    rank = np.empty(len(key), dtype=np.int64)
+    rank[order] = np.arange(len(sk)) - group_start
+    return rank < keep_counts.ravel()[key], rank
+
+
+def gccens_run(
+    problem: CensorProblem,
+    k: int,
+    *,
+    cap: int | None = None,
+    caps: Mapping[str, int] | None = None,
+    variant: Variant = "faithful",
+    kernel: Kernel = "dominance",
+) -> Release:
+    """GCCens on a prepared problem (Algorithm 1); see the module docstring for the conventions."""
+    cap_vec = problem.cap_vector(cap, caps)
+    capped, released, steps, reached = censor_counts(problem, k, cap_vec, variant, kernel)
+    keep, rank = _release_mask(problem, released)
+    cohort = problem.cohort
+    removed = ~keep
+    col_of_item = np.full(cohort.n_items, -1, dtype=np.int64)
+    col_of_item[problem.codes] = np.arange(len(problem.codes))
+    ev_cap = capped.ravel()[
+        cohort.event_patient.astype(np.int64) * max(len(problem.codes), 1) + col_of_item[cohort.event_item]
+    ]
+    stage = np.where(rank >= ev_cap, "cap", "censor")
+    sup = {PATIENT: cohort.patient_ids[cohort.event_patient[removed]]}
+    if cohort.has_visits:
+        sup[VISIT] = cohort.visit_ids[cohort.event_visit[removed]]
+    sup["code"] = cohort.items[cohort.event_item[removed]]
+    sup["stage"] = stage[removed]
+    suppressed = pd.DataFrame(sup)
+    params = {
+        "k": int(k),
+        "scope": problem.scope,
+        "variant": variant,
+        "cap": None if cap is None else int(cap),
+        "caps": dict(zip(problem.code_labels, cap_vec.tolist(), strict=True)),
+        "kernel": kernel,
+    }
+    release = Release(
+        method=METHOD,
+        records=cohort.keep_events(keep),
+        suppressed=suppressed,
+        counts_repeats=True,
+        params=params,
+    )
+    cul = release_cul(release, baseline="capped")
+    loss = {
+        "k_reached": reached,
+        "iterations": len(steps),
+        "censored_by_caps": int((stage[removed] == "cap").sum()),
+        "censored_by_loop": int((stage[removed] == "censor").sum()),
+        "steps": steps,
+        "cul": cul_statistics(cul, release).as_dict(),
+    }
+    return replace(release, loss=loss)
+
+
+def gccens(
+    cohort: Records,
+    population: Records | None,
+    k: int,
+    *,
+    cap: int | None = None,
+    caps: Mapping[str, int] | None = None,
+    scope: Scope = "population",
+    variant: Variant = "faithful",
+    kernel: Kernel = "dominance",
+) -> Release:
+    """GCCens (Tamersoy 2010 Figure 2; thesis Algorithm 1): censor repeats until every released
+    record has distinguishability >= k against the population (scope `population`, k-map) or the
+    release itself (scope `cohort`). `loss["k_reached"]` is False when even censoring everything
+    cannot reach k (fewer than k candidates)."""
+    return gccens_run(
+        prepare(cohort, population, scope), k, cap=cap, caps=caps, variant=variant, kernel=kernel
+    )

@@ -1,0 +1,222 @@
+"""GCCens (Tamersoy 2010 Figures 1-3; thesis Algorithm 1, Example 1) and its CUL measures."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from engine import risk
+from engine.adversary import Adversary
+from engine.anonymize.censor import DominanceCounter, gccens, gccens_run, prepare
+from engine.records import Records
+from engine.utility.censoring import censoring_loss, cul_statistics, release_cul, sweep_caps, sweep_k
+
+K_MAP = Adversary("population", "all_visits")
+K_ANON = Adversary("cohort", "all_visits")
+
+# Figure 1 (left): the identified population P
+FIGURE_1_P = {
+    "Dan": ["250"],
+    "Bella": ["250", "250", "272"],
+    "John": ["250", "250", "272", "272"],
+    "Ada": ["401"] * 4,
+    "Tom": ["272", "272", "724"],
+    "Alan": ["250"],
+    "Eric": ["272", "724"],
+}
+FIGURE_1_S = ["Alan", "Tom", "Bella"]  # sample records s1, s2, s3
+EXAMPLE_CAPS = {"250": 2, "272": 2, "401": 0, "724": 1}
+
+
+def _records(rows: dict[str, list[str]]) -> Records:
+    df = pd.DataFrame([(p, c) for p, cs in rows.items() for c in cs], columns=["patient_id", "code"])
+    return Records.from_frame(df)
+
+
+@pytest.fixture
+def figure_1() -> tuple[Records, Records]:
+    pop = _records(FIGURE_1_P)
+    return pop, pop.subset(FIGURE_1_S)
+
+
+def _multisets(recs: Records) -> list[list[str]]:
+    return [sorted(recs.patient_codes(i)) for i in range(recs.n_patients)]
+
+
+@pytest.mark.parametrize("kernel", ["dominance", "risk"])
+def test_figure_1_to_3_worked_example(figure_1, kernel):
+    pop, sample = figure_1
+    release = gccens(sample, pop, 2, caps=EXAMPLE_CAPS, kernel=kernel)
+    # Figure 3: {250}, {272, 724}, {250, 272}
+    assert _multisets(release.records) == [["250"], ["272", "724"], ["250", "272"]]
+    # Example 1: first one 250 from s3 (C becomes {1, 2, 0, 1}), then one 272 from s2
+    assert [(s["code"], s["records"]) for s in release.loss["steps"]] == [("250", 1), ("272", 1)]
+    # CUL column of Figure 3: 0, 0.33, 0.33
+    np.testing.assert_allclose(release_cul(release), [0, 1 / 3, 1 / 3])
+    assert release.counts_repeats
+    assert release.loss["k_reached"]
+    verification = risk.verify(release, K_MAP, 2, pop)
+    assert verification.ok
+    # the released Tom record {272, 724} matches Tom and Eric: dis = 2 ("dis(272, 724) = 2")
+    np.testing.assert_array_equal(verification.distinguishability, [4, 2, 2])
+
+
+def test_figure_1_original_risk(figure_1):
+    """Before censoring Tom's {272, 272, 724} is unique; Bella's {250, 250, 272} has dis 2 under the
+    containment definition (Bella and John), not the text's 1."""
+    pop, sample = figure_1
+    dis = risk.original_distinguishability(sample, K_MAP, pop, count_repeats=True)
+    np.testing.assert_array_equal(dis, [4, 1, 2])
+
+
+def test_censored_instances_are_listed(figure_1):
+    pop, sample = figure_1
+    release = gccens(sample, pop, 2, caps=EXAMPLE_CAPS)
+    sup = release.suppressed.sort_values("patient_id").reset_index(drop=True)
+    assert sup[["patient_id", "code", "stage"]].values.tolist() == [
+        ["Bella", "250", "censor"],
+        ["Tom", "272", "censor"],
+    ]
+    # nothing lost silently: released + censored = original, per record and code
+    before = sample.to_frame().groupby(["patient_id", "code"]).size()
+    after = release.to_frame().groupby(["patient_id", "code"]).size()
+    gone = release.suppressed.groupby(["patient_id", "code"]).size()
+    pd.testing.assert_series_equal(after.add(gone, fill_value=0).astype(int), before, check_names=False)
+
+
+def test_targeted_variant_spares_records_that_meet_k(figure_1):
+    """Bella's record already meets 2-map, so the targeted variant leaves it whole."""
+    pop, sample = figure_1
+    release = gccens(sample, pop, 2, caps=EXAMPLE_CAPS, variant="targeted")
+    assert _multisets(release.records) == [["250"], ["272", "724"], ["250", "250", "272"]]
+    assert risk.verify(release, K_MAP, 2, pop).ok
+
+
+def test_default_caps_are_the_sample_maxima(figure_1):
+    pop, sample = figure_1
+    problem = prepare(sample, pop)
+    assert problem.default_caps() == {"250": 2, "272": 2, "724": 1}
+    # with no caps given the example needs the same two steps
+    release = gccens_run(problem, 2)
+    assert _multisets(release.records) == [["250"], ["272", "724"], ["250", "272"]]
+    assert release.params["caps"] == {"250": 2, "272": 2, "724": 1}
+
+
+def test_preprocess_keeps_first_occurrences_in_visit_order():
+    df = pd.DataFrame(
+        {
+            "patient_id": ["a"] * 4 + ["b"] * 2,
+            "visit": [3, 1, 2, 2, 1, 1],
+            "code": ["401", "401", "401", "250", "401", "250"],
+        }
+    )
+    recs = Records.from_frame(df)
+    release = gccens(recs, recs, 1, cap=1)
+    kept = release.to_frame()
+    assert kept[kept.patient_id == "a"][["visit", "code"]].values.tolist() == [[1, "401"], [2, "250"]]
+    sup = release.suppressed
+    assert sorted(sup[["visit", "code", "stage"]].values.tolist()) == [[2, "401", "cap"], [3, "401", "cap"]]
+    # CUL against the capped record is 0 (caps are not the loop's loss), against the original 2/4
+    np.testing.assert_allclose(release_cul(release), [0, 0])
+    np.testing.assert_allclose(release_cul(release, baseline="original"), [0.5, 0])
+
+
+def test_universal_cap_and_per_code_caps(figure_1):
+    pop, sample = figure_1
+    problem = prepare(sample, pop)
+    np.testing.assert_array_equal(problem.cap_vector(cap=1), [1, 1, 1])
+    np.testing.assert_array_equal(problem.cap_vector(caps={"272": 0, "999": 3}), [2, 0, 1])
+    with pytest.raises(ValueError, match="must be >= 0"):
+        problem.cap_vector(caps={"250": -1})
+
+
+def test_cohort_scope_is_k_anonymity(figure_1):
+    pop, sample = figure_1
+    release = gccens(sample, None, 2, scope="cohort")
+    verification = risk.verify(release, K_ANON, 2)
+    assert verification.ok
+    assert release.loss["k_reached"]
+
+
+def test_unreachable_k_is_reported_not_hidden(figure_1):
+    pop, sample = figure_1
+    release = gccens(sample, pop, 8, caps=EXAMPLE_CAPS)  # only 7 patients in P
+    assert not release.loss["k_reached"]
+    assert release.records.n_events == 0
+    verification = risk.verify(release, K_MAP, 8, pop)
+    assert not verification.ok
+    assert len(verification.failing) == 3
+
+
+def test_bad_parameters(figure_1):
+    pop, sample = figure_1
+    with pytest.raises(ValueError, match="needs the population"):
+        gccens(sample, None, 2)
+    with pytest.raises(ValueError, match="k must be"):
+        gccens(sample, pop, 0)
+    with pytest.raises(ValueError, match="variant"):
+        gccens(sample, pop, 2, variant="greedy")
+
+
+def test_deterministic(figure_1):
+    pop, sample = figure_1
+    a = gccens(sample, pop, 3, cap=2)
+    b = gccens(sample, pop, 3, cap=2)
+    assert a.records.fingerprint == b.records.fingerprint
+    assert a.loss == b.loss
+
+
+def test_dominance_counter_dense_and_bitset_agree():
+    rng = np.random.default_rng(3)
+    cands = rng.integers(0, 4, size=(200, 5))
+    targets = rng.integers(0, 4, size=(60, 5))
+    brute = np.array([(cands >= t).all(axis=1).sum() for t in targets])
+    top = np.full(5, 3)
+    dense = DominanceCounter(cands, top)
+    assert dense.dense
+    np.testing.assert_array_equal(dense.count(targets), brute)
+    import engine.anonymize.censor as censor
+
+    old = censor.DENSE_LIMIT
+    censor.DENSE_LIMIT = 1
+    try:
+        bits = DominanceCounter(cands, top)
+    finally:
+        censor.DENSE_LIMIT = old
+    assert not bits.dense
+    np.testing.assert_array_equal(bits.count(targets), brute)
+
+
+def test_cul_statistics_of_figure_3(figure_1):
+    pop, sample = figure_1
+    release = gccens(sample, pop, 2, caps=EXAMPLE_CAPS)
+    stats = cul_statistics(release_cul(release), release)
+    # CULs 0, 1/3, 1/3: mean 2/9, sample std sqrt(1/27), median 1/3, G1 = -sqrt(3)
+    assert stats.mean == pytest.approx(2 / 9)
+    assert stats.std == pytest.approx(math.sqrt(1 / 27))
+    assert stats.median == pytest.approx(1 / 3)
+    assert stats.skewness == pytest.approx(-math.sqrt(3))
+    assert stats.share_modified == pytest.approx(2 / 3)
+    assert stats.share_codes_retained == pytest.approx(5 / 7)  # 5 of the 7 sample codes kept
+    loss = censoring_loss(release)
+    assert loss["codes_before"].tolist() == [1, 3, 3]
+
+
+def test_sweeps_have_the_table_layout(figure_1):
+    pop, sample = figure_1
+    problem = prepare(sample, pop)
+    seen = []
+    t1 = sweep_k(problem, ks=range(2, 5), cap=2, on_progress=lambda i, n: seen.append((i, n)))
+    assert t1["k"].tolist() == [2, 3, 4]
+    assert seen[-1] == (3, 3)
+    assert {"mean", "std", "median", "skewness", "share_modified", "share_codes_retained"} <= set(t1.columns)
+    assert t1["verified"].all()
+    # each row is the same as a single run with those parameters
+    single = cul_statistics(release_cul(gccens_run(problem, 3, cap=2)))
+    assert t1.loc[t1.k == 3, "mean"].item() == pytest.approx(single.mean)
+    t2 = sweep_caps(problem, caps=[1, 2], k=2)
+    assert t2["cap"].tolist() == [1, 2]
+    assert t2["verified"].all()
