@@ -134,7 +134,7 @@ def test_universal_cap_and_per_code_caps(figure_1):
 
 
 def test_cohort_scope_is_k_anonymity(figure_1):
-    pop, sample = figure_1
+    _pop, sample = figure_1
     release = gccens(sample, None, 2, scope="cohort")
     verification = risk.verify(release, K_ANON, 2)
     assert verification.ok

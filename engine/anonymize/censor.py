@@ -270,7 +270,7 @@ def censor_counts(
         raise ValueError(f"k must be >= 1, not {k}")
     capped = np.minimum(problem.counts, caps[None, :])  # line 1: preprocess
     y = capped.copy()
-    m, d = y.shape
+    m = len(y)
     cap = np.minimum(caps, y.max(axis=0)) if m else caps.copy()  # working caps (see docstring)
     sizes = (y == cap[None, :]).sum(axis=0) * (cap > 0)
     dis = _distinguishability(problem, y, kernel)
