@@ -220,3 +220,54 @@ def test_sweeps_have_the_table_layout(figure_1):
     t2 = sweep_caps(problem, caps=[1, 2], k=2)
     assert t2["cap"].tolist() == [1, 2]
     assert t2["verified"].all()
+
+
+# ------------------------------------------------------------------------------------------ CLI
+def _write_figure_1(tmp_path):
+    rows = [(p, c) for p, cs in FIGURE_1_P.items() for c in cs]
+    pd.DataFrame(rows, columns=["patient_id", "code"]).to_csv(tmp_path / "events.csv", index=False)
+    pd.DataFrame({"patient_id": FIGURE_1_S}).to_csv(tmp_path / "cohort.csv", index=False)
+    return tmp_path / "events.csv", tmp_path / "cohort.csv"
+
+
+def test_cli_writes_release_and_report(tmp_path):
+    import json
+
+    from engine.cli import main
+
+    events, cohort = _write_figure_1(tmp_path)
+    out, report = tmp_path / "released.csv", tmp_path / "report.json"
+    argv = ["anonymize", "gccens", "--events", str(events), "--cohort", str(cohort), "--k", "2"]
+    argv += ["--caps", "250=2,272=2,401=0,724=1", "--out", str(out), "--report", str(report)]
+    assert main(argv) == 0
+    released = pd.read_csv(out, dtype=str)
+    assert list(released.columns) == ["patient_id", "code"]
+    got = released.groupby("patient_id")["code"].apply(sorted).to_dict()
+    assert got == {"Alan": ["250"], "Tom": ["272", "724"], "Bella": ["250", "272"]}
+    rep = json.loads(report.read_text())
+    assert rep["verification"]["ok"]
+    assert [r["cul"] for r in rep["per_record"]] == pytest.approx([0, 1 / 3, 1 / 3])
+    assert rep["parameters"]["k"] == 2
+    assert rep["cul_statistics"]["mean"] == pytest.approx(2 / 9)
+
+
+def test_cli_errors_are_one_line(tmp_path, capsys):
+    from engine.cli import main
+
+    events, cohort = _write_figure_1(tmp_path)
+    base = [
+        "anonymize",
+        "gccens",
+        "--events",
+        str(events),
+        "--cohort",
+        str(cohort),
+        "--out",
+        str(tmp_path / "o.csv"),
+    ]
+    assert main([*base, "--k", "2", "--caps", "250:2"]) == 2
+    assert "--caps entry 1" in capsys.readouterr().err
+    assert main([*base, "--k", "9"]) == 2  # only 7 patients in the population
+    err = capsys.readouterr().err
+    assert "cannot be reached" in err and "\n" not in err.strip()
+    assert not (tmp_path / "o.csv").exists()
