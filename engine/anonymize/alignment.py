@@ -1,0 +1,395 @@
+"""Alignment of (ICD, Age) trajectories: Baseline (Algorithm 2) and A-GS (Algorithm 3) of the
+Tamersoy 2011 thesis, section IV.3.1, in exact integer arithmetic, plus the batched A-GS cost of one
+trajectory against many (numpy) that the MDAV clustering calls.
+
+Costs (Definitions 4 and 6, with the worked examples' convention of `engine.hierarchy`):
+- generalizing x_h with y_j costs w_ICD * LM(x.icd + y.icd -> lca) + w_Age * LM(x.age + y.age -> lca);
+- suppressing a pair costs w_ICD * LM(icd -> root) + w_Age * LM(age -> root) (1 for original values).
+Every cost is an integer multiple of 1 / scale, scale = W * lcm(|ICD|, |Age|) where the weights are
+w_ICD = a / W, w_Age = b / W (W <= 1000), so sums and ties are exact; matrices are reported as
+floats (the integer divided by scale). Ties between the three operations go to generalization
+(the thesis), then to suppressing x ("up"), then to suppressing y ("left").
+
+`align(x, y, ...)` is the public, readable A-GS / Baseline on labels (Figure 7 is its test);
+`agsc_costs` is the batched kernel (same integers, checked against `align` in the tests).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import cached_property
+from math import lcm
+
+import numpy as np
+
+from engine.hierarchy import Hierarchy
+
+DIAG, UP, LEFT = "diag", "up", "left"
+METHODS = ("a-gs", "baseline")
+_OPS = (DIAG, UP, LEFT)
+
+
+def weight_fraction(w_icd: float, w_age: float | None = None) -> Fraction:
+    """w_ICD as a fraction with denominator <= 1000; checks w_ICD, w_Age >= 0 and w_ICD + w_Age = 1."""
+    if w_age is None:
+        w_age = 1.0 - float(w_icd)
+    if not (0 <= w_icd <= 1) or not (0 <= w_age <= 1) or abs(w_icd + w_age - 1) > 1e-9:
+        raise ValueError(f"weights must be >= 0 and sum to 1 (w_icd={w_icd}, w_age={w_age})")
+    return Fraction(w_icd).limit_denominator(1000)
+
+
+@dataclass(frozen=True, eq=False)
+class CostModel:
+    """The two DGHs and the weights, as integer costs per node (see module docstring)."""
+
+    icd: Hierarchy
+    age: Hierarchy
+    w_icd: Fraction
+
+    @cached_property
+    def _units(self) -> tuple[int, int, int]:
+        a, w = self.w_icd.numerator, self.w_icd.denominator
+        b = w - a
+        L = lcm(self.icd.domain_size, self.age.domain_size)
+        return a * (L // self.icd.domain_size), b * (L // self.age.domain_size), w * L
+
+    @property
+    def scale(self) -> int:
+        """Integer cost units per 1.0 of loss."""
+        return self._units[2]
+
+    @cached_property
+    def icd_cost(self) -> np.ndarray:
+        """Per ICD node: the weighted cost of a leaf generalized to it (0 at leaves)."""
+        return self._units[0] * self.icd.lost_leaves_array.astype(np.int64)
+
+    @cached_property
+    def age_cost(self) -> np.ndarray:
+        return self._units[1] * self.age.lost_leaves_array.astype(np.int64)
+
+    def generalize(self, xi: int, xa: int, yi: int, ya: int) -> tuple[int, int, int, int]:
+        """(ICD cost, Age cost, lca ICD node, lca Age node) of generalizing x with y (Definition 6)."""
+        li, la = self.icd._lca_index(xi, yi), self.age._lca_index(xa, ya)
+        ci, ca = self.icd_cost, self.age_cost
+        return (
+            int(2 * ci[li] - ci[xi] - ci[yi]),
+            int(2 * ca[la] - ca[xa] - ca[ya]),
+            li,
+            la,
+        )
+
+    def suppress(self, i: int, a: int) -> tuple[int, int]:
+        """(ICD cost, Age cost) of suppressing a pair: its values generalized to the roots."""
+        return int(self.icd_cost[0] - self.icd_cost[i]), int(self.age_cost[0] - self.age_cost[a])
+
+
+@dataclass(frozen=True, eq=False)
+class Alignment:
+    """The result of aligning X (rows) with Y (columns), as Figure 7.
+
+    `trajectory`: the anonymized (code, age) pairs as hierarchy labels; `ilm`, `alm`: i[m, n] and
+    a[m, n] (weighted, including the ILM / ALM of X given as input); `i`, `a`: the (m+1) x (n+1)
+    matrices; `r`: "diag" / "up" / "left" ("" at the corner); `path`: the cells of the traceback from
+    (m, n) to (0, 0); `candidates`: for each cell the (ICD, Age) totals of diag / up / left
+    (shape (m+1, n+1, 3, 2), NaN where an operation does not apply) for the teaching view.
+    For Baseline (no dynamic programming) only the cells of its path are filled; others are NaN.
+    """
+
+    method: str
+    x: list[tuple[str, str]]
+    y: list[tuple[str, str]]
+    trajectory: list[tuple[str, str]]
+    ilm: float
+    alm: float
+    i: np.ndarray
+    a: np.ndarray
+    r: np.ndarray
+    path: list[tuple[int, int]]
+    candidates: np.ndarray
+    ops: list[tuple[str, int, int]]  # traceback in trajectory order: (op, h, j), h/j 1-based
+
+    @property
+    def total(self) -> float:
+        return self.ilm + self.alm
+
+
+@dataclass(frozen=True)
+class _Raw:
+    """Integer result of an alignment on node indexes (the engine-internal form)."""
+
+    pairs: list[tuple[int, int]]  # (icd node, age node) of the anonymized trajectory
+    ops: list[tuple[str, int, int]]  # (op, h, j) in trajectory order, 1-based indexes
+    ilm: int
+    alm: int
+    i: np.ndarray | None = None
+    a: np.ndarray | None = None
+    r: np.ndarray | None = None
+    cand: np.ndarray | None = None
+
+
+def ags_nodes(
+    x: Sequence[tuple[int, int]],
+    y: Sequence[tuple[int, int]],
+    model: CostModel,
+    ilm_x: int = 0,
+    alm_x: int = 0,
+    keep_matrices: bool = False,
+) -> _Raw:
+    """A-GS (Algorithm 3) on node indexes, integer costs; steps cited inline."""
+    m, n = len(x), len(y)
+    i = np.zeros((m + 1, n + 1), dtype=np.int64)
+    a = np.zeros((m + 1, n + 1), dtype=np.int64)
+    r = np.full((m + 1, n + 1), "", dtype=object)
+    cand = np.full((m + 1, n + 1, 3, 2), -1, dtype=np.int64) if keep_matrices else None
+    i[0, 0], a[0, 0] = ilm_x, alm_x  # step 2
+    sx = [model.suppress(*p) for p in x]
+    sy = [model.suppress(*p) for p in y]
+    for h in range(1, m + 1):  # steps 3-7
+        i[h, 0], a[h, 0] = i[h - 1, 0] + sx[h - 1][0], a[h - 1, 0] + sx[h - 1][1]
+        r[h, 0] = UP
+    for j in range(1, n + 1):  # steps 8-12
+        i[0, j], a[0, j] = i[0, j - 1] + sy[j - 1][0], a[0, j - 1] + sy[j - 1][1]
+        r[0, j] = LEFT
+    lcas: dict[tuple[int, int], tuple[int, int]] = {}
+    for h in range(1, m + 1):  # steps 13-25
+        xi, xa = x[h - 1]
+        for j in range(1, n + 1):
+            yi, ya = y[j - 1]
+            gi, ga, li, la = model.generalize(xi, xa, yi, ya)
+            lcas[(h, j)] = (li, la)
+            options = (
+                (i[h - 1, j - 1] + gi, a[h - 1, j - 1] + ga),  # step 16, 19: generalize
+                (i[h - 1, j] + sx[h - 1][0], a[h - 1, j] + sx[h - 1][1]),  # steps 18, 21: suppress x_h
+                (i[h, j - 1] + sy[j - 1][0], a[h, j - 1] + sy[j - 1][1]),  # steps 17, 20: suppress y_j
+            )
+            best = min(range(3), key=lambda u: (options[u][0] + options[u][1], u))  # step 22, tie -> diag
+            i[h, j], a[h, j] = options[best]
+            r[h, j] = _OPS[best]
+            if cand is not None:
+                cand[h, j] = options
+    pairs, ops = [], []
+    h, j = m, n
+    while h >= 1 or j >= 1:  # steps 26-36
+        op = r[h, j]
+        if op == DIAG:
+            li, la = lcas[(h, j)]
+            pairs.append((li, la))
+            ops.append((DIAG, h, j))
+            h, j = h - 1, j - 1
+        elif op == LEFT:
+            ops.append((LEFT, h, j))
+            j -= 1
+        else:
+            ops.append((UP, h, j))
+            h -= 1
+    pairs.reverse()
+    ops.reverse()
+    return _Raw(pairs, ops, int(i[m, n]), int(a[m, n]), i, a, r, cand)
+
+
+def baseline_nodes(
+    x: Sequence[tuple[int, int]],
+    y: Sequence[tuple[int, int]],
+    model: CostModel,
+    ilm_x: int = 0,
+    alm_x: int = 0,
+    keep_matrices: bool = False,
+) -> _Raw:
+    """Baseline (Algorithm 2): match pairs on the same index, suppress the longer one's tail."""
+    m, n = len(x), len(y)
+    s = min(m, n)  # step 3
+    ilm, alm = ilm_x, alm_x
+    pairs, ops = [], []
+    i = np.full((m + 1, n + 1), -1, dtype=np.int64)
+    a = np.full((m + 1, n + 1), -1, dtype=np.int64)
+    r = np.full((m + 1, n + 1), "", dtype=object)
+    i[0, 0], a[0, 0] = ilm, alm
+    for j in range(1, s + 1):  # steps 4-9
+        gi, ga, li, la = model.generalize(*x[j - 1], *y[j - 1])
+        pairs.append((li, la))
+        ops.append((DIAG, j, j))
+        ilm, alm = ilm + gi, alm + ga
+        i[j, j], a[j, j], r[j, j] = ilm, alm, DIAG
+    h, j = s, s
+    longer, is_x = (x, True) if m > n else (y, False)
+    for t in range(s + 1, len(longer) + 1):  # steps 10-14
+        si, sa = model.suppress(*longer[t - 1])
+        ilm, alm = ilm + si, alm + sa
+        h, j = (t, j) if is_x else (h, t)
+        i[h, j], a[h, j], r[h, j] = ilm, alm, UP if is_x else LEFT
+        ops.append((UP if is_x else LEFT, h, j))
+    return _Raw(pairs, ops, ilm, alm, i, a, r, None)
+
+
+def _to_alignment(raw: _Raw, method: str, x_lab, y_lab, model: CostModel, m: int, n: int) -> Alignment:
+    sc = float(model.scale)
+
+    def fl(mat: np.ndarray) -> np.ndarray:
+        out = mat.astype(float) / sc
+        out[mat < 0] = np.nan
+        return out
+
+    cand = np.full((m + 1, n + 1, 3, 2), np.nan)
+    if raw.cand is not None:
+        cand = fl(raw.cand)
+    path = [(0, 0)] + [(h, j) for _op, h, j in raw.ops]
+    path = sorted(set(path), key=lambda c: (c[0] + c[1], c[0]), reverse=True)
+    return Alignment(
+        method=method,
+        x=list(x_lab),
+        y=list(y_lab),
+        trajectory=[(model.icd.labels[i], model.age.labels[a]) for i, a in raw.pairs],
+        ilm=raw.ilm / sc,
+        alm=raw.alm / sc,
+        i=fl(raw.i),
+        a=fl(raw.a),
+        r=raw.r,
+        path=path,
+        candidates=cand,
+        ops=raw.ops,
+    )
+
+
+def to_nodes(pairs: Sequence[tuple[object, object]], model: CostModel) -> list[tuple[int, int]]:
+    """(code, age) pairs (labels or raw ages) -> node indexes; KeyError names unknown values."""
+    out = []
+    for code, age in pairs:
+        out.append((model.icd.index(model.icd.leaf_of(code)), model.age.index(model.age.leaf_of(age))))
+    return out
+
+
+def align(
+    x: Sequence[tuple[object, object]],
+    y: Sequence[tuple[object, object]],
+    icd_hierarchy: Hierarchy,
+    age_hierarchy: Hierarchy,
+    w_icd: float = 0.5,
+    w_age: float = 0.5,
+    method: str = "a-gs",
+    ilm_x: float = 0.0,
+    alm_x: float = 0.0,
+) -> Alignment:
+    """Align trajectory x (rows) with y (columns): A-GS (Algorithm 3) or Baseline (Algorithm 2).
+
+    x and y are sequences of (code, age) pairs ordered by age; values may be generalized nodes
+    (`401`, `[35-36]`). `ilm_x`, `alm_x`: the loss X already carries (Algorithm 3, step 2).
+    """
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, not {method!r}")
+    model = CostModel(icd_hierarchy, age_hierarchy, weight_fraction(w_icd, w_age))
+    xn, yn = to_nodes(x, model), to_nodes(y, model)
+    x_lab = [(model.icd.labels[i], model.age.labels[a]) for i, a in xn]
+    y_lab = [(model.icd.labels[i], model.age.labels[a]) for i, a in yn]
+    i0, a0 = round(ilm_x * model.scale), round(alm_x * model.scale)
+    fn = ags_nodes if method == "a-gs" else baseline_nodes
+    raw = fn(xn, yn, model, i0, a0, keep_matrices=True)
+    return _to_alignment(raw, method, x_lab, y_lab, model, len(xn), len(yn))
+
+
+# ------------------------------------------------------------------------- batched kernel
+def lca_table(h: Hierarchy, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """(len(rows), len(cols)) lowest common ancestors of node indexes, vectorized over the paths."""
+    depth = h.depth_array
+    dmax = int(depth.max()) + 1
+    anc = np.full((len(h), dmax), -1, dtype=np.int64)
+    node = np.arange(len(h))
+    cur = node.copy()
+    for _ in range(dmax):
+        ok = cur >= 0
+        anc[node[ok], depth[cur[ok]]] = cur[ok]
+        cur = np.where(ok, h.parent_index[np.maximum(cur, 0)], -1)
+    ar, ac = anc[rows], anc[cols]
+    out = np.zeros((len(rows), len(cols)), dtype=np.int64)
+    for d in range(dmax):  # deepest common ancestor wins
+        same = (ar[:, d][:, None] == ac[:, d][None, :]) & (ar[:, d][:, None] >= 0)
+        out = np.where(same, ar[:, d][:, None], out)
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class PairTables:
+    """Look-up tables for the batched kernel over a fixed set of y values.
+
+    y values are the distinct ICD nodes `icd_vals` and Age nodes `age_vals` present in the data; a
+    y pair is encoded as `icd_pos * len(age_vals) + age_pos`. `row(xi, xa)` gives, for every y
+    pair, cost(generalize x with y) - cost(suppress y), the only x-dependent term of a DP row.
+    """
+
+    model: CostModel
+    icd_vals: np.ndarray
+    age_vals: np.ndarray
+
+    @cached_property
+    def _g_icd(self) -> np.ndarray:
+        c = self.model.icd_cost
+        nodes = np.arange(len(self.model.icd))
+        lca = lca_table(self.model.icd, nodes, self.icd_vals)
+        g = 2 * c[lca] - c[nodes][:, None] - c[self.icd_vals][None, :]
+        return g - (c[0] - c[self.icd_vals])[None, :]
+
+    @cached_property
+    def _g_age(self) -> np.ndarray:
+        c = self.model.age_cost
+        nodes = np.arange(len(self.model.age))
+        lca = lca_table(self.model.age, nodes, self.age_vals)
+        g = 2 * c[lca] - c[nodes][:, None] - c[self.age_vals][None, :]
+        return g - (c[0] - c[self.age_vals])[None, :]
+
+    def row(self, xi: int, xa: int, dtype=np.int64) -> np.ndarray:
+        return (self._g_icd[xi][:, None] + self._g_age[xa][None, :]).ravel().astype(dtype)
+
+    def y_suppress(self, pid: np.ndarray) -> np.ndarray:
+        """Suppression cost of encoded y pairs."""
+        c_i, c_a = self.model.icd_cost, self.model.age_cost
+        na = len(self.age_vals)
+        vi, va = self.icd_vals[pid // na], self.age_vals[pid % na]
+        return (c_i[0] - c_i[vi]) + (c_a[0] - c_a[va])
+
+
+def ags_costs_batch(
+    x: Sequence[tuple[int, int]], pid: np.ndarray, S: np.ndarray, lengths: np.ndarray, tables: PairTables
+) -> np.ndarray:
+    """A-GS total cost i[m, n] + a[m, n] (without X's own loss) of x against every row of `pid`.
+
+    `pid` (B, L): encoded y pairs padded to L; `S` (B, L+1): cumulative suppression costs of y
+    (S[:, 0] = 0); `lengths` (B,). Row by row over x, with T' = T - S the left-suppression
+    recurrence T[j] = min(base[j], T[j-1] + sy[j]) becomes a running minimum of base - S, so each row
+    is five array operations over (B, L). Same integers as `ags_nodes`.
+    """
+    B, L = pid.shape
+    dtype = S.dtype
+    T = np.zeros((B, L + 1), dtype=dtype)
+    diag = np.empty((B, L), dtype=dtype)
+    for xi, xa in x:
+        sx = np.asarray(tables.model.suppress(xi, xa)).sum().astype(dtype)
+        lut = tables.row(xi, xa, dtype)
+        np.take(lut, pid, out=diag)
+        diag += T[:, :-1]
+        T += sx  # suppress x_h: up
+        np.minimum(T[:, 1:], diag, out=T[:, 1:])
+        np.minimum.accumulate(T, axis=1, out=T)
+    rows = np.arange(B)
+    return T[rows, lengths] + S[rows, lengths]
+
+
+def baseline_costs_batch(
+    x: Sequence[tuple[int, int]], pid: np.ndarray, S: np.ndarray, lengths: np.ndarray, tables: PairTables
+) -> np.ndarray:
+    """Baseline total cost of x against every row (matches `baseline_nodes`)."""
+    B, L = pid.shape
+    m = len(x)
+    rows = np.arange(B)
+    s = np.minimum(lengths, m)
+    total = np.zeros(B, dtype=np.int64)
+    for h, (xi, xa) in enumerate(x[:L]):
+        lut = tables.row(xi, xa)
+        # generalization minus y-suppression, plus y-suppression restored below via S
+        total += np.where(h < s, lut[pid[:, h]], 0)
+    total += S[rows, s]  # y pairs matched: lut already subtracted their suppression
+    total += S[rows, lengths] - S[rows, s]  # y's unmatched tail is suppressed
+    sx = np.array([sum(tables.model.suppress(*p)) for p in x] + [0], dtype=np.int64)
+    cum_sx = np.concatenate([[0], np.cumsum(sx[:-1])])
+    total += cum_sx[m] - cum_sx[s]  # x's unmatched tail is suppressed
+    return total

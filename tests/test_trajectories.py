@@ -1,0 +1,215 @@
+"""Trajectories / LDA (Tamersoy 2011 thesis, chapter IV): worked examples, kernel, k-anonymity."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.adversary import Adversary
+from engine.anonymize.alignment import (
+    CostModel,
+    PairTables,
+    ags_costs_batch,
+    ags_nodes,
+    align,
+    baseline_costs_batch,
+    baseline_nodes,
+    to_nodes,
+    weight_fraction,
+)
+from engine.anonymize.trajectories import Trajectories, lda
+from engine.hierarchy import Hierarchy
+from engine.risk import verify
+from engine.utility.loss import avg_re, dataset_loss, level_shares, record_losses
+
+HYP = Hierarchy.from_parents({"401.0": "401", "401.1": "401", "401.9": "401"})  # Figure 6
+AGES = Hierarchy.ages(33, 40)  # Figure 5
+T1 = [("401.1", 33), ("401.1", 34), ("401.1", 35)]
+T4 = [("401.9", 33), ("401.1", 33), ("401.1", 34), ("401.1", 35)]
+FIG3A = [
+    T1,
+    [("401.1", 38), ("401.1", 40)],
+    [("401.9", 38), ("401.1", 40)],
+    T4,
+    [("401.1", 39), ("401.9", 40)],
+    [("401.1", 40), ("401.9", 40)],
+]
+
+
+def test_figure7_every_matrix_entry() -> None:
+    al = align(T4, T1, HYP, AGES, w_icd=0.5, w_age=0.5)  # rows T4, columns T1
+    i = [[0, 0.5, 1, 1.5], [0.5, 1, 1.5, 2], [1, 0.5, 1, 1.5], [1.5, 1, 0.5, 1], [2, 1.5, 1, 0.5]]
+    a = [[0, 0.5, 1, 1.5], [0.5, 0, 0.5, 1], [1, 0.5, 0.25, 0.75], [1.5, 1, 0.5, 0.75], [2, 1.5, 1, 0.5]]
+    r = [
+        ["", "left", "left", "left"],
+        ["up", "diag", "left", "left"],
+        ["up", "diag", "diag", "left"],
+        ["up", "up", "diag", "diag"],
+        ["up", "up", "up", "diag"],
+    ]
+    assert al.i.shape == (5, 4)
+    np.testing.assert_allclose(al.i, i)
+    np.testing.assert_allclose(al.a, a)
+    assert al.r.tolist() == r
+    assert al.trajectory == [("401.1", "33"), ("401.1", "34"), ("401.1", "35")]
+    assert (al.ilm, al.alm) == (0.5, 0.5)  # i[4,3], a[4,3]
+    assert al.path == [(4, 3), (3, 2), (2, 1), (1, 0), (0, 0)]
+
+
+def test_text_example_before_figure7() -> None:
+    x = [("401.1", 34), ("401.1", 35), ("401.1", 37)]
+    y = [("401.1", 34), ("401.1", 36)]
+    al = align(x, y, HYP, AGES)
+    assert al.trajectory == [("401.1", "34"), ("401.1", "[35-36]")]
+    # the text (before weights) gives a total LM of 2.5; with w = 0.5 each, ILM + ALM = 1.25
+    assert al.ilm + al.alm == pytest.approx(1.25)
+    assert al.ilm == pytest.approx(0.5) and al.alm == pytest.approx(0.75)
+    unweighted = align(x, y, HYP, AGES, w_icd=1.0, w_age=0.0)
+    assert unweighted.ilm == pytest.approx(1.0)  # only the suppressed 401.1 costs ICD
+
+
+def test_baseline_matches_on_index_and_suppresses_tail() -> None:
+    al = align(T4, T1, HYP, AGES, method="baseline")
+    assert al.trajectory == [("401", "33"), ("401.1", "[33-34]"), ("401.1", "[33-36]")]
+    # ILM: lca(401.9, 401.1) = 401 costs (1 + 1) * 0.5, then T4's 4th pair suppressed: 0.5
+    assert al.ilm == pytest.approx(1.5)
+    # ALM: 0 + (2/8+2/8)*0.5 + (4/8+4/8)*0.5 + 0.5 = 1.25
+    assert al.alm == pytest.approx(1.25)
+    assert al.r[4, 3] == "up" and al.r[3, 3] == "diag"
+
+
+def test_weights_must_sum_to_one() -> None:
+    with pytest.raises(ValueError, match="sum to 1"):
+        align(T1, T4, HYP, AGES, w_icd=0.6, w_age=0.6)
+
+
+def test_lda_reproduces_figure3c() -> None:
+    t = Trajectories.from_pairs(FIG3A)
+    res = lda(t, 2, icd_hierarchy=HYP, age_hierarchy=AGES)
+    rel = res.released_frame()
+    got = [list(zip(g.code, g.age, strict=True)) for _, g in rel.groupby("patient_id", sort=False)]
+    assert got == [
+        [("401.1", "33"), ("401.1", "34"), ("401.1", "35")],
+        [("401", "38"), ("401.1", "40")],
+        [("401", "38"), ("401.1", "40")],
+        [("401.1", "33"), ("401.1", "34"), ("401.1", "35")],
+        [("401.1", "[39-40]"), ("401.9", "40")],
+        [("401.1", "[39-40]"), ("401.9", "40")],
+    ]
+    v = verify(res.release(), Adversary("cohort", "all_visits"), 2)
+    assert v.ok and v.distinguishability.tolist() == [2] * 6
+
+
+def test_avgre_thesis_example_query() -> None:
+    # section IV.4.1: on Figure 3c, COUNT of (401.1, 39) is estimated as 1/2 * 2 = 1, RE = 0
+    res = lda(Trajectories.from_pairs(FIG3A), 2, icd_hierarchy=HYP, age_hierarchy=AGES)
+    wl = avg_re(res).workload
+    row = wl[wl["query"] == "(401.1, 39)"].iloc[0]
+    assert row["actual"] == 1 and row["estimate"] == pytest.approx(1.0) and row["RE"] == pytest.approx(0.0)
+
+
+def test_losses_and_levels_on_figure3c() -> None:
+    res = lda(Trajectories.from_pairs(FIG3A), 2, icd_hierarchy=HYP, age_hierarchy=AGES)
+    r = record_losses(res)
+    # T2 -> (401, 38) (401.1, 40): 401.1 -> 401 costs 3/3 on one of two pairs
+    assert r.loc[1, "ILM"] == pytest.approx(0.5) and r.loc[1, "ALM"] == 0
+    # T4: (401.9, 33) suppressed (1 each) out of 4 pairs
+    assert r.loc[3, "ILM"] == pytest.approx(0.25) and r.loc[3, "ALM"] == pytest.approx(0.25)
+    ilm, alm = dataset_loss(res)
+    assert ilm == pytest.approx(r["ILM"].mean()) and alm == pytest.approx(r["ALM"].mean())
+    sh = level_shares(res)
+    assert sh.groupby("attribute")["share"].sum().round(6).tolist() == [100.0, 100.0]
+
+
+# ------------------------------------------------------------------------ random cohorts
+CODES = ["250.00", "250.01", "272.4", "401.1", "401.9", "724.2", "V45.81"]
+ICD = Hierarchy.icd9()
+
+
+@st.composite
+def cohorts(draw, max_n: int = 14):
+    n = draw(st.integers(2, max_n))
+    out = []
+    for _ in range(n):
+        m = draw(st.integers(0, 5))
+        ages = sorted(draw(st.lists(st.integers(30, 45), min_size=m, max_size=m)))
+        out.append([(draw(st.sampled_from(CODES)), a) for a in ages])
+    return out
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data(), w=st.sampled_from([0.1, 0.5, 0.7]))
+def test_batched_costs_equal_reference(data, w: float) -> None:
+    pairs = data.draw(cohorts())
+    t = Trajectories.from_pairs(pairs)
+    icd = ICD.restrict(CODES)
+    model = CostModel(icd, Hierarchy.ages(30, 45), weight_fraction(w))
+    nodes = [to_nodes(p, model) for p in pairs]
+    x = data.draw(st.sampled_from(nodes))
+    flat_i = np.array([i for tr in nodes for i, _ in tr], dtype=np.int64)
+    flat_a = np.array([a for tr in nodes for _, a in tr], dtype=np.int64)
+    iv, pi = np.unique(np.concatenate([flat_i, [0]]), return_inverse=True)
+    av, pa = np.unique(np.concatenate([flat_a, [0]]), return_inverse=True)
+    tables = PairTables(model, iv, av)
+    pid_flat = (pi * len(av) + pa)[:-1]
+    L = max(int(t.lengths.max()), 1)
+    pid = np.zeros((t.n, L), dtype=np.int64)
+    for b in range(t.n):
+        pid[b, : t.lengths[b]] = pid_flat[t.ptr[b] : t.ptr[b + 1]]
+    mask = np.arange(L)[None, :] < t.lengths[:, None]
+    S = np.concatenate(
+        [np.zeros((t.n, 1), np.int64), np.cumsum(np.where(mask, tables.y_suppress(pid), 0), 1)], 1
+    )
+    got = ags_costs_batch(x, pid, S, t.lengths, tables)
+    got_b = baseline_costs_batch(x, pid, S, t.lengths, tables)
+    for b, y in enumerate(nodes):
+        ref = ags_nodes(x, y, model)
+        assert got[b] == ref.ilm + ref.alm
+        refb = baseline_nodes(x, y, model)
+        assert got_b[b] == refb.ilm + refb.alm
+
+
+@settings(max_examples=40, deadline=None)
+@given(pairs=cohorts(max_n=16), k=st.integers(2, 4), method=st.sampled_from(["a-gs", "baseline"]))
+def test_every_release_is_k_anonymous(pairs, k: int, method: str) -> None:
+    t = Trajectories.from_pairs(pairs)
+    if 0 < int((t.lengths > 0).sum()) < k:
+        with pytest.raises(ValueError, match="at least k"):
+            lda(t, k, method=method, icd_hierarchy=ICD, age_domain=(30, 45))
+        return
+    res = lda(t, k, method=method, icd_hierarchy=ICD, age_domain=(30, 45))
+    rel = res.release()
+    v = verify(rel, Adversary("cohort", "all_visits"), k)
+    assert v.ok, v.failing
+    # every record with pairs is in exactly one cluster of size >= k; cluster members share a release
+    sizes = [len(c) for c in res.clusters]
+    assert all(s >= k for s in sizes) and sum(sizes) == int((t.lengths > 0).sum())
+    # the released pairs are ancestors of the originals they stand for
+    for e in np.flatnonzero(res.pair_kept):
+        assert res.model.icd.is_ancestor(res.model.icd.labels[res.pair_icd[e]], t.codes[e])
+        assert res.model.age.is_ancestor(res.model.age.labels[res.pair_age[e]], str(t.ages[e]))
+    ilm, alm = dataset_loss(res)
+    assert 0 <= ilm <= 1 and 0 <= alm <= 1
+    # deterministic
+    again = lda(t, k, method=method, icd_hierarchy=ICD, age_domain=(30, 45))
+    assert again.released_frame().equals(res.released_frame())
+
+
+def test_from_frame_orders_by_age_then_code_and_restricts() -> None:
+    import pandas as pd
+
+    df = pd.DataFrame(
+        {
+            "patient_id": ["a", "a", "a", "b", "b", "c"],
+            "code": ["401.1", "250.00", "724.2", "401.1", "401.1", "272.4"],
+            "age": [40, 40, 39, 50, 51, 60],
+        }
+    )
+    t = Trajectories.from_frame(df)
+    assert t.pairs(0) == [("724.2", 39), ("250.00", 40), ("401.1", 40)]
+    top = Trajectories.from_frame(df, top_codes=1)
+    assert set(top.codes) == {"401.1"} and top.lengths.tolist() == [1, 2]
+    with pytest.raises(ValueError, match="row 2, column 'age'"):
+        Trajectories.from_frame(df.assign(age=["x", 1, 2, 3, 4, 5]))
