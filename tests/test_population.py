@@ -257,3 +257,61 @@ def test_figures_population_size():
     f = figures(res.release.records, res.release.item_codes)
     assert f.population_size <= 4
     assert f.diagnosis_count == diagnosis_count(res.release.records)
+
+
+def _cli_files(tmp_path):
+    rows = ["patient_id,visit,code"]
+    for p in range(1, 7):
+        rows += [f"p{p},1,401.1", f"p{p},2,250.00"]
+    rows += ["p1,1,401.9", "p2,3,733.00", "p3,1,427.31", "p4,3,427.31", "p4,3,733.00"]
+    (tmp_path / "ev.csv").write_text("\n".join(rows) + "\n")
+    (tmp_path / "co.csv").write_text("patient_id\np1\np2\np3\np4\n")
+    return tmp_path / "ev.csv", tmp_path / "co.csv"
+
+
+def test_cli_writes_verified_release_codemap_and_report(tmp_path, capsys):
+    import json
+
+    from engine.cli import main
+
+    ev, co = _cli_files(tmp_path)
+    out, cm, rep = tmp_path / "out.csv", tmp_path / "cm.csv", tmp_path / "r.json"
+    args = ["anonymize", "generalize", "--events", str(ev), "--cohort", str(co), "--k", "2"]
+    args += [
+        "--constraints",
+        "none",
+        "--complete",
+        "--out",
+        str(out),
+        "--codemap",
+        str(cm),
+        "--report",
+        str(rep),
+    ]
+    assert main(args) == 0
+    released = pd.read_csv(out, dtype=str)
+    assert list(released.columns) == ["patient_id", "visit", "code"]
+    report = json.loads(rep.read_text())
+    assert report["verification"]["ok"] is True
+    assert report["retention"]["original"]["diagnosis_count"] == 13
+    assert report["retention"]["with generalization"]["diagnosis_count"] == diagnosis_count(
+        Records.from_frame(released)
+    )
+    codemap = pd.read_csv(cm, dtype=str)
+    assert set(codemap["released_item"]) == set(released["code"])
+    assert "DEMO_D" in capsys.readouterr().out
+
+
+def test_cli_refuses_unverified_release_and_bad_arguments(tmp_path, capsys):
+    from engine.cli import main
+
+    ev, co = _cli_files(tmp_path)
+    out = tmp_path / "out.csv"
+    base = ["anonymize", "generalize", "--events", str(ev), "--cohort", str(co), "--out", str(out)]
+    # k = 2: the visit {427.31, 733.00} of p4 is held by p4 alone -> not verified
+    assert main([*base, "--k", "2"]) == 2
+    assert "Not verified" in capsys.readouterr().err and not out.exists()
+    assert main([*base, "--k", "2", "--constraints", "icd10"]) == 2
+    assert "unknown utility constraints" in capsys.readouterr().err
+    assert main([*base, "--k", "2", "--scope", "biobank"]) == 2
+    assert "--biobank" in capsys.readouterr().err
