@@ -155,13 +155,12 @@ def test_batched_costs_equal_reference(data, w: float) -> None:
     tables = PairTables(model, iv, av)
     pid_flat = (pi * len(av) + pa)[:-1]
     L = max(int(t.lengths.max()), 1)
-    pid = np.zeros((t.n, L), dtype=np.int64)
+    pid = np.zeros((L, t.n), dtype=np.int64)  # column-major batch
     for b in range(t.n):
-        pid[b, : t.lengths[b]] = pid_flat[t.ptr[b] : t.ptr[b + 1]]
-    mask = np.arange(L)[None, :] < t.lengths[:, None]
-    S = np.concatenate(
-        [np.zeros((t.n, 1), np.int64), np.cumsum(np.where(mask, tables.y_suppress(pid), 0), 1)], 1
-    )
+        pid[: t.lengths[b], b] = pid_flat[t.ptr[b] : t.ptr[b + 1]]
+    mask = np.arange(L)[:, None] < t.lengths[None, :]
+    sup = np.where(mask, tables.y_suppress(pid), 0)
+    S = np.concatenate([np.zeros((1, t.n), np.int64), np.cumsum(sup, axis=0)], axis=0)
     got = ags_costs_batch(x, pid, S, t.lengths, tables)
     got_b = baseline_costs_batch(x, pid, S, t.lengths, tables)
     for b, y in enumerate(nodes):

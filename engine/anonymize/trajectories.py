@@ -40,6 +40,7 @@ from engine.anonymize.alignment import (
     ags_nodes,
     baseline_costs_batch,
     baseline_nodes,
+    prepare_x,
     weight_fraction,
 )
 from engine.hierarchy import ICD9_THESIS_LEVELS, Hierarchy
@@ -224,6 +225,27 @@ def hierarchies_for(
 
 
 # ------------------------------------------------------------------------------ the pool
+def _length_buckets(rec: np.ndarray, lengths: np.ndarray, min_rows: int = 768) -> list[np.ndarray]:
+    """Records grouped by length: one group per distinct length, adjacent groups merged until each
+    holds at least `min_rows` records or spans lengths within 25% (padding waste vs call overhead)."""
+    Ls = lengths[rec]
+    order = np.argsort(Ls, kind="stable")
+    sorted_rec, sorted_L = rec[order], Ls[order]
+    out: list[np.ndarray] = []
+    start = 0
+    n = len(sorted_rec)
+    while start < n:
+        end = start + 1
+        while end < n and (end - start < min_rows or sorted_L[end] <= 1.25 * sorted_L[start]):
+            end += 1
+        # keep equal lengths together
+        while end < n and sorted_L[end] == sorted_L[end - 1]:
+            end += 1
+        out.append(np.sort(sorted_rec[start:end]))
+        start = end
+    return out
+
+
 class _Pool:
     """The records not yet clustered, grouped by length into padded arrays for the batched kernel.
 
@@ -245,36 +267,30 @@ class _Pool:
         self.alive = np.zeros(len(lengths), dtype=bool)
         self.alive[rec] = True
         self.buckets: list[dict] = []
-        edges = [1, 2, 3, 4, 5, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 128]
-        Ls = lengths[rec]
-        lo = 1
-        for hi in [*edges, max(int(Ls.max(initial=0)), 129)]:
-            if hi < lo:
-                continue
-            sel = rec[(Ls >= lo) & (Ls <= hi)]
-            lo = hi + 1
-            if len(sel) == 0:
-                continue
+        for sel in _length_buckets(rec, lengths):
             L = int(lengths[sel].max())
-            pid = np.zeros((len(sel), L), dtype=np.int64)
+            pid = np.zeros((L, len(sel)), dtype=np.int64)  # column-major: one column per record
             for b, r in enumerate(sel):
-                pid[b, : lengths[r]] = pid_flat[ptr[r] : ptr[r + 1]]
-            mask = np.arange(L)[None, :] < lengths[sel][:, None]
+                pid[: lengths[r], b] = pid_flat[ptr[r] : ptr[r + 1]]
+            mask = np.arange(L)[:, None] < lengths[sel][None, :]
             sup = np.where(mask, tables.y_suppress(pid), 0)
-            S = np.concatenate([np.zeros((len(sel), 1), np.int64), np.cumsum(sup, axis=1)], axis=1).astype(
+            S = np.concatenate([np.zeros((1, len(sel)), np.int64), np.cumsum(sup, axis=0)], axis=0).astype(
                 dtype
             )
             self.buckets.append({"rec": sel, "pid": pid, "S": S, "len": lengths[sel]})
 
     def costs(self, x: Sequence[tuple[int, int]], method: str) -> tuple[np.ndarray, np.ndarray]:
         """(records alive, their alignment cost with x), records in increasing index."""
-        fn = ags_costs_batch if method == "a-gs" else baseline_costs_batch
+        if method == "a-gs":
+            fn, xp = ags_costs_batch, prepare_x(x, self.tables, self.dtype)
+        else:
+            fn, xp = baseline_costs_batch, x
         recs, costs = [], []
         for b in self.buckets:
             ok = self.alive[b["rec"]]
             if not ok.any():
                 continue
-            c = fn(x, b["pid"], b["S"], b["len"], self.tables)
+            c = fn(xp, b["pid"], b["S"], b["len"], self.tables)
             recs.append(b["rec"][ok])
             costs.append(c[ok].astype(np.int64))
         if not recs:
@@ -288,8 +304,30 @@ class _Pool:
         for b in self.buckets:
             ok = self.alive[b["rec"]]
             if 0 < ok.sum() < 0.6 * len(ok):
-                for key in ("rec", "pid", "S", "len"):
-                    b[key] = b[key][ok]
+                b["rec"], b["len"] = b["rec"][ok], b["len"][ok]
+                b["pid"], b["S"] = np.ascontiguousarray(b["pid"][:, ok]), np.ascontiguousarray(b["S"][:, ok])
+
+
+class _ReferencePool:
+    """The plain reference: one pure-Python A-GS / Baseline per remaining record (for benchmarks
+    and equivalence tests; same integers, same choices as `_Pool`)."""
+
+    def __init__(self, rec: np.ndarray, n: int, tup: list, model: CostModel):
+        self.alive = np.zeros(n, dtype=bool)
+        self.alive[rec] = True
+        self.tup, self.model = tup, model
+
+    def costs(self, x: Sequence[tuple[int, int]], method: str) -> tuple[np.ndarray, np.ndarray]:
+        fn = ags_nodes if method == "a-gs" else baseline_nodes
+        recs = np.flatnonzero(self.alive)
+        costs = []
+        for r in recs:
+            raw = fn(x, self.tup[r], self.model)
+            costs.append(raw.ilm + raw.alm)
+        return recs, np.asarray(costs, dtype=np.int64)
+
+    def remove(self, recs: Sequence[int]) -> None:
+        self.alive[np.asarray(recs, dtype=np.int64)] = False
 
 
 # ------------------------------------------------------------------------------ the LDA
@@ -419,10 +457,13 @@ def lda(
     age_hierarchy: Hierarchy | None = None,
     age_domain: tuple[int, int] | None = None,
     progress: Callable[[float], None] | None = None,
+    kernel: str = "batched",
 ) -> LDAResult:
     """k-anonymize trajectories with MDAV over A-GS (or Baseline) alignments (module docstring).
 
     The ICD hierarchy is restricted to the codes present; ages use the full configured domain.
+    `kernel`: "batched" (numpy, one trajectory against all remaining at once) or "reference"
+    (pure Python, one alignment at a time; same result, for benchmarks and tests).
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, not {method!r}")
@@ -444,13 +485,18 @@ def lda(
     pid_flat = pos_i * len(age_vals) + pos_a
     bound = model.scale * 2 * (int(lengths.max(initial=0)) + 1) * 2
     dtype = np.int32 if bound < 2**31 - 1 else np.int64
-    pool = _Pool(rec, lengths, pid_flat, traj.ptr, tables, dtype)
     # identical trajectories share a group id (step 1: the most frequent trajectory)
     tup = [
         tuple(zip(nodes_i[s:e].tolist(), nodes_a[s:e].tolist(), strict=True))
         for s, e in zip(traj.ptr[:-1], traj.ptr[1:], strict=True)
     ]
     group = pd.factorize(pd.Series([str(t) for t in tup], dtype=object))[0]
+    if kernel == "batched":
+        pool = _Pool(rec, lengths, pid_flat, traj.ptr, tables, dtype)
+    elif kernel == "reference":
+        pool = _ReferencePool(rec, traj.n, tup, model)
+    else:
+        raise ValueError(f"kernel must be 'batched' or 'reference', not {kernel!r}")
     align_fn = ags_nodes if method == "a-gs" else baseline_nodes
     pair_icd = np.zeros(len(traj.codes), dtype=np.int64)  # root
     pair_age = np.zeros(len(traj.codes), dtype=np.int64)
