@@ -1,0 +1,245 @@
+"""Variational autoencoder for lab orders (Johnson et al. 2018, section 2.7, Eq. 2, Figures 5-6).
+
+Binary patient-day vectors (engine.labs.PatientDays) go through an encoder to a latent Gaussian
+(16 dimensions by default, 2-64 selectable), a decoder gives Bernoulli probabilities, and the loss is
+binary cross-entropy plus the KL divergence to N(0, I) (Eq. 2), summed over labs and latent dimensions
+and averaged over the days of a batch. The paper's Keras architecture (Figure 2) is not given in the
+text; here one hidden ReLU layer of `hidden` units on each side.
+
+Released latent vectors are the encoder means (no sampling), so the release is deterministic.
+Reconstruction quality (Figure 5) is the ROC AUC and PR AUC (average precision) of the decoded
+probabilities against the held-out days' true 0/1 entries, every (day, lab) cell one prediction.
+
+Determinism: `torch.manual_seed(seed)`, `torch.use_deterministic_algorithms(True)`, one thread during
+training and encoding (restored afterwards), a seeded generator for the split, batches and noise.
+Speed: training uses at most `max_train_days` randomly chosen training days (the sample's 240,000 days
+are subsampled) and the AUCs at most `max_validation_days` held-out days.
+
+Importing this module imports torch: the app imports it only when the latent view is used.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+from sklearn.metrics import average_precision_score, precision_recall_curve, roc_auc_score, roc_curve
+from torch import nn
+
+from engine.labs import PatientDays
+
+LATENT_MIN, LATENT_MAX, PAPER_LATENT = 2, 64, 16
+Progress = Callable[[float, str], None]
+
+
+@dataclass(frozen=True)
+class VAEConfig:
+    """Training parameters (all part of the cache key of a trained model)."""
+
+    latent_dim: int = PAPER_LATENT
+    hidden: int = 128
+    epochs: int = 10
+    batch_size: int = 256
+    learning_rate: float = 2e-3
+    validation_share: float = 0.2
+    max_train_days: int = 20_000
+    max_validation_days: int = 5_000
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not LATENT_MIN <= self.latent_dim <= LATENT_MAX:
+            raise ValueError(
+                f"latent size must be between {LATENT_MIN} and {LATENT_MAX}, not {self.latent_dim}"
+            )
+        if self.epochs < 1 or self.batch_size < 1 or self.hidden < 1:
+            raise ValueError("epochs, batch size and hidden units must be at least 1")
+        if not 0 < self.validation_share < 1:
+            raise ValueError("validation share must be between 0 and 1")
+
+
+class VAE(nn.Module):
+    """Encoder x -> (mu, log sigma^2); decoder z -> Bernoulli logits (section 2.7, Figure 2)."""
+
+    def __init__(self, n_labs: int, hidden: int, latent_dim: int) -> None:
+        super().__init__()
+        self.encoder = nn.Sequential(nn.Linear(n_labs, hidden), nn.ReLU())
+        self.mu = nn.Linear(hidden, latent_dim)
+        self.logvar = nn.Linear(hidden, latent_dim)
+        self.decoder = nn.Sequential(nn.Linear(latent_dim, hidden), nn.ReLU(), nn.Linear(hidden, n_labs))
+
+    def encode(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = self.encoder(x)
+        return self.mu(h), self.logvar(h)
+
+    def forward(
+        self, x: torch.Tensor, noise: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        mu, logvar = self.encode(x)
+        z = mu + noise * torch.exp(0.5 * logvar)  # reparameterization
+        return self.decoder(z), mu, logvar
+
+
+def vae_loss(logits: torch.Tensor, x: torch.Tensor, mu: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:
+    """Eq. 2: binary cross-entropy of the reconstruction plus KL(q(z|x) || N(0, I)), per day."""
+    bce = nn.functional.binary_cross_entropy_with_logits(logits, x, reduction="sum")
+    kl = -0.5 * torch.sum(1 + logvar - mu.pow(2) - logvar.exp())
+    return (bce + kl) / x.shape[0]
+
+
+@dataclass(frozen=True, eq=False)
+class LatentModel:
+    """A trained VAE with its evaluation (Figure 5) and the latent vector of every patient-day."""
+
+    config: VAEConfig
+    labs: np.ndarray
+    state: dict[str, np.ndarray]  # model weights (numpy, so the object pickles without torch state)
+    train_days: np.ndarray  # patient-day rows used for training
+    validation_days: np.ndarray  # held-out rows used for the AUCs
+    train_loss: np.ndarray  # per epoch, per day
+    validation_loss: np.ndarray  # per epoch, per day
+    roc_auc: float
+    pr_auc: float  # average precision
+    prevalence: float  # share of 1s among held-out cells (the PR curve's random line)
+    roc: tuple[np.ndarray, np.ndarray]  # (false positive rate, true positive rate), thinned
+    pr: tuple[np.ndarray, np.ndarray]  # (recall, precision), thinned
+    latent: np.ndarray  # (n_days, latent_dim) encoder means for every patient-day
+    seconds: float
+
+    def module(self) -> VAE:
+        """The torch module with the trained weights."""
+        model = VAE(len(self.labs), self.config.hidden, self.config.latent_dim)
+        model.load_state_dict({k: torch.from_numpy(v) for k, v in self.state.items()})
+        model.eval()
+        return model
+
+    def summary(self) -> dict[str, object]:
+        return {
+            **asdict(self.config),
+            "labs": len(self.labs),
+            "train_days": len(self.train_days),
+            "validation_days": len(self.validation_days),
+            "roc_auc": self.roc_auc,
+            "pr_auc": self.pr_auc,
+            "seconds": round(self.seconds, 2),
+        }
+
+
+@contextmanager
+def deterministic(seed: int) -> Iterator[torch.Generator]:
+    """Seeded, deterministic, single-threaded torch; restores the global settings afterwards."""
+    threads = torch.get_num_threads()
+    was_det = torch.are_deterministic_algorithms_enabled()
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    torch.manual_seed(seed)
+    try:
+        yield torch.Generator().manual_seed(seed)
+    finally:
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(was_det)
+
+
+def _dense_rows(matrix: sp.csr_matrix, rows: np.ndarray) -> torch.Tensor:
+    return torch.from_numpy(matrix[rows].toarray().astype(np.float32))
+
+
+def _thin(x: np.ndarray, y: np.ndarray, points: int = 400) -> tuple[np.ndarray, np.ndarray]:
+    if len(x) <= points:
+        return x, y
+    keep = np.unique(np.linspace(0, len(x) - 1, points).round().astype(int))
+    return x[keep], y[keep]
+
+
+def split_days(n_days: int, config: VAEConfig) -> tuple[np.ndarray, np.ndarray]:
+    """Seeded random split of patient-day rows: (training rows, held-out rows), each capped."""
+    rng = np.random.default_rng(config.seed)
+    order = rng.permutation(n_days)
+    n_val = max(1, round(n_days * config.validation_share))
+    val, train = order[:n_val], order[n_val:]
+    return np.sort(train[: config.max_train_days]), np.sort(val[: config.max_validation_days])
+
+
+def encode(model: VAE, matrix: sp.csr_matrix, batch: int = 8192) -> np.ndarray:
+    """Encoder means for every row of `matrix` (n_days, latent_dim)."""
+    out = []
+    with torch.no_grad():
+        for s in range(0, matrix.shape[0], batch):
+            x = torch.from_numpy(matrix[s : s + batch].toarray().astype(np.float32))
+            out.append(model.encode(x)[0].numpy().astype(np.float64))
+    return np.concatenate(out) if out else np.zeros((0, model.mu.out_features))
+
+
+def train_vae(
+    days: PatientDays, config: VAEConfig | None = None, progress: Progress | None = None
+) -> LatentModel:
+    """Train the VAE on a split of `days` (section 2.7), evaluate on held-out days (Figure 5) and
+    encode every patient-day. `progress(fraction, message)` is called after each epoch."""
+    config = config or VAEConfig()
+    if days.n_days < 4:
+        raise ValueError("the autoencoder needs at least a few patient-days to train on")
+    start = time.perf_counter()
+    matrix = days.matrix.tocsr()
+    train_rows, val_rows = split_days(days.n_days, config)
+    with deterministic(config.seed) as gen:
+        x_train = _dense_rows(matrix, train_rows)
+        x_val = _dense_rows(matrix, val_rows)
+        model = VAE(days.n_labs, config.hidden, config.latent_dim)
+        optimizer = torch.optim.Adam(model.parameters(), lr=config.learning_rate)
+        train_loss, val_loss = [], []
+        n = len(train_rows)
+        for epoch in range(config.epochs):
+            model.train()
+            perm = torch.randperm(n, generator=gen)
+            total = 0.0
+            for s in range(0, n, config.batch_size):
+                xb = x_train[perm[s : s + config.batch_size]]
+                noise = torch.randn(xb.shape[0], config.latent_dim, generator=gen)
+                logits, mu, logvar = model(xb, noise)
+                loss = vae_loss(logits, xb, mu, logvar)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                total += loss.item() * xb.shape[0]
+            train_loss.append(total / n)
+            model.eval()
+            with torch.no_grad():
+                mu, logvar = model.encode(x_val)
+                val_loss.append(float(vae_loss(model.decoder(mu), x_val, mu, logvar)))
+            if progress:
+                progress(
+                    (epoch + 1) / (config.epochs + 1),
+                    f"epoch {epoch + 1} of {config.epochs}: loss {train_loss[-1]:.2f} (held-out {val_loss[-1]:.2f})",
+                )
+        with torch.no_grad():
+            mu, _ = model.encode(x_val)
+            probs = torch.sigmoid(model.decoder(mu)).numpy().ravel()
+        truth = x_val.numpy().ravel()
+        latent = encode(model, matrix)
+        state = {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
+    if truth.min() == truth.max():
+        raise ValueError("held-out days are all 0 or all 1: nothing to evaluate the reconstruction on")
+    fpr, tpr, _ = roc_curve(truth, probs)
+    precision, recall, _ = precision_recall_curve(truth, probs)
+    if progress:
+        progress(1.0, "encoded every patient-day")
+    return LatentModel(
+        config=config,
+        labs=days.labs,
+        state=state,
+        train_days=train_rows,
+        validation_days=val_rows,
+        train_loss=np.array(train_loss),
+        validation_loss=np.array(val_loss),
+        roc_auc=float(roc_auc_score(truth, probs)),
+        pr_auc=float(average_precision_score(truth, probs)),
+        prevalence=float(truth.mean()),
+        roc=_thin(fpr, tpr),
+        pr=_thin(recall[::-1], precision[::-1]),
+        latent=latent,
+        seconds=time.perf_counter() - start,
+    )
