@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -42,13 +42,16 @@ from engine.validation import (
     MAX_ROWS,
     DataError,
     FileCheck,
+    Text,
     ValidationReport,
     check_blank,
     check_duplicates,
     check_icd9_codes,
     closest_column,
+    first_occurrence_duplicates,
     match_columns,
     parse_integers,
+    per_row,
     report_unknown_codes,
 )
 
@@ -220,36 +223,6 @@ def _read_parquet(src: Source, fc: FileCheck) -> tuple[pd.DataFrame, FileCheck] 
     return df, fc
 
 
-def as_text(values: pd.Series) -> pd.Series:
-    """Cells as text ('' for missing); whole numbers stored as numbers lose their '.0'."""
-    if pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values):
-        num = values.to_numpy(dtype=float, na_value=np.nan)
-        finite = np.isfinite(num)
-        if (num[finite] == np.round(num[finite])).all():
-            out = np.full(len(num), "", dtype=object)
-            out[finite] = num[finite].astype(np.int64).astype(str)
-            return pd.Series(out, index=values.index, dtype=object)
-    out = values.astype(object).where(values.notna(), "")
-    return pd.Series(out.astype(str).to_numpy(dtype=object), index=values.index, dtype=object)
-
-
-def _stripped(values: pd.Series, fc: FileCheck, column: str) -> pd.Series:
-    """Text cells without surrounding spaces (a warning names the rows that had them)."""
-    text = as_text(values)
-    stripped = text.str.strip()
-    changed = (stripped != text).to_numpy()
-    if changed.any():
-        fc.flag(
-            "warning",
-            column,
-            changed,
-            "surrounding spaces removed",
-            "values without surrounding spaces",
-            "spaces",
-        )
-    return stripped
-
-
 def _extra_columns(df: pd.DataFrame, fc: FileCheck, used: Mapping[str, str]) -> None:
     extra = [c for c in df.columns if c not in used.values()]
     if extra:
@@ -260,6 +233,22 @@ def _extra_columns(df: pd.DataFrame, fc: FileCheck, used: Mapping[str, str]) -> 
             f"only {', '.join(used)}",
             "extra_columns",
         )
+
+
+def _absent(text: Text, population: pd.Index) -> np.ndarray:
+    """Rows whose (non-blank) patient id is not in `population`."""
+    outside = (population.get_indexer(text.uniques) < 0) & (text.uniques != "")
+    return per_row(outside, text.codes)
+
+
+def _whole_numbers(values: pd.Series) -> np.ndarray | None:
+    """int64 values when the column is numeric, complete and whole; else None."""
+    if not pd.api.types.is_numeric_dtype(values.dtype) or pd.api.types.is_bool_dtype(values.dtype):
+        return None
+    num = values.to_numpy(dtype=float, na_value=np.nan)
+    if np.isnan(num).any() or (num != np.round(num)).any():
+        return None
+    return num.astype(np.int64)
 
 
 # ------------------------------------------------------------------------------------ events
@@ -275,13 +264,9 @@ def _events(
     if len(report.errors) > n_err:
         return None
     _extra_columns(df, fc, cols)
-    out: dict[str, pd.Series | np.ndarray] = {}
-    pid = _stripped(df[cols[PATIENT]], fc, cols[PATIENT])
+    pid = Text.of(df[cols[PATIENT]], fc, cols[PATIENT])
     check_blank(pid, fc, cols[PATIENT], "a patient id in every row")
-    out[PATIENT] = pid.to_numpy(dtype=object)
-
-    raw_code = df[cols[CODE]]
-    if pd.api.types.is_numeric_dtype(raw_code):
+    if pd.api.types.is_numeric_dtype(df[cols[CODE]].dtype):
         fc.note(
             "error",
             cols[CODE],
@@ -290,49 +275,59 @@ def _events(
             "code_numeric",
         )
         return None
-    code = _stripped(raw_code, fc, cols[CODE])
+    code = Text.of(df[cols[CODE]], fc, cols[CODE])
     check_blank(code, fc, cols[CODE], "an ICD-9-CM code in every row")
     unknown, unknown_counts = check_icd9_codes(code, fc, cols[CODE])
-    out[CODE] = code.to_numpy(dtype=object)
-
+    out: dict[str, Any] = {PATIENT: pid.array(), CODE: code.array()}
+    keys = [pid.codes, code.codes]
     if VISIT in cols:
-        out[VISIT] = _visits(df[cols[VISIT]], fc, cols[VISIT])
+        visit, visit_key = _visits(df[cols[VISIT]], fc, cols[VISIT])
+        out[VISIT] = visit
+        keys.append(visit_key)
     if AGE in cols:
-        out[AGE] = parse_integers(df[cols[AGE]], fc, cols[AGE], *AGE_RANGE)
+        age = parse_integers(df[cols[AGE]], fc, cols[AGE], *AGE_RANGE)
+        if age is not None:
+            out[AGE] = age
+            keys.append(age)
     if len(report.errors) > n_err:
         return None
-    frame = pd.DataFrame(out)
-    drop = np.zeros(len(frame), dtype=bool)
+    drop = np.zeros(len(df), dtype=bool)
     if unknown.any():
         report_unknown_codes(fc, cols[CODE], unknown, unknown_counts, unknown_codes)
         if unknown_codes == "drop":
             drop |= unknown
     if VISIT in cols:
-        dup = check_duplicates(frame, fc, list(frame.columns), "drop" if drop_duplicates else "keep")
+        used = [cols[c] for c in (PATIENT, CODE, VISIT, AGE) if c in cols]
+        dup = check_duplicates(keys, fc, used, "drop" if drop_duplicates else "keep")
         if drop_duplicates:
             drop |= dup
-    return frame.loc[~drop].reset_index(drop=True)
+    frame = pd.DataFrame(out)
+    return frame.loc[~drop].reset_index(drop=True) if drop.any() else frame
 
 
-def _visits(values: pd.Series, fc: FileCheck, column: str) -> np.ndarray:
-    """Visit labels: integers when every label is a whole number, else text (see module docstring)."""
-    text = _stripped(values, fc, column)
+def _visits(values: pd.Series, fc: FileCheck, column: str) -> tuple[np.ndarray, np.ndarray]:
+    """(visit labels, integer key): integers when every label is a whole number, else text."""
+    ints = _whole_numbers(values)
+    if ints is not None:
+        return ints, ints
+    text = Text.of(values, fc, column)
     check_blank(text, fc, column, "a visit id or date in every row (or no visit column)")
-    arr = text.to_numpy(dtype=object)
-    if text.str.fullmatch(r"-?\d+").all():
-        return arr.astype(np.int64)
-    not_iso = ~text.str.fullmatch(r"\d{4}-\d{2}-\d{2}([ T].*)?").to_numpy(dtype=bool) & (arr != "")
-    looks_date = text.str.contains(r"\d+[/.-]\d+[/.-]\d+", regex=True).to_numpy(dtype=bool)
-    if (not_iso & looks_date).any():
+    u = pd.Series(text.uniques, dtype=object).astype(str)
+    if len(u) and u.str.fullmatch(r"-?\d+").all() and not text.blank.any():
+        return u.astype(np.int64).to_numpy()[text.codes], text.codes
+    not_iso = ~u.str.fullmatch(r"\d{4}-\d{2}-\d{2}([ T].*)?").to_numpy(dtype=bool)
+    looks_date = u.str.contains(r"\d+[/.-]\d+[/.-]\d+", regex=True).to_numpy(dtype=bool)
+    odd = not_iso & looks_date
+    if odd.any():
         fc.flag(
             "warning",
             column,
-            not_iso & looks_date,
-            "dates not in ISO form; visits are ordered as text",
+            per_row(odd, text.codes),
+            f"dates not in ISO form ({text.examples(odd)}); visits are ordered as text",
             "ISO dates (2010-03-12) or whole visit numbers, so visits sort in time order",
             "visit_order",
         )
-    return arr
+    return text.array(), text.codes
 
 
 def load_events(
@@ -362,23 +357,32 @@ def _labs(src: Source, report: ValidationReport, drop_duplicates: bool) -> pd.Da
     if len(report.errors) > n_err:
         return None
     _extra_columns(df, fc, cols)
-    pid = _stripped(df[cols[PATIENT]], fc, cols[PATIENT])
+    pid = Text.of(df[cols[PATIENT]], fc, cols[PATIENT])
     check_blank(pid, fc, cols[PATIENT], "a patient id in every row")
-    lab = _stripped(df[cols["lab"]], fc, cols["lab"])
+    lab = Text.of(df[cols["lab"]], fc, cols["lab"])
     check_blank(lab, fc, cols["lab"], "a lab test name or LOINC code in every row")
     day = _days(df[cols["day"]], fc, cols["day"])
     if len(report.errors) > n_err or day is None:
         return None
-    frame = pd.DataFrame({PATIENT: pid.to_numpy(dtype=object), "day": day, "lab": lab.to_numpy(dtype=object)})
-    dup = check_duplicates(frame, fc, list(frame.columns), "drop" if drop_duplicates else "keep")
-    if drop_duplicates:
-        frame = frame.loc[~dup]
-    return frame.reset_index(drop=True)
+    day_key = day.view(np.int64) if day.dtype.kind == "M" else day
+    dup = check_duplicates(
+        [pid.codes, day_key, lab.codes],
+        fc,
+        [cols[PATIENT], cols["day"], cols["lab"]],
+        "drop" if drop_duplicates else "keep",
+    )
+    frame = pd.DataFrame({PATIENT: pid.array(), "day": day, "lab": lab.array()})
+    if drop_duplicates and dup.any():
+        frame = frame.loc[~dup].reset_index(drop=True)
+    return frame
 
 
 def _days(values: pd.Series, fc: FileCheck, column: str) -> np.ndarray | None:
-    """Whole day numbers, or ISO dates (datetime64); None after reporting bad cells."""
-    if pd.api.types.is_datetime64_any_dtype(values):
+    """Whole day numbers (int64), or ISO dates (datetime64); None after reporting bad cells."""
+    ints = _whole_numbers(values)
+    if ints is not None:
+        return ints
+    if pd.api.types.is_datetime64_any_dtype(values.dtype):
         bad = values.isna().to_numpy()
         if bad.any():
             fc.flag(
@@ -386,23 +390,24 @@ def _days(values: pd.Series, fc: FileCheck, column: str) -> np.ndarray | None:
             )
             return None
         return values.to_numpy()
-    text = as_text(values).str.strip()
-    if text.str.fullmatch(r"-?\d+").all():
-        return text.to_numpy(dtype=object).astype(np.int64)
-    dates = pd.to_datetime(text, format="ISO8601", errors="coerce")
-    bad = dates.isna().to_numpy()
+    text = Text.of(values)
+    u = pd.Series(text.uniques, dtype=object).astype(str)
+    if u.str.fullmatch(r"-?\d+").all() and not text.blank.any():
+        return u.astype(np.int64).to_numpy()[text.codes]
+    dates = pd.to_datetime(u, format="ISO8601", errors="coerce")
+    bad_u = dates.isna().to_numpy()
+    bad = per_row(bad_u, text.codes, missing=True)
     if bad.any():
-        examples = ", ".join(repr(v) for v in pd.unique(text.to_numpy(dtype=object)[bad])[:MAX_ROWS])
         fc.flag(
             "error",
             column,
             bad,
-            f"neither a day number nor an ISO date: {examples}",
+            f"neither a day number nor an ISO date: {text.examples(bad_u) or 'empty cell'}",
             "a whole day number (e.g. 17) or an ISO date (2010-03-12), the same kind in every row",
             "day_invalid",
         )
         return None
-    return dates.to_numpy()
+    return dates.to_numpy()[text.codes]
 
 
 def load_labs(src: SourceLike, *, drop_duplicates: bool = False) -> Loaded[pd.DataFrame]:
@@ -435,9 +440,9 @@ def _genotypes(src: Source, report: ValidationReport) -> pd.DataFrame | None:
             (1,),
         )
         return None
-    pid = _stripped(df[cols[PATIENT]], fc, cols[PATIENT])
+    pid = Text.of(df[cols[PATIENT]], fc, cols[PATIENT])
     blank = check_blank(pid, fc, cols[PATIENT], "a patient id in every row")
-    twice = pid.duplicated(keep="first").to_numpy() & ~blank
+    twice = first_occurrence_duplicates([pid.codes]) & ~blank
     if twice.any():
         fc.flag(
             "error",
@@ -447,14 +452,24 @@ def _genotypes(src: Source, report: ValidationReport) -> pd.DataFrame | None:
             "one row per patient",
             "duplicate_patient",
         )
-    out = {PATIENT: pid.to_numpy(dtype=object)}
+    out: dict[str, Any] = {PATIENT: pid.array()}
     for snp in snps:
-        text = as_text(df[snp]).str.strip()
-        missing = text.str.lower().isin(MISSING_GENOTYPE).to_numpy()
-        num = pd.to_numeric(text.where(~missing, None), errors="coerce").to_numpy(dtype=float)
-        bad = ~missing & ~np.isin(num, (0.0, 1.0, 2.0))
+        values = df[snp]
+        if pd.api.types.is_numeric_dtype(values.dtype) and not pd.api.types.is_bool_dtype(values.dtype):
+            num = values.to_numpy(dtype=float, na_value=np.nan)
+            bad = ~np.isnan(num) & ~np.isin(num, (0.0, 1.0, 2.0))
+            examples = ", ".join(repr(str(v)) for v in pd.unique(num[bad])[:MAX_ROWS])
+        else:
+            text = Text.of(values)
+            missing_u = np.isin(np.char.lower(text.uniques.astype(str)), list(MISSING_GENOTYPE))
+            num_u = pd.to_numeric(pd.Series(text.uniques, dtype=object), errors="coerce").to_numpy(
+                dtype=float
+            )
+            bad_u = ~missing_u & ~np.isin(num_u, (0.0, 1.0, 2.0))
+            num = np.append(np.where(missing_u, np.nan, num_u), np.nan)[text.codes]
+            bad = per_row(bad_u, text.codes)
+            examples = text.examples(bad_u)
         if bad.any():
-            examples = ", ".join(repr(v) for v in pd.unique(text.to_numpy(dtype=object)[bad])[:MAX_ROWS])
             fc.flag(
                 "error",
                 snp,
@@ -463,7 +478,7 @@ def _genotypes(src: Source, report: ValidationReport) -> pd.DataFrame | None:
                 "a minor-allele count 0, 1 or 2, or an empty cell / NA for missing",
                 "genotype_value",
             )
-        out[snp] = np.where(missing, np.nan, num)
+        out[snp] = num
     if len(report.errors) > n_err:
         return None
     return pd.DataFrame(out)
@@ -479,9 +494,7 @@ def load_genotypes(src: SourceLike) -> Loaded[pd.DataFrame]:
 
 
 # ------------------------------------------------------------------------------------ id lists
-def _ids(
-    src: Source, report: ValidationReport, population: np.ndarray | None, group: str
-) -> np.ndarray | None:
+def _ids(src: Source, report: ValidationReport, population: pd.Index | None, group: str) -> np.ndarray | None:
     """Patient ids of a list: column `patient_id`, or one unnamed column (first row is then data)."""
     read = read_table(src, report, header=src.is_parquet)
     if read is None:
@@ -506,9 +519,9 @@ def _ids(
     if len(report.errors) > n_err:
         return None
     _extra_columns(df, fc, cols)
-    ids = _stripped(df[cols[PATIENT]], fc, cols[PATIENT])
+    ids = Text.of(df[cols[PATIENT]], fc, cols[PATIENT])
     blank = check_blank(ids, fc, cols[PATIENT], "a patient id in every row")
-    twice = ids.duplicated(keep="first").to_numpy() & ~blank
+    twice = first_occurrence_duplicates([ids.codes]) & ~blank
     if twice.any():
         fc.flag(
             "warning",
@@ -518,22 +531,21 @@ def _ids(
             "each patient once",
             "duplicate_patient",
         )
-    arr = ids.to_numpy(dtype=object)
     if population is not None:
-        absent = ~np.isin(arr, population) & ~blank
+        absent = _absent(ids, population)
         if absent.any():
-            examples = ", ".join(map(str, pd.unique(arr[absent])[:MAX_ROWS]))
             fc.flag(
                 "error",
                 cols[PATIENT],
                 absent,
-                f"{int(absent.sum())} patient(s) of the {group} are absent from the population (no events): {examples}",
+                f"{int(absent.sum())} patient(s) of the {group} are absent from the population (no events): "
+                f"{ids.examples(population.get_indexer(ids.uniques) < 0)}",
                 f"every {group} patient among the population's patients (the events file)",
                 "absent_patient",
             )
     if len(report.errors) > n_err:
         return None
-    return np.asarray(pd.unique(arr), dtype=object)
+    return ids.uniques[ids.uniques != ""].copy()  # distinct ids in order of first appearance
 
 
 def _id_header(df: pd.DataFrame, fc: FileCheck) -> tuple[pd.DataFrame | None, FileCheck]:
@@ -575,7 +587,7 @@ def load_ids(
     """A patient-id list (unique, in file order). With `population`, ids outside it are errors."""
     s = as_source(src)
     report = ValidationReport()
-    ids = _ids(s, report, population, group)
+    ids = _ids(s, report, None if population is None else pd.Index(population), group)
     report.raise_if_errors()
     return Loaded(ids, report, {s.name: s.sha256})
 
@@ -612,7 +624,7 @@ def load_dataset(
     }
     frame = _events(srcs["events"], report, unknown_codes, drop_duplicates)
     records = Records.from_frame(frame) if frame is not None else None
-    population = None if records is None else np.asarray(records.patient_ids, dtype=object)
+    population = None if records is None else pd.Index(records.patient_ids)
     groups: dict[str, np.ndarray] = {}
     for role in ("biobank", "cohort"):
         if role in srcs:
@@ -620,7 +632,7 @@ def load_dataset(
             if ids is not None:
                 groups[role] = ids
     if "biobank" in groups and "cohort" in groups:
-        outside = ~np.isin(groups["cohort"], groups["biobank"])
+        outside = ~pd.Index(groups["cohort"]).isin(groups["biobank"])
         if outside.any():
             examples = ", ".join(map(str, groups["cohort"][outside][:MAX_ROWS]))
             FileCheck(srcs["cohort"].name, np.zeros(0, dtype=np.int64), report).note(
@@ -644,17 +656,17 @@ def load_dataset(
 
 
 def _warn_outside(
-    file: str, table: pd.DataFrame, population: np.ndarray, report: ValidationReport, role: str
+    file: str, table: pd.DataFrame, population: pd.Index, report: ValidationReport, role: str
 ) -> None:
-    outside = ~np.isin(table[PATIENT].to_numpy(dtype=object), population)
+    text = Text.of(table[PATIENT])
+    outside = _absent(text, population)
     if outside.any():
         fc = FileCheck(file, np.arange(len(table), dtype=np.int64) + 2, report)
-        examples = ", ".join(map(str, pd.unique(table[PATIENT].to_numpy(dtype=object)[outside])[:MAX_ROWS]))
         fc.flag(
             "warning",
             PATIENT,
             outside,
-            f"{role} of patient(s) without events: {examples}",
+            f"{role} of patient(s) without events: {text.examples(population.get_indexer(text.uniques) < 0)}",
             "patients of the population (the events file)",
             "outside_population",
         )
@@ -702,9 +714,13 @@ def sample_paths(directory: str | Path = SAMPLE_DIR) -> dict[str, Path]:
     return paths
 
 
-def load_sample_checked(directory: str | Path = SAMPLE_DIR) -> Loaded[Dataset]:
+def load_sample_checked(
+    directory: str | Path = SAMPLE_DIR, *, unknown_codes: Action = "keep", drop_duplicates: bool = False
+) -> Loaded[Dataset]:
     """The shipped sample with its validation report (population = every patient with events)."""
-    return load_dataset(**sample_paths(directory), name="sample")
+    return load_dataset(
+        **sample_paths(directory), name="sample", unknown_codes=unknown_codes, drop_duplicates=drop_duplicates
+    )
 
 
 def load_sample(directory: str | Path = SAMPLE_DIR) -> Dataset:

@@ -241,19 +241,143 @@ def match_columns(
     return found
 
 
-def blank_cells(values: pd.Series) -> np.ndarray:
-    """True where a cell is missing or only spaces."""
-    isna = values.isna().to_numpy()
-    text = values.astype(str).str.strip().to_numpy(dtype=object)
-    return isna | (text == "")
+def _cell_text(uniques: pd.Index | np.ndarray) -> np.ndarray:
+    """Distinct cell values as text: whole numbers stored as numbers lose their '.0'."""
+    u = pd.Index(uniques)
+    if pd.api.types.is_numeric_dtype(u.dtype) and not pd.api.types.is_bool_dtype(u.dtype):
+        num = u.to_numpy(dtype=float)
+        if (num == np.round(num)).all():
+            return num.astype(np.int64).astype(str).astype(object)
+    return np.array([str(v) for v in u], dtype=object)
 
 
-def check_blank(values: pd.Series, fc: FileCheck, column: str, expected: str) -> np.ndarray:
+@dataclass(frozen=True, eq=False)
+class Text:
+    """A column as text, factorized: `codes[i]` indexes `uniques` (stripped text), -1 for missing.
+
+    Checks run once per distinct value (a 6-million-row lab file has a few hundred lab names).
+    """
+
+    codes: np.ndarray  # (n_rows,) int64
+    uniques: np.ndarray  # (n_distinct,) object str, stripped, distinct
+
+    @classmethod
+    def of(cls, values: pd.Series, fc: FileCheck | None = None, column: str = "") -> Text:
+        """Factorize and strip; with `fc`, a warning names the rows whose cells had surrounding spaces."""
+        codes, uniq = pd.factorize(values, use_na_sentinel=True)
+        raw = _cell_text(uniq)
+        stripped = np.array([v.strip() for v in raw], dtype=object)
+        changed = stripped != raw
+        if fc is not None and changed.any():
+            fc.flag(
+                "warning",
+                column,
+                per_row(changed, codes),
+                "surrounding spaces removed",
+                "values without surrounding spaces",
+                "spaces",
+            )
+        merged_codes, merged = pd.factorize(stripped) if len(stripped) else (np.zeros(0, np.int64), [])
+        codes = np.where(codes >= 0, np.append(merged_codes, -1)[codes], -1).astype(np.int64)
+        return cls(codes, np.asarray(merged, dtype=object))
+
+    @property
+    def blank(self) -> np.ndarray:
+        return per_row(self.uniques == "", self.codes, missing=True)
+
+    def values(self) -> np.ndarray:
+        """(n_rows,) object array of text, '' for missing cells."""
+        return np.append(self.uniques, "")[self.codes]
+
+    def array(self) -> pd.api.extensions.ExtensionArray:
+        """(n_rows,) pandas string array (missing cells as NA), built by one take from the distinct values."""
+        return pd.array(self.uniques, dtype="str").take(self.codes, allow_fill=True)
+
+    def counts(self) -> np.ndarray:
+        """Rows per distinct value."""
+        return np.bincount(self.codes[self.codes >= 0], minlength=len(self.uniques))
+
+    def examples(self, mask_unique: np.ndarray) -> str:
+        """Up to MAX_ROWS of the flagged distinct values, most frequent first, quoted."""
+        return ", ".join(repr(v) for v in list(value_counts(self, mask_unique))[:MAX_ROWS])
+
+
+def per_row(mask_unique: np.ndarray, codes: np.ndarray, missing: bool = False) -> np.ndarray:
+    """A per-distinct-value mask spread to rows (`missing` for rows with code -1)."""
+    return np.append(np.asarray(mask_unique, dtype=bool), missing)[codes]
+
+
+def value_counts(text: Text, mask_unique: np.ndarray) -> dict[str, int]:
+    """{value: rows} of the flagged distinct values, most rows first, ties by value (deterministic)."""
+    idx = np.flatnonzero(mask_unique)
+    counts = text.counts()[idx]
+    values = text.uniques[idx].astype(str)
+    order = np.lexsort((values, -counts))
+    return {str(values[i]): int(counts[i]) for i in order}
+
+
+def check_blank(text: Text, fc: FileCheck, column: str, expected: str) -> np.ndarray:
     """Error for empty cells in a required column; returns the mask of blank cells."""
-    blank = blank_cells(values)
+    blank = text.blank
     if blank.any():
         fc.flag("error", column, blank, "empty cell", expected, "blank_value")
     return blank
+
+
+def first_occurrence_duplicates(keys: Sequence[np.ndarray]) -> np.ndarray:
+    """True for rows equal on every key array to an earlier row (the first occurrence is kept).
+
+    Integer keys are packed into one int64 (mixed radix) when their ranges allow, then one stable
+    sort finds the repeats; otherwise a stable lexsort over the keys.
+    """
+    arrays = [np.asarray(k, dtype=np.int64) for k in keys]
+    n = len(arrays[0])
+    if n < 2:
+        return np.zeros(n, dtype=bool)
+    packed = np.zeros(n, dtype=np.int64)
+    span = 1
+    for k in arrays:
+        lo, hi = int(k.min()), int(k.max())
+        width = hi - lo + 1
+        if span * width >= 2**62:
+            packed = None
+            break
+        packed = packed * width + (k - lo)
+        span *= width
+    if packed is not None:
+        order = np.argsort(packed, kind="stable")
+        ks = packed[order]
+        same = ks[1:] == ks[:-1]
+    else:
+        order = np.lexsort(tuple(reversed(arrays)))
+        same = np.ones(n - 1, dtype=bool)
+        for k in arrays:
+            ks = k[order]
+            same &= ks[1:] == ks[:-1]
+    dup = np.zeros(n, dtype=bool)
+    dup[order[1:][same]] = True
+    return dup
+
+
+def check_duplicates(
+    keys: Sequence[np.ndarray], fc: FileCheck, columns: Sequence[str], action: Literal["keep", "drop"]
+) -> np.ndarray:
+    """Warning for rows repeating an earlier row on `columns` (integer `keys`, one per column).
+
+    Returns their mask; the caller keeps or drops them as `action` says.
+    """
+    dup = first_occurrence_duplicates(keys)
+    if dup.any():
+        did = "kept" if action == "keep" else "dropped"
+        fc.flag(
+            "warning",
+            ", ".join(columns),
+            dup,
+            f"{int(dup.sum())} row(s) repeat an earlier row exactly ({did})",
+            "one row per event (drop duplicates if they are export artefacts)",
+            "duplicate_rows",
+        )
+    return dup
 
 
 # ------------------------------------------------------------------------------------ ICD-9-CM
@@ -298,42 +422,30 @@ def icd9_syntax_hint(code: str) -> str:
     return f"'{code}'"
 
 
-def check_icd9_codes(codes: pd.Series, fc: FileCheck, column: str) -> tuple[np.ndarray, dict[str, int]]:
+def check_icd9_codes(text: Text, fc: FileCheck, column: str) -> tuple[np.ndarray, dict[str, int]]:
     """Error for values that are not ICD-9-CM syntax; find well-formed codes unknown to the vocabulary.
 
-    Evaluated once per distinct code. Returns (mask of rows with an unknown code, {code: rows}) with
-    codes ordered by rows descending, ties by code; the caller reports them (`unknown_code_finding`).
+    Evaluated once per distinct code; blank cells are left to `check_blank`. Returns (mask of rows
+    with an unknown code, {code: rows}, most rows first, ties by code) for `report_unknown_codes`.
     """
-    values = codes.astype(str).to_numpy(dtype=object)
-    uniq, inverse = np.unique(values, return_inverse=True)
-    syntax_ok = np.array(
-        [c == "" or bool(ICD9_SYNTAX.match(c)) for c in uniq], dtype=bool
-    )  # blanks: check_blank
-    bad_rows = ~syntax_ok[inverse]
-    if bad_rows.any():
-        counts = _value_counts(values[bad_rows])
+    u = text.uniques
+    syntax_ok = np.array([c == "" or bool(ICD9_SYNTAX.match(c)) for c in u], dtype=bool)
+    if not syntax_ok.all():
+        counts = value_counts(text, ~syntax_ok)
         examples = "; ".join(icd9_syntax_hint(c) for c in list(counts)[:MAX_ROWS])
         fc.flag(
             "error",
             column,
-            bad_rows,
+            per_row(~syntax_ok, text.codes),
             f"{len(counts)} distinct value(s) are not ICD-9-CM codes: {examples}",
             ICD9_EXPECTED,
             "code_syntax",
             counts,
         )
-    known = np.array(
-        [c == "" or (ok and is_known_icd9(c)) for c, ok in zip(uniq, syntax_ok, strict=True)], dtype=bool
+    unknown = np.array(
+        [c != "" and ok and not is_known_icd9(c) for c, ok in zip(u, syntax_ok, strict=True)], dtype=bool
     )
-    unknown_rows = (syntax_ok & ~known)[inverse]
-    return unknown_rows, _value_counts(values[unknown_rows]) if unknown_rows.any() else {}
-
-
-def _value_counts(values: np.ndarray) -> dict[str, int]:
-    """{value: count}, most frequent first, ties by value (deterministic)."""
-    uniq, counts = np.unique(values.astype(str), return_counts=True)
-    order = np.lexsort((uniq, -counts))
-    return {str(uniq[i]): int(counts[i]) for i in order}
+    return per_row(unknown, text.codes), value_counts(text, unknown)
 
 
 def report_unknown_codes(
@@ -358,19 +470,34 @@ def parse_integers(
     values: pd.Series, fc: FileCheck, column: str, lo: int | None = None, hi: int | None = None
 ) -> np.ndarray | None:
     """Whole numbers ('45', 45, 45.0) within [lo, hi]; an error per problem class; None on error."""
-    raw = values.astype(str).str.strip().to_numpy(dtype=object)
-    num = pd.to_numeric(pd.Series(raw), errors="coerce").to_numpy(dtype=float)
-    blank = blank_cells(values)
+    if pd.api.types.is_numeric_dtype(values.dtype) and not pd.api.types.is_bool_dtype(values.dtype):
+        num = values.to_numpy(dtype=float, na_value=np.nan)
+        raw = None
+    else:
+        text = Text.of(values)
+        u_num = pd.to_numeric(pd.Series(text.uniques, dtype=object), errors="coerce").to_numpy(dtype=float)
+        num = np.append(u_num, np.nan)[text.codes]
+        raw = text
+    blank = np.isnan(num) if raw is None else raw.blank
     non_num = np.isnan(num) & ~blank
     frac = ~np.isnan(num) & (num != np.round(num))
-    expected = (
-        f"a whole number between {lo} and {hi}" if lo is not None and hi is not None else "a whole number"
-    )
+    bounds = f" between {lo} and {hi}" if lo is not None and hi is not None else ""
+    expected = f"a whole number{bounds}"
     ok = True
     for mask, what in ((blank, "empty cell"), (non_num, "not a number"), (frac, "not a whole number")):
         if mask.any():
-            examples = ", ".join(repr(v) for v in pd.unique(raw[mask])[:MAX_ROWS])
-            fc.flag("error", column, mask, f"{what}: {examples}", expected, f"{column}_invalid")
+            if raw is not None:
+                examples = raw.examples(np.isin(np.arange(len(raw.uniques)), raw.codes[mask]))
+            else:
+                examples = ", ".join(repr(str(v)) for v in pd.unique(num[mask])[:MAX_ROWS])
+            fc.flag(
+                "error",
+                column,
+                mask,
+                f"{what}{': ' + examples if what != 'empty cell' else ''}",
+                expected,
+                f"{column}_invalid",
+            )
             ok = False
     valid = ~np.isnan(num) & ~frac
     out = np.zeros(len(num), dtype=bool)
@@ -383,21 +510,3 @@ def parse_integers(
         fc.flag("error", column, out, f"out of range: {examples}", expected, f"{column}_range")
         ok = False
     return num.astype(np.int64) if ok else None
-
-
-def check_duplicates(
-    df: pd.DataFrame, fc: FileCheck, columns: Sequence[str], action: Literal["keep", "drop"]
-) -> np.ndarray:
-    """Warning for rows repeating an earlier row on `columns`; returns their mask (kept or dropped by caller)."""
-    dup = df.duplicated(subset=list(columns), keep="first").to_numpy()
-    if dup.any():
-        did = "kept" if action == "keep" else "dropped"
-        fc.flag(
-            "warning",
-            ", ".join(columns),
-            dup,
-            f"{int(dup.sum())} row(s) repeat an earlier row exactly ({did})",
-            "one row per event (drop duplicates if they are export artefacts)",
-            "duplicate_rows",
-        )
-    return dup

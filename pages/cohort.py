@@ -1,0 +1,146 @@
+"""Cohort: the validation report of the loaded files, and population and cohort side by side."""
+
+import pandas as pd
+import streamlit as st
+
+from engine.records import Records
+from ui import cohort_view as cv
+from ui.context import HASH_FUNCS
+
+st.title("Cohort")
+
+
+@st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False)
+def _describe(groups: dict[str, Records]) -> pd.DataFrame:
+    return cv.describe_groups(groups)
+
+
+@st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False)
+def _top(records: Records, n: int) -> pd.DataFrame:
+    return cv.top_codes(records, n)
+
+
+@st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False)
+def _rank_frequency(groups: dict[str, Records]) -> pd.DataFrame:
+    return cv.rank_frequency_data(groups)
+
+
+@st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False)
+def _per_patient(groups: dict[str, Records]) -> pd.DataFrame:
+    parts = [cv.per_patient(r).assign(group=name) for name, r in groups.items()]
+    return pd.concat(parts, ignore_index=True)
+
+
+def _csv(df: pd.DataFrame) -> bytes:
+    return df.to_csv(index=False).encode()
+
+
+def _download(df: pd.DataFrame, name: str, label: str = "Download data (CSV)") -> None:
+    st.download_button(label, _csv(df), file_name=name, mime="text/csv", key=f"dl_{name}")
+
+
+# ------------------------------------------------------------------------------ validation
+state = st.session_state.get("load_report")
+st.header("Validation")
+if state is None:
+    st.info("Choose a dataset in the sidebar.")
+else:
+    report = state.report
+    st.caption(f"Data: {state.label}")
+    if state.failed and report.errors:
+        st.error(
+            f"Loading stopped: {len(report.errors)} error(s). Fix the file(s) as described below and upload "
+            "again; nothing was loaded."
+        )
+    elif state.failed:
+        st.info(
+            "Upload an events file in the sidebar (CSV or Parquet: patient_id, code, optional visit, age)."
+        )
+    elif not report.findings:
+        st.success("Every file passed validation: no errors, no warnings.")
+    else:
+        st.warning(
+            f"Loaded with {len(report.warnings)} warning(s); nothing was dropped unless you chose so below."
+        )
+    if report.findings:
+        findings = cv.findings_table(report)
+        st.dataframe(findings, hide_index=True, width="stretch")
+        _download(findings, "validation_report.csv", "Download the validation report (CSV)")
+    unknown = cv.unknown_codes_table(report)
+    if len(unknown) or st.session_state.get("unknown_codes") == "drop":
+        st.subheader("Codes unknown to ICD-9-CM")
+        st.write(
+            f"{len(unknown)} well-formed code(s) in {int(unknown['rows'].sum()) if len(unknown) else 0} rows are "
+            "not in the ICD-9-CM tables or the phecode map. Keep them (they are treated like any code) or drop "
+            "their rows."
+        )
+        st.radio(
+            "Rows with unknown codes",
+            ("keep", "drop"),
+            key="unknown_codes",
+            horizontal=True,
+            format_func=lambda s: {"keep": "keep them", "drop": "drop them"}[s],
+        )
+        st.dataframe(unknown, hide_index=True, width="stretch", height=220)
+        _download(unknown, "unknown_codes.csv")
+    if report.of_kind("duplicate_rows") or st.session_state.get("drop_duplicates"):
+        st.checkbox("Drop rows that repeat an earlier row exactly", key="drop_duplicates")
+    if not state.failed and "context" in st.session_state:
+        sources = cv.sources_table(st.session_state["context"].dataset.sources)
+        with st.expander("Files and their sha256"):
+            st.dataframe(sources, hide_index=True, width="stretch")
+
+# ------------------------------------------------------------------------------ description
+ctx = st.session_state.get("context")
+if ctx is None:
+    st.stop()
+
+pop_label, cohort_label = f"population: {ctx.population_group}", f"cohort: {ctx.cohort_group}"
+groups = {pop_label: ctx.population, cohort_label: ctx.cohort}
+st.header("Population and cohort")
+st.caption(f"Adversary: {ctx.adversary.describe()}  k = {ctx.k}")
+
+with st.spinner("Describing the groups…"):
+    table = _describe(groups)
+left, right = st.columns(2)
+for col, (label, records) in zip((left, right), groups.items(), strict=True):
+    stats = table.set_index("measure")[label]
+    with col:
+        st.subheader(label)
+        a, b, c = st.columns(3)
+        a.metric("Patients", f"{int(stats['patients']):,}")
+        b.metric("Visits", f"{int(stats['visits']):,}")
+        c.metric("Distinct codes", f"{int(stats['distinct codes']):,}")
+        a.metric("Codes / patient (mean)", f"{stats['codes per patient, mean']:.2f}")
+        b.metric("Diagnoses / patient (mean)", f"{stats['diagnoses per patient, mean']:.2f}")
+        c.metric("Visits / patient (mean)", f"{stats['visits per patient, mean']:.2f}")
+st.dataframe(table, hide_index=True, width="stretch")
+_download(table, "group_summary.csv")
+
+st.subheader("Most frequent codes")
+n_top = st.slider("Codes to list", 5, 100, 20, step=5, key="cohort_top_n")
+left, right = st.columns(2)
+for col, (label, records) in zip((left, right), groups.items(), strict=True):
+    with col:
+        st.markdown(f"**{label}**")
+        top = _top(records, n_top)
+        st.dataframe(top, hide_index=True, width="stretch")
+        _download(top, f"top_codes_{label.split(':')[0]}.csv")
+
+st.subheader("Code frequency distribution")
+freq = _rank_frequency(groups)
+st.plotly_chart(cv.rank_frequency_figure(freq), width="stretch", key="rank_frequency_chart")
+_download(freq, "code_rank_frequency.csv")
+
+st.subheader("Per-patient distributions")
+pp = _per_patient(groups)
+measure = st.selectbox(
+    "Measure",
+    ("distinct_codes", "diagnoses", "visits"),
+    key="cohort_measure",
+    format_func=lambda s: s.replace("_", " "),
+)
+st.plotly_chart(
+    cv.distribution_figure(pp, measure, f"{measure.replace('_', ' ')} per patient"), width="stretch"
+)
+_download(pp, "per_patient.csv")

@@ -1,0 +1,148 @@
+"""Table and chart builders for the Cohort page (no Streamlit here: plain pandas and plotly).
+
+Describes a group's `Records` the way the papers describe their data sets: patients, visits,
+distinct codes, diagnoses per patient (distinct codes, and events with repeats as in Tamersoy 2010),
+visits per patient, the most frequent codes with their ICD-9-CM descriptions, and the code frequency
+distribution as a rank/frequency (Zipf) plot on log-log axes.
+Ties in rankings are broken by code text (deterministic).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from engine.records import Records
+from engine.validation import ValidationReport
+from engine.vocab import icd9_description
+
+
+def per_patient(records: Records) -> pd.DataFrame:
+    """One row per patient: visits, distinct codes, diagnoses (events, repeats included)."""
+    visits = np.diff(records.visit_ptr)
+    events = records.event_ptr[records.visit_ptr[1:]] - records.event_ptr[records.visit_ptr[:-1]]
+    distinct = np.diff(records.patient_item_sets.indptr)
+    return pd.DataFrame(
+        {
+            "patient_id": records.patient_ids,
+            "visits": visits,
+            "distinct_codes": distinct,
+            "diagnoses": events,
+        }
+    )
+
+
+def describe(records: Records) -> dict[str, float]:
+    """The summary figures of one group (means and medians over its patients)."""
+    pp = per_patient(records)
+    n = records.n_patients
+    stat = {"patients": n, "visits": records.n_visits, "diagnoses (events)": records.n_events}
+    stat["distinct codes"] = int(
+        (np.bincount(records.patient_item_sets.indices, minlength=records.n_items) > 0).sum()
+    )
+    for col, label in (
+        ("distinct_codes", "codes per patient"),
+        ("diagnoses", "diagnoses per patient"),
+        ("visits", "visits per patient"),
+    ):
+        stat[f"{label}, mean"] = float(pp[col].mean()) if n else 0.0
+        stat[f"{label}, median"] = float(pp[col].median()) if n else 0.0
+    return stat
+
+
+def describe_groups(groups: dict[str, Records]) -> pd.DataFrame:
+    """Measures as rows, one column per named group (e.g. population and cohort side by side)."""
+    table = pd.DataFrame({name: describe(r) for name, r in groups.items()})
+    table.index.name = "measure"
+    return table.reset_index()
+
+
+def code_frequencies(records: Records) -> pd.DataFrame:
+    """Codes by number of patients holding them (descending, ties by code): rank, code, patients, events."""
+    patients = np.bincount(records.patient_item_sets.indices, minlength=records.n_items)
+    events = np.bincount(records.event_item, minlength=records.n_items)
+    present = np.flatnonzero(patients > 0)
+    codes = records.items[present].astype(str)
+    order = np.lexsort((codes, -patients[present]))
+    idx = present[order]
+    return pd.DataFrame(
+        {
+            "rank": np.arange(1, len(idx) + 1),
+            "code": records.items[idx].astype(str),
+            "patients": patients[idx],
+            "share_of_patients": patients[idx] / max(records.n_patients, 1),
+            "events": events[idx],
+        }
+    )
+
+
+def top_codes(records: Records, n: int = 20) -> pd.DataFrame:
+    """The n codes held by most patients, with ICD-9-CM descriptions."""
+    top = code_frequencies(records).head(n).copy()
+    top.insert(2, "description", [icd9_description(c) for c in top["code"]])
+    top["share_of_patients"] = (100 * top["share_of_patients"]).round(2)
+    return top.rename(columns={"share_of_patients": "% of patients"})
+
+
+def rank_frequency_data(groups: dict[str, Records]) -> pd.DataFrame:
+    """Long form for the rank/frequency chart: group, rank, code, patients."""
+    parts = []
+    for name, r in groups.items():
+        f = code_frequencies(r)[["rank", "code", "patients"]]
+        f.insert(0, "group", name)
+        parts.append(f)
+    return pd.concat(parts, ignore_index=True)
+
+
+def rank_frequency_figure(data: pd.DataFrame) -> go.Figure:
+    """Log-log rank/frequency plot: a straight line is a Zipf-like code distribution."""
+    fig = go.Figure()
+    for name, part in data.groupby("group", sort=False):
+        fig.add_trace(
+            go.Scatter(
+                x=part["rank"],
+                y=part["patients"],
+                mode="lines+markers",
+                marker={"size": 3},
+                name=str(name),
+                customdata=part[["code"]],
+                hovertemplate="rank %{x}<br>code %{customdata[0]}<br>%{y} patients<extra>"
+                + str(name)
+                + "</extra>",
+            )
+        )
+    fig.update_xaxes(type="log", title="code rank (most frequent first)")
+    fig.update_yaxes(type="log", title="patients with the code")
+    fig.update_layout(margin={"l": 10, "r": 10, "t": 30, "b": 10}, height=380, legend_title_text="group")
+    return fig
+
+
+def distribution_figure(data: pd.DataFrame, column: str, title: str) -> go.Figure:
+    """Histogram of a per-patient measure, one trace per group (share of the group's patients)."""
+    fig = go.Figure()
+    for name, part in data.groupby("group", sort=False):
+        fig.add_trace(go.Histogram(x=part[column], name=str(name), histnorm="percent", opacity=0.6))
+    fig.update_layout(barmode="overlay", height=320, margin={"l": 10, "r": 10, "t": 30, "b": 10}, title=title)
+    fig.update_xaxes(title=column.replace("_", " "))
+    fig.update_yaxes(title="% of patients")
+    return fig
+
+
+def findings_table(report: ValidationReport) -> pd.DataFrame:
+    """The report as a table (severity, file, rows, column, message, expected, affected rows)."""
+    return report.to_frame()
+
+
+def unknown_codes_table(report: ValidationReport) -> pd.DataFrame:
+    """Codes unknown to ICD-9-CM with their row counts, per file (from the report's findings)."""
+    rows = [
+        {"file": f.file, "code": code, "rows": count}
+        for f in report.of_kind("unknown_code")
+        for code, count in f.counts.items()
+    ]
+    return pd.DataFrame(rows, columns=["file", "code", "rows"])
+
+
+def sources_table(sources: dict[str, str]) -> pd.DataFrame:
+    return pd.DataFrame({"file": list(sources), "sha256": list(sources.values())})

@@ -1,0 +1,239 @@
+"""The shared sidebar: dataset, population / cohort groups, adversary (scope x knowledge), k.
+
+`render()` runs on every page (app.py calls it before the page). It loads the chosen data, builds a
+`ui.context.Context` and stores it in `st.session_state["context"]` (removed when nothing valid is
+loaded), and the load's validation report in `st.session_state["load_report"]` for the Cohort page.
+
+State: every choice lives under a fixed session-state key (`KEYS`), seeded with its default once and
+re-assigned on each run so that a widget not drawn on the current page (the Cohort page's unknown-code
+decision) keeps its value across page switches. Uploaded files are parsed in memory and memoized in
+this session's state only (never a global cache, never the disk); the shipped sample is one shared,
+read-only object (`st.cache_resource`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import streamlit as st
+
+from engine.adversary import KNOWLEDGES, SCOPES, Adversary
+from engine.dataset import Dataset
+from engine.loaders import DataError, Loaded, load_sample_checked, load_uploaded
+from engine.records import Records
+from engine.validation import ValidationReport
+from ui.context import Context
+
+SAMPLE, UPLOAD = "Shipped sample", "Upload files"
+UPLOAD_ROLES: tuple[tuple[str, str], ...] = (
+    ("events", "Events (patient_id, code, [visit], [age])"),
+    ("biobank", "Biobank patient ids (optional)"),
+    ("cohort", "Cohort patient ids (optional)"),
+    ("genotypes", "Genotypes (patient_id + SNP columns, optional)"),
+    ("labs", "Lab orders (patient_id, day, lab, optional)"),
+)
+UPLOAD_TYPES = ["csv", "tsv", "txt", "parquet", "pq"]
+K_MIN, K_MAX, K_DEFAULT = 2, 100, 5
+
+# session-state key -> default; all survive page switches (see module docstring)
+KEYS: dict[str, Any] = {
+    "dataset_choice": SAMPLE,
+    "population_group": "population",
+    "cohort_group": "cohort",
+    "adversary_scope": "cohort",
+    "adversary_knowledge": "single_visit",
+    "k": K_DEFAULT,
+    "unknown_codes": "keep",  # drawn on the Cohort page
+    "drop_duplicates": False,  # drawn on the Cohort page
+}
+_UPLOAD_MEMO = "_sidebar_upload_memo"
+_GROUP_MEMO = "_sidebar_group_memo"
+
+
+@dataclass(frozen=True, eq=False)
+class LoadState:
+    """What the Cohort page shows about the load: the label, the report, and whether it failed."""
+
+    label: str
+    report: ValidationReport
+    failed: bool
+    uploaded: bool
+
+
+def seed_state() -> None:
+    """Defaults once; then re-assign every key so Streamlit keeps it when its widget is not drawn."""
+    for key, default in KEYS.items():
+        if key not in st.session_state:
+            st.session_state[key] = default
+        else:
+            st.session_state[key] = st.session_state[key]
+
+
+@st.cache_resource(show_spinner="Loading and validating the shipped sample…")
+def _sample(unknown_codes: str, drop_duplicates: bool) -> Loaded[Dataset]:
+    return load_sample_checked(unknown_codes=unknown_codes, drop_duplicates=drop_duplicates)  # type: ignore[arg-type]
+
+
+@st.cache_resource(show_spinner=False)
+def _sample_group(unknown_codes: str, drop_duplicates: bool, group: str) -> Records:
+    dataset = _sample(unknown_codes, drop_duplicates).data
+    return dataset.events if group == "population" else dataset.group_records(group)
+
+
+def _load_uploads(
+    files: dict[str, Any], options: tuple[str, bool]
+) -> tuple[Loaded[Dataset] | None, DataError | None, str]:
+    """Parse the uploaded files once per (files, options) in this session only."""
+    key = (tuple((role, f.file_id, f.name, f.size) for role, f in files.items()), options)
+    memo = st.session_state.setdefault(_UPLOAD_MEMO, {})
+    if key not in memo:
+        memo.clear()
+        try:
+            with st.spinner("Validating the uploaded files…"):
+                loaded = load_uploaded(
+                    **{role: (f.name, f.getvalue()) for role, f in files.items()},
+                    unknown_codes=options[0],  # type: ignore[arg-type]
+                    drop_duplicates=options[1],
+                )
+            memo[key] = (loaded, None)
+        except DataError as exc:
+            memo[key] = (None, exc)
+    loaded, error = memo[key]
+    return loaded, error, repr(key)
+
+
+def _upload_group(dataset_key: str, dataset: Dataset, group: str) -> Records:
+    memo = st.session_state.setdefault(_GROUP_MEMO, {})
+    if memo.get("_dataset") != dataset_key:
+        memo.clear()
+        memo["_dataset"] = dataset_key
+    if group not in memo:
+        memo[group] = dataset.events if group == "population" else dataset.group_records(group)
+    return memo[group]
+
+
+def group_names(dataset: Dataset) -> list[str]:
+    """Groups to choose from: `population` first, then the dataset's other groups as given."""
+    return ["population", *[g for g in dataset.groups if g != "population"]]
+
+
+def _choose(key: str, options: list[str], preferred: str) -> None:
+    """Reset a stored choice that is not among the options (e.g. after switching datasets)."""
+    if st.session_state.get(key) not in options:
+        st.session_state[key] = preferred if preferred in options else options[-1]
+
+
+def render() -> Context | None:
+    """Draw the sidebar and store the Context (or remove it when nothing valid is loaded)."""
+    seed_state()
+    sb = st.sidebar
+    sb.header("Data")
+    choice = sb.radio("Dataset", (SAMPLE, UPLOAD), key="dataset_choice", horizontal=True)
+    options = (st.session_state["unknown_codes"], bool(st.session_state["drop_duplicates"]))
+    loaded: Loaded[Dataset] | None = None
+    if choice == SAMPLE:
+        try:
+            loaded = _sample(*options)
+        except FileNotFoundError as exc:
+            return _fail(sb, LoadState("shipped sample", ValidationReport(), True, False), str(exc))
+        except DataError as exc:
+            return _fail(sb, LoadState("shipped sample", exc.report, True, False), str(exc))
+
+        def get_group(g: str) -> Records:
+            return _sample_group(*options, g)
+
+    else:
+        files = {}
+        for role, label in UPLOAD_ROLES:
+            f = sb.file_uploader(label, type=UPLOAD_TYPES, key=f"upload_{role}")
+            if f is not None:
+                files[role] = f
+        if "events" not in files:
+            st.session_state.pop("context", None)
+            st.session_state["load_report"] = LoadState("uploaded files", ValidationReport(), True, True)
+            sb.info("Upload an events file (CSV or Parquet) to begin.")
+            return None
+        loaded, error, dataset_key = _load_uploads(files, options)
+        if error is not None:
+            return _fail(sb, LoadState(f"uploaded: {files['events'].name}", error.report, True, True), None)
+
+        def get_group(g: str) -> Records:
+            return _upload_group(dataset_key, loaded.data, g)
+
+    assert loaded is not None
+    dataset = loaded.data
+    st.session_state["load_report"] = LoadState(dataset.name, loaded.report, False, choice == UPLOAD)
+    if loaded.report.warnings:
+        sb.caption(f"{len(loaded.report.warnings)} validation warning(s): see the Cohort page.")
+
+    sb.header("Groups")
+    names = group_names(dataset)
+    _choose("population_group", names, "population")
+    _choose("cohort_group", names, "cohort")
+    pop_group = sb.selectbox("Population", names, key="population_group")
+    cohort_group = sb.selectbox("Cohort (the data to share)", names, key="cohort_group")
+    population, cohort = get_group(pop_group), get_group(cohort_group)
+    if not np.isin(cohort.patient_ids, population.patient_ids).all():
+        return _fail(
+            sb,
+            st.session_state["load_report"],
+            f"The cohort ({cohort_group}) must lie within the population ({pop_group}): choose a larger "
+            "population or a smaller cohort.",
+            keep_report=True,
+        )
+
+    sb.header("Adversary")
+    scope = sb.radio("Scope", SCOPES, key="adversary_scope", horizontal=True, help=_SCOPE_HELP)
+    knowledge = sb.radio(
+        "Knowledge",
+        KNOWLEDGES,
+        key="adversary_knowledge",
+        horizontal=True,
+        format_func=lambda s: s.replace("_", " "),
+        help=_KNOWLEDGE_HELP,
+    )
+    adversary = Adversary(scope, knowledge)
+    sb.caption(adversary.describe())
+    k = int(sb.number_input("k", min_value=K_MIN, max_value=K_MAX, step=1, key="k", help=_K_HELP))
+    if k > cohort.n_patients:
+        sb.error(
+            f"k = {k} exceeds the cohort size ({cohort.n_patients} patients): no record can have "
+            f"{k} indistinguishable candidates. Choose k ≤ {cohort.n_patients}."
+        )
+    ctx = Context(
+        dataset=dataset,
+        population_group=pop_group,
+        cohort_group=cohort_group,
+        population=population,
+        cohort=cohort,
+        adversary=adversary,
+        k=k,
+    )
+    st.session_state["context"] = ctx
+    return ctx
+
+
+def _fail(sb: Any, state: LoadState, message: str | None, keep_report: bool = False) -> None:
+    """No valid context: say why (one line per error, never a traceback)."""
+    st.session_state.pop("context", None)
+    if not keep_report:
+        st.session_state["load_report"] = state
+    if message:
+        sb.error(message)
+    for finding in state.report.errors[:5]:
+        sb.error(str(finding))
+    if len(state.report.errors) > 5:
+        sb.error(f"… and {len(state.report.errors) - 5} more error(s): see the Cohort page.")
+    return None
+
+
+_SCOPE_HELP = (
+    "cohort: the attacker knows the target is in the shared cohort (k-anonymity). "
+    "population: the attacker only knows the target is a patient of the institution (k-map)."
+)
+_KNOWLEDGE_HELP = (
+    "single visit: the attacker knows the codes of one visit. all visits: every code of the target."
+)
+_K_HELP = "Each released record must be indistinguishable from at least k candidates (2-100)."
