@@ -243,6 +243,26 @@ class Hierarchy:
         m = self.lca(a, b)
         return self.loss(a, m) + self.loss(b, m)
 
+    def roll_up(self, values: Iterable[str], level: str) -> list[str]:
+        """Each value replaced by its ancestor-or-self at `level` (e.g. ICD-9 codes to `3-digit`, as
+        the thesis' D4 datasets); values with no node at that level on their path, or unknown to the
+        hierarchy, are kept as they are."""
+        memo: dict[str, str] = {}
+        out = []
+        for v in values:
+            v = str(v)
+            hit = memo.get(v)
+            if hit is None:
+                hit = v
+                if v in self._index:
+                    for a in self.ancestors(v, include_self=True):
+                        if self.level(a) == level:
+                            hit = a
+                            break
+                memo[v] = hit
+            out.append(hit)
+        return out
+
     # ------------------------------------------------------------------ derived trees
     def restrict(self, values: Iterable[str]) -> Hierarchy:
         """The hierarchy over the given values only: those values, their ancestors, nothing else.
@@ -312,8 +332,14 @@ class Hierarchy:
         ValueError names the file, row and column of the first problem.
         """
         path = Path(path)
+        return cls.from_csv_bytes(path.read_bytes(), path.name, name=name or path.stem)
+
+    @classmethod
+    def from_csv_bytes(cls, data: bytes, file_name: str, name: str | None = None) -> Hierarchy:
+        """`from_csv` on the bytes of an uploaded file (never written to disk); messages name `file_name`."""
+        path = Path(file_name)
         try:
-            text = path.read_text(encoding="utf-8")
+            text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise ValueError(f"{path.name}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
         rows = list(csv.reader(text.splitlines()))

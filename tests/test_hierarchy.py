@@ -135,3 +135,22 @@ def test_lca_and_loss_properties(lo: int, width: int, data) -> None:
     steps = sum(h.loss(path[i], path[i + 1]) for i in range(len(path) - 1))
     assert steps == pytest.approx(h.suppression_loss(a)) and h.suppression_loss(a) == pytest.approx(1.0)
     assert 0 <= h.loss(a, m) <= 1
+
+
+def test_roll_up_to_three_digit() -> None:
+    h = Hierarchy.icd9()
+    assert h.roll_up(["250.00", "401.1", "724", "V45.81", "E849.0", "999.99x"], "3-digit") == [
+        "250",
+        "401",
+        "724",
+        "V45",
+        "E849",
+        "999.99x",
+    ]
+
+
+def test_from_csv_bytes_names_the_upload() -> None:
+    h = Hierarchy.from_csv_bytes(b"child,parent\na,A\nb,A\n", "upload.csv")
+    assert h.root == "A"
+    with pytest.raises(ValueError, match=r"upload\.csv: not UTF-8"):
+        Hierarchy.from_csv_bytes(b"child,parent\n\xff,A\n", "upload.csv")
