@@ -75,32 +75,41 @@ class DominanceCounter:
     """Number of candidate count vectors that dominate (>= in every code) each target vector.
 
     `candidates` is (n, d) sparse or dense repeat counts over the sample's codes; `top` (d,) bounds
-    every target's counts (candidates are capped at it, which changes no count).
+    every target's counts (candidates are capped at it, which changes no count). With `live=True`,
+    `candidates` is a dense array the caller edits in place, calling `changed(j)` after editing
+    column j (the cohort scope, where the candidates are the release being censored).
     """
 
-    def __init__(self, candidates: sp.spmatrix | np.ndarray, top: np.ndarray) -> None:
+    def __init__(self, candidates: sp.spmatrix | np.ndarray, top: np.ndarray, *, live: bool = False) -> None:
         self.top = np.asarray(top, dtype=np.int64)
+        self.n, self.d = candidates.shape
+        self._bits: dict[tuple[int, int], tuple[np.ndarray, int]] = {}
+        self._memo: dict[bytes, int] = {}
+        self._words = (self.n + 63) // 64
+        self._live = candidates if live else None
+        self.dense = (not live) and float(np.log2(self.top + 1.0).sum()) <= np.log2(DENSE_LIMIT)
+        if live:
+            return
         m = sp.csc_matrix(candidates, dtype=np.int64, copy=True)
         m.data = np.minimum(m.data, np.repeat(self.top, np.diff(m.indptr)))
         m.eliminate_zeros()
         m.sort_indices()
-        self.n = m.shape[0]
-        self.d = m.shape[1]
-        grid = np.prod((self.top + 1).astype(float)) if self.d else 1.0
-        self.dense = grid <= DENSE_LIMIT
         if self.dense:
             self._hist = _suffix_histogram(m, self.top)
         else:
             self._csc = m
-            self._words = (self.n + 63) // 64
-            self._bits: dict[tuple[int, int], tuple[np.ndarray, int]] = {}
+
+    def changed(self, j: int) -> None:
+        """Forget the bitsets of column j (live mode, after the caller edited that column)."""
+        for key in [key for key in self._bits if key[0] == j]:
+            del self._bits[key]
 
     def count(self, targets: np.ndarray) -> np.ndarray:
         """(B,) dominance counts of the (B, d) target count vectors."""
         targets = np.asarray(targets, dtype=np.int64).reshape(-1, self.d)
         if len(targets) == 0:
             return np.zeros(0, dtype=np.int64)
-        if (targets > self.top).any():
+        if self._live is None and (targets > self.top).any():
             raise ValueError("a target count exceeds the counter's cap")
         if self.dense:
             return self._hist[tuple(targets.T)].astype(np.int64) if self.d else np.full(len(targets), self.n)
@@ -108,16 +117,20 @@ class DominanceCounter:
         counts = np.array([self._count_one(t) for t in uniq], dtype=np.int64)
         return counts[inverse.ravel()]
 
+    def _rows_at_least(self, j: int, level: int) -> np.ndarray:
+        if self._live is not None:
+            return np.flatnonzero(self._live[:, j] >= level)
+        s, e = self._csc.indptr[j], self._csc.indptr[j + 1]
+        return self._csc.indices[s:e][self._csc.data[s:e] >= level]
+
     def _bitset(self, j: int, level: int) -> tuple[np.ndarray, int]:
         key = (j, level)
         hit = self._bits.get(key)
         if hit is None:
-            s, e = self._csc.indptr[j], self._csc.indptr[j + 1]
-            rows = self._csc.indices[s:e][self._csc.data[s:e] >= level]
+            rows = self._rows_at_least(j, level)
             flags = np.zeros(self._words * 64, dtype=bool)
             flags[rows] = True
-            bits = np.packbits(flags, bitorder="little").view(np.uint64)
-            hit = (bits, len(rows))
+            hit = (np.packbits(flags, bitorder="little").view(np.uint64), len(rows))
             self._bits[key] = hit
         return hit
 
@@ -125,6 +138,15 @@ class DominanceCounter:
         support = np.flatnonzero(t)
         if len(support) == 0:
             return self.n
+        key = support.tobytes() + t[support].tobytes()
+        hit = self._memo.get(key) if self._live is None else None  # fixed candidates: memoize
+        if hit is None:
+            hit = self._intersect(t, support)
+            if self._live is None:
+                self._memo[key] = hit
+        return hit
+
+    def _intersect(self, t: np.ndarray, support: np.ndarray) -> int:
         sets = sorted((self._bitset(int(j), int(t[j])) for j in support), key=lambda b: b[1])
         if sets[0][1] == 0:
             return 0
@@ -239,19 +261,11 @@ def counts_to_records(problem: CensorProblem, counts: np.ndarray) -> Records:
     )
 
 
-def _distinguishability(problem: CensorProblem, y: np.ndarray, kernel: Kernel, rows=None) -> np.ndarray:
-    """Distinguishability of records `rows` (all when None) of the current counts `y`."""
-    if kernel == "risk":
-        released = counts_to_records(problem, y)
-        cands = released if problem.scope == "cohort" else problem.population
-        dis = risk.distinguishability(released, cands, "all_visits", count_repeats=True)
-        return dis if rows is None else dis[rows]
-    if problem.scope == "population":
-        assert problem.counter is not None
-        return problem.counter.count(y if rows is None else y[rows])
-    counter = DominanceCounter(y, y.max(axis=0) if len(y) else np.zeros(y.shape[1], np.int64))
-    dis = counter.count(y)
-    return dis if rows is None else dis[rows]
+def _risk_distinguishability(problem: CensorProblem, y: np.ndarray) -> np.ndarray:
+    """Every record recounted by the risk engine (the plain reference path)."""
+    released = counts_to_records(problem, y)
+    cands = released if problem.scope == "cohort" else problem.population
+    return risk.distinguishability(released, cands, "all_visits", count_repeats=True)
 
 
 def censor_counts(
@@ -273,7 +287,14 @@ def censor_counts(
     m = len(y)
     cap = np.minimum(caps, y.max(axis=0)) if m else caps.copy()  # working caps (see docstring)
     sizes = (y == cap[None, :]).sum(axis=0) * (cap > 0)
-    dis = _distinguishability(problem, y, kernel)
+    counter = problem.counter
+    if kernel == "risk":
+        dis = _risk_distinguishability(problem, y)
+    else:
+        if problem.scope == "cohort":  # candidates: the release itself, edited in place below
+            counter = DominanceCounter(y, y.max(axis=0) if m else cap, live=True)
+        assert counter is not None
+        dis = counter.count(y)
     steps: list[dict] = []
     labels = problem.code_labels
     while True:
@@ -293,10 +314,8 @@ def censor_counts(
         if not (sizes > 0).any():
             return capped, y, steps, False  # nothing left to censor
         o = int(np.argmin(np.where(sizes > 0, sizes, np.iinfo(np.int64).max)))  # line 11, first = code order
-        hit = y[:, o] == level[o]
-        if eligible is not None:
-            hit &= eligible
-        rows = np.flatnonzero(hit)
+        at_level = y[:, o] == level[o]
+        rows = np.flatnonzero(at_level if eligible is None else at_level & eligible)
         y[rows, o] -= 1  # lines 12-14
         steps.append(
             {"code": labels[o], "from_count": int(level[o]), "records": len(rows), "below_k_before": n_below}
@@ -304,10 +323,14 @@ def censor_counts(
         if variant == "faithful":  # line 15, then the working cap drops to what is present
             cap[o] = min(int(level[o]) - 1, int(y[:, o].max()))
             sizes[o] = int((y[:, o] == cap[o]).sum()) if cap[o] > 0 else 0
-        if kernel == "dominance" and problem.scope == "population":
-            dis[rows] = _distinguishability(problem, y, kernel, rows)
-        else:
-            dis = _distinguishability(problem, y, kernel)
+        if kernel == "risk":
+            dis = _risk_distinguishability(problem, y)
+        elif problem.scope == "population":  # k-map: only the censored records change
+            dis[rows] = counter.count(y[rows])
+        else:  # only records that held o at the censored level can gain or lose dominators
+            counter.changed(o)
+            affected = np.flatnonzero(at_level)
+            dis[affected] = counter.count(y[affected])
 
 
 def _release_mask(problem: CensorProblem, keep_counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
