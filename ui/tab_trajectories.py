@@ -1,0 +1,518 @@
+"""Trajectories (LDA) tab of the Anonymize and Trade-offs pages (Tamersoy 2011 thesis, chapter IV).
+
+`render_anonymize(ctx)`: codes, hierarchies, k, w_ICD, Baseline or A-GS; the risk engine's verdict;
+ILM / ALM / AvgRE; DGH-level shares (Figures 13-14); example clusters (Table 4); the download once
+verified; and the teaching view: two trajectories, the matrices i, a and r of Figure 7 with the
+traceback path highlighted, the anonymized trajectory, and each cell's three options explained.
+`render_tradeoffs(ctx)`: Baseline against A-GS over k (Figures 9-12) and the weight sweep (Figure 15).
+
+Engine calls are cached per session (`scope="session"`) on the cohort's fingerprint and the
+parameters; the chart builders below take the engine's plain DataFrames.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+import plotly.express as px
+import plotly.graph_objects as go
+import streamlit as st
+
+from engine import risk
+from engine.adversary import Adversary
+from engine.anonymize.alignment import Alignment, align
+from engine.anonymize.trajectories import LDAResult, Trajectories, default_age_domain, lda
+from engine.hierarchy import ICD9_LEVELS, ICD9_THESIS_LEVELS, Hierarchy
+from engine.records import Records
+from engine.release import Release
+from engine.risk import Verification
+from engine.utility.loss import avg_re, dataset_loss, level_shares, record_losses
+from ui.context import HASH_FUNCS, Context
+from ui.releases import publish
+
+D4_CODES = ("250", "272", "401", "724")
+CODE_MODES = ("Thesis D4: 250, 272, 401, 724 (3-digit)", "Most frequent codes", "Chosen codes")
+ICD_CHOICES = (
+    "ICD-9-CM, thesis 5 levels",
+    "ICD-9-CM with 4-digit level",
+    "PheWAS codes",
+    "Custom (CSV upload)",
+)
+ARROWS = {"diag": "↘", "up": "↑", "left": "←", "": ""}
+ADVERSARY = Adversary("cohort", "all_visits")
+FIG6 = {"401.0": "401", "401.1": "401", "401.9": "401"}
+FIG7_X = [("401.9", 33), ("401.1", 33), ("401.1", 34), ("401.1", 35)]  # T4 of Figure 3a (rows)
+FIG7_Y = [("401.1", 33), ("401.1", 34), ("401.1", 35)]  # T1 (columns)
+
+
+# ------------------------------------------------------------------------- cached engine calls
+@st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=8)
+def _trajectories(cohort: Records, selection: tuple) -> Trajectories:
+    mode, top_n, codes = selection
+    df = cohort.to_frame()
+    if mode == CODE_MODES[0]:
+        df = df.assign(code=Hierarchy.icd9().roll_up(df["code"].astype(str).tolist(), "3-digit"))
+        return Trajectories.from_frame(df, patient_ids=cohort.patient_ids, codes=D4_CODES)
+    if mode == CODE_MODES[1]:
+        return Trajectories.from_frame(df, patient_ids=cohort.patient_ids, top_codes=int(top_n))
+    return Trajectories.from_frame(df, patient_ids=cohort.patient_ids, codes=list(codes))
+
+
+def _icd_hierarchy(choice: str, upload: tuple[str, bytes] | None) -> Hierarchy:
+    if choice == ICD_CHOICES[0]:
+        return Hierarchy.icd9(ICD9_THESIS_LEVELS)
+    if choice == ICD_CHOICES[1]:
+        return Hierarchy.icd9(ICD9_LEVELS)
+    if choice == ICD_CHOICES[2]:
+        return Hierarchy.phecodes()
+    if upload is None:
+        raise ValueError("upload a CSV with header child,parent for the custom ICD hierarchy")
+    return Hierarchy.from_csv_bytes(upload[1], upload[0])
+
+
+@st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=48)
+def _run(cohort: Records, selection: tuple, hier: tuple, k: int, w_icd: float, method: str) -> LDAResult:
+    choice, upload, lo, hi, top90 = hier
+    traj = _trajectories(cohort, selection)
+    return lda(
+        traj,
+        k,
+        w_icd=w_icd,
+        method=method,
+        icd_hierarchy=_icd_hierarchy(choice, upload),
+        age_hierarchy=Hierarchy.ages(lo, hi, top_code_90=top90),
+    )
+
+
+@st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=48)
+def _measures(cohort: Records, selection: tuple, hier: tuple, k: int, w_icd: float, method: str) -> dict:
+    res = _run(cohort, selection, hier, k, w_icd, method)
+    ilm, alm = dataset_loss(res)
+    are = avg_re(res)
+    return {"ILM": ilm, "ALM": alm, "AvgRE": are.value, "workload": are.workload}
+
+
+@st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=16)
+def _release(
+    cohort: Records, selection: tuple, hier: tuple, k: int, w_icd: float, method: str
+) -> tuple[Release, Verification]:
+    res = _run(cohort, selection, hier, k, w_icd, method)
+    rel = res.release()
+    return rel, risk.verify(rel, ADVERSARY, k)
+
+
+# ------------------------------------------------------------------------------- chart builders
+def level_shares_figure(shares: pd.DataFrame) -> go.Figure:
+    """Figures 13-14: % of ICD codes and ages at each DGH level, one panel per attribute."""
+    fig = px.bar(
+        shares,
+        x="level",
+        y="share",
+        facet_col="attribute",
+        text=shares["share"].round(1),
+        labels={"share": "% of values", "level": "DGH level"},
+    )
+    fig.update_xaxes(matches=None, showticklabels=True)
+    fig.update_layout(height=360, margin={"t": 40, "b": 10})
+    return fig
+
+
+def sweep_k_figure(df: pd.DataFrame, measure: str) -> go.Figure:
+    """Figures 9-12: a measure against k, one line per method."""
+    fig = px.line(df, x="k", y=measure, color="method", markers=True)
+    fig.update_layout(height=320, margin={"t": 30, "b": 10}, yaxis_title=measure)
+    return fig
+
+
+def weights_figure(df: pd.DataFrame) -> go.Figure:
+    """Figure 15: ILM and ALM for each weight setting."""
+    long = df.melt(
+        id_vars=["w_icd", "w_age"], value_vars=["ILM", "ALM"], var_name="measure", value_name="loss"
+    )
+    long["weights"] = [f"{a:g} / {b:g}" for a, b in zip(long["w_icd"], long["w_age"], strict=True)]
+    fig = px.bar(long, x="weights", y="loss", color="measure", barmode="group")
+    fig.update_layout(height=340, margin={"t": 30, "b": 10}, xaxis_title="w_ICD / w_Age")
+    return fig
+
+
+def _download(df: pd.DataFrame, label: str, name: str, key: str) -> None:
+    st.download_button(label, df.to_csv(index=False).encode(), file_name=name, mime="text/csv", key=key)
+
+
+# ------------------------------------------------------------------------------------ settings
+def _settings(ctx: Context, prefix: str, *, with_k: bool = True) -> tuple | None:
+    """Draw the tab's parameters; returns (selection, hier, k, w_icd, method) or None."""
+    cohort = ctx.cohort
+    if cohort.event_age is None:
+        st.info("The loaded events have no `age` column: trajectories need the age at each code.")
+        return None
+    c1, c2, c3 = st.columns([2, 2, 2])
+    with c1:
+        mode = st.selectbox("Codes in the trajectories", CODE_MODES, key=f"{prefix}mode")
+        top_n, codes = 50, ()
+        if mode == CODE_MODES[1]:
+            top_n = st.number_input("Number of codes (thesis D50: 50)", 1, 500, 10, key=f"{prefix}top")
+        elif mode == CODE_MODES[2]:
+            counts = pd.Series(cohort.items[cohort.event_item]).value_counts()
+            codes = tuple(
+                st.multiselect(
+                    "Codes", counts.index.tolist(), default=counts.index[:4].tolist(), key=f"{prefix}codes"
+                )
+            )
+            if not codes:
+                st.warning("Choose at least one code.")
+                return None
+    with c2:
+        choice = st.selectbox("ICD hierarchy", ICD_CHOICES, key=f"{prefix}icd")
+        upload = None
+        if choice == ICD_CHOICES[3]:
+            f = st.file_uploader("Hierarchy CSV (child,parent)", type=["csv"], key=f"{prefix}upload")
+            if f is None:
+                st.info("Upload a CSV with header `child,parent`.")
+                return None
+            upload = (f.name, f.getvalue())
+        lo0, hi0 = default_age_domain(cohort.event_age)
+        a1, a2 = st.columns(2)
+        lo = int(a1.number_input("Ages from", 0, 200, lo0, key=f"{prefix}lo"))
+        hi = int(a2.number_input("to", 1, 255, hi0, key=f"{prefix}hi"))
+        top90 = st.checkbox("HIPAA: ages 90+ as one value", False, key=f"{prefix}top90")
+    with c3:
+        k = int(st.number_input("k", 2, 50, max(int(ctx.k), 2), key=f"{prefix}k")) if with_k else int(ctx.k)
+        w_icd = float(st.slider("w_ICD (w_Age = 1 - w_ICD)", 0.0, 1.0, 0.5, 0.1, key=f"{prefix}w"))
+        st.caption(f"w_ICD = {w_icd:.1f}, w_Age = {1 - w_icd:.1f}")
+        method = st.radio("Alignment", ("a-gs", "baseline"), horizontal=True, key=f"{prefix}method")
+    if hi <= lo:
+        st.error(f"The age domain {lo}-{hi} is empty: 'to' must exceed 'from'.")
+        return None
+    return (mode, int(top_n), codes), (choice, upload, lo, hi, top90), k, w_icd, method
+
+
+def _run_or_report(ctx: Context, selection, hier, k, w_icd, method) -> LDAResult | None:
+    try:
+        with st.spinner("Clustering trajectories (MDAV over A-GS alignments)…"):
+            return _run(ctx.cohort, selection, hier, k, w_icd, method)
+    except (ValueError, KeyError) as exc:
+        st.error(str(exc.args[0] if exc.args else exc))
+        return None
+
+
+# ------------------------------------------------------------------------------- Anonymize tab
+def render_anonymize(ctx: Context) -> None:
+    """The LDA tab: parameters, verification, measures, example clusters, download, teaching view."""
+    st.subheader("Longitudinal Data Anonymizer (Tamersoy 2011, chapter IV)")
+    st.caption(
+        "Each patient's (ICD, Age) pairs form a trajectory. MDAV groups at least k trajectories and "
+        "A-GS aligns them into one anonymized trajectory per cluster. The attacker knows every "
+        "(code, age) pair, with repeats; the risk engine counts candidates in the released cohort "
+        "(k-anonymity), whatever the sidebar's adversary."
+    )
+    s = _settings(ctx, "lda_")
+    if s is None:
+        return
+    selection, hier, k, w_icd, method = s
+    res = _run_or_report(ctx, selection, hier, k, w_icd, method)
+    if res is None:
+        return
+    rel, ver = _release(ctx.cohort, selection, hier, k, w_icd, method)
+    meas = _measures(ctx.cohort, selection, hier, k, w_icd, method)
+    summary = res.trajectories.summary()
+    cols = st.columns(6)
+    cols[0].metric("Trajectories", f"{summary['trajectories']:,}")
+    cols[1].metric("Clusters", f"{len(res.clusters):,}")
+    cols[2].metric("ILM", f"{meas['ILM']:.3f}")
+    cols[3].metric("ALM", f"{meas['ALM']:.3f}")
+    cols[4].metric("AvgRE", f"{meas['AvgRE']:.3f}")
+    cols[5].metric("Pairs suppressed", f"{len(rel.suppressed):,}")
+    with st.expander("Dataset summary (thesis Table 3)"):
+        st.dataframe(pd.DataFrame([summary]), hide_index=True)
+    if ver.ok:
+        st.success(ver.message())
+        publish("LDA", rel, ver)
+        _download(
+            res.released_frame(), "Download the release (patient_id, code, age)", "lda_release.csv", "lda_dl"
+        )
+    else:
+        st.error(ver.message() + " No download until every record reaches k.")
+        st.dataframe(ver.failing, hide_index=True)
+
+    left, right = st.columns(2)
+    with left:
+        st.markdown("**Values at each hierarchy level** (Figures 13-14)")
+        shares = level_shares(res)
+        st.plotly_chart(level_shares_figure(shares), key="lda_levels")
+        _download(shares, "Download level shares (CSV)", "lda_level_shares.csv", "lda_dl_levels")
+    with right:
+        st.markdown("**Information loss per trajectory** (Definition 7, normalized by length)")
+        rl = record_losses(res)
+        fig = px.histogram(
+            rl.melt(id_vars=["patient_id"], value_vars=["ILM", "ALM"]), x="value", color="variable"
+        )
+        fig.update_layout(height=360, barmode="overlay", margin={"t": 40, "b": 10}, xaxis_title="loss")
+        st.plotly_chart(fig, key="lda_losshist")
+        _download(rl, "Download per-record loss (CSV)", "lda_record_loss.csv", "lda_dl_loss")
+
+    st.markdown("**Example clusters** (Table 4: the clusters with the most generalization and suppression)")
+    clusters = _cluster_table(res)
+    st.dataframe(clusters.head(5), hide_index=True)
+    _download(clusters, "Download all clusters (CSV)", "lda_clusters.csv", "lda_dl_clusters")
+    with st.expander(
+        f"AvgRE workload: {len(meas['workload'])} queries (pairs in at least 1% of trajectories)"
+    ):
+        st.dataframe(meas["workload"], hide_index=True)
+        _download(meas["workload"], "Download workload (CSV)", "lda_avgre_workload.csv", "lda_dl_wl")
+    st.divider()
+    _teaching_view(res, w_icd, method)
+
+
+def _cluster_table(res: LDAResult) -> pd.DataFrame:
+    rl = record_losses(res).set_index("patient_id")
+    rows = []
+    for c, members in enumerate(res.clusters):
+        ids = res.trajectories.patient_ids[members]
+        traj = " ".join(f"({code}, {age})" for code, age in res.cluster_labels(c))
+        rows.append(
+            {
+                "cluster": c + 1,
+                "size": len(members),
+                "anonymized trajectory": traj or "(all pairs suppressed)",
+                "ILM": float(rl.loc[ids, "ILM"].mean()),
+                "ALM": float(rl.loc[ids, "ALM"].mean()),
+                "patients": ", ".join(map(str, ids[:10])) + (" …" if len(ids) > 10 else ""),
+            }
+        )
+    df = pd.DataFrame(rows)
+    if len(df):
+        df = df.sort_values(["ILM", "cluster"], key=lambda s: -s if s.name == "ILM" else s).reset_index(
+            drop=True
+        )
+    return df
+
+
+# -------------------------------------------------------------------------------- teaching view
+_PAIR = re.compile(r"\(\s*([^,()]+?)\s*,\s*([^()]+?)\s*\)")
+
+
+def parse_trajectory(text: str) -> list[tuple[str, str]]:
+    """`(401.1, 33) (401.1, 34)` -> [("401.1", "33"), ("401.1", "34")]; ValueError naming the problem."""
+    pairs = _PAIR.findall(text)
+    rest = _PAIR.sub("", text).strip(" ,;\n\t")
+    if rest:
+        raise ValueError(
+            f"could not read {rest[:40]!r}: write pairs as (code, age), e.g. (401.1, 33) (401.1, 34)"
+        )
+    if not pairs:
+        raise ValueError("no (code, age) pair found: write e.g. (401.1, 33) (401.1, 34)")
+    return [(c.strip(), a.strip()) for c, a in pairs]
+
+
+def _teaching_view(res: LDAResult, w_icd: float, method: str) -> None:
+    st.markdown("### Teaching view: aligning two trajectories (Figure 7)")
+    src = st.radio(
+        "Trajectories",
+        ("Thesis Figure 7 (T4 and T1 of Figure 3a)", "Two cohort patients", "Type them"),
+        horizontal=True,
+        key="lda_t_src",
+    )
+    icd_h, age_h = res.model.icd, res.model.age
+    if src.startswith("Thesis"):
+        icd_h, age_h = Hierarchy.from_parents(FIG6, name="hypertension (Figure 6)"), Hierarchy.ages(33, 40)
+        x, y = FIG7_X, FIG7_Y
+        st.caption(
+            "Hierarchies of Figures 5 and 6: ages 33-40 as a binary tree, 401 over 401.0, 401.1, 401.9."
+        )
+    elif src == "Two cohort patients":
+        t = res.trajectories
+        ok = np.flatnonzero((t.lengths > 0) & (t.lengths <= 12))[:2000]
+        if len(ok) < 2:
+            st.info("Fewer than two cohort trajectories of at most 12 pairs.")
+            return
+        ids = t.patient_ids[ok].tolist()
+        c1, c2 = st.columns(2)
+        px_ = c1.selectbox("X (rows)", ids, index=0, key="lda_t_x")
+        py_ = c2.selectbox("Y (columns)", ids, index=1, key="lda_t_y")
+        x = t.pairs(int(ok[ids.index(px_)]))
+        y = t.pairs(int(ok[ids.index(py_)]))
+    else:
+        c1, c2 = st.columns(2)
+        tx = c1.text_area("X (rows)", "(401.9, 33) (401.1, 33) (401.1, 34) (401.1, 35)", key="lda_t_tx")
+        ty = c2.text_area("Y (columns)", "(401.1, 33) (401.1, 34) (401.1, 35)", key="lda_t_ty")
+        try:
+            x, y = parse_trajectory(tx), parse_trajectory(ty)
+            al_icd = Hierarchy.icd9(ICD9_THESIS_LEVELS)
+            icd_h = al_icd.restrict(sorted({*icd_h.leaves(), *(c for c, _ in x + y)}))
+        except (ValueError, KeyError) as exc:
+            st.error(str(exc.args[0] if exc.args else exc))
+            return
+    try:
+        al = align(x, y, icd_h, age_h, w_icd=w_icd, w_age=round(1 - w_icd, 10), method=method)
+    except (ValueError, KeyError) as exc:
+        st.error(str(exc.args[0] if exc.args else exc))
+        return
+    st.markdown(
+        f"**{method.upper()} result:** "
+        + (" ".join(f"({c}, {a})" for c, a in al.trajectory) or "(everything suppressed)")
+        + f" — ILM {al.ilm:.4g}, ALM {al.alm:.4g}, total {al.total:.4g} "
+        f"(weights {w_icd:g} / {1 - w_icd:g}; |ICD| = {icd_h.domain_size}, |Age| = {age_h.domain_size})"
+    )
+    frames = alignment_frames(al)
+    path = set(al.path)
+    cols = st.columns(3)
+    for col, name in zip(cols, ("i", "a", "r"), strict=True):
+        with col:
+            st.markdown(
+                f"**{name}**" + (" (ILM)" if name == "i" else " (ALM)" if name == "a" else " (operation)")
+            )
+            st.dataframe(_styled(frames[name], path), key=f"lda_t_{name}")
+    long = alignment_long(al)
+    _download(long, "Download the three matrices (CSV)", "lda_alignment.csv", "lda_dl_align")
+    _explain_cells(al)
+
+
+def alignment_frames(al: Alignment) -> dict[str, pd.DataFrame]:
+    """The matrices i, a and r as labelled DataFrames (rows X, columns Y, both starting with ∅)."""
+    rows = ["∅"] + [f"{h}. {c}, {a}" for h, (c, a) in enumerate(al.x, start=1)]
+    cols = ["∅"] + [f"{j}. {c}, {a}" for j, (c, a) in enumerate(al.y, start=1)]
+    r = np.vectorize(lambda v: ARROWS.get(v, v))(al.r) if al.r.size else al.r
+    return {
+        "i": pd.DataFrame(al.i, index=rows, columns=cols),
+        "a": pd.DataFrame(al.a, index=rows, columns=cols),
+        "r": pd.DataFrame(r, index=rows, columns=cols),
+    }
+
+
+def alignment_long(al: Alignment) -> pd.DataFrame:
+    """One row per cell: h, j, the pairs, i, a, r and whether the traceback passes through it."""
+    path = set(al.path)
+    rows = []
+    for h in range(al.i.shape[0]):
+        for j in range(al.i.shape[1]):
+            rows.append(
+                {
+                    "h": h,
+                    "j": j,
+                    "x": "∅" if h == 0 else f"({al.x[h - 1][0]}, {al.x[h - 1][1]})",
+                    "y": "∅" if j == 0 else f"({al.y[j - 1][0]}, {al.y[j - 1][1]})",
+                    "i": al.i[h, j],
+                    "a": al.a[h, j],
+                    "r": al.r[h, j],
+                    "on_path": (h, j) in path,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def _styled(df: pd.DataFrame, path: set[tuple[int, int]]):
+    def color(data: pd.DataFrame) -> pd.DataFrame:
+        out = pd.DataFrame("", index=data.index, columns=data.columns)
+        for h, j in path:
+            out.iat[h, j] = "background-color: #ffd54f; font-weight: bold"
+        return out
+
+    sty = df.style.apply(color, axis=None)
+    if all(pd.api.types.is_numeric_dtype(d) for d in df.dtypes):
+        sty = sty.format(lambda v: "" if pd.isna(v) else f"{v:.4g}")
+    return sty
+
+
+def _explain_cells(al: Alignment) -> None:
+    m, n = al.i.shape[0] - 1, al.i.shape[1] - 1
+    if m == 0 or n == 0:
+        return
+    with st.expander("Explain a cell", expanded=False):
+        c1, c2 = st.columns(2)
+        h = int(c1.number_input("row h", 1, m, 1, key="lda_t_h"))
+        j = int(c2.number_input("column j", 1, n, 1, key="lda_t_j"))
+        st.markdown(explain_cell(al, h, j))
+
+
+def explain_cell(al: Alignment, h: int, j: int) -> str:
+    """Plain-language account of cell (h, j): the three options of Algorithm 3 and the choice."""
+    xh, yj = al.x[h - 1], al.y[j - 1]
+    if al.method == "baseline":
+        if not al.r[h, j]:
+            return f"Baseline does not visit cell ({h}, {j}): it only pairs x_t with y_t (Algorithm 2)."
+        return (
+            f"Baseline step at ({h}, {j}): {al.r[h, j]}; running ILM {al.i[h, j]:.4g}, ALM {al.a[h, j]:.4g}."
+        )
+    cand = al.candidates[h, j]
+    names = (
+        f"generalize x_{h} = ({xh[0]}, {xh[1]}) with y_{j} = ({yj[0]}, {yj[1]}), from cell ({h - 1}, {j - 1})",
+        f"suppress x_{h} = ({xh[0]}, {xh[1]}), from cell ({h - 1}, {j})",
+        f"suppress y_{j} = ({yj[0]}, {yj[1]}), from cell ({h}, {j - 1})",
+    )
+    lines = [f"Cell ({h}, {j}): the three options of Algorithm 3 (steps 16-21), weighted losses:"]
+    for arrow, name, (ci, ca) in zip(("↘", "↑", "←"), names, cand, strict=True):
+        lines.append(f"- {arrow} {name}: ILM {ci:.4g} + ALM {ca:.4g} = **{ci + ca:.4g}**")
+    chosen = ARROWS[al.r[h, j]]
+    lines.append(
+        f"\nChosen: {chosen} (the minimum; ties go to generalization, then to suppressing x). "
+        f"i = {al.i[h, j]:.4g}, a = {al.a[h, j]:.4g}."
+    )
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------- Trade-offs tab
+def render_tradeoffs(ctx: Context) -> None:
+    """Baseline vs A-GS over k (Figures 9-12) and the weight sweep (Figure 15), on the loaded cohort."""
+    st.subheader("Trajectories (LDA): Baseline against A-GS, and attribute weights")
+    s = _settings(ctx, "ldat_", with_k=False)
+    if s is None:
+        return
+    selection, hier, _, w_icd, _ = s
+    c1, c2 = st.columns(2)
+    k_lo, k_hi = c1.slider("k from / to (thesis: 2 to 15)", 2, 30, (2, 15), key="ldat_krange")
+    step = int(c2.number_input("step", 1, 10, 1, key="ldat_kstep"))
+    ks = list(range(k_lo, k_hi + 1, step))
+    if st.button(f"Run the k sweep ({2 * len(ks)} runs)", key="ldat_run_k"):
+        st.session_state["ldat_k_params"] = (selection, hier, w_icd, tuple(ks))
+    params = st.session_state.get("ldat_k_params")
+    if params is not None and params[:3] == (selection, hier, w_icd):
+        df = _sweep(ctx, selection, hier, w_icd, params[3])
+        if df is not None:
+            for col, measure, figs in zip(
+                st.columns(3), ("ILM", "ALM", "AvgRE"), ("9-11", "9-11", "12"), strict=True
+            ):
+                with col:
+                    st.markdown(f"**{measure} against k** (Figures {figs})")
+                    st.plotly_chart(sweep_k_figure(df, measure), key=f"ldat_fig_{measure}")
+            _download(df, "Download the k sweep (CSV)", "lda_sweep_k.csv", "ldat_dl_k")
+    st.divider()
+    k_w = int(st.number_input("k for the weight sweep (thesis: 2)", 2, 50, 2, key="ldat_kw"))
+    if st.button("Run the weight sweep (9 runs, w_ICD 0.1 to 0.9)", key="ldat_run_w"):
+        st.session_state["ldat_w_params"] = (selection, hier, k_w)
+    wp = st.session_state.get("ldat_w_params")
+    if wp is not None and wp == (selection, hier, k_w):
+        rows = []
+        bar = st.progress(0.0, text="Weight sweep")
+        weights = [round(0.1 * i, 1) for i in range(1, 10)]
+        for n, w in enumerate(weights):
+            try:
+                m = _measures(ctx.cohort, selection, hier, k_w, w, "a-gs")
+            except (ValueError, KeyError) as exc:
+                st.error(str(exc.args[0] if exc.args else exc))
+                return
+            rows.append({"w_icd": w, "w_age": round(1 - w, 1), "ILM": m["ILM"], "ALM": m["ALM"]})
+            bar.progress((n + 1) / len(weights), text=f"w_ICD = {w}")
+        bar.empty()
+        wdf = pd.DataFrame(rows)
+        st.markdown("**ILM and ALM by attribute weights** (Figure 15)")
+        st.plotly_chart(weights_figure(wdf), key="ldat_fig_w")
+        _download(wdf, "Download the weight sweep (CSV)", "lda_sweep_weights.csv", "ldat_dl_w")
+
+
+def _sweep(ctx: Context, selection, hier, w_icd: float, ks: tuple[int, ...]) -> pd.DataFrame | None:
+    rows = []
+    runs = [(m, k) for m in ("baseline", "a-gs") for k in ks]
+    bar = st.progress(0.0, text="k sweep")
+    for n, (method, k) in enumerate(runs):
+        try:
+            m = _measures(ctx.cohort, selection, hier, k, w_icd, method)
+        except (ValueError, KeyError) as exc:
+            st.error(str(exc.args[0] if exc.args else exc))
+            return None
+        rows.append({"method": method, "k": k, "ILM": m["ILM"], "ALM": m["ALM"], "AvgRE": m["AvgRE"]})
+        bar.progress((n + 1) / len(runs), text=f"{method}, k = {k}")
+    bar.empty()
+    return pd.DataFrame(rows)
