@@ -48,7 +48,7 @@ definition, and Tom's record still forces the same two steps.)
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -60,7 +60,7 @@ from engine import risk
 from engine.adversary import Scope
 from engine.records import PATIENT, VISIT, Records
 from engine.release import Release
-from engine.utility.censoring import cul_statistics, release_cul
+from engine.utility.censoring import censoring_loss, cul_statistics, release_cul
 
 Variant = Literal["faithful", "targeted"]
 Kernel = Literal["dominance", "risk"]
@@ -167,6 +167,28 @@ def _suffix_histogram(m: sp.csc_matrix, top: np.ndarray) -> np.ndarray:
     for axis in range(len(shape)):
         hist = np.flip(np.cumsum(np.flip(hist, axis), axis=axis), axis)
     return hist
+
+
+# ------------------------------------------------------------------------------ code selection
+def select_codes(records: Records, codes: Iterable[str], roll_up: Mapping[str, str] | None = None) -> Records:
+    """The records with only the events whose code (after `roll_up`, e.g. ICD-9 to 3-digit as in the
+    paper's 250 / 272 / 401 / 724) is in `codes`, relabelled by `roll_up`. Patients keep their place,
+    even with no event left. GCCens releases the chosen codes only (the paper's P and S hold four)."""
+    wanted = {str(c) for c in codes}
+    labels = np.asarray([str(x) for x in records.items], dtype=object)
+    if roll_up:
+        labels = np.asarray([roll_up.get(x, x) for x in labels], dtype=object)
+    kept = records.keep_events(np.isin(labels, list(wanted))[records.event_item])
+    return kept.recode(labels[kept.event_item]) if roll_up else kept
+
+
+def rolled_item_codes(vocabulary: Iterable[str], roll_up: Mapping[str, str]) -> dict[str, frozenset[str]]:
+    """Released item -> the original codes of `vocabulary` it stands for, for items that are not
+    themselves original codes (the `Release.item_codes` the risk engine reads)."""
+    groups: dict[str, set[str]] = {}
+    for code in vocabulary:
+        groups.setdefault(roll_up.get(str(code), str(code)), set()).add(str(code))
+    return {item: frozenset(cs) for item, cs in groups.items() if cs != {item}}
 
 
 # ------------------------------------------------------------------------------ problem set-up
@@ -421,3 +443,70 @@ def gccens(
     return gccens_run(
         prepare(cohort, population, scope), k, cap=cap, caps=caps, variant=variant, kernel=kernel
     )
+
+
+def report(
+    release: Release,
+    verification: risk.Verification,
+    original_dis: np.ndarray,
+    *,
+    original_codes: int,
+    population_size: int | None = None,
+    sources: Mapping[str, str] | None = None,
+) -> dict:
+    """The release's report (CLI REPORT.json, the page's download): parameters, input hashes,
+    per-record CUL (against the capped and the original record), CUL statistics (Tables 1-2
+    layout), the censoring steps, and the risk engine's verification before and after."""
+    loss = censoring_loss(release)
+    loss_original = censoring_loss(release, baseline="original")
+    k = verification.k
+    return {
+        "method": "GCCens (Tamersoy 2010; thesis chapter III, Algorithm 1)",
+        "parameters": release.params,
+        "inputs": dict(sources or {}),
+        "records": {"population": population_size, "cohort": release.records.n_patients},
+        "codes": {"original": int(original_codes), "released": int(release.records.n_events)},
+        "item_codes": {item: sorted(codes) for item, codes in release.item_codes.items()},
+        "censored": {
+            "by_caps": release.loss["censored_by_caps"],
+            "by_loop": release.loss["censored_by_loop"],
+        },
+        "cul_statistics": cul_statistics(loss["cul"].to_numpy(), release).as_dict(),
+        "cul_statistics_vs_original": cul_statistics(
+            loss_original["cul"].to_numpy(), release, baseline="original"
+        ).as_dict(),
+        "per_record": [
+            {
+                "patient_id": str(p),
+                "codes_capped": int(b),
+                "censored": int(c),
+                "cul": float(u),
+                "cul_vs_original": float(o),
+            }
+            for p, b, c, u, o in zip(
+                loss["patient_id"],
+                loss["codes_before"],
+                loss["censored"],
+                loss["cul"],
+                loss_original["cul"],
+                strict=True,
+            )
+        ],
+        "steps": release.loss["steps"],
+        "verification": {
+            "ok": verification.ok,
+            "adversary": verification.adversary.label,
+            "k": k,
+            "message": verification.message(),
+            "before": risk.summarize(original_dis, k).as_dict(),
+            "after": risk.summarize(verification.distinguishability, k).as_dict(),
+            "failing": [
+                {"patient_id": str(p), "distinguishability": int(d)}
+                for p, d in zip(
+                    verification.failing["patient_id"],
+                    verification.failing["distinguishability"],
+                    strict=True,
+                )
+            ],
+        },
+    }

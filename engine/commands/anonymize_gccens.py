@@ -69,9 +69,9 @@ def run(args: argparse.Namespace) -> int:
     from engine import risk
     from engine.adversary import Adversary
     from engine.anonymize.censor import gccens_run, prepare
+    from engine.anonymize.censor import report as gccens_report
     from engine.loaders import load_events, load_ids
     from engine.records import Records
-    from engine.utility.censoring import censoring_loss, cul_statistics
 
     if args.k < 1:
         raise UserError(f"--k must be >= 1, not {args.k}")
@@ -99,50 +99,14 @@ def run(args: argparse.Namespace) -> int:
     adversary = Adversary(args.scope, "all_visits")
     verification = risk.verify(release, adversary, args.k, population)
     before = risk.original_distinguishability(cohort, adversary, population, count_repeats=True)
-    loss = censoring_loss(release)
-    loss_original = censoring_loss(release, baseline="original")
-    report = {
-        "method": "GCCens (Tamersoy 2010; thesis chapter III, Algorithm 1)",
-        "parameters": release.params,
-        "inputs": sources,
-        "records": {"population": population.n_patients, "cohort": cohort.n_patients},
-        "codes": {"original": int(cohort.n_events), "released": int(release.records.n_events)},
-        "censored": {
-            "by_caps": release.loss["censored_by_caps"],
-            "by_loop": release.loss["censored_by_loop"],
-        },
-        "cul_statistics": cul_statistics(loss["cul"].to_numpy(), release).as_dict(),
-        "cul_statistics_vs_original": cul_statistics(
-            loss_original["cul"].to_numpy(), release, baseline="original"
-        ).as_dict(),
-        "per_record": [
-            {
-                "patient_id": str(p),
-                "codes_capped": int(b),
-                "censored": int(c),
-                "cul": float(u),
-                "cul_vs_original": float(o),
-            }
-            for p, b, c, u, o in zip(
-                loss["patient_id"],
-                loss["codes_before"],
-                loss["censored"],
-                loss["cul"],
-                loss_original["cul"],
-                strict=True,
-            )
-        ],
-        "steps": release.loss["steps"],
-        "verification": {
-            "ok": verification.ok,
-            "adversary": adversary.label,
-            "k": args.k,
-            "message": verification.message(),
-            "before": risk.summarize(before, args.k).as_dict(),
-            "after": risk.summarize(verification.distinguishability, args.k).as_dict(),
-            "failing": verification.failing.astype({"distinguishability": int}).to_dict("records"),
-        },
-    }
+    report = gccens_report(
+        release,
+        verification,
+        before,
+        original_codes=cohort.n_events,
+        population_size=population.n_patients,
+        sources=sources,
+    )
     if args.report:
         Path(args.report).write_text(json.dumps(report, indent=2, default=str) + "\n")
     if not verification.ok:
