@@ -67,12 +67,32 @@ class Release:
 
     def code_map(self) -> pd.DataFrame:
         """One row per (released item, original code) for every released item, sorted."""
-        rows = [
-            (str(item), code)
-            for item in self.records.items
-            for code in sorted(self.codes_of(str(item)))
-        ]
+        rows = [(str(item), code) for item in self.records.items for code in sorted(self.codes_of(str(item)))]
         return pd.DataFrame(rows, columns=["released_item", "original_code"])
 
     def __repr__(self) -> str:
         return f"Release({self.method!r}, {self.records!r}, {len(self.item_codes)} generalized items)"
+
+
+def release_from_frames(
+    released: pd.DataFrame, code_map: pd.DataFrame | None, method: str = "imported"
+) -> Release:
+    """A Release read back from its exports: long-form released events (`patient_id`, `code` holding
+    the released item, optional `visit`, `age`) and the code map (`released_item`, `original_code`).
+
+    Items absent from the map stand for themselves. Raises ValueError naming the missing column.
+    """
+    for col in ("patient_id", "code"):
+        if col not in released.columns:
+            raise ValueError(f"released events: missing column {col!r} (columns: {list(released.columns)})")
+    item_codes: dict[str, frozenset[str]] = {}
+    if code_map is not None:
+        for col in ("released_item", "original_code"):
+            if col not in code_map.columns:
+                raise ValueError(f"code map: missing column {col!r} (columns: {list(code_map.columns)})")
+        groups = code_map.astype(str).groupby("released_item")["original_code"]
+        for item, codes in groups:
+            cs = frozenset(codes)
+            if cs != {item}:
+                item_codes[str(item)] = cs
+    return Release(method, Records.from_frame(released), item_codes=item_codes)

@@ -1,0 +1,79 @@
+"""`python -m engine phewas`: PheWAS on original data, and on a release when one is given.
+
+    python -m engine phewas --events EVENTS --genotypes GENOTYPES [--cohort IDS]
+        [--released RELEASED.csv --codemap CODEMAP.csv] [--min-code-count N] [--min-cases N]
+        [--test allelic|genotypic] --out OUT.csv
+
+OUT.csv: snp, phecode, phenotype, n_cases, n_controls, odds_ratio, p (original), and with a release
+the same columns suffixed `_released`.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import pandas as pd
+
+from engine.cli import UserError
+
+
+def register(sub) -> None:
+    p = sub.add_parser("phewas", help="PheWAS of every SNP against every phecode, original vs released")
+    p.add_argument("--events", required=True, help="events file (CSV or Parquet): patient_id, code[, visit]")
+    p.add_argument(
+        "--genotypes", required=True, help="genotype file: patient_id + one column per SNP (0/1/2)"
+    )
+    p.add_argument("--cohort", help="patient ids of the cohort (default: every patient in EVENTS)")
+    p.add_argument("--released", help="released events CSV (from `anonymize ... --out`)")
+    p.add_argument("--codemap", help="code map CSV of the release (released_item, original_code)")
+    p.add_argument("--min-code-count", type=int, default=1, help="occurrences for a case (default 1)")
+    p.add_argument("--min-cases", type=int, default=20, help="cases needed before a test runs (default 20)")
+    p.add_argument("--test", choices=("allelic", "genotypic"), default="allelic")
+    p.add_argument("--out", required=True, help="output CSV")
+    p.set_defaults(func=run)
+
+
+def _read_csv(path: str, what: str) -> pd.DataFrame:
+    try:
+        return pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path}: {what} is not UTF-8 text (byte {exc.start})") from None
+    except pd.errors.EmptyDataError:
+        raise UserError(f"{path}: {what} is empty") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    from engine import phewas
+    from engine.loaders import load_events, load_genotypes, load_ids
+    from engine.records import Records
+    from engine.release import release_from_frames
+
+    if args.min_code_count < 1 or args.min_cases < 1:
+        raise UserError("--min-code-count and --min-cases must be at least 1")
+    if (args.released is None) != (args.codemap is None):
+        raise UserError("--released and --codemap go together")
+    records = Records.from_frame(load_events(args.events).data)
+    genotypes = load_genotypes(args.genotypes).data
+    if args.cohort:
+        records = records.subset(load_ids(args.cohort, population=records.patient_ids, group="cohort").data)
+    settings = phewas.PhewasSettings(args.min_code_count, args.min_cases, args.test)
+    result = phewas.phewas_of_records(records, genotypes, settings)
+    cols = ["snp", "phecode", "phenotype", "n_cases", "n_controls", "odds_ratio", "p"]
+    out = result[cols]
+    if args.released:
+        try:
+            release = release_from_frames(
+                _read_csv(args.released, "released events"), _read_csv(args.codemap, "code map")
+            )
+        except ValueError as exc:
+            raise UserError(f"{args.released}: {exc}") from None
+        outside = set(release.records.patient_ids) - set(records.patient_ids)
+        if outside:
+            raise UserError(f"{args.released}: {len(outside)} released patient(s) are not in the cohort")
+        rel = phewas.phewas_of_release(release, genotypes, settings)[cols]
+        out = out.merge(rel, on=["snp", "phecode"], how="outer", suffixes=("", "_released"))
+        out = out.drop(columns=["phenotype_released"])
+    out.to_csv(args.out, index=False)
+    n_sig = int((result["p"] <= 0.05).sum())
+    print(f"{len(result):,} tests, {n_sig:,} at p <= 0.05 in the original data; written to {args.out}")
+    return 0
