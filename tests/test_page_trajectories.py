@@ -31,7 +31,7 @@ def anonymize():
 def tradeoffs():
     tab.render_tradeoffs(current())
 
-navigation = st.navigation([st.Page(anonymize, title="Anonymize"), st.Page(tradeoffs, title="Trade-offs")])
+navigation = st.navigation([st.Page(PAGE)])
 sidebar.render()
 navigation.run()
 """
@@ -49,10 +49,7 @@ def _app(page: str) -> AppTest:
         at.run()
         at.switch_page(f"pages/{page}.py")
     else:
-        at = AppTest.from_string(HARNESS, default_timeout=300)
-        at.run()
-        if page == "tradeoffs":
-            at.switch_page("tradeoffs")
+        at = AppTest.from_string(HARNESS.replace("PAGE", page), default_timeout=300)
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     return at
@@ -75,10 +72,7 @@ def test_anonymize_tab_verifies_and_teaches() -> None:
     assert len(at.dataframe) >= 4  # example clusters + i, a, r
     downloads = [b for b in at.get("download_button")]
     assert len(downloads) >= 5  # release + every chart's data + the matrices
-
-
-def test_anonymize_tab_cohort_pair_and_baseline() -> None:
-    at = _app("anonymize")
+    # two cohort patients, Baseline, and a typo in a typed trajectory
     at.radio(key="lda_t_src").set_value("Two cohort patients").run()
     assert not at.exception, [e.value for e in at.exception]
     at.radio(key="lda_method").set_value("baseline").run()
@@ -88,3 +82,20 @@ def test_anonymize_tab_cohort_pair_and_baseline() -> None:
     at.text_area(key="lda_t_tx").set_value("(401.1, 33) oops").run()
     assert not at.exception
     assert any("could not read" in e.value for e in at.error)
+
+
+def test_tradeoffs_tab_sweeps() -> None:
+    from ui.tab_trajectories import CODE_MODES
+
+    at = _app("tradeoffs")
+    # small, fast settings: the two most frequent codes, k = 4..5
+    at.selectbox(key="ldat_mode").set_value(CODE_MODES[1]).run()
+    at.number_input(key="ldat_top").set_value(2).run()
+    at.slider(key="ldat_krange").set_value((4, 5)).run()
+    at.button(key="ldat_run_k").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    text = _text(at)
+    assert "ILM against k" in text and "AvgRE against k" in text
+    at.button(key="ldat_run_w").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert "by attribute weights" in _text(at)
