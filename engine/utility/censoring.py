@@ -130,35 +130,39 @@ SWEEP_COLUMNS = [
 ]
 
 
-def _sweep(problem, settings: list[tuple[int, int]], variant: str, verify: bool, on_progress) -> pd.DataFrame:
+def sweep_point(problem, k: int, cap: int | None, variant: str = "faithful", *, verify: bool = True) -> dict:
+    """One row of Table 1/2: GCCens at (k, universal cap) on a prepared `CensorProblem`, its CUL
+    statistics, and (with `verify`) the risk engine's verdict on the release."""
     from engine import risk
     from engine.adversary import Adversary
     from engine.anonymize.censor import gccens_run
 
-    adversary = Adversary(problem.scope, "all_visits")
+    release = gccens_run(problem, k, cap=cap, variant=variant)
+    st = cul_statistics(release_cul(release), release)
+    verified = None
+    if verify:
+        adversary = Adversary(problem.scope, "all_visits")
+        verified = risk.verify(release, adversary, k, problem.population).ok
+    return {
+        "k": int(k),
+        "cap": cap,
+        "variant": variant,
+        "mean": st.mean,
+        "std": st.std,
+        "median": st.median,
+        "skewness": st.skewness,
+        "share_modified": st.share_modified,
+        "share_codes_retained": st.share_codes_retained,
+        "iterations": release.loss["iterations"],
+        "k_reached": release.loss["k_reached"],
+        "verified": verified,
+    }
+
+
+def _sweep(problem, settings: list[tuple[int, int]], variant: str, verify: bool, on_progress) -> pd.DataFrame:
     rows = []
     for i, (k, cap) in enumerate(settings):
-        release = gccens_run(problem, k, cap=cap, variant=variant)
-        st = cul_statistics(release_cul(release), release)
-        verified = None
-        if verify:
-            verified = risk.verify(release, adversary, k, problem.population).ok
-        rows.append(
-            {
-                "k": k,
-                "cap": cap,
-                "variant": variant,
-                "mean": st.mean,
-                "std": st.std,
-                "median": st.median,
-                "skewness": st.skewness,
-                "share_modified": st.share_modified,
-                "share_codes_retained": st.share_codes_retained,
-                "iterations": release.loss["iterations"],
-                "k_reached": release.loss["k_reached"],
-                "verified": verified,
-            }
-        )
+        rows.append(sweep_point(problem, k, cap, variant, verify=verify))
         if on_progress is not None:
             on_progress(i + 1, len(settings))
     return pd.DataFrame(rows, columns=SWEEP_COLUMNS)

@@ -1,0 +1,420 @@
+"""GCCens tab of the Anonymize and Trade-offs pages (Tamersoy 2010; thesis chapter III).
+
+`render_anonymize(ctx)`: codes to release, a universal cap or an editable per-code cap table, the
+variant (faithful Algorithm 1 or targeted), k from the sidebar; the risk engine's verdict; the risk
+CDF before and after; CUL statistics and distribution; faithful vs targeted retention; released
+records beside the originals; the download (long-form CSV + JSON report) once verified.
+`render_tradeoffs(ctx)`: Tables 1 and 2 live on the loaded data (k from 2 to 25 at caps 3; universal
+cap from 3 to 10 at k = 5), as tables and charts.
+
+The attacker knows every code of the target with its repeat count (the paper's model); the scope
+(k-map against the population, or k-anonymity within the cohort) is the sidebar's. Engine calls are
+cached per session on the records' fingerprints and the parameters.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import plotly.express as px
+import plotly.graph_objects as go
+import streamlit as st
+
+from engine import risk
+from engine.adversary import Adversary
+from engine.anonymize.censor import (
+    VARIANTS,
+    CensorProblem,
+    gccens_run,
+    prepare,
+    report,
+    rolled_item_codes,
+    select_codes,
+)
+from engine.records import Records
+from engine.release import Release
+from engine.risk import Verification
+from engine.utility.censoring import SWEEP_COLUMNS, censoring_loss, cul_statistics, release_cul, sweep_point
+from ui.context import HASH_FUNCS, Context
+from ui.releases import publish
+from ui.risk_charts import cdf_frame, distinguishability_cdf_figure
+
+PAPER_CODES = ("250", "272", "401", "724")
+CODE_MODES = (
+    "Tamersoy's four codes: 250, 272, 401, 724 (3-digit)",
+    "Most frequent codes",
+    "Chosen codes",
+    "All codes",
+)
+CAP_MODES = ("Universal cap", "Per-code caps")
+TABLE1_KS = tuple(range(2, 26))
+TABLE2_CAPS = tuple(range(3, 11))
+STAT_COLUMNS = ["mean", "std", "median", "skewness", "share_modified", "share_codes_retained"]
+
+
+# ------------------------------------------------------------------------- cached engine calls
+@st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=4)
+def _roll_up_3digit(population: Records, cohort: Records) -> dict[str, str]:
+    """ICD-9-CM code -> its 3-digit category (the paper's 250, 272, 401, 724), for every code present."""
+    from engine.hierarchy import Hierarchy
+
+    vocab = sorted({str(x) for x in population.items} | {str(x) for x in cohort.items})
+    return dict(zip(vocab, Hierarchy.icd9().roll_up(vocab, "3-digit"), strict=True))
+
+
+def _code_frequency(cohort: Records) -> pd.Series:
+    """Records holding each code in the cohort, most frequent first (ties by code order)."""
+    held = np.asarray(cohort.patient_item_sets.sum(axis=0)).ravel()
+    s = pd.Series(held, index=[str(x) for x in cohort.items])
+    s = s[s > 0]
+    return s.iloc[np.lexsort((s.index.to_numpy(dtype=object), -s.to_numpy()))]
+
+
+@st.cache_resource(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=6)
+def _problem(
+    cohort: Records, population: Records, scope: str, selection: tuple
+) -> tuple[CensorProblem, dict[str, frozenset[str]], Records]:
+    """The prepared problem on the selected codes, the released items' original codes, and the
+    selected (GCCens input) cohort."""
+    mode, top_n, chosen = selection
+    roll = None
+    if mode == CODE_MODES[0]:
+        roll, codes = _roll_up_3digit(population, cohort), list(PAPER_CODES)
+    elif mode == CODE_MODES[1]:
+        codes = _code_frequency(cohort).index[: int(top_n)].tolist()
+    elif mode == CODE_MODES[2]:
+        codes = list(chosen)
+    else:
+        codes = _code_frequency(cohort).index.tolist()
+    sel_cohort = select_codes(cohort, codes, roll)
+    sel_pop = select_codes(population, codes, roll)
+    item_codes = {}
+    if roll is not None:
+        vocab = sorted({str(x) for x in population.items} | {str(x) for x in cohort.items})
+        item_codes = {i: c for i, c in rolled_item_codes(vocab, roll).items() if i in codes}
+    return prepare(sel_cohort, sel_pop if scope == "population" else None, scope), item_codes, sel_cohort
+
+
+def _cap_arguments(cap_key: tuple) -> dict:
+    kind, value = cap_key
+    return {"cap": int(value)} if kind == "universal" else {"caps": dict(value)}
+
+
+@st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=24)
+def _run(
+    cohort: Records, population: Records, scope: str, selection: tuple, k: int, cap_key: tuple, variant: str
+) -> tuple[Release, Verification, np.ndarray, np.ndarray]:
+    """The release (with its items' original codes), the risk engine's verdict against the original
+    population, and the distinguishability of the selected records before and after capping."""
+    problem, item_codes, sel_cohort = _problem(cohort, population, scope, selection)
+    release = gccens_run(problem, k, variant=variant, **_cap_arguments(cap_key))
+    release = replace(release, item_codes=item_codes)
+    adversary = Adversary(scope, "all_visits")
+    verification = risk.verify(release, adversary, k, population)
+    sel_pop = problem.population if scope == "population" else None
+    before = risk.original_distinguishability(sel_cohort, adversary, sel_pop, count_repeats=True)
+    capped = gccens_run(problem, 1, **_cap_arguments(cap_key))  # k = 1: caps only
+    capped_dis = risk.release_distinguishability(capped, adversary, sel_pop)
+    return release, verification, before, capped_dis
+
+
+@st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=256)
+def _sweep_row(
+    cohort: Records, population: Records, scope: str, selection: tuple, k: int, cap: int, variant: str
+) -> dict:
+    problem, _, _ = _problem(cohort, population, scope, selection)
+    return sweep_point(problem, k, cap, variant)
+
+
+# ------------------------------------------------------------------------------------ charts
+def cul_histogram(loss: pd.DataFrame) -> go.Figure:
+    """Distribution of per-record CUL (Tamersoy's CUL column, Figure 3)."""
+    fig = px.histogram(loss, x="cul", nbins=20)
+    fig.update_layout(height=340, margin={"t": 30, "b": 10}, xaxis_title="CUL", yaxis_title="records")
+    return fig
+
+
+def sweep_figure(table: pd.DataFrame, x: str) -> go.Figure:
+    """CUL statistics against k (Table 1) or the universal cap (Table 2), one line per statistic."""
+    long = table.melt(id_vars=[x], value_vars=STAT_COLUMNS, var_name="statistic", value_name="value")
+    fig = px.line(long, x=x, y="value", color="statistic", markers=True)
+    fig.update_layout(height=360, margin={"t": 30, "b": 10}, legend={"orientation": "h", "y": -0.25})
+    return fig
+
+
+def retention_figure(compare: pd.DataFrame) -> go.Figure:
+    """Share of codes retained and of records modified, faithful beside targeted."""
+    long = compare.melt(id_vars=["variant"], value_vars=["share_codes_retained", "share_modified"])
+    fig = px.bar(long, x="variable", y="value", color="variant", barmode="group")
+    fig.update_layout(height=320, margin={"t": 30, "b": 10}, yaxis_tickformat=".0%", xaxis_title="")
+    return fig
+
+
+def _download(df: pd.DataFrame, label: str, name: str, key: str) -> None:
+    st.download_button(label, df.to_csv(index=False).encode(), file_name=name, mime="text/csv", key=key)
+
+
+# ------------------------------------------------------------------------------------ settings
+def _selection(ctx: Context, prefix: str) -> tuple | None:
+    mode = st.selectbox("Codes released", CODE_MODES, key=f"{prefix}mode")
+    top_n, chosen = 10, ()
+    freq = _code_frequency(ctx.cohort)
+    if mode == CODE_MODES[1]:
+        top_n = int(st.number_input("Number of codes", 1, 500, 10, key=f"{prefix}top"))
+    elif mode == CODE_MODES[2]:
+        chosen = tuple(
+            st.multiselect(
+                "Codes", freq.index[:500].tolist(), default=freq.index[:4].tolist(), key=f"{prefix}codes"
+            )
+        )
+        if not chosen:
+            st.warning("Choose at least one code.")
+            return None
+    elif mode == CODE_MODES[3] and len(freq) > 200:
+        st.warning(
+            f"{len(freq):,} distinct codes: with every code and its repeats known, almost every record is "
+            "unique and GCCens censors most of them (the paper released four codes)."
+        )
+    return mode, top_n, chosen
+
+
+def _caps(problem: CensorProblem, prefix: str) -> tuple | None:
+    kind = st.radio("Caps", CAP_MODES, horizontal=True, key=f"{prefix}capmode")
+    if kind == CAP_MODES[0]:
+        cap = int(st.number_input("Universal cap (paper: 3)", 0, 100, 3, key=f"{prefix}cap"))
+        return ("universal", cap)
+    counts = problem.counts
+    table = pd.DataFrame(
+        {
+            "code": problem.code_labels,
+            "records": (counts > 0).sum(axis=0),
+            "mean repeats": np.round(counts.sum(axis=0) / np.maximum((counts > 0).sum(axis=0), 1), 2),
+            "max repeats": counts.max(axis=0) if len(counts) else 0,
+        }
+    )
+    table["cap"] = table["max repeats"]  # default: the paper's scan of S
+    st.caption(
+        "Per-code caps (default: each code's maximum repeat count in the cohort). Edit the cap column."
+    )
+    edited = st.data_editor(
+        table,
+        disabled=["code", "records", "mean repeats", "max repeats"],
+        hide_index=True,
+        key=f"{prefix}captable:{','.join(problem.code_labels[:50])}",
+        height=min(38 + 35 * len(table), 320),
+    )
+    caps = pd.to_numeric(edited["cap"], errors="coerce")
+    bad = edited.loc[caps.isna() | (caps < 0), "code"].tolist()
+    if bad:
+        st.error(f"Caps must be whole numbers >= 0; check code(s) {', '.join(map(str, bad[:5]))}.")
+        return None
+    return ("per_code", tuple(zip(edited["code"].astype(str), caps.astype(int).tolist(), strict=True)))
+
+
+def _multiset_text(codes: list[str]) -> str:
+    return ", ".join(f"{c} ×{n}" if n > 1 else c for c, n in sorted(Counter(codes).items()))
+
+
+def _side_by_side(
+    sel_cohort: Records, release: Release, loss: pd.DataFrame, patients: list[str]
+) -> pd.DataFrame:
+    idx = sel_cohort.index_of(patients)
+    ridx = release.records.index_of(patients)
+    cul = loss.set_index("patient_id")["cul"]
+    return pd.DataFrame(
+        {
+            "patient_id": patients,
+            "original": [_multiset_text(sel_cohort.patient_codes(i)) for i in idx],
+            "released": [_multiset_text(release.records.patient_codes(i)) for i in ridx],
+            "CUL": [round(float(cul[p]), 3) for p in patients],
+        }
+    )
+
+
+# ------------------------------------------------------------------------------- Anonymize tab
+def render_anonymize(ctx: Context) -> None:
+    """The GCCens tab: parameters, verification, risk before/after, CUL, variants, download."""
+    st.subheader("GCCens: censoring repeated codes (Tamersoy 2010; thesis chapter III)")
+    scope = ctx.adversary.scope
+    st.caption(
+        "The attacker knows every released code of the target with its repeat count. Caps first censor "
+        "each code down to its cap; then, while some record has fewer than k candidates, one instance of "
+        "the code held at its cap by the fewest records is censored from those records and its cap lowered "
+        f"(ties: code order). Scope from the sidebar: **{scope}** "
+        f"({'k-map against the population' if scope == 'population' else 'k-anonymity within the cohort'}); "
+        f"k = **{ctx.k}** from the sidebar."
+    )
+    c1, c2 = st.columns([3, 2])
+    with c1:
+        selection = _selection(ctx, "gcc_")
+    if selection is None:
+        return
+    problem, _, sel_cohort = _problem(ctx.cohort, ctx.population, scope, selection)
+    if not len(problem.codes):
+        st.warning("None of the chosen codes occurs in the cohort; choose other codes.")
+        return
+    with c2:
+        variant = st.radio(
+            "Variant",
+            VARIANTS,
+            horizontal=True,
+            key="gcc_variant",
+            help="faithful: Algorithm 1 as published; targeted: only records still below k are censored.",
+        )
+    cap_key = _caps(problem, "gcc_")
+    if cap_key is None:
+        return
+    k = int(ctx.k)
+    with st.spinner("Censoring…"):
+        release, verification, before, capped_dis = _run(
+            ctx.cohort, ctx.population, scope, selection, k, cap_key, variant
+        )
+    loss = censoring_loss(release)
+    stats = cul_statistics(loss["cul"].to_numpy(), release)
+    cols = st.columns(5)
+    cols[0].metric("Records", f"{release.records.n_patients:,}")
+    cols[1].metric("Codes retained", f"{stats.share_codes_retained:.1%}")
+    cols[2].metric("Mean CUL", f"{stats.mean:.3f}")
+    cols[3].metric("Records modified", f"{stats.share_modified:.1%}")
+    cols[4].metric(
+        "Censored (caps / loop)",
+        f"{release.loss['censored_by_caps']:,} / {release.loss['censored_by_loop']:,}",
+    )
+    if verification.ok:
+        st.success(verification.message())
+        publish("GCCens", release, verification)
+        rep = report(
+            release,
+            verification,
+            before,
+            original_codes=sel_cohort.n_events,
+            population_size=ctx.population.n_patients,
+            sources=dict(ctx.dataset.sources),
+        )
+        d1, d2 = st.columns(2)
+        with d1:
+            _download(
+                release.to_frame()[["patient_id", "code"]],
+                "Download the release (patient_id, code)",
+                "gccens_release.csv",
+                "gcc_dl_release",
+            )
+        with d2:
+            st.download_button(
+                "Download the report (JSON)",
+                json.dumps(rep, indent=2, default=str).encode(),
+                file_name="gccens_report.json",
+                mime="application/json",
+                key="gcc_dl_report",
+            )
+    else:
+        st.error(
+            verification.message()
+            + " No download: even censoring every code leaves fewer than k candidates for these records."
+        )
+        st.dataframe(verification.failing, hide_index=True)
+
+    left, right = st.columns(2)
+    with left:
+        st.markdown("**Risk before and after** (distinguishability CDF, Figure 4)")
+        curves = {"original": before, "capped": capped_dis, "released": verification.distinguishability}
+        st.plotly_chart(
+            distinguishability_cdf_figure(curves, k, highlight="released", dashed=["capped"]), key="gcc_cdf"
+        )
+        _download(cdf_frame(curves), "Download the CDF data (CSV)", "gccens_cdf.csv", "gcc_dl_cdf")
+    with right:
+        st.markdown("**CUL distribution** (censored codes / codes in the capped record)")
+        st.plotly_chart(cul_histogram(loss), key="gcc_culhist")
+        st.dataframe(pd.DataFrame([stats.as_dict()]), hide_index=True)
+        _download(loss, "Download per-record CUL (CSV)", "gccens_cul.csv", "gcc_dl_cul")
+
+    st.markdown("**Faithful vs targeted** (retention side by side, same k, caps and codes)")
+    rows = []
+    for v in VARIANTS:
+        rel_v, ver_v, _, _ = _run(ctx.cohort, ctx.population, scope, selection, k, cap_key, v)
+        st_v = cul_statistics(release_cul(rel_v), rel_v)
+        rows.append(
+            {
+                "variant": v,
+                "share_codes_retained": st_v.share_codes_retained,
+                "share_modified": st_v.share_modified,
+                "mean_cul": st_v.mean,
+                "censored_by_loop": rel_v.loss["censored_by_loop"],
+                "iterations": rel_v.loss["iterations"],
+                "verified": ver_v.ok,
+            }
+        )
+    compare = pd.DataFrame(rows)
+    l2, r2 = st.columns([3, 2])
+    with l2:
+        st.dataframe(compare, hide_index=True)
+        _download(compare, "Download the comparison (CSV)", "gccens_variants.csv", "gcc_dl_variants")
+    with r2:
+        st.plotly_chart(retention_figure(compare), key="gcc_variants")
+
+    st.markdown("**Released records beside the originals** (the selected codes of each record)")
+    modified = loss.loc[loss["censored"] > 0, "patient_id"].astype(str).tolist()
+    default = (modified or loss["patient_id"].astype(str).tolist())[:5]
+    patients = st.multiselect(
+        "Patients", loss["patient_id"].astype(str).tolist(), default=default, key="gcc_patients"
+    )
+    if patients:
+        table = _side_by_side(sel_cohort, release, loss, patients)
+        st.dataframe(table, hide_index=True)
+        _download(table, "Download these records (CSV)", "gccens_examples.csv", "gcc_dl_examples")
+    with st.expander(f"Censoring steps ({len(release.loss['steps'])})"):
+        steps = pd.DataFrame(
+            release.loss["steps"], columns=["code", "from_count", "records", "below_k_before"]
+        )
+        st.dataframe(steps, hide_index=True)
+        _download(steps, "Download the steps (CSV)", "gccens_steps.csv", "gcc_dl_steps")
+
+
+# ------------------------------------------------------------------------------ Trade-offs tab
+def _sweep_table(
+    ctx: Context, selection: tuple, variant: str, points: list[tuple[int, int]], label: str
+) -> pd.DataFrame:
+    bar = st.progress(0.0, text=label)
+    rows = []
+    for n, (k, cap) in enumerate(points):
+        rows.append(_sweep_row(ctx.cohort, ctx.population, ctx.adversary.scope, selection, k, cap, variant))
+        bar.progress((n + 1) / len(points), text=f"{label}: k = {k}, cap = {cap}")
+    bar.empty()
+    return pd.DataFrame(rows, columns=SWEEP_COLUMNS)
+
+
+def render_tradeoffs(ctx: Context) -> None:
+    """Tables 1 and 2 of Tamersoy 2010, computed live on the loaded data."""
+    st.subheader("GCCens: CUL against k and against the cap (Tamersoy 2010, Tables 1-2)")
+    st.caption(
+        f"Scope from the sidebar: {ctx.adversary.scope}. Each row is a full GCCens run verified by the "
+        "risk engine (column `verified`)."
+    )
+    c1, c2 = st.columns([3, 2])
+    with c1:
+        selection = _selection(ctx, "gcct_")
+    if selection is None:
+        return
+    with c2:
+        variant = st.radio("Variant", VARIANTS, horizontal=True, key="gcct_variant")
+    problem, _, _ = _problem(ctx.cohort, ctx.population, ctx.adversary.scope, selection)
+    if not len(problem.codes):
+        st.warning("None of the chosen codes occurs in the cohort; choose other codes.")
+        return
+    t1 = _sweep_table(ctx, selection, variant, [(k, 3) for k in TABLE1_KS], "Table 1 (caps 3)")
+    t2 = _sweep_table(ctx, selection, variant, [(5, c) for c in TABLE2_CAPS], "Table 2 (k = 5)")
+    left, right = st.columns(2)
+    with left:
+        st.markdown("**Table 1**: all caps 3, k from 2 to 25")
+        st.dataframe(t1.drop(columns=["cap", "variant"]).round(3), hide_index=True)
+        st.plotly_chart(sweep_figure(t1, "k"), key="gcct_t1")
+        _download(t1, "Download Table 1 (CSV)", "gccens_table1.csv", "gcct_dl_t1")
+    with right:
+        st.markdown("**Table 2**: k = 5, universal cap from 3 to 10")
+        st.dataframe(t2.drop(columns=["k", "variant"]).round(3), hide_index=True)
+        st.plotly_chart(sweep_figure(t2, "cap"), key="gcct_t2")
+        _download(t2, "Download Table 2 (CSV)", "gccens_table2.csv", "gcct_dl_t2")
