@@ -260,6 +260,7 @@ class Text:
 
     codes: np.ndarray  # (n_rows,) int64
     uniques: np.ndarray  # (n_distinct,) object str, stripped, distinct
+    original: pd.Series | None = None  # the column itself when it is text needing no change
 
     @classmethod
     def of(cls, values: pd.Series, fc: FileCheck | None = None, column: str = "") -> Text:
@@ -279,7 +280,11 @@ class Text:
             )
         merged_codes, merged = pd.factorize(stripped) if len(stripped) else (np.zeros(0, np.int64), [])
         codes = np.where(codes >= 0, np.append(merged_codes, -1)[codes], -1).astype(np.int64)
-        return cls(codes, np.asarray(merged, dtype=object))
+        is_text = pd.api.types.is_string_dtype(values.dtype) and not pd.api.types.is_object_dtype(
+            values.dtype
+        )
+        original = values if is_text and not changed.any() else None
+        return cls(codes, np.asarray(merged, dtype=object), original)
 
     @property
     def blank(self) -> np.ndarray:
@@ -291,6 +296,8 @@ class Text:
 
     def array(self) -> pd.api.extensions.ExtensionArray:
         """(n_rows,) pandas string array (missing cells as NA), built by one take from the distinct values."""
+        if self.original is not None:
+            return self.original.array
         return pd.array(self.uniques, dtype="str").take(self.codes, allow_fill=True)
 
     def counts(self) -> np.ndarray:

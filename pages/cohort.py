@@ -31,6 +31,7 @@ def _per_patient(groups: dict[str, Records]) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)
 
 
+@st.cache_data(scope="session", show_spinner=False)
 def _csv(df: pd.DataFrame) -> bytes:
     return df.to_csv(index=False).encode()
 
@@ -103,7 +104,7 @@ st.caption(f"Adversary: {ctx.adversary.describe()}  k = {ctx.k}")
 with st.spinner("Describing the groups…"):
     table = _describe(groups)
 left, right = st.columns(2)
-for col, (label, records) in zip((left, right), groups.items(), strict=True):
+for col, label in zip((left, right), groups, strict=True):
     stats = table.set_index("measure")[label]
     with col:
         st.subheader(label)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
+import pandas as pd
 import streamlit as st
 
 from engine.adversary import KNOWLEDGES, SCOPES, Adversary
@@ -114,6 +114,13 @@ def _upload_group(dataset_key: str, dataset: Dataset, group: str) -> Records:
     return memo[group]
 
 
+def _within(cohort: Records, population: Records) -> bool:
+    """Every cohort patient is a population patient (hash lookups; same object: trivially)."""
+    if cohort is population:
+        return True
+    return bool((pd.Index(population.patient_ids).get_indexer(cohort.patient_ids) >= 0).all())
+
+
 def group_names(dataset: Dataset) -> list[str]:
     """Groups to choose from: `population` first, then the dataset's other groups as given."""
     return ["population", *[g for g in dataset.groups if g != "population"]]
@@ -175,7 +182,7 @@ def render() -> Context | None:
     pop_group = sb.selectbox("Population", names, key="population_group")
     cohort_group = sb.selectbox("Cohort (the data to share)", names, key="cohort_group")
     population, cohort = get_group(pop_group), get_group(cohort_group)
-    if not np.isin(cohort.patient_ids, population.patient_ids).all():
+    if not _within(cohort, population):
         return _fail(
             sb,
             st.session_state["load_report"],
