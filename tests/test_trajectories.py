@@ -212,3 +212,15 @@ def test_from_frame_orders_by_age_then_code_and_restricts() -> None:
     assert set(top.codes) == {"401.1"} and top.lengths.tolist() == [1, 2]
     with pytest.raises(ValueError, match="row 2, column 'age'"):
         Trajectories.from_frame(df.assign(age=["x", 1, 2, 3, 4, 5]))
+
+
+@settings(max_examples=25, deadline=None)
+@given(pairs=cohorts(max_n=14), k=st.integers(2, 3), method=st.sampled_from(["a-gs", "baseline"]))
+def test_batched_clustering_equals_pure_python_reference(pairs, k: int, method: str) -> None:
+    t = Trajectories.from_pairs(pairs)
+    if int((t.lengths > 0).sum()) < k:
+        return
+    kw = {"method": method, "icd_hierarchy": ICD, "age_domain": (30, 45)}
+    fast, ref = lda(t, k, kernel="batched", **kw), lda(t, k, kernel="reference", **kw)
+    assert [c.tolist() for c in fast.clusters] == [c.tolist() for c in ref.clusters]
+    assert fast.released_frame().equals(ref.released_frame())
