@@ -178,6 +178,32 @@ def patient_days(labs: pd.DataFrame) -> PatientDays:
     )
 
 
+def concat_patient_days(parts: list[PatientDays]) -> PatientDays:
+    """Stack patient-days of disjoint patient sets (e.g. built chunk by chunk from a large file) over
+    the union of their labs (sorted as text)."""
+    labs = np.array(sorted({str(x) for p in parts for x in p.labs}), dtype=object)
+    index = pd.Index(labs)
+    mats, ptrs, offset = [], [np.zeros(1, dtype=np.int64)], 0
+    for p in parts:
+        m = p.matrix.tocsr()
+        cols = index.get_indexer(p.labs)[m.indices]
+        mats.append(sp.csr_matrix((m.data, cols, m.indptr), shape=(m.shape[0], len(labs))))
+        ptrs.append(p.patient_ptr[1:] + offset)
+        offset += p.n_days
+    ids = np.concatenate([p.patient_ids for p in parts])
+    if len(pd.unique(ids)) != len(ids):
+        raise ValueError("the parts share patients: concatenate disjoint patient sets only")
+    matrix = sp.vstack(mats, format="csr")
+    matrix.sort_indices()
+    return PatientDays(
+        patient_ids=ids,
+        labs=labs,
+        patient_ptr=np.concatenate(ptrs),
+        day_labels=np.concatenate([p.day_labels for p in parts]),
+        matrix=matrix,
+    )
+
+
 def _sorted_unique(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Distinct values (sorted) and the inverse index; skips the sort when `keys` is already sorted
     (as files sorted by patient, day and lab are), and never uses numpy's hash-based unique (slow here)."""

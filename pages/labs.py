@@ -99,7 +99,9 @@ if not in_population.any():
 else:
     ids = None if in_population.all() else tuple(map(str, population_ids))
     group_label = f"population group `{ctx.population_group}`"
-data_key = f"{ctx.dataset.name}:{ctx.population.fingerprint}:{len(labs)}"
+data_key = (
+    f"{ctx.dataset.name}:{sorted(ctx.dataset.sources.items())}:{ctx.population.fingerprint}:{len(labs)}"
+)
 days = patient_days(data_key, labs, ids)
 key = days.fingerprint
 query, query_label = KNOWLEDGE[ctx.adversary.knowledge]

@@ -252,3 +252,16 @@ def test_paired_test_reports_per_n_and_nan_when_identical():
     assert table.p.iloc[0] < 0.05 and table.recall_raw.iloc[0] > table.recall_latent.iloc[0]
     same = L.paired_test(raw, raw)
     assert same.p.isna().all()
+
+
+def test_concat_of_disjoint_parts_equals_building_the_whole():
+    df = structured_labs(60, 12, 4, seed=6)
+    first = df[df.patient_id < "p0030"]
+    second = df[(df.patient_id >= "p0030") & (df.lab != "L000")]  # a lab missing from one part
+    whole = L.patient_days(pd.concat([first, second]))
+    joined = L.concat_patient_days([L.patient_days(first), L.patient_days(second)])
+    assert list(joined.patient_ids) == list(whole.patient_ids) and list(joined.labs) == list(whole.labs)
+    assert np.array_equal(joined.patient_ptr, whole.patient_ptr)
+    assert (joined.matrix != whole.matrix).nnz == 0
+    with pytest.raises(ValueError, match="share patients"):
+        L.concat_patient_days([L.patient_days(first), L.patient_days(first)])
