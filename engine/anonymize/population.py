@@ -296,9 +296,15 @@ def visit_support(
     """Non-empty visits of `patients` in `released`, and for each the number of candidate records
     (default: `released` itself) holding all of its items, counted by the risk engine
     (`engine.risk.distinguishability` with each visit as one known set)."""
-    cand = released if candidates is None else candidates
     patients = np.asarray(patients, dtype=np.int64)
     visits = _ranges(released.visit_ptr[patients], np.diff(released.visit_ptr)[patients])
+    return _support_of_visits(released, visits, candidates)
+
+
+def _support_of_visits(
+    released: Records, visits: np.ndarray, candidates: Records | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    cand = released if candidates is None else candidates
     lengths = np.diff(released.event_ptr)[visits]
     visits, lengths = visits[lengths > 0], lengths[lengths > 0]
     if len(visits) == 0:
@@ -318,13 +324,20 @@ def _complete(state: _State, targets: np.ndarray, k: int, progress: Progress | N
     """The completion pass (beyond the paper; module docstring): until every visit of the `targets`
     records is held by at least k records of the released group, generalize further (at most
     COMPLETION_GENERALIZE_ROUNDS rounds), then suppress items of failing visits, rarest first (ties by
-    item label)."""
+    item label).
+
+    Only visits that can have changed are recounted: after a generalization round the failing ones
+    (merging items never lowers a visit's count), after a suppression round the failing ones and the
+    visits holding an item that lost holders."""
     gen_rounds = suppress_rounds = merges = 0
     events_before = int(state.keep.sum())
     failing_by_round: list[int] = []
+    targets = np.asarray(targets, dtype=np.int64)
+    target_visits = _ranges(state.group.visit_ptr[targets], np.diff(state.group.visit_ptr)[targets])
+    check = target_visits
+    released, _, rep_arr = _released(state)
     while True:
-        released, _, rep_arr = _released(state)
-        visits, sup = visit_support(released, targets)
+        visits, sup = _support_of_visits(released, check)
         failing = visits[sup < k]
         failing_by_round.append(len(failing))
         if len(failing) == 0:
@@ -339,12 +352,21 @@ def _complete(state: _State, targets: np.ndarray, k: int, progress: Progress | N
                     progress(
                         0.7, f"completion: generalization round {gen_rounds}, {len(failing)} visits below k"
                     )
+                released, _, rep_arr = _released(state)
+                check = failing
                 continue
             gen_rounds = COMPLETION_GENERALIZE_ROUNDS  # nothing left to generalize: go on to suppression
         suppress_rounds += 1
         if progress:
             progress(0.8, f"completion: suppression round {suppress_rounds}, {len(failing)} visits below k")
         _suppress_failing(state, released, rep_arr, failing, item_support, k)
+        before = np.zeros(state.group.n_items, dtype=np.int64)
+        before[rep_arr] = item_support
+        released, _, rep_arr = _released(state)
+        after = np.bincount(released.patient_item_sets.indices, minlength=released.n_items)
+        lost = (before[rep_arr] > after).astype(np.int8)
+        touched = (released.visit_item_sets[target_visits] @ lost) > 0
+        check = np.union1d(failing, target_visits[touched])
     state.stats.update(
         {
             "completion visits below k by round": failing_by_round,
@@ -438,10 +460,15 @@ def _suppress_failing(
 
 
 def _holders(csc, items: list[int]) -> int:
+    """Records holding every item (sorted posting lists intersected from the shortest)."""
     rows = None
     for i in sorted(items, key=lambda x: csc.indptr[x + 1] - csc.indptr[x]):
         r = csc.indices[csc.indptr[i] : csc.indptr[i + 1]]
-        rows = r if rows is None else np.intersect1d(rows, r, assume_unique=True)
+        if rows is None:
+            rows = r
+        else:
+            pos = np.minimum(np.searchsorted(r, rows), len(r) - 1)
+            rows = rows[r[pos] == rows] if len(r) else rows[:0]
         if len(rows) == 0:
             return 0
     return 0 if rows is None else len(rows)
