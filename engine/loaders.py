@@ -392,22 +392,29 @@ def _days(values: pd.Series, fc: FileCheck, column: str) -> np.ndarray | None:
         return values.to_numpy()
     text = Text.of(values)
     u = pd.Series(text.uniques, dtype=object).astype(str)
-    if u.str.fullmatch(r"-?\d+").all() and not text.blank.any():
-        return u.astype(np.int64).to_numpy()[text.codes]
-    dates = pd.to_datetime(u, format="ISO8601", errors="coerce")
-    bad_u = dates.isna().to_numpy()
+    int_u = u.str.fullmatch(r"-?\d+").to_numpy(dtype=bool)
+    counts = text.counts()
+    if counts[int_u].sum() * 2 >= counts.sum():  # mostly day numbers: the rest are wrong
+        bad_u, kind = ~int_u, "not a whole day number"
+    else:  # mostly dates
+        bad_u, kind = (
+            pd.to_datetime(u, format="ISO8601", errors="coerce").isna().to_numpy(),
+            "not an ISO date",
+        )
     bad = per_row(bad_u, text.codes, missing=True)
     if bad.any():
         fc.flag(
             "error",
             column,
             bad,
-            f"neither a day number nor an ISO date: {text.examples(bad_u) or 'empty cell'}",
+            f"{kind}: {text.examples(bad_u) or 'empty cell'}",
             "a whole day number (e.g. 17) or an ISO date (2010-03-12), the same kind in every row",
             "day_invalid",
         )
         return None
-    return dates.to_numpy()[text.codes]
+    if int_u.all():
+        return u.astype(np.int64).to_numpy()[text.codes]
+    return pd.to_datetime(u, format="ISO8601").to_numpy()[text.codes]
 
 
 def load_labs(src: SourceLike, *, drop_duplicates: bool = False) -> Loaded[pd.DataFrame]:

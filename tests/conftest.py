@@ -1,0 +1,37 @@
+"""Shared fixtures: the fixture-file directory and the shipped sample dataset (loaded once)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from engine.dataset import Dataset
+from engine.loaders import SAMPLE_DIR, SAMPLE_FILES
+
+DATA_DIR = Path(__file__).resolve().parent / "data"
+
+
+def sample_missing_reason() -> str | None:
+    """Why the shipped sample cannot be used, or None when it is there."""
+    missing = [f for f in SAMPLE_FILES.values() if not (SAMPLE_DIR / f).exists()]
+    return (
+        f"shipped sample not generated yet: {', '.join(missing)} missing in {SAMPLE_DIR}" if missing else None
+    )
+
+
+@pytest.fixture
+def data_dir() -> Path:
+    """tests/data: small good and bad input files."""
+    return DATA_DIR
+
+
+@pytest.fixture(scope="session")
+def sample_dataset() -> Dataset:
+    """The shipped sample (`engine.loaders.load_sample`), loaded and validated once per session."""
+    reason = sample_missing_reason()
+    if reason:
+        pytest.skip(reason)
+    from engine.loaders import load_sample
+
+    return load_sample()
