@@ -297,3 +297,22 @@ def test_selected_rolled_up_codes_verify_against_the_original_population():
     on_rolled = risk.verify(replace(release, item_codes={}), K_MAP, 4, sel_pop)
     np.testing.assert_array_equal(on_original.distinguishability, on_rolled.distinguishability)
     assert on_original.ok
+
+
+def test_selected_codes_leave_patients_without_codes_in_place():
+    """Patients (and last visits) with none of the chosen codes stay, as empty records."""
+    from engine.anonymize.censor import select_codes
+
+    df = pd.DataFrame(
+        {
+            "patient_id": ["a", "a", "b", "c", "c"],
+            "visit": [1, 2, 1, 1, 2],
+            "code": ["250.00", "786.50", "786.50", "250.00", "786.50"],
+        }
+    )
+    recs = Records.from_frame(df)
+    sel = select_codes(recs, ["250.00"])
+    assert sel.n_patients == 3
+    assert [sel.patient_codes(i) for i in range(3)] == [["250.00"], [], ["250.00"]]
+    release = gccens(sel, sel, 3)
+    assert risk.verify(release, K_MAP, 3, sel).ok
