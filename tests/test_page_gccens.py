@@ -79,9 +79,10 @@ def test_anonymize_tab_verifies_and_offers_the_release() -> None:
     assert cmp["verified"].all()
 
 
-def test_anonymize_tab_per_code_caps_targeted_and_cohort_scope() -> None:
+def test_anonymize_tab_universal_cap_targeted_and_cohort_scope() -> None:
     at = _app("anonymize", scope="cohort")
-    at.radio(key="gcc_capmode").set_value("Per-code caps").run()
+    at.radio(key="gcc_capmode").set_value("Universal cap").run()
+    at.number_input(key="gcc_cap").set_value(2).run()
     assert not at.exception, [e.value for e in at.exception]
     at.radio(key="gcc_variant").set_value("targeted").run()
     assert not at.exception, [e.value for e in at.exception]

@@ -50,7 +50,7 @@ CODE_MODES = (
     "Chosen codes",
     "All codes",
 )
-CAP_MODES = ("Universal cap", "Per-code caps")
+CAP_MODES = ("Per-code caps", "Universal cap")  # per-code first: the paper's scan of S is the default
 TABLE1_KS = tuple(range(2, 26))
 TABLE2_CAPS = tuple(range(3, 11))
 STAT_COLUMNS = ["mean", "std", "median", "skewness", "share_modified", "share_codes_retained"]
@@ -184,7 +184,7 @@ def _selection(ctx: Context, prefix: str) -> tuple | None:
 
 def _caps(problem: CensorProblem, prefix: str) -> tuple | None:
     kind = st.radio("Caps", CAP_MODES, horizontal=True, key=f"{prefix}capmode")
-    if kind == CAP_MODES[0]:
+    if kind == CAP_MODES[1]:
         cap = int(st.number_input("Universal cap (paper: 3)", 0, 100, 3, key=f"{prefix}cap"))
         return ("universal", cap)
     counts = problem.counts
