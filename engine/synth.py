@@ -28,24 +28,30 @@ from scipy.special import digamma
 
 from engine.synth_labs import LAB_DAYS_SCALE, labs_for_patients, sorted_unique
 from engine.synth_repeats import repeated_codes
-from engine.synth_vocab import CONDITIONS, FACTORS, SNPS, code_vocabulary
+from engine.synth_vocab import CONDITIONS, FACTORS, SNPS, code_age_range, code_vocabulary
 
 __all__ = ["SyntheticData", "generate", "generate_labs", "patient_ids", "repeated_codes", "write_sample"]
 
 # ---- calibrated parameters (see sample_data/CALIBRATION.md) -----------------------------------
 UTILIZATION_SHAPE = 0.55  # gamma shape of the per-patient use of care (mean 1): heavy tail
-VISITS_PER_USE = 3.6  # visits beyond the first = Poisson(VISITS_PER_USE * use)
-YEARS_BETWEEN_VISITS = 0.55  # mean gap (exponential) between visits, in years
-ACUTE_PER_VISIT = 0.95  # other codes per visit = Poisson(ACUTE_PER_VISIT)
-ZIPF_EXPONENT = 1.05  # p(rank r) ~ 1 / (r + ZIPF_OFFSET) ** ZIPF_EXPONENT
-ZIPF_OFFSET = 3.0
+VISITS_PER_USE = 5.2  # visits beyond the first = Poisson(VISITS_PER_USE * use)
+YEARS_BETWEEN_VISITS = 0.25  # mean gap (exponential) between visits, in years
+ACUTE_PER_VISIT = 0.55  # other codes per visit = Poisson(ACUTE_PER_VISIT)
+RECURRENCE_SCALE = 0.5  # multiplies every condition's recurrence
+ZIPF_EXPONENT = 1.2  # common ranking: p(rank r) ~ 1 / (r + ZIPF_OFFSET) ** ZIPF_EXPONENT
+TAIL_EXPONENT = 1.0  # flat ranking reaching rare codes
+TAIL_RATE = 0.002  # share of codes from the flat ranking = min(TAIL_RATE * use ** TAIL_POWER, TAIL_MAX)
+TAIL_POWER = 3.0
+TAIL_MAX = 0.8
+ZIPF_OFFSET = 10.0
+ZIPF_CUTOFF = 100.0  # exponential cut-off of the common ranking (rank scale)
 USE_LOADING = 0.6  # log-odds of a chronic condition per unit log(use)
 PREVALENCE_SHIFT = -0.6  # log-odds added to every condition: the use loading inflates prevalences
 BIOBANK_SHARE = 0.35  # expected share of the population in the biobank
-BIOBANK_USE_POWER = 0.9  # biobank inclusion odds ~ n_visits ** power
+BIOBANK_USE_POWER = 1.5  # biobank drawn without replacement with weights n_visits ** power
 COHORT_SIZE_AT_30K = 2700  # PNAS VNEC: 2,762 patients
 COHORT_SIZE_EXPONENT = 0.2  # cohort size = 2700 * (n / 30000) ** 0.2: 5,800 at 1.37 M (DEMO: 5,994)
-COHORT_USE_POWER = 1.0  # cohort draw among eligible patients weighted by n_visits ** power
+COHORT_USE_POWER = 0.5  # cohort drawn from eligible patients with weights n_visits ** power
 GENOTYPE_MISSING = 0.03
 MAX_AGE = 100
 COHORT_CONDITIONS = (
@@ -56,6 +62,8 @@ COHORT_CONDITIONS = (
     "multiple sclerosis",
     "Crohn's disease",
     "type 2 diabetes",
+    "hypertension",
+    "hyperlipidemia",
 )
 
 
@@ -81,9 +89,38 @@ def patient_ids(n: int) -> np.ndarray:
     return np.array([f"P{i:0{width}d}" for i in range(1, n + 1)], dtype=object)
 
 
-def _zipf_probabilities(n: int) -> np.ndarray:
-    w = 1.0 / (np.arange(1, n + 1) + ZIPF_OFFSET) ** ZIPF_EXPONENT
-    return w / w.sum()
+def _zipf_cdf(n: int, exponent: float, cutoff: float = np.inf) -> np.ndarray:
+    r = np.arange(1, n + 1)
+    w = np.exp(-r / cutoff) / (r + ZIPF_OFFSET) ** exponent
+    c = np.cumsum(w)
+    return c / c[-1]
+
+
+def _draw_acute(
+    tail_share: np.ndarray, ages: np.ndarray, n_codes: int, rng: np.random.Generator
+) -> np.ndarray:
+    """Codes billed at visits besides chronic conditions, by Zipf rank: from the steep (common)
+    ranking, or with probability `tail_share` (rising with the patient's use of care) from the flat
+    one that reaches rare, specialist codes. A code not billable at the visit's age
+    (`code_age_range`) is redrawn from the common ranking; after 8 rounds the visit gets 465.9."""
+    common = _zipf_cdf(n_codes, ZIPF_EXPONENT, ZIPF_CUTOFF)
+    tail = _zipf_cdf(n_codes, TAIL_EXPONENT)
+    u = rng.random(len(ages))
+    from_tail = rng.random(len(ages)) < tail_share
+    codes = np.where(
+        from_tail, np.searchsorted(tail, u, side="right"), np.searchsorted(common, u, side="right")
+    )
+    codes = np.minimum(codes, n_codes - 1)
+    lo, hi = code_age_range()
+    for _ in range(8):
+        bad = np.flatnonzero((ages < lo[codes]) | (ages > hi[codes]))
+        if len(bad) == 0:
+            break
+        codes[bad] = np.minimum(np.searchsorted(common, rng.random(len(bad)), side="right"), n_codes - 1)
+    else:
+        fallback = int(np.flatnonzero(code_vocabulary() == "465.9")[0])
+        codes[(ages < lo[codes]) | (ages > hi[codes])] = fallback
+    return codes
 
 
 def _ranges(counts: np.ndarray) -> np.ndarray:
@@ -170,18 +207,19 @@ def _events(p: _Patients, rng: np.random.Generator) -> tuple[np.ndarray, np.ndar
         code_of = np.full(len(p.n_visits), -1, dtype=np.int64)
         code_of[who] = pick
         has_v = p.has[vp, c] & (vi >= onset[vp])
-        billed = has_v & ((vi == onset[vp]) | (rng.random(n_visits_total) < cond.recurrence))
+        billed = has_v & (
+            (vi == onset[vp]) | (rng.random(n_visits_total) < RECURRENCE_SCALE * cond.recurrence)
+        )
         v = np.flatnonzero(billed)
         ev_visit.append(v)
         ev_code.append(code_of[vp[v]])
     chronic_per_visit = np.bincount(np.concatenate(ev_visit), minlength=n_visits_total) if ev_visit else 0
     n_acute = rng.poisson(ACUTE_PER_VISIT, n_visits_total)
     n_acute = np.where((chronic_per_visit == 0) & (n_acute == 0), 1, n_acute)
-    cum = np.cumsum(_zipf_probabilities(n_acute_codes))
-    acute_codes = np.searchsorted(cum, rng.random(int(n_acute.sum())) * cum[-1], side="right").clip(
-        0, n_acute_codes - 1
-    )
-    ev_visit.append(np.repeat(np.arange(n_visits_total), n_acute))
+    acute_visit = np.repeat(np.arange(n_visits_total), n_acute)
+    tail_share = np.minimum(TAIL_RATE * p.use[vp[acute_visit]] ** TAIL_POWER, TAIL_MAX)
+    acute_codes = _draw_acute(tail_share, p.visit_age[acute_visit], n_acute_codes, rng)
+    ev_visit.append(acute_visit)
     ev_code.append(acute_codes.astype(np.int64))
     key = sorted_unique(np.concatenate(ev_visit) * len(vocab) + np.concatenate(ev_code))
     return key // len(vocab), key % len(vocab)
@@ -197,11 +235,8 @@ def _weighted_sample(weights: np.ndarray, size: int, rng: np.random.Generator) -
 def _groups(p: _Patients, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Biobank (heavier users over-represented) and the phenotype-selected cohort, as indices."""
     n = len(p.n_visits)
-    odds = p.n_visits.astype(float) ** BIOBANK_USE_POWER
-    odds *= BIOBANK_SHARE / (1 - BIOBANK_SHARE) / np.median(odds)
-    prob = odds / (1 + odds)
-    prob *= BIOBANK_SHARE * n / prob.sum()
-    biobank = np.flatnonzero(rng.random(n) < np.clip(prob, 0, 1))
+    n_biobank = max(1, round(BIOBANK_SHARE * n))
+    biobank = _weighted_sample(p.n_visits.astype(float) ** BIOBANK_USE_POWER, n_biobank, rng)
     names = [c.name for c in CONDITIONS]
     cols = [names.index(c) for c in COHORT_CONDITIONS]
     eligible = biobank[p.has[np.ix_(biobank, cols)].any(axis=1)]

@@ -357,7 +357,7 @@ PROMPTED_RATE = 0.45  # chance per lab day of a panel the patient's condition pr
 SINGLES_PER_DAY = 0.9  # Poisson mean of single tests per lab day
 SINGLES_ZIPF = 1.0
 DAYS_SHAPE = 0.45  # gamma shape of the extra lab days (heavy tail, Johnson sd 20.6)
-LAB_DAYS_SCALE = 1.7  # expected lab days per visit of the diagnosis generator
+LAB_DAYS_SCALE = 1.42  # expected lab days per visit of the diagnosis generator
 
 
 def sorted_unique(x: np.ndarray) -> np.ndarray:

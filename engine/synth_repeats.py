@@ -1,16 +1,19 @@
-"""Repeated diagnosis codes for GCCens (Tamersoy et al. 2010, "Data"; thesis chapter III).
+"""Repeated diagnosis codes for GCCens (Tamersoy et al. 2010, "Materials"; thesis chapter III).
 
 A population P of records that each hold at least one of the chosen codes, with repeat counts, and a
-research sample S drawn from P of sicker patients. Tamersoy's figures for the codes 250, 272, 401,
-724: mean repeats per record 2.2 / 1.3 / 2.5 / 0.9 in P (301,423 records) and 3.5 / 2.3 / 4.4 / 2.0
-in S (2,676 records), about 9% of S unique against P.
+research sample S drawn from P. Tamersoy's figures for the codes 250, 272, 401, 724: mean repeats per
+record 2.2 / 1.3 / 2.5 / 0.9 in P (301,423 records) and 3.5 / 2.3 / 4.4 / 2.0 in S (2,676 records);
+"more than 9%" of S unique against P (Figure 4), a record matching every population record that holds
+each of its codes at least as many times (`engine.risk`, count_repeats=True).
 
-Model: each record has a use of care u ~ Gamma(shape, 1/shape) (mean 1). Code j is present with
-probability 1 - exp(-c_j u) and then repeated 1 + Poisson(lam_j u) times. Records without any code
-are redrawn (P holds only records with at least one code). S is drawn from P without replacement
-with probability ~ u ** TILT (exponential keys), which raises both presence and repeats in S.
-The per-code (c_j, lam_j) for Tamersoy's four codes were fitted to the eight means (see
-`engine.calibration.fit_repeat_parameters`); other codes draw (c, lam) in the same ranges.
+Model: code j is present in a record with probability `presence_j`, and then billed 1 + N times,
+N ~ negative binomial with mean `extra_j` and shape REPEAT_SHAPE (a gamma-Poisson mixture: a heavy
+tail of repeats); codes are independent. Records without any code are redrawn (P holds only records
+with at least one code). S is drawn from P without replacement with probability proportional to
+prod_j (1 + count_j) ** tilt_j (exponential keys), so S holds more and more-repeated codes.
+For Tamersoy's codes, presence and extra were set so that P's means match, and the tilts were fitted
+to S's means (`fit_tilts`); REPEAT_SHAPE sets the share of S that is unique (calibrated to about 9%).
+Other codes draw their parameters in the same ranges (`code_parameters`).
 """
 
 from __future__ import annotations
@@ -19,53 +22,57 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
+from scipy import optimize
 
 TAMERSOY_CODES = ("250", "272", "401", "724")
 POPULATION_MEANS = (2.2, 1.3, 2.5, 0.9)
 SAMPLE_MEANS = (3.5, 2.3, 4.4, 2.0)
-USE_SHAPE = 1.6
-TILT = 2.0
-# fitted (presence rate c, repeat rate lam) per Tamersoy code, for USE_SHAPE and TILT above
-FITTED: dict[str, tuple[float, float]] = {
-    "250": (0.80, 2.10),
-    "272": (0.60, 1.30),
-    "401": (0.95, 2.10),
-    "724": (0.45, 1.10),
+REPEAT_SHAPE = 0.5  # negative-binomial shape of the extra repeats (smaller: heavier tail)
+# (presence, mean extra repeats when present, tilt) per Tamersoy code: presence x (1 + extra) is P's
+# mean before the at-least-one-code condition; tilts from fit_tilts(301423) at seed 0
+TAMERSOY_PARAMETERS: dict[str, tuple[float, float, float]] = {
+    "250": (0.40, 4.10, 0.38),
+    "272": (0.33, 2.50, 0.55),
+    "401": (0.46, 4.00, 0.42),
+    "724": (0.30, 1.60, 0.85),
 }
 
 
 def code_parameters(codes: Sequence[str], seed: int = 0) -> np.ndarray:
-    """(len(codes), 2) presence and repeat rates: fitted values for Tamersoy's codes, others drawn
-    log-uniformly in the fitted ranges, presence scaled down as the list grows (so a record holds a
-    similar number of distinct codes whatever the list length)."""
-    fitted = np.array(list(FITTED.values()))
-    lo, hi = fitted.min(axis=0), fitted.max(axis=0)
+    """(len(codes), 3) presence, extra repeats and tilt: Tamersoy's values for his codes, others
+    drawn uniformly in the ranges those span, presence scaled by sqrt(4 / len(codes)) for longer
+    lists (a record then holds a similar number of distinct codes)."""
+    known = np.array(list(TAMERSOY_PARAMETERS.values()))
+    lo, hi = known.min(axis=0), known.max(axis=0)
     rng = np.random.default_rng(np.random.SeedSequence([seed, 5]))
-    out = np.empty((len(codes), 2))
-    scale = min(1.0, 4.0 / max(len(codes), 1)) ** 0.5
+    scale = min(1.0, (4.0 / max(len(codes), 1)) ** 0.5)
+    out = np.empty((len(codes), 3))
     for i, code in enumerate(codes):
-        if code in FITTED:
-            out[i] = FITTED[code]
+        if code in TAMERSOY_PARAMETERS:
+            out[i] = TAMERSOY_PARAMETERS[code]
         else:
-            out[i] = np.exp(rng.uniform(np.log(lo), np.log(hi)))
+            out[i] = rng.uniform(lo, hi)
             out[i, 0] *= scale
     return out
 
 
-def _draw_counts(n: int, params: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """(n, n_codes) repeat counts and use of care for n records with at least one code."""
-    counts_parts, use_parts, have = [], [], 0
+def _draw_counts(n: int, params: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """(n, n_codes) repeat counts of n records with at least one code."""
+    parts, have = [], 0
+    k = len(params)
     while have < n:
         m = int((n - have) * 1.3) + 16
-        u = rng.gamma(USE_SHAPE, 1.0 / USE_SHAPE, m)
-        present = rng.random((m, len(params))) < 1.0 - np.exp(-np.outer(u, params[:, 0]))
-        reps = 1 + rng.poisson(np.outer(u, params[:, 1]))
-        counts = np.where(present, reps, 0)
-        keep = counts.any(axis=1)
-        counts_parts.append(counts[keep])
-        use_parts.append(u[keep])
-        have += int(keep.sum())
-    return np.concatenate(counts_parts)[:n], np.concatenate(use_parts)[:n]
+        present = rng.random((m, k)) < params[:, 0]
+        lam = rng.gamma(REPEAT_SHAPE, 1.0 / REPEAT_SHAPE, (m, k)) * params[:, 1]
+        counts = np.where(present, 1 + rng.poisson(lam), 0)
+        counts = counts[counts.any(axis=1)]
+        parts.append(counts)
+        have += len(counts)
+    return np.concatenate(parts)[:n]
+
+
+def _sample_weights(counts: np.ndarray, tilts: np.ndarray) -> np.ndarray:
+    return np.exp(np.log1p(counts) @ tilts)
 
 
 def repeat_counts(
@@ -73,14 +80,29 @@ def repeat_counts(
 ) -> tuple[np.ndarray, np.ndarray]:
     """(n_population, n_codes) repeat counts of the population and the sorted row indices of the
     sample (the matrix form of `repeated_codes`)."""
-    if n_sample > n_population:
-        raise ValueError("the sample cannot be larger than its population")
+    if not 0 <= n_sample <= n_population:
+        raise ValueError("the sample size must be between 0 and the population size")
     rng = np.random.default_rng(np.random.SeedSequence([seed, 4]))
     params = code_parameters(list(codes), seed)
-    counts, use = _draw_counts(n_population, params, rng)
-    keys = rng.exponential(1.0, n_population) / use**TILT
+    counts = _draw_counts(n_population, params, rng)
+    keys = rng.exponential(1.0, n_population) / _sample_weights(counts, params[:, 2])
     sample = np.sort(np.argsort(keys, kind="stable")[:n_sample])
     return counts, sample
+
+
+def fit_tilts(n_population: int = 301_423, seed: int = 0) -> np.ndarray:
+    """Tilts making the weighted population means of Tamersoy's codes equal his sample means
+    (the weighted mean is the large-population limit of the draw without replacement)."""
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 4]))
+    params = code_parameters(list(TAMERSOY_CODES), seed)
+    counts = _draw_counts(n_population, params, rng)
+    target = np.array(SAMPLE_MEANS)
+
+    def gap(t: np.ndarray) -> np.ndarray:
+        w = _sample_weights(counts, t)
+        return (w @ counts) / w.sum() - target
+
+    return optimize.root(gap, params[:, 2], method="hybr").x
 
 
 def repeated_codes(

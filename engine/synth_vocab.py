@@ -282,3 +282,26 @@ def code_vocabulary() -> np.ndarray:
     rest = [c for c in leaves if c not in set(head) and c not in chronic]
     order = np.random.default_rng(20130101).permutation(len(rest))
     return np.array(head + [rest[i] for i in order] + sorted(chronic), dtype=object)
+
+
+@lru_cache(maxsize=1)
+def code_age_range() -> tuple[np.ndarray, np.ndarray]:
+    """(lowest, highest) age at which each code of `code_vocabulary()` may be billed: perinatal
+    conditions (760-779) and liveborn infants (V30-V39) at age 0-1, other pregnancy-related codes
+    (the map's pregnancy flag) at 14-45, every other code at any age."""
+    import pandas as pd
+
+    from engine.vocab import PHECODE_MAP_FILE
+
+    raw = pd.read_csv(PHECODE_MAP_FILE, dtype=str, keep_default_na=False)
+    pregnancy = set(raw.loc[raw["pregnancy_related"].str.strip() == "1", "ICD9"].str.strip())
+    vocab = code_vocabulary()
+    lo = np.zeros(len(vocab), dtype=np.int64)
+    hi = np.full(len(vocab), 200, dtype=np.int64)
+    for i, c in enumerate(vocab):
+        head = c.split(".")[0]
+        if ("760" <= head <= "779" and head.isdigit()) or ("V30" <= head <= "V39"):
+            hi[i] = 1
+        elif c in pregnancy:
+            lo[i], hi[i] = 14, 45
+    return lo, hi

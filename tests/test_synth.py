@@ -1,0 +1,228 @@
+"""Synthetic sample data (issue #2): determinism, schema, nesting, planted associations, sizes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine import synth
+from engine.calibration import PLANTED, planted_associations
+from engine.cli import main
+from engine.records import Records
+from engine.synth_labs import lab_vocabulary
+from engine.synth_repeats import POPULATION_MEANS, SAMPLE_MEANS, TAMERSOY_CODES, repeat_counts, repeated_codes
+from engine.synth_vocab import CONDITIONS, SNP_IDS, code_age_range, code_vocabulary
+from engine.vocab import phecode_map
+
+SAMPLE = Path(__file__).resolve().parent.parent / "sample_data"
+FILES = ("events.parquet", "biobank.csv", "cohort.csv", "genotypes.parquet", "labs.parquet")
+
+
+@pytest.fixture(scope="module")
+def small() -> synth.SyntheticData:
+    return synth.generate(3000, seed=11)
+
+
+@pytest.fixture(scope="module")
+def shipped() -> dict[str, pd.DataFrame]:
+    return {
+        "events": pd.read_parquet(SAMPLE / "events.parquet"),
+        "biobank": pd.read_csv(SAMPLE / "biobank.csv", dtype=str),
+        "cohort": pd.read_csv(SAMPLE / "cohort.csv", dtype=str),
+        "genotypes": pd.read_parquet(SAMPLE / "genotypes.parquet"),
+        "labs": pd.read_parquet(SAMPLE / "labs.parquet"),
+    }
+
+
+def _frames(d: synth.SyntheticData) -> list[pd.DataFrame]:
+    return [d.events, d.biobank, d.cohort, d.genotypes, d.labs]
+
+
+def check_invariants(d: synth.SyntheticData, n: int) -> None:
+    """Schema and validity every generated sample must meet."""
+    e = d.events
+    assert list(e.columns) == ["patient_id", "visit", "code", "age"]
+    assert e["patient_id"].nunique() == n  # every patient has at least one diagnosis
+    assert set(e["code"].unique()) <= set(phecode_map()["icd9"])
+    assert not e.duplicated(["patient_id", "visit", "code"]).any()
+    # visits numbered 1..V per patient, ages never decreasing across visits
+    v = e.drop_duplicates(["patient_id", "visit"])
+    g = v.groupby("patient_id", sort=False)
+    assert (g["visit"].max() == g["visit"].size()).all()
+    assert (v.groupby(["patient_id", "visit"])["age"].nunique() == 1).all()
+    v = v.sort_values(["patient_id", "visit"])
+    step = v["age"].to_numpy()[1:] - v["age"].to_numpy()[:-1]
+    same = v["patient_id"].to_numpy()[1:] == v["patient_id"].to_numpy()[:-1]
+    assert (step[same] >= 0).all()
+    assert e["age"].between(0, synth.MAX_AGE).all()
+    # nested groups: cohort within biobank within population; genotypes for the biobank
+    pop = set(e["patient_id"])
+    bio = set(d.biobank["patient_id"])
+    assert set(d.cohort["patient_id"]) <= bio <= pop
+    assert list(d.genotypes.columns) == ["patient_id", *SNP_IDS]
+    assert set(d.genotypes["patient_id"]) == bio
+    for s in SNP_IDS:
+        assert set(d.genotypes[s].dropna().unique()) <= {0, 1, 2}
+    # labs: known tests, integer days, patients of the population
+    if len(d.labs):
+        assert set(d.labs["lab"].unique()) <= set(lab_vocabulary())
+        assert pd.api.types.is_integer_dtype(d.labs["day"])
+        assert set(d.labs["patient_id"].unique()) <= pop
+
+
+def test_determinism_same_seed_identical(small):
+    again = synth.generate(3000, seed=11)
+    for a, b in zip(_frames(small), _frames(again), strict=True):
+        pd.testing.assert_frame_equal(a, b)
+
+
+def test_different_seeds_differ(small):
+    other = synth.generate(3000, seed=12)
+    assert not small.events.equals(other.events)
+    assert not small.labs.equals(other.labs)
+    assert not small.genotypes.equals(other.genotypes)
+
+
+def test_invariants_small(small):
+    check_invariants(small, 3000)
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(1, 300), seed=st.integers(0, 2**31))
+def test_invariants_random_sizes(n, seed):
+    d = synth.generate(n, seed)
+    check_invariants(d, n)
+    assert len(d.cohort) <= len(d.biobank) <= n
+
+
+def test_shipped_sample_files_and_size(shipped):
+    total = sum((SAMPLE / f).stat().st_size for f in FILES)
+    assert total <= 25 * 1024 * 1024
+    e = shipped["events"]
+    assert e["patient_id"].nunique() == 30_000
+    assert e["patient_id"].iloc[0] == "P000001"
+    assert 2_500 <= len(shipped["cohort"]) <= 6_000
+    assert 0.30 <= len(shipped["biobank"]) / 30_000 <= 0.40
+    miss = shipped["genotypes"][list(SNP_IDS)].isna().mean()
+    assert ((miss > 0.01) & (miss < 0.06)).all()
+
+
+def test_shipped_sample_is_the_documented_command(shipped):
+    """sample_data/README.md: `python -m engine sample --out sample_data --patients 30000 --seed 0`."""
+    d = synth.generate(30_000, seed=0)
+    pd.testing.assert_frame_equal(shipped["events"], d.events, check_dtype=False)
+    assert shipped["biobank"]["patient_id"].tolist() == d.biobank["patient_id"].tolist()
+    assert shipped["cohort"]["patient_id"].tolist() == d.cohort["patient_id"].tolist()
+    pd.testing.assert_frame_equal(shipped["genotypes"], d.genotypes, check_dtype=False)
+    assert len(shipped["labs"]) == len(d.labs)
+
+
+def test_planted_associations_found_in_shipped_biobank(shipped):
+    """Allelic chi-square PheWAS on the biobank finds each planted SNP-phenotype pair at p < 1e-3,
+    with the minor allele more frequent in cases (odds ratio > 1)."""
+    pop = Records.from_frame(shipped["events"])
+    bio = pop.subset(shipped["biobank"]["patient_id"].to_numpy(dtype=object))
+    res = planted_associations(bio, shipped["genotypes"])
+    assert list(res["snp"]) == list(PLANTED)
+    assert (res["n_cases"] >= 50).all()
+    assert (res["odds_ratio"] > 1.2).all()
+    assert (res["p"] < 1e-3).all(), res
+
+
+def test_comorbidity_and_chronic_repeats(shipped):
+    e = shipped["events"]
+    cat = e["code"].str.slice(0, 3)
+    has = lambda c: set(e.loc[cat == c, "patient_id"].unique())  # noqa: E731
+    everyone = set(e["patient_id"].unique())
+    dm, lipid = has("250"), has("272")
+    p_lipid_dm = len(lipid & dm) / len(dm)
+    p_lipid_no_dm = len(lipid - dm) / len(everyone - dm)
+    assert p_lipid_dm > 1.5 * p_lipid_no_dm  # diabetes clusters with lipid disorders
+    # chronic conditions repeat across visits: hypertension patients often have it at 2+ visits
+    htn = e[cat == "401"].groupby("patient_id")["visit"].nunique()
+    assert (htn >= 2).mean() > 0.3
+
+
+def test_codes_respect_age(shipped):
+    e = shipped["events"]
+    lo, hi = code_age_range()
+    vocab = pd.Index(code_vocabulary())
+    i = vocab.get_indexer(e["code"].to_numpy(dtype=object))
+    assert (i >= 0).all()
+    assert ((e["age"].to_numpy() >= lo[i]) & (e["age"].to_numpy() <= hi[i])).all()
+
+
+def test_zipf_like_code_frequencies(shipped):
+    counts = shipped["events"]["code"].value_counts().to_numpy()
+    # a few codes carry a large share, a long tail of codes is rare
+    assert counts[:20].sum() / counts.sum() > 0.25
+    assert (counts <= 5).mean() > 0.3
+
+
+def test_labs_follow_conditions(shipped):
+    e, labs = shipped["events"], shipped["labs"]
+    diabetic = pd.Index(e.loc[e["code"].str.startswith("250."), "patient_id"].unique())
+    a1c = pd.Index(labs.loc[labs["lab"] == "Hemoglobin A1c", "patient_id"].unique())
+    n_all = e["patient_id"].nunique()
+    share_dm = a1c.isin(diabetic).sum() / len(diabetic)
+    share_other = (~a1c.isin(diabetic)).sum() / (n_all - len(diabetic))
+    assert share_dm > 2 * share_other
+
+
+def test_generate_labs_deterministic_and_valid():
+    a = synth.generate_labs(500, seed=3)
+    b = synth.generate_labs(500, seed=3)
+    pd.testing.assert_frame_equal(a, b)
+    assert not a.equals(synth.generate_labs(500, seed=4))
+    assert list(a.columns) == ["patient_id", "day", "lab"]
+    assert a["patient_id"].nunique() == 500
+    assert not a.duplicated().any()
+    assert set(a["lab"].unique()) <= set(lab_vocabulary())
+
+
+def test_repeated_codes_schema_and_means():
+    events, sample = repeated_codes(60_000, 2_676, seed=1)
+    assert list(events.columns) == ["patient_id", "code"]
+    assert set(events["code"].unique()) <= set(TAMERSOY_CODES)
+    assert events["patient_id"].nunique() == 60_000  # every record holds at least one code
+    assert len(sample) == 2_676 and len(set(sample)) == 2_676
+    assert set(sample) <= set(events["patient_id"])
+    counts, idx = repeat_counts(60_000, 2_676, seed=1)
+    pop_means, smp_means = counts.mean(axis=0), counts[idx].mean(axis=0)
+    np.testing.assert_allclose(pop_means, POPULATION_MEANS, rtol=0.1)
+    np.testing.assert_allclose(smp_means, SAMPLE_MEANS, rtol=0.2)
+    again, sample2 = repeated_codes(60_000, 2_676, seed=1)
+    pd.testing.assert_frame_equal(events, again)
+    assert list(sample) == list(sample2)
+
+
+def test_repeated_codes_fifty_codes():
+    codes = [f"{c:03d}" for c in range(250, 300)]
+    events, sample = repeated_codes(5_000, 200, codes=codes, seed=2)
+    assert len(sample) == 200
+    assert set(events["code"].unique()) <= set(codes)
+    per = events.groupby("code").size()
+    assert len(per) == 50
+    counts, idx = repeat_counts(5_000, 200, codes, seed=2)
+    assert counts[idx].mean() > counts.mean()  # the sample holds more repeats
+
+
+def test_sample_command(tmp_path, capsys):
+    assert main(["sample", "--out", str(tmp_path), "--patients", "300", "--seed", "5"]) == 0
+    for f in FILES:
+        assert (tmp_path / f).exists()
+    e = pd.read_parquet(tmp_path / "events.parquet")
+    pd.testing.assert_frame_equal(e, synth.generate(300, 5).events, check_dtype=False)
+    assert main(["sample", "--out", str(tmp_path), "--patients", "0"]) == 2
+    assert "--patients" in capsys.readouterr().err
+
+
+def test_conditions_use_real_codes():
+    known = set(phecode_map()["icd9"])
+    for cond in CONDITIONS:
+        assert set(cond.codes) <= known, cond.name
