@@ -265,3 +265,18 @@ def test_concat_of_disjoint_parts_equals_building_the_whole():
     assert (joined.matrix != whole.matrix).nnz == 0
     with pytest.raises(ValueError, match="share patients"):
         L.concat_patient_days([L.patient_days(first), L.patient_days(first)])
+
+
+def test_iso_date_days_and_categorical_columns_give_the_same_vectors():
+    df = pd.DataFrame(
+        {
+            "patient_id": ["a", "a", "b", "a"],
+            "day": pd.to_datetime(["2010-03-02", "2010-01-05", "2010-01-05", "2010-03-02"]),
+            "lab": ["K", "Na", "K", "Cl"],
+        }
+    )
+    plain = L.patient_days(df)
+    assert [str(d)[:10] for d in plain.day_labels] == ["2010-01-05", "2010-03-02", "2010-01-05"]
+    cat = L.patient_days(df.astype({"patient_id": "category", "lab": "category"}))
+    assert list(cat.labs) == list(plain.labs) == ["Cl", "K", "Na"]
+    assert (cat.matrix != plain.matrix).nnz == 0
