@@ -49,7 +49,7 @@ definition, and Tom's record still forces the same two steps.)
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
@@ -226,6 +226,21 @@ class CensorProblem:
     codes: np.ndarray
     counts: np.ndarray
     counter: DominanceCounter | None  # population scope: the population, capped at sample maxima
+    projected: sp.csc_matrix | None = None  # population scope: its counts of the sample's codes
+    _dense: dict = field(default_factory=dict, repr=False)  # caps -> dense counter for those caps
+
+    def counter_for(self, caps: np.ndarray) -> DominanceCounter | None:
+        """The population counter for targets bounded by `caps`: a dense histogram over the capped
+        grid when it is small enough (built once per caps), else the shared bitset counter."""
+        if self.counter is None or self.counter.dense or self.projected is None:
+            return self.counter
+        top = np.minimum(self.counter.top, caps)
+        if float(np.log2(top + 1.0).sum()) > np.log2(DENSE_LIMIT):
+            return self.counter
+        key = top.tobytes()
+        if key not in self._dense:
+            self._dense[key] = DominanceCounter(self.projected, top)
+        return self._dense[key]
 
     @property
     def code_labels(self) -> list[str]:
@@ -276,13 +291,16 @@ def prepare(cohort: Records, population: Records | None, scope: Scope = "populat
     if scope == "population" and population is None:
         raise ValueError("scope 'population' (k-map) needs the population the cohort was drawn from")
     codes, counts = sample_counts(cohort)
-    counter = None
+    counter = projected = None
     if scope == "population":
         assert population is not None
         labels = [str(c) for c in cohort.items[codes]]
         top = counts.max(axis=0) if len(counts) else np.zeros(len(codes), np.int64)
-        counter = DominanceCounter(project(population, labels), top)
-    return CensorProblem(cohort, population if scope == "population" else None, scope, codes, counts, counter)
+        projected = project(population, labels)
+        counter = DominanceCounter(projected, top)
+    return CensorProblem(
+        cohort, population if scope == "population" else None, scope, codes, counts, counter, projected
+    )
 
 
 # ------------------------------------------------------------------------------ the algorithm
@@ -329,7 +347,7 @@ def censor_counts(
     m = len(y)
     cap = np.minimum(caps, y.max(axis=0)) if m else caps.copy()  # working caps (see docstring)
     sizes = (y == cap[None, :]).sum(axis=0) * (cap > 0)
-    counter = problem.counter
+    counter = problem.counter_for(caps)
     if kernel == "risk":
         dis = _risk_distinguishability(problem, y)
     else:
