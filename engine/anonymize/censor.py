@@ -33,11 +33,13 @@ that does not help (sample {250, 272}, {250} with 272 unique in P, k = 2: target
 
 The loop's distinguishability is either the risk engine's (`kernel="risk"`: every record recounted
 with `engine.risk.distinguishability` on every iteration, the plain reference) or an incremental
-dominance count (`kernel="dominance"`, default): candidate count vectors capped at the sample maxima
-(which cannot change any count, as no target exceeds them), counted by suffix sums over a dense
-histogram when the cap grid is small, else by AND-ing per (code, level) bitsets of candidates; in the
-population scope only the records just censored are recounted. Either way the result is verified by
-`engine.risk.verify` (tests and callers), never by these counters.
+dominance count (`kernel="dominance"`, default): candidate count vectors capped at the caps (which
+cannot change any count, as no target exceeds them), counted in O(1) by suffix sums over a dense
+histogram when the cap grid is small (the paper's four codes), else by AND-ing per (code, level)
+bitsets of candidates with per-vector memoization. In the population scope only the records just
+censored are recounted; in the cohort scope only the records that held the censored code at the
+censored level (no other record gains or loses a dominating candidate). Either way the result is
+verified by `engine.risk.verify` (tests and callers), never by these counters.
 
 Worked example (Figures 1-3): population Dan {250}, Bella {250,250,272}, John {250,250,272,272},
 Ada {401 x4}, Tom {272,272,724}, Alan {250}, Eric {272,724}; sample Alan, Tom, Bella; k = 2, caps
