@@ -1,0 +1,374 @@
+"""Heatherly tab of the Anonymize and Trade-offs pages (Heatherly 2013, Methods, Figures 13-15,
+Tables 1-3).
+
+`render_anonymize(ctx)`: utility constraints (PheWAS codes by default, the ICD-9-CM hierarchy at a
+level, or none), the completion pass, k from the sidebar; the three scopes of Figure 14 (DEMO_D,
+DEMO_B, DEMO_S) computed side by side, each verified by the risk engine under single-visit knowledge;
+Tables 1-3 live; risk before and after; a Figure 13 view of a few records; the download once verified.
+`render_tradeoffs(ctx)`: Diagnosis Count, Code Count and the residual share below k against k.
+
+The sidebar's adversary scope picks the release shown first: cohort -> DEMO_D, population -> DEMO_S.
+Engine calls are cached per session on the records' fingerprints and the parameters.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import plotly.express as px
+import plotly.graph_objects as go
+import streamlit as st
+
+from engine import risk
+from engine.anonymize.population import (
+    ICD9_LEVELS,
+    SCOPE_NAMES,
+    GroupRelease,
+    ScopeComparison,
+    compare_scopes,
+)
+from engine.records import Records
+from engine.release import Release
+from ui.context import HASH_FUNCS, Context
+from ui.releases import publish
+from ui.risk_charts import cdf_frame, distinguishability_cdf_figure
+
+CONSTRAINT_MODES = {
+    "PheWAS codes (the paper's)": "phecode",
+    "ICD-9-CM hierarchy at a level": "icd9",
+    "No constraint": "none",
+}
+TRADEOFF_KS = (2, 3, 5, 10, 20)
+
+
+# ------------------------------------------------------------------------- groups and engine calls
+@st.cache_resource(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=4)
+def _biobank(ctx_key: str, _ctx: Context) -> Records | None:
+    """The biobank's records when the dataset names one lying between cohort and population."""
+    ds = _ctx.dataset
+    if "biobank" not in ds.groups or "biobank" in (_ctx.population_group, _ctx.cohort_group):
+        return None
+    bio = set(map(str, ds.group_ids("biobank")))
+    if not set(map(str, _ctx.cohort.patient_ids)) <= bio:
+        return None
+    if not bio <= set(map(str, _ctx.population.patient_ids)):
+        return None
+    return ds.group_records("biobank")
+
+
+def _groups(ctx: Context) -> dict[str, Records]:
+    groups = {"cohort": ctx.cohort, "population": ctx.population}
+    bio = _biobank(ctx.key, ctx)
+    if bio is not None:
+        groups["biobank"] = bio
+    return groups
+
+
+_MEMO = "_heatherly_comparisons"
+_MEMO_SIZE = 12
+
+
+def _run(ctx: Context, k: int, constraints: str, complete: bool, label: str) -> ScopeComparison:
+    """`compare_scopes` memoized in this session's state (an uploaded dataset's releases never leave
+    the session), with a progress bar while it computes (a cached function could not draw one)."""
+    groups = _groups(ctx)
+    key = (ctx.key, tuple(sorted(groups)), int(k), constraints, bool(complete))
+    memo: dict = st.session_state.setdefault(_MEMO, {})
+    if key not in memo:
+        bar = st.progress(0.0, text=label)
+
+        def progress(frac: float, msg: str) -> None:
+            bar.progress(min(max(frac, 0.0), 1.0), text=f"{label}: {msg}")
+
+        memo[key] = compare_scopes(
+            groups, ctx.cohort.patient_ids, k, constraints=constraints, complete=complete, progress=progress
+        )
+        bar.empty()
+        while len(memo) > _MEMO_SIZE:
+            memo.pop(next(iter(memo)))
+    return memo[key]
+
+
+@st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=16)
+def _before(ctx_key: str, scope: str, k: int, _cohort: Records, _group: Records, _adversary) -> np.ndarray:
+    """Distinguishability of the original cohort against the original group (same adversary)."""
+    return risk.original_distinguishability(_cohort, _adversary, _group)
+
+
+# ------------------------------------------------------------------------------------ views
+def _download(df: pd.DataFrame, label: str, name: str, key: str) -> None:
+    st.download_button(label, df.to_csv(index=False).encode(), file_name=name, mime="text/csv", key=key)
+
+
+def scope_summary(cmp_: ScopeComparison) -> pd.DataFrame:
+    """One row per scope: group anonymized, verification, residual records below k, retention."""
+    by_name = {r.name: r for r in cmp_.rows}
+    rows = []
+    for scope, res in cmp_.results.items():
+        name = SCOPE_NAMES[scope]
+        ret = by_name[name]
+        dis = res.verification.distinguishability
+        rows.append(
+            {
+                "release": name,
+                "anonymized group": scope,
+                "group records": res.released_group.n_patients,
+                "verified": res.verification.ok,
+                "records below k": int((dis < res.verification.k).sum()),
+                "DC Local %": 100
+                * ret.with_generalization.diagnosis_count
+                / max(ret.local.diagnosis_count, 1),
+                "CC Local %": 100 * ret.with_generalization.code_count / max(ret.local.code_count, 1),
+                "generalized items": res.release.loss.get("generalized items", 0),
+                "codes suppressed": res.release.loss.get("codes suppressed", 0),
+                "cohort events suppressed": len(res.release.suppressed),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _item_text(item: str, release: Release) -> str:
+    """Figure 13's notation: a generalized item in angle brackets, ⟨401.0, 401.1⟩."""
+    codes = release.item_codes.get(item)
+    return f"⟨{', '.join(sorted(codes))}⟩" if codes else item
+
+
+def figure13_view(original: Records, release: Release, patients: list[str]) -> pd.DataFrame:
+    """Figure 13: records before (visits in braces) and after (generalized items in angle brackets)."""
+    oi, ri = original.index_of(patients), release.records.index_of(patients)
+    rows = []
+    for p, o, r in zip(patients, oi, ri, strict=True):
+        before = ", ".join("{" + ", ".join(v) + "}" for v in original.patient_visits(int(o)))
+        after = ", ".join(
+            "{" + ", ".join(_item_text(i, release) for i in v) + "}"
+            for v in release.records.patient_visits(int(r))
+            if v
+        )
+        rows.append({"record": p, "original (visits)": before, "released (visits)": after})
+    return pd.DataFrame(rows)
+
+
+def _example_patients(release: Release, n: int = 5) -> list[str]:
+    """Records holding a generalized item first (record order), then any."""
+    rec = release.records
+    gen = np.array([str(i) in release.item_codes for i in rec.items], dtype=bool)
+    has = np.zeros(rec.n_patients, dtype=bool)
+    if rec.n_events:
+        has[rec.event_patient[gen[rec.event_item]]] = True
+    order = np.concatenate([np.flatnonzero(has), np.flatnonzero(~has)])
+    return [str(rec.patient_ids[i]) for i in order[:n]]
+
+
+def _report(res: GroupRelease, cmp_: ScopeComparison) -> dict:
+    name = SCOPE_NAMES[res.release.params["scope"]]
+    ret = next(r for r in cmp_.rows if r.name == name)
+    v = res.verification
+    return {
+        "method": f"Heatherly 2013, {name}",
+        "parameters": res.release.params,
+        "procedure": res.release.loss,
+        "retention": {
+            "original": ret.local.__dict__,
+            "with generalization": ret.with_generalization.__dict__,
+            "without generalization": ret.without_generalization.__dict__,
+        },
+        "verification": {"ok": v.ok, "adversary": v.adversary.label, "k": v.k, "message": v.message()},
+    }
+
+
+def _constraints(prefix: str) -> str:
+    mode = st.selectbox(
+        "Utility constraints",
+        list(CONSTRAINT_MODES),
+        key=f"{prefix}constraints",
+        help="Which codes may be generalized together: codes of one PheWAS code (Heatherly's choice), "
+        "codes sharing an ICD-9-CM ancestor at the chosen level, or any codes.",
+    )
+    value = CONSTRAINT_MODES[mode]
+    if value == "icd9":
+        level = st.selectbox("ICD-9-CM level", ICD9_LEVELS, index=2, key=f"{prefix}level")
+        value = f"icd9:{level}"
+    return value
+
+
+# ------------------------------------------------------------------------------- Anonymize tab
+def render_anonymize(ctx: Context) -> None:
+    """The Heatherly tab: constraints, completion, three scopes, Tables 1-3, risk, Figure 13, download."""
+    st.subheader("Generalization under utility constraints (Heatherly 2013)")
+    st.caption(
+        "Codes held by fewer than k records are binned by frequency and generalized together within each "
+        "bin as the utility constraints allow; adjacent bins are then merged (1-2, 3-4, ...) until every "
+        "frequency below k is one bin; what is still below k is suppressed. The paper's privacy model asks "
+        "that every single visit's codes be held by k records; its procedure guarantees it for single "
+        "codes only, so every release is verified by the risk engine and the records still below k are "
+        f"shown. k = **{ctx.k}** from the sidebar."
+    )
+    c1, c2 = st.columns([3, 2])
+    with c1:
+        constraints = _constraints("hea_")
+    with c2:
+        complete = st.checkbox(
+            "Completion pass (beyond the paper)",
+            value=False,
+            key="hea_complete",
+            help="Generalize further, then suppress, until every visit of the cohort meets k.",
+        )
+    k = int(ctx.k)
+    cmp_ = _run(ctx, k, constraints, complete, "Anonymizing the three scopes")
+    for scope, res in cmp_.results.items():
+        publish(f"Heatherly {SCOPE_NAMES[scope]}", res.release, res.verification)
+    if "biobank" not in cmp_.results:
+        st.info("No biobank group between the cohort and the population: DEMO_B is left out.")
+
+    st.markdown("**The three scopes of Figure 14, side by side**")
+    summary = scope_summary(cmp_)
+    st.dataframe(summary, hide_index=True)
+    _download(summary, "Download the comparison (CSV)", "heatherly_scopes.csv", "hea_dl_scopes")
+
+    if complete:
+        plain = _run(ctx, k, constraints, False, "The paper's procedure, for the cost of completion")
+        cost = scope_summary(plain)[["release", "records below k", "DC Local %", "CC Local %"]].merge(
+            summary[["release", "records below k", "DC Local %", "CC Local %"]],
+            on="release",
+            suffixes=(" (paper)", " (completed)"),
+        )
+        st.markdown("**Extra cost of the completion pass**")
+        st.dataframe(cost, hide_index=True)
+        _download(cost, "Download the completion cost (CSV)", "heatherly_completion.csv", "hea_dl_cost")
+
+    t1, t2, t3 = st.tabs(["Table 1: summary", "Table 2: Diagnosis Count", "Table 3: Code Count"])
+    for tab, (frame, name) in zip(
+        (t1, t2, t3),
+        ((cmp_.table1(), "table1"), (cmp_.table2(), "table2"), (cmp_.table3(), "table3")),
+        strict=True,
+    ):
+        with tab:
+            st.dataframe(frame, hide_index=True)
+            _download(frame, "Download (CSV)", f"heatherly_{name}.csv", f"hea_dl_{name}")
+    st.caption(
+        "Diagnosis Count: (record, diagnosis) pairs, a generalized item counting once. Code Count: ICD-9 "
+        "codes some released item stands for (so an extracted cohort may cover codes it did not hold). "
+        "SD %: share of the whole population's figure; Local %: of the same records' original figure. "
+        "Without generalization: codes below k removed instead of grouped."
+    )
+
+    names = [SCOPE_NAMES[s] for s in cmp_.results]
+    default = "DEMO_S" if ctx.adversary.scope == "population" else "DEMO_D"
+    shown = st.radio(
+        "Release shown",
+        names,
+        index=names.index(default),
+        horizontal=True,
+        key=f"hea_shown_{ctx.adversary.scope}",
+    )
+    scope = next(s for s in cmp_.results if SCOPE_NAMES[s] == shown)
+    res = cmp_.results[scope]
+    release, verification = res.release, res.verification
+    if verification.ok:
+        st.success(verification.message())
+        d1, d2, d3 = st.columns(3)
+        with d1:
+            _download(
+                release.to_frame(), "Download the release (CSV)", f"heatherly_{shown}.csv", "hea_dl_release"
+            )
+        with d2:
+            present = set(release.records.items[np.unique(release.records.event_item)].tolist())
+            cm = release.code_map()
+            _download(
+                cm[cm["released_item"].isin(present)],
+                "Download the code map (CSV)",
+                f"heatherly_{shown}_codemap.csv",
+                "hea_dl_codemap",
+            )
+        with d3:
+            st.download_button(
+                "Download the report (JSON)",
+                json.dumps(_report(res, cmp_), indent=2, default=str).encode(),
+                file_name=f"heatherly_{shown}_report.json",
+                mime="application/json",
+                key="hea_dl_report",
+            )
+    else:
+        st.error(
+            verification.message()
+            + " No download. "
+            + (
+                ""
+                if complete
+                else "The completion pass (above) generalizes and suppresses until every visit meets k."
+            )
+        )
+        failing = verification.failing
+        st.dataframe(failing.head(200), hide_index=True)
+        _download(
+            failing, "Download the records below k (CSV)", f"heatherly_{shown}_below_k.csv", "hea_dl_failing"
+        )
+
+    left, right = st.columns(2)
+    with left:
+        st.markdown(f"**Risk before and after** ({verification.adversary.label})")
+        group = _groups(ctx)[scope]
+        before = _before(ctx.key, scope, k, ctx.cohort, group, verification.adversary)
+        curves = {"original": before, shown: verification.distinguishability}
+        st.plotly_chart(distinguishability_cdf_figure(curves, k, highlight=shown), key="hea_cdf")
+        _download(cdf_frame(curves), "Download the CDF data (CSV)", "heatherly_cdf.csv", "hea_dl_cdf")
+    with right:
+        st.markdown("**Records before and after** (Figure 13; generalized items in ⟨ ⟩)")
+        options = [str(p) for p in release.records.patient_ids]
+        patients = st.multiselect(
+            "Records", options, default=_example_patients(release), key=f"hea_patients_{shown}"
+        )
+        if patients:
+            view = figure13_view(ctx.cohort, release, patients)
+            st.dataframe(view, hide_index=True)
+            _download(view, "Download these records (CSV)", "heatherly_examples.csv", "hea_dl_examples")
+    with st.expander(f"Procedure figures ({shown})"):
+        st.json(release.loss)
+
+
+# ------------------------------------------------------------------------------ Trade-offs tab
+def tradeoff_frame(points: dict[int, ScopeComparison]) -> pd.DataFrame:
+    """Per k and release: DC and CC Local %, and the residual share of records below k."""
+    rows = []
+    for k, cmp_ in points.items():
+        summary = scope_summary(cmp_)
+        for _, r in summary.iterrows():
+            n = cmp_.results[r["anonymized group"]].release.records.n_patients
+            rows.append(
+                {
+                    "k": k,
+                    "release": r["release"],
+                    "DC Local %": r["DC Local %"],
+                    "CC Local %": r["CC Local %"],
+                    "share below k %": 100 * r["records below k"] / max(n, 1),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def tradeoff_figure(frame: pd.DataFrame) -> go.Figure:
+    long = frame.melt(id_vars=["k", "release"], var_name="measure", value_name="percent")
+    fig = px.line(long, x="k", y="percent", color="release", facet_col="measure", markers=True)
+    fig.update_layout(height=380, margin={"t": 40, "b": 10}, legend={"orientation": "h", "y": -0.2})
+    return fig
+
+
+def render_tradeoffs(ctx: Context) -> None:
+    """Retention (DC, CC Local %) and residual risk against k for the three scopes."""
+    st.subheader("Generalization (Heatherly 2013): retention and residual risk against k")
+    c1, c2 = st.columns([3, 2])
+    with c1:
+        constraints = _constraints("heat_")
+    with c2:
+        complete = st.checkbox("Completion pass", value=False, key="heat_complete")
+    ks = st.multiselect("k values", list(TRADEOFF_KS), default=[2, 5, 10], key="heat_ks")
+    if not ks:
+        st.warning("Choose at least one k.")
+        return
+    points = {k: _run(ctx, int(k), constraints, complete, f"k = {k}") for k in sorted(ks)}
+    frame = tradeoff_frame(points)
+    st.plotly_chart(tradeoff_figure(frame), key="heat_fig")
+    st.dataframe(frame, hide_index=True)
+    _download(frame, "Download the sweep (CSV)", "heatherly_tradeoffs.csv", "heat_dl_sweep")
