@@ -340,31 +340,51 @@ class PairTables:
     icd_vals: np.ndarray
     age_vals: np.ndarray
 
-    @cached_property
-    def _g_icd(self) -> np.ndarray:
-        c = self.model.icd_cost
-        nodes = np.arange(len(self.model.icd))
-        lca = lca_table(self.model.icd, nodes, self.icd_vals)
-        g = 2 * c[lca] - c[nodes][:, None] - c[self.icd_vals][None, :]
-        return g - (c[0] - c[self.icd_vals])[None, :]
+    @property
+    def n_values(self) -> int:
+        """V: the number of encoded y pairs; code V itself is the padding sentinel (costs 0)."""
+        return len(self.icd_vals) * len(self.age_vals)
 
     @cached_property
-    def _g_age(self) -> np.ndarray:
-        c = self.model.age_cost
-        nodes = np.arange(len(self.model.age))
-        lca = lca_table(self.model.age, nodes, self.age_vals)
-        g = 2 * c[lca] - c[nodes][:, None] - c[self.age_vals][None, :]
-        return g - (c[0] - c[self.age_vals])[None, :]
+    def _lca(self) -> tuple[np.ndarray, np.ndarray]:
+        icd, age = self.model.icd, self.model.age
+        return (
+            lca_table(icd, np.arange(len(icd)), self.icd_vals),
+            lca_table(age, np.arange(len(age)), self.age_vals),
+        )
+
+    @cached_property
+    def _parts(self) -> dict[str, np.ndarray]:
+        """Per (x node, y value): the x share c(lca) - c(x) and the y share c(lca) - c(y) of a
+        generalization, per attribute, and the y values' suppression costs."""
+        ci, ca = self.model.icd_cost, self.model.age_cost
+        li, la = self._lca
+        return {
+            "xi": ci[li] - ci[:, None],
+            "yi": ci[li] - ci[self.icd_vals][None, :],
+            "xa": ca[la] - ca[:, None],
+            "ya": ca[la] - ca[self.age_vals][None, :],
+            "sup_i": ci[0] - ci[self.icd_vals],
+            "sup_a": ca[0] - ca[self.age_vals],
+        }
+
+    @cached_property
+    def _g(self) -> tuple[np.ndarray, np.ndarray]:
+        p = self._parts
+        return p["xi"] + p["yi"] - p["sup_i"][None, :], p["xa"] + p["ya"] - p["sup_a"][None, :]
 
     def row(self, xi: int, xa: int, dtype=np.int64) -> np.ndarray:
-        return (self._g_icd[xi][:, None] + self._g_age[xa][None, :]).ravel().astype(dtype)
+        """cost(generalize x with y) - cost(suppress y) for every encoded y pair, then 0 (sentinel)."""
+        gi, ga = self._g
+        return np.append((gi[xi][:, None] + ga[xa][None, :]).ravel(), 0).astype(dtype)
 
     def y_suppress(self, pid: np.ndarray) -> np.ndarray:
-        """Suppression cost of encoded y pairs."""
-        c_i, c_a = self.model.icd_cost, self.model.age_cost
+        """Suppression cost of encoded y pairs (0 for the padding sentinel)."""
+        p = self._parts
         na = len(self.age_vals)
-        vi, va = self.icd_vals[pid // na], self.age_vals[pid % na]
-        return (c_i[0] - c_i[vi]) + (c_a[0] - c_a[va])
+        ok = pid < self.n_values
+        q = np.where(ok, pid, 0)
+        return np.where(ok, p["sup_i"][q // na] + p["sup_a"][q % na], 0)
 
 
 def prepare_x(x: Sequence[tuple[int, int]], tables: PairTables, dtype) -> list[tuple[np.ndarray, object]]:

@@ -269,7 +269,7 @@ class _Pool:
         self.buckets: list[dict] = []
         for sel in _length_buckets(rec, lengths):
             L = int(lengths[sel].max())
-            pid = np.zeros((L, len(sel)), dtype=np.int64)  # column-major: one column per record
+            pid = np.full((L, len(sel)), tables.n_values, dtype=np.int64)  # column-major, sentinel-padded
             for b, r in enumerate(sel):
                 pid[: lengths[r], b] = pid_flat[ptr[r] : ptr[r + 1]]
             mask = np.arange(L)[:, None] < lengths[sel][None, :]
@@ -281,44 +281,25 @@ class _Pool:
             self.buckets.append(
                 {"rec": sel, "pid": pid, "S": S, "len": Ls, "Lmin": int(Ls.min()), "Lmax": int(Ls.max())}
             )
-        all_pid = np.arange(len(tables.icd_vals) * len(tables.age_vals))
-        self.min_sup_y = int(tables.y_suppress(all_pid).min()) if len(all_pid) else 0
 
-    def costs(
-        self, x: Sequence[tuple[int, int]], method: str, minimize: bool = False
-    ) -> tuple[np.ndarray, np.ndarray]:
+    def costs(self, x: Sequence[tuple[int, int]], method: str) -> tuple[np.ndarray, np.ndarray]:
         """(records alive, their alignment cost with x), records in increasing index.
 
-        `minimize`: only the least cost (and the records at it) matters, so buckets are visited in
-        order of a lower bound on their costs and skipped once the bound exceeds the best cost found:
-        at least |n - m| pairs of the longer trajectory are suppressed, each y pair costing at least
-        the cheapest y suppression and x's cheapest suppressions summing as `csx`. Skipped records
-        cost strictly more than the minimum, so the choice (and its tie-break) is unchanged.
+        (Lower bounds to skip hopeless records were tried: on D50Pop-shaped data they pruned too
+        little to pay for themselves, so every alive record is aligned.)
         """
         if method == "a-gs":
             fn, xp = ags_costs_batch, prepare_x(x, self.tables, self.dtype)
         else:
             fn, xp = baseline_costs_batch, x
-        m = len(x)
-        csx = np.concatenate([[0], np.cumsum(np.sort([sum(self.tables.model.suppress(*p)) for p in x]))])
-        bounds = [
-            max(b["Lmin"] - m, 0) * self.min_sup_y + int(csx[max(m - b["Lmax"], 0)]) for b in self.buckets
-        ]
-        order = np.argsort(bounds, kind="stable") if minimize else range(len(self.buckets))
-        best = None
         recs, costs = [], []
-        for bi in order:
-            b = self.buckets[bi]
-            if minimize and best is not None and bounds[bi] > best:
-                break
+        for b in self.buckets:
             ok = self.alive[b["rec"]]
             if not ok.any():
                 continue
-            c = fn(xp, b["pid"], b["S"], b["len"], self.tables)[ok].astype(np.int64)
+            c = fn(xp, b["pid"], b["S"], b["len"], self.tables)
             recs.append(b["rec"][ok])
-            costs.append(c)
-            if minimize:
-                best = int(c.min()) if best is None else min(best, int(c.min()))
+            costs.append(c[ok].astype(np.int64))
         if not recs:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
         r, c = np.concatenate(recs), np.concatenate(costs)
@@ -343,9 +324,7 @@ class _ReferencePool:
         self.alive[rec] = True
         self.tup, self.model = tup, model
 
-    def costs(
-        self, x: Sequence[tuple[int, int]], method: str, minimize: bool = False
-    ) -> tuple[np.ndarray, np.ndarray]:
+    def costs(self, x: Sequence[tuple[int, int]], method: str) -> tuple[np.ndarray, np.ndarray]:
         fn = ags_nodes if method == "a-gs" else baseline_nodes
         recs = np.flatnonzero(self.alive)
         costs = []
@@ -541,7 +520,7 @@ def lda(
         prov = [[g] for g in range(s, e)]  # original pair ids behind each anonymized pair
         ilm = alm = 0
         for _ in range(size - 1):
-            recs, costs = pool.costs(cur, method, minimize=True)
+            recs, costs = pool.costs(cur, method)
             best = int(recs[np.flatnonzero(costs == costs.min())[0]])
             raw = align_fn(cur, tup[best], model, ilm, alm)
             ys = traj.ptr[best]
