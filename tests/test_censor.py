@@ -316,3 +316,26 @@ def test_selected_codes_leave_patients_without_codes_in_place():
     assert [sel.patient_codes(i) for i in range(3)] == [["250.00"], [], ["250.00"]]
     release = gccens(sel, sel, 3)
     assert risk.verify(release, K_MAP, 3, sel).ok
+
+
+def test_cli_population_file_scope_and_variant(tmp_path):
+    from engine.cli import main
+
+    events, cohort = _write_figure_1(tmp_path)
+    pd.DataFrame({"patient_id": ["Alan", "Tom", "Bella", "Eric", "John"]}).to_csv(
+        tmp_path / "pop.csv", index=False
+    )
+    out = tmp_path / "released.csv"
+    argv = ["anonymize", "gccens", "--events", str(events), "--population", str(tmp_path / "pop.csv")]
+    argv += ["--cohort", str(cohort), "--k", "2", "--variant", "targeted", "--out", str(out)]
+    assert main(argv) == 0
+    got = pd.read_csv(out, dtype=str).groupby("patient_id")["code"].apply(sorted).to_dict()
+    # without Dan in P, Alan's {250} still has Bella, John, Alan; Bella keeps 250 x2 (Bella, John)
+    assert got == {"Alan": ["250"], "Tom": ["272", "724"], "Bella": ["250", "250", "272"]}
+    import json
+
+    rep = tmp_path / "report.json"
+    assert main([*argv, "--scope", "cohort", "--report", str(rep)]) == 0
+    report = json.loads(rep.read_text())
+    assert report["parameters"]["scope"] == "cohort" and report["parameters"]["variant"] == "targeted"
+    assert report["verification"]["ok"] and report["verification"]["adversary"] == "cohort / all visits"
