@@ -26,9 +26,9 @@ def _rank_frequency(groups: dict[str, Records]) -> pd.DataFrame:
 
 
 @st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False)
-def _per_patient(groups: dict[str, Records]) -> pd.DataFrame:
+def _distribution(groups: dict[str, Records], measure: str) -> pd.DataFrame:
     parts = [cv.per_patient(r).assign(group=name) for name, r in groups.items()]
-    return pd.concat(parts, ignore_index=True)
+    return cv.distribution_data(pd.concat(parts, ignore_index=True), measure)
 
 
 @st.cache_data(scope="session", show_spinner=False)
@@ -134,14 +134,12 @@ st.plotly_chart(cv.rank_frequency_figure(freq), width="stretch", key="rank_frequ
 _download(freq, "code_rank_frequency.csv")
 
 st.subheader("Per-patient distributions")
-pp = _per_patient(groups)
 measure = st.selectbox(
     "Measure",
     ("distinct_codes", "diagnoses", "visits"),
     key="cohort_measure",
     format_func=lambda s: s.replace("_", " "),
 )
-st.plotly_chart(
-    cv.distribution_figure(pp, measure, f"{measure.replace('_', ' ')} per patient"), width="stretch"
-)
-_download(pp, "per_patient.csv")
+dist = _distribution(groups, measure)
+st.plotly_chart(cv.distribution_figure(dist, f"{measure.replace('_', ' ')} per patient"), width="stretch")
+_download(dist, f"{measure}_per_patient.csv")

@@ -146,3 +146,33 @@ def test_bad_upload_shows_file_row_column() -> None:
     assert any("events_bad_codes.csv" in e and "rows 4, 5, 6" in e and "column 'code'" in e for e in errors)
     assert "context" not in at.session_state
     assert any("Loading stopped" in e.value for e in at.main.error)
+
+
+# ------------------------------------------------------------------------------ Cohort page builders
+def test_cohort_view_figures_on_a_small_cohort() -> None:
+    import pandas as pd
+
+    from engine.records import Records
+    from ui import cohort_view as cv
+
+    r = Records.from_frame(
+        pd.DataFrame(
+            {
+                "patient_id": ["A", "A", "A", "B", "B", "C"],
+                "visit": [1, 1, 2, 1, 2, 1],
+                "code": ["401.1", "250.00", "401.1", "401.1", "401.1", "272.4"],
+            }
+        )
+    )
+    d = cv.describe(r)
+    assert (d["patients"], d["visits"], d["diagnoses (events)"], d["distinct codes"]) == (3, 5, 6, 3)
+    assert d["codes per patient, mean"] == pytest.approx(4 / 3)  # A: 2, B: 1, C: 1
+    assert d["diagnoses per patient, median"] == 2.0  # A: 3, B: 2, C: 1
+    freq = cv.code_frequencies(r)
+    assert freq["code"].tolist() == ["401.1", "250.00", "272.4"]  # 2 patients, then ties by code
+    assert freq["patients"].tolist() == [2, 1, 1] and freq["events"].tolist() == [4, 1, 1]
+    top = cv.top_codes(r, 1)
+    assert top["description"].iloc[0] != "" and top["% of patients"].iloc[0] == pytest.approx(66.67)
+    dist = cv.distribution_data(cv.per_patient(r).assign(group="g"), "visits")
+    assert dist[["value", "patients"]].values.tolist() == [[1, 1], [2, 2]]
+    assert dist["% of patients"].sum() == pytest.approx(100)

@@ -95,10 +95,22 @@ def rank_frequency_data(groups: dict[str, Records]) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)
 
 
+def plotted_ranks(n: int, dense: int = 100, per_decade: int = 60) -> np.ndarray:
+    """0-based ranks to draw: all of the first `dense`, then about `per_decade` log-spaced per decade.
+
+    A log-log plot of thousands of codes looks the same with these points; the CSV keeps every rank.
+    """
+    if n <= dense:
+        return np.arange(n)
+    tail = np.unique(np.geomspace(dense, n, int(np.log10(n / dense) * per_decade) + 2).astype(np.int64) - 1)
+    return np.unique(np.concatenate([np.arange(dense), tail[tail < n], [n - 1]]))
+
+
 def rank_frequency_figure(data: pd.DataFrame) -> go.Figure:
     """Log-log rank/frequency plot: a straight line is a Zipf-like code distribution."""
     fig = go.Figure()
     for name, part in data.groupby("group", sort=False):
+        part = part.iloc[plotted_ranks(len(part))]
         fig.add_trace(
             go.Scatter(
                 x=part["rank"],
@@ -118,13 +130,24 @@ def rank_frequency_figure(data: pd.DataFrame) -> go.Figure:
     return fig
 
 
-def distribution_figure(data: pd.DataFrame, column: str, title: str) -> go.Figure:
-    """Histogram of a per-patient measure, one trace per group (share of the group's patients)."""
+def distribution_data(per_patient_by_group: pd.DataFrame, column: str) -> pd.DataFrame:
+    """Share of each group's patients at each value of a per-patient measure: group, value, patients, %."""
+    counts = (
+        per_patient_by_group.groupby(["group", column], sort=False).size().rename("patients").reset_index()
+    )
+    counts = counts.sort_values(["group", column], kind="stable")
+    totals = counts.groupby("group")["patients"].transform("sum")
+    counts["% of patients"] = 100 * counts["patients"] / totals
+    return counts.rename(columns={column: "value"}).reset_index(drop=True)
+
+
+def distribution_figure(data: pd.DataFrame, title: str) -> go.Figure:
+    """Bars of `distribution_data`: share of patients at each value, one trace per group."""
     fig = go.Figure()
     for name, part in data.groupby("group", sort=False):
-        fig.add_trace(go.Histogram(x=part[column], name=str(name), histnorm="percent", opacity=0.6))
+        fig.add_trace(go.Bar(x=part["value"], y=part["% of patients"], name=str(name), opacity=0.6))
     fig.update_layout(barmode="overlay", height=320, margin={"l": 10, "r": 10, "t": 30, "b": 10}, title=title)
-    fig.update_xaxes(title=column.replace("_", " "))
+    fig.update_xaxes(title=title)
     fig.update_yaxes(title="% of patients")
     return fig
 
