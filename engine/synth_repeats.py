@@ -9,7 +9,9 @@ each of its codes at least as many times (`engine.risk`, count_repeats=True).
 Model: code j is present in a record with probability `presence_j`, and then billed 1 + N times,
 N ~ negative binomial with mean `extra_j` and shape REPEAT_SHAPE (a gamma-Poisson mixture: a heavy
 tail of repeats); codes are independent. Records without any code are redrawn (P holds only records
-with at least one code). S is drawn from P without replacement with probability proportional to
+with at least one code). S is drawn from P in two parts: HEAVY_SHARE of it from the records with the
+most repeats (sum of log(1 + count) over codes; a GWAS cohort recruits patients with long EMR
+histories), the rest without replacement with probability proportional to
 prod_j (1 + count_j) ** tilt_j (exponential keys), so S holds more and more-repeated codes.
 For Tamersoy's codes, presence and extra were set so that P's means match, and the tilts were fitted
 to S's means (`fit_tilts`); REPEAT_SHAPE sets the share of S that is unique (calibrated to about 9%).
@@ -27,14 +29,16 @@ from scipy import optimize
 TAMERSOY_CODES = ("250", "272", "401", "724")
 POPULATION_MEANS = (2.2, 1.3, 2.5, 0.9)
 SAMPLE_MEANS = (3.5, 2.3, 4.4, 2.0)
-REPEAT_SHAPE = 0.5  # negative-binomial shape of the extra repeats (smaller: heavier tail)
-# (presence, mean extra repeats when present, tilt) per Tamersoy code: presence x (1 + extra) is P's
-# mean before the at-least-one-code condition; tilts from fit_tilts(301423) at seed 0
+REPEAT_SHAPE = 0.3  # negative-binomial shape of the extra repeats (smaller: heavier tail)
+HEAVY_SHARE = 0.12  # share of S drawn from P's records with the most repeats (long EMR histories)
+HEAVY_TAKE = 0.9  # the heavy part takes this share of the pool it is drawn from
+# (presence, mean extra repeats when present, tilt) per Tamersoy code: presences chosen, extras so that
+# P's means (after the at-least-one-code condition, P(any) = 0.848) match, tilts from fit_tilts() at seed 0
 TAMERSOY_PARAMETERS: dict[str, tuple[float, float, float]] = {
-    "250": (0.40, 4.10, 0.38),
-    "272": (0.33, 2.50, 0.55),
-    "401": (0.46, 4.00, 0.42),
-    "724": (0.30, 1.60, 0.85),
+    "250": (0.40, 3.664, -0.247),
+    "272": (0.33, 2.341, 0.017),
+    "401": (0.46, 3.609, 0.008),
+    "724": (0.30, 1.544, 0.366),
 }
 
 
@@ -75,6 +79,20 @@ def _sample_weights(counts: np.ndarray, tilts: np.ndarray) -> np.ndarray:
     return np.exp(np.log1p(counts) @ tilts)
 
 
+def _heavy_and_rest(counts: np.ndarray, n_sample: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """The heavy part of the sample (HEAVY_SHARE of it, drawn uniformly from the
+    n_heavy / HEAVY_TAKE records with the highest sum of log(1 + count); ties by a random jitter)
+    and the mask of the records left for the tilted draw."""
+    n_heavy = min(round(HEAVY_SHARE * n_sample), len(counts))
+    pool_size = min(len(counts), int(np.ceil(n_heavy / HEAVY_TAKE)))
+    score = np.log1p(counts).sum(axis=1) + 1e-6 * rng.random(len(counts))
+    pool = np.argsort(-score, kind="stable")[:pool_size]
+    heavy = rng.choice(pool, n_heavy, replace=False) if n_heavy else np.zeros(0, dtype=np.int64)
+    rest = np.ones(len(counts), dtype=bool)
+    rest[heavy] = False
+    return heavy, rest
+
+
 def repeat_counts(
     n_population: int, n_sample: int, codes: Sequence[str] = TAMERSOY_CODES, seed: int = 0
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -85,22 +103,27 @@ def repeat_counts(
     rng = np.random.default_rng(np.random.SeedSequence([seed, 4]))
     params = code_parameters(list(codes), seed)
     counts = _draw_counts(n_population, params, rng)
-    keys = rng.exponential(1.0, n_population) / _sample_weights(counts, params[:, 2])
-    sample = np.sort(np.argsort(keys, kind="stable")[:n_sample])
-    return counts, sample
+    heavy, rest = _heavy_and_rest(counts, n_sample, rng)
+    idx = np.flatnonzero(rest)
+    keys = rng.exponential(1.0, len(idx)) / _sample_weights(counts[idx], params[:, 2])
+    tilted = idx[np.argsort(keys, kind="stable")[: n_sample - len(heavy)]]
+    return counts, np.sort(np.concatenate([heavy, tilted]))
 
 
-def fit_tilts(n_population: int = 301_423, seed: int = 0) -> np.ndarray:
-    """Tilts making the weighted population means of Tamersoy's codes equal his sample means
-    (the weighted mean is the large-population limit of the draw without replacement)."""
+def fit_tilts(n_population: int = 301_423, n_sample: int = 2_676, seed: int = 0) -> np.ndarray:
+    """Tilts making the sample means of Tamersoy's codes equal his: the heavy part is drawn as in
+    `repeat_counts`, and the tilted part's weighted means (the large-population limit of the draw
+    without replacement) must make up the rest."""
     rng = np.random.default_rng(np.random.SeedSequence([seed, 4]))
     params = code_parameters(list(TAMERSOY_CODES), seed)
     counts = _draw_counts(n_population, params, rng)
-    target = np.array(SAMPLE_MEANS)
+    heavy, rest = _heavy_and_rest(counts, n_sample, rng)
+    target = (n_sample * np.array(SAMPLE_MEANS) - counts[heavy].sum(axis=0)) / (n_sample - len(heavy))
+    pool = counts[rest]
 
     def gap(t: np.ndarray) -> np.ndarray:
-        w = _sample_weights(counts, t)
-        return (w @ counts) / w.sum() - target
+        w = _sample_weights(pool, t)
+        return (w @ pool) / w.sum() - target
 
     return optimize.root(gap, params[:, 2], method="hybr").x
 
