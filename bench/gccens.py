@@ -77,7 +77,7 @@ def run_case(label: str, population: Records, sample: Records, k: int, cap: int,
     cpu_prep = timed.cpu
     fast, t_fast = timed(gccens_run, problem, k, cap=cap)
     total, cpu = t_prep + t_fast, cpu_prep + timed.cpu
-    kernel = "dense histogram" if problem.counter.dense else "bitsets"
+    kernel = "dense histogram" if problem.counter_for(problem.cap_vector(cap)).dense else "bitsets"
     print(
         f"  GCCens (dominance kernel, {kernel}): prepare {t_prep:.3f} s + run {t_fast:.3f} s = {total:.3f} s wall "
         f"({cpu:.3f} s CPU), {fast.loss['iterations']} iterations, peak RSS {peak_mb():.0f} MB"
