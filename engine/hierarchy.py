@@ -488,7 +488,7 @@ def _icd9(levels: tuple[str, ...]) -> Hierarchy:
         labels,
         parents,
         level_names=level_names,
-        level_order=[lv for lv in ICD9_LEVELS if lv in levels],
+        level_order=[lv for lv in ICD9_LEVELS if lv in levels or lv in set(level_names)],
         name="ICD-9-CM" + ("" if levels == ICD9_LEVELS else f" ({len(levels)} levels)"),
     )
 

@@ -78,7 +78,8 @@ def test_icd9_levels_and_labels() -> None:
     five = Hierarchy.icd9(ICD9_THESIS_LEVELS)
     assert five.ancestors("250.00") == ["250", "249-259", "240-279", "Any"]
     assert five.parent("401.1") == "401"
-    assert "4-digit" not in five.level_order
+    # leaf codes keep their own level name (401.1 is a 4-digit code), internal 4-digit nodes are gone
+    assert five.level("401.1") == "4-digit" and "250.0" not in five
 
 
 def test_restrict_to_data_values() -> None:

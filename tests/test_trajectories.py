@@ -191,6 +191,9 @@ def test_every_release_is_k_anonymous(pairs, k: int, method: str) -> None:
         assert res.model.age.is_ancestor(res.model.age.labels[res.pair_age[e]], str(t.ages[e]))
     ilm, alm = dataset_loss(res)
     assert 0 <= ilm <= 1 and 0 <= alm <= 1
+    if len(t.codes):
+        shares = level_shares(res).groupby("attribute")["share"].sum()
+        assert np.allclose(shares.to_numpy(), 100.0)
     # deterministic
     again = lda(t, k, method=method, icd_hierarchy=ICD, age_domain=(30, 45))
     assert again.released_frame().equals(res.released_frame())

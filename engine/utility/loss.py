@@ -76,7 +76,7 @@ def level_shares(result: LDAResult) -> pd.DataFrame:
         levels = pd.Series(np.asarray(h.level_names, dtype=object)[nodes])
         counts = levels.value_counts()
         total = max(len(nodes), 1)
-        for lv in h.level_order:
+        for lv in [*h.level_order, *sorted(set(counts.index) - set(h.level_order))]:
             c = int(counts.get(lv, 0))
             rows.append((attr, lv, c, 100.0 * c / total))
     return pd.DataFrame(rows, columns=["attribute", "level", "count", "share"])
