@@ -28,7 +28,7 @@ import io
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
@@ -724,10 +724,22 @@ def sample_paths(directory: str | Path = SAMPLE_DIR) -> dict[str, Path]:
 def load_sample_checked(
     directory: str | Path = SAMPLE_DIR, *, unknown_codes: Action = "keep", drop_duplicates: bool = False
 ) -> Loaded[Dataset]:
-    """The shipped sample with its validation report (population = every patient with events)."""
-    return load_dataset(
-        **sample_paths(directory), name="sample", unknown_codes=unknown_codes, drop_duplicates=drop_duplicates
-    )
+    """The shipped sample with its validation report (population = every patient with events).
+
+    Memoized per process on the files' paths, sizes and modification times (the sample is read-only
+    shared data; a regenerated sample is read again). Uploaded files are never memoized here.
+    """
+    paths = sample_paths(directory)
+    stamp = tuple((role, str(p), p.stat().st_size, p.stat().st_mtime_ns) for role, p in sorted(paths.items()))
+    return _sample_memo(stamp, unknown_codes, drop_duplicates)
+
+
+@lru_cache(maxsize=2)
+def _sample_memo(
+    stamp: tuple[tuple[str, str, int, int], ...], unknown_codes: Action, drop_duplicates: bool
+) -> Loaded[Dataset]:
+    paths = {role: Path(p) for role, p, _, _ in stamp}
+    return load_dataset(**paths, name="sample", unknown_codes=unknown_codes, drop_duplicates=drop_duplicates)
 
 
 def load_sample(directory: str | Path = SAMPLE_DIR) -> Dataset:
