@@ -115,7 +115,7 @@ for col, label in zip((left, right), groups, strict=True):
         a.metric("Codes / patient (mean)", f"{stats['codes per patient, mean']:.2f}")
         b.metric("Diagnoses / patient (mean)", f"{stats['diagnoses per patient, mean']:.2f}")
         c.metric("Visits / patient (mean)", f"{stats['visits per patient, mean']:.2f}")
-st.dataframe(table, hide_index=True, width="stretch")
+st.dataframe(table.round(2), hide_index=True, width="stretch")
 _download(table, "group_summary.csv")
 
 st.subheader("Most frequent codes")
