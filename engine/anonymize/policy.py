@@ -31,6 +31,7 @@ single visit): {157.0, 185} is shared by five records and dropped; {157.1, 157.2
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -295,16 +296,23 @@ def check_policy(constraints: Sequence[Iterable[str]], release: Release, k: int)
     item_of = released_item_of(release)
     cons = tuple(frozenset(c) for c in constraints)
     images = [constraint_image(c, item_of) for c in cons]
-    # mutually exclusive items match only themselves: count on the released items directly
-    exclusive = len(item_of) == sum(len(release.codes_of(str(t))) for t in release.records.items.tolist())
-    ic = None if exclusive else release.item_codes
-    sup = supports(images, release.records, ic)
+    # mutually exclusive items match only themselves: count on the released items directly, under
+    # short aliases that keep the vocabulary's order (labels of large items are long strings)
+    records, ic = release.records, release.item_codes
+    exclusive = len(item_of) == sum(len(release.codes_of(str(t))) for t in records.items.tolist())
+    alias = {str(t): str(t) for t in records.items.tolist()}
+    if exclusive:
+        alias = {str(t): f"i{n:09d}" for n, t in enumerate(records.items.tolist())}
+        records = dataclasses.replace(records, items=np.array(list(alias.values()), dtype=object))
+        ic = None
+    back = {v: u for u, v in alias.items()}
+    aliased = [frozenset(alias[t] for t in img) for img in images]
+    sup = supports(aliased, records, ic)
     violations: list[frozenset[str] | None] = []
-    for img, s in zip(images, sup, strict=True):
+    for img, s in zip(aliased, sup, strict=True):
         if not img or s >= k:
             violations.append(None)
-        elif s > 0:
-            violations.append(img)
         else:
-            violations.append(violating_subset(img, release.records, k, ic))
+            bad = img if s > 0 else violating_subset(img, records, k, ic)
+            violations.append(None if bad is None else frozenset(back[t] for t in bad))
     return PolicyCheck(k, cons, sup, tuple(violations))

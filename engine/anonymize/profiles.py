@@ -23,6 +23,9 @@ UL(item) = (2^|item| - 1) / (2^|I| - 1) * sup(item) / N for an item of |item| co
 smaller support of the merged item, then the partner's first code in text order. For comparison the
 normalized certainty penalty (NCP; Terrovitis, Mamoulis & Kalnis 2008) of the release is reported too.
 
+The release holds each visit's set of items: an item is released once per visit (repeats would tell
+how many of its codes the visit had; the paper's records are sets), counted in `loss["merged_events"]`.
+
 Suppression is global (a suppressed code or item is removed from every record, as Xu et al. 2008).
 `max_suppressed` bounds the number of distinct original codes suppressed; exceeding it raises
 `SuppressionLimitExceeded` with what had been done.
@@ -30,17 +33,24 @@ Suppression is global (a suppressed code or item is removed from every record, a
 
 from __future__ import annotations
 
+import csv
+import dataclasses
 import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TextIO
 
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from engine.anonymize.policy import PrivacyPolicy, item_bitsets
+from engine.anonymize.policy import PolicyCheck, PrivacyPolicy, check_policy, extract_policy, item_bitsets
 from engine.records import Records, _ranges
 from engine.release import Release, set_item_label
+from engine.risk import Verification
+
+if TYPE_CHECKING:
+    from engine.utility.queries import RelativeError
 
 UtilityPolicy = Mapping[str, frozenset[str]]  # disease -> ICD codes
 
@@ -330,6 +340,16 @@ def _release(
     kept = ev_group >= 0
     removed = cohort.keep_events(~kept).to_frame()
     released = _relabel(cohort.keep_events(kept), labels)
+    # one event per (visit, item): repeats of an item within a visit would tell how many of its codes
+    # the visit had (Loukides' records are sets)
+    first = np.ones(released.n_events, dtype=bool)
+    if released.n_events:
+        key = released.event_visit.astype(np.int64) * released.n_items + released.event_item
+        _, at = np.unique(key, return_index=True)
+        first[:] = False
+        first[at] = True
+    merged_events = int((~first).sum())
+    released = released.keep_events(first)
     n = max(cohort.n_patients, 1)
     domain = max(len(codes), 1)
     gen_rows = [g for g in st.members if st.size[g] > 1]
@@ -350,6 +370,7 @@ def _release(
         "suppressed_events": len(removed),
         "share_suppressed_events": float(len(removed) / max(cohort.n_events, 1)),
         "share_suppressed_codes": float(suppressed_codes / domain),
+        "merged_events": merged_events,  # repeats of an item within a visit, released once
     }
     params = {
         "k": k,
@@ -415,3 +436,91 @@ def aclip(
 def trace_frame(release: Release) -> pd.DataFrame:
     """The method's steps in order: action, item, partner."""
     return pd.DataFrame(release.params.get("trace", []), columns=["action", "item", "partner"])
+
+
+def write_release_csv(frame: pd.DataFrame, fh: TextIO) -> None:
+    """Write a release's long-form frame (or its code map) as CSV through the csv module: anonymized
+    items of thousands of codes are long labels, which pandas' writer handles slowly."""
+    w = csv.writer(fh, lineterminator="\n")
+    w.writerow(list(frame.columns))
+    w.writerows(zip(*(frame[c].to_numpy(dtype=object) for c in frame.columns), strict=True))
+
+
+@dataclass(frozen=True, eq=False)
+class ProfilesRun:
+    """One run of PPE + UGACLIP/ACLIP with its verification and measures (PNAS "Results")."""
+
+    method: str
+    k: int
+    knowledge: str
+    policy: PrivacyPolicy
+    release: Release
+    check: PolicyCheck
+    verification: Verification
+    satisfaction: pd.DataFrame  # utility constraints: disease, original / released records, satisfied
+    relative_error: RelativeError
+
+    @property
+    def verified(self) -> bool:
+        return self.check.ok and self.verification.ok
+
+    def summary(self) -> dict:
+        """One row of the Figures 3-4 sweeps."""
+        loss = self.release.loss
+        return {
+            "method": self.method,
+            "knowledge": self.knowledge,
+            "k": self.k,
+            "privacy_constraints": len(self.policy),
+            "utility_satisfied": int(self.satisfaction["satisfied"].sum()),
+            "utility_constraints": len(self.satisfaction),
+            "suppressed_codes": loss["suppressed_codes"],
+            "share_suppressed_events": loss["share_suppressed_events"],
+            "generalized_items": loss["generalized_items"],
+            "ncp": loss["ncp"],
+            "re_mean": self.relative_error.mean,
+            "re_std": self.relative_error.std,
+            "verified": self.verified,
+        }
+
+
+def run_profiles(
+    cohort: Records,
+    k: int,
+    knowledge: str,
+    method: str,
+    utility: UtilityPolicy,
+    *,
+    policy: PrivacyPolicy | None = None,
+    max_suppressed: int | None = None,
+) -> ProfilesRun:
+    """PPE (unless `policy` is given), then UGACLIP (`method` "UGACLIP") or ACLIP, then the policy
+    check, the risk engine (cohort scope, `knowledge`), utility constraints and relative error.
+    Raises SuppressionLimitExceeded when `max_suppressed` is exceeded."""
+    from engine.adversary import Adversary
+    from engine.risk import verify
+    from engine.utility.queries import relative_error, utility_satisfaction
+
+    if method not in ("UGACLIP", "ACLIP"):
+        raise ValueError(f"method must be UGACLIP or ACLIP, not {method!r}")
+    policy = policy if policy is not None else extract_policy(cohort, k, knowledge)  # type: ignore[arg-type]
+    release = anonymize_profiles(
+        cohort,
+        policy,
+        k,
+        utility if method == "UGACLIP" else None,
+        method=method,
+        max_suppressed=max_suppressed,
+    )
+    release = dataclasses.replace(release, params={**release.params, "knowledge": knowledge})
+    return ProfilesRun(
+        method=method,
+        k=k,
+        knowledge=knowledge,
+        policy=policy,
+        release=release,
+        check=check_policy(policy.constraints, release, k),
+        verification=verify(release, Adversary("cohort", knowledge), k),  # type: ignore[arg-type]
+        satisfaction=utility_satisfaction(cohort, release, utility),
+        relative_error=relative_error(cohort, release),
+    )
