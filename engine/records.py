@@ -192,9 +192,7 @@ class Records:
     def visit_item_sets(self) -> sp.csr_matrix:
         """(n_visits, n_items) 0/1: the code set of each visit (row v belongs to `visit_patient[v]`)."""
         data = np.ones(self.n_events, dtype=np.int8)
-        m = sp.csr_matrix(
-            (data, (self.event_visit, self.event_item)), shape=(self.n_visits, self.n_items)
-        )
+        m = sp.csr_matrix((data, (self.event_visit, self.event_item)), shape=(self.n_visits, self.n_items))
         m.sum_duplicates()
         m.data[:] = 1
         m.sort_indices()
@@ -243,11 +241,10 @@ class Records:
         Visits left empty stay (as empty visits) so that patients and visits keep their indexes.
         """
         mask = np.asarray(mask, dtype=bool)
-        kept_per_visit = np.add.reduceat(mask.astype(np.int64), self.event_ptr[:-1]) if self.n_events else None
-        if kept_per_visit is None:
-            return self
-        # reduceat on empty visits returns the next value; fix those to 0
-        kept_per_visit = np.where(np.diff(self.event_ptr) == 0, 0, kept_per_visit)
+        if len(mask) != self.n_events:
+            raise ValueError(f"mask has {len(mask)} entries for {self.n_events} events")
+        kept_before = np.concatenate([[0], np.cumsum(mask, dtype=np.int64)])
+        kept_per_visit = kept_before[self.event_ptr[1:]] - kept_before[self.event_ptr[:-1]]
         return Records(
             patient_ids=self.patient_ids,
             items=self.items,
@@ -301,5 +298,7 @@ def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     total = int(counts.sum())
     if total == 0:
         return np.zeros(0, dtype=np.int64)
-    offsets = np.repeat(np.asarray(starts, dtype=np.int64) - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
+    offsets = np.repeat(
+        np.asarray(starts, dtype=np.int64) - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts
+    )
     return offsets + np.arange(total, dtype=np.int64)

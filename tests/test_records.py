@@ -120,3 +120,16 @@ def test_adversaries_described_and_validated():
     assert len({a.describe() for a in ALL_ADVERSARIES}) == 4
     with pytest.raises(ValueError, match="scope"):
         Adversary("institution", "single_visit")
+
+
+def test_keep_events_with_empty_visits_anywhere():
+    r = Records.from_frame(_frame())
+    # drop everything, then keep nothing of an already empty record: trailing empty visits are fine
+    none = r.keep_events(np.zeros(r.n_events, dtype=bool))
+    assert none.n_events == 0 and none.n_visits == r.n_visits
+    again = none.keep_events(np.zeros(0, dtype=bool))
+    assert again.n_visits == r.n_visits and again.patient_visits(2) == [[]]
+    last = r.keep_events(np.arange(r.n_events) < r.n_events - 1)  # empties the last visit
+    assert last.patient_visits(2) == [[]] and last.patient_codes(0) == r.patient_codes(0)
+    with pytest.raises(ValueError, match="mask"):
+        r.keep_events(np.ones(3, dtype=bool))
