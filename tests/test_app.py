@@ -66,6 +66,10 @@ def test_app_starts_on_the_cohort_page(app: AppTest) -> None:
     assert m["Patients"] == [f"{ctx.population.n_patients:,}", f"{ctx.cohort.n_patients:,}"]
     assert not app.error
     assert any("passed validation" in s.value for s in app.success) or app.warning
+    # every chart and table has its data for download: summary, top codes x2, rank/frequency, distribution
+    labels = [b.label for b in app.main.download_button]
+    assert len(labels) >= 5 and all("CSV" in label for label in labels)
+    assert len(app.get("plotly_chart")) == 2
 
 
 @pytest.mark.parametrize("page", PAGES)
