@@ -279,7 +279,9 @@ class Text:
                 "spaces",
             )
         merged_codes, merged = pd.factorize(stripped) if len(stripped) else (np.zeros(0, np.int64), [])
-        codes = np.where(codes >= 0, np.append(merged_codes, -1)[codes], -1).astype(np.int64)
+        if len(merged) != len(stripped):  # stripping made some values equal: merge their codes
+            codes = np.where(codes >= 0, np.append(merged_codes, -1)[codes], -1)
+        codes = codes.astype(np.int64, copy=False)
         is_text = pd.api.types.is_string_dtype(values.dtype) and not pd.api.types.is_object_dtype(
             values.dtype
         )
