@@ -73,3 +73,11 @@ def test_missing_file_and_missing_column_are_user_errors(tmp_path, capsys):
     assert main(["labs", "uniqueness", "--labs", str(bad), "--out", str(tmp_path / "u.csv")]) == 2
     err = capsys.readouterr().err
     assert "none.csv" in err and "bad.csv" in err and "day" in err
+
+
+def test_blank_day_names_file_row_and_column(tmp_path, capsys):
+    bad = tmp_path / "blank.csv"
+    bad.write_text("patient_id,day,lab\na,1,K\nb,,K\n")
+    assert main(["labs", "uniqueness", "--labs", str(bad), "--out", str(tmp_path / "u.csv")]) == 2
+    err = capsys.readouterr().err
+    assert "blank.csv" in err and "row 3" in err and "'day'" in err
