@@ -179,22 +179,84 @@ def repeat_figures(n_population: int = 301_423, n_sample: int = 2_676, seed: int
             "paper: 'about 9%', read from Figure 4",
         )
     )
+    out.append(
+        Figure(
+            "Tamersoy 2010",
+            "sample unique, exact-count rule of the worked example",
+            9.0,
+            100 * float(np.mean(exact_count_matches(counts, sample) <= 1)),
+            "%",
+            "candidates with exactly the target's count of each code it holds (Figure 1: dis(250,250,272) = 1)",
+        )
+    )
+    return out
+
+
+def exact_count_matches(counts: np.ndarray, sample: np.ndarray) -> np.ndarray:
+    """Per sample record, population records holding each of its codes exactly as often (codes it
+    lacks unconstrained): the reading under which Tamersoy's dis({250,250,272}) = 1 in Figure 1."""
+    out = np.empty(len(sample), dtype=np.int64)
+    present = counts[sample] > 0
+    patterns, inverse = np.unique(present, axis=0, return_inverse=True)
+    for k, pat in enumerate(patterns):
+        cols = np.flatnonzero(pat)
+        keys = (
+            pd.MultiIndex.from_arrays([counts[:, c] for c in cols])
+            if len(cols) > 1
+            else pd.Index(counts[:, cols[0]])
+        )
+        freq = pd.Series(1, index=keys).groupby(level=list(range(len(cols)))).size()
+        rows = sample[inverse.ravel() == k]
+        q = (
+            pd.MultiIndex.from_arrays([counts[rows, c] for c in cols])
+            if len(cols) > 1
+            else pd.Index(counts[rows, cols[0]])
+        )
+        out[inverse.ravel() == k] = freq.reindex(q).to_numpy()
     return out
 
 
 # ------------------------------------------------------------------------------------ labs
-def lab_figures(labs: pd.DataFrame, label: str) -> list[Figure]:
-    """Johnson 2018 sections 3.1-3.2: days and distinct labs per patient; share unique overall, with
-    >= 2 days and with >= 9 days (exact lab sets, `engine.labs.uniqueness`)."""
-    from engine.labs import patient_days, uniqueness
-
-    days = patient_days(labs)
-    u = uniqueness(days)
-    d = u.days
+def _distinct_labs(labs: pd.DataFrame) -> np.ndarray:
+    """Distinct labs per patient (patients in order of first appearance)."""
     p_code, _ = pd.factorize(labs["patient_id"])
     l_code, l_uniq = pd.factorize(labs["lab"])
     pairs = sorted_unique(p_code.astype(np.int64) * len(l_uniq) + l_code)
-    distinct = np.bincount(pairs // len(l_uniq))
+    return np.bincount(pairs // len(l_uniq))
+
+
+def lab_days(labs: pd.DataFrame):
+    """(`engine.labs.PatientDays`, distinct labs per patient) of a lab-order frame."""
+    from engine.labs import patient_days
+
+    return patient_days(labs), _distinct_labs(labs)
+
+
+def paper_scale_lab_days(n_patients: int = 731_850, chunk: int = 61_000):
+    """Lab orders of `n_patients` built chunk by chunk (`generate_labs(m, seed=1000 + i)`, as
+    bench/labs.py does), stacked into one `PatientDays`; and distinct labs per patient."""
+    from engine.labs import PatientDays, concat_patient_days, patient_days
+    from engine.synth import generate_labs
+
+    parts, distinct = [], []
+    n_chunks = -(-n_patients // chunk)
+    for i in range(n_chunks):
+        frame = generate_labs(min(chunk, n_patients - i * chunk), seed=1000 + i)
+        part = patient_days(frame)
+        distinct.append(_distinct_labs(frame))
+        del frame
+        ids = np.array([f"c{i:02d}-{p}" for p in part.patient_ids], dtype=object)
+        parts.append(PatientDays(ids, part.labs, part.patient_ptr, part.day_labels, part.matrix))
+    return concat_patient_days(parts), np.concatenate(distinct)
+
+
+def lab_figures(days, distinct: np.ndarray, label: str) -> list[Figure]:
+    """Johnson 2018 sections 3.1-3.2: days and distinct labs per patient; share unique overall, with
+    >= 2 days and with >= 9 days (exact lab sets, `engine.labs.uniqueness`)."""
+    from engine.labs import uniqueness
+
+    u = uniqueness(days)
+    d = u.days
     src = "Johnson 2018"
     return [
         Figure(src, f"lab days per patient ({label})", 8.81, float(d.mean())),
@@ -211,7 +273,7 @@ def lab_figures(labs: pd.DataFrame, label: str) -> list[Figure]:
 
 
 # ------------------------------------------------------------------------------------ trajectories
-def trajectory_figures(records: Records, n_codes: int = 50) -> list[Figure]:
+def trajectory_figures(records: Records, n_codes: int = 50, label: str = "") -> list[Figure]:
     """Thesis Table 3 (D50Pop): trajectories of (ICD, age) pairs restricted to the 50 most frequent
     3-digit ICD-9 codes (by number of records); per trajectory, distinct pairs, codes and ages.
 
