@@ -276,6 +276,7 @@ def _cluster_table(res: LDAResult) -> pd.DataFrame:
             {
                 "cluster": c + 1,
                 "size": len(members),
+                "pairs": len(res.cluster_pairs[c]),
                 "anonymized trajectory": traj or "(all pairs suppressed)",
                 "ILM": float(rl.loc[ids, "ILM"].mean()),
                 "ALM": float(rl.loc[ids, "ALM"].mean()),
@@ -284,8 +285,15 @@ def _cluster_table(res: LDAResult) -> pd.DataFrame:
         )
     df = pd.DataFrame(rows)
     if len(df):
-        df = df.sort_values(["ILM", "cluster"], key=lambda s: -s if s.name == "ILM" else s).reset_index(
-            drop=True
+        # as Table 4: first the clusters that keep several pairs yet hold generalized values
+        # (most pairs first, then most loss); wholly generalized or untouched clusters come last
+        loss = df["ILM"] + df["ALM"]
+        df["_mixed"] = (loss > 0) & (df["pairs"] >= 2) & (df["ILM"] < 1) & (df["ALM"] < 1)
+        df["_loss"] = -loss
+        df = (
+            df.sort_values(["_mixed", "pairs", "_loss", "cluster"], ascending=[False, False, True, True])
+            .drop(columns=["_mixed", "_loss"])
+            .reset_index(drop=True)
         )
     return df
 
