@@ -32,18 +32,17 @@ from engine.release import Release, codes_of
 # 2. turn every (item, required count) of the known sets into an "atom" with its own posting list
 #    (candidates holding the item at least that often), so that repeats become plain set containment;
 # 3. group known sets by size and count identical sets once (exact dedup, np.unique);
-# 4. answer sets of one atom from posting lengths; sets made only of the F most frequent atoms from a
-#    superset-sum table over F-bit masks (the count of candidates holding a mask of frequent atoms);
-#    every other set by expanding (set, candidate) pairs from its rarest atom's posting, in chunks,
-#    and filtering them by the frequent-atom mask, then by membership of each further atom (bitmaps
-#    for common atoms, a binary search of the sorted (atom, candidate) keys for the rest).
+# 4. answer sets of one atom from posting lengths, and the others (`_Intersector`) either by AND-ing
+#    the bitmaps of common atoms and counting bits, or by expanding (set, candidate) pairs from the
+#    set's rarest atom and filtering them by membership of the further atoms (bit lookups, or binary
+#    search of sorted (atom, candidate) keys for rare atoms), whichever is cheaper for the set.
+# Ties and order never change a count, so results are deterministic.
 
-_TOP_ATOMS = 20  # superset-sum table of 2**20 masks at most
 _PAIR_CHUNK = 1 << 21  # (set, candidate) pairs expanded at once
-_TOP_MIN_POSTING = 64  # ... and only atoms held by at least this many candidates
-_BITMAP_MIN_SHARE = 1 / 48  # an atom held by at least this share of candidates gets a bitmap
-_BITMAP_MIN_POSTING = 1024  # ... and by at least this many
-_BITMAP_MAX_BYTES = 1 << 29  # memory for bitmaps
+_PAIR_WEIGHT = 40  # cost of one expanded pair, in bitmap words AND-ed
+_AND_CHUNK_WORDS = 1 << 22  # bitmap words AND-ed at once
+_BITMAP_MIN_POSTING = 256  # atoms held by at least this many candidates get a bitmap ...
+_BITMAP_MAX_BYTES = 1 << 30  # ... within this much memory (most frequent first)
 
 
 def match_matrix(
@@ -169,114 +168,107 @@ def _atoms(proj: sp.csc_matrix, known: sp.csr_matrix) -> tuple[_Postings, np.nda
     return _Postings(ptr, rows, proj.shape[0]), entry_atom
 
 
-class _Counter:
-    """Counts, for sets of atoms, the candidates holding every atom of the set."""
+class _Intersector:
+    """Counts, for sets of atoms, the candidates holding every atom of the set.
+
+    Atoms held by many candidates get a bitmap over the candidates (64 per word). A set is counted
+    either by AND-ing the bitmaps of all its atoms and counting bits (when every atom has one and its
+    rarest atom is common), or by expanding (set, candidate) pairs from its rarest atom's posting and
+    keeping the pairs whose candidate holds each further atom (a bit lookup, or a binary search of the
+    sorted (atom, candidate) keys for atoms without a bitmap). The choice per set compares the pairs
+    to expand (`_PAIR_WEIGHT` each) with the bitmap words to AND.
+    """
 
     def __init__(self, post: _Postings, needed: np.ndarray):
         self.post = post
         self.plen = post.length
         n = post.n_cand
-        # rank atoms: rarest first, ties by atom id; the most frequent atoms in use get mask bits
+        self.n_words = (n + 63) // 64
         used = np.flatnonzero(needed)
-        by_freq = used[np.lexsort((used, -self.plen[used]))]
-        top = [a for a in by_freq[:_TOP_ATOMS].tolist() if self.plen[a] >= _TOP_MIN_POSTING]
-        self.n_top = len(top)
-        self.top_bit = np.zeros(post.n_atoms, dtype=np.int64)
-        self.is_top = np.zeros(post.n_atoms, dtype=bool)
-        self.cmask = np.zeros(n, dtype=np.int64)
-        for b, a in enumerate(top):
-            self.top_bit[a] = 1 << b
-            self.is_top[a] = True
-            self.cmask[post.rows[post.ptr[a] : post.ptr[a + 1]]] |= 1 << b
-        self.table = None
-        if self.n_top:
-            table = np.bincount(self.cmask, minlength=1 << self.n_top).astype(np.int64)
-            for b in range(self.n_top):  # superset sums: table[m] = #candidates whose mask contains m
-                v = table.reshape(-1, 2, 1 << b)
-                v[:, 0, :] += v[:, 1, :]
-            self.table = table
-        # order key within a set: non-top atoms by posting length (rarest first), then top atoms
-        self.rank = np.empty(post.n_atoms, dtype=np.int64)
-        order = np.lexsort((np.arange(post.n_atoms), self.plen, self.is_top))
-        self.rank[order] = np.arange(post.n_atoms)
-        # bitmaps for common non-top atoms in use, sorted (atom, candidate) keys for the rest
-        nbytes = (n + 7) // 8
-        common = used[
-            ~self.is_top[used] & (self.plen[used] >= max(n * _BITMAP_MIN_SHARE, _BITMAP_MIN_POSTING))
-        ]
-        common = common[np.argsort(-self.plen[common], kind="stable")][
-            : max(_BITMAP_MAX_BYTES // max(nbytes, 1), 0)
-        ]
+        common = used[self.plen[used] >= max(_BITMAP_MIN_POSTING, 1)]
+        common = common[np.lexsort((common, -self.plen[common]))]
+        common = common[: _BITMAP_MAX_BYTES // max(8 * self.n_words, 1)]
         self.bitmap_of = np.full(post.n_atoms, -1, dtype=np.int64)
-        self.bits = np.zeros((len(common), nbytes), dtype=np.uint8)
-        for i, a in enumerate(common.tolist()):
-            z = np.zeros(nbytes * 8, dtype=bool)
-            z[post.rows[post.ptr[a] : post.ptr[a + 1]]] = True
-            self.bits[i] = np.packbits(z, bitorder="little")
-            self.bitmap_of[a] = i
+        self.bitmap_of[common] = np.arange(len(common))
+        self.bits = np.zeros((len(common), self.n_words), dtype=np.uint64)
+        lens = self.plen[common]
+        cand = post.rows[_ranges(post.ptr[common], lens)]
+        word = np.repeat(np.arange(len(common), dtype=np.int64), lens) * self.n_words + (cand >> 6)
+        if len(word):  # word indexes ascend (atoms in order, candidates sorted): OR = sum per word
+            starts = np.flatnonzero(np.concatenate([[True], word[1:] != word[:-1]]))
+            bit = np.left_shift(np.uint64(1), (cand & 63).astype(np.uint64))
+            self.bits.reshape(-1)[word[starts]] = np.add.reduceat(bit, starts)
         self.bits_flat = self.bits.reshape(-1)
-        self.nbytes = nbytes
-        self.keys = np.repeat(np.arange(post.n_atoms, dtype=np.int64) * n, self.plen) + post.rows
+        rare = used[self.bitmap_of[used] < 0]
+        self.keys = np.sort(
+            np.repeat(rare * n, self.plen[rare]) + post.rows[_ranges(post.ptr[rare], self.plen[rare])]
+        )
 
-    def member(self, atom: np.ndarray, cand: np.ndarray) -> np.ndarray:
+    def _member(self, atom: np.ndarray, cand: np.ndarray) -> np.ndarray:
         """Does candidate cand[i] hold atom[i]?"""
         out = np.empty(len(atom), dtype=bool)
         bm = self.bitmap_of[atom]
-        has_bm = bm >= 0
-        if has_bm.any():
-            c = cand[has_bm]
-            byte = self.bits_flat[bm[has_bm] * self.nbytes + (c >> 3)]
-            out[has_bm] = ((byte >> (c & 7).astype(np.uint8)) & 1).astype(bool)
-        rest = ~has_bm
+        has = bm >= 0
+        if has.any():
+            c = cand[has]
+            word = self.bits_flat[bm[has] * self.n_words + (c >> 6)]
+            out[has] = ((word >> (c & 63).astype(np.uint64)) & np.uint64(1)).astype(bool)
+        rest = ~has
         if rest.any():
             q = atom[rest] * self.post.n_cand + cand[rest]
-            pos = np.searchsorted(self.keys, q)
-            pos = np.minimum(pos, len(self.keys) - 1)
-            out[rest] = self.keys[pos] == q if len(self.keys) else False
+            if len(self.keys):
+                pos = np.minimum(np.searchsorted(self.keys, q), len(self.keys) - 1)
+                out[rest] = self.keys[pos] == q
+            else:
+                out[rest] = False
         return out
 
     def count(self, sets: np.ndarray) -> np.ndarray:
         """(m, L) distinct atom sets, L >= 2 -> candidates holding every atom of each set."""
         m, width = sets.shape
-        srt = np.take_along_axis(sets, np.argsort(self.rank[sets], axis=1, kind="stable"), axis=1)
-        n_rest = width - self.is_top[srt].sum(axis=1)
-        tmask = self.top_bit[srt].sum(axis=1)
+        order = np.argsort(self.plen[sets] * self.post.n_atoms + sets, axis=1, kind="stable")
+        srt = np.take_along_axis(sets, order, axis=1)
+        flen = self.plen[srt[:, 0]]
         out = np.zeros(m, dtype=np.int64)
-        only_top = n_rest == 0
-        if only_top.any():
-            out[only_top] = self.table[tmask[only_top]]
-        idx = np.flatnonzero(~only_top)
-        first_len = self.plen[srt[idx, 0]]
-        idx = idx[first_len > 0]  # a set with an atom nobody holds: 0
-        first_len = self.plen[srt[idx, 0]]
+        by_and = (self.bitmap_of[srt] >= 0).all(axis=1) & (flen * _PAIR_WEIGHT > (width - 1) * self.n_words)
+        idx = np.flatnonzero(by_and)
+        step = max(_AND_CHUNK_WORDS // max(self.n_words, 1), 1)
+        for s in range(0, len(idx), step):
+            sel = idx[s : s + step]
+            acc = self.bits[self.bitmap_of[srt[sel, 0]]]
+            for j in range(1, width):
+                np.bitwise_and(acc, self.bits[self.bitmap_of[srt[sel, j]]], out=acc)
+            out[sel] = np.bitwise_count(acc).sum(axis=1, dtype=np.int64)
+        idx = np.flatnonzero(~by_and & (flen > 0))  # a set with an atom nobody holds: 0
+        csum = np.cumsum(flen[idx])
         start = 0
-        csum = np.cumsum(first_len)
         while start < len(idx):
             base = csum[start - 1] if start else 0
             stop = max(int(np.searchsorted(csum, base + _PAIR_CHUNK, side="right")), start + 1)
             sel = idx[start:stop]
-            out[sel] = self._count_chunk(srt[sel], n_rest[sel], tmask[sel])
+            out[sel] = self._count_pairs(srt[sel])
             start = stop
         return out
 
-    def _count_chunk(self, srt: np.ndarray, n_rest: np.ndarray, tmask: np.ndarray) -> np.ndarray:
+    def _count_pairs(self, srt: np.ndarray) -> np.ndarray:
+        """Expand (set, candidate) pairs from each set's rarest atom, keep those whose candidate holds
+        the second atom, then check all further atoms of the survivors at once (in chunks)."""
         p = self.post
         first = srt[:, 0]
         lens = self.plen[first]
         pair_set = np.repeat(np.arange(len(srt)), lens)
         pair_c = p.rows[_ranges(p.ptr[first], lens)]
-        need_mask = tmask[pair_set]
-        ok = (self.cmask[pair_c] & need_mask) == need_mask
+        ok = self._member(srt[pair_set, 1], pair_c)
         pair_set, pair_c = pair_set[ok], pair_c[ok]
-        for j in range(1, srt.shape[1]):
-            if len(pair_set) == 0:
-                break
-            active = n_rest[pair_set] > j
-            if not active.any():
-                break
-            ok = np.ones(len(pair_set), dtype=bool)
-            ok[active] = self.member(srt[pair_set[active], j], pair_c[active])
-            pair_set, pair_c = pair_set[ok], pair_c[ok]
+        more = srt.shape[1] - 2
+        if more > 0 and len(pair_set):
+            keep = np.empty(len(pair_set), dtype=bool)
+            step = max(_PAIR_CHUNK // more, 1)
+            for s in range(0, len(pair_set), step):
+                ps, pc = pair_set[s : s + step], pair_c[s : s + step]
+                hit = self._member(srt[ps, 2:].reshape(-1), np.repeat(pc, more))
+                keep[s : s + step] = hit.reshape(-1, more).all(axis=1)
+            pair_set = pair_set[keep]
         return np.bincount(pair_set, minlength=len(srt))
 
 
@@ -356,7 +348,7 @@ def known_set_distinguishability(
         if counter is None:
             needed = np.zeros(post.n_atoms, dtype=bool)
             needed[entry_atom[np.repeat(lens, lens) >= 2]] = True
-            counter = _Counter(post, needed)
+            counter = _Intersector(post, needed)
         values[rows] = counter.count(uniq)[inv]
     return KnownSets(known, owner, values, targets.n_patients, n_cand)
 

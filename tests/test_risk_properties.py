@@ -1,7 +1,7 @@
 """Property tests: the fast kernel (engine/risk.py) equals the plain reference (tests/reference_risk.py)
 on random small cohorts, for all four adversaries, with repeats, generalized items, suppressed events
 and released populations. Each case runs with the kernel's default tuning and with a tuning that
-forces every path (superset-sum table, bitmaps, key search, tiny pair chunks)."""
+forces each path (bitmap AND, pairs with key search, a mix in tiny chunks)."""
 
 from __future__ import annotations
 
@@ -24,13 +24,17 @@ SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[Healt
 
 @contextlib.contextmanager
 def tuning(mode: str):
-    """`default` leaves the kernel as shipped; `forced` makes every path fire on tiny data."""
-    names = ("_TOP_ATOMS", "_TOP_MIN_POSTING", "_BITMAP_MIN_SHARE", "_BITMAP_MIN_POSTING", "_PAIR_CHUNK")
+    """`default` leaves the kernel as shipped; `and` gives every atom a bitmap and counts every set by
+    AND-ing them; `pairs` gives no atom a bitmap (pairs and key search only); `mixed` gives bitmaps to
+    atoms held by 3 or more candidates and expands pairs in tiny chunks."""
+    names = ("_PAIR_CHUNK", "_PAIR_WEIGHT", "_AND_CHUNK_WORDS", "_BITMAP_MIN_POSTING")
     saved = {n: getattr(risk, n) for n in names}
-    if mode == "forced":
-        risk._TOP_ATOMS, risk._TOP_MIN_POSTING = 2, 1
-        risk._BITMAP_MIN_SHARE, risk._BITMAP_MIN_POSTING = 0.3, 1
-        risk._PAIR_CHUNK = 3
+    if mode == "and":
+        risk._BITMAP_MIN_POSTING, risk._PAIR_WEIGHT, risk._AND_CHUNK_WORDS = 1, 10**9, 1
+    elif mode == "pairs":
+        risk._BITMAP_MIN_POSTING, risk._PAIR_CHUNK = 10**9, 3
+    elif mode == "mixed":
+        risk._BITMAP_MIN_POSTING, risk._PAIR_WEIGHT, risk._PAIR_CHUNK = 3, 1, 2
     try:
         yield
     finally:
@@ -82,7 +86,7 @@ def cases(draw):
 
 
 @SETTINGS
-@given(case=cases(), mode=st.sampled_from(["default", "forced"]))
+@given(case=cases(), mode=st.sampled_from(["default", "and", "pairs", "mixed"]))
 def test_original_equals_reference_all_adversaries(case, mode):
     pop, cohort, _ = case
     for repeats in (False, True):
@@ -95,7 +99,7 @@ def test_original_equals_reference_all_adversaries(case, mode):
 
 
 @SETTINGS
-@given(case=cases(), mode=st.sampled_from(["default", "forced"]))
+@given(case=cases(), mode=st.sampled_from(["default", "and", "pairs", "mixed"]))
 def test_release_equals_reference_all_adversaries(case, mode):
     """Generalized items, suppressed events, repeats and released populations, read from the release."""
     pop, _, release = case
@@ -125,7 +129,7 @@ def test_dedup_and_chunking_do_not_change_results(case):
         pd.concat([pop.to_frame(), pop.to_frame().assign(patient_id=lambda f: f["patient_id"] + "b")])
     )
     for knowledge in ("single_visit", "all_visits"):
-        with tuning("forced"):
+        with tuning("mixed"):
             once = risk.distinguishability(pop, pop, knowledge)
             twice = risk.distinguishability(doubled, doubled, knowledge)
         assert twice.tolist() == (2 * np.concatenate([once, once])).tolist()
