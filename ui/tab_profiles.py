@@ -1,0 +1,366 @@
+"""Clinical profiles tab of the Anonymize and Trade-offs pages (Loukides et al. 2010, PNAS).
+
+`render_anonymize(ctx)`: the filtering condition is the sidebar's knowledge (single visit / all
+visits), k the sidebar's; the utility policy editor (add or remove a disease, edit its codes; CSV
+upload and download), the suppression limit, UGACLIP, ACLIP or both. Shows the extracted privacy
+policy, the policy check and the risk engine's verdict, Table 1 (utility constraints satisfied, side
+by side), suppression, relative error of case-count queries, the risk CDF before and after, and the
+download once verified.
+`render_tradeoffs(ctx)`: Figures 2-4 live on the loaded data: the original distinguishability CDF for
+both filtering conditions, utility constraints satisfied and relative error against k.
+
+The attacker is the paper's (assumption iii): they know the target is in the released cohort, so
+the cohort scope is verified whatever the sidebar's scope. Engine calls are cached per session.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+
+import numpy as np
+import pandas as pd
+import plotly.express as px
+import plotly.graph_objects as go
+import streamlit as st
+
+from engine import risk
+from engine.adversary import Adversary
+from engine.anonymize.policy import PrivacyPolicy, extract_policy
+from engine.anonymize.profiles import (
+    ProfilesRun,
+    SuppressionLimitExceeded,
+    run_profiles,
+    trace_frame,
+    write_release_csv,
+)
+from engine.records import Records
+from engine.utility.queries import (
+    UtilityPolicy,
+    read_utility_policy,
+    satisfaction_table,
+    utility_policy_from_frame,
+)
+from ui.context import HASH_FUNCS, Context
+from ui.releases import publish
+from ui.risk_charts import cdf_frame, distinguishability_cdf_figure
+
+METHODS = ("UGACLIP", "ACLIP")
+CHOICES = ("UGACLIP", "ACLIP", "Both")
+KNOWLEDGES = ("single_visit", "all_visits")
+SWEEP_KS = (2, 5, 10, 15, 20, 25)
+_POLICY_KEY = "profiles_utility_policy"
+
+
+# ------------------------------------------------------------------------- cached engine calls
+@st.cache_resource(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=8)
+def _policy(cohort: Records, k: int, knowledge: str) -> PrivacyPolicy:
+    return extract_policy(cohort, k, knowledge)  # type: ignore[arg-type]
+
+
+@st.cache_resource(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=8)
+def _run(cohort: Records, k: int, knowledge: str, method: str, policy_csv: str, max_suppressed: int | None):
+    """A run, or the SuppressionLimitExceeded it raised (cached too, so the message stays)."""
+    utility = read_utility_policy(io.StringIO(policy_csv), name="utility policy")
+    try:
+        return run_profiles(
+            cohort,
+            k,
+            knowledge,
+            method,
+            utility.as_mapping(),
+            policy=_policy(cohort, k, knowledge),
+            max_suppressed=max_suppressed,
+        )
+    except SuppressionLimitExceeded as exc:
+        return exc
+
+
+@st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=4)
+def _original(cohort: Records, knowledge: str) -> np.ndarray:
+    return risk.original_distinguishability(cohort, Adversary("cohort", knowledge))  # type: ignore[arg-type]
+
+
+@st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=512)
+def _sweep_row(cohort: Records, k: int, knowledge: str, method: str, policy_csv: str) -> dict:
+    run = _run(cohort, k, knowledge, method, policy_csv, None)
+    return run.summary()
+
+
+# ------------------------------------------------------------------------------------ charts
+def satisfied_figure(sweep: pd.DataFrame) -> go.Figure:
+    """Utility constraints satisfied against k (PNAS Figure 3), per method and filtering condition."""
+    df = sweep.assign(share=sweep["utility_satisfied"] / sweep["utility_constraints"].clip(lower=1))
+    fig = px.line(df, x="k", y="share", color="method", line_dash="knowledge", markers=True)
+    fig.update_layout(height=360, margin={"t": 30, "b": 10}, yaxis_tickformat=".0%")
+    fig.update_yaxes(title_text="utility constraints satisfied", range=[0, 1.05])
+    return fig
+
+
+def relative_error_figure(sweep: pd.DataFrame) -> go.Figure:
+    """Mean relative error of case-count queries with one standard deviation against k (Figure 4)."""
+    fig = px.line(
+        sweep, x="k", y="re_mean", error_y="re_std", color="method", line_dash="knowledge", markers=True
+    )
+    fig.update_layout(height=360, margin={"t": 30, "b": 10}, yaxis_title="relative error (mean ± sd)")
+    return fig
+
+
+def suppression_figure(sweep: pd.DataFrame) -> go.Figure:
+    fig = px.line(sweep, x="k", y="suppressed_codes", color="method", line_dash="knowledge", markers=True)
+    fig.update_layout(height=320, margin={"t": 30, "b": 10}, yaxis_title="distinct codes suppressed")
+    return fig
+
+
+def _download(df: pd.DataFrame, label: str, name: str, key: str) -> None:
+    st.download_button(label, df.to_csv(index=False).encode(), file_name=name, mime="text/csv", key=key)
+
+
+def _release_gz(run: ProfilesRun) -> bytes:
+    """The released events as gzip CSV (anonymized items of many codes repeat long labels)."""
+    buf = io.BytesIO()
+    with gzip.GzipFile(fileobj=buf, mode="wb", compresslevel=6, mtime=0) as gz:
+        text = io.TextIOWrapper(gz, encoding="utf-8", newline="")
+        write_release_csv(run.release.to_frame(), text)
+        text.flush()
+        text.detach()
+    return buf.getvalue()
+
+
+# ------------------------------------------------------------------------------ utility policy
+def _policy_editor() -> UtilityPolicy | None:
+    """The utility policy: the shipped Table 1 policy, an uploaded CSV, edited in place."""
+    if _POLICY_KEY not in st.session_state:
+        st.session_state[_POLICY_KEY] = read_utility_policy().to_frame()
+    up = st.file_uploader(
+        "Load a utility policy (CSV: disease, icd9_codes, comment)", type=["csv"], key="profiles_upload"
+    )
+    if up is not None and st.session_state.get("profiles_upload_id") != up.file_id:
+        try:
+            st.session_state[_POLICY_KEY] = read_utility_policy(up, name=up.name).to_frame()
+            st.session_state["profiles_upload_id"] = up.file_id
+        except ValueError as exc:
+            st.error(str(exc))
+    if st.button("Reset to the Table 1 policy", key="profiles_reset"):
+        st.session_state[_POLICY_KEY] = read_utility_policy().to_frame()
+    edited = st.data_editor(
+        st.session_state[_POLICY_KEY],
+        num_rows="dynamic",
+        width="stretch",
+        key="profiles_policy_editor",
+        column_config={
+            "disease": st.column_config.TextColumn("disease", required=True),
+            "icd9_codes": st.column_config.TextColumn("ICD-9 codes (space-separated)", width="large"),
+            "comment": st.column_config.TextColumn("clinical reasoning"),
+        },
+    )
+    try:
+        policy = utility_policy_from_frame(edited, "utility policy table")
+    except ValueError as exc:
+        st.error(str(exc))
+        return None
+    _download(
+        policy.to_frame(), "Download the utility policy (CSV)", "utility_policy.csv", "profiles_policy_dl"
+    )
+    return policy
+
+
+# ------------------------------------------------------------------------------------ anonymize
+def render_anonymize(ctx: Context) -> None:
+    st.subheader("Clinical profiles: PPE, UGACLIP and ACLIP (Loukides et al. 2010)")
+    knowledge, k = ctx.adversary.knowledge, int(ctx.k)
+    st.caption(
+        f"Filtering condition: **{knowledge.replace('_', ' ')}** (sidebar knowledge); k = {k} (sidebar). "
+        "The attacker knows the target is in the released cohort (the paper's assumption iii): the cohort "
+        "scope is verified"
+        + ("" if ctx.adversary.scope == "cohort" else ", not the sidebar's population scope")
+        + "."
+    )
+    c1, c2 = st.columns([1, 1])
+    choice = c1.radio("Method", CHOICES, horizontal=True, key="profiles_method")
+    limit = c2.number_input(
+        "Suppression limit (distinct codes; empty = none)",
+        min_value=0,
+        value=None,
+        step=1,
+        key="profiles_limit",
+    )
+    with st.expander("Utility policy (diseases whose case counts must be preserved)", expanded=False):
+        utility = _policy_editor()
+    if utility is None:
+        return
+    if k < 2:
+        st.info("Choose k >= 2 in the sidebar.")
+        return
+    with st.spinner("Extracting the privacy policy (PPE)..."):
+        policy = _policy(ctx.cohort, k, knowledge)
+    _policy_summary(policy)
+    methods = METHODS if choice == "Both" else (choice,)
+    runs: dict[str, ProfilesRun] = {}
+    policy_csv = utility.to_csv()
+    for m in methods:
+        with st.spinner(f"Running {m} on {ctx.cohort.n_patients:,} records..."):
+            out = _run(ctx.cohort, k, knowledge, m, policy_csv, None if limit is None else int(limit))
+        if isinstance(out, SuppressionLimitExceeded):
+            st.error(str(out))
+            continue
+        runs[m] = out
+    if not runs:
+        return
+    before = _original(ctx.cohort, knowledge)
+    _measures(runs)
+    _table_1(runs)
+    curves = {"original": before} | {
+        f"{m} released": r.verification.distinguishability for m, r in runs.items()
+    }
+    st.plotly_chart(
+        distinguishability_cdf_figure(
+            curves, k, "Distinguishability before and after", dashed=[f"{m} released" for m in runs]
+        ),
+        key="profiles_cdf",
+    )
+    _download(cdf_frame(curves), "Download the CDF data (CSV)", "profiles_cdf.csv", "profiles_cdf_dl")
+    for m, r in runs.items():
+        _release_block(m, r)
+
+
+def _policy_summary(policy: PrivacyPolicy) -> None:
+    a, b, c, d = st.columns(4)
+    a.metric("Privacy constraints", f"{len(policy):,}")
+    b.metric("Collected", f"{policy.n_collected:,}")
+    c.metric("Already protected", f"{policy.n_already_protected:,}")
+    d.metric("Covered by a superset", f"{policy.n_covered:,}")
+    frame = policy.to_frame()
+    largest = frame.sort_values(["size", "support"], ascending=[False, True], kind="stable").head(10)
+    with st.expander("The extracted privacy policy (largest constraints first)"):
+        st.dataframe(largest, hide_index=True, width="stretch")
+        _download(frame, "Download the privacy policy (CSV)", "privacy_policy.csv", "profiles_pp_dl")
+
+
+def _measures(runs: dict[str, ProfilesRun]) -> None:
+    rows = []
+    for m, r in runs.items():
+        s = r.summary()
+        rows.append(
+            {
+                "method": m,
+                "privacy policy": "satisfied" if r.check.ok else f"{r.check.n_violated} violated",
+                "risk engine": "verified" if r.verification.ok else "not verified",
+                "utility constraints satisfied": f"{s['utility_satisfied']}/{s['utility_constraints']}",
+                "codes suppressed": s["suppressed_codes"],
+                "events suppressed": f"{s['share_suppressed_events']:.2%}",
+                "generalized items": s["generalized_items"],
+                "NCP": round(s["ncp"], 4),
+                "RE mean": round(s["re_mean"], 3),
+                "RE sd": round(s["re_std"], 3),
+                "RE queries": len(r.relative_error.queries),
+            }
+        )
+    table = pd.DataFrame(rows)
+    st.dataframe(table, hide_index=True, width="stretch")
+    _download(table, "Download the measures (CSV)", "profiles_measures.csv", "profiles_measures_dl")
+
+
+def _table_1(runs: dict[str, ProfilesRun]) -> None:
+    st.markdown("**Utility constraints satisfied** (the layout of the paper's Table 1)")
+    table = satisfaction_table({m: r.satisfaction for m, r in runs.items()})
+    st.dataframe(table, hide_index=True, width="stretch")
+    _download(table, "Download Table 1 (CSV)", "profiles_table1.csv", "profiles_t1_dl")
+
+
+def _release_block(method: str, run: ProfilesRun) -> None:
+    st.markdown(f"**{method} release**")
+    if run.verified:
+        st.success(f"{run.check.message()} {run.verification.message()}")
+        publish(method, run.release, run.verification)
+        a, b = st.columns(2)
+        a.download_button(
+            f"Download the {method} release (CSV, gzip)",
+            lambda: _release_gz(run),
+            file_name=f"{method.lower()}_release.csv.gz",
+            mime="application/gzip",
+            key=f"profiles_{method}_release_dl",
+        )
+        _download_codemap(b, method, run)
+    else:
+        st.error(f"{run.check.message()} {run.verification.message()} No download until verified.")
+        st.dataframe(run.check.failing(), hide_index=True)
+        st.dataframe(run.verification.failing, hide_index=True)
+    with st.expander(f"{method}: generalization and suppression steps"):
+        trace = trace_frame(run.release)
+        st.dataframe(trace.head(500), hide_index=True, width="stretch")
+        _download(
+            trace, "Download the steps (CSV)", f"{method.lower()}_steps.csv", f"profiles_{method}_trace_dl"
+        )
+
+
+def _download_codemap(col, method: str, run: ProfilesRun) -> None:
+    cmap = run.release.code_map()
+    col.download_button(
+        f"Download the {method} code map (CSV)",
+        cmap.to_csv(index=False).encode(),
+        file_name=f"{method.lower()}_codemap.csv",
+        mime="text/csv",
+        key=f"profiles_{method}_codemap_dl",
+    )
+
+
+# ------------------------------------------------------------------------------------ trade-offs
+def render_tradeoffs(ctx: Context) -> None:
+    st.subheader("Clinical profiles: risk and utility against k (PNAS Figures 2-4)")
+    curves = {f"{kn.replace('_', ' ')}": _original(ctx.cohort, kn) for kn in KNOWLEDGES}
+    st.plotly_chart(
+        distinguishability_cdf_figure(
+            curves, int(ctx.k), "Figure 2: distinguishability of the original cohort"
+        ),
+        key="profiles_fig2",
+    )
+    fig2 = cdf_frame(curves)
+    _download(fig2, "Download Figure 2 data (CSV)", "profiles_figure2.csv", "profiles_fig2_dl")
+    summary = pd.DataFrame(
+        [
+            {
+                "filtering condition": name,
+                "unique": f"{np.mean(d <= 1):.1%}",
+                f"below {ctx.k}": f"{np.mean(d < ctx.k):.1%}",
+            }
+            for name, d in curves.items()
+        ]
+    )
+    st.dataframe(summary, hide_index=True)
+    ks = st.multiselect("Values of k", list(range(2, 26)), default=list(SWEEP_KS), key="profiles_sweep_ks")
+    conds = st.multiselect(
+        "Filtering conditions", list(KNOWLEDGES), default=list(KNOWLEDGES), key="profiles_sweep_conds"
+    )
+    policy = read_utility_policy() if _POLICY_KEY not in st.session_state else None
+    if policy is None:
+        try:
+            policy = utility_policy_from_frame(st.session_state[_POLICY_KEY], "utility policy table")
+        except ValueError as exc:
+            st.error(str(exc))
+            return
+    st.caption(
+        f"Each point runs PPE and UGACLIP / ACLIP on {ctx.cohort.n_patients:,} records with the utility policy "
+        f"of the Anonymize tab ({len(policy.diseases)} diseases); results are cached for the session."
+    )
+    if not st.button("Run the sweep", key="profiles_sweep_run") and not st.session_state.get(
+        "profiles_swept"
+    ):
+        return
+    st.session_state["profiles_swept"] = True
+    jobs = [(k, kn, m) for kn in conds for k in sorted(ks) for m in METHODS]
+    bar = st.progress(0.0, text="sweep")
+    rows = []
+    csv = policy.to_csv()
+    for n, (k, kn, m) in enumerate(jobs, start=1):
+        bar.progress(n / max(len(jobs), 1), text=f"{m}, {kn.replace('_', ' ')}, k = {k} ({n}/{len(jobs)})")
+        rows.append(_sweep_row(ctx.cohort, k, kn, m, csv))
+    bar.empty()
+    if not rows:
+        return
+    sweep = pd.DataFrame(rows)
+    st.dataframe(sweep, hide_index=True, width="stretch")
+    st.plotly_chart(satisfied_figure(sweep), key="profiles_fig3")
+    st.plotly_chart(relative_error_figure(sweep), key="profiles_fig4")
+    st.plotly_chart(suppression_figure(sweep), key="profiles_supp")
+    _download(sweep, "Download the sweep (CSV)", "profiles_sweep.csv", "profiles_sweep_dl")
