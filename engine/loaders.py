@@ -23,6 +23,7 @@ Conventions:
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import io
 import re
@@ -186,6 +187,8 @@ def read_table(
     except pd.errors.EmptyDataError:
         fc.note("error", None, "the file is empty", "a header row and at least one data row", "empty_file")
         return None
+    if header and _repeated_names(next(csv.reader([first], delimiter=sep), []), fc):
+        return None
     data_lines = nonblank[1:] if header else nonblank
     fc.rownum = data_lines if len(data_lines) == len(df) else np.arange(len(df)) + (2 if header else 1)
     if len(df) == 0:
@@ -200,6 +203,22 @@ def read_table(
         return None
     df.columns = [str(c) for c in df.columns]
     return df, fc
+
+
+def _repeated_names(names: list[str], fc: FileCheck) -> bool:
+    """Error (row 1) when a column name appears more than once in the header."""
+    seen = pd.Series([n.strip() for n in names])
+    repeated = sorted(set(seen[seen.duplicated()]))
+    if repeated:
+        fc.note(
+            "error",
+            ", ".join(repeated),
+            f"column name(s) repeated in the header: {', '.join(repr(n) for n in repeated)}",
+            "each column name once",
+            "duplicate_column",
+            (1,),
+        )
+    return bool(repeated)
 
 
 def _read_parquet(src: Source, fc: FileCheck) -> tuple[pd.DataFrame, FileCheck] | None:
@@ -562,6 +581,8 @@ def _id_header(df: pd.DataFrame, fc: FileCheck) -> tuple[pd.DataFrame | None, Fi
         df = df.rename(columns={df.columns[0]: PATIENT})  # a single unnamed column: every row is an id
         fc.rownum = fc.rownum.copy()
         return df, fc
+    if _repeated_names(first, fc):
+        return None, fc
     body = df.iloc[1:].reset_index(drop=True)
     body.columns = first
     fc.rownum = fc.rownum[1:]

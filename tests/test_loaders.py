@@ -324,3 +324,30 @@ def test_sample_loads_clean(sample_dataset) -> None:
         "genotypes.parquet",
         "labs.parquet",
     }
+
+
+CELL = st.text(alphabet=st.sampled_from(list('PV E0123456789.,-"; \t\nabcé')), max_size=8)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    header=st.lists(
+        st.sampled_from(["patient_id", "code", "visit", "age", "day", "lab", "rs1", "x", ""]), max_size=5
+    ),
+    cells=st.lists(CELL, max_size=25),
+    raw=st.binary(max_size=40),
+    kind=st.sampled_from(["events", "labs", "genotypes", "ids"]),
+)
+def test_any_input_gives_data_or_a_data_error(
+    header: list[str], cells: list[str], raw: bytes, kind: str
+) -> None:
+    """No input makes a loader fail with anything but DataError (the app never shows a traceback)."""
+    loader = {"events": load_events, "labs": load_labs, "genotypes": load_genotypes, "ids": load_ids}[kind]
+    text = ",".join(header) + "\n" + ",".join(cells)
+    for data in (text.encode(), raw, text.encode() + raw):
+        try:
+            loaded = loader(Source("fuzz.csv", data))
+        except DataError as exc:
+            assert exc.report.errors and all(f.file == "fuzz.csv" for f in exc.report.errors)
+        else:
+            assert loaded.report.errors == []
