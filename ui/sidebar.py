@@ -23,7 +23,7 @@ from engine.adversary import KNOWLEDGES, SCOPES, Adversary
 from engine.dataset import Dataset
 from engine.loaders import DataError, Loaded, load_sample_checked, load_uploaded
 from engine.records import Records
-from engine.validation import ValidationReport
+from engine.validation import Finding, ValidationReport
 from ui.context import Context
 
 SAMPLE, UPLOAD = "Shipped sample", "Upload files"
@@ -100,6 +100,19 @@ def _load_uploads(
             memo[key] = (loaded, None)
         except DataError as exc:
             memo[key] = (None, exc)
+        except Exception as exc:  # a loader bug must still not show the user a traceback
+            report = ValidationReport()
+            report.add(
+                Finding(
+                    "error",
+                    ", ".join(f.name for f in files.values()),
+                    None,
+                    f"could not read the files ({type(exc).__name__}: {exc})",
+                    "CSV or Parquet files as described on the Cohort page",
+                    kind="unreadable",
+                )
+            )
+            memo[key] = (None, DataError(report))
     loaded, error = memo[key]
     return loaded, error, repr(key)
 
