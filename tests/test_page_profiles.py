@@ -36,8 +36,10 @@ navigation.run()
 """
 
 
-def _app(page: str) -> AppTest:
+def _app(page: str, **state) -> AppTest:
     at = AppTest.from_string(HARNESS.replace("PAGE", page), default_timeout=300)
+    for key, value in state.items():  # set before the first run: no run with defaults to discard
+        at.session_state[key] = value
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     return at
@@ -49,10 +51,8 @@ def _text(at: AppTest) -> str:
 
 
 def test_anonymize_tab_runs_verifies_and_offers_downloads() -> None:
-    at = _app("anonymize")
-    at.radio(key="adversary_knowledge").set_value("all_visits").run()
-    at.radio(key="profiles_method").set_value("ACLIP").run()
-    assert not at.exception, [e.value for e in at.exception]
+    at = _app("anonymize", adversary_knowledge="all_visits", profiles_method="ACLIP", k=10)
+    assert at.radio(key="adversary_knowledge").value == "all_visits"
     text = _text(at)
     assert "Privacy policy satisfied" in text and "Verified" in text, text[:2000]
     assert {"Privacy constraints", "Collected"} <= {m.label for m in at.metric}
@@ -68,10 +68,8 @@ def test_anonymize_tab_runs_verifies_and_offers_downloads() -> None:
 
 
 def test_tradeoffs_tab_figure_2_and_a_small_sweep() -> None:
-    at = _app("tradeoffs")
+    at = _app("tradeoffs", profiles_sweep_ks=[25], profiles_sweep_conds=["all_visits"])
     assert len(at.get("plotly_chart")) >= 1  # Figure 2
-    at.multiselect(key="profiles_sweep_ks").set_value([25]).run()
-    at.multiselect(key="profiles_sweep_conds").set_value(["all_visits"]).run()
     at.button(key="profiles_sweep_run").click().run()
     assert not at.exception, [e.value for e in at.exception]
     assert len(at.get("plotly_chart")) >= 4  # Figures 2, 3, 4 and suppression
