@@ -203,7 +203,8 @@ def render_anonymize(ctx: Context) -> None:
         "frequency below k is one bin; what is still below k is suppressed. The paper's privacy model asks "
         "that every single visit's codes be held by k records; its procedure guarantees it for single "
         "codes only, so every release is verified by the risk engine and the records still below k are "
-        f"shown. k = **{ctx.k}** from the sidebar."
+        f"shown. k = **{ctx.k}** from the sidebar; the attacker knows the codes of one visit (the paper's "
+        "model, whatever the sidebar's knowledge), and the sidebar's scope picks the release shown first."
     )
     c1, c2 = st.columns([3, 2])
     with c1:
