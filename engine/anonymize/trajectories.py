@@ -345,7 +345,7 @@ class LDAResult:
     `clusters[c]`: record indexes of cluster c in the order they joined; `cluster_pairs[c]`: its
     anonymized trajectory as (ICD node, Age node) of `model`'s hierarchies; `pair_icd`, `pair_age`:
     per original pair, the node it is released as (the root when suppressed); `pair_kept`: False
-    for suppressed pairs. `cost`: the alignment cost (weighted, integer units) of each cluster.
+    for suppressed pairs.
     """
 
     trajectories: Trajectories
@@ -538,21 +538,17 @@ def lda(
         if progress is not None:
             progress(1.0 - pool.alive.sum() / max(n_total, 1))
 
-    while pool.alive.sum() >= 2 * k:
+    def farthest_from_most_frequent() -> int:
         alive = np.flatnonzero(pool.alive)
         cnt = np.bincount(group[alive])
-        top = np.flatnonzero(cnt[group[alive]] == cnt.max())
-        mf = int(alive[top[0]])  # most frequent trajectory, first record in cohort order
+        mf = int(alive[np.flatnonzero(cnt[group[alive]] == cnt.max())[0]])  # step 1, first in cohort order
         recs, costs = pool.costs(tup[mf], method)
-        far = int(recs[np.flatnonzero(costs == costs.max())[0]])
-        grow(far, k)
-    if pool.alive.any():
-        alive = np.flatnonzero(pool.alive)
-        cnt = np.bincount(group[alive])
-        mf = int(alive[np.flatnonzero(cnt[group[alive]] == cnt.max())[0]])
-        recs, costs = pool.costs(tup[mf], method)
-        far = int(recs[np.flatnonzero(costs == costs.max())[0]])
-        grow(far, len(alive))
+        return int(recs[np.flatnonzero(costs == costs.max())[0]])  # step 2, lowest index on ties
+
+    while pool.alive.sum() >= 2 * k:  # steps 3-4
+        grow(farthest_from_most_frequent(), k)
+    if pool.alive.any():  # the last k..2k-1 records form the final cluster
+        grow(farthest_from_most_frequent(), int(pool.alive.sum()))
     params = {
         "k": k,
         "method": method,
