@@ -227,3 +227,27 @@ def test_batched_clustering_equals_pure_python_reference(pairs, k: int, method: 
     fast, ref = lda(t, k, kernel="batched", **kw), lda(t, k, kernel="reference", **kw)
     assert [c.tolist() for c in fast.clusters] == [c.tolist() for c in ref.clusters]
     assert fast.released_frame().equals(ref.released_frame())
+
+
+def test_from_records_keeps_patients_without_pairs_as_empty_records() -> None:
+    import pandas as pd
+
+    from engine.records import Records
+
+    df = pd.DataFrame(
+        {
+            "patient_id": ["a", "a", "b", "b", "c", "d"],
+            "visit": [1, 2, 1, 2, 1, 1],
+            "code": ["401.1", "401.1", "401.1", "401.9", "724.2", "250.00"],
+            "age": [40, 41, 40, 42, 55, 60],
+        }
+    )
+    t = Trajectories.from_records(Records.from_frame(df), codes=["401.1", "401.9"])
+    assert t.patient_ids.tolist() == ["a", "b", "c", "d"] and t.lengths.tolist() == [2, 2, 0, 0]
+    res = lda(t, 2, age_domain=(30, 61))
+    rel = res.release()
+    assert rel.records.n_patients == 4
+    v = verify(rel, Adversary("cohort", "all_visits"), 2)
+    assert v.ok and v.distinguishability.tolist()[2:] == [4, 4]  # nothing to know: every candidate
+    with pytest.raises(ValueError, match="no 'age' column"):
+        Trajectories.from_records(Records.from_frame(df.drop(columns="age")))
