@@ -71,3 +71,12 @@ def test_cli_bad_input_exits_2(files, capsys, extra, message) -> None:
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
     assert not (tmp / "r.csv").exists()
+
+
+def test_cli_roll_up_to_three_digit(files) -> None:
+    tmp, ev, co = files
+    out = tmp / "rel.csv"
+    args = ["anonymize", "lda", "--events", str(ev), "--cohort", str(co), "--k", "3", "--age-domain", "33-40"]
+    assert main([*args, "--roll-up", "3-digit", "--codes", "401", "--out", str(out)]) == 0
+    rel = pd.read_csv(out, dtype=str)
+    assert set(rel["code"]) <= {"401", "390-459", "401-405", "Any"}

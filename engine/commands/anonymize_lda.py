@@ -2,7 +2,7 @@
 
     python -m engine anonymize lda --events EVENTS --cohort IDS --k K [--w-icd W]
         [--method a-gs|baseline] [--age-domain LO-HI] [--codes C1,C2,... | --top-codes N]
-        [--icd-levels thesis|full] --out RELEASED.csv [--report REPORT.json]
+        [--roll-up 3-digit] [--icd-levels thesis|full] --out RELEASED.csv [--report REPORT.json]
 
 Each cohort patient's (ICD, Age) pairs form a trajectory; MDAV clusters of at least k records are
 anonymized by A-GS (or Baseline) alignment. RELEASED.csv is long form `patient_id,code,age`, where
@@ -39,6 +39,11 @@ def register(methods) -> None:
     codes.add_argument("--codes", help="keep only these codes, comma-separated (e.g. 250,272,401,724)")
     codes.add_argument(
         "--top-codes", type=int, help="keep the N codes held by most cohort patients (D50: 50)"
+    )
+    p.add_argument(
+        "--roll-up",
+        choices=("4-digit", "3-digit", "section", "chapter"),
+        help="replace each code by its ancestor at this level first (the thesis' D4 sets use 3-digit codes)",
     )
     p.add_argument(
         "--icd-levels",
@@ -85,6 +90,8 @@ def run(args: argparse.Namespace) -> int:
         )
     cohort = load_ids(args.cohort, population=df["patient_id"].astype(str).unique(), group="cohort")
     codes = [c.strip() for c in args.codes.split(",") if c.strip()] if args.codes else None
+    if args.roll_up:
+        df = df.assign(code=Hierarchy.icd9().roll_up(df["code"].astype(str).tolist(), args.roll_up))
     traj = Trajectories.from_frame(df, patient_ids=cohort.data, codes=codes, top_codes=args.top_codes)
     if int((traj.lengths > 0).sum()) == 0:
         raise UserError("no cohort patient has any of the selected codes; nothing to anonymize")
@@ -100,7 +107,12 @@ def run(args: argparse.Namespace) -> int:
     losses = record_losses(res)
     report = {
         "method": f"LDA {args.method} + MDAV (Tamersoy 2011 thesis, chapter IV)",
-        "parameters": {**release.params, "codes": codes, "top_codes": args.top_codes},
+        "parameters": {
+            **release.params,
+            "codes": codes,
+            "top_codes": args.top_codes,
+            "roll_up": args.roll_up,
+        },
         "inputs": {**events.sources, **cohort.sources},
         "trajectories": traj.summary(),
         "loss": {"ILM": release.loss["ILM"], "ALM": release.loss["ALM"], "AvgRE": are.value},
