@@ -18,6 +18,8 @@ import argparse
 import json
 from pathlib import Path
 
+import pandas as pd
+
 from engine.cli import UserError
 
 
@@ -70,7 +72,7 @@ def parse_age_domain(text: str) -> tuple[int, int]:
 def run(args: argparse.Namespace) -> int:
     from engine import risk
     from engine.adversary import Adversary
-    from engine.anonymize.trajectories import Trajectories, lda
+    from engine.anonymize.trajectories import Trajectories, default_age_domain, lda
     from engine.hierarchy import ICD9_LEVELS, ICD9_THESIS_LEVELS, Hierarchy
     from engine.loaders import load_events, load_ids
     from engine.utility.loss import avg_re, level_shares, record_losses
@@ -93,6 +95,9 @@ def run(args: argparse.Namespace) -> int:
     if args.roll_up:
         df = df.assign(code=Hierarchy.icd9().roll_up(df["code"].astype(str).tolist(), args.roll_up))
     traj = Trajectories.from_frame(df, patient_ids=cohort.data, codes=codes, top_codes=args.top_codes)
+    if domain is None:  # from every age of the cohort (as the app), not only those of the kept codes
+        in_cohort = df["patient_id"].astype(str).isin(set(cohort.data.tolist()))
+        domain = default_age_domain(pd.to_numeric(df.loc[in_cohort, "age"]).to_numpy())
     if int((traj.lengths > 0).sum()) == 0:
         raise UserError("no cohort patient has any of the selected codes; nothing to anonymize")
     icd = Hierarchy.icd9(ICD9_THESIS_LEVELS if args.icd_levels == "thesis" else ICD9_LEVELS)
