@@ -251,3 +251,18 @@ def test_from_records_keeps_patients_without_pairs_as_empty_records() -> None:
     assert v.ok and v.distinguishability.tolist()[2:] == [4, 4]  # nothing to know: every candidate
     with pytest.raises(ValueError, match="no 'age' column"):
         Trajectories.from_records(Records.from_frame(df.drop(columns="age")))
+
+
+def test_sweeps_over_k_and_weights() -> None:
+    from engine.utility.loss import sweep_k, sweep_weights
+
+    t = Trajectories.from_pairs(FIG3A * 3)
+    kw = {"icd_hierarchy": HYP, "age_hierarchy": AGES}
+    df = sweep_k(t, ks=(2, 3), **kw)
+    assert df[["method", "k"]].values.tolist() == [["baseline", 2], ["baseline", 3], ["a-gs", 2], ["a-gs", 3]]
+    assert df[["ILM", "ALM", "AvgRE"]].ge(0).all().all() and df[["ILM", "ALM"]].le(1).all().all()
+    # on Figure 3a A-GS loses no more than Baseline (ILM + ALM)
+    tot = df.assign(t=df.ILM + df.ALM).set_index(["method", "k"])["t"]
+    assert tot["a-gs", 2] <= tot["baseline", 2]
+    w = sweep_weights(t, k=2, weights=(0.1, 0.9), **kw)
+    assert w["w_icd"].tolist() == [0.1, 0.9] and w["w_age"].tolist() == [0.9, 0.1]
