@@ -1,0 +1,185 @@
+"""Risk: distinguishability of the cohort under the four adversaries, before and after each release.
+
+Tamersoy 2010 Figure 4 and the PNAS Figure 2 (share of records at or below each distinguishability),
+with k marked; headline figures for the sidebar's adversary; the code patterns that single out the
+riskiest records (codes only, never identifiers). Everything is computed by `engine.risk`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from engine import risk
+from engine.adversary import ALL_ADVERSARIES, Adversary
+from engine.records import Records
+from engine.release import Release
+from ui import releases
+from ui.context import HASH_FUNCS, current
+from ui.risk_charts import cdf_frame, distinguishability_cdf_figure
+
+
+# ------------------------------------------------------------------------------ cached engine calls
+@st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=16)
+def _original(cohort: Records, population: Records, count_repeats: bool) -> dict[str, np.ndarray]:
+    together = risk.all_adversaries(cohort, population, count_repeats=count_repeats)
+    return {adv.label: dis for adv, dis in together.items()}
+
+
+@st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=16)
+def _patterns(
+    cohort: Records, population: Records, scope: str, knowledge: str, count_repeats: bool, n: int
+) -> pd.DataFrame:
+    cands = population if scope == "population" else cohort
+    return risk.riskiest_patterns(cohort, cands, knowledge, count_repeats=count_repeats, n=n)
+
+
+@st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=32)
+def _released(
+    name: str, fingerprint: str, _release: Release, population: Records, scope: str, knowledge: str
+) -> np.ndarray:
+    """Keyed on the release's name and content fingerprint (the Release itself is not hashed)."""
+    return risk.release_distinguishability(_release, Adversary(scope, knowledge), population)
+
+
+@st.cache_data(scope="session", show_spinner=False)
+def _csv(df: pd.DataFrame) -> bytes:
+    return df.to_csv(index=False).encode()
+
+
+def _download(df: pd.DataFrame, name: str, label: str = "Download data (CSV)") -> None:
+    st.download_button(label, _csv(df), file_name=name, mime="text/csv", key=f"dl_{name}")
+
+
+def _summary_table(curves: dict[str, np.ndarray], k: int) -> pd.DataFrame:
+    rows = []
+    for name, dis in curves.items():
+        s = risk.summarize(dis, k)
+        rows.append(
+            {
+                "curve": name,
+                "records": s.n_records,
+                "share unique": s.share_unique,
+                f"share below k={k}": s.share_below_k,
+                "median distinguishability": s.median,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------------------------------ page
+ctx = current()
+adv, k = ctx.adversary, ctx.k
+st.title("Risk")
+st.caption(
+    f"Adversary (sidebar): **{adv.label}**. {adv.describe()} Distinguishability is the number of candidate "
+    "records consistent with what the attacker knows; 1 means unique, below k means unpublishable."
+)
+count_repeats = st.checkbox(
+    "Count repeated codes (all-visits knowledge includes how often each code was assigned, Tamersoy 2010)",
+    value=False,
+    key="risk_count_repeats",
+)
+
+with st.spinner("Computing distinguishability under the four adversaries..."):
+    curves = _original(ctx.cohort, ctx.population, count_repeats)
+dis = curves[adv.label]
+s = risk.summarize(dis, k)
+
+st.header("Headline figures")
+c1, c2, c3, c4 = st.columns(4)
+c1.metric("Cohort records", f"{s.n_records:,}")
+c2.metric("Share unique (distinguishability 1)", f"{s.share_unique:.1%}")
+c3.metric(f"Share below k = {k}", f"{s.share_below_k:.1%}")
+c4.metric("Median distinguishability", f"{s.median:g}")
+
+st.header("The four adversaries")
+st.caption(
+    "Share of cohort records at or below each distinguishability (x on a log scale), one curve per adversary; "
+    "the sidebar's adversary is drawn thicker."
+)
+fig = distinguishability_cdf_figure(
+    curves, k, "Original cohort: distinguishability by adversary", highlight=adv.label
+)
+st.plotly_chart(fig, key="risk_cdf_adversaries")
+summary = _summary_table(curves, k)
+st.dataframe(
+    summary,
+    hide_index=True,
+    column_config={
+        "share unique": st.column_config.NumberColumn(format="percent"),
+        f"share below k={k}": st.column_config.NumberColumn(format="percent"),
+    },
+    key="risk_summary_table",
+)
+d1, d2 = st.columns(2)
+with d1:
+    _download(cdf_frame(curves), "risk_cdf_adversaries.csv", "Download CDF data (CSV)")
+with d2:
+    _download(summary, "risk_summary_adversaries.csv", "Download summary (CSV)")
+with st.expander("Who are the four adversaries?"):
+    for a in ALL_ADVERSARIES:
+        st.markdown(f"- **{a.label}**: {a.describe()}")
+
+st.header("Riskiest code patterns")
+st.caption(
+    "For each cohort record, the known set with the fewest consistent candidates (a visit's codes under "
+    "single-visit knowledge, the whole record under all-visits), grouped by pattern. Codes only: no "
+    "patient identifiers are shown."
+)
+n_patterns = st.slider("Patterns to show", 5, 100, 20, step=5, key="risk_n_patterns")
+with st.spinner("Finding the riskiest code patterns..."):
+    patterns = _patterns(
+        ctx.cohort,
+        ctx.population,
+        adv.scope,
+        adv.knowledge,
+        count_repeats and adv.knowledge == "all_visits",
+        n_patterns,
+    )
+st.dataframe(patterns, hide_index=True, key="risk_patterns_table")
+_download(patterns, "risk_riskiest_patterns.csv")
+
+st.header("Before and after")
+published = releases.available()
+if not published:
+    st.info(
+        "No release yet. Run a method on the Anonymize page; its release then appears here against the "
+        "original on the same axes."
+    )
+else:
+    st.caption(f"Original cohort and every release of this session under **{adv.label}**, k = {k}.")
+    before_after: dict[str, np.ndarray] = {"original": dis}
+    status = []
+    progress = st.progress(0.0, text="Verifying releases...")
+    for i, (name, pub) in enumerate(published.items()):
+        rel = pub.release
+        try:
+            rdis = _released(name, rel.records.fingerprint, rel, ctx.population, adv.scope, adv.knowledge)
+        except ValueError as exc:  # e.g. a population adversary with no population
+            status.append({"release": name, "method": rel.method, "method's own verification": str(exc)})
+            continue
+        before_after[name] = rdis
+        ok = bool((rdis >= k).all())
+        status.append(
+            {
+                "release": name,
+                "method": rel.method,
+                f"verified here ({adv.label}, k={k})": ok,
+                "records below k": int((rdis < k).sum()),
+                "method's own verification": pub.verification.message(),
+            }
+        )
+        progress.progress((i + 1) / len(published), text=f"Verified {name}")
+    progress.empty()
+    fig2 = distinguishability_cdf_figure(
+        before_after, k, "Before and after anonymization", highlight="original", dashed=list(before_after)[1:]
+    )
+    st.plotly_chart(fig2, key="risk_cdf_before_after")
+    st.dataframe(pd.DataFrame(status), hide_index=True, key="risk_release_status")
+    b1, b2 = st.columns(2)
+    with b1:
+        _download(cdf_frame(before_after), "risk_cdf_before_after.csv", "Download CDF data (CSV)")
+    with b2:
+        _download(_summary_table(before_after, k), "risk_summary_before_after.csv", "Download summary (CSV)")

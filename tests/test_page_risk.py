@@ -1,0 +1,90 @@
+"""AppTest of the Risk page (pages/risk.py) on the shipped sample, through app.py and its sidebar."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from engine import risk
+from engine.release import Release
+from ui.releases import PublishedRelease
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.skipif(
+    not (ROOT / "sample_data" / "events.parquet").exists(), reason="the shipped sample is not there yet"
+)
+
+
+def _risk_page(**choices) -> AppTest:
+    """The Risk page through app.py; `choices` preset the sidebar's keyed widgets (ui/sidebar.py KEYS)."""
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
+    for key, value in choices.items():
+        at.session_state[key] = value
+    at.run()
+    at.switch_page("pages/risk.py")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _metrics(at: AppTest) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def test_risk_page_shows_curves_headlines_and_patterns():
+    at = _risk_page()
+    assert at.title[0].value == "Risk"
+    metrics = _metrics(at)
+    assert {"Cohort records", "Share unique (distinguishability 1)", "Median distinguishability"} <= set(
+        metrics
+    )
+    ctx = at.session_state["context"]
+    # the headline figures are the engine's, for the sidebar's adversary
+    dis = risk.original_distinguishability(ctx.cohort, ctx.adversary, ctx.population)
+    s = risk.summarize(dis, ctx.k)
+    assert metrics["Share unique (distinguishability 1)"] == f"{s.share_unique:.1%}"
+    assert metrics[f"Share below k = {ctx.k}"] == f"{s.share_below_k:.1%}"
+    charts = at.get("plotly_chart")
+    assert len(charts) == 1  # no release yet: the four-adversary chart only
+    summary = at.dataframe[0].value
+    assert len(summary) == 4
+    patterns = at.dataframe[1].value
+    assert list(patterns.columns) == ["distinguishability", "records", "items", "codes", "descriptions"]
+    assert len(patterns) == 20
+    assert patterns["distinguishability"].is_monotonic_increasing
+    ids = set(ctx.cohort.patient_ids.astype(str).tolist())
+    assert not ids & set(patterns.astype(str).to_numpy().ravel().tolist())  # never identifiers
+    assert len(at.get("download_button")) >= 3
+    assert any("No release yet" in i.value for i in at.info)
+
+
+def test_sidebar_choices_recompute():
+    before = _metrics(_risk_page())
+    at = _risk_page(k=10, adversary_knowledge="all_visits")
+    after = _metrics(at)
+    assert "Share below k = 10" in after and "Share below k = 5" in before
+    assert after["Share unique (distinguishability 1)"] != before["Share unique (distinguishability 1)"]
+    ctx = at.session_state["context"]
+    assert (ctx.k, ctx.adversary.knowledge) == (10, "all_visits")
+    dis = risk.original_distinguishability(ctx.cohort, ctx.adversary, ctx.population)
+    assert after["Share below k = 10"] == f"{risk.summarize(dis, 10).share_below_k:.1%}"
+
+
+def test_before_and_after_for_published_release():
+    at = _risk_page()
+    ctx = at.session_state["context"]
+    # a release that suppresses every code: every record matches every candidate
+    empty = ctx.cohort.keep_events(np.zeros(ctx.cohort.n_events, dtype=bool))
+    release = Release("suppress all", empty)
+    verification = risk.verify(release, ctx.adversary, ctx.k, ctx.population)
+    assert verification.ok
+    at.session_state["releases"] = {"Suppress all": PublishedRelease("Suppress all", release, verification)}
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert len(at.get("plotly_chart")) == 2
+    status = at.dataframe[2].value
+    assert status["release"].tolist() == ["Suppress all"]
+    assert status["records below k"].tolist() == [0]
