@@ -1,8 +1,13 @@
 """AppTest: the app starts on the shipped sample, every page of app.py renders without exception,
 the sidebar's choices drive the Cohort page and survive page switches, and uploads are validated.
 
-Pages named in app.py whose files are not written yet are skipped with the reason; while any is
-missing, the app runs from app.py's own text with those pages left out (paths made absolute).
+Pages named in app.py whose files are not written yet are skipped with the reason.
+
+The interactive tests run app.py's own text through `AppTest.from_string` with absolute page paths
+(and without the pages not written yet): with `AppTest.from_file("app.py")` (Streamlit 1.67), every
+rerun after the first executes the page without the entry point, so the sidebar vanishes and its
+widget state is dropped (a `pages/` folder beside the main script switches AppTest's PagesManager
+to the legacy pages-directory mode). `test_app_py_itself` still runs app.py from its file once.
 """
 
 from __future__ import annotations
@@ -24,9 +29,7 @@ pytestmark = pytest.mark.skipif(sample_missing_reason() is not None, reason=samp
 
 
 def _app() -> AppTest:
-    """app.py itself, or its text without the missing pages' lines (absolute page paths)."""
-    if not MISSING:
-        return AppTest.from_file(str(APP), default_timeout=TIMEOUT)
+    """app.py's text, pages as absolute paths, pages not written yet left out (see module docstring)."""
     lines = [ln for ln in APP.read_text().splitlines() if not any(f'"{m}"' in ln for m in MISSING)]
     text = "\n".join(lines).replace('st.Page("pages/', f'st.Page("{ROOT}/pages/')
     text = f"import sys\nsys.path.insert(0, {str(ROOT)!r})\n" + text
@@ -34,7 +37,7 @@ def _app() -> AppTest:
 
 
 def _page(path: str) -> str:
-    return path if not MISSING else str(ROOT / path)
+    return str(ROOT / path)
 
 
 def _metrics(at: AppTest) -> dict[str, list[str]]:
@@ -50,6 +53,16 @@ def app() -> AppTest:
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     return at
+
+
+def test_app_py_itself() -> None:
+    if MISSING:
+        pytest.skip(f"app.py names pages not written yet: {', '.join(MISSING)}")
+    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert [t.value for t in at.title] == ["Cohort"]
+    assert at.sidebar.number_input(key="k").value == 5
 
 
 def test_app_starts_on_the_cohort_page(app: AppTest) -> None:
