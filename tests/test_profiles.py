@@ -235,3 +235,18 @@ def test_deterministic():
     a, b = aclip(r, policy, 5), aclip(r, policy, 5)
     assert a.records.fingerprint == b.records.fingerprint
     assert np.array_equal(a.records.items, b.records.items)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    cohorts(),
+    st.integers(2, 4),
+    st.lists(st.lists(st.sampled_from([*CODES, "999.9"]), min_size=1, max_size=4, unique=True), max_size=5),
+    st.booleans(),
+)
+def test_custom_policies_with_unsupported_constraints_are_satisfied(r, k, code_sets, guided):
+    """User-supplied constraints may be nonsupported (never held together); the release still
+    satisfies them: every nonempty subset shared by >= k records or by none."""
+    policy = extract_policy(r, k, "custom", code_sets=code_sets)
+    rel = ugaclip(r, policy, k, SMALL_UTILITY) if guided else aclip(r, policy, k)
+    assert check_policy(code_sets, rel, k).ok
