@@ -21,7 +21,15 @@ UL(item) = (2^|item| - 1) / (2^|I| - 1) * sup(item) / N for an item of |item| co
 `Release.loss["ul_log2"]` reports log2 of the sum over generalized items of (2^|item| - 1) * sup(item)
 / N (log scale: items of hundreds of codes overflow floats); partners are compared on the same log. Ties:
 smaller support of the merged item, then the partner's first code in text order. For comparison the
-normalized certainty penalty (NCP; Terrovitis, Mamoulis & Kalnis 2008) of the release is reported too.
+normalized certainty penalty of set-valued generalization (NCP; Terrovitis, Mamoulis & Kalnis 2008,
+"Privacy-preserving anonymization of set-valued data", PVLDB 1(1)) is reported too: each original
+(record, code) occurrence released inside an item of m > 1 codes costs m / |I|, averaged over all
+occurrences (suppressed ones are counted separately, in the suppression figures).
+
+Supports only grow during a run (merging widens items; suppression drops an item from the images
+that held it), so constraint supports are refreshed lazily: the constraint popped from the max-heap
+is re-counted and pushed back when its support rose, and is processed only when its stored support is
+current (stale entries are lower bounds).
 
 The release holds each visit's set of items: an item is released once per visit (repeats would tell
 how many of its codes the visit had; the paper's records are sets), counted in `loss["merged_events"]`.
