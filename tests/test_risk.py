@@ -216,3 +216,67 @@ def test_deterministic_and_vocabulary_independent():
         x = risk.distinguishability(pop, pop, knowledge)
         y = risk.distinguishability(other, other, knowledge)
         assert x.tolist() == y.tolist() == [2, 3, 1]
+
+
+# ------------------------------------------------------------------------------------------- CLI
+def _write_fig1(tmp_path):
+    rows = [(p, c) for p, codes in FIG1_P.items() for c in codes]
+    events = tmp_path / "events.csv"
+    pd.DataFrame(rows, columns=["patient_id", "code"]).to_csv(events, index=False)
+    cohort = tmp_path / "cohort.csv"
+    pd.DataFrame({"patient_id": ["Alan", "Tom", "Bella"]}).to_csv(cohort, index=False)
+    return events, cohort
+
+
+def test_cli_writes_distinguishability_and_summary(tmp_path, capsys):
+    from engine.cli import main
+
+    events, cohort = _write_fig1(tmp_path)
+    out = tmp_path / "dis.csv"
+    args = ["risk", "--events", str(events), "--cohort", str(cohort), "--scope", "population"]
+    code = main([*args, "--knowledge", "all_visits", "--k", "2", "--count-repeats", "--out", str(out)])
+    assert code == 0
+    got = pd.read_csv(out, dtype={"patient_id": str})
+    assert got.to_dict("list") == {"patient_id": ["Alan", "Tom", "Bella"], "distinguishability": [4, 1, 2]}
+    printed = capsys.readouterr().out
+    assert "share unique (distinguishability 1): 33.33%" in printed
+    assert "share below k = 2: 33.33%" in printed
+    # cohort defaults to the population, and without repeats Tom is no longer unique
+    code = main(
+        ["risk", "--events", str(events), "--scope", "cohort", "--knowledge", "all_visits", "--out", str(out)]
+    )
+    assert code == 0
+    got = pd.read_csv(out, dtype={"patient_id": str})
+    assert len(got) == len(FIG1_P)
+    assert dict(zip(got["patient_id"], got["distinguishability"], strict=True))["Tom"] == 2
+
+
+def test_cli_bad_input_exits_with_one_line(tmp_path, capsys):
+    from engine.cli import main
+
+    events, _ = _write_fig1(tmp_path)
+    out = tmp_path / "dis.csv"
+    bad_cohort = tmp_path / "bad_cohort.csv"
+    pd.DataFrame({"patient_id": ["Alan", "Nobody"]}).to_csv(bad_cohort, index=False)
+    base = [
+        "risk",
+        "--events",
+        str(events),
+        "--scope",
+        "cohort",
+        "--knowledge",
+        "single_visit",
+        "--out",
+        str(out),
+    ]
+    assert main([*base, "--cohort", str(bad_cohort)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and "bad_cohort.csv" in err and "Traceback" not in err
+    no_code = tmp_path / "no_code.csv"
+    pd.DataFrame({"patient_id": ["a"], "diagnosis": ["250"]}).to_csv(no_code, index=False)
+    assert main([*base[:2], str(no_code), *base[3:]]) == 2
+    assert "code" in capsys.readouterr().err
+    assert main([*base, "--k", "0"]) == 2
+    assert "--k" in capsys.readouterr().err
+    assert main([*base[:-1], str(tmp_path / "missing_dir" / "x.csv")]) == 2
+    assert "does not exist" in capsys.readouterr().err
