@@ -247,7 +247,7 @@ def _measures(runs: dict[str, ProfilesRun]) -> None:
                 "privacy policy": "satisfied" if r.check.ok else f"{r.check.n_violated} violated",
                 "risk engine": "verified" if r.verification.ok else "not verified",
                 "utility constraints satisfied": f"{s['utility_satisfied']}/{s['utility_constraints']}",
-                "codes suppressed": s["suppressed_codes"],
+                "codes suppressed": f"{s['suppressed_codes']} ({r.release.loss['share_suppressed_codes']:.2%} of codes)",
                 "events suppressed": f"{s['share_suppressed_events']:.2%}",
                 "generalized items": s["generalized_items"],
                 "NCP": round(s["ncp"], 4),
