@@ -116,12 +116,12 @@ def _download(df: pd.DataFrame, label: str, name: str, key: str) -> None:
     st.download_button(label, df.to_csv(index=False).encode(), file_name=name, mime="text/csv", key=key)
 
 
-def _release_gz(run: ProfilesRun) -> bytes:
-    """The released events as gzip CSV (anonymized items of many codes repeat long labels)."""
+def _csv_gz(frame: pd.DataFrame) -> bytes:
+    """A frame as gzip CSV (anonymized items of many codes repeat long labels, which compress well)."""
     buf = io.BytesIO()
     with gzip.GzipFile(fileobj=buf, mode="wb", compresslevel=6, mtime=0) as gz:
         text = io.TextIOWrapper(gz, encoding="utf-8", newline="")
-        write_release_csv(run.release.to_frame(), text)
+        write_release_csv(frame, text)
         text.flush()
         text.detach()
     return buf.getvalue()
@@ -250,6 +250,7 @@ def _measures(runs: dict[str, ProfilesRun]) -> None:
                 "codes suppressed": f"{s['suppressed_codes']} ({r.release.loss['share_suppressed_codes']:.2%} of codes)",
                 "events suppressed": f"{s['share_suppressed_events']:.2%}",
                 "generalized items": s["generalized_items"],
+                "largest item (codes)": r.release.loss["largest_item"],
                 "NCP": round(s["ncp"], 4),
                 "RE mean": round(s["re_mean"], 3),
                 "RE sd": round(s["re_std"], 3),
@@ -276,12 +277,18 @@ def _release_block(method: str, run: ProfilesRun) -> None:
         a, b = st.columns(2)
         a.download_button(
             f"Download the {method} release (CSV, gzip)",
-            lambda: _release_gz(run),
+            lambda: _csv_gz(run.release.to_frame()),
             file_name=f"{method.lower()}_release.csv.gz",
             mime="application/gzip",
             key=f"profiles_{method}_release_dl",
         )
-        _download_codemap(b, method, run)
+        b.download_button(
+            f"Download the {method} code map (CSV, gzip)",
+            lambda: _csv_gz(run.release.code_map()),
+            file_name=f"{method.lower()}_codemap.csv.gz",
+            mime="application/gzip",
+            key=f"profiles_{method}_codemap_dl",
+        )
     else:
         st.error(f"{run.check.message()} {run.verification.message()} No download until verified.")
         st.dataframe(run.check.failing(), hide_index=True)
@@ -292,17 +299,6 @@ def _release_block(method: str, run: ProfilesRun) -> None:
         _download(
             trace, "Download the steps (CSV)", f"{method.lower()}_steps.csv", f"profiles_{method}_trace_dl"
         )
-
-
-def _download_codemap(col, method: str, run: ProfilesRun) -> None:
-    cmap = run.release.code_map()
-    col.download_button(
-        f"Download the {method} code map (CSV)",
-        cmap.to_csv(index=False).encode(),
-        file_name=f"{method.lower()}_codemap.csv",
-        mime="text/csv",
-        key=f"profiles_{method}_codemap_dl",
-    )
 
 
 # ------------------------------------------------------------------------------------ trade-offs
