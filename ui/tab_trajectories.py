@@ -142,7 +142,7 @@ def _download(df: pd.DataFrame, label: str, name: str, key: str) -> None:
 
 
 # ------------------------------------------------------------------------------------ settings
-def _settings(ctx: Context, prefix: str, *, with_k: bool = True) -> tuple | None:
+def _settings(ctx: Context, prefix: str, *, with_k: bool = True, with_method: bool = True) -> tuple | None:
     """Draw the tab's parameters; returns (selection, hier, k, w_icd, method) or None."""
     cohort = ctx.cohort
     if cohort.event_age is None:
@@ -182,7 +182,9 @@ def _settings(ctx: Context, prefix: str, *, with_k: bool = True) -> tuple | None
         k = int(st.number_input("k", 2, 50, max(int(ctx.k), 2), key=f"{prefix}k")) if with_k else int(ctx.k)
         w_icd = float(st.slider("w_ICD (w_Age = 1 - w_ICD)", 0.0, 1.0, 0.5, 0.1, key=f"{prefix}w"))
         st.caption(f"w_ICD = {w_icd:.1f}, w_Age = {1 - w_icd:.1f}")
-        method = st.radio("Alignment", ("a-gs", "baseline"), horizontal=True, key=f"{prefix}method")
+        method = "a-gs"
+        if with_method:
+            method = st.radio("Alignment", ("a-gs", "baseline"), horizontal=True, key=f"{prefix}method")
     if hi <= lo:
         st.error(f"The age domain {lo}-{hi} is empty: 'to' must exceed 'from'.")
         return None
@@ -465,7 +467,7 @@ def explain_cell(al: Alignment, h: int, j: int) -> str:
 def render_tradeoffs(ctx: Context) -> None:
     """Baseline vs A-GS over k (Figures 9-12) and the weight sweep (Figure 15), on the loaded cohort."""
     st.subheader("Trajectories (LDA): Baseline against A-GS, and attribute weights")
-    s = _settings(ctx, "ldat_", with_k=False)
+    s = _settings(ctx, "ldat_", with_k=False, with_method=False)
     if s is None:
         return
     selection, hier, _, w_icd, _ = s
