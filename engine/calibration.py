@@ -289,12 +289,18 @@ def trajectory_figures(records: Records, n_codes: int = 50, label: str = "") -> 
     t = pd.DataFrame({"p": pid[keep], "c": cat[keep], "a": frame["age"].to_numpy()[keep]}).drop_duplicates()
     g = t.groupby("p")
     src = "Tamersoy 2011 Table 3"
+    tag = f" ({label})" if label else ""
     return [
-        Figure(src, f"(ICD, age) pairs per trajectory, top {n_codes} codes", 9.32, float(g.size().mean())),
+        Figure(src, f"(ICD, age) pairs per trajectory, top {n_codes}{tag}", 9.32, float(g.size().mean())),
         Figure(
-            src, f"distinct ICD codes per trajectory, top {n_codes}", 5.88, float(g["c"].nunique().mean())
+            src,
+            f"distinct ICD codes per trajectory, top {n_codes}{tag}",
+            5.88,
+            float(g["c"].nunique().mean()),
         ),
-        Figure(src, f"distinct ages per trajectory, top {n_codes}", 3.10, float(g["a"].nunique().mean())),
+        Figure(
+            src, f"distinct ages per trajectory, top {n_codes}{tag}", 3.10, float(g["a"].nunique().mean())
+        ),
     ]
 
 

@@ -53,6 +53,7 @@ COHORT_SIZE_AT_30K = 2700  # PNAS VNEC: 2,762 patients
 COHORT_SIZE_EXPONENT = 0.2  # cohort size = 2700 * (n / 30000) ** 0.2: 5,800 at 1.37 M (DEMO: 5,994)
 COHORT_USE_POWER = 0.5  # cohort drawn from eligible patients with weights n_visits ** power
 GENOTYPE_MISSING = 0.03
+LABS_AUTO_MAX = 200_000  # generate() makes lab orders by default up to this many patients
 MAX_AGE = 100
 COHORT_CONDITIONS = (
     "coronary disease",
@@ -254,11 +255,13 @@ def _genotype_frame(ids: np.ndarray, g: np.ndarray, rng: np.random.Generator) ->
     return pd.DataFrame(cols)
 
 
-def generate(n_patients: int, seed: int = 0, *, labs: bool = True) -> SyntheticData:
+def generate(n_patients: int, seed: int = 0, *, labs: bool | None = None) -> SyntheticData:
     """Generate a population of `n_patients` with nested biobank and cohort (Heatherly Figure 14).
 
-    Deterministic: the same (n_patients, seed) gives identical frames. `labs=False` skips the lab
-    orders (an empty frame), for the scale benchmarks that need diagnoses only.
+    Deterministic: the same (n_patients, seed) gives identical frames. Lab orders cost about 220 rows
+    per patient, so by default (`labs=None`) they are generated only up to `LABS_AUTO_MAX` patients
+    and left empty above (the 1.37-million-patient benchmarks need diagnoses only; Johnson-scale
+    labs come from `generate_labs`); `labs=True` / `False` forces them on / off.
     """
     if n_patients < 1:
         raise ValueError("n_patients must be at least 1")
@@ -279,6 +282,8 @@ def generate(n_patients: int, seed: int = 0, *, labs: bool = True) -> SyntheticD
     )
     biobank, cohort = _groups(p, r_grp)
     genotypes = _genotype_frame(ids[biobank], p.genotypes[biobank], r_gt)
+    if labs is None:
+        labs = n_patients <= LABS_AUTO_MAX
     if labs:
         lab_frame = labs_for_patients(ids, p.has, p.n_visits * LAB_DAYS_SCALE, r_lab)
     else:
@@ -307,11 +312,14 @@ def generate_labs(n_patients: int, seed: int = 0) -> pd.DataFrame:
     return labs_for_patients(patient_ids(n_patients), p.has, p.n_visits * LAB_DAYS_SCALE, r_lab)
 
 
-def write_sample(out_dir: str | Path, n_patients: int = 30_000, seed: int = 0) -> dict[str, Path]:
-    """Write events.parquet, biobank.csv, cohort.csv, genotypes.parquet, labs.parquet to `out_dir`."""
+def write_sample(
+    out_dir: str | Path, n_patients: int = 30_000, seed: int = 0, *, labs: bool | None = None
+) -> dict[str, Path]:
+    """Write events.parquet, biobank.csv, cohort.csv, genotypes.parquet, labs.parquet to `out_dir`
+    (`labs` as in `generate`: an empty labs.parquet when they are skipped)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    data = generate(n_patients, seed)
+    data = generate(n_patients, seed, labs=labs)
     paths = {
         "events": out / "events.parquet",
         "biobank": out / "biobank.csv",

@@ -2,7 +2,8 @@
 
 Labs are ordered as panels (a CBC brings its ten components) plus single tests drawn from a Zipf
 ranking of a vocabulary of a few hundred real test names, so a few common panels dominate and a long
-tail of rare tests makes patients distinguishable. A patient's conditions raise the chance of their
+tail of rare tests makes patients distinguishable; most single tests come from the patient's own
+routine set (the same tests day after day), the rest afresh. A patient's conditions raise the chance of their
 panels (diabetes -> HbA1c and microalbumin, atrial fibrillation -> PT/INR, ...). Days per patient
 follow the patient's use of care with a heavy tail (Johnson 3.1: mean 8.81 days, sd 20.6, 81.6% at
 10 days or fewer). Calibrated figures: `sample_data/CALIBRATION.md`.
@@ -330,10 +331,10 @@ PANEL_BASE_RATE: dict[str, float] = {  # chance per lab day without a prompting 
     "CBC": 0.62,
     "Differential": 0.40,
     "BMP": 0.52,
-    "Hepatic": 0.22,
+    "Hepatic": 0.35,
     "Lipid": 0.06,
-    "Coagulation": 0.10,
-    "Urinalysis": 0.14,
+    "Coagulation": 0.15,
+    "Urinalysis": 0.20,
     "Urine microscopy": 0.07,
     "Thyroid": 0.05,
     "Diabetes": 0.03,
@@ -354,8 +355,10 @@ PANEL_BASE_RATE: dict[str, float] = {  # chance per lab day without a prompting 
     "Pancreas": 0.04,
 }
 PROMPTED_RATE = 0.45  # chance per lab day of a panel the patient's condition prompts
-SINGLES_PER_DAY = 0.9  # Poisson mean of single tests per lab day
-SINGLES_ZIPF = 1.0
+SINGLES_PER_DAY = 0.7  # Poisson mean of single tests per lab day
+SINGLES_ZIPF = 1.15
+ROUTINE_TESTS = 3.0  # mean size of a patient's routine set of single tests (1 + Poisson)
+ROUTINE_SHARE = 0.75  # share of single tests drawn from the routine set rather than afresh
 DAYS_SHAPE = 0.45  # gamma shape of the extra lab days (heavy tail, Johnson sd 20.6)
 LAB_DAYS_SCALE = 1.42  # expected lab days per visit of the diagnosis generator
 
@@ -419,7 +422,16 @@ def labs_for_patients(
     cum = np.cumsum(w / w.sum())
     k = rng.poisson(SINGLES_PER_DAY, n_pd)
     chosen = np.searchsorted(cum, rng.random(int(k.sum())) * cum[-1], side="right").clip(0, len(singles) - 1)
-    rows_day.append(np.repeat(np.arange(n_pd), k))
+    # a share of single tests comes from the patient's own routine (the same tests day after day)
+    n_own = 1 + rng.poisson(ROUTINE_TESTS - 1, n)
+    own_start = np.cumsum(n_own) - n_own
+    own = np.searchsorted(cum, rng.random(int(n_own.sum())) * cum[-1], side="right").clip(0, len(singles) - 1)
+    single_day = np.repeat(np.arange(n_pd), k)
+    owner = day_patient[single_day]
+    routine = rng.random(len(chosen)) < ROUTINE_SHARE
+    pick = own_start[owner] + np.floor(rng.random(len(chosen)) * n_own[owner]).astype(np.int64)
+    chosen = np.where(routine, own[pick], chosen)
+    rows_day.append(single_day)
     rows_lab.append(singles[chosen])
     # a day with no order gets the most common single test
     all_days = np.concatenate(rows_day)
