@@ -43,6 +43,7 @@ _PAIR_WEIGHT = 40  # cost of one expanded pair, in bitmap words AND-ed
 _AND_CHUNK_WORDS = 1 << 22  # bitmap words AND-ed at once
 _BITMAP_MIN_POSTING = 256  # atoms held by at least this many candidates get a bitmap ...
 _BITMAP_MAX_BYTES = 1 << 30  # ... within this much memory (most frequent first)
+_BITMAP_ALL_BYTES = 1 << 26  # every atom gets a bitmap when all of them fit in this much
 
 
 def match_matrix(
@@ -181,16 +182,24 @@ class _Intersector:
 
     def __init__(self, post: _Postings, needed: np.ndarray):
         self.post = post
-        self.plen = post.length
         n = post.n_cand
+        self.sentinel = post.n_atoms  # padding: an atom every candidate holds
+        self.plen = np.append(post.length, n)
         self.n_words = (n + 63) // 64
         used = np.flatnonzero(needed)
-        common = used[self.plen[used] >= max(_BITMAP_MIN_POSTING, 1)]
+        if len(used) * self.n_words * 8 <= _BITMAP_ALL_BYTES:  # small pools: a bitmap for every atom
+            common = used[self.plen[used] >= 1]
+        else:
+            common = used[self.plen[used] >= max(_BITMAP_MIN_POSTING, 1)]
         common = common[np.lexsort((common, -self.plen[common]))]
         common = common[: _BITMAP_MAX_BYTES // max(8 * self.n_words, 1)]
-        self.bitmap_of = np.full(post.n_atoms, -1, dtype=np.int64)
+        self.bitmap_of = np.full(post.n_atoms + 1, -1, dtype=np.int64)
         self.bitmap_of[common] = np.arange(len(common))
-        self.bits = np.zeros((len(common), self.n_words), dtype=np.uint64)
+        self.bitmap_of[self.sentinel] = len(common)
+        self.bits = np.zeros((len(common) + 1, self.n_words), dtype=np.uint64)
+        full = np.zeros(self.n_words * 64, dtype=bool)
+        full[:n] = True
+        self.bits[-1] = np.packbits(full, bitorder="little").view(np.uint64)
         lens = self.plen[common]
         cand = post.rows[_ranges(post.ptr[common], lens)]
         word = np.repeat(np.arange(len(common), dtype=np.int64), lens) * self.n_words + (cand >> 6)
@@ -213,7 +222,8 @@ class _Intersector:
             c = cand[has]
             word = self.bits_flat[bm[has] * self.n_words + (c >> 6)]
             out[has] = ((word >> (c & 63).astype(np.uint64)) & np.uint64(1)).astype(bool)
-        rest = ~has
+        rest = ~has & (atom != self.sentinel)
+        out[atom == self.sentinel] = True
         if rest.any():
             q = atom[rest] * self.post.n_cand + cand[rest]
             if len(self.keys):
@@ -225,18 +235,19 @@ class _Intersector:
 
     def count(self, sets: np.ndarray) -> np.ndarray:
         """(m, L) distinct atom sets, L >= 2 -> candidates holding every atom of each set."""
-        m, width = sets.shape
-        order = np.argsort(self.plen[sets] * self.post.n_atoms + sets, axis=1, kind="stable")
+        m = len(sets)
+        order = np.argsort(self.plen[sets] * (self.post.n_atoms + 1) + sets, axis=1, kind="stable")
         srt = np.take_along_axis(sets, order, axis=1)
         flen = self.plen[srt[:, 0]]
         out = np.zeros(m, dtype=np.int64)
-        by_and = (self.bitmap_of[srt] >= 0).all(axis=1) & (flen * _PAIR_WEIGHT > (width - 1) * self.n_words)
+        n_real = (srt != self.sentinel).sum(axis=1)
+        by_and = (self.bitmap_of[srt] >= 0).all(axis=1) & (flen * _PAIR_WEIGHT > (n_real - 1) * self.n_words)
         idx = np.flatnonzero(by_and)
         step = max(_AND_CHUNK_WORDS // max(self.n_words, 1), 1)
         for s in range(0, len(idx), step):
             sel = idx[s : s + step]
             acc = self.bits[self.bitmap_of[srt[sel, 0]]]
-            for j in range(1, width):
+            for j in range(1, int(n_real[sel].max())):
                 np.bitwise_and(acc, self.bits[self.bitmap_of[srt[sel, j]]], out=acc)
             out[sel] = np.bitwise_count(acc).sum(axis=1, dtype=np.int64)
         idx = np.flatnonzero(~by_and & (flen > 0))  # a set with an atom nobody holds: 0
@@ -333,23 +344,27 @@ def known_set_distinguishability(
     n_cand = candidates.n_patients
     lens = np.diff(known.indptr)
     values = np.empty(known.shape[0], dtype=np.int64)
-    counter = None
-    for width in np.unique(lens).tolist():
-        rows = np.flatnonzero(lens == width)
-        if width == 0:
-            values[rows] = n_cand
-            continue
-        mat = entry_atom[known.indptr[rows][:, None] + np.arange(width)]
-        if width == 1:
-            values[rows] = post.length[mat[:, 0]]
-            continue
-        mat.sort(axis=1)
-        uniq, inv = _dedup_rows(mat, post.n_atoms)
-        if counter is None:
-            needed = np.zeros(post.n_atoms, dtype=bool)
-            needed[entry_atom[np.repeat(lens, lens) >= 2]] = True
-            counter = _Intersector(post, needed)
-        values[rows] = counter.count(uniq)[inv]
+    values[lens == 0] = n_cand
+    single = np.flatnonzero(lens == 1)
+    values[single] = post.length[entry_atom[known.indptr[single]]]
+    multi = lens >= 2
+    if multi.any():
+        needed = np.zeros(post.n_atoms, dtype=bool)
+        needed[entry_atom[np.repeat(multi, lens)]] = True
+        counter = _Intersector(post, needed)
+        # sets of 2, 3-4, 5-8, ... items padded with the sentinel atom every candidate holds
+        bucket = np.where(multi, 1 << np.ceil(np.log2(np.maximum(lens, 2))).astype(np.int64), 0)
+        for width in np.unique(bucket[multi]).tolist():
+            rows = np.flatnonzero(bucket == width)
+            r_lens = lens[rows]
+            mat = np.full((len(rows), width), counter.sentinel, dtype=np.int64)
+            at_row = np.repeat(np.arange(len(rows)), r_lens)
+            mat[at_row, _ranges(np.zeros(len(rows), dtype=np.int64), r_lens)] = entry_atom[
+                _ranges(known.indptr[rows], r_lens)
+            ]
+            mat.sort(axis=1)
+            uniq, inv = _dedup_rows(mat, post.n_atoms + 1)
+            values[rows] = counter.count(uniq)[inv]
     return KnownSets(known, owner, values, targets.n_patients, n_cand)
 
 

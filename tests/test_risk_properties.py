@@ -27,14 +27,14 @@ def tuning(mode: str):
     """`default` leaves the kernel as shipped; `and` gives every atom a bitmap and counts every set by
     AND-ing them; `pairs` gives no atom a bitmap (pairs and key search only); `mixed` gives bitmaps to
     atoms held by 3 or more candidates and expands pairs in tiny chunks."""
-    names = ("_PAIR_CHUNK", "_PAIR_WEIGHT", "_AND_CHUNK_WORDS", "_BITMAP_MIN_POSTING")
+    names = ("_PAIR_CHUNK", "_PAIR_WEIGHT", "_AND_CHUNK_WORDS", "_BITMAP_MIN_POSTING", "_BITMAP_ALL_BYTES")
     saved = {n: getattr(risk, n) for n in names}
     if mode == "and":
         risk._BITMAP_MIN_POSTING, risk._PAIR_WEIGHT, risk._AND_CHUNK_WORDS = 1, 10**9, 1
     elif mode == "pairs":
-        risk._BITMAP_MIN_POSTING, risk._PAIR_CHUNK = 10**9, 3
+        risk._BITMAP_MIN_POSTING, risk._BITMAP_ALL_BYTES, risk._PAIR_CHUNK = 10**9, 0, 3
     elif mode == "mixed":
-        risk._BITMAP_MIN_POSTING, risk._PAIR_WEIGHT, risk._PAIR_CHUNK = 3, 1, 2
+        risk._BITMAP_MIN_POSTING, risk._BITMAP_ALL_BYTES, risk._PAIR_WEIGHT, risk._PAIR_CHUNK = 3, 0, 1, 2
     try:
         yield
     finally:
