@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 APP = ROOT / "app.py"
 PAGES = re.findall(r'st\.Page\(\s*"([^"]+)"', APP.read_text())
 MISSING = [p for p in PAGES if not (ROOT / p).exists()]
+COHORT_PAGE = next((p for p in PAGES if p.endswith("cohort.py")), "pages/cohort.py")
 TIMEOUT = 180
 
 pytestmark = pytest.mark.skipif(sample_missing_reason() is not None, reason=sample_missing_reason() or "")
@@ -31,7 +32,7 @@ pytestmark = pytest.mark.skipif(sample_missing_reason() is not None, reason=samp
 def _app() -> AppTest:
     """app.py's text, pages as absolute paths, pages not written yet left out (see module docstring)."""
     lines = [ln for ln in APP.read_text().splitlines() if not any(f'"{m}"' in ln for m in MISSING)]
-    text = "\n".join(lines).replace('st.Page("pages/', f'st.Page("{ROOT}/pages/')
+    text = re.sub(r'st\.Page\(\s*"(?!/)', f'st.Page("{ROOT}/', "\n".join(lines))
     text = f"import sys\nsys.path.insert(0, {str(ROOT)!r})\n" + text
     return AppTest.from_string(text, default_timeout=TIMEOUT)
 
@@ -110,7 +111,7 @@ def test_cohort_numbers_follow_the_sidebar() -> None:
 
 
 def test_choices_survive_page_switches() -> None:
-    other = next((p for p in PAGES if p != "pages/cohort.py" and p not in MISSING), None)
+    other = next((p for p in PAGES if p != COHORT_PAGE and p not in MISSING), None)
     if other is None:
         pytest.skip("no other page written yet")
     at = _app()
@@ -119,7 +120,7 @@ def test_choices_survive_page_switches() -> None:
     at.sidebar.radio(key="adversary_knowledge").set_value("all_visits").run()
     at.sidebar.selectbox(key="cohort_group").set_value("biobank").run()
     at.switch_page(_page(other)).run()
-    at.switch_page(_page("pages/cohort.py")).run()
+    at.switch_page(_page(COHORT_PAGE)).run()
     assert not at.exception
     assert at.sidebar.number_input(key="k").value == 7
     assert at.sidebar.radio(key="adversary_knowledge").value == "all_visits"

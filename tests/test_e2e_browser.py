@@ -64,7 +64,7 @@ def _script(tmp: Path) -> Path:
     if not missing:
         return app
     lines = [ln for ln in text.splitlines() if not any(f'"{m}"' in ln for m in missing)]
-    body = "\n".join(lines).replace('st.Page("pages/', f'st.Page("{ROOT}/pages/')
+    body = re.sub(r'st\.Page\(\s*"(?!/)', f'st.Page("{ROOT}/', "\n".join(lines))
     harness = tmp / "app_harness.py"
     harness.write_text(f"import sys\nsys.path.insert(0, {str(ROOT)!r})\n{body}\n")
     return harness
@@ -159,7 +159,12 @@ def test_cohort_page_follows_the_sidebar(server: str) -> None:
             _settle(page)
             _no_exception(page)
 
-            if (ROOT / "pages" / "risk.py").exists():
+            risk = [
+                p
+                for p in re.findall(r'st\.Page\(\s*"([^"]+)"', (ROOT / "app.py").read_text())
+                if p.endswith("risk.py")
+            ]
+            if risk and (ROOT / risk[0]).exists():
                 page.locator('[data-testid="stSidebarNav"]').get_by_text("Risk", exact=True).click()
                 expect(page.get_by_role("heading", name="Risk").first).to_be_visible(timeout=WAIT_MS)
                 _settle(page)
