@@ -36,7 +36,7 @@ __all__ = ["SyntheticData", "generate", "generate_labs", "patient_ids", "repeate
 UTILIZATION_SHAPE = 0.55  # gamma shape of the per-patient use of care (mean 1): heavy tail
 VISITS_PER_USE = 5.2  # visits beyond the first = Poisson(VISITS_PER_USE * use)
 YEARS_BETWEEN_VISITS = 0.25  # mean gap (exponential) between visits, in years
-ACUTE_PER_VISIT = 0.55  # other codes per visit = Poisson(ACUTE_PER_VISIT)
+ACUTE_PER_VISIT = 0.62  # other codes per visit = Poisson(ACUTE_PER_VISIT)
 RECURRENCE_SCALE = 0.5  # multiplies every condition's recurrence
 ZIPF_EXPONENT = 1.2  # common ranking: p(rank r) ~ 1 / (r + ZIPF_OFFSET) ** ZIPF_EXPONENT
 TAIL_EXPONENT = 1.0  # flat ranking reaching rare codes

@@ -130,7 +130,7 @@ def test_planted_associations_found_in_shipped_biobank(shipped):
     res = planted_associations(bio, shipped["genotypes"])
     assert list(res["snp"]) == list(PLANTED)
     assert (res["n_cases"] >= 50).all()
-    assert (res["odds_ratio"] > 1.2).all()
+    assert (res["odds_ratio"] > 1.1).all()  # minor allele more frequent in cases
     assert (res["p"] < 1e-3).all(), res
 
 
