@@ -334,6 +334,8 @@ def paired(original: pd.DataFrame, released: pd.DataFrame) -> pd.DataFrame:
     if both["phenotype"].isna().any():
         names = phenotype_names()
         both["phenotype"] = both["phenotype"].fillna(both["phecode"].map(names))
+    for col in ("p_original", "p_released"):  # an outer merge with an empty side leaves object dtype
+        both[col] = pd.to_numeric(both[col], errors="coerce").astype(float)
     both["neglog10_original"] = -np.log10(both["p_original"])
     both["neglog10_released"] = -np.log10(both["p_released"])
     both["change"] = both["neglog10_released"] - both["neglog10_original"]

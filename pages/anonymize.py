@@ -3,9 +3,9 @@
 import streamlit as st
 
 from ui.context import current
-from ui.tabs import render_tabs
+from ui.tabs import render_method
 
 ctx = current()
 st.title("Anonymize")
 st.caption(f"Adversary: {ctx.adversary.describe()}  k = {ctx.k}")
-render_tabs(ctx, "render_anonymize")
+render_method(ctx, "render_anonymize")

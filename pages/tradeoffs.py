@@ -3,9 +3,9 @@
 import streamlit as st
 
 from ui.context import current
-from ui.tabs import render_tabs
+from ui.tabs import render_method
 
 ctx = current()
 st.title("Trade-offs")
 st.caption("Sweeps recompute live on the loaded data; each chart has its data for download.")
-render_tabs(ctx, "render_tradeoffs")
+render_method(ctx, "render_tradeoffs")

@@ -167,3 +167,11 @@ def test_significance_table_counts_lost_and_false():
     pr = paired(orig, rel)
     assert np.isnan(pr.loc[pr.phecode == "4", "p_released"]).all()
     assert r_squared(paired(orig, orig)) == pytest.approx(1.0)
+
+
+def test_paired_with_an_empty_release_is_numeric():
+    records, geno = _cohort()
+    orig = run_phewas(phenotype_matrix(records), geno)
+    empty = orig.iloc[0:0]
+    pr = paired(orig, empty)
+    assert pr["p_released"].isna().all() and pr["neglog10_original"].notna().all()

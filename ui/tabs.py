@@ -1,34 +1,32 @@
-"""Method tabs shared by the Anonymize and Trade-offs pages.
+"""Method views shared by the Anonymize and Trade-offs pages.
 
 Each method has one UI module `ui/tab_<method>.py` with `render_anonymize(ctx)` (parameters, run,
-verification, measures, download) and optionally `render_tradeoffs(ctx)` (its sweeps over k or caps).
+verification, measures, download) and `render_tradeoffs(ctx)` (its sweeps over k, caps or weights).
+A segmented control picks the method and only that method's view runs: `st.tabs` would compute every
+method on every rerun.
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable
+from types import ModuleType
 
 import streamlit as st
 
+from ui import tab_gccens, tab_population, tab_profiles, tab_trajectories
 from ui.context import Context
 
-METHODS: tuple[tuple[str, str], ...] = (
-    ("GCCens (censoring)", "ui.tab_gccens"),
-    ("Generalization (Heatherly)", "ui.tab_population"),
-    ("Clinical profiles (UGACLIP / ACLIP)", "ui.tab_profiles"),
-    ("Trajectories (LDA)", "ui.tab_trajectories"),
-)
+METHODS: dict[str, ModuleType] = {
+    "GCCens (censoring)": tab_gccens,
+    "Generalization (Heatherly)": tab_population,
+    "Clinical profiles (UGACLIP / ACLIP)": tab_profiles,
+    "Trajectories (LDA)": tab_trajectories,
+}
 
 
-def render_tabs(ctx: Context, function: str) -> None:
-    """One tab per method module that defines `function`."""
-    found: list[tuple[str, Callable[[Context], None]]] = []
-    for title, module_name in METHODS:
-        module = importlib.import_module(module_name)
-        fn = getattr(module, function, None)
-        if fn is not None:
-            found.append((title, fn))
-    for tab, (_, fn) in zip(st.tabs([t for t, _ in found]), found, strict=True):
-        with tab:
-            fn(ctx)
+def render_method(ctx: Context, function: str) -> None:
+    """A method picker, then the chosen method module's `function(ctx)`."""
+    titles = list(METHODS)
+    choice = st.segmented_control(
+        "Method", titles, default=titles[0], key=f"method_{function}", selection_mode="single"
+    )
+    getattr(METHODS[choice or titles[0]], function)(ctx)
