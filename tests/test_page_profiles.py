@@ -87,11 +87,11 @@ def test_release_download_is_gzip_csv_of_the_release() -> None:
     import pandas as pd
 
     from engine.anonymize.policy import extract_policy
-    from engine.anonymize.profiles import ugaclip
+    from engine.anonymize.profiles import release_columns, ugaclip
     from tests.test_profiles import UTILITY, mary_dataset
     from ui.tab_profiles import _csv_gz
 
     r = mary_dataset()
     rel = ugaclip(r, extract_policy(r, 5, "single_visit"), 5, UTILITY)
-    back = pd.read_csv(io.BytesIO(gzip.decompress(_csv_gz(rel.to_frame()))), dtype=str)
+    back = pd.read_csv(io.BytesIO(gzip.decompress(_csv_gz(release_columns(rel)))), dtype=str)
     assert back.values.tolist() == rel.to_frame().astype(str).values.tolist()

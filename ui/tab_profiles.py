@@ -30,6 +30,7 @@ from engine.anonymize.policy import PrivacyPolicy, extract_policy
 from engine.anonymize.profiles import (
     ProfilesRun,
     SuppressionLimitExceeded,
+    release_columns,
     run_profiles,
     trace_frame,
     write_release_csv,
@@ -116,10 +117,10 @@ def _download(df: pd.DataFrame, label: str, name: str, key: str) -> None:
     st.download_button(label, df.to_csv(index=False).encode(), file_name=name, mime="text/csv", key=key)
 
 
-def _csv_gz(frame: pd.DataFrame) -> bytes:
+def _csv_gz(frame) -> bytes:
     """A frame as gzip CSV (anonymized items of many codes repeat long labels, which compress well)."""
     buf = io.BytesIO()
-    with gzip.GzipFile(fileobj=buf, mode="wb", compresslevel=6, mtime=0) as gz:
+    with gzip.GzipFile(fileobj=buf, mode="wb", compresslevel=9, mtime=0) as gz:
         text = io.TextIOWrapper(gz, encoding="utf-8", newline="")
         write_release_csv(frame, text)
         text.flush()
@@ -277,7 +278,7 @@ def _release_block(method: str, run: ProfilesRun) -> None:
         a, b = st.columns(2)
         a.download_button(
             f"Download the {method} release (CSV, gzip)",
-            lambda: _csv_gz(run.release.to_frame()),
+            lambda: _csv_gz(release_columns(run.release)),
             file_name=f"{method.lower()}_release.csv.gz",
             mime="application/gzip",
             key=f"profiles_{method}_release_dl",

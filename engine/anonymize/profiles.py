@@ -446,12 +446,24 @@ def trace_frame(release: Release) -> pd.DataFrame:
     return pd.DataFrame(release.params.get("trace", []), columns=["action", "item", "partner"])
 
 
-def write_release_csv(frame: pd.DataFrame, fh: TextIO) -> None:
-    """Write a release's long-form frame (or its code map) as CSV through the csv module: anonymized
-    items of thousands of codes are long labels, which pandas' writer handles slowly."""
+def release_columns(release: Release) -> dict[str, np.ndarray]:
+    """The release in long form (`patient_id`, (`visit`), `code`) as object arrays that share the
+    label strings (no per-event copy, unlike a string-dtype DataFrame: labels of large items are long)."""
+    r = release.records
+    cols = {"patient_id": r.patient_ids[r.event_patient]}
+    if r.has_visits:
+        cols["visit"] = r.visit_ids[r.event_visit]
+    cols["code"] = r.items[r.event_item]
+    return cols
+
+
+def write_release_csv(columns: Mapping[str, np.ndarray] | pd.DataFrame, fh: TextIO) -> None:
+    """Write long-form columns (or a frame, e.g. the code map) as CSV through the csv module."""
+    names = list(columns.keys()) if isinstance(columns, Mapping) else list(columns.columns)
+    arrays = [np.asarray(columns[c], dtype=object) for c in names]
     w = csv.writer(fh, lineterminator="\n")
-    w.writerow(list(frame.columns))
-    w.writerows(zip(*(frame[c].to_numpy(dtype=object) for c in frame.columns), strict=True))
+    w.writerow(names)
+    w.writerows(zip(*arrays, strict=True))
 
 
 @dataclass(frozen=True, eq=False)
