@@ -1,0 +1,72 @@
+"""One way to build AppTests of CohortShield's pages, shared by every page test.
+
+Why not `AppTest.from_file("app.py")` + `switch_page`: with Streamlit 1.67, a `pages/` folder beside
+the main script puts AppTest's pages manager in the legacy pages-directory mode, so every rerun after
+the first executes the page without the entry point: the sidebar and its widget state vanish. The
+real server is not affected (the browser end-to-end test runs app.py as is).
+
+So the tests run the entry point's own sidebar through `AppTest.from_string`, with absolute page
+paths: `full_app()` is app.py's text; `page_app(...)` is app.py's sidebar with a single page (a page
+file, or one method module's view function), which keeps a page test from rendering pages it does not
+test.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = ROOT / "app.py"
+PAGES = re.findall(r'st\.Page\(\s*"([^"]+)"', APP.read_text())
+
+_PRELUDE = f"import sys\nsys.path.insert(0, {str(ROOT)!r})\n"
+
+
+def full_app(timeout: float = 300) -> AppTest:
+    """app.py itself, its pages named by absolute path."""
+    text = re.sub(r'st\.Page\(\s*"(?!/)', f'st.Page("{ROOT}/', APP.read_text())
+    return AppTest.from_string(_PRELUDE + text, default_timeout=timeout)
+
+
+def page_path(page: str) -> str:
+    """Absolute path of a page file given as `pages/x.py` (for `switch_page` on a `full_app`)."""
+    return str(ROOT / page)
+
+
+def page_app(
+    page: str | None = None,
+    *,
+    view: tuple[str, str] | None = None,
+    state: dict | None = None,
+    timeout: float = 300,
+) -> AppTest:
+    """The real sidebar and one page: a page file (`pages/risk.py`) or a view function
+    (`view=("ui.tab_gccens", "render_anonymize")`, called with the sidebar's Context).
+
+    `state` seeds session state before the first run (widget keys included).
+    """
+    if (page is None) == (view is None):
+        raise ValueError("give exactly one of page or view")
+    if page is not None:
+        target = f"st.Page({str(ROOT / page)!r})"
+        body = ""
+    else:
+        module, function = view
+        body = (
+            f"import {module} as _view\nfrom ui.context import current as _current\n\n"
+            f"def _page():\n    _view.{function}(_current())\n\n"
+        )
+        target = "st.Page(_page, title='view')"
+    text = (
+        _PRELUDE
+        + "import streamlit as st\nfrom ui import sidebar\n"
+        + body
+        + f"navigation = st.navigation([{target}])\nsidebar.render()\nnavigation.run()\n"
+    )
+    at = AppTest.from_string(text, default_timeout=timeout)
+    for key, value in (state or {}).items():
+        at.session_state[key] = value
+    return at
