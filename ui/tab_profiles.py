@@ -51,6 +51,7 @@ CHOICES = ("UGACLIP", "ACLIP", "Both")
 KNOWLEDGES = ("single_visit", "all_visits")
 SWEEP_KS = (2, 5, 10, 15, 20, 25)
 _POLICY_KEY = "profiles_utility_policy"
+_CURRENT_KEY = "profiles_utility_policy_csv"
 
 
 # ------------------------------------------------------------------------- cached engine calls
@@ -163,6 +164,7 @@ def _policy_editor() -> UtilityPolicy | None:
     _download(
         policy.to_frame(), "Download the utility policy (CSV)", "utility_policy.csv", "profiles_policy_dl"
     )
+    st.session_state[_CURRENT_KEY] = policy.to_csv()  # the edited policy, for the Trade-offs tab
     return policy
 
 
@@ -329,13 +331,8 @@ def render_tradeoffs(ctx: Context) -> None:
     conds = st.multiselect(
         "Filtering conditions", list(KNOWLEDGES), default=list(KNOWLEDGES), key="profiles_sweep_conds"
     )
-    policy = read_utility_policy() if _POLICY_KEY not in st.session_state else None
-    if policy is None:
-        try:
-            policy = utility_policy_from_frame(st.session_state[_POLICY_KEY], "utility policy table")
-        except ValueError as exc:
-            st.error(str(exc))
-            return
+    current = st.session_state.get(_CURRENT_KEY)
+    policy = read_utility_policy() if current is None else read_utility_policy(io.StringIO(current))
     st.caption(
         f"Each point runs PPE and UGACLIP / ACLIP on {ctx.cohort.n_patients:,} records with the utility policy "
         f"of the Anonymize tab ({len(policy.diseases)} diseases); results are cached for the session."
