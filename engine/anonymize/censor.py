@@ -115,9 +115,8 @@ class DominanceCounter:
             raise ValueError("a target count exceeds the counter's cap")
         if self.dense:
             return self._hist[tuple(targets.T)].astype(np.int64) if self.d else np.full(len(targets), self.n)
-        uniq, inverse = np.unique(targets, axis=0, return_inverse=True)
-        counts = np.array([self._count_one(t) for t in uniq], dtype=np.int64)
-        return counts[inverse.ravel()]
+        local: dict[bytes, int] = {}  # identical targets in this call are counted once
+        return np.array([self._count_one(t, local) for t in targets], dtype=np.int64)
 
     def _rows_at_least(self, j: int, level: int) -> np.ndarray:
         if self._live is not None:
@@ -136,26 +135,33 @@ class DominanceCounter:
             self._bits[key] = hit
         return hit
 
-    def _count_one(self, t: np.ndarray) -> int:
+    def _count_one(self, t: np.ndarray, local: dict[bytes, int]) -> int:
         support = np.flatnonzero(t)
         if len(support) == 0:
             return self.n
         key = support.tobytes() + t[support].tobytes()
-        hit = self._memo.get(key) if self._live is None else None  # fixed candidates: memoize
+        memo = local if self._live is not None else self._memo  # fixed candidates: memoize for good
+        hit = memo.get(key)
         if hit is None:
             hit = self._intersect(t, support)
-            if self._live is None:
-                self._memo[key] = hit
+            memo[key] = hit
         return hit
 
     def _intersect(self, t: np.ndarray, support: np.ndarray) -> int:
-        sets = sorted((self._bitset(int(j), int(t[j])) for j in support), key=lambda b: b[1])
+        sets = sorted(
+            [self._bitset(j, v) for j, v in zip(support.tolist(), t[support].tolist(), strict=True)],
+            key=_size,
+        )
         if sets[0][1] == 0:
             return 0
         acc = sets[0][0].copy()
         for bits, _ in sets[1:]:
             np.bitwise_and(acc, bits, out=acc)
         return int(np.bitwise_count(acc).sum())
+
+
+def _size(bitset: tuple[np.ndarray, int]) -> int:
+    return bitset[1]
 
 
 def _suffix_histogram(m: sp.csc_matrix, top: np.ndarray) -> np.ndarray:
