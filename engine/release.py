@@ -9,6 +9,7 @@ this mapping, so what is exported and what is verified are the same thing.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -16,14 +17,24 @@ import pandas as pd
 
 from engine.records import Records
 
+SET_LABEL_MAX_CODES = 8
+
 
 def set_item_label(codes: Iterable[str]) -> str:
     """The label of a set-valued generalized item: sorted codes in braces, `{401.0,401.1}`.
 
-    A single code is written as itself (a set of one code is no generalization).
+    A single code is written as itself (a set of one code is no generalization). A set of more than
+    `SET_LABEL_MAX_CODES` codes is written by its first three codes, the count of the others and a
+    content hash, `{250.00,250.01,250.02,…+41}#1f2e3d4c`, so that a label stays short and unique; the
+    release's code map (`Release.code_map`) lists every member.
     """
     cs = sorted(set(codes))
-    return cs[0] if len(cs) == 1 else "{" + ",".join(cs) + "}"
+    if len(cs) == 1:
+        return cs[0]
+    if len(cs) <= SET_LABEL_MAX_CODES:
+        return "{" + ",".join(cs) + "}"
+    digest = hashlib.sha256("\x1f".join(cs).encode()).hexdigest()[:8]
+    return "{" + ",".join(cs[:3]) + f",…+{len(cs) - 3}" + "}#" + digest
 
 
 def codes_of(item: str, item_codes: Mapping[str, frozenset[str]] | None) -> frozenset[str]:

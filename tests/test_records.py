@@ -133,3 +133,12 @@ def test_keep_events_with_empty_visits_anywhere():
     assert last.patient_visits(2) == [[]] and last.patient_codes(0) == r.patient_codes(0)
     with pytest.raises(ValueError, match="mask"):
         r.keep_events(np.ones(3, dtype=bool))
+
+
+def test_large_set_labels_are_short_and_unique():
+    many = [f"250.{i:02d}" for i in range(40)]
+    label = set_item_label(many)
+    assert label.startswith("{250.00,250.01,250.02,…+37}#") and len(label) < 40
+    assert set_item_label(reversed(many)) == label  # order does not matter
+    assert set_item_label(many[:-1]) != label  # a different set gets a different label
+    assert set_item_label(many[:8]) == "{" + ",".join(many[:8]) + "}"
