@@ -79,7 +79,9 @@ def _sample_weights(counts: np.ndarray, tilts: np.ndarray) -> np.ndarray:
     return np.exp(np.log1p(counts) @ tilts)
 
 
-def _heavy_and_rest(counts: np.ndarray, n_sample: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def _heavy_and_rest(
+    counts: np.ndarray, n_sample: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
     """The heavy part of the sample (HEAVY_SHARE of it, drawn uniformly from the
     n_heavy / HEAVY_TAKE records with the highest sum of log(1 + count); ties by a random jitter)
     and the mask of the records left for the tilted draw."""
