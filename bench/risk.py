@@ -5,7 +5,8 @@
 1. `engine.synth.generate(1_366_786, seed)`: a population of 1.37 million patients (Heatherly's SD,
    about 13.4 million diagnoses) with its research cohort; times single-visit distinguishability of
    every patient against the whole population, the cohort against the population, and all-visits for
-   both; prints sizes, wall time and peak memory (ru_maxrss) after each step.
+   both; prints sizes, wall and CPU time and peak memory (ru_maxrss) after each step. Speed-ups are
+   ratios of CPU time, which other processes on a shared machine do not inflate.
 2. The plain reference (tests/reference_risk.py, Python sets and multisets) on a 20,000-patient subset
    in the same run: it compares every target with every candidate, so it runs on the first
    `--reference-targets` targets of the subset (its results are checked equal to the kernel's) and the
@@ -17,6 +18,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import sys
 import time
@@ -37,11 +39,13 @@ def peak_gb() -> float:
 
 
 def timed(label: str, fn, *args, **kwargs):
-    t0 = time.perf_counter()
+    """Run fn; print wall time, this process's CPU time (the fair figure on a shared, loaded
+    machine) and peak memory. Returns (result, CPU seconds)."""
+    t0, c0 = time.perf_counter(), time.process_time()
     out = fn(*args, **kwargs)
-    dt = time.perf_counter() - t0
-    print(f"  {label:<58} {dt:8.2f} s   peak {peak_gb():5.2f} GB", flush=True)
-    return out, dt
+    dt, ct = time.perf_counter() - t0, time.process_time() - c0
+    print(f"  {label:<56} wall {dt:8.2f} s  cpu {ct:8.2f} s  peak {peak_gb():5.2f} GB", flush=True)
+    return out, ct
 
 
 def describe(name: str, dis: np.ndarray, k: int = 5) -> None:
@@ -140,7 +144,9 @@ def main() -> None:
     sample_data()
     if not args.skip_population:
         population_scale(args.patients, args.seed, args.reference_targets)
-    print(f"peak memory (ru_maxrss): {peak_gb():.2f} GB")
+    print(
+        f"peak memory (ru_maxrss): {peak_gb():.2f} GB; load average {os.getloadavg()} on {os.cpu_count()} cores"
+    )
 
 
 if __name__ == "__main__":
