@@ -6,6 +6,7 @@ import ast
 from pathlib import Path
 
 import pytest
+from apptest_support import page_app
 from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -14,43 +15,10 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-# the app's own entry point once every page it lists exists; until then a harness with the same
-# sidebar and this page alone (so the page can be tested while other pages are being written)
-HARNESS = f"""
-import sys
-sys.path.insert(0, {str(ROOT)!r})
-import streamlit as st
-from ui import sidebar
-navigation = st.navigation([st.Page({str(ROOT / "pages" / "labs.py")!r}, title="Lab orders")])
-sidebar.render()
-navigation.run()
-"""
-
-
-def app_pages_exist() -> bool:
-    text = (ROOT / "app.py").read_text()
-    pages = [
-        n.args[0].value
-        for n in ast.walk(ast.parse(text))
-        if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "Page"
-    ]
-    return all((ROOT / p).exists() for p in pages)
-
-
 def labs_page(**state) -> AppTest:
-    if app_pages_exist():
-        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=240)
-        at.run()
-        at.switch_page("pages/labs.py")
-    else:
-        at = AppTest.from_string(HARNESS, default_timeout=240)
     # small, fast settings for the test (the defaults are the page's own)
-    at.session_state["labs_simulations"] = 5
-    at.session_state["labs_trials"] = 20
-    at.session_state["labs_epochs"] = 1
-    at.session_state["labs_max_train"] = 1000
-    for k, v in state.items():
-        at.session_state[k] = v
+    seeded = {"labs_simulations": 5, "labs_trials": 20, "labs_epochs": 1, "labs_max_train": 1000, **state}
+    at = page_app("pages/labs.py", state=seeded, timeout=240)
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     return at

@@ -1,8 +1,7 @@
 """AppTest of the Trajectories (LDA) tabs on the shipped sample (issue #8's UI).
 
-Runs the real sidebar and the tab functions: through app.py's Anonymize / Trade-offs pages (method
-picker set to the LDA), or, when those pages cannot import their method views, through a harness page
-that calls this tab alone.
+Runs the real sidebar and this method's view functions through `apptest_support.page_app` (the
+Anonymize and Trade-offs pages show one method at a time through ui/tabs.py).
 """
 
 from __future__ import annotations
@@ -10,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from apptest_support import page_app
 from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -17,44 +17,10 @@ pytestmark = pytest.mark.skipif(
     not (ROOT / "sample_data" / "events.parquet").exists(), reason="the shipped sample is not there yet"
 )
 
-HARNESS = f"""
-import sys
-sys.path.insert(0, {str(ROOT)!r})
-import streamlit as st
-from ui import sidebar
-from ui.context import current
-from ui import tab_trajectories as tab
-
-def anonymize():
-    tab.render_anonymize(current())
-
-def tradeoffs():
-    tab.render_tradeoffs(current())
-
-navigation = st.navigation([st.Page(PAGE)])
-sidebar.render()
-navigation.run()
-"""
-
-
-def _app_ready() -> bool:
-    """app.py's Anonymize / Trade-offs pages can run: every method view they import exists."""
-    try:
-        from ui.tabs import METHODS
-    except ImportError:
-        return False
-    return "Trajectories (LDA)" in METHODS
-
 
 def _app(page: str) -> AppTest:
     function = "render_anonymize" if page == "anonymize" else "render_tradeoffs"
-    if _app_ready():
-        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
-        at.run()
-        at.switch_page(f"pages/{page}.py")
-        at.session_state[f"method_{function}"] = "Trajectories (LDA)"  # the page's method picker
-    else:
-        at = AppTest.from_string(HARNESS.replace("PAGE", page), default_timeout=300)
+    at = page_app(view=("ui.tab_trajectories", function), timeout=300)
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     return at
