@@ -1,7 +1,6 @@
 """AppTest of the clinical profiles tabs (Anonymize and Trade-offs pages) on the shipped sample.
 
-A harness page runs the real sidebar and this tab alone (the Anonymize page renders every method's
-tab; the others have their own tests).
+The real sidebar and this method's views run through `apptest_support.page_app`.
 """
 
 from __future__ import annotations
@@ -9,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from apptest_support import page_app
 from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -16,30 +16,10 @@ SAMPLE_MISSING = pytest.mark.skipif(
     not (ROOT / "sample_data" / "events.parquet").exists(), reason="the shipped sample is not there yet"
 )
 
-HARNESS = f"""
-import sys
-sys.path.insert(0, {str(ROOT)!r})
-import streamlit as st
-from ui import sidebar
-from ui.context import current
-from ui import tab_profiles as tab
-
-def anonymize():
-    tab.render_anonymize(current())
-
-def tradeoffs():
-    tab.render_tradeoffs(current())
-
-navigation = st.navigation([st.Page(PAGE)])
-sidebar.render()
-navigation.run()
-"""
-
 
 def _app(page: str, **state) -> AppTest:
-    at = AppTest.from_string(HARNESS.replace("PAGE", page), default_timeout=300)
-    for key, value in state.items():  # set before the first run: no run with defaults to discard
-        at.session_state[key] = value
+    function = "render_anonymize" if page == "anonymize" else "render_tradeoffs"
+    at = page_app(view=("ui.tab_profiles", function), state=state, timeout=300)
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     return at
