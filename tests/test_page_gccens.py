@@ -1,8 +1,6 @@
 """AppTest of the GCCens tabs (Anonymize and Trade-offs pages) on the shipped sample (issue #4's UI).
 
-Runs the real sidebar and the tab functions: through app.py's pages (the method picker set to GCCens)
-when every method tab module they import exists, otherwise through a harness page that calls the GCCens
-tab alone.
+The real sidebar and this method's views run through `apptest_support.page_app`.
 """
 
 from __future__ import annotations
@@ -10,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from apptest_support import page_app
 from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -17,48 +16,11 @@ pytestmark = pytest.mark.skipif(
     not (ROOT / "sample_data" / "events.parquet").exists(), reason="the shipped sample is not there yet"
 )
 
-HARNESS = f"""
-import sys
-sys.path.insert(0, {str(ROOT)!r})
-import streamlit as st
-from ui import sidebar
-from ui.context import current
-from ui import tab_gccens as tab
-
-def anonymize():
-    tab.render_anonymize(current())
-
-def tradeoffs():
-    tab.render_tradeoffs(current())
-
-navigation = st.navigation([st.Page(PAGE)])
-sidebar.render()
-navigation.run()
-"""
-
-
-def _all_tabs_exist() -> bool:
-    """app.py's pages import every method's tab module through ui.tabs."""
-    try:
-        import ui.tabs  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
 
 def _app(page: str, scope: str = "population") -> AppTest:
-    """The page with the sidebar's scope seeded before the first run (after `switch_page` AppTest
-    does not expose the sidebar's widgets)."""
-    if _all_tabs_exist():
-        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
-        at.session_state["adversary_scope"] = scope
-        # the method picker of ui/tabs.py (GCCens is its default; seeded in case that changes)
-        at.session_state[f"method_render_{page}"] = "GCCens (censoring)"
-        at.run()
-        at.switch_page(f"pages/{page}.py")
-    else:
-        at = AppTest.from_string(HARNESS.replace("PAGE", page), default_timeout=300)
-        at.session_state["adversary_scope"] = scope
+    """The GCCens view with the sidebar's scope seeded before the first run."""
+    function = "render_anonymize" if page == "anonymize" else "render_tradeoffs"
+    at = page_app(view=("ui.tab_gccens", function), state={"adversary_scope": scope}, timeout=300)
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     return at

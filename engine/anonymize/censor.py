@@ -186,28 +186,8 @@ def select_codes(records: Records, codes: Iterable[str], roll_up: Mapping[str, s
     labels = np.asarray([str(x) for x in records.items], dtype=object)
     if roll_up:
         labels = np.asarray([roll_up.get(x, x) for x in labels], dtype=object)
-    kept = _without_empty_visits(records.keep_events(np.isin(labels, list(wanted))[records.event_item]))
+    kept = records.keep_events(np.isin(labels, list(wanted))[records.event_item])
     return kept.recode(labels[kept.event_item]) if roll_up else kept
-
-
-def _without_empty_visits(records: Records) -> Records:
-    """The same patients (even those left with no visit) without their empty visits.
-
-    Works around `Records.keep_events`, which fails on records whose last visits are empty
-    (`np.add.reduceat` with a start index equal to the number of events)."""
-    sizes = np.diff(records.event_ptr)
-    full = sizes > 0
-    per_patient = np.bincount(records.visit_patient[full], minlength=records.n_patients)
-    return Records(
-        patient_ids=records.patient_ids,
-        items=records.items,
-        visit_ptr=np.concatenate([[0], np.cumsum(per_patient)]).astype(np.int64),
-        visit_ids=records.visit_ids[full],
-        event_ptr=np.concatenate([[0], np.cumsum(sizes[full])]).astype(np.int64),
-        event_item=records.event_item,
-        event_age=records.event_age,
-        has_visits=records.has_visits,
-    )
 
 
 def rolled_item_codes(vocabulary: Iterable[str], roll_up: Mapping[str, str]) -> dict[str, frozenset[str]]:
