@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numpy as np
@@ -255,6 +255,21 @@ class Records:
             event_age=None if self.event_age is None else self.event_age[mask],
             has_visits=self.has_visits,
         )
+
+    def relabel(self, item_labels: Sequence[str] | np.ndarray) -> Records:
+        """The same events with every vocabulary item renamed: item i becomes `item_labels[i]`.
+
+        Items given the same label merge into one; the new vocabulary holds the labels of the items
+        present in the events, sorted. Labels are looked up per item, never copied per event.
+        """
+        labels = np.asarray(item_labels, dtype=object)
+        if len(labels) != self.n_items:
+            raise ValueError(f"{len(labels)} labels for {self.n_items} items")
+        present = np.unique(self.event_item)
+        vocab = np.array(sorted(set(labels[present].tolist())), dtype=object)
+        new_index = np.full(self.n_items, -1, dtype=np.int32)
+        new_index[present] = pd.Index(vocab).get_indexer(labels[present])
+        return replace(self, items=vocab, event_item=new_index[self.event_item])
 
     def recode(self, event_items: Sequence[str] | np.ndarray) -> Records:
         """The same events with new item labels (one per event); the vocabulary is rebuilt sorted."""

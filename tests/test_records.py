@@ -142,3 +142,14 @@ def test_large_set_labels_are_short_and_unique():
     assert set_item_label(reversed(many)) == label  # order does not matter
     assert set_item_label(many[:-1]) != label  # a different set gets a different label
     assert set_item_label(many[:8]) == "{" + ",".join(many[:8]) + "}"
+
+
+def test_relabel_merges_items_and_keeps_events():
+    r = Records.from_frame(_frame())
+    labels = ["{272.4,401.1}" if c in ("272.4", "401.1") else c for c in r.items]
+    m = r.relabel(labels)
+    assert list(m.items) == ["250.00", "V45.81", "{272.4,401.1}"]
+    assert m.n_events == r.n_events and m.patient_visits(0) == [["{272.4,401.1}"], ["{272.4,401.1}"]]
+    assert (m.to_frame()["code"].to_numpy() == np.asarray(labels, dtype=object)[r.event_item]).all()
+    with pytest.raises(ValueError, match="labels"):
+        r.relabel(["x"])

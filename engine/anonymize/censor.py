@@ -187,7 +187,7 @@ def select_codes(records: Records, codes: Iterable[str], roll_up: Mapping[str, s
     if roll_up:
         labels = np.asarray([roll_up.get(x, x) for x in labels], dtype=object)
     kept = records.keep_events(np.isin(labels, list(wanted))[records.event_item])
-    return kept.recode(labels[kept.event_item]) if roll_up else kept
+    return kept.relabel(labels) if roll_up else kept
 
 
 def rolled_item_codes(vocabulary: Iterable[str], roll_up: Mapping[str, str]) -> dict[str, frozenset[str]]:

@@ -347,7 +347,7 @@ def _release(
     ev_group = st.group[cohort.event_item]
     kept = ev_group >= 0
     removed = cohort.keep_events(~kept).to_frame()
-    released = _relabel(cohort.keep_events(kept), labels)
+    released = cohort.keep_events(kept).relabel(labels)
     # one event per (visit, item): repeats of an item within a visit would tell how many of its codes
     # the visit had (Loukides' records are sets)
     first = np.ones(released.n_events, dtype=bool)
@@ -393,30 +393,6 @@ def _release(
         suppressed=removed.reset_index(drop=True),
         params=params,
         loss=loss,
-    )
-
-
-def _relabel(records: Records, code_label: np.ndarray) -> Records:
-    """The same events with each code replaced by its item's label; vocabulary sorted as text.
-
-    Built from the label of each vocabulary code rather than `Records.recode` (which takes one label
-    per event): labels of large items are long strings, and this never copies them per event.
-    Suppressed codes (no label) must already be gone from `records`.
-    """
-    present = np.unique(records.event_item)
-    vocab = np.array(sorted(set(code_label[present].tolist())), dtype=object)
-    where = {lab: i for i, lab in enumerate(vocab.tolist())}
-    code_to_item = np.full(len(code_label), -1, dtype=np.int32)
-    code_to_item[present] = [where[lab] for lab in code_label[present].tolist()]
-    return Records(
-        patient_ids=records.patient_ids,
-        items=vocab,
-        visit_ptr=records.visit_ptr,
-        visit_ids=records.visit_ids,
-        event_ptr=records.event_ptr,
-        event_item=code_to_item[records.event_item],
-        event_age=records.event_age,
-        has_visits=records.has_visits,
     )
 
 
