@@ -70,3 +70,19 @@ def page_app(
     for key, value in (state or {}).items():
         at.session_state[key] = value
     return at
+
+
+def run_view(module: str, page: str, **state) -> AppTest:
+    """Run one method module's Anonymize (`page="anonymize"`) or Trade-offs view once, with session
+    state seeded, and fail on any exception shown."""
+    function = {"anonymize": "render_anonymize", "tradeoffs": "render_tradeoffs"}[page]
+    at = page_app(view=(module, function), state=state)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def page_text(at: AppTest) -> str:
+    """The markdown, success and error texts of a run, joined (for asserting on what a page says)."""
+    parts = [m.value for m in at.markdown] + [s.value for s in at.success] + [e.value for e in at.error]
+    return "\n".join(str(p) for p in parts)

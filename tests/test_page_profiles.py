@@ -8,7 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from apptest_support import page_app
+from apptest_support import page_text as _text
+from apptest_support import run_view
 from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -18,16 +19,7 @@ SAMPLE_MISSING = pytest.mark.skipif(
 
 
 def _app(page: str, **state) -> AppTest:
-    function = "render_anonymize" if page == "anonymize" else "render_tradeoffs"
-    at = page_app(view=("ui.tab_profiles", function), state=state, timeout=300)
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
-def _text(at: AppTest) -> str:
-    parts = [m.value for m in at.markdown] + [s.value for s in at.success] + [e.value for e in at.error]
-    return "\n".join(str(p) for p in parts)
+    return run_view("ui.tab_profiles", page, **state)
 
 
 @SAMPLE_MISSING
