@@ -18,8 +18,6 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
-
 from engine.cli import UserError
 
 SCOPES = ("population", "cohort")
@@ -70,25 +68,15 @@ def run(args: argparse.Namespace) -> int:
     from engine.adversary import Adversary
     from engine.anonymize.censor import gccens_run, prepare
     from engine.anonymize.censor import report as gccens_report
-    from engine.loaders import load_events, load_ids
-    from engine.records import Records
+    from engine.commands.inputs import load_groups
 
     if args.k < 1:
         raise UserError(f"--k must be >= 1, not {args.k}")
     if args.cap is not None and args.cap < 0:
         raise UserError(f"--cap must be >= 0, not {args.cap}")
     caps = parse_caps(args.caps) if args.caps is not None else None
-    events = load_events(args.events)
-    records = Records.from_frame(events.data)
-    sources = dict(events.sources)
-    pop_ids = records.patient_ids
-    if args.population:
-        loaded = load_ids(args.population, population=records.patient_ids, group="population")
-        pop_ids, sources = loaded.data, {**sources, **loaded.sources}
-    cohort_ids = load_ids(args.cohort, population=np.asarray(pop_ids), group="cohort")
-    sources.update(cohort_ids.sources)
-    population = records.subset(pop_ids)
-    cohort = records.subset(cohort_ids.data)
+    inputs = load_groups(args.events, population=args.population, cohort=args.cohort)
+    population, cohort, sources = inputs.population, inputs.cohort, inputs.sources
     problem = prepare(cohort, population, args.scope)
     unknown = sorted(set(caps or {}) - set(problem.code_labels))
     if unknown:

@@ -64,8 +64,7 @@ def write_csv(columns, path: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from engine.anonymize.profiles import SuppressionLimitExceeded, release_columns, run_profiles
-    from engine.loaders import load_events, load_ids
-    from engine.records import Records
+    from engine.commands.inputs import load_groups
     from engine.utility.queries import read_utility_policy
 
     method = args.profiles_method
@@ -79,11 +78,8 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--utility-policy: no such file {args.utility_policy}") from exc
     except ValueError as exc:
         raise UserError(str(exc)) from exc
-    events = load_events(args.events)
-    records = Records.from_frame(events.data)
-    cohort_ids = load_ids(args.cohort, population=records.patient_ids, group="cohort")
-    sources = {**events.sources, **cohort_ids.sources}
-    cohort = records.subset(cohort_ids.data)
+    inputs = load_groups(args.events, cohort=args.cohort)
+    cohort, sources = inputs.cohort, inputs.sources
     if cohort.n_patients < args.k:
         raise UserError(f"the cohort has {cohort.n_patients} records, fewer than k = {args.k}")
     try:
