@@ -264,6 +264,7 @@ def _cli_files(tmp_path):
     for p in range(1, 7):
         rows += [f"p{p},1,401.1", f"p{p},2,250.00"]
     rows += ["p1,1,401.9", "p2,3,733.00", "p3,1,427.31", "p4,3,427.31", "p4,3,733.00"]
+    rows = [rows[0] + ",age"] + [r + ",50" for r in rows[1:]]  # ages are in the input, not the release
     (tmp_path / "ev.csv").write_text("\n".join(rows) + "\n")
     (tmp_path / "co.csv").write_text("patient_id\np1\np2\np3\np4\n")
     return tmp_path / "ev.csv", tmp_path / "co.csv"
@@ -290,7 +291,7 @@ def test_cli_writes_verified_release_codemap_and_report(tmp_path, capsys):
     ]
     assert main(args) == 0
     released = pd.read_csv(out, dtype=str)
-    assert list(released.columns) == ["patient_id", "visit", "code"]
+    assert list(released.columns) == ["patient_id", "visit", "code"]  # no ages: not verified
     report = json.loads(rep.read_text())
     assert report["verification"]["ok"] is True
     assert report["retention"]["original"]["diagnosis_count"] == 13

@@ -28,6 +28,7 @@ from engine.anonymize.population import (
     GroupRelease,
     ScopeComparison,
     compare_scopes,
+    released_frame,
 )
 from engine.records import Records
 from engine.release import Release
@@ -272,7 +273,10 @@ def render_anonymize(ctx: Context) -> None:
         d1, d2, d3 = st.columns(3)
         with d1:
             _download(
-                release.to_frame(), "Download the release (CSV)", f"heatherly_{shown}.csv", "hea_dl_release"
+                released_frame(release),
+                "Download the release (CSV)",
+                f"heatherly_{shown}.csv",
+                "hea_dl_release",
             )
         with d2:
             present = set(release.records.items[np.unique(release.records.event_item)].tolist())

@@ -645,3 +645,11 @@ def compare_scopes(
     order = {"DEMO_D": 0, "DEMO_S": 1, "DEMO_B": 2}
     rows_cohort.sort(key=lambda r: order[r.name])
     return ScopeComparison(results, originals, rows_group + rows_cohort)
+
+
+def released_frame(release: Release) -> pd.DataFrame:
+    """The release in long form for export: `patient_id`, `visit` (when the input had visits), `code`
+    (the released item). Ages are left out: Heatherly releases diagnosis codes only, and the risk
+    engine verified codes only."""
+    frame = release.to_frame()
+    return frame[[c for c in (PATIENT, VISIT, CODE) if c in frame.columns]]

@@ -52,7 +52,13 @@ def register(methods) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from engine import risk
-    from engine.anonymize.population import SCOPE_NAMES, anonymize, parse_constraints, suppress_rare
+    from engine.anonymize.population import (
+        SCOPE_NAMES,
+        anonymize,
+        parse_constraints,
+        released_frame,
+        suppress_rare,
+    )
     from engine.loaders import load_events, load_ids
     from engine.records import Records
     from engine.utility.retention import figures
@@ -118,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
     if not verification.ok:
         hint = "" if args.complete else "; --complete adds the completion pass"
         raise UserError(f"{verification.message()} No release written{hint}")
-    out = release.to_frame()
+    out = released_frame(release)
     out.to_csv(args.out, index=False)
     if args.codemap:
         present = set(release.records.items[np.unique(release.records.event_item)].tolist())
