@@ -78,7 +78,8 @@ chosen = st.multiselect(
     list(available),
     default=list(available),
     key="phewas_releases",
-    help="Releases made on the Anonymize page in this session.",
+    format_func=lambda name: available[name].label,
+    help="Releases made on the Anonymize page in this session (the latest run of each).",
 )
 if not available:
     st.info("No release yet: run a method on the Anonymize page to compare. The original PheWAS is below.")

@@ -1,7 +1,10 @@
 """The releases made in this session, shared between pages (Risk before/after, PheWAS, Report).
 
-A method tab publishes its latest release under a stable name (e.g. "GCCens", "Heatherly DEMO_S")
-together with the risk engine's verification; other pages list what is there.
+Every run of a method tab publishes its latest release under a stable name (e.g. "GCCens",
+"Heatherly DEMO_S") together with the risk engine's verification, verified or not, so that a later
+run that fails verification replaces an earlier one instead of leaving it standing. Pages that list
+releases show the verification with the name (`PublishedRelease.label`); only the method tabs offer
+downloads, and only of verified releases.
 """
 
 from __future__ import annotations
@@ -21,6 +24,13 @@ class PublishedRelease:
     name: str
     release: Release
     verification: Verification
+
+    @property
+    def label(self) -> str:
+        """The name with the verification status, for lists and legends."""
+        return (
+            self.name if self.verification.ok else f"{self.name} (not verified at k = {self.verification.k})"
+        )
 
 
 def publish(name: str, release: Release, verification: Verification) -> None:

@@ -284,9 +284,9 @@ def render_anonymize(ctx: Context) -> None:
         "Censored (caps / loop)",
         f"{release.loss['censored_by_caps']:,} / {release.loss['censored_by_loop']:,}",
     )
+    publish("GCCens", release, verification)
     if verification.ok:
         st.success(verification.message())
-        publish("GCCens", release, verification)
         rep = report(
             release,
             verification,

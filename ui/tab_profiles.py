@@ -274,9 +274,9 @@ def _table_1(runs: dict[str, ProfilesRun]) -> None:
 
 def _release_block(method: str, run: ProfilesRun) -> None:
     st.markdown(f"**{method} release**")
+    publish(method, run.release, run.verification)
     if run.verified:
         st.success(f"{run.check.message()} {run.verification.message()}")
-        publish(method, run.release, run.verification)
         a, b = st.columns(2)
         a.download_button(
             f"Download the {method} release (CSV, gzip)",

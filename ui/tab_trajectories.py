@@ -229,9 +229,9 @@ def render_anonymize(ctx: Context) -> None:
     cols[5].metric("Pairs suppressed", f"{len(rel.suppressed):,}")
     with st.expander("Dataset summary (thesis Table 3)"):
         st.dataframe(pd.DataFrame([summary]), hide_index=True)
+    publish("LDA", rel, ver)
     if ver.ok:
         st.success(ver.message())
-        publish("LDA", rel, ver)
         _download(
             res.released_frame(), "Download the release (patient_id, code, age)", "lda_release.csv", "lda_dl"
         )
