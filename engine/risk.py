@@ -13,7 +13,9 @@ record (or visit) with nothing left to know is consistent with every candidate.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,6 +40,7 @@ from engine.release import Release, codes_of
 #    search of sorted (atom, candidate) keys for rare atoms), whichever is cheaper for the set.
 # Ties and order never change a count, so results are deterministic.
 
+_THREADS = min(2, os.cpu_count() or 1)  # chunks counted in parallel
 _PAIR_CHUNK = 1 << 21  # (set, candidate) pairs expanded at once
 _PAIR_WEIGHT = 40  # cost of one expanded pair, in bitmap words AND-ed
 _AND_CHUNK_WORDS = 1 << 22  # bitmap words AND-ed at once
@@ -242,26 +245,39 @@ class _Intersector:
         out = np.zeros(m, dtype=np.int64)
         n_real = (srt != self.sentinel).sum(axis=1)
         by_and = (self.bitmap_of[srt] >= 0).all(axis=1) & (flen * _PAIR_WEIGHT > (n_real - 1) * self.n_words)
+        jobs = []  # (selected sets, how to count them); chunks write disjoint parts of `out`
         idx = np.flatnonzero(by_and)
         step = max(_AND_CHUNK_WORDS // max(self.n_words, 1), 1)
-        for s in range(0, len(idx), step):
-            sel = idx[s : s + step]
-            acc = self.bits[self.bitmap_of[srt[sel, 0]]]
-            for j in range(1, int(n_real[sel].max())):
-                np.bitwise_and(acc, self.bits[self.bitmap_of[srt[sel, j]]], out=acc)
-            out[sel] = np.bitwise_count(acc).sum(axis=1, dtype=np.int64)
+        jobs += [(idx[s : s + step], self._count_and) for s in range(0, len(idx), step)]
         idx = np.flatnonzero(~by_and & (flen > 0))  # a set with an atom nobody holds: 0
         csum = np.cumsum(flen[idx])
         start = 0
         while start < len(idx):
             base = csum[start - 1] if start else 0
             stop = max(int(np.searchsorted(csum, base + _PAIR_CHUNK, side="right")), start + 1)
-            sel = idx[start:stop]
-            out[sel] = self._count_pairs(srt[sel])
+            jobs.append((idx[start:stop], self._count_pairs))
             start = stop
+
+        def run(job) -> None:
+            sel, how = job
+            out[sel] = how(srt[sel], n_real[sel])
+
+        if _THREADS > 1 and len(jobs) > 1:  # numpy releases the GIL inside these array operations
+            with ThreadPoolExecutor(_THREADS) as pool:
+                list(pool.map(run, jobs))
+        else:
+            for job in jobs:
+                run(job)
         return out
 
-    def _count_pairs(self, srt: np.ndarray) -> np.ndarray:
+    def _count_and(self, srt: np.ndarray, n_real: np.ndarray) -> np.ndarray:
+        """AND the bitmaps of each set's atoms and count the bits."""
+        acc = self.bits[self.bitmap_of[srt[:, 0]]]
+        for j in range(1, int(n_real.max())):
+            np.bitwise_and(acc, self.bits[self.bitmap_of[srt[:, j]]], out=acc)
+        return np.bitwise_count(acc).sum(axis=1, dtype=np.int64)
+
+    def _count_pairs(self, srt: np.ndarray, n_real: np.ndarray | None = None) -> np.ndarray:
         """Expand (set, candidate) pairs from each set's rarest atom, keep those whose candidate holds
         the second atom, then check all further atoms of the survivors at once (in chunks)."""
         p = self.post
