@@ -12,6 +12,7 @@ from engine.release import Release
 from ui import releases
 from ui.context import HASH_FUNCS, current
 from ui.phewas_charts import change_histogram, manhattan_figure, qq_figure
+from ui.tab_population import publish_scopes
 
 _HASH = {**HASH_FUNCS, Release: lambda r: f"{r.method}:{r.records.fingerprint}:{sorted(r.params.items())}"}
 
@@ -72,6 +73,15 @@ st.caption(
     f"{original['phecode'].nunique():,} phecodes tested per SNP, {len(original):,} tests in all."
 )
 
+heatherly = st.toggle(
+    f"Compare Heatherly's three scopes at k = {ctx.k} (DEMO_D, DEMO_B, DEMO_S; PheWAS-code constraints)",
+    value=True,
+    key="phewas_heatherly",
+    help="Anonymizes the cohort, the biobank and the population at the sidebar's k, as in Heatherly's "
+    "Table 4; they are also published to the Risk and Report pages.",
+)
+if heatherly:
+    publish_scopes(ctx, int(ctx.k))
 available = releases.available()
 chosen = st.multiselect(
     "Releases to compare",

@@ -20,7 +20,7 @@ def published(sample_dataset):
 
 
 def test_phewas_page_without_release_shows_original(sample_dataset):
-    at = page_app("pages/phewas.py")
+    at = page_app("pages/phewas.py", state={"phewas_heatherly": False})
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     assert any("No release yet" in i.value for i in at.info)
@@ -31,7 +31,7 @@ def test_phewas_page_without_release_shows_original(sample_dataset):
 
 
 def test_phewas_page_compares_a_release(published):
-    at = page_app("pages/phewas.py", state={"releases": published})
+    at = page_app("pages/phewas.py", state={"releases": published, "phewas_heatherly": False})
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     table4 = at.dataframe[0].value
@@ -51,3 +51,17 @@ def test_report_page_lists_verified_release(published):
     text = "\n".join(m.value for m in at.markdown)
     assert "Heatherly DEMO_D" in text and "Verified: every one of" in text
     assert len(at.get("download_button")) == 2
+
+
+def test_phewas_page_compares_heatherlys_three_scopes_at_the_sidebar_k(sample_dataset):
+    at = page_app("pages/phewas.py", state={"k": 5})
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    table4 = at.dataframe[0].value
+    for scope in ("DEMO_D", "DEMO_B", "DEMO_S"):
+        assert f"Heatherly {scope}: lost" in table4.columns
+    # the page's picker lists the three releases, with their verification status
+    assert len(at.multiselect(key="phewas_releases").value) == 3
+    at.sidebar.number_input(key="k").set_value(10).run()
+    assert not at.exception
+    assert at.session_state["releases"]["Heatherly DEMO_D"].release.params["k"] == 10

@@ -1,7 +1,6 @@
 """AppTest of the Heatherly tabs (Anonymize and Trade-offs pages) on the shipped sample (issue #5's UI).
 
-Runs the real sidebar and this method's tab functions through a harness page (the Anonymize page
-renders every method's tab; this test exercises the Heatherly tab alone to stay fast).
+Runs the real sidebar and this method's views through `apptest_support.run_view`.
 """
 
 from __future__ import annotations
@@ -9,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from apptest_support import run_view
 from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -16,31 +16,9 @@ pytestmark = pytest.mark.skipif(
     not (ROOT / "sample_data" / "events.parquet").exists(), reason="the shipped sample is not there yet"
 )
 
-HARNESS = f"""
-import sys
-sys.path.insert(0, {str(ROOT)!r})
-import streamlit as st
-from ui import sidebar
-from ui.context import current
-from ui import tab_population as tab
-
-def anonymize():
-    tab.render_anonymize(current())
-
-def tradeoffs():
-    tab.render_tradeoffs(current())
-
-navigation = st.navigation([st.Page(PAGE)])
-sidebar.render()
-navigation.run()
-"""
-
 
 def _app(page: str) -> AppTest:
-    at = AppTest.from_string(HARNESS.replace("PAGE", page), default_timeout=600)
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+    return run_view("ui.tab_population", page)
 
 
 def _frames(at: AppTest) -> list:

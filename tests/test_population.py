@@ -316,3 +316,9 @@ def test_cli_refuses_unverified_release_and_bad_arguments(tmp_path, capsys):
     assert "unknown utility constraints" in capsys.readouterr().err
     assert main([*base, "--k", "2", "--scope", "biobank"]) == 2
     assert "--biobank" in capsys.readouterr().err
+    # a biobank that does not hold the whole cohort cannot be the anonymized group
+    bio = tmp_path / "biobank.csv"
+    cohort_ids = pd.read_csv(co, dtype=str)["patient_id"]
+    pd.DataFrame({"patient_id": cohort_ids[:1]}).to_csv(bio, index=False)
+    assert main([*base, "--k", "2", "--scope", "biobank", "--biobank", str(bio)]) == 2
+    assert "not in the biobank" in capsys.readouterr().err

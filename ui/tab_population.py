@@ -71,7 +71,7 @@ _MEMO = "_heatherly_comparisons"
 _MEMO_SIZE = 12
 
 
-def _run(ctx: Context, k: int, constraints: str, complete: bool, label: str) -> ScopeComparison:
+def scope_comparison(ctx: Context, k: int, constraints: str, complete: bool, label: str) -> ScopeComparison:
     """`compare_scopes` memoized in this session's state (an uploaded dataset's releases never leave
     the session), with a progress bar while it computes (a cached function could not draw one)."""
     groups = _groups(ctx)
@@ -90,6 +90,17 @@ def _run(ctx: Context, k: int, constraints: str, complete: bool, label: str) -> 
         while len(memo) > _MEMO_SIZE:
             memo.pop(next(iter(memo)))
     return memo[key]
+
+
+def publish_scopes(
+    ctx: Context, k: int, constraints: str = "phecode", complete: bool = False
+) -> ScopeComparison:
+    """The three scopes at k, each published (with its verification) for the Risk, PheWAS and Report
+    pages; used by this tab and by the PheWAS page."""
+    cmp_ = scope_comparison(ctx, k, constraints, complete, "Anonymizing the three scopes")
+    for scope, res in cmp_.results.items():
+        publish(f"Heatherly {SCOPE_NAMES[scope]}", res.release, res.verification)
+    return cmp_
 
 
 @st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=16)
@@ -218,9 +229,7 @@ def render_anonymize(ctx: Context) -> None:
             help="Generalize further, then suppress, until every visit of the cohort meets k.",
         )
     k = int(ctx.k)
-    cmp_ = _run(ctx, k, constraints, complete, "Anonymizing the three scopes")
-    for scope, res in cmp_.results.items():
-        publish(f"Heatherly {SCOPE_NAMES[scope]}", res.release, res.verification)
+    cmp_ = publish_scopes(ctx, k, constraints, complete)
     if "biobank" not in cmp_.results:
         st.info("No biobank group between the cohort and the population: DEMO_B is left out.")
 
@@ -230,7 +239,9 @@ def render_anonymize(ctx: Context) -> None:
     _download(summary, "Download the comparison (CSV)", "heatherly_scopes.csv", "hea_dl_scopes")
 
     if complete:
-        plain = _run(ctx, k, constraints, False, "The paper's procedure, for the cost of completion")
+        plain = scope_comparison(
+            ctx, k, constraints, False, "The paper's procedure, for the cost of completion"
+        )
         cost = scope_summary(plain)[["release", "records below k", "DC Local %", "CC Local %"]].merge(
             summary[["release", "records below k", "DC Local %", "CC Local %"]],
             on="release",
@@ -372,7 +383,7 @@ def render_tradeoffs(ctx: Context) -> None:
     if not ks:
         st.warning("Choose at least one k.")
         return
-    points = {k: _run(ctx, int(k), constraints, complete, f"k = {k}") for k in sorted(ks)}
+    points = {k: scope_comparison(ctx, int(k), constraints, complete, f"k = {k}") for k in sorted(ks)}
     frame = tradeoff_frame(points)
     st.plotly_chart(tradeoff_figure(frame), key="heat_fig")
     st.dataframe(frame, hide_index=True)

@@ -59,8 +59,7 @@ def run(args: argparse.Namespace) -> int:
         released_frame,
         suppress_rare,
     )
-    from engine.loaders import load_events, load_ids
-    from engine.records import Records
+    from engine.commands.inputs import load_groups
     from engine.utility.retention import figures
 
     if args.k < 1:
@@ -71,26 +70,16 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--constraints: {exc}") from None
     if args.scope == "biobank" and not args.biobank:
         raise UserError("--scope biobank needs --biobank IDS")
-    events = load_events(args.events)
-    records = Records.from_frame(events.data)
-    sources = dict(events.sources)
-    pop_ids = records.patient_ids
-    if args.population:
-        loaded = load_ids(args.population, population=records.patient_ids, group="population")
-        pop_ids, sources = loaded.data, {**sources, **loaded.sources}
-    pop_ids = np.asarray(pop_ids)
-    bio_ids = None
-    if args.biobank:
-        loaded = load_ids(args.biobank, population=pop_ids, group="biobank")
-        bio_ids, sources = loaded.data, {**sources, **loaded.sources}
-    within = bio_ids if args.scope == "biobank" else (pop_ids if args.scope == "population" else None)
-    loaded = load_ids(
-        args.cohort, population=pop_ids if within is None else np.asarray(within), group="cohort"
-    )
-    cohort_ids, sources = loaded.data, {**sources, **loaded.sources}
-    group_ids = {"cohort": cohort_ids, "biobank": bio_ids, "population": pop_ids}[args.scope]
-    group = records.subset(group_ids)
-    cohort = records.subset(cohort_ids)
+    inputs = load_groups(args.events, population=args.population, cohort=args.cohort, biobank=args.biobank)
+    sources, cohort = inputs.sources, inputs.cohort
+    cohort_ids = cohort.patient_ids
+    group = {"cohort": cohort, "biobank": inputs.biobank, "population": inputs.population}[args.scope]
+    outside = np.setdiff1d(cohort_ids.astype(str), group.patient_ids.astype(str))
+    if len(outside):
+        raise UserError(
+            f"{args.cohort}: {len(outside)} cohort patient(s) are not in the {args.scope} anonymized with "
+            f"--scope {args.scope}, e.g. {', '.join(outside[:5])}"
+        )
     result = anonymize(
         group, cohort_ids, args.k, scope=args.scope, constraints=constraints, complete=args.complete
     )
