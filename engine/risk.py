@@ -244,7 +244,7 @@ class _Intersector:
         flen = self.plen[srt[:, 0]]
         out = np.zeros(m, dtype=np.int64)
         n_real = (srt != self.sentinel).sum(axis=1)
-        by_and = (self.bitmap_of[srt] >= 0).all(axis=1) & (flen * _PAIR_WEIGHT > (n_real - 1) * self.n_words)
+        by_and = (self.bitmap_of[srt] >= 0).all(axis=1) & (flen * _PAIR_WEIGHT > self.n_words)
         jobs = []  # (selected sets, how to count them); chunks write disjoint parts of `out`
         idx = np.flatnonzero(by_and)
         step = max(_AND_CHUNK_WORDS // max(self.n_words, 1), 1)
@@ -271,11 +271,23 @@ class _Intersector:
         return out
 
     def _count_and(self, srt: np.ndarray, n_real: np.ndarray) -> np.ndarray:
-        """AND the bitmaps of each set's atoms and count the bits."""
+        """AND the bitmaps of each set's two rarest atoms, then only the words still non-zero with
+        the bitmaps of its further atoms, and count the bits."""
         acc = self.bits[self.bitmap_of[srt[:, 0]]]
-        for j in range(1, int(n_real.max())):
-            np.bitwise_and(acc, self.bits[self.bitmap_of[srt[:, j]]], out=acc)
-        return np.bitwise_count(acc).sum(axis=1, dtype=np.int64)
+        np.bitwise_and(acc, self.bits[self.bitmap_of[srt[:, 1]]], out=acc)
+        width = int(n_real.max())
+        if width <= 2:
+            return np.bitwise_count(acc).sum(axis=1, dtype=np.int64)
+        row, word = np.nonzero(acc)
+        vals = acc[row, word]
+        del acc
+        for j in range(2, width):
+            if len(vals) == 0:
+                break
+            vals &= self.bits_flat[self.bitmap_of[srt[row, j]] * self.n_words + word]
+            nz = vals != 0
+            row, word, vals = row[nz], word[nz], vals[nz]
+        return np.bincount(row, weights=np.bitwise_count(vals), minlength=len(srt)).astype(np.int64)
 
     def _count_pairs(self, srt: np.ndarray, n_real: np.ndarray | None = None) -> np.ndarray:
         """Expand (set, candidate) pairs from each set's rarest atom, keep those whose candidate holds
