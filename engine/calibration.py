@@ -272,6 +272,24 @@ def lab_figures(days, distinct: np.ndarray, label: str) -> list[Figure]:
     ]
 
 
+def reidentification_figures(
+    days, label: str, trials: int = 100, simulations: int = 50, seed: int = 0
+) -> list[Figure]:
+    """Johnson 2018 section 3.3 / Figure 4: one-day Recall@1 and Recall@10 against 99 others, measured
+    as the Lab orders page does with its defaults (labs ordered on at least `default_min_orders`
+    patient-days, `draw_queries(trials, simulations, "99", "one_day", seed)`, `recall_at_n`)."""
+    from engine.labs import default_min_orders, draw_queries, recall_at_n
+
+    kept = days.restrict_labs(default_min_orders(days.n_days))
+    rec = recall_at_n(kept, draw_queries(kept, trials, simulations, "99", "one_day", seed))
+    src = "Johnson 2018"
+    note = f"{simulations} x {trials} breached days, {kept.n_labs} labs kept; random: 1% / 10%"
+    return [
+        Figure(src, f"one-day Recall@1 against 99 others ({label})", 25.0, 100 * rec.at(1), "%", note),
+        Figure(src, f"one-day Recall@10 against 99 others ({label})", 47.0, 100 * rec.at(10), "%", note),
+    ]
+
+
 # ------------------------------------------------------------------------------------ trajectories
 def trajectory_figures(records: Records, n_codes: int = 50, label: str = "") -> list[Figure]:
     """Thesis Table 3 (D50Pop): trajectories of (ICD, age) pairs restricted to the 50 most frequent

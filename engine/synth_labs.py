@@ -2,11 +2,21 @@
 
 Labs are ordered as panels (a CBC brings its ten components) plus single tests drawn from a Zipf
 ranking of a vocabulary of a few hundred real test names, so a few common panels dominate and a long
-tail of rare tests makes patients distinguishable; most single tests come from the patient's own
-routine set (the same tests day after day), the rest afresh. A patient's conditions raise the chance of their
-panels (diabetes -> HbA1c and microalbumin, atrial fibrillation -> PT/INR, ...). Days per patient
-follow the patient's use of care with a heavy tail (Johnson 3.1: mean 8.81 days, sd 20.6, 81.6% at
-10 days or fewer). Calibrated figures: `sample_data/CALIBRATION.md`.
+tail of rare tests makes patients distinguishable. Orders follow persistent, patient-specific habits
+(what makes one day re-identify its patient, Johnson 2.5 / Figure 4):
+
+- each patient holds a habitual set of panels, ordered on most of their days (HABIT_RATE), other
+  panels only now and then (OFF_HABIT x their rate); the set is drawn so that each panel keeps its
+  marginal rate per day (base rate, or PROMPTED_RATE when one of the patient's conditions asks for it:
+  diabetes -> HbA1c and microalbumin, atrial fibrillation -> PT/INR, ...);
+- how closely a patient's days follow the set varies (adherence ~ Beta(ADHERENCE)): a day's panel
+  rate is adherence x habitual rate + (1 - adherence) x marginal rate, so some patients re-identify
+  easily and others hardly at all (the gap between Recall@1 and Recall@10);
+- each patient has a few personal single tests, each ordered on a share of their days (ROUTINE_RATE),
+  plus single tests drawn afresh every day (FRESH_PER_DAY).
+
+Days per patient follow the patient's use of care with a heavy tail (Johnson 3.1: mean 8.81 days,
+sd 20.6, 81.6% at 10 days or fewer). Calibrated figures: `sample_data/CALIBRATION.md`.
 """
 
 from __future__ import annotations
@@ -355,10 +365,15 @@ PANEL_BASE_RATE: dict[str, float] = {  # chance per lab day without a prompting 
     "Pancreas": 0.04,
 }
 PROMPTED_RATE = 0.45  # chance per lab day of a panel the patient's condition prompts
-SINGLES_PER_DAY = 0.7  # Poisson mean of single tests per lab day
+# Ordering habits (persist across a patient's days, so one day says who ordered it; Johnson 2.5):
+HABIT_RATE = 0.95  # chance per lab day of a panel in the patient's habitual set
+OFF_HABIT = 0.15  # chance per lab day of a panel outside the set, as a share of its marginal rate
+ADHERENCE = (0.25, 0.15)  # Beta parameters of how closely a patient's days follow their habits
+ROUTINE_TESTS = 2.0  # mean size of a patient's personal set of single tests (1 + Poisson)
+ROUTINE_ZIPF = 1.15  # Zipf exponent of the personal single tests
+ROUTINE_RATE = 0.2  # chance per lab day of each personal single test
+FRESH_PER_DAY = 0.35  # Poisson mean of single tests drawn afresh per lab day
 SINGLES_ZIPF = 1.15
-ROUTINE_TESTS = 3.0  # mean size of a patient's routine set of single tests (1 + Poisson)
-ROUTINE_SHARE = 0.75  # share of single tests drawn from the routine set rather than afresh
 DAYS_SHAPE = 0.45  # gamma shape of the extra lab days (heavy tail, Johnson sd 20.6)
 LAB_DAYS_SCALE = 1.42  # expected lab days per visit of the diagnosis generator
 
@@ -403,36 +418,46 @@ def labs_for_patients(
     start = rng.integers(0, 3650, n)
     day = t - np.repeat(t[first], n_days) + start[day_patient]
     n_pd = len(day_patient)
-    # panels: base rate, or the prompted rate when a condition of the patient asks for the panel
+    # panels: each patient holds a habitual set, ordered on most of their days; others now and then.
+    # A panel's marginal rate is its base rate, or the prompted rate when a condition asks for it;
+    # habit share h solves h * HABIT_RATE + (1 - h) * OFF_HABIT * rate = rate.
     prompted = {name: np.zeros(n, dtype=bool) for name in PANELS}
     for c, cond in enumerate(CONDITIONS):
         for panel in cond.labs:
             prompted[panel] |= has[:, c]
+    adherence = rng.beta(*ADHERENCE, n)
     rows_day, rows_lab = [], []
     for name, tests in PANELS.items():
-        rate = np.where(
-            prompted[name][day_patient], max(PROMPTED_RATE, PANEL_BASE_RATE[name]), PANEL_BASE_RATE[name]
-        )
-        d = np.flatnonzero(rng.random(n_pd) < rate)
+        base = PANEL_BASE_RATE[name]
+        rate = np.where(prompted[name], max(PROMPTED_RATE, base), base)
+        habit_share = np.clip(rate * (1 - OFF_HABIT) / (HABIT_RATE - OFF_HABIT * rate), 0.0, 1.0)
+        habit = rng.random(n) < habit_share
+        habitual = np.where(habit, HABIT_RATE, OFF_HABIT * rate)  # its mean over patients is `rate`
+        day_rate = (adherence * habitual + (1 - adherence) * rate)[day_patient]
+        d = np.flatnonzero(rng.random(n_pd) < day_rate)
         idx = np.array([lab_index[t] for t in tests], dtype=np.int64)
         rows_day.append(np.repeat(d, len(idx)))
         rows_lab.append(np.tile(idx, len(d)))
     singles = np.array([lab_index[t] for t in SINGLES], dtype=np.int64)
-    w = 1.0 / np.arange(1, len(singles) + 1) ** SINGLES_ZIPF
-    cum = np.cumsum(w / w.sum())
-    k = rng.poisson(SINGLES_PER_DAY, n_pd)
-    chosen = np.searchsorted(cum, rng.random(int(k.sum())) * cum[-1], side="right").clip(0, len(singles) - 1)
-    # a share of single tests comes from the patient's own routine (the same tests day after day)
+    rank = np.arange(1, len(singles) + 1, dtype=float)
+    # personal single tests (a flatter ranking: idiosyncratic), each reused on most of the days
+    own_cum = np.cumsum(rank**-ROUTINE_ZIPF)
     n_own = 1 + rng.poisson(ROUTINE_TESTS - 1, n)
     own_start = np.cumsum(n_own) - n_own
-    own = np.searchsorted(cum, rng.random(int(n_own.sum())) * cum[-1], side="right").clip(0, len(singles) - 1)
-    single_day = np.repeat(np.arange(n_pd), k)
-    owner = day_patient[single_day]
-    routine = rng.random(len(chosen)) < ROUTINE_SHARE
-    pick = own_start[owner] + np.floor(rng.random(len(chosen)) * n_own[owner]).astype(np.int64)
-    chosen = np.where(routine, own[pick], chosen)
-    rows_day.append(single_day)
-    rows_lab.append(singles[chosen])
+    own = np.searchsorted(own_cum, rng.random(int(n_own.sum())) * own_cum[-1], side="right")
+    own = own.clip(0, len(singles) - 1)
+    per_day = n_own[day_patient]
+    slot_day = np.repeat(np.arange(n_pd), per_day)
+    slot = np.arange(len(slot_day)) - np.repeat(np.cumsum(per_day) - per_day, per_day)
+    use = rng.random(len(slot_day)) < ROUTINE_RATE
+    rows_day.append(slot_day[use])
+    rows_lab.append(singles[own[own_start[day_patient[slot_day[use]]] + slot[use]]])
+    # single tests drawn afresh (the common Zipf ranking)
+    cum = np.cumsum(rank**-SINGLES_ZIPF)
+    k = rng.poisson(FRESH_PER_DAY, n_pd)
+    fresh = np.searchsorted(cum, rng.random(int(k.sum())) * cum[-1], side="right").clip(0, len(singles) - 1)
+    rows_day.append(np.repeat(np.arange(n_pd), k))
+    rows_lab.append(singles[fresh])
     # a day with no order gets the most common single test
     all_days = np.concatenate(rows_day)
     empty = np.flatnonzero(np.bincount(all_days, minlength=n_pd) == 0)

@@ -253,3 +253,60 @@ def test_calibration_figures_on_small_sample(small):
     assert by["diagnoses per patient, population (SD)"] == pytest.approx(n_events / 3000)
     # all-visits knowledge can only make records more distinguishable than one visit
     assert by["cohort unique, all visits"] >= by["cohort unique, single visit"]
+
+
+# ------------------------------------------------------------------------------------ lab habits
+def _one_day_recall(frame: pd.DataFrame, trials: int, simulations: int):
+    """Recall of the Lab orders page's defaults (engine.labs): one breached day against 99 others."""
+    from engine import labs as L
+
+    days = L.patient_days(frame)
+    kept = days.restrict_labs(L.default_min_orders(days.n_days))
+    return L.recall_at_n(kept, L.draw_queries(kept, trials, simulations, "99", "one_day", 0))
+
+
+def test_lab_habits_make_one_day_reidentify():
+    """Johnson 2.5 / Figure 4: patients' ordering habits persist across days, so one day ranks its
+    owner first far above the random 1%, yet habits are followed more or less closely, so the owner
+    is not always among the ten closest."""
+    rec = _one_day_recall(synth.generate_labs(2000, seed=5), trials=50, simulations=10)
+    assert rec.at(1) > 5 * rec.random[0]
+    assert rec.at(1) < rec.at(10) < 0.9
+    assert rec.at(10) > 2 * rec.random[9]
+
+
+def test_lab_habits_keep_panel_marginal_rates():
+    """The habitual panel sets are drawn so that each panel keeps its rate per lab day (panels no
+    condition prompts: CBC and the differential are ordered on their base rate of the days)."""
+    from engine.synth_labs import PANEL_BASE_RATE, PANELS
+
+    prompted = {p for c in CONDITIONS for p in c.labs}
+    labs = synth.generate_labs(4000, seed=7)
+    n_days = len(labs.drop_duplicates(["patient_id", "day"]))
+    for panel in ("CBC", "Differential"):
+        assert panel not in prompted
+        first = PANELS[panel][0]
+        share = (labs["lab"] == first).sum() / n_days
+        assert share == pytest.approx(PANEL_BASE_RATE[panel], abs=0.03), panel
+
+
+def test_lab_days_of_a_patient_resemble_each_other():
+    """Two days of the same patient share more labs (Jaccard) than days of two different patients."""
+    labs = synth.generate_labs(1500, seed=9)
+    sets = labs.groupby(["patient_id", "day"], sort=True)["lab"].agg(frozenset).reset_index()
+    first = sets.groupby("patient_id").nth(0).set_index("patient_id")["lab"]
+    second = sets.groupby("patient_id").nth(1).set_index("patient_id")["lab"]
+    both = second.index
+    a, b = first.loc[both].to_list(), second.loc[both].to_list()
+    jac = lambda x, y: len(x & y) / len(x | y)  # noqa: E731
+    same = np.mean([jac(x, y) for x, y in zip(a, b, strict=True)])
+    other = np.mean([jac(x, y) for x, y in zip(a, b[1:] + b[:1], strict=True)])
+    assert same > other + 0.1
+
+
+def test_shipped_labs_near_johnson_one_day_recall(shipped):
+    """The shipped sample, measured as the Lab orders page does with its defaults (50 x 100 breached
+    days), comes near Johnson's one-day Recall@1 = 25% and Recall@10 = 47% (CALIBRATION.md)."""
+    rec = _one_day_recall(shipped["labs"], trials=100, simulations=50)
+    assert 0.15 <= rec.at(1) <= 0.35
+    assert 0.37 <= rec.at(10) <= 0.62
