@@ -1,44 +1,27 @@
 """AppTest: the app starts on the shipped sample, every page of app.py renders without exception,
 the sidebar's choices drive the Cohort page and survive page switches, and uploads are validated.
 
-Pages named in app.py whose files are not written yet are skipped with the reason.
-
-The interactive tests run app.py's own text through `AppTest.from_string` with absolute page paths
-(and without the pages not written yet): with `AppTest.from_file("app.py")` (Streamlit 1.67), every
-rerun after the first executes the page without the entry point, so the sidebar vanishes and its
-widget state is dropped (a `pages/` folder beside the main script switches AppTest's PagesManager
-to the legacy pages-directory mode). `test_app_py_itself` still runs app.py from its file once.
+The interactive tests build the app with `apptest_support.full_app` (see there why not
+`AppTest.from_file`); `test_app_py_itself` still runs app.py from its file once.
 """
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
+from apptest_support import APP, PAGES, full_app, page_path
 from conftest import DATA_DIR, sample_missing_reason
 from streamlit.testing.v1 import AppTest
 
-ROOT = Path(__file__).resolve().parent.parent
-APP = ROOT / "app.py"
-PAGES = re.findall(r'st\.Page\(\s*"([^"]+)"', APP.read_text())
-MISSING = [p for p in PAGES if not (ROOT / p).exists()]
-COHORT_PAGE = next((p for p in PAGES if p.endswith("cohort.py")), "pages/cohort.py")
+COHORT_PAGE = "pages/cohort.py"
 TIMEOUT = 180
 
 pytestmark = pytest.mark.skipif(sample_missing_reason() is not None, reason=sample_missing_reason() or "")
 
 
 def _app() -> AppTest:
-    """app.py's text, pages as absolute paths, pages not written yet left out (see module docstring)."""
-    lines = [ln for ln in APP.read_text().splitlines() if not any(f'"{m}"' in ln for m in MISSING)]
-    text = re.sub(r'st\.Page\(\s*"(?!/)', f'st.Page("{ROOT}/', "\n".join(lines))
-    text = f"import sys\nsys.path.insert(0, {str(ROOT)!r})\n" + text
-    return AppTest.from_string(text, default_timeout=TIMEOUT)
-
-
-def _page(path: str) -> str:
-    return str(ROOT / path)
+    return full_app(timeout=TIMEOUT)
 
 
 def _metrics(at: AppTest) -> dict[str, list[str]]:
@@ -57,8 +40,6 @@ def app() -> AppTest:
 
 
 def test_app_py_itself() -> None:
-    if MISSING:
-        pytest.skip(f"app.py names pages not written yet: {', '.join(MISSING)}")
     at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
     at.run()
     assert not at.exception, [e.value for e in at.exception]
@@ -66,7 +47,7 @@ def test_app_py_itself() -> None:
     assert at.sidebar.number_input(key="k").value == 5
 
 
-def test_app_starts_on_the_cohort_page(app: AppTest) -> None:
+def test_app_starts_on_the_cohortpage_path(app: AppTest) -> None:
     assert [t.value for t in app.title] == ["Cohort"]
     assert app.sidebar.radio(key="dataset_choice").value == "Shipped sample"
     assert app.sidebar.selectbox(key="population_group").value == "population"
@@ -88,9 +69,7 @@ def test_app_starts_on_the_cohort_page(app: AppTest) -> None:
 
 @pytest.mark.parametrize("page", PAGES)
 def test_every_page_renders(app: AppTest, page: str) -> None:
-    if page in MISSING:
-        pytest.skip(f"{page} is named in app.py but not written yet")
-    app.switch_page(_page(page)).run()
+    app.switch_page(page_path(page)).run()
     assert not app.exception, [e.value for e in app.exception]
 
 
@@ -111,16 +90,14 @@ def test_cohort_numbers_follow_the_sidebar() -> None:
 
 
 def test_choices_survive_page_switches() -> None:
-    other = next((p for p in PAGES if p != COHORT_PAGE and p not in MISSING), None)
-    if other is None:
-        pytest.skip("no other page written yet")
+    other = "pages/risk.py"
     at = _app()
     at.run()
     at.sidebar.number_input(key="k").set_value(7).run()
     at.sidebar.radio(key="adversary_knowledge").set_value("all_visits").run()
     at.sidebar.selectbox(key="cohort_group").set_value("biobank").run()
-    at.switch_page(_page(other)).run()
-    at.switch_page(_page(COHORT_PAGE)).run()
+    at.switch_page(page_path(other)).run()
+    at.switch_page(page_path(COHORT_PAGE)).run()
     assert not at.exception
     assert at.sidebar.number_input(key="k").value == 7
     assert at.sidebar.radio(key="adversary_knowledge").value == "all_visits"
