@@ -44,6 +44,7 @@ _THREADS = min(2, os.cpu_count() or 1)  # chunks counted in parallel
 _PAIR_CHUNK = 1 << 21  # (set, candidate) pairs expanded at once
 _PAIR_WEIGHT = 40  # cost of one expanded pair, in bitmap words AND-ed
 _AND_CHUNK_WORDS = 1 << 22  # bitmap words AND-ed at once
+_AND_FULL_COLUMNS = 2  # whole-bitmap ANDs per set before continuing on non-zero words only
 _BITMAP_MIN_POSTING = 256  # atoms held by at least this many candidates get a bitmap ...
 _BITMAP_MAX_BYTES = 1 << 30  # ... within this much memory (most frequent first)
 _BITMAP_ALL_BYTES = 1 << 26  # every atom gets a bitmap when all of them fit in this much
@@ -244,7 +245,8 @@ class _Intersector:
         flen = self.plen[srt[:, 0]]
         out = np.zeros(m, dtype=np.int64)
         n_real = (srt != self.sentinel).sum(axis=1)
-        by_and = (self.bitmap_of[srt] >= 0).all(axis=1) & (flen * _PAIR_WEIGHT > self.n_words)
+        and_cost = np.minimum(n_real - 1, _AND_FULL_COLUMNS) * self.n_words
+        by_and = (self.bitmap_of[srt] >= 0).all(axis=1) & (flen * _PAIR_WEIGHT > and_cost)
         jobs = []  # (selected sets, how to count them); chunks write disjoint parts of `out`
         idx = np.flatnonzero(by_and)
         step = max(_AND_CHUNK_WORDS // max(self.n_words, 1), 1)
@@ -271,17 +273,19 @@ class _Intersector:
         return out
 
     def _count_and(self, srt: np.ndarray, n_real: np.ndarray) -> np.ndarray:
-        """AND the bitmaps of each set's two rarest atoms, then only the words still non-zero with
-        the bitmaps of its further atoms, and count the bits."""
-        acc = self.bits[self.bitmap_of[srt[:, 0]]]
-        np.bitwise_and(acc, self.bits[self.bitmap_of[srt[:, 1]]], out=acc)
+        """AND the whole bitmaps of each set's rarest atoms (up to `_AND_FULL_COLUMNS` + 1), then only
+        the words still non-zero with the bitmaps of its further atoms, and count the bits."""
         width = int(n_real.max())
-        if width <= 2:
+        full = min(width, _AND_FULL_COLUMNS + 1)
+        acc = self.bits[self.bitmap_of[srt[:, 0]]]
+        for j in range(1, full):
+            np.bitwise_and(acc, self.bits[self.bitmap_of[srt[:, j]]], out=acc)
+        if width <= full:
             return np.bitwise_count(acc).sum(axis=1, dtype=np.int64)
         row, word = np.nonzero(acc)
         vals = acc[row, word]
         del acc
-        for j in range(2, width):
+        for j in range(full, width):
             if len(vals) == 0:
                 break
             vals &= self.bits_flat[self.bitmap_of[srt[row, j]] * self.n_words + word]

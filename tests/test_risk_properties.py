@@ -27,10 +27,22 @@ def tuning(mode: str):
     """`default` leaves the kernel as shipped; `and` gives every atom a bitmap and counts every set by
     AND-ing them; `pairs` gives no atom a bitmap (pairs and key search only); `mixed` gives bitmaps to
     atoms held by 3 or more candidates and expands pairs in tiny chunks."""
-    names = ("_PAIR_CHUNK", "_PAIR_WEIGHT", "_AND_CHUNK_WORDS", "_BITMAP_MIN_POSTING", "_BITMAP_ALL_BYTES")
+    names = (
+        "_PAIR_CHUNK",
+        "_PAIR_WEIGHT",
+        "_AND_CHUNK_WORDS",
+        "_AND_FULL_COLUMNS",
+        "_BITMAP_MIN_POSTING",
+        "_BITMAP_ALL_BYTES",
+    )
     saved = {n: getattr(risk, n) for n in names}
     if mode == "and":
-        risk._BITMAP_MIN_POSTING, risk._PAIR_WEIGHT, risk._AND_CHUNK_WORDS = 1, 10**9, 1
+        risk._BITMAP_MIN_POSTING, risk._PAIR_WEIGHT, risk._AND_CHUNK_WORDS, risk._AND_FULL_COLUMNS = (
+            1,
+            10**9,
+            1,
+            1,
+        )
     elif mode == "pairs":
         risk._BITMAP_MIN_POSTING, risk._BITMAP_ALL_BYTES, risk._PAIR_CHUNK = 10**9, 0, 3
     elif mode == "mixed":
