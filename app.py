@@ -8,19 +8,21 @@ the population and which the cohort, the adversary's scope and knowledge, and k.
 import streamlit as st
 
 from ui import sidebar
+from ui.context import follow_deep_link
 
-st.set_page_config(page_title="CohortShield", page_icon="🛡️", layout="wide")
+st.set_page_config(page_title="CohortShield", page_icon=":material/shield:", layout="wide")
 
 PAGES = [
-    st.Page("pages/cohort.py", title="Cohort", icon="👥", default=True),
-    st.Page("pages/risk.py", title="Risk", icon="🎯"),
-    st.Page("pages/anonymize.py", title="Anonymize", icon="🛡️"),
-    st.Page("pages/tradeoffs.py", title="Trade-offs", icon="⚖️"),
-    st.Page("pages/phewas.py", title="PheWAS", icon="🧬"),
-    st.Page("pages/labs.py", title="Lab orders", icon="🧪"),
-    st.Page("pages/report.py", title="Report", icon="📄"),
+    st.Page("pages/cohort.py", title="Cohort", icon=":material/groups:", default=True),
+    st.Page("pages/risk.py", title="Risk", icon=":material/query_stats:"),
+    st.Page("pages/anonymize.py", title="Anonymize", icon=":material/shield:"),
+    st.Page("pages/tradeoffs.py", title="Trade-offs", icon=":material/balance:"),
+    st.Page("pages/phewas.py", title="PheWAS", icon=":material/genetics:"),
+    st.Page("pages/labs.py", title="Lab orders", icon=":material/science:"),
+    st.Page("pages/report.py", title="Report", icon=":material/description:"),
 ]
 
 navigation = st.navigation(PAGES)
+follow_deep_link()
 sidebar.render()
 navigation.run()

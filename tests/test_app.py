@@ -171,3 +171,13 @@ def test_cohort_view_figures_on_a_small_cohort() -> None:
     dist = cv.distribution_data(cv.per_patient(r).assign(group="g"), "visits")
     assert dist[["value", "patients"]].values.tolist() == [[1, 1], [2, 2]]
     assert dist["% of patients"].sum() == pytest.approx(100)
+
+
+def test_a_deep_link_runs_through_the_entry_point() -> None:
+    """A page run in Streamlit's legacy pages/ mode (a URL opened before any session ran app.py; in
+    AppTest, `from_file` + `switch_page`) is sent through app.py and back, sidebar included."""
+    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
+    at.switch_page("pages/report.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert [t.value for t in at.title] == ["Report"]
+    assert at.sidebar.number_input(key="k").value == 5

@@ -7,7 +7,9 @@ pages call `current()` to get it. Records are cached objects: use their `fingerp
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 import streamlit as st
 
@@ -32,8 +34,31 @@ class Context:
         return f"{self.population.fingerprint}:{self.cohort.fingerprint}"
 
 
+APP_DIR = Path(__file__).resolve().parent.parent
+DEEP_LINK = "_deep_link"
+
+
+def _recover_deep_link(page_file: str | None) -> None:
+    """A page opened by its URL before any session ran app.py is served by Streamlit's legacy
+    `pages/` mode (Streamlit 1.67 decides per process: `pages/` exists until the first `st.navigation`
+    call), without the entry point and its sidebar. Send it through app.py, which returns to it."""
+    from streamlit.runtime.pages_manager import PagesManager
+
+    if PagesManager.uses_pages_directory and page_file:
+        st.session_state[DEEP_LINK] = Path(page_file).resolve().relative_to(APP_DIR).as_posix()
+        st.switch_page("app.py")
+
+
+def follow_deep_link() -> None:
+    """Called by app.py once st.navigation is set up: go to the page a deep link asked for."""
+    target = st.session_state.pop(DEEP_LINK, None)
+    if target:
+        st.switch_page(target)
+
+
 def current() -> Context:
     """The Context set by app.py for this run; stops the page with a message when none is loaded."""
+    _recover_deep_link(sys._getframe(1).f_globals.get("__file__"))
     ctx = st.session_state.get("context")
     if ctx is None:
         st.info("Load a dataset on the Cohort page (or use the shipped sample) to begin.")
