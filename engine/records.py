@@ -221,9 +221,9 @@ class Records:
         """Records of the given internal patient indexes, in that order (vocabulary kept)."""
         patients = np.asarray(patients, dtype=np.int64)
         v_counts = self.visit_ptr[patients + 1] - self.visit_ptr[patients]
-        visits = _ranges(self.visit_ptr[patients], v_counts)
+        visits = concat_ranges(self.visit_ptr[patients], v_counts)
         e_counts = self.event_ptr[visits + 1] - self.event_ptr[visits]
-        events = _ranges(self.event_ptr[visits], e_counts)
+        events = concat_ranges(self.event_ptr[visits], e_counts)
         return Records(
             patient_ids=self.patient_ids[patients],
             items=self.items,
@@ -307,7 +307,7 @@ class Records:
         )
 
 
-def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+def concat_ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """Concatenation of arange(s, s + c) for each (s, c), vectorized."""
     counts = np.asarray(counts, dtype=np.int64)
     total = int(counts.sum())

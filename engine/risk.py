@@ -23,7 +23,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from engine.adversary import ALL_ADVERSARIES, Adversary, Knowledge
-from engine.records import Records, _ranges
+from engine.records import Records, concat_ranges
 from engine.release import Release, codes_of
 
 # ------------------------------------------------------------------------------------ kernel
@@ -205,7 +205,7 @@ class _Intersector:
         full[:n] = True
         self.bits[-1] = np.packbits(full, bitorder="little").view(np.uint64)
         lens = self.plen[common]
-        cand = post.rows[_ranges(post.ptr[common], lens)]
+        cand = post.rows[concat_ranges(post.ptr[common], lens)]
         word = np.repeat(np.arange(len(common), dtype=np.int64), lens) * self.n_words + (cand >> 6)
         if len(word):  # word indexes ascend (atoms in order, candidates sorted): OR = sum per word
             starts = np.flatnonzero(np.concatenate([[True], word[1:] != word[:-1]]))
@@ -214,7 +214,7 @@ class _Intersector:
         self.bits_flat = self.bits.reshape(-1)
         rare = used[self.bitmap_of[used] < 0]
         self.keys = np.sort(
-            np.repeat(rare * n, self.plen[rare]) + post.rows[_ranges(post.ptr[rare], self.plen[rare])]
+            np.repeat(rare * n, self.plen[rare]) + post.rows[concat_ranges(post.ptr[rare], self.plen[rare])]
         )
 
     def _member(self, atom: np.ndarray, cand: np.ndarray) -> np.ndarray:
@@ -300,7 +300,7 @@ class _Intersector:
         first = srt[:, 0]
         lens = self.plen[first]
         pair_set = np.repeat(np.arange(len(srt)), lens)
-        pair_c = p.rows[_ranges(p.ptr[first], lens)]
+        pair_c = p.rows[concat_ranges(p.ptr[first], lens)]
         ok = self._member(srt[pair_set, 1], pair_c)
         pair_set, pair_c = pair_set[ok], pair_c[ok]
         more = srt.shape[1] - 2
@@ -391,8 +391,8 @@ def known_set_distinguishability(
             r_lens = lens[rows]
             mat = np.full((len(rows), width), counter.sentinel, dtype=np.int64)
             at_row = np.repeat(np.arange(len(rows)), r_lens)
-            mat[at_row, _ranges(np.zeros(len(rows), dtype=np.int64), r_lens)] = entry_atom[
-                _ranges(known.indptr[rows], r_lens)
+            mat[at_row, concat_ranges(np.zeros(len(rows), dtype=np.int64), r_lens)] = entry_atom[
+                concat_ranges(known.indptr[rows], r_lens)
             ]
             mat.sort(axis=1)
             uniq, inv = _dedup_rows(mat, post.n_atoms + 1)

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import digamma
 
+from engine.records import concat_ranges
 from engine.synth_labs import LAB_DAYS_SCALE, labs_for_patients, sorted_unique
 from engine.synth_repeats import repeated_codes
 from engine.synth_vocab import CONDITIONS, FACTORS, SNPS, code_age_range, code_vocabulary
@@ -124,13 +125,6 @@ def _draw_acute(
     return codes
 
 
-def _ranges(counts: np.ndarray) -> np.ndarray:
-    """0..c-1 for each count c, concatenated."""
-    total = int(counts.sum())
-    starts = np.repeat(np.cumsum(counts) - counts, counts)
-    return np.arange(total, dtype=np.int64) - starts
-
-
 @dataclass(frozen=True, eq=False)
 class _Patients:
     age0: np.ndarray  # age at first visit
@@ -152,7 +146,7 @@ def _patients(n: int, rng: np.random.Generator) -> _Patients:
     genotypes = rng.binomial(2, maf, size=(n, len(SNPS))).astype(np.int8)
     n_visits = 1 + rng.poisson(VISITS_PER_USE * use)
     visit_patient = np.repeat(np.arange(n), n_visits)
-    visit_index = _ranges(n_visits)
+    visit_index = concat_ranges(np.zeros(len(n_visits), dtype=np.int64), n_visits)
     gaps = rng.exponential(YEARS_BETWEEN_VISITS, len(visit_patient))
     gaps[visit_index == 0] = 0.0
     t = np.cumsum(gaps)

@@ -47,7 +47,7 @@ import numpy as np
 import pandas as pd
 
 from engine.adversary import Adversary
-from engine.records import CODE, PATIENT, VISIT, Records, _ranges
+from engine.records import CODE, PATIENT, VISIT, Records, concat_ranges
 from engine.release import Release, set_item_label
 from engine.risk import Verification, distinguishability, verify
 from engine.utility.retention import Figures, RetentionRow, count_table, figures, summary_table
@@ -297,7 +297,7 @@ def visit_support(
     (default: `released` itself) holding all of its items, counted by the risk engine
     (`engine.risk.distinguishability` with each visit as one known set)."""
     patients = np.asarray(patients, dtype=np.int64)
-    visits = _ranges(released.visit_ptr[patients], np.diff(released.visit_ptr)[patients])
+    visits = concat_ranges(released.visit_ptr[patients], np.diff(released.visit_ptr)[patients])
     return _support_of_visits(released, visits, candidates)
 
 
@@ -315,7 +315,7 @@ def _support_of_visits(
         visit_ptr=np.arange(len(visits) + 1, dtype=np.int64),
         visit_ids=np.zeros(len(visits), dtype=object),
         event_ptr=np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
-        event_item=released.event_item[_ranges(released.event_ptr[visits], lengths)],
+        event_item=released.event_item[concat_ranges(released.event_ptr[visits], lengths)],
     )
     return visits, distinguishability(as_records, cand, "all_visits")
 
@@ -333,7 +333,7 @@ def _complete(state: _State, targets: np.ndarray, k: int, progress: Progress | N
     events_before = int(state.keep.sum())
     failing_by_round: list[int] = []
     targets = np.asarray(targets, dtype=np.int64)
-    target_visits = _ranges(state.group.visit_ptr[targets], np.diff(state.group.visit_ptr)[targets])
+    target_visits = concat_ranges(state.group.visit_ptr[targets], np.diff(state.group.visit_ptr)[targets])
     check = target_visits
     released, _, rep_arr = _released(state)
     while True:

@@ -53,7 +53,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from engine.anonymize.policy import PolicyCheck, PrivacyPolicy, check_policy, extract_policy, item_bitsets
-from engine.records import Records, _ranges
+from engine.records import Records, concat_ranges
 from engine.release import Release, set_item_label
 from engine.risk import Verification
 
@@ -175,7 +175,7 @@ def _best_partner(st: _State, i: int, use_utility: bool, holdings: sp.csr_matrix
         return None
     recs = _records_of(st, i)
     ptr = holdings.indptr
-    codes = holdings.indices[_ranges(ptr[recs], ptr[recs + 1] - ptr[recs])]
+    codes = holdings.indices[concat_ranges(ptr[recs], ptr[recs + 1] - ptr[recs])]
     seen = np.zeros(len(st.group) + 1, dtype=bool)
     seen[st.group[codes]] = True  # -1 (suppressed) lands on the spare last slot
     seen[i] = False
