@@ -1,4 +1,4 @@
-"""AppTest of the Risk page (pages/risk.py) on the shipped sample, through app.py and its sidebar."""
+"""AppTest of the Risk page (pages/risk.py) on the shipped sample, with app.py's sidebar."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from apptest_support import page_app
 from streamlit.testing.v1 import AppTest
 
 from engine import risk
@@ -19,12 +20,8 @@ pytestmark = pytest.mark.skipif(
 
 
 def _risk_page(**choices) -> AppTest:
-    """The Risk page through app.py; `choices` preset the sidebar's keyed widgets (ui/sidebar.py KEYS)."""
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
-    for key, value in choices.items():
-        at.session_state[key] = value
-    at.run()
-    at.switch_page("pages/risk.py")
+    """The Risk page with app.py's sidebar; `choices` preset the sidebar's keyed widgets."""
+    at = page_app("pages/risk.py", state=choices)
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     return at
