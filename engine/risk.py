@@ -43,8 +43,8 @@ from engine.release import Release, codes_of
 _THREADS = min(2, os.cpu_count() or 1)  # chunks counted in parallel
 _PAIR_CHUNK = 1 << 21  # (set, candidate) pairs expanded at once
 _PAIR_WEIGHT = 40  # cost of one expanded pair, in bitmap words AND-ed
-_AND_CHUNK_WORDS = 1 << 22  # bitmap words AND-ed at once
-_AND_FULL_COLUMNS = 2  # whole-bitmap ANDs per set before continuing on non-zero words only
+_AND_CHUNK_WORDS = 1 << 18  # bitmap words AND-ed at once (2 MB per operand: stays in cache)
+_AND_FULL_COLUMNS = 16  # whole-bitmap ANDs per set before continuing on non-zero words only
 _BITMAP_MIN_POSTING = 256  # atoms held by at least this many candidates get a bitmap ...
 _BITMAP_MAX_BYTES = 1 << 30  # ... within this much memory (most frequent first)
 _BITMAP_ALL_BYTES = 1 << 26  # every atom gets a bitmap when all of them fit in this much
