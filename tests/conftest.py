@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from engine.dataset import Dataset
 from engine.loaders import SAMPLE_DIR, SAMPLE_FILES
+
+# Property tests are deterministic by default (CI and `make test`): the same examples every run, no
+# example database. HYPOTHESIS_PROFILE=explore searches randomly with more examples; a counterexample
+# it finds is kept in the test as an explicit @example.
+settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+settings.register_profile("explore", max_examples=500, derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 

@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from engine.adversary import Adversary
@@ -132,8 +132,34 @@ def test_unsupported_constraint_rule():
     assert violating_subset(["a", "b"], r, 5) is None  # {a}: 5, {b}: 5, {a, b}: 0
     assert violating_subset(["a", "c"], r, 5) == frozenset({"c"})  # {c}: 1
     assert violating_subset(["a"], r, 6) == frozenset({"a"})
+    # nonsupported constraints are kept (a later merge may break them); {a, b} lies inside {a, b, zz}
     policy = extract_policy(r, 5, "custom", code_sets=[["a", "b"], ["a", "c"], ["a", "b", "zz"]])
-    assert policy.constraints == (frozenset({"a", "c"}),)
+    assert policy.constraints == (frozenset({"a", "c"}), frozenset({"a", "b", "zz"}))
+
+
+def _custom_merge_case() -> Records:
+    """Issue 13's counterexample: patients {157.0}, {157.0,157.1}, {157.1,157.2}, {157.2}."""
+    rows = [
+        ("p0", "157.0"),
+        ("p1", "157.0"),
+        ("p1", "157.1"),
+        ("p2", "157.1"),
+        ("p2", "157.2"),
+        ("p3", "157.2"),
+    ]
+    return Records.from_frame(pd.DataFrame(rows, columns=["patient_id", "code"]))
+
+
+def test_custom_constraint_of_support_zero_survives_later_merges():
+    """{157.0, 157.2} is held by no record and no subset violates it at extraction, but ACLIP's merge of
+    157.0 with 157.1 for the other constraint makes its image supported by one record. PPE used to drop
+    it, and the release passed the check on the reduced list while violating the user's policy."""
+    r = _custom_merge_case()
+    code_sets = [["157.0", "157.1"], ["157.0", "157.2"]]
+    policy = extract_policy(r, 2, "custom", code_sets=code_sets)
+    assert frozenset({"157.0", "157.2"}) in policy.constraints
+    rel = aclip(r, policy, 2)
+    assert check_policy(code_sets, rel, 2).ok
 
 
 def test_maximal_sets():
@@ -244,6 +270,7 @@ def test_deterministic():
     st.lists(st.lists(st.sampled_from([*CODES, "999.9"]), min_size=1, max_size=4, unique=True), max_size=5),
     st.booleans(),
 )
+@example(_custom_merge_case(), 2, [["157.0", "157.1"], ["157.0", "157.2"]], False)
 def test_custom_policies_with_unsupported_constraints_are_satisfied(r, k, code_sets, guided):
     """User-supplied constraints may be nonsupported (never held together); the release still
     satisfies them: every nonempty subset shared by >= k records or by none."""

@@ -27,6 +27,10 @@ other codes) or are subsets of a kept constraint.
 PPE (PNAS "Privacy policy extraction"): collect the constraints of the filtering condition, drop those
 already satisfied in D, then drop those contained in another kept constraint. Mary's example (k = 5,
 single visit): {157.0, 185} is shared by five records and dropped; {157.1, 157.2, 157.3} is kept.
+Convention: "already satisfied" means supported by >= k records. A nonsupported constraint (support 0;
+only a user's custom policy has them) is satisfied in D when no subset is shared by 1..k-1 records,
+but a later merge can break that (patients {157.0}, {157.0,157.1}, {157.1,157.2}, {157.2}, constraint
+{157.0,157.2}, k = 2: merging 157.0 with 157.1 makes the image supported once), so it is kept.
 """
 
 from __future__ import annotations
@@ -195,7 +199,7 @@ class PrivacyPolicy:
     constraints: tuple[Itemset, ...]
     support: np.ndarray  # support of each constraint in the original cohort
     n_collected: int  # distinct constraints of the filtering condition
-    n_already_protected: int  # dropped: every nonempty subset already shared by >= k records (or none)
+    n_already_protected: int  # dropped: the whole constraint already shared by >= k records
     n_covered: int  # dropped: contained in a kept constraint
 
     def __len__(self) -> int:
@@ -224,13 +228,11 @@ def extract_policy(
         raise ValueError(f"k must be at least 1, not {k}")
     collected = collect_constraints(records, condition, code_sets)
     sup = supports(collected, records)
-    need: list[int] = []
-    for i, s in enumerate(sup):
-        if s >= k:
-            continue
-        if s == 0 and violating_subset(collected[i], records, k) is None:
-            continue
-        need.append(i)
+    # A constraint of support >= k stays protected (supports only grow under generalization, and a
+    # suppressed code drops out of every subset). A nonsupported constraint (support 0: only user
+    # constraints can be) is kept even when no subset violates it yet: a later merge can make its
+    # codes appear together in fewer than k records (e.g. {157.0} + {157.1} merged under k = 2).
+    need = [i for i, s in enumerate(sup) if s < k]
     keep = [need[j] for j in maximal_sets([collected[i] for i in need])]
     return PrivacyPolicy(
         k=k,
