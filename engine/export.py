@@ -13,6 +13,7 @@ column, so that whoever opens the files knows how to read them back (`read_relea
 from __future__ import annotations
 
 import gzip
+import hashlib
 import io
 import os
 import tempfile
@@ -152,6 +153,19 @@ def check_output_path(path: str | Path, option: str) -> Path:
     return p
 
 
+def release_paths(
+    out: str | Path, *, codemap: str | Path | None = None, report: str | Path | None = None
+) -> dict[str, Path]:
+    """The CLI's release files (`--out`, `--codemap`) keyed by file name, every path (and `--report`)
+    checked by `check_output_path` before any work is done."""
+    paths = {RELEASE_FILE: check_output_path(out, "--out")}
+    if codemap:
+        paths[CODE_MAP_FILE] = check_output_path(codemap, "--codemap")
+    if report:
+        check_output_path(report, "--report")
+    return paths
+
+
 def _encoded(data: bytes, path: Path) -> bytes:
     """gzip-compressed (deterministic: no time stamp) when the path ends with .gz."""
     return gzip.compress(data, compresslevel=9, mtime=0) if path.name.endswith(".gz") else data
@@ -161,8 +175,6 @@ def write_release_files(files: Mapping[str, bytes], paths: Mapping[str, Path | s
     """Write `files[name]` to `paths[name]` for every name in `paths` (a name without a path is not
     written), atomically: every file goes to a temporary file in its target folder first, then
     each is moved into place with `os.replace`. Returns the sha256 of the bytes written per path."""
-    import hashlib
-
     unknown = sorted(set(paths) - set(files))
     if unknown:
         raise KeyError(f"no file named {', '.join(unknown)} to write (files: {', '.join(sorted(files))})")
@@ -198,3 +210,62 @@ def remove_stale(paths: Mapping[str, Path | str] | list[Path | str]) -> list[Pat
             p.unlink()
             removed.append(p)
     return removed
+
+
+def publish(
+    release: Release,
+    verification: Verification | None,
+    adversary: Adversary,
+    k: int,
+    paths: Mapping[str, Path | str],
+    *,
+    blocked: str | None = None,
+) -> dict:
+    """Write the release files through the gate, or refuse and remove the stale files an earlier
+    run left at `paths` (`RELEASE_FILE` / `CODE_MAP_FILE` -> path). `blocked` is a reason from the
+    method's own checks that refuses the export too. Returns the JSON-ready record for a report:
+    `release_fingerprint`, `shows_visits`, `written`, `files` (path -> sha256 of the bytes written),
+    `refused` (the reason, or None) and `removed_stale` (paths deleted)."""
+    out: dict = {
+        "release_fingerprint": release.fingerprint,
+        "shows_visits": release.shows_visits,
+        "written": False,
+        "files": {},
+        "refused": None,
+        "removed_stale": [],
+    }
+    try:
+        if blocked:
+            raise ExportRefused(blocked)
+        files = release_files(release, verification, adversary, k)
+    except ExportRefused as exc:
+        out["refused"] = str(exc)
+        out["removed_stale"] = [str(p) for p in remove_stale(paths)]
+        return out
+    out["files"] = write_release_files(files, paths)
+    out["written"] = True
+    return out
+
+
+def structure_note(release: Release) -> str:
+    """Which export structure a release has, and how it was therefore verified (one phrase)."""
+    if release.shows_visits:
+        return "written with the visit grouping (candidates matched within one visit)"
+    return (
+        "written without visit grouping, one set of items per patient (candidates matched on whole records)"
+    )
+
+
+def refusal_message(outcome: dict) -> str:
+    """One line for a refused `publish`: the reason, and the stale files removed."""
+    msg = f"{outcome['refused']} No release written."
+    if outcome["removed_stale"]:
+        msg += f" Removed the release an earlier run left: {', '.join(outcome['removed_stale'])}."
+    return msg
+
+
+def refuse(paths: Mapping[str, Path | str], reason: str) -> str:
+    """A release refused before it was made (e.g. k larger than the cohort): remove the stale files
+    at `paths` and return the one-line message (`refusal_message`)."""
+    removed = [str(p) for p in remove_stale(paths)]
+    return refusal_message({"refused": reason, "removed_stale": removed})
