@@ -11,7 +11,7 @@ import importlib
 import sys
 
 # module name under engine.commands -> registered in this order
-COMMAND_MODULES = ("sample", "risk", "anonymize", "phewas", "labs")
+COMMAND_MODULES = ("sample", "risk", "anonymize", "phewas", "labs", "study")
 
 
 class UserError(Exception):

@@ -1,0 +1,416 @@
+"""One way to run a method: typed settings per method, each turning a study's inputs into a `Release`.
+
+The pages, the CLI, the study's headless rebuild and the benchmarks call these, so a release made in
+the app can be rebuilt byte for byte from its settings (`engine.study`). Settings are plain frozen
+dataclasses that round-trip through JSON (`settings_to_dict` / `settings_from_dict`); `describe()`
+gives the readable parameters an IRB report shows. Parameter checks are declared once per method
+(`validate`), with the message a user sees.
+
+The methods are those of the papers: GCCens (Tamersoy 2010; thesis ch. III), Heatherly's
+frequency-bin generalization (Heatherly 2013), UGACLIP / ACLIP after PPE (Loukides 2010) and the
+Longitudinal Data Anonymizer (thesis ch. IV).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from engine.adversary import Adversary
+from engine.records import Records
+from engine.release import Release
+
+PAPER_CODES = ("250", "272", "401", "724")  # Tamersoy 2010's four codes, thesis D4 (3-digit)
+CODE_SELECTIONS = ("paper", "top", "chosen", "all")
+
+Progress = Callable[[float, str], None]
+
+
+class SettingsError(ValueError):
+    """A method parameter is out of range; the message names the parameter and what is allowed."""
+
+
+@dataclass(frozen=True, eq=False)
+class RunInputs:
+    """The records a method runs on: the population the cohort was drawn from, the cohort to release,
+    and the biobank when one is named (Heatherly's Figure 14)."""
+
+    population: Records
+    cohort: Records
+    biobank: Records | None = None
+
+
+def check_k(k: int, *, least: int = 2) -> None:
+    """k is a whole number of at least `least` (2 for releases: k = 1 protects nobody)."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < least:
+        raise SettingsError(f"k must be a whole number of at least {least}, not {k!r}")
+
+
+def _check_choice(name: str, value: object, allowed: tuple) -> None:
+    if value not in allowed:
+        raise SettingsError(f"{name} must be one of {', '.join(map(str, allowed))}, not {value!r}")
+
+
+@dataclass(frozen=True)
+class CodeSelection:
+    """Which codes a method releases: Tamersoy's four 3-digit codes (`paper`), the `top` most frequent
+    codes of the cohort, `chosen` codes, or `all` codes."""
+
+    mode: str = "paper"
+    top_n: int = 10
+    chosen: tuple[str, ...] = ()
+
+    def validate(self) -> None:
+        _check_choice("code selection", self.mode, CODE_SELECTIONS)
+        if self.mode == "top" and self.top_n < 1:
+            raise SettingsError(f"the number of most frequent codes must be at least 1, not {self.top_n}")
+        if self.mode == "chosen" and not self.chosen:
+            raise SettingsError("choose at least one code")
+
+    def describe(self) -> str:
+        if self.mode == "paper":
+            return "Tamersoy's four codes 250, 272, 401, 724 (3-digit categories)"
+        if self.mode == "top":
+            return f"the {self.top_n} most frequent codes of the cohort"
+        if self.mode == "chosen":
+            return f"{len(self.chosen)} chosen codes"
+        return "all codes"
+
+
+def code_frequency_order(cohort: Records) -> list[str]:
+    """The cohort's codes, most records first (ties by code text)."""
+    import numpy as np
+
+    held = np.asarray(cohort.patient_item_sets.sum(axis=0)).ravel()
+    codes = [str(x) for x in cohort.items]
+    order = sorted((i for i in range(len(codes)) if held[i] > 0), key=lambda i: (-held[i], codes[i]))
+    return [codes[i] for i in order]
+
+
+# --------------------------------------------------------------------------------- GCCens
+@dataclass(frozen=True)
+class GCCensSettings:
+    """GCCens (Tamersoy 2010 Figure 2; thesis Algorithm 1): censor repeats of the selected codes until
+    every record is k-mapped (scope population) or k-anonymous (scope cohort), after caps."""
+
+    method: ClassVar[str] = "GCCens"
+    k: int = 5
+    scope: str = "population"
+    codes: CodeSelection = field(default_factory=CodeSelection)
+    cap: int | None = None  # universal cap; None: per-code caps (`caps`, default the cohort's maxima)
+    caps: tuple[tuple[str, int], ...] = ()
+    variant: str = "faithful"
+
+    def validate(self) -> None:
+        from engine.anonymize.censor import VARIANTS
+
+        check_k(self.k)
+        _check_choice("scope", self.scope, ("population", "cohort"))
+        _check_choice("variant", self.variant, tuple(VARIANTS))
+        self.codes.validate()
+        if self.cap is not None and self.cap < 0:
+            raise SettingsError(f"the universal cap must be 0 or more, not {self.cap}")
+        for code, c in self.caps:
+            if c < 0:
+                raise SettingsError(f"the cap of {code} must be 0 or more, not {c}")
+
+    @property
+    def adversary(self) -> Adversary:
+        return Adversary(self.scope, "all_visits")  # type: ignore[arg-type]
+
+    def describe(self) -> dict[str, str]:
+        caps = f"universal cap {self.cap}" if self.cap is not None else "per-code caps"
+        if self.caps and self.cap is None:
+            caps += " (" + ", ".join(f"{c}: {v}" for c, v in self.caps) + ")"
+        return {
+            "k": str(self.k),
+            "scope": "k-map against the population"
+            if self.scope == "population"
+            else "k-anonymity in the cohort",
+            "codes": self.codes.describe(),
+            "caps": caps,
+            "variant": self.variant,
+        }
+
+    def run(self, inputs: RunInputs, progress: Progress | None = None) -> Release:
+        from engine.anonymize.censor import gccens_run, prepare, rolled_item_codes, select_codes
+        from engine.hierarchy import Hierarchy
+
+        self.validate()
+        cohort, population = inputs.cohort, inputs.population
+        roll = None
+        vocab = sorted({str(x) for x in population.items} | {str(x) for x in cohort.items})
+        if self.codes.mode == "paper":
+            roll = dict(zip(vocab, Hierarchy.icd9().roll_up(vocab, "3-digit"), strict=True))
+            codes = list(PAPER_CODES)
+        elif self.codes.mode == "top":
+            codes = code_frequency_order(cohort)[: self.codes.top_n]
+        elif self.codes.mode == "chosen":
+            codes = list(self.codes.chosen)
+        else:
+            codes = code_frequency_order(cohort)
+        sel_cohort = select_codes(cohort, codes, roll)
+        sel_pop = select_codes(population, codes, roll)
+        problem = prepare(sel_cohort, sel_pop if self.scope == "population" else None, self.scope)  # type: ignore[arg-type]
+        cap_args: dict[str, Any] = (
+            {"cap": self.cap} if self.cap is not None else {"caps": dict(self.caps) or None}
+        )
+        release = gccens_run(problem, self.k, variant=self.variant, **cap_args)  # type: ignore[arg-type]
+        if roll is not None:
+            item_codes = {i: c for i, c in rolled_item_codes(vocab, roll).items() if i in codes}
+            release = dataclasses.replace(release, item_codes=item_codes)
+        return release
+
+
+# ------------------------------------------------------------------------------- Heatherly
+@dataclass(frozen=True)
+class HeatherlySettings:
+    """Heatherly 2013: frequency-bin generalization within utility groups, then suppression, on the
+    cohort (DEMO_D), the biobank (DEMO_B) or the population (DEMO_S), the cohort then extracted."""
+
+    method: ClassVar[str] = "Heatherly"
+    k: int = 5
+    scope: str = "cohort"
+    constraints: str = "phecode"
+    complete: bool = True
+
+    def validate(self) -> None:
+        from engine.anonymize.population import parse_constraints
+
+        check_k(self.k)
+        _check_choice("scope", self.scope, ("cohort", "biobank", "population"))
+        try:
+            parse_constraints(self.constraints)
+        except ValueError as exc:
+            raise SettingsError(f"utility constraints: {exc}") from None
+
+    @property
+    def adversary(self) -> Adversary:
+        return Adversary("cohort" if self.scope == "cohort" else "population", "single_visit")
+
+    def describe(self) -> dict[str, str]:
+        from engine.anonymize.population import SCOPE_NAMES
+
+        return {
+            "k": str(self.k),
+            "anonymized group": f"{self.scope} ({SCOPE_NAMES[self.scope]})",
+            "utility constraints": self.constraints,
+            "completion pass": "yes" if self.complete else "no (the paper's procedure only)",
+        }
+
+    def run(self, inputs: RunInputs, progress: Progress | None = None) -> Release:
+        from engine.anonymize.population import anonymize
+
+        self.validate()
+        group = {"cohort": inputs.cohort, "biobank": inputs.biobank, "population": inputs.population}[
+            self.scope
+        ]
+        if group is None:
+            raise SettingsError("the biobank scope needs a biobank group")
+        res = anonymize(
+            group,
+            inputs.cohort.patient_ids,
+            self.k,
+            scope=self.scope,
+            constraints=self.constraints,
+            complete=self.complete,
+            progress=progress,
+        )
+        return res.release
+
+
+# -------------------------------------------------------------------------------- profiles
+@dataclass(frozen=True)
+class ProfilesSettings:
+    """PPE, then UGACLIP (utility policy honoured) or ACLIP (Loukides 2010). The utility policy is
+    kept as the CSV text it was read from, so a study file carries it whole."""
+
+    method: ClassVar[str] = "Profiles"
+    algorithm: str = "UGACLIP"
+    k: int = 5
+    knowledge: str = "single_visit"
+    utility_policy_csv: str | None = None  # None: the shipped default policy (PNAS Table 1)
+    max_suppressed: int | None = None
+
+    def validate(self) -> None:
+        check_k(self.k)
+        _check_choice("algorithm", self.algorithm, ("UGACLIP", "ACLIP"))
+        _check_choice("knowledge", self.knowledge, ("single_visit", "all_visits"))
+        if self.max_suppressed is not None and self.max_suppressed < 0:
+            raise SettingsError(f"the suppression limit must be 0 or more, not {self.max_suppressed}")
+
+    @property
+    def adversary(self) -> Adversary:
+        return Adversary("cohort", self.knowledge)  # type: ignore[arg-type]
+
+    def utility_policy(self):
+        from engine.utility.queries import read_utility_policy
+
+        if self.utility_policy_csv is None:
+            return read_utility_policy()
+        return read_utility_policy(io.StringIO(self.utility_policy_csv), name="utility policy")
+
+    def describe(self) -> dict[str, str]:
+        return {
+            "algorithm": self.algorithm,
+            "k": str(self.k),
+            "privacy policy": "every "
+            + ("visit's" if self.knowledge == "single_visit" else "record's")
+            + " code set (PPE)",
+            "utility policy": "shipped default (PNAS Table 1)"
+            if self.utility_policy_csv is None
+            else "uploaded",
+            "suppression limit": "none" if self.max_suppressed is None else f"{self.max_suppressed} codes",
+        }
+
+    def run(self, inputs: RunInputs, progress: Progress | None = None) -> Release:
+        from engine.anonymize.profiles import run_profiles
+
+        self.validate()
+        run = run_profiles(
+            inputs.cohort,
+            self.k,
+            self.knowledge,
+            self.algorithm,
+            self.utility_policy().as_mapping(),
+            max_suppressed=self.max_suppressed,
+        )
+        return run.release
+
+
+# ------------------------------------------------------------------------------------- LDA
+ICD_HIERARCHIES = ("icd9-thesis", "icd9-4digit", "phecode")
+
+
+@dataclass(frozen=True)
+class LDASettings:
+    """The Longitudinal Data Anonymizer (thesis ch. IV): (ICD, Age) trajectories clustered by MDAV
+    over Baseline or A-GS alignments, k-anonymous against an attacker who knows every pair."""
+
+    method: ClassVar[str] = "LDA"
+    k: int = 5
+    codes: CodeSelection = field(default_factory=CodeSelection)
+    icd_hierarchy: str = "icd9-thesis"
+    age_low: int = 1
+    age_high: int = 128
+    top_code_90: bool = False
+    w_icd: float = 0.5
+    alignment: str = "a-gs"
+
+    def validate(self) -> None:
+        from engine.anonymize.trajectories import METHODS
+
+        check_k(self.k)
+        self.codes.validate()
+        if self.codes.mode == "all":
+            raise SettingsError("LDA runs on the thesis' D4 codes, the most frequent codes or chosen codes")
+        _check_choice("ICD hierarchy", self.icd_hierarchy, ICD_HIERARCHIES)
+        _check_choice("alignment", self.alignment, tuple(METHODS))
+        if not 0.0 <= self.w_icd <= 1.0:
+            raise SettingsError(f"w_ICD must lie between 0 and 1, not {self.w_icd}")
+        if self.age_low >= self.age_high:
+            raise SettingsError(f"the age domain must run upwards, not {self.age_low}..{self.age_high}")
+
+    @property
+    def adversary(self) -> Adversary:
+        return Adversary("cohort", "all_visits")
+
+    def describe(self) -> dict[str, str]:
+        return {
+            "k": str(self.k),
+            "codes": self.codes.describe(),
+            "ICD hierarchy": self.icd_hierarchy,
+            "age hierarchy": f"ages {self.age_low}-{self.age_high}"
+            + (", 90+ top-coded" if self.top_code_90 else ""),
+            "weights": f"w_ICD {self.w_icd:g}, w_Age {1 - self.w_icd:g}",
+            "alignment": "A-GS" if self.alignment == "a-gs" else "Baseline",
+        }
+
+    def trajectories(self, cohort: Records):
+        from engine.anonymize.trajectories import Trajectories
+        from engine.hierarchy import Hierarchy
+
+        df = cohort.to_frame()
+        if self.codes.mode == "paper":
+            df = df.assign(code=Hierarchy.icd9().roll_up(df["code"].astype(str).tolist(), "3-digit"))
+            return Trajectories.from_frame(df, patient_ids=cohort.patient_ids, codes=list(PAPER_CODES))
+        if self.codes.mode == "top":
+            return Trajectories.from_frame(df, patient_ids=cohort.patient_ids, top_codes=self.codes.top_n)
+        return Trajectories.from_frame(df, patient_ids=cohort.patient_ids, codes=list(self.codes.chosen))
+
+    def hierarchies(self):
+        from engine.hierarchy import ICD9_LEVELS, ICD9_THESIS_LEVELS, Hierarchy
+
+        icd = {
+            "icd9-thesis": lambda: Hierarchy.icd9(ICD9_THESIS_LEVELS),
+            "icd9-4digit": lambda: Hierarchy.icd9(ICD9_LEVELS),
+            "phecode": Hierarchy.phecodes,
+        }[self.icd_hierarchy]()
+        return icd, Hierarchy.ages(self.age_low, self.age_high, top_code_90=self.top_code_90)
+
+    def run_result(self, inputs: RunInputs, progress: Progress | None = None):
+        """The full LDA result (clusters, losses) behind the release."""
+        from engine.anonymize.trajectories import lda
+
+        self.validate()
+        icd, age = self.hierarchies()
+        step = (lambda f: progress(f, "LDA: clustering")) if progress else None
+        return lda(
+            self.trajectories(inputs.cohort),
+            self.k,
+            w_icd=self.w_icd,
+            method=self.alignment,
+            icd_hierarchy=icd,
+            age_hierarchy=age,
+            progress=step,
+        )
+
+    def run(self, inputs: RunInputs, progress: Progress | None = None) -> Release:
+        return self.run_result(inputs, progress).release()
+
+
+# ------------------------------------------------------------------------------ (de)serialize
+MethodSettings = GCCensSettings | HeatherlySettings | ProfilesSettings | LDASettings
+SETTINGS_TYPES: dict[str, type] = {
+    t.method: t for t in (GCCensSettings, HeatherlySettings, ProfilesSettings, LDASettings)
+}
+
+
+def settings_to_dict(settings: MethodSettings) -> dict[str, Any]:
+    """JSON-ready settings with the method's name under `method`."""
+    out: dict[str, Any] = {"method": settings.method}
+    for f in dataclasses.fields(settings):
+        v = getattr(settings, f.name)
+        if isinstance(v, CodeSelection):
+            v = {"mode": v.mode, "top_n": v.top_n, "chosen": list(v.chosen)}
+        elif isinstance(v, tuple):
+            v = [list(x) if isinstance(x, tuple) else x for x in v]
+        out[f.name] = v
+    return out
+
+
+def settings_from_dict(data: Mapping[str, Any]) -> MethodSettings:
+    """Settings back from `settings_to_dict`; unknown methods or fields raise SettingsError."""
+    name = data.get("method")
+    if name not in SETTINGS_TYPES:
+        raise SettingsError(f"unknown method {name!r}; known: {', '.join(SETTINGS_TYPES)}")
+    cls = SETTINGS_TYPES[name]
+    names = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - set(names) - {"method"})
+    if unknown:
+        raise SettingsError(f"{name} settings: unknown field(s) {', '.join(unknown)}")
+    kwargs: dict[str, Any] = {}
+    for key, value in data.items():
+        if key == "method":
+            continue
+        if key == "codes":
+            value = CodeSelection(value["mode"], int(value["top_n"]), tuple(value["chosen"]))
+        elif key == "caps":
+            value = tuple((str(c), int(v)) for c, v in value)
+        kwargs[key] = value
+    settings = cls(**kwargs)
+    settings.validate()
+    return settings

@@ -1,0 +1,392 @@
+"""A study: what an officer hands to an IRB, as data (no Streamlit).
+
+A study ties the data (content fingerprints of the events and of every group's id list, the input
+files' sha256 and the load options that changed the data) to the attacker assumption (adversary, k)
+and to the releases made from it. A release enters the study only by an explicit action
+(`Study.add`); it is immutable and carries its method's typed settings (`engine.runs`), the data it
+was made from, the sha256 of every file the export gate wrote and the risk engine's verdict at the time.
+
+Pages and the report re-verify every release under the study's current adversary and k
+(`reverify`, `verification_matrix`). A study saves to JSON (`Study.to_json`) without patient data and
+rebuilds headless (`rebuild`, `python -m engine study run`): every release is made again from its
+settings and its files' sha256 compared with the recorded ones.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from engine import risk
+from engine.adversary import ALL_ADVERSARIES, Adversary
+from engine.records import Records
+from engine.release import Release
+from engine.runs import MethodSettings, RunInputs, check_k, settings_from_dict, settings_to_dict
+
+STUDY_FORMAT = "cohortshield-study/1"
+
+
+class StudyError(ValueError):
+    """A study file or action that cannot be honoured; the message says why in plain words."""
+
+
+def ids_fingerprint(ids: Iterable[str]) -> str:
+    """sha256 of a group's patient ids (sorted, as text): the same group whatever the file order."""
+    h = hashlib.sha256()
+    for pid in sorted(map(str, ids)):
+        h.update(pid.encode())
+        h.update(b"\n")
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class DataRef:
+    """The data a study (or a release) was made from: events fingerprint, groups, inputs, load options."""
+
+    name: str
+    events_fingerprint: str
+    population: str = "population"
+    cohort: str = "cohort"
+    biobank: str | None = None
+    groups: tuple[tuple[str, str], ...] = ()  # (group role, ids fingerprint)
+    inputs: tuple[tuple[str, str], ...] = ()  # (file name, sha256)
+    load_options: tuple[tuple[str, str], ...] = ()  # options that change the data, as text
+
+    @property
+    def key(self) -> str:
+        """One string that changes when the data or any group changes (what releases are keyed on)."""
+        return hashlib.sha256(json.dumps([self.events_fingerprint, self.groups]).encode()).hexdigest()[:16]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "events_fingerprint": self.events_fingerprint,
+            "population": self.population,
+            "cohort": self.cohort,
+            "biobank": self.biobank,
+            "groups": dict(self.groups),
+            "inputs": dict(self.inputs),
+            "load_options": dict(self.load_options),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> DataRef:
+        return cls(
+            name=str(d["name"]),
+            events_fingerprint=str(d["events_fingerprint"]),
+            population=str(d.get("population", "population")),
+            cohort=str(d.get("cohort", "cohort")),
+            biobank=None if d.get("biobank") is None else str(d["biobank"]),
+            groups=tuple(sorted((str(a), str(b)) for a, b in d.get("groups", {}).items())),
+            inputs=tuple(sorted((str(a), str(b)) for a, b in d.get("inputs", {}).items())),
+            load_options=tuple(sorted((str(a), str(b)) for a, b in d.get("load_options", {}).items())),
+        )
+
+
+def data_ref(
+    name: str,
+    events: Records,
+    inputs: RunInputs,
+    *,
+    population: str = "population",
+    cohort: str = "cohort",
+    biobank: str | None = None,
+    sources: Mapping[str, str] | None = None,
+    load_options: Mapping[str, object] | None = None,
+) -> DataRef:
+    """The `DataRef` of loaded data: fingerprints cover every row of the events and every group id."""
+    groups = [("population", ids_fingerprint(inputs.population.patient_ids))]
+    groups.append(("cohort", ids_fingerprint(inputs.cohort.patient_ids)))
+    if inputs.biobank is not None:
+        groups.append(("biobank", ids_fingerprint(inputs.biobank.patient_ids)))
+    return DataRef(
+        name=name,
+        events_fingerprint=events.fingerprint,
+        population=population,
+        cohort=cohort,
+        biobank=biobank,
+        groups=tuple(sorted(groups)),
+        inputs=tuple(sorted((sources or {}).items())),
+        load_options=tuple(sorted((str(k), str(v)) for k, v in (load_options or {}).items())),
+    )
+
+
+@dataclass(frozen=True)
+class VerificationRecord:
+    """The risk engine's verdict, as recorded: adversary, k, records, records below k, unique."""
+
+    scope: str
+    knowledge: str
+    k: int
+    ok: bool
+    records: int
+    below_k: int
+    unique: int
+
+    @property
+    def adversary(self) -> Adversary:
+        return Adversary(self.scope, self.knowledge)  # type: ignore[arg-type]
+
+    @classmethod
+    def of(cls, v: risk.Verification) -> VerificationRecord:
+        dis = np.asarray(v.distinguishability)
+        return cls(
+            v.adversary.scope,
+            v.adversary.knowledge,
+            int(v.k),
+            bool(v.ok),
+            len(dis),
+            int((dis < v.k).sum()),
+            int((dis <= 1).sum()),
+        )
+
+    def message(self) -> str:
+        if self.ok:
+            return f"verified: all {self.records:,} records have distinguishability >= {self.k} ({self.adversary.label})"
+        return f"not verified: {self.below_k:,} of {self.records:,} records below k = {self.k} ({self.adversary.label})"
+
+
+@dataclass(frozen=True)
+class StudyRelease:
+    """A release in a study: immutable, made by the user's action, with everything needed to rebuild
+    it and to show that the files handed over are the files that were verified."""
+
+    name: str
+    settings: MethodSettings
+    data: DataRef
+    verification: VerificationRecord
+    files: tuple[tuple[str, str], ...] = ()  # (file name, sha256); empty when not verified
+
+    @property
+    def exportable(self) -> bool:
+        return self.verification.ok and bool(self.files)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "settings": settings_to_dict(self.settings),
+            "data": self.data.to_dict(),
+            "verification": self.verification.__dict__.copy(),
+            "files": dict(self.files),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> StudyRelease:
+        return cls(
+            name=str(d["name"]),
+            settings=settings_from_dict(d["settings"]),
+            data=DataRef.from_dict(d["data"]),
+            verification=VerificationRecord(**d["verification"]),
+            files=tuple(sorted((str(a), str(b)) for a, b in d.get("files", {}).items())),
+        )
+
+
+@dataclass(frozen=True)
+class Study:
+    """The data, the attacker assumption and the releases made by the user (module docstring)."""
+
+    data: DataRef
+    adversary: Adversary = field(default_factory=Adversary)
+    k: int = 5
+    releases: tuple[StudyRelease, ...] = ()
+
+    def __post_init__(self) -> None:
+        check_k(self.k)
+
+    # ------------------------------------------------------------------------ releases
+    def current(self) -> tuple[StudyRelease, ...]:
+        """The releases made from the study's current data and groups."""
+        return tuple(r for r in self.releases if r.data.key == self.data.key)
+
+    def others(self) -> tuple[StudyRelease, ...]:
+        """Releases made from other data or other groups (kept, never shown as current)."""
+        return tuple(r for r in self.releases if r.data.key != self.data.key)
+
+    def get(self, name: str) -> StudyRelease:
+        for r in self.releases:
+            if r.name == name:
+                return r
+        raise StudyError(f"no release named {name!r} in this study")
+
+    def unique_name(self, base: str) -> str:
+        names = {r.name for r in self.releases}
+        if base not in names:
+            return base
+        n = 2
+        while f"{base} ({n})" in names:
+            n += 1
+        return f"{base} ({n})"
+
+    def add(self, release: StudyRelease) -> Study:
+        """The study with one more release; names are unique and releases of other data refused."""
+        if any(r.name == release.name for r in self.releases):
+            raise StudyError(f"a release named {release.name!r} is already in the study")
+        if release.data.key != self.data.key:
+            raise StudyError(f"release {release.name!r} was made from other data or groups than the study's")
+        return replace(self, releases=(*self.releases, release))
+
+    def remove(self, name: str) -> Study:
+        self.get(name)
+        return replace(self, releases=tuple(r for r in self.releases if r.name != name))
+
+    def with_data(self, data: DataRef) -> Study:
+        """The study on other data: releases of the old data stay in the file, listed as others."""
+        return replace(self, data=data)
+
+    def with_attacker(self, adversary: Adversary, k: int) -> Study:
+        return replace(self, adversary=adversary, k=k)
+
+    # -------------------------------------------------------------------------- files
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": STUDY_FORMAT,
+            "data": self.data.to_dict(),
+            "adversary": {"scope": self.adversary.scope, "knowledge": self.adversary.knowledge},
+            "k": self.k,
+            "releases": [r.to_dict() for r in self.releases],
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str | bytes, source: str = "study file") -> Study:
+        try:
+            d = json.loads(text)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise StudyError(f"{source}: not a study file (invalid JSON: {exc})") from None
+        if not isinstance(d, dict) or d.get("format") != STUDY_FORMAT:
+            got = d.get("format") if isinstance(d, dict) else type(d).__name__
+            raise StudyError(
+                f"{source}: not a CohortShield study (format {got!r}, expected {STUDY_FORMAT!r})"
+            )
+        try:
+            return cls(
+                data=DataRef.from_dict(d["data"]),
+                adversary=Adversary(d["adversary"]["scope"], d["adversary"]["knowledge"]),
+                k=int(d["k"]),
+                releases=tuple(StudyRelease.from_dict(r) for r in d.get("releases", [])),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise StudyError(f"{source}: {exc.__class__.__name__}: {exc}") from None
+
+
+# ------------------------------------------------------------------------------ making releases
+def sha256_of(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass(frozen=True, eq=False)
+class MadeRelease:
+    """A release just made: the study entry, the `Release` object, the verification and the files."""
+
+    entry: StudyRelease
+    release: Release
+    verification: risk.Verification
+    files: dict[str, bytes]
+
+
+def export_files(release: Release, verification: risk.Verification) -> dict[str, bytes]:
+    """The release's files through the one export gate (`engine.export`); empty when it refuses."""
+    from engine.export import ExportRefused, release_files
+
+    try:
+        return release_files(release, verification, verification.adversary, verification.k)
+    except ExportRefused:
+        return {}
+
+
+def make_release(
+    name: str,
+    settings: MethodSettings,
+    inputs: RunInputs,
+    data: DataRef,
+    adversary: Adversary,
+    k: int,
+    *,
+    progress: Callable[[float, str], None] | None = None,
+) -> MadeRelease:
+    """Run a method from its settings, verify the release under the study's adversary and k (against
+    the population the cohort was drawn from), and export it through the gate when verified."""
+    release = settings.run(inputs, progress)
+    verification = risk.verify(release, adversary, k, inputs.population)
+    files = export_files(release, verification)
+    entry = StudyRelease(
+        name=name,
+        settings=settings,
+        data=data,
+        verification=VerificationRecord.of(verification),
+        files=tuple(sorted((f, sha256_of(b)) for f, b in files.items())),
+    )
+    return MadeRelease(entry, release, verification, files)
+
+
+def verification_matrix(release: Release, population: Records, k: int) -> pd.DataFrame:
+    """The release verified under each of the four adversaries at k: one row per adversary."""
+    rows = []
+    for adv in ALL_ADVERSARIES:
+        rec = VerificationRecord.of(risk.verify(release, adv, k, population))
+        rows.append(
+            {
+                "adversary": adv.label,
+                "records": rec.records,
+                "below k": rec.below_k,
+                "unique": rec.unique,
+                "verified": rec.ok,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+@dataclass(frozen=True)
+class RebuildCheck:
+    """One release made again from its settings: recorded and rebuilt file hashes."""
+
+    name: str
+    recorded: tuple[tuple[str, str], ...]
+    rebuilt: tuple[tuple[str, str], ...]
+    verification: VerificationRecord
+
+    @property
+    def identical(self) -> bool:
+        return self.recorded == self.rebuilt
+
+    def differences(self) -> list[str]:
+        rec, got = dict(self.recorded), dict(self.rebuilt)
+        out = []
+        for f in sorted(set(rec) | set(got)):
+            if f not in got:
+                out.append(f"{f}: not written on rebuild ({self.verification.message()})")
+            elif f not in rec:
+                out.append(f"{f}: written on rebuild but not recorded")
+            elif rec[f] != got[f]:
+                out.append(f"{f}: sha256 {got[f][:12]}… differs from the recorded {rec[f][:12]}…")
+        return out
+
+
+def rebuild(
+    study: Study, inputs: RunInputs, data: DataRef, progress: Callable[[float, str], None] | None = None
+) -> list[RebuildCheck]:
+    """Make every release of the study's data again from its settings, verified under the adversary
+    and k it was recorded with, and compare the files' sha256. Raises StudyError when `data` (the
+    data loaded now) is not the data the study was made from."""
+    if data.key != study.data.key:
+        raise StudyError(
+            "the data loaded is not the study's: events or groups differ "
+            f"(study {study.data.events_fingerprint[:12]}…, loaded {data.events_fingerprint[:12]}…)"
+        )
+    checks = []
+    todo = study.current()
+    for i, entry in enumerate(todo):
+        if progress:
+            progress(i / max(len(todo), 1), f"rebuilding {entry.name} ({i + 1} of {len(todo)})")
+        rec = entry.verification
+        made = make_release(entry.name, entry.settings, inputs, data, rec.adversary, rec.k)
+        checks.append(RebuildCheck(entry.name, entry.files, made.entry.files, made.entry.verification))
+    return checks
