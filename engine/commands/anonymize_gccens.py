@@ -68,14 +68,16 @@ def run(args: argparse.Namespace) -> int:
     from engine.adversary import Adversary
     from engine.anonymize.censor import gccens_run, prepare
     from engine.anonymize.censor import report as gccens_report
-    from engine.commands.inputs import load_groups
+    from engine.commands.inputs import InputOptions, load_groups
 
     if args.k < 1:
         raise UserError(f"--k must be >= 1, not {args.k}")
     if args.cap is not None and args.cap < 0:
         raise UserError(f"--cap must be >= 0, not {args.cap}")
     caps = parse_caps(args.caps) if args.caps is not None else None
-    inputs = load_groups(args.events, population=args.population, cohort=args.cohort)
+    inputs = load_groups(
+        args.events, population=args.population, cohort=args.cohort, options=InputOptions.of(args)
+    )
     population, cohort, sources = inputs.population, inputs.cohort, inputs.sources
     problem = prepare(cohort, population, args.scope)
     unknown = sorted(set(caps or {}) - set(problem.code_labels))
@@ -95,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
         population_size=population.n_patients,
         sources=sources,
     )
+    report["input_warnings"] = inputs.warnings
     if args.report:
         Path(args.report).write_text(json.dumps(report, indent=2, default=str) + "\n")
     if not verification.ok:

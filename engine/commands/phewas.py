@@ -44,16 +44,16 @@ def _read_csv(path: str, what: str) -> pd.DataFrame:
 
 def run(args: argparse.Namespace) -> int:
     from engine import phewas
-    from engine.commands.inputs import load_groups
-    from engine.loaders import load_genotypes
+    from engine.commands.inputs import InputOptions, load_genotypes_checked, load_groups
     from engine.release import release_from_frames
 
     if args.min_code_count < 1 or args.min_cases < 1:
         raise UserError("--min-code-count and --min-cases must be at least 1")
     if (args.released is None) != (args.codemap is None):
         raise UserError("--released and --codemap go together")
-    records = load_groups(args.events, cohort=args.cohort).cohort
-    genotypes = load_genotypes(args.genotypes).data
+    options = InputOptions.of(args)
+    records = load_groups(args.events, cohort=args.cohort, options=options).cohort
+    genotypes = load_genotypes_checked(args.genotypes, options).data
     settings = phewas.PhewasSettings(args.min_code_count, args.min_cases, args.test)
     result = phewas.phewas_of_records(records, genotypes, settings)
     cols = ["snp", "phecode", "phenotype", "n_cases", "n_controls", "odds_ratio", "p"]
