@@ -89,7 +89,7 @@ def add_input_options(parser: argparse.ArgumentParser) -> None:
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
-def _literal(text: str) -> str:
+def literal(text: str) -> str:
     """Control characters (terminal escapes, line breaks) shown as escapes: untrusted text stays text."""
     return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
 
@@ -98,7 +98,7 @@ def announce(report: ValidationReport, stream: TextIO | None = None) -> None:
     """Print every warning of `report` on stderr, one line each (`warning: file ..., rows ...`)."""
     out = sys.stderr if stream is None else stream
     for finding in report.warnings:
-        print(f"warning: {_literal(str(finding))}", file=out)
+        print(f"warning: {literal(str(finding))}", file=out)
 
 
 def findings_json(*reports: ValidationReport) -> list[dict]:
