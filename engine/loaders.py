@@ -845,7 +845,11 @@ def sample_paths(directory: str | Path = SAMPLE_DIR) -> dict[str, Path]:
 
 
 def load_sample_checked(
-    directory: str | Path = SAMPLE_DIR, *, unknown_codes: Action = "keep", drop_duplicates: bool = False
+    directory: str | Path = SAMPLE_DIR,
+    *,
+    unknown_codes: Action = "keep",
+    drop_duplicates: bool = False,
+    na_ids: NaIds = "error",
 ) -> Loaded[Dataset]:
     """The shipped sample with its validation report (population = every patient with events).
 
@@ -854,15 +858,17 @@ def load_sample_checked(
     """
     paths = sample_paths(directory)
     stamp = tuple((role, str(p), p.stat().st_size, p.stat().st_mtime_ns) for role, p in sorted(paths.items()))
-    return _sample_memo(stamp, unknown_codes, drop_duplicates)
+    return _sample_memo(stamp, unknown_codes, drop_duplicates, na_ids)
 
 
 @lru_cache(maxsize=2)
 def _sample_memo(
-    stamp: tuple[tuple[str, str, int, int], ...], unknown_codes: Action, drop_duplicates: bool
+    stamp: tuple[tuple[str, str, int, int], ...], unknown_codes: Action, drop_duplicates: bool, na_ids: NaIds
 ) -> Loaded[Dataset]:
     paths = {role: Path(p) for role, p, _, _ in stamp}
-    return load_dataset(**paths, name="sample", unknown_codes=unknown_codes, drop_duplicates=drop_duplicates)
+    return load_dataset(
+        **paths, name="sample", unknown_codes=unknown_codes, drop_duplicates=drop_duplicates, na_ids=na_ids
+    )
 
 
 def load_sample(directory: str | Path = SAMPLE_DIR) -> Dataset:

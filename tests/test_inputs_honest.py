@@ -250,3 +250,16 @@ def test_f8_events_folder_is_a_one_line_error(tmp_path: Path, capsys) -> None:
     assert main([*argv, "--out", str(tmp_path / "r.csv")]) == 2
     err = capsys.readouterr().err
     assert err == f"error: {tmp_path}: is a folder, not a file\n"
+
+
+def test_f6_phewas_release_reader_refuses_reshaped_rows(tmp_path: Path, capsys) -> None:
+    """The released-events and code-map readers of `phewas` validate like the events reader."""
+    (tmp_path / "ev.csv").write_text("patient_id,code\nP1,401.1\nP2,185\n")
+    (tmp_path / "geno.csv").write_text("patient_id,rs1\nP1,0\nP2,1\n")
+    (tmp_path / "rel.csv").write_text("patient_id,code\nP1,401.1,401.9\nP2,185,x\n")
+    (tmp_path / "map.csv").write_text("released_item,original_code\n401.1,401.1\n")
+    argv = ["phewas", "--events", str(tmp_path / "ev.csv"), "--genotypes", str(tmp_path / "geno.csv")]
+    argv += ["--released", str(tmp_path / "rel.csv"), "--codemap", str(tmp_path / "map.csv")]
+    assert main([*argv, "--out", str(tmp_path / "o.csv")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: file rel.csv, rows 2, 3: 2 row(s) have more fields than the header (2)")

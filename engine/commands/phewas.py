@@ -34,13 +34,16 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def _read_csv(path: str, what: str) -> pd.DataFrame:
-    try:
-        return pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise UserError(f"{path}: {what} is not UTF-8 text (byte {exc.start})") from None
-    except pd.errors.EmptyDataError:
-        raise UserError(f"{path}: {what} is empty") from None
+def _read_csv(path: str) -> pd.DataFrame:
+    """A release file as text cells, read like every input (errors name file, rows and column)."""
+    from engine.loaders import Source, read_table
+    from engine.validation import ValidationReport
+
+    report = ValidationReport()
+    read = read_table(Source.from_path(path), report)
+    report.raise_if_errors()
+    assert read is not None
+    return read[0]
 
 
 def _warn_unmapped(unmapped: pd.DataFrame, where: str) -> None:
@@ -82,10 +85,9 @@ def run(args: argparse.Namespace) -> int:
     cols = ["snp", "phecode", "phenotype", "n_cases", "n_controls", "odds_ratio", "p"]
     out = result[cols]
     if args.released:
+        released, code_map = _read_csv(args.released), _read_csv(args.codemap)
         try:
-            release = release_from_frames(
-                _read_csv(args.released, "released events"), _read_csv(args.codemap, "code map")
-            )
+            release = release_from_frames(released, code_map)
         except ValueError as exc:
             raise UserError(f"{args.released}: {exc}") from None
         outside = set(release.records.patient_ids) - set(records.patient_ids)
