@@ -655,7 +655,8 @@ def _first_row_is_header(first: list[str], rest: pd.Series, population: pd.Index
     A file with several columns has a header. For one column, the first line is data when it is a
     patient of `population`, or when it has the form of the other lines (`_id_shape`: `PATIENT_0003`
     among `PATIENT_0004`, ...); it is a header when it reads `patient_id` (any case) or, failing
-    both, names an id column (`closest_column`: `Patient ID`, `MRN`, ...). Anything else is data.
+    both, names an id column without holding a digit (`closest_column`: `Patient ID`, `MRN`, ...).
+    Anything else is data.
     """
     if len(first) != 1:
         return True
@@ -667,7 +668,7 @@ def _first_row_is_header(first: list[str], rest: pd.Series, population: pd.Index
     shapes = pd.Series([_id_shape(str(v)) for v in rest.head(1000)], dtype=object)
     if len(shapes) and _id_shape(cell) in set(shapes):
         return False
-    return closest_column(PATIENT, [cell]) is not None
+    return not re.search(r"\d", cell) and closest_column(PATIENT, [cell]) is not None
 
 
 def _id_header(

@@ -20,6 +20,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from engine.cli import main
 from engine.loaders import Source, load_events, load_genotypes, load_ids, load_labs
@@ -140,6 +142,45 @@ def test_f6_parquet_integer_ids_are_exact() -> None:
     assert _errors(exc, "blank_value")[0].rows == (3,)
     ids_list = pa.table({"patient_id": pa.array(big, pa.int64())})
     assert load_ids(Source("ids.parquet", _parquet(ids_list))).data.tolist() == [str(b) for b in big]
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    ids=st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=12, unique=True),
+    signed=st.booleans(),
+    null=st.booleans(),
+)
+@example(ids=[2**53 + 1, 2**53], signed=True, null=False)
+@example(ids=[2**63 + 5, 7], signed=False, null=True)
+def test_f6_parquet_integer_ids_round_trip_exactly(ids: list[int], signed: bool, null: bool) -> None:
+    """Any int64 / uint64 id column (with or without nulls in other rows' files) reads back as the
+    exact decimal text of every id."""
+    values = [i - 2**63 for i in ids] if signed else ids
+    typ = pa.int64() if signed else pa.uint64()
+    col = pa.array(values + ([None] if null else []), typ)
+    t = pa.table({"patient_id": col, "code": ["401.1"] * len(col)})
+    if null:  # the null is an error of its own row; the other ids are still read exactly
+        with pytest.raises(DataError) as exc:
+            load_events(Source("e.parquet", _parquet(t)))
+        assert _errors(exc, "blank_value")[0].rows == (len(values) + 2,)
+        t = t.slice(0, len(values))
+    got = load_events(Source("e.parquet", _parquet(t)), na_ids="accept").data["patient_id"].tolist()
+    assert got == [str(v) for v in values]
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    numbers=st.lists(st.integers(0, 10**6), min_size=1, max_size=15, unique=True),
+    prefix=st.sampled_from(["PATIENT_", "P", "", "id-", "MRN"]),
+    width=st.integers(1, 7),
+)
+@example(numbers=[3, 4], prefix="PATIENT_", width=4)
+@example(numbers=[0], prefix="PATIENT_", width=1)  # a one-line list: its id is data, not a header
+def test_f6_headerless_id_lists_keep_every_id(numbers: list[int], prefix: str, width: int) -> None:
+    """A one-column list without a header keeps every line as an id (first line included)."""
+    ids = [f"{prefix}{n:0{width}d}" for n in numbers]
+    got = load_ids(Source("c.csv", ("\n".join(ids) + "\n").encode())).data.tolist()
+    assert got == ids
 
 
 def test_f6_float_ids_beyond_2_53_are_refused() -> None:
