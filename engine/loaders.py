@@ -194,8 +194,8 @@ def read_table(
                 header=0 if header else None,
                 index_col=False,  # never turn extra fields into an index (that reshapes the rows)
             )
-        if any(issubclass(w.category, pd.errors.ParserWarning) for w in caught):
-            _longer_rows(text, sep, nonblank, fc)
+        warned = any(issubclass(w.category, pd.errors.ParserWarning) for w in caught)
+        if warned and _longer_rows(text, sep, nonblank, fc):
             return None
     except pd.errors.ParserError as exc:
         m = re.search(r"line (\d+), saw (\d+)", str(exc))
@@ -231,12 +231,15 @@ def read_table(
     return df, fc
 
 
-def _longer_rows(text: str, sep: str, nonblank: np.ndarray, fc: FileCheck) -> None:
-    """Error naming the rows with more fields than the header (pandas would drop the extra fields)."""
+def _longer_rows(text: str, sep: str, nonblank: np.ndarray, fc: FileCheck) -> bool:
+    """Error naming the rows with more fields than the first line (pandas would drop the extra
+    fields); False when there are none."""
     rows = list(csv.reader(io.StringIO(text), delimiter=sep))
     width = len(rows[nonblank[0] - 1]) if rows else 0
     longer = [i + 1 for i, r in enumerate(rows) if len(r) > width and any(c.strip() for c in r)]
     n = len(longer)
+    if not n:
+        return False
     fc.note(
         "error",
         None,
@@ -245,6 +248,7 @@ def _longer_rows(text: str, sep: str, nonblank: np.ndarray, fc: FileCheck) -> No
         "parse_error",
         tuple(longer[:MAX_ROWS]),
     )
+    return True
 
 
 def _repeated_names(names: list[str], fc: FileCheck) -> bool:

@@ -304,3 +304,13 @@ def test_f6_phewas_release_reader_refuses_reshaped_rows(tmp_path: Path, capsys) 
     assert main([*argv, "--out", str(tmp_path / "o.csv")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: file rel.csv, rows 2, 3: 2 row(s) have more fields than the header (2)")
+
+
+def test_f3_warnings_show_untrusted_text_literally(tmp_path: Path, capsys) -> None:
+    """A column name holding a terminal escape is printed as an escape, never sent to the terminal."""
+    ev = tmp_path / "ev.csv"
+    ev.write_bytes(b"patient_id,code,\x1b[2Jssn\nP1,401.1,x\nP2,401.1,y\n")
+    argv = ["risk", "--events", str(ev), "--scope", "cohort", "--knowledge", "all_visits"]
+    assert main([*argv, "--out", str(tmp_path / "r.csv")]) == 0
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "column(s) not used (ignored, never released): \\x1b[2Jssn" in err
