@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 import pandas as pd
 import pytest
@@ -75,13 +75,6 @@ def read_code_map(code_map_csv: str | None) -> dict[str, set[str]]:
     return out
 
 
-def _covered(unit: Iterable[str], code_map: Mapping[str, set[str]]) -> set[str]:
-    covered: set[str] = set()
-    for item in unit:
-        covered |= code_map.get(item, {item})
-    return covered
-
-
 def brute_force_distinguishability(
     original_visits: Mapping[str, list[set[str]]],
     release_csv: str,
@@ -94,21 +87,51 @@ def brute_force_distinguishability(
     code_map = read_code_map(code_map_csv)
     targets = read_units(release_csv)
     cands = targets if candidates_csv is None else read_units(candidates_csv)
-    cand_units = [(p, _covered(u, code_map)) for p, us in cands.items() for u in us]
+    items_of: dict[str, set[str]] = {}  # original code -> the released items standing for it
+
+    def stands_for(item: str) -> set[str]:
+        codes = code_map.get(item, {item})
+        for c in codes:
+            items_of.setdefault(c, set()).add(item)
+        return codes
+
+    # candidate units holding each item, and each unit's patient
+    owner: list[str] = []
+    holding: dict[str, set[int]] = {}
+    for p, units in cands.items():
+        for u in units:
+            for item in set(u):
+                holding.setdefault(item, set()).add(len(owner))
+            owner.append(p)
+    for item in {i for us in targets.values() for u in us for i in u} | set(holding):
+        stands_for(item)
+    covering: dict[str, set[int]] = {}
+
+    def units_covering(code: str) -> set[int]:
+        """Candidate units holding an item that stands for `code`."""
+        if code not in covering:
+            covering[code] = set().union(*(holding.get(i, set()) for i in items_of.get(code, ())))
+        return covering[code]
+
     memo: dict[frozenset[str], int] = {}
 
     def consistent(known: frozenset[str]) -> int:
+        """Candidates with one unit covering every known code."""
         if known not in memo:
-            memo[known] = len({p for p, cov in cand_units if known <= cov})
+            lists = sorted((units_covering(c) for c in known), key=len)
+            units = set(lists[0])
+            for other in lists[1:]:
+                units &= other
+            memo[known] = len({owner[u] for u in units})
         return memo[known]
 
     out: dict[str, int] = {}
     for t, units in targets.items():
         best = len(cands)
         for u in units:
-            cov = _covered(u, code_map)
+            held = set(u)
             for visit in original_visits[t]:
-                known = frozenset(c for c in visit if c in cov)
+                known = frozenset(c for c in visit if items_of.get(c, set()) & held)
                 if known:
                     best = min(best, consistent(known))
         out[t] = best

@@ -66,4 +66,4 @@ def test_release_download_is_gzip_csv_of_the_release() -> None:
     r = mary_dataset()
     rel = ugaclip(r, extract_policy(r, 5, "single_visit"), 5, UTILITY)
     back = pd.read_csv(io.BytesIO(gzip.decompress(_csv_gz(release_columns(rel)))), dtype=str)
-    assert back.values.tolist() == rel.to_frame().astype(str).values.tolist()
+    assert back.values.tolist() == rel.exported_frame().astype(str).values.tolist()
