@@ -105,25 +105,27 @@ def brute_force_distinguishability(
             owner.append(p)
     for item in {i for us in targets.values() for u in us for i in u} | set(holding):
         stands_for(item)
-    covering: dict[str, set[int]] = {}
+    covering: dict[frozenset[str], set[int]] = {}
 
-    def units_covering(code: str) -> set[int]:
-        """Candidate units holding an item that stands for `code`."""
-        if code not in covering:
-            covering[code] = set().union(*(holding.get(i, set()) for i in items_of.get(code, ())))
-        return covering[code]
+    def units_covering(items: frozenset[str]) -> set[int]:
+        """Candidate units holding one of `items` (the items standing for one known code)."""
+        if items not in covering:
+            covering[items] = set().union(*(holding.get(i, set()) for i in items))
+        return covering[items]
 
-    memo: dict[frozenset[str], int] = {}
+    memo: dict[frozenset[frozenset[str]], int] = {}
 
     def consistent(known: frozenset[str]) -> int:
-        """Candidates with one unit covering every known code."""
-        if known not in memo:
-            lists = sorted((units_covering(c) for c in known), key=len)
+        """Candidates with one unit covering every known code (codes standing in the same released
+        items are covered by the same units: counted once)."""
+        key = frozenset(frozenset(items_of[c]) for c in known)
+        if key not in memo:
+            lists = sorted((units_covering(i) for i in key), key=len)
             units = set(lists[0])
             for other in lists[1:]:
                 units &= other
-            memo[known] = len({owner[u] for u in units})
-        return memo[known]
+            memo[key] = len({owner[u] for u in units})
+        return memo[key]
 
     out: dict[str, int] = {}
     for t, units in targets.items():

@@ -292,7 +292,7 @@ def test_cli_writes_verified_release_codemap_and_report(tmp_path, capsys, with_v
     ]
     assert main(args + (["--with-visits"] if with_visits else [])) == 0
     released = pd.read_csv(out, dtype=str)
-    # the export chosen (no ages: not verified); the papers' form by default
+    # the export chosen, the papers' form by default: one row per patient (and visit) and item, no ages
     expected = ["patient_id", "visit", "code"] if with_visits else ["patient_id", "code"]
     assert list(released.columns) == expected
     assert not released.duplicated().any()
