@@ -74,14 +74,20 @@ def main() -> None:
         if method.startswith("Heatherly"):
             scope = SCOPES[method.split()[1]]
             res = anonymize(groups[scope], cohort.patient_ids, args.k, scope=scope, complete=True, **extra)
-            return res.release, res.verification.ok, None
+            return res.release, res.verification, res.verification.ok, None
         out = run_profiles(cohort, args.k, "single_visit", method, utility, **extra)
-        return out.release, out.verified, int(out.satisfaction["satisfied"].sum())
+        return out.release, out.verification, out.verified, int(out.satisfaction["satisfied"].sum())
 
-    def files(release, with_visits: bool) -> tuple[str, str, str | None]:
-        """(release CSV, code map CSV, released population CSV) in the given structure."""
+    def files(release, verification, ok: bool, with_visits: bool) -> tuple[str, str, str | None]:
+        """(release CSV, code map CSV, released population CSV) in the given structure: the export
+        gate's bytes when the engine has one and the release passed, else the rows it would hold."""
         cols = ["patient_id", "visit", "code"] if with_visits else ["patient_id", "code"]
-        if structured:
+        if structured and ok and importlib.util.find_spec("engine.export") is not None:
+            from engine.export import release_files
+
+            got = release_files(release, verification, verification.adversary, args.k)
+            rel, cmap = got["release.csv"].decode(), got["code_map.csv"].decode()
+        elif structured:
             rel = release.exported_frame().to_csv(index=False)
             cmap = release.exported_code_map().to_csv(index=False)
         else:
@@ -103,8 +109,8 @@ def main() -> None:
             t0 = time.perf_counter()
             one = (*run(method, None), time.perf_counter() - t0)
             runs = {False: one, True: one}
-        for wv, (release, ok, satisfied, seconds) in runs.items():
-            rel, cmap, pop = files(release, wv)
+        for wv, (release, verification, ok, satisfied, seconds) in runs.items():
+            rel, cmap, pop = files(release, verification, ok, wv)
             dis = brute.brute_force_distinguishability(original, rel, cmap, pop)
             below = len(brute.below_k(dis, args.k))
             codes = set()
