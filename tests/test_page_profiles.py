@@ -41,6 +41,25 @@ def test_anonymize_tab_runs_verifies_and_offers_downloads() -> None:
 
 
 @SAMPLE_MISSING
+def test_anonymize_tab_exports_with_visits_only_for_single_visit_knowledge() -> None:
+    """Issue 12, finding 1: the page offers both export structures, says which one the release has,
+    and verifies that one; keeping visits is offered against single-visit knowledge only."""
+    at = _app("anonymize", adversary_knowledge="all_visits", profiles_method="ACLIP", k=10)
+    assert at.radio(key="profiles_export").disabled
+    assert any("Export: one set of codes per patient" in c.value for c in at.caption)
+    at = _app(
+        "anonymize",
+        adversary_knowledge="single_visit",
+        profiles_method="ACLIP",
+        k=10,
+        profiles_export="Keep visits",
+    )
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("Export: visits kept" in c.value for c in at.caption)
+    assert "Verified" in _text(at)
+
+
+@SAMPLE_MISSING
 def test_tradeoffs_tab_figure_2_and_a_small_sweep() -> None:
     at = _app("tradeoffs", profiles_sweep_ks=[25], profiles_sweep_conds=["all_visits"])
     assert len(at.get("plotly_chart")) >= 1  # Figure 2
@@ -66,4 +85,4 @@ def test_release_download_is_gzip_csv_of_the_release() -> None:
     r = mary_dataset()
     rel = ugaclip(r, extract_policy(r, 5, "single_visit"), 5, UTILITY)
     back = pd.read_csv(io.BytesIO(gzip.decompress(_csv_gz(release_columns(rel)))), dtype=str)
-    assert back.values.tolist() == rel.to_frame().astype(str).values.tolist()
+    assert back.values.tolist() == rel.exported_frame().astype(str).values.tolist()

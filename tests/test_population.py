@@ -270,7 +270,8 @@ def _cli_files(tmp_path):
     return tmp_path / "ev.csv", tmp_path / "co.csv"
 
 
-def test_cli_writes_verified_release_codemap_and_report(tmp_path, capsys):
+@pytest.mark.parametrize("with_visits", [False, True], ids=["one set per patient", "visits kept"])
+def test_cli_writes_verified_release_codemap_and_report(tmp_path, capsys, with_visits):
     import json
 
     from engine.cli import main
@@ -289,10 +290,12 @@ def test_cli_writes_verified_release_codemap_and_report(tmp_path, capsys):
         "--report",
         str(rep),
     ]
-    assert main(args) == 0
+    assert main(args + (["--with-visits"] if with_visits else [])) == 0
     released = pd.read_csv(out, dtype=str)
-    # the papers' form by default: one row per patient and item, no visits and no ages (issue 12)
-    assert list(released.columns) == ["patient_id", "code"]
+    # the export chosen, the papers' form by default: one row per patient (and visit) and item, no ages
+    expected = ["patient_id", "visit", "code"] if with_visits else ["patient_id", "code"]
+    assert list(released.columns) == expected
+    assert not released.duplicated().any()
     report = json.loads(rep.read_text())
     assert report["verification"]["ok"] is True
     assert report["retention"]["original"]["diagnosis_count"] == 13
@@ -301,7 +304,9 @@ def test_cli_writes_verified_release_codemap_and_report(tmp_path, capsys):
     )
     codemap = pd.read_csv(cm, dtype=str)
     assert set(codemap["released_item"]) == set(released["code"])
-    assert "DEMO_D" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "DEMO_D" in printed
+    assert ("visits kept" if with_visits else "one set of codes per patient") in printed
 
 
 def test_cli_refuses_unverified_release_and_bad_arguments(tmp_path, capsys):
@@ -323,3 +328,38 @@ def test_cli_refuses_unverified_release_and_bad_arguments(tmp_path, capsys):
     pd.DataFrame({"patient_id": cohort_ids[:1]}).to_csv(bio, index=False)
     assert main([*base, "--k", "2", "--scope", "biobank", "--biobank", str(bio)]) == 2
     assert "not in the biobank" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------ export structure
+def test_completion_without_visits_suppresses_from_the_whole_record():
+    """Without visits in the file, dropping 250.00 from P1's first visit alone hides nothing (P1's
+    second visit still shows it, and P1 alone holds both codes): the completion pass drops it from
+    P1's whole record."""
+    r = records_of({"P1": [["401.1", "250.00"], ["250.00"]], "P2": [["401.1"]], "P3": [["250.00"]]})
+    res = anonymize(r, r.patient_ids, 2, complete=True)
+    assert res.verification.ok and not res.release.shows_visits
+    rows = res.release.exported_frame()
+    assert list(rows.columns) == ["patient_id", "code"]
+    held = {p: set(g["code"]) for p, g in rows.groupby("patient_id")}
+    assert "250.00" not in held["P1"]
+    # every record left in the file has a look-alike (whole records)
+    assert all(sum(h <= other for other in held.values()) >= 2 for h in held.values())
+
+
+def test_completion_with_visits_counts_and_suppresses_within_visits():
+    """The minimal case of issue 12 with visits kept: P1's visit {401.1, 250.00} is held within one
+    visit by P1 alone, so the paper's procedure is refused and the completion pass fixes it."""
+    r = records_of({"P1": [["401.1", "250.00"]], "P2": [["401.1"], ["250.00"]]})
+    _, sup = visit_support(r, np.arange(2))
+    _, within = visit_support(r, np.arange(2), within_visits=True)
+    assert sup.tolist() == [2, 2, 2] and within.tolist() == [1, 2, 2]
+    for scope in ("cohort", "population"):
+        assert anonymize(r, r.patient_ids, 2, scope=scope).verification.ok  # one set per patient
+        plain = anonymize(r, r.patient_ids, 2, scope=scope, with_visits=True)
+        assert plain.release.shows_visits and not plain.verification.ok
+        done = anonymize(r, r.patient_ids, 2, scope=scope, with_visits=True, complete=True)
+        assert done.verification.ok and done.release.params["with_visits"]
+        assert list(done.release.exported_frame().columns) == ["patient_id", "visit", "code"]
+    no_visits = Records.from_frame(pd.DataFrame({"patient_id": ["a"], "code": ["401.1"]}))
+    with pytest.raises(ValueError, match="no visit column"):
+        anonymize(no_visits, ["a"], 2, with_visits=True)

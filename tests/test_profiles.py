@@ -277,3 +277,64 @@ def test_custom_policies_with_unsupported_constraints_are_satisfied(r, k, code_s
     policy = extract_policy(r, k, "custom", code_sets=code_sets)
     rel = ugaclip(r, policy, k, SMALL_UTILITY) if guided else aclip(r, policy, k)
     assert check_policy(code_sets, rel, k).ok
+
+
+# ------------------------------------------------------------------------------ export structure
+def minimal_case() -> Records:
+    """Issue 12's minimal case: P1 has 401.1 and 250.00 in one visit, P2 in two visits."""
+    rows = [("P1", 1, "401.1"), ("P1", 1, "250.00"), ("P2", 1, "401.1"), ("P2", 2, "250.00")]
+    return Records.from_frame(pd.DataFrame(rows, columns=["patient_id", "visit", "code"]))
+
+
+def test_supports_within_visits_count_patients_owning_such_a_visit():
+    r = minimal_case()
+    assert supports([["401.1", "250.00"]], r).tolist() == [2]
+    assert supports([["401.1", "250.00"]], r, within_visits=True).tolist() == [1]
+    assert supports([["401.1"], ["250.00"]], r, within_visits=True).tolist() == [2, 2]
+    assert violating_subset(["401.1", "250.00"], r, 2) is None
+    assert violating_subset(["401.1", "250.00"], r, 2, within_visits=True) == {"401.1", "250.00"}
+
+
+def test_ppe_and_policy_check_count_within_visits_when_visits_are_exported():
+    """{401.1, 250.00} is shared by both records but held in one visit by P1 alone: PPE keeps it when
+    the release will show its visits, and the policy check of such a release counts within visits."""
+    r = minimal_case()
+    assert extract_policy(r, 2, "single_visit").constraints == ()
+    policy = extract_policy(r, 2, "single_visit", within_visits=True)
+    assert policy.constraints == (frozenset({"401.1", "250.00"}),) and policy.within_visits
+    plain = ugaclip(r, [], 2, UTILITY)
+    shown = plain.with_visits(True)
+    assert check_policy(policy.constraints, plain, 2).ok
+    assert not check_policy(policy.constraints, shown, 2).ok
+    for guided in (True, False):
+        rel = (
+            ugaclip(r, policy, 2, UTILITY, with_visits=True)
+            if guided
+            else aclip(r, policy, 2, with_visits=True)
+        )
+        assert rel.shows_visits and check_policy(policy.constraints, rel, 2).ok
+        assert verify(rel, Adversary("cohort", "single_visit"), 2).ok
+
+
+def test_run_profiles_refuses_visits_for_all_visits_and_a_mismatched_policy():
+    from engine.anonymize.profiles import run_profiles
+
+    r = minimal_case()
+    with pytest.raises(ValueError, match="single-visit knowledge only"):
+        run_profiles(r, 2, "all_visits", "ACLIP", UTILITY, with_visits=True)
+    with pytest.raises(ValueError, match="extract it again"):
+        run_profiles(
+            r,
+            2,
+            "single_visit",
+            "ACLIP",
+            UTILITY,
+            policy=extract_policy(r, 2, "single_visit"),
+            with_visits=True,
+        )
+    run = run_profiles(r, 2, "single_visit", "UGACLIP", UTILITY, with_visits=True)
+    assert run.verified and run.release.shows_visits and run.release.params["with_visits"]
+    assert list(run.release.exported_frame().columns) == ["patient_id", "visit", "code"]
+    run = run_profiles(r, 2, "single_visit", "UGACLIP", UTILITY)
+    assert run.verified and not run.release.shows_visits
+    assert list(run.release.exported_frame().columns) == ["patient_id", "code"]

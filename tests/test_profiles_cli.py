@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pandas as pd
+import pytest
 
 from engine.cli import main
 from tests.test_profiles import mary_dataset
@@ -56,3 +57,29 @@ def test_cli_bad_input_is_one_line(tmp_path, capsys):
     ug = ["anonymize", "ugaclip", *base[2:]]
     assert main([*ug, "--k", "5", "--utility-policy", str(single), "--max-suppressed", "0"]) == 2
     assert "suppression limit of 0 codes exceeded" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("with_visits", [False, True], ids=["one set per patient", "visits kept"])
+def test_cli_writes_the_export_structure_it_verified(tmp_path, capsys, with_visits):
+    """Finding 1: the file carries the visit grouping only with --with-visits, and the CLI says which."""
+    ev, ids = _inputs(tmp_path)
+    out, cmap = tmp_path / "out.csv", tmp_path / "map.csv"
+    args = ["anonymize", "aclip", "--events", str(ev), "--cohort", str(ids), "--k", "5"]
+    args += ["--knowledge", "single_visit", "--out", str(out), "--codemap", str(cmap)]
+    assert main(args + (["--with-visits"] if with_visits else [])) == 0
+    released = pd.read_csv(out, dtype=str)
+    expected = ["patient_id", "visit", "code"] if with_visits else ["patient_id", "code"]
+    assert list(released.columns) == expected
+    assert not released.duplicated().any()
+    printed = capsys.readouterr().out
+    assert ("visits kept" if with_visits else "one set of codes per patient") in printed
+
+
+def test_cli_refuses_visits_for_an_all_visits_attacker(tmp_path, capsys):
+    ev, ids = _inputs(tmp_path)
+    out = tmp_path / "o.csv"
+    args = ["anonymize", "ugaclip", "--events", str(ev), "--cohort", str(ids), "--k", "5", "--with-visits"]
+    args += ["--knowledge", "all_visits", "--out", str(out), "--codemap", str(tmp_path / "m.csv")]
+    assert main(args) == 2
+    assert "--with-visits needs --knowledge single_visit" in capsys.readouterr().err
+    assert not out.exists()

@@ -28,6 +28,7 @@ from engine.anonymize.population import (
     GroupRelease,
     ScopeComparison,
     compare_scopes,
+    export_label,
     released_frame,
 )
 from engine.records import Records
@@ -42,6 +43,26 @@ CONSTRAINT_MODES = {
     "No constraint": "none",
 }
 TRADEOFF_KS = (2, 3, 5, 10, 20)
+EXPORTS = {
+    "One set of codes per patient (papers' form)": False,
+    "Keep visits": True,
+}
+
+
+def export_choice(key: str, *, allowed: bool = True) -> bool:
+    """The release's export structure (issue 12): one set of codes per patient, or visits kept. The
+    release is verified (and completed) for the structure chosen; returns `with_visits`."""
+    label = st.radio(
+        "Export",
+        list(EXPORTS),
+        horizontal=True,
+        key=key,
+        disabled=not allowed,
+        help="What the release file holds: patient_id, code (one set per patient, as the papers release) "
+        "or patient_id, visit, code. With visits, a look-alike must hold the known codes within one of "
+        "its visits, so reaching k costs more.",
+    )
+    return EXPORTS[label] and allowed
 
 
 # ------------------------------------------------------------------------- groups and engine calls
@@ -71,11 +92,13 @@ _MEMO = "_heatherly_comparisons"
 _MEMO_SIZE = 12
 
 
-def scope_comparison(ctx: Context, k: int, constraints: str, complete: bool, label: str) -> ScopeComparison:
+def scope_comparison(
+    ctx: Context, k: int, constraints: str, complete: bool, label: str, with_visits: bool = False
+) -> ScopeComparison:
     """`compare_scopes` memoized in this session's state (an uploaded dataset's releases never leave
     the session), with a progress bar while it computes (a cached function could not draw one)."""
     groups = _groups(ctx)
-    key = (ctx.key, tuple(sorted(groups)), int(k), constraints, bool(complete))
+    key = (ctx.key, tuple(sorted(groups)), int(k), constraints, bool(complete), bool(with_visits))
     memo: dict = st.session_state.setdefault(_MEMO, {})
     if key not in memo:
         bar = st.progress(0.0, text=label)
@@ -84,7 +107,13 @@ def scope_comparison(ctx: Context, k: int, constraints: str, complete: bool, lab
             bar.progress(min(max(frac, 0.0), 1.0), text=f"{label}: {msg}")
 
         memo[key] = compare_scopes(
-            groups, ctx.cohort.patient_ids, k, constraints=constraints, complete=complete, progress=progress
+            groups,
+            ctx.cohort.patient_ids,
+            k,
+            constraints=constraints,
+            complete=complete,
+            with_visits=with_visits,
+            progress=progress,
         )
         bar.empty()
         while len(memo) > _MEMO_SIZE:
@@ -93,11 +122,11 @@ def scope_comparison(ctx: Context, k: int, constraints: str, complete: bool, lab
 
 
 def publish_scopes(
-    ctx: Context, k: int, constraints: str = "phecode", complete: bool = False
+    ctx: Context, k: int, constraints: str = "phecode", complete: bool = False, with_visits: bool = False
 ) -> ScopeComparison:
     """The three scopes at k, each published (with its verification) for the Risk, PheWAS and Report
     pages; used by this tab and by the PheWAS page."""
-    cmp_ = scope_comparison(ctx, k, constraints, complete, "Anonymizing the three scopes")
+    cmp_ = scope_comparison(ctx, k, constraints, complete, "Anonymizing the three scopes", with_visits)
     for scope, res in cmp_.results.items():
         publish(f"Heatherly {SCOPE_NAMES[scope]}", res.release, res.verification)
     return cmp_
@@ -228,8 +257,9 @@ def render_anonymize(ctx: Context) -> None:
             key="hea_complete",
             help="Generalize further, then suppress, until every visit of the cohort meets k.",
         )
+    with_visits = export_choice("hea_export", allowed=ctx.cohort.has_visits)
     k = int(ctx.k)
-    cmp_ = publish_scopes(ctx, k, constraints, complete)
+    cmp_ = publish_scopes(ctx, k, constraints, complete, with_visits)
     if "biobank" not in cmp_.results:
         st.info("No biobank group between the cohort and the population: DEMO_B is left out.")
 
@@ -240,7 +270,7 @@ def render_anonymize(ctx: Context) -> None:
 
     if complete:
         plain = scope_comparison(
-            ctx, k, constraints, False, "The paper's procedure, for the cost of completion"
+            ctx, k, constraints, False, "The paper's procedure, for the cost of completion", with_visits
         )
         cost = scope_summary(plain)[["release", "records below k", "DC Local %", "CC Local %"]].merge(
             summary[["release", "records below k", "DC Local %", "CC Local %"]],
@@ -279,6 +309,7 @@ def render_anonymize(ctx: Context) -> None:
     scope = next(s for s in cmp_.results if SCOPE_NAMES[s] == shown)
     res = cmp_.results[scope]
     release, verification = res.release, res.verification
+    st.caption(f"Export: {export_label(release.shows_visits)}.")
     if verification.ok:
         st.success(verification.message())
         d1, d2, d3 = st.columns(3)

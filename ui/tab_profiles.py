@@ -27,6 +27,7 @@ import streamlit as st
 from engine import risk
 from engine.adversary import Adversary
 from engine.anonymize.policy import PrivacyPolicy, extract_policy
+from engine.anonymize.population import export_label
 from engine.anonymize.profiles import (
     ProfilesRun,
     SuppressionLimitExceeded,
@@ -45,6 +46,7 @@ from engine.utility.queries import (
 from ui.context import HASH_FUNCS, Context
 from ui.releases import publish
 from ui.risk_charts import cdf_frame, distinguishability_cdf_figure
+from ui.tab_population import export_choice
 
 METHODS = ("UGACLIP", "ACLIP")
 CHOICES = ("UGACLIP", "ACLIP", "Both")
@@ -56,12 +58,20 @@ _CURRENT_KEY = "profiles_utility_policy_csv"
 
 # ------------------------------------------------------------------------- cached engine calls
 @st.cache_resource(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=8)
-def _policy(cohort: Records, k: int, knowledge: str) -> PrivacyPolicy:
-    return extract_policy(cohort, k, knowledge)  # type: ignore[arg-type]
+def _policy(cohort: Records, k: int, knowledge: str, with_visits: bool = False) -> PrivacyPolicy:
+    return extract_policy(cohort, k, knowledge, within_visits=with_visits)  # type: ignore[arg-type]
 
 
 @st.cache_resource(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=8)
-def _run(cohort: Records, k: int, knowledge: str, method: str, policy_csv: str, max_suppressed: int | None):
+def _run(
+    cohort: Records,
+    k: int,
+    knowledge: str,
+    method: str,
+    policy_csv: str,
+    max_suppressed: int | None,
+    with_visits: bool = False,
+):
     """A run, or the SuppressionLimitExceeded it raised (cached too, so the message stays)."""
     utility = read_utility_policy(io.StringIO(policy_csv), name="utility policy")
     try:
@@ -71,8 +81,9 @@ def _run(cohort: Records, k: int, knowledge: str, method: str, policy_csv: str, 
             knowledge,
             method,
             utility.as_mapping(),
-            policy=_policy(cohort, k, knowledge),
+            policy=_policy(cohort, k, knowledge, with_visits),
             max_suppressed=max_suppressed,
+            with_visits=with_visits,
         )
     except SuppressionLimitExceeded as exc:
         return exc
@@ -188,6 +199,10 @@ def render_anonymize(ctx: Context) -> None:
         step=1,
         key="profiles_limit",
     )
+    # a release that keeps visits is protected against single-visit knowledge only
+    with_visits = export_choice(
+        "profiles_export", allowed=knowledge == "single_visit" and ctx.cohort.has_visits
+    )
     with st.expander("Utility policy (diseases whose case counts must be preserved)", expanded=False):
         utility = _policy_editor()
     if utility is None:
@@ -196,14 +211,16 @@ def render_anonymize(ctx: Context) -> None:
         st.info("Choose k >= 2 in the sidebar.")
         return
     with st.spinner("Extracting the privacy policy (PPE)..."):
-        policy = _policy(ctx.cohort, k, knowledge)
+        policy = _policy(ctx.cohort, k, knowledge, with_visits)
     _policy_summary(policy)
     methods = METHODS if choice == "Both" else (choice,)
     runs: dict[str, ProfilesRun] = {}
     policy_csv = utility.to_csv()
     for m in methods:
         with st.spinner(f"Running {m} on {ctx.cohort.n_patients:,} records..."):
-            out = _run(ctx.cohort, k, knowledge, m, policy_csv, None if limit is None else int(limit))
+            out = _run(
+                ctx.cohort, k, knowledge, m, policy_csv, None if limit is None else int(limit), with_visits
+            )
         if isinstance(out, SuppressionLimitExceeded):
             st.error(str(out))
             continue
@@ -274,6 +291,7 @@ def _table_1(runs: dict[str, ProfilesRun]) -> None:
 
 def _release_block(method: str, run: ProfilesRun) -> None:
     st.markdown(f"**{method} release**")
+    st.caption(f"Export: {export_label(run.release.shows_visits)}.")
     publish(method, run.release, run.verification)
     if run.verified:
         st.success(f"{run.check.message()} {run.verification.message()}")

@@ -16,6 +16,11 @@ every code of S, the anonymized item containing it (a released item stands for a
 codes); a suppressed code appears nowhere. That is exactly `engine.risk`'s consistency rule, so
 supports are counted by `engine.risk.distinguishability` on pseudo-records holding the itemsets.
 
+Export structure: when the release keeps the visit grouping (`Release.shows_visits`), a subset
+"appears" in a released record only when one of its released visits holds it, and its support is the
+number of distinct records with such a visit (`within_visits`); PPE's "already protected" count and
+the policy check then count the same way, so the policy and the risk engine still agree.
+
 Relation to the risk engine (cohort scope): with the single_visit (all_visits) filtering condition,
 the full policy is every visit's (record's) code set; its image in the release is that visit's
 (record's) released item set, which is supported by its own record. So the policy is satisfied iff
@@ -71,12 +76,16 @@ def supports(
     itemsets: Sequence[Iterable[str]],
     records: Records,
     item_codes: Mapping[str, frozenset[str]] | None = None,
+    *,
+    within_visits: bool = False,
 ) -> np.ndarray:
     """Number of `records` holding every item of each itemset (items in `records`' vocabulary; an item
-    not in it has support 0; the empty itemset is held by every record).
+    not in it has support 0; the empty itemset is held by every record). `within_visits`: records
+    with one visit holding every item (the matching of a release that shows its visits).
 
     Counted by `engine.risk.distinguishability` with each itemset as one pseudo-record (all-visits
-    knowledge), so the policy check and the risk engine share one counting rule.
+    knowledge, or the single visit matched within visits), so the policy check and the risk engine
+    share one counting rule.
     """
     sets = [sorted(set(s)) for s in itemsets]
     if not sets:
@@ -94,7 +103,12 @@ def supports(
     if frame.empty:
         return out
     targets = Records.from_frame(frame, items=vocab)
-    dis = distinguishability(targets, records, "all_visits", item_codes=item_codes or None)
+    if within_visits:
+        dis = distinguishability(
+            targets, records, "single_visit", item_codes=item_codes or None, within_visits=True
+        )
+    else:
+        dis = distinguishability(targets, records, "all_visits", item_codes=item_codes or None)
     ids = targets.patient_ids.astype(int)
     out[ids] = dis
     out[~nonempty] = records.n_patients
@@ -106,21 +120,24 @@ def violating_subset(
     records: Records,
     k: int,
     item_codes: Mapping[str, frozenset[str]] | None = None,
+    *,
+    within_visits: bool = False,
 ) -> frozenset[str] | None:
     """A nonempty subset of `itemset` with support in [1, k) in `records`, or None when every nonempty
     subset has support 0 or >= k (the constraint is satisfied). Level-wise: the whole set first, then,
-    only when it has support 0, subsets grown from those of support >= k (Apriori)."""
+    only when it has support 0, subsets grown from those of support >= k (Apriori). Supports are
+    counted within visits when `within_visits` (see `supports`)."""
     items = sorted(set(itemset))
     if not items:
         return None
-    whole = int(supports([items], records, item_codes)[0])
+    whole = int(supports([items], records, item_codes, within_visits=within_visits)[0])
     if whole >= k:
         return None
     if whole > 0:
         return frozenset(items)
     level = [frozenset((c,)) for c in items]
     while level:
-        sup = supports(level, records, item_codes)
+        sup = supports(level, records, item_codes, within_visits=within_visits)
         bad = [s for s, v in zip(level, sup, strict=True) if 0 < v < k]
         if bad:
             return min(bad, key=lambda s: (len(s), sorted(s)))
@@ -201,6 +218,7 @@ class PrivacyPolicy:
     n_collected: int  # distinct constraints of the filtering condition
     n_already_protected: int  # dropped: the whole constraint already shared by >= k records
     n_covered: int  # dropped: contained in a kept constraint
+    within_visits: bool = False  # supports counted within one visit (a release that shows visits)
 
     def __len__(self) -> int:
         return len(self.constraints)
@@ -221,13 +239,23 @@ def extract_policy(
     k: int,
     condition: FilteringCondition,
     code_sets: Iterable[Iterable[str]] | None = None,
+    *,
+    within_visits: bool = False,
 ) -> PrivacyPolicy:
     """PPE (PNAS, "Privacy policy extraction"): the constraints of the filtering condition that need
-    protection for `k`, minimal: already-protected ones and subsets of kept ones are dropped."""
+    protection for `k`, minimal: already-protected ones and subsets of kept ones are dropped.
+
+    `within_visits`: the release will show its visits, so "already protected" means held within one
+    visit by at least k records (every visit of an all-visits attacker is known: refused)."""
     if k < 1:
         raise ValueError(f"k must be at least 1, not {k}")
+    if within_visits and condition == "all_visits":
+        raise ValueError(
+            "a release that shows its visits is protected here against single-visit knowledge only; "
+            "an attacker who knows every visit could match them one by one: export without visits"
+        )
     collected = collect_constraints(records, condition, code_sets)
-    sup = supports(collected, records)
+    sup = supports(collected, records, within_visits=within_visits)
     # A constraint of support >= k stays protected (supports only grow under generalization, and a
     # suppressed code drops out of every subset). A nonsupported constraint (support 0: only user
     # constraints can be) is kept even when no subset violates it yet: a later merge can make its
@@ -242,6 +270,7 @@ def extract_policy(
         n_collected=len(collected),
         n_already_protected=len(collected) - len(need),
         n_covered=len(need) - len(keep),
+        within_visits=bool(within_visits),
     )
 
 
@@ -294,7 +323,9 @@ class PolicyCheck:
 
 
 def check_policy(constraints: Sequence[Iterable[str]], release: Release, k: int) -> PolicyCheck:
-    """Check a privacy policy against a release, from the release alone (PNAS "Policies")."""
+    """Check a privacy policy against a release, from the release alone (PNAS "Policies"); supports
+    are counted within visits when the release shows them (`Release.shows_visits`)."""
+    within = release.shows_visits
     item_of = released_item_of(release)
     cons = tuple(frozenset(c) for c in constraints)
     images = [constraint_image(c, item_of) for c in cons]
@@ -309,12 +340,12 @@ def check_policy(constraints: Sequence[Iterable[str]], release: Release, k: int)
         ic = None
     back = {v: u for u, v in alias.items()}
     aliased = [frozenset(alias[t] for t in img) for img in images]
-    sup = supports(aliased, records, ic)
+    sup = supports(aliased, records, ic, within_visits=within)
     violations: list[frozenset[str] | None] = []
     for img, s in zip(aliased, sup, strict=True):
         if not img or s >= k:
             violations.append(None)
         else:
-            bad = img if s > 0 else violating_subset(img, records, k, ic)
+            bad = img if s > 0 else violating_subset(img, records, k, ic, within_visits=within)
             violations.append(None if bad is None else frozenset(back[t] for t in bad))
     return PolicyCheck(k, cons, sup, tuple(violations))

@@ -32,6 +32,15 @@ visit's rarest item with the most frequent other item of its constraint group, a
 `COMPLETION_GENERALIZE_ROUNDS` rounds), then suppresses items of each failing visit, rarest first, until
 the visit's code set is held by at least k candidate records; repeated until no visit fails.
 
+Export structure (`with_visits`): by default the release is exported as the paper's Figure 13b shows
+it, one set of items per patient (`Release.shows_visits` False), and a candidate matches a known visit
+with its whole record. With `with_visits=True` the file keeps the visit grouping; a candidate then
+matches only when one of its released visits holds the whole known set, so the completion pass counts
+supports within visits (distinct patients owning such a visit) and suppresses an item from the failing
+visit alone. Without visits it suppresses the item from the target's whole record: a reader of a file
+without visits would still see an item suppressed in one visit but kept in another of the same
+patient, and could match on it.
+
 Scopes (Figure 14): `cohort` anonymizes the research cohort alone (DEMO_D; candidates are the released
 cohort); `biobank` / `population` anonymize the biobank / whole population and extract the cohort
 (DEMO_B / DEMO_S; `Release.population` is the released biobank / population, the candidate pool).
@@ -58,6 +67,13 @@ ICD9_LEVELS: tuple[str, ...] = ("5-digit", "4-digit", "3-digit", "section", "cha
 COMPLETION_GENERALIZE_ROUNDS = 2
 
 Progress = Callable[[float, str], None]
+
+
+def export_label(with_visits: bool) -> str:
+    """How a single-visit release is exported, in words (CLI and pages say which)."""
+    if with_visits:
+        return "visits kept (patient_id, visit, code); verified within released visits"
+    return "one set of codes per patient (patient_id, code), the papers' form; verified on whole records"
 
 
 # ------------------------------------------------------------------------------ utility constraints
@@ -291,18 +307,23 @@ def _suppressed_frame(state: _State, patients: np.ndarray) -> pd.DataFrame:
 
 # ------------------------------------------------------------------------------ completion pass
 def visit_support(
-    released: Records, patients: np.ndarray, candidates: Records | None = None
+    released: Records,
+    patients: np.ndarray,
+    candidates: Records | None = None,
+    *,
+    within_visits: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Non-empty visits of `patients` in `released`, and for each the number of candidate records
-    (default: `released` itself) holding all of its items, counted by the risk engine
-    (`engine.risk.distinguishability` with each visit as one known set)."""
+    (default: `released` itself) holding all of its items, in the whole record or, `within_visits`,
+    in one visit; counted by the risk engine (`engine.risk.distinguishability` with each visit as
+    one known set)."""
     patients = np.asarray(patients, dtype=np.int64)
     visits = concat_ranges(released.visit_ptr[patients], np.diff(released.visit_ptr)[patients])
-    return _support_of_visits(released, visits, candidates)
+    return _support_of_visits(released, visits, candidates, within_visits)
 
 
 def _support_of_visits(
-    released: Records, visits: np.ndarray, candidates: Records | None = None
+    released: Records, visits: np.ndarray, candidates: Records | None = None, within_visits: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
     cand = released if candidates is None else candidates
     lengths = np.diff(released.event_ptr)[visits]
@@ -317,18 +338,33 @@ def _support_of_visits(
         event_ptr=np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
         event_item=released.event_item[concat_ranges(released.event_ptr[visits], lengths)],
     )
+    if within_visits:  # each pseudo-record is one visit: its single-visit set is the whole visit
+        return visits, distinguishability(as_records, cand, "single_visit", within_visits=True)
     return visits, distinguishability(as_records, cand, "all_visits")
 
 
-def _complete(state: _State, targets: np.ndarray, k: int, progress: Progress | None = None) -> None:
+def _unit_item_count(released: Records, within_visits: bool) -> np.ndarray:
+    """Per released item, the units holding it: visits (`within_visits`) or records."""
+    units = released.visit_item_sets if within_visits else released.patient_item_sets
+    return np.bincount(units.indices, minlength=released.n_items)
+
+
+def _complete(
+    state: _State,
+    targets: np.ndarray,
+    k: int,
+    progress: Progress | None = None,
+    within_visits: bool = False,
+) -> None:
     """The completion pass (beyond the paper; module docstring): until every visit of the `targets`
-    records is held by at least k records of the released group, generalize further (at most
-    COMPLETION_GENERALIZE_ROUNDS rounds), then suppress items of failing visits, rarest first (ties by
-    item label).
+    records is held by at least k records of the released group (within one visit when
+    `within_visits`), generalize further (at most COMPLETION_GENERALIZE_ROUNDS rounds), then suppress
+    items of failing visits, rarest first (ties by item label): from the visit alone when visits are
+    exported, else from the target's whole record.
 
     Only visits that can have changed are recounted: after a generalization round the failing ones
     (merging items never lowers a visit's count), after a suppression round the failing ones and the
-    visits holding an item that lost holders."""
+    visits holding an item that lost holding units (records, or visits when `within_visits`)."""
     gen_rounds = suppress_rounds = merges = 0
     events_before = int(state.keep.sum())
     failing_by_round: list[int] = []
@@ -337,7 +373,7 @@ def _complete(state: _State, targets: np.ndarray, k: int, progress: Progress | N
     check = target_visits
     released, _, rep_arr = _released(state)
     while True:
-        visits, sup = _support_of_visits(released, check)
+        visits, sup = _support_of_visits(released, check, None, within_visits)
         failing = visits[sup < k]
         failing_by_round.append(len(failing))
         if len(failing) == 0:
@@ -359,11 +395,11 @@ def _complete(state: _State, targets: np.ndarray, k: int, progress: Progress | N
         suppress_rounds += 1
         if progress:
             progress(0.8, f"completion: suppression round {suppress_rounds}, {len(failing)} visits below k")
-        _suppress_failing(state, released, rep_arr, failing, item_support, k)
+        _suppress_failing(state, released, rep_arr, failing, item_support, k, within_visits)
         before = np.zeros(state.group.n_items, dtype=np.int64)
-        before[rep_arr] = item_support
+        before[rep_arr] = _unit_item_count(released, within_visits)
         released, _, rep_arr = _released(state)
-        after = np.bincount(released.patient_item_sets.indices, minlength=released.n_items)
+        after = _unit_item_count(released, within_visits)
         lost = (before[rep_arr] > after).astype(np.int8)
         touched = (released.visit_item_sets[target_visits] @ lost) > 0
         check = np.union1d(failing, target_visits[touched])
@@ -429,12 +465,15 @@ def _suppress_failing(
     failing: np.ndarray,
     item_support: np.ndarray,
     k: int,
+    within_visits: bool = False,
 ) -> None:
     """One completion suppression round: in each failing visit drop items, rarest first (ties by item
-    label), until the records holding all remaining items number at least k (a visit with nothing
-    left is consistent with every record)."""
-    csc = released.patient_item_sets.tocsc()
+    label), until the records holding all remaining items (in one visit, `within_visits`) number at
+    least k (a visit with nothing left is consistent with every record). An item is dropped from the
+    failing visit when visits are exported, else from every visit of its record."""
     vis = released.visit_item_sets
+    csc = (vis if within_visits else released.patient_item_sets).tocsc()
+    owner = released.visit_patient if within_visits else None
     drop_visits: list[int] = []
     drop_items: list[int] = []
     for v in failing.tolist():
@@ -444,7 +483,7 @@ def _suppress_failing(
         while items:
             drop_visits.append(v)
             drop_items.append(items.pop(0))
-            if not items or _holders(csc, items) >= k:
+            if not items or _holders(csc, items, owner) >= k:
                 break
     g = state.group
     # released visits keep the group's visit indexes; released item of each group event
@@ -452,15 +491,20 @@ def _suppress_failing(
     rep_to_item[rep_arr] = np.arange(released.n_items)
     ev_rep = state.item_of_code[g.event_item]
     ev_item = np.where(ev_rep >= 0, rep_to_item[np.maximum(ev_rep, 0)], -1)
-    key_ev = g.event_visit.astype(np.int64) * released.n_items + ev_item
-    key_drop = np.asarray(drop_visits, dtype=np.int64) * released.n_items + np.asarray(
-        drop_items, dtype=np.int64
-    )
+    drop_units = np.asarray(drop_visits, dtype=np.int64)
+    if within_visits:
+        ev_unit = g.event_visit.astype(np.int64)
+    else:  # the whole record: a reader without visits would see the item in another visit
+        ev_unit = g.event_patient.astype(np.int64)
+        drop_units = released.visit_patient[drop_units].astype(np.int64)
+    key_ev = ev_unit * released.n_items + ev_item
+    key_drop = drop_units * released.n_items + np.asarray(drop_items, dtype=np.int64)
     state.keep &= ~((ev_item >= 0) & np.isin(key_ev, key_drop))
 
 
-def _holders(csc, items: list[int]) -> int:
-    """Records holding every item (sorted posting lists intersected from the shortest)."""
+def _holders(csc, items: list[int], owner: np.ndarray | None = None) -> int:
+    """Records holding every item (sorted posting lists intersected from the shortest); with `owner`
+    the rows are visits and the count is of distinct owning records."""
     rows = None
     for i in sorted(items, key=lambda x: csc.indptr[x + 1] - csc.indptr[x]):
         r = csc.indices[csc.indptr[i] : csc.indptr[i + 1]]
@@ -471,7 +515,9 @@ def _holders(csc, items: list[int]) -> int:
             rows = rows[r[pos] == rows] if len(r) else rows[:0]
         if len(rows) == 0:
             return 0
-    return 0 if rows is None else len(rows)
+    if rows is None:
+        return 0
+    return len(np.unique(owner[rows])) if owner is not None else len(rows)
 
 
 # ------------------------------------------------------------------------------ entry points
@@ -492,11 +538,17 @@ def anonymize(
     scope: str = "cohort",
     constraints: str = "phecode",
     complete: bool = False,
+    with_visits: bool = False,
     progress: Progress | None = None,
 ) -> GroupRelease:
     """Anonymize `group` (the cohort, biobank or population: Figure 14's DATA SELECT) with Heatherly's
     procedure, extract the cohort (DEMO EXTRACT) and verify it with the risk engine under single-visit
-    knowledge (scope `cohort`: candidates are the released cohort; else the released group)."""
+    knowledge (scope `cohort`: candidates are the released cohort; else the released group).
+
+    `with_visits`: the release is exported with its visit grouping (`Release.shows_visits`) and the
+    completion pass works within visits; default: one set of items per patient (Figure 13b)."""
+    if with_visits and not group.has_visits:
+        raise ValueError("with_visits: the events have no visit column, so there are no visits to keep")
     if k < 1:
         raise ValueError(f"k must be at least 1, not {k}")
     if scope not in SCOPE_NAMES:
@@ -514,7 +566,7 @@ def anonymize(
     if complete:
         if progress:
             progress(0.6, f"{SCOPE_NAMES[scope]}: completion pass")
-        _complete(state, cohort_idx, k, progress)
+        _complete(state, cohort_idx, k, progress, with_visits)
     released_group, item_codes, _ = _released(state)
     cohort = _compact(released_group.take(cohort_idx))
     present = set(cohort.items.tolist()) | (
@@ -527,8 +579,15 @@ def anonymize(
         suppressed=_suppressed_frame(state, cohort_idx),
         population=None if scope == "cohort" else released_group,
         counts_repeats=False,
-        params={"k": int(k), "scope": scope, "constraints": constraints, "complete": bool(complete)},
+        params={
+            "k": int(k),
+            "scope": scope,
+            "constraints": constraints,
+            "complete": bool(complete),
+            "with_visits": bool(with_visits),
+        },
         loss=state.stats,
+        shows_visits=bool(with_visits),
     )
     if progress:
         progress(0.9, f"{SCOPE_NAMES[scope]}: verification by the risk engine")
@@ -589,6 +648,7 @@ def compare_scopes(
     *,
     constraints: str = "phecode",
     complete: bool = False,
+    with_visits: bool = False,
     progress: Progress | None = None,
 ) -> ScopeComparison:
     """Anonymize each group of `groups` (keys among "cohort", "biobank", "population"; the cohort is
@@ -617,6 +677,7 @@ def compare_scopes(
             scope=scope,
             constraints=constraints,
             complete=complete,
+            with_visits=with_visits,
             progress=step,
         )
         results[scope] = res
@@ -648,8 +709,8 @@ def compare_scopes(
 
 
 def released_frame(release: Release) -> pd.DataFrame:
-    """The release in long form for export: `patient_id`, `visit` (when the input had visits), `code`
-    (the released item). Ages are left out: Heatherly releases diagnosis codes only, and the risk
-    engine verified codes only."""
-    frame = release.to_frame()
+    """The release file's rows (`Release.exported_frame`): `patient_id`, `visit` (only when the release
+    shows its visits), `code` (the released item), one row per (patient, (visit), item). Ages are left
+    out: Heatherly releases diagnosis codes only, and the risk engine verified codes only."""
+    frame = release.exported_frame()
     return frame[[c for c in (PATIENT, VISIT, CODE) if c in frame.columns]]

@@ -34,6 +34,14 @@ current (stale entries are lower bounds).
 The release holds each visit's set of items: an item is released once per visit (repeats would tell
 how many of its codes the visit had; the paper's records are sets), counted in `loss["merged_events"]`.
 
+Export structure (`with_visits`): by default the release is exported as the paper's released profiles,
+one set of items per patient (`Release.shows_visits` False), and an itemset's support is the number of
+records holding it. With `with_visits=True` the file keeps the visit grouping, so an itemset is
+supported by a record only when one of its visits holds it: PPE, the greedy and the policy check then
+count distinct records owning such a visit (bitsets over visits, reduced to their records), which is
+what the risk engine verifies for that export. Only single-visit (or custom) policies can be exported
+with visits: an attacker who knows every visit could match them one by one.
+
 Suppression is global (a suppressed code or item is removed from every record, as Xu et al. 2008).
 `max_suppressed` bounds the number of distinct original codes suppressed; exceeding it raises
 `SuppressionLimitExceeded` with what had been done.
@@ -97,13 +105,27 @@ class _State:
     log2_2m1: np.ndarray  # log2(2^m - 1) for m = 0..n_codes
     n_records: int = 0
     trace: list[tuple[str, str, str]] = field(default_factory=list)
+    # with visits exported: (n_codes, n_visit_words) bitsets over visits, and each visit's record
+    vbits: np.ndarray | None = None
+    visit_owner: np.ndarray | None = None
 
     def support(self, items: Iterable[int]) -> int:
+        """Records holding every item: in the whole record, or in one visit when visits are exported
+        (distinct records owning a visit that holds them all)."""
         rows = list(items)
         if not rows:
             return self.n_records
-        acc = np.bitwise_and.reduce(self.bits[rows], axis=0)
-        return int(np.bitwise_count(acc).sum())
+        if self.vbits is None:
+            acc = np.bitwise_and.reduce(self.bits[rows], axis=0)
+            return int(np.bitwise_count(acc).sum())
+        acc = np.bitwise_and.reduce(self.vbits[rows], axis=0)
+        words = np.flatnonzero(acc)
+        if len(words) == 0:
+            return 0
+        bits = np.unpackbits(acc[words].view(np.uint8), bitorder="little").reshape(len(words), 64)
+        w, b = np.nonzero(bits)
+        owners = self.visit_owner[words[w] * 64 + b]  # visits ascend, so owners are nondecreasing
+        return int(1 + np.count_nonzero(owners[1:] != owners[:-1]))
 
     def label(self, g: int, codes: np.ndarray) -> str:
         return set_item_label(codes[self.members[g]].tolist())
@@ -130,7 +152,7 @@ def _utility_masks(codes: np.ndarray, utility: UtilityPolicy | None) -> tuple[np
     return container, outside
 
 
-def _state(records: Records, utility: UtilityPolicy | None) -> _State:
+def _state(records: Records, utility: UtilityPolicy | None, within_visits: bool = False) -> _State:
     bits = item_bitsets(records.patient_item_sets)
     n = records.n_items
     container, outside = _utility_masks(records.items, utility)
@@ -146,6 +168,8 @@ def _state(records: Records, utility: UtilityPolicy | None) -> _State:
         first=np.arange(n, dtype=np.int64),
         log2_2m1=_log2_ul(np.arange(n + 2), np.ones(n + 2)),
         n_records=records.n_patients,
+        vbits=item_bitsets(records.visit_item_sets) if within_visits else None,
+        visit_owner=records.visit_patient if within_visits else None,
     )
 
 
@@ -205,6 +229,8 @@ def _merge(st: _State, i: int, j: int) -> int:
     """Merge items i and j into the row of the larger one (fewer codes to relabel); returns it."""
     keep, drop = (i, j) if (st.size[i], -i) > (st.size[j], -j) else (j, i)
     st.bits[keep] |= st.bits[drop]
+    if st.vbits is not None:
+        st.vbits[keep] |= st.vbits[drop]
     st.sup[keep] = int(np.bitwise_count(st.bits[keep]).sum())
     st.size[keep] += st.size[drop]
     st.first[keep] = min(st.first[keep], st.first[drop])
@@ -268,19 +294,24 @@ def anonymize_profiles(
     *,
     method: str = "UGACLIP",
     max_suppressed: int | None = None,
+    with_visits: bool = False,
 ) -> Release:
     """UGACLIP (`utility` given) or ACLIP (`utility` None) on a cohort, for a privacy policy and k.
 
     Returns a `Release` whose items are code sets labelled by `set_item_label`; `loss` holds the COAT
     utility loss, NCP, suppressed codes and events; `params["trace"]` the generalizations in order.
+    `with_visits`: the release shows its visits and supports are counted within visits (module
+    docstring); default: one set of items per patient.
     """
     if k < 1:
         raise ValueError(f"k must be at least 1, not {k}")
+    if with_visits and not cohort.has_visits:
+        raise ValueError("with_visits: the events have no visit column, so there are no visits to keep")
     constraints = (
         policy.constraints if isinstance(policy, PrivacyPolicy) else tuple(frozenset(c) for c in policy)
     )
     use_utility = utility is not None
-    st = _state(cohort, utility)
+    st = _state(cohort, utility, with_visits)
     codes = cohort.items
     pos = {str(c): i for i, c in enumerate(codes.tolist())}
     cons = [np.asarray(sorted(pos[c] for c in con if c in pos), dtype=np.int64) for con in constraints]
@@ -325,7 +356,7 @@ def anonymize_profiles(
             done += 1
         # constraints of support 0 (user-supplied) can be broken by later merges: sweep again
         pending = [ci for ci, c in enumerate(cons) if _violation(st, _image(st, c), k) is not None]
-    return _release(cohort, st, method, k, utility, max_suppressed)
+    return _release(cohort, st, method, k, utility, max_suppressed, with_visits)
 
 
 def _release(
@@ -335,6 +366,7 @@ def _release(
     k: int,
     utility: UtilityPolicy | None,
     max_suppressed: int | None,
+    with_visits: bool = False,
 ) -> Release:
     codes = cohort.items
     labels = np.empty(len(codes), dtype=object)
@@ -384,6 +416,7 @@ def _release(
         "k": k,
         "utility_policy": sorted(utility) if utility is not None else None,
         "max_suppressed": max_suppressed,
+        "with_visits": bool(with_visits),
         "trace": list(st.trace),
     }
     return Release(
@@ -393,6 +426,7 @@ def _release(
         suppressed=removed.reset_index(drop=True),
         params=params,
         loss=loss,
+        shows_visits=bool(with_visits),
     )
 
 
@@ -402,9 +436,12 @@ def ugaclip(
     k: int,
     utility: UtilityPolicy,
     max_suppressed: int | None = None,
+    with_visits: bool = False,
 ) -> Release:
     """UGACLIP (PNAS "Utility-guided anonymization of clinical profiles")."""
-    return anonymize_profiles(cohort, policy, k, utility, method="UGACLIP", max_suppressed=max_suppressed)
+    return anonymize_profiles(
+        cohort, policy, k, utility, method="UGACLIP", max_suppressed=max_suppressed, with_visits=with_visits
+    )
 
 
 def aclip(
@@ -412,9 +449,12 @@ def aclip(
     policy: PrivacyPolicy | Sequence[Iterable[str]],
     k: int,
     max_suppressed: int | None = None,
+    with_visits: bool = False,
 ) -> Release:
     """ACLIP, the baseline: UGACLIP's privacy policy, utility policy ignored (PNAS "Results")."""
-    return anonymize_profiles(cohort, policy, k, None, method="ACLIP", max_suppressed=max_suppressed)
+    return anonymize_profiles(
+        cohort, policy, k, None, method="ACLIP", max_suppressed=max_suppressed, with_visits=with_visits
+    )
 
 
 def trace_frame(release: Release) -> pd.DataFrame:
@@ -423,14 +463,10 @@ def trace_frame(release: Release) -> pd.DataFrame:
 
 
 def release_columns(release: Release) -> dict[str, np.ndarray]:
-    """The release in long form (`patient_id`, (`visit`), `code`) as object arrays that share the
-    label strings (no per-event copy, unlike a string-dtype DataFrame: labels of large items are long)."""
-    r = release.records
-    cols = {"patient_id": r.patient_ids[r.event_patient]}
-    if r.has_visits:
-        cols["visit"] = r.visit_ids[r.event_visit]
-    cols["code"] = r.items[r.event_item]
-    return cols
+    """The release file's rows (`Release.exported_frame`: `patient_id`, `visit` only when the release
+    shows its visits, `code`) as columns for `write_release_csv`."""
+    frame = release.exported_frame()
+    return {c: frame[c].to_numpy(dtype=object) for c in frame.columns}
 
 
 def write_release_csv(columns: Mapping[str, np.ndarray] | pd.DataFrame, fh: TextIO) -> None:
@@ -489,17 +525,30 @@ def run_profiles(
     *,
     policy: PrivacyPolicy | None = None,
     max_suppressed: int | None = None,
+    with_visits: bool = False,
 ) -> ProfilesRun:
     """PPE (unless `policy` is given), then UGACLIP (`method` "UGACLIP") or ACLIP, then the policy
     check, the risk engine (cohort scope, `knowledge`), utility constraints and relative error.
-    Raises SuppressionLimitExceeded when `max_suppressed` is exceeded."""
+    `with_visits`: the release shows its visits (single-visit knowledge only), PPE and the greedy
+    count supports within visits. Raises SuppressionLimitExceeded when `max_suppressed` is exceeded."""
     from engine.adversary import Adversary
     from engine.risk import verify
     from engine.utility.queries import relative_error, utility_satisfaction
 
     if method not in ("UGACLIP", "ACLIP"):
         raise ValueError(f"method must be UGACLIP or ACLIP, not {method!r}")
-    policy = policy if policy is not None else extract_policy(cohort, k, knowledge)  # type: ignore[arg-type]
+    if with_visits and knowledge != "single_visit":
+        raise ValueError(
+            "a release that keeps its visits can be protected against single-visit knowledge only: an "
+            "attacker who knows every visit could match them one by one; export without visits"
+        )
+    if policy is None:
+        policy = extract_policy(cohort, k, knowledge, within_visits=with_visits)  # type: ignore[arg-type]
+    elif policy.within_visits != with_visits:
+        raise ValueError(
+            f"the privacy policy counted supports {'within visits' if policy.within_visits else 'in whole records'}, "
+            f"but the release {'keeps' if with_visits else 'drops'} its visits: extract it again"
+        )
     release = anonymize_profiles(
         cohort,
         policy,
@@ -507,6 +556,7 @@ def run_profiles(
         utility if method == "UGACLIP" else None,
         method=method,
         max_suppressed=max_suppressed,
+        with_visits=with_visits,
     )
     release = dataclasses.replace(release, params={**release.params, "knowledge": knowledge})
     return ProfilesRun(

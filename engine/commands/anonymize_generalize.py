@@ -2,7 +2,7 @@
 
     python -m engine anonymize generalize --events EVENTS [--population IDS] [--biobank IDS]
         --cohort IDS --k K [--scope cohort|biobank|population]
-        [--constraints phecode|icd9:LEVEL|none] [--complete]
+        [--constraints phecode|icd9:LEVEL|none] [--complete] [--with-visits]
         --out RELEASED.csv [--codemap CODEMAP.csv] [--report REPORT.json]
 
 `--scope cohort` anonymizes the cohort alone (DEMO_D), `biobank` the biobank and then extracts the
@@ -46,7 +46,13 @@ def register(methods) -> None:
         help="utility constraints: phecode (default), icd9:LEVEL (5-digit, 4-digit, 3-digit, section, chapter, Any), none",
     )
     p.add_argument("--complete", action="store_true", help="completion pass until every visit meets k")
-    p.add_argument("--out", required=True, help="released events CSV (patient_id, code)")
+    p.add_argument(
+        "--with-visits",
+        action="store_true",
+        help="keep the visit grouping in the release (patient_id, visit, code); default: one set of codes "
+        "per patient (patient_id, code), the paper's form. Verified and completed for the export chosen",
+    )
+    p.add_argument("--out", required=True, help="released events CSV (patient_id, [visit,] code)")
     p.add_argument("--codemap", help="CSV: released_item, original_code")
     p.add_argument("--report", help="JSON report: parameters, DC / CC figures, verification")
     p.set_defaults(func=run)
@@ -55,7 +61,13 @@ def register(methods) -> None:
 def run(args: argparse.Namespace) -> int:
     from engine import export, risk
     from engine.adversary import Adversary
-    from engine.anonymize.population import SCOPE_NAMES, anonymize, parse_constraints, suppress_rare
+    from engine.anonymize.population import (
+        SCOPE_NAMES,
+        anonymize,
+        export_label,
+        parse_constraints,
+        suppress_rare,
+    )
     from engine.commands.inputs import InputOptions, load_groups
     from engine.utility.retention import figures
 
@@ -84,9 +96,22 @@ def run(args: argparse.Namespace) -> int:
             f"{args.cohort}: {len(outside)} cohort patient(s) are not in the {args.scope} anonymized with "
             f"--scope {args.scope}, e.g. {', '.join(outside[:5])}"
         )
+    if args.with_visits and not group.has_visits:
+        raise UserError(
+            export.refuse(
+                paths, f"--with-visits: {args.events} has no visit column, so there are no visits to keep"
+            )
+        )
     result = anonymize(
-        group, cohort_ids, args.k, scope=args.scope, constraints=constraints, complete=args.complete
+        group,
+        cohort_ids,
+        args.k,
+        scope=args.scope,
+        constraints=constraints,
+        complete=args.complete,
+        with_visits=args.with_visits,
     )
+    print(f"Heatherly {SCOPE_NAMES[args.scope]} export: {export_label(args.with_visits)}")
     release, verification = result.release.checked(cohort), result.verification
     adversary = Adversary("cohort" if args.scope == "cohort" else "population", "single_visit")
     _, plain_cohort = suppress_rare(group, cohort_ids, args.k)

@@ -1,7 +1,7 @@
 """`python -m engine anonymize ugaclip|aclip`: clinical profiles (Loukides et al. 2010, PNAS).
 
     python -m engine anonymize ugaclip|aclip --events EVENTS --cohort IDS --k K
-        --knowledge single_visit|all_visits [--utility-policy POLICY.csv] [--max-suppressed N]
+        --knowledge single_visit|all_visits [--utility-policy POLICY.csv] [--max-suppressed N] [--with-visits]
         --out RELEASED.csv --codemap CODEMAP.csv [--report REPORT.json]
 
 PPE extracts the privacy policy from the cohort (filtering condition = the attacker's knowledge);
@@ -45,6 +45,12 @@ def register(methods) -> None:
             help="CSV of disease,icd9_codes[,comment] (default: the Table 1 policy; ignored by aclip)",
         )
         p.add_argument("--max-suppressed", type=int, help="stop when more distinct codes must be suppressed")
+        p.add_argument(
+            "--with-visits",
+            action="store_true",
+            help="keep the visit grouping in the release (patient_id, visit, code; single_visit only); "
+            "default: one set of codes per patient (patient_id, code), the paper's released profiles",
+        )
         p.add_argument("--out", required=True, help="released events CSV")
         p.add_argument("--codemap", required=True, help="CSV mapping each released item to its codes")
         p.add_argument("--report", help="JSON report")
@@ -54,6 +60,7 @@ def register(methods) -> None:
 def run(args: argparse.Namespace) -> int:
     from engine import export
     from engine.adversary import Adversary
+    from engine.anonymize.population import export_label
     from engine.anonymize.profiles import SuppressionLimitExceeded, run_profiles
     from engine.commands.inputs import InputOptions, announce, findings_json, load_groups
     from engine.utility.queries import read_utility_policy
@@ -70,19 +77,40 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--utility-policy: no such file {args.utility_policy}") from exc
     except ValueError as exc:
         raise UserError(str(exc)) from exc
+    if args.with_visits and args.knowledge != "single_visit":
+        raise UserError(
+            export.refuse(
+                paths,
+                "--with-visits needs --knowledge single_visit: an attacker who knows every visit could "
+                "match them one by one in a file that keeps them",
+            )
+        )
     announce(utility.report)
     inputs = load_groups(args.events, cohort=args.cohort, options=InputOptions.of(args))
     cohort, sources = inputs.cohort, inputs.sources
+    if args.with_visits and not cohort.has_visits:
+        raise UserError(
+            export.refuse(
+                paths, f"--with-visits: {args.events} has no visit column, so there are no visits to keep"
+            )
+        )
     if cohort.n_patients < args.k:
         raise UserError(
             export.refuse(paths, f"the cohort has {cohort.n_patients} records, fewer than k = {args.k}.")
         )
     try:
         result = run_profiles(
-            cohort, args.k, args.knowledge, method, utility.as_mapping(), max_suppressed=args.max_suppressed
+            cohort,
+            args.k,
+            args.knowledge,
+            method,
+            utility.as_mapping(),
+            max_suppressed=args.max_suppressed,
+            with_visits=args.with_visits,
         )
     except SuppressionLimitExceeded as exc:
         raise UserError(export.refuse(paths, str(exc))) from exc
+    print(f"{method} export: {export_label(args.with_visits)}")
     policy, release, check, verification = result.policy, result.release, result.check, result.verification
     release = release.checked(cohort)
     sat, re_ = result.satisfaction, result.relative_error
