@@ -491,20 +491,64 @@ def original_distinguishability(
     return distinguishability(cohort, cands, adversary.knowledge, count_repeats=count_repeats)
 
 
+def attacker_known_visits(release: Release) -> Records | None:
+    """What a single-visit attacker can use of each ORIGINAL visit of a target when the release does
+    not show visits: every released item of the target's whole record that stands for a code of that
+    visit. A code suppressed in one visit but kept in another of the same patient stays visible in a
+    file of one set per patient, so the released visit alone would understate the attacker. Needs the
+    release's `source` (the original cohort); None without it, or when the release shows visits
+    (then each released visit is matched on its own and the released visits' sets dominate).
+    One visit per original visit, items in the release's vocabulary; a patient with nothing left to
+    know is absent (consistent with every candidate)."""
+    src = release.source
+    if src is None or release.shows_visits:
+        return None
+    rec = release.records
+    item_code = pd.DataFrame(
+        [(j, c) for j, item in enumerate(rec.items.tolist()) for c in release.codes_of(str(item))],
+        columns=["item", "code"],
+    )
+    held = rec.patient_item_sets.tocoo()
+    shown = pd.DataFrame({"patient_id": rec.patient_ids[held.row].astype(str), "item": held.col})
+    ev = pd.DataFrame(
+        {
+            "patient_id": src.patient_ids[src.event_patient].astype(str),
+            "visit": src.event_visit.astype(np.int64),
+            "code": src.items[src.event_item].astype(str),
+        }
+    ).drop_duplicates()
+    known = ev.merge(item_code, on="code").merge(shown, on=["patient_id", "item"])
+    known = known[["patient_id", "visit", "item"]].drop_duplicates()
+    frame = pd.DataFrame(
+        {
+            "patient_id": known["patient_id"].to_numpy(dtype=object),
+            "visit": known["visit"].to_numpy(),
+            "code": rec.items[known["item"].to_numpy(dtype=np.int64)],
+        }
+    )
+    return Records.from_frame(frame, items=rec.items)
+
+
 def release_distinguishability(
     release: Release, adversary: Adversary, population: Records | None = None
 ) -> np.ndarray:
-    """Distinguishability of every released cohort record, read from the release alone; matched
-    within the candidates' visits when the release shows them (`Release.shows_visits`)."""
+    """Distinguishability of every released cohort record; matched within the candidates' visits when
+    the release shows them (`Release.shows_visits`). Under single-visit knowledge against a release
+    without visits, the known sets are `attacker_known_visits` when the release carries its source."""
     cands = candidates_for(adversary, release.records, population, release.population)
-    return distinguishability(
-        release.records,
+    known = attacker_known_visits(release) if adversary.knowledge == "single_visit" else None
+    dis = distinguishability(
+        release.records if known is None else known,
         cands,
         adversary.knowledge,
         item_codes=release.item_codes,
         count_repeats=release.counts_repeats,
         within_visits=release.shows_visits,
     )
+    if known is None:
+        return dis
+    at = pd.Index(known.patient_ids.astype(str)).get_indexer(release.records.patient_ids.astype(str))
+    return np.where(at >= 0, dis[np.maximum(at, 0)] if len(dis) else 0, cands.n_patients).astype(np.int64)
 
 
 # --------------------------------------------------------------------------------- summaries

@@ -1,7 +1,9 @@
 """One way to run a method: typed settings per method, each turning a study's inputs into a `Release`.
 
 The pages, the CLI, the study's headless rebuild and the benchmarks call these, so a release made in
-the app can be rebuilt byte for byte from its settings (`engine.study`). Settings are plain frozen
+the app can be rebuilt byte for byte from its settings (`engine.study`). Every release made here
+carries its source cohort (`Release.checked`): the construction invariant is checked, and the risk
+engine takes a single-visit attacker's knowledge from the original visits (`risk.attacker_known_visits`). Settings are plain frozen
 dataclasses that round-trip through JSON (`settings_to_dict` / `settings_from_dict`); `describe()`
 gives the readable parameters an IRB report shows. Parameter checks are declared once per method
 (`validate`), with the message a user sees.
@@ -162,7 +164,7 @@ class GCCensSettings:
         if roll is not None:
             item_codes = {i: c for i, c in rolled_item_codes(vocab, roll).items() if i in codes}
             release = dataclasses.replace(release, item_codes=item_codes)
-        return release
+        return release.checked(inputs.cohort)
 
 
 # ------------------------------------------------------------------------------- Heatherly
@@ -176,6 +178,7 @@ class HeatherlySettings:
     scope: str = "cohort"
     constraints: str = "phecode"
     complete: bool = True
+    with_visits: bool = False  # export keeps the visit grouping (else one set of codes per patient)
 
     def validate(self) -> None:
         from engine.anonymize.population import parse_constraints
@@ -192,13 +195,14 @@ class HeatherlySettings:
         return Adversary("cohort" if self.scope == "cohort" else "population", "single_visit")
 
     def describe(self) -> dict[str, str]:
-        from engine.anonymize.population import SCOPE_NAMES
+        from engine.anonymize.population import SCOPE_NAMES, export_label
 
         return {
             "k": str(self.k),
             "anonymized group": f"{self.scope} ({SCOPE_NAMES[self.scope]})",
             "utility constraints": self.constraints,
             "completion pass": "yes" if self.complete else "no (the paper's procedure only)",
+            "export": export_label(self.with_visits),
         }
 
     def run(self, inputs: RunInputs, progress: Progress | None = None) -> Release:
@@ -218,8 +222,9 @@ class HeatherlySettings:
             constraints=self.constraints,
             complete=self.complete,
             progress=progress,
+            with_visits=self.with_visits,
         )
-        return res.release
+        return res.release.checked(inputs.cohort)
 
 
 # -------------------------------------------------------------------------------- profiles
@@ -234,11 +239,17 @@ class ProfilesSettings:
     knowledge: str = "single_visit"
     utility_policy_csv: str | None = None  # None: the shipped default policy (PNAS Table 1)
     max_suppressed: int | None = None
+    with_visits: bool = False  # export keeps the visit grouping (single-visit knowledge only)
 
     def validate(self) -> None:
         check_k(self.k)
         _check_choice("algorithm", self.algorithm, ("UGACLIP", "ACLIP"))
         _check_choice("knowledge", self.knowledge, ("single_visit", "all_visits"))
+        if self.with_visits and self.knowledge != "single_visit":
+            raise SettingsError(
+                "keeping visits in the export needs single-visit knowledge: an attacker who knows every "
+                "visit could match them one by one"
+            )
         if self.max_suppressed is not None and self.max_suppressed < 0:
             raise SettingsError(f"the suppression limit must be 0 or more, not {self.max_suppressed}")
 
@@ -254,6 +265,8 @@ class ProfilesSettings:
         return read_utility_policy(io.StringIO(self.utility_policy_csv), name="utility policy")
 
     def describe(self) -> dict[str, str]:
+        from engine.anonymize.population import export_label
+
         return {
             "algorithm": self.algorithm,
             "k": str(self.k),
@@ -264,6 +277,7 @@ class ProfilesSettings:
             if self.utility_policy_csv is None
             else "uploaded",
             "suppression limit": "none" if self.max_suppressed is None else f"{self.max_suppressed} codes",
+            "export": export_label(self.with_visits),
         }
 
     def run(self, inputs: RunInputs, progress: Progress | None = None) -> Release:
@@ -277,8 +291,9 @@ class ProfilesSettings:
             self.algorithm,
             self.utility_policy().as_mapping(),
             max_suppressed=self.max_suppressed,
+            with_visits=self.with_visits,
         )
-        return run.release
+        return run.release.checked(inputs.cohort)
 
 
 # ------------------------------------------------------------------------------------- LDA

@@ -185,3 +185,40 @@ def test_verification_carries_the_release_fingerprint():
     v = risk.verify(REL, Adversary("cohort", "single_visit"), 2)
     assert v.release_fingerprint == REL.fingerprint
     assert np.array_equal(v.patient_ids, REL.records.patient_ids)
+
+
+def _suppressed_in_one_visit_only() -> tuple[Records, Release]:
+    """P1's 250.00 is removed from visit 1 but kept in visit 2; a file of one set per patient still
+    shows it, so an attacker who knows visit 1 ({401.1, 250.00}) finds P1 alone."""
+    rows = [
+        ("P1", 1, "401.1"),
+        ("P1", 1, "250.00"),
+        ("P1", 2, "250.00"),
+        ("P1", 2, "272.4"),
+        ("P2", 1, "401.1"),
+        ("P3", 1, "401.1"),
+        ("P5", 1, "250.00"),
+        ("P5", 1, "272.4"),
+    ]
+    cohort = Records.from_frame(pd.DataFrame(rows, columns=["patient_id", "visit", "code"]))
+    drop = (cohort.patient_ids[cohort.event_patient] == "P1") & (cohort.event_visit == 0)
+    drop &= cohort.items[cohort.event_item] == "250.00"
+    return cohort, Release("per-visit suppression", cohort.keep_events(~drop))
+
+
+def test_a_code_suppressed_in_one_visit_but_kept_in_another_is_seen_by_the_arbiter():
+    """H2's finding: without visits, the released visit alone understates what a single-visit
+    attacker can use. With the release's source the arbiter takes each original visit's codes that
+    stay visible anywhere in the target's record."""
+    cohort, release = _suppressed_in_one_visit_only()
+    adv = Adversary("cohort", "single_visit")
+    blind = risk.verify(release, adv, 2)  # no source: the released visits are the known sets
+    assert blind.ok
+    seen = risk.verify(release.checked(cohort), adv, 2)
+    assert not seen.ok
+    assert seen.failing["patient_id"].tolist() == ["P1"]
+    assert seen.failing["distinguishability"].tolist() == [1]
+    # with visits shown the attacker must find both codes in one released visit, and none holds both:
+    # {401.1} is shared by P1-P3 and {250.00} by P1 and P5
+    shown = risk.verify(release.checked(cohort).with_visits(True), adv, 2)
+    assert shown.ok and shown.distinguishability.tolist() == [2, 3, 3, 2]
