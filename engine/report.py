@@ -232,28 +232,39 @@ def events_retained(cohort: Records, release: Release) -> int:
     item stands for the code (the code itself or a generalized item holding it). Two codes of a visit
     generalized into one item are both retained; a suppressed or censored event is not."""
     rel = release.records
-    items_of: dict[str, list[int]] = {}
+    code_index = pd.Index(cohort.items.astype(str))
+    pair_c, pair_j = [], []  # (cohort item, released item standing for it)
     for j, item in enumerate(map(str, rel.items)):
-        for code in sorted({_original_code(c, release.age_pairs) for c in release.codes_of(item)}):
-            items_of.setdefault(code, []).append(j)
-    before = pd.DataFrame(
-        {
-            "p": cohort.patient_ids[cohort.event_patient].astype(str),
-            "c": cohort.items[cohort.event_item].astype(str),
-        }
-    ).value_counts(["p", "c"], sort=False)
-    before = before.rename("n_before").reset_index()
-    before["j"] = before["c"].map(items_of)
-    before = before.dropna(subset=["j"]).explode("j")
-    before["j"] = before["j"].astype(np.int64)
-    after = pd.DataFrame(
-        {"p": rel.patient_ids[rel.event_patient].astype(str), "j": rel.event_item.astype(np.int64)}
-    ).value_counts(["p", "j"], sort=False)
-    both = before.merge(after.rename("n_after").reset_index(), on=["p", "j"], how="inner")
-    per_code = both.groupby(["p", "c"], sort=False).agg(
-        n_before=("n_before", "first"), n_after=("n_after", "sum")
+        codes = sorted({_original_code(c, release.age_pairs) for c in release.codes_of(item)})
+        found = code_index.get_indexer(codes)
+        pair_c += found[found >= 0].tolist()
+        pair_j += [j] * int((found >= 0).sum())
+    if not pair_c or rel.n_events == 0 or cohort.n_events == 0:
+        return 0
+    # original (patient, code) counts; patients by their index in the cohort
+    n_c = max(len(cohort.items), 1)
+    key, n_before = np.unique(
+        cohort.event_patient.astype(np.int64) * n_c + cohort.event_item, return_counts=True
     )
-    return int(np.minimum(per_code["n_before"], per_code["n_after"]).sum())
+    p_before, c_before = np.divmod(key, n_c)
+    # released (patient, item) counts, patients mapped to the cohort's indexes (unknown ids: -1)
+    rel_patient = pd.Index(cohort.patient_ids.astype(str)).get_indexer(rel.patient_ids.astype(str))
+    n_j = max(len(rel.items), 1)
+    ev_p = rel_patient[rel.event_patient].astype(np.int64)
+    ok = ev_p >= 0
+    key_after, n_after = np.unique(ev_p[ok] * n_j + rel.event_item[ok], return_counts=True)
+    # every (patient, code) with every released item standing for the code
+    order = np.argsort(np.asarray(pair_c), kind="stable")
+    pc, pj = np.asarray(pair_c)[order], np.asarray(pair_j, dtype=np.int64)[order]
+    start = np.searchsorted(pc, c_before, side="left")
+    count = np.searchsorted(pc, c_before, side="right") - start
+    row = np.repeat(np.arange(len(key)), count)
+    offs = np.arange(len(row)) - np.repeat(np.cumsum(count) - count, count)
+    want = p_before[row] * n_j + pj[start[row] + offs]
+    pos = np.minimum(np.searchsorted(key_after, want), max(len(key_after) - 1, 0))
+    hit = (key_after[pos] == want) if len(key_after) else np.zeros(len(want), dtype=bool)
+    got = np.bincount(row[hit], weights=n_after[pos[hit]], minlength=len(key))
+    return int(np.minimum(n_before, got).sum())
 
 
 def utility_figures(cohort: Records, release: Release) -> dict[str, Any]:

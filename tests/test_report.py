@@ -436,3 +436,83 @@ def test_sample_report_with_ugaclip_and_heatherly_stays_small(sample_dataset, ca
         for sha in r["files"].values():
             assert sha in text
     check_bundle(bundle)
+
+
+def _events_retained_reference(cohort: Records, release: Release) -> int:
+    """The definition, spelled out per (patient, code) with dictionaries."""
+    before: dict[tuple[str, str], int] = {}
+    for p, c in zip(cohort.patient_ids[cohort.event_patient], cohort.items[cohort.event_item], strict=True):
+        before[(str(p), str(c))] = before.get((str(p), str(c)), 0) + 1
+    after: dict[tuple[str, str], int] = {}
+    rel = release.records
+    for p, item in zip(rel.patient_ids[rel.event_patient], rel.items[rel.event_item], strict=True):
+        for c in release.codes_of(str(item)):
+            after[(str(p), c)] = after.get((str(p), c), 0) + 1
+    return sum(min(n, after.get(pc, 0)) for pc, n in before.items())
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from("abcd"), st.integers(1, 3), st.sampled_from(["1", "2", "3", "4"])),
+        min_size=1,
+        max_size=30,
+    ),
+    st.lists(st.booleans(), min_size=30, max_size=30),
+    st.sets(st.sampled_from(["1", "2", "3", "4"]), max_size=4),
+)
+def test_events_retained_matches_its_definition(events, keep, merged):
+    cohort = Records.from_frame(pd.DataFrame(events, columns=["patient_id", "visit", "code"]))
+    label = set_item_label(merged) if len(merged) > 1 else None
+    codes = cohort.items[cohort.event_item].astype(str)
+    recoded = [label if label and c in merged else c for c in codes]
+    records = cohort.recode(recoded).keep_events(np.asarray(keep[: cohort.n_events]))
+    rel = Release("x", records, item_codes={label: frozenset(merged)} if label else {})
+    assert events_retained(cohort, rel) == _events_retained_reference(cohort, rel)
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    """A 600-patient synthetic population with its biobank, cohort and genotypes, written as files."""
+    from engine.commands.inputs import load_groups
+    from engine.synth import write_sample
+
+    d = tmp_path_factory.mktemp("small")
+    paths = write_sample(d, 600, seed=3, labs=False)
+    g = load_groups(str(paths["events"]), cohort=str(paths["cohort"]), biobank=str(paths["biobank"]))
+    inputs = RunInputs(g.population, g.cohort, g.biobank)
+    data = data_ref("small", g.events, inputs, biobank="biobank", sources=g.sources)
+    return inputs, data, pd.read_parquet(paths["genotypes"])
+
+
+def test_report_of_every_method_under_an_all_visits_attacker(small):
+    from engine.runs import CodeSelection, GCCensSettings, LDASettings
+    from engine.study import make_release
+
+    inputs, data, genotypes = small
+    adv = Adversary("population", "all_visits")
+    study, given_inputs = Study(data, adv, 3), {}
+    for name, s in [
+        ("GCCens", GCCensSettings(k=3)),
+        ("DEMO_S", HeatherlySettings(k=3, scope="population")),
+        ("ACLIP", ProfilesSettings(algorithm="ACLIP", knowledge="all_visits", k=3)),
+        ("LDA", LDASettings(k=3, codes=CodeSelection("top", 5))),
+    ]:
+        made = make_release(name, s, inputs, data, adv, 3)
+        study = study.add(made.entry)
+        given_inputs[name] = ReleaseInput(made.release, made.verification, made.files or None)
+    rep = build_report(
+        study, given_inputs, inputs.population, inputs.cohort, genotypes=genotypes, reproducible=True
+    )
+    rows = {r["name"]: r for r in rep.data["releases"]}
+    # GCCens releases repeat counts: its "before" counts them too, with its own curve
+    assert rows["GCCens"]["risk before"]["repeats counted"] and rows["GCCens"]["cdf before"]
+    assert not rows["ACLIP"]["risk before"]["repeats counted"] and rows["ACLIP"]["cdf before"] is None
+    assert rows["GCCens"]["settings"]["scope"] == "k-map against the population"
+    for r in rows.values():
+        u = r["utility"]
+        assert 0 <= u["events retained"] <= u["events in"] and 0 <= u["codes retained"] <= u["codes in"]
+        assert r["phewas"] is not None
+        assert (r["folder"] in rep.release_files) == r["verification"]["verified"]
+    # LDA's code|age items are read by their code
+    assert rows["LDA"]["utility"]["codes as themselves"] == 5
+    check_bundle(make_bundle(rep))
