@@ -312,34 +312,47 @@ def _slug(name: str, used: set[str]) -> str:
     return slug
 
 
-def _params(release: Release, folder: str) -> tuple[dict[str, Any], dict[str, str], dict[str, bytes]]:
-    """The method's parameters split into small ones (inline), and large ones written to appendix
-    files: a list of rows as CSV (neutralized, `safe_csv_bytes`), anything else as JSON."""
+def _rows_frame(key: str, rows: list) -> pd.DataFrame | None:
+    """A list of rows (lists, or dicts with the same keys) as a table; None for anything else."""
+    if rows and all(isinstance(r, dict) for r in rows):
+        return pd.DataFrame.from_records(rows)
+    if rows and all(isinstance(r, list) for r in rows):
+        frame = pd.DataFrame(rows, dtype=object)
+        if key == "trace" and frame.shape[1] == 3:
+            frame.columns = ["action", "item", "partner"]  # engine.anonymize.profiles.trace_frame
+        else:
+            frame.columns = [f"column_{i + 1}" for i in range(frame.shape[1])]
+        return frame
+    return None
+
+
+def _split_large(
+    values: Mapping[str, Any], folder: str, files: dict[str, bytes]
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """A method's parameters or figures split into small ones (returned inline) and large ones
+    (longer than `INLINE_PARAM_CHARS` as JSON), added to `files` as appendix files: a list of rows as
+    CSV (neutralized, `safe_csv_bytes`), anything else as JSON. Returns the inline values and, per
+    large value, its appendix path and size."""
     inline: dict[str, Any] = {}
     refs: dict[str, str] = {}
-    files: dict[str, bytes] = {}
-    for key, value in release.params.items():
+    for key, value in values.items():
         v = _jsonable(value)
-        text = json.dumps(v, ensure_ascii=False)
-        if len(text) <= INLINE_PARAM_CHARS:
+        if len(json.dumps(v, ensure_ascii=False)) <= INLINE_PARAM_CHARS:
             inline[str(key)] = v
             continue
-        stem = re.sub(r"[^a-z0-9]+", "_", str(key).lower()).strip("_") or "parameter"
-        if isinstance(v, list) and v and all(isinstance(r, list) for r in v):
-            frame = pd.DataFrame(v, dtype=object)
-            if key == "trace" and frame.shape[1] == 3:
-                frame.columns = ["action", "item", "partner"]  # engine.anonymize.profiles.trace_frame
-            else:
-                frame.columns = [f"column_{i + 1}" for i in range(frame.shape[1])]
-            path, data = f"appendix/{folder}/{stem}.csv", safe_csv_bytes(frame)
-        else:
-            path, data = (
-                f"appendix/{folder}/{stem}.json",
-                (json.dumps(v, indent=1, ensure_ascii=False) + "\n").encode(),
-            )
-        refs[str(key)] = f"{path} ({len(v):,} entries)" if isinstance(v, list | dict) else path
+        stem = re.sub(r"[^a-z0-9]+", "_", str(key).lower()).strip("_") or "value"
+        frame = _rows_frame(str(key), v) if isinstance(v, list) else None
+        ext, data = (
+            ("csv", safe_csv_bytes(frame))
+            if frame is not None
+            else ("json", (json.dumps(v, indent=1, ensure_ascii=False) + "\n").encode())
+        )
+        path, n = f"appendix/{folder}/{stem}.{ext}", 2
+        while path in files:
+            path, n = f"appendix/{folder}/{stem}_{n}.{ext}", n + 1
         files[path] = data
-    return inline, refs, files
+        refs[str(key)] = f"{path} ({len(v):,} entries)" if isinstance(v, list | dict) else path
+    return inline, refs
 
 
 def _phewas(
@@ -487,8 +500,8 @@ def build_report(
         files = _files_of(e, inp)
         if files:
             release_files[folder] = files
-        inline, refs, extra = _params(rel, folder)
-        appendix.update(extra)
+        inline, refs = _split_large(rel.params, folder, appendix)
+        loss, loss_refs = _split_large(rel.loss, folder, appendix)
         repeats = rel.counts_repeats and adv.knowledge == "all_visits"
         matrix = verification_matrix(rel, population, k)
         rec = e.verification
@@ -530,7 +543,8 @@ def build_report(
             "utility": utility_figures(cohort, rel),
             "phewas": phewas_rows.get(e.name),
             "utility constraints": _utility_constraints(e, cohort, rel),
-            "method loss figures": _jsonable(rel.loss),
+            "method loss figures": loss,
+            "loss figures in the appendix": loss_refs,
             "exported": bool(files),
             "files": {name: sha256_of(files[name]) for name in sorted(files)},
             "cdf before": cdf_points(before(repeats), k) if repeats else None,

@@ -269,10 +269,10 @@ def _release(r: dict[str, Any], i: int, d: dict[str, Any]) -> list[Block]:
     if r["algorithm"] not in r["settings"].values():
         params.insert(0, ("method", r["algorithm"]))
     blocks += [Heading(3, "Parameters"), Table(("Parameter", "Value"), tuple(params), (1, 3))]
-    refs = r["parameters in the appendix"]
+    refs = r["parameters in the appendix"] | r["loss figures in the appendix"]
     if refs:
         listed = "; ".join(f"{name}: {ref}" for name, ref in refs.items())
-        blocks.append(Para(f"The method's own record of its steps is a separate file: {listed}."))
+        blocks.append(Para(f"The method's long records (e.g. of its steps) are separate files: {listed}."))
     blocks.append(Heading(3, "Risk"))
     before = r["risk before"]
     label = "Original cohort" + (" (repeats counted)" if before["repeats counted"] else "")
@@ -508,18 +508,15 @@ def svg_cdf(
     )
     out.append(f'<text x="{kx + 4:.1f}" y="{top + 12}">k = {fig.k}</text>')
     for i, c in enumerate(fig.curves):
-        pts: list[str] = []
-        prev_y = 0.0
-        for x, y in c.points:
-            pts.append(f"{sx(x):.1f},{sy(prev_y):.1f}")
-            pts.append(f"{sx(x):.1f},{sy(y):.1f}")
-            prev_y = y
-        if c.points:
-            pts.append(f"{left + pw:.1f},{sy(prev_y):.1f}")
         dash = ' stroke-dasharray="6 3"' if c.dashed else ""
-        out.append(
-            f'<polyline points="{" ".join(pts)}" fill="none" stroke="{c.colour}" stroke-width="1.8"{dash}/>'
-        )
+        if c.points:  # a step curve: from share 0 up at the first value, then across and up
+            steps = [f"M{sx(c.points[0][0]):.1f} {sy(0.0):.1f}"]
+            for x, y in c.points:
+                steps.append(f"H{sx(x):.1f}V{sy(y):.1f}")
+            steps.append(f"H{left + pw:.1f}")
+            out.append(
+                f'<path d="{"".join(steps)}" fill="none" stroke="{c.colour}" stroke-width="1.8"{dash}/>'
+            )
         ly = top + 10 + 16 * i
         lx = left + pw + 10
         out.append(
@@ -592,6 +589,16 @@ _ASCII = {
     "✓": "yes",
     "−": "-",
 }
+
+
+PDF_CELL_CHARS = 400  # a table row must fit on one PDF page: longer cells are cut (in full in HTML/JSON)
+
+
+def table_cell(text: str) -> str:
+    """A PDF table cell: text longer than `PDF_CELL_CHARS` cut, saying so."""
+    if len(text) <= PDF_CELL_CHARS:
+        return text
+    return text[:PDF_CELL_CHARS] + f"... ({len(text):,} characters; in full in the HTML and JSON report)"
 
 
 def latin1(text: str) -> str:
@@ -673,7 +680,7 @@ class _Pdf:
                 for row in (b.header, *b.rows):
                     cells = table.row()
                     for c in row:
-                        cells.cell(latin1(c))
+                        cells.cell(latin1(table_cell(c)))
             pdf.ln(2)
         elif isinstance(b, Hashes):
             for name, sha in b.rows:

@@ -367,7 +367,7 @@ def test_untrusted_text_is_escaped_in_html_and_neutralized_in_csvs():
     parser.feed(page)
     assert parser.tags <= {
         "html", "head", "meta", "title", "style", "body", "h1", "h2", "h3", "p", "dl", "dt", "dd", "table",
-        "thead", "tbody", "tr", "th", "td", "figure", "figcaption", "div", "svg", "rect", "line", "polyline", "text",
+        "thead", "tbody", "tr", "th", "td", "figure", "figcaption", "div", "svg", "rect", "line", "path", "text",
     }  # fmt: skip
     assert not any(a.startswith("on") or a in ("src", "href") for a in parser.attrs)
     assert html.escape(SCRIPT) in page and html.escape(name) in page and "&lt;b&gt;bold" in page
@@ -516,3 +516,23 @@ def test_report_of_every_method_under_an_all_visits_attacker(small):
     # LDA's code|age items are read by their code
     assert rows["LDA"]["utility"]["codes as themselves"] == 5
     check_bundle(make_bundle(rep))
+
+
+def test_long_method_figures_go_to_the_appendix_and_long_cells_fit_the_pdf():
+    _, _, pop, cohort = _toy()
+    data = data_ref("toy", pop, RunInputs(pop, cohort), sources={"events.csv": "abc"})
+    keep = cohort.items[cohort.event_item] == "401.1"
+    steps = [{"code": "401.1", "from_count": i, "records": 3} for i in range(100)]  # GCCens' loss["steps"]
+    release = Release("GCCens", cohort.keep_events(keep), loss={"steps": steps, "iterations": 100})
+    disease = "very long disease name " * 300  # a table row taller than a PDF page, if written whole
+    policy = f"disease,icd9_codes\n{disease.strip()},401.1\n"
+    entry, inp = _entry("r", release, ProfilesSettings(k=2, utility_policy_csv=policy), data, pop)
+    rep = build_report(Study(data, ADV, 2).add(entry), {"r": inp}, pop, cohort, reproducible=True)
+    r = rep.data["releases"][0]
+    assert r["method loss figures"] == {"iterations": 100}
+    assert r["loss figures in the appendix"] == {"steps": "appendix/r/steps.csv (100 entries)"}
+    table = pd.read_csv(io.BytesIO(rep.appendix["appendix/r/steps.csv"]))
+    assert list(table.columns) == ["code", "from_count", "records"] and len(table) == 100
+    pages, text = _pdf_text(rep.to_pdf())
+    assert pages >= 2 and "in full in the HTML and JSON report" in _words(text)
+    assert disease.strip() in rep.to_html().decode()
