@@ -11,6 +11,7 @@ import json
 import re
 import tomllib
 import zipfile
+from dataclasses import replace
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -536,3 +537,14 @@ def test_long_method_figures_go_to_the_appendix_and_long_cells_fit_the_pdf():
     pages, text = _pdf_text(rep.to_pdf())
     assert pages >= 2 and "in full in the HTML and JSON report" in _words(text)
     assert disease.strip() in rep.to_html().decode()
+
+
+def test_text_outside_latin1_is_written_visibly_in_the_pdf():
+    study, inputs, pop, cohort = _toy()
+    name = "Kohorte für 日本 ≥ k"
+    entry = replace(study.get("good"), name=name)
+    renamed = Study(study.data, ADV, 2).add(entry)
+    rep = build_report(renamed, {name: inputs["good"]}, pop, cohort, reproducible=True)
+    _, text = _pdf_text(rep.to_pdf())
+    assert "Kohorte für [U+65E5][U+672C] >= k" in text
+    assert html.escape(name) in rep.to_html().decode()
