@@ -554,7 +554,7 @@ def build_report(
 
     risk_all = []
     for a in ALL_ADVERSARIES:
-        dis = risk.original_distinguishability(cohort, a, population)
+        dis = before(False) if a == adv else risk.original_distinguishability(cohort, a, population)
         risk_all.append({"adversary": a.label, "chosen": a == adv, **risk_summary(dis, k)})
     released_sha = {
         f"releases/{folder}/{name}": sha256_of(data)
