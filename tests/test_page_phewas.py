@@ -48,9 +48,15 @@ def test_report_page_lists_verified_release(published):
     at = page_app("pages/report.py", state={"releases": published})
     at.run()
     assert not at.exception, [e.value for e in at.exception]
-    text = "\n".join(m.value for m in at.markdown)
-    assert "Heatherly DEMO_D" in text and "Verified: every one of" in text
-    assert len(at.get("download_button")) == 2
+    at.button(key="report_build").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    report = at.session_state["report_built"][1]
+    (row,) = report.data["releases"]
+    assert row["name"] == "Heatherly DEMO_D" and row["verification"]["message"].startswith(
+        "Verified: every one of"
+    )
+    assert row["phewas"] is not None  # the sample's genotypes: associations lost and false are reported
+    assert len(at.get("download_button")) == 4  # bundle, PDF, HTML, JSON
 
 
 def test_phewas_page_compares_heatherlys_three_scopes_at_the_sidebar_k(sample_dataset):

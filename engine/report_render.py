@@ -1,0 +1,722 @@
+"""The IRB report rendered from its JSON-ready data (`engine.report.Report.data`) alone: a self-contained
+HTML page and a PDF, from one list of blocks (`document`), so both say the same thing.
+
+- HTML: one file, figures as inline SVG drawn here, styles inline, no script and no external URL
+  (a Content-Security-Policy forbids loading anything); every text from the data (release names,
+  codes, disease names, file names) is HTML-escaped.
+- PDF (fpdf2): real text (extractable), the same SVG figures, built-in Helvetica/Courier fonts so the
+  bytes do not depend on the fonts of the machine. Characters the built-in fonts lack are written as
+  `[U+XXXX]` (a few typographic ones as their ASCII equivalent). The PDF's creation date is the
+  generation time, or 1970-01-01 (the SOURCE_DATE_EPOCH=0 convention) in reproducible mode.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+# ---------------------------------------------------------------------------------------- blocks
+
+
+@dataclass(frozen=True)
+class Heading:
+    level: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Para:
+    text: str
+    strong: bool = False
+
+
+@dataclass(frozen=True)
+class Pairs:
+    """Term and value lines; `compact`: "Term: value" on one line, in a smaller font (PDF)."""
+
+    rows: tuple[tuple[str, str], ...]
+    compact: bool = False
+
+
+@dataclass(frozen=True)
+class Table:
+    header: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    widths: tuple[float, ...] | None = None  # relative column widths (PDF)
+
+
+@dataclass(frozen=True)
+class Hashes:
+    """File name and sha256, set in a fixed-width font, one per line."""
+
+    rows: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class Curve:
+    label: str
+    points: tuple[tuple[float, float], ...]
+    colour: str
+    dashed: bool = False
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A risk curve chart (`svg_cdf`) with its caption."""
+
+    curves: tuple[Curve, ...]
+    k: int
+    caption: str
+
+
+@dataclass(frozen=True)
+class PageBreak:
+    pass
+
+
+Block = Heading | Para | Pairs | Table | Hashes | Figure | PageBreak
+PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
+BEFORE_COLOUR = "#555555"
+
+
+# --------------------------------------------------------------------------------- text helpers
+def pct(x: float | None) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "n/a"
+    return f"{100 * x:.1f}%" if x not in (0, 1) else f"{100 * x:.0f}%"
+
+
+def share_of(part: int, whole: int) -> str:
+    return f"{part:,} of {whole:,} ({pct(part / whole) if whole else 'n/a'})"
+
+
+def value_text(v: Any) -> str:
+    if isinstance(v, str):
+        return v
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return json.dumps(v, ensure_ascii=False)
+
+
+# ------------------------------------------------------------------------------------- document
+def _status(r: dict[str, Any]) -> str:
+    if r["verification"]["verified"]:
+        return "verified, exported"
+    return "NOT verified, not exported"
+
+
+def _phewas_cell(r: dict[str, Any]) -> str:
+    p = r["phewas"]
+    if p is None:
+        return "no genotypes loaded"
+    return f"{p['lost']:,} lost, {p['false']:,} false (of {p['original']:,})"
+
+
+def _constraints_cell(r: dict[str, Any]) -> str:
+    c = r["utility constraints"]
+    return "n/a (method has none)" if c is None else f"{c['met']} of {c['total']}"
+
+
+def _risk_row(label: str, s: dict[str, Any], verified: str) -> tuple[str, ...]:
+    return (label, f"{s['records']:,}", pct(s["share unique"]), pct(s["share below k"]), verified)
+
+
+def _codes_cell(u: dict[str, Any]) -> str:
+    text = share_of(u["codes retained"], u["codes in"]) + f"; {u['codes as themselves']:,} as themselves"
+    if u["items standing for no code of the cohort"]:
+        text += f"; {u['items standing for no code of the cohort']:,} items of a coarser level"
+    return text
+
+
+def _summary(d: dict[str, Any]) -> list[Block]:
+    att, coh, pop, rels = d["attacker"], d["cohort"], d["population"], d["releases"]
+    k = att["k"]
+    names = "; ".join(f"{r['name']} ({r['algorithm']}: {_status(r)})" for r in rels) or "no release"
+    blocks: list[Block] = [
+        Heading(1, d["title"]),
+        Para(
+            "Summary for the IRB in plain words; sections per release, the records and the appendix follow."
+        ),
+        Pairs(
+            (
+                (
+                    "What is released",
+                    f"{len(rels)} release(s) of the cohort '{coh['group']}' ({coh['patients']:,} patients, "
+                    f"{coh['events']:,} events, {coh['distinct codes']:,} distinct codes), drawn from the "
+                    f"population '{pop['group']}' ({pop['patients']:,} patients) of the dataset "
+                    f"'{d['dataset']}': {names}.",
+                ),
+                (
+                    "To whom",
+                    d["recipient"] or "____________________ (to be filled in by the privacy officer)",
+                ),
+                (
+                    "Attacker assumption",
+                    f"{att['label']}, k = {k}. {att['description']} A release is verified when every "
+                    f"released record is consistent with at least {k} candidate records.",
+                ),
+            )
+        ),
+        Heading(2, f"Risk before and after (under {att['label']}, k = {k})"),
+        Table(
+            ("Data", "Records", "Share unique", "Share below k", "Verified"),
+            (
+                _risk_row("Original cohort (unchanged)", d["risk before"], "no"),
+                *(
+                    _risk_row(r["name"], r["risk after"], "yes" if r["verification"]["verified"] else "NO")
+                    for r in rels
+                ),
+            ),
+            (3.2, 1, 1.2, 1.2, 1),
+        ),
+        Figure(
+            (
+                Curve("original cohort", _pts(d["cdf before"]), BEFORE_COLOUR, True),
+                *(
+                    Curve(r["name"], _pts(r["cdf after"]), PALETTE[i % len(PALETTE)])
+                    for i, r in enumerate(rels)
+                ),
+            ),
+            k,
+            f"Share of records (vertical) with at most so many candidates (horizontal). Left of k = {k}: below k.",
+        ),
+        Heading(2, "Utility kept"),
+    ]
+    if rels:
+        blocks.append(
+            Table(
+                (
+                    "Release",
+                    "Events retained",
+                    "Rows released",
+                    "Distinct codes retained",
+                    "PheWAS associations",
+                    "Utility constraints met",
+                ),
+                tuple(
+                    (
+                        r["name"],
+                        share_of(r["utility"]["events retained"], r["utility"]["events in"]),
+                        f"{r['utility']['rows out']:,}",
+                        _codes_cell(r["utility"]),
+                        _phewas_cell(r),
+                        _constraints_cell(r),
+                    )
+                    for r in rels
+                ),
+                (1.6, 1.6, 0.9, 2.2, 1.5, 1.1),
+            )
+        )
+    else:
+        blocks.append(Para("No release was made."))
+    blocks += [
+        Heading(3, "What the figures mean"),
+        Pairs(
+            tuple((name[:1].upper() + name[1:], meaning) for name, meaning in d["headlines"].items()),
+            compact=True,
+        ),
+    ]
+    if d["releases not in this report"]:
+        blocks.append(
+            Para(
+                "Releases of the study left out of this report: "
+                + ", ".join(d["releases not in this report"])
+                + "."
+            )
+        )
+    if d["releases of other data"]:
+        blocks.append(
+            Para(
+                f"{d['releases of other data']} release(s) in the study were made from other data or other "
+                "groups and are not part of this report."
+            )
+        )
+    return blocks
+
+
+def _pts(points: Sequence[Sequence[float]]) -> tuple[tuple[float, float], ...]:
+    return tuple((float(x), float(y)) for x, y in points)
+
+
+def _release(r: dict[str, Any], i: int, d: dict[str, Any]) -> list[Block]:
+    att = d["attacker"]
+    k = att["k"]
+    v, made, u = r["verification"], r["made"], r["utility"]
+    blocks: list[Block] = [PageBreak(), Heading(2, f"Release: {r['name']}")]
+    if v["verified"]:
+        blocks.append(Para(f"{v['message']} Its files are exported and are in the bundle.", strong=True))
+    else:
+        blocks.append(
+            Para(
+                f"{v['message']} It is NOT verified under the study's attacker: its files are not exported "
+                "and are not in the bundle. Its figures are reported for comparison only.",
+                strong=True,
+            )
+        )
+    if (made["adversary"], made["k"]) != (v["adversary"], v["k"]) or made["verified"] != v["verified"]:
+        blocks.append(Para(f"When it was made: {made['message']}."))
+    params = list(r["settings"].items())
+    if r["algorithm"] not in r["settings"].values():
+        params.insert(0, ("method", r["algorithm"]))
+    blocks += [Heading(3, "Parameters"), Table(("Parameter", "Value"), tuple(params), (1, 3))]
+    refs = r["parameters in the appendix"] | r["loss figures in the appendix"]
+    if refs:
+        listed = "; ".join(f"{name}: {ref}" for name, ref in refs.items())
+        blocks.append(Para(f"The method's long records (e.g. of its steps) are separate files: {listed}."))
+    blocks.append(Heading(3, "Risk"))
+    before = r["risk before"]
+    label = "Original cohort" + (" (repeats counted)" if before["repeats counted"] else "")
+    blocks.append(
+        Table(
+            ("Data", "Records", "Share unique", "Share below k", "Verified"),
+            (
+                _risk_row(label, before, "no"),
+                _risk_row(r["name"], r["risk after"], "yes" if v["verified"] else "NO"),
+            ),
+            (3.2, 1, 1.2, 1.2, 1),
+        )
+    )
+    blocks.append(
+        Figure(
+            (
+                Curve(label.lower(), _pts(r["cdf before"] or d["cdf before"]), BEFORE_COLOUR, True),
+                Curve(r["name"], _pts(r["cdf after"]), PALETTE[i % len(PALETTE)]),
+            ),
+            k,
+            f"Risk of {r['name']} against the original cohort under {att['label']} (records left of k = {k} "
+            "are below k).",
+        )
+    )
+    fails = r["fails under"]
+    blocks += [
+        Heading(3, f"Verification under the four adversaries at k = {k}"),
+        Table(
+            ("Adversary", "Records", "Below k", "Unique", "Verified"),
+            tuple(
+                (
+                    m["adversary"],
+                    f"{m['records']:,}",
+                    f"{m['below k']:,}",
+                    f"{m['unique']:,}",
+                    "yes" if m["verified"] else "NO",
+                )
+                for m in r["matrix"]
+            ),
+            (2.4, 1, 1, 1, 1),
+        ),
+        Para(
+            f"Fails under: {', '.join(fails)}."
+            if fails
+            else f"Verified under all four adversaries at k = {k}.",
+            strong=bool(fails),
+        ),
+        Heading(3, "Utility"),
+    ]
+    largest = "; ".join(f"{label} ({n:,} codes)" for label, n in u["largest generalized items"]) or "none"
+    rows = [
+        ("Events retained", share_of(u["events retained"], u["events in"])),
+        ("Rows released", f"{u['rows out']:,}"),
+        ("Distinct codes retained", _codes_cell(u)),
+        ("Generalized items", f"{u['generalized items']:,}"),
+        ("Largest generalized items", largest),
+        ("PheWAS associations", _phewas_cell(r)),
+        ("Utility constraints met", _constraints_cell(r)),
+    ]
+    blocks += [Pairs(tuple(rows), compact=True), Para(f"PheWAS: {d['phewas']}.")]
+    c = r["utility constraints"]
+    if c is not None:
+        blocks.append(
+            Table(
+                ("Disease (utility constraint)", "Original records", "Released records", "Met"),
+                tuple(
+                    (
+                        x["disease"],
+                        f"{x['original records']:,}",
+                        f"{x['released records']:,}",
+                        "yes" if x["met"] else "NO",
+                    )
+                    for x in c["diseases"]
+                ),
+                (3, 1, 1, 0.6),
+            )
+        )
+    p = r["phewas"]
+    if p is not None and p["per snp"]:
+        blocks.append(
+            Table(
+                ("SNP", "Significant in the original", "Lost", "False", "Identical"),
+                tuple(
+                    (
+                        x["snp"],
+                        f"{x['original']:,}",
+                        f"{x['lost']:,}",
+                        f"{x['false']:,}",
+                        f"{x['identical']:,}",
+                    )
+                    for x in p["per snp"]
+                ),
+                (1.4, 1.6, 1, 1, 1),
+            )
+        )
+    if r["method loss figures"]:
+        blocks += [
+            Heading(3, "The method's own figures"),
+            Table(
+                ("Figure", "Value"),
+                tuple((name, value_text(x)) for name, x in r["method loss figures"].items()),
+                (2, 2),
+            ),
+        ]
+    blocks.append(Heading(3, "Released files (sha256)"))
+    if r["files"]:
+        blocks.append(
+            Hashes(tuple((f"releases/{r['folder']}/{name}", sha) for name, sha in r["files"].items()))
+        )
+    else:
+        blocks.append(Para("None: the release is not verified under the study's attacker."))
+    return blocks
+
+
+def _records(d: dict[str, Any]) -> list[Block]:
+    rec = d["records"]
+    when = rec.get("generated at") or "omitted (reproducible mode: same inputs give the same bytes)"
+    blocks: list[Block] = [
+        PageBreak(),
+        Heading(2, "Records"),
+        Pairs(
+            (
+                ("CohortShield version", rec["cohortshield version"]),
+                ("Code commit", rec["commit"]),
+                ("Generated at", when),
+                ("Events fingerprint", rec["events fingerprint"]),
+            )
+        ),
+        Heading(3, "Input files (sha256)"),
+        Hashes(tuple(rec["input files sha256"].items()))
+        if rec["input files sha256"]
+        else Para("None recorded."),
+        Heading(3, "Group fingerprints (sha256 of the sorted patient ids)"),
+        Hashes(tuple(rec["group fingerprints"].items())),
+        Heading(3, "Load options that changed the data"),
+    ]
+    if rec["load options"]:
+        blocks.append(Pairs(tuple((k, str(v)) for k, v in rec["load options"].items())))
+    else:
+        blocks.append(
+            Para("None: the data were loaded with the default options (nothing dropped or changed).")
+        )
+    blocks.append(Heading(3, "Released files (sha256)"))
+    if rec["released files sha256"]:
+        blocks.append(Hashes(tuple(rec["released files sha256"].items())))
+    else:
+        blocks.append(Para("None: no release is verified under the study's attacker."))
+    k = d["attacker"]["k"]
+    blocks += [
+        Heading(3, f"Risk of the original cohort under every adversary (k = {k})"),
+        Table(
+            ("Adversary", "Records", "Share unique", "Share below k", "Median distinguishability"),
+            tuple(
+                (
+                    a["adversary"] + (" (the study's)" if a["chosen"] else ""),
+                    f"{a['records']:,}",
+                    pct(a["share unique"]),
+                    pct(a["share below k"]),
+                    value_text(a["median distinguishability"]),
+                )
+                for a in d["risk before, every adversary"]
+            ),
+            (2.4, 1, 1, 1, 1.4),
+        ),
+        Heading(3, "Software"),
+        Pairs(tuple(rec["software"].items())),
+        Heading(2, "Appendix (separate files)"),
+        Para(
+            "Long method outputs (e.g. a generalization trace) and code maps are separate files of the "
+            "release bundle, not part of this report."
+        ),
+    ]
+    files = [(a["path"], a["sha256"]) for a in d["appendix"]]
+    maps = [
+        (f"releases/{r['folder']}/code_map.csv", r["files"]["code_map.csv"])
+        for r in d["releases"]
+        if "code_map.csv" in r["files"]
+    ]
+    if files or maps:
+        blocks.append(Hashes(tuple(files + maps)))
+    else:
+        blocks.append(Para("No appendix file."))
+    return blocks
+
+
+def document(data: dict[str, Any]) -> list[Block]:
+    """The report as blocks: summary, one section per release, records and appendix."""
+    out = _summary(data)
+    for i, r in enumerate(data["releases"]):
+        out += _release(r, i, data)
+    return out + _records(data)
+
+
+# ---------------------------------------------------------------------------------------- figure
+def svg_cdf(
+    fig: Figure, text: Callable[[str], str] = html.escape, width: int = 640, height: int = 280
+) -> str:
+    """The risk curves as a step chart in SVG: log-scaled distinguishability (horizontal), share of
+    records at or below it (vertical), a dashed line at k, a legend. `text` escapes every label."""
+    left, right, top, bottom = 48, 190, 12, 42
+    pw, ph = width - left - right, height - top - bottom
+    xmax = max([2.0 * fig.k] + [p[0] for c in fig.curves for p in c.points])
+    lmax = math.log10(max(xmax, 10.0))
+
+    def sx(x: float) -> float:
+        return left + pw * math.log10(max(x, 1.0)) / lmax
+
+    def sy(y: float) -> float:
+        return top + ph * (1.0 - y)
+
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="Helvetica" font-size="12">',
+        f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="#ffffff" stroke="#999999"/>',
+    ]
+    for y in (0.25, 0.5, 0.75):
+        out.append(f'<line x1="{left}" y1="{sy(y):.1f}" x2="{left + pw}" y2="{sy(y):.1f}" stroke="#e5e5e5"/>')
+    for y in (0.0, 0.25, 0.5, 0.75, 1.0):
+        out.append(f'<text x="{left - 6}" y="{sy(y) + 4:.1f}" text-anchor="end">{int(y * 100)}%</text>')
+    decade = 0
+    while decade <= lmax + 1e-9:
+        x = sx(10.0**decade)
+        out.append(f'<line x1="{x:.1f}" y1="{top + ph}" x2="{x:.1f}" y2="{top + ph + 4}" stroke="#333333"/>')
+        out.append(f'<text x="{x:.1f}" y="{top + ph + 16}" text-anchor="middle">{10**decade:,}</text>')
+        decade += 1
+    out.append(
+        f'<text x="{left + pw / 2:.1f}" y="{height - 6}" text-anchor="middle">'
+        "distinguishability (candidate records, log scale)</text>"
+    )
+    kx = sx(fig.k)
+    out.append(
+        f'<line x1="{kx:.1f}" y1="{top}" x2="{kx:.1f}" y2="{top + ph}" stroke="#000000" stroke-dasharray="4 3"/>'
+    )
+    out.append(f'<text x="{kx + 4:.1f}" y="{top + 12}">k = {fig.k}</text>')
+    for i, c in enumerate(fig.curves):
+        dash = ' stroke-dasharray="6 3"' if c.dashed else ""
+        if c.points:  # a step curve: from share 0 up at the first value, then across and up
+            steps = [f"M{sx(c.points[0][0]):.1f} {sy(0.0):.1f}"]
+            for x, y in c.points:
+                steps.append(f"H{sx(x):.1f}V{sy(y):.1f}")
+            steps.append(f"H{left + pw:.1f}")
+            out.append(
+                f'<path d="{"".join(steps)}" fill="none" stroke="{c.colour}" stroke-width="1.8"{dash}/>'
+            )
+        ly = top + 10 + 16 * i
+        lx = left + pw + 10
+        out.append(
+            f'<line x1="{lx}" y1="{ly}" x2="{lx + 18}" y2="{ly}" stroke="{c.colour}" stroke-width="2"{dash}/>'
+        )
+        label = c.label if len(c.label) <= 26 else c.label[:25] + "…"
+        out.append(f'<text x="{lx + 22}" y="{ly + 4}">{text(label)}</text>')
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+# ------------------------------------------------------------------------------------------ HTML
+_CSS = """
+body{font-family:Helvetica,Arial,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#111;line-height:1.4}
+h1{font-size:1.6rem}h2{font-size:1.3rem;margin-top:2rem;border-bottom:1px solid #ccc}h3{font-size:1.05rem}
+table{border-collapse:collapse;margin:.5rem 0 1rem}th,td{border:1px solid #ccc;padding:.25rem .5rem;text-align:left;vertical-align:top}
+th{background:#f2f2f2}dl{display:grid;grid-template-columns:max-content auto;gap:.2rem 1rem}dt{font-weight:bold}dd{margin:0}
+.hash{font-family:monospace;font-size:.85rem}p.strong{font-weight:bold}figure{margin:1rem 0}figcaption{font-size:.9rem;color:#444}
+.page{break-before:page}
+@media print{.page{page-break-before:always}}
+"""
+
+
+def render_html(data: dict[str, Any]) -> str:
+    """The report as one self-contained HTML page (no script, no external resource)."""
+    e = html.escape
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">",
+        f"<title>{e(data['title'])}</title><style>{_CSS}</style></head><body>",
+    ]
+    for b in document(data):
+        if isinstance(b, Heading):
+            parts.append(f"<h{b.level}>{e(b.text)}</h{b.level}>")
+        elif isinstance(b, Para):
+            parts.append(f'<p class="strong">{e(b.text)}</p>' if b.strong else f"<p>{e(b.text)}</p>")
+        elif isinstance(b, Pairs):
+            parts.append("<dl>" + "".join(f"<dt>{e(t)}</dt><dd>{e(v)}</dd>" for t, v in b.rows) + "</dl>")
+        elif isinstance(b, Table):
+            head = "".join(f"<th>{e(h)}</th>" for h in b.header)
+            body = "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>" for row in b.rows)
+            parts.append(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+        elif isinstance(b, Hashes):
+            parts.append(
+                "<table>"
+                + "".join(f'<tr><td>{e(n)}</td><td class="hash">{e(h)}</td></tr>' for n, h in b.rows)
+                + "</table>"
+            )
+        elif isinstance(b, Figure):
+            parts.append(f"<figure>{svg_cdf(b)}<figcaption>{e(b.caption)}</figcaption></figure>")
+        elif isinstance(b, PageBreak):
+            parts.append('<div class="page"></div>')
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+# ------------------------------------------------------------------------------------------- PDF
+_ASCII = {
+    "≥": ">=",
+    "≤": "<=",
+    "…": "...",
+    "–": "-",
+    "—": "-",
+    "‘": "'",
+    "’": "'",
+    "“": '"',
+    "”": '"',
+    "→": "->",
+    "✓": "yes",
+    "−": "-",
+}
+
+
+PDF_CELL_CHARS = 400  # a table row must fit on one PDF page: longer cells are cut (in full in HTML/JSON)
+
+
+def table_cell(text: str) -> str:
+    """A PDF table cell: text longer than `PDF_CELL_CHARS` cut, saying so."""
+    if len(text) <= PDF_CELL_CHARS:
+        return text
+    return text[:PDF_CELL_CHARS] + f"... ({len(text):,} characters; in full in the HTML and JSON report)"
+
+
+def latin1(text: str) -> str:
+    """Text the built-in PDF fonts can show: typographic characters as ASCII, anything else outside
+    Latin-1 as `[U+XXXX]` (so nothing is silently dropped)."""
+    out = []
+    for ch in str(text):
+        if ch in _ASCII:
+            out.append(_ASCII[ch])
+        elif ord(ch) < 256 and (ch.isprintable() or ch == " "):
+            out.append(ch)
+        else:
+            out.append(f"[U+{ord(ch):04X}]")
+    return "".join(out)
+
+
+@dataclass
+class _Pdf:
+    """fpdf2 writer with the report's layout (A4, 15 mm margins, Helvetica)."""
+
+    title: str
+    created: datetime
+    pdf: Any = field(init=False)
+
+    def __post_init__(self) -> None:
+        from fpdf import FPDF
+
+        pdf = FPDF(orientation="portrait", unit="mm", format="A4")
+        pdf.set_margins(15, 15, 15)
+        pdf.set_auto_page_break(True, margin=15)
+        pdf.set_creation_date(self.created)
+        pdf.set_title(latin1(self.title))
+        pdf.set_creator("CohortShield")
+        pdf.set_producer("CohortShield (fpdf2)")
+        pdf.add_page()
+        self.pdf = pdf
+
+    def font(self, size: float, style: str = "", family: str = "helvetica") -> None:
+        self.pdf.set_font(family, style=style, size=size)
+
+    def block(self, b: Block) -> None:
+        pdf = self.pdf
+        if isinstance(b, Heading):
+            size = {1: 16, 2: 13, 3: 11}.get(b.level, 11)
+            pdf.ln(1.5 if b.level == 3 else 3)
+            self.font(size, "B")
+            pdf.multi_cell(0, size * 0.5, latin1(b.text), new_x="LMARGIN", new_y="NEXT")
+            pdf.ln(1)
+        elif isinstance(b, Para):
+            self.font(9, "B" if b.strong else "")
+            pdf.multi_cell(0, 4.2, latin1(b.text), align="L", new_x="LMARGIN", new_y="NEXT")
+            pdf.ln(1)
+        elif isinstance(b, Pairs) and b.compact:
+            for term, value in b.rows:
+                self.font(8, "B")
+                pdf.write(3.7, latin1(term) + ": ")
+                self.font(8)
+                pdf.write(3.7, latin1(value))
+                pdf.ln(4)
+            pdf.ln(1)
+        elif isinstance(b, Pairs):
+            for term, value in b.rows:
+                self.font(9, "B")
+                pdf.multi_cell(0, 4.2, latin1(term), align="L", new_x="LMARGIN", new_y="NEXT")
+                self.font(9)
+                pdf.set_x(pdf.l_margin + 5)
+                pdf.multi_cell(0, 4.2, latin1(value), align="L", new_x="LMARGIN", new_y="NEXT")
+            pdf.ln(1)
+        elif isinstance(b, Table):
+            self.font(8.5)
+            widths = b.widths or tuple(1.0 for _ in b.header)
+            with pdf.table(
+                col_widths=widths,
+                text_align="LEFT",
+                line_height=4.2,
+                first_row_as_headings=True,
+                headings_style=_headings_style(),
+            ) as table:
+                for row in (b.header, *b.rows):
+                    cells = table.row()
+                    for c in row:
+                        cells.cell(latin1(table_cell(c)))
+            pdf.ln(2)
+        elif isinstance(b, Hashes):
+            for name, sha in b.rows:
+                self.font(8.5)
+                pdf.multi_cell(0, 4.2, latin1(name), align="L", new_x="LMARGIN", new_y="NEXT")
+                self.font(8, family="courier")
+                pdf.set_x(pdf.l_margin + 5)
+                pdf.cell(0, 4.2, latin1(sha), new_x="LMARGIN", new_y="NEXT")
+            pdf.ln(1.5)
+        elif isinstance(b, Figure):
+            svg = svg_cdf(b, text=lambda s: html.escape(latin1(s)))
+            w = pdf.epw * 0.62
+            if pdf.get_y() + w * 280 / 640 + 12 > pdf.h - pdf.b_margin:
+                pdf.add_page()
+            pdf.image(io.BytesIO(svg.encode("utf-8")), w=w)
+            self.font(8.5)
+            pdf.multi_cell(0, 4.2, latin1(b.caption), align="L", new_x="LMARGIN", new_y="NEXT")
+            pdf.ln(1)
+        elif isinstance(b, PageBreak):
+            pdf.add_page()
+
+    def bytes(self) -> bytes:
+        return bytes(self.pdf.output())
+
+
+def _headings_style():
+    from fpdf.fonts import FontFace
+
+    return FontFace(emphasis="BOLD", fill_color=(242, 242, 242))
+
+
+def render_pdf(data: dict[str, Any]) -> bytes:
+    """The report as a PDF (real text; see the module docstring for fonts and dates)."""
+    when = data["records"].get("generated at")
+    created = datetime.fromisoformat(when) if when else datetime(1970, 1, 1, tzinfo=UTC)
+    doc = _Pdf(data["title"], created)
+    for b in document(data):
+        doc.block(b)
+    return doc.bytes()

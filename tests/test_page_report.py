@@ -1,0 +1,62 @@
+"""AppTest of the Report page (pages/report.py) on the shipped sample: the report and the bundle are
+built from the session's releases, each verified again under the sidebar's adversary and k."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from apptest_support import page_app
+
+from engine import risk
+from engine.bundle import BUNDLE_ROOT, check_bundle
+from engine.release import Release
+from ui.releases import PublishedRelease
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.skipif(
+    not (ROOT / "sample_data" / "events.parquet").exists(), reason="the shipped sample is not there yet"
+)
+
+
+def _with_releases(**choices):
+    """The Report page with two releases published at k = 5 (cohort / single visit): every code
+    suppressed (verified at any k), and the cohort unchanged (verified at no k)."""
+    at = page_app("pages/report.py", state=choices)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    ctx = at.session_state["context"]
+    empty = Release("suppress all", ctx.cohort.keep_events(np.zeros(ctx.cohort.n_events, dtype=bool)))
+    same = Release("unchanged", ctx.cohort)
+    at.session_state["releases"] = {
+        name: PublishedRelease(name, rel, risk.verify(rel, ctx.adversary, 5, ctx.population))
+        for name, rel in (("Suppress all", empty), ("Unchanged", same))
+    }
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_report_page_builds_the_report_and_the_bundle_under_the_sidebar_k():
+    at = _with_releases(k=10)
+    assert any("Build the report" in i.value for i in at.info)
+    at.button(key="report_build").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    _, report, _, pdf, bundle = at.session_state["report_built"]
+    assert pdf.startswith(b"%PDF")
+    rows = {r["name"]: r for r in report.data["releases"]}
+    # verified again under the sidebar's k (10), not the k the release was published at (5)
+    assert {r["verification"]["k"] for r in rows.values()} == {10}
+    assert (
+        rows["Suppress all"]["verification"]["verified"] and not rows["Unchanged"]["verification"]["verified"]
+    )
+    assert any("Unchanged" in w.value for w in at.warning)
+    listed = check_bundle(bundle)
+    assert "releases/suppress-all/release.csv" in listed
+    assert not any(p.startswith("releases/unchanged/") for p in listed)
+    with zipfile.ZipFile(io.BytesIO(bundle)) as zf:
+        assert f"{BUNDLE_ROOT}/report.html" in zf.namelist()
+    assert len(at.get("download_button")) == 4
