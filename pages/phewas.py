@@ -10,7 +10,7 @@ from engine import phewas
 from engine.records import Records
 from engine.release import Release
 from ui import releases
-from ui.context import HASH_FUNCS, current
+from ui.context import HASH_FUNCS, current, warn_if_whole_population
 from ui.phewas_charts import change_histogram, manhattan_figure, qq_figure
 from ui.tab_population import publish_scopes
 
@@ -37,6 +37,7 @@ def _csv(df: pd.DataFrame) -> bytes:
 
 ctx = current()
 st.title("PheWAS")
+warn_if_whole_population(ctx)
 genotypes = ctx.dataset.genotypes
 if genotypes is None or genotypes.empty:
     st.warning("This dataset has no genotype file: load one on the Cohort page to run a PheWAS.")

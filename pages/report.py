@@ -6,10 +6,11 @@ import streamlit as st
 
 from engine.report import ReleaseEntry, build_report, report_json, report_markdown
 from ui import releases
-from ui.context import current
+from ui.context import current, warn_if_whole_population
 
 ctx = current()
 st.title("Report")
+warn_if_whole_population(ctx)
 st.caption(
     "Inputs with their hashes, the groups, the adversary and k, the original risk under every adversary, "
     "and each release made in this session with its parameters and the risk engine's verification."

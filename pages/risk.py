@@ -18,7 +18,7 @@ from engine.adversary import ALL_ADVERSARIES, Adversary
 from engine.records import Records
 from engine.release import Release
 from ui import releases
-from ui.context import HASH_FUNCS, current
+from ui.context import HASH_FUNCS, current, warn_if_whole_population
 from ui.risk_charts import cdf_frame, distinguishability_cdf_figure
 
 
@@ -83,6 +83,7 @@ def _summary_table(curves: dict[str, np.ndarray], k: int) -> pd.DataFrame:
 ctx = current()
 adv, k = ctx.adversary, ctx.k
 st.title("Risk")
+warn_if_whole_population(ctx)
 st.caption(
     f"Adversary (sidebar): **{adv.label}**. {adv.describe()} Distinguishability is the number of candidate "
     "records consistent with what the attacker knows; 1 means unique, below k means unpublishable."
