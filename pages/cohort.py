@@ -31,7 +31,6 @@ def _distribution(groups: dict[str, Records], measure: str) -> pd.DataFrame:
     return cv.distribution_data(pd.concat(parts, ignore_index=True), measure)
 
 
-@st.cache_data(scope="session", show_spinner=False)
 def _csv(df: pd.DataFrame) -> bytes:
     return df.to_csv(index=False).encode()
 

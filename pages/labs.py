@@ -16,6 +16,7 @@ import streamlit as st
 
 from engine import labs as L
 from ui.context import current
+from ui.fingerprints import frame_fingerprint, ids_fingerprint
 from ui.labs_charts import (
     curve_frame,
     paired_figure,
@@ -35,7 +36,7 @@ LATENT_SIZES = [2, 4, 8, 16, 32, 64]
 
 @st.cache_resource(scope="session", max_entries=4, show_spinner="Building patient-day vectors…")
 def patient_days(key: str, _labs: pd.DataFrame, _ids: tuple[str, ...] | None) -> L.PatientDays:
-    """Patient-days of the population group (`key` identifies data and group)."""
+    """Patient-days of the population group (`key`: content fingerprints of the lab orders and ids)."""
     labs = _labs if _ids is None else _labs[_labs["patient_id"].astype(str).isin(set(_ids))]
     return L.patient_days(labs)
 
@@ -99,9 +100,8 @@ if not in_population.any():
 else:
     ids = None if in_population.all() else tuple(map(str, population_ids))
     group_label = f"population group `{ctx.population_group}`"
-data_key = (
-    f"{ctx.dataset.name}:{sorted(ctx.dataset.sources.items())}:{ctx.population.fingerprint}:{len(labs)}"
-)
+# every row of the lab orders and every id of the group analysed (never a sampled hash)
+data_key = f"{frame_fingerprint(labs)}:{'all' if ids is None else ids_fingerprint(ids)}"
 days = patient_days(data_key, labs, ids)
 key = days.fingerprint
 query, query_label = KNOWLEDGE[ctx.adversary.knowledge]

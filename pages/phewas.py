@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import astuple
+
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -10,25 +12,26 @@ from engine import phewas
 from engine.records import Records
 from engine.release import Release
 from ui import releases
-from ui.context import HASH_FUNCS, current, warn_if_whole_population
+from ui.context import current, warn_if_whole_population
+from ui.fingerprints import frame_fingerprint, release_key
 from ui.phewas_charts import change_histogram, manhattan_figure, qq_figure
 from ui.tab_population import publish_scopes
 
-_HASH = {**HASH_FUNCS, Release: lambda r: f"{r.method}:{r.records.fingerprint}:{sorted(r.params.items())}"}
 
-
-@st.cache_data(show_spinner="Running the original PheWAS…", hash_funcs=_HASH, max_entries=8)
+@st.cache_data(show_spinner="Running the original PheWAS…", scope="session", max_entries=8)
 def original_phewas(
-    cohort: Records, genotypes: pd.DataFrame, settings: phewas.PhewasSettings
+    cohort_key: str, genotypes_key: str, settings_key: tuple, _cohort: Records, _genotypes: pd.DataFrame
 ) -> pd.DataFrame:
-    return phewas.phewas_of_records(cohort, genotypes, settings)
+    """Keyed on the cohort's and the genotypes' content fingerprints (every row) and the settings;
+    the data themselves are not hashed by Streamlit (which samples large frames)."""
+    return phewas.phewas_of_records(_cohort, _genotypes, phewas.PhewasSettings(*settings_key))
 
 
-@st.cache_data(show_spinner="Running the released PheWAS…", hash_funcs=_HASH, max_entries=32)
+@st.cache_data(show_spinner="Running the released PheWAS…", scope="session", max_entries=32)
 def released_phewas(
-    release: Release, genotypes: pd.DataFrame, settings: phewas.PhewasSettings
+    rel_key: str, genotypes_key: str, settings_key: tuple, _release: Release, _genotypes: pd.DataFrame
 ) -> pd.DataFrame:
-    return phewas.phewas_of_release(release, genotypes, settings)
+    return phewas.phewas_of_release(_release, _genotypes, phewas.PhewasSettings(*settings_key))
 
 
 def _csv(df: pd.DataFrame) -> bytes:
@@ -67,7 +70,9 @@ with st.expander("Definitions and defaults"):
     st.markdown(phewas.__doc__ or "")
 
 settings = phewas.PhewasSettings(min_code_count=int(min_code_count), min_cases=int(min_cases), test=test)
-original = original_phewas(ctx.cohort, genotypes, settings)
+settings_key = astuple(settings)
+genotypes_key = frame_fingerprint(genotypes)
+original = original_phewas(ctx.cohort.fingerprint, genotypes_key, settings_key, ctx.cohort, genotypes)
 genotyped = int(genotypes["patient_id"].astype(str).isin(set(ctx.cohort.patient_ids)).sum())
 st.caption(
     f"Cohort `{ctx.cohort_group}`: {ctx.cohort.n_patients:,} patients, {genotyped:,} genotyped; "
@@ -98,7 +103,8 @@ if not available:
 pairs: dict[str, pd.DataFrame] = {}
 with st.spinner("PheWAS on the releases…"):
     for name in chosen:
-        rel_res = released_phewas(available[name].release, genotypes, settings)
+        rel = available[name].release
+        rel_res = released_phewas(release_key(rel), genotypes_key, settings_key, rel, genotypes)
         pairs[name] = phewas.paired(original, rel_res)
         pairs[name]["release"] = name
 

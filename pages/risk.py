@@ -7,8 +7,6 @@ riskiest records (codes only, never identifiers). Everything is computed by `eng
 
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -19,6 +17,7 @@ from engine.records import Records
 from engine.release import Release
 from ui import releases
 from ui.context import HASH_FUNCS, current, warn_if_whole_population
+from ui.fingerprints import release_key
 from ui.risk_charts import cdf_frame, distinguishability_cdf_figure
 
 
@@ -39,22 +38,12 @@ def _patterns(
 
 @st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=32)
 def _released(
-    name: str, release_key: str, _release: Release, population: Records, scope: str, knowledge: str
+    name: str, rel_key: str, _release: Release, population: Records, scope: str, knowledge: str
 ) -> np.ndarray:
     """Keyed on the release's name and content fingerprint (the Release itself is not hashed)."""
     return risk.release_distinguishability(_release, Adversary(scope, knowledge), population)
 
 
-def _release_key(rel: Release) -> str:
-    """What the release's verification depends on: records, released population, repeats, code map."""
-    pop = rel.population.fingerprint if rel.population is not None else "-"
-    codes = hashlib.sha256(
-        repr(sorted((k, sorted(v)) for k, v in rel.item_codes.items())).encode()
-    ).hexdigest()
-    return f"{rel.records.fingerprint}:{pop}:{rel.counts_repeats}:{codes}"
-
-
-@st.cache_data(scope="session", show_spinner=False)
 def _csv(df: pd.DataFrame) -> bytes:
     return df.to_csv(index=False).encode()
 
@@ -168,7 +157,7 @@ else:
     for i, (name, pub) in enumerate(published.items()):
         rel = pub.release
         try:
-            rdis = _released(name, _release_key(rel), rel, ctx.population, adv.scope, adv.knowledge)
+            rdis = _released(name, release_key(rel), rel, ctx.population, adv.scope, adv.knowledge)
         except ValueError as exc:  # e.g. a population adversary with no population
             status.append({"release": name, "method": rel.method, "method's own verification": str(exc)})
             continue

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 from apptest_support import full_app, page_app, page_path
 from streamlit.testing.v1 import AppTest
 
@@ -82,3 +83,61 @@ def test_whole_population_cohort_is_flagged_on_every_release_page():
         at.sidebar.selectbox(key="cohort_group").set_value("population").run()
         assert not at.exception, [e.value for e in at.exception]
         assert any("The cohort is the whole population" in w for w in _warnings(at)), page
+
+
+# ------------------------------------------------------------------------------------ finding 4
+N_GENOTYPED = 60_000  # Streamlit hashes frames of 50,000 rows or more on a sample of 10,000
+
+
+def _phewas_inputs() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Events of 60,000 patients (401.1 more frequent with each risk allele) and two genotype
+    frames that differ in one value only, in a row Streamlit's sampled hash never reads."""
+    rng = np.random.default_rng(12)
+    ids = [f"G{i:05d}" for i in range(N_GENOTYPED)]
+    genotype = rng.integers(0, 3, size=N_GENOTYPED)
+    hypertensive = rng.random(N_GENOTYPED) < 0.10 + 0.03 * genotype
+    events = pd.DataFrame({"patient_id": ids, "visit": 1, "code": np.where(hypertensive, "401.1", "250.00")})
+    first = pd.DataFrame({"patient_id": ids, "rs1": genotype.astype(float)})
+    sampled = set(first.sample(n=10_000, random_state=0).index)  # what Streamlit's hash reads
+    middle = N_GENOTYPED // 2
+    row = next(
+        r for r in range(middle, N_GENOTYPED) if r not in sampled and hypertensive[r] and genotype[r] == 2
+    )
+    second = first.copy()
+    second.loc[row, "rs1"] = 0.0
+    return events, first, second
+
+
+def _significant(at: AppTest) -> pd.DataFrame:
+    return at.dataframe[-1].value.set_index("phecode")
+
+
+def test_phewas_results_follow_every_row_of_the_genotypes_per_session():
+    from engine import phewas
+    from engine.records import Records
+
+    events, first, second = _phewas_inputs()
+    state = {"dataset_choice": "Upload files", "phewas_heatherly": False}
+    sessions = []
+    for genotypes in (first, second):  # two sessions, same events, different genotype files
+        at = page_app("pages/phewas.py", state=state)
+        at.run()
+        _upload(at, "events", "events.csv", _csv_bytes(events))
+        _upload(at, "genotypes", "genotypes.csv", _csv_bytes(genotypes))
+        at.run()
+        assert not at.exception, [e.value for e in at.exception]
+        sessions.append(at)
+    shown = [_significant(at) for at in sessions]
+    cohort = Records.from_frame(events)
+    settings = phewas.PhewasSettings()
+    for genotypes, table in zip((first, second), shown, strict=True):
+        truth = phewas.phewas_of_records(cohort, genotypes, settings).set_index("phecode")
+        assert table.loc["401.1", "p"] == pytest.approx(truth.loc["401.1", "p"], rel=1e-9, abs=0)
+    assert shown[0].loc["401.1", "p"] != pytest.approx(shown[1].loc["401.1", "p"], rel=1e-9, abs=0)
+
+    # one session: a corrected genotype file replaces the first one's result
+    at = sessions[0]
+    _upload(at, "genotypes", "genotypes_fixed.csv", _csv_bytes(second))
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert _significant(at).loc["401.1", "p"] == pytest.approx(shown[1].loc["401.1", "p"], rel=1e-9, abs=0)

@@ -32,7 +32,8 @@ from engine.anonymize.population import (
 )
 from engine.records import Records
 from engine.release import Release
-from ui.context import HASH_FUNCS, Context
+from ui.context import Context
+from ui.fingerprints import ids_fingerprint
 from ui.releases import publish
 from ui.risk_charts import cdf_frame, distinguishability_cdf_figure
 
@@ -45,9 +46,10 @@ TRADEOFF_KS = (2, 3, 5, 10, 20)
 
 
 # ------------------------------------------------------------------------- groups and engine calls
-@st.cache_resource(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=4)
-def _biobank(ctx_key: str, _ctx: Context) -> Records | None:
-    """The biobank's records when the dataset names one lying between cohort and population."""
+@st.cache_resource(scope="session", show_spinner=False, max_entries=4)
+def _biobank(key: str, _ctx: Context) -> Records | None:
+    """The biobank's records when the dataset names one lying between cohort and population
+    (`key`: the groups chosen and the content of population, cohort and biobank list)."""
     ds = _ctx.dataset
     if "biobank" not in ds.groups or "biobank" in (_ctx.population_group, _ctx.cohort_group):
         return None
@@ -61,7 +63,9 @@ def _biobank(ctx_key: str, _ctx: Context) -> Records | None:
 
 def _groups(ctx: Context) -> dict[str, Records]:
     groups = {"cohort": ctx.cohort, "population": ctx.population}
-    bio = _biobank(ctx.key, ctx)
+    ds = ctx.dataset
+    listed = ids_fingerprint(ds.groups["biobank"]) if "biobank" in ds.groups else "-"
+    bio = _biobank(f"{ctx.key}:{ctx.population_group}:{ctx.cohort_group}:{listed}", ctx)
     if bio is not None:
         groups["biobank"] = bio
     return groups
@@ -75,7 +79,7 @@ def scope_comparison(ctx: Context, k: int, constraints: str, complete: bool, lab
     """`compare_scopes` memoized in this session's state (an uploaded dataset's releases never leave
     the session), with a progress bar while it computes (a cached function could not draw one)."""
     groups = _groups(ctx)
-    key = (ctx.key, tuple(sorted(groups)), int(k), constraints, bool(complete))
+    key = (tuple((g, r.fingerprint) for g, r in sorted(groups.items())), int(k), constraints, bool(complete))
     memo: dict = st.session_state.setdefault(_MEMO, {})
     if key not in memo:
         bar = st.progress(0.0, text=label)
@@ -103,9 +107,12 @@ def publish_scopes(
     return cmp_
 
 
-@st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=16)
-def _before(ctx_key: str, scope: str, k: int, _cohort: Records, _group: Records, _adversary) -> np.ndarray:
-    """Distinguishability of the original cohort against the original group (same adversary)."""
+@st.cache_data(scope="session", show_spinner=False, max_entries=16)
+def _before(
+    cohort_key: str, group_key: str, adversary_label: str, _cohort: Records, _group: Records, _adversary
+) -> np.ndarray:
+    """Distinguishability of the original cohort against the original group (same adversary), keyed
+    on both groups' content fingerprints and the adversary."""
     return risk.original_distinguishability(_cohort, _adversary, _group)
 
 
@@ -326,7 +333,14 @@ def render_anonymize(ctx: Context) -> None:
     with left:
         st.markdown(f"**Risk before and after** ({verification.adversary.label})")
         group = _groups(ctx)[scope]
-        before = _before(ctx.key, scope, k, ctx.cohort, group, verification.adversary)
+        before = _before(
+            ctx.cohort.fingerprint,
+            group.fingerprint,
+            verification.adversary.label,
+            ctx.cohort,
+            group,
+            verification.adversary,
+        )
         curves = {"original": before, shown: verification.distinguishability}
         st.plotly_chart(distinguishability_cdf_figure(curves, k, highlight=shown), key="hea_cdf")
         _download(cdf_frame(curves), "Download the CDF data (CSV)", "heatherly_cdf.csv", "hea_dl_cdf")
