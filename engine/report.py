@@ -16,6 +16,7 @@ import numpy as np
 
 from engine.adversary import ALL_ADVERSARIES, Adversary
 from engine.dataset import Dataset
+from engine.markdown import code, escape
 from engine.records import Records
 from engine.release import Release
 from engine.risk import Verification, original_distinguishability, summarize
@@ -114,13 +115,15 @@ def report_json(report: dict) -> str:
 
 
 def report_markdown(report: dict) -> str:
-    """A human-readable rendering of `build_report`'s dict."""
+    """A human-readable rendering of `build_report`'s dict. Names read from the inputs (dataset, files,
+    groups, parameters) are written literally (`engine.markdown`): no image, link or markup of theirs
+    renders where the report is viewed."""
     g = report["groups"]
     lines = [
-        f"# CohortShield report: {report['dataset']}",
+        f"# CohortShield report: {escape(report['dataset'])}",
         "",
-        f"- Population: `{g['population']['name']}` ({g['population']['patients']:,} patients)",
-        f"- Cohort: `{g['cohort']['name']}` ({g['cohort']['patients']:,} patients, {g['cohort']['events']:,} events)",
+        f"- Population: {code(g['population']['name'])} ({g['population']['patients']:,} patients)",
+        f"- Cohort: {code(g['cohort']['name'])} ({g['cohort']['patients']:,} patients, {g['cohort']['events']:,} events)",
         f"- Adversary: {report['adversary']['scope']} / {report['adversary']['knowledge']}: "
         f"{report['adversary']['description']}",
         f"- k = {report['k']}",
@@ -128,7 +131,7 @@ def report_markdown(report: dict) -> str:
         "## Input files (sha256)",
         "",
     ]
-    lines += [f"- `{name}`: `{h}`" for name, h in report["input_files_sha256"].items()] or [
+    lines += [f"- {code(name)}: {code(h)}" for name, h in report["input_files_sha256"].items()] or [
         "- (none recorded)"
     ]
     lines += [
@@ -149,14 +152,14 @@ def report_markdown(report: dict) -> str:
         lines.append("No release was made.")
     for r in report["releases"]:
         lines += [
-            f"### {r['name']} ({r['method']})",
+            f"### {escape(r['name'])} ({escape(r['method'])})",
             "",
-            f"- {r['verification']}",
+            f"- {escape(r['verification'])}",
             f"- Released records: {r['released_records']:,}; events: {r['released_events']:,}; "
             f"suppressed or censored events: {r['suppressed_or_censored_events']:,}; "
             f"generalized items: {r['generalized_items']:,}",
-            f"- Parameters: `{json.dumps(r['parameters'], sort_keys=True)}`",
-            f"- Method's loss figures: `{json.dumps(r['method_loss_figures'], sort_keys=True)}`",
+            f"- Parameters: {code(json.dumps(r['parameters'], sort_keys=True))}",
+            f"- Method's loss figures: {code(json.dumps(r['method_loss_figures'], sort_keys=True))}",
             "",
         ]
     lines += ["## Software", ""] + [f"- {k}: {v}" for k, v in report["versions"].items()]

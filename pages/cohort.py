@@ -6,6 +6,7 @@ import streamlit as st
 from engine.records import Records
 from ui import cohort_view as cv
 from ui.context import HASH_FUNCS
+from ui.literal import md
 
 st.title("Cohort")
 
@@ -46,7 +47,7 @@ if state is None:
     st.info("Choose a dataset in the sidebar.")
 else:
     report = state.report
-    st.caption(f"Data: {state.label}")
+    st.caption(f"Data: {md(state.label)}")
     if state.failed and report.errors:
         st.error(
             f"Loading stopped: {len(report.errors)} error(s). Fix the file(s) as described below and upload "

@@ -15,6 +15,7 @@ import pandas as pd
 import streamlit as st
 
 from engine import labs as L
+from ui import literal
 from ui.context import current
 from ui.fingerprints import frame_fingerprint, ids_fingerprint
 from ui.labs_charts import (
@@ -162,7 +163,7 @@ st.caption(
 try:
     d = draws(key, int(trials), int(simulations), against, query, int(seed), r_days)
 except ValueError as exc:
-    st.error(str(exc))
+    literal.error(exc)
     st.stop()
 draw_key = f"{key}:{min_orders}:{trials}:{simulations}:{against}:{query}:{seed}"
 update, done = progress_bar("Ranking the true patients…")
@@ -215,7 +216,7 @@ if train:
     try:
         model = vae(f"{key}:{min_orders}", config, r_days, update)
     except ValueError as exc:
-        st.error(str(exc))
+        literal.error(exc)
     done()
 if model is not None:
     lat = recall(f"{draw_key}:latent:{model.config}", r_days, d, model.latent, None)

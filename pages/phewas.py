@@ -14,6 +14,7 @@ from engine.release import Release
 from ui import releases
 from ui.context import current, warn_if_whole_population
 from ui.fingerprints import frame_fingerprint, release_key
+from ui.literal import md
 from ui.phewas_charts import change_histogram, manhattan_figure, qq_figure
 from ui.tab_population import publish_scopes
 
@@ -134,7 +135,7 @@ if pairs:
 
 st.subheader("Manhattan plot")
 st.plotly_chart(manhattan_figure(original, pairs, snp, float(alpha)), width="stretch")
-st.subheader(f"Associations at {p_col} ≤ {alpha} in the original data, {snp}")
+st.subheader(f"Associations at {p_col} ≤ {alpha} in the original data, {md(snp)}")
 sig = original[(original["snp"] == snp) & (original[p_col] <= alpha)].sort_values("p")
 st.dataframe(sig.assign(neglog10_p=-np.log10(sig["p"])), hide_index=True, width="stretch")
 st.download_button("Original PheWAS, all SNPs (CSV)", _csv(original), "phewas_original.csv", "text/csv")

@@ -82,7 +82,17 @@ def run_view(module: str, page: str, **state) -> AppTest:
     return at
 
 
+def shown(markdown: str) -> str:
+    """What the browser shows for a Markdown text's characters: CommonMark backslash escapes of
+    punctuation removed (untrusted text is escaped by `ui.literal.md`)."""
+    return _ESCAPED.sub(r"\1", str(markdown))
+
+
+_ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")
+
+
 def page_text(at: AppTest) -> str:
-    """The markdown, success and error texts of a run, joined (for asserting on what a page says)."""
+    """The markdown, success and error texts of a run as shown, joined (for asserting on what a page
+    says)."""
     parts = [m.value for m in at.markdown] + [s.value for s in at.success] + [e.value for e in at.error]
-    return "\n".join(str(p) for p in parts)
+    return "\n".join(shown(p) for p in parts)

@@ -4,10 +4,12 @@ cap 0 on many codes (8)."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
-from apptest_support import full_app, page_app, page_path
+from apptest_support import ROOT, full_app, page_app, page_path, shown
 from streamlit.testing.v1 import AppTest
 
 CODES = ["401.1", "250.00", "272.4", "724.2", "530.81", "311", "493.90", "244.9"]
@@ -141,3 +143,71 @@ def test_phewas_results_follow_every_row_of_the_genotypes_per_session():
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     assert _significant(at).loc["401.1", "p"] == pytest.approx(shown[1].loc["401.1", "p"], rel=1e-9, abs=0)
+
+
+# ------------------------------------------------------------------------------------ finding 7
+LEAK = "![x](http://127.0.0.1:8999/leak.png)"
+LEAK_NAME = "![y](http://127.0.0.1:8999/name.png).csv"
+
+
+def _markdown_bodies(at: AppTest) -> list[str]:
+    """Every text the browser renders as Markdown: alerts, captions, markdown, headers."""
+    kinds = ("error", "warning", "info", "success", "caption", "markdown", "subheader", "header", "title")
+    return [str(e.value) for kind in kinds for e in getattr(at, kind)]
+
+
+_CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)")  # CommonMark code spans: literal
+
+
+def _assert_literal(at: AppTest, payloads: tuple[str, ...]) -> None:
+    bodies = _markdown_bodies(at)
+    for body in bodies:
+        outside_code = _CODE_SPAN.sub("", body)
+        for raw in ("![", "](http", "<img"):
+            assert raw not in outside_code, body
+    seen = "\n".join(shown(b) for b in bodies)
+    for payload in payloads:  # still shown, as the characters it is made of
+        assert payload in seen, payload
+
+
+def test_untrusted_code_and_file_name_are_shown_literally():
+    events = f"patient_id,visit,code\nP1,1,401.1\nP2,1,{LEAK}\nP3,1,250.00\n".encode()
+    at = full_app()
+    at.run()
+    at.sidebar.radio(key="dataset_choice").set_value("Upload files").run()
+    _upload(at, "events", LEAK_NAME, events)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.sidebar.error  # the bad code is refused, quoting it and the file name
+    _assert_literal(at, (LEAK, LEAK_NAME))
+
+    # a valid file under that name: the Cohort page and the report name it literally
+    good = _csv_bytes(_upload_events(20))
+    _upload(at, "events", LEAK_NAME, good)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    _assert_literal(at, (LEAK_NAME,))
+    at.switch_page(page_path("pages/report.py")).run()
+    assert not at.exception, [e.value for e in at.exception]
+    _assert_literal(at, (LEAK_NAME,))
+
+
+def test_error_details_show_no_traceback():
+    import tomllib
+
+    from streamlit import config
+    from streamlit.config import ShowErrorDetailsConfigOptions
+
+    value = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())["client"]["showErrorDetails"]
+    assert value in {o.value for o in ShowErrorDetailsConfigOptions}
+    before = config.get_option("client.showErrorDetails")
+    config.set_option("client.showErrorDetails", value)
+    try:
+        at = AppTest.from_string("raise ValueError('/srv/cohortshield/secret.py: bad value')")
+        at.run()
+    finally:
+        config.set_option("client.showErrorDetails", before)
+    assert at.exception  # the run still fails visibly, but says nothing of the server
+    shown_error = at.exception[0]
+    assert not shown_error.stack_trace
+    assert "/srv/cohortshield" not in shown_error.message and "ValueError" not in shown_error.value

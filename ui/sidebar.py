@@ -25,6 +25,7 @@ from engine.dataset import Dataset
 from engine.loaders import DataError, Loaded, load_sample_checked, load_uploaded
 from engine.records import Records
 from engine.validation import Finding, ValidationReport
+from ui import literal
 from ui.context import WHOLE_POPULATION, Context, cohort_is_population
 
 SAMPLE, UPLOAD = "Shipped sample", "Upload files"
@@ -261,9 +262,9 @@ def _fail(sb: Any, state: LoadState, message: str | None, keep_report: bool = Fa
     if not keep_report:
         st.session_state["load_report"] = state
     if message:
-        sb.error(message)
+        literal.error(message, sb)
     for finding in state.report.errors[:5]:
-        sb.error(str(finding))
+        literal.error(finding, sb)  # findings quote file names and values: shown literally
     if len(state.report.errors) > 5:
         sb.error(f"… and {len(state.report.errors) - 5} more error(s): see the Cohort page.")
     return None

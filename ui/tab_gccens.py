@@ -40,6 +40,7 @@ from engine.release import Release
 from engine.risk import Verification
 from engine.utility.censoring import SWEEP_COLUMNS, censoring_loss, cul_statistics, release_cul, sweep_point
 from ui.context import HASH_FUNCS, Context
+from ui.literal import md
 from ui.releases import publish
 from ui.risk_charts import cdf_frame, distinguishability_cdf_figure
 
@@ -210,7 +211,7 @@ def _caps(problem: CensorProblem, prefix: str) -> tuple | None:
     caps = pd.to_numeric(edited["cap"], errors="coerce")
     bad = edited.loc[caps.isna() | (caps < 0), "code"].tolist()
     if bad:
-        st.error(f"Caps must be whole numbers >= 0; check code(s) {', '.join(map(str, bad[:5]))}.")
+        st.error(f"Caps must be whole numbers >= 0; check code(s) {md(', '.join(map(str, bad[:5])))}.")
         return None
     return ("per_code", tuple(zip(edited["code"].astype(str), caps.astype(int).tolist(), strict=True)))
 

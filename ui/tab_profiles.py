@@ -42,6 +42,7 @@ from engine.utility.queries import (
     satisfaction_table,
     utility_policy_from_frame,
 )
+from ui import literal
 from ui.context import HASH_FUNCS, Context
 from ui.releases import publish
 from ui.risk_charts import cdf_frame, distinguishability_cdf_figure
@@ -142,7 +143,7 @@ def _policy_editor() -> UtilityPolicy | None:
             st.session_state[_POLICY_KEY] = read_utility_policy(up, name=up.name).to_frame()
             st.session_state["profiles_upload_id"] = up.file_id
         except ValueError as exc:
-            st.error(str(exc))
+            literal.error(exc)
     if st.button("Reset to the Table 1 policy", key="profiles_reset"):
         st.session_state[_POLICY_KEY] = read_utility_policy().to_frame()
     edited = st.data_editor(
@@ -159,7 +160,7 @@ def _policy_editor() -> UtilityPolicy | None:
     try:
         policy = utility_policy_from_frame(edited, "utility policy table")
     except ValueError as exc:
-        st.error(str(exc))
+        literal.error(exc)
         return None
     _download(
         policy.to_frame(), "Download the utility policy (CSV)", "utility_policy.csv", "profiles_policy_dl"
@@ -205,7 +206,7 @@ def render_anonymize(ctx: Context) -> None:
         with st.spinner(f"Running {m} on {ctx.cohort.n_patients:,} records..."):
             out = _run(ctx.cohort, k, knowledge, m, policy_csv, None if limit is None else int(limit))
         if isinstance(out, SuppressionLimitExceeded):
-            st.error(str(out))
+            literal.error(out)  # names the constraint's codes
             continue
         runs[m] = out
     if not runs:
