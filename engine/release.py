@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 
+import numpy as np
 import pandas as pd
 
 from engine.records import Records
@@ -44,12 +46,21 @@ def codes_of(item: str, item_codes: Mapping[str, frozenset[str]] | None) -> froz
     return frozenset((item,))
 
 
+AGE_PAIR_SEP = "|"  # an LDA released item `code|age` (engine.anonymize.trajectories.pair_label)
+
+
+class ReleaseInvariantError(ValueError):
+    """A release that does not stand for its source cohort: a patient outside the cohort, or an item
+    that stands for no code the patient had (in that visit, when visits are kept). Never exported."""
+
+
 @dataclass(frozen=True, eq=False)
 class Release:
     """A method's output for the cohort (and, for population-scope methods, the population).
 
     - `records`: the released cohort records (items may be generalized; censored or suppressed
-      events are gone).
+      events are gone). They keep the targets' visits: each released visit's item set is what a
+      single-visit attacker knows, whatever the export shows.
     - `item_codes`: released item -> original codes, for every item that is not an original code.
     - `suppressed`: long-form rows (`patient_id`, `code`, and `visit` when present) of the events the
       method removed (suppressed or censored), so nothing is lost silently.
@@ -57,6 +68,14 @@ class Release:
       extracted the cohort (Heatherly's DEMO_B / DEMO_S); None when the population is unchanged.
     - `counts_repeats`: True when repeat counts are part of what is released and of what the attacker
       knows (GCCens, or the user asked for repeats to count).
+    - `shows_visits`: True when the exported file carries the visit grouping (`patient_id, visit,
+      code`); then a candidate matches a single-visit known set only within one of its visits.
+      False (the default) is the papers' form: one set of items per patient (Heatherly 2013 Figure
+      13b, the PNAS released profiles), matched against the whole record.
+    - `age_pairs`: True when items are LDA `code|age` pairs, exported as `code` and `age` columns.
+    - `source`: the cohort the release was made from. When given, the construction checks that the
+      release stands for it (`check_invariant`) and raises `ReleaseInvariantError` otherwise. It is no
+      part of what is exported (nor of `fingerprint`).
     - `params`: the parameters the method ran with; `loss`: the method's own loss figures.
     """
 
@@ -68,29 +87,171 @@ class Release:
     counts_repeats: bool = False
     params: dict = field(default_factory=dict)
     loss: dict = field(default_factory=dict)
+    shows_visits: bool = False
+    age_pairs: bool = False
+    source: Records | None = field(default=None, repr=False)
 
+    def __post_init__(self) -> None:
+        if self.shows_visits and not self.records.has_visits:
+            raise ValueError(f"{self.method}: the released records have no visits to show")
+        if self.source is not None:
+            check_invariant(self, self.source)
+
+    # ------------------------------------------------------------------ structure
     def codes_of(self, item: str) -> frozenset[str]:
         return codes_of(item, self.item_codes)
 
+    def with_visits(self, shows: bool) -> Release:
+        """The same release exported with (`shows=True`) or without the visit grouping."""
+        return self if bool(shows) == self.shows_visits else replace(self, shows_visits=bool(shows))
+
+    def checked(self, cohort: Records) -> Release:
+        """This release with `source=cohort`: raises `ReleaseInvariantError` unless it stands for it."""
+        return replace(self, source=cohort)
+
     def to_frame(self) -> pd.DataFrame:
-        """Long-form released events (`patient_id`, (`visit`), `code`, (`age`))."""
+        """Long-form released events (`patient_id`, (`visit`), `code`, (`age`)), internal structure."""
         return self.records.to_frame()
+
+    def _exported_events(self) -> np.ndarray:
+        """Indexes of the events that become rows of the release file, in record order: every event
+        when repeats are released, else the first of each (patient, (visit), item)."""
+        r = self.records
+        if self.counts_repeats or r.n_events == 0:
+            return np.arange(r.n_events)
+        group = r.event_visit if self.shows_visits else r.event_patient
+        key = group.astype(np.int64) * max(r.n_items, 1) + r.event_item
+        _, first = np.unique(key, return_index=True)
+        return np.sort(first)
+
+    def exported_frame(self) -> pd.DataFrame:
+        """Exactly the rows of the release file: `patient_id`, `visit` (when `shows_visits`), `code`
+        (the released item) and `age` (when `age_pairs`). One row per (patient, (visit), item), or
+        per occurrence when `counts_repeats`; in record order (patients, visits, events)."""
+        r = self.records
+        ev = self._exported_events()
+        cols: dict[str, np.ndarray] = {"patient_id": r.patient_ids[r.event_patient[ev]].astype(str)}
+        if self.shows_visits:
+            cols["visit"] = r.visit_ids[r.event_visit[ev]]
+        labels = r.items[r.event_item[ev]]
+        if self.age_pairs:
+            parts = [str(x).rpartition(AGE_PAIR_SEP) for x in r.items]
+            code = np.array([p[0] for p in parts], dtype=object)
+            age = np.array([p[2] for p in parts], dtype=object)
+            cols["code"] = code[r.event_item[ev]]
+            cols["age"] = age[r.event_item[ev]]
+        else:
+            cols["code"] = labels
+        return pd.DataFrame(cols)
+
+    def present_items(self) -> np.ndarray:
+        """The released items that occur in the records, sorted."""
+        return self.records.items[np.unique(self.records.event_item)]
 
     def code_map(self) -> pd.DataFrame:
         """One row per (released item, original code) for every released item, sorted."""
         rows = [(str(item), code) for item in self.records.items for code in sorted(self.codes_of(str(item)))]
         return pd.DataFrame(rows, columns=["released_item", "original_code"])
 
+    def exported_code_map(self) -> pd.DataFrame:
+        """The code map of the items present in the release file only."""
+        rows = [
+            (str(item), code) for item in self.present_items() for code in sorted(self.codes_of(str(item)))
+        ]
+        return pd.DataFrame(rows, columns=["released_item", "original_code"])
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """sha256 of what is exported: the release file's columns and values, and the code map.
+        Two releases that write the same files have the same fingerprint."""
+        h = hashlib.sha256()
+        for name, frame in (("release", self.exported_frame()), ("code_map", self.exported_code_map())):
+            h.update(f"\x1e{name}\x1d{len(frame)}\x1d".encode())
+            for col in frame.columns:
+                h.update(f"\x1d{col}\x1c".encode())
+                h.update("\x1f".join(map(str, frame[col].tolist())).encode())
+        return h.hexdigest()
+
     def __repr__(self) -> str:
-        return f"Release({self.method!r}, {self.records!r}, {len(self.item_codes)} generalized items)"
+        shown = ", visits shown" if self.shows_visits else ""
+        return f"Release({self.method!r}, {self.records!r}, {len(self.item_codes)} generalized items{shown})"
+
+
+def check_invariant(release: Release, cohort: Records) -> None:
+    """Raise `ReleaseInvariantError` unless every released patient is a cohort patient and every
+    released item of a patient stands for at least one code that patient had, within the same visit
+    (matched by visit label) when both the release and the cohort have visits. For `age_pairs`
+    releases the cohort's items must be `code|age` pairs too (the method's input)."""
+    rec = release.records
+    pids = rec.patient_ids.astype(str)
+    known = pd.Index(cohort.patient_ids.astype(str))
+    outside = pids[known.get_indexer(pids) < 0]
+    if len(outside):
+        raise ReleaseInvariantError(
+            f"{release.method}: {len(outside)} released patient(s) are not in the cohort, "
+            f"e.g. {', '.join(map(str, outside[:5]))}"
+        )
+    if rec.n_events == 0:
+        return
+    by_visit = rec.has_visits and cohort.has_visits
+
+    def unit_keys(r: Records) -> np.ndarray:
+        """Per event, its unit: the patient, or `patient \\x1f visit label` when matched by visit."""
+        pid = pd.Series(r.patient_ids.astype(str)[r.event_patient])
+        if by_visit:
+            vis = pd.Series([str(v) for v in r.visit_ids], dtype=object)[r.event_visit].reset_index(drop=True)
+            pid = pid + "\x1f" + vis
+        return pid.to_numpy(dtype=object)
+
+    rel_units = unit_keys(rec)
+    src_units = unit_keys(cohort)
+    units = pd.Index(pd.unique(np.concatenate([rel_units, src_units])))
+    present = release.present_items()
+    item_pos = pd.Index(present)
+    # every released item present, and the codes it stands for
+    code_item_rows, code_item_cols = [], []
+    code_index: dict[str, int] = {}
+    for j, item in enumerate(present.tolist()):
+        for c in release.codes_of(str(item)):
+            code_item_rows.append(code_index.setdefault(c, len(code_index)))
+            code_item_cols.append(j)
+    covered = np.zeros(0, dtype=np.int64)
+    src_code_idx = pd.Index(list(code_index)).get_indexer(cohort.items.astype(str))
+    ev_code = src_code_idx[cohort.event_item]
+    ok = ev_code >= 0
+    if ok.any():
+        inv = pd.DataFrame({"code": code_item_rows, "item": code_item_cols})
+        src = pd.DataFrame({"unit": units.get_indexer(src_units[ok]), "code": ev_code[ok]}).drop_duplicates()
+        pairs = src.merge(inv, on="code")
+        covered = np.unique(
+            pairs["unit"].to_numpy(np.int64) * len(present) + pairs["item"].to_numpy(np.int64)
+        )
+    rel_item = item_pos.get_indexer(rec.items[rec.event_item])
+    rel_key = units.get_indexer(rel_units).astype(np.int64) * len(present) + rel_item
+    bad = ~np.isin(rel_key, covered)
+    if bad.any():
+        e = int(np.flatnonzero(bad)[0])
+        where = f"visit {rec.visit_ids[rec.event_visit[e]]} of " if by_visit else ""
+        raise ReleaseInvariantError(
+            f"{release.method}: {int(bad.sum())} released event(s) stand for no code the patient had"
+            f"{' in that visit' if by_visit else ''}, e.g. item {rec.items[rec.event_item[e]]!r} in "
+            f"{where}patient {rec.patient_ids[rec.event_patient[e]]}"
+        )
 
 
 def release_from_frames(
-    released: pd.DataFrame, code_map: pd.DataFrame | None, method: str = "imported"
+    released: pd.DataFrame,
+    code_map: pd.DataFrame | None,
+    method: str = "imported",
+    *,
+    counts_repeats: bool | None = None,
 ) -> Release:
     """A Release read back from its exports: long-form released events (`patient_id`, `code` holding
     the released item, optional `visit`, `age`) and the code map (`released_item`, `original_code`).
 
+    The structure is read from the columns: a `visit` column gives `shows_visits=True`; an `age`
+    column gives `age_pairs=True` (items `code|age`, the LDA's export). `counts_repeats` defaults to
+    True for age pairs and for a file with a repeated (patient, (visit), item) row, else False.
     Items absent from the map stand for themselves. Raises ValueError naming the missing column.
     """
     for col in ("patient_id", "code"):
@@ -101,9 +262,27 @@ def release_from_frames(
         for col in ("released_item", "original_code"):
             if col not in code_map.columns:
                 raise ValueError(f"code map: missing column {col!r} (columns: {list(code_map.columns)})")
-        groups = code_map.astype(str).groupby("released_item")["original_code"]
+        groups = (
+            code_map[["released_item", "original_code"]].astype(str).groupby("released_item")["original_code"]
+        )
         for item, codes in groups:
             cs = frozenset(codes)
             if cs != {item}:
                 item_codes[str(item)] = cs
-    return Release(method, Records.from_frame(released), item_codes=item_codes)
+    shows_visits = "visit" in released.columns
+    age_pairs = "age" in released.columns
+    frame = released[[c for c in ("patient_id", "visit", "code") if c in released.columns]].copy()
+    frame["patient_id"] = frame["patient_id"].astype(str)
+    frame["code"] = frame["code"].astype(str)
+    if age_pairs:
+        frame["code"] = frame["code"] + AGE_PAIR_SEP + released["age"].astype(str)
+    if counts_repeats is None:
+        counts_repeats = age_pairs or bool(frame.duplicated().any())
+    return Release(
+        method,
+        Records.from_frame(frame),
+        item_codes=item_codes,
+        counts_repeats=counts_repeats,
+        shows_visits=shows_visits,
+        age_pairs=age_pairs,
+    )

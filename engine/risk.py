@@ -9,6 +9,13 @@ or the very same generalized item); with repeat counts, at least as many such oc
 Under `single_visit` knowledge the known set is one visit's item set, and a record's
 distinguishability is the minimum over its visits; under `all_visits` it is the whole record. A
 record (or visit) with nothing left to know is consistent with every candidate.
+
+Where the known set is matched: by default against the candidate's whole record (the papers'
+released form, one item set per patient). When the release shows the visit grouping
+(`Release.shows_visits`, `within_visits=True`) and the knowledge is one visit, a candidate is
+consistent only when ONE of its visits holds every known item, and the count is of distinct
+candidate patients (Heatherly 2013: "the same set of diagnosis codes from some visit"). Under
+`all_visits` knowledge the match stays whole-record.
 """
 
 from __future__ import annotations
@@ -91,14 +98,18 @@ def match_matrix(
 
 
 def _projected_candidates(
-    targets: Records, candidates: Records, item_codes, count_repeats: bool
+    targets: Records, candidates: Records, item_codes, count_repeats: bool, by_visit: bool = False
 ) -> sp.csc_matrix:
     """(n_candidates, n_target_items) CSC: per candidate, how many occurrences match each target
-    item (1 for any number when repeats are not counted); row indices sorted within columns."""
+    item (1 for any number when repeats are not counted); row indices sorted within columns.
+    With `by_visit` the rows are the candidates' visits (`candidates.visit_patient` owns them)."""
     same_vocab = candidates.items is targets.items or (
         len(candidates.items) == len(targets.items) and (candidates.items == targets.items).all()
     )
-    base = candidates.patient_item_counts if count_repeats else candidates.patient_item_sets
+    if by_visit:
+        base, count_repeats = candidates.visit_item_sets, False
+    else:
+        base = candidates.patient_item_counts if count_repeats else candidates.patient_item_sets
     if same_vocab and not item_codes:
         proj = base.astype(np.int32)
     else:
@@ -144,6 +155,16 @@ class _Postings:
     def length(self) -> np.ndarray:
         return np.diff(self.ptr)
 
+    def owner_length(self, owner: np.ndarray) -> np.ndarray:
+        """Per atom, the number of distinct owners of its candidates (`owner` nondecreasing in the
+        candidate id, as `Records.visit_patient`: a patient's visits are contiguous)."""
+        o = owner[self.rows]
+        new = np.ones(len(o), dtype=bool)
+        new[1:] = o[1:] != o[:-1]
+        new[self.ptr[:-1][self.length > 0]] = True
+        cs = np.concatenate([[0], np.cumsum(new, dtype=np.int64)])
+        return cs[self.ptr[1:]] - cs[self.ptr[:-1]]
+
 
 def _atoms(proj: sp.csc_matrix, known: sp.csr_matrix) -> tuple[_Postings, np.ndarray]:
     """Postings per atom and the atom id of every entry of `known`.
@@ -182,10 +203,16 @@ class _Intersector:
     keeping the pairs whose candidate holds each further atom (a bit lookup, or a binary search of the
     sorted (atom, candidate) keys for atoms without a bitmap). The choice per set compares the pairs
     to expand (`_PAIR_WEIGHT` each) with the bitmap words to AND.
+
+    With `owner` (candidates are visits, `owner[v]` their patient), every set is counted by the
+    pairs path and the surviving pairs are reduced to distinct owners: the count is of patients
+    with at least one visit holding every atom.
     """
 
-    def __init__(self, post: _Postings, needed: np.ndarray):
+    def __init__(self, post: _Postings, needed: np.ndarray, owner: np.ndarray | None = None):
         self.post = post
+        self.owner = owner
+        self.n_owners = 0 if owner is None else int(owner.max(initial=-1)) + 1
         n = post.n_cand
         self.sentinel = post.n_atoms  # padding: an atom every candidate holds
         self.plen = np.append(post.length, n)
@@ -247,6 +274,8 @@ class _Intersector:
         n_real = (srt != self.sentinel).sum(axis=1)
         and_cost = np.minimum(n_real - 1, _AND_FULL_COLUMNS) * self.n_words
         by_and = (self.bitmap_of[srt] >= 0).all(axis=1) & (flen * _PAIR_WEIGHT > and_cost)
+        if self.owner is not None:  # bitmaps count visits, not patients
+            by_and[:] = False
         jobs = []  # (selected sets, how to count them); chunks write disjoint parts of `out`
         idx = np.flatnonzero(by_and)
         step = max(_AND_CHUNK_WORDS // max(self.n_words, 1), 1)
@@ -311,7 +340,10 @@ class _Intersector:
                 ps, pc = pair_set[s : s + step], pair_c[s : s + step]
                 hit = self._member(srt[ps, 2:].reshape(-1), np.repeat(pc, more))
                 keep[s : s + step] = hit.reshape(-1, more).all(axis=1)
-            pair_set = pair_set[keep]
+            pair_set, pair_c = pair_set[keep], pair_c[keep]
+        if self.owner is not None:  # distinct owning patients per set
+            key = np.unique(pair_set.astype(np.int64) * self.n_owners + self.owner[pair_c])
+            pair_set = key // self.n_owners
         return np.bincount(pair_set, minlength=len(srt))
 
 
@@ -367,23 +399,30 @@ def known_set_distinguishability(
     *,
     item_codes: Mapping[str, frozenset[str]] | None = None,
     count_repeats: bool = False,
+    within_visits: bool = False,
 ) -> KnownSets:
     """Distinguishability of every known set of the target records (one per visit under single-visit
-    knowledge, one per record under all-visits), counted as described at the top of this section."""
-    proj = _projected_candidates(targets, candidates, item_codes, count_repeats)
+    knowledge, one per record under all-visits), counted as described at the top of this section.
+
+    `within_visits` (single-visit knowledge only): the candidates' visits are the rows of the index,
+    sets are counted by the pairs path and reduced to distinct patients."""
+    by_visit = within_visits and knowledge == "single_visit"
+    proj = _projected_candidates(targets, candidates, item_codes, count_repeats, by_visit=by_visit)
     known, owner = _known_sets(targets, knowledge, count_repeats and knowledge == "all_visits")
     post, entry_atom = _atoms(proj, known)
     n_cand = candidates.n_patients
+    cand_owner = candidates.visit_patient if by_visit else None
     lens = np.diff(known.indptr)
     values = np.empty(known.shape[0], dtype=np.int64)
     values[lens == 0] = n_cand
     single = np.flatnonzero(lens == 1)
-    values[single] = post.length[entry_atom[known.indptr[single]]]
+    atom_count = post.owner_length(cand_owner) if by_visit else post.length
+    values[single] = atom_count[entry_atom[known.indptr[single]]]
     multi = lens >= 2
     if multi.any():
         needed = np.zeros(post.n_atoms, dtype=bool)
         needed[entry_atom[np.repeat(multi, lens)]] = True
-        counter = _Intersector(post, needed)
+        counter = _Intersector(post, needed, cand_owner)
         # sets of 2, 3-4, 5-8, ... items padded with the sentinel atom every candidate holds
         bucket = np.where(multi, 1 << np.ceil(np.log2(np.maximum(lens, 2))).astype(np.int64), 0)
         for width in np.unique(bucket[multi]).tolist():
@@ -407,14 +446,22 @@ def distinguishability(
     *,
     item_codes: Mapping[str, frozenset[str]] | None = None,
     count_repeats: bool = False,
+    within_visits: bool = False,
 ) -> np.ndarray:
     """(n_target_records,) number of candidate records consistent with each target record.
 
     Known sets are deduplicated and counted once; each count starts from the known item with the
     fewest candidate postings and filters by the others (see `known_set_distinguishability`).
+    `within_visits` with single-visit knowledge: a candidate is consistent when one of its visits
+    holds every known item (a release that shows its visits); the count is of distinct patients.
     """
     return known_set_distinguishability(
-        targets, candidates, knowledge, item_codes=item_codes, count_repeats=count_repeats
+        targets,
+        candidates,
+        knowledge,
+        item_codes=item_codes,
+        count_repeats=count_repeats,
+        within_visits=within_visits,
     ).per_record()
 
 
@@ -447,7 +494,8 @@ def original_distinguishability(
 def release_distinguishability(
     release: Release, adversary: Adversary, population: Records | None = None
 ) -> np.ndarray:
-    """Distinguishability of every released cohort record, read from the release alone."""
+    """Distinguishability of every released cohort record, read from the release alone; matched
+    within the candidates' visits when the release shows them (`Release.shows_visits`)."""
     cands = candidates_for(adversary, release.records, population, release.population)
     return distinguishability(
         release.records,
@@ -455,6 +503,7 @@ def release_distinguishability(
         adversary.knowledge,
         item_codes=release.item_codes,
         count_repeats=release.counts_repeats,
+        within_visits=release.shows_visits,
     )
 
 
@@ -504,12 +553,16 @@ def cdf(dis: np.ndarray) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class Verification:
-    """The risk engine's verdict on a release: ok when every record has distinguishability >= k."""
+    """The risk engine's verdict on a release: ok when every record has distinguishability >= k.
+
+    `release_fingerprint` is the `Release.fingerprint` of the release verified (set by `verify`), so
+    an export gate can check that a verification belongs to exactly the files being written."""
 
     adversary: Adversary
     k: int
     distinguishability: np.ndarray
     patient_ids: np.ndarray
+    release_fingerprint: str = ""
 
     @property
     def ok(self) -> bool:
@@ -532,7 +585,7 @@ class Verification:
 def verify(release: Release, adversary: Adversary, k: int, population: Records | None = None) -> Verification:
     """Check a release against an adversary and k, independently of the method's bookkeeping."""
     dis = release_distinguishability(release, adversary, population)
-    return Verification(adversary, k, dis, release.records.patient_ids)
+    return Verification(adversary, k, dis, release.records.patient_ids, release.fingerprint)
 
 
 # ------------------------------------------------------------------------- all four adversaries
@@ -588,6 +641,7 @@ def riskiest_patterns(
     *,
     item_codes: Mapping[str, frozenset[str]] | None = None,
     count_repeats: bool = False,
+    within_visits: bool = False,
     n: int = 20,
 ) -> pd.DataFrame:
     """The code patterns that single out the records at highest risk: for every target record, the
@@ -600,7 +654,12 @@ def riskiest_patterns(
     then by records (most first), then by codes; the first `n` rows.
     """
     ks = known_set_distinguishability(
-        targets, candidates, knowledge, item_codes=item_codes, count_repeats=count_repeats
+        targets,
+        candidates,
+        knowledge,
+        item_codes=item_codes,
+        count_repeats=count_repeats,
+        within_visits=within_visits,
     )
     best = ks.riskiest_row()
     best = best[best >= 0]

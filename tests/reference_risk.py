@@ -5,7 +5,9 @@ with no index, no deduplication and no numpy: for every known set, count the can
 hold every known item, where a candidate item c matches a known item t when codes(c) is a subset of
 codes(t), and with repeat counts the candidate needs at least as many matching occurrences as the
 known set holds. Single-visit knowledge takes the minimum over the record's visits (an empty visit
-is consistent with every candidate).
+is consistent with every candidate). With `within_visits` (a release that shows its visits) and
+single-visit knowledge, a candidate patient is consistent when one of its visits, taken alone,
+holds every known item.
 """
 
 from __future__ import annotations
@@ -47,13 +49,19 @@ def reference_distinguishability(
     *,
     item_codes: Mapping[str, frozenset[str]] | None = None,
     count_repeats: bool = False,
+    within_visits: bool = False,
 ) -> list[int]:
     """Distinguishability of every target record, by brute force."""
-    cands = [Counter(candidates.patient_codes(q)) for q in range(candidates.n_patients)]
+    by_visit = within_visits and knowledge == "single_visit"
+    if by_visit:  # each candidate patient as the list of its visits
+        cands = [[Counter(v) for v in candidates.patient_visits(q)] for q in range(candidates.n_patients)]
+    else:
+        cands = [[Counter(candidates.patient_codes(q))] for q in range(candidates.n_patients)]
     out = []
     for sets in known_sets(targets, knowledge, count_repeats):
         best = len(cands)
         for known in sets:
-            best = min(best, sum(consistent(known, c, item_codes) for c in cands))
+            n = sum(any(consistent(known, part, item_codes) for part in c) for c in cands)
+            best = min(best, n)
         out.append(best)
     return out

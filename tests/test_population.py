@@ -291,7 +291,8 @@ def test_cli_writes_verified_release_codemap_and_report(tmp_path, capsys):
     ]
     assert main(args) == 0
     released = pd.read_csv(out, dtype=str)
-    assert list(released.columns) == ["patient_id", "visit", "code"]  # no ages: not verified
+    # the papers' form by default: one row per patient and item, no visits and no ages (issue 12)
+    assert list(released.columns) == ["patient_id", "code"]
     report = json.loads(rep.read_text())
     assert report["verification"]["ok"] is True
     assert report["retention"]["original"]["diagnosis_count"] == 13

@@ -280,3 +280,60 @@ def test_cli_bad_input_exits_with_one_line(tmp_path, capsys):
     assert "--k" in capsys.readouterr().err
     assert main([*base[:-1], str(tmp_path / "missing_dir" / "x.csv")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------- releases that show their visits
+FINDING1 = pd.DataFrame(
+    [("P1", 1, "401.1"), ("P1", 1, "250.00"), ("P2", 1, "401.1"), ("P2", 2, "250.00")],
+    columns=["patient_id", "visit", "code"],
+)
+
+
+def test_finding1_release_with_visits_is_matched_within_visits():
+    """Issue 12, finding 1: P1's visit {401.1, 250.00} is held by no visit of P2, so a file that shows
+    the visits singles P1 out at k = 2; without visits P2's whole record holds both codes."""
+    recs = Records.from_frame(FINDING1)
+    adv = Adversary("cohort", "single_visit")
+    shown = Release("unchanged", recs, shows_visits=True)
+    v = risk.verify(shown, adv, 2)
+    assert not v.ok
+    assert v.distinguishability.tolist() == [1, 2]
+    assert v.failing["patient_id"].tolist() == ["P1"]
+    hidden = shown.with_visits(False)
+    w = risk.verify(hidden, adv, 2)
+    assert w.ok and w.distinguishability.tolist() == [2, 2]
+    # the original data's single-visit risk is unchanged (whole-record matching)
+    assert risk.original_distinguishability(recs, adv).tolist() == [2, 2]
+    assert risk.distinguishability(recs, recs, "single_visit", within_visits=True).tolist() == [1, 2]
+    # the verification names the release it belongs to
+    assert v.release_fingerprint == shown.fingerprint != hidden.fingerprint == w.release_fingerprint
+
+
+def test_within_visits_counts_patients_not_visits():
+    """A candidate with two visits that both hold the known set counts once."""
+    cands = records({"a": [["1", "2"], ["1", "2"]], "b": [["1"], ["2"]], "c": [["1", "2", "3"]]})
+    target = records({"t": [["1", "2"]]})
+    assert risk.distinguishability(target, cands, "single_visit", within_visits=True).tolist() == [2]
+    assert risk.distinguishability(target, cands, "single_visit").tolist() == [3]
+    single = records({"t": [["1"]]})
+    assert risk.distinguishability(single, cands, "single_visit", within_visits=True).tolist() == [3]
+
+
+def test_within_visits_generalized_items_match_inside_a_visit():
+    item_codes = {G401: frozenset({"401.00", "401.01"})}
+    cands = records({"a": [["401.00", "427.31"]], "b": [["401.01"], ["427.31"]], "c": [[G401, "427.31"]]})
+    target = records({"t": [[G401, "427.31"]]})
+    got = risk.distinguishability(target, cands, "single_visit", item_codes=item_codes, within_visits=True)
+    assert got.tolist() == [2]
+    assert got.tolist() == reference_distinguishability(
+        target, cands, "single_visit", item_codes=item_codes, within_visits=True
+    )
+
+
+def test_heatherly_figure13_is_2_anonymous_only_without_visit_boundaries():
+    """Figure 13b is printed without visit boundaries. Read within visits, 49532's visit
+    {427.31, {401.00,401.01}} is held by no other visit (794456 holds the two items in two visits)."""
+    release = fig13_release()
+    v = risk.verify(release.with_visits(True), Adversary("cohort", "single_visit"), 2)
+    assert v.distinguishability.tolist() == [1, 3, 2, 2]
+    assert v.failing["patient_id"].tolist() == ["49532"]

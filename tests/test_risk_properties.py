@@ -133,6 +133,33 @@ def test_release_equals_reference_all_adversaries(case, mode):
 
 
 @SETTINGS
+@given(case=cases(), mode=st.sampled_from(["default", "and", "pairs", "mixed"]))
+def test_within_visits_equals_reference(case, mode):
+    """A release that shows its visits: a candidate is consistent when one of its visits holds every
+    known item (counted as distinct patients), for the original data and the release, both scopes."""
+    pop, cohort, release = case
+    shown = release.with_visits(True)
+    with tuning(mode):
+        got_orig = risk.distinguishability(cohort, pop, "single_visit", within_visits=True)
+        got_rel = risk.release_all_adversaries(shown, pop)
+    want = reference_distinguishability(cohort, pop, "single_visit", within_visits=True)
+    assert got_orig.tolist() == want
+    for adv in ALL_ADVERSARIES:
+        cands = risk.candidates_for(adv, shown.records, pop, shown.population)
+        want = reference_distinguishability(
+            shown.records,
+            cands,
+            adv.knowledge,
+            item_codes=shown.item_codes,
+            count_repeats=shown.counts_repeats,
+            within_visits=True,
+        )
+        assert got_rel[adv].tolist() == want, adv
+        # within visits never finds more candidates than the whole record
+        assert (got_rel[adv] <= risk.release_all_adversaries(release, pop)[adv]).all()
+
+
+@SETTINGS
 @given(case=cases())
 def test_dedup_and_chunking_do_not_change_results(case):
     """The same records twice as many times: every distinguishability doubles (cohort scope)."""
@@ -140,10 +167,10 @@ def test_dedup_and_chunking_do_not_change_results(case):
     doubled = Records.from_frame(
         pd.concat([pop.to_frame(), pop.to_frame().assign(patient_id=lambda f: f["patient_id"] + "b")])
     )
-    for knowledge in ("single_visit", "all_visits"):
+    for knowledge, within in (("single_visit", False), ("all_visits", False), ("single_visit", True)):
         with tuning("mixed"):
-            once = risk.distinguishability(pop, pop, knowledge)
-            twice = risk.distinguishability(doubled, doubled, knowledge)
+            once = risk.distinguishability(pop, pop, knowledge, within_visits=within)
+            twice = risk.distinguishability(doubled, doubled, knowledge, within_visits=within)
         assert twice.tolist() == (2 * np.concatenate([once, once])).tolist()
 
 

@@ -421,6 +421,7 @@ class LDAResult:
             item_codes=self._item_codes(),
             suppressed=self.suppressed_frame(),
             counts_repeats=True,
+            age_pairs=True,  # exported as `patient_id, code, age` (Release.exported_frame)
             params=dict(self.params),
             loss=self.loss_summary(),
         )

@@ -6,9 +6,11 @@
 
 Without `--cap`/`--caps` every code is capped at its maximum repeat count in the cohort (the paper's
 scan of S). RELEASED.csv is long form, `patient_id,code`, one row per remaining instance (visits and
-ages are not released: GCCens releases repeat counts only). It is written only when the risk engine
-verified the release; REPORT.json (parameters, input hashes, per-record CUL, the CUL statistics, the
-censoring steps and the verification) is written either way.
+ages are not released: GCCens releases repeat counts only). It is written through the export gate
+(engine/export.py), atomically, only when the risk engine verified exactly that file; when it fails,
+a release an earlier run left at `--out` is removed. REPORT.json (parameters, input hashes, per-record
+CUL, the CUL statistics, the censoring steps, the verification, the release fingerprint and the
+sha256 of the file written) is written either way.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ def register(methods) -> None:
     p.add_argument("--events", required=True, help="events file (CSV or Parquet): patient_id, code[, visit]")
     p.add_argument("--population", help="patient ids of the population (default: every patient in EVENTS)")
     p.add_argument("--cohort", required=True, help="patient ids of the cohort (the sample to release)")
-    p.add_argument("--k", type=int, required=True, help="privacy parameter k (>= 1)")
+    p.add_argument("--k", type=int, required=True, help="privacy parameter k (>= 2)")
     caps = p.add_mutually_exclusive_group()
     caps.add_argument("--cap", type=int, help="one universal cap for every code")
     caps.add_argument("--caps", help="per-code caps, e.g. 250=2,272=2,401=0,724=1 (others: sample maximum)")
@@ -64,14 +66,15 @@ def parse_caps(text: str) -> dict[str, int]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine import risk
+    from engine import export, risk
     from engine.adversary import Adversary
     from engine.anonymize.censor import gccens_run, prepare
     from engine.anonymize.censor import report as gccens_report
     from engine.commands.inputs import load_groups
 
-    if args.k < 1:
-        raise UserError(f"--k must be >= 1, not {args.k}")
+    if args.k < 2:
+        raise UserError(f"--k must be >= 2 for a release (k = 1 protects nobody), not {args.k}")
+    paths = export.release_paths(args.out, report=args.report)
     if args.cap is not None and args.cap < 0:
         raise UserError(f"--cap must be >= 0, not {args.cap}")
     caps = parse_caps(args.caps) if args.caps is not None else None
@@ -83,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"note: --caps names codes not in the cohort, ignored: {', '.join(unknown[:10])}", file=sys.stderr
         )
-    release = gccens_run(problem, args.k, cap=args.cap, caps=caps, variant=args.variant)
+    release = gccens_run(problem, args.k, cap=args.cap, caps=caps, variant=args.variant).checked(cohort)
     adversary = Adversary(args.scope, "all_visits")
     verification = risk.verify(release, adversary, args.k, population)
     before = risk.original_distinguishability(cohort, adversary, population, count_repeats=True)
@@ -95,20 +98,19 @@ def run(args: argparse.Namespace) -> int:
         population_size=population.n_patients,
         sources=sources,
     )
+    report["export"] = export.publish(release, verification, adversary, args.k, paths)
     if args.report:
         Path(args.report).write_text(json.dumps(report, indent=2, default=str) + "\n")
-    if not verification.ok:
+    if not report["export"]["written"]:
+        pool = population.n_patients if args.scope == "population" else cohort.n_patients
         raise UserError(
-            f"{verification.message()} k = {args.k} cannot be reached with {args.scope} scope "
-            f"(even an empty record has only {population.n_patients if args.scope == 'population' else cohort.n_patients} candidates); "
-            "no release written"
+            f"{export.refusal_message(report['export'])} k = {args.k} cannot be reached with {args.scope} "
+            f"scope (even an empty record has only {pool} candidates)"
         )
-    out = release.to_frame()[["patient_id", "code"]]
-    out.to_csv(args.out, index=False)
     print(
         f"GCCens k={args.k} {args.scope} {args.variant}: {cohort.n_patients} records, "
         f"{release.records.n_events} of {cohort.n_events} codes released "
         f"({release.loss['censored_by_caps']} censored by caps, {release.loss['censored_by_loop']} by the loop), "
-        f"mean CUL {report['cul_statistics']['mean']:.3f}; {verification.message()}"
+        f"mean CUL {report['cul_statistics']['mean']:.3f}; {verification.message()} Release {export.structure_note(release)}."
     )
     return 0

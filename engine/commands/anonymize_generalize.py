@@ -6,12 +6,14 @@
         --out RELEASED.csv [--codemap CODEMAP.csv] [--report REPORT.json]
 
 `--scope cohort` anonymizes the cohort alone (DEMO_D), `biobank` the biobank and then extracts the
-cohort (DEMO_B), `population` the whole population (DEMO_S). RELEASED.csv is long form
-(`patient_id`, `visit`, `code` holding the released item, e.g. `{401.0,401.1}`), written only when the
-risk engine verified the release under single-visit knowledge; CODEMAP.csv maps each released item to
-its original codes; REPORT.json (parameters, inputs, the procedure's figures, Diagnosis Count and Code
-Count with and without generalization, the verification with the failing records) is written either
-way.
+cohort (DEMO_B), `population` the whole population (DEMO_S). RELEASED.csv is long form (`patient_id`,
+`code` holding the released item, e.g. `{401.0,401.1}`; one row per patient and item, the papers'
+form, Heatherly Figure 13b), written through the export gate (engine/export.py) only when the risk
+engine verified exactly that file under single-visit knowledge; CODEMAP.csv maps each released item to
+its original codes. Both are written atomically; when verification fails, a release an earlier run
+left at these paths is removed. REPORT.json (parameters, inputs, the procedure's figures, Diagnosis
+Count and Code Count with and without generalization, the verification with the failing records, the
+release fingerprint and the sha256 of the files written) is written either way.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ def register(methods) -> None:
     p.add_argument("--population", help="patient ids of the population (default: every patient in EVENTS)")
     p.add_argument("--biobank", help="patient ids of the biobank (needed for --scope biobank)")
     p.add_argument("--cohort", required=True, help="patient ids of the research cohort")
-    p.add_argument("--k", type=int, required=True, help="privacy parameter k (>= 1)")
+    p.add_argument("--k", type=int, required=True, help="privacy parameter k (>= 2)")
     p.add_argument("--scope", choices=SCOPES, default="cohort", help="group anonymized before extraction")
     p.add_argument(
         "--constraints",
@@ -44,26 +46,22 @@ def register(methods) -> None:
         help="utility constraints: phecode (default), icd9:LEVEL (5-digit, 4-digit, 3-digit, section, chapter, Any), none",
     )
     p.add_argument("--complete", action="store_true", help="completion pass until every visit meets k")
-    p.add_argument("--out", required=True, help="released events CSV (patient_id, visit, code)")
+    p.add_argument("--out", required=True, help="released events CSV (patient_id, code)")
     p.add_argument("--codemap", help="CSV: released_item, original_code")
     p.add_argument("--report", help="JSON report: parameters, DC / CC figures, verification")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine import risk
-    from engine.anonymize.population import (
-        SCOPE_NAMES,
-        anonymize,
-        parse_constraints,
-        released_frame,
-        suppress_rare,
-    )
+    from engine import export, risk
+    from engine.adversary import Adversary
+    from engine.anonymize.population import SCOPE_NAMES, anonymize, parse_constraints, suppress_rare
     from engine.commands.inputs import load_groups
     from engine.utility.retention import figures
 
-    if args.k < 1:
-        raise UserError(f"--k must be >= 1, not {args.k}")
+    paths = export.release_paths(args.out, codemap=args.codemap, report=args.report)
+    if args.k < 2:
+        raise UserError(f"--k must be >= 2 for a release (k = 1 protects nobody), not {args.k}")
     try:
         constraints = parse_constraints(args.constraints)
     except ValueError as exc:
@@ -83,7 +81,8 @@ def run(args: argparse.Namespace) -> int:
     result = anonymize(
         group, cohort_ids, args.k, scope=args.scope, constraints=constraints, complete=args.complete
     )
-    release, verification = result.release, result.verification
+    release, verification = result.release.checked(cohort), result.verification
+    adversary = Adversary("cohort" if args.scope == "cohort" else "population", "single_visit")
     _, plain_cohort = suppress_rare(group, cohort_ids, args.k)
     before = risk.original_distinguishability(cohort, verification.adversary, group)
     report = {
@@ -108,22 +107,17 @@ def run(args: argparse.Namespace) -> int:
             "failing": verification.failing.astype({"distinguishability": int}).to_dict("records"),
         },
     }
+    report["export"] = export.publish(release, verification, adversary, args.k, paths)
     if args.report:
         Path(args.report).write_text(json.dumps(report, indent=2, default=str) + "\n")
-    if not verification.ok:
-        hint = "" if args.complete else "; --complete adds the completion pass"
-        raise UserError(f"{verification.message()} No release written{hint}")
-    out = released_frame(release)
-    out.to_csv(args.out, index=False)
-    if args.codemap:
-        present = set(release.records.items[np.unique(release.records.event_item)].tolist())
-        cm = release.code_map()
-        cm[cm["released_item"].isin(present)].to_csv(args.codemap, index=False)
+    if not report["export"]["written"]:
+        hint = "" if args.complete else " (--complete adds the completion pass)"
+        raise UserError(export.refusal_message(report["export"]) + hint)
     ret = report["retention"]
     print(
         f"Heatherly {SCOPE_NAMES[args.scope]} k={args.k} ({constraints}{', completed' if args.complete else ''}): "
         f"{cohort.n_patients} records, DC {ret['with generalization']['diagnosis_count']} of "
         f"{ret['original']['diagnosis_count']}, CC {ret['with generalization']['code_count']} of "
-        f"{ret['original']['code_count']}; {verification.message()}"
+        f"{ret['original']['code_count']}; {verification.message()} Release {export.structure_note(release)}."
     )
     return 0

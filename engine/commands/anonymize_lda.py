@@ -6,21 +6,26 @@
 
 Each cohort patient's (ICD, Age) pairs form a trajectory; MDAV clusters of at least k records are
 anonymized by A-GS (or Baseline) alignment. RELEASED.csv is long form `patient_id,code,age`, where
-code and age may be generalized (`401`, `240-279`, `Any`, `[33-36]`); it is written only when the
-risk engine verified the release (cohort scope, all-visits knowledge of the (code, age) pairs with
-repeats). REPORT.json (parameters, inputs, ILM / ALM, AvgRE, DGH-level shares, clusters, the
-verification) is written either way.
+code and age may be generalized (`401`, `240-279`, `Any`, `[33-36]`); it is written through the
+export gate (engine/export.py), atomically, only when the risk engine verified exactly that file
+(cohort scope, all-visits knowledge of the (code, age) pairs with repeats); when it fails, a release
+an earlier run left at `--out` is removed. REPORT.json (parameters, inputs, ILM / ALM, AvgRE,
+DGH-level shares, clusters, the verification, the release fingerprint and the sha256 of the file
+written) is written either way.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from engine.cli import UserError
+from engine.records import Records
 
 
 def register(methods) -> None:
@@ -69,16 +74,39 @@ def parse_age_domain(text: str) -> tuple[int, int]:
     return a, b
 
 
+def source_pairs(res) -> Records:
+    """The LDA's input as `code|age` pair items, one record per cohort patient (those without pairs
+    too): what the release's invariant is checked against (`Release.checked`)."""
+    from engine.anonymize.trajectories import pair_label
+
+    t, model = res.trajectories, res.model
+    icd = model.icd.indexes(t.codes.astype(str))
+    age = model.age.indexes([model.age.leaf_of(a) for a in t.ages.tolist()])
+    labels = [pair_label(model.icd.labels[i], model.age.labels[a]) for i, a in zip(icd, age, strict=True)]
+    vocab = np.array(sorted(set(labels)), dtype=object)
+    idx = pd.Index(vocab).get_indexer(labels).astype(np.int32) if labels else np.zeros(0, np.int32)
+    return Records(
+        patient_ids=np.asarray(t.patient_ids, dtype=object),
+        items=vocab,
+        visit_ptr=np.arange(t.n + 1, dtype=np.int64),
+        visit_ids=np.zeros(t.n, dtype=object),
+        event_ptr=np.asarray(t.ptr, dtype=np.int64),
+        event_item=idx,
+        has_visits=False,
+    )
+
+
 def run(args: argparse.Namespace) -> int:
-    from engine import risk
+    from engine import export, risk
     from engine.adversary import Adversary
     from engine.anonymize.trajectories import Trajectories, default_age_domain, lda
     from engine.hierarchy import ICD9_LEVELS, ICD9_THESIS_LEVELS, Hierarchy
     from engine.loaders import load_events, load_ids
     from engine.utility.loss import avg_re, level_shares, record_losses
 
-    if args.k < 1:
-        raise UserError(f"--k must be >= 1, not {args.k}")
+    if args.k < 2:
+        raise UserError(f"--k must be >= 2 for a release (k = 1 protects nobody), not {args.k}")
+    paths = export.release_paths(args.out, report=args.report)
     if not 0 <= args.w_icd <= 1:
         raise UserError(f"--w-icd must lie in [0, 1], not {args.w_icd}")
     domain = parse_age_domain(args.age_domain) if args.age_domain else None
@@ -104,8 +132,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         res = lda(traj, args.k, w_icd=args.w_icd, method=args.method, icd_hierarchy=icd, age_domain=domain)
     except ValueError as exc:
-        raise UserError(str(exc)) from None
-    release = res.release()
+        raise UserError(export.refuse(paths, str(exc))) from None
+    release = replace(res.release(), age_pairs=True).checked(source_pairs(res))
     adversary = Adversary("cohort", "all_visits")
     verification = risk.verify(release, adversary, args.k)
     are = avg_re(res)
@@ -138,14 +166,14 @@ def run(args: argparse.Namespace) -> int:
             "failing": verification.failing.astype({"distinguishability": int}).to_dict("records"),
         },
     }
+    report["export"] = export.publish(release, verification, adversary, args.k, paths)
     if args.report:
         Path(args.report).write_text(json.dumps(report, indent=2, default=str) + "\n")
-    if not verification.ok:
-        raise UserError(f"{verification.message()} No release written.")
-    res.released_frame().to_csv(args.out, index=False)
+    if not report["export"]["written"]:
+        raise UserError(export.refusal_message(report["export"]))
     print(
         f"LDA {args.method} k={args.k} w_icd={args.w_icd:g}: {traj.n} cohort patients, "
         f"{int((traj.lengths > 0).sum())} trajectories in {len(res.clusters)} clusters; "
-        f"ILM {release.loss['ILM']:.3f} ALM {release.loss['ALM']:.3f} AvgRE {are.value:.3f}; {verification.message()}"
+        f"ILM {release.loss['ILM']:.3f} ALM {release.loss['ALM']:.3f} AvgRE {are.value:.3f}; {verification.message()} Release {export.structure_note(release)}."
     )
     return 0

@@ -6,18 +6,20 @@
 
 PPE extracts the privacy policy from the cohort (filtering condition = the attacker's knowledge);
 UGACLIP (with the utility policy, default: the shipped Table 1 policy) or ACLIP anonymizes; the
-release is written only when both the policy check and the risk engine (cohort scope, same
-knowledge) verified it. RELEASED.csv is long form (`patient_id`, `visit`, `code`) with anonymized
+release is written through the export gate (engine/export.py), atomically, only when both the
+policy check and the risk engine (cohort scope, same knowledge) verified exactly that file; when
+either fails, a release an earlier run left at these paths is removed. RELEASED.csv is long form
+(`patient_id`, `code`: one row per patient and item, the PNAS released profiles) with anonymized
 items labelled `{c1,c2,...}`; CODEMAP.csv maps each released item to its original codes. REPORT.json
 holds parameters, input hashes, the policy, utility constraints satisfied, suppression, relative
-error and both verifications; it is written either way. Paths ending in `.gz` are gzip-compressed
-(large anonymized items repeat long labels: compression shrinks them a hundredfold and more).
+error, both verifications, the release fingerprint and the sha256 of the files written; it is
+written either way. Paths ending in `.gz` are gzip-compressed (large anonymized items repeat long
+labels: compression shrinks them a hundredfold and more).
 """
 
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 from pathlib import Path
 
@@ -49,27 +51,17 @@ def register(methods) -> None:
         p.set_defaults(func=run, profiles_method=name.upper())
 
 
-def write_csv(columns, path: str) -> None:
-    """CSV, gzip-compressed when the path ends with .gz (anonymized items of thousands of codes are
-    long labels repeated on every event that holds them)."""
-    from engine.anonymize.profiles import write_release_csv
-
-    if path.endswith(".gz"):
-        with gzip.open(path, "wt", newline="", compresslevel=9) as fh:
-            write_release_csv(columns, fh)
-    else:
-        with open(path, "w", newline="") as fh:
-            write_release_csv(columns, fh)
-
-
 def run(args: argparse.Namespace) -> int:
-    from engine.anonymize.profiles import SuppressionLimitExceeded, release_columns, run_profiles
+    from engine import export
+    from engine.adversary import Adversary
+    from engine.anonymize.profiles import SuppressionLimitExceeded, run_profiles
     from engine.commands.inputs import load_groups
     from engine.utility.queries import read_utility_policy
 
     method = args.profiles_method
     if args.k < 2:
-        raise UserError(f"--k must be >= 2, not {args.k}")
+        raise UserError(f"--k must be >= 2 for a release (k = 1 protects nobody), not {args.k}")
+    paths = export.release_paths(args.out, codemap=args.codemap, report=args.report)
     if args.max_suppressed is not None and args.max_suppressed < 0:
         raise UserError(f"--max-suppressed must be >= 0, not {args.max_suppressed}")
     try:
@@ -81,14 +73,17 @@ def run(args: argparse.Namespace) -> int:
     inputs = load_groups(args.events, cohort=args.cohort)
     cohort, sources = inputs.cohort, inputs.sources
     if cohort.n_patients < args.k:
-        raise UserError(f"the cohort has {cohort.n_patients} records, fewer than k = {args.k}")
+        raise UserError(
+            export.refuse(paths, f"the cohort has {cohort.n_patients} records, fewer than k = {args.k}.")
+        )
     try:
         result = run_profiles(
             cohort, args.k, args.knowledge, method, utility.as_mapping(), max_suppressed=args.max_suppressed
         )
     except SuppressionLimitExceeded as exc:
-        raise UserError(str(exc)) from exc
+        raise UserError(export.refuse(paths, str(exc))) from exc
     policy, release, check, verification = result.policy, result.release, result.check, result.verification
+    release = release.checked(cohort)
     sat, re_ = result.satisfaction, result.relative_error
     report = {
         "method": method,
@@ -114,16 +109,17 @@ def run(args: argparse.Namespace) -> int:
         "utility_constraints": sat.to_dict(orient="records"),
         "relative_error": {"queries": len(re_.queries), "mean": re_.mean, "std": re_.std},
     }
+    adversary = Adversary("cohort", args.knowledge)
+    blocked = None if check.ok else f"{check.message()} {verification.message()}"
+    report["export"] = export.publish(release, verification, adversary, args.k, paths, blocked=blocked)
     if args.report:
         Path(args.report).write_text(json.dumps(report, indent=2, default=str) + "\n")
-    if not (check.ok and verification.ok):
-        raise UserError(f"{check.message()} {verification.message()} No release written.")
-    write_csv(release_columns(release), args.out)
-    write_csv(release.code_map(), args.codemap)
+    if not report["export"]["written"]:
+        raise UserError(export.refusal_message(report["export"]))
     print(
         f"{method} k={args.k} {args.knowledge}: {cohort.n_patients} records, {len(policy)} privacy constraints; "
         f"{release.loss['generalized_items']} generalized items, {release.loss['suppressed_codes']} codes suppressed "
         f"({release.loss['share_suppressed_events']:.2%} of events); utility constraints satisfied "
-        f"{int(sat['satisfied'].sum())}/{len(sat)}; RE mean {re_.mean:.3f} (sd {re_.std:.3f}); {verification.message()}"
+        f"{int(sat['satisfied'].sum())}/{len(sat)}; RE mean {re_.mean:.3f} (sd {re_.std:.3f}); {verification.message()} Release {export.structure_note(release)}."
     )
     return 0

@@ -1,0 +1,271 @@
+"""The export gate: the one way a release leaves the tool (CLI `--out`, UI downloads).
+
+A release is written only when the risk engine's verification belongs to exactly the files being
+written (`Verification.release_fingerprint == Release.fingerprint`), under the adversary and k the
+caller names, and k >= 2 (k = 1 protects nobody). Files are written atomically (a temporary file in
+the same folder, then `os.replace`), and a refused run removes the release a previous run left.
+
+Every text cell that a spreadsheet would evaluate is neutralized (`NEUTRALIZE_RULE`, OWASP "CSV
+injection"): codes, ids and labels are untrusted text. The code map states the rule in its `note`
+column, so that whoever opens the files knows how to read them back (`read_release_bytes`).
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from engine.adversary import Adversary
+from engine.release import Release, release_from_frames
+from engine.risk import Verification
+
+RELEASE_FILE = "release.csv"
+CODE_MAP_FILE = "code_map.csv"
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+NEUTRALIZE_RULE = (
+    "A text cell that begins with = + - @ a tab, a carriage return or an apostrophe is written with one "
+    "extra leading apostrophe, so that no spreadsheet evaluates it; remove that one apostrophe to read the value."
+)
+
+
+class ExportRefused(Exception):
+    """The gate refused to write a release (plain-language reason)."""
+
+
+class OutputPathError(ValueError):
+    """An output path the tool cannot write to (checked before any work is done)."""
+
+
+# ---------------------------------------------------------------------------- neutralization
+def _needs_apostrophe(text: pd.Series) -> pd.Series:
+    first = text.str[:1]
+    return first.isin(FORMULA_START) | (first == "'")
+
+
+def neutralize_column(values: pd.Series) -> pd.Series:
+    """Text cells of a column with the spreadsheet rule applied (`NEUTRALIZE_RULE`); numeric and
+    boolean columns are returned unchanged, missing values stay missing."""
+    if pd.api.types.is_numeric_dtype(values) or pd.api.types.is_bool_dtype(values):
+        return values
+    missing = values.isna()
+    text = values.astype(object).where(missing, values.astype(str))
+    mask = _needs_apostrophe(text.where(~missing, "")) & ~missing
+    if mask.any():
+        text = text.where(~mask, "'" + text.where(mask, "").astype(str))
+    return text
+
+
+def unneutralize_column(values: pd.Series) -> pd.Series:
+    """The inverse of `neutralize_column` for text read back as strings."""
+    text = values.astype(str)
+    mask = text.str.startswith("'") & values.notna()
+    return values.where(~mask, text.str[1:])
+
+
+def safe_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """A copy of `frame` with every text cell neutralized (column names too)."""
+    out = pd.DataFrame({i: neutralize_column(frame[c]) for i, c in enumerate(frame.columns)})
+    out.columns = neutralize_column(pd.Series([str(c) for c in frame.columns], dtype=object)).tolist()
+    return out
+
+
+def safe_csv_bytes(frame: pd.DataFrame) -> bytes:
+    """CSV (UTF-8, `\\n` line ends, no index) of any table, every text cell neutralized."""
+    buf = io.StringIO()
+    safe_frame(frame).to_csv(buf, index=False, lineterminator="\n")
+    return buf.getvalue().encode("utf-8")
+
+
+# ------------------------------------------------------------------------------------- gate
+def gate(release: Release, verification: Verification | None, adversary: Adversary, k: int) -> None:
+    """Raise ExportRefused unless `verification` verified exactly this release (same fingerprint)
+    under `adversary` and `k`, every record meets k, and k >= 2."""
+    if k < 2:
+        raise ExportRefused(f"k = {k} protects nobody: a release needs k >= 2.")
+    if verification is None:
+        raise ExportRefused("This release has not been verified by the risk engine; nothing is written.")
+    if verification.release_fingerprint != release.fingerprint:
+        raise ExportRefused(
+            "The verification belongs to another release (different rows, structure or code map); "
+            "verify this release before writing it."
+        )
+    if verification.adversary != adversary:
+        raise ExportRefused(
+            f"The release was verified against the {verification.adversary.label} adversary, "
+            f"not the {adversary.label} adversary named here."
+        )
+    if verification.k != k:
+        raise ExportRefused(f"The release was verified at k = {verification.k}, not at k = {k}.")
+    if not verification.ok:
+        raise ExportRefused(verification.message() + " Nothing is written.")
+
+
+def release_files(
+    release: Release, verification: Verification | None, adversary: Adversary, k: int
+) -> dict[str, bytes]:
+    """After `gate`: the bytes of `release.csv` (`Release.exported_frame`) and `code_map.csv`
+    (`released_item`, `original_code` for the items present, and `note` stating the
+    neutralization rule on its first row), every text cell neutralized."""
+    gate(release, verification, adversary, k)
+    cmap = release.exported_code_map()
+    cmap["note"] = [NEUTRALIZE_RULE] + [""] * (len(cmap) - 1) if len(cmap) else []
+    return {RELEASE_FILE: safe_csv_bytes(release.exported_frame()), CODE_MAP_FILE: safe_csv_bytes(cmap)}
+
+
+def _read_text_csv(data: bytes) -> pd.DataFrame:
+    frame = pd.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False, na_filter=False)
+    frame.columns = unneutralize_column(pd.Series(frame.columns, dtype=object)).tolist()
+    return frame.apply(unneutralize_column)
+
+
+def read_release_bytes(
+    release_csv: bytes, code_map_csv: bytes | None = None, method: str = "imported"
+) -> Release:
+    """A release read back from the bytes `release_files` wrote (apostrophes removed; a `visit`
+    column whose every value is a plain integer is read as integers, so visits keep their order)."""
+    frame = _read_text_csv(release_csv)
+    if "visit" in frame.columns:
+        as_int = pd.to_numeric(frame["visit"], errors="coerce")
+        if as_int.notna().all() and (as_int.astype("Int64").astype(str) == frame["visit"]).all():
+            frame["visit"] = as_int.astype(np.int64)
+    cmap = _read_text_csv(code_map_csv) if code_map_csv is not None else None
+    return release_from_frames(frame, cmap, method)
+
+
+# ------------------------------------------------------------------------------------ files
+def check_output_path(path: str | Path, option: str) -> Path:
+    """The path, if a file can be written there: its folder exists and it is not a folder itself.
+    Raises OutputPathError naming the option and the path (checked before any work)."""
+    p = Path(path)
+    if p.is_dir():
+        raise OutputPathError(f"{option} {path}: is a folder; give a file name, e.g. {p / 'release.csv'}")
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise OutputPathError(f"{option} {path}: the folder {parent} does not exist")
+    return p
+
+
+def release_paths(
+    out: str | Path, *, codemap: str | Path | None = None, report: str | Path | None = None
+) -> dict[str, Path]:
+    """The CLI's release files (`--out`, `--codemap`) keyed by file name, every path (and `--report`)
+    checked by `check_output_path` before any work is done."""
+    paths = {RELEASE_FILE: check_output_path(out, "--out")}
+    if codemap:
+        paths[CODE_MAP_FILE] = check_output_path(codemap, "--codemap")
+    if report:
+        check_output_path(report, "--report")
+    return paths
+
+
+def _encoded(data: bytes, path: Path) -> bytes:
+    """gzip-compressed (deterministic: no time stamp) when the path ends with .gz."""
+    return gzip.compress(data, compresslevel=9, mtime=0) if path.name.endswith(".gz") else data
+
+
+def write_release_files(files: Mapping[str, bytes], paths: Mapping[str, Path | str]) -> dict[str, str]:
+    """Write `files[name]` to `paths[name]` for every name in `paths` (a name without a path is not
+    written), atomically: every file goes to a temporary file in its target folder first, then
+    each is moved into place with `os.replace`. Returns the sha256 of the bytes written per path."""
+    unknown = sorted(set(paths) - set(files))
+    if unknown:
+        raise KeyError(f"no file named {', '.join(unknown)} to write (files: {', '.join(sorted(files))})")
+    staged: list[tuple[str, Path]] = []
+    digests: dict[str, str] = {}
+    try:
+        for name, target in paths.items():
+            target = Path(target)
+            data = _encoded(files[name], target)
+            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            staged.append((tmp, target))
+            digests[str(target)] = hashlib.sha256(data).hexdigest()
+        for tmp, target in staged:
+            os.replace(tmp, target)
+        staged = []
+    finally:
+        for tmp, _ in staged:
+            Path(tmp).unlink(missing_ok=True)
+    return digests
+
+
+def remove_stale(paths: Mapping[str, Path | str] | list[Path | str]) -> list[Path]:
+    """Delete the release files a refused run would otherwise leave at these paths (from an earlier
+    run); returns the paths removed."""
+    removed = []
+    for p in paths.values() if isinstance(paths, Mapping) else paths:
+        p = Path(p)
+        if p.is_file():
+            p.unlink()
+            removed.append(p)
+    return removed
+
+
+def publish(
+    release: Release,
+    verification: Verification | None,
+    adversary: Adversary,
+    k: int,
+    paths: Mapping[str, Path | str],
+    *,
+    blocked: str | None = None,
+) -> dict:
+    """Write the release files through the gate, or refuse and remove the stale files an earlier
+    run left at `paths` (`RELEASE_FILE` / `CODE_MAP_FILE` -> path). `blocked` is a reason from the
+    method's own checks that refuses the export too. Returns the JSON-ready record for a report:
+    `release_fingerprint`, `shows_visits`, `written`, `files` (path -> sha256 of the bytes written),
+    `refused` (the reason, or None) and `removed_stale` (paths deleted)."""
+    out: dict = {
+        "release_fingerprint": release.fingerprint,
+        "shows_visits": release.shows_visits,
+        "written": False,
+        "files": {},
+        "refused": None,
+        "removed_stale": [],
+    }
+    try:
+        if blocked:
+            raise ExportRefused(blocked)
+        files = release_files(release, verification, adversary, k)
+    except ExportRefused as exc:
+        out["refused"] = str(exc)
+        out["removed_stale"] = [str(p) for p in remove_stale(paths)]
+        return out
+    out["files"] = write_release_files(files, paths)
+    out["written"] = True
+    return out
+
+
+def structure_note(release: Release) -> str:
+    """Which export structure a release has, and how it was therefore verified (one phrase)."""
+    if release.shows_visits:
+        return "written with the visit grouping (candidates matched within one visit)"
+    return (
+        "written without visit grouping, one set of items per patient (candidates matched on whole records)"
+    )
+
+
+def refusal_message(outcome: dict) -> str:
+    """One line for a refused `publish`: the reason, and the stale files removed."""
+    msg = f"{outcome['refused']} No release written."
+    if outcome["removed_stale"]:
+        msg += f" Removed the release an earlier run left: {', '.join(outcome['removed_stale'])}."
+    return msg
+
+
+def refuse(paths: Mapping[str, Path | str], reason: str) -> str:
+    """A release refused before it was made (e.g. k larger than the cohort): remove the stale files
+    at `paths` and return the one-line message (`refusal_message`)."""
+    removed = [str(p) for p in remove_stale(paths)]
+    return refusal_message({"refused": reason, "removed_stale": removed})
