@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from apptest_support import page_app
+from apptest_support import page_app, shown
 
 from engine.adversary import Adversary
 from engine.anonymize.population import anonymize
@@ -48,7 +48,7 @@ def test_report_page_lists_verified_release(published):
     at = page_app("pages/report.py", state={"releases": published})
     at.run()
     assert not at.exception, [e.value for e in at.exception]
-    text = "\n".join(m.value for m in at.markdown)
+    text = "\n".join(shown(m.value) for m in at.markdown)  # as displayed (names are escaped)
     assert "Heatherly DEMO_D" in text and "Verified: every one of" in text
     assert len(at.get("download_button")) == 2
 
