@@ -13,6 +13,7 @@ from engine.records import Records
 from engine.release import Release
 from ui import releases
 from ui.context import current, warn_if_whole_population
+from ui.downloads import table_download
 from ui.fingerprints import frame_fingerprint, release_key
 from ui.literal import md
 from ui.phewas_charts import change_histogram, manhattan_figure, qq_figure
@@ -33,10 +34,6 @@ def released_phewas(
     rel_key: str, genotypes_key: str, settings_key: tuple, _release: Release, _genotypes: pd.DataFrame
 ) -> pd.DataFrame:
     return phewas.phewas_of_release(_release, _genotypes, phewas.PhewasSettings(*settings_key))
-
-
-def _csv(df: pd.DataFrame) -> bytes:
-    return df.to_csv(index=False).encode()
 
 
 ctx = current()
@@ -120,7 +117,7 @@ if pairs:
     }
     table = phewas.significance_table(original, released_results, alpha=float(alpha), correction=correction)
     st.dataframe(table, hide_index=True, width="stretch")
-    st.download_button("Table 4 (CSV)", _csv(table), "phewas_table4.csv", "text/csv")
+    table_download(table, "Table 4 (CSV)", "phewas_table4.csv", "phewas_dl_table4")
     r2 = pd.DataFrame(
         [{"release": n, "r² of -log10 p": phewas.r_squared(df[df["snp"] == snp])} for n, df in pairs.items()]
     )
@@ -131,11 +128,11 @@ if pairs:
     st.subheader("Change in -log10 p (Figures 7-12)")
     st.plotly_chart(change_histogram(pairs, snp), width="stretch")
     all_pairs = pd.concat(pairs.values(), ignore_index=True)
-    st.download_button("QQ and change data (CSV)", _csv(all_pairs), "phewas_pairs.csv", "text/csv")
+    table_download(all_pairs, "QQ and change data (CSV)", "phewas_pairs.csv", "phewas_dl_pairs")
 
 st.subheader("Manhattan plot")
 st.plotly_chart(manhattan_figure(original, pairs, snp, float(alpha)), width="stretch")
 st.subheader(f"Associations at {p_col} ≤ {alpha} in the original data, {md(snp)}")
 sig = original[(original["snp"] == snp) & (original[p_col] <= alpha)].sort_values("p")
 st.dataframe(sig.assign(neglog10_p=-np.log10(sig["p"])), hide_index=True, width="stretch")
-st.download_button("Original PheWAS, all SNPs (CSV)", _csv(original), "phewas_original.csv", "text/csv")
+table_download(original, "Original PheWAS, all SNPs (CSV)", "phewas_original.csv", "phewas_dl_original")

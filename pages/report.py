@@ -7,6 +7,7 @@ import streamlit as st
 from engine.report import ReleaseEntry, build_report, report_json, report_markdown
 from ui import releases
 from ui.context import current, warn_if_whole_population
+from ui.downloads import report_download
 
 ctx = current()
 st.title("Report")
@@ -33,10 +34,8 @@ with st.spinner("Assembling the report…"):
     )
 md = report_markdown(report)
 c1, c2 = st.columns(2)
-c1.download_button("Report (Markdown)", md.encode(), "cohortshield_report.md", "text/markdown")
-c2.download_button(
-    "Report (JSON)", report_json(report).encode(), "cohortshield_report.json", "application/json"
-)
+report_download(md, "Report (Markdown)", "cohortshield_report.md", where=c1)
+report_download(report_json(report), "Report (JSON)", "cohortshield_report.json", where=c2)
 unverified = [r["name"] for r in report["releases"] if not r["verified"]]
 if unverified:
     st.warning(

@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-from apptest_support import ROOT, full_app, page_app, page_path, shown
+from apptest_support import ROOT, full_app, page_app, page_path, page_text, run_view, shown
 from streamlit.testing.v1 import AppTest
 
 CODES = ["401.1", "250.00", "272.4", "724.2", "530.81", "311", "493.90", "244.9"]
@@ -211,3 +211,117 @@ def test_error_details_show_no_traceback():
     shown_error = at.exception[0]
     assert not shown_error.stack_trace
     assert "/srv/cohortshield" not in shown_error.message and "ValueError" not in shown_error.value
+
+
+# ------------------------------------------------------------------------------------ finding 5
+def _download_labels(at: AppTest) -> set[str]:
+    return {b.proto.label for b in at.get("download_button")}
+
+
+def test_heatherly_download_is_gated_under_the_sidebars_all_visits_adversary():
+    """Verified for single visits (the paper's model), the release is refused when the sidebar names
+    the all-visits adversary: no release, code map or records download; the records below k shown."""
+    at = run_view("ui.tab_population", "anonymize", hea_complete=True)
+    assert at.success and "Verified" in at.success[0].value
+    assert {"Download the release (CSV)", "Download these records (CSV)"} <= _download_labels(at)
+
+    at.sidebar.radio(key="adversary_knowledge").set_value("all_visits").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.success and "single visit" in at.success[0].value  # the method's own verdict stays
+    labels = _download_labels(at)
+    for refused in (
+        "Download the release (CSV)",
+        "Download the code map (CSV)",
+        "Download these records (CSV)",
+    ):
+        assert refused not in labels
+    assert any("all visits" in shown(e.value) and "no download" in e.value for e in at.error)
+    below = next(
+        d.value for d in at.dataframe if list(d.value.columns) == ["patient_id", "distinguishability"]
+    )
+    assert len(below) > 0 and (below["distinguishability"] < 5).all()
+
+
+def test_unverified_release_offers_nothing_of_its_records():
+    """The paper's procedure leaves records below k on the sample: neither the release nor the
+    released records beside the originals can be downloaded; which records fall short is shown."""
+    at = run_view("ui.tab_population", "anonymize")
+    summary = next(d.value for d in at.dataframe if "verified" in d.value.columns)
+    assert not summary.set_index("release").loc["DEMO_D", "verified"]
+    labels = _download_labels(at)
+    assert "Download the release (CSV)" not in labels and "Download these records (CSV)" not in labels
+    assert "Download the records below k (CSV)" in labels
+    assert any("Not verified" in e.value for e in at.error)
+    assert any("No download of these records" in shown(c.value) for c in at.caption)
+
+
+def _gate_app(case: str) -> AppTest:
+    """A page calling `ui.downloads.release_downloads` on a small release: `safe` (every record meets
+    k = 2), `below k` (patient c holds 250.00 alone), `stale` (the below-k release offered with the
+    safe release's verification), `k 1`."""
+
+    def page(case: str) -> None:
+        import pandas as pd
+
+        from engine.adversary import Adversary
+        from engine.records import Records
+        from engine.release import Release
+        from engine.risk import verify
+        from ui.downloads import release_downloads
+
+        def release(last: str) -> Release:
+            frame = pd.DataFrame({"patient_id": ["a", "b", "c"], "code": ["401.1", "401.1", last]})
+            return Release("toy", Records.from_frame(frame))
+
+        named = Adversary("cohort", "all_visits")
+        safe, bad = release("401.1"), release("250.00")
+        rel = safe if case in ("safe", "k 1") else bad
+        v = verify(safe if case == "stale" else rel, named, 2)
+        release_downloads(rel, v, named, 1 if case == "k 1" else 2, None, name="toy", key="toy")
+
+    at = AppTest.from_function(page, kwargs={"case": case})
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_release_downloads_go_through_the_gate():
+    safe = _gate_app("safe")
+    assert _download_labels(safe) == {"Download the release (CSV)", "Download the code map (CSV)"}
+    assert not safe.error
+    for case in ("below k", "stale", "k 1"):
+        at = _gate_app(case)
+        assert _download_labels(at) <= {"Download the records below k (CSV)"}, case
+        assert at.error, case
+    below = _gate_app("stale")  # the verification of another release is not trusted: c is shown
+    assert below.dataframe[0].value["patient_id"].tolist() == ["c"]
+    assert "k = 1 protects nobody" in shown(_gate_app("k 1").error[0].value)
+
+
+def test_every_download_goes_through_ui_downloads():
+    """One helper: no page or tab builds a download button or a CSV of its own."""
+    offenders = []
+    for path in [*(ROOT / "ui").glob("*.py"), *(ROOT / "pages").glob("*.py"), ROOT / "app.py"]:
+        if path.name == "downloads.py":
+            continue
+        text = path.read_text()
+        for needle in ("download_button(", "to_csv(index", "_csv_gz("):
+            if needle in text:
+                offenders.append(f"{path.relative_to(ROOT)}: {needle}")
+    assert offenders == []
+
+
+# ------------------------------------------------------------------------------------ finding 8
+def test_gccens_tab_universal_cap_zero_on_all_codes():
+    """Cap 0 on every code of the sample (hundreds of codes, more than numpy's 64 dimensions)."""
+    at = run_view(
+        "ui.tab_gccens",
+        "anonymize",
+        adversary_scope="population",
+        gcc_mode="All codes",
+        gcc_capmode="Universal cap",
+        gcc_cap=0,
+    )
+    release = at.session_state["releases"]["GCCens"].release
+    assert release.records.n_events == 0 and release.loss["censored_by_loop"] == 0
+    assert "Verified" in page_text(at)

@@ -76,9 +76,11 @@ def ids_fingerprint(ids: Any) -> str:
 
 def release_key(release: Release) -> str:
     """Everything a computation on a release may read: the method, its records (with visits and
-    ages), the released population, repeat counts, the item -> codes map and the parameters."""
+    ages), the released population, the item -> codes map, the parameters, its structure (repeat
+    counts, visits shown, age pairs) and what it exports (`Release.fingerprint`)."""
     pop = release.population.fingerprint if release.population is not None else "-"
     codes = sorted((k, sorted(v)) for k, v in release.item_codes.items())
     params = sorted((str(k), repr(v)) for k, v in release.params.items())
-    extra = hashlib.sha256(repr((codes, params, release.counts_repeats)).encode()).hexdigest()
-    return f"{release.method}:{release.records.fingerprint}:{pop}:{extra}"
+    flags = (release.counts_repeats, release.shows_visits, release.age_pairs)
+    extra = hashlib.sha256(repr((codes, params, flags)).encode()).hexdigest()
+    return f"{release.method}:{release.records.fingerprint}:{pop}:{extra}:{release.fingerprint}"

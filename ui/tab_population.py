@@ -28,11 +28,12 @@ from engine.anonymize.population import (
     GroupRelease,
     ScopeComparison,
     compare_scopes,
-    released_frame,
 )
 from engine.records import Records
 from engine.release import Release
 from ui.context import Context
+from ui.downloads import release_downloads, release_table_download, report_download
+from ui.downloads import table_download as _download
 from ui.fingerprints import ids_fingerprint
 from ui.releases import publish
 from ui.risk_charts import cdf_frame, distinguishability_cdf_figure
@@ -117,10 +118,6 @@ def _before(
 
 
 # ------------------------------------------------------------------------------------ views
-def _download(df: pd.DataFrame, label: str, name: str, key: str) -> None:
-    st.download_button(label, df.to_csv(index=False).encode(), file_name=name, mime="text/csv", key=key)
-
-
 def scope_summary(cmp_: ScopeComparison) -> pd.DataFrame:
     """One row per scope: group anonymized, verification, residual records below k, retention."""
     by_name = {r.name: r for r in cmp_.rows}
@@ -223,7 +220,8 @@ def render_anonymize(ctx: Context) -> None:
         "that every single visit's codes be held by k records; its procedure guarantees it for single "
         "codes only, so every release is verified by the risk engine and the records still below k are "
         f"shown. k = **{ctx.k}** from the sidebar; the attacker knows the codes of one visit (the paper's "
-        "model, whatever the sidebar's knowledge), and the sidebar's scope picks the release shown first."
+        "model, whatever the sidebar's knowledge), and the sidebar's scope picks the release shown first. "
+        "A download is verified again under the sidebar's adversary and k."
     )
     c1, c2 = st.columns([3, 2])
     with c1:
@@ -288,45 +286,18 @@ def render_anonymize(ctx: Context) -> None:
     release, verification = res.release, res.verification
     if verification.ok:
         st.success(verification.message())
-        d1, d2, d3 = st.columns(3)
-        with d1:
-            _download(
-                released_frame(release),
-                "Download the release (CSV)",
-                f"heatherly_{shown}.csv",
-                "hea_dl_release",
-            )
-        with d2:
-            present = set(release.records.items[np.unique(release.records.event_item)].tolist())
-            cm = release.code_map()
-            _download(
-                cm[cm["released_item"].isin(present)],
-                "Download the code map (CSV)",
-                f"heatherly_{shown}_codemap.csv",
-                "hea_dl_codemap",
-            )
-        with d3:
-            st.download_button(
-                "Download the report (JSON)",
-                json.dumps(_report(res, cmp_), indent=2, default=str).encode(),
-                file_name=f"heatherly_{shown}_report.json",
-                mime="application/json",
-                key="hea_dl_report",
-            )
-    else:
-        st.error(
-            verification.message()
-            + " No download. "
-            + (
-                ""
-                if complete
-                else "The completion pass (above) generalizes and suppresses until every visit meets k."
-            )
-        )
-        failing = verification.failing
-        st.dataframe(failing.head(200), hide_index=True)
-        _download(
-            failing, "Download the records below k (CSV)", f"heatherly_{shown}_below_k.csv", "hea_dl_failing"
+    elif not complete:
+        st.info("The completion pass (above) generalizes and suppresses until every visit meets k.")
+    # the files, only through the export gate under the sidebar's adversary and k
+    offered = release_downloads(
+        release, verification, ctx.adversary, k, ctx.population, name=f"heatherly_{shown}", key="hea_dl"
+    )
+    if offered:
+        report_download(
+            json.dumps(_report(res, cmp_), indent=2, default=str),
+            "Download the report (JSON)",
+            f"heatherly_{shown}_report.json",
+            "hea_dl_report",
         )
 
     left, right = st.columns(2)
@@ -353,7 +324,17 @@ def render_anonymize(ctx: Context) -> None:
         if patients:
             view = figure13_view(ctx.cohort, release, patients)
             st.dataframe(view, hide_index=True)
-            _download(view, "Download these records (CSV)", "heatherly_examples.csv", "hea_dl_examples")
+            release_table_download(
+                view,
+                release,
+                verification,
+                ctx.adversary,
+                k,
+                ctx.population,
+                label="Download these records (CSV)",
+                file_name="heatherly_examples.csv",
+                key="hea_dl_examples",
+            )
     with st.expander(f"Procedure figures ({shown})"):
         st.json(release.loss)
 

@@ -15,7 +15,6 @@ the cohort scope is verified whatever the sidebar's scope. Engine calls are cach
 
 from __future__ import annotations
 
-import gzip
 import io
 
 import numpy as np
@@ -30,10 +29,8 @@ from engine.anonymize.policy import PrivacyPolicy, extract_policy
 from engine.anonymize.profiles import (
     ProfilesRun,
     SuppressionLimitExceeded,
-    release_columns,
     run_profiles,
     trace_frame,
-    write_release_csv,
 )
 from engine.records import Records
 from engine.utility.queries import (
@@ -44,6 +41,8 @@ from engine.utility.queries import (
 )
 from ui import literal
 from ui.context import HASH_FUNCS, Context
+from ui.downloads import release_downloads
+from ui.downloads import table_download as _download
 from ui.releases import publish
 from ui.risk_charts import cdf_frame, distinguishability_cdf_figure
 
@@ -113,21 +112,6 @@ def suppression_figure(sweep: pd.DataFrame) -> go.Figure:
     fig = px.line(sweep, x="k", y="suppressed_codes", color="method", line_dash="knowledge", markers=True)
     fig.update_layout(height=320, margin={"t": 30, "b": 10}, yaxis_title="distinct codes suppressed")
     return fig
-
-
-def _download(df: pd.DataFrame, label: str, name: str, key: str) -> None:
-    st.download_button(label, df.to_csv(index=False).encode(), file_name=name, mime="text/csv", key=key)
-
-
-def _csv_gz(frame) -> bytes:
-    """A frame as gzip CSV (anonymized items of many codes repeat long labels, which compress well)."""
-    buf = io.BytesIO()
-    with gzip.GzipFile(fileobj=buf, mode="wb", compresslevel=9, mtime=0) as gz:
-        text = io.TextIOWrapper(gz, encoding="utf-8", newline="")
-        write_release_csv(frame, text)
-        text.flush()
-        text.detach()
-    return buf.getvalue()
 
 
 # ------------------------------------------------------------------------------ utility policy
@@ -225,7 +209,7 @@ def render_anonymize(ctx: Context) -> None:
     )
     _download(cdf_frame(curves), "Download the CDF data (CSV)", "profiles_cdf.csv", "profiles_cdf_dl")
     for m, r in runs.items():
-        _release_block(m, r)
+        _release_block(ctx, m, r)
 
 
 def _policy_summary(policy: PrivacyPolicy) -> None:
@@ -273,30 +257,27 @@ def _table_1(runs: dict[str, ProfilesRun]) -> None:
     _download(table, "Download Table 1 (CSV)", "profiles_table1.csv", "profiles_t1_dl")
 
 
-def _release_block(method: str, run: ProfilesRun) -> None:
+def _release_block(ctx: Context, method: str, run: ProfilesRun) -> None:
     st.markdown(f"**{method} release**")
     publish(method, run.release, run.verification)
     if run.verified:
         st.success(f"{run.check.message()} {run.verification.message()}")
-        a, b = st.columns(2)
-        a.download_button(
-            f"Download the {method} release (CSV, gzip)",
-            lambda: _csv_gz(release_columns(run.release)),
-            file_name=f"{method.lower()}_release.csv.gz",
-            mime="application/gzip",
-            key=f"profiles_{method}_release_dl",
-        )
-        b.download_button(
-            f"Download the {method} code map (CSV, gzip)",
-            lambda: _csv_gz(run.release.code_map()),
-            file_name=f"{method.lower()}_codemap.csv.gz",
-            mime="application/gzip",
-            key=f"profiles_{method}_codemap_dl",
-        )
     else:
         st.error(f"{run.check.message()} {run.verification.message()} No download until verified.")
         st.dataframe(run.check.failing(), hide_index=True)
-        st.dataframe(run.verification.failing, hide_index=True)
+    # the files (gzip: items of many codes repeat long labels), only through the export gate under
+    # the sidebar's adversary and k; a violated privacy policy refuses them too
+    release_downloads(
+        run.release,
+        run.verification,
+        ctx.adversary,
+        int(ctx.k),
+        ctx.population,
+        name=method.lower(),
+        key=f"profiles_{method}_dl",
+        compress=True,
+        blocked=None if run.check.ok else run.check.message(),
+    )
     with st.expander(f"{method}: generalization and suppression steps"):
         trace = trace_frame(run.release)
         st.dataframe(trace.head(500), hide_index=True, width="stretch")

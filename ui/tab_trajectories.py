@@ -31,6 +31,8 @@ from engine.risk import Verification
 from engine.utility.loss import avg_re, dataset_loss, level_shares, record_losses
 from ui import literal
 from ui.context import HASH_FUNCS, Context
+from ui.downloads import release_downloads, release_table_download
+from ui.downloads import table_download as _download
 from ui.literal import md
 from ui.releases import publish
 
@@ -139,10 +141,6 @@ def weights_figure(df: pd.DataFrame) -> go.Figure:
     return fig
 
 
-def _download(df: pd.DataFrame, label: str, name: str, key: str) -> None:
-    st.download_button(label, df.to_csv(index=False).encode(), file_name=name, mime="text/csv", key=key)
-
-
 # ------------------------------------------------------------------------------------ settings
 def _settings(ctx: Context, prefix: str, *, with_k: bool = True, with_method: bool = True) -> tuple | None:
     """Draw the tab's parameters; returns (selection, hier, k, w_icd, method) or None."""
@@ -234,12 +232,8 @@ def render_anonymize(ctx: Context) -> None:
     publish("LDA", rel, ver)
     if ver.ok:
         st.success(ver.message())
-        _download(
-            res.released_frame(), "Download the release (patient_id, code, age)", "lda_release.csv", "lda_dl"
-        )
-    else:
-        st.error(ver.message() + " No download until every record reaches k.")
-        st.dataframe(ver.failing, hide_index=True)
+    # the files (patient_id, code, age), only through the export gate under the sidebar's adversary and k
+    release_downloads(rel, ver, ctx.adversary, int(ctx.k), ctx.population, name="lda", key="lda_dl")
 
     left, right = st.columns(2)
     with left:
@@ -260,7 +254,17 @@ def render_anonymize(ctx: Context) -> None:
     st.markdown("**Example clusters** (Table 4: the clusters with the most generalization and suppression)")
     clusters = _cluster_table(res)
     st.dataframe(clusters.head(5), hide_index=True)
-    _download(clusters, "Download all clusters (CSV)", "lda_clusters.csv", "lda_dl_clusters")
+    release_table_download(  # the anonymized trajectories with their patients: the release itself
+        clusters,
+        rel,
+        ver,
+        ctx.adversary,
+        int(ctx.k),
+        ctx.population,
+        label="Download all clusters (CSV)",
+        file_name="lda_clusters.csv",
+        key="lda_dl_clusters",
+    )
     with st.expander(
         f"AvgRE workload: {len(meas['workload'])} queries (pairs in at least 1% of trajectories)"
     ):
