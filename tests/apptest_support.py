@@ -16,7 +16,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from streamlit import config
 from streamlit.testing.v1 import AppTest
+
+# The shipped .streamlit/config.toml shows users no exception details (client.showErrorDetails =
+# "none"); tests want them in their failure messages. tests/test_page_honest.py checks the shipped
+# value on its own.
+config.set_option("client.showErrorDetails", "full")
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = ROOT / "app.py"

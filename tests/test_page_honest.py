@@ -4,6 +4,7 @@ cap 0 on many codes (8)."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import numpy as np
@@ -325,3 +326,39 @@ def test_gccens_tab_universal_cap_zero_on_all_codes():
     release = at.session_state["releases"]["GCCens"].release
     assert release.records.n_events == 0 and release.loss["censored_by_loop"] == 0
     assert "Verified" in page_text(at)
+
+
+def test_frame_fingerprint_reads_every_row_of_every_column():
+    def page() -> None:  # AppTest runs this function's source alone: it imports what it uses
+        import json
+
+        import numpy as np
+        import pandas as pd
+        import streamlit as st
+
+        from ui.fingerprints import frame_fingerprint
+
+        n = 60_000
+        base = pd.DataFrame(
+            {
+                "patient_id": pd.Series([f"P{i}" for i in range(n)], dtype="str"),
+                "lab": pd.Series([f"L{i % 97}" for i in range(n)], dtype=object),
+                "value": np.arange(n, dtype=float),
+            }
+        )
+        changed = {"same": base.copy()}
+        for column, value in (("patient_id", "Q"), ("lab", "M"), ("value", -1.0)):
+            frame = base.copy()
+            frame.loc[n // 2, column] = value
+            changed[column] = frame
+        reordered = base.iloc[::-1].reset_index(drop=True)
+        changed["order"] = reordered
+        fps = {name: frame_fingerprint(f) for name, f in changed.items()}
+        st.text(json.dumps([frame_fingerprint(base), fps]))
+
+    at = AppTest.from_function(page)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    base_fp, fps = json.loads(at.text[0].value)
+    assert fps["same"] == base_fp
+    assert len({base_fp, *(fps[c] for c in ("patient_id", "lab", "value", "order"))}) == 5

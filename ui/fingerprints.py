@@ -37,11 +37,11 @@ def _update_column(h: Any, column: pd.Series) -> None:
         h.update(np.ascontiguousarray(column.to_numpy()).tobytes())
         return
     try:
-        array = pa.chunked_array([pa.Array.from_pandas(column)])
+        array = pa.Array.from_pandas(column)  # Arrow-backed columns: their own buffers, no copy
     except (pa.ArrowException, TypeError, ValueError):
         h.update("\x1f".join(map(repr, column.tolist())).encode())
         return
-    for chunk in array.chunks:
+    for chunk in array.chunks if isinstance(array, pa.ChunkedArray) else [array]:
         h.update(f"{chunk.type}:{chunk.offset}:{len(chunk)}:{chunk.null_count};".encode())
         for buffer in chunk.buffers():
             h.update(b"-" if buffer is None else buffer)
