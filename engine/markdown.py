@@ -4,7 +4,8 @@ Codes, patient ids, file names, column names and loader messages come from uploa
 Markdown as they are, `![x](http://host/leak.png)` is an image the reader's browser fetches, `[x](…)`
 a link, `*`, `_`, `#` and `$` change the layout. `escape` backslash-escapes every ASCII punctuation
 character, which CommonMark defines as always literal (so no image, link, autolink, HTML, emphasis,
-heading, list, table or math can start inside the text), and `code` writes a code span whose fence
+heading, list, table or math can start inside the text), and breaks the web addresses GitHub-flavoured
+Markdown would turn into links with an invisible word joiner, and `code` writes a code span whose fence
 is longer than any run of backticks in the text (CommonMark's rule), so nothing ends it early.
 Used by the app (`ui.literal`) and the Markdown report (`engine.report`).
 """
@@ -16,11 +17,19 @@ import string
 
 _PUNCTUATION = re.compile("([" + re.escape(string.punctuation) + "])")
 _LINE_BREAKS = re.compile(r"[\r\n\u2028\u2029]+")
+# GitHub-flavoured autolink literals (`http://…`, `www.…`, `a@b.c`) are found in the text after
+# escapes are resolved (Streamlit's renderer, GitHub): an invisible word joiner after `:` and `@`
+# and between `www` and its dot leaves no address to find, and the text reads the same.
+WORD_JOINER = "\u2060"
+_SCHEME_OR_MAIL = re.compile(r"(\\[:@])")
+_WWW = re.compile(r"((?i:www))(?=\\\.)")
 
 
 def escape(text: object) -> str:
-    """`text` as Markdown that renders as exactly these characters (line breaks become spaces)."""
-    return _PUNCTUATION.sub(r"\\\1", _LINE_BREAKS.sub(" ", str(text)))
+    """`text` as Markdown that renders as exactly these characters (line breaks become spaces), with
+    an invisible word joiner (U+2060) after every `:` and `@` and after `www` before a dot."""
+    escaped = _PUNCTUATION.sub(r"\\\1", _LINE_BREAKS.sub(" ", str(text)))
+    return _WWW.sub("\\1" + WORD_JOINER, _SCHEME_OR_MAIL.sub("\\1" + WORD_JOINER, escaped))
 
 
 def code(text: object) -> str:

@@ -90,8 +90,9 @@ def run_view(module: str, page: str, **state) -> AppTest:
 
 def shown(markdown: str) -> str:
     """What the browser shows for a Markdown text's characters: CommonMark backslash escapes of
-    punctuation removed (untrusted text is escaped by `ui.literal.md`)."""
-    return _ESCAPED.sub(r"\1", str(markdown))
+    punctuation and the invisible word joiners (U+2060) removed (untrusted text is escaped by
+    `ui.literal.md`)."""
+    return _ESCAPED.sub(r"\1", str(markdown)).replace("\u2060", "")
 
 
 _ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")

@@ -34,11 +34,16 @@ def _unescaped_punctuation(markdown: str) -> list[str]:
 @given(st.text())
 @example(LEAK)
 @example("[link](javascript:alert(1)) <img src=x> *em* $x$ # h\n===\n`code`")
+@example("see http://127.0.0.1:8999/x, www.example.org or mail a@b.org")
 def test_escaped_text_has_no_markup_and_shows_every_character(text):
     md = escape(text)
     assert _unescaped_punctuation(md) == []
     assert "\n" not in md and "\r" not in md
-    assert shown(md) == re.sub(r"[\r\n\u2028\u2029]+", " ", text)
+    assert shown(md) == re.sub(r"[\r\n\u2028\u2029]+", " ", text).replace("\u2060", "")
+    # no address left for GitHub-flavoured autolinks once the escapes are resolved
+    resolved = re.sub(r"\\(.)", r"\1", md)
+    assert re.search("[:@](?!\u2060)", resolved) is None
+    assert re.search(r"(?i)www\.", resolved) is None
 
 
 @given(st.text(alphabet=st.sampled_from("`a! [](")))
