@@ -6,6 +6,8 @@ import streamlit as st
 from engine.records import Records
 from ui import cohort_view as cv
 from ui.context import HASH_FUNCS
+from ui.downloads import table_download
+from ui.literal import md
 
 st.title("Cohort")
 
@@ -31,15 +33,6 @@ def _distribution(groups: dict[str, Records], measure: str) -> pd.DataFrame:
     return cv.distribution_data(pd.concat(parts, ignore_index=True), measure)
 
 
-@st.cache_data(scope="session", show_spinner=False)
-def _csv(df: pd.DataFrame) -> bytes:
-    return df.to_csv(index=False).encode()
-
-
-def _download(df: pd.DataFrame, name: str, label: str = "Download data (CSV)") -> None:
-    st.download_button(label, _csv(df), file_name=name, mime="text/csv", key=f"dl_{name}")
-
-
 # ------------------------------------------------------------------------------ validation
 state = st.session_state.get("load_report")
 st.header("Validation")
@@ -47,7 +40,7 @@ if state is None:
     st.info("Choose a dataset in the sidebar.")
 else:
     report = state.report
-    st.caption(f"Data: {state.label}")
+    st.caption(f"Data: {md(state.label)}")
     if state.failed and report.errors:
         st.error(
             f"Loading stopped: {len(report.errors)} error(s). Fix the file(s) as described below and upload "
@@ -66,7 +59,9 @@ else:
     if report.findings:
         findings = cv.findings_table(report)
         st.dataframe(findings, hide_index=True, width="stretch")
-        _download(findings, "validation_report.csv", "Download the validation report (CSV)")
+        table_download(
+            findings, "Download the validation report (CSV)", "validation_report.csv", "dl_validation"
+        )
     unknown = cv.unknown_codes_table(report)
     if len(unknown) or st.session_state.get("unknown_codes") == "drop":
         st.subheader("Codes unknown to ICD-9-CM")
@@ -83,7 +78,7 @@ else:
             format_func=lambda s: {"keep": "keep them", "drop": "drop them"}[s],
         )
         st.dataframe(unknown, hide_index=True, width="stretch", height=220)
-        _download(unknown, "unknown_codes.csv")
+        table_download(unknown, "Download the unknown codes (CSV)", "unknown_codes.csv", "dl_unknown_codes")
     if report.of_kind("duplicate_rows") or st.session_state.get("drop_duplicates"):
         st.checkbox("Drop rows that repeat an earlier row exactly", key="drop_duplicates")
     if not state.failed and "context" in st.session_state:
@@ -116,7 +111,7 @@ for col, label in zip((left, right), groups, strict=True):
         b.metric("Diagnoses / patient (mean)", f"{stats['diagnoses per patient, mean']:.2f}")
         c.metric("Visits / patient (mean)", f"{stats['visits per patient, mean']:.2f}")
 st.dataframe(table.round(2), hide_index=True, width="stretch")
-_download(table, "group_summary.csv")
+table_download(table, "Download the group summary (CSV)", "group_summary.csv", "dl_group_summary")
 
 st.subheader("Most frequent codes")
 n_top = st.slider("Codes to list", 5, 100, 20, step=5, key="cohort_top_n")
@@ -126,12 +121,15 @@ for col, (label, records) in zip((left, right), groups.items(), strict=True):
         st.markdown(f"**{label}**")
         top = _top(records, n_top)
         st.dataframe(top, hide_index=True, width="stretch")
-        _download(top, f"top_codes_{label.split(':')[0]}.csv")
+        group = label.split(":")[0]
+        table_download(
+            top, f"Download the top codes, {group} (CSV)", f"top_codes_{group}.csv", f"dl_top_{group}"
+        )
 
 st.subheader("Code frequency distribution")
 freq = _rank_frequency(groups)
 st.plotly_chart(cv.rank_frequency_figure(freq), width="stretch", key="rank_frequency_chart")
-_download(freq, "code_rank_frequency.csv")
+table_download(freq, "Download the rank/frequency data (CSV)", "code_rank_frequency.csv", "dl_rank_freq")
 
 st.subheader("Per-patient distributions")
 measure = st.selectbox(
@@ -142,4 +140,9 @@ measure = st.selectbox(
 )
 dist = _distribution(groups, measure)
 st.plotly_chart(cv.distribution_figure(dist, f"{measure.replace('_', ' ')} per patient"), width="stretch")
-_download(dist, f"{measure}_per_patient.csv")
+table_download(
+    dist,
+    f"Download {measure.replace('_', ' ')} per patient (CSV)",
+    f"{measure}_per_patient.csv",
+    "dl_distribution",
+)

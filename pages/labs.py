@@ -15,7 +15,10 @@ import pandas as pd
 import streamlit as st
 
 from engine import labs as L
+from ui import literal
 from ui.context import current
+from ui.downloads import table_download
+from ui.fingerprints import frame_fingerprint, ids_fingerprint
 from ui.labs_charts import (
     curve_frame,
     paired_figure,
@@ -35,7 +38,7 @@ LATENT_SIZES = [2, 4, 8, 16, 32, 64]
 
 @st.cache_resource(scope="session", max_entries=4, show_spinner="Building patient-day vectors…")
 def patient_days(key: str, _labs: pd.DataFrame, _ids: tuple[str, ...] | None) -> L.PatientDays:
-    """Patient-days of the population group (`key` identifies data and group)."""
+    """Patient-days of the population group (`key`: content fingerprints of the lab orders and ids)."""
     labs = _labs if _ids is None else _labs[_labs["patient_id"].astype(str).isin(set(_ids))]
     return L.patient_days(labs)
 
@@ -74,10 +77,6 @@ def progress_bar(text: str) -> tuple[Callable[[float, str], None], Callable[[], 
     return (lambda f, m: bar.progress(min(max(f, 0.0), 1.0), text=m)), bar.empty
 
 
-def csv(df: pd.DataFrame) -> bytes:
-    return df.to_csv(index=False).encode()
-
-
 ctx = current()
 st.title("Lab orders")
 st.caption(
@@ -99,9 +98,8 @@ if not in_population.any():
 else:
     ids = None if in_population.all() else tuple(map(str, population_ids))
     group_label = f"population group `{ctx.population_group}`"
-data_key = (
-    f"{ctx.dataset.name}:{sorted(ctx.dataset.sources.items())}:{ctx.population.fingerprint}:{len(labs)}"
-)
+# every row of the lab orders and every id of the group analysed (never a sampled hash)
+data_key = f"{frame_fingerprint(labs)}:{'all' if ids is None else ids_fingerprint(ids)}"
 days = patient_days(data_key, labs, ids)
 key = days.fingerprint
 query, query_label = KNOWLEDGE[ctx.adversary.knowledge]
@@ -129,9 +127,7 @@ max_days = st.slider(
     key="labs_max_days",
 )
 st.plotly_chart(uniqueness_figure(table, max_days), width="stretch", key="labs_uniqueness_chart")
-st.download_button(
-    "Uniqueness by days (CSV)", csv(table), "labs_uniqueness.csv", "text/csv", key="labs_dl_uniq"
-)
+table_download(table, "Uniqueness by days (CSV)", "labs_uniqueness.csv", "labs_dl_uniq")
 if ctx.adversary.knowledge == "all_visits":
     st.caption(
         "With all days known, a patient whose set of labs is unique is re-identified exactly: the share "
@@ -162,7 +158,7 @@ st.caption(
 try:
     d = draws(key, int(trials), int(simulations), against, query, int(seed), r_days)
 except ValueError as exc:
-    st.error(str(exc))
+    literal.error(exc)
     st.stop()
 draw_key = f"{key}:{min_orders}:{trials}:{simulations}:{against}:{query}:{seed}"
 update, done = progress_bar("Ranking the true patients…")
@@ -215,7 +211,7 @@ if train:
     try:
         model = vae(f"{key}:{min_orders}", config, r_days, update)
     except ValueError as exc:
-        st.error(str(exc))
+        literal.error(exc)
     done()
 if model is not None:
     lat = recall(f"{draw_key}:latent:{model.config}", r_days, d, model.latent, None)
@@ -229,16 +225,14 @@ if model is not None:
     pr = curve_frame(*model.pr, "recall", "precision")
     c1, c2 = st.columns(2)
     c1.plotly_chart(roc_figure(roc, model.roc_auc), width="stretch", key="labs_roc_chart")
-    c1.download_button("ROC curve (CSV)", csv(roc), "labs_roc.csv", "text/csv", key="labs_dl_roc")
+    table_download(roc, "ROC curve (CSV)", "labs_roc.csv", "labs_dl_roc", where=c1)
     c2.plotly_chart(pr_figure(pr, model.pr_auc, model.prevalence), width="stretch", key="labs_pr_chart")
-    c2.download_button("PR curve (CSV)", csv(pr), "labs_pr.csv", "text/csv", key="labs_dl_pr")
+    table_download(pr, "PR curve (CSV)", "labs_pr.csv", "labs_dl_pr", where=c2)
 
 st.subheader(f"Recall@n, {query_label}, against the {against_label}")
 all_curves = recall_frame(curves)
 st.plotly_chart(recall_figure(curves), width="stretch", key="labs_recall_chart")
-st.download_button(
-    "Recall@n curves (CSV)", csv(all_curves), "labs_recall.csv", "text/csv", key="labs_dl_recall"
-)
+table_download(all_curves, "Recall@n curves (CSV)", "labs_recall.csv", "labs_dl_recall")
 if query == "one_day" and raw.at(1) < raw.random[0]:
     st.caption(
         "Recall@1 is below the random line here. The true patient is scored on their other days only (the "
@@ -251,9 +245,7 @@ spread_n = st.number_input("Spread over simulations at n =", 1, 100, 1, key="lab
 per_sim = {"raw": raw.per_simulation} | ({"latent": lat.per_simulation} if model is not None else {})
 spread = spread_frame(per_sim, int(spread_n))
 st.plotly_chart(spread_figure(spread, int(spread_n)), width="stretch", key="labs_spread_chart")
-st.download_button(
-    "Recall per simulation (CSV)", csv(spread), "labs_spread.csv", "text/csv", key="labs_dl_spread"
-)
+table_download(spread, "Recall per simulation (CSV)", "labs_spread.csv", "labs_dl_spread")
 
 if model is not None:
     st.subheader("Raw against latent Recall@n, paired t-test over simulations (Figure 6)")
@@ -266,7 +258,7 @@ if model is not None:
         f"and raises it at {len(worse[worse.n < 100])}; min p = {np.nanmin(paired['p']) if paired['p'].notna().any() else float('nan'):.2g}."
     )
     st.dataframe(paired, hide_index=True, width="stretch", key="labs_paired_table")
-    st.download_button("Paired test (CSV)", csv(paired), "labs_paired.csv", "text/csv", key="labs_dl_paired")
+    table_download(paired, "Paired test (CSV)", "labs_paired.csv", "labs_dl_paired")
 
 with st.expander("Definitions and conventions"):
     st.markdown(L.__doc__ or "")

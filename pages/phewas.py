@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import astuple
+
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -10,33 +12,33 @@ from engine import phewas
 from engine.records import Records
 from engine.release import Release
 from ui import releases
-from ui.context import HASH_FUNCS, current
+from ui.context import current, warn_if_whole_population
+from ui.downloads import table_download
+from ui.fingerprints import frame_fingerprint, release_key
+from ui.literal import md
 from ui.phewas_charts import change_histogram, manhattan_figure, qq_figure
 from ui.tab_population import publish_scopes
 
-_HASH = {**HASH_FUNCS, Release: lambda r: f"{r.method}:{r.records.fingerprint}:{sorted(r.params.items())}"}
 
-
-@st.cache_data(show_spinner="Running the original PheWAS…", hash_funcs=_HASH, max_entries=8)
+@st.cache_data(show_spinner="Running the original PheWAS…", scope="session", max_entries=8)
 def original_phewas(
-    cohort: Records, genotypes: pd.DataFrame, settings: phewas.PhewasSettings
+    cohort_key: str, genotypes_key: str, settings_key: tuple, _cohort: Records, _genotypes: pd.DataFrame
 ) -> pd.DataFrame:
-    return phewas.phewas_of_records(cohort, genotypes, settings)
+    """Keyed on the cohort's and the genotypes' content fingerprints (every row) and the settings;
+    the data themselves are not hashed by Streamlit (which samples large frames)."""
+    return phewas.phewas_of_records(_cohort, _genotypes, phewas.PhewasSettings(*settings_key))
 
 
-@st.cache_data(show_spinner="Running the released PheWAS…", hash_funcs=_HASH, max_entries=32)
+@st.cache_data(show_spinner="Running the released PheWAS…", scope="session", max_entries=32)
 def released_phewas(
-    release: Release, genotypes: pd.DataFrame, settings: phewas.PhewasSettings
+    rel_key: str, genotypes_key: str, settings_key: tuple, _release: Release, _genotypes: pd.DataFrame
 ) -> pd.DataFrame:
-    return phewas.phewas_of_release(release, genotypes, settings)
-
-
-def _csv(df: pd.DataFrame) -> bytes:
-    return df.to_csv(index=False).encode()
+    return phewas.phewas_of_release(_release, _genotypes, phewas.PhewasSettings(*settings_key))
 
 
 ctx = current()
 st.title("PheWAS")
+warn_if_whole_population(ctx)
 genotypes = ctx.dataset.genotypes
 if genotypes is None or genotypes.empty:
     st.warning("This dataset has no genotype file: load one on the Cohort page to run a PheWAS.")
@@ -66,7 +68,9 @@ with st.expander("Definitions and defaults"):
     st.markdown(phewas.__doc__ or "")
 
 settings = phewas.PhewasSettings(min_code_count=int(min_code_count), min_cases=int(min_cases), test=test)
-original = original_phewas(ctx.cohort, genotypes, settings)
+settings_key = astuple(settings)
+genotypes_key = frame_fingerprint(genotypes)
+original = original_phewas(ctx.cohort.fingerprint, genotypes_key, settings_key, ctx.cohort, genotypes)
 genotyped = int(genotypes["patient_id"].astype(str).isin(set(ctx.cohort.patient_ids)).sum())
 st.caption(
     f"Cohort `{ctx.cohort_group}`: {ctx.cohort.n_patients:,} patients, {genotyped:,} genotyped; "
@@ -97,7 +101,8 @@ if not available:
 pairs: dict[str, pd.DataFrame] = {}
 with st.spinner("PheWAS on the releases…"):
     for name in chosen:
-        rel_res = released_phewas(available[name].release, genotypes, settings)
+        rel = available[name].release
+        rel_res = released_phewas(release_key(rel), genotypes_key, settings_key, rel, genotypes)
         pairs[name] = phewas.paired(original, rel_res)
         pairs[name]["release"] = name
 
@@ -112,7 +117,7 @@ if pairs:
     }
     table = phewas.significance_table(original, released_results, alpha=float(alpha), correction=correction)
     st.dataframe(table, hide_index=True, width="stretch")
-    st.download_button("Table 4 (CSV)", _csv(table), "phewas_table4.csv", "text/csv")
+    table_download(table, "Table 4 (CSV)", "phewas_table4.csv", "phewas_dl_table4")
     r2 = pd.DataFrame(
         [{"release": n, "r² of -log10 p": phewas.r_squared(df[df["snp"] == snp])} for n, df in pairs.items()]
     )
@@ -123,11 +128,11 @@ if pairs:
     st.subheader("Change in -log10 p (Figures 7-12)")
     st.plotly_chart(change_histogram(pairs, snp), width="stretch")
     all_pairs = pd.concat(pairs.values(), ignore_index=True)
-    st.download_button("QQ and change data (CSV)", _csv(all_pairs), "phewas_pairs.csv", "text/csv")
+    table_download(all_pairs, "QQ and change data (CSV)", "phewas_pairs.csv", "phewas_dl_pairs")
 
 st.subheader("Manhattan plot")
 st.plotly_chart(manhattan_figure(original, pairs, snp, float(alpha)), width="stretch")
-st.subheader(f"Associations at {p_col} ≤ {alpha} in the original data, {snp}")
+st.subheader(f"Associations at {p_col} ≤ {alpha} in the original data, {md(snp)}")
 sig = original[(original["snp"] == snp) & (original[p_col] <= alpha)].sort_values("p")
 st.dataframe(sig.assign(neglog10_p=-np.log10(sig["p"])), hide_index=True, width="stretch")
-st.download_button("Original PheWAS, all SNPs (CSV)", _csv(original), "phewas_original.csv", "text/csv")
+table_download(original, "Original PheWAS, all SNPs (CSV)", "phewas_original.csv", "phewas_dl_original")

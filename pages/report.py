@@ -7,10 +7,12 @@ import streamlit as st
 from engine.bundle import make_bundle
 from engine.report import build_report, session_study
 from ui import releases
-from ui.context import current
+from ui.context import current, warn_if_whole_population
+from ui.downloads import report_download
 
 ctx = current()
 st.title("Report")
+warn_if_whole_population(ctx)
 st.caption(
     "One page of plain-language summary, one section per release (parameters, risk, utility, the "
     "verification under all four adversaries), the records (version, commit, sha256 of every input and "
@@ -56,10 +58,12 @@ if built is None or built[0] != key:
 else:
     _, report, page, pdf, bundle = built
     c1, c2, c3, c4 = st.columns(4)
-    c1.download_button("Bundle (zip)", bundle, "cohortshield_release.zip", "application/zip")
-    c2.download_button("Report (PDF)", pdf, "cohortshield_report.pdf", "application/pdf")
-    c3.download_button("Report (HTML)", page, "cohortshield_report.html", "text/html")
-    c4.download_button("Report (JSON)", report.to_json(), "cohortshield_report.json", "application/json")
+    report_download(
+        bundle, "Release bundle (zip: verified files, report, manifest)", "cohortshield_release.zip", where=c1
+    )
+    report_download(pdf, "IRB report (PDF)", "cohortshield_report.pdf", where=c2)
+    report_download(page, "IRB report (HTML)", "cohortshield_report.html", where=c3)
+    report_download(report.to_json(), "IRB report (JSON)", "cohortshield_report.json", where=c4)
     unverified = [r["name"] for r in report.data["releases"] if not r["verification"]["verified"]]
     if unverified:
         st.warning(

@@ -7,8 +7,6 @@ riskiest records (codes only, never identifiers). Everything is computed by `eng
 
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -18,7 +16,9 @@ from engine.adversary import ALL_ADVERSARIES, Adversary
 from engine.records import Records
 from engine.release import Release
 from ui import releases
-from ui.context import HASH_FUNCS, current
+from ui.context import HASH_FUNCS, current, warn_if_whole_population
+from ui.downloads import table_download
+from ui.fingerprints import release_key
 from ui.risk_charts import cdf_frame, distinguishability_cdf_figure
 
 
@@ -39,28 +39,10 @@ def _patterns(
 
 @st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=32)
 def _released(
-    name: str, release_key: str, _release: Release, population: Records, scope: str, knowledge: str
+    name: str, rel_key: str, _release: Release, population: Records, scope: str, knowledge: str
 ) -> np.ndarray:
     """Keyed on the release's name and content fingerprint (the Release itself is not hashed)."""
     return risk.release_distinguishability(_release, Adversary(scope, knowledge), population)
-
-
-def _release_key(rel: Release) -> str:
-    """What the release's verification depends on: records, released population, repeats, code map."""
-    pop = rel.population.fingerprint if rel.population is not None else "-"
-    codes = hashlib.sha256(
-        repr(sorted((k, sorted(v)) for k, v in rel.item_codes.items())).encode()
-    ).hexdigest()
-    return f"{rel.records.fingerprint}:{pop}:{rel.counts_repeats}:{codes}"
-
-
-@st.cache_data(scope="session", show_spinner=False)
-def _csv(df: pd.DataFrame) -> bytes:
-    return df.to_csv(index=False).encode()
-
-
-def _download(df: pd.DataFrame, name: str, label: str = "Download data (CSV)") -> None:
-    st.download_button(label, _csv(df), file_name=name, mime="text/csv", key=f"dl_{name}")
 
 
 def _summary_table(curves: dict[str, np.ndarray], k: int) -> pd.DataFrame:
@@ -83,6 +65,7 @@ def _summary_table(curves: dict[str, np.ndarray], k: int) -> pd.DataFrame:
 ctx = current()
 adv, k = ctx.adversary, ctx.k
 st.title("Risk")
+warn_if_whole_population(ctx)
 st.caption(
     f"Adversary (sidebar): **{adv.label}**. {adv.describe()} Distinguishability is the number of candidate "
     "records consistent with what the attacker knows; 1 means unique, below k means unpublishable."
@@ -126,9 +109,9 @@ st.dataframe(
 )
 d1, d2 = st.columns(2)
 with d1:
-    _download(cdf_frame(curves), "risk_cdf_adversaries.csv", "Download CDF data (CSV)")
+    table_download(cdf_frame(curves), "Download CDF data (CSV)", "risk_cdf_adversaries.csv", "dl_risk_cdf")
 with d2:
-    _download(summary, "risk_summary_adversaries.csv", "Download summary (CSV)")
+    table_download(summary, "Download summary (CSV)", "risk_summary_adversaries.csv", "dl_risk_summary")
 with st.expander("Who are the four adversaries?"):
     for a in ALL_ADVERSARIES:
         st.markdown(f"- **{a.label}**: {a.describe()}")
@@ -150,7 +133,7 @@ with st.spinner("Finding the riskiest code patterns..."):
         n_patterns,
     )
 st.dataframe(patterns, hide_index=True, key="risk_patterns_table")
-_download(patterns, "risk_riskiest_patterns.csv")
+table_download(patterns, "Download the patterns (CSV)", "risk_riskiest_patterns.csv", "dl_risk_patterns")
 
 st.header("Before and after")
 published = releases.available()
@@ -167,7 +150,7 @@ else:
     for i, (name, pub) in enumerate(published.items()):
         rel = pub.release
         try:
-            rdis = _released(name, _release_key(rel), rel, ctx.population, adv.scope, adv.knowledge)
+            rdis = _released(name, release_key(rel), rel, ctx.population, adv.scope, adv.knowledge)
         except ValueError as exc:  # e.g. a population adversary with no population
             status.append({"release": name, "method": rel.method, "method's own verification": str(exc)})
             continue
@@ -191,6 +174,13 @@ else:
     st.dataframe(pd.DataFrame(status), hide_index=True, key="risk_release_status")
     b1, b2 = st.columns(2)
     with b1:
-        _download(cdf_frame(before_after), "risk_cdf_before_after.csv", "Download CDF data (CSV)")
+        table_download(
+            cdf_frame(before_after), "Download CDF data (CSV)", "risk_cdf_before_after.csv", "dl_risk_cdf_ba"
+        )
     with b2:
-        _download(_summary_table(before_after, k), "risk_summary_before_after.csv", "Download summary (CSV)")
+        table_download(
+            _summary_table(before_after, k),
+            "Download summary (CSV)",
+            "risk_summary_before_after.csv",
+            "dl_risk_summary_ba",
+        )

@@ -2,10 +2,11 @@
 
 import streamlit as st
 
-from ui.context import current
+from ui.context import current, warn_if_whole_population
 from ui.tabs import render_method
 
 ctx = current()
 st.title("Trade-offs")
+warn_if_whole_population(ctx)
 st.caption("Sweeps recompute live on the loaded data; each chart has its data for download.")
 render_method(ctx, "render_tradeoffs")

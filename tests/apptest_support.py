@@ -16,7 +16,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from streamlit import config
 from streamlit.testing.v1 import AppTest
+
+# The shipped .streamlit/config.toml shows users no exception details (client.showErrorDetails =
+# "none"); tests want them in their failure messages. tests/test_page_honest.py checks the shipped
+# value on its own.
+config.set_option("client.showErrorDetails", "full")
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = ROOT / "app.py"
@@ -82,7 +88,18 @@ def run_view(module: str, page: str, **state) -> AppTest:
     return at
 
 
+def shown(markdown: str) -> str:
+    """What the browser shows for a Markdown text's characters: CommonMark backslash escapes of
+    punctuation and the invisible word joiners (U+2060) removed (untrusted text is escaped by
+    `ui.literal.md`)."""
+    return _ESCAPED.sub(r"\1", str(markdown)).replace("\u2060", "")
+
+
+_ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")
+
+
 def page_text(at: AppTest) -> str:
-    """The markdown, success and error texts of a run, joined (for asserting on what a page says)."""
+    """The markdown, success and error texts of a run as shown, joined (for asserting on what a page
+    says)."""
     parts = [m.value for m in at.markdown] + [s.value for s in at.success] + [e.value for e in at.error]
-    return "\n".join(str(p) for p in parts)
+    return "\n".join(shown(p) for p in parts)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from apptest_support import APP, PAGES, full_app, page_path
+from apptest_support import APP, PAGES, full_app, page_path, shown
 from conftest import DATA_DIR, sample_missing_reason
 from streamlit.testing.v1 import AppTest
 
@@ -137,7 +137,7 @@ def test_bad_upload_shows_file_row_column() -> None:
     _upload(at, "events", DATA_DIR / "events_bad_codes.csv")
     at.run()
     assert not at.exception
-    errors = [e.value for e in at.sidebar.error]
+    errors = [shown(e.value) for e in at.sidebar.error]  # as displayed: the file name is escaped
     assert any("events_bad_codes.csv" in e and "rows 4, 5, 6" in e and "column 'code'" in e for e in errors)
     assert "context" not in at.session_state
     assert any("Loading stopped" in e.value for e in at.main.error)

@@ -339,3 +339,55 @@ def test_cli_population_file_scope_and_variant(tmp_path):
     report = json.loads(rep.read_text())
     assert report["parameters"]["scope"] == "cohort" and report["parameters"]["variant"] == "targeted"
     assert report["verification"]["ok"] and report["verification"]["adversary"] == "cohort / all visits"
+
+
+def _many_codes(n_codes: int = 70, n_patients: int = 40) -> pd.DataFrame:
+    """Events over `n_codes` real ICD-9-CM codes (more than numpy's 64 array dimensions)."""
+    from engine.vocab import phecode_map
+
+    codes = sorted(phecode_map()["icd9"].astype(str).unique())[:n_codes]
+    rows = [
+        (f"P{p:03d}", codes[c]) for p in range(n_patients) for c in range(n_codes) if (p * 7 + c) % 3 == 0
+    ]
+    return pd.DataFrame(rows, columns=["patient_id", "code"])
+
+
+def test_dominance_counter_with_more_than_64_codes_capped_at_zero():
+    # finding 8 of issue 12: a cap grid of 70 axes (cap 0 on 70 codes) exceeded numpy's 64 dimensions
+    rng = np.random.default_rng(5)
+    cands = rng.integers(0, 3, size=(120, 72))
+    top = np.zeros(72, dtype=np.int64)
+    top[[3, 40]] = 2  # two codes keep a cap, the other 70 are capped at 0
+    capped = np.minimum(cands, top)
+    targets = np.minimum(rng.integers(0, 3, size=(50, 72)), top)
+    brute = np.array([(capped >= t).all(axis=1).sum() for t in targets])
+    counter = DominanceCounter(cands, top)
+    assert counter.dense
+    np.testing.assert_array_equal(counter.count(targets), brute)
+    everything_zero = DominanceCounter(cands, np.zeros(72, dtype=np.int64))
+    np.testing.assert_array_equal(everything_zero.count(np.zeros((3, 72))), [120, 120, 120])
+
+
+@pytest.mark.parametrize("scope", ["population", "cohort"])
+def test_universal_cap_zero_with_more_than_64_codes(scope):
+    pop = Records.from_frame(_many_codes())
+    sample = pop.subset(pop.patient_ids[:12])
+    problem = prepare(sample, pop if scope == "population" else None, scope)
+    assert len(problem.codes) > 64
+    release = gccens_run(problem, 2, cap=0)
+    assert release.records.n_events == 0 and release.loss["k_reached"]
+    assert release.loss["censored_by_caps"] == sample.n_events
+    adversary = Adversary(scope, "all_visits")
+    assert risk.verify(release, adversary, 2, pop if scope == "population" else None).ok
+
+
+def test_cli_cap_zero_with_more_than_64_codes(tmp_path):
+    from engine.cli import main
+
+    events = _many_codes()
+    events.to_csv(tmp_path / "events.csv", index=False)
+    ids = events["patient_id"].drop_duplicates().head(12)
+    pd.DataFrame({"patient_id": ids}).to_csv(tmp_path / "cohort.csv", index=False)
+    argv = ["anonymize", "gccens", "--events", str(tmp_path / "events.csv")]
+    argv += ["--cohort", str(tmp_path / "cohort.csv"), "--k", "2", "--cap", "0"]
+    assert main([*argv, "--out", str(tmp_path / "released.csv")]) == 0

@@ -174,3 +174,42 @@ def test_cohort_page_follows_the_sidebar(server: str) -> None:
                 )  # the choice survived the switch
         finally:
             browser.close()
+
+
+def test_untrusted_text_fetches_nothing(server: str) -> None:
+    """Issue 12, finding 7: a code `![x](http://127.0.0.1:PORT/leak.png)` in an uploaded events file
+    (and in its file name) is shown as text; the browser requests nothing from that address."""
+    from playwright.sync_api import expect, sync_playwright
+
+    leak_port = _free_port()
+    leak = f"![x](http://127.0.0.1:{leak_port}/leak.png)"
+    name = f"![y](http://127.0.0.1:{leak_port}/name.png).csv"
+    events = f"patient_id,visit,code\nP1,1,401.1\nP2,1,{leak}\nP3,1,250.00\n".encode()
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page()
+            fetched: list[str] = []
+            page.on("request", lambda r: fetched.append(r.url) if f":{leak_port}" in r.url else None)
+            page.goto(server)
+            expect(page.get_by_role("heading", name="Cohort").first).to_be_visible(timeout=WAIT_MS)
+            sidebar = page.locator('[data-testid="stSidebar"]')
+            sidebar.get_by_text("Upload files", exact=True).click()
+            _settle(page)
+            sidebar.locator('input[type="file"]').first.set_input_files(
+                files=[{"name": name, "mimeType": "text/csv", "buffer": events}]
+            )
+            alert = sidebar.locator('[data-testid="stAlert"]').filter(has_text="not ICD-9-CM codes")
+            expect(alert.first).to_be_visible(timeout=WAIT_MS)
+            _settle(page)
+            page.wait_for_timeout(1500)
+            text = alert.first.inner_text().replace("\u2060", "")  # invisible word joiners
+            assert leak in text and name in text  # shown, as the characters it is made of
+            found = page.locator(f'img[src*=":{leak_port}"], a[href*=":{leak_port}"]')
+            assert found.count() == 0, [
+                found.nth(i).evaluate("e => e.parentElement.outerHTML") for i in range(found.count())
+            ]
+            assert fetched == []
+            _no_exception(page)
+        finally:
+            browser.close()

@@ -72,17 +72,25 @@ def test_tradeoffs_tab_figure_2_and_a_small_sweep() -> None:
 
 
 def test_release_download_is_gzip_csv_of_the_release() -> None:
+    """The tab's download holds the gate's files, gzip-compressed: exactly the rows verified."""
     import gzip
-    import io
 
-    import pandas as pd
-
+    from engine.adversary import Adversary
     from engine.anonymize.policy import extract_policy
-    from engine.anonymize.profiles import release_columns, ugaclip
+    from engine.anonymize.profiles import ugaclip
+    from engine.export import CODE_MAP_FILE, RELEASE_FILE, read_release_bytes, release_files
+    from engine.risk import verify
     from tests.test_profiles import UTILITY, mary_dataset
-    from ui.tab_profiles import _csv_gz
+    from ui.downloads import release_file_bytes
 
     r = mary_dataset()
     rel = ugaclip(r, extract_policy(r, 5, "single_visit"), 5, UTILITY)
-    back = pd.read_csv(io.BytesIO(gzip.decompress(_csv_gz(release_columns(rel)))), dtype=str)
-    assert back.values.tolist() == rel.exported_frame().astype(str).values.tolist()
+    adversary = Adversary("cohort", "single_visit")
+    v = verify(rel, adversary, 5)
+    files = release_file_bytes(rel, v, adversary, 5, compress=True)
+    plain = {name: gzip.decompress(data) for name, data in files.items()}
+    assert plain == release_files(rel, v, adversary, 5)
+    back = read_release_bytes(plain[RELEASE_FILE], plain[CODE_MAP_FILE])
+    assert (
+        back.exported_frame().astype(str).values.tolist() == rel.exported_frame().astype(str).values.tolist()
+    )

@@ -34,6 +34,30 @@ class Context:
         return f"{self.population.fingerprint}:{self.cohort.fingerprint}"
 
 
+WHOLE_POPULATION = (
+    "The cohort is the whole population ({n:,} patients): every release will hold all of them. "
+    "To share a smaller cohort, load its patient list or choose its group in the sidebar."
+)
+
+
+def cohort_is_population(cohort: Records, population: Records) -> bool:
+    """The cohort holds every patient of the population (the same patients, in any order)."""
+    if cohort is population:
+        return True
+    if cohort.n_patients != population.n_patients:
+        return False
+    return set(map(str, cohort.patient_ids)) == set(map(str, population.patient_ids))
+
+
+def warn_if_whole_population(ctx: Context) -> bool:
+    """On every page that releases data: a visible warning when the cohort is the whole population
+    (issue 12, finding 2). Returns whether it was shown."""
+    if not cohort_is_population(ctx.cohort, ctx.population):
+        return False
+    st.warning(WHOLE_POPULATION.format(n=ctx.cohort.n_patients), icon=":material/warning:")
+    return True
+
+
 APP_DIR = Path(__file__).resolve().parent.parent
 DEEP_LINK = "_deep_link"
 

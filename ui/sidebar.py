@@ -13,6 +13,7 @@ read-only object (`st.cache_resource`).
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +25,8 @@ from engine.dataset import Dataset
 from engine.loaders import DataError, Loaded, load_sample_checked, load_uploaded
 from engine.records import Records
 from engine.validation import Finding, ValidationReport
-from ui.context import Context
+from ui import literal
+from ui.context import WHOLE_POPULATION, Context, cohort_is_population
 
 SAMPLE, UPLOAD = "Shipped sample", "Upload files"
 UPLOAD_ROLES: tuple[tuple[str, str], ...] = (
@@ -50,6 +52,7 @@ KEYS: dict[str, Any] = {
 }
 _UPLOAD_MEMO = "_sidebar_upload_memo"
 _GROUP_MEMO = "_sidebar_group_memo"
+_COHORT_LIST = "_sidebar_cohort_list"  # fingerprint of the last cohort list seen (see _select_new_cohort)
 
 
 @dataclass(frozen=True, eq=False)
@@ -139,6 +142,21 @@ def group_names(dataset: Dataset) -> list[str]:
     return ["population", *[g for g in dataset.groups if g != "population"]]
 
 
+def _ids_fingerprint(ids: Any) -> str:
+    """sha256 of a list of patient ids, every id counted (a content key, never a sample)."""
+    return hashlib.sha256("\x1f".join(map(str, ids)).encode()).hexdigest()
+
+
+def _select_new_cohort(dataset: Dataset) -> None:
+    """A cohort list that was not loaded before (a new upload, a changed file, another dataset) is
+    selected as the cohort: loading the events first and the cohort list after must not leave the
+    cohort on the whole population (issue 12, finding 2). Choosing another group afterwards stays."""
+    seen = _ids_fingerprint(dataset.groups["cohort"]) if "cohort" in dataset.groups else None
+    if seen is not None and st.session_state.get(_COHORT_LIST) != seen:
+        st.session_state["cohort_group"] = "cohort"
+    st.session_state[_COHORT_LIST] = seen
+
+
 def _choose(key: str, options: list[str], preferred: str) -> None:
     """Reset a stored choice that is not among the options (e.g. after switching datasets)."""
     if st.session_state.get(key) not in options:
@@ -190,6 +208,7 @@ def render() -> Context | None:
 
     sb.header("Groups")
     names = group_names(dataset)
+    _select_new_cohort(dataset)
     _choose("population_group", names, "population")
     _choose("cohort_group", names, "cohort")
     pop_group = sb.selectbox("Population", names, key="population_group")
@@ -222,6 +241,8 @@ def render() -> Context | None:
             f"k = {k} exceeds the cohort size ({cohort.n_patients} patients): no record can have "
             f"{k} indistinguishable candidates. Choose k ≤ {cohort.n_patients}."
         )
+    if cohort_is_population(cohort, population):
+        sb.warning(WHOLE_POPULATION.format(n=cohort.n_patients))
     ctx = Context(
         dataset=dataset,
         population_group=pop_group,
@@ -241,9 +262,9 @@ def _fail(sb: Any, state: LoadState, message: str | None, keep_report: bool = Fa
     if not keep_report:
         st.session_state["load_report"] = state
     if message:
-        sb.error(message)
+        literal.error(message, sb)
     for finding in state.report.errors[:5]:
-        sb.error(str(finding))
+        literal.error(finding, sb)  # findings quote file names and values: shown literally
     if len(state.report.errors) > 5:
         sb.error(f"… and {len(state.report.errors) - 5} more error(s): see the Cohort page.")
     return None

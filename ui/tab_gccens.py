@@ -40,6 +40,9 @@ from engine.release import Release
 from engine.risk import Verification
 from engine.utility.censoring import SWEEP_COLUMNS, censoring_loss, cul_statistics, release_cul, sweep_point
 from ui.context import HASH_FUNCS, Context
+from ui.downloads import release_downloads, release_table_download, report_download
+from ui.downloads import table_download as _download
+from ui.literal import md
 from ui.releases import publish
 from ui.risk_charts import cdf_frame, distinguishability_cdf_figure
 
@@ -154,10 +157,6 @@ def retention_figure(compare: pd.DataFrame) -> go.Figure:
     return fig
 
 
-def _download(df: pd.DataFrame, label: str, name: str, key: str) -> None:
-    st.download_button(label, df.to_csv(index=False).encode(), file_name=name, mime="text/csv", key=key)
-
-
 # ------------------------------------------------------------------------------------ settings
 def _selection(ctx: Context, prefix: str) -> tuple | None:
     mode = st.selectbox("Codes released", CODE_MODES, key=f"{prefix}mode")
@@ -210,7 +209,7 @@ def _caps(problem: CensorProblem, prefix: str) -> tuple | None:
     caps = pd.to_numeric(edited["cap"], errors="coerce")
     bad = edited.loc[caps.isna() | (caps < 0), "code"].tolist()
     if bad:
-        st.error(f"Caps must be whole numbers >= 0; check code(s) {', '.join(map(str, bad[:5]))}.")
+        st.error(f"Caps must be whole numbers >= 0; check code(s) {md(', '.join(map(str, bad[:5])))}.")
         return None
     return ("per_code", tuple(zip(edited["code"].astype(str), caps.astype(int).tolist(), strict=True)))
 
@@ -287,6 +286,12 @@ def render_anonymize(ctx: Context) -> None:
     publish("GCCens", release, verification)
     if verification.ok:
         st.success(verification.message())
+    else:
+        st.info("Even censoring every code leaves fewer than k candidates for these records.")
+    # the files, only through the export gate under the sidebar's adversary and k
+    if release_downloads(
+        release, verification, ctx.adversary, k, ctx.population, name="gccens", key="gcc_dl"
+    ):
         rep = report(
             release,
             verification,
@@ -295,28 +300,12 @@ def render_anonymize(ctx: Context) -> None:
             population_size=ctx.population.n_patients,
             sources=dict(ctx.dataset.sources),
         )
-        d1, d2 = st.columns(2)
-        with d1:
-            _download(
-                release.to_frame()[["patient_id", "code"]],
-                "Download the release (patient_id, code)",
-                "gccens_release.csv",
-                "gcc_dl_release",
-            )
-        with d2:
-            st.download_button(
-                "Download the report (JSON)",
-                json.dumps(rep, indent=2, default=str).encode(),
-                file_name="gccens_report.json",
-                mime="application/json",
-                key="gcc_dl_report",
-            )
-    else:
-        st.error(
-            verification.message()
-            + " No download: even censoring every code leaves fewer than k candidates for these records."
+        report_download(
+            json.dumps(rep, indent=2, default=str),
+            "Download the report (JSON)",
+            "gccens_report.json",
+            "gcc_dl_report",
         )
-        st.dataframe(verification.failing, hide_index=True)
 
     left, right = st.columns(2)
     with left:
@@ -365,7 +354,17 @@ def render_anonymize(ctx: Context) -> None:
     if patients:
         table = _side_by_side(sel_cohort, release, loss, patients)
         st.dataframe(table, hide_index=True)
-        _download(table, "Download these records (CSV)", "gccens_examples.csv", "gcc_dl_examples")
+        release_table_download(
+            table,
+            release,
+            verification,
+            ctx.adversary,
+            k,
+            ctx.population,
+            label="Download these records (CSV)",
+            file_name="gccens_examples.csv",
+            key="gcc_dl_examples",
+        )
     with st.expander(f"Censoring steps ({len(release.loss['steps'])})"):
         steps = pd.DataFrame(
             release.loss["steps"], columns=["code", "from_count", "records", "below_k_before"]

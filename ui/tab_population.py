@@ -29,11 +29,13 @@ from engine.anonymize.population import (
     ScopeComparison,
     compare_scopes,
     export_label,
-    released_frame,
 )
 from engine.records import Records
 from engine.release import Release
-from ui.context import HASH_FUNCS, Context
+from ui.context import Context
+from ui.downloads import release_downloads, release_table_download, report_download
+from ui.downloads import table_download as _download
+from ui.fingerprints import ids_fingerprint
 from ui.releases import publish
 from ui.risk_charts import cdf_frame, distinguishability_cdf_figure
 
@@ -66,9 +68,10 @@ def export_choice(key: str, *, allowed: bool = True) -> bool:
 
 
 # ------------------------------------------------------------------------- groups and engine calls
-@st.cache_resource(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=4)
-def _biobank(ctx_key: str, _ctx: Context) -> Records | None:
-    """The biobank's records when the dataset names one lying between cohort and population."""
+@st.cache_resource(scope="session", show_spinner=False, max_entries=4)
+def _biobank(key: str, _ctx: Context) -> Records | None:
+    """The biobank's records when the dataset names one lying between cohort and population
+    (`key`: the groups chosen and the content of population, cohort and biobank list)."""
     ds = _ctx.dataset
     if "biobank" not in ds.groups or "biobank" in (_ctx.population_group, _ctx.cohort_group):
         return None
@@ -82,7 +85,9 @@ def _biobank(ctx_key: str, _ctx: Context) -> Records | None:
 
 def _groups(ctx: Context) -> dict[str, Records]:
     groups = {"cohort": ctx.cohort, "population": ctx.population}
-    bio = _biobank(ctx.key, ctx)
+    ds = ctx.dataset
+    listed = ids_fingerprint(ds.groups["biobank"]) if "biobank" in ds.groups else "-"
+    bio = _biobank(f"{ctx.key}:{ctx.population_group}:{ctx.cohort_group}:{listed}", ctx)
     if bio is not None:
         groups["biobank"] = bio
     return groups
@@ -98,7 +103,13 @@ def scope_comparison(
     """`compare_scopes` memoized in this session's state (an uploaded dataset's releases never leave
     the session), with a progress bar while it computes (a cached function could not draw one)."""
     groups = _groups(ctx)
-    key = (ctx.key, tuple(sorted(groups)), int(k), constraints, bool(complete), bool(with_visits))
+    key = (
+        tuple((g, r.fingerprint) for g, r in sorted(groups.items())),
+        int(k),
+        constraints,
+        bool(complete),
+        bool(with_visits),
+    )
     memo: dict = st.session_state.setdefault(_MEMO, {})
     if key not in memo:
         bar = st.progress(0.0, text=label)
@@ -132,17 +143,16 @@ def publish_scopes(
     return cmp_
 
 
-@st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=16)
-def _before(ctx_key: str, scope: str, k: int, _cohort: Records, _group: Records, _adversary) -> np.ndarray:
-    """Distinguishability of the original cohort against the original group (same adversary)."""
+@st.cache_data(scope="session", show_spinner=False, max_entries=16)
+def _before(
+    cohort_key: str, group_key: str, adversary_label: str, _cohort: Records, _group: Records, _adversary
+) -> np.ndarray:
+    """Distinguishability of the original cohort against the original group (same adversary), keyed
+    on both groups' content fingerprints and the adversary."""
     return risk.original_distinguishability(_cohort, _adversary, _group)
 
 
 # ------------------------------------------------------------------------------------ views
-def _download(df: pd.DataFrame, label: str, name: str, key: str) -> None:
-    st.download_button(label, df.to_csv(index=False).encode(), file_name=name, mime="text/csv", key=key)
-
-
 def scope_summary(cmp_: ScopeComparison) -> pd.DataFrame:
     """One row per scope: group anonymized, verification, residual records below k, retention."""
     by_name = {r.name: r for r in cmp_.rows}
@@ -245,7 +255,8 @@ def render_anonymize(ctx: Context) -> None:
         "that every single visit's codes be held by k records; its procedure guarantees it for single "
         "codes only, so every release is verified by the risk engine and the records still below k are "
         f"shown. k = **{ctx.k}** from the sidebar; the attacker knows the codes of one visit (the paper's "
-        "model, whatever the sidebar's knowledge), and the sidebar's scope picks the release shown first."
+        "model, whatever the sidebar's knowledge), and the sidebar's scope picks the release shown first. "
+        "A download is verified again under the sidebar's adversary and k."
     )
     c1, c2 = st.columns([3, 2])
     with c1:
@@ -312,52 +323,32 @@ def render_anonymize(ctx: Context) -> None:
     st.caption(f"Export: {export_label(release.shows_visits)}.")
     if verification.ok:
         st.success(verification.message())
-        d1, d2, d3 = st.columns(3)
-        with d1:
-            _download(
-                released_frame(release),
-                "Download the release (CSV)",
-                f"heatherly_{shown}.csv",
-                "hea_dl_release",
-            )
-        with d2:
-            present = set(release.records.items[np.unique(release.records.event_item)].tolist())
-            cm = release.code_map()
-            _download(
-                cm[cm["released_item"].isin(present)],
-                "Download the code map (CSV)",
-                f"heatherly_{shown}_codemap.csv",
-                "hea_dl_codemap",
-            )
-        with d3:
-            st.download_button(
-                "Download the report (JSON)",
-                json.dumps(_report(res, cmp_), indent=2, default=str).encode(),
-                file_name=f"heatherly_{shown}_report.json",
-                mime="application/json",
-                key="hea_dl_report",
-            )
-    else:
-        st.error(
-            verification.message()
-            + " No download. "
-            + (
-                ""
-                if complete
-                else "The completion pass (above) generalizes and suppresses until every visit meets k."
-            )
-        )
-        failing = verification.failing
-        st.dataframe(failing.head(200), hide_index=True)
-        _download(
-            failing, "Download the records below k (CSV)", f"heatherly_{shown}_below_k.csv", "hea_dl_failing"
+    elif not complete:
+        st.info("The completion pass (above) generalizes and suppresses until every visit meets k.")
+    # the files, only through the export gate under the sidebar's adversary and k
+    offered = release_downloads(
+        release, verification, ctx.adversary, k, ctx.population, name=f"heatherly_{shown}", key="hea_dl"
+    )
+    if offered:
+        report_download(
+            json.dumps(_report(res, cmp_), indent=2, default=str),
+            "Download the report (JSON)",
+            f"heatherly_{shown}_report.json",
+            "hea_dl_report",
         )
 
     left, right = st.columns(2)
     with left:
         st.markdown(f"**Risk before and after** ({verification.adversary.label})")
         group = _groups(ctx)[scope]
-        before = _before(ctx.key, scope, k, ctx.cohort, group, verification.adversary)
+        before = _before(
+            ctx.cohort.fingerprint,
+            group.fingerprint,
+            verification.adversary.label,
+            ctx.cohort,
+            group,
+            verification.adversary,
+        )
         curves = {"original": before, shown: verification.distinguishability}
         st.plotly_chart(distinguishability_cdf_figure(curves, k, highlight=shown), key="hea_cdf")
         _download(cdf_frame(curves), "Download the CDF data (CSV)", "heatherly_cdf.csv", "hea_dl_cdf")
@@ -370,7 +361,17 @@ def render_anonymize(ctx: Context) -> None:
         if patients:
             view = figure13_view(ctx.cohort, release, patients)
             st.dataframe(view, hide_index=True)
-            _download(view, "Download these records (CSV)", "heatherly_examples.csv", "hea_dl_examples")
+            release_table_download(
+                view,
+                release,
+                verification,
+                ctx.adversary,
+                k,
+                ctx.population,
+                label="Download these records (CSV)",
+                file_name="heatherly_examples.csv",
+                key="hea_dl_examples",
+            )
     with st.expander(f"Procedure figures ({shown})"):
         st.json(release.loss)
 

@@ -15,7 +15,6 @@ the cohort scope is verified whatever the sidebar's scope. Engine calls are cach
 
 from __future__ import annotations
 
-import gzip
 import io
 
 import numpy as np
@@ -31,10 +30,8 @@ from engine.anonymize.population import export_label
 from engine.anonymize.profiles import (
     ProfilesRun,
     SuppressionLimitExceeded,
-    release_columns,
     run_profiles,
     trace_frame,
-    write_release_csv,
 )
 from engine.records import Records
 from engine.utility.queries import (
@@ -43,7 +40,10 @@ from engine.utility.queries import (
     satisfaction_table,
     utility_policy_from_frame,
 )
+from ui import literal
 from ui.context import HASH_FUNCS, Context
+from ui.downloads import release_downloads
+from ui.downloads import table_download as _download
 from ui.releases import publish
 from ui.risk_charts import cdf_frame, distinguishability_cdf_figure
 from ui.tab_population import export_choice
@@ -125,21 +125,6 @@ def suppression_figure(sweep: pd.DataFrame) -> go.Figure:
     return fig
 
 
-def _download(df: pd.DataFrame, label: str, name: str, key: str) -> None:
-    st.download_button(label, df.to_csv(index=False).encode(), file_name=name, mime="text/csv", key=key)
-
-
-def _csv_gz(frame) -> bytes:
-    """A frame as gzip CSV (anonymized items of many codes repeat long labels, which compress well)."""
-    buf = io.BytesIO()
-    with gzip.GzipFile(fileobj=buf, mode="wb", compresslevel=9, mtime=0) as gz:
-        text = io.TextIOWrapper(gz, encoding="utf-8", newline="")
-        write_release_csv(frame, text)
-        text.flush()
-        text.detach()
-    return buf.getvalue()
-
-
 # ------------------------------------------------------------------------------ utility policy
 def _policy_editor() -> UtilityPolicy | None:
     """The utility policy: the shipped Table 1 policy, an uploaded CSV, edited in place."""
@@ -153,7 +138,7 @@ def _policy_editor() -> UtilityPolicy | None:
             st.session_state[_POLICY_KEY] = read_utility_policy(up, name=up.name).to_frame()
             st.session_state["profiles_upload_id"] = up.file_id
         except ValueError as exc:
-            st.error(str(exc))
+            literal.error(exc)
     if st.button("Reset to the Table 1 policy", key="profiles_reset"):
         st.session_state[_POLICY_KEY] = read_utility_policy().to_frame()
     edited = st.data_editor(
@@ -170,7 +155,7 @@ def _policy_editor() -> UtilityPolicy | None:
     try:
         policy = utility_policy_from_frame(edited, "utility policy table")
     except ValueError as exc:
-        st.error(str(exc))
+        literal.error(exc)
         return None
     _download(
         policy.to_frame(), "Download the utility policy (CSV)", "utility_policy.csv", "profiles_policy_dl"
@@ -222,7 +207,7 @@ def render_anonymize(ctx: Context) -> None:
                 ctx.cohort, k, knowledge, m, policy_csv, None if limit is None else int(limit), with_visits
             )
         if isinstance(out, SuppressionLimitExceeded):
-            st.error(str(out))
+            literal.error(out)  # names the constraint's codes
             continue
         runs[m] = out
     if not runs:
@@ -241,7 +226,7 @@ def render_anonymize(ctx: Context) -> None:
     )
     _download(cdf_frame(curves), "Download the CDF data (CSV)", "profiles_cdf.csv", "profiles_cdf_dl")
     for m, r in runs.items():
-        _release_block(m, r)
+        _release_block(ctx, m, r)
 
 
 def _policy_summary(policy: PrivacyPolicy) -> None:
@@ -289,31 +274,28 @@ def _table_1(runs: dict[str, ProfilesRun]) -> None:
     _download(table, "Download Table 1 (CSV)", "profiles_table1.csv", "profiles_t1_dl")
 
 
-def _release_block(method: str, run: ProfilesRun) -> None:
+def _release_block(ctx: Context, method: str, run: ProfilesRun) -> None:
     st.markdown(f"**{method} release**")
     st.caption(f"Export: {export_label(run.release.shows_visits)}.")
     publish(method, run.release, run.verification)
     if run.verified:
         st.success(f"{run.check.message()} {run.verification.message()}")
-        a, b = st.columns(2)
-        a.download_button(
-            f"Download the {method} release (CSV, gzip)",
-            lambda: _csv_gz(release_columns(run.release)),
-            file_name=f"{method.lower()}_release.csv.gz",
-            mime="application/gzip",
-            key=f"profiles_{method}_release_dl",
-        )
-        b.download_button(
-            f"Download the {method} code map (CSV, gzip)",
-            lambda: _csv_gz(run.release.code_map()),
-            file_name=f"{method.lower()}_codemap.csv.gz",
-            mime="application/gzip",
-            key=f"profiles_{method}_codemap_dl",
-        )
     else:
         st.error(f"{run.check.message()} {run.verification.message()} No download until verified.")
         st.dataframe(run.check.failing(), hide_index=True)
-        st.dataframe(run.verification.failing, hide_index=True)
+    # the files (gzip: items of many codes repeat long labels), only through the export gate under
+    # the sidebar's adversary and k; a violated privacy policy refuses them too
+    release_downloads(
+        run.release,
+        run.verification,
+        ctx.adversary,
+        int(ctx.k),
+        ctx.population,
+        name=method.lower(),
+        key=f"profiles_{method}_dl",
+        compress=True,
+        blocked=None if run.check.ok else run.check.message(),
+    )
     with st.expander(f"{method}: generalization and suppression steps"):
         trace = trace_frame(run.release)
         st.dataframe(trace.head(500), hide_index=True, width="stretch")

@@ -29,7 +29,11 @@ from engine.records import Records
 from engine.release import Release
 from engine.risk import Verification
 from engine.utility.loss import avg_re, dataset_loss, level_shares, record_losses
+from ui import literal
 from ui.context import HASH_FUNCS, Context
+from ui.downloads import release_downloads, release_table_download
+from ui.downloads import table_download as _download
+from ui.literal import md
 from ui.releases import publish
 
 D4_CODES = ("250", "272", "401", "724")
@@ -137,10 +141,6 @@ def weights_figure(df: pd.DataFrame) -> go.Figure:
     return fig
 
 
-def _download(df: pd.DataFrame, label: str, name: str, key: str) -> None:
-    st.download_button(label, df.to_csv(index=False).encode(), file_name=name, mime="text/csv", key=key)
-
-
 # ------------------------------------------------------------------------------------ settings
 def _settings(ctx: Context, prefix: str, *, with_k: bool = True, with_method: bool = True) -> tuple | None:
     """Draw the tab's parameters; returns (selection, hier, k, w_icd, method) or None."""
@@ -196,7 +196,7 @@ def _run_or_report(ctx: Context, selection, hier, k, w_icd, method) -> LDAResult
         with st.spinner("Clustering trajectories (MDAV over A-GS alignments)…"):
             return _run(ctx.cohort, selection, hier, k, w_icd, method)
     except (ValueError, KeyError) as exc:
-        st.error(str(exc.args[0] if exc.args else exc))
+        literal.error(exc.args[0] if exc.args else exc)
         return None
 
 
@@ -232,12 +232,8 @@ def render_anonymize(ctx: Context) -> None:
     publish("LDA", rel, ver)
     if ver.ok:
         st.success(ver.message())
-        _download(
-            res.released_frame(), "Download the release (patient_id, code, age)", "lda_release.csv", "lda_dl"
-        )
-    else:
-        st.error(ver.message() + " No download until every record reaches k.")
-        st.dataframe(ver.failing, hide_index=True)
+    # the files (patient_id, code, age), only through the export gate under the sidebar's adversary and k
+    release_downloads(rel, ver, ctx.adversary, int(ctx.k), ctx.population, name="lda", key="lda_dl")
 
     left, right = st.columns(2)
     with left:
@@ -258,7 +254,17 @@ def render_anonymize(ctx: Context) -> None:
     st.markdown("**Example clusters** (Table 4: the clusters with the most generalization and suppression)")
     clusters = _cluster_table(res)
     st.dataframe(clusters.head(5), hide_index=True)
-    _download(clusters, "Download all clusters (CSV)", "lda_clusters.csv", "lda_dl_clusters")
+    release_table_download(  # the anonymized trajectories with their patients: the release itself
+        clusters,
+        rel,
+        ver,
+        ctx.adversary,
+        int(ctx.k),
+        ctx.population,
+        label="Download all clusters (CSV)",
+        file_name="lda_clusters.csv",
+        key="lda_dl_clusters",
+    )
     with st.expander(
         f"AvgRE workload: {len(meas['workload'])} queries (pairs in at least 1% of trajectories)"
     ):
@@ -353,16 +359,16 @@ def _teaching_view(res: LDAResult, w_icd: float, method: str) -> None:
             al_icd = Hierarchy.icd9(ICD9_THESIS_LEVELS)
             icd_h = al_icd.restrict(sorted({*icd_h.leaves(), *(c for c, _ in x + y)}))
         except (ValueError, KeyError) as exc:
-            st.error(str(exc.args[0] if exc.args else exc))
+            literal.error(exc.args[0] if exc.args else exc)
             return
     try:
         al = align(x, y, icd_h, age_h, w_icd=w_icd, w_age=round(1 - w_icd, 10), method=method)
     except (ValueError, KeyError) as exc:
-        st.error(str(exc.args[0] if exc.args else exc))
+        literal.error(exc.args[0] if exc.args else exc)
         return
     st.markdown(
         f"**{method.upper()} result:** "
-        + (" ".join(f"({c}, {a})" for c, a in al.trajectory) or "(everything suppressed)")
+        + (md(" ".join(f"({c}, {a})" for c, a in al.trajectory)) or "(everything suppressed)")
         + f" — ILM {al.ilm:.4g}, ALM {al.alm:.4g}, total {al.total:.4g} "
         f"(weights {w_icd:g} / {1 - w_icd:g}; |ICD| = {icd_h.domain_size}, |Age| = {age_h.domain_size})"
     )
@@ -439,7 +445,7 @@ def _explain_cells(al: Alignment) -> None:
 
 def explain_cell(al: Alignment, h: int, j: int) -> str:
     """Plain-language account of cell (h, j): the three options of Algorithm 3 and the choice."""
-    xh, yj = al.x[h - 1], al.y[j - 1]
+    xh, yj = [md(v) for v in al.x[h - 1]], [md(v) for v in al.y[j - 1]]  # codes and ages: literal
     if al.method == "baseline":
         if not al.r[h, j]:
             return f"Baseline does not visit cell ({h}, {j}): it only pairs x_t with y_t (Algorithm 2)."
@@ -501,7 +507,7 @@ def render_tradeoffs(ctx: Context) -> None:
             try:
                 m = _measures(ctx.cohort, selection, hier, k_w, w, "a-gs")
             except (ValueError, KeyError) as exc:
-                st.error(str(exc.args[0] if exc.args else exc))
+                literal.error(exc.args[0] if exc.args else exc)
                 return
             rows.append({"w_icd": w, "w_age": round(1 - w, 1), "ILM": m["ILM"], "ALM": m["ALM"]})
             bar.progress((n + 1) / len(weights), text=f"w_ICD = {w}")
@@ -520,7 +526,7 @@ def _sweep(ctx: Context, selection, hier, w_icd: float, ks: tuple[int, ...]) -> 
         try:
             m = _measures(ctx.cohort, selection, hier, k, w_icd, method)
         except (ValueError, KeyError) as exc:
-            st.error(str(exc.args[0] if exc.args else exc))
+            literal.error(exc.args[0] if exc.args else exc)
             return None
         rows.append({"method": method, "k": k, "ILM": m["ILM"], "ALM": m["ALM"], "AvgRE": m["AvgRE"]})
         bar.progress((n + 1) / len(runs), text=f"{method}, k = {k}")

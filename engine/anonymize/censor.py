@@ -90,6 +90,9 @@ class DominanceCounter:
         self._words = (self.n + 63) // 64
         self._live = candidates if live else None
         self.dense = (not live) and float(np.log2(self.top + 1.0).sum()) <= np.log2(DENSE_LIMIT)
+        # the histogram's axes: codes capped at 0 add nothing (every vector holds them >= 0 times),
+        # and a grid of more than 64 axes could not be built (numpy's limit), e.g. cap 0 on 70 codes
+        self._axes = np.flatnonzero(self.top > 0)
         if live:
             return
         m = sp.csc_matrix(candidates, dtype=np.int64, copy=True)
@@ -97,7 +100,7 @@ class DominanceCounter:
         m.eliminate_zeros()
         m.sort_indices()
         if self.dense:
-            self._hist = _suffix_histogram(m, self.top)
+            self._hist = _suffix_histogram(m[:, self._axes], self.top[self._axes])
         else:
             self._csc = m
 
@@ -114,7 +117,9 @@ class DominanceCounter:
         if self._live is None and (targets > self.top).any():
             raise ValueError("a target count exceeds the counter's cap")
         if self.dense:
-            return self._hist[tuple(targets.T)].astype(np.int64) if self.d else np.full(len(targets), self.n)
+            if not len(self._axes):
+                return np.full(len(targets), self.n, dtype=np.int64)
+            return self._hist[tuple(targets[:, self._axes].T)].astype(np.int64)
         local: dict[bytes, int] = {}  # identical targets in this call are counted once
         return np.array([self._count_one(t, local) for t in targets], dtype=np.int64)
 
@@ -165,7 +170,9 @@ def _size(bitset: tuple[np.ndarray, int]) -> int:
 
 
 def _suffix_histogram(m: sp.csc_matrix, top: np.ndarray) -> np.ndarray:
-    """Histogram over the cap grid with suffix sums on every axis: hist[t] = #{rows >= t}."""
+    """Histogram over the cap grid with suffix sums on every axis: hist[t] = #{rows >= t}.
+
+    One axis per column of `m`: the caller passes only the columns whose cap `top` is above 0."""
     shape = tuple(int(x) + 1 for x in top)
     if not shape:
         return np.array(m.shape[0])

@@ -1,0 +1,214 @@
+"""Every download the app offers, through one module (issue 12, findings 5 and 7).
+
+- `table_download`: any table that is not a release (a chart's data, measures, a policy): CSV written
+  by `engine.export.safe_csv_bytes`, so no cell is evaluated by a spreadsheet. `report_download`:
+  a method's or the IRB report (JSON or Markdown), which holds no released records.
+- `release_downloads`: a release's files (`release.csv` and `code_map.csv`, by
+  `engine.export.release_files`) only through the export gate, under the adversary and k the sidebar
+  names. The release must also have passed its method's own verification. When either refuses, the
+  page says why and which records fall short, and offers nothing of the release.
+- `release_table_download`: a table made of a release's records (e.g. released records beside the
+  originals), offered only when the same gate lets the release itself out.
+
+The verification the gate needs is of exactly the release offered (same `Release.fingerprint`) under
+the sidebar's adversary and k: the method's own verification when it is that one, else the risk
+engine verifies the release again (cached per session on the release's content).
+"""
+
+from __future__ import annotations
+
+import gzip
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from engine import risk
+from engine.adversary import Adversary
+from engine.export import CODE_MAP_FILE, RELEASE_FILE, ExportRefused, gate, release_files, safe_csv_bytes
+from engine.records import Records
+from engine.release import Release
+from engine.risk import Verification
+from ui.fingerprints import release_key
+from ui.literal import md
+
+CSV, GZIP = "text/csv", "application/gzip"
+
+
+def table_download(frame: pd.DataFrame, label: str, file_name: str, key: str, *, where: Any = st) -> None:
+    """A download button for a table that holds no release records (spreadsheet-safe CSV)."""
+    where.download_button(label, safe_csv_bytes(frame), file_name=file_name, mime=CSV, key=key)
+
+
+REPORT_MIME = {
+    ".json": "application/json",
+    ".md": "text/markdown",
+    ".html": "text/html",
+    ".pdf": "application/pdf",
+    ".zip": "application/zip",
+}
+
+
+def report_download(
+    data: str | bytes, label: str, file_name: str, key: str | None = None, *, where: Any = st
+) -> None:
+    """A report or a bundle built by the engine (JSON, Markdown, HTML, PDF, zip): its release files,
+    if any, were written by the export gate (engine.bundle); the MIME type follows the file name."""
+    mime = REPORT_MIME[file_name[file_name.rfind(".") :]]
+    body = data.encode("utf-8") if isinstance(data, str) else data
+    where.download_button(label, body, file_name=file_name, mime=mime, key=key)
+
+
+@st.cache_resource(
+    scope="session", show_spinner="Verifying the release for the sidebar's adversary…", max_entries=16
+)
+def _verify(
+    rel_key: str, scope: str, knowledge: str, k: int, pop_key: str, _release: Release, _population
+) -> Verification:
+    """`risk.verify` keyed on the release's content (`release_key`), the adversary, k and the
+    population's fingerprint (the objects themselves are not hashed)."""
+    return risk.verify(_release, Adversary(scope, knowledge), k, _population)  # type: ignore[arg-type]
+
+
+def sidebar_verification(
+    release: Release,
+    method_verification: Verification,
+    adversary: Adversary,
+    k: int,
+    population: Records | None,
+) -> Verification:
+    """The verification of exactly `release` under the sidebar's adversary and k."""
+    v = method_verification
+    if v.adversary == adversary and v.k == k and v.release_fingerprint == release.fingerprint:
+        return v
+    pop_key = population.fingerprint if population is not None else "-"
+    return _verify(
+        release_key(release), adversary.scope, adversary.knowledge, int(k), pop_key, release, population
+    )
+
+
+def export_check(
+    release: Release,
+    method_verification: Verification,
+    adversary: Adversary,
+    k: int,
+    population: Records | None,
+    blocked: str | None = None,
+) -> tuple[Verification | None, str | None]:
+    """(the sidebar verification, None) when the gate lets the release out, else (the verification
+    that fell short or None, the plain-language reason). `blocked`: a reason from the method's own
+    checks (e.g. a violated privacy policy) that refuses the release too."""
+    if blocked:
+        shown = None if method_verification.ok else method_verification
+        return shown, f"{blocked} Nothing of this release can be downloaded."
+    if not method_verification.ok:
+        return (
+            method_verification,
+            f"{method_verification.message()} Nothing of this release can be downloaded.",
+        )
+    try:
+        v = sidebar_verification(release, method_verification, adversary, k, population)
+    except ValueError as exc:  # e.g. a population adversary with no population
+        return None, f"The release cannot be verified for the {adversary.label} adversary: {exc}"
+    try:
+        gate(release, v, adversary, k)
+    except ExportRefused as exc:
+        return v, f"{exc} (the sidebar's adversary and k; no download)"
+    return v, None
+
+
+def release_file_bytes(
+    release: Release,
+    verification: Verification | None,
+    adversary: Adversary,
+    k: int,
+    *,
+    compress: bool = False,
+) -> dict[str, bytes]:
+    """The bytes a release download holds: `engine.export.release_files` (the gate again, on exactly
+    what is written), gzip-compressed (deterministic, no time stamp) when `compress`."""
+    out = release_files(release, verification, adversary, k)
+    return {n: gzip.compress(b, compresslevel=9, mtime=0) for n, b in out.items()} if compress else out
+
+
+def _refused(reason: str, verification: Verification | None, key: str, where: Any) -> None:
+    where.error(md(reason))
+    if verification is not None and not verification.ok:
+        failing = verification.failing
+        where.caption(
+            f"The {len(failing):,} records below k = {verification.k} ({verification.adversary.label}):"
+        )
+        where.dataframe(failing.head(500), hide_index=True)
+        table_download(
+            failing, "Download the records below k (CSV)", f"{key}_below_k.csv", f"{key}_below_k", where=where
+        )
+
+
+def release_downloads(
+    release: Release,
+    method_verification: Verification,
+    adversary: Adversary,
+    k: int,
+    population: Records | None,
+    *,
+    name: str,
+    key: str,
+    compress: bool = False,
+    blocked: str | None = None,
+    where: Any = st,
+) -> bool:
+    """The release file and its code map, gated; or the reason and the records below k. `name`
+    prefixes the file names (e.g. `heatherly_DEMO_D` -> heatherly_DEMO_D_release.csv); `compress`
+    writes them gzip-compressed; `blocked` refuses them for a reason of the method's own (see
+    `export_check`). Returns whether the download was offered."""
+    verification, reason = export_check(release, method_verification, adversary, k, population, blocked)
+    if reason is not None:
+        _refused(reason, verification, key, where)
+        return False
+
+    def files() -> dict[str, bytes]:
+        return release_file_bytes(release, verification, adversary, k, compress=compress)
+
+    suffix, mime = (".gz", GZIP) if compress else ("", CSV)
+    a, b = where.columns(2)
+    a.download_button(
+        "Download the release (CSV" + (", gzip)" if compress else ")"),
+        lambda: files()[RELEASE_FILE],
+        file_name=f"{name}_{RELEASE_FILE}{suffix}",
+        mime=mime,
+        key=f"{key}_release",
+        help=f"{RELEASE_FILE}: exactly the rows verified ({verification.adversary.label}, k = {k}).",
+    )
+    b.download_button(
+        "Download the code map (CSV" + (", gzip)" if compress else ")"),
+        lambda: files()[CODE_MAP_FILE],
+        file_name=f"{name}_{CODE_MAP_FILE}{suffix}",
+        mime=mime,
+        key=f"{key}_codemap",
+        help=f"{CODE_MAP_FILE}: the original codes each released item stands for.",
+    )
+    return True
+
+
+def release_table_download(
+    frame: pd.DataFrame,
+    release: Release,
+    method_verification: Verification,
+    adversary: Adversary,
+    k: int,
+    population: Records | None,
+    *,
+    label: str,
+    file_name: str,
+    key: str,
+    blocked: str | None = None,
+    where: Any = st,
+) -> bool:
+    """A table built from a release's records, offered only when the release itself may leave
+    (`export_check`); otherwise a caption saying why there is no download."""
+    _, reason = export_check(release, method_verification, adversary, k, population, blocked)
+    if reason is not None:
+        where.caption(md(f"No download of these records: {reason}"))
+        return False
+    table_download(frame, label, file_name, key, where=where)
+    return True
