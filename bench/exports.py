@@ -19,7 +19,9 @@ the bench then writes both structures of it itself (main wrote the one with visi
 structure is its own run, written by `Release.exported_frame`. Columns: `verified` is the engine's own
 verdict (a refused release would not be written); `below k` the brute force's count on the file;
 `events` released cohort events (visit, item), `codes` original codes the released items stand for
-(Heatherly's Code Count), `utility` UGACLIP/ACLIP utility constraints satisfied.
+(Heatherly's Code Count), `utility` UGACLIP/ACLIP utility constraints satisfied, `phewas lost` /
+`phewas false` the associations lost and false against the original cohort's PheWAS on the sample's
+six SNPs (Heatherly's Table 4 setting: p <= 0.05, no correction; Total row).
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ def main() -> None:
     from engine.anonymize.population import anonymize
     from engine.anonymize.profiles import run_profiles
     from engine.loaders import load_sample
+    from engine.phewas import phewas_of_records, phewas_of_release, significance_table
     from engine.utility.queries import read_utility_policy
 
     ds = load_sample()
@@ -63,6 +66,15 @@ def main() -> None:
     }
     original = brute.original_visits_of(cohort.to_frame())
     utility = read_utility_policy().as_mapping()
+    genotypes = ds.genotypes
+    phewas_original = phewas_of_records(cohort, genotypes)
+
+    def phewas_change(release) -> tuple[int, int]:
+        """(lost, false) associations of the release, Total row of Heatherly's Table 4."""
+        table = significance_table(phewas_original, {"r": phewas_of_release(release, genotypes)})
+        total = table[table["snp"] == "Total"].iloc[0]
+        return int(total["r: lost"]), int(total["r: false"])
+
     structured = "with_visits" in inspect.signature(anonymize).parameters
     print(
         f"engine {args.root} ({'export structures' if structured else 'no export structures'}); "
@@ -116,6 +128,7 @@ def main() -> None:
             codes = set()
             for item in set(release.records.items[release.records.event_item].tolist()):
                 codes |= release.codes_of(str(item))
+            lost, false = phewas_change(release)
             row = {
                 "method": method,
                 "export": "visits kept" if wv else "one set per patient",
@@ -126,6 +139,8 @@ def main() -> None:
                 "events": int(release.records.n_events),
                 "codes": len(codes),
                 "utility": satisfied,
+                "phewas lost": lost,
+                "phewas false": false,
                 "seconds": round(seconds, 1),
             }
             rows.append(row)
@@ -133,6 +148,7 @@ def main() -> None:
                 f"{method:17s} {row['export']:20s} verified={row['verified']!s:5s} below k {below:5d} "
                 f"(unique {row['unique']:5d} of {row['records in file']}) events {row['events']:6d} "
                 f"codes {row['codes']:5d} utility {satisfied if satisfied is not None else '-'} "
+                f"PheWAS lost {lost} false {false} "
                 f"[{row['seconds']} s]",
                 flush=True,
             )
