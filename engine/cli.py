@@ -2,6 +2,8 @@
 
 Each subcommand lives in its own module under `engine/commands/` with `register(subparsers)`.
 Errors in the user's files or arguments exit with status 2 and a one-line message, never a traceback.
+Every subcommand that reads patient data gets the input options of `engine.commands.inputs`
+(`--keep-unknown` / `--drop-unknown`, `--accept-na-ids`); loader warnings go to stderr.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from collections.abc import Iterator
 
 # module name under engine.commands -> registered in this order
 COMMAND_MODULES = ("sample", "risk", "anonymize", "phewas", "labs", "study")
@@ -29,7 +32,22 @@ def build_parser() -> argparse.ArgumentParser:
                 raise
             continue
         module.register(sub)
+    from engine.commands.inputs import add_input_options
+
+    for leaf in _leaf_parsers(parser):
+        add_input_options(leaf)
     return parser
+
+
+def _leaf_parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    """Every parser that runs a command (no subcommands of its own), each once."""
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        yield parser
+        return
+    for action in subs:
+        for child in dict.fromkeys(action.choices.values()):
+            yield from _leaf_parsers(child)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,7 +18,11 @@ Conventions:
   text (ISO dates then sort chronologically; other date formats get a warning).
 - Lab `day` is a whole day number or an ISO date; genotype values are 0/1/2 or missing (empty, NA,
   NaN, '.'), returned as float with NaN for missing.
-- Patient ids are text; whole numbers stored as numbers in Parquet are written without decimals.
+- Patient ids are text and are never changed: integers stored as numbers in Parquet (int64, uint64,
+  with or without nulls) are written exactly in decimal; cells such as `NA`, `NaN`, `null` are an error
+  unless the caller accepts them as ids (`na_ids="accept"`). A headerless id list is recognized by
+  its content (see `_first_row_is_header`).
+- Every data row must have no more fields than the header (no silent reshaping into an index).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import csv
 import hashlib
 import io
 import re
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
@@ -43,11 +48,14 @@ from engine.validation import (
     MAX_ROWS,
     DataError,
     FileCheck,
+    InputFileError,
+    NaIds,
     Text,
     ValidationReport,
     check_blank,
     check_duplicates,
     check_icd9_codes,
+    check_ids,
     closest_column,
     first_occurrence_duplicates,
     match_columns,
@@ -78,8 +86,16 @@ class Source:
 
     @classmethod
     def from_path(cls, path: str | Path) -> Source:
+        """Read a file; a folder or an unreadable path is an `InputFileError` naming the path."""
         p = Path(path)
-        return cls(p.name, p.read_bytes())
+        if p.is_dir():
+            raise InputFileError(f"{path}: is a folder, not a file")
+        if not p.exists():
+            raise FileNotFoundError(f"{path}: no such file")
+        try:
+            return cls(p.name, p.read_bytes())
+        except OSError as exc:
+            raise InputFileError(f"{path}: cannot be read ({exc.strerror or exc})") from None
 
     @cached_property
     def sha256(self) -> str:
@@ -168,9 +184,19 @@ def read_table(
     first = lines[nonblank[0] - 1]
     sep = "," if "," in first else "\t" if "\t" in first else ";" if ";" in first else ","
     try:
-        df = pd.read_csv(
-            io.StringIO(text), sep=sep, dtype=str, keep_default_na=False, header=0 if header else None
-        )
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", pd.errors.ParserWarning)
+            df = pd.read_csv(
+                io.StringIO(text),
+                sep=sep,
+                dtype=str,
+                keep_default_na=False,
+                header=0 if header else None,
+                index_col=False,  # never turn extra fields into an index (that reshapes the rows)
+            )
+        warned = any(issubclass(w.category, pd.errors.ParserWarning) for w in caught)
+        if warned and _longer_rows(text, sep, nonblank, fc):
+            return None
     except pd.errors.ParserError as exc:
         m = re.search(r"line (\d+), saw (\d+)", str(exc))
         rows = (int(m.group(1)),) if m else ()
@@ -205,6 +231,26 @@ def read_table(
     return df, fc
 
 
+def _longer_rows(text: str, sep: str, nonblank: np.ndarray, fc: FileCheck) -> bool:
+    """Error naming the rows with more fields than the first line (pandas would drop the extra
+    fields); False when there are none."""
+    rows = list(csv.reader(io.StringIO(text), delimiter=sep))
+    width = len(rows[nonblank[0] - 1]) if rows else 0
+    longer = [i + 1 for i, r in enumerate(rows) if len(r) > width and any(c.strip() for c in r)]
+    n = len(longer)
+    if not n:
+        return False
+    fc.note(
+        "error",
+        None,
+        f"{n} row(s) have more fields than the header ({width})",
+        "the same number of fields on every row as in the header",
+        "parse_error",
+        tuple(longer[:MAX_ROWS]),
+    )
+    return True
+
+
 def _repeated_names(names: list[str], fc: FileCheck) -> bool:
     """Error (row 1) when a column name appears more than once in the header."""
     seen = pd.Series([n.strip() for n in names])
@@ -221,9 +267,20 @@ def _repeated_names(names: list[str], fc: FileCheck) -> bool:
     return bool(repeated)
 
 
+def _exact_integers(arrow_type: Any) -> Any:
+    """pandas dtype for an Arrow integer column: nullable, so nulls never turn integers into floats."""
+    import pyarrow as pa
+
+    if pa.types.is_integer(arrow_type):
+        return pd.api.types.pandas_dtype(str(arrow_type).replace("int", "Int").replace("uInt", "UInt"))
+    return None
+
+
 def _read_parquet(src: Source, fc: FileCheck) -> tuple[pd.DataFrame, FileCheck] | None:
     try:
-        df = pd.read_parquet(io.BytesIO(src.data))
+        import pyarrow.parquet as pq
+
+        df = pq.read_table(io.BytesIO(src.data)).to_pandas(types_mapper=_exact_integers)
     except Exception as exc:  # pyarrow raises several types for a corrupt or non-Parquet file
         fc.note(
             "error",
@@ -248,7 +305,7 @@ def _extra_columns(df: pd.DataFrame, fc: FileCheck, used: Mapping[str, str]) -> 
         fc.note(
             "warning",
             ", ".join(extra),
-            f"column(s) not used: {', '.join(extra)}",
+            f"column(s) not used (ignored, never released): {', '.join(extra)}",
             f"only {', '.join(used)}",
             "extra_columns",
         )
@@ -261,9 +318,15 @@ def _absent(text: Text, population: pd.Index) -> np.ndarray:
 
 
 def _whole_numbers(values: pd.Series) -> np.ndarray | None:
-    """int64 values when the column is numeric, complete and whole; else None."""
+    """int64 values when the column is numeric, complete and whole (integers exactly); else None."""
     if not pd.api.types.is_numeric_dtype(values.dtype) or pd.api.types.is_bool_dtype(values.dtype):
         return None
+    if pd.api.types.is_integer_dtype(values.dtype):
+        if values.isna().any():
+            return None
+        if pd.api.types.is_unsigned_integer_dtype(values.dtype) and len(values) and values.max() > 2**63 - 1:
+            return None
+        return values.to_numpy(dtype=np.int64)
     num = values.to_numpy(dtype=float, na_value=np.nan)
     if np.isnan(num).any() or (num != np.round(num)).any():
         return None
@@ -272,7 +335,7 @@ def _whole_numbers(values: pd.Series) -> np.ndarray | None:
 
 # ------------------------------------------------------------------------------------ events
 def _events(
-    src: Source, report: ValidationReport, unknown_codes: Action, drop_duplicates: bool
+    src: Source, report: ValidationReport, unknown_codes: Action, drop_duplicates: bool, na_ids: NaIds
 ) -> pd.DataFrame | None:
     read = read_table(src, report)
     if read is None:
@@ -284,7 +347,7 @@ def _events(
         return None
     _extra_columns(df, fc, cols)
     pid = Text.of(df[cols[PATIENT]], fc, cols[PATIENT])
-    check_blank(pid, fc, cols[PATIENT], "a patient id in every row")
+    check_ids(pid, fc, cols[PATIENT], na_ids, df[cols[PATIENT]])
     if pd.api.types.is_numeric_dtype(df[cols[CODE]].dtype):
         fc.note(
             "error",
@@ -350,23 +413,28 @@ def _visits(values: pd.Series, fc: FileCheck, column: str) -> tuple[np.ndarray, 
 
 
 def load_events(
-    src: SourceLike, *, unknown_codes: Action = "keep", drop_duplicates: bool = False
+    src: SourceLike,
+    *,
+    unknown_codes: Action = "keep",
+    drop_duplicates: bool = False,
+    na_ids: NaIds = "error",
 ) -> Loaded[pd.DataFrame]:
     """Events (`patient_id`, `code`, optional `visit`, `age`) as a clean long-form frame.
 
     `unknown_codes`: keep or drop rows whose well-formed code is unknown to ICD-9-CM (reported either
-    way); `drop_duplicates`: drop rows repeating an earlier row (reported either way).
+    way); `drop_duplicates`: drop rows repeating an earlier row (reported either way); `na_ids`:
+    whether ids such as `NA` or `null` are an error (default) or accepted as ids.
     Raises DataError on any error.
     """
     s = as_source(src)
     report = ValidationReport()
-    frame = _events(s, report, unknown_codes, drop_duplicates)
+    frame = _events(s, report, unknown_codes, drop_duplicates, na_ids)
     report.raise_if_errors()
     return Loaded(frame, report, {s.name: s.sha256})
 
 
 # ------------------------------------------------------------------------------------ labs
-def _labs(src: Source, report: ValidationReport, drop_duplicates: bool) -> pd.DataFrame | None:
+def _labs(src: Source, report: ValidationReport, drop_duplicates: bool, na_ids: NaIds) -> pd.DataFrame | None:
     read = read_table(src, report)
     if read is None:
         return None
@@ -377,7 +445,7 @@ def _labs(src: Source, report: ValidationReport, drop_duplicates: bool) -> pd.Da
         return None
     _extra_columns(df, fc, cols)
     pid = Text.of(df[cols[PATIENT]], fc, cols[PATIENT])
-    check_blank(pid, fc, cols[PATIENT], "a patient id in every row")
+    check_ids(pid, fc, cols[PATIENT], na_ids, df[cols[PATIENT]])
     lab = Text.of(df[cols["lab"]], fc, cols["lab"])
     check_blank(lab, fc, cols["lab"], "a lab test name or LOINC code in every row")
     day = _days(df[cols["day"]], fc, cols["day"])
@@ -436,17 +504,19 @@ def _days(values: pd.Series, fc: FileCheck, column: str) -> np.ndarray | None:
     return pd.to_datetime(u, format="ISO8601").to_numpy()[text.codes]
 
 
-def load_labs(src: SourceLike, *, drop_duplicates: bool = False) -> Loaded[pd.DataFrame]:
+def load_labs(
+    src: SourceLike, *, drop_duplicates: bool = False, na_ids: NaIds = "error"
+) -> Loaded[pd.DataFrame]:
     """Lab orders (`patient_id`, `day`, `lab`); Johnson 2018's input. Raises DataError on any error."""
     s = as_source(src)
     report = ValidationReport()
-    frame = _labs(s, report, drop_duplicates)
+    frame = _labs(s, report, drop_duplicates, na_ids)
     report.raise_if_errors()
     return Loaded(frame, report, {s.name: s.sha256})
 
 
 # ------------------------------------------------------------------------------------ genotypes
-def _genotypes(src: Source, report: ValidationReport) -> pd.DataFrame | None:
+def _genotypes(src: Source, report: ValidationReport, na_ids: NaIds) -> pd.DataFrame | None:
     read = read_table(src, report)
     if read is None:
         return None
@@ -467,7 +537,7 @@ def _genotypes(src: Source, report: ValidationReport) -> pd.DataFrame | None:
         )
         return None
     pid = Text.of(df[cols[PATIENT]], fc, cols[PATIENT])
-    blank = check_blank(pid, fc, cols[PATIENT], "a patient id in every row")
+    blank = check_ids(pid, fc, cols[PATIENT], na_ids, df[cols[PATIENT]])
     twice = first_occurrence_duplicates([pid.codes]) & ~blank
     if twice.any():
         fc.flag(
@@ -510,24 +580,28 @@ def _genotypes(src: Source, report: ValidationReport) -> pd.DataFrame | None:
     return pd.DataFrame(out)
 
 
-def load_genotypes(src: SourceLike) -> Loaded[pd.DataFrame]:
-    """Genotypes: `patient_id` + one column per SNP (0/1/2/missing -> float, NaN). Raises DataError."""
+def load_genotypes(src: SourceLike, *, na_ids: NaIds = "error") -> Loaded[pd.DataFrame]:
+    """Genotypes: `patient_id` + one column per SNP (0/1/2/missing -> float, NaN). Raises DataError.
+
+    Missing genotypes may be written NA, NaN, '.', ...; a patient id may not (unless `na_ids`)."""
     s = as_source(src)
     report = ValidationReport()
-    frame = _genotypes(s, report)
+    frame = _genotypes(s, report, na_ids)
     report.raise_if_errors()
     return Loaded(frame, report, {s.name: s.sha256})
 
 
 # ------------------------------------------------------------------------------------ id lists
-def _ids(src: Source, report: ValidationReport, population: pd.Index | None, group: str) -> np.ndarray | None:
-    """Patient ids of a list: column `patient_id`, or one unnamed column (first row is then data)."""
+def _ids(
+    src: Source, report: ValidationReport, population: pd.Index | None, group: str, na_ids: NaIds = "error"
+) -> np.ndarray | None:
+    """Patient ids of a list: column `patient_id`, or one unnamed column (see `_first_row_is_header`)."""
     read = read_table(src, report, header=src.is_parquet)
     if read is None:
         return None
     df, fc = read
     if not src.is_parquet:
-        df, fc = _id_header(df, fc)
+        df, fc = _id_header(df, fc, population)
         if df is None:
             return None
     elif PATIENT not in df.columns and len(df.columns) == 1:
@@ -546,7 +620,7 @@ def _ids(src: Source, report: ValidationReport, population: pd.Index | None, gro
         return None
     _extra_columns(df, fc, cols)
     ids = Text.of(df[cols[PATIENT]], fc, cols[PATIENT])
-    blank = check_blank(ids, fc, cols[PATIENT], "a patient id in every row")
+    blank = check_ids(ids, fc, cols[PATIENT], na_ids, df[cols[PATIENT]])
     twice = first_occurrence_duplicates([ids.codes]) & ~blank
     if twice.any():
         fc.flag(
@@ -574,10 +648,39 @@ def _ids(src: Source, report: ValidationReport, population: pd.Index | None, gro
     return ids.uniques[ids.uniques != ""].copy()  # distinct ids in order of first appearance
 
 
-def _id_header(df: pd.DataFrame, fc: FileCheck) -> tuple[pd.DataFrame | None, FileCheck]:
-    """Decide whether the first row of a headerless read is a header (see `_ids`)."""
+def _id_shape(value: str) -> str:
+    """The form of an id: letters kept in case, every run of digits as '9' (`PATIENT_0003` -> `PATIENT_9`)."""
+    return re.sub(r"\d+", "9", value.strip())
+
+
+def _first_row_is_header(first: list[str], rest: pd.Series, population: pd.Index | None) -> bool:
+    """Whether the first line of an id list is a header, decided by content.
+
+    A file with several columns has a header. For one column, the first line is data when it is a
+    patient of `population`, or when it has the form of the other lines (`_id_shape`: `PATIENT_0003`
+    among `PATIENT_0004`, ...); it is a header when it reads `patient_id` (any case) or, failing
+    both, names an id column without holding a digit (`closest_column`: `Patient ID`, `MRN`, ...).
+    Anything else is data.
+    """
+    if len(first) != 1:
+        return True
+    cell = first[0].strip()
+    if cell.lower() == PATIENT:
+        return True
+    if population is not None and population.get_indexer([cell])[0] >= 0:
+        return False
+    shapes = pd.Series([_id_shape(str(v)) for v in rest.head(1000)], dtype=object)
+    if len(shapes) and _id_shape(cell) in set(shapes):
+        return False
+    return not re.search(r"\d", cell) and closest_column(PATIENT, [cell]) is not None
+
+
+def _id_header(
+    df: pd.DataFrame, fc: FileCheck, population: pd.Index | None = None
+) -> tuple[pd.DataFrame | None, FileCheck]:
+    """Decide whether the first row of a headerless read is a header (see `_first_row_is_header`)."""
     first = [str(v) for v in df.iloc[0]]
-    if len(df.columns) == 1 and first[0].strip() != PATIENT and closest_column(PATIENT, first) is None:
+    if not _first_row_is_header(first, df.iloc[1:, 0], population):
         df = df.rename(columns={df.columns[0]: PATIENT})  # a single unnamed column: every row is an id
         fc.rownum = fc.rownum.copy()
         return df, fc
@@ -600,7 +703,8 @@ def _id_header(df: pd.DataFrame, fc: FileCheck) -> tuple[pd.DataFrame | None, Fi
         fc.note(
             "warning",
             first[0],
-            f"column '{first[0]}' read as '{PATIENT}'",
+            f"the first line {first[0]!r} was read as the header, not as a patient id; column "
+            f"'{first[0]}' read as '{PATIENT}'",
             f"the name '{PATIENT}'",
             "renamed_column",
             (1,),
@@ -610,12 +714,12 @@ def _id_header(df: pd.DataFrame, fc: FileCheck) -> tuple[pd.DataFrame | None, Fi
 
 
 def load_ids(
-    src: SourceLike, *, population: np.ndarray | None = None, group: str = "group"
+    src: SourceLike, *, population: np.ndarray | None = None, group: str = "group", na_ids: NaIds = "error"
 ) -> Loaded[np.ndarray]:
     """A patient-id list (unique, in file order). With `population`, ids outside it are errors."""
     s = as_source(src)
     report = ValidationReport()
-    ids = _ids(s, report, None if population is None else pd.Index(population), group)
+    ids = _ids(s, report, None if population is None else pd.Index(population), group, na_ids)
     report.raise_if_errors()
     return Loaded(ids, report, {s.name: s.sha256})
 
@@ -631,6 +735,7 @@ def load_dataset(
     name: str = "uploaded",
     unknown_codes: Action = "keep",
     drop_duplicates: bool = False,
+    na_ids: NaIds = "error",
 ) -> Loaded[Dataset]:
     """Load and cross-check a dataset's files; every file's findings before any DataError.
 
@@ -650,13 +755,13 @@ def load_dataset(
         )
         if s is not None
     }
-    frame = _events(srcs["events"], report, unknown_codes, drop_duplicates)
+    frame = _events(srcs["events"], report, unknown_codes, drop_duplicates, na_ids)
     records = Records.from_frame(frame) if frame is not None else None
     population = None if records is None else pd.Index(records.patient_ids)
     groups: dict[str, np.ndarray] = {}
     for role in ("biobank", "cohort"):
         if role in srcs:
-            ids = _ids(srcs[role], report, population, role)
+            ids = _ids(srcs[role], report, population, role, na_ids)
             if ids is not None:
                 groups[role] = ids
     if "biobank" in groups and "cohort" in groups:
@@ -670,8 +775,8 @@ def load_dataset(
                 "a research cohort drawn from the biobank (Heatherly's Figure 14)",
                 "cohort_outside_biobank",
             )
-    geno = _genotypes(srcs["genotypes"], report) if "genotypes" in srcs else None
-    lab = _labs(srcs["labs"], report, drop_duplicates) if "labs" in srcs else None
+    geno = _genotypes(srcs["genotypes"], report, na_ids) if "genotypes" in srcs else None
+    lab = _labs(srcs["labs"], report, drop_duplicates, na_ids) if "labs" in srcs else None
     if population is not None:
         for role, table in (("genotypes", geno), ("labs", lab)):
             if table is not None:
@@ -717,6 +822,7 @@ def load_uploaded(
     *,
     unknown_codes: Action = "keep",
     drop_duplicates: bool = False,
+    na_ids: NaIds = "error",
 ) -> Loaded[Dataset]:
     """A dataset from uploaded files, each (file name, bytes); nothing touches the disk."""
     return load_dataset(
@@ -728,6 +834,7 @@ def load_uploaded(
         name=f"uploaded: {events[0]}",
         unknown_codes=unknown_codes,
         drop_duplicates=drop_duplicates,
+        na_ids=na_ids,
     )
 
 
@@ -743,7 +850,11 @@ def sample_paths(directory: str | Path = SAMPLE_DIR) -> dict[str, Path]:
 
 
 def load_sample_checked(
-    directory: str | Path = SAMPLE_DIR, *, unknown_codes: Action = "keep", drop_duplicates: bool = False
+    directory: str | Path = SAMPLE_DIR,
+    *,
+    unknown_codes: Action = "keep",
+    drop_duplicates: bool = False,
+    na_ids: NaIds = "error",
 ) -> Loaded[Dataset]:
     """The shipped sample with its validation report (population = every patient with events).
 
@@ -752,15 +863,17 @@ def load_sample_checked(
     """
     paths = sample_paths(directory)
     stamp = tuple((role, str(p), p.stat().st_size, p.stat().st_mtime_ns) for role, p in sorted(paths.items()))
-    return _sample_memo(stamp, unknown_codes, drop_duplicates)
+    return _sample_memo(stamp, unknown_codes, drop_duplicates, na_ids)
 
 
 @lru_cache(maxsize=2)
 def _sample_memo(
-    stamp: tuple[tuple[str, str, int, int], ...], unknown_codes: Action, drop_duplicates: bool
+    stamp: tuple[tuple[str, str, int, int], ...], unknown_codes: Action, drop_duplicates: bool, na_ids: NaIds
 ) -> Loaded[Dataset]:
     paths = {role: Path(p) for role, p, _, _ in stamp}
-    return load_dataset(**paths, name="sample", unknown_codes=unknown_codes, drop_duplicates=drop_duplicates)
+    return load_dataset(
+        **paths, name="sample", unknown_codes=unknown_codes, drop_duplicates=drop_duplicates, na_ids=na_ids
+    )
 
 
 def load_sample(directory: str | Path = SAMPLE_DIR) -> Dataset:

@@ -10,6 +10,11 @@ Definitions (every default is stated, because the established tools disagree):
   have no visits).
 - Control: a patient with no code whose phecode lies in the phecode's exclusion range (the map's
   "Excl. Phecodes", e.g. `401-405.99`); patients with 1 <= count < min_code_count are neither.
+- Codes absent from the map (unknown to ICD-9-CM, like a mistyped `401.10`, or valid but unmapped) are
+  never silently cases or controls: such a code counts toward no phecode, and its patient is not a
+  control of any phecode a code of the same ICD-9 category (`401` for `401.10`) maps to, nor of the
+  phecodes whose exclusion ranges hold those. A code whose category the map does not know at all
+  excludes nothing; `unmapped_codes` lists every absent code so callers report them.
 - A test runs when there are at least `min_cases` cases (default 20) and at least one control.
 - Test: Pearson chi-square without continuity correction on the allele-by-status 2x2 table (default,
   "allelic") or the genotype-by-status 2x3 table ("genotypic"; empty genotype columns dropped). The odds
@@ -75,9 +80,22 @@ class PhecodeTable:
     code_phecodes: dict[str, frozenset[int]]  # ICD-9 code -> phecode indexes it counts toward
     code_leaf: dict[str, int]  # ICD-9 code -> index of its own phecode
     exclusion: sp.csr_matrix  # (n_phecodes, n_phecodes): [q, p] = 1 when phecode q is in p's range
+    category_leaves: dict[str, frozenset[int]]  # ICD-9 category (`401`) -> phecodes of its mapped codes
 
     def index(self) -> dict[str, int]:
         return {p: i for i, p in enumerate(self.phecodes)}
+
+    def leaves_of(self, code: str) -> frozenset[int]:
+        """Phecodes whose controls a patient with `code` leaves: its own phecode when the map has the
+        code, else the phecodes of every mapped code of its category (none when the map has none)."""
+        if code in self.code_leaf:
+            return frozenset((self.code_leaf[code],))
+        return self.category_leaves.get(_category(code), frozenset())
+
+
+def _category(code: str) -> str:
+    """The ICD-9 category of a code: the part before the dot (`401.10` -> `401`, `V45.81` -> `V45`)."""
+    return code.split(".", 1)[0]
 
 
 def _parse_ranges(text: str) -> list[tuple[float, float]]:
@@ -137,7 +155,11 @@ def phecode_table() -> PhecodeTable:
     excl = sp.csr_matrix(
         (np.ones(len(rows), dtype=np.int8), (rows, cols)), shape=(len(phecodes), len(phecodes))
     )
-    return PhecodeTable(phecodes, values, code_phecodes, code_leaf, excl)
+    by_category: dict[str, set[int]] = {}
+    for code, leaf in code_leaf.items():
+        by_category.setdefault(_category(code), set()).add(leaf)
+    category_leaves = {c: frozenset(v) for c, v in by_category.items()}
+    return PhecodeTable(phecodes, values, code_phecodes, code_leaf, excl, category_leaves)
 
 
 # ----------------------------------------------------------------------------- phenotype matrix
@@ -159,7 +181,8 @@ class PhenotypeMatrix:
 
 def _item_matrices(items: np.ndarray, item_codes: Mapping[str, frozenset[str]] | None, table: PhecodeTable):
     """(n_items, n_phecodes) 0/1 matrices: items counting toward a phecode (every code does), and
-    items that exclude from controls (some code's phecode lies in the range)."""
+    items that exclude from controls (some code's phecode, or for a code absent from the map the
+    phecodes of its category, lies in the range; `PhecodeTable.leaves_of`)."""
     n_p = len(table.phecodes)
     c_rows, c_cols, x_rows, x_cols = [], [], [], []
     for i, item in enumerate(items):
@@ -169,9 +192,9 @@ def _item_matrices(items: np.ndarray, item_codes: Mapping[str, frozenset[str]] |
             c_rows.append(i)
             c_cols.append(p)
         for c in codes:
-            if c in table.code_leaf:
+            for leaf in table.leaves_of(c):
                 x_rows.append(i)
-                x_cols.append(table.code_leaf[c])
+                x_cols.append(leaf)
     count_m = sp.csr_matrix((np.ones(len(c_rows), np.int32), (c_rows, c_cols)), shape=(len(items), n_p))
     leaf_m = sp.csr_matrix((np.ones(len(x_rows), np.int32), (x_rows, x_cols)), shape=(len(items), n_p))
     # an item in any phecode q excludes from the controls of every p whose range holds q
@@ -201,6 +224,30 @@ def phenotype_matrix(
     excluded.data[:] = 1
     excluded = excluded.maximum((counts > 0).astype(np.int32)).tocsr()
     return PhenotypeMatrix(records.patient_ids, table.phecodes, counts, excluded)
+
+
+def unmapped_codes(records: Records, item_codes: Mapping[str, frozenset[str]] | None = None) -> pd.DataFrame:
+    """Codes of `records` (released items expanded by `item_codes`) absent from the phecode map: one
+    row per code with the number of patients holding it and `excluded_from`, the phecodes of its
+    category whose controls those patients leave (with the phecodes whose exclusion ranges hold them;
+    empty when the map knows nothing of the category). Sorted by code."""
+    table = phecode_table()
+    holders = records.patient_item_sets.tocsc()
+    patients: dict[str, set[int]] = {}
+    for j, item in enumerate(records.items):
+        absent = [c for c in codes_of(str(item), item_codes) if c not in table.code_leaf]
+        rows = holders.indices[holders.indptr[j] : holders.indptr[j + 1]].tolist() if absent else []
+        for c in absent:
+            patients.setdefault(c, set()).update(rows)
+    out = [
+        {
+            "code": c,
+            "patients": len(patients[c]),
+            "excluded_from": " ".join(table.phecodes[sorted(table.leaves_of(c))].tolist()),
+        }
+        for c in sorted(patients)
+    ]
+    return pd.DataFrame(out, columns=["code", "patients", "excluded_from"])
 
 
 # ------------------------------------------------------------------------------------- testing

@@ -24,7 +24,12 @@ import pandas as pd
 from engine.cli import UserError
 
 Severity = Literal["error", "warning"]
+NaIds = Literal["error", "accept"]
 MAX_ROWS = 5
+# Cell texts that spreadsheets, R and pandas write for a missing value (compared in lower case). As
+# patient ids they are an error unless the user says they are real ids (`na_ids="accept"`).
+NA_LIKE = frozenset({"na", "nan", "n/a", "#n/a", "none", "null", "nil", "."})
+EXACT_FLOAT_LIMIT = 2**53  # floats hold every whole number up to here exactly
 
 # ICD-9-CM syntax: 3-digit numeric with optional 1-2 decimals, V codes, E codes (issue #2).
 ICD9_SYNTAX = re.compile(r"^(?:\d{3}(?:\.\d{1,2})?|V\d{2}(?:\.\d{1,2})?|E\d{3}(?:\.\d)?)$")
@@ -110,6 +115,24 @@ class ValidationReport:
             columns=cols,
         )
 
+    def to_records(self) -> list[dict]:
+        """One JSON-ready dict per finding: severity, kind, file, rows, n_rows, column, message, expected,
+        counts (offending values and their rows, e.g. unknown codes)."""
+        return [
+            {
+                "severity": f.severity,
+                "kind": f.kind,
+                "file": f.file,
+                "rows": list(f.rows),
+                "n_rows": f.n_rows,
+                "column": f.column,
+                "message": f.message,
+                "expected": f.expected,
+                "counts": dict(f.counts),
+            }
+            for f in self.findings
+        ]
+
     def raise_if_errors(self) -> None:
         if self.errors:
             raise DataError(self)
@@ -128,6 +151,10 @@ class DataError(UserError, ValueError):
         first = str(self.errors[0]) if self.errors else "invalid data"
         more = f" (+{len(self.errors) - 1} more error(s))" if len(self.errors) > 1 else ""
         super().__init__(first + more)
+
+
+class InputFileError(UserError, OSError):
+    """An input path that cannot be read as a file (a folder, no permission): one line naming it."""
 
 
 # ------------------------------------------------------------------------------------ helpers
@@ -242,12 +269,18 @@ def match_columns(
 
 
 def _cell_text(uniques: pd.Index | np.ndarray) -> np.ndarray:
-    """Distinct cell values as text: whole numbers stored as numbers lose their '.0'."""
+    """Distinct cell values as text, never changing a value.
+
+    Integers (numpy or nullable, signed or unsigned, any size) are written exactly in decimal;
+    whole floats lose their '.0' (exactly: Python's int of the float); other values use `str`.
+    """
     u = pd.Index(uniques)
-    if pd.api.types.is_numeric_dtype(u.dtype) and not pd.api.types.is_bool_dtype(u.dtype):
+    if pd.api.types.is_integer_dtype(u.dtype):
+        return np.array([str(int(v)) for v in u], dtype=object)
+    if pd.api.types.is_float_dtype(u.dtype):
         num = u.to_numpy(dtype=float)
-        if (num == np.round(num)).all():
-            return num.astype(np.int64).astype(str).astype(object)
+        if np.isfinite(num).all() and (num == np.round(num)).all():
+            return np.array([str(int(v)) for v in num], dtype=object)
     return np.array([str(v) for v in u], dtype=object)
 
 
@@ -323,6 +356,56 @@ def value_counts(text: Text, mask_unique: np.ndarray) -> dict[str, int]:
     values = text.uniques[idx].astype(str)
     order = np.lexsort((values, -counts))
     return {str(values[i]): int(counts[i]) for i in order}
+
+
+def check_ids(
+    text: Text, fc: FileCheck, column: str, na_ids: NaIds = "error", values: pd.Series | None = None
+) -> np.ndarray:
+    """Checks of a patient-id column; returns the mask of blank cells.
+
+    Errors: empty cells; ids stored as floating-point numbers beyond 2^53 (`values`, the column as
+    read; such a file cannot say which id was meant); cells reading like a missing value (`NA_LIKE`:
+    NA, NaN, null, ...) unless `na_ids == "accept"`, when they are ids and a warning says so.
+    """
+    blank = check_blank(text, fc, column, "a patient id in every row")
+    if values is not None and pd.api.types.is_float_dtype(values.dtype):
+        num = values.to_numpy(dtype=float, na_value=np.nan)
+        inexact = np.abs(np.nan_to_num(num)) >= EXACT_FLOAT_LIMIT
+        if inexact.any():
+            fc.flag(
+                "error",
+                column,
+                inexact,
+                f"patient ids stored as floating-point numbers of 2^53 or more, which are not exact "
+                f"(e.g. {int(num[inexact][0])})",
+                "patient ids stored as text or as integers",
+                "id_inexact",
+            )
+    na_u = np.array([str(v).lower() in NA_LIKE for v in text.uniques], dtype=bool)
+    if na_u.any():
+        n = int(per_row(na_u, text.codes).sum())
+        if na_ids == "accept":
+            fc.flag(
+                "warning",
+                column,
+                per_row(na_u, text.codes),
+                f"{n} cell(s) read as patient ids although they usually mean a missing value: "
+                f"{text.examples(na_u)} (accepted as ids, as asked)",
+                "real patient ids",
+                "na_id",
+            )
+        else:
+            fc.flag(
+                "error",
+                column,
+                per_row(na_u, text.codes),
+                f"{n} cell(s) hold text that usually means a missing value, not a patient id: "
+                f"{text.examples(na_u)}",
+                "a patient id in every row; if these are real ids, accept them explicitly "
+                "(command line: --accept-na-ids)",
+                "na_id",
+            )
+    return blank
 
 
 def check_blank(text: Text, fc: FileCheck, column: str, expected: str) -> np.ndarray:

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from engine.cli import UserError
@@ -290,11 +290,13 @@ CODES = ["401.1", "250.00", "272.4", "V45.81", "E849.0", "724.2", "428.0", "414.
         max_size=40,
     )
 )
+@example(rows=[("NA", 1, "401.1", 40), ("NULL", 2, "185", 50), ("NA", 1, "401.1", 40)])
 def test_csv_round_trip(rows: list[tuple[str, int, str, int]]) -> None:
-    """Any valid long-form frame survives CSV -> load_events unchanged (duplicates kept, reported)."""
+    """Any valid long-form frame survives CSV -> load_events unchanged (duplicates kept, reported);
+    ids such as `NA` or `NULL` too, once accepted as ids (by default they are an error)."""
     df = pd.DataFrame(rows, columns=["patient_id", "visit", "code", "age"])
-    loaded = load_events(Source("ev.csv", df.to_csv(index=False).encode()))
-    assert loaded.report.errors == []
+    loaded = load_events(Source("ev.csv", df.to_csv(index=False).encode()), na_ids="accept")
+    assert [f for f in loaded.report.findings if f.kind != "na_id" and f.kind != "duplicate_rows"] == []
     out = loaded.data[["patient_id", "visit", "code", "age"]].astype(object)
     pd.testing.assert_frame_equal(out, df.astype(object), check_dtype=False)
     n_dup = int(df.duplicated().sum())

@@ -49,7 +49,7 @@ def test_cli_bad_input_is_one_line(tmp_path, capsys):
     bad.write_text("disease,icd9_codes\nAsthma,\n")
     assert main([*base, "--k", "5", "--utility-policy", str(bad)]) == 2
     err = capsys.readouterr().err
-    assert "row 2, column icd9_codes" in err and "Traceback" not in err
+    assert "row 2, column 'icd9_codes'" in err and "Traceback" not in err
     # a limit of 0 suppressed codes with a policy that forbids generalizing pancreatic codes
     single = tmp_path / "single.csv"
     single.write_text("disease,icd9_codes\nA,157.1\nB,157.2\nC,157.3\n")

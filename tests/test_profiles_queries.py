@@ -59,14 +59,23 @@ def test_default_policy_has_table_1_diseases_disjoint_with_reasons():
 
 def test_bad_policy_names_row_and_column():
     frame = pd.DataFrame({"disease": ["Asthma", "", "Asthma"], "icd9_codes": ["493.00", "185", "493.01"]})
-    with pytest.raises(ValueError, match=r"row 3, column disease: empty disease name.*row 4, column disease"):
+    with pytest.raises(
+        ValueError, match=r"file policy.csv, row 3, column 'disease': empty disease name"
+    ) as exc:
         utility_policy_from_frame(frame, "policy.csv")
-    with pytest.raises(ValueError, match="missing column"):
+    errors = [(f.file, f.rows, f.column, f.message) for f in exc.value.report.errors]
+    assert errors == [
+        ("policy.csv", (3,), "disease", "empty disease name"),
+        ("policy.csv", (4,), "disease", "'Asthma' is listed twice"),
+    ]
+    with pytest.raises(ValueError, match="missing"):
         utility_policy_from_frame(pd.DataFrame({"name": ["x"]}), "policy.csv")
-    with pytest.raises(ValueError, match=r"row 2, column icd9_codes: no codes"):
+    with pytest.raises(ValueError, match=r"row 2, column 'icd9_codes': no codes"):
         utility_policy_from_frame(pd.DataFrame({"disease": ["x"], "icd9_codes": ["  "]}), "policy.csv")
-    pol = utility_policy_from_frame(pd.DataFrame({"disease": ["x", None], "icd9_codes": ["1; 2,3 4", None]}))
-    assert pol.diseases == {"x": frozenset({"1", "2", "3", "4"})}
+    pol = utility_policy_from_frame(
+        pd.DataFrame({"disease": ["x", None], "icd9_codes": ["401.1; 250.00,185 V10.3", None]})
+    )
+    assert pol.diseases == {"x": frozenset({"401.1", "250.00", "185", "V10.3"})}
 
 
 def _records(rows):

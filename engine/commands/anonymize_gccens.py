@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     from engine.adversary import Adversary
     from engine.anonymize.censor import gccens_run, prepare
     from engine.anonymize.censor import report as gccens_report
-    from engine.commands.inputs import load_groups
+    from engine.commands.inputs import InputOptions, load_groups
 
     if args.k < 2:
         raise UserError(f"--k must be >= 2 for a release (k = 1 protects nobody), not {args.k}")
@@ -78,7 +78,9 @@ def run(args: argparse.Namespace) -> int:
     if args.cap is not None and args.cap < 0:
         raise UserError(f"--cap must be >= 0, not {args.cap}")
     caps = parse_caps(args.caps) if args.caps is not None else None
-    inputs = load_groups(args.events, population=args.population, cohort=args.cohort)
+    inputs = load_groups(
+        args.events, population=args.population, cohort=args.cohort, options=InputOptions.of(args)
+    )
     population, cohort, sources = inputs.population, inputs.cohort, inputs.sources
     problem = prepare(cohort, population, args.scope)
     unknown = sorted(set(caps or {}) - set(problem.code_labels))
@@ -98,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
         population_size=population.n_patients,
         sources=sources,
     )
+    report["input_warnings"] = inputs.warnings
     report["export"] = export.publish(release, verification, adversary, args.k, paths)
     if args.report:
         Path(args.report).write_text(json.dumps(report, indent=2, default=str) + "\n")

@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from engine import export, risk
     from engine.adversary import Adversary
     from engine.anonymize.population import SCOPE_NAMES, anonymize, parse_constraints, suppress_rare
-    from engine.commands.inputs import load_groups
+    from engine.commands.inputs import InputOptions, load_groups
     from engine.utility.retention import figures
 
     paths = export.release_paths(args.out, codemap=args.codemap, report=args.report)
@@ -68,7 +68,13 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--constraints: {exc}") from None
     if args.scope == "biobank" and not args.biobank:
         raise UserError("--scope biobank needs --biobank IDS")
-    inputs = load_groups(args.events, population=args.population, cohort=args.cohort, biobank=args.biobank)
+    inputs = load_groups(
+        args.events,
+        population=args.population,
+        cohort=args.cohort,
+        biobank=args.biobank,
+        options=InputOptions.of(args),
+    )
     sources, cohort = inputs.sources, inputs.cohort
     cohort_ids = cohort.patient_ids
     group = {"cohort": cohort, "biobank": inputs.biobank, "population": inputs.population}[args.scope]
@@ -89,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
         "method": f"Heatherly 2013, {SCOPE_NAMES[args.scope]} (frequency-bin generalization, then suppression)",
         "parameters": release.params,
         "inputs": sources,
+        "input_warnings": inputs.warnings,
         "records": {"anonymized group": group.n_patients, "cohort": cohort.n_patients},
         "procedure": release.loss,
         "retention": {

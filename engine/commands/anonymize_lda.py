@@ -100,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
     from engine import export, risk
     from engine.adversary import Adversary
     from engine.anonymize.trajectories import Trajectories, default_age_domain, lda
+    from engine.commands.inputs import InputOptions, announced, findings_json
     from engine.hierarchy import ICD9_LEVELS, ICD9_THESIS_LEVELS, Hierarchy
     from engine.loaders import load_events, load_ids
     from engine.utility.loss import avg_re, level_shares, record_losses
@@ -112,13 +113,21 @@ def run(args: argparse.Namespace) -> int:
     domain = parse_age_domain(args.age_domain) if args.age_domain else None
     if args.top_codes is not None and args.top_codes < 1:
         raise UserError(f"--top-codes must be >= 1, not {args.top_codes}")
-    events = load_events(args.events)
+    options = InputOptions.of(args)
+    events = announced(load_events(args.events, unknown_codes=options.unknown_codes, na_ids=options.na_ids))
     df = events.data
     if "age" not in df.columns:
         raise UserError(
             f"{Path(args.events).name}: column 'age' is missing; trajectories need the age of each code"
         )
-    cohort = load_ids(args.cohort, population=df["patient_id"].astype(str).unique(), group="cohort")
+    cohort = announced(
+        load_ids(
+            args.cohort,
+            population=df["patient_id"].astype(str).unique(),
+            group="cohort",
+            na_ids=options.na_ids,
+        )
+    )
     codes = [c.strip() for c in args.codes.split(",") if c.strip()] if args.codes else None
     if args.roll_up:
         df = df.assign(code=Hierarchy.icd9().roll_up(df["code"].astype(str).tolist(), args.roll_up))
@@ -147,6 +156,7 @@ def run(args: argparse.Namespace) -> int:
             "roll_up": args.roll_up,
         },
         "inputs": {**events.sources, **cohort.sources},
+        "input_warnings": findings_json(events.report, cohort.report),
         "trajectories": traj.summary(),
         "loss": {"ILM": release.loss["ILM"], "ALM": release.loss["ALM"], "AvgRE": are.value},
         "workload_queries": len(are.workload),

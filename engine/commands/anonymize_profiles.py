@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     from engine import export
     from engine.adversary import Adversary
     from engine.anonymize.profiles import SuppressionLimitExceeded, run_profiles
-    from engine.commands.inputs import load_groups
+    from engine.commands.inputs import InputOptions, announce, findings_json, load_groups
     from engine.utility.queries import read_utility_policy
 
     method = args.profiles_method
@@ -70,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--utility-policy: no such file {args.utility_policy}") from exc
     except ValueError as exc:
         raise UserError(str(exc)) from exc
-    inputs = load_groups(args.events, cohort=args.cohort)
+    announce(utility.report)
+    inputs = load_groups(args.events, cohort=args.cohort, options=InputOptions.of(args))
     cohort, sources = inputs.cohort, inputs.sources
     if cohort.n_patients < args.k:
         raise UserError(
@@ -95,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
             "max_suppressed": args.max_suppressed,
         },
         "sources": sources,
+        "input_warnings": findings_json(utility.report, inputs.report),
         "cohort": {"records": cohort.n_patients, "visits": cohort.n_visits, "events": cohort.n_events},
         "privacy_policy": {
             "constraints": len(policy),

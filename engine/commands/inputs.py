@@ -1,41 +1,171 @@
 """The inputs most subcommands share: an events file and the patient-id lists of the groups
-(Heatherly's Figure 14: population, biobank, cohort), loaded and validated once, the same way."""
+(Heatherly's Figure 14: population, biobank, cohort), loaded and validated once, the same way.
+
+What the loaders found is never kept from the user: every warning (unknown codes with their counts and
+examples, duplicate rows, unused or renamed columns, visit dates not in ISO form, ...) is printed on
+stderr as soon as its file is read, and `GroupInputs.warnings` / `findings_json` give the same list for
+the JSON reports. The options `--keep-unknown` / `--drop-unknown` and `--accept-na-ids`
+(`add_input_options`, added by `engine.cli` to every subcommand that reads patient data) decide what
+the loaders do with unknown codes and with ids such as `NA`.
+
+Default `--keep-unknown`: a reader never changes the data on its own, and keeping the rows is the
+safe choice downstream. A kept unknown code is an item like any other to every anonymization method
+and to the risk engine (so the release still meets k), and the PheWAS never makes its patient a
+control of the phecodes the code may belong to (`engine.phewas`, codes absent from the phecode map).
+Dropping the rows instead would make that patient a control of, e.g., hypertension when `401.10` was
+a mistyped hypertension code, so dropping is left to the user, who then sees how many rows went.
+"""
 
 from __future__ import annotations
 
+import argparse
+import re
+import sys
 from dataclasses import dataclass, field
+from typing import TextIO
 
-from engine.loaders import load_events, load_ids
+from engine.loaders import Action, Loaded, load_events, load_genotypes, load_ids, load_labs
 from engine.records import Records
+from engine.validation import NaIds, ValidationReport
+
+# options of a subcommand that name files holding patient ids / events
+EVENT_OPTIONS = ("--events",)
+ID_OPTIONS = ("--events", "--labs", "--genotypes", "--cohort", "--population", "--biobank")
+
+
+@dataclass(frozen=True)
+class InputOptions:
+    """What the loaders do with well-formed codes unknown to ICD-9-CM and with `NA`-like ids."""
+
+    unknown_codes: Action = "keep"
+    na_ids: NaIds = "error"
+
+    @classmethod
+    def of(cls, args: argparse.Namespace | None) -> InputOptions:
+        """The options given on the command line (defaults for a parser without them)."""
+        return cls(
+            getattr(args, "unknown_codes", None) or "keep",
+            getattr(args, "na_ids", None) or "error",
+        )
+
+
+def add_input_options(parser: argparse.ArgumentParser) -> None:
+    """`--keep-unknown` / `--drop-unknown` (parsers reading events) and `--accept-na-ids`."""
+    options = {o for o, a in parser._option_string_actions.items() if a.choices is None}  # file names
+    if not options & set(ID_OPTIONS):
+        return
+    group = parser.add_argument_group("input checks")
+    if options & set(EVENT_OPTIONS):
+        unknown = group.add_mutually_exclusive_group()
+        unknown.add_argument(
+            "--keep-unknown",
+            dest="unknown_codes",
+            action="store_const",
+            const="keep",
+            default="keep",
+            help="keep rows whose code is well formed but unknown to ICD-9-CM (default; reported on stderr "
+            "and in the JSON report; the PheWAS never counts such a patient as a control of the phecodes "
+            "the code may belong to)",
+        )
+        unknown.add_argument(
+            "--drop-unknown",
+            dest="unknown_codes",
+            action="store_const",
+            const="drop",
+            help="drop those rows (reported with their count); their patients may then become PheWAS "
+            "controls of the phenotype a mistyped code meant",
+        )
+    group.add_argument(
+        "--accept-na-ids",
+        dest="na_ids",
+        action="store_const",
+        const="accept",
+        default="error",
+        help="accept patient ids such as NA, NaN, null, None as real ids (default: an error naming "
+        "file, rows and column)",
+    )
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def literal(text: str) -> str:
+    """Control characters (terminal escapes, line breaks) shown as escapes: untrusted text stays text."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+
+
+def announce(report: ValidationReport, stream: TextIO | None = None) -> None:
+    """Print every warning of `report` on stderr, one line each (`warning: file ..., rows ...`)."""
+    out = sys.stderr if stream is None else stream
+    for finding in report.warnings:
+        print(f"warning: {literal(str(finding))}", file=out)
+
+
+def findings_json(*reports: ValidationReport) -> list[dict]:
+    """The warnings of `reports` as JSON-ready records (for the `input_warnings` of a report)."""
+    return [rec for r in reports for rec in r.to_records() if rec["severity"] == "warning"]
+
+
+def announced(loaded: Loaded, report: ValidationReport | None = None) -> Loaded:
+    """`loaded` after printing its warnings (and adding them to `report` when given)."""
+    announce(loaded.report)
+    if report is not None:
+        report.extend(loaded.report)
+    return loaded
 
 
 @dataclass(frozen=True, eq=False)
 class GroupInputs:
-    """Records of every group, and the sha256 of every file read (for reports)."""
+    """Records of every group, the sha256 of every file read (for reports), and what the loaders found."""
 
     events: Records  # every patient of the events file
     population: Records
     cohort: Records
     biobank: Records | None = None
     sources: dict[str, str] = field(default_factory=dict)
+    report: ValidationReport = field(default_factory=ValidationReport)
+
+    @property
+    def warnings(self) -> list[dict]:
+        """Every loader warning of these inputs, JSON-ready (`input_warnings` of the JSON reports)."""
+        return findings_json(self.report)
 
 
 def load_groups(
-    events: str, population: str | None = None, cohort: str | None = None, biobank: str | None = None
+    events: str,
+    population: str | None = None,
+    cohort: str | None = None,
+    biobank: str | None = None,
+    *,
+    options: InputOptions | None = None,
 ) -> GroupInputs:
     """Load EVENTS and the id lists. The population defaults to every patient in EVENTS and the cohort
     to the population; each list must lie within the population (a DataError names the file and the
-    patients that do not)."""
-    loaded = load_events(events)
+    patients that do not). Warnings are printed on stderr as each file is read."""
+    opts = options or InputOptions()
+    report = ValidationReport()
+    loaded = announced(load_events(events, unknown_codes=opts.unknown_codes, na_ids=opts.na_ids), report)
     records = Records.from_frame(loaded.data)
     sources = dict(loaded.sources)
 
     def ids(path: str, within: Records, group: str) -> Records:
-        got = load_ids(path, population=within.patient_ids, group=group)
+        got = announced(
+            load_ids(path, population=within.patient_ids, group=group, na_ids=opts.na_ids), report
+        )
         sources.update(got.sources)
         return within.subset(got.data)
 
     pop = ids(population, records, "population") if population else records
     bio = ids(biobank, pop, "biobank") if biobank else None
     coh = ids(cohort, pop, "cohort") if cohort else pop
-    return GroupInputs(records, pop, coh, bio, sources)
+    return GroupInputs(records, pop, coh, bio, sources, report)
+
+
+def load_genotypes_checked(path: str, options: InputOptions | None = None) -> Loaded:
+    """Genotypes for a command, warnings printed."""
+    return announced(load_genotypes(path, na_ids=(options or InputOptions()).na_ids))
+
+
+def load_labs_checked(path: str, options: InputOptions | None = None) -> Loaded:
+    """Lab orders for a command, warnings printed."""
+    return announced(load_labs(path, na_ids=(options or InputOptions()).na_ids))

@@ -51,12 +51,12 @@ def register(sub) -> None:
     r.set_defaults(func=run_recall)
 
 
-def _load(path: str) -> L.PatientDays:
-    from engine.loaders import load_labs
+def _load(path: str, args: argparse.Namespace | None = None) -> L.PatientDays:
+    from engine.commands.inputs import InputOptions, load_labs_checked
 
     if not Path(path).exists():
         raise UserError(f"{path}: no such file")
-    return L.patient_days(load_labs(path).data)
+    return L.patient_days(load_labs_checked(path, InputOptions.of(args)).data)
 
 
 def _write(frame: pd.DataFrame, out: str) -> None:
@@ -68,7 +68,7 @@ def _write(frame: pd.DataFrame, out: str) -> None:
 
 def run_uniqueness(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
-    days = _load(args.labs)
+    days = _load(args.labs, args)
     u = L.uniqueness(days)
     _write(u.by_days()[["days", "patients", "share_unique"]], args.out)
     print(
@@ -91,7 +91,7 @@ def run_recall(args: argparse.Namespace) -> int:
     if args.latent is not None and not 2 <= args.latent <= 64:
         raise UserError(f"--latent must be between 2 and 64, not {args.latent}")
     t0 = time.perf_counter()
-    full = _load(args.labs)
+    full = _load(args.labs, args)
     n_min = args.min_orders or L.default_min_orders(full.n_days)
     days = full.restrict_labs(n_min)
     try:

@@ -11,6 +11,7 @@ the same columns suffixed `_released`.
 from __future__ import annotations
 
 import argparse
+import sys
 
 import pandas as pd
 
@@ -33,41 +34,66 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def _read_csv(path: str, what: str) -> pd.DataFrame:
-    try:
-        return pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise UserError(f"{path}: {what} is not UTF-8 text (byte {exc.start})") from None
-    except pd.errors.EmptyDataError:
-        raise UserError(f"{path}: {what} is empty") from None
+def _read_csv(path: str) -> pd.DataFrame:
+    """A release file as text cells, read like every input (errors name file, rows and column)."""
+    from engine.loaders import Source, read_table
+    from engine.validation import ValidationReport
+
+    report = ValidationReport()
+    read = read_table(Source.from_path(path), report)
+    report.raise_if_errors()
+    assert read is not None
+    return read[0]
+
+
+def _warn_unmapped(unmapped: pd.DataFrame, where: str) -> None:
+    """One stderr line: codes absent from the phecode map, and whose controls their patients leave."""
+    from engine.commands.inputs import literal
+
+    if not len(unmapped):
+        return
+    shown = "; ".join(
+        f"{literal(r.code)} ({r.patients} patient(s), not a control of {r.excluded_from})"
+        if r.excluded_from
+        else f"{literal(r.code)} ({r.patients} patient(s), category unknown to the map: no effect)"
+        for r in unmapped.head(5).itertuples()
+    )
+    more = f" (and {len(unmapped) - 5} more)" if len(unmapped) > 5 else ""
+    print(
+        f"warning: {len(unmapped)} code(s) of {where} are absent from the phecode map v1.2; they count "
+        f"toward no phecode, and their patients are left out of the controls of their category's "
+        f"phecodes: {shown}{more}",
+        file=sys.stderr,
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     from engine import phewas
-    from engine.commands.inputs import load_groups
-    from engine.loaders import load_genotypes
+    from engine.commands.inputs import InputOptions, load_genotypes_checked, load_groups
     from engine.release import release_from_frames
 
     if args.min_code_count < 1 or args.min_cases < 1:
         raise UserError("--min-code-count and --min-cases must be at least 1")
     if (args.released is None) != (args.codemap is None):
         raise UserError("--released and --codemap go together")
-    records = load_groups(args.events, cohort=args.cohort).cohort
-    genotypes = load_genotypes(args.genotypes).data
+    options = InputOptions.of(args)
+    records = load_groups(args.events, cohort=args.cohort, options=options).cohort
+    genotypes = load_genotypes_checked(args.genotypes, options).data
     settings = phewas.PhewasSettings(args.min_code_count, args.min_cases, args.test)
+    _warn_unmapped(phewas.unmapped_codes(records), "the events")
     result = phewas.phewas_of_records(records, genotypes, settings)
     cols = ["snp", "phecode", "phenotype", "n_cases", "n_controls", "odds_ratio", "p"]
     out = result[cols]
     if args.released:
+        released, code_map = _read_csv(args.released), _read_csv(args.codemap)
         try:
-            release = release_from_frames(
-                _read_csv(args.released, "released events"), _read_csv(args.codemap, "code map")
-            )
+            release = release_from_frames(released, code_map)
         except ValueError as exc:
             raise UserError(f"{args.released}: {exc}") from None
         outside = set(release.records.patient_ids) - set(records.patient_ids)
         if outside:
             raise UserError(f"{args.released}: {len(outside)} released patient(s) are not in the cohort")
+        _warn_unmapped(phewas.unmapped_codes(release.records, release.item_codes), "the release")
         rel = phewas.phewas_of_release(release, genotypes, settings)[cols]
         out = out.merge(rel, on=["snp", "phecode"], how="outer", suffixes=("", "_released"))
         out = out.drop(columns=["phenotype_released"])

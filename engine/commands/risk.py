@@ -19,7 +19,7 @@ import pandas as pd
 
 from engine.adversary import KNOWLEDGES, SCOPES, Adversary
 from engine.cli import UserError
-from engine.loaders import load_events, load_ids
+from engine.commands.inputs import InputOptions, load_groups
 from engine.records import Records
 from engine.risk import original_distinguishability, summarize
 
@@ -50,17 +50,10 @@ def register(sub) -> None:
 
 
 def _records_and_groups(args: argparse.Namespace) -> tuple[Records, Records]:
-    events = load_events(args.events).data
-    records = Records.from_frame(events)
-    population = records
-    if args.population:
-        ids = load_ids(args.population, population=records.patient_ids, group="population").data
-        population = records.subset(ids)
-    cohort = population
-    if args.cohort:
-        ids = load_ids(args.cohort, population=population.patient_ids, group="cohort").data
-        cohort = population.subset(ids)
-    return population, cohort
+    inputs = load_groups(
+        args.events, population=args.population, cohort=args.cohort, options=InputOptions.of(args)
+    )
+    return inputs.population, inputs.cohort
 
 
 def run(args: argparse.Namespace) -> int:

@@ -19,15 +19,24 @@ from __future__ import annotations
 import io
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from engine.anonymize.policy import item_bitsets, released_item_of
+from engine.loaders import Source, read_table
 from engine.records import Records
 from engine.release import Release
+from engine.validation import (
+    FileCheck,
+    Text,
+    ValidationReport,
+    check_icd9_codes,
+    match_columns,
+    report_unknown_codes,
+)
 from engine.vocab import REFERENCE_DIR
 
 DEFAULT_UTILITY_POLICY = REFERENCE_DIR / "utility_policy_default.csv"
@@ -37,10 +46,13 @@ _SEP = re.compile(r"[\s,;]+")
 # ------------------------------------------------------------------------------ utility policy
 @dataclass(frozen=True)
 class UtilityPolicy:
-    """Diseases (utility constraints) as code sets, in file order, with the clinical reasoning."""
+    """Diseases (utility constraints) as code sets, in file order, with the clinical reasoning.
+
+    `report` holds the reader's warnings (e.g. codes unknown to ICD-9-CM, unused columns)."""
 
     diseases: dict[str, frozenset[str]]
     comments: dict[str, str]
+    report: ValidationReport = field(default_factory=ValidationReport, compare=False, repr=False)
 
     def as_mapping(self) -> dict[str, frozenset[str]]:
         return dict(self.diseases)
@@ -58,58 +70,125 @@ class UtilityPolicy:
         return self.to_frame().to_csv(index=False)
 
 
-def utility_policy_from_frame(frame: pd.DataFrame, source: str = "utility policy") -> UtilityPolicy:
-    """Validate a table of diseases; ValueError naming the source, row (1-based, header = row 1) and
-    column of the first problems."""
-    cols = {str(c).strip().lower(): c for c in frame.columns}
-    missing = [c for c in ("disease", "icd9_codes") if c not in cols]
-    if missing:
-        raise ValueError(f"{source}: missing column(s) {missing}; expected disease, icd9_codes[, comment]")
+def _policy(df: pd.DataFrame, fc: FileCheck) -> UtilityPolicy | None:
+    """Validate a table of diseases like the events reader: every finding names file, row and column.
+
+    Errors: missing columns, empty disease names, a disease listed twice, a disease without codes,
+    values that are not ICD-9-CM codes (with the evident correction: undotted, lost zeros, ...), no
+    disease at all. Warnings: codes well formed but unknown to ICD-9-CM (kept), unused columns.
+    """
+    report = fc.report
+    n_err = len(report.errors)
+    cols = match_columns(df, fc, ("disease", "icd9_codes"), ("comment",))
+    if len(report.errors) > n_err:
+        return None
+    extra = [c for c in df.columns if c not in cols.values()]
+    if extra:
+        fc.note(
+            "warning",
+            ", ".join(map(str, extra)),
+            f"column(s) not used: {', '.join(map(str, extra))}",
+            "only disease, icd9_codes, comment",
+            "extra_columns",
+        )
+    names = [_text(v) for v in df[cols["disease"]].to_numpy(dtype=object)]
+    code_cells = [_text(v) for v in df[cols["icd9_codes"]].to_numpy(dtype=object)]
+    notes = (
+        [_text(v, strip=False) for v in df[cols["comment"]].to_numpy(dtype=object)]
+        if "comment" in cols
+        else [""] * len(df)
+    )
     diseases: dict[str, frozenset[str]] = {}
     comments: dict[str, str] = {}
-    problems: list[str] = []
-    for r, (name, codes, comment) in enumerate(
-        zip(
-            frame[cols["disease"]].to_numpy(dtype=object),
-            frame[cols["icd9_codes"]].to_numpy(dtype=object),
-            frame[cols["comment"]].to_numpy(dtype=object) if "comment" in cols else [""] * len(frame),
-            strict=True,
-        ),
-        start=2,
-    ):
-        name = "" if _blank(name) else str(name).strip()
-        code_text = "" if _blank(codes) else str(codes).strip()
-        if not name and not code_text:
-            continue  # an empty editor row
+    code_rows: list[tuple[int, str]] = []  # (position, code) of every listed code
+    for i, (name, cell, note) in enumerate(zip(names, code_cells, notes, strict=True)):
+        row = (int(fc.rownum[i]),)
+        if not name and not cell:
+            continue  # an empty row (e.g. the table editor's last line)
         if not name:
-            problems.append(f"row {r}, column disease: empty disease name")
+            fc.note("error", cols["disease"], "empty disease name", "a disease name", "blank_value", row)
             continue
         if name in diseases:
-            problems.append(f"row {r}, column disease: {name!r} is listed twice")
+            fc.note(
+                "error", cols["disease"], f"{name!r} is listed twice", "each disease once", "duplicate", row
+            )
             continue
-        cs = frozenset(c for c in _SEP.split(code_text) if c)
-        if not cs:
-            problems.append(f"row {r}, column icd9_codes: no codes for {name!r}")
+        codes = [c for c in _SEP.split(cell) if c]
+        if not codes:
+            fc.note(
+                "error",
+                cols["icd9_codes"],
+                f"no codes for {name!r}",
+                "ICD-9-CM codes separated by spaces, commas or semicolons",
+                "blank_value",
+                row,
+            )
             continue
-        diseases[name] = cs
-        comments[name] = "" if _blank(comment) else str(comment)
-    if problems:
-        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
-        raise ValueError(f"{source}: " + "; ".join(problems[:3]) + more)
-    return UtilityPolicy(diseases, comments)
+        diseases[name] = frozenset(codes)
+        comments[name] = note
+        code_rows.extend((i, c) for c in codes)
+    if code_rows:
+        pos = np.array([i for i, _ in code_rows], dtype=np.int64)
+        text = Text.of(pd.Series([c for _, c in code_rows], dtype=object))
+        per_code = FileCheck(fc.file, fc.rownum[pos], report)
+        unknown, counts = check_icd9_codes(text, per_code, cols["icd9_codes"])
+        if unknown.any():
+            report_unknown_codes(per_code, cols["icd9_codes"], unknown, counts, "keep")
+    if not diseases and len(report.errors) == n_err:
+        fc.note(
+            "error", None, "no diseases in the policy", "at least one disease with its codes", "empty_file"
+        )
+    if len(report.errors) > n_err:
+        return None
+    return UtilityPolicy(diseases, comments, report)
+
+
+def utility_policy_from_frame(frame: pd.DataFrame, source: str = "utility policy") -> UtilityPolicy:
+    """Validate a table of diseases (e.g. the page's editor; rows numbered as in a file: header = row 1).
+
+    Raises DataError (a ValueError) naming source, row and column of every problem (see `_policy`)."""
+    report = ValidationReport()
+    df = frame.reset_index(drop=True)
+    df.columns = [str(c) for c in df.columns]
+    policy = _policy(df, FileCheck(source, np.arange(len(df), dtype=np.int64) + 2, report))
+    report.raise_if_errors()
+    assert policy is not None
+    return policy
 
 
 def read_utility_policy(
     source: str | Path | io.IOBase | None = None, name: str | None = None
 ) -> UtilityPolicy:
-    """Read a utility policy CSV (default: the shipped Table 1 policy)."""
+    """Read a utility policy CSV (default: the shipped Table 1 policy), validated as any input file.
+
+    `source` is a path or a file-like object (text or bytes, e.g. an upload). Raises DataError (a
+    ValueError) naming file, row and column; FileNotFoundError when a path does not exist."""
     src = DEFAULT_UTILITY_POLICY if source is None else source
-    label = name or (str(src) if isinstance(src, str | Path) else "uploaded utility policy")
-    try:
-        frame = pd.read_csv(src, dtype=str, keep_default_na=False, comment=None)
-    except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as exc:
-        raise ValueError(f"{label}: not a readable CSV ({exc})") from exc
-    return utility_policy_from_frame(frame, label)
+    if isinstance(src, str | Path):
+        data = Source.from_path(src)
+        data = Source(name or str(src), data.data)
+    else:
+        raw = src.read()
+        data = Source(name or getattr(src, "name", None) or "uploaded utility policy", _bytes(raw))
+    report = ValidationReport()
+    read = read_table(data, report)
+    policy = None
+    if read is not None:
+        df, fc = read
+        policy = _policy(df, fc)
+    report.raise_if_errors()
+    assert policy is not None
+    return policy
+
+
+def _bytes(raw: str | bytes) -> bytes:
+    return raw.encode("utf-8") if isinstance(raw, str) else bytes(raw)
+
+
+def _text(v: object, strip: bool = True) -> str:
+    if _blank(v):
+        return ""
+    return str(v).strip() if strip else str(v)
 
 
 def _blank(v: object) -> bool:
