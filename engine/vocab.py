@@ -25,6 +25,7 @@ import pandas as pd
 
 REFERENCE_DIR = Path(__file__).resolve().parent.parent / "sample_data" / "reference"
 PHECODE_MAP_FILE = REFERENCE_DIR / "phecode_map_v1_2_icd9.csv"
+PHECODE_MAP_ICD10CM_FILE = REFERENCE_DIR / "phecode_map_v1_2_icd10cm.csv"
 
 Vocabulary = Literal["ICD9CM", "ICD10CM"]
 ICD9CM: Vocabulary = "ICD9CM"
@@ -97,14 +98,59 @@ def phecode_map() -> pd.DataFrame:
 
 
 @lru_cache(maxsize=1)
+def phecode_map_icd10cm() -> pd.DataFrame:
+    """The phecode map v1.2 for ICD-10-CM (beta), unrolled: one row per ICD-10-CM code, phecode it
+    maps to, and phecode it counts toward (the phecode itself and the parents it rolls up to).
+
+    Columns: `icd10cm` (the code as the map writes it, `E11.9`), `item` (its item label,
+    `icd10cm_item`), `phecode`, `phecode_unrolled`. A code may map to more than one phecode (`A07.8`).
+    Phecode names, categories and exclusion ranges are those of the v1.2 ICD-9 map (`phecode_map`),
+    which holds every phecode of this map.
+    """
+    raw = pd.read_csv(PHECODE_MAP_ICD10CM_FILE, dtype=str, keep_default_na=False)
+    codes = raw["ICD"].str.strip()
+    return pd.DataFrame(
+        {
+            "icd10cm": codes,
+            "item": [icd10cm_item(c) for c in codes],
+            "phecode": raw["phecode"].str.strip(),
+            "phecode_unrolled": raw["phecode_unrolled"].str.strip(),
+        }
+    )
+
+
+@lru_cache(maxsize=1)
 def _icd9_to_phecode() -> dict[str, str]:
     m = phecode_map()
     return dict(zip(m["icd9"], m["phecode"], strict=True))
 
 
+@lru_cache(maxsize=1)
+def _icd10cm_to_phecodes() -> dict[str, tuple[str, ...]]:
+    m = phecode_map_icd10cm()
+    own = m[m["phecode"] == m["phecode_unrolled"]]
+    out: dict[str, tuple[str, ...]] = {}
+    for item, pc in zip(own["item"], own["phecode"], strict=True):
+        out[item] = (*out.get(item, ()), pc)
+    return out
+
+
 def phecode_of(code: str) -> str | None:
     """The phecode an ICD-9 code maps to, or None when the map has no row for it."""
     return _icd9_to_phecode().get(code)
+
+
+def phecodes_of_item(item: str) -> tuple[str, ...]:
+    """The phecodes an item label (ICD-9-CM or ICD-10-CM, `vocabulary_of_item`) maps to in the
+    phecode map v1.2 of its vocabulary; () when the map has no row for it. ICD-9-CM codes map to one
+    phecode, a few ICD-10-CM codes to two or more."""
+    vocabulary = vocabulary_of_item(item)
+    if vocabulary == ICD10CM:
+        return _icd10cm_to_phecodes().get(item, ())
+    if vocabulary == ICD9CM:
+        pc = _icd9_to_phecode().get(item)
+        return () if pc is None else (pc,)
+    return ()
 
 
 @lru_cache(maxsize=1)
@@ -118,6 +164,28 @@ def phenotype_names() -> dict[str, str]:
 def _descriptions() -> dict[str, str]:
     m = phecode_map()
     return dict(zip(m["icd9"], m["icd9_string"], strict=True))
+
+
+@lru_cache(maxsize=1)
+def _icd10cm_module():
+    import warnings
+
+    with warnings.catch_warnings():  # the package reads its data with a deprecated importlib API
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import simple_icd_10_cm as cm
+    return cm
+
+
+def icd10cm_description(item: str) -> str:
+    """The CMS description of an ICD-10-CM code or block (item label or code), '' if unknown."""
+    cm = _icd10cm_module()
+    code = code_of_item(item)
+    return cm.get_description(code) if cm.is_valid_item(code) else ""
+
+
+def description(item: str) -> str:
+    """A short description of an item label of either vocabulary, '' if unknown."""
+    return icd10cm_description(item) if vocabulary_of_item(item) == ICD10CM else icd9_description(item)
 
 
 def icd9_description(code: str) -> str:

@@ -123,3 +123,76 @@ def test_item_labels_name_their_vocabulary() -> None:
     }
     assert {c: vocabulary_of_item(c) for c in cases} == cases
     assert code_of_item("ICD10CM:V45.5") == "V45.5" and code_of_item("E11.9") == "E11.9"
+
+
+# ------------------------------------------------------------------------------ phecode map
+def test_vendored_icd10cm_map_gives_the_known_phecodes() -> None:
+    from engine.vocab import phecode_map_icd10cm, phecodes_of_item, phenotype_names
+
+    assert phecodes_of_item("E11.9") == ("250.2",)
+    assert phecodes_of_item("I48.91") == ("427.21",)
+    names = phenotype_names()
+    assert names["250.2"] == "Type 2 diabetes" and names["427.21"] == "Atrial fibrillation"
+    assert set(phecodes_of_item("A07.8")) == {"008", "008.7", "136"}  # one code, three phecodes
+    assert phecodes_of_item("V45.81") == ("411.4",)  # the ICD-9-CM V45.81 ...
+    assert phecodes_of_item("V45.5XXA") == ()  # ... is not the ICD-10-CM V45.5XXA
+    m = phecode_map_icd10cm()
+    assert len(m) == 83331 and m["icd10cm"].nunique() == 57145
+
+
+def test_phecode_table_counts_icd10cm_codes_toward_rolled_up_phecodes() -> None:
+    from engine.phewas import phecode_table
+
+    table = phecode_table()
+    idx = table.index()
+    assert table.code_phecodes["E11.9"] == frozenset({idx["250.2"], idx["250"]})
+    assert table.code_phecodes["I48.91"] == frozenset({idx["427.21"], idx["427.2"], idx["427"]})
+    assert table.code_leaves["I48.91"] == frozenset({idx["427.21"]})
+    # an ICD-10-CM code absent from the map leaves the controls of its own category's phecodes
+    assert idx["250.2"] in table.leaves_of("E11.99")
+    # and never those of the ICD-9-CM category of the same spelling (V45 is not ICD-10-CM's V45)
+    assert table.leaves_of("V45.9XXA") == frozenset()
+    assert table.leaves_of("V45.99") == table.category_leaves["V45"] != frozenset()
+
+
+def _mixed_cohort(n: int = 240):
+    """Half the patients coded in ICD-9-CM, half in ICD-10-CM; diabetes (250.00 / E11.9) in every
+    third patient, atrial fibrillation (427.31 / I48.91) in every fifth; genotype 2 for diabetics."""
+    import pandas as pd
+
+    from engine.records import Records
+
+    rows, geno = [], []
+    for i in range(n):
+        pid = f"P{i:03d}"
+        icd10 = i % 2 == 1
+        diabetic, af = i % 3 == 0, i % 5 == 0
+        rows.append((pid, 1, "I10" if icd10 else "401.1"))
+        if diabetic:
+            rows.append((pid, 2, "E11.9" if icd10 else "250.00"))
+        if af:
+            rows.append((pid, 3, "I48.91" if icd10 else "427.31"))
+        geno.append((pid, 2.0 if diabetic else float(i % 2)))
+    events = pd.DataFrame(rows, columns=["patient_id", "visit", "code"])
+    return Records.from_frame(events), pd.DataFrame(geno, columns=["patient_id", "rsX"])
+
+
+def test_phewas_counts_both_vocabularies_toward_one_phecode() -> None:
+    import numpy as np
+
+    from engine.phewas import PhewasSettings, phenotype_matrix, run_phewas
+
+    records, geno = _mixed_cohort()
+    pm = phenotype_matrix(records)
+    col = {p: j for j, p in enumerate(pm.phecodes)}
+    cases = pm.cases(1).toarray().astype(bool)
+    diabetic = np.array([int(p[1:]) % 3 == 0 for p in pm.patient_ids])
+    af = np.array([int(p[1:]) % 5 == 0 for p in pm.patient_ids])
+    icd10 = np.array([int(p[1:]) % 2 == 1 for p in pm.patient_ids])
+    assert (cases[:, col["250.2"]] == diabetic).all()
+    assert (cases[diabetic & icd10, col["250.2"]]).all() and (cases[diabetic & ~icd10, col["250.2"]]).all()
+    assert (cases[:, col["427.2"]] == af).all()
+    assert cases[af & icd10, col["427.21"]].all()  # I48.91 -> 427.21 (427.31 maps there too)
+    res = run_phewas(pm, geno, PhewasSettings(min_cases=20))
+    t2d = res[(res["phecode"] == "250.2")].iloc[0]
+    assert t2d["n_cases"] == diabetic.sum() and t2d["p"] < 1e-10
