@@ -223,7 +223,7 @@ class Normalized:
         """Distinct (item, vocabulary, original spelling) with their rows, for the code map of an
         export: every spelling that became each item, sorted by item then spelling."""
         df = pd.DataFrame(
-            {"item": self.frame["code"].astype(str).to_numpy(), "vocabulary": self.vocabulary}
+            {"item": self.frame[self.report.column].astype(str).to_numpy(), "vocabulary": self.vocabulary}
         ).assign(original=self.original.astype(str))
         out = df.groupby(["item", "vocabulary", "original"], sort=True).size().rename("rows").reset_index()
         return out
