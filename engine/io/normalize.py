@@ -81,6 +81,17 @@ def vocabulary_value(value: str) -> Vocabulary | None:
     return _VOCABULARY_VALUES.get(str(value).strip().lower())
 
 
+def split_prefix(code: str) -> tuple[Vocabulary | None, str]:
+    """(vocabulary, rest) for a code carrying a vocabulary prefix (`ICD//9//25000` ->
+    ('ICD9CM', '25000'), `ICD10CM/E11.9` -> ('ICD10CM', 'E11.9')), else (None, code). As written:
+    no case folding, no trimming."""
+    for pattern in _PREFIXES:
+        m = pattern.match(code)
+        if m:
+            return (ICD9CM if m.group(1) == "9" else ICD10CM), m.group(2)
+    return None, code
+
+
 def _readings(s: str, rewrite: bool) -> dict[Vocabulary, str]:
     """The valid code each vocabulary reads in `s` (already cleaned), dotted."""
     out: dict[Vocabulary, str] = {}
@@ -124,12 +135,10 @@ def _spelling(raw: str, hint: Vocabulary | None, rewrite: bool) -> _Spelling:
     if s.startswith(ICD10CM_PREFIX) and ICD10_CODE.match(rest) and icd10cm_item(rest) == s:
         prefix_vocab, s = ICD10CM, rest  # an item label of ours (`ICD10CM:V45.5`): read, not rewritten
     elif rewrite:
-        for pattern in _PREFIXES:
-            m = pattern.match(s)
-            if m:
-                prefix_vocab, s = (ICD9CM if m.group(1) == "9" else ICD10CM), m.group(2)
-                kinds.append("prefix")
-                break
+        found, rest = split_prefix(s)
+        if found is not None:
+            prefix_vocab, s = found, rest
+            kinds.append("prefix")
     readings = _readings(s, rewrite)
 
     def kinds_for(code: str) -> tuple[str, ...]:
