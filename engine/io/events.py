@@ -200,7 +200,11 @@ def check_events(
         else:
             vt = Text.of(visit, fc, columns[VISIT])
             check_blank(vt, fc, columns[VISIT], "a visit id or date in every row (or no visit column)")
-            out[VISIT] = vt.array()
+            u = pd.Series(vt.uniques, dtype=object).astype(str)
+            if len(u) and u.str.fullmatch(r"-?\d{1,18}").all() and not vt.blank.any():
+                out[VISIT] = u.astype(np.int64).to_numpy()[vt.codes]  # visit 10 follows visit 9
+            else:
+                out[VISIT] = vt.array()
             keys.append(vt.codes)
     if AGE in columns:
         age = parse_integers(frame[columns[AGE]], fc, columns[AGE], *AGE_RANGE)
