@@ -202,3 +202,14 @@ def test_visit_occurrence_ids_as_visits() -> None:
     assert data.events.frame["visit"].tolist()[:5] == ["101", "101", "102", "102", "103"]
     assert data.events.frame["visit"].tolist()[8] == "2012-01-05"  # no visit: its date
     assert np.array_equal(data.events.vocabulary, VOCAB)
+
+
+def test_year_of_birth_alone_never_gives_a_negative_age(tmp_path: Path) -> None:
+    # person 2 has only year_of_birth (1962); an event on 1962-02-01 is age 0, not -1 (1 July rule)
+    def edit(df):
+        df.loc[df["condition_occurrence_id"] == "1005", "condition_start_date"] = "1962-02-01"
+
+    folder = _edit(tmp_path, "condition_occurrence", edit)
+    data = read_omop(folder, visits="occurrence")
+    assert data.report.ok, data.report.to_frame()
+    assert data.events.frame["age"].tolist()[4] == 0

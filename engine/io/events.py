@@ -18,16 +18,19 @@ import numpy as np
 import pandas as pd
 
 from engine.dataset import Dataset
+from engine.io.excel import NUMERIC_CELLS
 from engine.io.normalize import NormalizationReport, Normalized, normalize_codes
 from engine.records import AGE, CODE, PATIENT, VISIT, Records
 from engine.validation import (
     AGE_RANGE,
     MAX_ROWS,
     FileCheck,
+    NaIds,
     Text,
     ValidationReport,
     check_blank,
     check_duplicates,
+    check_ids,
     icd9_syntax_hint,
     is_known_icd9,
     parse_integers,
@@ -96,10 +99,9 @@ def code_hint(code: str) -> str:
 def check_codes(norm: Normalized, fc: FileCheck, column: str, unknown_codes: Action) -> np.ndarray:
     """Errors for rows no vocabulary reads; a warning for codes unknown to their own vocabulary.
     Returns the mask of rows to drop (unknown codes when `unknown_codes` is 'drop')."""
-    labels = norm.frame[column].astype(str).to_numpy()
-    text = Text.of(pd.Series(labels, dtype=object))
+    text = Text(norm.label_codes, norm.labels)  # each distinct label checked once
     n_u = len(text.uniques)
-    vocab_u = np.empty(n_u, dtype=object)
+    vocab_u = np.full(n_u, "", dtype=object)
     vocab_u[text.codes] = norm.vocabulary  # one vocabulary per distinct label (labels name it)
     undecided_u = np.zeros(n_u, dtype=bool)
     undecided_u[text.codes[norm.undecided]] = True
@@ -116,7 +118,7 @@ def check_codes(norm: Normalized, fc: FileCheck, column: str, unknown_codes: Act
             "code_syntax",
             counts,
         )
-    drop = np.zeros(len(labels), dtype=bool)
+    drop = np.zeros(len(text.codes), dtype=bool)
     for vocab in (ICD9CM, ICD10CM):
         known = is_known_icd9 if vocab == ICD9CM else is_known_icd10cm
         unknown_u = np.array(
@@ -133,7 +135,7 @@ def check_codes(norm: Normalized, fc: FileCheck, column: str, unknown_codes: Act
                 "warning",
                 column,
                 mask,
-                f"{len(counts)} code(s) unknown to {name}; their {int(mask.sum())} rows {did}: {listed}",
+                f"{len(counts)} code(s) unknown to the {name} vocabulary; their {int(mask.sum())} rows {did}: {listed}",
                 f"codes of the {name} tables or the phecode map v1.2 (choose keep or drop)",
                 "unknown_code",
                 counts,
@@ -141,6 +143,71 @@ def check_codes(norm: Normalized, fc: FileCheck, column: str, unknown_codes: Act
             if unknown_codes == "drop":
                 drop |= mask
     return drop
+
+
+@dataclass(frozen=True, eq=False)
+class CodeColumn:
+    """A checked code column: item labels per row, their integer key, each row's vocabulary, the rows
+    to drop (unknown codes when asked), and the normalization behind them."""
+
+    array: pd.api.extensions.ExtensionArray
+    keys: np.ndarray
+    vocabulary: np.ndarray
+    drop: np.ndarray
+    normalized: Normalized
+
+
+def check_code_column(
+    frame: pd.DataFrame,
+    fc: FileCheck,
+    column: str,
+    *,
+    vocabulary: str | None = None,
+    default_vocabulary: Vocabulary | None = None,
+    date: str | None = None,
+    normalize: bool = False,
+    unknown_codes: Action = "keep",
+) -> CodeColumn | None:
+    """The code column of any source (the events loader's and every `engine.io` reader's): codes
+    stored as numbers refused, surrounding spaces removed with a warning (or, with `normalize`,
+    counted among the rewrites), blanks refused, each row's vocabulary decided and spellings
+    normalized when asked (`engine.io.normalize`), codes checked against their own vocabulary
+    (`check_codes`). None when the column cannot be read at all."""
+    if pd.api.types.is_numeric_dtype(frame[column].dtype):
+        fc.note(
+            "error",
+            column,
+            "codes are stored as numbers, which loses their form (250.00 vs 250.0)",
+            "a text column of ICD-9-CM or ICD-10-CM codes",
+            "code_numeric",
+        )
+        return None
+    stored_as_number = frame.attrs.get(NUMERIC_CELLS, {}).get(column)
+    if stored_as_number is not None and stored_as_number.any():
+        examples = ", ".join(repr(v) for v in pd.unique(frame[column][stored_as_number])[:MAX_ROWS])
+        fc.flag(
+            "error",
+            column,
+            stored_as_number,
+            f"codes stored as numbers in the sheet lose their form (250.00 is stored as 250): {examples}",
+            "the code column formatted as Text in Excel, codes typed as written (250.00, V45.81)",
+            "code_numeric",
+        )
+        return None
+    code_text = Text.of(frame[column], None if normalize else fc, column)
+    check_blank(code_text, fc, column, "a diagnosis code in every row")
+    norm = normalize_codes(
+        frame if normalize else frame.assign(**{column: code_text.values()}),
+        code=column,
+        vocabulary=vocabulary,
+        default_vocabulary=default_vocabulary,
+        date=date,
+        rewrite=normalize,
+        source=fc.file,
+        fc=fc,
+    )
+    drop = check_codes(norm, fc, column, unknown_codes)
+    return CodeColumn(norm.frame[column].array, norm.label_codes, norm.vocabulary, drop, norm)
 
 
 def check_events(
@@ -154,44 +221,35 @@ def check_events(
     normalize: bool = False,
     unknown_codes: Action = "keep",
     drop_duplicates: bool = False,
+    na_ids: NaIds = "error",
 ) -> Events | None:
     """Check a long-form frame whose model columns are `columns` ({'patient_id': ..., 'code': ...,
     optional 'visit', 'age'}: model name -> frame column); None after reporting errors.
 
     `vocabulary`: a column of vocabulary values; `default_vocabulary`: the source's vocabulary;
     `date`: a column of event dates for the 2015-10-01 rule; `normalize`: rewrite spellings
-    (`engine.io.normalize`). Visits are taken as given (whole numbers or text; ISO dates sort in time).
+    (`engine.io.normalize`); `na_ids`: ids such as `NA` are an error unless 'accept' (as the events
+    loader). Visits are taken as given (whole numbers or text; ISO dates sort in time).
     """
     report = fc.report
     n_err = len(report.errors)
     pid = Text.of(frame[columns[PATIENT]], fc, columns[PATIENT])
-    check_blank(pid, fc, columns[PATIENT], "a patient id in every row")
-    code_col = columns[CODE]
-    if pd.api.types.is_numeric_dtype(frame[code_col].dtype):
-        fc.note(
-            "error",
-            code_col,
-            "codes are stored as numbers, which loses their form (250.00 vs 250.0)",
-            "a text column of ICD-9-CM or ICD-10-CM codes",
-            "code_numeric",
-        )
-        return None
-    # without normalization, surrounding spaces are removed with a warning, as the events loader does
-    code_text = Text.of(frame[code_col], None if normalize else fc, code_col)
-    check_blank(code_text, fc, code_col, "a diagnosis code in every row")
-    norm = normalize_codes(
-        frame if normalize else frame.assign(**{code_col: code_text.values()}),
-        code=code_col,
+    check_ids(pid, fc, columns[PATIENT], na_ids, frame[columns[PATIENT]])
+    code = check_code_column(
+        frame,
+        fc,
+        columns[CODE],
         vocabulary=vocabulary,
         default_vocabulary=default_vocabulary,
         date=date,
-        rewrite=normalize,
-        source=fc.file,
-        fc=fc,
+        normalize=normalize,
+        unknown_codes=unknown_codes,
     )
-    drop = check_codes(norm, fc, code_col, unknown_codes)
-    out: dict[str, Any] = {PATIENT: pid.array(), CODE: norm.frame[code_col].array}
-    keys = [pid.codes, pd.factorize(norm.frame[code_col].to_numpy())[0]]
+    if code is None:
+        return None
+    drop = code.drop.copy()
+    out: dict[str, Any] = {PATIENT: pid.array(), CODE: code.array}
+    keys = [pid.codes, code.keys]
     if VISIT in columns:
         visit = frame[columns[VISIT]]
         if pd.api.types.is_integer_dtype(visit.dtype) and not visit.isna().any():
@@ -219,8 +277,8 @@ def check_events(
         if drop_duplicates:
             drop |= dup
     events = pd.DataFrame(out)
-    vocab = norm.vocabulary
+    vocab = code.vocabulary
     if drop.any():
         events = events.loc[~drop].reset_index(drop=True)
         vocab = vocab[~drop]
-    return Events(events, vocab, norm.spellings(), norm.report)
+    return Events(events, vocab, code.normalized.spellings(), code.normalized.report)

@@ -4,8 +4,9 @@ The first sheet (or the one named) is read; row 1 is the header, as in a CSV fil
 are the sheet's own (what Excel shows). Empty rows are skipped. Cells become text: text as written,
 whole numbers without `.0`, dates as ISO (`2014-03-01`, with the time when it is not midnight),
 formulas as their cached value (a formula never computed in Excel reads as an empty cell). A cell
-Excel stores as a number cannot keep a code's form (`250.00` is stored as 250), so `numeric_cells`
-tells the caller which cells of each column were numbers, for the code check.
+Excel stores as a number cannot keep a code's form (`250.00` is stored as 250), so the frame's
+`attrs["numeric_cells"]` says which cells of each column were numbers, and the code check refuses
+them in the code column.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pandas as pd
 from engine.validation import FileCheck, ValidationReport
 
 XLSX_SIGNATURE = b"PK\x03\x04"
+NUMERIC_CELLS = "numeric_cells"  # frame.attrs key: {column: mask of cells Excel stored as numbers}
 
 
 def is_xlsx(name: str, data: bytes) -> bool:
@@ -125,4 +127,5 @@ def read_xlsx(
         for n, col in cells.items()
     }
     fc.rownum = np.array(numbers[1:], dtype=np.int64)
+    frame.attrs[NUMERIC_CELLS] = numeric  # for the code check (`engine.io.events.check_code_column`)
     return frame, fc, numeric

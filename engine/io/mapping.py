@@ -13,11 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 
 from engine.io.events import Action, SourceData, check_events
-from engine.validation import ALIASES, FileCheck, ValidationReport, closest_column
+from engine.validation import ALIASES, FileCheck, NaIds, ValidationReport, closest_column
 from engine.vocab import Vocabulary
 
 REQUIRED = ("patient_id", "code")
@@ -144,6 +143,7 @@ def read_long(
     normalize: bool = False,
     unknown_codes: Action = "keep",
     drop_duplicates: bool = False,
+    na_ids: NaIds = "error",
 ) -> SourceData:
     """A long-form file (CSV, Parquet or .xlsx) read through a column mapping; findings in the
     report (file, rows, column)."""
@@ -151,12 +151,11 @@ def read_long(
     from engine.loaders import Source, read_table
 
     report = ValidationReport()
-    numeric: dict[str, np.ndarray] = {}
     if is_xlsx(name, data):
         read = read_xlsx(name, data, report, sheet)
         if read is None:
             return SourceData(None, report)
-        frame, fc, numeric = read
+        frame, fc, _ = read
     else:
         src = Source(name, data)
         got = read_table(src, report)
@@ -168,19 +167,6 @@ def read_long(
     sources = {name: hashlib.sha256(data).hexdigest()}
     columns = resolve(frame, fc, mapping)
     if columns is None:
-        return SourceData(None, report, sources=sources)
-    code_col = columns["code"]
-    stored_as_number = numeric.get(code_col)
-    if stored_as_number is not None and stored_as_number.any():
-        examples = ", ".join(repr(v) for v in pd.unique(frame[code_col][stored_as_number])[:5])
-        fc.flag(
-            "error",
-            code_col,
-            stored_as_number,
-            f"codes stored as numbers in the sheet lose their form (250.00 is stored as 250): {examples}",
-            "the code column formatted as Text in Excel, codes typed as written (250.00, V45.81)",
-            "code_numeric",
-        )
         return SourceData(None, report, sources=sources)
     extra = [c for c in frame.columns if c not in columns.values()]
     if extra:
@@ -203,5 +189,6 @@ def read_long(
         normalize=normalize,
         unknown_codes=unknown_codes,
         drop_duplicates=drop_duplicates,
+        na_ids=na_ids,
     )
     return SourceData(events, report, sources=sources)

@@ -27,7 +27,7 @@ import pandas as pd
 
 from engine.io.events import Action, SourceData, check_events
 from engine.io.normalize import split_prefix
-from engine.validation import MAX_ROWS, FileCheck, ValidationReport
+from engine.validation import MAX_ROWS, FileCheck, NaIds, ValidationReport
 
 BIRTH_CODE = "MEDS_BIRTH"  # meds.birth_code
 _LAB = re.compile(r"^(?:LAB//|LOINC/)")
@@ -83,6 +83,7 @@ def read_meds(
     labs: bool = True,
     unknown_codes: Action = "keep",
     drop_duplicates: bool = False,
+    na_ids: NaIds = "error",
 ) -> SourceData:
     """Events (and lab orders) from a MEDS dataset (module docstring); findings in the report."""
     import pyarrow.parquet as pq
@@ -200,6 +201,7 @@ def read_meds(
         normalize=normalize,
         unknown_codes=unknown_codes,
         drop_duplicates=drop_duplicates,
+        na_ids=na_ids,
     )
     lab_frame = None
     if labs and is_lab.any():

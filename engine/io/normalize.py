@@ -220,22 +220,43 @@ class NormalizationReport:
 
 @dataclass(frozen=True, eq=False)
 class Normalized:
-    """A frame whose `code` column holds item labels, with each row's vocabulary and original cell."""
+    """A frame whose `code` column holds item labels, with each row's vocabulary and original cell.
+
+    Per row, `cells` indexes the distinct (spelling, vocabulary value, reading) outcomes whose label,
+    original spelling and vocabulary are `cell_label`, `cell_original`, `cell_vocabulary`; `label_codes`
+    indexes the distinct labels `labels` (so callers check each distinct code once).
+    """
 
     frame: pd.DataFrame
     vocabulary: np.ndarray  # (n_rows,) object: 'ICD9CM', 'ICD10CM' or '' (ambiguous / unrecognized)
-    original: np.ndarray  # (n_rows,) object: the code cell as given
     report: NormalizationReport
     undecided: np.ndarray  # (n_rows,) bool: ambiguous or contradictory rows
+    cells: np.ndarray
+    cell_label: np.ndarray
+    cell_original: np.ndarray
+    cell_vocabulary: np.ndarray
+    label_codes: np.ndarray  # (n_rows,) index into `labels`
+    labels: np.ndarray  # distinct item labels
+
+    @property
+    def original(self) -> np.ndarray:
+        """(n_rows,) object: the code cell as given."""
+        return self.cell_original[self.cells]
 
     def spellings(self) -> pd.DataFrame:
         """Distinct (item, vocabulary, original spelling) with their rows, for the code map of an
         export: every spelling that became each item, sorted by item then spelling."""
+        rows = np.bincount(self.cells, minlength=len(self.cell_label))
+        used = np.flatnonzero(rows)
         df = pd.DataFrame(
-            {"item": self.frame[self.report.column].astype(str).to_numpy(), "vocabulary": self.vocabulary}
-        ).assign(original=self.original.astype(str))
-        out = df.groupby(["item", "vocabulary", "original"], sort=True).size().rename("rows").reset_index()
-        return out
+            {
+                "item": self.cell_label[used].astype(str),
+                "vocabulary": self.cell_vocabulary[used].astype(str),
+                "original": self.cell_original[used].astype(str),
+                "rows": rows[used],
+            }
+        )
+        return df.groupby(["item", "vocabulary", "original"], sort=True)["rows"].sum().reset_index()
 
 
 def _dates(values: pd.Series) -> np.ndarray:
@@ -300,78 +321,79 @@ def normalize_codes(
     syntax_vocab = {next(iter(c.readings)) for c in combos if c.rule in ("syntax", "explicit")}
     file_vocab = next(iter(syntax_vocab)) if len(syntax_vocab) == 1 else None
     n_combo = len(combos)
-    choice = np.full(n_combo, -1, dtype=np.int64)  # 0 ICD9CM, 1 ICD10CM, -1 undecided, -2 per row by date
-    rule = np.empty(n_combo, dtype=object)
+    rule_index = {r: i for i, r in enumerate(RULES)}
+    choice = np.full(n_combo, 2, dtype=np.int64)  # column: 0 ICD9CM, 1 ICD10CM, 2 undecided
+    rule = np.zeros(n_combo, dtype=np.int8)
     for i, c in enumerate(combos):
         if c.rule == "both":
             if file_vocab is not None:
-                choice[i], rule[i] = _VOCAB_ORDER[file_vocab], "file"
+                choice[i], rule[i] = _VOCAB_ORDER[file_vocab], rule_index["file"]
                 continue
             known = [v for v in (ICD9CM, ICD10CM) if _is_known(v, c.readings[v])]
             if len(known) == 1:
-                choice[i], rule[i] = _VOCAB_ORDER[known[0]], "known code"
+                choice[i], rule[i] = _VOCAB_ORDER[known[0]], rule_index["known code"]
             else:
-                choice[i], rule[i] = -2, "date"
+                rule[i] = rule_index["date"]  # decided per row below
         elif c.readings:
-            choice[i], rule[i] = _VOCAB_ORDER[next(iter(c.readings))], c.rule
+            choice[i], rule[i] = _VOCAB_ORDER[next(iter(c.readings))], rule_index[c.rule]
         else:
-            rule[i] = "unrecognized"
-    row_choice = choice[combo_codes]
+            rule[i] = rule_index["unrecognized"]
+    row_col = choice[combo_codes]
     row_rule = rule[combo_codes]
-    by_date = row_choice == -2
+    by_date = row_rule == rule_index["date"]
     if by_date.any():
         if date is not None:
             later, has = _dates(frame[date])
-            row_choice = np.where(by_date & has, later.astype(np.int64), row_choice)
-            row_rule = np.where(by_date & ~has, "ambiguous", row_rule)
+            row_col = np.where(by_date & has, later.astype(np.int64), row_col)
+            row_rule = np.where(by_date & ~has, rule_index["ambiguous"], row_rule).astype(np.int8)
         else:
-            row_rule = np.where(by_date, "ambiguous", row_rule)
-        row_choice = np.where(row_choice == -2, -1, row_choice)
-    # labels per (combo, choice)
+            row_rule = np.where(by_date, rule_index["ambiguous"], row_rule).astype(np.int8)
+    # one cell per (combo, column): its label, original spelling, vocabulary, rewrites
     vocabs = (ICD9CM, ICD10CM)
-    label_table = np.empty((n_combo, 3), dtype=object)
+    cell_label = np.empty(n_combo * 3, dtype=object)
+    cell_original = np.empty(n_combo * 3, dtype=object)
+    cell_vocab = np.array([*vocabs, ""] * n_combo, dtype=object)
+    cell_kinds: list[tuple[str, ...]] = []
     for i, c in enumerate(combos):
         raw = str(raw_uniques[combo_keys[i] // len(hint_values)])
-        label_table[i, 2] = raw
-        for j, v in enumerate(vocabs):
-            label_table[i, j] = item_label(v, c.readings[v]) if v in c.readings else raw
-    labels = label_table[combo_codes, np.where(row_choice < 0, 2, row_choice)]
-    vocab_arr = np.array([*vocabs, ""], dtype=object)[np.where(row_choice < 0, 2, row_choice)]
-    original = raw_uniques[raw_codes]
-    # rewrite counts: per (combo, choice) the kinds applied, counted when the label differs
+        for j, v in enumerate((*vocabs, "")):
+            cell_original[3 * i + j] = raw
+            cell_label[3 * i + j] = item_label(v, c.readings[v]) if v in c.readings else raw
+            cell_kinds.append(c.kinds.get(v, ()) if v else ())
+    cells = combo_codes.astype(np.int64) * 3 + row_col
+    cell_rows = np.bincount(cells, minlength=n_combo * 3)
+    cell_changed = cell_label != cell_original
     rewrites = []
-    changed = labels != original
     for kind in REWRITES:
-        hit_table = np.zeros((n_combo, 3), dtype=bool)
-        for i, c in enumerate(combos):
-            for j, v in enumerate(vocabs):
-                hit_table[i, j] = kind in c.kinds.get(v, ())
-        hit = hit_table[combo_codes, np.where(row_choice < 0, 2, row_choice)] & changed
-        if hit.any():
-            pairs = pd.DataFrame({"a": original[hit], "b": labels[hit]})
-            counts = pairs.value_counts(sort=False).reset_index(name="rows")
+        hit_cell = np.array([kind in k for k in cell_kinds], dtype=bool) & cell_changed & (cell_rows > 0)
+        if hit_cell.any():
+            pairs = pd.DataFrame(
+                {"a": cell_original[hit_cell], "b": cell_label[hit_cell], "rows": cell_rows[hit_cell]}
+            )
+            counts = pairs.groupby(["a", "b"], sort=True)["rows"].sum().reset_index()
             counts = counts.sort_values(["rows", "a"], ascending=[False, True], kind="stable")
             examples = tuple(zip(counts["a"].head(MAX_ROWS), counts["b"].head(MAX_ROWS), strict=True))
-            rewrites.append(RewriteCount(kind, int(hit.sum()), len(counts), examples))
+            n_hit = int(counts["rows"].sum())
+            rewrites.append(RewriteCount(kind, n_hit, len(counts), examples))
             if fc is not None:
                 ex = ", ".join(f"{a!r} -> {b!r}" for a, b in examples)
                 fc.flag(
                     "warning",
                     code,
-                    hit,
-                    f"{int(hit.sum())} row(s) normalized ({kind}; {len(counts)} distinct spellings): {ex}",
+                    hit_cell[cells],
+                    f"{n_hit} row(s) normalized ({kind}; {len(counts)} distinct spellings): {ex}",
                     "codes written as the vocabulary writes them (normalization was asked for)",
                     f"normalized_{kind}",
                 )
     conflict_combo = np.array([bool(c.conflict) for c in combos], dtype=bool)
     conflict_rows = conflict_combo[combo_codes]
-    ambiguous_rows = row_rule == "ambiguous"
-    unrecognized_rows = (row_rule == "unrecognized") & ~conflict_rows
+    ambiguous_rows = row_rule == rule_index["ambiguous"]
+    unrecognized_rows = (row_rule == rule_index["unrecognized"]) & ~conflict_rows
 
     def spelling_counts(mask: np.ndarray) -> dict[str, int]:
         if not mask.any():
             return {}
-        s = pd.Series(original[mask]).value_counts(sort=False)
+        s = pd.Series(raw_uniques[raw_codes[mask]]).value_counts(sort=False)
         s = s.sort_index().sort_values(ascending=False, kind="stable")
         return {str(k): int(v) for k, v in s.items()}
 
@@ -402,8 +424,10 @@ def normalize_codes(
             "ambiguous_vocabulary",
             ambiguous,
         )
-    rules = {r: int((row_rule == r).sum()) for r in RULES}
-    vocab_counts = {v: int((vocab_arr == v).sum()) for v in (*vocabs, "") if (vocab_arr == v).any()}
+    rule_rows = np.bincount(row_rule.astype(np.int64), minlength=len(RULES))
+    rules = {r: int(rule_rows[i]) for i, r in enumerate(RULES)}
+    col_rows = np.bincount(row_col, minlength=3)
+    vocab_counts = {v: int(col_rows[j]) for j, v in enumerate((*vocabs, "")) if col_rows[j]}
     report = NormalizationReport(
         source,
         code,
@@ -415,9 +439,27 @@ def normalize_codes(
         spelling_counts(unrecognized_rows),
         conflicts,
     )
-    out = frame.copy()
-    out[code] = pd.array(labels, dtype="str")
-    return Normalized(out, vocab_arr, original, report, ambiguous_rows | conflict_rows)
+    # the code column: one take from the distinct labels (arrow strings, not a Python object per row)
+    present = np.flatnonzero(cell_rows)
+    label_codes, label_uniques = pd.factorize(cell_label[present])
+    cell_to_label = np.full(n_combo * 3, -1, dtype=np.int64)
+    cell_to_label[present] = label_codes
+    row_label = cell_to_label[cells]
+    out = frame.assign(
+        **{code: pd.array(np.asarray(label_uniques, dtype=object), dtype="str").take(row_label)}
+    )
+    return Normalized(
+        out,
+        np.array([*vocabs, ""], dtype=object)[row_col],
+        report,
+        ambiguous_rows | conflict_rows,
+        cells,
+        cell_label,
+        cell_original,
+        cell_vocab,
+        row_label,
+        np.asarray(label_uniques, dtype=object),
+    )
 
 
 def _is_known(vocabulary: Vocabulary, code: str) -> bool:

@@ -22,7 +22,8 @@ The long form (ARCHITECTURE section 2):
   `condition_start_date`, written ISO (`2014-03-01`): the visits are service days, in time order
   (`visits="occurrence"` uses `visit_occurrence_id` instead, falling back to the date);
 - `age` = whole years from the birth date (`year_of_birth`, with `month_of_birth` and `day_of_birth`
-  when given, else 1 July; HIPAA-style CDMs often hold the year alone) to `condition_start_date`;
+  when given, else 1 July; HIPAA-style CDMs often hold the year alone, and then an event in the year
+  of birth is age 0) to `condition_start_date`;
 - lab orders: `patient_id`, `day` = `measurement_date`, `lab` = `measurement_source_value` (else the
   `measurement_concept_id`).
 
@@ -46,6 +47,7 @@ from engine.io.events import Action, SourceData, check_events
 from engine.validation import (
     MAX_ROWS,
     FileCheck,
+    NaIds,
     Text,
     ValidationReport,
     check_blank,
@@ -275,6 +277,7 @@ def read_omop(
     normalize: bool = False,
     unknown_codes: Action = "keep",
     drop_duplicates: bool = False,
+    na_ids: NaIds = "error",
 ) -> SourceData:
     """Events (and lab orders) from an OMOP CDM v5.4 folder of CSV/Parquet files or a DuckDB file
     (module docstring). Never raises on bad data: the findings are in `SourceData.report`."""
@@ -287,7 +290,7 @@ def read_omop(
         return SourceData(None, report)
     reader = _Reader(loc, schema)
     try:
-        return _read(reader, report, visits, labs, normalize, unknown_codes, drop_duplicates)
+        return _read(reader, report, visits, labs, normalize, unknown_codes, drop_duplicates, na_ids)
     finally:
         reader.close()
 
@@ -300,6 +303,7 @@ def _read(
     normalize: bool,
     unknown_codes: Action,
     drop_duplicates: bool,
+    na_ids: NaIds = "error",
 ) -> SourceData:
     person = reader.read("person", report)
     cond = reader.read("condition_occurrence", report)
@@ -372,9 +376,22 @@ def _read(
             vf = FileCheck(vis.where, vis.rownum, report)
             v_ids = _ids(vis, vf, "visit_occurrence_id")
             v_start = _dates(vis, vf, "visit_start_date")
-            c_vis = Text.of(cond.frame["visit_occurrence_id"])
-            pos = pd.Index(v_ids.uniques).get_indexer(c_vis.uniques)
-            missing_u = (pos < 0) & (c_vis.uniques != "")
+            v_col, c_col = vis.frame["visit_occurrence_id"], cond.frame["visit_occurrence_id"]
+            if pd.api.types.is_integer_dtype(v_col.dtype) and pd.api.types.is_integer_dtype(c_col.dtype):
+                # integer ids (the DDL's type): join on the numbers, no text per row
+                c_codes, c_uniques = pd.factorize(c_col, use_na_sentinel=True)
+                c_vis = Text(c_codes.astype(np.int64), np.asarray(c_uniques, dtype=object))
+                v_unique, first = np.unique(
+                    v_col.to_numpy(dtype=np.int64), return_index=True
+                )  # first row of each id
+                pos = pd.Index(v_unique).get_indexer(np.asarray(c_uniques, dtype=np.int64))
+                missing_u = pos < 0
+            else:
+                c_vis = Text.of(c_col)
+                pos = pd.Index(v_ids.uniques).get_indexer(c_vis.uniques)
+                first = np.full(len(v_ids.uniques), -1, dtype=np.int64)
+                first[v_ids.codes[::-1]] = np.arange(len(v_ids.codes))[::-1]  # first row of each visit id
+                missing_u = (pos < 0) & (c_vis.uniques != "")
             if missing_u.any():
                 cf.flag(
                     "warning",
@@ -385,18 +402,18 @@ def _read(
                     "visits of table visit_occurrence",
                     "absent_visit",
                 )
-            first = np.full(len(v_ids.uniques), -1, dtype=np.int64)
-            first[v_ids.codes[::-1]] = np.arange(len(v_ids.codes))[::-1]  # first row of each visit id
             row_of = np.append(np.where(pos >= 0, first[np.maximum(pos, 0)], -1), -1)[c_vis.codes]
             has_visit = row_of >= 0
             if visits == "occurrence":
-                vid = np.append(c_vis.uniques, "")[c_vis.codes]
-                visit_label = np.where(has_visit, vid, start.astype(str))
+                vid = np.append(np.asarray(c_vis.uniques).astype(str).astype(object), "")[c_vis.codes]
+                visit_label = pd.array(
+                    np.where(has_visit, vid, _iso(start).to_numpy(dtype=object)), dtype="str"
+                )
                 visit_day = None
             else:
                 visit_day = np.where(has_visit, v_start[np.maximum(row_of, 0)], start)
     if visit_day is not None:
-        visit_label = np.datetime_as_string(visit_day, unit="D").astype(object)
+        visit_label = _iso(visit_day)
     # ------------------------------------------------------------------ ages
     p_of_row = np.append(c_person, -1)[c_pid.codes]
     age = _ages(start, p_of_row, yob, mob, dob)
@@ -406,7 +423,7 @@ def _read(
             "condition_source_value": code_values.array,
             "visit": visit_label,
             "age (from year_of_birth)": age,
-            "condition_start_date": np.datetime_as_string(start, unit="D"),
+            "condition_start_date": start,
             "vocabulary_id": vocabulary,
         }
     )
@@ -427,21 +444,31 @@ def _read(
         normalize=normalize,
         unknown_codes=unknown_codes,
         drop_duplicates=drop_duplicates,
+        na_ids=na_ids,
     )
     lab_frame = _labs(reader, report) if with_labs and reader.has("measurement") else None
     return SourceData(events, report, lab_frame, reader.sources)
 
 
+def _iso(days: np.ndarray) -> pd.api.extensions.ExtensionArray:
+    """ISO text of datetime64[D] values, formatted once per distinct day (arrow strings)."""
+    u, inv = np.unique(days, return_inverse=True)
+    return pd.array(np.datetime_as_string(u, unit="D").astype(object), dtype="str").take(inv.ravel())
+
+
 def _ages(
     day: np.ndarray, person: np.ndarray, yob: np.ndarray, mob: np.ndarray | None, dob: np.ndarray | None
 ) -> np.ndarray:
-    """Whole years from birth (month and day when known, else 1 July) to each event day."""
+    """Whole years from birth (month and day when known, else 1 July) to each event day. With the
+    year alone, an event in the year of birth is age 0 (the person was born by then)."""
     y = yob[person]
-    m = np.full(len(person), 7, dtype=np.int64) if mob is None else np.where(mob[person] > 0, mob[person], 7)
+    month_known = np.zeros(len(person), dtype=bool) if mob is None else mob[person] > 0
+    m = np.where(month_known, 7 if mob is None else mob[person], 7)
     d = np.ones(len(person), dtype=np.int64) if dob is None else np.where(dob[person] > 0, dob[person], 1)
     ev = pd.DatetimeIndex(day)
     before_birthday = (ev.month.to_numpy() < m) | ((ev.month.to_numpy() == m) & (ev.day.to_numpy() < d))
-    return ev.year.to_numpy().astype(np.int64) - y - before_birthday.astype(np.int64)
+    age = ev.year.to_numpy().astype(np.int64) - y - before_birthday.astype(np.int64)
+    return np.where(~month_known & (age == -1) & (ev.year.to_numpy() == y), 0, age)
 
 
 def _concept_vocabularies(
