@@ -179,18 +179,23 @@ class _Reader:
         """The table's name in SQL, with the database's catalog (a schema may share its name)."""
         assert self.con is not None
         if not self.schema:
-            return f'"{table}"'
+            return _quoted(table)
         catalog = self.con.execute("SELECT current_database()").fetchone()[0]
-        return f'"{catalog}"."{self.schema}"."{table}"'
+        return ".".join(_quoted(x) for x in (catalog, self.schema, table))
 
     def _read_db(self, table: str, columns: Sequence[str], where_sql: str) -> tuple[pd.DataFrame, np.ndarray]:
         assert self.con is not None
         qualified = self.qualified(table)
-        cols = ", ".join(f'"{c}"' for c in columns)
+        cols = ", ".join(_quoted(c) for c in columns)
         sql = f"SELECT rowid + 1 AS __row, {cols} FROM {qualified} {where_sql} ORDER BY rowid"
         df = self.con.execute(sql).df()
         rownum = df.pop("__row").to_numpy(dtype=np.int64)
         return df, rownum
+
+
+def _quoted(name: str) -> str:
+    """An SQL identifier in double quotes (inner quotes doubled): names are never SQL."""
+    return '"' + str(name).replace('"', '""') + '"'
 
 
 def _sha256(path: Path) -> str:
