@@ -39,7 +39,7 @@ def reference_one_snp(
             continue
         codes = set(records.patient_codes(p))
         has = set().union(*(table.code_phecodes.get(c, frozenset()) for c in codes)) if codes else set()
-        leaves = {table.code_leaf[c] for c in codes if c in table.code_leaf}
+        leaves = set().union(*(table.code_leaves.get(c, frozenset()) for c in codes))
         per_patient.append((has, leaves, float(g)))
     rows, cols = table.exclusion.nonzero()
     in_range = set(zip(rows.tolist(), cols.tolist(), strict=True))  # (q, j): q lies in j's exclusion range

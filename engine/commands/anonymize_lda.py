@@ -100,9 +100,9 @@ def run(args: argparse.Namespace) -> int:
     from engine import export, risk
     from engine.adversary import Adversary
     from engine.anonymize.trajectories import Trajectories, default_age_domain, lda
-    from engine.commands.inputs import InputOptions, announced, findings_json
+    from engine.commands.inputs import InputOptions, announced, findings_json, load_events_input
     from engine.hierarchy import ICD9_LEVELS, ICD9_THESIS_LEVELS, Hierarchy
-    from engine.loaders import load_events, load_ids
+    from engine.loaders import load_ids
     from engine.utility.loss import avg_re, level_shares, record_losses
 
     if args.k < 2:
@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
     if args.top_codes is not None and args.top_codes < 1:
         raise UserError(f"--top-codes must be >= 1, not {args.top_codes}")
     options = InputOptions.of(args)
-    events = announced(load_events(args.events, unknown_codes=options.unknown_codes, na_ids=options.na_ids))
+    events = announced(load_events_input(args.events, options))
     df = events.data
     if "age" not in df.columns:
         raise UserError(

@@ -35,10 +35,16 @@ ID_OPTIONS = ("--events", "--labs", "--genotypes", "--cohort", "--population", "
 
 @dataclass(frozen=True)
 class InputOptions:
-    """What the loaders do with well-formed codes unknown to ICD-9-CM and with `NA`-like ids."""
+    """What the loaders do with well-formed codes unknown to their vocabulary and with `NA`-like ids,
+    and how the events are read: source kind, column mapping, sheet, OMOP schema, normalization."""
 
     unknown_codes: Action = "keep"
     na_ids: NaIds = "error"
+    source: str = "auto"
+    mapping: str | None = None
+    sheet: str | None = None
+    schema: str | None = None
+    normalize: bool = False
 
     @classmethod
     def of(cls, args: argparse.Namespace | None) -> InputOptions:
@@ -46,7 +52,54 @@ class InputOptions:
         return cls(
             getattr(args, "unknown_codes", None) or "keep",
             getattr(args, "na_ids", None) or "error",
+            getattr(args, "source", None) or "auto",
+            getattr(args, "mapping", None),
+            getattr(args, "sheet", None),
+            getattr(args, "schema", None),
+            bool(getattr(args, "normalize_codes", False)),
         )
+
+    @property
+    def reads_through_io(self) -> bool:
+        """True when the events need engine/io (a source kind, mapping, sheet or schema was given)."""
+        return self.source != "auto" or any((self.mapping, self.sheet, self.schema))
+
+
+def load_events_input(path: str, options: InputOptions | None = None) -> Loaded:
+    """The events of a command: a long-form file through the events loader, or (a folder, a DuckDB
+    file, `--source`, `--map`, `--sheet`, `--schema`) through `engine.io.read_source`. Raises
+    DataError on errors and UserError for a malformed mapping."""
+    from pathlib import Path
+
+    from engine.cli import UserError
+
+    opts = options or InputOptions()
+    p = Path(path)
+    from engine.io import detect_source
+
+    via_io = opts.reads_through_io or detect_source(p) != "long"
+    if not via_io:
+        return load_events(
+            path, unknown_codes=opts.unknown_codes, na_ids=opts.na_ids, normalize=opts.normalize
+        )
+    from engine.io import read_source
+
+    try:
+        data = read_source(
+            path,
+            source=opts.source,  # type: ignore[arg-type]
+            mapping=opts.mapping,
+            normalize=opts.normalize,
+            unknown_codes=opts.unknown_codes,
+            sheet=opts.sheet,
+            schema=opts.schema,
+            na_ids=opts.na_ids,
+        )
+    except ValueError as exc:
+        raise UserError(f"--map: {exc}") from None
+    data.report.raise_if_errors()
+    assert data.events is not None
+    return Loaded(data.events.frame, data.report, dict(data.sources))
 
 
 def add_input_options(parser: argparse.ArgumentParser) -> None:
@@ -63,7 +116,8 @@ def add_input_options(parser: argparse.ArgumentParser) -> None:
             action="store_const",
             const="keep",
             default="keep",
-            help="keep rows whose code is well formed but unknown to ICD-9-CM (default; reported on stderr "
+            help="keep rows whose code is well formed but unknown to its vocabulary, ICD-9-CM or ICD-10-CM "
+            "(default; reported on stderr "
             "and in the JSON report; the PheWAS never counts such a patient as a control of the phecodes "
             "the code may belong to)",
         )
@@ -74,6 +128,28 @@ def add_input_options(parser: argparse.ArgumentParser) -> None:
             const="drop",
             help="drop those rows (reported with their count); their patients may then become PheWAS "
             "controls of the phenotype a mistyped code meant",
+        )
+        group.add_argument(
+            "--source",
+            choices=("auto", "long", "omop", "meds"),
+            default="auto",
+            help="what --events is: a long-form file (CSV, Parquet, .xlsx), an OMOP CDM v5.4 folder of "
+            "CSV/Parquet tables or DuckDB file, or a MEDS folder (default auto: by what the path is)",
+        )
+        group.add_argument(
+            "--map",
+            dest="mapping",
+            metavar="MAPPING",
+            help="columns of a long-form events file, e.g. patient_id=MRN,code=DX_CODE,visit=ENC_DATE "
+            "(also age=, vocabulary=, date=)",
+        )
+        group.add_argument("--sheet", help="the sheet of an .xlsx events file (default: the first)")
+        group.add_argument("--schema", help="the schema of the OMOP tables in a DuckDB file")
+        group.add_argument(
+            "--normalize-codes",
+            action="store_true",
+            help="rewrite undotted and prefixed codes (25000 -> 250.00, ICD//10//E119 -> E11.9, "
+            "ICD9:401.1 -> 401.1), case and spaces; every rewrite is reported with counts and examples",
         )
     group.add_argument(
         "--accept-na-ids",
@@ -144,7 +220,7 @@ def load_groups(
     patients that do not). Warnings are printed on stderr as each file is read."""
     opts = options or InputOptions()
     report = ValidationReport()
-    loaded = announced(load_events(events, unknown_codes=opts.unknown_codes, na_ids=opts.na_ids), report)
+    loaded = announced(load_events_input(events, opts), report)
     records = Records.from_frame(loaded.data)
     sources = dict(loaded.sources)
 

@@ -1,0 +1,84 @@
+"""Sources of patient data beyond the long-form file (ARCHITECTURE section 2).
+
+- `normalize`: vocabulary of each event (ICD-9-CM or ICD-10-CM) and the opt-in, reported
+  normalization of code spellings (undotted codes, prefixes, case, spaces).
+- `mapping`: a column mapping (`patient_id=MRN,code=DX_CODE,visit=ENC_DATE`) for any long-form file.
+- `excel`: `.xlsx` workbooks (openpyxl).
+- `omop`: OMOP CDM v5.4 tables from CSV/Parquet files or a DuckDB database.
+- `meds`: MEDS Parquet (`subject_id`, `time`, `code`), checked against the MEDS schema.
+
+Every reader returns the long form of ARCHITECTURE section 2 (`patient_id`, `code`, optional `visit`,
+`age`) plus the vocabulary per row, and names source, table, row and column in every error.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+SourceKind = Literal["auto", "long", "omop", "meds"]
+SOURCE_KINDS: tuple[str, ...] = ("auto", "long", "omop", "meds")
+
+
+def detect_source(path: str | Path) -> Literal["long", "omop", "meds"]:
+    """`omop` for a DuckDB file or a folder holding person.csv/.parquet, `meds` for a folder with a
+    `data` folder or Parquet shards, `long` for anything else (CSV, Parquet, .xlsx; other folders)."""
+    p = Path(path)
+    if p.is_file():
+        return "omop" if p.suffix.lower() in (".duckdb", ".ddb", ".db") else "long"
+    if p.is_dir():
+        names = {c.name.lower() for c in p.iterdir()}
+        if names & {"person.csv", "person.parquet", "person.pq"}:
+            return "omop"
+        if (p / "data").is_dir() or any(n.endswith(".parquet") for n in names):
+            return "meds"
+    return "long"  # any other folder: the events loader refuses it in one line
+
+
+def read_source(
+    path: str | Path,
+    *,
+    source: SourceKind = "auto",
+    mapping: str | None = None,
+    normalize: bool = False,
+    unknown_codes: Literal["keep", "drop"] = "keep",
+    drop_duplicates: bool = False,
+    sheet: str | None = None,
+    schema: str | None = None,
+    na_ids: Literal["error", "accept"] = "error",
+):
+    """Events from any source kind (`detect_source` when `auto`); returns `events.SourceData`.
+    `mapping` (`patient_id=MRN,code=DX_CODE,...`) applies to long-form files; ValueError for a
+    malformed mapping or a mapping given for OMOP/MEDS (their columns are fixed by the standard)."""
+    from engine.io.mapping import ColumnMapping, read_long
+
+    kind = detect_source(path) if source == "auto" else source
+    if mapping and kind != "long":
+        raise ValueError(f"--map applies to long-form files; {Path(path).name} is read as {kind}")
+    if kind == "omop":
+        from engine.io.omop import read_omop
+
+        return read_omop(
+            path,
+            schema=schema,
+            normalize=normalize,
+            unknown_codes=unknown_codes,
+            drop_duplicates=drop_duplicates,
+        )
+    if kind == "meds":
+        from engine.io.meds import read_meds
+
+        return read_meds(
+            path, normalize=normalize, unknown_codes=unknown_codes, drop_duplicates=drop_duplicates
+        )
+    p = Path(path)
+    return read_long(
+        p.name,
+        p.read_bytes(),
+        ColumnMapping.parse(mapping) if mapping else None,
+        sheet=sheet,
+        normalize=normalize,
+        unknown_codes=unknown_codes,
+        drop_duplicates=drop_duplicates,
+        na_ids=na_ids,
+    )

@@ -1,0 +1,565 @@
+"""OMOP CDM v5.4 as a source: files (CSV or Parquet, one per table) or a DuckDB database.
+
+Tables and columns read (names and types of the OMOP CDM v5.4 DDL, OHDSI/CommonDataModel), only
+these columns, selected in SQL for a database:
+
+| table | columns | |
+|---|---|---|
+| `person` | `person_id`, `year_of_birth`, `month_of_birth`, `day_of_birth` | required (month, day optional) |
+| `condition_occurrence` | `condition_occurrence_id`, `person_id`, `condition_start_date`, `visit_occurrence_id`, `condition_source_value`, `condition_source_concept_id` | required (the last three optional) |
+| `visit_occurrence` | `visit_occurrence_id`, `person_id`, `visit_start_date` | optional |
+| `measurement` | `person_id`, `measurement_date`, `measurement_source_value`, `measurement_concept_id` | optional: lab orders |
+| `concept` | `concept_id`, `vocabulary_id` | optional: the vocabulary of each source concept |
+
+The long form (ARCHITECTURE section 2):
+- `patient_id` = `person_id`;
+- `code` = `condition_source_value`, the diagnosis code as the source system wrote it (`250.00`, `E11.9`;
+  undotted codes need normalization), its vocabulary from the source concept's `vocabulary_id`
+  (`ICD9CM`, `ICD10CM`) when the `concept` table is there, else decided by `engine.io.normalize`
+  (event date against 2015-10-01 for codes both vocabularies read); rows whose source concept is of
+  another vocabulary (SNOMED, ...) or that have no source value are left out, counted in a warning;
+- `visit` = the visit's start date (`visit_start_date` through `visit_occurrence_id`), else
+  `condition_start_date`, written ISO (`2014-03-01`): the visits are service days, in time order
+  (`visits="occurrence"` uses `visit_occurrence_id` instead, falling back to the date);
+- `age` = whole years from the birth date (`year_of_birth`, with `month_of_birth` and `day_of_birth`
+  when given, else 1 July; HIPAA-style CDMs often hold the year alone, and then an event in the year
+  of birth is age 0) to `condition_start_date`;
+- lab orders: `patient_id`, `day` = `measurement_date`, `lab` = `measurement_source_value` (else the
+  `measurement_concept_id`).
+
+Rows are named like file rows: for a CSV or Parquet file the header is row 1 and the first data row
+row 2; for a database table, row n is the n-th row in storage order (`rowid` + 1). Every finding names
+the source, the table, the rows and the column.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+from engine.io.events import Action, SourceData, check_events
+from engine.validation import (
+    MAX_ROWS,
+    FileCheck,
+    NaIds,
+    Text,
+    ValidationReport,
+    check_blank,
+    parse_integers,
+    per_row,
+)
+from engine.vocab import VOCABULARY_NAMES, Vocabulary
+
+Visits = Literal["date", "occurrence"]
+# table -> (required columns, optional columns), OMOP CDM v5.4 names
+TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "person": (("person_id", "year_of_birth"), ("month_of_birth", "day_of_birth")),
+    "condition_occurrence": (
+        ("person_id", "condition_start_date"),
+        (
+            "condition_occurrence_id",
+            "visit_occurrence_id",
+            "condition_source_value",
+            "condition_source_concept_id",
+        ),
+    ),
+    "visit_occurrence": (("visit_occurrence_id", "person_id", "visit_start_date"), ()),
+    "measurement": (
+        ("person_id", "measurement_date"),
+        ("measurement_source_value", "measurement_concept_id"),
+    ),
+    "concept": (("concept_id", "vocabulary_id"), ()),
+}
+REQUIRED_TABLES = ("person", "condition_occurrence")
+_FILE_SUFFIXES = (".parquet", ".pq", ".csv")
+
+
+@dataclass(frozen=True)
+class Table:
+    """One table read: its columns (as a frame), the row number of each row, where it came from."""
+
+    name: str
+    frame: pd.DataFrame
+    rownum: np.ndarray
+    where: str  # `cdm/person.csv` or `cdm.duckdb, table person`
+
+
+class _Reader:
+    """Reads tables from a folder of files or a DuckDB database, only the columns asked for."""
+
+    def __init__(self, location: Path, schema: str | None) -> None:
+        self.location = location
+        self.schema = schema
+        self.sources: dict[str, str] = {}
+        self.con = None
+        if location.is_file():
+            import duckdb
+
+            self.con = duckdb.connect(str(location), read_only=True)
+            self.sources[location.name] = _sha256(location)
+
+    def close(self) -> None:
+        if self.con is not None:
+            self.con.close()
+
+    # ------------------------------------------------------------------ discovery
+    def file_of(self, table: str) -> Path | None:
+        by_name = {p.name.lower(): p for p in self.location.iterdir() if p.is_file()}
+        for suffix in _FILE_SUFFIXES:
+            hit = by_name.get(table + suffix)
+            if hit is not None:
+                return hit
+        return None
+
+    def _db_columns(self, table: str) -> list[str] | None:
+        assert self.con is not None
+        rows = self.con.execute(
+            "SELECT column_name FROM information_schema.columns WHERE lower(table_name) = ? "
+            "AND (? IS NULL OR table_schema = ?) ORDER BY ordinal_position",
+            [table, self.schema, self.schema],
+        ).fetchall()
+        return [r[0] for r in rows] or None
+
+    def has(self, table: str) -> bool:
+        return (self._db_columns(table) if self.con is not None else self.file_of(table)) is not None
+
+    def describe(self) -> str:
+        return self.location.name
+
+    # ------------------------------------------------------------------ reading
+    def read(self, table: str, report: ValidationReport, where_sql: str = "") -> Table | None:
+        """The table's required and present optional columns; None after reporting a problem."""
+        required, optional = TABLES[table]
+        if self.con is not None:
+            columns = self._db_columns(table)
+            where = f"{self.location.name}, table {table}"
+        else:
+            path = self.file_of(table)
+            where = f"{self.location.name}/{path.name}" if path else f"{self.location.name}/{table}"
+            columns = None if path is None else _file_columns(path)
+        fc = FileCheck(where, np.zeros(0, dtype=np.int64), report)
+        if columns is None:
+            fc.note(
+                "error",
+                None,
+                f"table {table} not found",
+                f"{table}.csv or {table}.parquet in the folder, or a table {table} in the database",
+                "missing_table",
+            )
+            return None
+        lower = {c.lower(): c for c in columns}
+        missing = [c for c in required if c not in lower]
+        if missing:
+            fc.note(
+                "error",
+                ", ".join(missing),
+                f"required column(s) missing: {', '.join(missing)} (columns present: {', '.join(columns)})",
+                f"the OMOP CDM v5.4 columns {', '.join(required)} in table {table}",
+                "missing_column",
+                (1,),
+            )
+            return None
+        wanted = [lower[c] for c in (*required, *optional) if c in lower]
+        if self.con is not None:
+            frame, rownum = self._read_db(table, wanted, where_sql)
+        else:
+            assert path is not None
+            self.sources[f"{self.location.name}/{path.name}"] = _sha256(path)
+            frame, rownum = _read_file(path, wanted)
+        frame.columns = [c.lower() for c in frame.columns]
+        return Table(table, frame, rownum, where)
+
+    def qualified(self, table: str) -> str:
+        """The table's name in SQL, with the database's catalog (a schema may share its name)."""
+        assert self.con is not None
+        if not self.schema:
+            return _quoted(table)
+        catalog = self.con.execute("SELECT current_database()").fetchone()[0]
+        return ".".join(_quoted(x) for x in (catalog, self.schema, table))
+
+    def _read_db(self, table: str, columns: Sequence[str], where_sql: str) -> tuple[pd.DataFrame, np.ndarray]:
+        assert self.con is not None
+        qualified = self.qualified(table)
+        cols = ", ".join(_quoted(c) for c in columns)
+        sql = f"SELECT rowid + 1 AS __row, {cols} FROM {qualified} {where_sql} ORDER BY rowid"
+        df = self.con.execute(sql).df()
+        rownum = df.pop("__row").to_numpy(dtype=np.int64)
+        return df, rownum
+
+
+def _quoted(name: str) -> str:
+    """An SQL identifier in double quotes (inner quotes doubled): names are never SQL."""
+    return '"' + str(name).replace('"', '""') + '"'
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _file_columns(path: Path) -> list[str]:
+    if path.suffix.lower() == ".csv":
+        header = pd.read_csv(path, nrows=0, dtype=str)
+        return [str(c) for c in header.columns]
+    import pyarrow.parquet as pq
+
+    return list(pq.read_schema(path).names)
+
+
+def _read_file(path: Path, columns: Sequence[str]) -> tuple[pd.DataFrame, np.ndarray]:
+    """Only the named columns; CSV cells as text (types are checked afterwards)."""
+    if path.suffix.lower() == ".csv":
+        df = pd.read_csv(path, usecols=list(columns), dtype=str, keep_default_na=False)
+    else:
+        import pyarrow.parquet as pq
+
+        df = pq.read_table(path, columns=list(columns)).to_pandas(date_as_object=False)
+    return df, np.arange(len(df), dtype=np.int64) + 2
+
+
+# ---------------------------------------------------------------------------- column checks
+def _ids(t: Table, fc: FileCheck, column: str) -> Text:
+    ids = Text.of(t.frame[column], fc, column)
+    check_blank(ids, fc, column, f"a {column} in every row (NOT NULL in OMOP CDM v5.4)")
+    return ids
+
+
+def _dates(t: Table, fc: FileCheck, column: str, required: bool = True) -> np.ndarray:
+    """datetime64[D] per row (NaT for an empty optional cell); an error names unparseable cells."""
+    values = t.frame[column]
+    if pd.api.types.is_datetime64_any_dtype(values.dtype):
+        d = values.to_numpy(dtype="datetime64[D]")
+        bad = np.isnat(d) if required else np.zeros(len(d), dtype=bool)
+        if bad.any():
+            fc.flag("error", column, bad, "empty date", "a date in every row (NOT NULL)", "date_invalid")
+        return d
+    text = Text.of(values)
+    u = pd.Series(text.uniques, dtype=object).astype(str)
+    parsed = pd.to_datetime(u, format="ISO8601", errors="coerce")
+    bad_u = parsed.isna().to_numpy() & (u != "").to_numpy()
+    blank = text.blank
+    bad = per_row(bad_u, text.codes) | (blank if required else np.zeros(len(blank), dtype=bool))
+    if bad.any():
+        fc.flag(
+            "error",
+            column,
+            bad,
+            f"not a date: {text.examples(bad_u) or 'empty cell'}",
+            "an ISO date (2014-03-01) in every row" if required else "an ISO date (2014-03-01) or nothing",
+            "date_invalid",
+        )
+    days = np.append(parsed.to_numpy(dtype="datetime64[D]"), np.datetime64("NaT", "D"))
+    return days[np.where(text.codes < 0, len(u), text.codes)]
+
+
+def _int_or_none(t: Table, fc: FileCheck, column: str, lo: int, hi: int) -> np.ndarray | None:
+    """Optional whole numbers in [lo, hi] with -1 for empty cells; None after reporting bad cells."""
+    values = t.frame[column]
+    blank = values.isna().to_numpy() | (values.astype("string").fillna("").str.strip() == "").to_numpy()
+    if blank.all():
+        return np.full(len(values), -1, dtype=np.int64)
+    filled = values.where(~blank, str(lo) if not pd.api.types.is_numeric_dtype(values.dtype) else lo)
+    parsed = parse_integers(filled, fc, column, lo, hi)
+    return None if parsed is None else np.where(blank, -1, parsed)
+
+
+# ---------------------------------------------------------------------------- the reader
+def read_omop(
+    location: str | Path,
+    *,
+    schema: str | None = None,
+    visits: Visits = "date",
+    labs: bool = True,
+    normalize: bool = False,
+    unknown_codes: Action = "keep",
+    drop_duplicates: bool = False,
+    na_ids: NaIds = "error",
+) -> SourceData:
+    """Events (and lab orders) from an OMOP CDM v5.4 folder of CSV/Parquet files or a DuckDB file
+    (module docstring). Never raises on bad data: the findings are in `SourceData.report`."""
+    loc = Path(location)
+    report = ValidationReport()
+    if not loc.exists():
+        FileCheck(loc.name, np.zeros(0, dtype=np.int64), report).note(
+            "error", None, "no such file or folder", "an OMOP CDM folder or DuckDB file", "missing_source"
+        )
+        return SourceData(None, report)
+    reader = _Reader(loc, schema)
+    try:
+        return _read(reader, report, visits, labs, normalize, unknown_codes, drop_duplicates, na_ids)
+    finally:
+        reader.close()
+
+
+def _read(
+    reader: _Reader,
+    report: ValidationReport,
+    visits: Visits,
+    with_labs: bool,
+    normalize: bool,
+    unknown_codes: Action,
+    drop_duplicates: bool,
+    na_ids: NaIds = "error",
+) -> SourceData:
+    person = reader.read("person", report)
+    cond = reader.read("condition_occurrence", report)
+    if person is None or cond is None:
+        return SourceData(None, report, sources=reader.sources)
+    n_err = len(report.errors)
+    # ------------------------------------------------------------------ person
+    pf = FileCheck(person.where, person.rownum, report)
+    pids = _ids(person, pf, "person_id")
+    twice = pd.Series(pids.codes).duplicated().to_numpy() & (pids.codes >= 0)
+    if twice.any():
+        pf.flag("error", "person_id", twice, "person_id repeated", "one row per person", "duplicate_person")
+    yob = parse_integers(person.frame["year_of_birth"], pf, "year_of_birth", 1800, 2200)
+    mob = _int_or_none(person, pf, "month_of_birth", 1, 12) if "month_of_birth" in person.frame else None
+    dob = _int_or_none(person, pf, "day_of_birth", 1, 31) if "day_of_birth" in person.frame else None
+    # ------------------------------------------------------------------ conditions
+    cf = FileCheck(cond.where, cond.rownum, report)
+    c_pid = _ids(cond, cf, "person_id")
+    start = _dates(cond, cf, "condition_start_date")
+    person_index = pd.Index(pids.uniques)
+    c_person = person_index.get_indexer(c_pid.uniques)
+    absent_u = (c_person < 0) & (c_pid.uniques != "")
+    if absent_u.any():
+        cf.flag(
+            "error",
+            "person_id",
+            per_row(absent_u, c_pid.codes),
+            f"person_id not in the person table: {c_pid.examples(absent_u)}",
+            "every condition's person in table person",
+            "absent_person",
+        )
+    if len(report.errors) > n_err or yob is None:
+        return SourceData(None, report, sources=reader.sources)
+    keep = np.ones(len(cond.frame), dtype=bool)
+    # the code: source value; rows without one are left out, said in a warning
+    if "condition_source_value" not in cond.frame:
+        cf.note(
+            "error",
+            "condition_source_value",
+            "no condition_source_value column: the ICD codes as the source wrote them are needed",
+            "condition_source_value holding ICD-9-CM / ICD-10-CM codes",
+            "missing_column",
+            (1,),
+        )
+        return SourceData(None, report, sources=reader.sources)
+    code_values = cond.frame["condition_source_value"].astype("string").fillna("")
+    no_code = (code_values.str.strip() == "").to_numpy()
+    if no_code.any():
+        cf.flag(
+            "warning",
+            "condition_source_value",
+            no_code,
+            f"{int(no_code.sum())} condition(s) without a source value left out",
+            "a source ICD code in every condition to be analysed",
+            "no_source_code",
+        )
+        keep &= ~no_code
+    vocabulary = np.full(len(cond.frame), "", dtype=object)
+    if "condition_source_concept_id" in cond.frame and reader.has("concept"):
+        vocabulary = _concept_vocabularies(reader, cond, cf, report, keep)
+        other = vocabulary == "other"
+        if other.any():
+            keep &= ~other
+            vocabulary = np.where(other, "", vocabulary)
+    # ------------------------------------------------------------------ visits
+    visit_day = start
+    if "visit_occurrence_id" in cond.frame and reader.has("visit_occurrence"):
+        vis = reader.read("visit_occurrence", report)
+        if vis is not None:
+            vf = FileCheck(vis.where, vis.rownum, report)
+            v_ids = _ids(vis, vf, "visit_occurrence_id")
+            v_start = _dates(vis, vf, "visit_start_date")
+            v_col, c_col = vis.frame["visit_occurrence_id"], cond.frame["visit_occurrence_id"]
+            if pd.api.types.is_integer_dtype(v_col.dtype) and pd.api.types.is_integer_dtype(c_col.dtype):
+                # integer ids (the DDL's type): join on the numbers, no text per row
+                c_codes, c_uniques = pd.factorize(c_col, use_na_sentinel=True)
+                c_vis = Text(c_codes.astype(np.int64), np.asarray(c_uniques, dtype=object))
+                v_unique, first = np.unique(
+                    v_col.to_numpy(dtype=np.int64), return_index=True
+                )  # first row of each id
+                pos = pd.Index(v_unique).get_indexer(np.asarray(c_uniques, dtype=np.int64))
+                missing_u = pos < 0
+            else:
+                c_vis = Text.of(c_col)
+                pos = pd.Index(v_ids.uniques).get_indexer(c_vis.uniques)
+                first = np.full(len(v_ids.uniques), -1, dtype=np.int64)
+                first[v_ids.codes[::-1]] = np.arange(len(v_ids.codes))[::-1]  # first row of each visit id
+                missing_u = (pos < 0) & (c_vis.uniques != "")
+            if missing_u.any():
+                cf.flag(
+                    "warning",
+                    "visit_occurrence_id",
+                    per_row(missing_u, c_vis.codes),
+                    f"visit_occurrence_id not in table visit_occurrence ({c_vis.examples(missing_u)}); "
+                    "the condition_start_date is the visit",
+                    "visits of table visit_occurrence",
+                    "absent_visit",
+                )
+            row_of = np.append(np.where(pos >= 0, first[np.maximum(pos, 0)], -1), -1)[c_vis.codes]
+            has_visit = row_of >= 0
+            if visits == "occurrence":
+                vid = np.append(np.asarray(c_vis.uniques).astype(str).astype(object), "")[c_vis.codes]
+                visit_label = pd.array(
+                    np.where(has_visit, vid, _iso(start).to_numpy(dtype=object)), dtype="str"
+                )
+                visit_day = None
+            else:
+                visit_day = np.where(has_visit, v_start[np.maximum(row_of, 0)], start)
+    if visit_day is not None:
+        visit_label = _iso(visit_day)
+    # ------------------------------------------------------------------ ages
+    p_of_row = np.append(c_person, -1)[c_pid.codes]
+    age = _ages(start, p_of_row, yob, mob, dob)
+    raw = pd.DataFrame(
+        {
+            "person_id": c_pid.array(),
+            "condition_source_value": code_values.array,
+            "visit": visit_label,
+            "age (from year_of_birth)": age,
+            "condition_start_date": start,
+            "vocabulary_id": vocabulary,
+        }
+    )
+    if not keep.all():
+        raw = raw.loc[keep].reset_index(drop=True)
+        cf = FileCheck(cond.where, cond.rownum[keep], report)
+    events = check_events(
+        raw,
+        cf,
+        {
+            "patient_id": "person_id",
+            "code": "condition_source_value",
+            "visit": "visit",
+            "age": "age (from year_of_birth)",
+        },
+        vocabulary="vocabulary_id",
+        date="condition_start_date",
+        normalize=normalize,
+        unknown_codes=unknown_codes,
+        drop_duplicates=drop_duplicates,
+        na_ids=na_ids,
+    )
+    lab_frame = _labs(reader, report) if with_labs and reader.has("measurement") else None
+    return SourceData(events, report, lab_frame, reader.sources)
+
+
+def _iso(days: np.ndarray) -> pd.api.extensions.ExtensionArray:
+    """ISO text of datetime64[D] values, formatted once per distinct day (arrow strings)."""
+    u, inv = np.unique(days, return_inverse=True)
+    return pd.array(np.datetime_as_string(u, unit="D").astype(object), dtype="str").take(inv.ravel())
+
+
+def _ages(
+    day: np.ndarray, person: np.ndarray, yob: np.ndarray, mob: np.ndarray | None, dob: np.ndarray | None
+) -> np.ndarray:
+    """Whole years from birth (month and day when known, else 1 July) to each event day. With the
+    year alone, an event in the year of birth is age 0 (the person was born by then)."""
+    y = yob[person]
+    month_known = np.zeros(len(person), dtype=bool) if mob is None else mob[person] > 0
+    m = np.where(month_known, 7 if mob is None else mob[person], 7)
+    d = np.ones(len(person), dtype=np.int64) if dob is None else np.where(dob[person] > 0, dob[person], 1)
+    ev = pd.DatetimeIndex(day)
+    before_birthday = (ev.month.to_numpy() < m) | ((ev.month.to_numpy() == m) & (ev.day.to_numpy() < d))
+    age = ev.year.to_numpy().astype(np.int64) - y - before_birthday.astype(np.int64)
+    return np.where(~month_known & (age == -1) & (ev.year.to_numpy() == y), 0, age)
+
+
+def _concept_vocabularies(
+    reader: _Reader, cond: Table, cf: FileCheck, report: ValidationReport, keep: np.ndarray
+) -> np.ndarray:
+    """Per condition row: `ICD9CM`/`ICD10CM` from its source concept, 'other' for other vocabularies
+    (a warning lists them; those rows are left out), '' when the concept is 0, empty or unknown."""
+    ids = Text.of(cond.frame["condition_source_concept_id"])
+    where_sql = ""
+    if reader.con is not None:  # only the concepts used, in SQL (the concept table is large)
+        where_sql = (
+            "WHERE concept_id IN (SELECT DISTINCT condition_source_concept_id FROM "
+            f"{reader.qualified('condition_occurrence')})"
+        )
+    concept = reader.read("concept", report, where_sql)
+    if concept is None:
+        return np.full(len(cond.frame), "", dtype=object)
+    c_ids = Text.of(concept.frame["concept_id"])
+    vocab_of_id = dict(
+        zip(
+            np.append(c_ids.uniques, "")[c_ids.codes], concept.frame["vocabulary_id"].astype(str), strict=True
+        )
+    )
+    from engine.io.normalize import vocabulary_value
+
+    u_vocab = []
+    for cid in ids.uniques:
+        raw = vocab_of_id.get(str(cid))
+        if raw is None or str(cid) in ("", "0"):
+            u_vocab.append("")
+        else:
+            u_vocab.append(vocabulary_value(raw) or "other")
+    u_vocab_arr = np.array(u_vocab, dtype=object)
+    per = np.append(u_vocab_arr, "")[ids.codes]
+    other = (per == "other") & keep
+    if other.any():
+        names = pd.Series([vocab_of_id.get(str(c), "") for c in np.append(ids.uniques, "")[ids.codes][other]])
+        counts = names.value_counts()
+        listed = ", ".join(f"{k} ({v} rows)" for k, v in list(counts.items())[:MAX_ROWS])
+        cf.flag(
+            "warning",
+            "condition_source_concept_id",
+            other,
+            f"{int(other.sum())} condition(s) whose source concept is not ICD-9-CM or ICD-10-CM left out: {listed}",
+            f"source concepts of vocabulary {' or '.join(VOCABULARY_NAMES.values())}",
+            "other_vocabulary",
+            {str(k): int(v) for k, v in counts.items()},
+        )
+    return per
+
+
+def _labs(reader: _Reader, report: ValidationReport) -> pd.DataFrame | None:
+    meas = reader.read("measurement", report)
+    if meas is None:
+        return None
+    mf = FileCheck(meas.where, meas.rownum, report)
+    n_err = len(report.errors)
+    pid = _ids(meas, mf, "person_id")
+    day = _dates(meas, mf, "measurement_date")
+    if "measurement_source_value" in meas.frame:
+        lab = meas.frame["measurement_source_value"].astype("string").fillna("").str.strip()
+    else:
+        lab = pd.Series([""] * len(meas.frame), dtype="string")
+    if "measurement_concept_id" in meas.frame:
+        concept = Text.of(meas.frame["measurement_concept_id"]).values()
+        lab = lab.where(lab != "", pd.Series(concept, dtype="string"))
+    blank = (lab == "").to_numpy()
+    if blank.any():
+        mf.flag(
+            "error",
+            "measurement_source_value",
+            blank,
+            "a measurement with neither a source value nor a concept id",
+            "measurement_source_value (the lab test as ordered) or measurement_concept_id",
+            "blank_value",
+        )
+    if len(report.errors) > n_err:
+        return None
+    return pd.DataFrame({"patient_id": pid.array(), "day": day.astype("datetime64[ns]"), "lab": lab.array})
+
+
+def vocabulary_counts(data: SourceData) -> dict[str, int]:
+    """Rows per vocabulary name of a read source (empty when it failed)."""
+    if data.events is None:
+        return {}
+    return {VOCABULARY_NAMES.get(k, k or "undecided"): v for k, v in data.events.vocabularies.items()}
+
+
+__all__ = ["TABLES", "Vocabulary", "read_omop", "vocabulary_counts"]
