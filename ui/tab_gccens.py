@@ -38,13 +38,14 @@ from engine.anonymize.censor import (
 from engine.records import Records
 from engine.release import Release
 from engine.risk import Verification
+from engine.runs import CodeSelection, GCCensSettings
 from engine.utility.censoring import SWEEP_COLUMNS, censoring_loss, cul_statistics, release_cul, sweep_point
 from ui.context import HASH_FUNCS, Context
 from ui.downloads import release_downloads, release_table_download, report_download
 from ui.downloads import table_download as _download
 from ui.literal import md
-from ui.releases import publish
 from ui.risk_charts import cdf_frame, distinguishability_cdf_figure
+from ui.study import add_to_study
 
 PAPER_CODES = ("250", "272", "401", "724")
 CODE_MODES = (
@@ -100,6 +101,19 @@ def _problem(
         vocab = sorted({str(x) for x in population.items} | {str(x) for x in cohort.items})
         item_codes = {i: c for i, c in rolled_item_codes(vocab, roll).items() if i in codes}
     return prepare(sel_cohort, sel_pop if scope == "population" else None, scope), item_codes, sel_cohort
+
+
+def settings_of(scope: str, selection: tuple, k: int, cap_key: tuple, variant: str) -> GCCensSettings:
+    """The view's parameters as the typed settings a study records (engine.runs)."""
+    mode, top_n, chosen = selection
+    modes = dict(zip(CODE_MODES, ("paper", "top", "chosen", "all"), strict=True))
+    codes = CodeSelection(modes[mode], int(top_n), tuple(map(str, chosen)))
+    kind, value = cap_key
+    if kind == "universal":
+        return GCCensSettings(k=k, scope=scope, codes=codes, cap=int(value), variant=variant)
+    return GCCensSettings(
+        k=k, scope=scope, codes=codes, caps=tuple((str(c), int(v)) for c, v in value), variant=variant
+    )
 
 
 def _cap_arguments(cap_key: tuple) -> dict:
@@ -283,7 +297,6 @@ def render_anonymize(ctx: Context) -> None:
         "Censored (caps / loop)",
         f"{release.loss['censored_by_caps']:,} / {release.loss['censored_by_loop']:,}",
     )
-    publish("GCCens", release, verification)
     if verification.ok:
         st.success(verification.message())
     else:
@@ -306,6 +319,7 @@ def render_anonymize(ctx: Context) -> None:
             "gccens_report.json",
             "gcc_dl_report",
         )
+    add_to_study(ctx, settings_of(scope, selection, k, cap_key, variant), f"GCCens k={k}", "gcc_study")
 
     left, right = st.columns(2)
     with left:

@@ -32,12 +32,13 @@ from engine.anonymize.population import (
 )
 from engine.records import Records
 from engine.release import Release
+from engine.runs import HeatherlySettings
 from ui.context import Context
 from ui.downloads import release_downloads, release_table_download, report_download
 from ui.downloads import table_download as _download
 from ui.fingerprints import ids_fingerprint
-from ui.releases import publish
 from ui.risk_charts import cdf_frame, distinguishability_cdf_figure
+from ui.study import add_to_study
 
 CONSTRAINT_MODES = {
     "PheWAS codes (the paper's)": "phecode",
@@ -132,15 +133,12 @@ def scope_comparison(
     return memo[key]
 
 
-def publish_scopes(
+def compare_three_scopes(
     ctx: Context, k: int, constraints: str = "phecode", complete: bool = False, with_visits: bool = False
 ) -> ScopeComparison:
-    """The three scopes at k, each published (with its verification) for the Risk, PheWAS and Report
-    pages; used by this tab and by the PheWAS page."""
-    cmp_ = scope_comparison(ctx, k, constraints, complete, "Anonymizing the three scopes", with_visits)
-    for scope, res in cmp_.results.items():
-        publish(f"Heatherly {SCOPE_NAMES[scope]}", res.release, res.verification)
-    return cmp_
+    """The three scopes at k, for this tab and the PheWAS page's comparison: a comparison only,
+    nothing enters the study (only the "Add to study" button does)."""
+    return scope_comparison(ctx, k, constraints, complete, "Anonymizing the three scopes", with_visits)
 
 
 @st.cache_data(scope="session", show_spinner=False, max_entries=16)
@@ -270,7 +268,7 @@ def render_anonymize(ctx: Context) -> None:
         )
     with_visits = export_choice("hea_export", allowed=ctx.cohort.has_visits)
     k = int(ctx.k)
-    cmp_ = publish_scopes(ctx, k, constraints, complete, with_visits)
+    cmp_ = compare_three_scopes(ctx, k, constraints, complete, with_visits)
     if "biobank" not in cmp_.results:
         st.info("No biobank group between the cohort and the population: DEMO_B is left out.")
 
@@ -336,6 +334,14 @@ def render_anonymize(ctx: Context) -> None:
             f"heatherly_{shown}_report.json",
             "hea_dl_report",
         )
+    add_to_study(
+        ctx,
+        HeatherlySettings(
+            k=k, scope=scope, constraints=constraints, complete=complete, with_visits=with_visits
+        ),
+        f"Heatherly {shown} k={k}",
+        "hea_study",
+    )
 
     left, right = st.columns(2)
     with left:

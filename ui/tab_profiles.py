@@ -34,6 +34,7 @@ from engine.anonymize.profiles import (
     trace_frame,
 )
 from engine.records import Records
+from engine.runs import ProfilesSettings
 from engine.utility.queries import (
     UtilityPolicy,
     read_utility_policy,
@@ -44,8 +45,8 @@ from ui import literal
 from ui.context import HASH_FUNCS, Context
 from ui.downloads import release_downloads
 from ui.downloads import table_download as _download
-from ui.releases import publish
 from ui.risk_charts import cdf_frame, distinguishability_cdf_figure
+from ui.study import add_to_study
 from ui.tab_population import export_choice
 
 METHODS = ("UGACLIP", "ACLIP")
@@ -227,6 +228,15 @@ def render_anonymize(ctx: Context) -> None:
     _download(cdf_frame(curves), "Download the CDF data (CSV)", "profiles_cdf.csv", "profiles_cdf_dl")
     for m, r in runs.items():
         _release_block(ctx, m, r)
+        settings = ProfilesSettings(
+            algorithm=m,
+            k=k,
+            knowledge=knowledge,
+            utility_policy_csv=policy_csv,
+            max_suppressed=None if limit is None else int(limit),
+            with_visits=with_visits,
+        )
+        add_to_study(ctx, settings, f"{m} k={k}", f"profiles_{m}_study")
 
 
 def _policy_summary(policy: PrivacyPolicy) -> None:
@@ -277,7 +287,6 @@ def _table_1(runs: dict[str, ProfilesRun]) -> None:
 def _release_block(ctx: Context, method: str, run: ProfilesRun) -> None:
     st.markdown(f"**{method} release**")
     st.caption(f"Export: {export_label(run.release.shows_visits)}.")
-    publish(method, run.release, run.verification)
     if run.verified:
         st.success(f"{run.check.message()} {run.verification.message()}")
     else:

@@ -28,13 +28,14 @@ from engine.hierarchy import ICD9_LEVELS, ICD9_THESIS_LEVELS, Hierarchy
 from engine.records import Records
 from engine.release import Release
 from engine.risk import Verification
+from engine.runs import ICD_HIERARCHIES, CodeSelection, LDASettings
 from engine.utility.loss import avg_re, dataset_loss, level_shares, record_losses
 from ui import literal
 from ui.context import HASH_FUNCS, Context
 from ui.downloads import release_downloads, release_table_download
 from ui.downloads import table_download as _download
 from ui.literal import md
-from ui.releases import publish
+from ui.study import add_to_study
 
 D4_CODES = ("250", "272", "401", "724")
 CODE_MODES = ("Thesis D4: 250, 272, 401, 724 (3-digit)", "Most frequent codes", "Chosen codes")
@@ -142,8 +143,8 @@ def weights_figure(df: pd.DataFrame) -> go.Figure:
 
 
 # ------------------------------------------------------------------------------------ settings
-def _settings(ctx: Context, prefix: str, *, with_k: bool = True, with_method: bool = True) -> tuple | None:
-    """Draw the tab's parameters; returns (selection, hier, k, w_icd, method) or None."""
+def _settings(ctx: Context, prefix: str, *, with_method: bool = True) -> tuple | None:
+    """Draw the tab's parameters (k is the sidebar's); returns (selection, hier, k, w_icd, method) or None."""
     cohort = ctx.cohort
     if cohort.event_age is None:
         st.info("The loaded events have no `age` column: trajectories need the age at each code.")
@@ -179,7 +180,8 @@ def _settings(ctx: Context, prefix: str, *, with_k: bool = True, with_method: bo
         hi = int(a2.number_input("to", 1, 255, hi0, key=f"{prefix}hi"))
         top90 = st.checkbox("HIPAA: ages 90+ as one value", False, key=f"{prefix}top90")
     with c3:
-        k = int(st.number_input("k", 2, 50, max(int(ctx.k), 2), key=f"{prefix}k")) if with_k else int(ctx.k)
+        k = int(ctx.k)
+        st.caption(f"k = {k} (sidebar)")
         w_icd = float(st.slider("w_ICD (w_Age = 1 - w_ICD)", 0.0, 1.0, 0.5, 0.1, key=f"{prefix}w"))
         st.caption(f"w_ICD = {w_icd:.1f}, w_Age = {1 - w_icd:.1f}")
         method = "a-gs"
@@ -189,6 +191,27 @@ def _settings(ctx: Context, prefix: str, *, with_k: bool = True, with_method: bo
         st.error(f"The age domain {lo}-{hi} is empty: 'to' must exceed 'from'.")
         return None
     return (mode, int(top_n), codes), (choice, upload, lo, hi, top90), k, w_icd, method
+
+
+def settings_of(selection: tuple, hier: tuple, k: int, w_icd: float, method: str) -> LDASettings | None:
+    """The view's parameters as the typed settings a study records (None: an uploaded hierarchy,
+    which a study file cannot carry)."""
+    mode, top_n, codes = selection
+    choice, _, lo, hi, top90 = hier
+    icd = dict(zip(ICD_CHOICES[:3], ICD_HIERARCHIES, strict=True)).get(choice)
+    if icd is None:
+        return None
+    modes = dict(zip(CODE_MODES, ("paper", "top", "chosen"), strict=True))
+    return LDASettings(
+        k=int(k),
+        codes=CodeSelection(modes[mode], int(top_n), tuple(map(str, codes))),
+        icd_hierarchy=icd,
+        age_low=int(lo),
+        age_high=int(hi),
+        top_code_90=bool(top90),
+        w_icd=float(w_icd),
+        alignment=method,
+    )
 
 
 def _run_or_report(ctx: Context, selection, hier, k, w_icd, method) -> LDAResult | None:
@@ -210,7 +233,7 @@ def render_anonymize(ctx: Context) -> None:
         "(code, age) pair, with repeats; the risk engine counts candidates in the released cohort "
         "(k-anonymity), whatever the sidebar's adversary."
     )
-    s = _settings(ctx, "lda_")
+    s = _settings(ctx, "lda_")  # k from the sidebar
     if s is None:
         return
     selection, hier, k, w_icd, method = s
@@ -229,11 +252,11 @@ def render_anonymize(ctx: Context) -> None:
     cols[5].metric("Pairs suppressed", f"{len(rel.suppressed):,}")
     with st.expander("Dataset summary (thesis Table 3)"):
         st.dataframe(pd.DataFrame([summary]), hide_index=True)
-    publish("LDA", rel, ver)
     if ver.ok:
         st.success(ver.message())
     # the files (patient_id, code, age), only through the export gate under the sidebar's adversary and k
     release_downloads(rel, ver, ctx.adversary, int(ctx.k), ctx.population, name="lda", key="lda_dl")
+    add_to_study(ctx, settings_of(selection, hier, k, w_icd, method), f"LDA k={k}", "lda_study")
 
     left, right = st.columns(2)
     with left:
@@ -473,7 +496,7 @@ def explain_cell(al: Alignment, h: int, j: int) -> str:
 def render_tradeoffs(ctx: Context) -> None:
     """Baseline vs A-GS over k (Figures 9-12) and the weight sweep (Figure 15), on the loaded cohort."""
     st.subheader("Trajectories (LDA): Baseline against A-GS, and attribute weights")
-    s = _settings(ctx, "ldat_", with_k=False, with_method=False)
+    s = _settings(ctx, "ldat_", with_method=False)
     if s is None:
         return
     selection, hier, _, w_icd, _ = s
