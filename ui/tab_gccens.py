@@ -40,6 +40,7 @@ from engine.release import Release
 from engine.risk import Verification
 from engine.runs import CodeSelection, GCCensSettings
 from engine.utility.censoring import SWEEP_COLUMNS, censoring_loss, cul_statistics, release_cul, sweep_point
+from ui import persist
 from ui.context import HASH_FUNCS, Context
 from ui.downloads import release_downloads, release_table_download, report_download
 from ui.downloads import table_download as _download
@@ -57,6 +58,18 @@ CODE_MODES = (
 CAP_MODES = ("Per-code caps", "Universal cap")  # per-code first: the paper's scan of S is the default
 TABLE1_KS = tuple(range(2, 26))
 TABLE2_CAPS = tuple(range(3, 11))
+# widget keys kept across page switches (ui/persist.py); per-code cap edits are not kept
+for _p in ("gcc_", "gcct_"):
+    persist.register(
+        {
+            f"{_p}mode": CODE_MODES[0],
+            f"{_p}top": 10,
+            f"{_p}codes": persist.LAZY,
+            f"{_p}variant": VARIANTS[0],
+            f"{_p}capmode": CAP_MODES[0],
+            f"{_p}cap": 3,
+        }
+    )
 STAT_COLUMNS = ["mean", "std", "median", "skewness", "share_modified", "share_codes_retained"]
 
 
@@ -177,13 +190,11 @@ def _selection(ctx: Context, prefix: str) -> tuple | None:
     top_n, chosen = 10, ()
     freq = _code_frequency(ctx.cohort)
     if mode == CODE_MODES[1]:
-        top_n = int(st.number_input("Number of codes", 1, 500, 10, key=f"{prefix}top"))
+        top_n = int(st.number_input("Number of codes", 1, 500, key=f"{prefix}top"))
     elif mode == CODE_MODES[2]:
-        chosen = tuple(
-            st.multiselect(
-                "Codes", freq.index[:500].tolist(), default=freq.index[:4].tolist(), key=f"{prefix}codes"
-            )
-        )
+        options = freq.index[:500].tolist()
+        persist.seed(f"{prefix}codes", options[:4], options)
+        chosen = tuple(st.multiselect("Codes", options, key=f"{prefix}codes"))
         if not chosen:
             st.warning("Choose at least one code.")
             return None
@@ -198,7 +209,7 @@ def _selection(ctx: Context, prefix: str) -> tuple | None:
 def _caps(problem: CensorProblem, prefix: str) -> tuple | None:
     kind = st.radio("Caps", CAP_MODES, horizontal=True, key=f"{prefix}capmode")
     if kind == CAP_MODES[1]:
-        cap = int(st.number_input("Universal cap (paper: 3)", 0, 100, 3, key=f"{prefix}cap"))
+        cap = int(st.number_input("Universal cap (paper: 3)", 0, 100, key=f"{prefix}cap"))
         return ("universal", cap)
     counts = problem.counts
     table = pd.DataFrame(

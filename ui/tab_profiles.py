@@ -41,7 +41,7 @@ from engine.utility.queries import (
     satisfaction_table,
     utility_policy_from_frame,
 )
-from ui import literal
+from ui import literal, persist
 from ui.context import HASH_FUNCS, Context
 from ui.downloads import release_downloads
 from ui.downloads import table_download as _download
@@ -53,6 +53,15 @@ METHODS = ("UGACLIP", "ACLIP")
 CHOICES = ("UGACLIP", "ACLIP", "Both")
 KNOWLEDGES = ("single_visit", "all_visits")
 SWEEP_KS = (2, 5, 10, 15, 20, 25)
+# widget keys kept across page switches (ui/persist.py)
+persist.register(
+    {
+        "profiles_method": CHOICES[0],
+        "profiles_limit": None,
+        "profiles_sweep_ks": list(SWEEP_KS),
+        "profiles_sweep_conds": list(KNOWLEDGES),
+    }
+)
 _POLICY_KEY = "profiles_utility_policy"
 _CURRENT_KEY = "profiles_utility_policy_csv"
 
@@ -336,10 +345,8 @@ def render_tradeoffs(ctx: Context) -> None:
         ]
     )
     st.dataframe(summary, hide_index=True)
-    ks = st.multiselect("Values of k", list(range(2, 26)), default=list(SWEEP_KS), key="profiles_sweep_ks")
-    conds = st.multiselect(
-        "Filtering conditions", list(KNOWLEDGES), default=list(KNOWLEDGES), key="profiles_sweep_conds"
-    )
+    ks = st.multiselect("Values of k", list(range(2, 26)), key="profiles_sweep_ks")
+    conds = st.multiselect("Filtering conditions", list(KNOWLEDGES), key="profiles_sweep_conds")
     current = st.session_state.get(_CURRENT_KEY)
     policy = read_utility_policy() if current is None else read_utility_policy(io.StringIO(current))
     st.caption(

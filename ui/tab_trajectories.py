@@ -30,7 +30,7 @@ from engine.release import Release
 from engine.risk import Verification
 from engine.runs import ICD_HIERARCHIES, CodeSelection, LDASettings
 from engine.utility.loss import avg_re, dataset_loss, level_shares, record_losses
-from ui import literal
+from ui import literal, persist
 from ui.context import HASH_FUNCS, Context
 from ui.downloads import release_downloads, release_table_download
 from ui.downloads import table_download as _download
@@ -45,6 +45,21 @@ ICD_CHOICES = (
     "PheWAS codes",
     "Custom (CSV upload)",
 )
+# widget keys kept across page switches (ui/persist.py); age bounds and chosen codes follow the data
+for _p in ("lda_", "ldat_"):
+    persist.register(
+        {
+            f"{_p}mode": CODE_MODES[0],
+            f"{_p}top": 10,
+            f"{_p}codes": persist.LAZY,
+            f"{_p}icd": ICD_CHOICES[0],
+            f"{_p}lo": persist.LAZY,
+            f"{_p}hi": persist.LAZY,
+            f"{_p}top90": False,
+            f"{_p}w": 0.5,
+            f"{_p}method": "a-gs",
+        }
+    )
 ARROWS = {"diag": "↘", "up": "↑", "left": "←", "": ""}
 ADVERSARY = Adversary("cohort", "all_visits")
 FIG6 = {"401.0": "401", "401.1": "401", "401.9": "401"}
@@ -154,14 +169,12 @@ def _settings(ctx: Context, prefix: str, *, with_method: bool = True) -> tuple |
         mode = st.selectbox("Codes in the trajectories", CODE_MODES, key=f"{prefix}mode")
         top_n, codes = 50, ()
         if mode == CODE_MODES[1]:
-            top_n = st.number_input("Number of codes (thesis D50: 50)", 1, 500, 10, key=f"{prefix}top")
+            top_n = st.number_input("Number of codes (thesis D50: 50)", 1, 500, key=f"{prefix}top")
         elif mode == CODE_MODES[2]:
             counts = pd.Series(cohort.items[cohort.event_item]).value_counts()
-            codes = tuple(
-                st.multiselect(
-                    "Codes", counts.index.tolist(), default=counts.index[:4].tolist(), key=f"{prefix}codes"
-                )
-            )
+            options = counts.index.tolist()
+            persist.seed(f"{prefix}codes", options[:4], options)
+            codes = tuple(st.multiselect("Codes", options, key=f"{prefix}codes"))
             if not codes:
                 st.warning("Choose at least one code.")
                 return None
@@ -176,13 +189,15 @@ def _settings(ctx: Context, prefix: str, *, with_method: bool = True) -> tuple |
             upload = (f.name, f.getvalue())
         lo0, hi0 = default_age_domain(cohort.event_age)
         a1, a2 = st.columns(2)
-        lo = int(a1.number_input("Ages from", 0, 200, lo0, key=f"{prefix}lo"))
-        hi = int(a2.number_input("to", 1, 255, hi0, key=f"{prefix}hi"))
-        top90 = st.checkbox("HIPAA: ages 90+ as one value", False, key=f"{prefix}top90")
+        persist.seed(f"{prefix}lo", lo0)
+        persist.seed(f"{prefix}hi", hi0)
+        lo = int(a1.number_input("Ages from", 0, 200, key=f"{prefix}lo"))
+        hi = int(a2.number_input("to", 1, 255, key=f"{prefix}hi"))
+        top90 = st.checkbox("HIPAA: ages 90+ as one value", key=f"{prefix}top90")
     with c3:
         k = int(ctx.k)
         st.caption(f"k = {k} (sidebar)")
-        w_icd = float(st.slider("w_ICD (w_Age = 1 - w_ICD)", 0.0, 1.0, 0.5, 0.1, key=f"{prefix}w"))
+        w_icd = float(st.slider("w_ICD (w_Age = 1 - w_ICD)", 0.0, 1.0, step=0.1, key=f"{prefix}w"))
         st.caption(f"w_ICD = {w_icd:.1f}, w_Age = {1 - w_icd:.1f}")
         method = "a-gs"
         if with_method:
