@@ -37,8 +37,7 @@ import numpy as np
 import pandas as pd
 
 from engine import __version__, risk
-from engine.adversary import ALL_ADVERSARIES, Adversary
-from engine.dataset import Dataset
+from engine.adversary import ALL_ADVERSARIES
 from engine.export import CODE_MAP_FILE, RELEASE_FILE, safe_csv_bytes
 from engine.records import Records
 from engine.release import AGE_PAIR_SEP, Release
@@ -47,7 +46,6 @@ from engine.runs import ProfilesSettings
 from engine.study import (
     Study,
     StudyRelease,
-    VerificationRecord,
     export_files,
     sha256_of,
     verification_matrix,
@@ -632,49 +630,3 @@ class UnrecordedSettings:
 
     def describe(self) -> dict[str, str]:
         return {"algorithm": self.algorithm, **dict(self.parameters)}
-
-
-def session_study(
-    dataset: Dataset,
-    population_group: str,
-    cohort_group: str,
-    population: Records,
-    cohort: Records,
-    adversary: Adversary,
-    k: int,
-    made: Mapping[str, Release],
-) -> tuple[Study, dict[str, ReleaseInput]]:
-    """A study of the data loaded now and of releases made in a session (name -> `Release`), each
-    verified again under `adversary` and `k` (the report's inputs), with `UnrecordedSettings`."""
-    from engine.runs import RunInputs
-    from engine.study import data_ref
-
-    data = data_ref(
-        dataset.name,
-        dataset.events,
-        RunInputs(population, cohort),
-        population=population_group,
-        cohort=cohort_group,
-        sources=dataset.sources,
-    )
-    study = Study(data, adversary, k)
-    inputs: dict[str, ReleaseInput] = {}
-    for name, rel in made.items():
-        v = risk.verify(rel, adversary, k, population)
-        small = {key: _jsonable(x) for key, x in rel.params.items()}
-        params = tuple(
-            (key, x if isinstance(x, str) else json.dumps(x))
-            for key, x in small.items()
-            if len(json.dumps(x)) <= 200
-        )
-        files = export_files(rel, v)
-        entry = StudyRelease(
-            name=name,
-            settings=UnrecordedSettings(rel.method, params),  # type: ignore[arg-type]
-            data=data,
-            verification=VerificationRecord.of(v),
-            files=tuple(sorted((f, sha256_of(b)) for f, b in files.items())),
-        )
-        study = study.add(entry)
-        inputs[name] = ReleaseInput(rel, v, files or None)
-    return study, inputs

@@ -9,15 +9,16 @@ import pandas as pd
 import streamlit as st
 
 from engine import phewas
+from engine.anonymize.population import SCOPE_NAMES
 from engine.records import Records
 from engine.release import Release
-from ui import releases
+from ui import study as session_study
 from ui.context import current, warn_if_whole_population
 from ui.downloads import table_download
 from ui.fingerprints import frame_fingerprint, release_key
 from ui.literal import md
 from ui.phewas_charts import change_histogram, manhattan_figure, qq_figure
-from ui.tab_population import publish_scopes
+from ui.tab_population import compare_three_scopes
 
 
 @st.cache_data(show_spinner="Running the original PheWAS…", scope="session", max_entries=8)
@@ -82,26 +83,41 @@ heatherly = st.toggle(
     value=True,
     key="phewas_heatherly",
     help="Anonymizes the cohort, the biobank and the population at the sidebar's k, as in Heatherly's "
-    "Table 4; they are also published to the Risk and Report pages.",
+    "Table 4: a comparison only, never added to the study (add a release on the Anonymize page).",
 )
+# name -> (Release, label): the study's releases (verified again under the sidebar's adversary and k),
+# then the comparison's releases, which are not the study's
+available: dict[str, tuple[Release, str]] = {}
+for name, (_entry, held) in session_study.current(ctx).items():
+    v = session_study.reverify(ctx, held.release)
+    available[name] = (
+        held.release,
+        name if v.ok else f"{name} (not verified at k = {v.k}, {v.adversary.label})",
+    )
 if heatherly:
-    publish_scopes(ctx, int(ctx.k))
-available = releases.available()
-chosen = st.multiselect(
-    "Releases to compare",
+    for scope, res in compare_three_scopes(ctx, int(ctx.k)).results.items():
+        name = f"Heatherly {SCOPE_NAMES[scope]} (comparison, not in the study)"
+        available[name] = (res.release, name)
+session_study.others_note(ctx)
+left_out = st.multiselect(
+    "Releases to leave out of the comparison (every other one is compared)",
     list(available),
-    default=list(available),
-    key="phewas_releases",
-    format_func=lambda name: available[name].label,
-    help="Releases made on the Anonymize page in this session (the latest run of each).",
+    key="phewas_left_out",
+    format_func=lambda name: available[name][1],
+    help="The study's releases of the data loaded now, and Heatherly's three scopes when compared; a "
+    "release added later is compared unless left out here.",
 )
+chosen = [n for n in available if n not in left_out]
 if not available:
-    st.info("No release yet: run a method on the Anonymize page to compare. The original PheWAS is below.")
+    st.info(
+        'No release in the study yet: make one on the Anonymize page and press "Add to study" to '
+        "compare. The original PheWAS is below."
+    )
 
 pairs: dict[str, pd.DataFrame] = {}
 with st.spinner("PheWAS on the releases…"):
     for name in chosen:
-        rel = available[name].release
+        rel = available[name][0]
         rel_res = released_phewas(release_key(rel), genotypes_key, settings_key, rel, genotypes)
         pairs[name] = phewas.paired(original, rel_res)
         pairs[name]["release"] = name

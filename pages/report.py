@@ -1,25 +1,90 @@
-"""Report: the IRB report of this session's releases (HTML, PDF, JSON) and the release bundle."""
+"""Report: the study's releases verified under all four adversaries, the IRB report (HTML, PDF,
+JSON), the release bundle, and the study file (save, and reopen with a rebuild of every release)."""
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from engine.bundle import make_bundle
-from engine.report import build_report, session_study
-from ui import releases
+from engine.report import ReleaseInput, ReportError, build_report
+from engine.study import StudyError, verification_matrix
+from ui import literal
+from ui import study as session_study
 from ui.context import current, warn_if_whole_population
 from ui.downloads import report_download
 
 ctx = current()
 st.title("Report")
 warn_if_whole_population(ctx)
+study = session_study.session(ctx)
+published = session_study.current(ctx)
+session_study.others_note(ctx)
+
+# ------------------------------------------------------------------------ reopen / save the study
+with st.expander("Study file: save, or reopen one (every release is rebuilt and its files compared)"):
+    report_download(
+        study.to_json(), "Download the study file (JSON)", "cohortshield_study.json", "study_save"
+    )
+    st.caption(
+        "The study file holds the settings, the input files' sha256, the load options and every release's "
+        "file hashes and verification; no patient data."
+    )
+    up = st.file_uploader("Reopen a study file", type=["json"], key="study_upload")
+    if up is not None and st.session_state.get("_study_reopened") != up.file_id:
+        st.session_state["_study_reopened"] = up.file_id
+        try:
+            checks = session_study.reopen(ctx, up.getvalue(), up.name)
+        except StudyError as exc:
+            st.session_state["study_reopen_result"] = ("error", str(exc))
+        else:
+            st.session_state["study_reopen_result"] = (
+                "ok",
+                [(c.name, c.identical, c.differences()) for c in checks],
+            )
+        study, published = session_study.session(ctx), session_study.current(ctx)
+    result = st.session_state.get("study_reopen_result")
+    if result is not None and result[0] == "error":
+        literal.error(result[1])
+    elif result is not None:
+        if not result[1]:
+            st.info("The study file holds no release of the data loaded now.")
+        for name, identical, differences in result[1]:
+            if identical:
+                st.success(literal.md(f"{name}: rebuilt byte-identical."))
+            else:
+                literal.error(f"{name}: rebuilt, but differs: " + "; ".join(differences))
+
+# ------------------------------------------------------------------ verification, four adversaries
+st.subheader(f"Verification of every release at k = {ctx.k} under the four adversaries")
+if not published:
+    st.info(
+        'No release in the study yet: make one on the Anonymize page and press "Add to study", or '
+        "reopen a study file above. A report without releases records the data only."
+    )
+else:
+    st.caption(f"The study's adversary (the sidebar's): {ctx.adversary.label}.")
+    matrices: dict = st.session_state.setdefault("_report_matrices", {})
+    rows = []
+    for name, (_entry, held) in published.items():
+        mkey = (held.release.fingerprint, ctx.population.fingerprint, int(ctx.k))
+        if mkey not in matrices:
+            matrices[mkey] = verification_matrix(held.release, ctx.population, int(ctx.k))
+        m = matrices[mkey]
+        failing = m.loc[~m["verified"], "adversary"].tolist()
+        rows.append(m.assign(release=name)[["release", *m.columns]])
+        if failing:
+            literal.warning(f"{name}: not verified at k = {ctx.k} against {', '.join(failing)}.")
+    st.dataframe(pd.concat(rows, ignore_index=True), hide_index=True, key="report_matrix")
+
+# ---------------------------------------------------------------------------- the IRB report
+st.subheader("IRB report and release bundle")
 st.caption(
     "One page of plain-language summary, one section per release (parameters, risk, utility, the "
     "verification under all four adversaries), the records (version, commit, sha256 of every input and "
     "released file, load options) and the appendix. Every release is verified again under the sidebar's "
     "adversary and k; only verified releases' files go into the bundle."
 )
-published = releases.available()
 left_out = st.multiselect(
     "Releases to leave out (every other release is reported)", list(published), key="report_left_out"
 )
@@ -28,33 +93,39 @@ recipient = st.text_input("To whom the data goes (filled in by the privacy offic
 reproducible = st.checkbox(
     "Reproducible (no generation time: the same inputs give byte-identical files)", key="report_reproducible"
 )
-key = (ctx.key, tuple(chosen), recipient, reproducible, tuple(id(published[n].release) for n in chosen))
+key = (
+    study.to_json(),
+    tuple(chosen),
+    recipient,
+    reproducible,
+    tuple(published[n][1].release.fingerprint for n in chosen),
+)
 if st.button("Build the report", type="primary", key="report_build"):
     with st.spinner("Verifying every release under the study's attacker and building the report…"):
-        study, inputs = session_study(
-            ctx.dataset,
-            ctx.population_group,
-            ctx.cohort_group,
-            ctx.population,
-            ctx.cohort,
-            ctx.adversary,
-            ctx.k,
-            {n: published[n].release for n in chosen},
-        )
-        report = build_report(
-            study,
-            inputs,
-            ctx.population,
-            ctx.cohort,
-            genotypes=ctx.dataset.genotypes,
-            recipient=recipient,
-            reproducible=reproducible,
-        )
-        page = report.to_html()
-        st.session_state["report_built"] = (key, report, page, report.to_pdf(), make_bundle(report))
+        inputs = {}
+        for n in chosen:
+            rel = published[n][1].release
+            inputs[n] = ReleaseInput(rel, session_study.reverify(ctx, rel))
+        try:
+            report = build_report(
+                study,
+                inputs,
+                ctx.population,
+                ctx.cohort,
+                genotypes=ctx.dataset.genotypes,
+                recipient=recipient,
+                reproducible=reproducible,
+            )
+        except ReportError as exc:
+            st.session_state["report_built"] = (key, exc)
+        else:
+            page = report.to_html()
+            st.session_state["report_built"] = (key, report, page, report.to_pdf(), make_bundle(report))
 built = st.session_state.get("report_built")
 if built is None or built[0] != key:
     st.info("Build the report to download it; it reflects the releases and settings chosen above.")
+elif len(built) == 2:
+    literal.error(f"The report cannot be built: {built[1]}")
 else:
     _, report, page, pdf, bundle = built
     c1, c2, c3, c4 = st.columns(4)
@@ -66,7 +137,7 @@ else:
     report_download(report.to_json(), "IRB report (JSON)", "cohortshield_report.json", where=c4)
     unverified = [r["name"] for r in report.data["releases"] if not r["verification"]["verified"]]
     if unverified:
-        st.warning(
+        literal.warning(
             f"Not verified at k = {ctx.k} ({ctx.adversary.label}): {', '.join(unverified)}. They are "
             "reported, but their files are not in the bundle."
         )

@@ -12,13 +12,11 @@ import pandas as pd
 import streamlit as st
 
 from engine import risk
-from engine.adversary import ALL_ADVERSARIES, Adversary
+from engine.adversary import ALL_ADVERSARIES
 from engine.records import Records
-from engine.release import Release
-from ui import releases
+from ui import study as session_study
 from ui.context import HASH_FUNCS, current, warn_if_whole_population
 from ui.downloads import table_download
-from ui.fingerprints import release_key
 from ui.risk_charts import cdf_frame, distinguishability_cdf_figure
 
 
@@ -35,14 +33,6 @@ def _patterns(
 ) -> pd.DataFrame:
     cands = population if scope == "population" else cohort
     return risk.riskiest_patterns(cohort, cands, knowledge, count_repeats=count_repeats, n=n)
-
-
-@st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=32)
-def _released(
-    name: str, rel_key: str, _release: Release, population: Records, scope: str, knowledge: str
-) -> np.ndarray:
-    """Keyed on the release's name and content fingerprint (the Release itself is not hashed)."""
-    return risk.release_distinguishability(_release, Adversary(scope, knowledge), population)
 
 
 def _summary_table(curves: dict[str, np.ndarray], k: int) -> pd.DataFrame:
@@ -136,33 +126,34 @@ st.dataframe(patterns, hide_index=True, key="risk_patterns_table")
 table_download(patterns, "Download the patterns (CSV)", "risk_riskiest_patterns.csv", "dl_risk_patterns")
 
 st.header("Before and after")
-published = releases.available()
+published = session_study.current(ctx)
+session_study.others_note(ctx)
 if not published:
     st.info(
-        "No release yet. Run a method on the Anonymize page; its release then appears here against the "
-        "original on the same axes."
+        'No release in the study yet. Make one on the Anonymize page and press "Add to study"; it then '
+        "appears here against the original on the same axes."
     )
 else:
-    st.caption(f"Original cohort and every release of this session under **{adv.label}**, k = {k}.")
+    st.caption(f"Original cohort and every release of the study under **{adv.label}**, k = {k}.")
     before_after: dict[str, np.ndarray] = {"original": dis}
     status = []
     progress = st.progress(0.0, text="Verifying releases...")
-    for i, (name, pub) in enumerate(published.items()):
-        rel = pub.release
+    for i, (name, (entry, held)) in enumerate(published.items()):
+        rel = held.release
         try:
-            rdis = _released(name, release_key(rel), rel, ctx.population, adv.scope, adv.knowledge)
+            v = session_study.reverify(ctx, rel)
         except ValueError as exc:  # e.g. a population adversary with no population
-            status.append({"release": name, "method": rel.method, "method's own verification": str(exc)})
+            status.append({"release": name, "method": rel.method, "recorded when added": str(exc)})
             continue
+        rdis = np.asarray(v.distinguishability)
         before_after[name] = rdis
-        ok = bool((rdis >= k).all())
         status.append(
             {
                 "release": name,
                 "method": rel.method,
-                f"verified here ({adv.label}, k={k})": ok,
+                f"verified here ({adv.label}, k={k})": bool(v.ok),
                 "records below k": int((rdis < k).sum()),
-                "method's own verification": pub.verification.message(),
+                "recorded when added": entry.verification.message(),
             }
         )
         progress.progress((i + 1) / len(published), text=f"Verified {name}")

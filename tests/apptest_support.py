@@ -103,3 +103,29 @@ def page_text(at: AppTest) -> str:
     says)."""
     parts = [m.value for m in at.markdown] + [s.value for s in at.success] + [e.value for e in at.error]
     return "\n".join(shown(p) for p in parts)
+
+
+def add_release(at: AppTest, name: str, release, settings=None) -> None:
+    """Put `release` in the session's study, as the "Add to study" button does, after a first run of a
+    page that opened the study: verified under the sidebar's adversary and k, the gate's files kept.
+    `settings` None: the release stands for one made by hand (`engine.report.UnrecordedSettings`)."""
+    from engine import risk
+    from engine.report import UnrecordedSettings
+    from engine.study import StudyRelease, VerificationRecord, export_files, sha256_of
+    from ui.study import MADE, STUDY, MadeFiles
+
+    ctx = at.session_state["context"]
+    study = at.session_state[STUDY]
+    v = risk.verify(release, ctx.adversary, ctx.k, ctx.population)
+    files = export_files(release, v)
+    entry = StudyRelease(
+        name=name,
+        settings=settings or UnrecordedSettings(release.method),
+        data=study.data,
+        verification=VerificationRecord.of(v),
+        files=tuple(sorted((f, sha256_of(b)) for f, b in files.items())),
+    )
+    at.session_state[STUDY] = study.add(entry)
+    held = dict(at.session_state[MADE]) if MADE in at.session_state else {}
+    held[name] = MadeFiles(release, files)
+    at.session_state[MADE] = held

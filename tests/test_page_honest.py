@@ -69,7 +69,9 @@ def test_loading_a_cohort_list_after_the_events_selects_it():
     ctx = at.session_state["context"]
     assert ctx.cohort.n_patients == 60 and ctx.population.n_patients == 300
     assert not any("whole population" in w for w in _warnings(at) + _warnings(at, "sidebar"))
-    released = at.session_state["releases"]["GCCens"].release
+    at.button(key="gcc_study_add").click().run()  # the default method view: GCCens
+    assert not at.exception, [e.value for e in at.exception]
+    released = at.session_state["study_made"]["GCCens k=5"].release
     assert set(map(str, released.records.patient_ids)) <= set(cohort_ids)
 
     # choosing the population as cohort afterwards is the user's choice, and is flagged again
@@ -329,7 +331,9 @@ def test_gccens_tab_universal_cap_zero_on_all_codes():
         gcc_capmode="Universal cap",
         gcc_cap=0,
     )
-    release = at.session_state["releases"]["GCCens"].release
+    at.button(key="gcc_study_add").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    release = at.session_state["study_made"]["GCCens k=5"].release
     assert release.records.n_events == 0 and release.loss["censored_by_loop"] == 0
     assert "Verified" in page_text(at)
 

@@ -1,29 +1,36 @@
-"""AppTest of the PheWAS and Report pages, with a release published in the session."""
+"""AppTest of the PheWAS and Report pages, with a release in the session's study."""
 
 from __future__ import annotations
 
 import pytest
-from apptest_support import page_app
+from apptest_support import add_release, page_app
 
-from engine.adversary import Adversary
-from engine.anonymize.population import anonymize
-from engine.risk import verify
-from ui.releases import PublishedRelease
+from engine.runs import HeatherlySettings, RunInputs
+
+SETTINGS = HeatherlySettings(k=5, scope="cohort", complete=True)
 
 
 @pytest.fixture(scope="module")
 def published(sample_dataset):
     cohort = sample_dataset.group_records("cohort")
-    res = anonymize(cohort, cohort.patient_ids, 5, scope="cohort", complete=True)
-    v = verify(res.release, Adversary("cohort", "single_visit"), 5)
-    return {"Heatherly DEMO_D": PublishedRelease("Heatherly DEMO_D", res.release, v)}
+    return SETTINGS.run(RunInputs(sample_dataset.events, cohort))
+
+
+def _with_release(page: str, release, **state):
+    at = page_app(page, state=state)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    add_release(at, "Heatherly DEMO_D", release, SETTINGS)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
 
 
 def test_phewas_page_without_release_shows_original(sample_dataset):
     at = page_app("pages/phewas.py", state={"phewas_heatherly": False})
     at.run()
     assert not at.exception, [e.value for e in at.exception]
-    assert any("No release yet" in i.value for i in at.info)
+    assert any("No release in the study yet" in i.value for i in at.info)
     assert len(at.get("plotly_chart")) == 1  # the Manhattan plot
     # the planted 9p21 association is among the significant rows of the first SNP
     sig = at.dataframe[-1].value
@@ -31,9 +38,7 @@ def test_phewas_page_without_release_shows_original(sample_dataset):
 
 
 def test_phewas_page_compares_a_release(published):
-    at = page_app("pages/phewas.py", state={"releases": published, "phewas_heatherly": False})
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
+    at = _with_release("pages/phewas.py", published, phewas_heatherly=False)
     table4 = at.dataframe[0].value
     assert list(table4["snp"])[-1] == "Total"
     assert {"Heatherly DEMO_D: lost", "Heatherly DEMO_D: false"} <= set(table4.columns)
@@ -45,9 +50,7 @@ def test_phewas_page_compares_a_release(published):
 
 
 def test_report_page_lists_verified_release(published):
-    at = page_app("pages/report.py", state={"releases": published})
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
+    at = _with_release("pages/report.py", published)
     at.button(key="report_build").click().run()
     assert not at.exception, [e.value for e in at.exception]
     report = at.session_state["report_built"][1]
@@ -56,7 +59,7 @@ def test_report_page_lists_verified_release(published):
         "Verified: every one of"
     )
     assert row["phewas"] is not None  # the sample's genotypes: associations lost and false are reported
-    assert len(at.get("download_button")) == 4  # bundle, PDF, HTML, JSON
+    assert len(at.get("download_button")) == 5  # the study file; bundle, PDF, HTML, JSON
 
 
 def test_phewas_page_compares_heatherlys_three_scopes_at_the_sidebar_k(sample_dataset):
@@ -65,9 +68,11 @@ def test_phewas_page_compares_heatherlys_three_scopes_at_the_sidebar_k(sample_da
     assert not at.exception, [e.value for e in at.exception]
     table4 = at.dataframe[0].value
     for scope in ("DEMO_D", "DEMO_B", "DEMO_S"):
-        assert f"Heatherly {scope}: lost" in table4.columns
-    # the page's picker lists the three releases, with their verification status
-    assert len(at.multiselect(key="phewas_releases").value) == 3
+        assert f"Heatherly {scope} (comparison, not in the study): lost" in table4.columns
+    # the page's picker lists the three comparison releases; none of them enters the study
+    assert len(at.multiselect(key="phewas_left_out").options) == 3
+    assert at.session_state["study"].releases == ()
     at.sidebar.number_input(key="k").set_value(10).run()
     assert not at.exception
-    assert at.session_state["releases"]["Heatherly DEMO_D"].release.params["k"] == 10
+    assert "Heatherly DEMO_D (comparison, not in the study): lost" in at.dataframe[0].value.columns
+    assert at.session_state["study"].releases == ()

@@ -9,12 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from apptest_support import page_app
+from apptest_support import add_release, page_app
 
-from engine import risk
 from engine.bundle import BUNDLE_ROOT, check_bundle
 from engine.release import Release
-from ui.releases import PublishedRelease
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(
@@ -23,18 +21,16 @@ pytestmark = pytest.mark.skipif(
 
 
 def _with_releases(**choices):
-    """The Report page with two releases published at k = 5 (cohort / single visit): every code
-    suppressed (verified at any k), and the cohort unchanged (verified at no k)."""
+    """The Report page with two releases in the study (cohort / single visit): every code suppressed
+    (verified at any k), and the cohort unchanged (verified at no k)."""
     at = page_app("pages/report.py", state=choices)
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     ctx = at.session_state["context"]
     empty = Release("suppress all", ctx.cohort.keep_events(np.zeros(ctx.cohort.n_events, dtype=bool)))
     same = Release("unchanged", ctx.cohort)
-    at.session_state["releases"] = {
-        name: PublishedRelease(name, rel, risk.verify(rel, ctx.adversary, 5, ctx.population))
-        for name, rel in (("Suppress all", empty), ("Unchanged", same))
-    }
+    add_release(at, "Suppress all", empty)
+    add_release(at, "Unchanged", same)
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     return at
@@ -48,7 +44,7 @@ def test_report_page_builds_the_report_and_the_bundle_under_the_sidebar_k():
     _, report, _, pdf, bundle = at.session_state["report_built"]
     assert pdf.startswith(b"%PDF")
     rows = {r["name"]: r for r in report.data["releases"]}
-    # verified again under the sidebar's k (10), not the k the release was published at (5)
+    # verified under the sidebar's k (10)
     assert {r["verification"]["k"] for r in rows.values()} == {10}
     assert (
         rows["Suppress all"]["verification"]["verified"] and not rows["Unchanged"]["verification"]["verified"]
@@ -59,4 +55,7 @@ def test_report_page_builds_the_report_and_the_bundle_under_the_sidebar_k():
     assert not any(p.startswith("releases/unchanged/") for p in listed)
     with zipfile.ZipFile(io.BytesIO(bundle)) as zf:
         assert f"{BUNDLE_ROOT}/report.html" in zf.namelist()
-    assert len(at.get("download_button")) == 4
+    assert len(at.get("download_button")) == 5  # the study file; bundle, PDF, HTML, JSON
+    # the verification matrix names the failing release under every adversary
+    matrix = at.dataframe[0].value
+    assert set(matrix.loc[~matrix["verified"], "release"]) == {"Unchanged"}

@@ -6,12 +6,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from apptest_support import page_app
+from apptest_support import add_release, page_app
 from streamlit.testing.v1 import AppTest
 
 from engine import risk
 from engine.release import Release
-from ui.releases import PublishedRelease
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(
@@ -55,7 +54,7 @@ def test_risk_page_shows_curves_headlines_and_patterns():
     ids = set(ctx.cohort.patient_ids.astype(str).tolist())
     assert not ids & set(patterns.astype(str).to_numpy().ravel().tolist())  # never identifiers
     assert len(at.get("download_button")) >= 3
-    assert any("No release yet" in i.value for i in at.info)
+    assert any("No release in the study yet" in i.value for i in at.info)
 
 
 def test_sidebar_choices_recompute():
@@ -78,7 +77,7 @@ def test_before_and_after_for_published_release():
     release = Release("suppress all", empty)
     verification = risk.verify(release, ctx.adversary, ctx.k, ctx.population)
     assert verification.ok
-    at.session_state["releases"] = {"Suppress all": PublishedRelease("Suppress all", release, verification)}
+    add_release(at, "Suppress all", release)
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     assert len(at.get("plotly_chart")) == 2

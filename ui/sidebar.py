@@ -25,7 +25,7 @@ from engine.dataset import Dataset
 from engine.loaders import DataError, Loaded, load_sample_checked, load_uploaded
 from engine.records import Records
 from engine.validation import Finding, ValidationReport
-from ui import literal
+from ui import literal, persist
 from ui.context import WHOLE_POPULATION, Context, cohort_is_population
 
 SAMPLE, UPLOAD = "Shipped sample", "Upload files"
@@ -72,6 +72,7 @@ def seed_state() -> None:
             st.session_state[key] = default
         else:
             st.session_state[key] = st.session_state[key]
+    persist.keep()  # the method views' settings (ui/persist.py), kept the same way
 
 
 @st.cache_resource(show_spinner="Loading and validating the shipped sample…")

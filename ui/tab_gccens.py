@@ -38,13 +38,15 @@ from engine.anonymize.censor import (
 from engine.records import Records
 from engine.release import Release
 from engine.risk import Verification
+from engine.runs import CodeSelection, GCCensSettings
 from engine.utility.censoring import SWEEP_COLUMNS, censoring_loss, cul_statistics, release_cul, sweep_point
+from ui import persist
 from ui.context import HASH_FUNCS, Context
 from ui.downloads import release_downloads, release_table_download, report_download
 from ui.downloads import table_download as _download
 from ui.literal import md
-from ui.releases import publish
 from ui.risk_charts import cdf_frame, distinguishability_cdf_figure
+from ui.study import add_to_study
 
 PAPER_CODES = ("250", "272", "401", "724")
 CODE_MODES = (
@@ -56,6 +58,18 @@ CODE_MODES = (
 CAP_MODES = ("Per-code caps", "Universal cap")  # per-code first: the paper's scan of S is the default
 TABLE1_KS = tuple(range(2, 26))
 TABLE2_CAPS = tuple(range(3, 11))
+# widget keys kept across page switches (ui/persist.py); per-code cap edits are not kept
+for _p in ("gcc_", "gcct_"):
+    persist.register(
+        {
+            f"{_p}mode": CODE_MODES[0],
+            f"{_p}top": 10,
+            f"{_p}codes": persist.LAZY,
+            f"{_p}variant": VARIANTS[0],
+            f"{_p}capmode": CAP_MODES[0],
+            f"{_p}cap": 3,
+        }
+    )
 STAT_COLUMNS = ["mean", "std", "median", "skewness", "share_modified", "share_codes_retained"]
 
 
@@ -100,6 +114,19 @@ def _problem(
         vocab = sorted({str(x) for x in population.items} | {str(x) for x in cohort.items})
         item_codes = {i: c for i, c in rolled_item_codes(vocab, roll).items() if i in codes}
     return prepare(sel_cohort, sel_pop if scope == "population" else None, scope), item_codes, sel_cohort
+
+
+def settings_of(scope: str, selection: tuple, k: int, cap_key: tuple, variant: str) -> GCCensSettings:
+    """The view's parameters as the typed settings a study records (engine.runs)."""
+    mode, top_n, chosen = selection
+    modes = dict(zip(CODE_MODES, ("paper", "top", "chosen", "all"), strict=True))
+    codes = CodeSelection(modes[mode], int(top_n), tuple(map(str, chosen)))
+    kind, value = cap_key
+    if kind == "universal":
+        return GCCensSettings(k=k, scope=scope, codes=codes, cap=int(value), variant=variant)
+    return GCCensSettings(
+        k=k, scope=scope, codes=codes, caps=tuple((str(c), int(v)) for c, v in value), variant=variant
+    )
 
 
 def _cap_arguments(cap_key: tuple) -> dict:
@@ -163,13 +190,11 @@ def _selection(ctx: Context, prefix: str) -> tuple | None:
     top_n, chosen = 10, ()
     freq = _code_frequency(ctx.cohort)
     if mode == CODE_MODES[1]:
-        top_n = int(st.number_input("Number of codes", 1, 500, 10, key=f"{prefix}top"))
+        top_n = int(st.number_input("Number of codes", 1, 500, key=f"{prefix}top"))
     elif mode == CODE_MODES[2]:
-        chosen = tuple(
-            st.multiselect(
-                "Codes", freq.index[:500].tolist(), default=freq.index[:4].tolist(), key=f"{prefix}codes"
-            )
-        )
+        options = freq.index[:500].tolist()
+        persist.seed(f"{prefix}codes", options[:4], options)
+        chosen = tuple(st.multiselect("Codes", options, key=f"{prefix}codes"))
         if not chosen:
             st.warning("Choose at least one code.")
             return None
@@ -184,7 +209,7 @@ def _selection(ctx: Context, prefix: str) -> tuple | None:
 def _caps(problem: CensorProblem, prefix: str) -> tuple | None:
     kind = st.radio("Caps", CAP_MODES, horizontal=True, key=f"{prefix}capmode")
     if kind == CAP_MODES[1]:
-        cap = int(st.number_input("Universal cap (paper: 3)", 0, 100, 3, key=f"{prefix}cap"))
+        cap = int(st.number_input("Universal cap (paper: 3)", 0, 100, key=f"{prefix}cap"))
         return ("universal", cap)
     counts = problem.counts
     table = pd.DataFrame(
@@ -283,7 +308,6 @@ def render_anonymize(ctx: Context) -> None:
         "Censored (caps / loop)",
         f"{release.loss['censored_by_caps']:,} / {release.loss['censored_by_loop']:,}",
     )
-    publish("GCCens", release, verification)
     if verification.ok:
         st.success(verification.message())
     else:
@@ -306,6 +330,7 @@ def render_anonymize(ctx: Context) -> None:
             "gccens_report.json",
             "gcc_dl_report",
         )
+    add_to_study(ctx, settings_of(scope, selection, k, cap_key, variant), f"GCCens k={k}", "gcc_study")
 
     left, right = st.columns(2)
     with left:

@@ -32,12 +32,14 @@ from engine.anonymize.population import (
 )
 from engine.records import Records
 from engine.release import Release
+from engine.runs import HeatherlySettings
+from ui import persist
 from ui.context import Context
 from ui.downloads import release_downloads, release_table_download, report_download
 from ui.downloads import table_download as _download
 from ui.fingerprints import ids_fingerprint
-from ui.releases import publish
 from ui.risk_charts import cdf_frame, distinguishability_cdf_figure
+from ui.study import add_to_study
 
 CONSTRAINT_MODES = {
     "PheWAS codes (the paper's)": "phecode",
@@ -45,6 +47,22 @@ CONSTRAINT_MODES = {
     "No constraint": "none",
 }
 TRADEOFF_KS = (2, 3, 5, 10, 20)
+# widget keys kept across page switches (ui/persist.py)
+persist.register(
+    {
+        "hea_constraints": "PheWAS codes (the paper's)",
+        "hea_level": ICD9_LEVELS[2],
+        "hea_complete": False,
+        "hea_export": "One set of codes per patient (papers' form)",
+        "hea_shown_cohort": persist.LAZY,
+        "hea_shown_population": persist.LAZY,
+        "heat_constraints": "PheWAS codes (the paper's)",
+        "heat_level": ICD9_LEVELS[2],
+        "heat_complete": False,
+        "heat_ks": [2, 5, 10],
+        "profiles_export": "One set of codes per patient (papers' form)",
+    }
+)
 EXPORTS = {
     "One set of codes per patient (papers' form)": False,
     "Keep visits": True,
@@ -132,15 +150,12 @@ def scope_comparison(
     return memo[key]
 
 
-def publish_scopes(
+def compare_three_scopes(
     ctx: Context, k: int, constraints: str = "phecode", complete: bool = False, with_visits: bool = False
 ) -> ScopeComparison:
-    """The three scopes at k, each published (with its verification) for the Risk, PheWAS and Report
-    pages; used by this tab and by the PheWAS page."""
-    cmp_ = scope_comparison(ctx, k, constraints, complete, "Anonymizing the three scopes", with_visits)
-    for scope, res in cmp_.results.items():
-        publish(f"Heatherly {SCOPE_NAMES[scope]}", res.release, res.verification)
-    return cmp_
+    """The three scopes at k, for this tab and the PheWAS page's comparison: a comparison only,
+    nothing enters the study (only the "Add to study" button does)."""
+    return scope_comparison(ctx, k, constraints, complete, "Anonymizing the three scopes", with_visits)
 
 
 @st.cache_data(scope="session", show_spinner=False, max_entries=16)
@@ -239,7 +254,7 @@ def _constraints(prefix: str) -> str:
     )
     value = CONSTRAINT_MODES[mode]
     if value == "icd9":
-        level = st.selectbox("ICD-9-CM level", ICD9_LEVELS, index=2, key=f"{prefix}level")
+        level = st.selectbox("ICD-9-CM level", ICD9_LEVELS, key=f"{prefix}level")
         value = f"icd9:{level}"
     return value
 
@@ -264,13 +279,12 @@ def render_anonymize(ctx: Context) -> None:
     with c2:
         complete = st.checkbox(
             "Completion pass (beyond the paper)",
-            value=False,
             key="hea_complete",
             help="Generalize further, then suppress, until every visit of the cohort meets k.",
         )
     with_visits = export_choice("hea_export", allowed=ctx.cohort.has_visits)
     k = int(ctx.k)
-    cmp_ = publish_scopes(ctx, k, constraints, complete, with_visits)
+    cmp_ = compare_three_scopes(ctx, k, constraints, complete, with_visits)
     if "biobank" not in cmp_.results:
         st.info("No biobank group between the cohort and the population: DEMO_B is left out.")
 
@@ -310,13 +324,10 @@ def render_anonymize(ctx: Context) -> None:
 
     names = [SCOPE_NAMES[s] for s in cmp_.results]
     default = "DEMO_S" if ctx.adversary.scope == "population" else "DEMO_D"
-    shown = st.radio(
-        "Release shown",
-        names,
-        index=names.index(default),
-        horizontal=True,
-        key=f"hea_shown_{ctx.adversary.scope}",
-    )
+    persist.seed(f"hea_shown_{ctx.adversary.scope}", default)
+    if st.session_state[f"hea_shown_{ctx.adversary.scope}"] not in names:
+        st.session_state[f"hea_shown_{ctx.adversary.scope}"] = default
+    shown = st.radio("Release shown", names, horizontal=True, key=f"hea_shown_{ctx.adversary.scope}")
     scope = next(s for s in cmp_.results if SCOPE_NAMES[s] == shown)
     res = cmp_.results[scope]
     release, verification = res.release, res.verification
@@ -336,6 +347,14 @@ def render_anonymize(ctx: Context) -> None:
             f"heatherly_{shown}_report.json",
             "hea_dl_report",
         )
+    add_to_study(
+        ctx,
+        HeatherlySettings(
+            k=k, scope=scope, constraints=constraints, complete=complete, with_visits=with_visits
+        ),
+        f"Heatherly {shown} k={k}",
+        "hea_study",
+    )
 
     left, right = st.columns(2)
     with left:
@@ -410,8 +429,8 @@ def render_tradeoffs(ctx: Context) -> None:
     with c1:
         constraints = _constraints("heat_")
     with c2:
-        complete = st.checkbox("Completion pass", value=False, key="heat_complete")
-    ks = st.multiselect("k values", list(TRADEOFF_KS), default=[2, 5, 10], key="heat_ks")
+        complete = st.checkbox("Completion pass", key="heat_complete")
+    ks = st.multiselect("k values", list(TRADEOFF_KS), key="heat_ks")
     if not ks:
         st.warning("Choose at least one k.")
         return

@@ -34,24 +34,34 @@ from engine.anonymize.profiles import (
     trace_frame,
 )
 from engine.records import Records
+from engine.runs import ProfilesSettings
 from engine.utility.queries import (
     UtilityPolicy,
     read_utility_policy,
     satisfaction_table,
     utility_policy_from_frame,
 )
-from ui import literal
+from ui import literal, persist
 from ui.context import HASH_FUNCS, Context
 from ui.downloads import release_downloads
 from ui.downloads import table_download as _download
-from ui.releases import publish
 from ui.risk_charts import cdf_frame, distinguishability_cdf_figure
+from ui.study import add_to_study
 from ui.tab_population import export_choice
 
 METHODS = ("UGACLIP", "ACLIP")
 CHOICES = ("UGACLIP", "ACLIP", "Both")
 KNOWLEDGES = ("single_visit", "all_visits")
 SWEEP_KS = (2, 5, 10, 15, 20, 25)
+# widget keys kept across page switches (ui/persist.py)
+persist.register(
+    {
+        "profiles_method": CHOICES[0],
+        "profiles_limit": None,
+        "profiles_sweep_ks": list(SWEEP_KS),
+        "profiles_sweep_conds": list(KNOWLEDGES),
+    }
+)
 _POLICY_KEY = "profiles_utility_policy"
 _CURRENT_KEY = "profiles_utility_policy_csv"
 
@@ -227,6 +237,15 @@ def render_anonymize(ctx: Context) -> None:
     _download(cdf_frame(curves), "Download the CDF data (CSV)", "profiles_cdf.csv", "profiles_cdf_dl")
     for m, r in runs.items():
         _release_block(ctx, m, r)
+        settings = ProfilesSettings(
+            algorithm=m,
+            k=k,
+            knowledge=knowledge,
+            utility_policy_csv=policy_csv,
+            max_suppressed=None if limit is None else int(limit),
+            with_visits=with_visits,
+        )
+        add_to_study(ctx, settings, f"{m} k={k}", f"profiles_{m}_study")
 
 
 def _policy_summary(policy: PrivacyPolicy) -> None:
@@ -277,7 +296,6 @@ def _table_1(runs: dict[str, ProfilesRun]) -> None:
 def _release_block(ctx: Context, method: str, run: ProfilesRun) -> None:
     st.markdown(f"**{method} release**")
     st.caption(f"Export: {export_label(run.release.shows_visits)}.")
-    publish(method, run.release, run.verification)
     if run.verified:
         st.success(f"{run.check.message()} {run.verification.message()}")
     else:
@@ -327,10 +345,8 @@ def render_tradeoffs(ctx: Context) -> None:
         ]
     )
     st.dataframe(summary, hide_index=True)
-    ks = st.multiselect("Values of k", list(range(2, 26)), default=list(SWEEP_KS), key="profiles_sweep_ks")
-    conds = st.multiselect(
-        "Filtering conditions", list(KNOWLEDGES), default=list(KNOWLEDGES), key="profiles_sweep_conds"
-    )
+    ks = st.multiselect("Values of k", list(range(2, 26)), key="profiles_sweep_ks")
+    conds = st.multiselect("Filtering conditions", list(KNOWLEDGES), key="profiles_sweep_conds")
     current = st.session_state.get(_CURRENT_KEY)
     policy = read_utility_policy() if current is None else read_utility_policy(io.StringIO(current))
     st.caption(

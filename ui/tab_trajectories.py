@@ -28,13 +28,14 @@ from engine.hierarchy import ICD9_LEVELS, ICD9_THESIS_LEVELS, Hierarchy
 from engine.records import Records
 from engine.release import Release
 from engine.risk import Verification
+from engine.runs import ICD_HIERARCHIES, CodeSelection, LDASettings
 from engine.utility.loss import avg_re, dataset_loss, level_shares, record_losses
-from ui import literal
+from ui import literal, persist
 from ui.context import HASH_FUNCS, Context
 from ui.downloads import release_downloads, release_table_download
 from ui.downloads import table_download as _download
 from ui.literal import md
-from ui.releases import publish
+from ui.study import add_to_study
 
 D4_CODES = ("250", "272", "401", "724")
 CODE_MODES = ("Thesis D4: 250, 272, 401, 724 (3-digit)", "Most frequent codes", "Chosen codes")
@@ -44,6 +45,21 @@ ICD_CHOICES = (
     "PheWAS codes",
     "Custom (CSV upload)",
 )
+# widget keys kept across page switches (ui/persist.py); age bounds and chosen codes follow the data
+for _p in ("lda_", "ldat_"):
+    persist.register(
+        {
+            f"{_p}mode": CODE_MODES[0],
+            f"{_p}top": 10,
+            f"{_p}codes": persist.LAZY,
+            f"{_p}icd": ICD_CHOICES[0],
+            f"{_p}lo": persist.LAZY,
+            f"{_p}hi": persist.LAZY,
+            f"{_p}top90": False,
+            f"{_p}w": 0.5,
+            f"{_p}method": "a-gs",
+        }
+    )
 ARROWS = {"diag": "↘", "up": "↑", "left": "←", "": ""}
 ADVERSARY = Adversary("cohort", "all_visits")
 FIG6 = {"401.0": "401", "401.1": "401", "401.9": "401"}
@@ -142,8 +158,8 @@ def weights_figure(df: pd.DataFrame) -> go.Figure:
 
 
 # ------------------------------------------------------------------------------------ settings
-def _settings(ctx: Context, prefix: str, *, with_k: bool = True, with_method: bool = True) -> tuple | None:
-    """Draw the tab's parameters; returns (selection, hier, k, w_icd, method) or None."""
+def _settings(ctx: Context, prefix: str, *, with_method: bool = True) -> tuple | None:
+    """Draw the tab's parameters (k is the sidebar's); returns (selection, hier, k, w_icd, method) or None."""
     cohort = ctx.cohort
     if cohort.event_age is None:
         st.info("The loaded events have no `age` column: trajectories need the age at each code.")
@@ -153,14 +169,12 @@ def _settings(ctx: Context, prefix: str, *, with_k: bool = True, with_method: bo
         mode = st.selectbox("Codes in the trajectories", CODE_MODES, key=f"{prefix}mode")
         top_n, codes = 50, ()
         if mode == CODE_MODES[1]:
-            top_n = st.number_input("Number of codes (thesis D50: 50)", 1, 500, 10, key=f"{prefix}top")
+            top_n = st.number_input("Number of codes (thesis D50: 50)", 1, 500, key=f"{prefix}top")
         elif mode == CODE_MODES[2]:
             counts = pd.Series(cohort.items[cohort.event_item]).value_counts()
-            codes = tuple(
-                st.multiselect(
-                    "Codes", counts.index.tolist(), default=counts.index[:4].tolist(), key=f"{prefix}codes"
-                )
-            )
+            options = counts.index.tolist()
+            persist.seed(f"{prefix}codes", options[:4], options)
+            codes = tuple(st.multiselect("Codes", options, key=f"{prefix}codes"))
             if not codes:
                 st.warning("Choose at least one code.")
                 return None
@@ -175,12 +189,15 @@ def _settings(ctx: Context, prefix: str, *, with_k: bool = True, with_method: bo
             upload = (f.name, f.getvalue())
         lo0, hi0 = default_age_domain(cohort.event_age)
         a1, a2 = st.columns(2)
-        lo = int(a1.number_input("Ages from", 0, 200, lo0, key=f"{prefix}lo"))
-        hi = int(a2.number_input("to", 1, 255, hi0, key=f"{prefix}hi"))
-        top90 = st.checkbox("HIPAA: ages 90+ as one value", False, key=f"{prefix}top90")
+        persist.seed(f"{prefix}lo", lo0)
+        persist.seed(f"{prefix}hi", hi0)
+        lo = int(a1.number_input("Ages from", 0, 200, key=f"{prefix}lo"))
+        hi = int(a2.number_input("to", 1, 255, key=f"{prefix}hi"))
+        top90 = st.checkbox("HIPAA: ages 90+ as one value", key=f"{prefix}top90")
     with c3:
-        k = int(st.number_input("k", 2, 50, max(int(ctx.k), 2), key=f"{prefix}k")) if with_k else int(ctx.k)
-        w_icd = float(st.slider("w_ICD (w_Age = 1 - w_ICD)", 0.0, 1.0, 0.5, 0.1, key=f"{prefix}w"))
+        k = int(ctx.k)
+        st.caption(f"k = {k} (sidebar)")
+        w_icd = float(st.slider("w_ICD (w_Age = 1 - w_ICD)", 0.0, 1.0, step=0.1, key=f"{prefix}w"))
         st.caption(f"w_ICD = {w_icd:.1f}, w_Age = {1 - w_icd:.1f}")
         method = "a-gs"
         if with_method:
@@ -189,6 +206,27 @@ def _settings(ctx: Context, prefix: str, *, with_k: bool = True, with_method: bo
         st.error(f"The age domain {lo}-{hi} is empty: 'to' must exceed 'from'.")
         return None
     return (mode, int(top_n), codes), (choice, upload, lo, hi, top90), k, w_icd, method
+
+
+def settings_of(selection: tuple, hier: tuple, k: int, w_icd: float, method: str) -> LDASettings | None:
+    """The view's parameters as the typed settings a study records (None: an uploaded hierarchy,
+    which a study file cannot carry)."""
+    mode, top_n, codes = selection
+    choice, _, lo, hi, top90 = hier
+    icd = dict(zip(ICD_CHOICES[:3], ICD_HIERARCHIES, strict=True)).get(choice)
+    if icd is None:
+        return None
+    modes = dict(zip(CODE_MODES, ("paper", "top", "chosen"), strict=True))
+    return LDASettings(
+        k=int(k),
+        codes=CodeSelection(modes[mode], int(top_n), tuple(map(str, codes))),
+        icd_hierarchy=icd,
+        age_low=int(lo),
+        age_high=int(hi),
+        top_code_90=bool(top90),
+        w_icd=float(w_icd),
+        alignment=method,
+    )
 
 
 def _run_or_report(ctx: Context, selection, hier, k, w_icd, method) -> LDAResult | None:
@@ -210,7 +248,7 @@ def render_anonymize(ctx: Context) -> None:
         "(code, age) pair, with repeats; the risk engine counts candidates in the released cohort "
         "(k-anonymity), whatever the sidebar's adversary."
     )
-    s = _settings(ctx, "lda_")
+    s = _settings(ctx, "lda_")  # k from the sidebar
     if s is None:
         return
     selection, hier, k, w_icd, method = s
@@ -229,11 +267,11 @@ def render_anonymize(ctx: Context) -> None:
     cols[5].metric("Pairs suppressed", f"{len(rel.suppressed):,}")
     with st.expander("Dataset summary (thesis Table 3)"):
         st.dataframe(pd.DataFrame([summary]), hide_index=True)
-    publish("LDA", rel, ver)
     if ver.ok:
         st.success(ver.message())
     # the files (patient_id, code, age), only through the export gate under the sidebar's adversary and k
     release_downloads(rel, ver, ctx.adversary, int(ctx.k), ctx.population, name="lda", key="lda_dl")
+    add_to_study(ctx, settings_of(selection, hier, k, w_icd, method), f"LDA k={k}", "lda_study")
 
     left, right = st.columns(2)
     with left:
@@ -473,7 +511,7 @@ def explain_cell(al: Alignment, h: int, j: int) -> str:
 def render_tradeoffs(ctx: Context) -> None:
     """Baseline vs A-GS over k (Figures 9-12) and the weight sweep (Figure 15), on the loaded cohort."""
     st.subheader("Trajectories (LDA): Baseline against A-GS, and attribute weights")
-    s = _settings(ctx, "ldat_", with_k=False, with_method=False)
+    s = _settings(ctx, "ldat_", with_method=False)
     if s is None:
         return
     selection, hier, _, w_icd, _ = s

@@ -12,7 +12,7 @@ from types import ModuleType
 
 import streamlit as st
 
-from ui import tab_gccens, tab_population, tab_profiles, tab_trajectories
+from ui import persist, tab_gccens, tab_population, tab_profiles, tab_trajectories
 from ui.context import Context
 
 METHODS: dict[str, ModuleType] = {
@@ -23,10 +23,12 @@ METHODS: dict[str, ModuleType] = {
 }
 
 
+persist.register({f"method_{f}": next(iter(METHODS)) for f in ("render_anonymize", "render_tradeoffs")})
+
+
 def render_method(ctx: Context, function: str) -> None:
-    """A method picker, then the chosen method module's `function(ctx)`."""
+    """A method picker (kept across page switches: ui/persist.py), then the chosen method module's
+    `function(ctx)`."""
     titles = list(METHODS)
-    choice = st.segmented_control(
-        "Method", titles, default=titles[0], key=f"method_{function}", selection_mode="single"
-    )
+    choice = st.segmented_control("Method", titles, key=f"method_{function}", selection_mode="single")
     getattr(METHODS[choice or titles[0]], function)(ctx)

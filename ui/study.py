@@ -1,0 +1,246 @@
+"""The session's study (issue 13): the releases the user made, explicitly, on the data loaded now.
+
+The study (`engine.study.Study`) lives in `st.session_state["study"]`; beside it, per release name,
+the `Release` object and the files the export gate wrote (name -> bytes), for the pages and the
+downloads (`st.session_state["study_made"]`). Its `DataRef` comes from the sidebar: the events'
+content fingerprint, the groups chosen (their ids' fingerprints), the inputs' sha256
+(`Dataset.sources`) and the load options (unknown codes, duplicates); its adversary and k are the
+sidebar's, re-read on every run.
+
+A release enters the study only through `add` (the "Add to study" button of a method view): viewing
+a page never adds, replaces or removes one. Releases made from other data or groups stay in the
+study (and in its file) but are not shown as current; the pages say how many there are (`others_note`).
+Every page that shows a release shows it verified again under the sidebar's adversary and k
+(`reverify`, cached per release content, population, adversary and k).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import streamlit as st
+
+from engine import risk
+from engine.adversary import Adversary
+from engine.release import Release
+from engine.risk import Verification
+from engine.runs import MethodSettings, RunInputs, SettingsError
+from engine.study import (
+    DataRef,
+    RebuildCheck,
+    Study,
+    StudyError,
+    StudyRelease,
+    VerificationRecord,
+    data_ref,
+    export_files,
+    make_release,
+    sha256_of,
+)
+from ui import literal
+from ui.context import Context
+
+STUDY, MADE = "study", "study_made"
+_DATA_MEMO, _PREVIEW_MEMO, _VERIFY_MEMO = "_study_data", "_study_previews", "_study_verifications"
+_PREVIEWS, _VERIFICATIONS = 8, 64
+
+
+@dataclass(frozen=True, eq=False)
+class MadeFiles:
+    """A release of the study as the session holds it: the `Release` and the gate's files."""
+
+    release: Release
+    files: dict[str, bytes]
+
+
+# ---------------------------------------------------------------------------------- the data
+def _biobank(ctx: Context):
+    from ui.tab_population import _groups  # the biobank between cohort and population, if any
+
+    return _groups(ctx).get("biobank")
+
+
+def run_inputs(ctx: Context) -> RunInputs:
+    """The records a method runs on, from the sidebar's choices."""
+    return RunInputs(ctx.population, ctx.cohort, _biobank(ctx))
+
+
+def load_options() -> dict[str, object]:
+    """The sidebar's load options that change the data (recorded with every release)."""
+    return {
+        "unknown_codes": st.session_state.get("unknown_codes", "keep"),
+        "drop_duplicates": bool(st.session_state.get("drop_duplicates", False)),
+    }
+
+
+def data_of(ctx: Context) -> DataRef:
+    """The `DataRef` of the data loaded now (memoized per data, groups and load options)."""
+    options = load_options()
+    key = (ctx.key, ctx.dataset.events.fingerprint, ctx.population_group, ctx.cohort_group, repr(options))
+    memo = st.session_state.get(_DATA_MEMO)
+    if memo is None or memo[0] != key:
+        inputs = run_inputs(ctx)
+        ref = data_ref(
+            ctx.dataset.name,
+            ctx.dataset.events,
+            inputs,
+            population=ctx.population_group,
+            cohort=ctx.cohort_group,
+            biobank="biobank" if inputs.biobank is not None else None,
+            sources=dict(ctx.dataset.sources),
+            load_options=options,
+        )
+        memo = (key, ref)
+        st.session_state[_DATA_MEMO] = memo
+    return memo[1]
+
+
+def session(ctx: Context) -> Study:
+    """The session's study on the data loaded now, under the sidebar's adversary and k."""
+    data = data_of(ctx)
+    study: Study | None = st.session_state.get(STUDY)
+    if study is None:
+        study = Study(data, ctx.adversary, int(ctx.k))
+    else:
+        if study.data != data:
+            study = study.with_data(data)
+        if study.adversary != ctx.adversary or study.k != int(ctx.k):
+            study = study.with_attacker(ctx.adversary, int(ctx.k))
+    st.session_state[STUDY] = study
+    return study
+
+
+def made() -> dict[str, MadeFiles]:
+    return st.session_state.setdefault(MADE, {})
+
+
+def current(ctx: Context) -> dict[str, tuple[StudyRelease, MadeFiles]]:
+    """The study's releases of the data loaded now that this session holds, by name (study order)."""
+    held = made()
+    return {e.name: (e, held[e.name]) for e in session(ctx).current() if e.name in held}
+
+
+def others_note(ctx: Context) -> None:
+    """Say how many of the study's releases belong to other data or groups (never shown as current)."""
+    n = len(session(ctx).others())
+    if n:
+        st.info(
+            f"{n} release(s) of this study were made from other data or other groups than those loaded "
+            "now: they stay in the study file but are not shown or reported here. Load their data and "
+            "groups again to see them."
+        )
+
+
+# ------------------------------------------------------------------------------- the releases
+def preview(ctx: Context, settings: MethodSettings, progress: Callable | None = None) -> Release:
+    """The release of `settings` on the data loaded now (memoized in this session per data and
+    settings: settings are frozen dataclasses, hashable keys)."""
+    key = (data_of(ctx).key, settings)
+    memo: dict = st.session_state.setdefault(_PREVIEW_MEMO, {})
+    if key not in memo:
+        memo[key] = settings.run(run_inputs(ctx), progress)
+        while len(memo) > _PREVIEWS:
+            memo.pop(next(iter(memo)))
+    return memo[key]
+
+
+def reverify(ctx: Context, release: Release) -> Verification:
+    """`risk.verify` of the release under the sidebar's adversary and k against the population
+    (memoized per release content, population, adversary and k)."""
+    return verify_under(release, ctx, ctx.adversary, int(ctx.k))
+
+
+def verify_under(release: Release, ctx: Context, adversary: Adversary, k: int) -> Verification:
+    key = (release.fingerprint, ctx.population.fingerprint, adversary.scope, adversary.knowledge, int(k))
+    memo: dict = st.session_state.setdefault(_VERIFY_MEMO, {})
+    if key not in memo:
+        memo[key] = risk.verify(release, adversary, int(k), ctx.population)
+        while len(memo) > _VERIFICATIONS:
+            memo.pop(next(iter(memo)))
+    return memo[key]
+
+
+def add(ctx: Context, name: str, settings: MethodSettings) -> StudyRelease:
+    """Make the release of `settings` (the preview's, not run twice), verify it under the sidebar's
+    adversary and k, export it through the gate when verified, and add it to the study."""
+    study = session(ctx)
+    name = name.strip()
+    if not name:
+        raise StudyError("give the release a name")
+    if any(r.name == name for r in study.releases):
+        raise StudyError(f"a release named {name!r} is already in the study: choose another name")
+    release = preview(ctx, settings)
+    verification = reverify(ctx, release)
+    files = export_files(release, verification)
+    entry = StudyRelease(
+        name=name,
+        settings=settings,
+        data=study.data,
+        verification=VerificationRecord.of(verification),
+        files=tuple(sorted((f, sha256_of(b)) for f, b in files.items())),
+    )
+    st.session_state[STUDY] = study.add(entry)
+    made()[name] = MadeFiles(release, files)
+    return entry
+
+
+def remove(ctx: Context, name: str) -> None:
+    st.session_state[STUDY] = session(ctx).remove(name)
+    made().pop(name, None)
+
+
+def add_to_study(ctx: Context, settings: MethodSettings | None, default_name: str, key: str) -> None:
+    """The "Add to study" control of a method view: a name (a readable default) and the button.
+    `settings` None: the view's parameters cannot be recorded (the button says why)."""
+    study = session(ctx)
+    st.markdown("**Add this release to the study**")
+    if settings is None:
+        st.caption("These parameters cannot be recorded in a study (e.g. an uploaded hierarchy).")
+        return
+    base = study.unique_name(default_name)
+    c1, c2 = st.columns([3, 1])
+    name = c1.text_input("Release name", value=base, key=f"{key}_name:{base}")
+    c2.write("")
+    if c2.button("Add to study", key=f"{key}_add", type="primary"):
+        try:
+            with st.spinner("Verifying the release and writing its files through the export gate…"):
+                entry = add(ctx, name, settings)
+        except (StudyError, SettingsError, ValueError) as exc:
+            literal.error(exc)
+            return
+        st.success(literal.md(f"Added {entry.name!r} to the study: {entry.verification.message()}."))
+    names = [e.name for e in session(ctx).current()]
+    if names:
+        st.caption(
+            literal.md(f"{len(names)} release(s) in the study on this data: " + ", ".join(map(repr, names)))
+        )
+
+
+# ------------------------------------------------------------------------------ reopen a study
+def reopen(ctx: Context, text: bytes, source: str) -> list[RebuildCheck]:
+    """Reopen a study file on the data loaded now: the data key must match; every release of it is
+    made again from its settings (verified under the adversary and k it was recorded with) and its
+    files' sha256 compared with the recorded ones. The session's study becomes the reopened one."""
+    loaded = Study.from_json(text, source)
+    data = data_of(ctx)
+    if loaded.data.key != data.key:
+        raise StudyError(
+            f"{source}: the study was made from other data or groups ({loaded.data.name!r}, events "
+            f"{loaded.data.events_fingerprint[:12]}…) than those loaded now ({data.name!r}, events "
+            f"{data.events_fingerprint[:12]}…): load its data and groups first"
+        )
+    inputs = run_inputs(ctx)
+    checks, held = [], {}
+    bar = st.progress(0.0, text="Rebuilding the study's releases…")
+    todo = loaded.current()
+    for i, entry in enumerate(todo):
+        bar.progress(i / max(len(todo), 1), text=f"Rebuilding {entry.name} ({i + 1} of {len(todo)})")
+        rec = entry.verification
+        m = make_release(entry.name, entry.settings, inputs, entry.data, rec.adversary, rec.k)
+        checks.append(RebuildCheck(entry.name, entry.files, m.entry.files, m.entry.verification))
+        held[entry.name] = MadeFiles(m.release, m.files)
+    bar.empty()
+    st.session_state[STUDY] = loaded.with_data(data).with_attacker(ctx.adversary, int(ctx.k))
+    st.session_state[MADE] = held
+    return checks
