@@ -62,6 +62,18 @@ ICD10_LEVELS: tuple[str, ...] = (
     "Any",
 )
 _ICD10_LENGTH_LEVEL = {3: "category", 4: "4-character", 5: "5-character", 6: "6-character", 7: "7-character"}
+# The ICD-10-CM counterpart of each ICD-9-CM level, so one level choice (`icd9:3-digit`, the thesis'
+# five levels) serves both vocabularies: the 3-digit category is the 3-character category (250 <-> E11),
+# the section the block (249-259 <-> E08-E13), the chapter the chapter; the 5-digit leaf level stands
+# for the codes longer than 4 characters (5-, 6- and 7-character codes).
+ICD10_COUNTERPART: dict[str, tuple[str, ...]] = {
+    "5-digit": ("5-character", "6-character", "7-character"),
+    "4-digit": ("4-character",),
+    "3-digit": ("category",),
+    "section": ("block",),
+    "chapter": ("chapter",),
+    "Any": ("Any",),
+}
 PHECODE_PREFIX = "phe:"
 
 
@@ -412,9 +424,10 @@ class Hierarchy:
         return _icd10cm(tuple(levels))
 
     @classmethod
-    def icd9_icd10cm(cls) -> Hierarchy:
-        """ICD-9-CM and ICD-10-CM (all levels) under `Any`, each below a vocabulary node."""
-        return _icd9_icd10cm()
+    def icd9_icd10cm(cls, levels: Sequence[str] = ICD9_LEVELS) -> Hierarchy:
+        """ICD-9-CM and ICD-10-CM under `Any`, each below a vocabulary node. `levels` names the ICD-9-CM
+        levels kept, ICD-10-CM keeping their counterparts (`icd10cm_levels`); default all levels."""
+        return _icd9_icd10cm(tuple(levels))
 
     @classmethod
     def ages(cls, lo: int, hi: int, top_code_90: bool = False) -> Hierarchy:
@@ -470,28 +483,39 @@ class Hierarchy:
         )
 
     @classmethod
-    def phecodes(cls) -> Hierarchy:
+    def phecodes(cls, icd10cm: bool = False) -> Hierarchy:
         """ICD-9 code -> phecode (`phe:401.1`) -> rollup parents (`phe:401`) -> `Any`.
 
         A phecode's rollup parent is the phecode obtained by dropping its last digit (250.11 ->
         250.1 -> 250), skipping truncations that are not phecodes; phecodes are labelled with the
         `phe:` prefix so they never collide with ICD-9 codes of the same spelling.
+        `icd10cm=True` also hangs every ICD-10-CM code of the phecode map v1.2 ICD-10-CM (as its item
+        label, level `ICD-10-CM`) under its phecode; a code the map gives several phecodes goes under
+        its first (`engine.vocab.primary_phecode_of_item`: lowest by numeric value).
         """
-        return _phecodes()
+        return _phecodes(bool(icd10cm))
 
 
-def icd_hierarchy_for(items: Iterable[str]) -> Hierarchy:
+def icd10cm_levels(icd9_levels: Iterable[str]) -> tuple[str, ...]:
+    """The ICD-10-CM levels standing for these ICD-9-CM levels (`ICD10_COUNTERPART`), in order."""
+    wanted = {lv for level in icd9_levels for lv in ICD10_COUNTERPART[level]}
+    return tuple(lv for lv in ICD10_LEVELS if lv in wanted)
+
+
+def icd_hierarchy_for(items: Iterable[str], levels: Sequence[str] = ICD9_LEVELS) -> Hierarchy:
     """The ICD hierarchy fitting the vocabularies of these item labels (`engine.vocab`): ICD-9-CM
     when every ICD item is ICD-9-CM (also when there is none), ICD-10-CM when every one is ICD-10-CM,
-    both (`icd9_icd10cm`) when they mix."""
+    both (`icd9_icd10cm`) when they mix. `levels` names the ICD-9-CM levels kept (e.g. the thesis'
+    `ICD9_THESIS_LEVELS`); ICD-10-CM keeps their counterparts (`icd10cm_levels`)."""
     from engine.vocab import ICD9CM, ICD10CM, vocabulary_of_item
 
+    levels = tuple(levels)
     found = {vocabulary_of_item(str(x)) for x in items} - {None}
     if found == {ICD10CM}:
-        return Hierarchy.icd10cm()
+        return Hierarchy.icd10cm(icd10cm_levels(levels))
     if found == {ICD9CM, ICD10CM}:
-        return Hierarchy.icd9_icd10cm()
-    return Hierarchy.icd9()
+        return Hierarchy.icd9_icd10cm(levels)
+    return Hierarchy.icd9(levels)
 
 
 # ---------------------------------------------------------------------- cached builders
@@ -617,24 +641,28 @@ def _icd10cm(levels: tuple[str, ...]) -> Hierarchy:
     )
 
 
-@lru_cache(maxsize=1)
-def _icd9_icd10cm() -> Hierarchy:
+@lru_cache(maxsize=4)
+def _icd9_icd10cm(levels: tuple[str, ...] = ICD9_LEVELS) -> Hierarchy:
     from engine.vocab import VOCABULARY_NAMES
 
     labels = [ROOT]
     parents = [-1]
     level_names = ["Any"]
-    for tree in (_icd9(ICD9_LEVELS), _icd10cm(ICD10_LEVELS)):
+    for vocabulary, tree in (("ICD9CM", _icd9(levels)), ("ICD10CM", _icd10cm(icd10cm_levels(levels)))):
         offset = len(labels)
-        labels.append(VOCABULARY_NAMES["ICD9CM" if tree.name == "ICD-9-CM" else "ICD10CM"])
+        labels.append(VOCABULARY_NAMES[vocabulary])
         parents.append(0)
         level_names.append("vocabulary")
         # the tree's root becomes the vocabulary node (index offset); node j goes to offset + j
         labels.extend(tree.labels[1:])
         parents.extend((tree.parent_index[1:] + offset).tolist())
         level_names.extend(tree.level_names[1:])
+    present = set(level_names)
     order = [*dict.fromkeys([*ICD10_LEVELS[:-1], *ICD9_LEVELS[:-1], "vocabulary", "Any"])]
-    return Hierarchy(labels, parents, level_names=level_names, level_order=order, name="ICD-9-CM + ICD-10-CM")
+    name = "ICD-9-CM + ICD-10-CM" + ("" if levels == ICD9_LEVELS else f" ({len(levels)} levels)")
+    return Hierarchy(
+        labels, parents, level_names=level_names, level_order=[lv for lv in order if lv in present], name=name
+    )
 
 
 def _phecode_parent(phe: str, known: set[str]) -> str | None:
@@ -648,9 +676,9 @@ def _phecode_parent(phe: str, known: set[str]) -> str | None:
     return None
 
 
-@lru_cache(maxsize=1)
-def _phecodes() -> Hierarchy:
-    from engine.vocab import phecode_map
+@lru_cache(maxsize=2)
+def _phecodes(icd10cm: bool = False) -> Hierarchy:
+    from engine.vocab import phecode_map, phecode_map_icd10cm, primary_phecode_of_item
 
     m = phecode_map()
     known = set(m["phecode"].tolist())
@@ -660,14 +688,26 @@ def _phecodes() -> Hierarchy:
         parents[PHECODE_PREFIX + phe] = PHECODE_PREFIX + par if par else ROOT
     for icd, phe in zip(m["icd9"].tolist(), m["phecode"].tolist(), strict=True):
         parents[icd] = PHECODE_PREFIX + phe
-    h = Hierarchy.from_parents(parents, name="phecodes v1.2")
-    levels = [
-        "Any" if lab == ROOT else "phecode" if lab.startswith(PHECODE_PREFIX) else "ICD-9" for lab in h.labels
-    ]
+    icd10_items: set[str] = set()
+    if icd10cm:
+        for item in dict.fromkeys(phecode_map_icd10cm()["item"].tolist()):
+            phe = primary_phecode_of_item(item)
+            if phe is not None and phe in known:
+                parents[item] = PHECODE_PREFIX + phe
+                icd10_items.add(item)
+    h = Hierarchy.from_parents(parents, name="phecodes v1.2" + (" (ICD-9-CM + ICD-10-CM)" if icd10cm else ""))
+
+    def level(lab: str) -> str:
+        if lab == ROOT:
+            return "Any"
+        if lab.startswith(PHECODE_PREFIX):
+            return "phecode"
+        return "ICD-10-CM" if lab in icd10_items else "ICD-9"
+
     return Hierarchy(
         h.labels,
         h.parent_index.tolist(),
-        level_names=levels,
-        level_order=["ICD-9", "phecode", "Any"],
+        level_names=[level(lab) for lab in h.labels],
+        level_order=["ICD-10-CM", "ICD-9", "phecode", "Any"] if icd10cm else ["ICD-9", "phecode", "Any"],
         name=h.name,
     )

@@ -406,7 +406,7 @@ def _utility_constraints(entry: StudyRelease, cohort: Records, release: Release)
         return None
     from engine.utility.queries import utility_satisfaction
 
-    table = utility_satisfaction(cohort, release, s.utility_policy())
+    table = utility_satisfaction(cohort, release, s.utility_policy([str(x) for x in cohort.items]))
     rows = [
         {
             "disease": str(r.disease),

@@ -26,6 +26,12 @@ from engine.records import Records
 from engine.release import Release
 
 PAPER_CODES = ("250", "272", "401", "724")  # Tamersoy 2010's four codes, thesis D4 (3-digit)
+# Tamersoy's four codes are ICD-9-CM. On ICD-10-CM data their counterparts are these 3-character
+# categories (our choice, not the paper's): 250 diabetes mellitus -> E11 type 2 diabetes mellitus (the
+# bulk of 250.x0/250.x2; type 1, E10, is left out as 250.x1 would be a separate choice), 272 disorders
+# of lipoid metabolism -> E78, 401 essential hypertension -> I10, 724 other disorders of the back ->
+# M54 dorsalgia (low back pain, sciatica, back pain unspecified: 724.2, 724.3, 724.5).
+PAPER_CODES_ICD10CM = ("E11", "E78", "I10", "M54")
 CODE_SELECTIONS = ("paper", "top", "chosen", "all")
 
 Progress = Callable[[float, str], None]
@@ -74,12 +80,40 @@ class CodeSelection:
 
     def describe(self) -> str:
         if self.mode == "paper":
-            return "Tamersoy's four codes 250, 272, 401, 724 (3-digit categories)"
+            return (
+                "Tamersoy's four codes 250, 272, 401, 724 (3-digit categories; "
+                "on ICD-10-CM data their counterparts E11, E78, I10, M54)"
+            )
         if self.mode == "top":
             return f"the {self.top_n} most frequent codes of the cohort"
         if self.mode == "chosen":
             return f"{len(self.chosen)} chosen codes"
         return "all codes"
+
+
+def paper_codes_for(items) -> tuple[str, ...]:
+    """Tamersoy's four codes in the vocabularies of these item labels: the ICD-9-CM 3-digit codes
+    (`PAPER_CODES`) on ICD-9-CM data (or data of no ICD vocabulary), their ICD-10-CM categories
+    (`PAPER_CODES_ICD10CM`) on ICD-10-CM data, both on mixed data (an ICD-9 and an ICD-10 code stay
+    distinct items)."""
+    from engine.vocab import ICD9CM, ICD10CM, vocabulary_of_item
+
+    found = {vocabulary_of_item(str(x)) for x in items} - {None}
+    if found == {ICD10CM}:
+        return PAPER_CODES_ICD10CM
+    if found == {ICD9CM, ICD10CM}:
+        return PAPER_CODES + PAPER_CODES_ICD10CM
+    return PAPER_CODES
+
+
+def roll_up_to_categories(codes: list[str]) -> list[str]:
+    """Each code replaced by its 3-digit ICD-9-CM or 3-character ICD-10-CM category (the thesis' D4
+    roll-up, `401.1` -> `401`, `E11.9` -> `E11`), through the hierarchy of the codes' vocabularies;
+    codes the hierarchy does not know are kept as they are."""
+    from engine.hierarchy import icd_hierarchy_for
+
+    hierarchy = icd_hierarchy_for(codes)
+    return hierarchy.roll_up(hierarchy.roll_up(codes, "3-digit"), "category")
 
 
 def code_frequency_order(cohort: Records) -> list[str]:
@@ -139,15 +173,14 @@ class GCCensSettings:
 
     def run(self, inputs: RunInputs, progress: Progress | None = None) -> Release:
         from engine.anonymize.censor import gccens_run, prepare, rolled_item_codes, select_codes
-        from engine.hierarchy import Hierarchy
 
         self.validate()
         cohort, population = inputs.cohort, inputs.population
         roll = None
         vocab = sorted({str(x) for x in population.items} | {str(x) for x in cohort.items})
         if self.codes.mode == "paper":
-            roll = dict(zip(vocab, Hierarchy.icd9().roll_up(vocab, "3-digit"), strict=True))
-            codes = list(PAPER_CODES)
+            roll = dict(zip(vocab, roll_up_to_categories(vocab), strict=True))
+            codes = list(paper_codes_for(vocab))
         elif self.codes.mode == "top":
             codes = code_frequency_order(cohort)[: self.codes.top_n]
         elif self.codes.mode == "chosen":
@@ -257,11 +290,13 @@ class ProfilesSettings:
     def adversary(self) -> Adversary:
         return Adversary("cohort", self.knowledge)  # type: ignore[arg-type]
 
-    def utility_policy(self):
-        from engine.utility.queries import read_utility_policy
+    def utility_policy(self, items=None):
+        """The uploaded policy, else the shipped default in the vocabularies of `items` (the cohort's
+        codes): ICD-9-CM (PNAS Table 1), ICD-10-CM, or on mixed data each disease's codes of both."""
+        from engine.utility.queries import default_utility_policy, read_utility_policy
 
         if self.utility_policy_csv is None:
-            return read_utility_policy()
+            return default_utility_policy(items)
         return read_utility_policy(io.StringIO(self.utility_policy_csv), name="utility policy")
 
     def describe(self) -> dict[str, str]:
@@ -289,7 +324,7 @@ class ProfilesSettings:
             self.k,
             self.knowledge,
             self.algorithm,
-            self.utility_policy().as_mapping(),
+            self.utility_policy([str(x) for x in inputs.cohort.items]).as_mapping(),
             max_suppressed=self.max_suppressed,
             with_visits=self.with_visits,
         )
@@ -346,24 +381,31 @@ class LDASettings:
 
     def trajectories(self, cohort: Records):
         from engine.anonymize.trajectories import Trajectories
-        from engine.hierarchy import Hierarchy
 
         df = cohort.to_frame()
         if self.codes.mode == "paper":
-            df = df.assign(code=Hierarchy.icd9().roll_up(df["code"].astype(str).tolist(), "3-digit"))
-            return Trajectories.from_frame(df, patient_ids=cohort.patient_ids, codes=list(PAPER_CODES))
+            df = df.assign(code=roll_up_to_categories(df["code"].astype(str).tolist()))
+            codes = list(paper_codes_for(str(x) for x in cohort.items))
+            return Trajectories.from_frame(df, patient_ids=cohort.patient_ids, codes=codes)
         if self.codes.mode == "top":
             return Trajectories.from_frame(df, patient_ids=cohort.patient_ids, top_codes=self.codes.top_n)
         return Trajectories.from_frame(df, patient_ids=cohort.patient_ids, codes=list(self.codes.chosen))
 
-    def hierarchies(self):
-        from engine.hierarchy import ICD9_LEVELS, ICD9_THESIS_LEVELS, Hierarchy
+    def hierarchies(self, items=None):
+        """The ICD and age hierarchies. The ICD hierarchy follows the vocabularies of `items` (the
+        trajectories' codes; None: ICD-9-CM): `icd9-thesis` / `icd9-4digit` name the ICD-9-CM levels
+        kept, which on ICD-10-CM or mixed data keep their ICD-10-CM counterparts
+        (`engine.hierarchy.icd_hierarchy_for`; the thesis' 3-digit level is the category, E11);
+        `phecode` hangs ICD-10-CM codes under their phecode too when the data has any."""
+        from engine.hierarchy import ICD9_LEVELS, ICD9_THESIS_LEVELS, Hierarchy, icd_hierarchy_for
+        from engine.vocab import ICD10CM, vocabulary_of_item
 
-        icd = {
-            "icd9-thesis": lambda: Hierarchy.icd9(ICD9_THESIS_LEVELS),
-            "icd9-4digit": lambda: Hierarchy.icd9(ICD9_LEVELS),
-            "phecode": Hierarchy.phecodes,
-        }[self.icd_hierarchy]()
+        items = [] if items is None else [str(x) for x in items]
+        if self.icd_hierarchy == "phecode":
+            icd = Hierarchy.phecodes(icd10cm=any(vocabulary_of_item(x) == ICD10CM for x in items))
+        else:
+            levels = ICD9_THESIS_LEVELS if self.icd_hierarchy == "icd9-thesis" else ICD9_LEVELS
+            icd = icd_hierarchy_for(items, levels)
         return icd, Hierarchy.ages(self.age_low, self.age_high, top_code_90=self.top_code_90)
 
     def run_result(self, inputs: RunInputs, progress: Progress | None = None):
@@ -371,10 +413,11 @@ class LDASettings:
         from engine.anonymize.trajectories import lda
 
         self.validate()
-        icd, age = self.hierarchies()
+        trajectories = self.trajectories(inputs.cohort)
+        icd, age = self.hierarchies(set(map(str, trajectories.codes)))
         step = (lambda f: progress(f, "LDA: clustering")) if progress else None
         return lda(
-            self.trajectories(inputs.cohort),
+            trajectories,
             self.k,
             w_icd=self.w_icd,
             method=self.alignment,

@@ -155,6 +155,23 @@ def phecodes_of_item(item: str) -> tuple[str, ...]:
     return ()
 
 
+def phecode_sort_key(phecode: str) -> tuple[float, str]:
+    """Phecodes in numeric order (`8.5` before `41`), ties by text."""
+    try:
+        return (float(phecode), phecode)
+    except ValueError:
+        return (float("inf"), phecode)
+
+
+def primary_phecode_of_item(item: str) -> str | None:
+    """The one phecode an item stands for where a method needs one (Heatherly's utility groups, the
+    LDA's phecode hierarchy): its phecode for an ICD-9-CM code; for an ICD-10-CM code the map gives
+    several phecodes (`A07.8`: 008 and 008.5), the lowest by numeric value (`phecode_sort_key`);
+    None when the map has no row for it."""
+    found = phecodes_of_item(item)
+    return min(found, key=phecode_sort_key) if found else None
+
+
 @lru_cache(maxsize=1)
 def phenotype_names() -> dict[str, str]:
     """phecode -> phenotype description."""

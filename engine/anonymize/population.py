@@ -17,9 +17,13 @@ Conventions where the paper leaves a choice (stated here and in the report):
 - A bin groups items by support value: at width w, bin j holds supports j*w+1 .. (j+1)*w.
 - Only items below k take part; an item at or above k is never merged (as in the paper).
 - Merged items are named by their smallest code (codes sorted as text): ties are broken by code order.
-- Utility constraints: `phecode` (default; codes of one PheWAS code; a code the phecode map lacks forms
-  a group of its own, so it is never joined to anything), `icd9:LEVEL` (codes sharing their ICD-9-CM
-  ancestor at LEVEL: 5-digit, 4-digit, 3-digit, section, chapter, Any), `none` (any codes).
+- Utility constraints: `phecode` (default; codes of one PheWAS code, ICD-9-CM and ICD-10-CM alike
+  through the phecode map v1.2 of each vocabulary; an ICD-10-CM code the map gives several phecodes
+  counts under the lowest of them, `engine.vocab.primary_phecode_of_item`; a code the map lacks forms
+  a group of its own, so it is never joined to anything), `icd9:LEVEL` (codes sharing their ICD
+  ancestor at LEVEL: 5-digit, 4-digit, 3-digit, section, chapter, Any; an ICD-10-CM code is read at the
+  ICD-10-CM counterpart of LEVEL, `icd_ancestor`: 3-digit -> category, section -> block, ...; codes of
+  the two vocabularies share a group only at `Any`), `none` (any codes).
 - Within one visit a generalized item is written once, at the place of its first code (Figure 13b);
   repeats of an original code are kept as given.
 
@@ -97,14 +101,48 @@ def utility_groups(codes: Sequence[str], constraints: str = "phecode") -> np.nda
     if constraints == "none":
         return np.zeros(len(codes), dtype=np.int64)
     if constraints == "phecode":
-        from engine.vocab import phecode_of
+        from engine.vocab import primary_phecode_of_item
 
-        keys = [phecode_of(c) for c in codes]
+        keys = [primary_phecode_of_item(c) for c in codes]
     else:
         level = constraints.split(":", 1)[1]
-        keys = [icd9_ancestor(c, level) for c in codes]
+        keys = [icd_ancestor(c, level) for c in codes]
     labels = [f"={k}" if k is not None else f"!{c}" for k, c in zip(keys, codes, strict=True)]
     return pd.factorize(np.asarray(labels, dtype=object), sort=True)[0].astype(np.int64)
+
+
+# ICD-10-CM level read for each ICD-9-CM level name of `icd9:LEVEL` (one level each: a 7-character code
+# is grouped by its 5-character ancestor under `icd9:5-digit`)
+ICD10_GROUP_LEVEL: dict[str, str] = {
+    "5-digit": "5-character",
+    "4-digit": "4-character",
+    "3-digit": "category",
+    "section": "block",
+    "chapter": "chapter",
+    "Any": "Any",
+}
+
+
+def icd_ancestor(item: str, level: str) -> str | None:
+    """The ancestor of an ICD item label at an ICD-9-CM `level` name: `icd9_ancestor` for ICD-9-CM
+    codes; for ICD-10-CM codes the ancestor in `Hierarchy.icd10cm()` at the counterpart level
+    (`ICD10_GROUP_LEVEL`; E11.9 at 3-digit -> E11, at section -> E08-E13); None when unknown."""
+    from engine.vocab import ICD10CM, vocabulary_of_item
+
+    if vocabulary_of_item(item) != ICD10CM:
+        return icd9_ancestor(item, level)
+    if level == "Any":
+        return "Any"
+    from engine.hierarchy import Hierarchy
+
+    hierarchy = Hierarchy.icd10cm()
+    target = ICD10_GROUP_LEVEL[level]
+    if item not in hierarchy:
+        return None
+    for node in hierarchy.ancestors(item, include_self=True):
+        if hierarchy.level(node) == target:
+            return str(node)
+    return None
 
 
 def icd9_ancestor(code: str, level: str) -> str | None:

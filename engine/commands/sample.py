@@ -1,4 +1,7 @@
-"""`python -m engine sample --out DIR --patients N --seed S`: write synthetic sample data (issue #2)."""
+"""`python -m engine sample --out DIR --patients N --seed S [--formats icd10cm,mixed,omop,meds]`: write
+synthetic sample data (issue #2) and, with --formats, its ICD-10-CM and mixed variants (`icd10cm/`,
+`mixed/`, engine/synth_icd10.py) and its OMOP CDM DuckDB database and MEDS folder (`omop/`, `meds/`,
+engine/synth_formats.py) (issue 14)."""
 
 from __future__ import annotations
 
@@ -21,7 +24,25 @@ def register(sub) -> None:
         default="auto",
         help="lab orders (about 220 rows per patient): auto = only up to 200,000 patients (default)",
     )
+    parser.add_argument(
+        "--formats",
+        default="",
+        help="comma-separated extra forms of the sample: icd10cm (ICD-10-CM variant), mixed (ICD-9-CM "
+        "history, ICD-10-CM later visits), omop (OMOP CDM v5.4 DuckDB file), meds (MEDS folder)",
+    )
     parser.set_defaults(func=run)
+
+
+FORMATS = ("icd10cm", "mixed", "omop", "meds")
+
+
+def parse_formats(text: str) -> list[str]:
+    """The --formats list, each one of FORMATS; UserError names an unknown one."""
+    out = [f.strip() for f in text.split(",") if f.strip()]
+    bad = [f for f in out if f not in FORMATS]
+    if bad:
+        raise UserError(f"--formats: unknown format(s) {', '.join(bad)}; use any of {', '.join(FORMATS)}")
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
@@ -31,9 +52,14 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--patients must be a positive number of patients, not {args.patients}")
     if args.seed < 0:
         raise UserError(f"--seed must be a non-negative integer, not {args.seed}")
+    formats = parse_formats(args.formats)
     t0 = time.perf_counter()
     labs = {"auto": None, "yes": True, "no": False}[args.labs]
     paths = write_sample(args.out, args.patients, args.seed, labs=labs)
+    if formats:
+        from engine.synth_formats import write_formats
+
+        paths.update(write_formats(args.out, formats))
     for name, path in paths.items():
         print(f"{name}: {path} ({path.stat().st_size / 1e6:.2f} MB)")
     print(f"{args.patients} patients, seed {args.seed}, {time.perf_counter() - t0:.1f} s")

@@ -37,9 +37,11 @@ from engine.validation import (
     match_columns,
     report_unknown_codes,
 )
-from engine.vocab import REFERENCE_DIR
+from engine.vocab import REFERENCE_DIR, icd10cm_item
 
 DEFAULT_UTILITY_POLICY = REFERENCE_DIR / "utility_policy_default.csv"
+# the same 18 diseases in ICD-10-CM (column `icd10cm_codes`; bench/make_policy_icd10cm.py writes it)
+DEFAULT_UTILITY_POLICY_ICD10CM = REFERENCE_DIR / "utility_policy_default_icd10cm.csv"
 _SEP = re.compile(r"[\s,;]+")
 
 
@@ -79,9 +81,13 @@ def _policy(df: pd.DataFrame, fc: FileCheck) -> UtilityPolicy | None:
     """
     report = fc.report
     n_err = len(report.errors)
-    cols = match_columns(df, fc, ("disease", "icd9_codes"), ("comment",))
+    # a policy in ICD-10-CM names its code column icd10cm_codes (codes checked as ICD-10-CM)
+    icd10 = "icd10cm_codes" in df.columns and "icd9_codes" not in df.columns
+    code_col = "icd10cm_codes" if icd10 else "icd9_codes"
+    cols = match_columns(df, fc, ("disease", code_col), ("comment", "provenance"))
     if len(report.errors) > n_err:
         return None
+    cols["icd9_codes"] = cols.pop(code_col)
     extra = [c for c in df.columns if c not in cols.values()]
     if extra:
         fc.note(
@@ -131,9 +137,13 @@ def _policy(df: pd.DataFrame, fc: FileCheck) -> UtilityPolicy | None:
         pos = np.array([i for i, _ in code_rows], dtype=np.int64)
         text = Text.of(pd.Series([c for _, c in code_rows], dtype=object))
         per_code = FileCheck(fc.file, fc.rownum[pos], report)
-        unknown, counts = check_icd9_codes(text, per_code, cols["icd9_codes"])
-        if unknown.any():
-            report_unknown_codes(per_code, cols["icd9_codes"], unknown, counts, "keep")
+        if icd10:
+            _check_icd10cm_codes([c for _, c in code_rows], per_code, cols["icd9_codes"])
+            diseases = {d: frozenset(icd10cm_item(c) for c in cs) for d, cs in diseases.items()}
+        else:
+            unknown, counts = check_icd9_codes(text, per_code, cols["icd9_codes"])
+            if unknown.any():
+                report_unknown_codes(per_code, cols["icd9_codes"], unknown, counts, "keep")
     if not diseases and len(report.errors) == n_err:
         fc.note(
             "error", None, "no diseases in the policy", "at least one disease with its codes", "empty_file"
@@ -141,6 +151,54 @@ def _policy(df: pd.DataFrame, fc: FileCheck) -> UtilityPolicy | None:
     if len(report.errors) > n_err:
         return None
     return UtilityPolicy(diseases, comments, report)
+
+
+def _check_icd10cm_codes(codes: list[str], fc: FileCheck, column: str) -> None:
+    """Every code of an ICD-10-CM policy is a dotted ICD-10-CM code (error naming row and column);
+    a well-formed code unknown to the CMS list and to the phecode map is a warning (kept)."""
+    from engine.vocab import ICD10_CODE, is_known_icd10cm
+
+    for i, code in enumerate(codes):
+        row = (int(fc.rownum[i]),)
+        if not ICD10_CODE.match(code):
+            fc.note(
+                "error",
+                column,
+                f"{code!r} is not an ICD-10-CM code",
+                "dotted ICD-10-CM codes (E11.9)",
+                "bad_code",
+                row,
+            )
+        elif not is_known_icd10cm(code):
+            fc.note(
+                "warning",
+                column,
+                f"{code!r} is not a known ICD-10-CM code (kept)",
+                "a code of ICD-10-CM",
+                "unknown_code",
+                row,
+            )
+
+
+def default_utility_policy(items: Iterable[str] | None = None) -> UtilityPolicy:
+    """The shipped default policy (PNAS Table 1's 18 diseases) in the vocabularies of these item
+    labels: ICD-9-CM (`DEFAULT_UTILITY_POLICY`; also when items is None or names no ICD code),
+    ICD-10-CM (`DEFAULT_UTILITY_POLICY_ICD10CM`), or on mixed data each disease with the codes of both
+    (the ICD-9-CM file's order and comments, the ICD-10-CM comment appended)."""
+    from engine.vocab import ICD9CM, ICD10CM, vocabulary_of_item
+
+    found = {vocabulary_of_item(str(x)) for x in (() if items is None else items)} - {None}
+    if ICD10CM not in found:
+        return read_utility_policy()
+    icd10 = read_utility_policy(DEFAULT_UTILITY_POLICY_ICD10CM)
+    if ICD9CM not in found:
+        return icd10
+    icd9 = read_utility_policy()
+    names = [*icd9.diseases, *(d for d in icd10.diseases if d not in icd9.diseases)]
+    return UtilityPolicy(
+        {d: icd9.diseases.get(d, frozenset()) | icd10.diseases.get(d, frozenset()) for d in names},
+        {d: " ".join(x for x in (icd9.comments.get(d, ""), icd10.comments.get(d, "")) if x) for d in names},
+    )
 
 
 def utility_policy_from_frame(frame: pd.DataFrame, source: str = "utility policy") -> UtilityPolicy:
