@@ -2,7 +2,7 @@
 
     python -m engine risk --events EVENTS [--population IDS] [--cohort IDS]
         --scope {cohort,population} --knowledge {single_visit,all_visits} [--k K]
-        [--count-repeats] --out OUT.csv
+        [--count-repeats] [--threads N] --out OUT.csv
 
 Writes `patient_id,distinguishability` for every cohort patient (cohort order) and prints the summary
 (records, share unique, share below k, median). EVENTS is a long-form CSV or Parquet file; IDS a file
@@ -45,6 +45,12 @@ def register(sub) -> None:
         action="store_true",
         help="all-visits knowledge includes how often each code was assigned (Tamersoy 2010)",
     )
+    p.add_argument(
+        "--threads",
+        type=int,
+        help="threads of the risk kernel (default: COHORTSHIELD_THREADS, else every core); "
+        "results are the same for every count",
+    )
     p.add_argument("--out", required=True, help="output CSV: patient_id,distinguishability")
     p.set_defaults(func=run)
 
@@ -59,12 +65,16 @@ def _records_and_groups(args: argparse.Namespace) -> tuple[Records, Records]:
 def run(args: argparse.Namespace) -> int:
     if args.k < 1:
         raise UserError(f"--k must be a positive whole number, not {args.k}")
+    if args.threads is not None and args.threads < 1:
+        raise UserError(f"--threads must be a positive whole number, not {args.threads}")
     out = Path(args.out)
     if out.parent and not out.parent.exists():
         raise UserError(f"--out: folder {str(out.parent)!r} does not exist")
     population, cohort = _records_and_groups(args)
     adversary = Adversary(args.scope, args.knowledge)
-    dis = original_distinguishability(cohort, adversary, population, count_repeats=args.count_repeats)
+    dis = original_distinguishability(
+        cohort, adversary, population, count_repeats=args.count_repeats, threads=args.threads
+    )
     pd.DataFrame({"patient_id": cohort.patient_ids.astype(str), "distinguishability": dis}).to_csv(
         out, index=False
     )
