@@ -17,6 +17,7 @@ count as candidates.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -247,3 +248,26 @@ def sharded_distinguishability(
         threads=threads,
         progress=progress,
     ).per_record()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m engine.shards EVENTS OUT_DIR N`: write N shards of an events file."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m engine.shards", description=main.__doc__)
+    ap.add_argument("events", help="long-form events, CSV or Parquet (patient_id, code, [visit])")
+    ap.add_argument("out_dir", help="folder for shard-NNNNN.parquet (created)")
+    ap.add_argument("n_shards", type=int)
+    args = ap.parse_args(argv)
+    try:
+        paths = write_shards_from_events(args.events, args.out_dir, args.n_shards)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    n = sum(read_shard(p)[1] for p in paths)
+    print(f"wrote {len(paths)} shards of {n} patients to {args.out_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -126,3 +126,39 @@ def test_patients_without_events_still_count(tmp_path: Path) -> None:
     for know in ("single_visit", "all_visits"):
         want = risk.distinguishability(emptied, emptied, know)
         assert shards.sharded_distinguishability(emptied, paths, know).tolist() == want.tolist()
+
+
+def test_cli_sharded_and_dask_equal_in_process(tmp_path: Path, capsys) -> None:
+    from engine.cli import main
+
+    data = generate(600, seed=7)
+    events = tmp_path / "events.csv"
+    data.events[["patient_id", "visit", "code"]].to_csv(events, index=False)
+    cohort = tmp_path / "cohort.csv"
+    data.cohort[["patient_id"]].to_csv(cohort, index=False)
+    assert shards.main([str(events), str(tmp_path / "shards"), "3"]) == 0
+    assert "wrote 3 shards of 600 patients" in capsys.readouterr().out
+    base = ["risk", "--events", str(events), "--cohort", str(cohort), "--scope", "population"]
+    outs = {}
+    for name, extra in (
+        ("in process", []),
+        ("3 shards, one at a time", ["--shards", str(tmp_path / "shards")]),
+        (
+            "Dask (a local cluster of 2 workers)",
+            ["--shards", str(tmp_path / "shards"), "--dask-workers", "2"],
+        ),
+    ):
+        out = tmp_path / f"{len(outs)}.csv"
+        assert main([*base, "--knowledge", "single_visit", *extra, "--out", str(out)]) == 0
+        printed = capsys.readouterr().out
+        assert f"backend: {name}" in printed
+        assert ("shard 3/3" in printed) == bool(extra)
+        assert "candidates: 600 patients" in printed
+        outs[name] = pd.read_csv(out)
+    first, *rest = outs.values()
+    for other in rest:
+        pd.testing.assert_frame_equal(first, other)
+    assert main([*base, "--knowledge", "all_visits", "--scheduler", "tcp://x:1", "--out", str(out)]) == 2
+    assert "--scheduler and --dask-workers need --shards" in capsys.readouterr().err
+    assert main([*base, "--knowledge", "all_visits", "--shards", str(tmp_path), "--out", str(out)]) == 2
+    assert "no shard-*.parquet file" in capsys.readouterr().err
