@@ -47,7 +47,7 @@ from engine.release import Release, codes_of
 #    search of sorted (atom, candidate) keys for rare atoms), whichever is cheaper for the set.
 # Ties and order never change a count, so results are deterministic.
 
-_THREADS = min(2, os.cpu_count() or 1)  # chunks counted in parallel
+THREADS_ENV = "COHORTSHIELD_THREADS"  # environment variable: default thread count of the kernel
 _PAIR_CHUNK = 1 << 21  # (set, candidate) pairs expanded at once
 _PAIR_WEIGHT = 40  # cost of one expanded pair, in bitmap words AND-ed
 _AND_CHUNK_WORDS = 1 << 18  # bitmap words AND-ed at once (2 MB per operand: stays in cache)
@@ -55,6 +55,23 @@ _AND_FULL_COLUMNS = 16  # whole-bitmap ANDs per set before continuing on non-zer
 _BITMAP_MIN_POSTING = 256  # atoms held by at least this many candidates get a bitmap ...
 _BITMAP_MAX_BYTES = 1 << 30  # ... within this much memory (most frequent first)
 _BITMAP_ALL_BYTES = 1 << 26  # every atom gets a bitmap when all of them fit in this much
+
+
+def thread_count(threads: int | None = None) -> int:
+    """Threads the kernel counts chunks with: `threads` when given, else the environment variable
+    COHORTSHIELD_THREADS, else every core of the machine. Results never depend on it."""
+    if threads is None:
+        env = os.environ.get(THREADS_ENV, "").strip()
+        if env:
+            try:
+                threads = int(env)
+            except ValueError:
+                raise ValueError(f"{THREADS_ENV} must be a positive whole number, not {env!r}") from None
+        else:
+            threads = os.cpu_count() or 1
+    if threads < 1:
+        raise ValueError(f"the thread count must be a positive whole number, not {threads}")
+    return int(threads)
 
 
 def match_matrix(
@@ -98,13 +115,13 @@ def match_matrix(
 
 
 def _projected_candidates(
-    targets: Records, candidates: Records, item_codes, count_repeats: bool, by_visit: bool = False
+    target_items: np.ndarray, candidates: Records, item_codes, count_repeats: bool, by_visit: bool = False
 ) -> sp.csc_matrix:
     """(n_candidates, n_target_items) CSC: per candidate, how many occurrences match each target
     item (1 for any number when repeats are not counted); row indices sorted within columns.
     With `by_visit` the rows are the candidates' visits (`candidates.visit_patient` owns them)."""
-    same_vocab = candidates.items is targets.items or (
-        len(candidates.items) == len(targets.items) and (candidates.items == targets.items).all()
+    same_vocab = candidates.items is target_items or (
+        len(candidates.items) == len(target_items) and (candidates.items == target_items).all()
     )
     if by_visit:
         base, count_repeats = candidates.visit_item_sets, False
@@ -113,7 +130,7 @@ def _projected_candidates(
     if same_vocab and not item_codes:
         proj = base.astype(np.int32)
     else:
-        m = match_matrix(candidates.items, targets.items, item_codes)
+        m = match_matrix(candidates.items, target_items, item_codes)
         proj = (base.astype(np.int32) @ m).tocsr()
     if not count_repeats:
         proj.data[:] = 1
@@ -209,8 +226,11 @@ class _Intersector:
     with at least one visit holding every atom.
     """
 
-    def __init__(self, post: _Postings, needed: np.ndarray, owner: np.ndarray | None = None):
+    def __init__(
+        self, post: _Postings, needed: np.ndarray, owner: np.ndarray | None = None, threads: int = 1
+    ):
         self.post = post
+        self.threads = threads
         self.owner = owner
         self.n_owners = 0 if owner is None else int(owner.max(initial=-1)) + 1
         n = post.n_cand
@@ -293,8 +313,8 @@ class _Intersector:
             sel, how = job
             out[sel] = how(srt[sel], n_real[sel])
 
-        if _THREADS > 1 and len(jobs) > 1:  # numpy releases the GIL inside these array operations
-            with ThreadPoolExecutor(_THREADS) as pool:
+        if self.threads > 1 and len(jobs) > 1:  # numpy releases the GIL inside these array operations
+            with ThreadPoolExecutor(self.threads) as pool:
                 list(pool.map(run, jobs))
         else:
             for job in jobs:
@@ -400,15 +420,53 @@ def known_set_distinguishability(
     item_codes: Mapping[str, frozenset[str]] | None = None,
     count_repeats: bool = False,
     within_visits: bool = False,
+    threads: int | None = None,
 ) -> KnownSets:
     """Distinguishability of every known set of the target records (one per visit under single-visit
     knowledge, one per record under all-visits), counted as described at the top of this section.
 
     `within_visits` (single-visit knowledge only): the candidates' visits are the rows of the index,
-    sets are counted by the pairs path and reduced to distinct patients."""
+    sets are counted by the pairs path and reduced to distinct patients. `threads`: see
+    `thread_count` (results are the same for every count)."""
+    known, owner = known_sets(targets, knowledge, count_repeats)
+    values = count_known_sets(
+        targets.items,
+        known,
+        candidates,
+        knowledge,
+        item_codes=item_codes,
+        count_repeats=count_repeats,
+        within_visits=within_visits,
+        threads=threads,
+    )
+    return KnownSets(known, owner, values, targets.n_patients, candidates.n_patients)
+
+
+def known_sets(
+    targets: Records, knowledge: Knowledge, count_repeats: bool = False
+) -> tuple[sp.csr_matrix, np.ndarray]:
+    """The known sets of the target records (rows over `targets.items`, data: required occurrences;
+    repeats count under all-visits knowledge only) and the target record of each row."""
+    return _known_sets(targets, knowledge, count_repeats and knowledge == "all_visits")
+
+
+def count_known_sets(
+    target_items: np.ndarray,
+    known: sp.csr_matrix,
+    candidates: Records,
+    knowledge: Knowledge,
+    *,
+    item_codes: Mapping[str, frozenset[str]] | None = None,
+    count_repeats: bool = False,
+    within_visits: bool = False,
+    threads: int | None = None,
+) -> np.ndarray:
+    """Per row of `known` (sets over `target_items`, from `known_sets`), the number of `candidates`
+    consistent with it: the support of the set among the candidates (distinct patients with one visit
+    holding it, under `within_visits` and single-visit knowledge). Supports over disjoint groups of
+    patients add up, which is what sharded runs (engine/shards.py) rely on."""
     by_visit = within_visits and knowledge == "single_visit"
-    proj = _projected_candidates(targets, candidates, item_codes, count_repeats, by_visit=by_visit)
-    known, owner = _known_sets(targets, knowledge, count_repeats and knowledge == "all_visits")
+    proj = _projected_candidates(target_items, candidates, item_codes, count_repeats, by_visit=by_visit)
     post, entry_atom = _atoms(proj, known)
     n_cand = candidates.n_patients
     cand_owner = candidates.visit_patient if by_visit else None
@@ -422,7 +480,7 @@ def known_set_distinguishability(
     if multi.any():
         needed = np.zeros(post.n_atoms, dtype=bool)
         needed[entry_atom[np.repeat(multi, lens)]] = True
-        counter = _Intersector(post, needed, cand_owner)
+        counter = _Intersector(post, needed, cand_owner, thread_count(threads))
         # sets of 2, 3-4, 5-8, ... items padded with the sentinel atom every candidate holds
         bucket = np.where(multi, 1 << np.ceil(np.log2(np.maximum(lens, 2))).astype(np.int64), 0)
         for width in np.unique(bucket[multi]).tolist():
@@ -436,7 +494,7 @@ def known_set_distinguishability(
             mat.sort(axis=1)
             uniq, inv = _dedup_rows(mat, post.n_atoms + 1)
             values[rows] = counter.count(uniq)[inv]
-    return KnownSets(known, owner, values, targets.n_patients, n_cand)
+    return values
 
 
 def distinguishability(
@@ -447,6 +505,7 @@ def distinguishability(
     item_codes: Mapping[str, frozenset[str]] | None = None,
     count_repeats: bool = False,
     within_visits: bool = False,
+    threads: int | None = None,
 ) -> np.ndarray:
     """(n_target_records,) number of candidate records consistent with each target record.
 
@@ -462,6 +521,7 @@ def distinguishability(
         item_codes=item_codes,
         count_repeats=count_repeats,
         within_visits=within_visits,
+        threads=threads,
     ).per_record()
 
 
@@ -484,11 +544,18 @@ def candidates_for(
 
 
 def original_distinguishability(
-    cohort: Records, adversary: Adversary, population: Records | None = None, *, count_repeats: bool = False
+    cohort: Records,
+    adversary: Adversary,
+    population: Records | None = None,
+    *,
+    count_repeats: bool = False,
+    threads: int | None = None,
 ) -> np.ndarray:
     """Distinguishability of the original (unreleased) cohort records."""
     cands = candidates_for(adversary, cohort, population)
-    return distinguishability(cohort, cands, adversary.knowledge, count_repeats=count_repeats)
+    return distinguishability(
+        cohort, cands, adversary.knowledge, count_repeats=count_repeats, threads=threads
+    )
 
 
 def attacker_known_visits(release: Release) -> Records | None:

@@ -2,12 +2,19 @@
 
     python -m engine risk --events EVENTS [--population IDS] [--cohort IDS]
         --scope {cohort,population} --knowledge {single_visit,all_visits} [--k K]
-        [--count-repeats] --out OUT.csv
+        [--count-repeats] [--threads N] [--shards DIR [--scheduler ADDR | --dask-workers N]]
+        --out OUT.csv
 
 Writes `patient_id,distinguishability` for every cohort patient (cohort order) and prints the summary
 (records, share unique, share below k, median). EVENTS is a long-form CSV or Parquet file; IDS a file
 of patient ids. The population defaults to every patient in EVENTS, the cohort to the population.
 Files are read and validated by `engine.loaders` (errors name file, row and column).
+
+With `--shards DIR` (population scope), the candidates are the population in the Parquet shards of DIR
+(`python -m engine.shards EVENTS DIR N` writes them) and EVENTS holds the cohort's events: each shard
+is read and counted on its own (engine/shards.py), or on Dask with `--scheduler tcp://HOST:8786` or
+`--dask-workers N` (a LocalCluster; engine/distributed.py). The backend used and each shard's progress
+are printed. Results equal the in-process run.
 """
 
 from __future__ import annotations
@@ -21,7 +28,40 @@ from engine.adversary import KNOWLEDGES, SCOPES, Adversary
 from engine.cli import UserError
 from engine.commands.inputs import InputOptions, load_groups
 from engine.records import Records
-from engine.risk import original_distinguishability, summarize
+from engine.risk import KnownSets, original_distinguishability, summarize, thread_count
+
+
+def _progress(done: int, total: int, path: str) -> None:
+    print(f"  shard {done}/{total}: {Path(path).name}", flush=True)
+
+
+def _sharded(args: argparse.Namespace, cohort: Records, adversary: Adversary):
+    """Distinguishability of the cohort against the population in the shards of `--shards`, and the
+    number of candidates."""
+    from engine.shards import sharded_known_set_distinguishability
+
+    folder = Path(args.shards)
+    paths = sorted(folder.glob("shard-*.parquet"))
+    if not paths:
+        raise UserError(f"--shards: no shard-*.parquet file in {str(folder)!r}")
+    kw = dict(count_repeats=args.count_repeats, threads=args.threads, progress=_progress)
+    if args.scheduler or args.dask_workers is not None:
+        from engine.distributed import dask_known_set_distinguishability
+
+        where = args.scheduler or f"a local cluster of {args.dask_workers} workers"
+        print(f"backend: Dask ({where}), {len(paths)} shards")
+        ks: KnownSets = dask_known_set_distinguishability(
+            cohort,
+            paths,
+            adversary.knowledge,
+            scheduler=args.scheduler,
+            n_workers=args.dask_workers or 2,
+            **{**kw, "threads": args.threads or 1},
+        )
+    else:
+        print(f"backend: {len(paths)} shards, one at a time, {thread_count(args.threads)} threads")
+        ks = sharded_known_set_distinguishability(cohort, paths, adversary.knowledge, **kw)
+    return ks.per_record(), ks.n_candidates
 
 
 def register(sub) -> None:
@@ -45,6 +85,17 @@ def register(sub) -> None:
         action="store_true",
         help="all-visits knowledge includes how often each code was assigned (Tamersoy 2010)",
     )
+    p.add_argument(
+        "--threads",
+        type=int,
+        help="threads of the risk kernel (default: COHORTSHIELD_THREADS, else every core); "
+        "results are the same for every count",
+    )
+    p.add_argument("--shards", help="folder of Parquet shards holding the population (population scope)")
+    p.add_argument("--scheduler", help="with --shards: count the shards on this Dask scheduler (tcp://...)")
+    p.add_argument(
+        "--dask-workers", type=int, help="with --shards: count on a local Dask cluster of N workers"
+    )
     p.add_argument("--out", required=True, help="output CSV: patient_id,distinguishability")
     p.set_defaults(func=run)
 
@@ -59,19 +110,32 @@ def _records_and_groups(args: argparse.Namespace) -> tuple[Records, Records]:
 def run(args: argparse.Namespace) -> int:
     if args.k < 1:
         raise UserError(f"--k must be a positive whole number, not {args.k}")
+    if args.threads is not None and args.threads < 1:
+        raise UserError(f"--threads must be a positive whole number, not {args.threads}")
     out = Path(args.out)
     if out.parent and not out.parent.exists():
         raise UserError(f"--out: folder {str(out.parent)!r} does not exist")
+    if (args.scheduler or args.dask_workers is not None) and not args.shards:
+        raise UserError("--scheduler and --dask-workers need --shards")
+    if args.dask_workers is not None and args.dask_workers < 1:
+        raise UserError(f"--dask-workers must be a positive whole number, not {args.dask_workers}")
     population, cohort = _records_and_groups(args)
     adversary = Adversary(args.scope, args.knowledge)
-    dis = original_distinguishability(cohort, adversary, population, count_repeats=args.count_repeats)
+    if args.shards and args.scope == "population":
+        dis, n_cand = _sharded(args, cohort, adversary)
+    else:
+        print(f"backend: in process, {thread_count(args.threads)} threads")
+        dis = original_distinguishability(
+            cohort, adversary, population, count_repeats=args.count_repeats, threads=args.threads
+        )
+        n_cand = cohort.n_patients if args.scope == "cohort" else population.n_patients
     pd.DataFrame({"patient_id": cohort.patient_ids.astype(str), "distinguishability": dis}).to_csv(
         out, index=False
     )
     s = summarize(dis, args.k)
     print(f"adversary: {adversary.label}{' (repeats counted)' if args.count_repeats else ''}")
     print(f"cohort: {cohort.n_patients} patients; candidates: ", end="")
-    print(f"{cohort.n_patients if args.scope == 'cohort' else population.n_patients} patients")
+    print(f"{n_cand} patients")
     print(f"share unique (distinguishability 1): {s.share_unique:.2%}")
     print(f"share below k = {args.k}: {s.share_below_k:.2%}")
     print(f"median distinguishability: {s.median:g}")

@@ -1,0 +1,235 @@
+"""Population-scale benchmark of the risk kernel (issue 15): growth, threads, shards.
+
+    .venv/bin/python bench/scale.py [--sizes 250000,500000,1000000] [--seed 0] [--shards 8]
+
+In one run, every measurement in a fresh subprocess (so each peak memory, ru_maxrss, is its own):
+1. per size, `engine.synth.generate(n, seed)` written to Parquet; then single-visit distinguishability
+   of the whole population against itself on every core: patients, diagnoses, wall and CPU time, peak
+   memory, and where the kernel's time goes (projection and atoms, bitmap build, bitmap ANDs, pairs),
+   with the number of distinct known sets counted, the bitmap length in 64-bit words and the pairs
+   expanded from the sets' rarest atoms (the per-set costs that grow with the population);
+2. the growth exponent: least-squares slope of log(wall time) on log(patients), and of CPU time;
+3. the speed-up from threads: the middle size with 1 thread against every core (results equal);
+4. at the largest size, the cohort's single-visit risk against the population in process (the whole
+   population in memory) and sharded (`engine.shards`, the population in `--shards` Parquet shards
+   read one at a time): peak memory of each, results equal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def peak_gb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6  # Linux: kilobytes
+
+
+# ---------------------------------------------------------------------------- subprocess steps
+def step_generate(n: int, seed: int, work: Path, n_shards: int) -> dict:
+    import pandas as pd
+
+    from engine import shards
+    from engine.records import Records
+    from engine.synth import generate
+
+    t0 = time.perf_counter()
+    data = generate(n, seed, labs=False)
+    ev = data.events[["patient_id", "visit", "code"]]
+    ev.to_parquet(work / f"events_{n}.parquet", index=False)
+    pd.Series(data.cohort["patient_id"].astype(str)).to_csv(work / f"cohort_{n}.csv", index=False)
+    out = {"generate_s": time.perf_counter() - t0, "diagnoses": len(ev)}
+    if n_shards:
+        del data
+        pop = Records.from_frame(ev)
+        del ev
+        t0 = time.perf_counter()
+        shards.write_shards(pop, work / f"shards_{n}", n_shards)
+        out["write_shards_s"] = time.perf_counter() - t0
+    return out
+
+
+def _instrument(stats: dict) -> None:
+    """Accumulate wall time per kernel stage, and the sizes behind it, into `stats`."""
+    from engine import risk
+
+    def wrap(owner, name, key, sizes=None):
+        fn = getattr(owner, name)
+
+        def inner(*a, **k):
+            t0 = time.perf_counter()
+            out = fn(*a, **k)
+            stats[key] = stats.get(key, 0.0) + time.perf_counter() - t0
+            if sizes is not None:
+                sizes(a, out)
+            return out
+
+        setattr(owner, name, inner)
+
+    def count_sizes(a, out):
+        self, sets = a
+        stats["sets"] = stats.get("sets", 0) + len(sets)
+        stats["words"] = self.n_words
+        stats["pairs_rarest"] = stats.get("pairs_rarest", 0) + int(self.plen[sets].min(axis=1).sum())
+
+    wrap(risk, "_projected_candidates", "projection_s")
+    wrap(risk, "_atoms", "atoms_s")
+    wrap(risk._Intersector, "__init__", "bitmaps_s")
+    wrap(risk._Intersector, "count", "count_s", count_sizes)
+    wrap(risk._Intersector, "_count_and", "and_s")
+    wrap(risk._Intersector, "_count_pairs", "pairs_s")
+
+
+def _cohort_ids(work: Path, n: int) -> np.ndarray:
+    import pandas as pd
+
+    return pd.read_csv(work / f"cohort_{n}.csv", dtype=str)["patient_id"].to_numpy()
+
+
+def step_kernel(n: int, work: Path, threads: int, targets: str) -> dict:
+    import pandas as pd
+
+    from engine import risk
+    from engine.records import Records
+
+    pop = Records.from_frame(pd.read_parquet(work / f"events_{n}.parquet"))
+    tg = pop if targets == "population" else pop.subset(_cohort_ids(work, n))
+    stats: dict = {}
+    _instrument(stats)
+    t0, c0 = time.perf_counter(), time.process_time()
+    dis = risk.distinguishability(tg, pop, "single_visit", threads=threads)
+    stats.update(
+        wall_s=time.perf_counter() - t0,
+        cpu_s=time.process_time() - c0,
+        peak_gb=peak_gb(),
+        patients=pop.n_patients,
+        visits=pop.n_visits,
+        targets=tg.n_patients,
+    )
+    np.save(work / f"dis_{n}_{targets}_{threads}.npy", dis)
+    return stats
+
+
+def step_sharded(n: int, work: Path, threads: int) -> dict:
+    import pyarrow.parquet as pq
+
+    from engine import shards
+    from engine.records import Records
+
+    ids = _cohort_ids(work, n)  # only the cohort's events are read in full
+    frame = pq.read_table(work / f"events_{n}.parquet", filters=[("patient_id", "in", list(ids))]).to_pandas()
+    cohort = Records.from_frame(frame).subset(ids)
+    paths = sorted((work / f"shards_{n}").glob("shard-*.parquet"))
+    t0, c0 = time.perf_counter(), time.process_time()
+    dis = shards.sharded_distinguishability(cohort, paths, "single_visit", threads=threads)
+    out = {"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0, "peak_gb": peak_gb()}
+    np.save(work / f"dis_{n}_sharded.npy", dis)
+    return out
+
+
+def sub(*args: str) -> dict:
+    res = subprocess.run(
+        [sys.executable, __file__, "--step", *args], capture_output=True, text=True, check=False, cwd=ROOT
+    )
+    if res.returncode != 0:
+        sys.exit(f"step {args} failed:\n{res.stderr[-3000:]}")
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def slope(x: list[float], y: list[float]) -> float:
+    return float(np.polyfit(np.log(x), np.log(y), 1)[0])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default="250000,500000,1000000", help="three (or more) population sizes")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--shards", type=int, default=8, help="shards of the largest population")
+    ap.add_argument("--step", nargs="+", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.step:
+        kind, rest = args.step[0], args.step[1:]
+        if kind == "generate":
+            out = step_generate(int(rest[0]), args.seed, Path(rest[1]), int(rest[2]))
+        elif kind == "kernel":
+            out = step_kernel(int(rest[0]), Path(rest[1]), int(rest[2]), rest[3])
+        else:
+            out = step_sharded(int(rest[0]), Path(rest[1]), int(rest[2]))
+        print(json.dumps(out))
+        return 0
+
+    from engine.risk import thread_count
+
+    sizes = sorted(int(s) for s in args.sizes.split(","))
+    cores = thread_count()
+    print(f"cores (default thread count): {cores}; sizes {sizes}; seed {args.seed}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="cohortshield-scale-") as tmp:
+        work = Path(tmp)
+        rows = []
+        for n in sizes:
+            g = sub("generate", str(n), str(work), str(args.shards if n == sizes[-1] else 0))
+            k = sub("kernel", str(n), str(work), str(cores), "population")
+            rows.append((n, g, k))
+            print(
+                f"{k['patients']:>10,} patients {g['diagnoses']:>12,} diagnoses  generate {g['generate_s']:6.1f} s  "
+                f"single visit wall {k['wall_s']:7.1f} s cpu {k['cpu_s']:7.1f} s  peak {k['peak_gb']:5.2f} GB",
+                flush=True,
+            )
+            print(
+                f"    stages (s, summed over threads): projection {k.get('projection_s', 0):.1f}, atoms "
+                f"{k.get('atoms_s', 0):.1f}, bitmaps {k.get('bitmaps_s', 0):.1f}, count {k.get('count_s', 0):.1f} "
+                f"(AND {k.get('and_s', 0):.1f}, pairs {k.get('pairs_s', 0):.1f}); distinct sets {k.get('sets', 0):,}, "
+                f"bitmap words {k.get('words', 0):,}, pairs from rarest atoms {k.get('pairs_rarest', 0):,}",
+                flush=True,
+            )
+        pts = [r[2]["patients"] for r in rows]
+        print(f"growth exponent (wall): {slope(pts, [r[2]['wall_s'] for r in rows]):.2f}")
+        print(f"growth exponent (cpu):  {slope(pts, [r[2]['cpu_s'] for r in rows]):.2f}")
+        print(
+            "growth exponents of the parts: distinct sets "
+            f"{slope(pts, [max(r[2].get('sets', 1), 1) for r in rows]):.2f}, pairs from rarest atoms "
+            f"{slope(pts, [max(r[2].get('pairs_rarest', 1), 1) for r in rows]):.2f}, count time "
+            f"{slope(pts, [max(r[2].get('count_s', 1e-9), 1e-9) for r in rows]):.2f}",
+            flush=True,
+        )
+
+        mid = sizes[len(sizes) // 2]
+        one = sub("kernel", str(mid), str(work), "1", "population")
+        many = next(r[2] for r in rows if r[0] == mid)
+        same = np.array_equal(
+            np.load(work / f"dis_{mid}_population_1.npy"), np.load(work / f"dis_{mid}_population_{cores}.npy")
+        )
+        print(
+            f"threads at {mid:,}: 1 thread wall {one['wall_s']:.1f} s, {cores} threads wall {many['wall_s']:.1f} s: "
+            f"speed-up {one['wall_s'] / many['wall_s']:.2f}x; results equal: {same}",
+            flush=True,
+        )
+
+        big = sizes[-1]
+        inproc = sub("kernel", str(big), str(work), str(cores), "cohort")
+        shard = sub("sharded", str(big), str(work), str(cores))
+        same = np.array_equal(
+            np.load(work / f"dis_{big}_cohort_{cores}.npy"), np.load(work / f"dis_{big}_sharded.npy")
+        )
+        print(
+            f"cohort ({inproc['targets']:,} patients) vs population of {big:,}, single visit: in process wall "
+            f"{inproc['wall_s']:.1f} s peak {inproc['peak_gb']:.2f} GB; {args.shards} shards wall "
+            f"{shard['wall_s']:.1f} s peak {shard['peak_gb']:.2f} GB; results equal: {same}",
+            flush=True,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

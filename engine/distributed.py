@@ -1,0 +1,101 @@
+"""The shard-and-add plan of engine/shards.py on `dask.distributed` (issue 15; ARCHITECTURE section 7).
+
+The client builds the targets' known sets once and sends them to every worker; each task reads one
+shard (a local path on a shared file system, or an object-store URL read through fsspec) and counts the
+support of every known set with the engine's kernel (`engine.shards.shard_support`, which calls
+`engine.risk.count_known_sets`); the client adds the supports as they arrive and takes the minimum per
+target record. Dask only schedules: the kernel stays the one arbiter, so results equal the in-process
+run exactly. Workers need this package importable (same code, same pinned versions).
+
+    from engine.distributed import dask_distinguishability
+    dis = dask_distinguishability(cohort, shard_paths, "single_visit", scheduler="tcp://host:8786")
+
+Without `scheduler` or `client`, a `LocalCluster` of `n_workers` single-threaded processes is started
+for the call and closed after it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from engine.adversary import Knowledge
+from engine.records import Records
+from engine.risk import KnownSets, known_sets
+from engine.shards import Progress, shard_support
+
+
+def dask_known_set_distinguishability(
+    targets: Records,
+    shards: Sequence[str | Path],
+    knowledge: Knowledge,
+    *,
+    item_codes: Mapping[str, frozenset[str]] | None = None,
+    count_repeats: bool = False,
+    within_visits: bool = False,
+    client=None,
+    scheduler: str | None = None,
+    n_workers: int = 2,
+    processes: bool = True,
+    threads: int = 1,
+    progress: Progress | None = None,
+) -> KnownSets:
+    """`engine.shards.sharded_known_set_distinguishability` with one Dask task per shard, on `client`,
+    else on the scheduler at `scheduler` (e.g. "tcp://10.0.0.5:8786"), else on a LocalCluster of
+    `n_workers` (`processes=False`: threads of this process). `threads`: kernel threads per task."""
+    from dask.distributed import Client, LocalCluster, as_completed
+
+    own_cluster = own_client = None
+    if client is None:
+        if scheduler:
+            client = own_client = Client(scheduler)
+        else:
+            own_cluster = LocalCluster(
+                n_workers=n_workers, threads_per_worker=1, processes=processes, dashboard_address=":0"
+            )
+            client = own_client = Client(own_cluster)
+    try:
+        known, owner = known_sets(targets, knowledge, count_repeats)
+        [items_f, known_f] = client.scatter([targets.items, known], broadcast=True, hash=False)
+        futures = {
+            client.submit(
+                shard_support,
+                str(path),
+                items_f,
+                known_f,
+                knowledge,
+                item_codes=dict(item_codes) if item_codes else None,
+                count_repeats=count_repeats,
+                within_visits=within_visits,
+                threads=threads,
+                pure=False,
+            ): str(path)
+            for path in shards
+        }
+        total = np.zeros(known.shape[0], dtype=np.int64)
+        n_cand = 0
+        for done, fut in enumerate(as_completed(futures), start=1):
+            values, n = fut.result()
+            total += values
+            n_cand += n
+            if progress is not None:
+                progress(done, len(futures), futures[fut])
+        return KnownSets(known, owner, total, targets.n_patients, n_cand)
+    finally:
+        if own_client is not None:
+            own_client.close()
+        if own_cluster is not None:
+            own_cluster.close()
+
+
+def dask_distinguishability(
+    targets: Records,
+    shards: Sequence[str | Path],
+    knowledge: Knowledge,
+    **kwargs,
+) -> np.ndarray:
+    """`engine.risk.distinguishability` against the population in `shards`, counted on Dask (keyword
+    arguments as `dask_known_set_distinguishability`)."""
+    return dask_known_set_distinguishability(targets, shards, knowledge, **kwargs).per_record()

@@ -1,0 +1,273 @@
+"""Sharded, out-of-core risk runs (issue 15; ARCHITECTURE section 7).
+
+A population is split by patients into Parquet shards (`write_shards` from `Records`,
+`write_shards_from_events` from a CSV or Parquet events file, streamed in batches). The targets' known
+sets are built once (`engine.risk.known_sets`); each shard is read on its own, builds its own index
+and counts the support of every known set among its patients (`engine.risk.count_known_sets`, the one
+arbiter); the supports add up, because every patient lives in exactly one shard (so under
+within-visits matching the distinct patients of different shards are distinct too). The
+distinguishability of a target record is then the minimum over its known sets, as in process. Peak
+memory is bounded by one shard plus the targets' known sets.
+
+A shard is a Parquet file of long-form events (`patient_id`, `visit`, `code`); its file metadata
+records how many patients it holds (`cohortshield.n_patients`), so patients without any event still
+count as candidates.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import scipy.sparse as sp
+
+from engine.adversary import Knowledge
+from engine.records import Records
+from engine.risk import KnownSets, count_known_sets, known_sets
+
+N_PATIENTS_KEY = b"cohortshield.n_patients"
+_HASH_KEY = "cohortshield0001"  # 16 characters: fixed, so a patient's shard never changes
+Progress = Callable[[int, int, str], None]  # (shards done, shards in all, shard just counted)
+
+
+def shard_of(patient_ids: np.ndarray | Sequence[str], n_shards: int) -> np.ndarray:
+    """The shard of each patient id: a fixed hash of the id's text modulo `n_shards` (deterministic
+    across runs and machines)."""
+    if n_shards < 1:
+        raise ValueError(f"the number of shards must be a positive whole number, not {n_shards}")
+    ids = np.asarray(patient_ids, dtype=object).astype(str)
+    return (pd.util.hash_array(ids, hash_key=_HASH_KEY) % np.uint64(n_shards)).astype(np.int64)
+
+
+def shard_path(out_dir: str | Path, i: int) -> Path:
+    return Path(out_dir) / f"shard-{i:05d}.parquet"
+
+
+def _visit_column(values: pd.Series) -> pd.Series:
+    """Visit labels as given when numeric, else as text (one Parquet type per column)."""
+    if pd.api.types.is_numeric_dtype(values):
+        return values
+    as_num = pd.to_numeric(values, errors="coerce")
+    if as_num.notna().all() and (as_num == as_num.round()).all():
+        return as_num.astype(np.int64)
+    return values.astype(str)
+
+
+def _write(frame: pd.DataFrame, path: Path, n_patients: int) -> None:
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    meta = dict(table.schema.metadata or {})
+    meta[N_PATIENTS_KEY] = str(n_patients).encode()
+    pq.write_table(table.replace_schema_metadata(meta), path)
+
+
+def write_shards(records: Records, out_dir: str | Path, n_shards: int) -> list[Path]:
+    """Split `records` by patients into `n_shards` Parquet shards under `out_dir` (created); returns
+    their paths. Patients go to `shard_of(patient_id)`; within a shard they keep their order."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    which = shard_of(records.patient_ids, n_shards)
+    ev_shard = which[records.event_patient]
+    frame = pd.DataFrame(
+        {
+            "patient_id": records.patient_ids[records.event_patient].astype(str),
+            "visit": _visit_column(pd.Series(records.visit_ids[records.event_visit]))
+            if records.has_visits
+            else np.zeros(records.n_events, dtype=np.int64),
+            "code": records.items[records.event_item].astype(str),
+        }
+    )
+    paths = []
+    for i in range(n_shards):
+        path = shard_path(out, i)
+        _write(frame[ev_shard == i].reset_index(drop=True), path, int((which == i).sum()))
+        paths.append(path)
+    return paths
+
+
+def write_shards_from_events(
+    events: str | Path, out_dir: str | Path, n_shards: int, *, batch_rows: int = 1 << 20
+) -> list[Path]:
+    """Split a long-form events file (CSV or Parquet: `patient_id`, `code`, optional `visit`) into
+    `n_shards` Parquet shards, streaming it in batches of `batch_rows` rows (memory: one batch).
+    Refuses a file without the columns, or a row with an empty patient id or code (naming the file,
+    the row, counted from 1 after the header, and the column)."""
+    src = Path(events)
+    fmt = "parquet" if src.suffix.lower() in (".parquet", ".pq") or src.is_dir() else "csv"
+    data = ds.dataset(str(src), format=fmt)
+    names = data.schema.names
+    missing = [c for c in ("patient_id", "code") if c not in names]
+    if missing:
+        raise ValueError(f"{src.name}: no column {', '.join(repr(c) for c in missing)} (columns: {names})")
+    cols = ["patient_id", "code"] + (["visit"] if "visit" in names else [])
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    patients: list[set[str]] = [set() for _ in range(n_shards)]
+    writers: list[pq.ParquetWriter | None] = [None] * n_shards
+    tmp = [shard_path(out, i).with_suffix(".part") for i in range(n_shards)]
+    row0 = 0
+    try:
+        for batch in data.to_batches(columns=cols, batch_size=batch_rows):
+            f = batch.to_pandas()
+            for c in ("patient_id", "code"):
+                text = f[c].astype("string").str.strip()
+                bad = np.flatnonzero((text.isna() | (text == "")).to_numpy())
+                if len(bad):
+                    raise ValueError(f"{src.name}, row {row0 + int(bad[0]) + 1}, column {c!r}: empty value")
+                f[c] = text.astype(str).to_numpy(dtype=object)
+            f["visit"] = _visit_column(f["visit"]) if "visit" in f else np.zeros(len(f), dtype=np.int64)
+            which = shard_of(f["patient_id"].to_numpy(), n_shards)
+            for i in np.unique(which).tolist():
+                part = f.loc[which == i, ["patient_id", "visit", "code"]].reset_index(drop=True)
+                patients[i].update(part["patient_id"].unique().tolist())
+                table = pa.Table.from_pandas(part, preserve_index=False)
+                if writers[i] is None:
+                    writers[i] = pq.ParquetWriter(tmp[i], table.schema)
+                writers[i].write_table(table.cast(writers[i].schema))
+            row0 += len(f)
+    finally:
+        for w in writers:
+            if w is not None:
+                w.close()
+    paths = []
+    for i in range(n_shards):
+        frame = (
+            pq.read_table(tmp[i]).to_pandas()
+            if writers[i] is not None
+            else pd.DataFrame({"patient_id": [], "visit": np.zeros(0, np.int64), "code": []})
+        )
+        _write(frame, shard_path(out, i), len(patients[i]))
+        if writers[i] is not None:
+            os.remove(tmp[i])
+        paths.append(shard_path(out, i))
+    return paths
+
+
+def read_shard(path: str | Path) -> tuple[Records | None, int]:
+    """A shard's records (None when it holds no event) and its number of patients. `path` is a
+    local path or any URL pandas reads through fsspec (s3://, gs://, ...)."""
+    frame = pd.read_parquet(path)
+    n = len(frame["patient_id"].unique())
+    meta = pq.read_schema(path).metadata if not str(path).count("://") else None
+    if meta and N_PATIENTS_KEY in meta:
+        n = int(meta[N_PATIENTS_KEY])
+    if len(frame) == 0:
+        return None, n
+    return Records.from_frame(frame), n
+
+
+def shard_support(
+    path: str | Path,
+    target_items: np.ndarray,
+    known: sp.csr_matrix,
+    knowledge: Knowledge,
+    *,
+    item_codes: Mapping[str, frozenset[str]] | None = None,
+    count_repeats: bool = False,
+    within_visits: bool = False,
+    threads: int | None = None,
+) -> tuple[np.ndarray, int]:
+    """Per known set, the patients of one shard consistent with it, and the shard's patients."""
+    recs, n = read_shard(path)
+    lens = np.diff(known.indptr)
+    if recs is None:  # no events: its patients match only empty known sets
+        return np.where(lens == 0, n, 0).astype(np.int64), n
+    values = count_known_sets(
+        target_items,
+        known,
+        recs,
+        knowledge,
+        item_codes=item_codes,
+        count_repeats=count_repeats,
+        within_visits=within_visits,
+        threads=threads,
+    )
+    values[lens == 0] = n  # patients without events are candidates too
+    return values, n
+
+
+def sharded_known_set_distinguishability(
+    targets: Records,
+    shards: Sequence[str | Path],
+    knowledge: Knowledge,
+    *,
+    item_codes: Mapping[str, frozenset[str]] | None = None,
+    count_repeats: bool = False,
+    within_visits: bool = False,
+    threads: int | None = None,
+    progress: Progress | None = None,
+) -> KnownSets:
+    """`engine.risk.known_set_distinguishability` with the candidates read shard by shard: the
+    supports of the targets' known sets are counted per shard and added."""
+    known, owner = known_sets(targets, knowledge, count_repeats)
+    total = np.zeros(known.shape[0], dtype=np.int64)
+    n_cand = 0
+    for done, path in enumerate(shards, start=1):
+        values, n = shard_support(
+            path,
+            targets.items,
+            known,
+            knowledge,
+            item_codes=item_codes,
+            count_repeats=count_repeats,
+            within_visits=within_visits,
+            threads=threads,
+        )
+        total += values
+        n_cand += n
+        if progress is not None:
+            progress(done, len(shards), str(path))
+    return KnownSets(known, owner, total, targets.n_patients, n_cand)
+
+
+def sharded_distinguishability(
+    targets: Records,
+    shards: Sequence[str | Path],
+    knowledge: Knowledge,
+    *,
+    item_codes: Mapping[str, frozenset[str]] | None = None,
+    count_repeats: bool = False,
+    within_visits: bool = False,
+    threads: int | None = None,
+    progress: Progress | None = None,
+) -> np.ndarray:
+    """`engine.risk.distinguishability` against the population held in `shards` (same results)."""
+    return sharded_known_set_distinguishability(
+        targets,
+        shards,
+        knowledge,
+        item_codes=item_codes,
+        count_repeats=count_repeats,
+        within_visits=within_visits,
+        threads=threads,
+        progress=progress,
+    ).per_record()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m engine.shards EVENTS OUT_DIR N`: write N shards of an events file."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m engine.shards", description=main.__doc__)
+    ap.add_argument("events", help="long-form events, CSV or Parquet (patient_id, code, [visit])")
+    ap.add_argument("out_dir", help="folder for shard-NNNNN.parquet (created)")
+    ap.add_argument("n_shards", type=int)
+    args = ap.parse_args(argv)
+    try:
+        paths = write_shards_from_events(args.events, args.out_dir, args.n_shards)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    n = sum(read_shard(p)[1] for p in paths)
+    print(f"wrote {len(paths)} shards of {n} patients to {args.out_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
