@@ -199,7 +199,9 @@ def test_untrusted_text_fetches_nothing(server: str) -> None:
             sidebar.locator('input[type="file"]').first.set_input_files(
                 files=[{"name": name, "mimeType": "text/csv", "buffer": events}]
             )
-            alert = sidebar.locator('[data-testid="stAlert"]').filter(has_text="neither ICD-9-CM nor ICD-10-CM codes")
+            alert = sidebar.locator('[data-testid="stAlert"]').filter(
+                has_text="neither ICD-9-CM nor ICD-10-CM codes"
+            )
             expect(alert.first).to_be_visible(timeout=WAIT_MS)
             _settle(page)
             page.wait_for_timeout(1500)
