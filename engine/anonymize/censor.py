@@ -67,6 +67,7 @@ from engine.adversary import Scope
 from engine.records import PATIENT, VISIT, Records
 from engine.release import Release
 from engine.utility.censoring import censoring_loss, cul_statistics, release_cul
+from engine.utility.coverage import instances_retained
 
 Variant = Literal["faithful", "targeted"]
 Kernel = Literal["dominance", "risk"]
@@ -543,6 +544,7 @@ def gccens_run(
         params=params,
     )
     cul = release_cul(release, baseline="capped")
+    retained = instances_retained(release, cohort)
     loss = {
         "k_reached": reached,
         "iterations": len(steps),
@@ -550,6 +552,12 @@ def gccens_run(
         "censored_by_loop": int((stage[removed] == "censor").sum()),
         "steps": steps,
         "cul": cul_statistics(cul, release).as_dict(),
+        "cul_baseline": "the capped record (Tamersoy's CUL, method-internal: caps are not counted)",
+        "cul_vs_original": cul_statistics(release_cul(release, "original"), release, "original").as_dict(),
+        "retained_vs_original": {
+            **retained.as_dict(),
+            "label": "code instances of the selected codes retained, against the original cohort (caps included)",
+        },
     }
     return replace(release, loss=loss)
 
