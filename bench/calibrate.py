@@ -150,7 +150,10 @@ record's visits.
 The paper reports "at least 40%" unique for one visit's codes (over its two datasets), so a figure
 above 40% is consistent with it; its 75% unpublishable and 96% / 99% for all visits are the targets
 the generator was tuned to (random search over the code-draw parameters, scored on these four figures,
-diagnoses per patient and the trajectory figures).
+diagnoses per patient and the trajectory figures). Heatherly's Table 1 figures are compared as her
+Diagnosis Count (Figure 15: distinct (record, code) pairs; `engine.utility.retention.diagnosis_count`),
+the measure the paper defines; code events per patient (repeats counted) are shown apart, without a
+paper value (issue 16: the table used to compare events with DC).
 
 ## Repeated codes (Tamersoy 2010; `repeated_codes(301423, 2676)`)
 

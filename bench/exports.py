@@ -71,7 +71,9 @@ def main() -> None:
 
     def phewas_change(release) -> tuple[int, int]:
         """(lost, false) associations of the release, Total row of Heatherly's Table 4."""
-        table = significance_table(phewas_original, {"r": phewas_of_release(release, genotypes)})
+        table = significance_table(
+            phewas_original, {"r": phewas_of_release(release, genotypes)}, correction="heatherly2013"
+        )
         total = table[table["snp"] == "Total"].iloc[0]
         return int(total["r: lost"]), int(total["r: false"])
 

@@ -8,13 +8,20 @@ reference measured in the same run: Algorithm 1 recounting every record's distin
 risk engine (`engine.risk.distinguishability`) on every iteration. Both must give the same release,
 and the risk engine verifies it. Also prints Tables 1 and 2 on this synthetic data.
 
-    .venv/bin/python bench/gccens.py [--quick]
+Then "all codes on the sample" (issue 16): GCCens as the app runs it (`engine.runs.GCCensSettings` with
+`CodeSelection("all")`, k-map against the shipped sample's population) against the pre-issue-16 path,
+`engine/anonymize/censor.py` as of commit e6fef49 loaded from git, in the same run; both must give
+the same release.
+
+    .venv/bin/python bench/gccens.py [--quick] [--sample-only]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import resource
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -110,11 +117,69 @@ def tables(population: Records, sample: Records) -> None:
     print(t2.drop(columns=["variant", "k"]).round(3).to_string(index=False))
 
 
+OLD_COMMIT = "e6fef49"  # main before issue 16's kernel (per-target exact counts of every censored record)
+
+
+def _old_censor():
+    """engine/anonymize/censor.py as of OLD_COMMIT, loaded as its own module (None without git)."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        src = subprocess.run(
+            ["git", "show", f"{OLD_COMMIT}:engine/anonymize/censor.py"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    spec = importlib.util.spec_from_loader("censor_before_issue_16", loader=None)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    exec(compile(src, f"{OLD_COMMIT}:engine/anonymize/censor.py", "exec"), module.__dict__)
+    return module
+
+
+def all_codes_on_the_sample() -> None:
+    from unittest import mock
+
+    from engine import loaders
+    from engine.anonymize import censor
+    from engine.runs import CodeSelection, GCCensSettings, RunInputs
+
+    ds = loaders.load_sample()
+    inputs = RunInputs(ds.events, ds.group_records("cohort"), ds.group_records("biobank"))
+    settings = GCCensSettings(codes=CodeSelection("all"))
+    print(f"\n== all codes on the sample: {settings.describe()}")
+    new, t_new = timed(settings.run, inputs)
+    cpu_new = timed.cpu
+    print(
+        f"  GCCens all codes on the sample: {t_new:.2f} s wall ({cpu_new:.2f} s CPU), "
+        f"{new.loss['iterations']} iterations, {new.records.n_events:,} instances released"
+    )
+    old_module = _old_censor()
+    if old_module is None:
+        print("  old path: git not available, not measured")
+        return
+    patched = {name: getattr(old_module, name) for name in ("gccens_run", "prepare", "select_codes")}
+    with mock.patch.multiple(censor, **patched):
+        old, t_old = timed(settings.run, inputs)
+    same = old.records.fingerprint == new.records.fingerprint and old.loss["steps"] == new.loss["steps"]
+    print(
+        f"  old path (censor.py at {OLD_COMMIT}): {t_old:.2f} s wall ({timed.cpu:.2f} s CPU); same release: "
+        f"{same}; ratio old/new {t_old / t_new:.1f}x wall ({timed.cpu / cpu_new:.1f}x CPU)"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a tenth of the sizes")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--sample-only", action="store_true", help="only the all-codes-on-the-sample line")
     args = ap.parse_args()
+    if args.sample_only:
+        all_codes_on_the_sample()
+        return
     scale = 10 if args.quick else 1
     n_pop, n_sample = 301_423 // scale, 2_676 // scale
 
@@ -129,6 +194,7 @@ def main() -> None:
     print("\n50-code variant")
     population, sample = build(n_pop, n_sample, codes50, args.seed)
     run_case("50 codes", population, sample, k=5, cap=3, reference=True)
+    all_codes_on_the_sample()
     print(f"\npeak RSS {peak_mb():.0f} MB")
 
 

@@ -27,6 +27,14 @@ Definitions (every default is stated, because the established tools disagree):
   ratio is allelic (minor allele, cases vs controls) with a Woolf 95% interval; a 0.5 Haldane correction
   is added to every cell when one is zero. Patients with a missing genotype are left out of that SNP.
 - Multiple testing: Bonferroni and Benjamini-Hochberg within each SNP's scan (one SNP = one PheWAS).
+  `significance_table` defaults to Benjamini-Hochberg at q <= alpha (`DEFAULT_CORRECTION`): a PheWAS
+  is a screen of hundreds of phenotypes per SNP (1,842 tests on the sample), and without correction
+  about alpha of the null tests pass (some 90 chance "associations" at 0.05), so the "original
+  associations" a release is judged on would include them. BH controls the share of false
+  discoveries among those called, which is what a screen's list of findings needs; Bonferroni
+  controls the chance of any false one and, the tests being correlated (nested phecodes), would
+  drop real associations too. Heatherly 2013's Table 4 counts uncorrected p <= 0.05: the named
+  option `"heatherly2013"` (`"none"` is the same).
 
 Released data: a released item counts toward a phecode only when every code it stands for counts
 toward that phecode (so generalization inside a phecode, as Heatherly constrains it, loses nothing);
@@ -396,8 +404,11 @@ def phewas_of_release(
 
 
 # ---------------------------------------------------------------------------------- comparison
-Correction = Literal["none", "bonferroni", "bh"]
-_P_COLUMN = {"none": "p", "bonferroni": "p_bonferroni", "bh": "p_bh"}
+Correction = Literal["bh", "bonferroni", "heatherly2013", "none"]
+CORRECTIONS: tuple[Correction, ...] = ("bh", "bonferroni", "heatherly2013", "none")
+DEFAULT_CORRECTION: Correction = "bh"  # see the module docstring, "Multiple testing"
+HEATHERLY_2013: Correction = "heatherly2013"  # Table 4's setting: uncorrected p <= 0.05
+_P_COLUMN = {"none": "p", "heatherly2013": "p", "bonferroni": "p_bonferroni", "bh": "p_bh"}
 
 
 def paired(original: pd.DataFrame, released: pd.DataFrame) -> pd.DataFrame:
@@ -426,11 +437,15 @@ def significance_table(
     original: pd.DataFrame,
     released: Mapping[str, pd.DataFrame],
     alpha: float = 0.05,
-    correction: Correction = "none",
+    correction: Correction = DEFAULT_CORRECTION,
 ) -> pd.DataFrame:
-    """Heatherly's Table 4: per SNP, associations at p <= alpha in the original data, and for each
-    release the lost (significant before, not after) and false (not before, significant after)
-    associations, with a Total row. A test that did not run counts as not significant."""
+    """Heatherly's Table 4 layout: per SNP, associations at (corrected) p <= alpha in the original
+    data, and for each release the lost (significant before, not after) and false (not before,
+    significant after) associations, with a Total row. A test that did not run counts as not
+    significant. Default: Benjamini-Hochberg; `correction="heatherly2013"` is the paper's uncorrected
+    p <= alpha."""
+    if correction not in _P_COLUMN:
+        raise ValueError(f"correction must be one of {', '.join(CORRECTIONS)}, not {correction!r}")
     col = _P_COLUMN[correction]
     snps = sorted(set(original["snp"]))
     rows = []

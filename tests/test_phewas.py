@@ -160,7 +160,7 @@ def test_significance_table_counts_lost_and_false():
     rel = orig.copy()
     rel["p"] = [0.01, 0.3, 0.01, 0.2]  # phecode 2 lost, phecode 3 false
     rel = rel[rel.phecode != "4"]  # a test that did not run is not significant
-    t = significance_table(orig, {"R": rel})
+    t = significance_table(orig, {"R": rel}, correction="heatherly2013")  # Table 4's setting
     s = t[t.snp == "s"].iloc[0]
     assert (s["original"], s["R: lost"], s["R: false"], s["R: identical"]) == (2, 1, 1, 1)
     assert t[t.snp == "Total"].iloc[0]["R: lost"] == 1
@@ -175,3 +175,26 @@ def test_paired_with_an_empty_release_is_numeric():
     empty = orig.iloc[0:0]
     pr = paired(orig, empty)
     assert pr["p_released"].isna().all() and pr["neglog10_original"].notna().all()
+
+
+def test_significance_table_defaults_to_benjamini_hochberg():
+    """Issue 16: uncorrected p <= 0.05 over a scan counts chance findings as associations; the default
+    counts BH-adjusted p, and Heatherly's setting stays a named option."""
+    orig = pd.DataFrame(
+        {
+            "snp": ["s"] * 3,
+            "phecode": ["1", "2", "3"],
+            "phenotype": ["a", "b", "c"],
+            "n_cases": [30] * 3,
+            "odds_ratio": [1.0] * 3,
+            "p": [0.001, 0.04, 0.5],
+            "p_bonferroni": [0.003, 0.12, 1.0],
+            "p_bh": [0.003, 0.06, 0.5],
+        }
+    )
+    default = significance_table(orig, {"R": orig})
+    assert default.iloc[0]["original"] == 1  # only 0.001 survives BH at 0.05
+    assert significance_table(orig, {"R": orig}, correction="heatherly2013").iloc[0]["original"] == 2
+    assert significance_table(orig, {"R": orig}, correction="none").iloc[0]["original"] == 2
+    with pytest.raises(ValueError, match="correction must be one of"):
+        significance_table(orig, {"R": orig}, correction="holm")

@@ -338,3 +338,25 @@ def test_run_profiles_refuses_visits_for_all_visits_and_a_mismatched_policy():
     run = run_profiles(r, 2, "single_visit", "UGACLIP", UTILITY)
     assert run.verified and not run.release.shows_visits
     assert list(run.release.exported_frame().columns) == ["patient_id", "code"]
+
+
+def test_outside_suppress_never_groups_codes_outside_the_utility_policy():
+    """Issue 16: the PNAS text allows reading "generalizations that satisfy the utility policy" as
+    merges inside one utility constraint only; with `outside="suppress"` codes outside every
+    constraint are released as themselves or suppressed, never grouped (the default groups them)."""
+    # five asthma patients, each with one rare code outside the policy in the same visit
+    rows = [(f"p{i}", "v", c) for i in range(5) for c in ("493.00", f"70{i + 1}")]
+    r = Records.from_frame(pd.DataFrame(rows, columns=["patient_id", "visit", "code"]))
+    policy = extract_policy(r, 5, "single_visit")
+    grouped = ugaclip(r, policy, 5, UTILITY)
+    assert list(grouped.item_codes.values()) == [frozenset({"701", "702", "703", "704", "705"})]
+    assert grouped.loss["suppressed_codes"] == 0
+    strict = ugaclip(r, policy, 5, UTILITY, outside="suppress")
+    assert strict.item_codes == {}
+    assert strict.loss["suppressed_codes"] == 5
+    assert sorted(str(x) for x in strict.present_items()) == ["493.00"]
+    assert strict.params["outside"] == "suppress"
+    assert check_policy(policy.constraints, strict, 5).ok
+    assert verify(strict, Adversary("cohort", "single_visit"), 5).ok
+    with pytest.raises(ValueError, match="outside must be one of"):
+        ugaclip(r, policy, 5, UTILITY, outside="merge")

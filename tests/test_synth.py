@@ -250,7 +250,15 @@ def test_calibration_figures_on_small_sample(small):
     assert list(frame.columns) == ["source", "figure", "paper", "generated", "off", "note"]
     by = {f.figure: f.generated for f in figs}
     n_events = len(small.events)
-    assert by["diagnoses per patient, population (SD)"] == pytest.approx(n_events / 3000)
+    # issue 16: the paper's figure is Diagnosis Count (Figure 15: distinct (record, code) pairs), so
+    # the generated side is DC per patient, not events; events are a separate row with no paper value
+    pairs = small.events[["patient_id", "code"]].drop_duplicates()
+    dc = by["Diagnosis Count per patient (distinct record-code pairs), population (SD)"]
+    assert dc == pytest.approx(len(pairs) / 3000)
+    assert by["code events per patient (repeats counted; not the paper's DC), population"] == pytest.approx(
+        n_events / 3000
+    )
+    assert dc < n_events / 3000  # the sample repeats codes, so the two measures differ
     # all-visits knowledge can only make records more distinguishable than one visit
     assert by["cohort unique, all visits"] >= by["cohort unique, single visit"]
 

@@ -36,8 +36,12 @@ with `engine.risk.distinguishability` on every iteration, the plain reference) o
 dominance count (`kernel="dominance"`, default): candidate count vectors capped at the caps (which
 cannot change any count, as no target exceeds them), counted in O(1) by suffix sums over a dense
 histogram when the cap grid is small (the paper's four codes), else by AND-ing per (code, level)
-bitsets of candidates with per-vector memoization. In the population scope only the records just
-censored are recounted; in the cohort scope only the records that held the censored code at the
+bitsets of candidates with per-vector memoization. The loop only asks whether a record is below k
+(`DominanceCounter.below`): on the bitset path all records censored in one step are decided together
+from their codes alone (not the d columns), intersecting features "at least l of code j" from the
+rarest up and stopping once fewer than k candidates are left. In the population scope only the
+records just censored that were still below k are recounted (a record that met k still does: fewer
+codes, as many dominating candidates or more); in the cohort scope only the records that held the censored code at the
 censored level (no other record gains or loses a dominating candidate). Either way the result is
 verified by `engine.risk.verify` (tests and callers), never by these counters.
 
@@ -63,6 +67,7 @@ from engine.adversary import Scope
 from engine.records import PATIENT, VISIT, Records
 from engine.release import Release
 from engine.utility.censoring import censoring_loss, cul_statistics, release_cul
+from engine.utility.coverage import instances_retained
 
 Variant = Literal["faithful", "targeted"]
 Kernel = Literal["dominance", "risk"]
@@ -103,6 +108,15 @@ class DominanceCounter:
             self._hist = _suffix_histogram(m[:, self._axes], self.top[self._axes])
         else:
             self._csc = m
+            # feature (j, level) = "at least `level` of code j", numbered off[j] + level; its size
+            # (how many candidates hold it) and, once asked for, its bitset in a slot of `_store`
+            self._off = np.concatenate([[0], np.cumsum(self.top + 1)]).astype(np.int64)
+            flat = np.repeat(self._off[:-1], np.diff(m.indptr)) + m.data
+            suffix = np.cumsum(np.bincount(flat, minlength=int(self._off[-1]) + 1)[::-1])[::-1]
+            self._size = suffix[:-1] - np.repeat(suffix[self._off[1:]], self.top + 1)
+            self._slot = np.full(int(self._off[-1]), -1, dtype=np.int64)
+            self._store = np.zeros((0, self._words), dtype=np.uint64)
+            self._stored = 0
 
     def changed(self, j: int) -> None:
         """Forget the bitsets of column j (live mode, after the caller edited that column)."""
@@ -122,6 +136,69 @@ class DominanceCounter:
             return self._hist[tuple(targets[:, self._axes].T)].astype(np.int64)
         local: dict[bytes, int] = {}  # identical targets in this call are counted once
         return np.array([self._count_one(t, local) for t in targets], dtype=np.int64)
+
+    def below(self, targets: np.ndarray, k: int) -> np.ndarray:
+        """(B,) whether each target's dominance count is below k, the only thing Algorithm 1's loop
+        asks (line 2). Same answers as `count(targets) < k`; on the bitset path all targets are
+        decided together, intersecting each target's features from the rarest up and stopping as
+        soon as fewer than k candidates are left (or every feature is used: the exact count)."""
+        targets = np.asarray(targets, dtype=np.int64).reshape(-1, self.d)
+        if self.dense or self._live is not None or len(targets) == 0:
+            return self.count(targets) < k
+        b, j = np.nonzero(targets)
+        return self.below_sparse(b, j, targets[b, j], len(targets), k)
+
+    def below_sparse(self, b: np.ndarray, j: np.ndarray, level: np.ndarray, n: int, k: int) -> np.ndarray:
+        """`below` of n targets given by their nonzero entries: target b[i] holds code j[i] level[i]
+        times (levels > 0; the bitset path only, where a target's cost is its support, not d)."""
+        if self.dense or self._live is not None:
+            targets = np.zeros((n, self.d), dtype=np.int64)
+            targets[b, j] = level
+            return self.below(targets, k)
+        if (level > self.top[j]).any():
+            raise ValueError("a target count exceeds the counter's cap")
+        fid = self._off[j] + level
+        size = self._size[fid]
+        order = np.lexsort((fid, size, b))  # per target, rarest feature first (ties: feature order)
+        fid, size = fid[order], size[order]
+        b = b[order]
+        n_feat = np.bincount(b, minlength=n)
+        start = np.concatenate([[0], np.cumsum(n_feat)[:-1]])
+        out = np.full(n, self.n < k)  # no code: every candidate dominates
+        active = np.flatnonzero(n_feat > 0)
+        rare = size[start[active]] < k  # the rarest feature alone leaves fewer than k
+        out[active[rare]] = True
+        active = active[~rare]
+        acc = None
+        r = 0
+        while len(active):
+            bits = self._feature_bits(fid[start[active] + r])
+            acc = bits if acc is None else np.bitwise_and(acc, bits, out=acc)
+            low = np.bitwise_count(acc).sum(axis=1, dtype=np.int64) < k
+            done = low | (n_feat[active] <= r + 1)
+            out[active[done]] = low[done]
+            active, acc = active[~done], acc[~done]
+            r += 1
+        return out
+
+    def _feature_bits(self, fids: np.ndarray) -> np.ndarray:
+        """(len(fids), words) bitsets of the given features, built once each and kept."""
+        missing = np.unique(fids[self._slot[fids] < 0])
+        if len(missing):
+            need = self._stored + len(missing)
+            if need > len(self._store):
+                grown = np.zeros((max(need, 2 * len(self._store)), self._words), dtype=np.uint64)
+                grown[: self._stored] = self._store[: self._stored]
+                self._store = grown
+            col = np.searchsorted(self._off, missing, side="right") - 1
+            for slot, (f, j) in enumerate(zip(missing.tolist(), col.tolist(), strict=True), self._stored):
+                rows = self._rows_at_least(j, f - int(self._off[j]))
+                flags = np.zeros(self._words * 64, dtype=bool)
+                flags[rows] = True
+                self._store[slot] = np.packbits(flags, bitorder="little").view(np.uint64)
+                self._slot[f] = slot
+            self._stored = need
+        return self._store[self._slot[fids]]
 
     def _rows_at_least(self, j: int, level: int) -> np.ndarray:
         if self._live is not None:
@@ -193,7 +270,8 @@ def select_codes(records: Records, codes: Iterable[str], roll_up: Mapping[str, s
     labels = np.asarray([str(x) for x in records.items], dtype=object)
     if roll_up:
         labels = np.asarray([roll_up.get(x, x) for x in labels], dtype=object)
-    kept = records.keep_events(np.isin(labels, list(wanted))[records.event_item])
+    chosen = np.fromiter((x in wanted for x in labels), dtype=bool, count=len(labels))  # per item
+    kept = records.keep_events(chosen[records.event_item])
     return kept.relabel(labels) if roll_up else kept
 
 
@@ -344,16 +422,32 @@ def censor_counts(
     sizes = (y == cap[None, :]).sum(axis=0) * (cap > 0)
     counter = problem.counter_for(caps)
     if kernel == "risk":
-        dis = _risk_distinguishability(problem, y)
+        below = _risk_distinguishability(problem, y) < k
     else:
         if problem.scope == "cohort":  # candidates: the release itself, edited in place below
             counter = DominanceCounter(y, y.max(axis=0) if m else cap, live=True)
         assert counter is not None
-        dis = counter.count(y)
+        below = counter.below(y, k)
+    # who holds each code (after capping; censoring only empties entries), so that the loop's column
+    # and row work is proportional to the holders and the records' codes, not to the cohort or d
+    held = sp.csr_matrix(capped)
+    by_code = held.tocsc()
+    row_lengths = np.diff(held.indptr)
+    sparse_rows = kernel == "dominance" and problem.scope == "population" and not counter.dense
+
+    def still_below(rows: np.ndarray) -> np.ndarray:
+        if not sparse_rows:
+            return counter.below(y[rows], k)
+        starts, lengths = held.indptr[rows], row_lengths[rows]
+        b = np.repeat(np.arange(len(rows)), lengths)
+        j = held.indices[np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(lengths.sum())]
+        level = y[rows[b], j]
+        nz = level > 0
+        return counter.below_sparse(b[nz], j[nz], level[nz], len(rows), k)
+
     steps: list[dict] = []
     labels = problem.code_labels
     while True:
-        below = dis < k
         n_below = int(below.sum())
         if n_below == 0:  # line 2
             return capped, y, steps, True
@@ -369,23 +463,26 @@ def censor_counts(
         if not (sizes > 0).any():
             return capped, y, steps, False  # nothing left to censor
         o = int(np.argmin(np.where(sizes > 0, sizes, np.iinfo(np.int64).max)))  # line 11, first = code order
-        at_level = y[:, o] == level[o]
-        rows = np.flatnonzero(at_level if eligible is None else at_level & eligible)
+        holders = by_code.indices[by_code.indptr[o] : by_code.indptr[o + 1]]
+        at_level = holders[y[holders, o] == level[o]]  # level[o] > 0: only holders can be at it
+        rows = at_level if eligible is None else at_level[eligible[at_level]]
         y[rows, o] -= 1  # lines 12-14
         steps.append(
             {"code": labels[o], "from_count": int(level[o]), "records": len(rows), "below_k_before": n_below}
         )
         if variant == "faithful":  # line 15, then the working cap drops to what is present
-            cap[o] = min(int(level[o]) - 1, int(y[:, o].max()))
-            sizes[o] = int((y[:, o] == cap[o]).sum()) if cap[o] > 0 else 0
+            left = y[holders, o]
+            cap[o] = min(int(level[o]) - 1, int(left.max()))
+            sizes[o] = int((left == cap[o]).sum()) if cap[o] > 0 else 0
         if kernel == "risk":
-            dis = _risk_distinguishability(problem, y)
-        elif problem.scope == "population":  # k-map: only the censored records change
-            dis[rows] = counter.count(y[rows])
+            below = _risk_distinguishability(problem, y) < k
+        elif problem.scope == "population":  # k-map: only the censored records change, and a
+            # record that met k still does (fewer codes: as many dominating candidates or more)
+            rows = rows[below[rows]]
+            below[rows] = still_below(rows)
         else:  # only records that held o at the censored level can gain or lose dominators
             counter.changed(o)
-            affected = np.flatnonzero(at_level)
-            dis[affected] = counter.count(y[affected])
+            below[at_level] = still_below(at_level)
 
 
 def _release_mask(problem: CensorProblem, keep_counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -447,6 +544,7 @@ def gccens_run(
         params=params,
     )
     cul = release_cul(release, baseline="capped")
+    retained = instances_retained(release, cohort)
     loss = {
         "k_reached": reached,
         "iterations": len(steps),
@@ -454,6 +552,12 @@ def gccens_run(
         "censored_by_loop": int((stage[removed] == "censor").sum()),
         "steps": steps,
         "cul": cul_statistics(cul, release).as_dict(),
+        "cul_baseline": "the capped record (Tamersoy's CUL, method-internal: caps are not counted)",
+        "cul_vs_original": cul_statistics(release_cul(release, "original"), release, "original").as_dict(),
+        "retained_vs_original": {
+            **retained.as_dict(),
+            "label": "code instances of the selected codes retained, against the original cohort (caps included)",
+        },
     }
     return replace(release, loss=loss)
 
