@@ -60,6 +60,8 @@ from engine.validation import (
     match_columns,
     parse_integers,
     per_row,
+    visit_labels,
+    whole_numbers,
 )
 
 SAMPLE_DIR = Path(__file__).resolve().parent.parent / "sample_data"
@@ -320,22 +322,6 @@ def _absent(text: Text, population: pd.Index) -> np.ndarray:
     return per_row(outside, text.codes)
 
 
-def _whole_numbers(values: pd.Series) -> np.ndarray | None:
-    """int64 values when the column is numeric, complete and whole (integers exactly); else None."""
-    if not pd.api.types.is_numeric_dtype(values.dtype) or pd.api.types.is_bool_dtype(values.dtype):
-        return None
-    if pd.api.types.is_integer_dtype(values.dtype):
-        if values.isna().any():
-            return None
-        if pd.api.types.is_unsigned_integer_dtype(values.dtype) and len(values) and values.max() > 2**63 - 1:
-            return None
-        return values.to_numpy(dtype=np.int64)
-    num = values.to_numpy(dtype=float, na_value=np.nan)
-    if np.isnan(num).any() or (num != np.round(num)).any():
-        return None
-    return num.astype(np.int64)
-
-
 # ------------------------------------------------------------------------------------ events
 def _events(
     src: Source,
@@ -368,7 +354,7 @@ def _events(
     out: dict[str, Any] = {PATIENT: pid.array(), CODE: code.array}
     keys = [pid.codes, code.keys]
     if VISIT in cols:
-        visit, visit_key = _visits(df[cols[VISIT]], fc, cols[VISIT])
+        visit, visit_key = visit_labels(df[cols[VISIT]], fc, cols[VISIT])
         out[VISIT] = visit
         keys.append(visit_key)
     if AGE in cols:
@@ -386,31 +372,6 @@ def _events(
             drop |= dup
     frame = pd.DataFrame(out)
     return frame.loc[~drop].reset_index(drop=True) if drop.any() else frame
-
-
-def _visits(values: pd.Series, fc: FileCheck, column: str) -> tuple[np.ndarray, np.ndarray]:
-    """(visit labels, integer key): integers when every label is a whole number, else text."""
-    ints = _whole_numbers(values)
-    if ints is not None:
-        return ints, ints
-    text = Text.of(values, fc, column)
-    check_blank(text, fc, column, "a visit id or date in every row (or no visit column)")
-    u = pd.Series(text.uniques, dtype=object).astype(str)
-    if len(u) and u.str.fullmatch(r"-?\d+").all() and not text.blank.any():
-        return u.astype(np.int64).to_numpy()[text.codes], text.codes
-    not_iso = ~u.str.fullmatch(r"\d{4}-\d{2}-\d{2}([ T].*)?").to_numpy(dtype=bool)
-    looks_date = u.str.contains(r"\d+[/.-]\d+[/.-]\d+", regex=True).to_numpy(dtype=bool)
-    odd = not_iso & looks_date
-    if odd.any():
-        fc.flag(
-            "warning",
-            column,
-            per_row(odd, text.codes),
-            f"dates not in ISO form ({text.examples(odd)}); visits are ordered as text",
-            "ISO dates (2010-03-12) or whole visit numbers, so visits sort in time order",
-            "visit_order",
-        )
-    return text.array(), text.codes
 
 
 def load_events(
@@ -470,7 +431,7 @@ def _labs(src: Source, report: ValidationReport, drop_duplicates: bool, na_ids: 
 
 def _days(values: pd.Series, fc: FileCheck, column: str) -> np.ndarray | None:
     """Whole day numbers (int64), or ISO dates (datetime64); None after reporting bad cells."""
-    ints = _whole_numbers(values)
+    ints = whole_numbers(values)
     if ints is not None:
         return ints
     if pd.api.types.is_datetime64_any_dtype(values.dtype):

@@ -603,3 +603,46 @@ def parse_integers(
         fc.flag("error", column, out, f"out of range: {examples}", expected, f"{column}_range")
         ok = False
     return num.astype(np.int64) if ok else None
+
+
+def whole_numbers(values: pd.Series) -> np.ndarray | None:
+    """int64 values when the column is numeric, complete and whole (integers exactly); else None."""
+    if not pd.api.types.is_numeric_dtype(values.dtype) or pd.api.types.is_bool_dtype(values.dtype):
+        return None
+    if pd.api.types.is_integer_dtype(values.dtype):
+        if values.isna().any():
+            return None
+        if pd.api.types.is_unsigned_integer_dtype(values.dtype) and len(values) and values.max() > 2**63 - 1:
+            return None
+        return values.to_numpy(dtype=np.int64)
+    num = values.to_numpy(dtype=float, na_value=np.nan)
+    if np.isnan(num).any() or (num != np.round(num)).any():
+        return None
+    return num.astype(np.int64)
+
+
+def visit_labels(values: pd.Series, fc: FileCheck, column: str) -> tuple[np.ndarray, np.ndarray]:
+    """(visit labels, integer key) of a visit column: integers when every label is a whole number
+    (18 digits at most: int64), else text, with a warning when dates are not in ISO form (they would
+    sort as text). One rule for every reader of events."""
+    ints = whole_numbers(values)
+    if ints is not None:
+        return ints, ints
+    text = Text.of(values, fc, column)
+    check_blank(text, fc, column, "a visit id or date in every row (or no visit column)")
+    u = pd.Series(text.uniques, dtype=object).astype(str)
+    if len(u) and u.str.fullmatch(r"-?\d{1,18}").all() and not text.blank.any():
+        return u.astype(np.int64).to_numpy()[text.codes], text.codes
+    not_iso = ~u.str.fullmatch(r"\d{4}-\d{2}-\d{2}([ T].*)?").to_numpy(dtype=bool)
+    looks_date = u.str.contains(r"\d+[/.-]\d+[/.-]\d+", regex=True).to_numpy(dtype=bool)
+    odd = not_iso & looks_date
+    if odd.any():
+        fc.flag(
+            "warning",
+            column,
+            per_row(odd, text.codes),
+            f"dates not in ISO form ({text.examples(odd)}); visits are ordered as text",
+            "ISO dates (2010-03-12) or whole visit numbers, so visits sort in time order",
+            "visit_order",
+        )
+    return text.array(), text.codes

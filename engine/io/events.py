@@ -36,6 +36,7 @@ from engine.validation import (
     parse_integers,
     per_row,
     value_counts,
+    visit_labels,
 )
 from engine.vocab import ICD9CM, ICD10CM, VOCABULARY_NAMES, Vocabulary, code_of_item, is_known_icd10cm
 
@@ -251,19 +252,8 @@ def check_events(
     out: dict[str, Any] = {PATIENT: pid.array(), CODE: code.array}
     keys = [pid.codes, code.keys]
     if VISIT in columns:
-        visit = frame[columns[VISIT]]
-        if pd.api.types.is_integer_dtype(visit.dtype) and not visit.isna().any():
-            out[VISIT] = visit.to_numpy(dtype=np.int64)
-            keys.append(out[VISIT])
-        else:
-            vt = Text.of(visit, fc, columns[VISIT])
-            check_blank(vt, fc, columns[VISIT], "a visit id or date in every row (or no visit column)")
-            u = pd.Series(vt.uniques, dtype=object).astype(str)
-            if len(u) and u.str.fullmatch(r"-?\d{1,18}").all() and not vt.blank.any():
-                out[VISIT] = u.astype(np.int64).to_numpy()[vt.codes]  # visit 10 follows visit 9
-            else:
-                out[VISIT] = vt.array()
-            keys.append(vt.codes)
+        out[VISIT], visit_key = visit_labels(frame[columns[VISIT]], fc, columns[VISIT])
+        keys.append(visit_key)
     if AGE in columns:
         age = parse_integers(frame[columns[AGE]], fc, columns[AGE], *AGE_RANGE)
         if age is not None:
