@@ -193,7 +193,7 @@ class GCCensSettings:
         cap_args: dict[str, Any] = (
             {"cap": self.cap} if self.cap is not None else {"caps": dict(self.caps) or None}
         )
-        release = gccens_run(problem, self.k, variant=self.variant, **cap_args)  # type: ignore[arg-type]
+        release = gccens_run(problem, self.k, variant=self.variant, progress=progress, **cap_args)  # type: ignore[arg-type]
         if roll is not None:
             item_codes = {i: c for i, c in rolled_item_codes(vocab, roll).items() if i in codes}
             release = dataclasses.replace(release, item_codes=item_codes)
@@ -327,6 +327,7 @@ class ProfilesSettings:
             self.utility_policy([str(x) for x in inputs.cohort.items]).as_mapping(),
             max_suppressed=self.max_suppressed,
             with_visits=self.with_visits,
+            progress=progress,
         )
         return run.release.checked(inputs.cohort)
 

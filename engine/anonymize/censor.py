@@ -54,7 +54,7 @@ definition, and Tom's record still forces the same two steps.)
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -407,8 +407,13 @@ def censor_counts(
     caps: np.ndarray,
     variant: Variant = "faithful",
     kernel: Kernel = "dominance",
+    progress: Callable[[float, str], None] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, list[dict], bool]:
-    """Algorithm 1 on count vectors: (capped counts, released counts, steps, k reached)."""
+    """Algorithm 1 on count vectors: (capped counts, released counts, steps, k reached).
+
+    `progress(fraction, message)` is called before every censoring step, in this thread, with the
+    share of the records first below k that meet it now; it may raise to cancel the run (nothing
+    is left running: the loop holds no threads between steps)."""
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}, not {variant!r}")
     if kernel not in KERNELS:
@@ -447,8 +452,15 @@ def censor_counts(
 
     steps: list[dict] = []
     labels = problem.code_labels
+    first_below = int(below.sum())
     while True:
         n_below = int(below.sum())
+        if progress is not None:
+            met = first_below - n_below
+            progress(
+                met / first_below if first_below else 1.0,
+                f"{met:,} of {first_below:,} records below k meet it (step {len(steps) + 1})",
+            )
         if n_below == 0:  # line 2
             return capped, y, steps, True
         if variant == "faithful":
@@ -509,10 +521,12 @@ def gccens_run(
     caps: Mapping[str, int] | None = None,
     variant: Variant = "faithful",
     kernel: Kernel = "dominance",
+    progress: Callable[[float, str], None] | None = None,
 ) -> Release:
-    """GCCens on a prepared problem (Algorithm 1); see the module docstring for the conventions."""
+    """GCCens on a prepared problem (Algorithm 1); see the module docstring for the conventions.
+    `progress`: see `censor_counts` (it may raise to cancel)."""
     cap_vec = problem.cap_vector(cap, caps)
-    capped, released, steps, reached = censor_counts(problem, k, cap_vec, variant, kernel)
+    capped, released, steps, reached = censor_counts(problem, k, cap_vec, variant, kernel, progress)
     keep, rank = _release_mask(problem, released)
     cohort = problem.cohort
     removed = ~keep

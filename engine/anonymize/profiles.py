@@ -76,7 +76,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import heapq
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TextIO
 
@@ -325,8 +325,11 @@ def anonymize_profiles(
     max_suppressed: int | None = None,
     with_visits: bool = False,
     outside: str = "group",
+    progress: Callable[[float, str], None] | None = None,
 ) -> Release:
     """UGACLIP (`utility` given) or ACLIP (`utility` None) on a cohort, for a privacy policy and k.
+    `progress(fraction, message)` is called in this thread before each privacy constraint is
+    protected (constraints done / total); it may raise to cancel the run.
     `outside` (UGACLIP): "group" (default) lets codes outside every utility constraint be grouped
     among themselves, "suppress" never generalizes them (module docstring).
 
@@ -360,6 +363,11 @@ def anonymize_profiles(
         heapq.heapify(heap)
         while heap:
             neg, ci = heapq.heappop(heap)
+            if progress is not None:
+                progress(
+                    min(done / max(len(cons), 1), 1.0),
+                    f"{min(done, len(cons)):,} of {len(cons):,} privacy constraints protected",
+                )
             now = st.support(_image(st, cons[ci]))
             if now != -neg:
                 heapq.heappush(heap, (-now, ci))
@@ -571,11 +579,13 @@ def run_profiles(
     policy: PrivacyPolicy | None = None,
     max_suppressed: int | None = None,
     with_visits: bool = False,
+    progress: Callable[[float, str], None] | None = None,
 ) -> ProfilesRun:
     """PPE (unless `policy` is given), then UGACLIP (`method` "UGACLIP") or ACLIP, then the policy
     check, the risk engine (cohort scope, `knowledge`), utility constraints and relative error.
     `with_visits`: the release shows its visits (single-visit knowledge only), PPE and the greedy
-    count supports within visits. Raises SuppressionLimitExceeded when `max_suppressed` is exceeded."""
+    count supports within visits. Raises SuppressionLimitExceeded when `max_suppressed` is exceeded.
+    `progress`: see `anonymize_profiles` (it may raise to cancel)."""
     from engine.adversary import Adversary
     from engine.risk import verify
     from engine.utility.queries import relative_error, utility_satisfaction
@@ -602,6 +612,7 @@ def run_profiles(
         method=method,
         max_suppressed=max_suppressed,
         with_visits=with_visits,
+        progress=progress,
     )
     release = dataclasses.replace(release, params={**release.params, "knowledge": knowledge})
     return ProfilesRun(
