@@ -16,6 +16,8 @@ Every page that shows a release shows it verified again under the sidebar's adve
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -39,11 +41,17 @@ from engine.study import (
     sha256_of,
 )
 from ui import literal
+from ui import progress as progress_ui
 from ui.context import Context
 
 STUDY, MADE = "study", "study_made"
-_DATA_MEMO, _PREVIEW_MEMO, _VERIFY_MEMO = "_study_data", "_study_previews", "_study_verifications"
-_PREVIEWS, _VERIFICATIONS = 8, 64
+_DATA_MEMO, _VERIFY_MEMO = "_study_data", "_study_verifications"
+_PREVIEWS, _VERIFICATIONS = 32, 64
+# previews are shared by the sessions of this server: the key is the data's content fingerprint and
+# groups plus the typed settings, and a Release is immutable (eight sessions on the sample compute
+# each release once, not eight times)
+_PREVIEW_MEMO: OrderedDict = OrderedDict()
+_PREVIEW_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True, eq=False)
@@ -134,15 +142,36 @@ def others_note(ctx: Context) -> None:
 
 # ------------------------------------------------------------------------------- the releases
 def preview(ctx: Context, settings: MethodSettings, progress: Callable | None = None) -> Release:
-    """The release of `settings` on the data loaded now (memoized in this session per data and
-    settings: settings are frozen dataclasses, hashable keys)."""
+    """The release of `settings` on the data loaded now (memoized per data and settings, shared by
+    the server's sessions: settings are frozen dataclasses, hashable keys)."""
     key = (data_of(ctx).key, settings)
-    memo: dict = st.session_state.setdefault(_PREVIEW_MEMO, {})
-    if key not in memo:
-        memo[key] = settings.run(run_inputs(ctx), progress)
-        while len(memo) > _PREVIEWS:
-            memo.pop(next(iter(memo)))
-    return memo[key]
+    with _PREVIEW_LOCK:
+        if key in _PREVIEW_MEMO:
+            _PREVIEW_MEMO.move_to_end(key)
+            return _PREVIEW_MEMO[key]
+    release = settings.run(run_inputs(ctx), progress)
+    with _PREVIEW_LOCK:
+        _PREVIEW_MEMO[key] = release
+        while len(_PREVIEW_MEMO) > _PREVIEWS:
+            _PREVIEW_MEMO.popitem(last=False)
+    return release
+
+
+def previewed(ctx: Context, settings: MethodSettings) -> Release | None:
+    """The memoized preview of `settings` on the data loaded now, None when not computed yet."""
+    with _PREVIEW_LOCK:
+        return _PREVIEW_MEMO.get((data_of(ctx).key, settings))
+
+
+def live_preview(ctx: Context, settings: MethodSettings, label: str, key: str) -> Release | None:
+    """The method view's live preview: memoized, else computed under a progress bar with a Cancel
+    button (ui/progress.py); None when the user cancelled it. "Add to study" reuses this release."""
+    done = previewed(ctx, settings)
+    if done is not None:
+        return done
+    return progress_ui.run(
+        label, lambda step: preview(ctx, settings, step), key=key, job=(data_of(ctx).key, settings)
+    )
 
 
 def reverify(ctx: Context, release: Release) -> Verification:
@@ -170,7 +199,9 @@ def add(ctx: Context, name: str, settings: MethodSettings) -> StudyRelease:
         raise StudyError("give the release a name")
     if any(r.name == name for r in study.releases):
         raise StudyError(f"a release named {name!r} is already in the study: choose another name")
-    release = preview(ctx, settings)
+    release = previewed(ctx, settings) or preview(
+        ctx, settings, progress_ui.tracker(f"{settings.method}: making the release")
+    )
     verification = reverify(ctx, release)
     files = export_files(release, verification)
     entry = StudyRelease(
@@ -232,15 +263,23 @@ def reopen(ctx: Context, text: bytes, source: str) -> list[RebuildCheck]:
         )
     inputs = run_inputs(ctx)
     checks, held = [], {}
-    bar = st.progress(0.0, text="Rebuilding the study's releases…")
     todo = loaded.current()
+    step = progress_ui.tracker("Rebuilding the study's releases")
     for i, entry in enumerate(todo):
-        bar.progress(i / max(len(todo), 1), text=f"Rebuilding {entry.name} ({i + 1} of {len(todo)})")
+        step(i / max(len(todo), 1), f"{entry.name} ({i + 1} of {len(todo)})")
         rec = entry.verification
-        m = make_release(entry.name, entry.settings, inputs, entry.data, rec.adversary, rec.k)
+        m = make_release(
+            entry.name,
+            entry.settings,
+            inputs,
+            entry.data,
+            rec.adversary,
+            rec.k,
+            progress=lambda f, msg, i=i, n=entry.name: step((i + f) / max(len(todo), 1), f"{n}: {msg}"),
+        )
         checks.append(RebuildCheck(entry.name, entry.files, m.entry.files, m.entry.verification))
         held[entry.name] = MadeFiles(m.release, m.files)
-    bar.empty()
+    step.bar.empty()
     st.session_state[STUDY] = loaded.with_data(data).with_attacker(ctx.adversary, int(ctx.k))
     st.session_state[MADE] = held
     return checks

@@ -37,16 +37,16 @@ from engine.anonymize.censor import (
 )
 from engine.records import Records
 from engine.release import Release
-from engine.risk import Verification
 from engine.runs import CodeSelection, GCCensSettings
 from engine.utility.censoring import SWEEP_COLUMNS, censoring_loss, cul_statistics, release_cul, sweep_point
 from ui import persist
+from ui import progress as progress_ui
 from ui.context import HASH_FUNCS, Context
 from ui.downloads import release_downloads, release_table_download, report_download
 from ui.downloads import table_download as _download
 from ui.literal import md
 from ui.risk_charts import cdf_frame, distinguishability_cdf_figure
-from ui.study import add_to_study
+from ui.study import add_to_study, live_preview, verify_under
 
 PAPER_CODES = ("250", "272", "401", "724")
 CODE_MODES = (
@@ -135,29 +135,32 @@ def _cap_arguments(cap_key: tuple) -> dict:
 
 
 @st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=24)
-def _run(
-    cohort: Records, population: Records, scope: str, selection: tuple, k: int, cap_key: tuple, variant: str
-) -> tuple[Release, Verification, np.ndarray, np.ndarray]:
-    """The release (with its items' original codes), the risk engine's verdict against the original
-    population, and the distinguishability of the selected records before and after capping."""
-    problem, item_codes, sel_cohort = _problem(cohort, population, scope, selection)
-    release = gccens_run(problem, k, variant=variant, **_cap_arguments(cap_key))
-    release = replace(release, item_codes=item_codes)
+def _baseline(
+    cohort: Records, population: Records, scope: str, selection: tuple, cap_key: tuple
+) -> tuple[np.ndarray, np.ndarray]:
+    """The distinguishability of the selected records before and after capping (k = 1: caps only);
+    independent of k and the variant, so a change of k does not recompute it."""
+    problem, _, sel_cohort = _problem(cohort, population, scope, selection)
     adversary = Adversary(scope, "all_visits")
-    verification = risk.verify(release, adversary, k, population)
     sel_pop = problem.population if scope == "population" else None
     before = risk.original_distinguishability(sel_cohort, adversary, sel_pop, count_repeats=True)
     capped = gccens_run(problem, 1, **_cap_arguments(cap_key))  # k = 1: caps only
-    capped_dis = risk.release_distinguishability(capped, adversary, sel_pop)
-    return release, verification, before, capped_dis
+    return before, risk.release_distinguishability(capped, adversary, sel_pop)
 
 
 @st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=256)
 def _sweep_row(
-    cohort: Records, population: Records, scope: str, selection: tuple, k: int, cap: int, variant: str
+    cohort: Records,
+    population: Records,
+    scope: str,
+    selection: tuple,
+    k: int,
+    cap: int,
+    variant: str,
+    _progress=None,
 ) -> dict:
     problem, _, _ = _problem(cohort, population, scope, selection)
-    return sweep_point(problem, k, cap, variant)
+    return sweep_point(problem, k, cap, variant, progress=_progress)
 
 
 # ------------------------------------------------------------------------------------ charts
@@ -293,10 +296,14 @@ def render_anonymize(ctx: Context) -> None:
     if cap_key is None:
         return
     k = int(ctx.k)
-    with st.spinner("Censoring…"):
-        release, verification, before, capped_dis = _run(
-            ctx.cohort, ctx.population, scope, selection, k, cap_key, variant
-        )
+    # the release is the study's preview of these settings (ui/study.py): "Add to study" reuses it
+    settings = settings_of(scope, selection, k, cap_key, variant)
+    release = live_preview(ctx, settings, f"GCCens ({variant})", "gcc_run")
+    if release is None:
+        return
+    adversary = Adversary(scope, "all_visits")
+    verification = verify_under(release, ctx, adversary, k)
+    before, capped_dis = _baseline(ctx.cohort, ctx.population, scope, selection, cap_key)
     loss = censoring_loss(release)
     stats = cul_statistics(loss["cul"].to_numpy(), release)
     cols = st.columns(5)
@@ -330,7 +337,7 @@ def render_anonymize(ctx: Context) -> None:
             "gccens_report.json",
             "gcc_dl_report",
         )
-    add_to_study(ctx, settings_of(scope, selection, k, cap_key, variant), f"GCCens k={k}", "gcc_study")
+    add_to_study(ctx, settings, f"GCCens k={k}", "gcc_study")
 
     left, right = st.columns(2)
     with left:
@@ -349,7 +356,14 @@ def render_anonymize(ctx: Context) -> None:
     st.markdown("**Faithful vs targeted** (retention side by side, same k, caps and codes)")
     rows = []
     for v in VARIANTS:
-        rel_v, ver_v, _, _ = _run(ctx.cohort, ctx.population, scope, selection, k, cap_key, v)
+        rel_v = release
+        if v != variant:
+            rel_v = live_preview(
+                ctx, replace(settings, variant=v), f"GCCens ({v}, compared)", "gcc_run_other"
+            )
+            if rel_v is None:
+                continue
+        ver_v = verify_under(rel_v, ctx, adversary, k)
         st_v = cul_statistics(release_cul(rel_v), rel_v)
         rows.append(
             {
@@ -401,14 +415,21 @@ def render_anonymize(ctx: Context) -> None:
 # ------------------------------------------------------------------------------ Trade-offs tab
 def _sweep_table(
     ctx: Context, selection: tuple, variant: str, points: list[tuple[int, int]], label: str
-) -> pd.DataFrame:
-    bar = st.progress(0.0, text=label)
-    rows = []
-    for n, (k, cap) in enumerate(points):
-        rows.append(_sweep_row(ctx.cohort, ctx.population, ctx.adversary.scope, selection, k, cap, variant))
-        bar.progress((n + 1) / len(points), text=f"{label}: k = {k}, cap = {cap}")
-    bar.empty()
-    return pd.DataFrame(rows, columns=SWEEP_COLUMNS)
+) -> pd.DataFrame | None:
+    """The sweep's rows under a progress bar with Cancel (ui/progress.py); None when cancelled."""
+    scope = ctx.adversary.scope
+
+    def compute(step) -> list[dict]:
+        rows = []
+        for n, (k, cap) in enumerate(points):
+            at = f"run {n + 1} of {len(points)} (k = {k}, cap = {cap})"
+            step(n / len(points), at)
+            one = lambda f, m, n=n, at=at: step((n + f) / len(points), f"{at}: {m}")  # noqa: E731
+            rows.append(_sweep_row(ctx.cohort, ctx.population, scope, selection, k, cap, variant, one))
+        return rows
+
+    rows = progress_ui.run(label, compute, key=f"gcct_sweep_{points[0]}", job=(scope, selection, variant))
+    return None if rows is None else pd.DataFrame(rows, columns=SWEEP_COLUMNS)
 
 
 def render_tradeoffs(ctx: Context) -> None:
@@ -431,6 +452,8 @@ def render_tradeoffs(ctx: Context) -> None:
         return
     t1 = _sweep_table(ctx, selection, variant, [(k, 3) for k in TABLE1_KS], "Table 1 (caps 3)")
     t2 = _sweep_table(ctx, selection, variant, [(5, c) for c in TABLE2_CAPS], "Table 2 (k = 5)")
+    if t1 is None or t2 is None:
+        return
     left, right = st.columns(2)
     with left:
         st.markdown("**Table 1**: all caps 3, k from 2 to 25")

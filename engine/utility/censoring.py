@@ -130,14 +130,23 @@ SWEEP_COLUMNS = [
 ]
 
 
-def sweep_point(problem, k: int, cap: int | None, variant: str = "faithful", *, verify: bool = True) -> dict:
+def sweep_point(
+    problem,
+    k: int,
+    cap: int | None,
+    variant: str = "faithful",
+    *,
+    verify: bool = True,
+    progress: Callable[[float, str], None] | None = None,
+) -> dict:
     """One row of Table 1/2: GCCens at (k, universal cap) on a prepared `CensorProblem`, its CUL
-    statistics, and (with `verify`) the risk engine's verdict on the release."""
+    statistics, and (with `verify`) the risk engine's verdict on the release. `progress`: GCCens's
+    (`censor_counts`; it may raise to cancel)."""
     from engine import risk
     from engine.adversary import Adversary
     from engine.anonymize.censor import gccens_run
 
-    release = gccens_run(problem, k, cap=cap, variant=variant)
+    release = gccens_run(problem, k, cap=cap, variant=variant, progress=progress)
     st = cul_statistics(release_cul(release), release)
     verified = None
     if verify:

@@ -1,0 +1,135 @@
+"""Progress and cancel for every long run of the app (issue 13, "Long work").
+
+`run(label, compute, key=..., job=...)` draws a progress bar and a Cancel button, then calls
+`compute(progress)`; the engine calls `progress(fraction, message)` in the script's thread (engine.runs
+`run(inputs, progress)`, the sweeps, the VAE). That callback is the cancellation point:
+
+- it asks Streamlit whether this script run was superseded (a widget changed: with `runner.fastReruns`
+  the old run is told to stop and a new one starts at once) and raises Streamlit's StopException /
+  RerunException when it was, so superseded work stops at the engine's next step instead of running
+  on as an orphan (Streamlit itself only checks at its own calls, and an engine loop makes none);
+- the Cancel button is such a widget: its click stops the run the same way and records the job as
+  cancelled, so the next run shows "cancelled" and a "Run again" button instead of starting it again.
+
+The bar is redrawn at most every `_REDRAW_S` seconds. It may be drawn from inside an `st.cache_data` /
+`st.cache_resource` function: its updates are kept out of the cached function's replay (a cached
+result replayed later would otherwise redraw a bar of an earlier run: `CacheReplayClosureError`).
+`tracker(label)` is the same callback without the Cancel control, for runs inside one.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Hashable
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import streamlit as st
+
+T = TypeVar("T")
+Progress = Callable[..., None]
+_CANCELLED = "_progress_cancelled"  # session state: run key -> the job cancelled there
+_REDRAW_S = 0.25
+
+
+def _yield_check() -> Callable[[], None]:
+    """Streamlit's stop/rerun check of this script run (a no-op outside one)."""
+    try:
+        from streamlit.runtime.scriptrunner_utils.script_run_context import get_run_yield_check
+    except ImportError:  # an older Streamlit: its own calls (the bar) are the only yield points
+        return lambda: None
+    return get_run_yield_check() or (lambda: None)
+
+
+@contextmanager
+def _outside_cache_replay():
+    """Draw without recording the element into a cached function's replay."""
+    try:
+        from streamlit.runtime.scriptrunner_utils.script_run_context import in_cached_function
+    except ImportError:
+        yield
+        return
+    token = in_cached_function.set(False)
+    try:
+        yield
+    finally:
+        in_cached_function.reset(token)
+
+
+class Tracker:
+    """The progress callback: `tracker(fraction, message="")` (or `tracker(done, total, message)`,
+    as the sharded and Dask runs call it). Raises when the script run was superseded or cancelled."""
+
+    def __init__(self, bar: Any, label: str) -> None:
+        self.bar, self.label = bar, label
+        self.check = _yield_check()
+        self.last = 0.0
+        self.calls = 0
+
+    def __call__(self, *args: Any) -> None:
+        fraction, message = _fraction_and_message(args)
+        self.calls += 1
+        self.check()  # raises StopException / RerunException when this run was superseded
+        now = time.monotonic()
+        if now - self.last < _REDRAW_S and fraction < 1.0:
+            return
+        self.last = now
+        text = f"{self.label}: {message} ({fraction:.0%})" if message else f"{self.label}: {fraction:.0%}"
+        with _outside_cache_replay():
+            self.bar.progress(min(max(fraction, 0.0), 1.0), text=text)
+
+
+def _fraction_and_message(args: tuple) -> tuple[float, str]:
+    if len(args) >= 2 and isinstance(args[1], int | float) and not isinstance(args[1], bool):
+        done, total = float(args[0]), float(args[1])  # (done, total[, label])
+        message = f"{int(done):,} of {int(total):,}" + (f" ({args[2]})" if len(args) > 2 else "")
+        return (done / total if total else 1.0), message
+    fraction = float(args[0]) if args else 0.0
+    return fraction, (str(args[1]) if len(args) > 1 else "")
+
+
+def steps(tracker: Callable[..., None], total: int, message: Callable[[int], str]) -> Callable[[int], None]:
+    """A per-step callback for loops of `total` steps: `step(i)` reports i of total done."""
+    return lambda i: tracker(i / max(total, 1), f"{message(i)}: {i:,} of {total:,}")
+
+
+def tracker(label: str, box: Any = None) -> Tracker:
+    """A progress bar (in `box`, default here) and its callback, without a Cancel control."""
+    bar = (box or st).progress(0.0, text=f"{label}: starting…")
+    return Tracker(bar, label)
+
+
+def _cancel(key: str, job: Hashable) -> None:
+    st.session_state.setdefault(_CANCELLED, {})[key] = job
+
+
+def cancelled(key: str, job: Hashable) -> bool:
+    """Was this job cancelled at this place (and not started again since)?"""
+    return st.session_state.get(_CANCELLED, {}).get(key, _NOTHING) == job
+
+
+_NOTHING = object()
+
+
+def run(label: str, compute: Callable[[Tracker], T], *, key: str, job: Hashable = None) -> T | None:
+    """`compute(progress)` under a progress bar with a Cancel button; None when the user cancelled
+    this `job` (the parameters of the run: another job at `key` starts afresh) and has not asked to
+    run it again. Exceptions of `compute` propagate; the bar and the button are removed after it."""
+    memo: dict = st.session_state.setdefault(_CANCELLED, {})
+    if key in memo and memo[key] != job:
+        memo.pop(key)  # the parameters changed since the cancel: a new job
+    if key in memo:
+        c1, c2 = st.columns([4, 1])
+        c1.info(f"{label}: cancelled. Change a parameter, or run it again.")
+        if not c2.button("Run again", key=f"{key}_again"):
+            return None
+        memo.pop(key)
+    holder = st.empty()
+    with holder.container():
+        c1, c2 = st.columns([5, 1])
+        bar = c1.progress(0.0, text=f"{label}: starting…")
+        c2.button("Cancel", key=f"{key}_cancel", on_click=_cancel, args=(key, job), help="Stop this run")
+    try:
+        return compute(Tracker(bar, label))
+    finally:
+        holder.empty()
