@@ -157,6 +157,15 @@ def preview(ctx: Context, settings: MethodSettings, progress: Callable | None = 
     return release
 
 
+def remember(ctx: Context, settings: MethodSettings, release: Release) -> None:
+    """Record a release a view computed another way (e.g. Heatherly's three-scope comparison) as the
+    preview of `settings`, so "Add to study" reuses it. It must be what `settings.run` gives."""
+    with _PREVIEW_LOCK:
+        _PREVIEW_MEMO[(data_of(ctx).key, settings)] = release
+        while len(_PREVIEW_MEMO) > _PREVIEWS:
+            _PREVIEW_MEMO.popitem(last=False)
+
+
 def previewed(ctx: Context, settings: MethodSettings) -> Release | None:
     """The memoized preview of `settings` on the data loaded now, None when not computed yet."""
     with _PREVIEW_LOCK:

@@ -14,6 +14,8 @@ Engine calls are cached per session on the records' fingerprints and the paramet
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 
 import numpy as np
 import pandas as pd
@@ -34,12 +36,13 @@ from engine.records import Records
 from engine.release import Release
 from engine.runs import HeatherlySettings
 from ui import persist
+from ui import progress as progress_ui
 from ui.context import Context
 from ui.downloads import release_downloads, release_table_download, report_download
 from ui.downloads import table_download as _download
 from ui.fingerprints import ids_fingerprint
 from ui.risk_charts import cdf_frame, distinguishability_cdf_figure
-from ui.study import add_to_study
+from ui.study import add_to_study, remember
 
 CONSTRAINT_MODES = {
     "PheWAS codes (the paper's)": "phecode",
@@ -111,15 +114,17 @@ def _groups(ctx: Context) -> dict[str, Records]:
     return groups
 
 
-_MEMO = "_heatherly_comparisons"
-_MEMO_SIZE = 12
+_MEMO: OrderedDict = OrderedDict()  # shared by the sessions of this server (content-keyed, immutable)
+_MEMO_LOCK = threading.Lock()
+_MEMO_SIZE = 24
 
 
 def scope_comparison(
     ctx: Context, k: int, constraints: str, complete: bool, label: str, with_visits: bool = False
 ) -> ScopeComparison:
-    """`compare_scopes` memoized in this session's state (an uploaded dataset's releases never leave
-    the session), with a progress bar while it computes (a cached function could not draw one)."""
+    """`compare_scopes` memoized per groups' content fingerprints and parameters (shared by the
+    server's sessions: the key is the data's content, the result immutable), computed under a
+    progress bar with Cancel (ui/progress.py); a cancelled comparison stops the page's run here."""
     groups = _groups(ctx)
     key = (
         tuple((g, r.fingerprint) for g, r in sorted(groups.items())),
@@ -128,26 +133,30 @@ def scope_comparison(
         bool(complete),
         bool(with_visits),
     )
-    memo: dict = st.session_state.setdefault(_MEMO, {})
-    if key not in memo:
-        bar = st.progress(0.0, text=label)
+    with _MEMO_LOCK:
+        if key in _MEMO:
+            _MEMO.move_to_end(key)
+            return _MEMO[key]
 
-        def progress(frac: float, msg: str) -> None:
-            bar.progress(min(max(frac, 0.0), 1.0), text=f"{label}: {msg}")
-
-        memo[key] = compare_scopes(
+    def compute(step) -> ScopeComparison:
+        return compare_scopes(
             groups,
             ctx.cohort.patient_ids,
             k,
             constraints=constraints,
             complete=complete,
             with_visits=with_visits,
-            progress=progress,
+            progress=step,
         )
-        bar.empty()
-        while len(memo) > _MEMO_SIZE:
-            memo.pop(next(iter(memo)))
-    return memo[key]
+
+    result = progress_ui.run(label, compute, key=f"hea_cmp_{k}_{complete}", job=key)
+    if result is None:
+        st.stop()
+    with _MEMO_LOCK:
+        _MEMO[key] = result
+        while len(_MEMO) > _MEMO_SIZE:
+            _MEMO.popitem(last=False)
+    return result
 
 
 def compare_three_scopes(
@@ -347,11 +356,13 @@ def render_anonymize(ctx: Context) -> None:
             f"heatherly_{shown}_report.json",
             "hea_dl_report",
         )
+    settings = HeatherlySettings(
+        k=k, scope=scope, constraints=constraints, complete=complete, with_visits=with_visits
+    )
+    remember(ctx, settings, release.checked(ctx.cohort))  # the comparison's run: Add does not rerun it
     add_to_study(
         ctx,
-        HeatherlySettings(
-            k=k, scope=scope, constraints=constraints, complete=complete, with_visits=with_visits
-        ),
+        settings,
         f"Heatherly {shown} k={k}",
         "hea_study",
     )

@@ -1,0 +1,248 @@
+"""The 8-session load test of issue 13 ("Long work"): bounded, localhost only, not part of `make test`.
+
+Starts `streamlit run app.py` on a free localhost port, opens N sessions (Playwright pages in one
+Debian Chromium, /usr/bin/chromium), spreads them over pages of the app, and has each change k in the
+sidebar on the shipped sample about twice a second for a set duration, while a thread polls
+/_stcore/health every 0.5 s. Then it closes every page and measures the server's CPU for 10 s
+(work still running after every client left is orphaned work).
+
+Prints:
+- rerun completion: for every change of k, the time from the change to the next "script finished"
+  message of that session (parsed from the websocket's ForwardMsg frames); a change superseded by the
+  next one before a run finished counts until the run that finally finished (what the user waits);
+  max and p95, and per page;
+- health latency: max and p95 of the polls (a poll that got no answer within 60 s counts 60 s);
+- CPU of the server process (all its threads) in the 10 s after every client closed, and its threads.
+
+Targets (issue 13): every rerun within 3 s, health within 1 s. Not a test: no assertion, figures only.
+
+    python bench/load.py --sessions 8 --duration 30 [--pages anonymize,phewas,cohort,risk]
+        [--config runner.fastReruns=false]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu"]
+K_VALUES = (5, 6, 7, 8, 9, 10)
+HEALTH_TIMEOUT_S = 60.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(port: int, options: list[str], log: Path, root: Path = ROOT) -> subprocess.Popen:
+    cmd = [
+        sys.executable, "-m", "streamlit", "run", str(root / "app.py"),
+        "--server.port", str(port), "--server.headless", "true",
+        "--server.address", "localhost", "--browser.gatherUsageStats", "false",
+    ]  # fmt: skip
+    for opt in options:
+        name, _, value = opt.partition("=")
+        cmd += [f"--{name}", value]
+    with log.open("w") as out:
+        proc = subprocess.Popen(cmd, cwd=root, stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"the server exited: {log.read_text()[-2000:]}")
+        try:
+            with urllib.request.urlopen(f"http://localhost:{port}/_stcore/health", timeout=2) as r:
+                if r.status == 200:
+                    return proc
+        except OSError:
+            time.sleep(0.3)
+    proc.kill()
+    raise SystemExit(f"no health answer within 90 s: {log.read_text()[-2000:]}")
+
+
+class Health(threading.Thread):
+    """Polls /_stcore/health every 0.5 s and records each answer's latency."""
+
+    def __init__(self, port: int) -> None:
+        super().__init__(daemon=True)
+        self.url = f"http://localhost:{port}/_stcore/health"
+        self.latencies: list[float] = []
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            t = time.monotonic()
+            try:
+                with urllib.request.urlopen(self.url, timeout=HEALTH_TIMEOUT_S) as r:
+                    r.read()
+                self.latencies.append(time.monotonic() - t)
+            except OSError:
+                self.latencies.append(HEALTH_TIMEOUT_S)
+            self.stop.wait(max(0.5 - (time.monotonic() - t), 0.0))
+
+
+class Session:
+    """One browser page: its k changes and the times its script runs finished."""
+
+    def __init__(self, browser, base: str, page_path: str) -> None:
+        from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+        self.name = page_path or "cohort"
+        self.finished: list[float] = []  # monotonic times of FINISHED_SUCCESSFULLY
+        self.changes: list[float] = []
+        self.page = browser.new_page()
+        ok = ForwardMsg.ScriptFinishedStatus.FINISHED_SUCCESSFULLY
+
+        def on_frame(payload) -> None:
+            if isinstance(payload, str):
+                return
+            try:
+                msg = ForwardMsg.FromString(payload)
+            except Exception:
+                return
+            if msg.WhichOneof("type") == "script_finished" and msg.script_finished == ok:
+                self.finished.append(time.monotonic())
+
+        self.page.on("websocket", lambda ws: ws.on("framereceived", on_frame))
+        self.opened = time.monotonic()
+        self.page.goto(f"{base}/{page_path}", timeout=120_000, wait_until="commit")
+        self.k = 5
+
+    def loaded(self) -> float:
+        """Wait for the first run to finish; the seconds from opening the page."""
+        self.page.wait_for_selector(
+            '[data-testid="stSidebar"] [data-testid="stNumberInputField"]', timeout=300_000
+        )
+        while not self.finished:
+            self.page.wait_for_timeout(100)
+        return self.finished[0] - self.opened
+
+    def change_k(self) -> None:
+        self.k = K_VALUES[(K_VALUES.index(self.k) + 1) % len(K_VALUES)] if self.k in K_VALUES else 5
+        field = self.page.locator('[data-testid="stSidebar"] [data-testid="stNumberInputField"]')
+        self.changes.append(time.monotonic())
+        field.fill(str(self.k), timeout=5_000)
+        field.press("Enter", timeout=5_000)
+
+    def waits(self, end: float) -> list[float]:
+        """Per change: time until the first successful finish after it (unfinished: until `end`)."""
+        out = []
+        for t in self.changes:
+            after = [f for f in self.finished if f > t]
+            out.append((after[0] if after else end) - t)
+        return out
+
+
+def p95(values: list[float]) -> float:
+    if not values:
+        return float("nan")
+    return statistics.quantiles(values, n=20)[-1] if len(values) >= 2 else values[0]
+
+
+def _terminate(signum, frame) -> None:
+    raise SystemExit(f"stopped by signal {signum}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    import signal
+
+    signal.signal(signal.SIGTERM, _terminate)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sessions", type=int, default=8)
+    ap.add_argument("--duration", type=float, default=30.0, help="seconds of k changes (at most 300)")
+    ap.add_argument("--rate", type=float, default=2.0, help="k changes per second per session")
+    ap.add_argument("--pages", default="anonymize,phewas,,risk", help="URL paths, cycled over sessions")
+    ap.add_argument(
+        "--config", action="append", default=[], help="server option, e.g. runner.fastReruns=false"
+    )
+    ap.add_argument("--root", type=Path, default=ROOT, help="the app's checkout (e.g. an older commit's)")
+    args = ap.parse_args(argv)
+    import psutil
+    from playwright.sync_api import sync_playwright
+
+    duration = min(max(args.duration, 1.0), 300.0)
+    sessions_n = min(max(args.sessions, 1), 16)
+    port = free_port()
+    log = Path(tempfile.mkdtemp(prefix="cohortshield-load-")) / "server.log"
+    env_threads = os.environ.get("COHORTSHIELD_THREADS", "(all cores)")
+    print(f"server on localhost:{port}, log {log}, options {args.config or 'none'}, threads {env_threads}")
+    server = start_server(port, args.config, log, args.root.resolve())
+    proc = psutil.Process(server.pid)
+    health = Health(port)
+    pages = args.pages.split(",")
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            base = f"http://localhost:{port}"
+            health.start()
+            sessions = [Session(browser, base, pages[i % len(pages)]) for i in range(sessions_n)]
+            for i, s in enumerate(sessions):  # opened together: the first loads overlap
+                print(f"session {i + 1} ({s.name}) first run finished {s.loaded():.1f} s after opening")
+            interval = 1.0 / (args.rate * len(sessions))
+            start = time.monotonic()
+            n = 0
+            while time.monotonic() - start < duration:
+                s = sessions[n % len(sessions)]
+                try:
+                    s.change_k()
+                except Exception as exc:
+                    print(f"  {s.name}: change failed ({type(exc).__name__})")
+                n += 1
+                wait = start + n * interval - time.monotonic()
+                s.page.wait_for_timeout(max(wait, 0.0) * 1000)  # lets Playwright deliver frames
+            settle_end = time.monotonic() + 15  # let the last runs finish before closing
+            while time.monotonic() < settle_end and any(
+                not s.finished or s.finished[-1] < s.changes[-1] for s in sessions if s.changes
+            ):
+                sessions[0].page.wait_for_timeout(200)
+            end = time.monotonic()
+            waits = {s.name: [] for s in sessions}
+            for s in sessions:
+                waits[s.name] += s.waits(end)
+            for s in sessions:
+                s.page.close()
+            browser.close()
+        closed = time.monotonic()
+        cpu0 = sum(proc.cpu_times()[:2])
+        time.sleep(10)
+        cpu_after = (sum(proc.cpu_times()[:2]) - cpu0) / (time.monotonic() - closed)
+        threads_after = proc.num_threads()
+    finally:
+        health.stop.set()
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+    every = [w for ws in waits.values() for w in ws]
+    print(f"\n{len(every)} k changes in {duration:.0f} s over {sessions_n} sessions")
+    print(
+        f"rerun completion: max {max(every):.2f} s, p95 {p95(every):.2f} s, median {statistics.median(every):.2f} s"
+    )
+    for name, ws in waits.items():
+        if ws:
+            print(f"  {name or 'cohort'}: max {max(ws):.2f} s, p95 {p95(ws):.2f} s ({len(ws)} changes)")
+    lat = health.latencies
+    print(f"health: max {max(lat):.3f} s, p95 {p95(lat):.3f} s ({len(lat)} polls)")
+    print(
+        f"server CPU in the 10 s after every client closed: {cpu_after:.0%} of a core; {threads_after} threads"
+    )
+    print(f"targets: rerun <= 3 s: {'met' if max(every) <= 3 else 'NOT met'}; health <= 1 s: "
+          f"{'met' if max(lat) <= 1 else 'NOT met'}")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,109 @@
+"""AppTests of long work in the method views (issue 13): "Add to study" reuses the live preview (no
+second run), a long run draws a progress bar with a Cancel button, and a cancelled run is not started
+again until asked."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from apptest_support import page_app
+
+from engine import runs
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.skipif(
+    not (ROOT / "sample_data" / "events.parquet").exists(), reason="the shipped sample is not there yet"
+)
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """Counts every `settings.run` per method (AppTest runs the script in this process)."""
+    calls: dict[str, int] = {}
+    for cls in (runs.GCCensSettings, runs.HeatherlySettings):
+        original = cls.run
+
+        def run(self, inputs, progress=None, _original=original):
+            calls[self.method] = calls.get(self.method, 0) + 1
+            return _original(self, inputs, progress)
+
+        monkeypatch.setattr(cls, "run", run)
+    from ui import study
+
+    study._PREVIEW_MEMO.clear()  # previews are shared by sessions: start this test from none
+    return calls
+
+
+def _ok(at) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def test_gccens_add_to_study_reuses_the_preview(counted):
+    at = page_app(view=("ui.tab_gccens", "render_anonymize"))
+    at.run()
+    _ok(at)
+    runs_after_view = counted.get("GCCens", 0)
+    assert runs_after_view == 2, "the view's release and the other variant's, both by settings.run"
+    at.button(key="gcc_study_add").click().run()
+    _ok(at)
+    assert [r.name for r in at.session_state["study"].releases] == ["GCCens k=5"]
+    assert counted.get("GCCens", 0) == runs_after_view, "Add to study ran GCCens again"
+
+
+def test_heatherly_add_to_study_reuses_the_comparisons_release(counted):
+    at = page_app(view=("ui.tab_population", "render_anonymize"))
+    at.run()
+    _ok(at)
+    at.button(key="hea_study_add").click().run()
+    _ok(at)
+    assert len(at.session_state["study"].releases) == 1
+    assert counted.get("Heatherly", 0) == 0, "Add to study ran Heatherly again after the comparison"
+
+
+_SCRIPT = """
+import sys
+sys.path.insert(0, {root!r})
+import streamlit as st
+from ui import progress
+
+calls = st.session_state.setdefault("calls", [])
+job = st.session_state.setdefault("job", 1)
+
+def compute(step):
+    calls.append(job)
+    for i in range(3):
+        step(i, 3, "steps")
+    return f"done {{job}}"
+
+st.write(f"result: {{progress.run('The job', compute, key='job', job=job)}}")
+"""
+
+
+def test_a_cancelled_run_is_not_started_again_until_asked():
+    from streamlit.testing.v1 import AppTest
+
+    from ui import progress
+
+    at = AppTest.from_string(_SCRIPT.format(root=str(ROOT)), default_timeout=60)
+    at.run()
+    _ok(at)
+    assert at.session_state["calls"] == [1]
+    assert "result: done 1" in [m.value for m in at.markdown]
+    # what the Cancel button's on_click records (AppTest cannot click while the script runs)
+    at.session_state[progress._CANCELLED] = {"job": 1}
+    at.run()
+    _ok(at)
+    assert at.session_state["calls"] == [1], "a cancelled job was started again"
+    assert "result: None" in [m.value for m in at.markdown]
+    assert any("cancelled" in i.value for i in at.info)
+    at.button(key="job_again").click().run()
+    _ok(at)
+    assert at.session_state["calls"] == [1, 1]
+    # another job (the parameters changed) runs without asking
+    at.session_state[progress._CANCELLED] = {"job": 1}
+    at.session_state["job"] = 2
+    at.run()
+    _ok(at)
+    assert at.session_state["calls"] == [1, 1, 2]
+    assert "result: done 2" in [m.value for m in at.markdown]
