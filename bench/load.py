@@ -120,14 +120,21 @@ class Session:
         self.page.goto(f"{base}/{page_path}", timeout=120_000, wait_until="commit")
         self.k = 5
 
-    def loaded(self) -> float:
-        """Wait for the first run to finish; the seconds from opening the page."""
-        self.page.wait_for_selector(
-            '[data-testid="stSidebar"] [data-testid="stNumberInputField"]', timeout=300_000
-        )
-        while not self.finished:
+    def loaded(self, timeout_s: float) -> float | None:
+        """Wait for the first run to finish; the seconds from opening the page (None: not within
+        `timeout_s` of opening; such a session changes nothing)."""
+        from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+        left = self.opened + timeout_s - time.monotonic()
+        try:
+            self.page.wait_for_selector(
+                '[data-testid="stSidebar"] [data-testid="stNumberInputField"]', timeout=max(left, 1) * 1000
+            )
+        except PlaywrightTimeout:
+            return None
+        while not self.finished and time.monotonic() < self.opened + timeout_s:
             self.page.wait_for_timeout(100)
-        return self.finished[0] - self.opened
+        return self.finished[0] - self.opened if self.finished else None
 
     def change_k(self) -> None:
         self.k = K_VALUES[(K_VALUES.index(self.k) + 1) % len(K_VALUES)] if self.k in K_VALUES else 5
@@ -167,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--config", action="append", default=[], help="server option, e.g. runner.fastReruns=false"
     )
+    ap.add_argument("--first-load", type=float, default=180.0, help="seconds a first page may take")
     ap.add_argument("--root", type=Path, default=ROOT, help="the app's checkout (e.g. an older commit's)")
     args = ap.parse_args(argv)
     import psutil
@@ -187,9 +195,19 @@ def main(argv: list[str] | None = None) -> int:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             base = f"http://localhost:{port}"
             health.start()
-            sessions = [Session(browser, base, pages[i % len(pages)]) for i in range(sessions_n)]
-            for i, s in enumerate(sessions):  # opened together: the first loads overlap
-                print(f"session {i + 1} ({s.name}) first run finished {s.loaded():.1f} s after opening")
+            opened = [Session(browser, base, pages[i % len(pages)]) for i in range(sessions_n)]
+            sessions = []
+            for i, s in enumerate(opened):  # opened together: the first loads overlap
+                took = s.loaded(args.first_load)
+                if took is None:
+                    print(
+                        f"session {i + 1} ({s.name}): first run not finished {args.first_load:.0f} s after opening"
+                    )
+                else:
+                    print(f"session {i + 1} ({s.name}): first run finished {took:.1f} s after opening")
+                    sessions.append(s)
+            if not sessions:
+                raise SystemExit("no session rendered its first page")
             interval = 1.0 / (args.rate * len(sessions))
             start = time.monotonic()
             n = 0
@@ -211,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
             waits = {s.name: [] for s in sessions}
             for s in sessions:
                 waits[s.name] += s.waits(end)
-            for s in sessions:
+            for s in opened:
                 s.page.close()
             browser.close()
         closed = time.monotonic()

@@ -16,6 +16,7 @@ import streamlit as st
 
 from engine import labs as L
 from ui import literal
+from ui import progress as progress_ui
 from ui.context import current
 from ui.downloads import table_download
 from ui.fingerprints import frame_fingerprint, ids_fingerprint
@@ -73,8 +74,9 @@ def vae(key: str, config_items: tuple, _days: L.PatientDays, _progress: Callable
 
 
 def progress_bar(text: str) -> tuple[Callable[[float, str], None], Callable[[], None]]:
-    bar = st.progress(0.0, text=text)
-    return (lambda f, m: bar.progress(min(max(f, 0.0), 1.0), text=m)), bar.empty
+    """The shared progress callback (ui/progress.py: stops a superseded run, safe in cached functions)."""
+    step = progress_ui.tracker(text)
+    return step, step.bar.empty
 
 
 ctx = current()
@@ -207,12 +209,15 @@ if train:
         ("max_train_days", int(max_train)),
         ("seed", int(seed)),
     )
-    update, done = progress_bar("Training the autoencoder…")
     try:
-        model = vae(f"{key}:{min_orders}", config, r_days, update)
+        model = progress_ui.run(
+            "Training the autoencoder",
+            lambda step: vae(f"{key}:{min_orders}", config, r_days, step),
+            key="labs_vae_run",
+            job=(key, min_orders, config),
+        )
     except ValueError as exc:
         literal.error(exc)
-    done()
 if model is not None:
     lat = recall(f"{draw_key}:latent:{model.config}", r_days, d, model.latent, None)
     curves["latent"] = lat.to_frame()

@@ -42,11 +42,12 @@ from engine.utility.queries import (
     utility_policy_from_frame,
 )
 from ui import literal, persist
+from ui import progress as progress_ui
 from ui.context import HASH_FUNCS, Context
 from ui.downloads import release_downloads
 from ui.downloads import table_download as _download
 from ui.risk_charts import cdf_frame, distinguishability_cdf_figure
-from ui.study import add_to_study
+from ui.study import add_to_study, remember
 from ui.tab_population import export_choice
 
 METHODS = ("UGACLIP", "ACLIP")
@@ -81,8 +82,10 @@ def _run(
     policy_csv: str,
     max_suppressed: int | None,
     with_visits: bool = False,
+    _progress=None,
 ):
-    """A run, or the SuppressionLimitExceeded it raised (cached too, so the message stays)."""
+    """A run, or the SuppressionLimitExceeded it raised (cached too, so the message stays).
+    `_progress`: the progress bar's callback (ui/progress.py; not part of the cache key)."""
     utility = read_utility_policy(io.StringIO(policy_csv), name="utility policy")
     try:
         return run_profiles(
@@ -94,6 +97,7 @@ def _run(
             policy=_policy(cohort, k, knowledge, with_visits),
             max_suppressed=max_suppressed,
             with_visits=with_visits,
+            progress=_progress,
         )
     except SuppressionLimitExceeded as exc:
         return exc
@@ -211,11 +215,16 @@ def render_anonymize(ctx: Context) -> None:
     methods = METHODS if choice == "Both" else (choice,)
     runs: dict[str, ProfilesRun] = {}
     policy_csv = utility.to_csv()
+    lim = None if limit is None else int(limit)
     for m in methods:
-        with st.spinner(f"Running {m} on {ctx.cohort.n_patients:,} records..."):
-            out = _run(
-                ctx.cohort, k, knowledge, m, policy_csv, None if limit is None else int(limit), with_visits
-            )
+        out = progress_ui.run(
+            f"{m} on {ctx.cohort.n_patients:,} records",
+            lambda step, m=m: _run(ctx.cohort, k, knowledge, m, policy_csv, lim, with_visits, step),
+            key=f"profiles_run_{m}",
+            job=(ctx.cohort.fingerprint, k, knowledge, policy_csv, lim, with_visits),
+        )
+        if out is None:  # cancelled
+            continue
         if isinstance(out, SuppressionLimitExceeded):
             literal.error(out)  # names the constraint's codes
             continue
@@ -245,6 +254,7 @@ def render_anonymize(ctx: Context) -> None:
             max_suppressed=None if limit is None else int(limit),
             with_visits=with_visits,
         )
+        remember(ctx, settings, r.release.checked(ctx.cohort))  # this run: Add does not rerun it
         add_to_study(ctx, settings, f"{m} k={k}", f"profiles_{m}_study")
 
 
@@ -359,13 +369,18 @@ def render_tradeoffs(ctx: Context) -> None:
         return
     st.session_state["profiles_swept"] = True
     jobs = [(k, kn, m) for kn in conds for k in sorted(ks) for m in METHODS]
-    bar = st.progress(0.0, text="sweep")
-    rows = []
     csv = policy.to_csv()
-    for n, (k, kn, m) in enumerate(jobs, start=1):
-        bar.progress(n / max(len(jobs), 1), text=f"{m}, {kn.replace('_', ' ')}, k = {k} ({n}/{len(jobs)})")
-        rows.append(_sweep_row(ctx.cohort, k, kn, m, csv))
-    bar.empty()
+
+    def compute(step) -> list[dict]:
+        rows = []
+        for n, (k, kn, m) in enumerate(jobs):
+            step(n, len(jobs), f"{m}, {kn.replace('_', ' ')}, k = {k}")
+            rows.append(_sweep_row(ctx.cohort, k, kn, m, csv))
+        return rows
+
+    rows = progress_ui.run(
+        "Sweep", compute, key="profiles_sweep", job=(ctx.cohort.fingerprint, tuple(jobs), csv)
+    )
     if not rows:
         return
     sweep = pd.DataFrame(rows)

@@ -28,14 +28,15 @@ from engine.hierarchy import ICD9_LEVELS, ICD9_THESIS_LEVELS, Hierarchy
 from engine.records import Records
 from engine.release import Release
 from engine.risk import Verification
-from engine.runs import ICD_HIERARCHIES, CodeSelection, LDASettings
+from engine.runs import ICD_HIERARCHIES, CodeSelection, LDASettings, RunInputs
 from engine.utility.loss import avg_re, dataset_loss, level_shares, record_losses
 from ui import literal, persist
+from ui import progress as progress_ui
 from ui.context import HASH_FUNCS, Context
 from ui.downloads import release_downloads, release_table_download
 from ui.downloads import table_download as _download
 from ui.literal import md
-from ui.study import add_to_study
+from ui.study import add_to_study, remember
 
 D4_CODES = ("250", "272", "401", "724")
 CODE_MODES = ("Thesis D4: 250, 272, 401, 724 (3-digit)", "Most frequent codes", "Chosen codes")
@@ -93,7 +94,14 @@ def _icd_hierarchy(choice: str, upload: tuple[str, bytes] | None) -> Hierarchy:
 
 
 @st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=48)
-def _run(cohort: Records, selection: tuple, hier: tuple, k: int, w_icd: float, method: str) -> LDAResult:
+def _run(
+    cohort: Records, selection: tuple, hier: tuple, k: int, w_icd: float, method: str, _progress=None
+) -> LDAResult:
+    """The LDA result; with recordable parameters it is `LDASettings.run_result` itself, so the study's
+    "Add to study" gets this very release. `_progress`: the progress bar's callback (not hashed)."""
+    settings = settings_of(selection, hier, k, w_icd, method)
+    if settings is not None:
+        return settings.run_result(RunInputs(cohort, cohort), _progress)
     choice, upload, lo, hi, top90 = hier
     traj = _trajectories(cohort, selection)
     return lda(
@@ -103,6 +111,7 @@ def _run(cohort: Records, selection: tuple, hier: tuple, k: int, w_icd: float, m
         method=method,
         icd_hierarchy=_icd_hierarchy(choice, upload),
         age_hierarchy=Hierarchy.ages(lo, hi, top_code_90=top90),
+        progress=_progress,
     )
 
 
@@ -230,9 +239,14 @@ def settings_of(selection: tuple, hier: tuple, k: int, w_icd: float, method: str
 
 
 def _run_or_report(ctx: Context, selection, hier, k, w_icd, method) -> LDAResult | None:
+    """The LDA run under a progress bar with Cancel; None when cancelled or refused (said why)."""
     try:
-        with st.spinner("Clustering trajectories (MDAV over A-GS alignments)…"):
-            return _run(ctx.cohort, selection, hier, k, w_icd, method)
+        return progress_ui.run(
+            f"LDA: clustering trajectories ({method}, k = {k})",
+            lambda step: _run(ctx.cohort, selection, hier, k, w_icd, method, step),
+            key="lda_run",
+            job=(ctx.cohort.fingerprint, selection, hier, k, w_icd, method),
+        )
     except (ValueError, KeyError) as exc:
         literal.error(exc.args[0] if exc.args else exc)
         return None
@@ -271,7 +285,10 @@ def render_anonymize(ctx: Context) -> None:
         st.success(ver.message())
     # the files (patient_id, code, age), only through the export gate under the sidebar's adversary and k
     release_downloads(rel, ver, ctx.adversary, int(ctx.k), ctx.population, name="lda", key="lda_dl")
-    add_to_study(ctx, settings_of(selection, hier, k, w_icd, method), f"LDA k={k}", "lda_study")
+    settings = settings_of(selection, hier, k, w_icd, method)
+    if settings is not None:
+        remember(ctx, settings, rel)  # LDASettings.run's release: Add does not rerun it
+    add_to_study(ctx, settings, f"LDA k={k}", "lda_study")
 
     left, right = st.columns(2)
     with left:
@@ -538,18 +555,23 @@ def render_tradeoffs(ctx: Context) -> None:
         st.session_state["ldat_w_params"] = (selection, hier, k_w)
     wp = st.session_state.get("ldat_w_params")
     if wp is not None and wp == (selection, hier, k_w):
-        rows = []
-        bar = st.progress(0.0, text="Weight sweep")
         weights = [round(0.1 * i, 1) for i in range(1, 10)]
-        for n, w in enumerate(weights):
-            try:
+
+        def compute(step) -> list[dict]:
+            rows = []
+            for n, w in enumerate(weights):
+                step(n, len(weights), f"w_ICD = {w}")
                 m = _measures(ctx.cohort, selection, hier, k_w, w, "a-gs")
-            except (ValueError, KeyError) as exc:
-                literal.error(exc.args[0] if exc.args else exc)
-                return
-            rows.append({"w_icd": w, "w_age": round(1 - w, 1), "ILM": m["ILM"], "ALM": m["ALM"]})
-            bar.progress((n + 1) / len(weights), text=f"w_ICD = {w}")
-        bar.empty()
+                rows.append({"w_icd": w, "w_age": round(1 - w, 1), "ILM": m["ILM"], "ALM": m["ALM"]})
+            return rows
+
+        try:
+            rows = progress_ui.run("Weight sweep", compute, key="ldat_wsweep", job=(selection, hier, k_w))
+        except (ValueError, KeyError) as exc:
+            literal.error(exc.args[0] if exc.args else exc)
+            return
+        if rows is None:
+            return
         wdf = pd.DataFrame(rows)
         st.markdown("**ILM and ALM by attribute weights** (Figure 15)")
         st.plotly_chart(weights_figure(wdf), key="ldat_fig_w")
@@ -557,16 +579,19 @@ def render_tradeoffs(ctx: Context) -> None:
 
 
 def _sweep(ctx: Context, selection, hier, w_icd: float, ks: tuple[int, ...]) -> pd.DataFrame | None:
-    rows = []
     runs = [(m, k) for m in ("baseline", "a-gs") for k in ks]
-    bar = st.progress(0.0, text="k sweep")
-    for n, (method, k) in enumerate(runs):
-        try:
+
+    def compute(step) -> list[dict]:
+        rows = []
+        for n, (method, k) in enumerate(runs):
+            step(n, len(runs), f"{method}, k = {k}")
             m = _measures(ctx.cohort, selection, hier, k, w_icd, method)
-        except (ValueError, KeyError) as exc:
-            literal.error(exc.args[0] if exc.args else exc)
-            return None
-        rows.append({"method": method, "k": k, "ILM": m["ILM"], "ALM": m["ALM"], "AvgRE": m["AvgRE"]})
-        bar.progress((n + 1) / len(runs), text=f"{method}, k = {k}")
-    bar.empty()
-    return pd.DataFrame(rows)
+            rows.append({"method": method, "k": k, "ILM": m["ILM"], "ALM": m["ALM"], "AvgRE": m["AvgRE"]})
+        return rows
+
+    try:
+        rows = progress_ui.run("k sweep", compute, key="ldat_ksweep", job=(selection, hier, w_icd, ks))
+    except (ValueError, KeyError) as exc:
+        literal.error(exc.args[0] if exc.args else exc)
+        return None
+    return None if rows is None else pd.DataFrame(rows)
