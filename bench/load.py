@@ -79,6 +79,8 @@ class Health(threading.Thread):
         super().__init__(daemon=True)
         self.url = f"http://localhost:{port}/_stcore/health"
         self.latencies: list[float] = []
+        self.phases: list[str] = []
+        self.phase = "first loads"
         self.stop = threading.Event()
 
     def run(self) -> None:
@@ -90,6 +92,7 @@ class Health(threading.Thread):
                 self.latencies.append(time.monotonic() - t)
             except OSError:
                 self.latencies.append(HEALTH_TIMEOUT_S)
+            self.phases.append(self.phase)
             self.stop.wait(max(0.5 - (time.monotonic() - t), 0.0))
 
 
@@ -155,7 +158,7 @@ class Session:
 def p95(values: list[float]) -> float:
     if not values:
         return float("nan")
-    return statistics.quantiles(values, n=20)[-1] if len(values) >= 2 else values[0]
+    return statistics.quantiles(values, n=20, method="inclusive")[-1] if len(values) >= 2 else values[0]
 
 
 def _terminate(signum, frame) -> None:
@@ -189,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     server = start_server(port, args.config, log, args.root.resolve())
     proc = psutil.Process(server.pid)
     health = Health(port)
+    cpu_start = sum(proc.cpu_times()[:2])
     pages = args.pages.split(",")
     try:
         with sync_playwright() as pw:
@@ -208,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
                     sessions.append(s)
             if not sessions:
                 raise SystemExit("no session rendered its first page")
+            health.phase = "k changes"
             interval = 1.0 / (args.rate * len(sessions))
             start = time.monotonic()
             n = 0
@@ -232,8 +237,10 @@ def main(argv: list[str] | None = None) -> int:
             for s in opened:
                 s.page.close()
             browser.close()
+        health.phase = "after close"
         closed = time.monotonic()
         cpu0 = sum(proc.cpu_times()[:2])
+        cpu_test = cpu0 - cpu_start
         time.sleep(10)
         cpu_after = (sum(proc.cpu_times()[:2]) - cpu0) / (time.monotonic() - closed)
         threads_after = proc.num_threads()
@@ -254,6 +261,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {name or 'cohort'}: max {max(ws):.2f} s, p95 {p95(ws):.2f} s ({len(ws)} changes)")
     lat = health.latencies
     print(f"health: max {max(lat):.3f} s, p95 {p95(lat):.3f} s ({len(lat)} polls)")
+    for phase in ("first loads", "k changes", "after close"):
+        part = [x for x, p in zip(health.latencies, health.phases, strict=False) if p == phase]
+        if part:
+            print(f"  during {phase}: max {max(part):.3f} s, p95 {p95(part):.3f} s ({len(part)} polls)")
+    print(f"server CPU time from start to the last client closed: {cpu_test:.0f} s")
     print(
         f"server CPU in the 10 s after every client closed: {cpu_after:.0%} of a core; {threads_after} threads"
     )

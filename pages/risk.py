@@ -14,6 +14,7 @@ import streamlit as st
 from engine import risk
 from engine.adversary import ALL_ADVERSARIES
 from engine.records import Records
+from ui import progress as progress_ui
 from ui import study as session_study
 from ui.context import HASH_FUNCS, current, warn_if_whole_population
 from ui.downloads import table_download
@@ -137,8 +138,9 @@ else:
     st.caption(f"Original cohort and every release of the study under **{adv.label}**, k = {k}.")
     before_after: dict[str, np.ndarray] = {"original": dis}
     status = []
-    progress = st.progress(0.0, text="Verifying releases...")
+    step = progress_ui.tracker("Verifying the study's releases")
     for i, (name, (entry, held)) in enumerate(published.items()):
+        step(i, len(published), name)
         rel = held.release
         try:
             v = session_study.reverify(ctx, rel)
@@ -156,8 +158,7 @@ else:
                 "recorded when added": entry.verification.message(),
             }
         )
-        progress.progress((i + 1) / len(published), text=f"Verified {name}")
-    progress.empty()
+    step.bar.empty()
     fig2 = distinguishability_cdf_figure(
         before_after, k, "Before and after anonymization", highlight="original", dashed=list(before_after)[1:]
     )
