@@ -15,11 +15,16 @@ The bar is redrawn at most every `_REDRAW_S` seconds. It may be drawn from insid
 `st.cache_resource` function: its updates are kept out of the cached function's replay (a cached
 result replayed later would otherwise redraw a bar of an earlier run: `CacheReplayClosureError`).
 `tracker(label)` is the same callback without the Cancel control, for runs inside one.
+
+`SharedMemo` holds results the server's sessions share (keyed on data content and parameters): one
+computation per key at a time; a session asking for a key another is computing waits for it.
 """
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -133,3 +138,64 @@ def run(label: str, compute: Callable[[Tracker], T], *, key: str, job: Hashable 
         return compute(Tracker(bar, label))
     finally:
         holder.empty()
+
+
+class SharedMemo:
+    """A bounded memo shared by the server's sessions (least recently used dropped first). Keys must
+    name the data by content (fingerprints) and every parameter; values must be immutable. One
+    computation per key at a time: a second caller waits for the first (and stops waiting when its
+    own script run is superseded); if the first fails or is cancelled, the next caller computes."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._data: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+        self._running: dict[Hashable, threading.Lock] = {}
+
+    def get(self, key: Hashable) -> Any:
+        with self._lock:
+            if key in self._data:
+                self._data.move_to_end(key)
+                return self._data[key]
+        return None
+
+    def put(self, key: Hashable, value: Any) -> None:
+        with self._lock:
+            self._data[key] = value
+            self._data.move_to_end(key)
+            while len(self._data) > self.size:
+                self._data.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def compute(self, key: Hashable, fn: Callable[[], T]) -> T:
+        """The value of `key`, computed by `fn()` unless held or being computed by another caller."""
+        while True:
+            with self._lock:
+                if key in self._data:
+                    self._data.move_to_end(key)
+                    return self._data[key]
+                gate = self._running.get(key)
+                mine = gate is None
+                if mine:
+                    gate = self._running[key] = threading.Lock()
+                    gate.acquire()
+            if mine:
+                break
+            check = _yield_check()
+            while not gate.acquire(timeout=0.1):
+                check()
+            gate.release()
+        try:
+            value = fn()
+            self.put(key, value)
+            return value
+        finally:
+            with self._lock:
+                self._running.pop(key, None)
+            gate.release()

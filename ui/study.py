@@ -16,8 +16,6 @@ Every page that shows a release shows it verified again under the sidebar's adve
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -50,8 +48,7 @@ _PREVIEWS, _VERIFICATIONS = 32, 64
 # previews are shared by the sessions of this server: the key is the data's content fingerprint and
 # groups plus the typed settings, and a Release is immutable (eight sessions on the sample compute
 # each release once, not eight times)
-_PREVIEW_MEMO: OrderedDict = OrderedDict()
-_PREVIEW_LOCK = threading.Lock()
+_PREVIEW_MEMO = progress_ui.SharedMemo(_PREVIEWS)
 
 
 @dataclass(frozen=True, eq=False)
@@ -144,32 +141,20 @@ def others_note(ctx: Context) -> None:
 def preview(ctx: Context, settings: MethodSettings, progress: Callable | None = None) -> Release:
     """The release of `settings` on the data loaded now (memoized per data and settings, shared by
     the server's sessions: settings are frozen dataclasses, hashable keys)."""
-    key = (data_of(ctx).key, settings)
-    with _PREVIEW_LOCK:
-        if key in _PREVIEW_MEMO:
-            _PREVIEW_MEMO.move_to_end(key)
-            return _PREVIEW_MEMO[key]
-    release = settings.run(run_inputs(ctx), progress)
-    with _PREVIEW_LOCK:
-        _PREVIEW_MEMO[key] = release
-        while len(_PREVIEW_MEMO) > _PREVIEWS:
-            _PREVIEW_MEMO.popitem(last=False)
-    return release
+    return _PREVIEW_MEMO.compute(
+        (data_of(ctx).key, settings), lambda: settings.run(run_inputs(ctx), progress)
+    )
 
 
 def remember(ctx: Context, settings: MethodSettings, release: Release) -> None:
     """Record a release a view computed another way (e.g. Heatherly's three-scope comparison) as the
     preview of `settings`, so "Add to study" reuses it. It must be what `settings.run` gives."""
-    with _PREVIEW_LOCK:
-        _PREVIEW_MEMO[(data_of(ctx).key, settings)] = release
-        while len(_PREVIEW_MEMO) > _PREVIEWS:
-            _PREVIEW_MEMO.popitem(last=False)
+    _PREVIEW_MEMO.put((data_of(ctx).key, settings), release)
 
 
 def previewed(ctx: Context, settings: MethodSettings) -> Release | None:
     """The memoized preview of `settings` on the data loaded now, None when not computed yet."""
-    with _PREVIEW_LOCK:
-        return _PREVIEW_MEMO.get((data_of(ctx).key, settings))
+    return _PREVIEW_MEMO.get((data_of(ctx).key, settings))
 
 
 def live_preview(ctx: Context, settings: MethodSettings, label: str, key: str) -> Release | None:

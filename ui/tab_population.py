@@ -14,8 +14,6 @@ Engine calls are cached per session on the records' fingerprints and the paramet
 from __future__ import annotations
 
 import json
-import threading
-from collections import OrderedDict
 
 import numpy as np
 import pandas as pd
@@ -114,9 +112,7 @@ def _groups(ctx: Context) -> dict[str, Records]:
     return groups
 
 
-_MEMO: OrderedDict = OrderedDict()  # shared by the sessions of this server (content-keyed, immutable)
-_MEMO_LOCK = threading.Lock()
-_MEMO_SIZE = 24
+_MEMO = progress_ui.SharedMemo(24)  # shared by the sessions of this server (content-keyed, immutable)
 
 
 def scope_comparison(
@@ -133,10 +129,9 @@ def scope_comparison(
         bool(complete),
         bool(with_visits),
     )
-    with _MEMO_LOCK:
-        if key in _MEMO:
-            _MEMO.move_to_end(key)
-            return _MEMO[key]
+    held = _MEMO.get(key)
+    if held is not None:
+        return held
 
     def compute(step) -> ScopeComparison:
         return compare_scopes(
@@ -149,13 +144,11 @@ def scope_comparison(
             progress=step,
         )
 
-    result = progress_ui.run(label, compute, key=f"hea_cmp_{k}_{complete}", job=key)
+    result = progress_ui.run(
+        label, lambda step: _MEMO.compute(key, lambda: compute(step)), key=f"hea_cmp_{k}_{complete}", job=key
+    )
     if result is None:
         st.stop()
-    with _MEMO_LOCK:
-        _MEMO[key] = result
-        while len(_MEMO) > _MEMO_SIZE:
-            _MEMO.popitem(last=False)
     return result
 
 
