@@ -175,6 +175,8 @@ class GCCensSettings:
         from engine.anonymize.censor import gccens_run, prepare, rolled_item_codes, select_codes
 
         self.validate()
+        if progress is not None:
+            progress(0.0, "selecting the codes")
         cohort, population = inputs.cohort, inputs.population
         roll = None
         vocab = sorted({str(x) for x in population.items} | {str(x) for x in cohort.items})
@@ -189,6 +191,8 @@ class GCCensSettings:
             codes = code_frequency_order(cohort)
         sel_cohort = select_codes(cohort, codes, roll)
         sel_pop = select_codes(population, codes, roll)
+        if progress is not None:
+            progress(0.0, f"preparing the repeat counts of {len(codes):,} codes")
         problem = prepare(sel_cohort, sel_pop if self.scope == "population" else None, self.scope)  # type: ignore[arg-type]
         cap_args: dict[str, Any] = (
             {"cap": self.cap} if self.cap is not None else {"caps": dict(self.caps) or None}

@@ -420,6 +420,8 @@ def censor_counts(
         raise ValueError(f"kernel must be one of {KERNELS}, not {kernel!r}")
     if int(k) < 1:
         raise ValueError(f"k must be >= 1, not {k}")
+    if progress is not None:
+        progress(0.0, "capping, then counting the records below k")
     capped = np.minimum(problem.counts, caps[None, :])  # line 1: preprocess
     y = capped.copy()
     m = len(y)
