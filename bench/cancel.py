@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import load  # noqa: E402 - bench/load.py's server start-up
+import load  # bench/load.py: the server start-up
 
 
 def main(argv: list[str] | None = None) -> int:
