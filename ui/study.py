@@ -42,6 +42,7 @@ from ui import literal
 from ui.context import Context
 
 STUDY, MADE = "study", "study_made"
+REOPENED_ATTACKER = "_study_reopened_attacker"  # (scope, knowledge, k) of a study just reopened
 _DATA_MEMO, _PREVIEW_MEMO, _VERIFY_MEMO = "_study_data", "_study_previews", "_study_verifications"
 _PREVIEWS, _VERIFICATIONS = 8, 64
 
@@ -241,6 +242,17 @@ def reopen(ctx: Context, text: bytes, source: str) -> list[RebuildCheck]:
         checks.append(RebuildCheck(entry.name, entry.files, m.entry.files, m.entry.verification))
         held[entry.name] = MadeFiles(m.release, m.files)
     bar.empty()
-    st.session_state[STUDY] = loaded.with_data(data).with_attacker(ctx.adversary, int(ctx.k))
+    st.session_state[STUDY] = loaded.with_data(data)
     st.session_state[MADE] = held
+    st.session_state[REOPENED_ATTACKER] = (loaded.adversary.scope, loaded.adversary.knowledge, loaded.k)
     return checks
+
+
+def follow_reopened(ctx: Context) -> None:
+    """After `reopen`: when the study's adversary or k differ from the sidebar's, rerun so that the
+    sidebar (drawn before the page, so not changeable in this run) moves to them and says so
+    (`ui.sidebar.apply_reopened`)."""
+    wanted = st.session_state.get(REOPENED_ATTACKER)
+    if wanted is not None and wanted != (ctx.adversary.scope, ctx.adversary.knowledge, int(ctx.k)):
+        st.rerun()
+    st.session_state.pop(REOPENED_ATTACKER, None)
