@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from apptest_support import full_app, page_path
+from apptest_support import full_app, page_path, shown
 from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -192,3 +192,27 @@ def test_reopening_a_study_moves_the_sidebar_to_its_adversary_and_k():
     _ok(at, "k = 5")
     assert not any("Set from the reopened study file" in i.value for i in at.sidebar.info)
     assert at.session_state["study"].k == 5
+
+
+def test_lda_with_an_uploaded_hierarchy_is_refused_by_the_study_with_the_reason():
+    """Issue 13: an LDA release over an uploaded ICD hierarchy could not be recorded, and the view said
+    only "e.g. an uploaded hierarchy" in a caption. A study file records settings, not the hierarchy:
+    the view says so, naming the file and its sha256, and offers no button."""
+    import hashlib
+
+    hierarchy = b"child,parent\n250,metabolic\n272,metabolic\n401,circulatory\n724,musculoskeletal\n"
+    hierarchy += b"metabolic,*\ncirculatory,*\nmusculoskeletal,*\n"
+    at = full_app()
+    at.session_state["method_render_anonymize"] = "Trajectories (LDA)"
+    at.run()
+    _go(at, ANONYMIZE)
+    assert at.button(key="lda_study_add")  # a built-in hierarchy: the release can be added
+    _set(at, "selectbox", "lda_icd", "Custom (CSV upload)")
+    at.file_uploader(key="lda_upload").upload("my_hierarchy.csv", hierarchy, "text/csv")
+    at.run()
+    _ok(at, "uploaded hierarchy")
+    warned = [shown(w.value) for w in at.warning if "Not added to the study" in shown(w.value)]
+    assert len(warned) == 1, [w.value for w in at.warning]
+    assert "my_hierarchy.csv" in warned[0] and hashlib.sha256(hierarchy).hexdigest() in warned[0]
+    assert not [b for b in at.button if b.key == "lda_study_add"]
+    assert at.session_state["study"].releases == ()

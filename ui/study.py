@@ -191,13 +191,19 @@ def remove(ctx: Context, name: str) -> None:
     made().pop(name, None)
 
 
-def add_to_study(ctx: Context, settings: MethodSettings | None, default_name: str, key: str) -> None:
+def add_to_study(
+    ctx: Context,
+    settings: MethodSettings | None,
+    default_name: str,
+    key: str,
+    why_not: str | None = None,
+) -> None:
     """The "Add to study" control of a method view: a name (a readable default) and the button.
-    `settings` None: the view's parameters cannot be recorded (the button says why)."""
+    `settings` None: the view's parameters cannot be recorded; no button, and `why_not` says why."""
     study = session(ctx)
     st.markdown("**Add this release to the study**")
     if settings is None:
-        st.caption("These parameters cannot be recorded in a study (e.g. an uploaded hierarchy).")
+        literal.warning(why_not or "These parameters cannot be recorded in a study.")
         return
     base = study.unique_name(default_name)
     c1, c2 = st.columns([3, 1])
