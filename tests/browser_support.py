@@ -136,7 +136,7 @@ def no_exception(page) -> None:
     assert shown.count() == 0, shown.first.inner_text()
 
 
-def settle(page) -> None:
+def settle(page, timeout: float = WAIT_MS) -> None:
     """Wait until Streamlit has finished the current run (its status widget is gone)."""
     page.wait_for_timeout(300)
-    page.wait_for_selector('[data-testid="stStatusWidget"]', state="detached", timeout=WAIT_MS)
+    page.wait_for_selector('[data-testid="stStatusWidget"]', state="detached", timeout=timeout)
