@@ -138,5 +138,5 @@ def no_exception(page) -> None:
 
 def settle(page, timeout: float = WAIT_MS) -> None:
     """Wait until Streamlit has finished the current run (its status widget is gone)."""
-    page.wait_for_timeout(300)
+    page.wait_for_timeout(600)
     page.wait_for_selector('[data-testid="stStatusWidget"]', state="detached", timeout=timeout)

@@ -126,8 +126,16 @@ class App:
         from playwright.sync_api import expect
 
         self.step(f"open {title}")
-        self.sidebar.locator('[data-testid="stSidebarNav"]').get_by_text(title, exact=True).click()
-        expect(self.page.get_by_role("heading", name=title).first).to_be_visible(timeout=WAIT_MS)
+        heading = self.page.get_by_role("heading", name=title).first
+        for _ in range(3):  # a click during a run on a loaded machine may be lost: click again
+            self.ok()
+            self.sidebar.locator('[data-testid="stSidebarNav"]').get_by_text(title, exact=True).click()
+            try:
+                expect(heading).to_be_visible(timeout=WAIT_MS // 4)
+                break
+            except AssertionError:
+                self.step(f"open {title}: again")
+        expect(heading).to_be_visible(timeout=WAIT_MS)
         self.ok()
         if shot:
             self.look(shot)
@@ -141,6 +149,7 @@ class App:
     def upload(self, role_index: int, file: tuple[str, str, bytes]) -> None:
         name, mime, body = file
         self.step(f"upload {name}")
+        self.ok()
         self.sidebar.locator('input[type="file"]').nth(role_index).set_input_files(
             files=[{"name": name, "mimeType": mime, "buffer": body}]
         )
@@ -242,8 +251,8 @@ def walk() -> Walk:
         # k = 6: every page that shows a release shows it verified again at 6
         app.set_k(6)
         checks = {
-            "Risk": re.compile(r"verified here \(.*k=6\)"),
-            "PheWAS": re.compile(r"k = 6\b"),
+            "Risk": re.compile(r"every release of the study under .*k = 6\b"),
+            "PheWAS": re.compile(r"k = 6\b"),  # releases failing at 6 are labelled so; verified: by name
             "Anonymize": re.compile(r"k = 6\b"),
             "Report": re.compile(r"at k = 6 under the four adversaries"),
         }
