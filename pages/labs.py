@@ -15,7 +15,7 @@ import pandas as pd
 import streamlit as st
 
 from engine import labs as L
-from ui import literal
+from ui import literal, persist
 from ui import progress as progress_ui
 from ui.context import current
 from ui.downloads import table_download
@@ -35,6 +35,21 @@ from ui.labs_charts import (
 KNOWLEDGE = {"single_visit": ("one_day", "one day known"), "all_visits": ("all_days", "all days known")}
 SCOPE = {"cohort": ("99", "99 others"), "population": ("population", "whole population")}
 LATENT_SIZES = [2, 4, 8, 16, 32, 64]
+# widget keys kept across page switches (ui/persist.py); the two data-dependent ones are seeded below
+persist.register(
+    {
+        "labs_max_days": persist.LAZY,
+        "labs_min_orders": persist.LAZY,
+        "labs_trials": 100,
+        "labs_simulations": 50,
+        "labs_seed": 0,
+        "labs_train_vae": True,
+        "labs_latent_dim": 16,
+        "labs_epochs": 10,
+        "labs_max_train": 20_000,
+        "labs_spread_n": 1,
+    }
+)
 
 
 @st.cache_resource(scope="session", max_entries=4, show_spinner="Building patient-day vectors…")
@@ -59,18 +74,35 @@ def draws(key: str, trials: int, simulations: int, against: str, query: str, see
     return L.draw_queries(_days, trials, simulations, against, query, seed)  # type: ignore[arg-type]
 
 
-@st.cache_resource(scope="session", max_entries=16, show_spinner=False)
-def recall(key: str, _days: L.PatientDays, _draws: L.Draws, _vectors=None, _progress=None) -> L.Recall:
+def _session_memo(name: str, key: object, max_entries: int, compute: Callable[[], object]):
+    """`compute()` once per `key` in this session's state (the oldest entries dropped past
+    `max_entries`). For the computations that move a progress bar drawn outside them: under
+    `st.cache_*` the bar's updates are recorded with the cached result and replaying them on the next
+    run fails (`CacheReplayClosureError`, issue 13), since the bar is a new element every run."""
+    memo: dict = st.session_state.setdefault(f"_labs_memo_{name}", {})
+    if key not in memo:
+        memo[key] = compute()
+        while len(memo) > max_entries:
+            memo.pop(next(iter(memo)))
+    return memo[key]
+
+
+def recall(key: str, days: L.PatientDays, draws_: L.Draws, vectors=None, progress=None) -> L.Recall:
     """`key` names data, draws and vectors (raw or a trained model)."""
-    return L.recall_at_n(_days, _draws, vectors=_vectors, progress=_progress)
+    return _session_memo(
+        "recall", key, 16, lambda: L.recall_at_n(days, draws_, vectors=vectors, progress=progress)
+    )
 
 
-@st.cache_resource(scope="session", max_entries=4, show_spinner=False)
-def vae(key: str, config_items: tuple, _days: L.PatientDays, _progress: Callable[[float, str], None]):
+def vae(key: str, config_items: tuple, days: L.PatientDays, progress: Callable[[float, str], None]):
     """A trained model per data fingerprint and parameters (`config_items`)."""
-    from engine.latent import VAEConfig, train_vae  # torch only here
 
-    return train_vae(_days, VAEConfig(**dict(config_items)), progress=_progress)
+    def train():
+        from engine.latent import VAEConfig, train_vae  # torch only here
+
+        return train_vae(days, VAEConfig(**dict(config_items)), progress=progress)
+
+    return _session_memo("vae", (key, config_items), 4, train)
 
 
 def progress_bar(text: str) -> tuple[Callable[[float, str], None], Callable[[], None]]:
@@ -121,13 +153,10 @@ for col, d, paper in ((c2, 2, "72.3%"), (c3, 9, "98.4%")):
     row = table[table["days"] == d]
     value = f"{100 * row['share_unique'].iloc[0]:.1f}%" if len(row) else "n/a"
     col.metric(f"Unique, at least {d} days", value, help=f"paper: {paper}")
-max_days = st.slider(
-    "Days shown",
-    5,
-    max(6, int(table["days"].max())),
-    min(30, max(6, int(table["days"].max()))),
-    key="labs_max_days",
-)
+days_max = max(6, int(table["days"].max()))
+persist.seed("labs_max_days", min(30, days_max))
+st.session_state["labs_max_days"] = min(max(int(st.session_state["labs_max_days"]), 5), days_max)
+max_days = st.slider("Days shown", 5, days_max, key="labs_max_days")
 st.plotly_chart(uniqueness_figure(table, max_days), width="stretch", key="labs_uniqueness_chart")
 table_download(table, "Uniqueness by days (CSV)", "labs_uniqueness.csv", "labs_dl_uniq")
 if ctx.adversary.knowledge == "all_visits":
@@ -140,18 +169,18 @@ if ctx.adversary.knowledge == "all_visits":
 st.header("Re-identification from lab orders (Figure 4)")
 c1, c2, c3, c4 = st.columns(4)
 default_n = L.default_min_orders(days.n_days)
+persist.seed("labs_min_orders", default_n)
 min_orders = c1.number_input(
     "Labs ordered on at least N patient-days",
     min_value=1,
-    value=default_n,
     key="labs_min_orders",
     help=f"The paper's 500 at 6.4 million patient-days, scaled to these {days.n_days:,}: {default_n}.",
 )
-trials = c2.number_input("Breached records per simulation", 10, 2000, 100, step=10, key="labs_trials")
+trials = c2.number_input("Breached records per simulation", 10, 2000, step=10, key="labs_trials")
 simulations = c3.number_input(
-    "Simulations", 1, 500, 50, key="labs_simulations", help="the paper: 100, and 250 for the spread"
+    "Simulations", 1, 500, key="labs_simulations", help="the paper: 100, and 250 for the spread"
 )
-seed = c4.number_input("Seed", 0, 2**31 - 1, 0, key="labs_seed")
+seed = c4.number_input("Seed", 0, 2**31 - 1, key="labs_seed")
 r_days = restricted(key, int(min_orders), days)
 st.caption(
     f"{r_days.n_labs:,} labs kept; {r_days.n_patients:,} patients and {r_days.n_days:,} patient-days with at "
@@ -186,19 +215,16 @@ c3.metric("Candidates per query", f"{raw.n_candidates:,}")
 
 # ------------------------------------------------------------------------------------ Figures 5-6
 st.header("Latent-space release (Figures 5 and 6)")
-train = st.toggle("Train the variational autoencoder", value=True, key="labs_train_vae")
+train = st.toggle("Train the variational autoencoder", key="labs_train_vae")
 model = None
 if train:
     c1, c2, c3 = st.columns(3)
-    latent_dim = c1.select_slider(
-        "Latent size", LATENT_SIZES, value=16, key="labs_latent_dim", help="the paper: 16"
-    )
-    epochs = c2.number_input("Epochs", 1, 200, 10, key="labs_epochs")
+    latent_dim = c1.select_slider("Latent size", LATENT_SIZES, key="labs_latent_dim", help="the paper: 16")
+    epochs = c2.number_input("Epochs", 1, 200, key="labs_epochs")
     max_train = c3.number_input(
         "Training days (subsample)",
         500,
         500_000,
-        20_000,
         step=500,
         key="labs_max_train",
         help="Training uses at most this many patient-days (random, seeded) to stay fast.",
@@ -246,7 +272,7 @@ if query == "one_day" and raw.at(1) < raw.random[0]:
         "little about who ordered it. (With the identity of the true patient shuffled, the engine's Recall@n "
         "sits on the random line: see tests/test_labs.py.)"
     )
-spread_n = st.number_input("Spread over simulations at n =", 1, 100, 1, key="labs_spread_n")
+spread_n = st.number_input("Spread over simulations at n =", 1, 100, key="labs_spread_n")
 per_sim = {"raw": raw.per_simulation} | ({"latent": lat.per_simulation} if model is not None else {})
 spread = spread_frame(per_sim, int(spread_n))
 st.plotly_chart(spread_figure(spread, int(spread_n)), width="stretch", key="labs_spread_chart")

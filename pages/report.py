@@ -43,6 +43,7 @@ with st.expander("Study file: save, or reopen one (every release is rebuilt and 
                 [(c.name, c.identical, c.differences()) for c in checks],
             )
         study, published = session_study.session(ctx), session_study.current(ctx)
+        session_study.follow_reopened(ctx)  # the sidebar moves to the study's adversary and k
     result = st.session_state.get("study_reopen_result")
     if result is not None and result[0] == "error":
         literal.error(result[1])

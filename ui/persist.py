@@ -7,18 +7,39 @@ seeds a default once and re-assigns every registered key already set, so Streaml
 widget is not drawn. The widgets are drawn without a default of their own (the registered one is the
 default). Keys whose default depends on the data (`LAZY`) are seeded by their view with `seed()`.
 
-Not kept: editable tables (`st.data_editor` state cannot be set), uploads and buttons.
+The pages' own widgets (drawn with a default of their own in pages/*.py) are kept the same way once
+drawn (`PAGE_KEYS`, registered `LAZY`: the widget's first draw seeds them). Not among them: choices
+whose options follow the data (a kept value outside them would be refused).
+
+Not kept: uploads and buttons. Editable tables (`st.data_editor`, whose state cannot be set) keep
+their edits through `edits()` (the edited column, stored under a key of its own).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import pandas as pd
 import streamlit as st
 
 LAZY = object()  # a default the view computes from the data (see `seed`)
 REGISTRY: dict[str, Any] = {}
+PAGE_KEYS = (
+    "cohort_top_n",
+    "cohort_measure",
+    "risk_count_repeats",
+    "risk_n_patterns",
+    "phewas_test",
+    "phewas_mincount",
+    "phewas_mincases",
+    "phewas_alpha",
+    "phewas_correction",
+    "phewas_heatherly",
+    "report_recipient",
+    "report_reproducible",
+)
 
 
 def register(keys: Mapping[str, Any]) -> None:
@@ -32,6 +53,9 @@ def register(keys: Mapping[str, Any]) -> None:
         for key, default in keys.items():
             if key not in st.session_state and default is not LAZY:
                 st.session_state[key] = default
+
+
+REGISTRY.update(dict.fromkeys(PAGE_KEYS, LAZY))
 
 
 def keep() -> None:
@@ -51,3 +75,39 @@ def seed(key: str, default: Any, options: Iterable[Any] | None = None) -> None:
     elif options is not None:
         allowed = set(options)
         st.session_state[key] = [v for v in st.session_state[key] if v in allowed]
+
+
+def edited_column(
+    store: str, table: pd.DataFrame, index: str, column: str, key: str, **editor: Any
+) -> pd.DataFrame:
+    """`st.data_editor` of `table` whose edits of `column` survive page switches (its widget state
+    cannot be set, so it is lost whenever a run does not draw it).
+
+    The edits (rows, by their `index` value, whose `column` differs from `table`'s) are kept under
+    `store` in session state, merged over every earlier table's. An editor drawn again after a run
+    that did not draw it starts from `table` with the kept edits written in, under a key naming them
+    (a fresh editor, never an old editor's deltas applied to another table); while it stays drawn its
+    key and starting table stay the same, so the browser's edits keep applying. Returns the edited
+    table."""
+    kept: dict[str, Any] = dict(st.session_state.get(store, {}))
+    rows = table[index].astype(str).tolist()
+    defaults = dict(zip(rows, table[column].tolist(), strict=True))
+    drawn = st.session_state.get(f"{store}:drawn")  # (key, rows, applied, editor key) of the last draw
+    if drawn is not None and drawn[:2] == (key, rows) and drawn[3] in st.session_state:
+        applied, editor_key = drawn[2], drawn[3]  # still on screen: its starting table is unchanged
+    else:
+        applied = {r: kept[r] for r in rows if r in kept}
+        digest = hashlib.sha256(repr(sorted(applied.items())).encode()).hexdigest()[:12]
+        editor_key = f"{key}:{digest}"
+    base = table.copy()
+    if applied:
+        base[column] = [applied.get(r, d) for r, d in zip(rows, table[column], strict=True)]
+    edited = st.data_editor(base, key=editor_key, **editor)
+    st.session_state[f"{store}:drawn"] = (key, rows, applied, editor_key)
+    for r, value in zip(edited[index].astype(str), edited[column].tolist(), strict=True):
+        if value == defaults[r] or (pd.isna(value) and pd.isna(defaults[r])):
+            kept.pop(r, None)
+        else:
+            kept[r] = value
+    st.session_state[store] = kept
+    return edited

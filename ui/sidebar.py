@@ -65,8 +65,39 @@ class LoadState:
     uploaded: bool
 
 
+_REOPENED_NOTE = "_sidebar_reopened_note"
+
+
+def apply_reopened() -> None:
+    """A study file just reopened (`ui.study.reopen`) sets the adversary and k to the study's, before
+    their widgets are drawn; the sidebar says so while they stay at those values."""
+    from ui.study import REOPENED_ATTACKER
+
+    wanted = st.session_state.pop(REOPENED_ATTACKER, None)
+    if wanted is not None:
+        scope, knowledge, k = wanted
+        st.session_state.update(adversary_scope=scope, adversary_knowledge=knowledge, k=int(k))
+        st.session_state[_REOPENED_NOTE] = wanted
+
+
+def _reopened_note(sb: Any) -> None:
+    note = st.session_state.get(_REOPENED_NOTE)
+    if note is None:
+        return
+    scope, knowledge, k = note
+    here = (st.session_state.get("adversary_scope"), st.session_state.get("adversary_knowledge"))
+    if here != (scope, knowledge) or st.session_state.get("k") != k:
+        st.session_state.pop(_REOPENED_NOTE)  # changed since: the study follows the sidebar again
+        return
+    sb.info(
+        f"Set from the reopened study file: adversary {Adversary(scope, knowledge).label}, k = {k}. "
+        "Change them here to verify the study's releases under another attacker."
+    )
+
+
 def seed_state() -> None:
     """Defaults once; then re-assign every key so Streamlit keeps it when its widget is not drawn."""
+    apply_reopened()
     for key, default in KEYS.items():
         if key not in st.session_state:
             st.session_state[key] = default
@@ -237,6 +268,7 @@ def render() -> Context | None:
     adversary = Adversary(scope, knowledge)
     sb.caption(adversary.describe())
     k = int(sb.number_input("k", min_value=K_MIN, max_value=K_MAX, step=1, key="k", help=_K_HELP))
+    _reopened_note(sb)
     if k > cohort.n_patients:
         sb.error(
             f"k = {k} exceeds the cohort size ({cohort.n_patients} patients): no record can have "

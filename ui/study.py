@@ -43,6 +43,7 @@ from ui import progress as progress_ui
 from ui.context import Context
 
 STUDY, MADE = "study", "study_made"
+REOPENED_ATTACKER = "_study_reopened_attacker"  # (scope, knowledge, k) of a study just reopened
 _DATA_MEMO, _VERIFY_MEMO = "_study_data", "_study_verifications"
 _PREVIEWS, _VERIFICATIONS = 32, 64
 # previews are shared by the sessions of this server: the key is the data's content fingerprint and
@@ -215,13 +216,19 @@ def remove(ctx: Context, name: str) -> None:
     made().pop(name, None)
 
 
-def add_to_study(ctx: Context, settings: MethodSettings | None, default_name: str, key: str) -> None:
+def add_to_study(
+    ctx: Context,
+    settings: MethodSettings | None,
+    default_name: str,
+    key: str,
+    why_not: str | None = None,
+) -> None:
     """The "Add to study" control of a method view: a name (a readable default) and the button.
-    `settings` None: the view's parameters cannot be recorded (the button says why)."""
+    `settings` None: the view's parameters cannot be recorded; no button, and `why_not` says why."""
     study = session(ctx)
     st.markdown("**Add this release to the study**")
     if settings is None:
-        st.caption("These parameters cannot be recorded in a study (e.g. an uploaded hierarchy).")
+        literal.warning(why_not or "These parameters cannot be recorded in a study.")
         return
     base = study.unique_name(default_name)
     c1, c2 = st.columns([3, 1])
@@ -274,6 +281,17 @@ def reopen(ctx: Context, text: bytes, source: str) -> list[RebuildCheck]:
         checks.append(RebuildCheck(entry.name, entry.files, m.entry.files, m.entry.verification))
         held[entry.name] = MadeFiles(m.release, m.files)
     step.bar.empty()
-    st.session_state[STUDY] = loaded.with_data(data).with_attacker(ctx.adversary, int(ctx.k))
+    st.session_state[STUDY] = loaded.with_data(data)
     st.session_state[MADE] = held
+    st.session_state[REOPENED_ATTACKER] = (loaded.adversary.scope, loaded.adversary.knowledge, loaded.k)
     return checks
+
+
+def follow_reopened(ctx: Context) -> None:
+    """After `reopen`: when the study's adversary or k differ from the sidebar's, rerun so that the
+    sidebar (drawn before the page, so not changeable in this run) moves to them and says so
+    (`ui.sidebar.apply_reopened`)."""
+    wanted = st.session_state.get(REOPENED_ATTACKER)
+    if wanted is not None and wanted != (ctx.adversary.scope, ctx.adversary.knowledge, int(ctx.k)):
+        st.rerun()
+    st.session_state.pop(REOPENED_ATTACKER, None)

@@ -58,7 +58,7 @@ CODE_MODES = (
 CAP_MODES = ("Per-code caps", "Universal cap")  # per-code first: the paper's scan of S is the default
 TABLE1_KS = tuple(range(2, 26))
 TABLE2_CAPS = tuple(range(3, 11))
-# widget keys kept across page switches (ui/persist.py); per-code cap edits are not kept
+# widget keys kept across page switches (ui/persist.py); per-code cap edits too (`_caps`)
 for _p in ("gcc_", "gcct_"):
     persist.register(
         {
@@ -227,11 +227,14 @@ def _caps(problem: CensorProblem, prefix: str) -> tuple | None:
     st.caption(
         "Per-code caps (default: each code's maximum repeat count in the cohort). Edit the cap column."
     )
-    edited = st.data_editor(
+    edited = persist.edited_column(  # the cap edits survive page switches (issue 13)
+        f"{prefix}capedits",
         table,
+        "code",
+        "cap",
+        key=f"{prefix}captable:{','.join(problem.code_labels[:50])}",
         disabled=["code", "records", "mean repeats", "max repeats"],
         hide_index=True,
-        key=f"{prefix}captable:{','.join(problem.code_labels[:50])}",
         height=min(38 + 35 * len(table), 320),
     )
     caps = pd.to_numeric(edited["cap"], errors="coerce")

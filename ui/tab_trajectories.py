@@ -12,6 +12,7 @@ parameters; the chart builders below take the engine's plain DataFrames.
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 import numpy as np
@@ -238,6 +239,19 @@ def settings_of(selection: tuple, hier: tuple, k: int, w_icd: float, method: str
     )
 
 
+def _unrecordable(hier: tuple) -> str | None:
+    """Why a release over an uploaded ICD hierarchy is not added to the study (issue 13)."""
+    upload = hier[1]
+    if upload is None:
+        return None
+    return (
+        f"Not added to the study: this release uses the uploaded ICD hierarchy {upload[0]} (sha256 "
+        f"{hashlib.sha256(upload[1]).hexdigest()}), and a study file records settings, not the "
+        "hierarchy, so the release could not be rebuilt or checked from it. Choose a built-in hierarchy "
+        "to add the release; this one can still be downloaded above."
+    )
+
+
 def _run_or_report(ctx: Context, selection, hier, k, w_icd, method) -> LDAResult | None:
     """The LDA run under a progress bar with Cancel; None when cancelled or refused (said why)."""
     try:
@@ -288,7 +302,7 @@ def render_anonymize(ctx: Context) -> None:
     settings = settings_of(selection, hier, k, w_icd, method)
     if settings is not None:
         remember(ctx, settings, rel)  # LDASettings.run's release: Add does not rerun it
-    add_to_study(ctx, settings, f"LDA k={k}", "lda_study")
+    add_to_study(ctx, settings, f"LDA k={k}", "lda_study", _unrecordable(hier))
 
     left, right = st.columns(2)
     with left:

@@ -1,0 +1,142 @@
+"""The browser tests' shared harness: `streamlit run app.py` on a free port, Playwright driving
+Debian's Chromium (/usr/bin/chromium, never a downloaded browser).
+
+Skipped (with the reason) when /usr/bin/chromium is missing, except on CI (env CI set): then it fails.
+While pages named in app.py are not written yet, the app runs from app.py's own text without them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from conftest import sample_missing_reason
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+EXCEPTION = '[data-testid="stException"]'
+WAIT_MS = 60_000
+
+
+def require_browser() -> None:
+    """Skip without Debian's Chromium; on CI, fail instead."""
+    if CHROMIUM.exists():
+        return
+    reason = (
+        f"{CHROMIUM} not found: install Debian's chromium (apt-get install chromium) to run the browser test"
+    )
+    if os.environ.get("CI"):
+        pytest.fail(f"CI is set and {reason}")
+    pytest.skip(reason)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def app_pages() -> list[str]:
+    """The page files app.py names, in its order."""
+    return re.findall(r'st\.Page\(\s*"([^"]+)"', (ROOT / "app.py").read_text())
+
+
+def _script(tmp: Path) -> Path:
+    """app.py, or (while some of its pages are missing) its text without them, with absolute paths."""
+    app = ROOT / "app.py"
+    text = app.read_text()
+    missing = [p for p in app_pages() if not (ROOT / p).exists()]
+    if not missing:
+        return app
+    lines = [ln for ln in text.splitlines() if not any(f'"{m}"' in ln for m in missing)]
+    body = re.sub(r'st\.Page\(\s*"(?!/)', f'st.Page("{ROOT}/', "\n".join(lines))
+    harness = tmp / "app_harness.py"
+    harness.write_text(f"import sys\nsys.path.insert(0, {str(ROOT)!r})\n{body}\n")
+    return harness
+
+
+def _wait_healthy(port: int, proc: subprocess.Popen, log: Path, timeout: float = 45.0) -> None:
+    url = f"http://localhost:{port}/_stcore/health"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"streamlit exited with {proc.returncode}: {log.read_text()[-2000:]}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.3)
+    pytest.fail(f"no health response from {url} within {timeout:.0f} s: {log.read_text()[-2000:]}")
+
+
+@contextmanager
+def streamlit_server(tmp: Path) -> Iterator[str]:
+    """The app served on a free localhost port (its log in `tmp`); yields the base URL. Skips when the
+    sample or the browser is missing."""
+    reason = sample_missing_reason()
+    if reason:
+        pytest.skip(reason)
+    require_browser()
+    port = free_port()
+    log = tmp / "streamlit.log"
+    cmd = [
+        sys.executable, "-m", "streamlit", "run", str(_script(tmp)),
+        "--server.port", str(port), "--server.headless", "true",
+        "--server.address", "localhost", "--browser.gatherUsageStats", "false",
+    ]  # fmt: skip
+    with log.open("w") as out:
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        _wait_healthy(port, proc, log)
+        yield f"http://localhost:{port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@contextmanager
+def chromium() -> Iterator:
+    """A headless Chromium (Playwright's `Browser`), closed on exit."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def no_exception(page) -> None:
+    """Fail with the text of the first exception element the page shows."""
+    shown = page.locator(EXCEPTION)
+    assert shown.count() == 0, shown.first.inner_text()
+
+
+def settle(page, timeout: float = WAIT_MS) -> None:
+    """Wait until Streamlit has finished the current run (its status widget is gone)."""
+    page.wait_for_timeout(600)
+    page.wait_for_selector('[data-testid="stStatusWidget"]', state="detached", timeout=timeout)
