@@ -19,6 +19,7 @@ from ui.fingerprints import frame_fingerprint, release_key
 from ui.literal import md
 from ui.phewas_charts import change_histogram, manhattan_figure, qq_figure
 from ui.tab_population import compare_three_scopes
+from ui.teach import intro
 
 
 @st.cache_data(show_spinner="Running the original PheWAS…", scope="session", max_entries=8)
@@ -39,6 +40,7 @@ def released_phewas(
 
 ctx = current()
 st.title("PheWAS")
+intro("phewas")
 warn_if_whole_population(ctx)
 genotypes = ctx.dataset.genotypes
 if genotypes is None or genotypes.empty:

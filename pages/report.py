@@ -13,9 +13,11 @@ from ui import literal
 from ui import study as session_study
 from ui.context import current, warn_if_whole_population
 from ui.downloads import report_download
+from ui.teach import intro
 
 ctx = current()
 st.title("Report")
+intro("report")
 warn_if_whole_population(ctx)
 study = session_study.session(ctx)
 published = session_study.current(ctx)

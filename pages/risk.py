@@ -18,6 +18,7 @@ from ui import study as session_study
 from ui.context import HASH_FUNCS, current, warn_if_whole_population
 from ui.downloads import table_download
 from ui.risk_charts import cdf_frame, distinguishability_cdf_figure
+from ui.teach import intro
 
 
 # ------------------------------------------------------------------------------ cached engine calls
@@ -55,6 +56,7 @@ def _summary_table(curves: dict[str, np.ndarray], k: int) -> pd.DataFrame:
 ctx = current()
 adv, k = ctx.adversary, ctx.k
 st.title("Risk")
+intro("risk")
 warn_if_whole_population(ctx)
 st.caption(
     f"Adversary (sidebar): **{adv.label}**. {adv.describe()} Distinguishability is the number of candidate "
