@@ -33,6 +33,7 @@ from engine.anonymize.profiles import (
     run_profiles,
     trace_frame,
 )
+from engine.glossary import help_for
 from engine.records import Records
 from engine.runs import ProfilesSettings
 from engine.utility.queries import (
@@ -41,7 +42,7 @@ from engine.utility.queries import (
     satisfaction_table,
     utility_policy_from_frame,
 )
-from ui import literal, persist
+from ui import honest, literal, persist
 from ui.context import HASH_FUNCS, Context
 from ui.downloads import release_downloads
 from ui.downloads import table_download as _download
@@ -186,7 +187,7 @@ def render_anonymize(ctx: Context) -> None:
         + "."
     )
     c1, c2 = st.columns([1, 1])
-    choice = c1.radio("Method", CHOICES, horizontal=True, key="profiles_method")
+    choice = c1.radio("Method", CHOICES, horizontal=True, key="profiles_method", help=help_for("ugaclip"))
     limit = c2.number_input(
         "Suppression limit (distinct codes; empty = none)",
         min_value=0,
@@ -234,7 +235,12 @@ def render_anonymize(ctx: Context) -> None:
         ),
         key="profiles_cdf",
     )
-    _download(cdf_frame(curves), "Download the CDF data (CSV)", "profiles_cdf.csv", "profiles_cdf_dl")
+    _download(
+        cdf_frame(curves),
+        "Download the risk CDF, before and after (CSV)",
+        "profiles_cdf.csv",
+        "profiles_cdf_dl",
+    )
     for m, r in runs.items():
         _release_block(ctx, m, r)
         settings = ProfilesSettings(
@@ -250,7 +256,7 @@ def render_anonymize(ctx: Context) -> None:
 
 def _policy_summary(policy: PrivacyPolicy) -> None:
     a, b, c, d = st.columns(4)
-    a.metric("Privacy constraints", f"{len(policy):,}")
+    a.metric("Privacy constraints", f"{len(policy):,}", help=help_for("ppe"))
     b.metric("Collected", f"{policy.n_collected:,}")
     c.metric("Already protected", f"{policy.n_already_protected:,}")
     d.metric("Covered by a superset", f"{policy.n_covered:,}")
@@ -282,7 +288,19 @@ def _measures(runs: dict[str, ProfilesRun]) -> None:
             }
         )
     table = pd.DataFrame(rows)
-    st.dataframe(table, hide_index=True, width="stretch")
+    st.dataframe(
+        table,
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "NCP": st.column_config.NumberColumn("NCP", help=help_for("ncp")),
+            "RE mean": st.column_config.NumberColumn("RE mean", help=help_for("re")),
+            "RE sd": st.column_config.NumberColumn("RE sd", help=help_for("re")),
+            "utility constraints satisfied": st.column_config.TextColumn(
+                "utility constraints satisfied", help=help_for("utility_constraint")
+            ),
+        },
+    )
     _download(table, "Download the measures (CSV)", "profiles_measures.csv", "profiles_measures_dl")
 
 
@@ -301,6 +319,20 @@ def _release_block(ctx: Context, method: str, run: ProfilesRun) -> None:
     else:
         st.error(f"{run.check.message()} {run.verification.message()} No download until verified.")
         st.dataframe(run.check.failing(), hide_index=True)
+    s = run.summary()
+    honest.headline(
+        run.release,
+        ctx.cohort,
+        internal=[
+            (
+                "Utility constraints met (method-internal)",
+                f"{s['utility_satisfied']} of {s['utility_constraints']}",
+                help_for("utility_constraint"),
+            ),
+            ("NCP (method-internal)", f"{s['ncp']:.4f}", help_for("ncp")),
+            ("Mean relative error (method-internal)", f"{s['re_mean']:.3f}", help_for("re")),
+        ],
+    )
     # the files (gzip: items of many codes repeat long labels), only through the export gate under
     # the sidebar's adversary and k; a violated privacy policy refuses them too
     release_downloads(
@@ -318,7 +350,10 @@ def _release_block(ctx: Context, method: str, run: ProfilesRun) -> None:
         trace = trace_frame(run.release)
         st.dataframe(trace.head(500), hide_index=True, width="stretch")
         _download(
-            trace, "Download the steps (CSV)", f"{method.lower()}_steps.csv", f"profiles_{method}_trace_dl"
+            trace,
+            f"Download the {method} steps (CSV)",
+            f"{method.lower()}_steps.csv",
+            f"profiles_{method}_trace_dl",
         )
 
 
