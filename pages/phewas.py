@@ -154,7 +154,12 @@ if pairs:
     }
     table = phewas.significance_table(original, released_results, alpha=float(alpha), correction=correction)
     st.caption(help_for("lost_false"))
-    st.dataframe(table, hide_index=True, width="stretch")
+    st.dataframe(  # wide with many releases: it scrolls, the SNP column pinned
+        table,
+        hide_index=True,
+        width="stretch",
+        column_config={"snp": st.column_config.TextColumn("SNP", pinned=True)},
+    )
     table_download(
         table, "Download Table 4, lost and false associations (CSV)", "phewas_table4.csv", "phewas_dl_table4"
     )

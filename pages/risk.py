@@ -177,7 +177,12 @@ else:
         before_after, k, "Before and after anonymization", highlight="original", dashed=list(before_after)[1:]
     )
     st.plotly_chart(fig2, key="risk_cdf_before_after")
-    st.dataframe(pd.DataFrame(status), hide_index=True, key="risk_release_status")
+    st.dataframe(
+        pd.DataFrame(status),
+        hide_index=True,
+        key="risk_release_status",
+        column_config={"release": st.column_config.TextColumn("release", pinned=True)},
+    )
     for name, (_entry, held) in published.items():  # issue 16: what each release leaves out
         honest.show_flags(held.release, ctx.cohort, name)
     b1, b2 = st.columns(2)

@@ -85,7 +85,10 @@ def test_compare_page_one_table_one_chart_best_marked(releases):
     rows = table.set_index("release")
     assert rows.loc["GCCens cap 3", "code instances kept"] == pytest.approx(0.1189, abs=5e-4)
     assert rows["verified"].all()
-    assert rows.loc["UGACLIP k=5", "utility constraints met"] > rows.loc["GCCens cap 3", "utility constraints met"]
+    assert (
+        rows.loc["UGACLIP k=5", "utility constraints met"]
+        > rows.loc["GCCens cap 3", "utility constraints met"]
+    )
     assert "distinct codes kept" in rows.loc["UGACLIP k=5", "best in"]
     # the flags of the releases that need them
     warnings = _warnings(at)

@@ -50,7 +50,7 @@ CONSTRAINT_MODES = {
 }
 TRADEOFF_KS = (2, 3, 5, 10, 20)
 LOCAL_HELP = {  # the paper's measures, explained where their columns are shown (issue 16)
-    "release": st.column_config.TextColumn("release", help=help_for("demo")),
+    "release": st.column_config.TextColumn("release", help=help_for("demo"), pinned=True),
     "DC Local %": st.column_config.NumberColumn("DC Local %", help=help_for("dc_local"), format="%.1f"),
     "CC Local %": st.column_config.NumberColumn("CC Local %", help=help_for("cc_local"), format="%.1f"),
 }

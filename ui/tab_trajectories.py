@@ -193,7 +193,7 @@ def _settings(ctx: Context, prefix: str, *, with_method: bool = True) -> tuple |
                 st.warning("Choose at least one code.")
                 return None
     with c2:
-        choice = st.selectbox("ICD hierarchy", ICD_CHOICES, key=f"{prefix}icd")
+        choice = st.selectbox("ICD hierarchy", ICD_CHOICES, key=f"{prefix}icd", help=help_for("dgh"))
         upload = None
         if choice == ICD_CHOICES[3]:
             f = st.file_uploader("Hierarchy CSV (child,parent)", type=["csv"], key=f"{prefix}upload")
@@ -215,7 +215,14 @@ def _settings(ctx: Context, prefix: str, *, with_method: bool = True) -> tuple |
         st.caption(f"w_ICD = {w_icd:.1f}, w_Age = {1 - w_icd:.1f}")
         method = "a-gs"
         if with_method:
-            method = st.radio("Alignment", ("a-gs", "baseline"), horizontal=True, key=f"{prefix}method")
+            method = st.radio(
+                "Alignment",
+                ("a-gs", "baseline"),
+                horizontal=True,
+                key=f"{prefix}method",
+                format_func={"a-gs": "A-GS (least loss)", "baseline": "Baseline (pair by position)"}.get,
+                help=help_for("ags"),
+            )
     if hi <= lo:
         st.error(f"The age domain {lo}-{hi} is empty: 'to' must exceed 'from'.")
         return None
