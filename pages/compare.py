@@ -10,7 +10,7 @@ import streamlit as st
 
 from engine import compare, phewas
 from engine.glossary import help_for
-from ui import literal
+from ui import honest, literal
 from ui import study as session_study
 from ui.colours import colour_map
 from ui.context import current, warn_if_whole_population
@@ -149,7 +149,10 @@ st.dataframe(
 for name, text in zip(table["release"], table["warnings"], strict=True):
     if text:
         literal.warning(f"{name}: {text}")
-st.plotly_chart(comparison_chart(table), key="compare_chart")
+chart = comparison_chart(table)
+names = {n: honest.legend_name(n, r, ctx.cohort) for n, r in releases.items()}
+chart.for_each_trace(lambda t: t.update(name=names.get(t.name, t.name)))  # GCCens states its code set
+st.plotly_chart(chart, key="compare_chart")
 table_download(
     table, "Download the release comparison (CSV)", "cohortshield_release_comparison.csv", "compare_dl"
 )

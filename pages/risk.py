@@ -174,7 +174,14 @@ else:
         progress.progress((i + 1) / len(published), text=f"Verified {name}")
     progress.empty()
     fig2 = distinguishability_cdf_figure(
-        before_after, k, "Before and after anonymization", highlight="original", dashed=list(before_after)[1:]
+        before_after,
+        k,
+        "Before and after anonymization",
+        highlight="original",
+        dashed=list(before_after)[1:],
+        legend={
+            n: honest.legend_name(n, published[n][1].release, ctx.cohort) for n in list(before_after)[1:]
+        },
     )
     st.plotly_chart(fig2, key="risk_cdf_before_after")
     st.dataframe(

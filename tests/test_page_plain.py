@@ -96,8 +96,10 @@ def test_compare_page_one_table_one_chart_best_marked(releases):
     assert "GCCens cap 3: Releases only codes 250, 272, 401, 724 (4 of 3,117 in the cohort)" in warnings
     # the chart: one bar series per release in its own colour, never the original's
     (spec,) = plotly_specs(at)
-    colours = {t["name"]: t["marker"]["color"] for t in spec["data"]}
+    colours = {t["name"].split(" (codes")[0]: t["marker"]["color"] for t in spec["data"]}
     assert set(colours) == set(releases)
+    legend = [t["name"] for t in spec["data"]]
+    assert "GCCens cap 3 (codes 250, 272, 401, 724 of 3,117)" in legend  # GCCens states its code set
     assert len(set(colours.values())) == len(releases) and ORIGINAL not in colours.values()
     assert at.session_state["_release_colours"]["UGACLIP k=5"] == colours["UGACLIP k=5"]
     _no_raw_titles_and_named_downloads(at)
@@ -148,10 +150,13 @@ def test_risk_page_flags_releases_and_its_axis_ends_at_the_data(releases):
         assert top <= math.log10(max(ctx.population.n_patients, ctx.k)) + 0.1, top
         # one colour per release: the original neutral, every release its session colour
         for trace in spec["data"]:
-            if trace["name"] == "original":
+            name = trace["name"].split(" (codes")[0]
+            if name == "original":
                 assert trace["line"]["color"] == ORIGINAL
-            elif trace["name"] in releases:
-                assert trace["line"]["color"] == at.session_state["_release_colours"][trace["name"]]
+            elif name in releases:
+                assert trace["line"]["color"] == at.session_state["_release_colours"][name]
+    legend = [t["name"] for t in plotly_specs(at)[-1]["data"]]
+    assert "GCCens cap 3 (codes 250, 272, 401, 724 of 3,117)" in legend and "UGACLIP k=5" in legend
     metric = next(m for m in at.metric if m.label.startswith("Share unique"))
     assert metric.proto.help == help_for("distinguishability")
     _no_raw_titles_and_named_downloads(at)

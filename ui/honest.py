@@ -34,6 +34,16 @@ def code_set_caption(h: compare.Headline) -> str:
     return f"Code set: {text}" if text else ""
 
 
+def legend_name(name: str, release: Release, cohort: Records) -> str:
+    """A release's name in a chart legend: with its code set when the method restricts it (GCCens,
+    LDA: 'GCCens k=5 (codes 250, 272, 401, 724 of 3,117)')."""
+    h = figures(release, cohort)
+    if h.code_set is None:
+        return name
+    codes = ", ".join(h.code_set) if len(h.code_set) <= 4 else f"{len(h.code_set):,} codes"
+    return f"{name} (codes {codes} of {h.codes_total:,})"
+
+
 def show_flags(release: Release, cohort: Records, name: str | None = None, where=None) -> list[str]:
     """The release's warnings, one `st.warning` each (prefixed with its name when given)."""
     where = where or st

@@ -40,12 +40,14 @@ def distinguishability_cdf_figure(
     *,
     highlight: str | None = None,
     dashed: Sequence[str] = (),
+    legend: Mapping[str, str] | None = None,
 ) -> go.Figure:
     """Share of records at or below each distinguishability (x on a log axis), one step line per curve,
     with k marked as a vertical line.
 
     `highlight` draws that curve thicker (e.g. the sidebar's adversary); curves named in `dashed` are
-    dashed (e.g. "released" next to "original").
+    dashed (e.g. "released" next to "original"). `legend` renames curves in the legend only (e.g. a
+    release with its code set); colours follow the curve's own name (ui/colours.py).
     """
     fig = go.Figure()
     frame = cdf_frame(curves)
@@ -66,7 +68,7 @@ def distinguishability_cdf_figure(
                 x=x,
                 y=y,
                 mode="lines",
-                name=str(name),
+                name=str((legend or {}).get(name, name)),
                 line={
                     "shape": "hv",
                     "width": width,
