@@ -20,6 +20,8 @@ PAGES = [
     st.Page("pages/phewas.py", title="PheWAS", icon=":material/genetics:"),
     st.Page("pages/labs.py", title="Lab orders", icon=":material/science:"),
     st.Page("pages/report.py", title="Report", icon=":material/description:"),
+    st.Page("pages/compare.py", title="Compare releases", icon=":material/compare:"),
+    st.Page("pages/glossary.py", title="Glossary", icon=":material/menu_book:"),
 ]
 
 navigation = st.navigation(PAGES)

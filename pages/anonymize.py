@@ -4,9 +4,11 @@ import streamlit as st
 
 from ui.context import current, warn_if_whole_population
 from ui.tabs import render_method
+from ui.teach import intro
 
 ctx = current()
 st.title("Anonymize")
+intro("anonymize")
 warn_if_whole_population(ctx)
 st.caption(f"Adversary: {ctx.adversary.describe()}  k = {ctx.k}")
 render_method(ctx, "render_anonymize")

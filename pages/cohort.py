@@ -8,8 +8,10 @@ from ui import cohort_view as cv
 from ui.context import HASH_FUNCS
 from ui.downloads import table_download
 from ui.literal import md
+from ui.teach import intro
 
 st.title("Cohort")
+intro("cohort")
 
 
 @st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False)

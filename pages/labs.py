@@ -31,6 +31,7 @@ from ui.labs_charts import (
     spread_frame,
     uniqueness_figure,
 )
+from ui.teach import intro
 
 KNOWLEDGE = {"single_visit": ("one_day", "one day known"), "all_visits": ("all_days", "all days known")}
 SCOPE = {"cohort": ("99", "99 others"), "population": ("population", "whole population")}
@@ -113,6 +114,7 @@ def progress_bar(text: str) -> tuple[Callable[[float, str], None], Callable[[], 
 
 ctx = current()
 st.title("Lab orders")
+intro("labs")
 st.caption(
     "Johnson et al. 2018: how unique are the labs ordered for a patient, can one day of orders re-identify "
     "them, and does releasing a variational autoencoder's latent vectors instead protect them?"

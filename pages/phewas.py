@@ -10,8 +10,10 @@ import streamlit as st
 
 from engine import phewas
 from engine.anonymize.population import SCOPE_NAMES
+from engine.glossary import help_for
 from engine.records import Records
 from engine.release import Release
+from ui import honest
 from ui import study as session_study
 from ui.context import current, warn_if_whole_population
 from ui.downloads import table_download
@@ -19,6 +21,7 @@ from ui.fingerprints import frame_fingerprint, release_key
 from ui.literal import md
 from ui.phewas_charts import change_histogram, manhattan_figure, qq_figure
 from ui.tab_population import compare_three_scopes
+from ui.teach import intro
 
 
 @st.cache_data(show_spinner="Running the original PheWAS…", scope="session", max_entries=8)
@@ -37,8 +40,24 @@ def released_phewas(
     return phewas.phewas_of_release(_release, _genotypes, phewas.PhewasSettings(*settings_key))
 
 
+def r2_note(pairs: pd.DataFrame, snp: str) -> str:
+    """Why a release's QQ panel is empty or its r² is None ('' when neither): no test ran on the
+    released data (no phenotype left with enough cases), or nothing to correlate."""
+    df = pairs[pairs["snp"] == snp]
+    both = df.dropna(subset=["neglog10_original", "neglog10_released"])
+    if both.empty:
+        return (
+            "no associations left: no phenotype of the release has enough cases for a test, so its QQ "
+            "panel is empty and r² is None"
+        )
+    if len(both) < 2 or both["neglog10_original"].std() == 0 or both["neglog10_released"].std() == 0:
+        return f"nothing to correlate: {len(both)} test(s) ran on both, with no spread in p, so r² is None"
+    return ""
+
+
 ctx = current()
 st.title("PheWAS")
+intro("phewas")
 warn_if_whole_population(ctx)
 genotypes = ctx.dataset.genotypes
 if genotypes is None or genotypes.empty:
@@ -56,14 +75,15 @@ min_cases = c4.number_input("Min. cases for a test", 1, 500, 20, key="phewas_min
 alpha = c5.number_input("Significance level", 0.0001, 0.5, 0.05, format="%.4f", key="phewas_alpha")
 correction = st.radio(
     "Multiple testing",
-    ["none", "bonferroni", "bh"],
+    ["bh", "bonferroni", "none"],  # default: a correction (issue 16); Heatherly's setting kept, named
     horizontal=True,
     key="phewas_correction",
     format_func={
         "none": "none (Heatherly's Table 4)",
         "bonferroni": "Bonferroni",
-        "bh": "Benjamini-Hochberg",
+        "bh": "Benjamini-Hochberg (default)",
     }.get,
+    help=help_for("multiple_testing"),
 )
 with st.expander("Definitions and defaults"):
     st.markdown(phewas.__doc__ or "")
@@ -83,7 +103,8 @@ heatherly = st.toggle(
     value=True,
     key="phewas_heatherly",
     help="Anonymizes the cohort, the biobank and the population at the sidebar's k, as in Heatherly's "
-    "Table 4: a comparison only, never added to the study (add a release on the Anonymize page).",
+    "Table 4: a comparison only, never added to the study (add a release on the Anonymize page).\n\n"
+    + help_for("demo"),
 )
 # name -> (Release, label): the study's releases (verified again under the sidebar's adversary and k),
 # then the comparison's releases, which are not the study's
@@ -132,23 +153,51 @@ if pairs:
         for n, df in pairs.items()
     }
     table = phewas.significance_table(original, released_results, alpha=float(alpha), correction=correction)
-    st.dataframe(table, hide_index=True, width="stretch")
-    table_download(table, "Table 4 (CSV)", "phewas_table4.csv", "phewas_dl_table4")
+    st.caption(help_for("lost_false"))
+    st.dataframe(  # wide with many releases: it scrolls, the SNP column pinned
+        table,
+        hide_index=True,
+        width="stretch",
+        column_config={"snp": st.column_config.TextColumn("SNP", pinned=True)},
+    )
+    table_download(
+        table, "Download Table 4, lost and false associations (CSV)", "phewas_table4.csv", "phewas_dl_table4"
+    )
+    for name in pairs:
+        honest.show_flags(available[name][0], ctx.cohort, name)
     r2 = pd.DataFrame(
-        [{"release": n, "r² of -log10 p": phewas.r_squared(df[df["snp"] == snp])} for n, df in pairs.items()]
+        [
+            {
+                "release": n,
+                "r² of -log10 p": phewas.r_squared(df[df["snp"] == snp]),
+                "why no r²": r2_note(df, snp),
+            }
+            for n, df in pairs.items()
+        ]
     )
     st.dataframe(r2, hide_index=True)
 
     st.subheader("QQ-plots (Figures 1-6)")
+    for name, df in pairs.items():
+        note = r2_note(df, snp)
+        if note:
+            st.caption(md(f"{name}: {note}"))
     st.plotly_chart(qq_figure(pairs, snp, float(alpha)), width="stretch")
     st.subheader("Change in -log10 p (Figures 7-12)")
     st.plotly_chart(change_histogram(pairs, snp), width="stretch")
     all_pairs = pd.concat(pairs.values(), ignore_index=True)
-    table_download(all_pairs, "QQ and change data (CSV)", "phewas_pairs.csv", "phewas_dl_pairs")
+    table_download(
+        all_pairs,
+        "Download the QQ-plot and change data, every release (CSV)",
+        "phewas_pairs.csv",
+        "phewas_dl_pairs",
+    )
 
 st.subheader("Manhattan plot")
 st.plotly_chart(manhattan_figure(original, pairs, snp, float(alpha)), width="stretch")
 st.subheader(f"Associations at {p_col} ≤ {alpha} in the original data, {md(snp)}")
 sig = original[(original["snp"] == snp) & (original[p_col] <= alpha)].sort_values("p")
 st.dataframe(sig.assign(neglog10_p=-np.log10(sig["p"])), hide_index=True, width="stretch")
-table_download(original, "Original PheWAS, all SNPs (CSV)", "phewas_original.csv", "phewas_dl_original")
+table_download(
+    original, "Download the original PheWAS, all SNPs (CSV)", "phewas_original.csv", "phewas_dl_original"
+)

@@ -9,13 +9,15 @@ import streamlit as st
 from engine.bundle import make_bundle
 from engine.report import ReleaseInput, ReportError, build_report
 from engine.study import StudyError, verification_matrix
-from ui import literal
+from ui import honest, literal
 from ui import study as session_study
 from ui.context import current, warn_if_whole_population
 from ui.downloads import report_download
+from ui.teach import intro
 
 ctx = current()
 st.title("Report")
+intro("report")
 warn_if_whole_population(ctx)
 study = session_study.session(ctx)
 published = session_study.current(ctx)
@@ -77,6 +79,8 @@ else:
         if failing:
             literal.warning(f"{name}: not verified at k = {ctx.k} against {', '.join(failing)}.")
     st.dataframe(pd.concat(rows, ignore_index=True), hide_index=True, key="report_matrix")
+    for name, (_entry, held) in published.items():  # issue 16: what each release leaves out
+        honest.show_flags(held.release, ctx.cohort, name)
 
 # ---------------------------------------------------------------------------- the IRB report
 st.subheader("IRB report and release bundle")

@@ -13,12 +13,15 @@ import streamlit as st
 
 from engine import risk
 from engine.adversary import ALL_ADVERSARIES
+from engine.glossary import help_for
 from engine.records import Records
+from ui import honest
 from ui import progress as progress_ui
 from ui import study as session_study
 from ui.context import HASH_FUNCS, current, warn_if_whole_population
 from ui.downloads import table_download
 from ui.risk_charts import cdf_frame, distinguishability_cdf_figure
+from ui.teach import intro
 
 
 # ------------------------------------------------------------------------------ cached engine calls
@@ -56,6 +59,7 @@ def _summary_table(curves: dict[str, np.ndarray], k: int) -> pd.DataFrame:
 ctx = current()
 adv, k = ctx.adversary, ctx.k
 st.title("Risk")
+intro("risk")
 warn_if_whole_population(ctx)
 st.caption(
     f"Adversary (sidebar): **{adv.label}**. {adv.describe()} Distinguishability is the number of candidate "
@@ -65,6 +69,7 @@ count_repeats = st.checkbox(
     "Count repeated codes (all-visits knowledge includes how often each code was assigned, Tamersoy 2010)",
     value=False,
     key="risk_count_repeats",
+    help=help_for("all_visits"),
 )
 
 with st.spinner("Computing distinguishability under the four adversaries..."):
@@ -75,9 +80,9 @@ s = risk.summarize(dis, k)
 st.header("Headline figures")
 c1, c2, c3, c4 = st.columns(4)
 c1.metric("Cohort records", f"{s.n_records:,}")
-c2.metric("Share unique (distinguishability 1)", f"{s.share_unique:.1%}")
-c3.metric(f"Share below k = {k}", f"{s.share_below_k:.1%}")
-c4.metric("Median distinguishability", f"{s.median:g}")
+c2.metric("Share unique (distinguishability 1)", f"{s.share_unique:.1%}", help=help_for("distinguishability"))
+c3.metric(f"Share below k = {k}", f"{s.share_below_k:.1%}", help=help_for("k"))
+c4.metric("Median distinguishability", f"{s.median:g}", help=help_for("distinguishability"))
 
 st.header("The four adversaries")
 st.caption(
@@ -100,9 +105,19 @@ st.dataframe(
 )
 d1, d2 = st.columns(2)
 with d1:
-    table_download(cdf_frame(curves), "Download CDF data (CSV)", "risk_cdf_adversaries.csv", "dl_risk_cdf")
+    table_download(
+        cdf_frame(curves),
+        "Download the four adversaries' CDF (CSV)",
+        "risk_cdf_adversaries.csv",
+        "dl_risk_cdf",
+    )
 with d2:
-    table_download(summary, "Download summary (CSV)", "risk_summary_adversaries.csv", "dl_risk_summary")
+    table_download(
+        summary,
+        "Download the four adversaries' summary (CSV)",
+        "risk_summary_adversaries.csv",
+        "dl_risk_summary",
+    )
 with st.expander("Who are the four adversaries?"):
     for a in ALL_ADVERSARIES:
         st.markdown(f"- **{a.label}**: {a.describe()}")
@@ -160,19 +175,36 @@ else:
         )
     step.bar.empty()
     fig2 = distinguishability_cdf_figure(
-        before_after, k, "Before and after anonymization", highlight="original", dashed=list(before_after)[1:]
+        before_after,
+        k,
+        "Before and after anonymization",
+        highlight="original",
+        dashed=list(before_after)[1:],
+        legend={
+            n: honest.legend_name(n, published[n][1].release, ctx.cohort) for n in list(before_after)[1:]
+        },
     )
     st.plotly_chart(fig2, key="risk_cdf_before_after")
-    st.dataframe(pd.DataFrame(status), hide_index=True, key="risk_release_status")
+    st.dataframe(
+        pd.DataFrame(status),
+        hide_index=True,
+        key="risk_release_status",
+        column_config={"release": st.column_config.TextColumn("release", pinned=True)},
+    )
+    for name, (_entry, held) in published.items():  # issue 16: what each release leaves out
+        honest.show_flags(held.release, ctx.cohort, name)
     b1, b2 = st.columns(2)
     with b1:
         table_download(
-            cdf_frame(before_after), "Download CDF data (CSV)", "risk_cdf_before_after.csv", "dl_risk_cdf_ba"
+            cdf_frame(before_after),
+            "Download the before-and-after CDF (CSV)",
+            "risk_cdf_before_after.csv",
+            "dl_risk_cdf_ba",
         )
     with b2:
         table_download(
             _summary_table(before_after, k),
-            "Download summary (CSV)",
+            "Download the before-and-after summary (CSV)",
             "risk_summary_before_after.csv",
             "dl_risk_summary_ba",
         )

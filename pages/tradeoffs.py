@@ -4,9 +4,11 @@ import streamlit as st
 
 from ui.context import current, warn_if_whole_population
 from ui.tabs import render_method
+from ui.teach import intro
 
 ctx = current()
 st.title("Trade-offs")
+intro("tradeoffs")
 warn_if_whole_population(ctx)
 st.caption("Sweeps recompute live on the loaded data; each chart has its data for download.")
 render_method(ctx, "render_tradeoffs")

@@ -129,3 +129,83 @@ def add_release(at: AppTest, name: str, release, settings=None) -> None:
     held = dict(at.session_state[MADE]) if MADE in at.session_state else {}
     held[name] = MadeFiles(release, files)
     at.session_state[MADE] = held
+
+
+# ------------------------------------------------------------------------ chart labels (issue 16)
+RAW_WORDS = frozenset({"value", "variable", "index", "x", "y", "color", "colour"})
+_SNAKE = re.compile(r"^[a-z0-9]+(_[a-z0-9]+)+$")
+_FACET = re.compile(r"^[A-Za-z_]\w*=(?!\s)")
+
+
+def is_raw_identifier(title: str) -> bool:
+    """An axis, legend or facet title that is a column identifier rather than words: plotly
+    express's defaults `value` / `variable`, a snake_case name (`share_codes_retained`), or a facet
+    label `measure=DC Local %`."""
+    t = re.sub(r"<[^>]+>", "", str(title)).strip()
+    return t in RAW_WORDS or bool(_SNAKE.match(t)) or bool(_FACET.match(t))
+
+
+def _plotly_titles(spec: dict) -> list[tuple[str, str]]:
+    out = []
+    layout = spec.get("layout", {})
+    for name, axis in layout.items():
+        if (name.startswith(("xaxis", "yaxis")) or name in ("scene",)) and isinstance(axis, dict):
+            title = axis.get("title")
+            text = title.get("text") if isinstance(title, dict) else title
+            if text:
+                out.append((name, str(text)))
+    legend = layout.get("legend", {})
+    if isinstance(legend, dict):
+        title = legend.get("title")
+        text = title.get("text") if isinstance(title, dict) else title
+        if text:
+            out.append(("legend", str(text)))
+    for i, ann in enumerate(layout.get("annotations", []) or []):
+        if isinstance(ann, dict) and ann.get("text"):
+            out.append((f"annotation {i}", str(ann["text"])))
+    for i, trace in enumerate(spec.get("data", []) or []):
+        if trace.get("showlegend", True) is not False and trace.get("name"):
+            out.append((f"trace {i} name", str(trace["name"])))
+    return out
+
+
+def _vega_titles(spec: dict) -> list[tuple[str, str]]:
+    out = []
+    for channel, enc in (spec.get("encoding") or {}).items():
+        if isinstance(enc, dict) and channel in ("x", "y", "color"):
+            text = enc.get("title", enc.get("field"))
+            if text:
+                out.append((channel, str(text)))
+    for layer in spec.get("layer", []) or []:
+        out += _vega_titles(layer)
+    return out
+
+
+def chart_titles(at: AppTest) -> list[tuple[str, str, str]]:
+    """(chart, place, title) of every plotly and Vega-Lite chart of a run: axis titles, legend
+    titles, annotations (facet labels) and legend entries."""
+    import json
+
+    out = []
+    for i, chart in enumerate(at.get("plotly_chart")):
+        for place, text in _plotly_titles(json.loads(chart.proto.spec)):
+            out.append((f"plotly {i}", place, text))
+    for i, chart in enumerate(at.get("arrow_vega_lite_chart")):
+        for place, text in _vega_titles(json.loads(chart.proto.spec)):
+            out.append((f"vega {i}", place, text))
+    return out
+
+
+def raw_chart_titles(at: AppTest) -> list[tuple[str, str, str]]:
+    """The chart titles of a run that are raw identifiers (`is_raw_identifier`)."""
+    return [t for t in chart_titles(at) if is_raw_identifier(t[2])]
+
+
+def download_labels(at: AppTest) -> list[str]:
+    return [b.proto.label for b in at.get("download_button")]
+
+
+def plotly_specs(at: AppTest) -> list[dict]:
+    import json
+
+    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]

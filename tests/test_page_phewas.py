@@ -32,7 +32,11 @@ def test_phewas_page_without_release_shows_original(sample_dataset):
     assert not at.exception, [e.value for e in at.exception]
     assert any("No release in the study yet" in i.value for i in at.info)
     assert len(at.get("plotly_chart")) == 1  # the Manhattan plot
-    # the planted 9p21 association is among the significant rows of the first SNP
+    assert at.radio(key="phewas_correction").value == "bh"  # a correction by default (issue 16)
+    # the planted 9p21 association is among the significant rows of the first SNP at Heatherly's
+    # setting (uncorrected p <= 0.05), the named option
+    at.radio(key="phewas_correction").set_value("none").run()
+    assert not at.exception, [e.value for e in at.exception]
     sig = at.dataframe[-1].value
     assert "411.4" in set(sig["phecode"])
 

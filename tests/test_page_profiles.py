@@ -66,9 +66,13 @@ def test_tradeoffs_tab_figure_2_and_a_small_sweep() -> None:
     at.button(key="profiles_sweep_run").click().run()
     assert not at.exception, [e.value for e in at.exception]
     assert len(at.get("plotly_chart")) >= 4  # Figures 2, 3, 4 and suppression
-    sweep = next(d.value for d in at.dataframe if "re_mean" in d.value.columns)
-    assert sweep["method"].tolist() == ["UGACLIP", "ACLIP"]
-    assert sweep["verified"].all()
+    sweep = next(d.value for d in at.dataframe if "Relative error, mean" in d.value.columns)
+    assert sweep["Method"].tolist() == ["UGACLIP", "ACLIP"]
+    assert sweep["Verified"].all()
+    assert set(sweep["Attacker knowledge"]) == {"all visits"}  # words, not identifiers (issue 16)
+    from apptest_support import raw_chart_titles
+
+    assert not raw_chart_titles(at), raw_chart_titles(at)
 
 
 def test_release_download_is_gzip_csv_of_the_release() -> None:

@@ -13,6 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from engine.risk import cdf
+from ui.colours import colour_of
 
 
 def cdf_frame(curves: Mapping[str, np.ndarray]) -> pd.DataFrame:
@@ -39,15 +40,18 @@ def distinguishability_cdf_figure(
     *,
     highlight: str | None = None,
     dashed: Sequence[str] = (),
+    legend: Mapping[str, str] | None = None,
 ) -> go.Figure:
     """Share of records at or below each distinguishability (x on a log axis), one step line per curve,
     with k marked as a vertical line.
 
     `highlight` draws that curve thicker (e.g. the sidebar's adversary); curves named in `dashed` are
-    dashed (e.g. "released" next to "original").
+    dashed (e.g. "released" next to "original"). `legend` renames curves in the legend only (e.g. a
+    release with its code set); colours follow the curve's own name (ui/colours.py).
     """
     fig = go.Figure()
     frame = cdf_frame(curves)
+    top = 1.0  # the x-axis ends at the data's range (and at k), never at an axis default
     for name in curves:
         f = frame[frame["curve"] == name]
         if f.empty:
@@ -57,27 +61,43 @@ def distinguishability_cdf_figure(
         # start the step at 0 so a curve begins at its smallest value; keep x > 0 for the log axis
         x = np.concatenate([[max(x[0], 1.0)], x])
         y = np.concatenate([[0.0], y])
+        top = max(top, float(x[np.isfinite(x)].max(initial=1.0)))
         width = 4 if highlight is not None and name == highlight else 2
         fig.add_trace(
             go.Scatter(
                 x=x,
                 y=y,
                 mode="lines",
-                name=str(name),
-                line={"shape": "hv", "width": width, "dash": "dash" if name in dashed else "solid"},
+                name=str((legend or {}).get(name, name)),
+                line={
+                    "shape": "hv",
+                    "width": width,
+                    "dash": "dash" if name in dashed else "solid",
+                    "color": colour_of(name),
+                },
                 opacity=1.0 if highlight is None or name == highlight else 0.6,
                 hovertemplate="distinguishability ≤ %{x}<br>share %{y:.1%}<extra>" + str(name) + "</extra>",
             )
         )
-    fig.add_vline(
-        x=max(int(k), 1),
-        line_dash="dot",
-        line_color="crimson",
-        annotation_text=f"k = {k}",
-        annotation_position="top left",
+    # k as a trace in data coordinates: add_vline's label on a log axis takes x as log10 (k = 10 put
+    # the label, and the autorange, at 10^10)
+    fig.add_trace(
+        go.Scatter(
+            x=[max(int(k), 1)] * 2,
+            y=[0, 1.02],
+            mode="lines",
+            name=f"k = {k}",
+            line={"dash": "dot", "color": "crimson", "width": 2},
+            hoverinfo="skip",
+        )
     )
-    fig.update_xaxes(type="log", title_text="distinguishability (number of consistent candidates)")
-    fig.update_yaxes(range=[0, 1.02], tickformat=".0%", title_text="share of records at or below")
+    top = max(top, float(k))
+    fig.update_xaxes(
+        type="log",
+        range=[0, np.log10(top) + 0.05],
+        title_text="Distinguishability (number of consistent candidates)",
+    )
+    fig.update_yaxes(range=[0, 1.02], tickformat=".0%", title_text="Share of records at or below")
     fig.update_layout(
         title=title or None,
         legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0},

@@ -22,6 +22,7 @@ import streamlit as st
 
 from engine.adversary import KNOWLEDGES, SCOPES, Adversary
 from engine.dataset import Dataset
+from engine.glossary import help_for
 from engine.loaders import DataError, Loaded, load_sample_checked, load_uploaded
 from engine.records import Records
 from engine.validation import Finding, ValidationReport
@@ -49,6 +50,7 @@ KEYS: dict[str, Any] = {
     "k": K_DEFAULT,
     "unknown_codes": "keep",  # drawn on the Cohort page
     "drop_duplicates": False,  # drawn on the Cohort page
+    "teach_mode": False,  # issue 16: each page opens with what it shows and one thing to try
 }
 _UPLOAD_MEMO = "_sidebar_upload_memo"
 _GROUP_MEMO = "_sidebar_group_memo"
@@ -199,6 +201,7 @@ def render() -> Context | None:
     """Draw the sidebar and store the Context (or remove it when nothing valid is loaded)."""
     seed_state()
     sb = st.sidebar
+    sb.toggle("Teach mode (for classes)", key="teach_mode", help=_TEACH_HELP)
     sb.header("Data")
     choice = sb.radio("Dataset", (SAMPLE, UPLOAD), key="dataset_choice", horizontal=True)
     options = (st.session_state["unknown_codes"], bool(st.session_state["drop_duplicates"]))
@@ -303,11 +306,7 @@ def _fail(sb: Any, state: LoadState, message: str | None, keep_report: bool = Fa
     return None
 
 
-_SCOPE_HELP = (
-    "cohort: the attacker knows the target is in the shared cohort (k-anonymity). "
-    "population: the attacker only knows the target is a patient of the institution (k-map)."
-)
-_KNOWLEDGE_HELP = (
-    "single visit: the attacker knows the codes of one visit. all visits: every code of the target."
-)
-_K_HELP = "Each released record must be indistinguishable from at least k candidates (2-100)."
+_SCOPE_HELP = help_for("k_anonymity", "k_map")  # scope cohort: k-anonymity; population: k-map
+_KNOWLEDGE_HELP = help_for("single_visit", "all_visits")
+_TEACH_HELP = "Each page then opens with two lines on what it shows and one suggested thing to try."
+_K_HELP = help_for("k")

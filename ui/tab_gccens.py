@@ -35,12 +35,15 @@ from engine.anonymize.censor import (
     rolled_item_codes,
     select_codes,
 )
+from engine.compare import code_set_text
+from engine.glossary import help_for
 from engine.records import Records
 from engine.release import Release
 from engine.runs import CodeSelection, GCCensSettings
 from engine.utility.censoring import SWEEP_COLUMNS, censoring_loss, cul_statistics, release_cul, sweep_point
-from ui import persist
+from ui import honest, persist
 from ui import progress as progress_ui
+from ui.colours import colour_map
 from ui.context import HASH_FUNCS, Context
 from ui.downloads import release_downloads, release_table_download, report_download
 from ui.downloads import table_download as _download
@@ -71,6 +74,41 @@ for _p in ("gcc_", "gcct_"):
         }
     )
 STAT_COLUMNS = ["mean", "std", "median", "skewness", "share_modified", "share_codes_retained"]
+ORIGINAL_COLUMNS = ["mean_vs_original", "share_modified_vs_original", "share_retained_vs_original"]
+# column identifiers -> the words shown (tables, axes, legends); "method-internal" marks Tamersoy's
+# figures against the capped record (issue 16)
+LABELS = {
+    "k": "k",
+    "cap": "Universal cap",
+    "variant": "Variant",
+    "records": "Records",
+    "mean": "Mean CUL, capped record (method-internal)",
+    "std": "CUL standard deviation (method-internal)",
+    "median": "Median CUL (method-internal)",
+    "skewness": "CUL skewness (method-internal)",
+    "share_modified": "Records modified, capped record (method-internal)",
+    "share_codes_retained": "Codes kept of the capped record (method-internal)",
+    "mean_retention": "Mean retention, 1 - mean CUL (method-internal)",
+    "mean_vs_original": "Mean CUL against the original record",
+    "share_modified_vs_original": "Records modified against the original",
+    "share_retained_vs_original": "Code instances kept, caps included",
+    "mean_cul": "Mean CUL, capped record (method-internal)",
+    "censored_by_loop": "Censored by the loop",
+    "iterations": "Censoring steps",
+    "k_reached": "k reached",
+    "verified": "Verified by the risk engine",
+}
+
+
+def labelled(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame with its columns named in words (`LABELS`)."""
+    return frame.rename(columns=LABELS)
+
+
+def code_set_label(problem: CensorProblem, cohort: Records) -> str:
+    """The codes this GCCens run releases, against the cohort's distinct codes (every headline and
+    legend states it: the default is Tamersoy's four codes)."""
+    return code_set_text(tuple(map(str, problem.code_labels)), len(_code_frequency(cohort)))
 
 
 # ------------------------------------------------------------------------- cached engine calls
@@ -167,23 +205,49 @@ def _sweep_row(
 def cul_histogram(loss: pd.DataFrame) -> go.Figure:
     """Distribution of per-record CUL (Tamersoy's CUL column, Figure 3)."""
     fig = px.histogram(loss, x="cul", nbins=20)
-    fig.update_layout(height=340, margin={"t": 30, "b": 10}, xaxis_title="CUL", yaxis_title="records")
+    fig.update_layout(
+        height=340,
+        margin={"t": 30, "b": 10},
+        xaxis_title="CUL per record (censored / codes in the capped record)",
+        yaxis_title="Records",
+    )
     return fig
 
 
 def sweep_figure(table: pd.DataFrame, x: str) -> go.Figure:
     """CUL statistics against k (Table 1) or the universal cap (Table 2), one line per statistic."""
-    long = table.melt(id_vars=[x], value_vars=STAT_COLUMNS, var_name="statistic", value_name="value")
-    fig = px.line(long, x=x, y="value", color="statistic", markers=True)
-    fig.update_layout(height=360, margin={"t": 30, "b": 10}, legend={"orientation": "h", "y": -0.25})
+    columns = [c for c in STAT_COLUMNS + ORIGINAL_COLUMNS if c in table.columns]
+    long = table.melt(id_vars=[x], value_vars=columns, var_name="statistic", value_name="value")
+    long["statistic"] = long["statistic"].map(LABELS)
+    fig = px.line(
+        long,
+        x=x,
+        y="value",
+        color="statistic",
+        markers=True,
+        labels={x: LABELS[x], "value": "Value of the statistic", "statistic": "Statistic"},
+    )
+    fig.update_layout(height=420, margin={"t": 30, "b": 10}, legend={"orientation": "h", "y": -0.3})
     return fig
 
 
 def retention_figure(compare: pd.DataFrame) -> go.Figure:
     """Share of codes retained and of records modified, faithful beside targeted."""
-    long = compare.melt(id_vars=["variant"], value_vars=["share_codes_retained", "share_modified"])
-    fig = px.bar(long, x="variable", y="value", color="variant", barmode="group")
-    fig.update_layout(height=320, margin={"t": 30, "b": 10}, yaxis_tickformat=".0%", xaxis_title="")
+    columns = [
+        c for c in ("share_retained_vs_original", "share_codes_retained", "share_modified") if c in compare
+    ]
+    long = compare.melt(id_vars=["variant"], value_vars=columns, var_name="measure", value_name="share")
+    long["measure"] = long["measure"].map(LABELS)
+    fig = px.bar(
+        long,
+        x="measure",
+        y="share",
+        color="variant",
+        barmode="group",
+        color_discrete_map=colour_map(long["variant"].unique()),
+        labels={"measure": "Measure", "share": "Share", "variant": "Variant"},
+    )
+    fig.update_layout(height=360, margin={"t": 30, "b": 10}, yaxis_tickformat=".0%")
     return fig
 
 
@@ -210,9 +274,11 @@ def _selection(ctx: Context, prefix: str) -> tuple | None:
 
 
 def _caps(problem: CensorProblem, prefix: str) -> tuple | None:
-    kind = st.radio("Caps", CAP_MODES, horizontal=True, key=f"{prefix}capmode")
+    kind = st.radio("Caps", CAP_MODES, horizontal=True, key=f"{prefix}capmode", help=help_for("cap"))
     if kind == CAP_MODES[1]:
-        cap = int(st.number_input("Universal cap (paper: 3)", 0, 100, key=f"{prefix}cap"))
+        cap = int(
+            st.number_input("Universal cap (paper: 3)", 0, 100, key=f"{prefix}cap", help=help_for("cap"))
+        )
         return ("universal", cap)
     counts = problem.counts
     table = pd.DataFrame(
@@ -293,7 +359,7 @@ def render_anonymize(ctx: Context) -> None:
             VARIANTS,
             horizontal=True,
             key="gcc_variant",
-            help="faithful: Algorithm 1 as published; targeted: only records still below k are censored.",
+            help=help_for("faithful", "targeted"),
         )
     cap_key = _caps(problem, "gcc_")
     if cap_key is None:
@@ -309,14 +375,31 @@ def render_anonymize(ctx: Context) -> None:
     before, capped_dis = _baseline(ctx.cohort, ctx.population, scope, selection, cap_key)
     loss = censoring_loss(release)
     stats = cul_statistics(loss["cul"].to_numpy(), release)
+    orig = cul_statistics(release_cul(release, "original"), release, "original")
+    codes_label = code_set_label(problem, ctx.cohort)
+    # headline (issue 16): against the original cohort first; Tamersoy's CUL (against the capped
+    # record, which does not see what the caps removed) beside it, labelled method-internal
+    st.markdown(f"**What the release keeps of the original cohort** ({md(codes_label)})")
+    honest.headline(release, ctx.cohort)
     cols = st.columns(5)
-    cols[0].metric("Records", f"{release.records.n_patients:,}")
-    cols[1].metric("Codes retained", f"{stats.share_codes_retained:.1%}")
-    cols[2].metric("Mean CUL", f"{stats.mean:.3f}")
-    cols[3].metric("Records modified", f"{stats.share_modified:.1%}")
+    cols[0].metric(
+        "Instances of these codes kept, caps included",
+        f"{orig.share_codes_retained:.1%}",
+        help=help_for("instances_retained", "cap"),
+    )
+    cols[1].metric("Mean CUL against the original record", f"{orig.mean:.3f}", help=help_for("cul_original"))
+    cols[2].metric(
+        "Mean CUL, capped record (Tamersoy, method-internal)", f"{stats.mean:.3f}", help=help_for("cul")
+    )
+    cols[3].metric(
+        "Codes kept of the capped record (method-internal)",
+        f"{stats.share_codes_retained:.1%}",
+        help=help_for("cul", "cap"),
+    )
     cols[4].metric(
-        "Censored (caps / loop)",
+        "Censored by caps / by the loop",
         f"{release.loss['censored_by_caps']:,} / {release.loss['censored_by_loop']:,}",
+        help=help_for("cap", "gccens"),
     )
     if verification.ok:
         st.success(verification.message())
@@ -346,14 +429,30 @@ def render_anonymize(ctx: Context) -> None:
     with left:
         st.markdown("**Risk before and after** (distinguishability CDF, Figure 4)")
         curves = {"original": before, "capped": capped_dis, "released": verification.distinguishability}
-        st.plotly_chart(
-            distinguishability_cdf_figure(curves, k, highlight="released", dashed=["capped"]), key="gcc_cdf"
+        cdf = distinguishability_cdf_figure(curves, k, highlight="released", dashed=["capped"])
+        cdf.update_layout(legend_title_text=codes_label)
+        st.plotly_chart(cdf, key="gcc_cdf")
+        _download(
+            cdf_frame(curves), "Download the risk CDF, before and after (CSV)", "gccens_cdf.csv", "gcc_dl_cdf"
         )
-        _download(cdf_frame(curves), "Download the CDF data (CSV)", "gccens_cdf.csv", "gcc_dl_cdf")
     with right:
-        st.markdown("**CUL distribution** (censored codes / codes in the capped record)")
+        st.markdown("**CUL distribution** (censored codes / codes in the capped record, method-internal)")
         st.plotly_chart(cul_histogram(loss), key="gcc_culhist")
-        st.dataframe(pd.DataFrame([stats.as_dict()]), hide_index=True)
+        both = pd.DataFrame(
+            [
+                {
+                    "measured against": "the capped record (Tamersoy's CUL, method-internal)",
+                    **stats.as_dict(),
+                },
+                {"measured against": "the original record (caps included)", **orig.as_dict()},
+            ]
+        )
+        st.dataframe(
+            both.rename(
+                columns={c: LABELS.get(c, c).replace(" (method-internal)", "") for c in both.columns}
+            ),
+            hide_index=True,
+        )
         _download(loss, "Download per-record CUL (CSV)", "gccens_cul.csv", "gcc_dl_cul")
 
     st.markdown("**Faithful vs targeted** (retention side by side, same k, caps and codes)")
@@ -371,6 +470,9 @@ def render_anonymize(ctx: Context) -> None:
         rows.append(
             {
                 "variant": v,
+                "share_retained_vs_original": cul_statistics(
+                    release_cul(rel_v, "original"), rel_v, "original"
+                ).share_codes_retained,
                 "share_codes_retained": st_v.share_codes_retained,
                 "share_modified": st_v.share_modified,
                 "mean_cul": st_v.mean,
@@ -382,8 +484,13 @@ def render_anonymize(ctx: Context) -> None:
     compare = pd.DataFrame(rows)
     l2, r2 = st.columns([3, 2])
     with l2:
-        st.dataframe(compare, hide_index=True)
-        _download(compare, "Download the comparison (CSV)", "gccens_variants.csv", "gcc_dl_variants")
+        st.dataframe(labelled(compare), hide_index=True)
+        _download(
+            compare,
+            "Download the faithful vs targeted comparison (CSV)",
+            "gccens_variants.csv",
+            "gcc_dl_variants",
+        )
     with r2:
         st.plotly_chart(retention_figure(compare), key="gcc_variants")
 
@@ -438,6 +545,7 @@ def _sweep_table(
 def render_tradeoffs(ctx: Context) -> None:
     """Tables 1 and 2 of Tamersoy 2010, computed live on the loaded data."""
     st.subheader("GCCens: CUL against k and against the cap (Tamersoy 2010, Tables 1-2)")
+    st.markdown("CUL: " + help_for("cul"))
     st.caption(
         f"Scope from the sidebar: {ctx.adversary.scope}. Each row is a full GCCens run verified by the "
         "risk engine (column `verified`)."
@@ -448,7 +556,9 @@ def render_tradeoffs(ctx: Context) -> None:
     if selection is None:
         return
     with c2:
-        variant = st.radio("Variant", VARIANTS, horizontal=True, key="gcct_variant")
+        variant = st.radio(
+            "Variant", VARIANTS, horizontal=True, key="gcct_variant", help=help_for("faithful", "targeted")
+        )
     problem, _, _ = _problem(ctx.cohort, ctx.population, ctx.adversary.scope, selection)
     if not len(problem.codes):
         st.warning("None of the chosen codes occurs in the cohort; choose other codes.")
@@ -457,14 +567,25 @@ def render_tradeoffs(ctx: Context) -> None:
     t2 = _sweep_table(ctx, selection, variant, [(5, c) for c in TABLE2_CAPS], "Table 2 (k = 5)")
     if t1 is None or t2 is None:
         return
+    st.caption(
+        md(f"Code set: {code_set_label(problem, ctx.cohort)}. ")
+        + "The paper's columns measure CUL against the capped record (method-internal: what the caps "
+        "remove is not counted, so a low cap looks loss-free); the columns 'against the original' and "
+        "'caps included' count every removed instance."
+    )
+    if len(problem.code_labels) < len(_code_frequency(ctx.cohort)):
+        st.warning(
+            md(f"These sweeps release only {code_set_label(problem, ctx.cohort)}")
+            + ": every figure below is about those codes; the rest of the cohort is not released."
+        )
     left, right = st.columns(2)
     with left:
         st.markdown("**Table 1**: all caps 3, k from 2 to 25")
-        st.dataframe(t1.drop(columns=["cap", "variant"]).round(3), hide_index=True)
+        st.dataframe(labelled(t1.drop(columns=["cap", "variant"]).round(3)), hide_index=True)
         st.plotly_chart(sweep_figure(t1, "k"), key="gcct_t1")
         _download(t1, "Download Table 1 (CSV)", "gccens_table1.csv", "gcct_dl_t1")
     with right:
         st.markdown("**Table 2**: k = 5, universal cap from 3 to 10")
-        st.dataframe(t2.drop(columns=["k", "variant"]).round(3), hide_index=True)
+        st.dataframe(labelled(t2.drop(columns=["k", "variant"]).round(3)), hide_index=True)
         st.plotly_chart(sweep_figure(t2, "cap"), key="gcct_t2")
         _download(t2, "Download Table 2 (CSV)", "gccens_table2.csv", "gcct_dl_t2")

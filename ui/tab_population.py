@@ -30,11 +30,13 @@ from engine.anonymize.population import (
     compare_scopes,
     export_label,
 )
+from engine.glossary import help_for
 from engine.records import Records
 from engine.release import Release
 from engine.runs import HeatherlySettings
-from ui import persist
+from ui import honest, persist
 from ui import progress as progress_ui
+from ui.colours import colour_map
 from ui.context import Context
 from ui.downloads import release_downloads, release_table_download, report_download
 from ui.downloads import table_download as _download
@@ -48,6 +50,11 @@ CONSTRAINT_MODES = {
     "No constraint": "none",
 }
 TRADEOFF_KS = (2, 3, 5, 10, 20)
+LOCAL_HELP = {  # the paper's measures, explained where their columns are shown (issue 16)
+    "release": st.column_config.TextColumn("release", help=help_for("demo"), pinned=True),
+    "DC Local %": st.column_config.NumberColumn("DC Local %", help=help_for("dc_local"), format="%.1f"),
+    "CC Local %": st.column_config.NumberColumn("CC Local %", help=help_for("cc_local"), format="%.1f"),
+}
 # widget keys kept across page switches (ui/persist.py)
 persist.register(
     {
@@ -292,8 +299,8 @@ def render_anonymize(ctx: Context) -> None:
 
     st.markdown("**The three scopes of Figure 14, side by side**")
     summary = scope_summary(cmp_)
-    st.dataframe(summary, hide_index=True)
-    _download(summary, "Download the comparison (CSV)", "heatherly_scopes.csv", "hea_dl_scopes")
+    st.dataframe(summary, hide_index=True, column_config=LOCAL_HELP)
+    _download(summary, "Download the three-scope comparison (CSV)", "heatherly_scopes.csv", "hea_dl_scopes")
 
     if complete:
         plain = scope_comparison(
@@ -308,15 +315,16 @@ def render_anonymize(ctx: Context) -> None:
         st.dataframe(cost, hide_index=True)
         _download(cost, "Download the completion cost (CSV)", "heatherly_completion.csv", "hea_dl_cost")
 
-    t1, t2, t3 = st.tabs(["Table 1: summary", "Table 2: Diagnosis Count", "Table 3: Code Count"])
-    for tab, (frame, name) in zip(
-        (t1, t2, t3),
+    titles = ["Table 1: summary", "Table 2: Diagnosis Count", "Table 3: Code Count"]
+    for tab, title, (frame, name) in zip(
+        st.tabs(titles),
+        titles,
         ((cmp_.table1(), "table1"), (cmp_.table2(), "table2"), (cmp_.table3(), "table3")),
         strict=True,
     ):
         with tab:
             st.dataframe(frame, hide_index=True)
-            _download(frame, "Download (CSV)", f"heatherly_{name}.csv", f"hea_dl_{name}")
+            _download(frame, f"Download {title} (CSV)", f"heatherly_{name}.csv", f"hea_dl_{name}")
     st.caption(
         "Diagnosis Count: (record, diagnosis) pairs, a generalized item counting once. Code Count: ICD-9 "
         "codes some released item stands for (so an extracted cohort may cover codes it did not hold). "
@@ -334,6 +342,19 @@ def render_anonymize(ctx: Context) -> None:
     res = cmp_.results[scope]
     release, verification = res.release, res.verification
     st.caption(f"Export: {export_label(release.shows_visits)}.")
+    row = summary.set_index("release").loc[shown]
+    honest.headline(
+        release,
+        ctx.cohort,
+        internal=[
+            (
+                "Diagnosis Count, Local % (the paper's measure)",
+                f"{row['DC Local %']:.1f}%",
+                help_for("dc_local"),
+            ),
+            ("Code Count, Local % (the paper's measure)", f"{row['CC Local %']:.1f}%", help_for("cc_local")),
+        ],
+    )
     if verification.ok:
         st.success(verification.message())
     elif not complete:
@@ -374,7 +395,12 @@ def render_anonymize(ctx: Context) -> None:
         )
         curves = {"original": before, shown: verification.distinguishability}
         st.plotly_chart(distinguishability_cdf_figure(curves, k, highlight=shown), key="hea_cdf")
-        _download(cdf_frame(curves), "Download the CDF data (CSV)", "heatherly_cdf.csv", "hea_dl_cdf")
+        _download(
+            cdf_frame(curves),
+            "Download the risk CDF, before and after (CSV)",
+            "heatherly_cdf.csv",
+            "hea_dl_cdf",
+        )
     with right:
         st.markdown("**Records before and after** (Figure 13; generalized items in ⟨ ⟩)")
         options = [str(p) for p in release.records.patient_ids]
@@ -421,7 +447,17 @@ def tradeoff_frame(points: dict[int, ScopeComparison]) -> pd.DataFrame:
 
 def tradeoff_figure(frame: pd.DataFrame) -> go.Figure:
     long = frame.melt(id_vars=["k", "release"], var_name="measure", value_name="percent")
-    fig = px.line(long, x="k", y="percent", color="release", facet_col="measure", markers=True)
+    fig = px.line(
+        long,
+        x="k",
+        y="percent",
+        color="release",
+        facet_col="measure",
+        markers=True,
+        color_discrete_map=colour_map(long["release"].unique()),
+        labels={"percent": "Percent", "release": "Release", "measure": "Measure"},
+    )
+    fig.for_each_annotation(lambda a: a.update(text=a.text.split("=", 1)[-1]))  # "measure=DC Local %"
     fig.update_layout(height=380, margin={"t": 40, "b": 10}, legend={"orientation": "h", "y": -0.2})
     return fig
 
@@ -441,5 +477,5 @@ def render_tradeoffs(ctx: Context) -> None:
     points = {k: scope_comparison(ctx, int(k), constraints, complete, f"k = {k}") for k in sorted(ks)}
     frame = tradeoff_frame(points)
     st.plotly_chart(tradeoff_figure(frame), key="heat_fig")
-    st.dataframe(frame, hide_index=True)
+    st.dataframe(frame, hide_index=True, column_config=LOCAL_HELP)
     _download(frame, "Download the sweep (CSV)", "heatherly_tradeoffs.csv", "heat_dl_sweep")

@@ -33,6 +33,7 @@ from engine.anonymize.profiles import (
     run_profiles,
     trace_frame,
 )
+from engine.glossary import help_for
 from engine.records import Records
 from engine.runs import ProfilesSettings
 from engine.utility.queries import (
@@ -41,7 +42,7 @@ from engine.utility.queries import (
     satisfaction_table,
     utility_policy_from_frame,
 )
-from ui import literal, persist
+from ui import honest, literal, persist
 from ui import progress as progress_ui
 from ui.context import HASH_FUNCS, Context
 from ui.downloads import release_downloads
@@ -115,27 +116,65 @@ def _sweep_row(cohort: Records, k: int, knowledge: str, method: str, policy_csv:
 
 
 # ------------------------------------------------------------------------------------ charts
+SWEEP_LABELS = {  # sweep columns in words (issue 16)
+    "method": "Method",
+    "knowledge": "Attacker knowledge",
+    "privacy_constraints": "Privacy constraints",
+    "utility_satisfied": "Utility constraints met",
+    "utility_constraints": "Utility constraints",
+    "suppressed_codes": "Distinct codes suppressed",
+    "share_suppressed_events": "Share of code instances suppressed",
+    "generalized_items": "Generalized items",
+    "ncp": "NCP",
+    "re_mean": "Relative error, mean",
+    "re_std": "Relative error, sd",
+    "verified": "Verified",
+}
+
+
+def _worded(sweep: pd.DataFrame) -> pd.DataFrame:
+    """The sweep with its knowledge values in words ("all visits", not "all_visits")."""
+    return sweep.assign(knowledge=sweep["knowledge"].astype(str).str.replace("_", " "))
+
+
 def satisfied_figure(sweep: pd.DataFrame) -> go.Figure:
     """Utility constraints satisfied against k (PNAS Figure 3), per method and filtering condition."""
-    df = sweep.assign(share=sweep["utility_satisfied"] / sweep["utility_constraints"].clip(lower=1))
-    fig = px.line(df, x="k", y="share", color="method", line_dash="knowledge", markers=True)
+    df = _worded(sweep).assign(share=sweep["utility_satisfied"] / sweep["utility_constraints"].clip(lower=1))
+    fig = px.line(
+        df, x="k", y="share", color="method", line_dash="knowledge", markers=True, labels=SWEEP_LABELS
+    )
     fig.update_layout(height=360, margin={"t": 30, "b": 10}, yaxis_tickformat=".0%")
-    fig.update_yaxes(title_text="utility constraints satisfied", range=[0, 1.05])
+    fig.update_yaxes(title_text="Utility constraints met", range=[0, 1.05])
     return fig
 
 
 def relative_error_figure(sweep: pd.DataFrame) -> go.Figure:
     """Mean relative error of case-count queries with one standard deviation against k (Figure 4)."""
     fig = px.line(
-        sweep, x="k", y="re_mean", error_y="re_std", color="method", line_dash="knowledge", markers=True
+        _worded(sweep),
+        x="k",
+        y="re_mean",
+        error_y="re_std",
+        color="method",
+        line_dash="knowledge",
+        markers=True,
+        labels=SWEEP_LABELS,
     )
-    fig.update_layout(height=360, margin={"t": 30, "b": 10}, yaxis_title="relative error (mean ± sd)")
+    fig.update_layout(height=360, margin={"t": 30, "b": 10}, yaxis_title="Relative error (mean ± sd)")
     return fig
 
 
 def suppression_figure(sweep: pd.DataFrame) -> go.Figure:
-    fig = px.line(sweep, x="k", y="suppressed_codes", color="method", line_dash="knowledge", markers=True)
-    fig.update_layout(height=320, margin={"t": 30, "b": 10}, yaxis_title="distinct codes suppressed")
+    fig = px.line(
+        _worded(sweep),
+        x="k",
+        y="suppressed_codes",
+        color="method",
+        line_dash="knowledge",
+        markers=True,
+        labels=SWEEP_LABELS,
+    )
+    fig.update_layout(height=320, margin={"t": 30, "b": 10}, yaxis_title="Distinct codes suppressed")
     return fig
 
 
@@ -190,7 +229,7 @@ def render_anonymize(ctx: Context) -> None:
         + "."
     )
     c1, c2 = st.columns([1, 1])
-    choice = c1.radio("Method", CHOICES, horizontal=True, key="profiles_method")
+    choice = c1.radio("Method", CHOICES, horizontal=True, key="profiles_method", help=help_for("ugaclip"))
     limit = c2.number_input(
         "Suppression limit (distinct codes; empty = none)",
         min_value=0,
@@ -243,7 +282,12 @@ def render_anonymize(ctx: Context) -> None:
         ),
         key="profiles_cdf",
     )
-    _download(cdf_frame(curves), "Download the CDF data (CSV)", "profiles_cdf.csv", "profiles_cdf_dl")
+    _download(
+        cdf_frame(curves),
+        "Download the risk CDF, before and after (CSV)",
+        "profiles_cdf.csv",
+        "profiles_cdf_dl",
+    )
     for m, r in runs.items():
         _release_block(ctx, m, r)
         settings = ProfilesSettings(
@@ -260,7 +304,7 @@ def render_anonymize(ctx: Context) -> None:
 
 def _policy_summary(policy: PrivacyPolicy) -> None:
     a, b, c, d = st.columns(4)
-    a.metric("Privacy constraints", f"{len(policy):,}")
+    a.metric("Privacy constraints", f"{len(policy):,}", help=help_for("ppe"))
     b.metric("Collected", f"{policy.n_collected:,}")
     c.metric("Already protected", f"{policy.n_already_protected:,}")
     d.metric("Covered by a superset", f"{policy.n_covered:,}")
@@ -292,7 +336,19 @@ def _measures(runs: dict[str, ProfilesRun]) -> None:
             }
         )
     table = pd.DataFrame(rows)
-    st.dataframe(table, hide_index=True, width="stretch")
+    st.dataframe(
+        table,
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "NCP": st.column_config.NumberColumn("NCP", help=help_for("ncp")),
+            "RE mean": st.column_config.NumberColumn("RE mean", help=help_for("re")),
+            "RE sd": st.column_config.NumberColumn("RE sd", help=help_for("re")),
+            "utility constraints satisfied": st.column_config.TextColumn(
+                "utility constraints satisfied", help=help_for("utility_constraint")
+            ),
+        },
+    )
     _download(table, "Download the measures (CSV)", "profiles_measures.csv", "profiles_measures_dl")
 
 
@@ -311,6 +367,20 @@ def _release_block(ctx: Context, method: str, run: ProfilesRun) -> None:
     else:
         st.error(f"{run.check.message()} {run.verification.message()} No download until verified.")
         st.dataframe(run.check.failing(), hide_index=True)
+    s = run.summary()
+    honest.headline(
+        run.release,
+        ctx.cohort,
+        internal=[
+            (
+                "Utility constraints met (method-internal)",
+                f"{s['utility_satisfied']} of {s['utility_constraints']}",
+                help_for("utility_constraint"),
+            ),
+            ("NCP (method-internal)", f"{s['ncp']:.4f}", help_for("ncp")),
+            ("Mean relative error (method-internal)", f"{s['re_mean']:.3f}", help_for("re")),
+        ],
+    )
     # the files (gzip: items of many codes repeat long labels), only through the export gate under
     # the sidebar's adversary and k; a violated privacy policy refuses them too
     release_downloads(
@@ -328,7 +398,10 @@ def _release_block(ctx: Context, method: str, run: ProfilesRun) -> None:
         trace = trace_frame(run.release)
         st.dataframe(trace.head(500), hide_index=True, width="stretch")
         _download(
-            trace, "Download the steps (CSV)", f"{method.lower()}_steps.csv", f"profiles_{method}_trace_dl"
+            trace,
+            f"Download the {method} steps (CSV)",
+            f"{method.lower()}_steps.csv",
+            f"profiles_{method}_trace_dl",
         )
 
 
@@ -384,7 +457,7 @@ def render_tradeoffs(ctx: Context) -> None:
     if not rows:
         return
     sweep = pd.DataFrame(rows)
-    st.dataframe(sweep, hide_index=True, width="stretch")
+    st.dataframe(_worded(sweep).rename(columns=SWEEP_LABELS), hide_index=True, width="stretch")
     st.plotly_chart(satisfied_figure(sweep), key="profiles_fig3")
     st.plotly_chart(relative_error_figure(sweep), key="profiles_fig4")
     st.plotly_chart(suppression_figure(sweep), key="profiles_supp")

@@ -25,13 +25,14 @@ from engine import risk
 from engine.adversary import Adversary
 from engine.anonymize.alignment import Alignment, align
 from engine.anonymize.trajectories import LDAResult, Trajectories, default_age_domain, lda
+from engine.glossary import help_for
 from engine.hierarchy import ICD9_LEVELS, ICD9_THESIS_LEVELS, Hierarchy
 from engine.records import Records
 from engine.release import Release
 from engine.risk import Verification
 from engine.runs import ICD_HIERARCHIES, CodeSelection, LDASettings, RunInputs
 from engine.utility.loss import avg_re, dataset_loss, level_shares, record_losses
-from ui import literal, persist
+from ui import honest, literal, persist
 from ui import progress as progress_ui
 from ui.context import HASH_FUNCS, Context
 from ui.downloads import release_downloads, release_table_download
@@ -62,6 +63,11 @@ for _p in ("lda_", "ldat_"):
             f"{_p}method": "a-gs",
         }
     )
+MEASURE_TITLES = {
+    "ILM": "ICD loss (ILM)",
+    "ALM": "Age loss (ALM)",
+    "AvgRE": "Average relative error (AvgRE)",
+}
 ARROWS = {"diag": "↘", "up": "↑", "left": "←", "": ""}
 ADVERSARY = Adversary("cohort", "all_visits")
 FIG6 = {"401.0": "401", "401.1": "401", "401.9": "401"}
@@ -145,14 +151,15 @@ def level_shares_figure(shares: pd.DataFrame) -> go.Figure:
         labels={"share": "% of values", "level": "DGH level"},
     )
     fig.update_xaxes(matches=None, showticklabels=True)
+    fig.for_each_annotation(lambda a: a.update(text=a.text.split("=", 1)[-1]))  # "attribute=ICD"
     fig.update_layout(height=360, margin={"t": 40, "b": 10})
     return fig
 
 
 def sweep_k_figure(df: pd.DataFrame, measure: str) -> go.Figure:
     """Figures 9-12: a measure against k, one line per method."""
-    fig = px.line(df, x="k", y=measure, color="method", markers=True)
-    fig.update_layout(height=320, margin={"t": 30, "b": 10}, yaxis_title=measure)
+    fig = px.line(df, x="k", y=measure, color="method", markers=True, labels={"method": "Method"})
+    fig.update_layout(height=320, margin={"t": 30, "b": 10}, yaxis_title=MEASURE_TITLES.get(measure, measure))
     return fig
 
 
@@ -162,8 +169,15 @@ def weights_figure(df: pd.DataFrame) -> go.Figure:
         id_vars=["w_icd", "w_age"], value_vars=["ILM", "ALM"], var_name="measure", value_name="loss"
     )
     long["weights"] = [f"{a:g} / {b:g}" for a, b in zip(long["w_icd"], long["w_age"], strict=True)]
-    fig = px.bar(long, x="weights", y="loss", color="measure", barmode="group")
-    fig.update_layout(height=340, margin={"t": 30, "b": 10}, xaxis_title="w_ICD / w_Age")
+    fig = px.bar(
+        long,
+        x="weights",
+        y="loss",
+        color="measure",
+        barmode="group",
+        labels={"loss": "Loss", "measure": "Measure"},
+    )
+    fig.update_layout(height=340, margin={"t": 30, "b": 10}, xaxis_title="Weights: ICD / Age")
     return fig
 
 
@@ -189,7 +203,7 @@ def _settings(ctx: Context, prefix: str, *, with_method: bool = True) -> tuple |
                 st.warning("Choose at least one code.")
                 return None
     with c2:
-        choice = st.selectbox("ICD hierarchy", ICD_CHOICES, key=f"{prefix}icd")
+        choice = st.selectbox("ICD hierarchy", ICD_CHOICES, key=f"{prefix}icd", help=help_for("dgh"))
         upload = None
         if choice == ICD_CHOICES[3]:
             f = st.file_uploader("Hierarchy CSV (child,parent)", type=["csv"], key=f"{prefix}upload")
@@ -211,7 +225,14 @@ def _settings(ctx: Context, prefix: str, *, with_method: bool = True) -> tuple |
         st.caption(f"w_ICD = {w_icd:.1f}, w_Age = {1 - w_icd:.1f}")
         method = "a-gs"
         if with_method:
-            method = st.radio("Alignment", ("a-gs", "baseline"), horizontal=True, key=f"{prefix}method")
+            method = st.radio(
+                "Alignment",
+                ("a-gs", "baseline"),
+                horizontal=True,
+                key=f"{prefix}method",
+                format_func={"a-gs": "A-GS (least loss)", "baseline": "Baseline (pair by position)"}.get,
+                help=help_for("ags"),
+            )
     if hi <= lo:
         st.error(f"The age domain {lo}-{hi} is empty: 'to' must exceed 'from'.")
         return None
@@ -286,13 +307,19 @@ def render_anonymize(ctx: Context) -> None:
     rel, ver = _release(ctx.cohort, selection, hier, k, w_icd, method)
     meas = _measures(ctx.cohort, selection, hier, k, w_icd, method)
     summary = res.trajectories.summary()
-    cols = st.columns(6)
+    honest.headline(
+        rel,
+        ctx.cohort,
+        internal=[
+            ("ICD loss, ILM (method-internal)", f"{meas['ILM']:.3f}", help_for("ilm")),
+            ("Age loss, ALM (method-internal)", f"{meas['ALM']:.3f}", help_for("alm")),
+            ("Query error, AvgRE (method-internal)", f"{meas['AvgRE']:.3f}", help_for("avgre")),
+        ],
+    )
+    cols = st.columns(3)
     cols[0].metric("Trajectories", f"{summary['trajectories']:,}")
-    cols[1].metric("Clusters", f"{len(res.clusters):,}")
-    cols[2].metric("ILM", f"{meas['ILM']:.3f}")
-    cols[3].metric("ALM", f"{meas['ALM']:.3f}")
-    cols[4].metric("AvgRE", f"{meas['AvgRE']:.3f}")
-    cols[5].metric("Pairs suppressed", f"{len(rel.suppressed):,}")
+    cols[1].metric("Clusters (MDAV)", f"{len(res.clusters):,}", help=help_for("mdav"))
+    cols[2].metric("Pairs suppressed", f"{len(rel.suppressed):,}")
     with st.expander("Dataset summary (thesis Table 3)"):
         st.dataframe(pd.DataFrame([summary]), hide_index=True)
     if ver.ok:
@@ -309,16 +336,23 @@ def render_anonymize(ctx: Context) -> None:
         st.markdown("**Values at each hierarchy level** (Figures 13-14)")
         shares = level_shares(res)
         st.plotly_chart(level_shares_figure(shares), key="lda_levels")
-        _download(shares, "Download level shares (CSV)", "lda_level_shares.csv", "lda_dl_levels")
+        _download(
+            shares, "Download the hierarchy level shares (CSV)", "lda_level_shares.csv", "lda_dl_levels"
+        )
     with right:
         st.markdown("**Information loss per trajectory** (Definition 7, normalized by length)")
         rl = record_losses(res)
         fig = px.histogram(
-            rl.melt(id_vars=["patient_id"], value_vars=["ILM", "ALM"]), x="value", color="variable"
+            rl.melt(id_vars=["patient_id"], value_vars=["ILM", "ALM"], var_name="measure", value_name="loss"),
+            x="loss",
+            color="measure",
+            labels={"loss": "Loss per trajectory", "measure": "Measure"},
         )
-        fig.update_layout(height=360, barmode="overlay", margin={"t": 40, "b": 10}, xaxis_title="loss")
+        fig.update_layout(
+            height=360, barmode="overlay", margin={"t": 40, "b": 10}, yaxis_title="Trajectories"
+        )
         st.plotly_chart(fig, key="lda_losshist")
-        _download(rl, "Download per-record loss (CSV)", "lda_record_loss.csv", "lda_dl_loss")
+        _download(rl, "Download the loss per trajectory (CSV)", "lda_record_loss.csv", "lda_dl_loss")
 
     st.markdown("**Example clusters** (Table 4: the clusters with the most generalization and suppression)")
     clusters = _cluster_table(res)
@@ -338,7 +372,9 @@ def render_anonymize(ctx: Context) -> None:
         f"AvgRE workload: {len(meas['workload'])} queries (pairs in at least 1% of trajectories)"
     ):
         st.dataframe(meas["workload"], hide_index=True)
-        _download(meas["workload"], "Download workload (CSV)", "lda_avgre_workload.csv", "lda_dl_wl")
+        _download(
+            meas["workload"], "Download the AvgRE query workload (CSV)", "lda_avgre_workload.csv", "lda_dl_wl"
+        )
     st.divider()
     _teaching_view(res, w_icd, method)
 

@@ -12,7 +12,8 @@ Statistics (Table 1/2 layout): mean; standard deviation (sample, ddof = 1); medi
 adjusted Fisher-Pearson moment coefficient G1, `scipy.stats.skew(bias=False)`, 0 when the CULs do
 not vary or there are fewer than 3 records); share of records modified (CUL > 0); share of codes
 retained (kept codes over baseline codes, pooled over records); mean retention (1 - mean CUL, the
-paper's "retained 95.4% of the codes on average").
+paper's "retained 95.4% of the codes on average"). Each sweep row also carries the mean CUL, share
+modified and share retained against the original record (`*_vs_original`, caps counted; issue 16).
 """
 
 from __future__ import annotations
@@ -124,6 +125,9 @@ SWEEP_COLUMNS = [
     "skewness",
     "share_modified",
     "share_codes_retained",
+    "mean_vs_original",
+    "share_modified_vs_original",
+    "share_retained_vs_original",
     "iterations",
     "k_reached",
     "verified",
@@ -148,6 +152,7 @@ def sweep_point(
 
     release = gccens_run(problem, k, cap=cap, variant=variant, progress=progress)
     st = cul_statistics(release_cul(release), release)
+    orig = cul_statistics(release_cul(release, "original"), release, "original")  # caps counted
     verified = None
     if verify:
         adversary = Adversary(problem.scope, "all_visits")
@@ -162,6 +167,9 @@ def sweep_point(
         "skewness": st.skewness,
         "share_modified": st.share_modified,
         "share_codes_retained": st.share_codes_retained,
+        "mean_vs_original": orig.mean,
+        "share_modified_vs_original": orig.share_modified,
+        "share_retained_vs_original": orig.share_codes_retained,
         "iterations": release.loss["iterations"],
         "k_reached": release.loss["k_reached"],
         "verified": verified,

@@ -1,0 +1,239 @@
+"""Every release of a study side by side (issue 16; ARX's utility view is the anchor).
+
+One row per release, every figure measured against the ORIGINAL cohort and under the study's
+adversary and k (`engine.risk.verify`, never the method's own bookkeeping):
+
+- risk: verified or not, records below k and their share;
+- what is kept: code instances (`engine.utility.coverage.instances_retained`, caps included) and
+  distinct codes (`code_coverage`: released as themselves or inside a generalized item);
+- records modified: cohort records whose released codes differ from their original codes (a code
+  removed or generalized, or the record dropped);
+- utility constraints met: diseases of one utility policy (default: the PNAS Table 1 policy) whose
+  record count is unchanged (`engine.utility.queries.utility_satisfaction`), the same policy for every
+  release;
+- PheWAS associations lost and false (Heatherly Table 4; Benjamini-Hochberg by default), when
+  genotypes are given.
+
+`headline` gives the same figures for one release (the pages' headlines) and `flags` the warnings a
+release must carry wherever it is shown (a catch-all item; a fraction of the cohort's codes).
+`best_rows` names the best release of each column (ties: every release with the best value).
+No Streamlit here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from engine import risk
+from engine.adversary import Adversary
+from engine.records import Records
+from engine.release import AGE_PAIR_SEP, Release
+from engine.utility.coverage import catch_all, code_coverage, instances_retained
+
+FEW_CODES = 0.5  # a release covering less than this share of the cohort's distinct codes is flagged
+
+# column -> "min" or "max": which value is best
+BEST: dict[str, str] = {
+    "share below k": "min",
+    "code instances kept": "max",
+    "distinct codes kept": "max",
+    "records modified": "min",
+    "utility constraints met": "max",
+    "PheWAS associations lost": "min",
+    "PheWAS associations false": "min",
+}
+KEY_COLUMNS = ("release", "method", "verified")
+
+
+@dataclass(frozen=True)
+class Headline:
+    """What a release keeps of the original cohort (the pages' headline figures)."""
+
+    instances_kept: float  # share of the cohort's code instances released
+    instances_original: int
+    instances_released: int
+    codes_kept: float  # share of the cohort's distinct codes released (as themselves or generalized)
+    codes_as_themselves: float
+    codes_total: int
+    records_modified: float
+    catch_all_item: str | None
+    catch_all_share: float
+    catch_all_codes: int
+    catch_all_flagged: bool
+    code_set: tuple[str, ...] | None  # the codes a method chose to release (GCCens), else None
+
+
+def code_set(release: Release) -> tuple[str, ...] | None:
+    """The codes a release was restricted to, else None: GCCens releases only its selected codes (its
+    caps name them); an LDA release holds (code, age) pairs of its selected codes (the code parts of its
+    items)."""
+    caps = release.params.get("caps") if isinstance(release.params, dict) else None
+    if release.method.lower().startswith("gccens") and isinstance(caps, dict):
+        return tuple(str(c) for c in caps)
+    if release.age_pairs:
+        codes: set[str] = set()
+        for item in (str(x) for x in release.records.items):
+            for pair in release.item_codes.get(item, frozenset((item,))):
+                codes.add(pair.split(AGE_PAIR_SEP, 1)[0])
+        return tuple(sorted(codes))
+    return None
+
+
+def _record_keys(records: Records) -> pd.Series:
+    """patient id -> its code instances as one sorted text (the record's multiset of items)."""
+    if records.n_events == 0:
+        return pd.Series(dtype=object)
+    frame = pd.DataFrame(
+        {
+            "patient": records.patient_ids[records.event_patient].astype(str),
+            "item": records.items[records.event_item].astype(str),
+        }
+    ).sort_values(["patient", "item"], kind="mergesort")
+    return frame.groupby("patient", sort=False)["item"].agg("\x1f".join)
+
+
+def records_modified(release: Release, cohort: Records) -> float:
+    """Share of the cohort's records whose released code instances differ from their original ones
+    (a record missing from the release counts as modified)."""
+    if cohort.n_patients == 0:
+        return 0.0
+    before = _record_keys(cohort).reindex(cohort.patient_ids.astype(str)).fillna("")
+    after = _record_keys(release.records).reindex(before.index).fillna("")
+    return float((before.to_numpy() != after.to_numpy()).mean())
+
+
+def headline(release: Release, cohort: Records) -> Headline:
+    """The figures of one release against the original cohort."""
+    kept = instances_retained(release, cohort)
+    cov = code_coverage(release, cohort)
+    big = catch_all(release)
+    shares = cov.shares()
+    return Headline(
+        instances_kept=kept.share,
+        instances_original=kept.original,
+        instances_released=kept.released,
+        codes_kept=shares["as_themselves"] + shares["generalized"],
+        codes_as_themselves=shares["as_themselves"],
+        codes_total=cov.codes,
+        records_modified=records_modified(release, cohort),
+        catch_all_item=big.item,
+        catch_all_share=big.share,
+        catch_all_codes=big.codes,
+        catch_all_flagged=big.flagged,
+        code_set=code_set(release),
+    )
+
+
+def code_set_text(codes: tuple[str, ...] | None, total: int) -> str:
+    """'codes 250, 272, 401, 724 (4 of 3,117 in the cohort)'; '' when the release has no code set."""
+    if codes is None:
+        return ""
+    shown = ", ".join(codes[:8]) + (f", … ({len(codes) - 8} more)" if len(codes) > 8 else "")
+    return f"codes {shown} ({len(codes):,} of {total:,} in the cohort)"
+
+
+def flags(h: Headline) -> list[str]:
+    """The warnings a release carries on every page that shows it."""
+    out = []
+    if h.catch_all_flagged:
+        out.append(
+            f"One catch-all item holds {h.catch_all_share:.0%} of the released rows and stands for "
+            f"{h.catch_all_codes:,} codes: constraints can be met while the data say little."
+        )
+    if h.code_set is not None and len(h.code_set) < h.codes_total:
+        out.append(
+            f"Releases only {code_set_text(h.code_set, h.codes_total)}: everything else of the cohort is "
+            f"left out ({h.instances_kept:.1%} of its code instances kept)."
+        )
+    elif h.codes_kept < FEW_CODES:
+        out.append(
+            f"Covers only {h.codes_kept:.1%} of the cohort's {h.codes_total:,} distinct codes "
+            f"({h.instances_kept:.1%} of its code instances kept)."
+        )
+    return out
+
+
+def phewas_changes(
+    original: pd.DataFrame,
+    released: Mapping[str, pd.DataFrame],
+    alpha: float = 0.05,
+    correction: str | None = None,
+) -> dict[str, tuple[int, int]]:
+    """Release name -> (associations lost, false) over every SNP (Table 4's Total row)."""
+    from engine import phewas
+
+    corr = correction or phewas.DEFAULT_CORRECTION
+    table = phewas.significance_table(original, released, alpha=alpha, correction=corr)  # type: ignore[arg-type]
+    if table.empty:
+        return {name: (0, 0) for name in released}
+    total = table[table["snp"] == "Total"].iloc[0]
+    return {name: (int(total[f"{name}: lost"]), int(total[f"{name}: false"])) for name in released}
+
+
+def comparison_table(
+    releases: Mapping[str, Release],
+    cohort: Records,
+    population: Records | None,
+    adversary: Adversary,
+    k: int,
+    *,
+    utility: Mapping[str, frozenset[str]] | None = None,
+    phewas_lost_false: Mapping[str, tuple[int, int]] | None = None,
+) -> pd.DataFrame:
+    """One row per release (study order): the columns of the module docstring, key columns first."""
+    from engine.utility.queries import default_utility_policy, utility_satisfaction
+
+    if utility is None:
+        utility = default_utility_policy([str(x) for x in cohort.items]).as_mapping()
+    rows = []
+    for name, release in releases.items():
+        v = risk.verify(release, adversary, int(k), population)
+        dis = np.asarray(v.distinguishability)
+        h = headline(release, cohort)
+        sat = utility_satisfaction(cohort, release, utility)
+        lost, false = (phewas_lost_false or {}).get(name, (None, None))
+        rows.append(
+            {
+                "release": name,
+                "method": release.method,
+                "verified": bool(v.ok),
+                "records below k": int((dis < int(k)).sum()),
+                "share below k": float((dis < int(k)).mean()) if len(dis) else 0.0,
+                "code instances kept": h.instances_kept,
+                "distinct codes kept": h.codes_kept,
+                "records modified": h.records_modified,
+                "utility constraints met": int(sat["satisfied"].sum()),
+                "utility constraints": len(sat),
+                "PheWAS associations lost": lost,
+                "PheWAS associations false": false,
+                "warnings": " ".join(flags(h)),
+            }
+        )
+    table = pd.DataFrame(rows)
+    if phewas_lost_false is None and len(table):
+        table = table.drop(columns=["PheWAS associations lost", "PheWAS associations false"])
+    if len(table):
+        best = best_rows(table)
+        table.insert(
+            3, "best in", [", ".join(c for c, names in best.items() if n in names) for n in table["release"]]
+        )
+    return table
+
+
+def best_rows(table: pd.DataFrame) -> dict[str, set[str]]:
+    """Column -> the releases with its best value (`BEST` says min or max); columns without values
+    are left out."""
+    out: dict[str, set[str]] = {}
+    for col, how in BEST.items():
+        if col not in table.columns:
+            continue
+        values = pd.to_numeric(table[col], errors="coerce")
+        if values.notna().sum() == 0:
+            continue
+        target = values.min() if how == "min" else values.max()
+        out[col] = set(table.loc[np.isclose(values, target), "release"].astype(str))
+    return out

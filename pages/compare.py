@@ -1,0 +1,158 @@
+"""Compare releases: every release of the study side by side (issue 16; ARX's utility view is the
+anchor). One table and one chart, computed by `engine.compare` against the original cohort under the
+study's adversary and k; the best value of each column is marked."""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.express as px
+import streamlit as st
+
+from engine import compare, phewas
+from engine.glossary import help_for
+from ui import honest, literal
+from ui import study as session_study
+from ui.colours import colour_map
+from ui.context import current, warn_if_whole_population
+from ui.downloads import table_download
+from ui.fingerprints import frame_fingerprint, release_key
+from ui.teach import intro
+
+_MEMO = "_compare_tables"
+SHARES = {  # chart measure (words) -> table column
+    "Records below k": "share below k",
+    "Code instances kept": "code instances kept",
+    "Distinct codes kept": "distinct codes kept",
+    "Records modified": "records modified",
+    "Utility constraints met": "utility constraints met",
+}
+PERCENT = ("share below k", "code instances kept", "distinct codes kept", "records modified")
+HELP = {
+    "share below k": help_for("distinguishability", "k"),
+    "records below k": help_for("distinguishability", "k"),
+    "code instances kept": help_for("instances_retained"),
+    "distinct codes kept": help_for("code_coverage"),
+    "records modified": help_for("records_modified"),
+    "utility constraints met": help_for("utility_constraint"),
+    "PheWAS associations lost": help_for("lost_false", "multiple_testing"),
+    "PheWAS associations false": help_for("lost_false", "multiple_testing"),
+    "warnings": help_for("catch_all"),
+}
+
+
+def _phewas_counts(ctx, releases) -> dict[str, tuple[int, int]] | None:
+    genotypes = ctx.dataset.genotypes
+    if genotypes is None or genotypes.empty:
+        return None
+    original = phewas.phewas_of_records(ctx.cohort, genotypes)
+    released = {}
+    for name, rel in releases.items():
+        released[name] = phewas.phewas_of_release(rel, genotypes)
+    return compare.phewas_changes(original, released)
+
+
+def comparison(ctx, releases, with_phewas: bool) -> pd.DataFrame:
+    """`engine.compare.comparison_table` of the study's releases (memoized per release content,
+    data, adversary, k and the PheWAS choice)."""
+    geno = ctx.dataset.genotypes
+    key = (
+        tuple((n, release_key(r)) for n, r in releases.items()),
+        ctx.key,
+        ctx.adversary.label,
+        int(ctx.k),
+        with_phewas,
+        frame_fingerprint(geno) if with_phewas and geno is not None else None,
+    )
+    memo: dict = st.session_state.setdefault(_MEMO, {})
+    if key not in memo:
+        counts = _phewas_counts(ctx, releases) if with_phewas else None
+        memo.clear()
+        memo[key] = compare.comparison_table(
+            releases, ctx.cohort, ctx.population, ctx.adversary, int(ctx.k), phewas_lost_false=counts
+        )
+    return memo[key]
+
+
+def comparison_chart(table: pd.DataFrame):
+    """One bar per release and measure, every measure as a share of the original cohort."""
+    t = table.assign(
+        **{
+            "utility constraints met": table["utility constraints met"]
+            / table["utility constraints"].clip(lower=1)
+        }
+    )
+    long = t.melt(
+        id_vars=["release"], value_vars=list(SHARES.values()), var_name="measure", value_name="share"
+    )
+    long["measure"] = long["measure"].map({v: k for k, v in SHARES.items()})
+    fig = px.bar(
+        long,
+        x="measure",
+        y="share",
+        color="release",
+        barmode="group",
+        color_discrete_map=colour_map(t["release"]),
+        labels={"measure": "Measure (against the original cohort)", "share": "Share", "release": "Release"},
+    )
+    fig.update_layout(height=380, margin={"t": 30, "b": 10}, yaxis_tickformat=".0%", yaxis_range=[0, 1.05])
+    return fig
+
+
+def styled(table: pd.DataFrame):
+    """The table with the best value of each column highlighted (`engine.compare.best_rows`)."""
+    best = compare.best_rows(table)
+
+    def mark(col: pd.Series) -> list[str]:
+        names = best.get(str(col.name), set())
+        return [
+            "background-color: #d9f2d9; font-weight: bold" if r in names else "" for r in table["release"]
+        ]
+
+    return table.style.apply(mark, axis=0)
+
+
+ctx = current()
+st.title("Compare releases")
+intro("compare")
+warn_if_whole_population(ctx)
+published = session_study.current(ctx)
+session_study.others_note(ctx)
+st.caption(
+    f"Every release of the study on the data loaded now, verified again under the study's adversary "
+    f"(**{ctx.adversary.label}**) and k = **{ctx.k}**, and measured against the original cohort "
+    f"({ctx.cohort.n_patients:,} patients). Utility constraints: the shipped PNAS Table 1 policy, the same "
+    "for every release. The best value of each column is marked in green and named in 'best in'."
+)
+if not published:
+    st.info('No release in the study yet: make one on the Anonymize page and press "Add to study".')
+    st.stop()
+releases = {name: held.release for name, (_entry, held) in published.items()}
+has_genotypes = ctx.dataset.genotypes is not None and not ctx.dataset.genotypes.empty
+with_phewas = st.toggle(
+    "PheWAS associations lost and false (one PheWAS per release, Benjamini-Hochberg at 0.05)",
+    value=has_genotypes,
+    disabled=not has_genotypes,
+    key="compare_phewas",
+    help=help_for("lost_false", "multiple_testing"),
+)
+with st.spinner("Verifying and measuring every release…"):
+    table = comparison(ctx, releases, with_phewas and has_genotypes)
+column_config = {c: st.column_config.NumberColumn(c, format="percent", help=HELP[c]) for c in PERCENT} | {
+    c: st.column_config.Column(c, help=text)
+    for c, text in HELP.items()
+    if c in table.columns and c not in PERCENT
+}
+column_config["release"] = st.column_config.TextColumn("release", pinned=True)
+st.dataframe(
+    styled(table), hide_index=True, width="stretch", column_config=column_config, key="compare_table"
+)
+for name, text in zip(table["release"], table["warnings"], strict=True):
+    if text:
+        literal.warning(f"{name}: {text}")
+chart = comparison_chart(table)
+names = {n: honest.legend_name(n, r, ctx.cohort) for n, r in releases.items()}
+chart.for_each_trace(lambda t: t.update(name=names.get(t.name, t.name)))  # GCCens states its code set
+st.plotly_chart(chart, key="compare_chart")
+table_download(
+    table, "Download the release comparison (CSV)", "cohortshield_release_comparison.csv", "compare_dl"
+)

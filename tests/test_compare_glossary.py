@@ -1,0 +1,199 @@
+"""Issue 16, engine side of the app's plain language: the glossary and teach texts
+(engine/glossary.py), the release comparison (engine/compare.py), release colours (ui/colours.py) and
+the raw-identifier rule of the chart check (tests/apptest_support.py)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+from apptest_support import is_raw_identifier
+
+from engine import compare, risk
+from engine.adversary import Adversary
+from engine.anonymize.censor import gccens
+from engine.glossary import TEACH, TERMS, glossary_frame, help_for, teach, term
+from engine.records import Records
+from engine.release import Release
+from ui import colours
+
+# the brief's list of terms (issue 16), each with a glossary entry
+BRIEF_TERMS = [
+    "cul",
+    "ncp",
+    "re",
+    "ppe",
+    "ilm",
+    "alm",
+    "avgre",
+    "dgh",
+    "mdav",
+    "ags",
+    "dc_local",
+    "cc_local",
+    "demo",
+    "faithful",
+    "targeted",
+    "distinguishability",
+    "cap",
+    "k_anonymity",
+    "km_anonymity",
+    "adversary",
+]
+PAGES = ("cohort", "risk", "anonymize", "tradeoffs", "phewas", "labs", "report", "compare", "glossary")
+
+
+def _records(rows: dict[str, list[str]]) -> Records:
+    df = pd.DataFrame([(p, c) for p, cs in rows.items() for c in cs], columns=["patient_id", "code"])
+    return Records.from_frame(df)
+
+
+COHORT = {"a": ["250", "250", "250", "401"], "b": ["250", "272", "724"], "c": ["272", "V45", "V45", "V45"]}
+
+
+# ------------------------------------------------------------------------------------ glossary
+def test_every_term_of_the_brief_has_one_sentence_a_paper_and_a_place():
+    for key in BRIEF_TERMS:
+        t = term(key)
+        assert t.name and t.paper and t.where, key
+        # one sentence: ends with a full stop, no sentence break inside
+        assert t.sentence.endswith("."), key
+        assert not re.search(r"[a-z0-9)]\. [A-Z]", t.sentence), (key, t.sentence)
+    frame = glossary_frame()
+    assert list(frame.columns) == ["term", "meaning", "paper", "where defined"]
+    assert len(frame) == len(TERMS) and frame["meaning"].is_unique
+
+
+def test_help_is_the_glossary_sentence_and_unknown_terms_fail_loudly():
+    assert help_for("cul").startswith(TERMS["cul"].sentence)
+    assert "capped record" in help_for("cul")  # Tamersoy's CUL says what it does not count
+    both = help_for("k_anonymity", "k_map")
+    assert TERMS["k_anonymity"].sentence in both and TERMS["k_map"].sentence in both
+    with pytest.raises(KeyError, match="no glossary term"):
+        term("nope")
+
+
+def test_teach_mode_has_two_lines_and_one_thing_to_try_for_every_page():
+    assert set(PAGES) <= set(TEACH)
+    for page in PAGES:
+        text = teach(page)
+        assert len(text.shows) == 2 and all(text.shows) and text.try_this
+
+
+# ------------------------------------------------------------------------------------ colours
+def _rgb(hex_colour: str) -> np.ndarray:
+    h = hex_colour.lstrip("#")
+    return np.array([int(h[i : i + 2], 16) for i in (0, 2, 4)], dtype=float)
+
+
+def test_no_release_colour_is_grey_or_near_the_originals():
+    original = _rgb(colours.ORIGINAL)
+    for c in colours.PALETTE:
+        rgb = _rgb(c)
+        assert np.linalg.norm(rgb - original) > 90, c  # never drawn in almost the original's colour
+        assert rgb.max() - rgb.min() > 60, c  # not a grey
+    assert len(set(colours.PALETTE)) == len(colours.PALETTE)
+
+
+def test_a_release_keeps_its_colour_and_the_original_is_neutral():
+    first = colours.colour_of("release one (test)")
+    colours.colour_of("release two (test)")
+    assert colours.colour_of("release one (test)") == first
+    assert colours.colour_of("original") == colours.ORIGINAL
+    assert colours.colour_map(["original", "release one (test)"]) == {
+        "original": colours.ORIGINAL,
+        "release one (test)": first,
+    }
+
+
+# ---------------------------------------------------------------------------------- the chart rule
+@pytest.mark.parametrize(
+    "title", ["value", "variable", "share_codes_retained", "measure=DC Local %", "index"]
+)
+def test_raw_identifiers_are_caught(title):
+    assert is_raw_identifier(title)
+
+
+@pytest.mark.parametrize("title", ["Share", "k", "DC Local %", "k = 5", "DEMO_D", "Released -log10 p"])
+def test_words_pass(title):
+    assert not is_raw_identifier(title)
+
+
+# ---------------------------------------------------------------------------------- comparison
+def test_headline_counts_what_the_caps_removed_against_the_original():
+    cohort = _records(COHORT)
+    release = gccens(cohort, cohort, 1, cap=1)  # k = 1: the caps alone remove 4 of 11 instances
+    h = compare.headline(release, cohort)
+    assert release.loss["cul"]["share_codes_retained"] == 1.0  # Tamersoy's figure reads loss-free
+    assert h.instances_kept == pytest.approx(7 / 11)
+    assert h.records_modified == pytest.approx(2 / 3)  # a (250 x3 -> x1) and c (V45 x3 -> x1); b untouched
+    assert h.code_set == ("250", "272", "401", "724", "V45")
+
+
+def test_records_modified_counts_generalized_removed_and_dropped_records():
+    cohort = _records(COHORT)
+    same = Release("hand", cohort)
+    assert compare.records_modified(same, cohort) == 0.0
+    gen = Release(
+        "hand",
+        _records({"a": ["250", "250", "250", "401"], "b": ["{250,272}", "{250,272}", "724"]}),
+        item_codes={"{250,272}": frozenset({"250", "272"})},
+    )
+    assert compare.records_modified(gen, cohort) == pytest.approx(2 / 3)  # b generalized, c dropped
+
+
+def test_flags_name_a_catch_all_item_and_a_partial_code_set():
+    cohort = _records({p: ["250", "272", "401", "724", "V45", "E11"] for p in "abcdef"})
+    big = frozenset({"250", "272", "401", "724", "V45", "E11"})
+    catch = Release("hand", _records({p: ["{all}"] for p in "abcdef"}), item_codes={"{all}": big})
+    h = compare.headline(catch, cohort)
+    assert h.catch_all_flagged
+    assert any("catch-all" in f and "6 codes" in f for f in compare.flags(h))
+    # GCCens on two of six codes: the code set is stated against the cohort's
+    two = gccens(_records({p: ["250", "272"] for p in "abcdef"}), None, 2, cap=3, scope="cohort")
+    text = " ".join(compare.flags(compare.headline(two, cohort)))
+    assert "codes 250, 272 (2 of 6 in the cohort)" in text
+
+
+def test_comparison_table_verifies_each_release_and_marks_the_best():
+    cohort = _records(COHORT)
+    adversary = Adversary("cohort", "all_visits")
+    whole = gccens(cohort, None, 2, cap=3, scope="cohort")
+    capped = gccens(cohort, None, 2, cap=1, scope="cohort")
+    untouched = Release("hand", cohort)
+    releases = {"cap 3": whole, "cap 1": capped, "untouched": untouched}
+    utility = {"diabetes": frozenset({"250"})}
+    table = compare.comparison_table(releases, cohort, None, adversary, 2, utility=utility)
+    assert list(table.columns[:4]) == ["release", "method", "verified", "best in"]
+    assert list(table["release"]) == list(releases)
+    for name, rel in releases.items():
+        v = risk.verify(rel, adversary, 2, None)
+        row = table.set_index("release").loc[name]
+        assert row["verified"] == v.ok
+        assert row["records below k"] == int((v.distinguishability < 2).sum())
+    row = table.set_index("release").loc["untouched"]
+    assert row["code instances kept"] == 1.0 and row["records modified"] == 0.0
+    best = compare.best_rows(table)
+    assert best["code instances kept"] == {"untouched"}
+    assert "untouched" in best["records modified"]
+    assert "code instances kept" in row["best in"]
+    assert "PheWAS associations lost" not in table.columns  # no genotypes given: no column
+
+
+def test_phewas_changes_reads_the_total_row():
+    original = pd.DataFrame(
+        {
+            "snp": ["s1", "s1"],
+            "phecode": ["250", "401"],
+            "phenotype": ["d", "h"],
+            "n_cases": [30, 30],
+            "odds_ratio": [2.0, 1.0],
+            "p": [0.001, 0.5],
+            "p_bonferroni": [0.002, 1.0],
+            "p_bh": [0.002, 0.5],
+        }
+    )
+    released = original.assign(p=[0.5, 0.001], p_bonferroni=[1.0, 0.002], p_bh=[0.5, 0.002])
+    assert compare.phewas_changes(original, {"r": released}) == {"r": (1, 1)}

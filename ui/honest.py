@@ -1,0 +1,90 @@
+"""Honest headlines (issue 16): every utility headline measured against the original cohort, the
+method-internal figure beside it and labelled as such, and the release's warnings (a catch-all item,
+a fraction of the cohort's codes) on every page that shows the release. Figures: `engine.compare`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import streamlit as st
+
+from engine import compare
+from engine.glossary import help_for
+from engine.records import Records
+from engine.release import Release
+from ui import literal
+
+_MEMO = "_honest_headlines"
+
+
+def figures(release: Release, cohort: Records) -> compare.Headline:
+    """`engine.compare.headline`, memoized in this session per release and cohort content."""
+    key = (release.fingerprint, cohort.fingerprint)
+    memo: dict = st.session_state.setdefault(_MEMO, {})
+    if key not in memo:
+        memo[key] = compare.headline(release, cohort)
+        while len(memo) > 32:
+            memo.pop(next(iter(memo)))
+    return memo[key]
+
+
+def code_set_caption(h: compare.Headline) -> str:
+    """'Code set: codes 250, … (4 of 3,117 in the cohort)'; '' when the release has no code set."""
+    text = compare.code_set_text(h.code_set, h.codes_total)
+    return f"Code set: {text}" if text else ""
+
+
+def legend_name(name: str, release: Release, cohort: Records) -> str:
+    """A release's name in a chart legend: with its code set when the method restricts it (GCCens,
+    LDA: 'GCCens k=5 (codes 250, 272, 401, 724 of 3,117)')."""
+    h = figures(release, cohort)
+    if h.code_set is None:
+        return name
+    codes = ", ".join(h.code_set) if len(h.code_set) <= 4 else f"{len(h.code_set):,} codes"
+    return f"{name} (codes {codes} of {h.codes_total:,})"
+
+
+def show_flags(release: Release, cohort: Records, name: str | None = None, where=None) -> list[str]:
+    """The release's warnings, one `st.warning` each (prefixed with its name when given)."""
+    where = where or st
+    out = compare.flags(figures(release, cohort))
+    for text in out:
+        literal.warning(f"{name}: {text}" if name else text, where)
+    return out
+
+
+def headline(
+    release: Release,
+    cohort: Records,
+    internal: Sequence[tuple[str, str, str]] = (),
+) -> compare.Headline:
+    """Headline metrics against the original cohort, then the method-internal ones (label, value,
+    help), each labelled as such; the code set (when the method restricts it) and the warnings."""
+    h = figures(release, cohort)
+    cols = st.columns(3 + len(internal))
+    cols[0].metric(
+        "Code instances kept, of the original cohort",
+        f"{h.instances_kept:.1%}",
+        f"{h.instances_released:,} of {h.instances_original:,}",
+        delta_color="off",
+        help=help_for("instances_retained"),
+    )
+    cols[1].metric(
+        "Distinct codes kept, of the original cohort",
+        f"{h.codes_kept:.1%}",
+        f"of {h.codes_total:,} codes",
+        delta_color="off",
+        help=help_for("code_coverage"),
+    )
+    cols[2].metric(
+        "Records modified, against the original",
+        f"{h.records_modified:.1%}",
+        help=help_for("records_modified"),
+    )
+    for col, (label, value, text) in zip(cols[3:], internal, strict=True):
+        col.metric(label, value, help=text)
+    caption = code_set_caption(h)
+    if caption:
+        st.caption(literal.md(caption))
+    show_flags(release, cohort)
+    return h

@@ -1,0 +1,19 @@
+"""Teach mode (issue 16): with the sidebar's toggle on, a page opens with two lines on what it shows
+and one suggested thing to try (texts: `engine.glossary.TEACH`)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from engine.glossary import teach
+
+KEY = "teach_mode"  # the sidebar toggle's session-state key (ui/sidebar.py KEYS)
+
+
+def intro(page: str) -> bool:
+    """Show the page's teach text when teach mode is on; returns whether it was shown."""
+    if not st.session_state.get(KEY):
+        return False
+    text = teach(page)
+    st.info(f"{text.shows[0]}  \n{text.shows[1]}\n\n**Try this:** {text.try_this}", icon=":material/school:")
+    return True
