@@ -61,7 +61,7 @@ _BITMAP_MIN_POSTING = 256  # atoms held by at least this many candidates get a b
 _BITMAP_MAX_BYTES = 1 << 30  # ... within this much memory (most frequent first)
 _BITMAP_ALL_BYTES = 1 << 26  # every atom gets a bitmap when all of them fit in this much
 _KERNEL = "auto"  # "walk" (_SubsetCounter), "index" (_Intersector) or "auto" (`_kernel` chooses)
-_WALK_CHUNK = 1 << 20
+_WALK_CHUNK = 1 << 17  # candidates' held atoms walked at once (about 0.2 GB of walk state)
 _WALK_WEIGHT = 600.0  # cost of a pair of held atoms in the walk, in bitmap words AND-ed (measured, `_kernel`)
 _COMMON_SHARE = 0.01  # atoms held by this share of the candidates are "common" (`_walk_counts`)  # candidates' held atoms walked through the trie at once
 
