@@ -1,14 +1,18 @@
 """Population-scale benchmark of the risk kernel (issue 15): growth, threads, shards.
 
     .venv/bin/python bench/scale.py [--sizes 250000,500000,1000000] [--seed 0] [--shards 8]
+        [--kernels auto,index,walk] [--skip threads,sharded]
 
 In one run, every measurement in a fresh subprocess (so each peak memory, ru_maxrss, is its own):
 1. per size, `engine.synth.generate(n, seed)` written to Parquet; then single-visit distinguishability
    of the whole population against itself on every core: patients, diagnoses, wall and CPU time, peak
    memory, and where the kernel's time goes (projection and atoms, bitmap build, bitmap ANDs, pairs),
    with the number of distinct known sets counted, the bitmap length in 64-bit words and the pairs
-   expanded from the sets' rarest atoms (the per-set costs that grow with the population);
-2. the growth exponent: least-squares slope of log(wall time) on log(patients), and of CPU time;
+   expanded from the sets' rarest atoms (the per-set costs that grow with the population); for the
+   trie walk (`risk._SubsetCounter`), its steps, lookups and the sum of the supports it counted;
+   each kernel of `--kernels` on the same data (`index`: the inverted index with bitmaps, the kernel
+   before the walk; `walk`; `auto`: the choice `risk._kernel` makes), results compared;
+2. the growth exponent of each kernel: least-squares slope of log(time) on log(patients), wall and CPU;
 3. the speed-up from threads: the middle size with 1 thread against every core (results equal);
 4. at the largest size, the cohort's single-visit risk against the population in process (the whole
    population in memory) and sharded (`engine.shards`, the population in `--shards` Parquet shards
@@ -90,6 +94,16 @@ def _instrument(stats: dict) -> None:
     wrap(risk._Intersector, "_count_and", "and_s")
     wrap(risk._Intersector, "_count_pairs", "pairs_s")
 
+    def walk_sizes(a, out):
+        self = a[0]
+        stats["sets"] = stats.get("sets", 0) + self.n_sets
+        stats["walk_steps"] = stats.get("walk_steps", 0) + self.work[0]
+        stats["lookups"] = stats.get("lookups", 0) + self.work[1]
+        stats["supports"] = stats.get("supports", 0) + int(out.sum())
+
+    wrap(risk._SubsetCounter, "__init__", "trie_s")
+    wrap(risk._SubsetCounter, "count", "walk_s", walk_sizes)
+
 
 def _cohort_ids(work: Path, n: int) -> np.ndarray:
     import pandas as pd
@@ -97,7 +111,7 @@ def _cohort_ids(work: Path, n: int) -> np.ndarray:
     return pd.read_csv(work / f"cohort_{n}.csv", dtype=str)["patient_id"].to_numpy()
 
 
-def step_kernel(n: int, work: Path, threads: int, targets: str) -> dict:
+def step_kernel(n: int, work: Path, threads: int, targets: str, kernel: str = "auto") -> dict:
     import pandas as pd
 
     from engine import risk
@@ -107,6 +121,7 @@ def step_kernel(n: int, work: Path, threads: int, targets: str) -> dict:
     tg = pop if targets == "population" else pop.subset(_cohort_ids(work, n))
     stats: dict = {}
     _instrument(stats)
+    risk._KERNEL = kernel
     t0, c0 = time.perf_counter(), time.process_time()
     dis = risk.distinguishability(tg, pop, "single_visit", threads=threads)
     stats.update(
@@ -117,7 +132,7 @@ def step_kernel(n: int, work: Path, threads: int, targets: str) -> dict:
         visits=pop.n_visits,
         targets=tg.n_patients,
     )
-    np.save(work / f"dis_{n}_{targets}_{threads}.npy", dis)
+    np.save(work / f"dis_{n}_{targets}_{threads}_{kernel}.npy", dis)
     return stats
 
 
@@ -156,6 +171,8 @@ def main() -> int:
     ap.add_argument("--sizes", default="250000,500000,1000000", help="three (or more) population sizes")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--shards", type=int, default=8, help="shards of the largest population")
+    ap.add_argument("--kernels", default="auto", help="kernels to time at every size: auto, index, walk")
+    ap.add_argument("--skip", default="", help="parts to leave out: threads, sharded")
     ap.add_argument("--step", nargs="+", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.step:
@@ -163,7 +180,7 @@ def main() -> int:
         if kind == "generate":
             out = step_generate(int(rest[0]), args.seed, Path(rest[1]), int(rest[2]))
         elif kind == "kernel":
-            out = step_kernel(int(rest[0]), Path(rest[1]), int(rest[2]), rest[3])
+            out = step_kernel(int(rest[0]), Path(rest[1]), int(rest[2]), rest[3], rest[4])
         else:
             out = step_sharded(int(rest[0]), Path(rest[1]), int(rest[2]))
         print(json.dumps(out))
@@ -176,58 +193,81 @@ def main() -> int:
     print(f"cores (default thread count): {cores}; sizes {sizes}; seed {args.seed}", flush=True)
     with tempfile.TemporaryDirectory(prefix="cohortshield-scale-") as tmp:
         work = Path(tmp)
+        kernels = args.kernels.split(",")
+        skip = set(args.skip.split(",")) - {""}
         rows = []
         for n in sizes:
-            g = sub("generate", str(n), str(work), str(args.shards if n == sizes[-1] else 0))
-            k = sub("kernel", str(n), str(work), str(cores), "population")
-            rows.append((n, g, k))
+            g = sub(
+                "generate",
+                str(n),
+                str(work),
+                str(args.shards if n == sizes[-1] and "sharded" not in skip else 0),
+            )
+            ks = {}
+            for kern in kernels:
+                k = ks[kern] = sub("kernel", str(n), str(work), str(cores), "population", kern)
+                print(
+                    f"{k['patients']:>10,} patients {g['diagnoses']:>12,} diagnoses  generate {g['generate_s']:6.1f} s  "
+                    f"[{kern}] single visit wall {k['wall_s']:7.1f} s cpu {k['cpu_s']:7.1f} s  peak {k['peak_gb']:5.2f} GB",
+                    flush=True,
+                )
+                print(
+                    f"    stages (s, summed over threads): projection {k.get('projection_s', 0):.1f}, atoms "
+                    f"{k.get('atoms_s', 0):.1f}, bitmaps {k.get('bitmaps_s', 0):.1f}, count {k.get('count_s', 0):.1f} "
+                    f"(AND {k.get('and_s', 0):.1f}, pairs {k.get('pairs_s', 0):.1f}), trie {k.get('trie_s', 0):.1f}, "
+                    f"walk {k.get('walk_s', 0):.1f}; distinct sets {k.get('sets', 0):,}, bitmap words "
+                    f"{k.get('words', 0):,}, pairs from rarest atoms {k.get('pairs_rarest', 0):,}, walk steps "
+                    f"{k.get('walk_steps', 0):,}, lookups {k.get('lookups', 0):,}, supports {k.get('supports', 0):,}",
+                    flush=True,
+                )
+            first = np.load(work / f"dis_{n}_population_{cores}_{kernels[0]}.npy")
+            same = all(
+                np.array_equal(first, np.load(work / f"dis_{n}_population_{cores}_{kern}.npy"))
+                for kern in kernels
+            )
+            print(f"    kernels {', '.join(kernels)}: results equal: {same}", flush=True)
+            rows.append((n, g, ks))
+        pts = [r[2][kernels[0]]["patients"] for r in rows]
+        for kern in kernels:
+            ks = [r[2][kern] for r in rows]
             print(
-                f"{k['patients']:>10,} patients {g['diagnoses']:>12,} diagnoses  generate {g['generate_s']:6.1f} s  "
-                f"single visit wall {k['wall_s']:7.1f} s cpu {k['cpu_s']:7.1f} s  peak {k['peak_gb']:5.2f} GB",
+                f"[{kern}] growth exponent: wall {slope(pts, [k['wall_s'] for k in ks]):.2f}, "
+                f"cpu {slope(pts, [k['cpu_s'] for k in ks]):.2f}; of the parts: distinct sets "
+                f"{slope(pts, [max(k.get('sets', 1), 1) for k in ks]):.2f}, pairs from rarest atoms "
+                f"{slope(pts, [max(k.get('pairs_rarest', 1), 1) for k in ks]):.2f}, walk steps "
+                f"{slope(pts, [max(k.get('walk_steps', 1), 1) for k in ks]):.2f}, supports "
+                f"{slope(pts, [max(k.get('supports', 1), 1) for k in ks]):.2f}",
                 flush=True,
             )
+        rows = [(n, g, ks[kernels[0]]) for n, g, ks in rows]
+        k0 = kernels[0]
+        if "threads" not in skip:
+            mid = sizes[len(sizes) // 2]
+            one = sub("kernel", str(mid), str(work), "1", "population", k0)
+            many = next(r[2] for r in rows if r[0] == mid)
+            same = np.array_equal(
+                np.load(work / f"dis_{mid}_population_1_{k0}.npy"),
+                np.load(work / f"dis_{mid}_population_{cores}_{k0}.npy"),
+            )
             print(
-                f"    stages (s, summed over threads): projection {k.get('projection_s', 0):.1f}, atoms "
-                f"{k.get('atoms_s', 0):.1f}, bitmaps {k.get('bitmaps_s', 0):.1f}, count {k.get('count_s', 0):.1f} "
-                f"(AND {k.get('and_s', 0):.1f}, pairs {k.get('pairs_s', 0):.1f}); distinct sets {k.get('sets', 0):,}, "
-                f"bitmap words {k.get('words', 0):,}, pairs from rarest atoms {k.get('pairs_rarest', 0):,}",
+                f"threads at {mid:,}: 1 thread wall {one['wall_s']:.1f} s, {cores} threads wall {many['wall_s']:.1f} s: "
+                f"speed-up {one['wall_s'] / many['wall_s']:.2f}x; results equal: {same}",
                 flush=True,
             )
-        pts = [r[2]["patients"] for r in rows]
-        print(f"growth exponent (wall): {slope(pts, [r[2]['wall_s'] for r in rows]):.2f}")
-        print(f"growth exponent (cpu):  {slope(pts, [r[2]['cpu_s'] for r in rows]):.2f}")
-        print(
-            "growth exponents of the parts: distinct sets "
-            f"{slope(pts, [max(r[2].get('sets', 1), 1) for r in rows]):.2f}, pairs from rarest atoms "
-            f"{slope(pts, [max(r[2].get('pairs_rarest', 1), 1) for r in rows]):.2f}, count time "
-            f"{slope(pts, [max(r[2].get('count_s', 1e-9), 1e-9) for r in rows]):.2f}",
-            flush=True,
-        )
 
-        mid = sizes[len(sizes) // 2]
-        one = sub("kernel", str(mid), str(work), "1", "population")
-        many = next(r[2] for r in rows if r[0] == mid)
-        same = np.array_equal(
-            np.load(work / f"dis_{mid}_population_1.npy"), np.load(work / f"dis_{mid}_population_{cores}.npy")
-        )
-        print(
-            f"threads at {mid:,}: 1 thread wall {one['wall_s']:.1f} s, {cores} threads wall {many['wall_s']:.1f} s: "
-            f"speed-up {one['wall_s'] / many['wall_s']:.2f}x; results equal: {same}",
-            flush=True,
-        )
-
-        big = sizes[-1]
-        inproc = sub("kernel", str(big), str(work), str(cores), "cohort")
-        shard = sub("sharded", str(big), str(work), str(cores))
-        same = np.array_equal(
-            np.load(work / f"dis_{big}_cohort_{cores}.npy"), np.load(work / f"dis_{big}_sharded.npy")
-        )
-        print(
-            f"cohort ({inproc['targets']:,} patients) vs population of {big:,}, single visit: in process wall "
-            f"{inproc['wall_s']:.1f} s peak {inproc['peak_gb']:.2f} GB; {args.shards} shards wall "
-            f"{shard['wall_s']:.1f} s peak {shard['peak_gb']:.2f} GB; results equal: {same}",
-            flush=True,
-        )
+        if "sharded" not in skip:
+            big = sizes[-1]
+            inproc = sub("kernel", str(big), str(work), str(cores), "cohort", k0)
+            shard = sub("sharded", str(big), str(work), str(cores))
+            same = np.array_equal(
+                np.load(work / f"dis_{big}_cohort_{cores}_{k0}.npy"), np.load(work / f"dis_{big}_sharded.npy")
+            )
+            print(
+                f"cohort ({inproc['targets']:,} patients) vs population of {big:,}, single visit: in process wall "
+                f"{inproc['wall_s']:.1f} s peak {inproc['peak_gb']:.2f} GB; {args.shards} shards wall "
+                f"{shard['wall_s']:.1f} s peak {shard['peak_gb']:.2f} GB; results equal: {same}",
+                flush=True,
+            )
     return 0
 
 

@@ -24,6 +24,7 @@ import os
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from threading import Lock
 
 import numpy as np
 import pandas as pd
@@ -44,7 +45,11 @@ from engine.release import Release, codes_of
 # 4. answer sets of one atom from posting lengths, and the others (`_Intersector`) either by AND-ing
 #    the bitmaps of common atoms and counting bits, or by expanding (set, candidate) pairs from the
 #    set's rarest atom and filtering them by membership of the further atoms (bit lookups, or binary
-#    search of sorted (atom, candidate) keys for rare atoms), whichever is cheaper for the set.
+#    search of sorted (atom, candidate) keys for rare atoms), whichever is cheaper for the set;
+# 5. or, from the candidates' side (`_SubsetCounter`), walk every candidate through a trie of the distinct
+#    sets and add one to each set it reaches: work = pairs (candidate, prefix of a known set it holds),
+#    independent of (distinct sets) x (population), which the index pays. `_kernel` chooses per call
+#    (the walk always for within-visit counting). Issue 15 / ARCHITECTURE section 7.
 # Ties and order never change a count, so results are deterministic.
 
 THREADS_ENV = "COHORTSHIELD_THREADS"  # environment variable: default thread count of the kernel
@@ -55,6 +60,10 @@ _AND_FULL_COLUMNS = 16  # whole-bitmap ANDs per set before continuing on non-zer
 _BITMAP_MIN_POSTING = 256  # atoms held by at least this many candidates get a bitmap ...
 _BITMAP_MAX_BYTES = 1 << 30  # ... within this much memory (most frequent first)
 _BITMAP_ALL_BYTES = 1 << 26  # every atom gets a bitmap when all of them fit in this much
+_KERNEL = "auto"  # "walk" (_SubsetCounter), "index" (_Intersector) or "auto" (`_kernel` chooses)
+_WALK_CHUNK = 1 << 17  # candidates' held atoms walked at once (about 0.2 GB of walk state)
+_WALK_WEIGHT = 600.0  # cost of a pair of held atoms in the walk, in bitmap words AND-ed (measured, `_kernel`)
+_COMMON_SHARE = 0.01  # atoms held by this share of the candidates are "common" (`_walk_counts`)  # candidates' held atoms walked through the trie at once
 
 
 def thread_count(threads: int | None = None) -> int:
@@ -367,6 +376,246 @@ class _Intersector:
         return np.bincount(pair_set, minlength=len(srt))
 
 
+class _SubsetCounter:
+    """Counts, for distinct atom sets, the candidates holding every atom, from the candidates' side:
+    each candidate enumerates the known sets it contains by walking a trie of the sets.
+
+    Atoms are ranked rarest first (posting length, then id); sets are sorted by rank and stored as a
+    trie whose nodes are their distinct prefixes. A candidate's needed atoms (sorted by rank) start a
+    walk at the root's children; a walk at node u with the candidate's atoms from position j on goes
+    to every child of u the candidate holds: found by looking up each remaining atom of the candidate
+    among u's children, or each child's atom among the candidate's atoms, whichever list is shorter.
+    A walk reaching a set's last node adds one to that set. The work is the number of (candidate,
+    prefix of a known set it contains) pairs times a short lookup: it grows with the data and with the
+    number of known sets each record contains, not with (distinct sets) x (population) as an index
+    over the candidates does (issue 15). Candidates are counted in chunks (threads); counts add.
+
+    With `owner` (candidates are visits, `owner[v]` their patient, nondecreasing), chunks hold whole
+    patients and every set counts the distinct owners of the visits that reach it.
+    """
+
+    def __init__(
+        self,
+        post: _Postings,
+        set_ptr: np.ndarray,
+        set_atoms: np.ndarray,
+        owner: np.ndarray | None = None,
+        threads: int = 1,
+        merge: bool = False,
+    ):
+        """Sets as ragged rows: set i is `set_atoms[set_ptr[i]:set_ptr[i + 1]]` (distinct sets, each
+        of distinct atoms). `merge` (not with `owner`): candidates holding the same needed atoms walk
+        once, with their number as weight (few distinct rows when the sets use few common atoms)."""
+        self.owner = owner
+        self.threads = threads
+        self.n_sets = len(set_ptr) - 1
+        n_atoms = post.n_atoms
+        used = np.unique(set_atoms)
+        # rank: rarest atom first (ties by atom id), over the atoms some set needs
+        used = used[np.lexsort((used, post.length[used]))]
+        self.n_ranks = n_r = len(used)
+        rank_of = np.full(n_atoms + 1, n_r, dtype=np.int64)
+        rank_of[used] = np.arange(n_r)
+        lens = np.diff(set_ptr)
+        owner_set = np.repeat(np.arange(self.n_sets, dtype=np.int64), lens)
+        ranked = rank_of[set_atoms]
+        ranked = ranked[np.lexsort((ranked, owner_set))]  # each set's atoms by rank
+        # candidates x ranks, indices sorted by rank (a CSC over ranks turned into CSR)
+        lens_u = post.length[used]
+        rows = post.rows[concat_ranges(post.ptr[used], lens_u)]
+        col_ptr = np.concatenate([[0], np.cumsum(lens_u)])
+        held = sp.csc_matrix(
+            (np.ones(len(rows), dtype=np.int8), rows, col_ptr), shape=(post.n_cand, max(n_r, 1))
+        ).tocsr()
+        held.sort_indices()
+        self.held_ptr = held.indptr.astype(np.int64)
+        self.held_rank = held.indices.astype(np.int64)
+        self.weight = None
+        if merge and owner is None:
+            self.held_ptr, self.held_rank, self.weight = _merge_rows(self.held_ptr, self.held_rank, n_r)
+        # the trie: node 0 is the root; nodes of depth d+1 numbered after those of depth d, in
+        # (parent, rank) order, so (parent, rank) keys ascend with the node id
+        base = n_r + 1
+        at = np.zeros(self.n_sets, dtype=np.int64)
+        keys = []
+        n_nodes = 1
+        for d in range(int(lens.max(initial=0))):
+            act = np.flatnonzero(lens > d)
+            key = at[act] * base + ranked[set_ptr[act] + d]
+            uniq, inv = np.unique(key, return_inverse=True)
+            at[act] = n_nodes + inv.reshape(-1)
+            keys.append(uniq)
+            n_nodes += len(uniq)
+        self.child_key = np.concatenate([np.zeros(0, dtype=np.int64), *keys])  # of nodes 1..n_nodes-1
+        parent, self.child_rank = np.divmod(self.child_key, base)
+        self.child_start = np.searchsorted(parent, np.arange(n_nodes)) + 1  # node id of first child
+        self.child_count = np.bincount(parent, minlength=n_nodes).astype(np.int64)
+        self.node_set = np.full(n_nodes, -1, dtype=np.int64)
+        self.node_set[at] = np.arange(self.n_sets)
+        self.root_child = np.full(n_r + 1, -1, dtype=np.int64)
+        root_kids = self.child_key < base
+        self.root_child[self.child_rank[root_kids]] = np.flatnonzero(root_kids) + 1
+        self.base = base
+        self.work = (0, 0)
+
+    def count(self) -> np.ndarray:
+        """Candidates (distinct owners with `owner`) holding every atom of each set."""
+        n_cand = len(self.held_ptr) - 1
+        bounds = (
+            np.searchsorted(self.held_ptr, np.arange(0, int(self.held_ptr[-1]), _WALK_CHUNK), side="right")
+            - 1
+        )
+        bounds = np.unique(np.concatenate([bounds, [n_cand]]))
+        if self.owner is not None and len(self.owner):  # a patient's visits stay in one chunk
+            bounds = np.unique(np.searchsorted(self.owner, self.owner[np.minimum(bounds, n_cand - 1)]))
+            bounds = np.unique(np.concatenate([bounds, [0, n_cand]]))
+        out = np.zeros(self.n_sets, dtype=np.int64)
+        lock = Lock()
+
+        def run(span) -> None:
+            got = self._walk(*span)
+            with lock:  # integer sums: the same whatever the order
+                out[:] += got
+
+        spans = list(zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True))
+        if self.threads > 1 and len(spans) > 1:
+            with ThreadPoolExecutor(self.threads) as pool:
+                list(pool.map(run, spans))
+        else:
+            for span in spans:
+                run(span)
+        return out
+
+    def _walk(self, c0: int, c1: int) -> np.ndarray:
+        """Counts over the candidates c0 .. c1 - 1."""
+        ptr = self.held_ptr[c0 : c1 + 1] - self.held_ptr[c0]
+        ranks = self.held_rank[self.held_ptr[c0] : self.held_ptr[c1]]
+        n_r = max(self.n_ranks, 1)
+        row = np.repeat(np.arange(c1 - c0, dtype=np.int64), np.diff(ptr))
+        held_key = row * n_r + ranks  # ascending: rows in order, ranks sorted within rows
+        node = self.root_child[ranks]
+        hit = np.flatnonzero(node >= 0)
+        cand, node, pos = row[hit], node[hit], hit + 1
+        reached, reached_cand = [], []
+        visits = lookups = 0
+        while len(cand):
+            visits += len(cand)
+            s = self.node_set[node]
+            done = s >= 0
+            if self.owner is not None:
+                reached.append(s[done] * (int(self.owner[-1]) + 1) + self.owner[c0 + cand[done]])
+            else:
+                reached.append(s[done])
+                reached_cand.append(cand[done])
+            kids = self.child_count[node]
+            rest = ptr[cand + 1] - pos
+            go = (kids > 0) & (rest > 0)
+            cand, node, pos, kids, rest = cand[go], node[go], pos[go], kids[go], rest[go]
+            by_atom = rest <= kids  # look the candidate's remaining atoms up among the children
+            a = np.flatnonzero(by_atom)
+            j = concat_ranges(pos[a], rest[a])
+            a_cand = np.repeat(cand[a], rest[a])
+            look = np.repeat(node[a], rest[a]) * self.base + ranks[j]
+            k = np.minimum(np.searchsorted(self.child_key, look), max(len(self.child_key) - 1, 0))
+            ok = self.child_key[k] == look if len(self.child_key) else np.zeros(len(look), dtype=bool)
+            new_cand, new_node, new_pos = [a_cand[ok]], [k[ok] + 1], [j[ok] + 1]
+            b = np.flatnonzero(~by_atom)  # look each child's atom up among the candidate's atoms
+            k = concat_ranges(self.child_start[node[b]], kids[b])
+            b_cand = np.repeat(cand[b], kids[b])
+            look = b_cand * n_r + self.child_rank[k - 1]
+            p = np.minimum(np.searchsorted(held_key, look), max(len(held_key) - 1, 0))
+            ok = held_key[p] == look if len(held_key) else np.zeros(len(look), dtype=bool)
+            new_cand.append(b_cand[ok])
+            new_node.append(k[ok])
+            new_pos.append(p[ok] + 1)
+            lookups += len(look) + len(j)
+            cand, node, pos = np.concatenate(new_cand), np.concatenate(new_node), np.concatenate(new_pos)
+        self.work = (self.work[0] + visits, self.work[1] + lookups)  # (walk steps, lookups): bench/scale.py
+        got = np.concatenate([np.zeros(0, dtype=np.int64), *reached])
+        if self.owner is not None:
+            got = np.unique(got) // (int(self.owner[-1]) + 1)
+        if self.weight is None:
+            return np.bincount(got, minlength=self.n_sets)
+        w = self.weight[c0 + np.concatenate([np.zeros(0, dtype=np.int64), *reached_cand])]
+        return np.bincount(got, weights=w, minlength=self.n_sets).round().astype(np.int64)
+
+
+def _walk_counts(
+    post: _Postings, set_ptr: np.ndarray, set_atoms: np.ndarray, owner: np.ndarray | None, threads: int
+) -> np.ndarray:
+    """Support of every set (ragged rows of atoms) by `_SubsetCounter`. Without `owner`, the sets of
+    common atoms only (each held by at least `_COMMON_SHARE` of the candidates) are counted apart,
+    over the distinct combinations of common atoms the candidates hold (merged rows): their supports
+    are large and would otherwise be enumerated candidate by candidate."""
+    lens = np.diff(set_ptr)
+    out = np.zeros(len(lens), dtype=np.int64)
+    if owner is None:
+        common = post.length[set_atoms] >= max(_COMMON_SHARE * post.n_cand, 1)
+        all_common = (
+            np.bincount(np.repeat(np.arange(len(lens)), lens), weights=~common, minlength=len(lens)) == 0
+        )
+        parts = [(np.flatnonzero(all_common), True), (np.flatnonzero(~all_common), False)]
+    else:
+        parts = [(np.arange(len(lens)), False)]
+    for idx, merge in parts:
+        if len(idx):
+            ptr = np.concatenate([[0], np.cumsum(lens[idx])])
+            atoms = set_atoms[concat_ranges(set_ptr[idx], lens[idx])]
+            out[idx] = _SubsetCounter(post, ptr, atoms, owner, threads, merge=merge).count()
+    return out
+
+
+def _merge_rows(ptr: np.ndarray, cols: np.ndarray, n_cols: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Distinct non-empty rows of a CSR pattern (indices sorted within rows), in order of first
+    appearance, and the number of rows equal to each."""
+    lens = np.diff(ptr)
+    bucket = np.where(lens > 0, 1 << np.ceil(np.log2(np.maximum(lens, 1))).astype(np.int64), 0)
+    keep_rows, weights = [], []
+    for width in np.unique(bucket[lens > 0]).tolist():
+        rows = np.flatnonzero(bucket == width)
+        r_lens = lens[rows]
+        mat = np.full((len(rows), width), n_cols, dtype=np.int64)
+        mat[
+            np.repeat(np.arange(len(rows)), r_lens),
+            concat_ranges(np.zeros(len(rows), dtype=np.int64), r_lens),
+        ] = cols[concat_ranges(ptr[rows], r_lens)]
+        _, inv = _dedup_rows(mat, n_cols + 1)
+        first = np.full(inv.max(initial=-1) + 1, len(rows), dtype=np.int64)
+        np.minimum.at(first, inv, np.arange(len(rows)))
+        keep_rows.append(rows[first])
+        weights.append(np.bincount(inv, minlength=len(first)))
+    keep = np.concatenate([np.zeros(0, dtype=np.int64), *keep_rows])
+    weight = np.concatenate([np.zeros(0, dtype=np.int64), *weights])
+    order = np.argsort(keep, kind="stable")
+    keep, weight = keep[order], weight[order]
+    new_ptr = np.concatenate([[0], np.cumsum(lens[keep])])
+    return new_ptr, cols[concat_ranges(ptr[keep], lens[keep])], weight.astype(np.float64)
+
+
+def _kernel(post: _Postings, needed: np.ndarray, groups: list, owner: np.ndarray | None) -> str:
+    """Which counter serves a call: `_KERNEL` when set; else the walk (`_SubsetCounter`) when counting
+    distinct owners (within visits: the index pays a pair per visit there) or when its estimated
+    work, `_WALK_WEIGHT` per pair of needed atoms a candidate holds, is below the index's estimate
+    (per set the cheaper of its pairs and its bitmap words, as `_Intersector.count` chooses)."""
+    if _KERNEL != "auto":
+        return _KERNEL
+    if owner is not None:
+        return "walk"
+    n_words = (post.n_cand + 63) // 64
+    plen = np.append(post.length, post.n_cand)  # the padding atom: every candidate
+    index_cost = 0.0
+    for _, uniq, _ in groups:
+        n_real = (uniq < post.n_atoms).sum(axis=1)
+        flen = plen[uniq].min(axis=1)
+        index_cost += float(
+            np.minimum(flen * _PAIR_WEIGHT, np.minimum(n_real - 1, _AND_FULL_COLUMNS) * n_words).sum()
+        )
+    atoms = np.flatnonzero(needed)
+    held = np.bincount(post.rows[concat_ranges(post.ptr[atoms], post.length[atoms])], minlength=post.n_cand)
+    walk_cost = _WALK_WEIGHT * float((held * (held + 1) // 2).sum())
+    return "walk" if walk_cost < index_cost else "index"
+
+
 def _dedup_rows(mat: np.ndarray, n_atoms: int) -> tuple[np.ndarray, np.ndarray]:
     """Distinct rows of an (n, L) int matrix (each row sorted) and the inverse map."""
     width = mat.shape[1]
@@ -480,20 +729,34 @@ def count_known_sets(
     if multi.any():
         needed = np.zeros(post.n_atoms, dtype=bool)
         needed[entry_atom[np.repeat(multi, lens)]] = True
-        counter = _Intersector(post, needed, cand_owner, thread_count(threads))
-        # sets of 2, 3-4, 5-8, ... items padded with the sentinel atom every candidate holds
+        sentinel = post.n_atoms  # padding: an atom every candidate holds
+        # sets of 2, 3-4, 5-8, ... items padded with the sentinel, identical sets counted once
         bucket = np.where(multi, 1 << np.ceil(np.log2(np.maximum(lens, 2))).astype(np.int64), 0)
+        groups = []
         for width in np.unique(bucket[multi]).tolist():
             rows = np.flatnonzero(bucket == width)
             r_lens = lens[rows]
-            mat = np.full((len(rows), width), counter.sentinel, dtype=np.int64)
+            mat = np.full((len(rows), width), sentinel, dtype=np.int64)
             at_row = np.repeat(np.arange(len(rows)), r_lens)
             mat[at_row, concat_ranges(np.zeros(len(rows), dtype=np.int64), r_lens)] = entry_atom[
                 concat_ranges(known.indptr[rows], r_lens)
             ]
             mat.sort(axis=1)
             uniq, inv = _dedup_rows(mat, post.n_atoms + 1)
-            values[rows] = counter.count(uniq)[inv]
+            groups.append((rows, uniq, inv))
+        if _kernel(post, needed, groups, cand_owner) == "walk":
+            set_lens = np.concatenate([(u != sentinel).sum(axis=1) for _, u, _ in groups])
+            set_atoms = np.concatenate([u[u != sentinel] for _, u, _ in groups])  # row-major: set by set
+            set_ptr = np.concatenate([[0], np.cumsum(set_lens)])
+            counts = _walk_counts(post, set_ptr, set_atoms, cand_owner, thread_count(threads))
+            first = 0
+            for rows, uniq, inv in groups:
+                values[rows] = counts[first : first + len(uniq)][inv]
+                first += len(uniq)
+        else:
+            counter = _Intersector(post, needed, cand_owner, thread_count(threads))
+            for rows, uniq, inv in groups:
+                values[rows] = counter.count(uniq)[inv]
     return values
 
 

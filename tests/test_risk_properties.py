@@ -19,6 +19,7 @@ from engine.release import Release, set_item_label
 from tests.reference_risk import reference_distinguishability
 
 CODES = ["250", "272", "401", "724", "427.31", "810.03"]
+MODES = ["default", "and", "pairs", "mixed", "walk", "walk-one"]
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -26,7 +27,9 @@ SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[Healt
 def tuning(mode: str):
     """`default` leaves the kernel as shipped; `and` gives every atom a bitmap and counts every set by
     AND-ing them; `pairs` gives no atom a bitmap (pairs and key search only); `mixed` gives bitmaps to
-    atoms held by 3 or more candidates and expands pairs in tiny chunks."""
+    atoms held by 3 or more candidates and expands pairs in tiny chunks (these three force the index,
+    `_Intersector`, when it serves the call); `walk` and `walk-one` force the trie walk
+    (`_SubsetCounter`), in tiny chunks with the sets of common atoms counted apart, or in one chunk."""
     names = (
         "_PAIR_CHUNK",
         "_PAIR_WEIGHT",
@@ -34,8 +37,13 @@ def tuning(mode: str):
         "_AND_FULL_COLUMNS",
         "_BITMAP_MIN_POSTING",
         "_BITMAP_ALL_BYTES",
+        "_KERNEL",
+        "_WALK_CHUNK",
+        "_COMMON_SHARE",
     )
     saved = {n: getattr(risk, n) for n in names}
+    if mode in ("and", "pairs", "mixed"):
+        risk._KERNEL = "index"
     if mode == "and":
         risk._BITMAP_MIN_POSTING, risk._PAIR_WEIGHT, risk._AND_CHUNK_WORDS, risk._AND_FULL_COLUMNS = (
             1,
@@ -47,6 +55,10 @@ def tuning(mode: str):
         risk._BITMAP_MIN_POSTING, risk._BITMAP_ALL_BYTES, risk._PAIR_CHUNK = 10**9, 0, 3
     elif mode == "mixed":
         risk._BITMAP_MIN_POSTING, risk._BITMAP_ALL_BYTES, risk._PAIR_WEIGHT, risk._PAIR_CHUNK = 3, 0, 1, 2
+    elif mode == "walk":  # the trie walk in chunks of 1-3 candidates, sets of common atoms apart
+        risk._KERNEL, risk._WALK_CHUNK, risk._COMMON_SHARE = "walk", 3, 0.3
+    elif mode == "walk-one":  # the trie walk in one chunk, no set counted apart
+        risk._KERNEL, risk._WALK_CHUNK, risk._COMMON_SHARE = "walk", 1 << 30, 2.0
     try:
         yield
     finally:
@@ -98,7 +110,7 @@ def cases(draw):
 
 
 @SETTINGS
-@given(case=cases(), mode=st.sampled_from(["default", "and", "pairs", "mixed"]))
+@given(case=cases(), mode=st.sampled_from(MODES))
 def test_original_equals_reference_all_adversaries(case, mode):
     pop, cohort, _ = case
     for repeats in (False, True):
@@ -111,7 +123,7 @@ def test_original_equals_reference_all_adversaries(case, mode):
 
 
 @SETTINGS
-@given(case=cases(), mode=st.sampled_from(["default", "and", "pairs", "mixed"]))
+@given(case=cases(), mode=st.sampled_from(MODES))
 def test_release_equals_reference_all_adversaries(case, mode):
     """Generalized items, suppressed events, repeats and released populations, read from the release."""
     pop, _, release = case
@@ -133,7 +145,7 @@ def test_release_equals_reference_all_adversaries(case, mode):
 
 
 @SETTINGS
-@given(case=cases(), mode=st.sampled_from(["default", "and", "pairs", "mixed"]))
+@given(case=cases(), mode=st.sampled_from(MODES))
 def test_within_visits_equals_reference(case, mode):
     """A release that shows its visits: a candidate is consistent when one of its visits holds every
     known item (counted as distinct patients), for the original data and the release, both scopes."""

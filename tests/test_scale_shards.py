@@ -17,7 +17,7 @@ from engine import risk, shards
 from engine.adversary import ALL_ADVERSARIES
 from engine.records import Records
 from engine.synth import generate
-from tests.test_risk_properties import SETTINGS, cases
+from tests.test_risk_properties import SETTINGS, cases, tuning
 
 
 def _compare(targets, cands, n_shards, *, item_codes=None, repeats=False, within=False, knowledge=None):
@@ -31,9 +31,15 @@ def _compare(targets, cands, n_shards, *, item_codes=None, repeats=False, within
 
 
 @SETTINGS
-@given(case=cases(), n_shards=st.integers(1, 4))
-def test_sharded_equals_in_process_all_adversaries(case, n_shards):
+@given(case=cases(), n_shards=st.integers(1, 4), mode=st.sampled_from(["default", "walk", "pairs"]))
+def test_sharded_equals_in_process_all_adversaries(case, n_shards, mode):
+    """Each kernel (the trie walk, the index) adds up over shards to its in-process count."""
     pop, cohort, release = case
+    with tuning(mode):
+        _sharded_cases(pop, cohort, release, n_shards)
+
+
+def _sharded_cases(pop, cohort, release, n_shards) -> None:
     for repeats in (False, True):
         for adv in ALL_ADVERSARIES:
             cands = risk.candidates_for(adv, cohort, pop)

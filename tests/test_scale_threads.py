@@ -15,7 +15,7 @@ from engine import risk
 from engine.adversary import ALL_ADVERSARIES
 from engine.cli import main
 from engine.records import Records
-from tests.test_risk_properties import SETTINGS, cases, tuning
+from tests.test_risk_properties import MODES, SETTINGS, cases, tuning
 
 DATA = Path(__file__).parent / "data"
 
@@ -54,7 +54,7 @@ def test_threads_are_used(monkeypatch) -> None:
 
 
 @SETTINGS
-@given(case=cases(), mode=st.sampled_from(["default", "and", "pairs", "mixed"]))
+@given(case=cases(), mode=st.sampled_from(MODES))
 def test_results_identical_for_1_2_3_threads(case, mode):
     pop, cohort, release = case
     for repeats in (False, True):
