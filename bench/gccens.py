@@ -140,7 +140,7 @@ def _old_censor():
     return module
 
 
-def all_codes_on_the_sample() -> None:
+def all_codes_on_the_sample(variant: str = "faithful", old: bool = True) -> None:
     from unittest import mock
 
     from engine import loaders
@@ -149,7 +149,7 @@ def all_codes_on_the_sample() -> None:
 
     ds = loaders.load_sample()
     inputs = RunInputs(ds.events, ds.group_records("cohort"), ds.group_records("biobank"))
-    settings = GCCensSettings(codes=CodeSelection("all"))
+    settings = GCCensSettings(codes=CodeSelection("all"), variant=variant)
     print(f"\n== all codes on the sample: {settings.describe()}")
     new, t_new = timed(settings.run, inputs)
     cpu_new = timed.cpu
@@ -157,7 +157,10 @@ def all_codes_on_the_sample() -> None:
         f"  GCCens all codes on the sample: {t_new:.2f} s wall ({cpu_new:.2f} s CPU), "
         f"{new.loss['iterations']} iterations, {new.records.n_events:,} instances released"
     )
-    old_module = _old_censor()
+    old_module = _old_censor() if old else None
+    if not old:
+        print("  old path: not run (--no-old)")
+        return
     if old_module is None:
         print("  old path: git not available, not measured")
         return
@@ -176,9 +179,15 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="a tenth of the sizes")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--sample-only", action="store_true", help="only the all-codes-on-the-sample line")
+    ap.add_argument(
+        "--variant", default="faithful", choices=["faithful", "targeted"], help="for --sample-only"
+    )
+    ap.add_argument(
+        "--no-old", action="store_true", help="--sample-only without the old path (targeted: minutes)"
+    )
     args = ap.parse_args()
     if args.sample_only:
-        all_codes_on_the_sample()
+        all_codes_on_the_sample(args.variant, not args.no_old)
         return
     scale = 10 if args.quick else 1
     n_pop, n_sample = 301_423 // scale, 2_676 // scale

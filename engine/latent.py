@@ -3,12 +3,25 @@
 Binary patient-day vectors (engine.labs.PatientDays) go through an encoder to a latent Gaussian
 (16 dimensions by default, 2-64 selectable), a decoder gives Bernoulli probabilities, and the loss is
 binary cross-entropy plus the KL divergence to N(0, I) (Eq. 2), summed over labs and latent dimensions
-and averaged over the days of a batch. The paper's Keras architecture (Figure 2) is not given in the
-text; here one hidden ReLU layer of `hidden` units on each side.
+and averaged over the days of a batch.
 
-Released latent vectors are the encoder means (no sampling), so the release is deterministic.
+What the paper leaves open, and the settings that cover it (`VAEConfig`; bench/vae_variants.py
+measures each on the sample):
+- Architecture. Figure 2 is an image; the text says only "a variational autoencoder implemented in
+  Keras", an encoder to a latent Gaussian and a generative decoder back to Bernoulli probabilities,
+  with the loss of Eq. 2. Here one hidden ReLU layer of `hidden` units on each side (128 by default);
+  `KERAS_EXAMPLE` is the Keras VAE example of that time (one Dense ReLU layer of 512 units each side,
+  batch 128, Adam at 1e-3), the most likely reading of "standard".
+- What is released. The paper does not say whether the released latent variables are the encoder
+  means or draws z ~ N(mu, sigma) (a Keras VAE encoder outputs both). `release="mean"` (default,
+  deterministic given the model) or `"sampled"` (one seeded draw per patient-day, the
+  reparameterization of training): the draw's noise is what lowers re-identification on the sample.
+- Latent size: 16 in the paper (2^1-2^3 "insufficiently accurate"); 2-64 here.
+
 Reconstruction quality (Figure 5) is the ROC AUC and PR AUC (average precision) of the decoded
-probabilities against the held-out days' true 0/1 entries, every (day, lab) cell one prediction.
+probabilities against the held-out days' true 0/1 entries, every (day, lab) cell one prediction,
+decoded from the encoder means (the model's quality); `release_roc_auc` / `release_pr_auc` decode the
+released vectors themselves (equal for means; lower for sampled draws: what the release keeps).
 
 Determinism: `torch.manual_seed(seed)`, `torch.use_deterministic_algorithms(True)`, one thread during
 training and encoding (restored afterwards), a seeded generator for the split, batches and noise.
@@ -23,7 +36,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+from typing import Literal, get_args
 
 import numpy as np
 import scipy.sparse as sp
@@ -35,6 +49,8 @@ from engine.labs import PatientDays
 
 LATENT_MIN, LATENT_MAX, PAPER_LATENT = 2, 64, 16
 Progress = Callable[[float, str], None]
+LatentRelease = Literal["mean", "sampled"]
+LATENT_RELEASES: tuple[LatentRelease, ...] = get_args(LatentRelease)
 
 
 @dataclass(frozen=True)
@@ -50,8 +66,11 @@ class VAEConfig:
     max_train_days: int = 20_000
     max_validation_days: int = 5_000
     seed: int = 0
+    release: LatentRelease = "mean"  # encoder means, or one draw z ~ N(mu, sigma) per patient-day
 
     def __post_init__(self) -> None:
+        if self.release not in LATENT_RELEASES:
+            raise ValueError(f"release must be one of {', '.join(LATENT_RELEASES)}, not {self.release!r}")
         if not LATENT_MIN <= self.latent_dim <= LATENT_MAX:
             raise ValueError(
                 f"latent size must be between {LATENT_MIN} and {LATENT_MAX}, not {self.latent_dim}"
@@ -60,6 +79,9 @@ class VAEConfig:
             raise ValueError("epochs, batch size and hidden units must be at least 1")
         if not 0 < self.validation_share < 1:
             raise ValueError("validation share must be between 0 and 1")
+
+
+KERAS_EXAMPLE = VAEConfig(hidden=512, batch_size=128, learning_rate=1e-3)  # see the module docstring
 
 
 class VAE(nn.Module):
@@ -107,8 +129,13 @@ class LatentModel:
     prevalence: float  # share of 1s among held-out cells (the PR curve's random line)
     roc: tuple[np.ndarray, np.ndarray]  # (false positive rate, true positive rate), thinned
     pr: tuple[np.ndarray, np.ndarray]  # (recall, precision), thinned
-    latent: np.ndarray  # (n_days, latent_dim) encoder means for every patient-day
+    latent: np.ndarray  # (n_days, latent_dim) the released vector of every patient-day (config.release)
     seconds: float
+    latent_means: np.ndarray | None = (
+        None  # (n_days, latent_dim) encoder means (the same as latent for "mean")
+    )
+    release_roc_auc: float = float("nan")  # held-out days decoded from their released vectors
+    release_pr_auc: float = float("nan")
 
     def module(self) -> VAE:
         """The torch module with the trained weights."""
@@ -125,6 +152,8 @@ class LatentModel:
             "validation_days": len(self.validation_days),
             "roc_auc": self.roc_auc,
             "pr_auc": self.pr_auc,
+            "release_roc_auc": self.release_roc_auc,
+            "release_pr_auc": self.release_pr_auc,
             "seconds": round(self.seconds, 2),
         }
 
@@ -166,12 +195,40 @@ def split_days(n_days: int, config: VAEConfig) -> tuple[np.ndarray, np.ndarray]:
 
 def encode(model: VAE, matrix: sp.csr_matrix, batch: int = 8192) -> np.ndarray:
     """Encoder means for every row of `matrix` (n_days, latent_dim)."""
-    out = []
+    return encode_both(model, matrix, batch)[0]
+
+
+def encode_both(model: VAE, matrix: sp.csr_matrix, batch: int = 8192) -> tuple[np.ndarray, np.ndarray]:
+    """Encoder means and standard deviations for every row of `matrix`, each (n_days, latent_dim)."""
+    mus, sds = [], []
     with torch.no_grad():
         for s in range(0, matrix.shape[0], batch):
             x = torch.from_numpy(matrix[s : s + batch].toarray().astype(np.float32))
-            out.append(model.encode(x)[0].numpy().astype(np.float64))
-    return np.concatenate(out) if out else np.zeros((0, model.mu.out_features))
+            mu, logvar = model.encode(x)
+            mus.append(mu.numpy().astype(np.float64))
+            sds.append(torch.exp(0.5 * logvar).numpy().astype(np.float64))
+    if not mus:
+        empty = np.zeros((0, model.mu.out_features))
+        return empty, empty
+    return np.concatenate(mus), np.concatenate(sds)
+
+
+def sample_latent(means: np.ndarray, sds: np.ndarray, seed: int) -> np.ndarray:
+    """One draw z = mu + sigma * eps per patient-day, eps ~ N(0, I) from `numpy.random.default_rng(seed)`
+    (row order: the patient-day rows), so the same model and seed give the same release."""
+    eps = np.random.default_rng(seed).standard_normal(means.shape)
+    return means + sds * eps
+
+
+def released_vectors(
+    model: VAE, matrix: sp.csr_matrix, release: LatentRelease, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(released vectors, encoder means) of every row of `matrix`: the means themselves, or one
+    seeded draw from N(mu, sigma) per row (`sample_latent`, seed `seed + 1`, apart from training's)."""
+    if release not in LATENT_RELEASES:
+        raise ValueError(f"release must be one of {', '.join(LATENT_RELEASES)}, not {release!r}")
+    means, sds = encode_both(model, matrix)
+    return (means if release == "mean" else sample_latent(means, sds, seed + 1)), means
 
 
 def train_vae(
@@ -219,7 +276,10 @@ def train_vae(
             mu, _ = model.encode(x_val)
             probs = torch.sigmoid(model.decoder(mu)).numpy().ravel()
         truth = x_val.numpy().ravel()
-        latent = encode(model, matrix)
+        latent, means = released_vectors(model, matrix, config.release, config.seed)
+        with torch.no_grad():
+            z_val = torch.from_numpy(latent[val_rows].astype(np.float32))
+            release_probs = torch.sigmoid(model.decoder(z_val)).numpy().ravel()
         state = {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
     if truth.min() == truth.max():
         raise ValueError("held-out days are all 0 or all 1: nothing to evaluate the reconstruction on")
@@ -242,4 +302,31 @@ def train_vae(
         pr=_thin(recall[::-1], precision[::-1]),
         latent=latent,
         seconds=time.perf_counter() - start,
+        latent_means=means,
+        release_roc_auc=float(roc_auc_score(truth, release_probs)),
+        release_pr_auc=float(average_precision_score(truth, release_probs)),
+    )
+
+
+def with_release(model: LatentModel, matrix: sp.csr_matrix, release: LatentRelease) -> LatentModel:
+    """The same trained model releasing `release` instead (no retraining): its vectors and the
+    held-out days' reconstruction from them."""
+    config = replace(model.config, release=release)
+    module = model.module()
+    with deterministic(config.seed):
+        latent, means = released_vectors(module, matrix, release, config.seed)
+        x_val = _dense_rows(matrix.tocsr(), model.validation_days)
+        with torch.no_grad():
+            probs = torch.sigmoid(
+                module.decoder(torch.from_numpy(latent[model.validation_days].astype(np.float32)))
+            )
+    truth = x_val.numpy().ravel()
+    p = probs.numpy().ravel()
+    return replace(
+        model,
+        config=config,
+        latent=latent,
+        latent_means=means,
+        release_roc_auc=float(roc_auc_score(truth, p)),
+        release_pr_auc=float(average_precision_score(truth, p)),
     )

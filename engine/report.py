@@ -39,6 +39,7 @@ import pandas as pd
 from engine import __version__, risk
 from engine.adversary import ALL_ADVERSARIES
 from engine.export import CODE_MAP_FILE, RELEASE_FILE, safe_csv_bytes
+from engine.phewas import DEFAULT_CORRECTION, Correction
 from engine.records import Records
 from engine.release import AGE_PAIR_SEP, Release
 from engine.risk import Verification
@@ -52,8 +53,17 @@ from engine.study import (
 )
 
 REPORT_FORMAT = "cohortshield-report/1"
-PHEWAS_ALPHA = 0.05  # Heatherly 2013 Table 4: associations at p <= 0.05 ...
-PHEWAS_CORRECTION = "none"  # ... without correction for multiple testing (the PheWAS page's default)
+PHEWAS_ALPHA = 0.05  # associations at (adjusted) p <= 0.05, as Heatherly 2013 Table 4 ...
+# ... but corrected for multiple testing: Benjamini-Hochberg within each SNP's scan, the default of
+# `engine.phewas.significance_table` (Table 4 itself counted uncorrected p; over some 1,842 tests about
+# 5% of the null ones pass, so the "original associations" would include chance findings).
+PHEWAS_CORRECTION: Correction = DEFAULT_CORRECTION
+PHEWAS_CORRECTION_WORDS: dict[str, str] = {
+    "bh": "Benjamini-Hochberg adjusted p <= {alpha} within each SNP's scan",
+    "bonferroni": "Bonferroni adjusted p <= {alpha} within each SNP's scan",
+    "heatherly2013": "p <= {alpha} without correction for multiple testing, Heatherly 2013's Table 4 setting",
+    "none": "p <= {alpha} without correction for multiple testing",
+}
 INLINE_PARAM_CHARS = 1000  # a method parameter longer than this (as JSON) goes to an appendix file
 CDF_POINTS = 200  # at most this many points per risk curve (evenly spaced in log distinguishability)
 LARGEST_ITEMS = 5  # the largest generalized items named per release
@@ -76,7 +86,9 @@ HEADLINES: dict[str, str] = {
     "still stands for, as itself or inside a generalized item (a set or a higher-level code).",
     "PheWAS associations": "lost: SNP-phenotype associations significant in the original cohort but not in "
     "the release; false: significant in the release but not in the original cohort (Heatherly 2013, Table 4; "
-    "allelic chi-square per SNP and phecode, p <= 0.05 without correction).",
+    "allelic chi-square per SNP and phecode, significant at "
+    + PHEWAS_CORRECTION_WORDS[PHEWAS_CORRECTION].format(alpha=PHEWAS_ALPHA)
+    + ").",
     "utility constraints met": "diseases of the utility policy whose number of patients is the same in "
     "the release as in the original cohort (Loukides 2010, UGACLIP's guarantee).",
 }
@@ -395,7 +407,20 @@ def _phewas(
             "identical": total["identical"] if total else 0,
             "per snp": [r for r in per_snp if r["snp"] != "Total"],
         }
-    return "computed on the cohort and on each release from the genotypes loaded", out
+    return (
+        "computed on the cohort and on each release from the genotypes loaded; an association is "
+        + phewas_significance_words(),
+        out,
+    )
+
+
+def phewas_significance_words(correction: Correction = PHEWAS_CORRECTION, alpha: float = PHEWAS_ALPHA) -> str:
+    """What the report counts as a PheWAS association, in words, naming the multiple-testing correction
+    (and, when it is not Heatherly 2013's, that Table 4 counted uncorrected p)."""
+    words = PHEWAS_CORRECTION_WORDS[correction].format(alpha=alpha)
+    if correction in ("heatherly2013", "none"):
+        return f"a test at {words}"
+    return f"a test at {words} (Heatherly 2013's Table 4 counted uncorrected p <= {alpha})"
 
 
 def _utility_constraints(entry: StudyRelease, cohort: Records, release: Release) -> dict[str, Any] | None:
@@ -597,6 +622,7 @@ def build_report(
         "releases not in this report": [e.name for e in study.current() if e.name not in releases],
         "releases of other data": len(study.others()),
         "phewas": phewas_status,
+        "phewas correction": PHEWAS_CORRECTION,
         "headlines": dict(HEADLINES),
         "records": records,
         "appendix": [

@@ -110,3 +110,51 @@ def test_importing_the_app_side_does_not_import_torch():
     code = "import sys, engine.labs, engine.commands.labs, ui.labs_charts; assert 'torch' not in sys.modules"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
+
+
+def test_sampled_release_is_seeded_and_differs_from_the_means(pdays):
+    """Issue 16: the release is selectable: encoder means (default) or one seeded draw z ~ N(mu, sigma)
+    per patient-day; the same model and seed give the same draw, and `with_release` reads either
+    release from a trained model without retraining."""
+    cfg = latent.VAEConfig(latent_dim=3, hidden=16, epochs=2, batch_size=64, seed=5)
+    means = latent.train_vae(pdays, cfg)
+    assert np.array_equal(means.latent, means.latent_means)
+    assert means.release_roc_auc == pytest.approx(means.roc_auc)
+    sampled_cfg = latent.VAEConfig(**{**cfg.__dict__, "release": "sampled"})
+    one, again = latent.train_vae(pdays, sampled_cfg), latent.train_vae(pdays, sampled_cfg)
+    assert np.array_equal(one.latent, again.latent)
+    assert np.array_equal(one.latent_means, means.latent_means)  # same model: sampling is after training
+    assert not np.allclose(one.latent, one.latent_means)
+    read = latent.with_release(means, pdays.matrix, "sampled")
+    assert np.array_equal(read.latent, one.latent) and read.config == sampled_cfg
+    assert read.release_roc_auc == pytest.approx(one.release_roc_auc)
+    with pytest.raises(ValueError, match="release must be one of mean, sampled"):
+        latent.VAEConfig(release="median")
+
+
+def test_keras_example_is_the_stated_architecture():
+    assert (latent.KERAS_EXAMPLE.hidden, latent.KERAS_EXAMPLE.latent_dim) == (512, latent.PAPER_LATENT)
+    model = latent.VAE(10, latent.KERAS_EXAMPLE.hidden, latent.KERAS_EXAMPLE.latent_dim)
+    assert [m.out_features for m in model.encoder if isinstance(m, torch.nn.Linear)] == [512]
+
+
+def _recall(per_simulation: np.ndarray) -> L.Recall:
+    n = np.arange(1, L.MAX_N + 1)
+    return L.Recall(n, per_simulation, 100, 100, "99", "one_day")
+
+
+def test_latent_release_statement_says_what_the_figures_show():
+    """Issue 16: the page states from the measured figures what the latent release does and does not
+    protect: 'lowers' only when Recall@1 is lower and the paired test says so."""
+    rng = np.random.default_rng(0)
+    base = np.clip(np.linspace(0.25, 1.0, L.MAX_N)[None, :] + rng.normal(0, 0.02, (20, L.MAX_N)), 0, 1)
+    raw = _recall(base)
+    lower = _recall(np.clip(base - 0.1 + rng.normal(0, 0.01, base.shape), 0, 1))
+    same = _recall(np.clip(base + rng.normal(0, 0.02, base.shape), 0, 1))
+    lines = L.latent_release_statement(raw, {"sampled": lower, "mean": same}, 16)
+    assert lines[0].startswith("Releasing sampled latent vectors (z ~ N(mu, sigma)) (16 dimensions) lowers")
+    assert f"Recall@1 {100 * raw.at(1):.1f}% raw, {100 * lower.at(1):.1f}% latent" in lines[0]
+    assert lines[1].startswith("Releasing the encoder means (16 dimensions) does not lower")
+    assert "says nothing of an attacker who holds the trained model" in lines[2]
+    higher = _recall(np.clip(base + 0.1, 0, 1))
+    assert " raises " in L.latent_release_statement(raw, {"mean": higher}, 4)[0]

@@ -36,16 +36,20 @@ from engine.bundle import (
     zip_bytes,
 )
 from engine.export import FORMULA_START
+from engine.phewas import DEFAULT_CORRECTION
 from engine.records import Records
 from engine.release import Release, set_item_label
 from engine.report import (
     HEADLINES,
+    PHEWAS_CORRECTION,
+    PhewasResults,
     ReleaseInput,
     ReportError,
     build_report,
     cdf_points,
     events_retained,
     git_commit,
+    phewas_significance_words,
 )
 from engine.runs import HeatherlySettings, ProfilesSettings, RunInputs
 from engine.study import (
@@ -170,6 +174,36 @@ def test_no_genotypes_says_so():
     assert d["phewas"].startswith("no genotypes loaded")
     assert all(r["phewas"] is None for r in d["releases"])
     assert "no genotypes loaded" in build_report(study, inputs, pop, cohort).to_html().decode()
+
+
+def test_phewas_counts_corrected_associations_and_says_so():
+    """Issue 16: the report counted PheWAS associations at uncorrected p <= 0.05 over a whole scan
+    (chance findings among them); it now counts Benjamini-Hochberg adjusted p, as the PheWAS page's
+    default, and its text names the correction."""
+    study, inputs, pop, cohort = _toy()
+    orig = pd.DataFrame(
+        {
+            "snp": ["s"] * 3,
+            "phecode": ["1", "2", "3"],
+            "phenotype": ["a", "b", "c"],
+            "n_cases": [30] * 3,
+            "odds_ratio": [1.0] * 3,
+            "p": [0.001, 0.04, 0.5],
+            "p_bonferroni": [0.003, 0.12, 1.0],
+            "p_bh": [0.003, 0.06, 0.5],
+        }
+    )
+    given = PhewasResults(orig, {"good": orig, "bad": orig})
+    rep = build_report(study, inputs, pop, cohort, phewas=given, reproducible=True)
+    assert PHEWAS_CORRECTION == DEFAULT_CORRECTION == "bh"
+    assert rep.data["phewas correction"] == "bh"
+    assert [r["phewas"]["original"] for r in rep.data["releases"]] == [1, 1]  # 0.04 is not (BH 0.06)
+    assert "Benjamini-Hochberg" in rep.data["phewas"] and "Table 4 counted uncorrected" in rep.data["phewas"]
+    assert "Benjamini-Hochberg" in HEADLINES["PheWAS associations"]
+    assert "without correction" not in HEADLINES["PheWAS associations"]
+    page = rep.to_html().decode()
+    assert "Benjamini-Hochberg adjusted p &lt;= 0.05" in page
+    assert "without correction" in phewas_significance_words("heatherly2013")
 
 
 # ------------------------------------------------------------------------------------- records

@@ -148,7 +148,14 @@ class DominanceCounter:
         b, j = np.nonzero(targets)
         return self.below_sparse(b, j, targets[b, j], len(targets), k)
 
-    def below_sparse(self, b: np.ndarray, j: np.ndarray, level: np.ndarray, n: int, k: int) -> np.ndarray:
+    def below_sparse(
+        self,
+        b: np.ndarray,
+        j: np.ndarray,
+        level: np.ndarray,
+        n: int,
+        k: int,
+    ) -> np.ndarray:
         """`below` of n targets given by their nonzero entries: target b[i] holds code j[i] level[i]
         times (levels > 0; the bitset path only, where a target's cost is its support, not d)."""
         if self.dense or self._live is not None:
@@ -160,26 +167,49 @@ class DominanceCounter:
         fid = self._off[j] + level
         size = self._size[fid]
         order = np.lexsort((fid, size, b))  # per target, rarest feature first (ties: feature order)
-        fid, size = fid[order], size[order]
-        b = b[order]
+        fid, size, b = fid[order], size[order], b[order]
         n_feat = np.bincount(b, minlength=n)
         start = np.concatenate([[0], np.cumsum(n_feat)[:-1]])
         out = np.full(n, self.n < k)  # no code: every candidate dominates
-        active = np.flatnonzero(n_feat > 0)
-        rare = size[start[active]] < k  # the rarest feature alone leaves fewer than k
-        out[active[rare]] = True
-        active = active[~rare]
-        acc = None
-        r = 0
-        while len(active):
-            bits = self._feature_bits(fid[start[active] + r])
-            acc = bits if acc is None else np.bitwise_and(acc, bits, out=acc)
-            low = np.bitwise_count(acc).sum(axis=1, dtype=np.int64) < k
-            done = low | (n_feat[active] <= r + 1)
-            out[active[done]] = low[done]
-            active, acc = active[~done], acc[~done]
-            r += 1
+        if n <= SMALL_BATCH:  # a few targets: one at a time, without the batch's fixed costs
+            for t in np.flatnonzero(n_feat > 0).tolist():
+                s, e = int(start[t]), int(start[t] + n_feat[t])
+                out[t] = self._below_one(fid[s:e], size[s:e], k)
+        else:
+            active = np.flatnonzero(n_feat > 0)
+            rare = size[start[active]] < k  # the rarest feature alone leaves fewer than k
+            out[active[rare]] = True
+            active = active[~rare]
+            acc = None
+            r = 0
+            while len(active):
+                bits = self._feature_bits(fid[start[active] + r])
+                acc = bits if acc is None else np.bitwise_and(acc, bits, out=acc)
+                low = np.bitwise_count(acc).sum(axis=1, dtype=np.int64) < k
+                done = low | (n_feat[active] <= r + 1)
+                out[active[done]] = low[done]
+                active, acc = active[~done], acc[~done]
+                r += 1
         return out
+
+    def _below_one(self, fid: np.ndarray, size: np.ndarray, k: int) -> bool:
+        """Whether fewer than k candidates hold every feature `fid` of one target (sorted rarest
+        first, sizes `size`), intersecting in that order and stopping once fewer than k are left."""
+        if size[0] < k:
+            return True
+        acc = self._one_bits(int(fid[0])).copy()
+        for f in fid[1:].tolist():
+            np.bitwise_and(acc, self._one_bits(f), out=acc)
+            if int(np.bitwise_count(acc).sum()) < k:
+                return True
+        return False
+
+    def _one_bits(self, f: int) -> np.ndarray:
+        """The bitset of feature f ("at least level of code j"), built once and kept."""
+        slot = int(self._slot[f])
+        if slot < 0:
+            return self._feature_bits(np.array([f], dtype=np.int64))[0]
+        return self._store[slot]
 
     def _feature_bits(self, fids: np.ndarray) -> np.ndarray:
         """(len(fids), words) bitsets of the given features, built once each and kept."""
@@ -193,9 +223,8 @@ class DominanceCounter:
             col = np.searchsorted(self._off, missing, side="right") - 1
             for slot, (f, j) in enumerate(zip(missing.tolist(), col.tolist(), strict=True), self._stored):
                 rows = self._rows_at_least(j, f - int(self._off[j]))
-                flags = np.zeros(self._words * 64, dtype=bool)
-                flags[rows] = True
-                self._store[slot] = np.packbits(flags, bitorder="little").view(np.uint64)
+                words = self._store[slot]  # zeros: a fresh slot
+                np.bitwise_or.at(words, rows >> 6, np.left_shift(_ONE, (rows & 63).astype(np.uint64)))
                 self._slot[f] = slot
             self._stored = need
         return self._store[self._slot[fids]]
@@ -240,6 +269,10 @@ class DominanceCounter:
         for bits, _ in sets[1:]:
             np.bitwise_and(acc, bits, out=acc)
         return int(np.bitwise_count(acc).sum())
+
+
+_ONE = np.uint64(1)
+SMALL_BATCH = 8  # `below_sparse` decides up to this many targets one by one
 
 
 def _size(bitset: tuple[np.ndarray, int]) -> int:
@@ -428,13 +461,6 @@ def censor_counts(
     cap = np.minimum(caps, y.max(axis=0)) if m else caps.copy()  # working caps (see docstring)
     sizes = (y == cap[None, :]).sum(axis=0) * (cap > 0)
     counter = problem.counter_for(caps)
-    if kernel == "risk":
-        below = _risk_distinguishability(problem, y) < k
-    else:
-        if problem.scope == "cohort":  # candidates: the release itself, edited in place below
-            counter = DominanceCounter(y, y.max(axis=0) if m else cap, live=True)
-        assert counter is not None
-        below = counter.below(y, k)
     # who holds each code (after capping; censoring only empties entries), so that the loop's column
     # and row work is proportional to the holders and the records' codes, not to the cohort or d
     held = sp.csr_matrix(capped)
@@ -452,11 +478,26 @@ def censor_counts(
         nz = level > 0
         return counter.below_sparse(b[nz], j[nz], level[nz], len(rows), k)
 
+    if kernel == "risk":
+        below = _risk_distinguishability(problem, y) < k
+    elif sparse_rows:
+        below = still_below(np.arange(m))
+    else:
+        if problem.scope == "cohort":  # candidates: the release itself, edited in place below
+            counter = DominanceCounter(y, y.max(axis=0) if m else cap, live=True)
+        assert counter is not None
+        below = counter.below(y, k)
+    # targeted (fast kernels): per code, how many records below k hold it exactly l times, kept up
+    # to date as records are censored or meet k, instead of rescanning y[below] on every step
+    hist = _level_histogram(y, below, caps) if variant == "targeted" and kernel != "risk" else None
+
     steps: list[dict] = []
     labels = problem.code_labels
-    first_below = int(below.sum())
+    n_below = int(below.sum())
+    first_below = n_below
     while True:
-        n_below = int(below.sum())
+        if kernel == "risk":
+            n_below = int(below.sum())
         if progress is not None:
             met = first_below - n_below
             progress(
@@ -470,9 +511,12 @@ def censor_counts(
                 sizes = (y == cap[None, :]).sum(axis=0) * (cap > 0)
             level, eligible = cap, None
         else:
-            yb = y[below]
-            level = yb.max(axis=0)
-            sizes = (yb == level[None, :]).sum(axis=0) * (level > 0)
+            if hist is None:  # the literal scan of the records below k
+                yb = y[below]
+                level = yb.max(axis=0)
+                sizes = (yb == level[None, :]).sum(axis=0) * (level > 0)
+            else:
+                level, sizes = hist.level, hist.sizes
             eligible = below
         if not (sizes > 0).any():
             return capped, y, steps, False  # nothing left to censor
@@ -480,23 +524,75 @@ def censor_counts(
         holders = by_code.indices[by_code.indptr[o] : by_code.indptr[o + 1]]
         at_level = holders[y[holders, o] == level[o]]  # level[o] > 0: only holders can be at it
         rows = at_level if eligible is None else at_level[eligible[at_level]]
+        lo = int(level[o])
         y[rows, o] -= 1  # lines 12-14
-        steps.append(
-            {"code": labels[o], "from_count": int(level[o]), "records": len(rows), "below_k_before": n_below}
-        )
+        steps.append({"code": labels[o], "from_count": lo, "records": len(rows), "below_k_before": n_below})
+        if hist is not None:
+            hist.move(o, lo, len(rows))
         if variant == "faithful":  # line 15, then the working cap drops to what is present
             left = y[holders, o]
-            cap[o] = min(int(level[o]) - 1, int(left.max()))
+            cap[o] = min(lo - 1, int(left.max()))
             sizes[o] = int((left == cap[o]).sum()) if cap[o] > 0 else 0
         if kernel == "risk":
             below = _risk_distinguishability(problem, y) < k
-        elif problem.scope == "population":  # k-map: only the censored records change, and a
+            continue
+        if problem.scope == "population":  # k-map: only the censored records change, and a
             # record that met k still does (fewer codes: as many dominating candidates or more)
             rows = rows[below[rows]]
-            below[rows] = still_below(rows)
         else:  # only records that held o at the censored level can gain or lose dominators
             counter.changed(o)
-            below[at_level] = still_below(at_level)
+            rows = at_level
+        if not len(rows):
+            continue
+        was = below[rows]
+        below[rows] = still_below(rows)
+        flipped = rows[was != below[rows]]
+        n_below += int(below[flipped].sum()) - int((~below[flipped]).sum())
+        if hist is not None and len(flipped):
+            hist.flip(y, flipped, below[flipped])
+
+
+@dataclass(eq=False)
+class _LevelHistogram:
+    """Targeted GCCens: counts[j, l] = records below k holding code j exactly l times (l >= 1), with
+    each code's largest level held (`level`, 0 if none) and how many records hold it (`sizes`)."""
+
+    counts: np.ndarray
+    level: np.ndarray
+    sizes: np.ndarray
+
+    def _refresh(self, codes: np.ndarray) -> None:
+        c = self.counts[codes]
+        present = c > 0
+        top = c.shape[1] - 1 - np.argmax(present[:, ::-1], axis=1)
+        top = np.where(present.any(axis=1), top, 0)
+        self.level[codes] = top
+        self.sizes[codes] = np.where(top > 0, c[np.arange(len(codes)), top], 0)
+
+    def move(self, j: int, level: int, n: int) -> None:
+        """n records below k went from `level` to `level - 1` instances of code j."""
+        self.counts[j, level] -= n
+        self.counts[j, level - 1] += n
+        self._refresh(np.array([j]))
+
+    def flip(self, y: np.ndarray, rows: np.ndarray, now_below: np.ndarray) -> None:
+        """Records that came to be below k (now_below) or met k: their codes enter or leave."""
+        r, j = np.nonzero(y[rows])
+        sign = np.where(now_below, 1, -1)[r]
+        np.add.at(self.counts, (j, y[rows[r], j]), sign)
+        self._refresh(np.unique(j))
+
+
+def _level_histogram(y: np.ndarray, below: np.ndarray, caps: np.ndarray) -> _LevelHistogram:
+    d = y.shape[1]
+    top = int(caps.max()) if d else 0
+    counts = np.zeros((d, top + 1), dtype=np.int64)
+    r, j = np.nonzero(y[below])
+    np.add.at(counts, (j, y[below][r, j]), 1)
+    hist = _LevelHistogram(counts, np.zeros(d, dtype=np.int64), np.zeros(d, dtype=np.int64))
+    if d:
+        hist._refresh(np.arange(d))
+    return hist
 
 
 def _release_mask(problem: CensorProblem, keep_counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
