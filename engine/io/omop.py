@@ -104,10 +104,20 @@ class _Reader:
     """Reads tables from a folder of files or a database (DuckDB file or SQLAlchemy URL), only the
     columns asked for (`engine.io.sql`)."""
 
-    def __init__(self, location: Path | str, schema: str | None, db: Database | None = None) -> None:
+    def __init__(
+        self,
+        location: Path | str,
+        schema: str | None,
+        db: Database | None = None,
+        *,
+        tables: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = TABLES,
+        keys: dict[str, tuple[str, ...]] = KEYS,
+        standard: str = "OMOP CDM v5.4",
+    ) -> None:
         self.location = Path(location) if db is None else None
         self.schema = schema
         self.db = db
+        self.tables, self.keys, self.standard = tables, keys, standard
         self.sources: dict[str, str] = dict(db.sources) if db is not None else {}
 
     def close(self) -> None:
@@ -133,11 +143,11 @@ class _Reader:
     # ------------------------------------------------------------------ reading
     def read(self, table: str, report: ValidationReport, where_sql: str = "") -> Table | None:
         """The table's required and present optional columns; None after reporting a problem."""
-        required, optional = TABLES[table]
+        required, optional = self.tables[table]
         path = None
         if self.db is not None:
             columns = self.db.columns(table)
-            where = self.db.where(table, KEYS.get(table, ()))
+            where = self.db.where(table, self.keys.get(table, ()))
         else:
             assert self.location is not None
             path = self.file_of(table)
@@ -160,14 +170,14 @@ class _Reader:
                 "error",
                 ", ".join(missing),
                 f"required column(s) missing: {', '.join(missing)} (columns present: {', '.join(columns)})",
-                f"the OMOP CDM v5.4 columns {', '.join(required)} in table {table}",
+                f"the {self.standard} columns {', '.join(required)} in table {table}",
                 "missing_column",
                 (1,),
             )
             return None
         wanted = [lower[c] for c in (*required, *optional) if c in lower]
         if self.db is not None:
-            frame, rownum = self.db.read(table, wanted, where_sql, KEYS.get(table, ()))
+            frame, rownum = self.db.read(table, wanted, where_sql, self.keys.get(table, ()))
         else:
             assert path is not None and self.location is not None
             self.sources[f"{self.location.name}/{path.name}"] = sha256_file(path)
