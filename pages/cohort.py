@@ -33,6 +33,12 @@ def _distribution(groups: dict[str, Records], measure: str) -> pd.DataFrame:
     return cv.distribution_data(pd.concat(parts, ignore_index=True), measure)
 
 
+# ------------------------------------------------------------------------------ import
+if st.session_state.get("dataset_choice") == "Import a source":
+    from ui import import_view
+
+    import_view.render()
+
 # ------------------------------------------------------------------------------ validation
 state = st.session_state.get("load_report")
 st.header("Validation")

@@ -68,9 +68,12 @@ def run_inputs(ctx: Context) -> RunInputs:
 
 def load_options() -> dict[str, object]:
     """The sidebar's load options that change the data (recorded with every release)."""
+    from ui import import_view  # source kind, column mapping, normalization, sample variant
+
     return {
         "unknown_codes": st.session_state.get("unknown_codes", "keep"),
         "drop_duplicates": bool(st.session_state.get("drop_duplicates", False)),
+        **import_view.load_options(),
     }
 
 

@@ -153,6 +153,15 @@ class Database:
         df = pd.read_sql_query(sa.text(sql), self._conn, dtype_backend="numpy_nullable")
         return df, np.arange(len(df), dtype=np.int64) + 1
 
+    def head(self, table: str, n: int = 20) -> pd.DataFrame:
+        """The first `n` rows of a table, every column, as text (the import view's preview)."""
+        sql = f"SELECT * FROM {self.qualified(table)} LIMIT {int(n)}"
+        if self._duck is not None:
+            return self._duck.execute(sql).df().astype("string")
+        import sqlalchemy as sa
+
+        return pd.read_sql_query(sa.text(sql), self._conn).astype("string")
+
 
 def connect(
     location: str | Path, schema: str | None, report: ValidationReport, expected: str
