@@ -175,7 +175,7 @@ def add(ctx: Context, name: str, settings: MethodSettings) -> StudyRelease:
         raise StudyError(f"a release named {name!r} is already in the study: choose another name")
     release = preview(ctx, settings)
     verification = reverify(ctx, release)
-    files = export_files(release, verification)
+    files = export_files(release, verification, ctx.dataset.spellings)
     entry = StudyRelease(
         name=name,
         settings=settings,
@@ -240,7 +240,15 @@ def reopen(ctx: Context, text: bytes, source: str) -> list[RebuildCheck]:
     for i, entry in enumerate(todo):
         bar.progress(i / max(len(todo), 1), text=f"Rebuilding {entry.name} ({i + 1} of {len(todo)})")
         rec = entry.verification
-        m = make_release(entry.name, entry.settings, inputs, entry.data, rec.adversary, rec.k)
+        m = make_release(
+            entry.name,
+            entry.settings,
+            inputs,
+            entry.data,
+            rec.adversary,
+            rec.k,
+            spellings=ctx.dataset.spellings,
+        )
         checks.append(RebuildCheck(entry.name, entry.files, m.entry.files, m.entry.verification))
         held[entry.name] = MadeFiles(m.release, m.files)
     bar.empty()
