@@ -230,28 +230,25 @@ def test_sqlite_url(tmp_path: Path) -> None:
     assert list(data.sources) == [url]
 
 
-def test_sql_reads_only_the_columns_needed(tmp_path: Path) -> None:
-    import sqlalchemy as sa
-
+def test_sql_reads_only_the_columns_needed(tmp_path: Path, monkeypatch) -> None:
+    from engine.io.sql import Database
     from tests.omop_support import build_sql
 
     url = build_sql(f"sqlite:///{tmp_path / 'cdm.sqlite'}")
     seen: list[str] = []
+    fetch = Database._fetch
 
-    def spy(conn, cursor, statement, *args) -> None:
-        seen.append(statement)
+    def spy(self, sql, columns):
+        seen.append(sql)
+        return fetch(self, sql, columns)
 
-    sa.event.listen(sa.engine.Engine, "before_cursor_execute", spy)
-    try:
-        _check(read_omop(url))
-    finally:
-        sa.event.remove(sa.engine.Engine, "before_cursor_execute", spy)
-    selects = [s for s in seen if s.lstrip().upper().startswith("SELECT") and 'FROM "' in s]
-    person = next(s for s in selects if 'FROM "person"' in s)
+    monkeypatch.setattr(Database, "_fetch", spy)
+    _check(read_omop(url))
+    person = next(s for s in seen if 'FROM "person"' in s)
     assert "gender_concept_id" not in person and '"year_of_birth"' in person
-    concept = next(s for s in selects if 'FROM "concept"' in s)
+    concept = next(s for s in seen if 'FROM "concept"' in s)
     assert "WHERE concept_id IN" in concept and "concept_name" not in concept
-    assert not any("SELECT *" in s for s in selects)
+    assert len(seen) == 5 and not any("SELECT *" in s for s in seen)
 
 
 def test_sql_missing_column_is_named(tmp_path: Path) -> None:

@@ -338,3 +338,27 @@ def _sample_numbering(directory: Path) -> dict[str, int]:
     ev = pd.read_parquet(directory / "mixed" / "events.parquet", columns=["patient_id"])
     _, pids = pd.factorize(ev["patient_id"].astype(str), sort=False)
     return {str(p): i + 1 for i, p in enumerate(pids)}
+
+
+# ---------------------------------------------------------------------------------- utility policy
+def default_utility_policy(items) -> tuple[object, str]:
+    """The shipped PNAS default utility policy that fits the data's vocabulary: ICD-9-CM (Table 1),
+    ICD-10-CM (`utility_policy_default_icd10cm.csv`, the same 18 diseases), or for data holding both
+    vocabularies each disease with its codes of both. Returns (UtilityPolicy, what it is)."""
+    from engine.io.normalize import vocabularies_of
+    from engine.utility.queries import DEFAULT_UTILITY_POLICY_ICD10CM, UtilityPolicy, read_utility_policy
+    from engine.vocab import ICD9CM, ICD10CM
+
+    counts = vocabularies_of([str(i) for i in items])
+    has9, has10 = counts.get(ICD9CM, 0) > 0, counts.get(ICD10CM, 0) > 0
+    if has10 and not has9:
+        return read_utility_policy(DEFAULT_UTILITY_POLICY_ICD10CM), "the PNAS default policy in ICD-10-CM"
+    icd9 = read_utility_policy()
+    if not has10:
+        return icd9, "the PNAS default policy (Table 1, ICD-9-CM)"
+    icd10 = read_utility_policy(DEFAULT_UTILITY_POLICY_ICD10CM)
+    both = UtilityPolicy(
+        {d: codes | icd10.diseases.get(d, frozenset()) for d, codes in icd9.diseases.items()},
+        dict(icd9.comments),
+    )
+    return both, "the PNAS default policy in ICD-9-CM and ICD-10-CM (mixed data)"
