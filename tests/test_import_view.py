@@ -99,3 +99,18 @@ def test_bad_mapping_column_is_named() -> None:
     assert any("code must be mapped" in w.value for w in at.warning)
     assert "import_load" not in [b.key for b in at.button]  # nothing can be loaded until it is fixed
     assert "_import_applied" not in at.session_state
+
+
+def test_import_spec_round_trip_hides_the_password() -> None:
+    spec = ImportSpec(source="omop", location="postgresql+psycopg://officer:s3cret@db/cdm", schema="cdm")
+    options = spec.to_options()
+    assert options == {
+        "source": "omop",
+        "schema": "cdm",
+        "location": "postgresql+psycopg://officer:***@db/cdm",
+    }
+    assert ImportSpec.from_options({"unknown_codes": "keep"}) is None  # the sample or plain uploads
+    with pytest.raises(ValueError, match="code must be mapped"):
+        ImportSpec.from_options({"source": "long", "mapping": "patient_id=MRN"})
+    billing = ImportSpec(mapping="patient_id=MRN,code=DX_CODE", normalize=True, location="x.csv")
+    assert ImportSpec.from_options(billing.to_options()) == billing

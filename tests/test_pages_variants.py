@@ -62,13 +62,12 @@ def test_every_page_on_a_billing_export_through_the_import_view() -> None:
     for page in PAGES:
         at.switch_page(page_path(page)).run()
         assert not at.exception, (page, [e.value for e in at.exception])
-    # the import stays loaded across pages and is what the study records
-    from ui import import_view  # noqa: F401  (the view's options are in the study's DataRef)
-
-    study = at.session_state["study"] if "study" in at.session_state else None
-    if study is not None:
-        options = dict(study.data.load_options)
-        assert options["mapping"].startswith("patient_id=MRN,code=DX_CODE") and options["normalize_codes"] == "true"
+    # the import stays loaded across pages and is what the study records (its DataRef's load options)
+    assert at.session_state["context"].dataset.events.n_patients == 3
+    options = dict(at.session_state["_study_data"][1].load_options)  # ui.study.data_of's memo
+    assert options["source"] == "long" and options["normalize_codes"] == "true"
+    assert options["mapping"].startswith("patient_id=MRN,code=DX_CODE,visit=ENC_DATE")
+    assert options["location"].endswith("billing_export.csv")
 
 
 @pytest.mark.skipif(not VARIANT_FILES["icd10cm"].exists(), reason="ICD-10-CM sample variant missing")
