@@ -52,6 +52,8 @@ else:
             f"Loading stopped: {len(report.errors)} error(s). Fix the file(s) as described below and upload "
             "again; nothing was loaded."
         )
+    elif state.failed and st.session_state.get("dataset_choice") == "Import a source":
+        st.info("Choose the source above, check its columns and press Load.")
     elif state.failed:
         st.info(
             "Upload an events file in the sidebar (CSV or Parquet: patient_id, code, optional visit, age)."

@@ -114,3 +114,9 @@ def test_import_spec_round_trip_hides_the_password() -> None:
         ImportSpec.from_options({"source": "long", "mapping": "patient_id=MRN"})
     billing = ImportSpec(mapping="patient_id=MRN,code=DX_CODE", normalize=True, location="x.csv")
     assert ImportSpec.from_options(billing.to_options()) == billing
+
+
+def test_before_load_the_page_says_what_to_do() -> None:
+    at = _cohort({"import_kind": "omop"})
+    assert any("press Load" in i.value for i in at.info)
+    assert "context" not in at.session_state and "_import_applied" not in at.session_state
