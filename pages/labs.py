@@ -58,18 +58,30 @@ def draws(key: str, trials: int, simulations: int, against: str, query: str, see
     return L.draw_queries(_days, trials, simulations, against, query, seed)  # type: ignore[arg-type]
 
 
-@st.cache_resource(scope="session", max_entries=16, show_spinner=False)
 def recall(key: str, _days: L.PatientDays, _draws: L.Draws, _vectors=None, _progress=None) -> L.Recall:
-    """`key` names data, draws and vectors (raw or a trained model)."""
-    return L.recall_at_n(_days, _draws, vectors=_vectors, progress=_progress)
+    """`key` names data, draws and vectors (raw or a trained model). Memoized in this session's state
+    (16 entries), not `st.cache_resource`: its replay of the progress bar's calls on a hit fails
+    (CacheReplayClosureError) when the page's layout differs from the first run's, e.g. after switching
+    the sample variant in the sidebar."""
+    memo = st.session_state.setdefault("_labs_recall_memo", {})
+    if key not in memo:
+        while len(memo) >= 16:
+            memo.pop(next(iter(memo)))
+        memo[key] = L.recall_at_n(_days, _draws, vectors=_vectors, progress=_progress)
+    return memo[key]
 
 
-@st.cache_resource(scope="session", max_entries=4, show_spinner=False)
 def vae(key: str, config_items: tuple, _days: L.PatientDays, _progress: Callable[[float, str], None]):
-    """A trained model per data fingerprint and parameters (`config_items`)."""
+    """A trained model per data fingerprint and parameters (`config_items`), memoized in this
+    session's state (4 entries) for the reason given at `recall`."""
     from engine.latent import VAEConfig, train_vae  # torch only here
 
-    return train_vae(_days, VAEConfig(**dict(config_items)), progress=_progress)
+    memo = st.session_state.setdefault("_labs_vae_memo", {})
+    if (key, config_items) not in memo:
+        while len(memo) >= 4:
+            memo.pop(next(iter(memo)))
+        memo[(key, config_items)] = train_vae(_days, VAEConfig(**dict(config_items)), progress=_progress)
+    return memo[(key, config_items)]
 
 
 def progress_bar(text: str) -> tuple[Callable[[float, str], None], Callable[[], None]]:
