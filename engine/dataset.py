@@ -23,6 +23,8 @@ class Dataset:
     genotypes: pd.DataFrame | None = None  # patient_id + one column per SNP (0/1/2, NaN missing)
     labs: pd.DataFrame | None = None  # patient_id, day, lab
     sources: dict[str, str] = field(default_factory=dict)  # file name -> sha256, for the report
+    # code -> its spellings in the source, when normalization rewrote any (the export's code map)
+    spellings: dict[str, tuple[str, ...]] | None = None
 
     def group_ids(self, name: str) -> np.ndarray:
         if name == "population" and "population" not in self.groups:

@@ -17,7 +17,7 @@ import hashlib
 import io
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -109,13 +109,18 @@ def gate(release: Release, verification: Verification | None, adversary: Adversa
 
 
 def release_files(
-    release: Release, verification: Verification | None, adversary: Adversary, k: int
+    release: Release,
+    verification: Verification | None,
+    adversary: Adversary,
+    k: int,
+    spellings: Mapping[str, Sequence[str]] | None = None,
 ) -> dict[str, bytes]:
     """After `gate`: the bytes of `release.csv` (`Release.exported_frame`) and `code_map.csv`
-    (`released_item`, `original_code` for the items present, and `note` stating the
-    neutralization rule on its first row), every text cell neutralized."""
+    (`released_item`, `original_code` for the items present, `source_spelling` when `spellings` is
+    given (`Dataset.spellings`: the codes' spellings in the source, kept after normalization), and
+    `note` stating the neutralization rule on its first row), every text cell neutralized."""
     gate(release, verification, adversary, k)
-    cmap = release.exported_code_map()
+    cmap = release.exported_code_map(spellings)
     cmap["note"] = [NEUTRALIZE_RULE] + [""] * (len(cmap) - 1) if len(cmap) else []
     return {RELEASE_FILE: safe_csv_bytes(release.exported_frame()), CODE_MAP_FILE: safe_csv_bytes(cmap)}
 
@@ -220,6 +225,7 @@ def publish(
     paths: Mapping[str, Path | str],
     *,
     blocked: str | None = None,
+    spellings: Mapping[str, Sequence[str]] | None = None,
 ) -> dict:
     """Write the release files through the gate, or refuse and remove the stale files an earlier
     run left at `paths` (`RELEASE_FILE` / `CODE_MAP_FILE` -> path). `blocked` is a reason from the
@@ -237,7 +243,7 @@ def publish(
     try:
         if blocked:
             raise ExportRefused(blocked)
-        files = release_files(release, verification, adversary, k)
+        files = release_files(release, verification, adversary, k, spellings)
     except ExportRefused as exc:
         out["refused"] = str(exc)
         out["removed_stale"] = [str(p) for p in remove_stale(paths)]

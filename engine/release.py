@@ -10,7 +10,7 @@ this mapping, so what is exported and what is verified are the same thing.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
@@ -153,12 +153,24 @@ class Release:
         rows = [(str(item), code) for item in self.records.items for code in sorted(self.codes_of(str(item)))]
         return pd.DataFrame(rows, columns=["released_item", "original_code"])
 
-    def exported_code_map(self) -> pd.DataFrame:
-        """The code map of the items present in the release file only."""
+    def exported_code_map(self, spellings: Mapping[str, Sequence[str]] | None = None) -> pd.DataFrame:
+        """The code map of the items present in the release file only.
+
+        `spellings` (code -> the spellings it was written with in the source, `Dataset.spellings`,
+        given when normalization rewrote any): a third column `source_spelling`, one row per
+        (released item, original code, spelling), so the original spelling of every code is kept
+        (`25000` for `250.00`). A code with no recorded spelling is its own spelling."""
         rows = [
             (str(item), code) for item in self.present_items() for code in sorted(self.codes_of(str(item)))
         ]
-        return pd.DataFrame(rows, columns=["released_item", "original_code"])
+        if not spellings:
+            return pd.DataFrame(rows, columns=["released_item", "original_code"])
+        out = [
+            (item, code, spelling)
+            for item, code in rows
+            for spelling in (sorted(spellings.get(code, ())) or [code])
+        ]
+        return pd.DataFrame(out, columns=["released_item", "original_code", "source_spelling"])
 
     @cached_property
     def fingerprint(self) -> str:

@@ -292,12 +292,17 @@ class MadeRelease:
     files: dict[str, bytes]
 
 
-def export_files(release: Release, verification: risk.Verification) -> dict[str, bytes]:
-    """The release's files through the one export gate (`engine.export`); empty when it refuses."""
+def export_files(
+    release: Release,
+    verification: risk.Verification,
+    spellings: Mapping[str, tuple[str, ...]] | None = None,
+) -> dict[str, bytes]:
+    """The release's files through the one export gate (`engine.export`); empty when it refuses.
+    `spellings`: the source's spellings of the codes (`Dataset.spellings`) for the code map."""
     from engine.export import ExportRefused, release_files
 
     try:
-        return release_files(release, verification, verification.adversary, verification.k)
+        return release_files(release, verification, verification.adversary, verification.k, spellings)
     except ExportRefused:
         return {}
 
@@ -311,12 +316,13 @@ def make_release(
     k: int,
     *,
     progress: Callable[[float, str], None] | None = None,
+    spellings: Mapping[str, tuple[str, ...]] | None = None,
 ) -> MadeRelease:
     """Run a method from its settings, verify the release under the study's adversary and k (against
     the population the cohort was drawn from), and export it through the gate when verified."""
     release = settings.run(inputs, progress)
     verification = risk.verify(release, adversary, k, inputs.population)
-    files = export_files(release, verification)
+    files = export_files(release, verification, spellings)
     entry = StudyRelease(
         name=name,
         settings=settings,

@@ -35,6 +35,12 @@ def _distribution(groups: dict[str, Records], measure: str) -> pd.DataFrame:
     return cv.distribution_data(pd.concat(parts, ignore_index=True), measure)
 
 
+# ------------------------------------------------------------------------------ import
+if st.session_state.get("dataset_choice") == "Import a source":
+    from ui import import_view
+
+    import_view.render()
+
 # ------------------------------------------------------------------------------ validation
 state = st.session_state.get("load_report")
 st.header("Validation")
@@ -48,6 +54,8 @@ else:
             f"Loading stopped: {len(report.errors)} error(s). Fix the file(s) as described below and upload "
             "again; nothing was loaded."
         )
+    elif state.failed and st.session_state.get("dataset_choice") == "Import a source":
+        st.info("Choose the source above, check its columns and press Load.")
     elif state.failed:
         st.info(
             "Upload an events file in the sidebar (CSV or Parquet: patient_id, code, optional visit, age)."

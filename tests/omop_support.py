@@ -47,3 +47,57 @@ def export_parquet(database: Path, target: Path) -> Path:
     finally:
         con.close()
     return target
+
+
+def _ddl_types(columns: str) -> dict[str, str]:
+    """column -> its DDL type word, from a `DDL` entry."""
+    out = {}
+    for part in columns.split(","):
+        words = part.split()
+        if len(words) >= 2 and not words[1].startswith("("):
+            out[words[0]] = words[1].split("(")[0].lower()
+    return out
+
+
+def build_sql(url: str, source: Path = OMOP_DIR, schema: str | None = None) -> str:
+    """The fixture tables in any SQLAlchemy database (SQLite, PostgreSQL) with the v5.4 DDL types,
+    values typed per column (integers, dates, numbers; empty cells NULL). Returns the URL."""
+    import datetime
+
+    import pandas as pd
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(url)
+    prefix = f'"{schema}".' if schema else ""
+    with engine.begin() as con:
+        if schema:
+            con.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+        for table, columns in DDL.items():
+            csv = source / f"{table}.csv"
+            if not csv.exists():
+                continue
+            con.execute(sa.text(f"CREATE TABLE {prefix}{table} ({columns})"))
+            df = pd.read_csv(csv, dtype=str, keep_default_na=False)
+            types = _ddl_types(columns)
+            rows = []
+            for rec in df.to_dict("records"):
+                row = {}
+                for col, v in rec.items():
+                    t = types.get(col, "varchar")
+                    if v == "":
+                        row[col] = None
+                    elif t == "integer":
+                        row[col] = int(v)
+                    elif t == "date":
+                        row[col] = datetime.date.fromisoformat(v)
+                    elif t == "numeric":
+                        row[col] = float(v)
+                    else:
+                        row[col] = v
+                rows.append(row)
+            names = ", ".join(df.columns)
+            params = ", ".join(f":{c}" for c in df.columns)
+            if rows:
+                con.execute(sa.text(f"INSERT INTO {prefix}{table} ({names}) VALUES ({params})"), rows)
+    engine.dispose()
+    return url

@@ -32,6 +32,8 @@ def _risk(tmp_path: Path, *args: str) -> tuple[int, pd.DataFrame | None]:
         (str(IO_DIR / "billing_export.csv"), ["--map", BILLING_MAP, "--normalize-codes"], 3),
         (str(IO_DIR / "events_icd10.csv"), [], 3),
         (str(IO_DIR / "events_mixed.csv"), [], 3),
+        (str(Path(__file__).parent / "data" / "i2b2"), [], 4),
+        ("sqlite", [], 5),
     ],
 )
 def test_every_source_kind_loads(
@@ -39,6 +41,10 @@ def test_every_source_kind_loads(
 ) -> None:
     if events == "duckdb":
         events = str(build_duckdb(tmp_path / "cdm.duckdb"))
+    if events == "sqlite":  # an SQLAlchemy URL as --events
+        from tests.omop_support import build_sql
+
+        events = build_sql(f"sqlite:///{tmp_path / 'cdm.sqlite'}")
     rc, risk = _risk(tmp_path, "--events", events, *extra)
     err = capsys.readouterr().err
     assert rc == 0, err

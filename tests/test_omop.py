@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -213,3 +214,90 @@ def test_year_of_birth_alone_never_gives_a_negative_age(tmp_path: Path) -> None:
     data = read_omop(folder, visits="occurrence")
     assert data.report.ok, data.report.to_frame()
     assert data.events.frame["age"].tolist()[4] == 0
+
+
+# ------------------------------------------------------------------ SQLAlchemy URLs
+def test_sqlite_url(tmp_path: Path) -> None:
+    from tests.omop_support import build_sql
+
+    url = build_sql(f"sqlite:///{tmp_path / 'cdm.sqlite'}")
+    data = read_omop(url)
+    _check(data)
+    # SQL tables have no storage order: rows are numbered in the order of the table's key
+    warning = data.report.warnings[0]
+    assert warning.file == f"{url}, table condition_occurrence (rows in condition_occurrence_id order)"
+    assert warning.rows == (7,)
+    assert list(data.sources) == [url]
+
+
+def test_sql_reads_only_the_columns_needed(tmp_path: Path, monkeypatch) -> None:
+    from engine.io.sql import Database
+    from tests.omop_support import build_sql
+
+    url = build_sql(f"sqlite:///{tmp_path / 'cdm.sqlite'}")
+    seen: list[str] = []
+    fetch = Database._fetch
+
+    def spy(self, sql, columns):
+        seen.append(sql)
+        return fetch(self, sql, columns)
+
+    monkeypatch.setattr(Database, "_fetch", spy)
+    _check(read_omop(url))
+    person = next(s for s in seen if 'FROM "person"' in s)
+    assert "gender_concept_id" not in person and '"year_of_birth"' in person
+    concept = next(s for s in seen if 'FROM "concept"' in s)
+    assert "WHERE concept_id IN" in concept and "concept_name" not in concept
+    assert len(seen) == 5 and not any("SELECT *" in s for s in seen)
+
+
+def test_sql_missing_column_is_named(tmp_path: Path) -> None:
+    import sqlalchemy as sa
+
+    from tests.omop_support import build_sql
+
+    url = build_sql(f"sqlite:///{tmp_path / 'cdm.sqlite'}")
+    engine = sa.create_engine(url)
+    with engine.begin() as con:
+        con.execute(sa.text("ALTER TABLE condition_occurrence DROP COLUMN condition_start_date"))
+    engine.dispose()
+    (err,) = read_omop(url).report.errors
+    assert err.kind == "missing_column" and err.column == "condition_start_date" and err.rows == (1,)
+    assert err.file.endswith("table condition_occurrence (rows in condition_occurrence_id order)")
+
+
+def test_unreachable_url_is_a_named_error() -> None:
+    # nothing listens on port 1; the password never appears in the finding
+    data = read_omop("postgresql+psycopg://officer:s3cret@127.0.0.1:1/cdm")
+    (err,) = data.report.errors
+    assert err.kind == "unreachable" and "cannot open the database" in err.message
+    assert err.file == "postgresql+psycopg://officer:***@127.0.0.1:1/cdm" and "s3cret" not in err.message
+    (bad,) = read_omop("nosuchdialect://x/y").report.errors
+    assert bad.kind == "unreachable" and bad.file == "nosuchdialect://x/y"
+
+
+POSTGRES_URL = os.environ.get("COHORTSHIELD_TEST_POSTGRES_URL")
+
+
+@pytest.mark.skipif(
+    not POSTGRES_URL, reason="no PostgreSQL server configured (set COHORTSHIELD_TEST_POSTGRES_URL)"
+)
+def test_postgresql_url() -> None:
+    import uuid
+
+    import sqlalchemy as sa
+
+    from tests.omop_support import build_sql
+
+    schema = f"cs_test_{uuid.uuid4().hex[:8]}"
+    assert POSTGRES_URL is not None
+    build_sql(POSTGRES_URL, schema=schema)
+    try:
+        data = read_omop(POSTGRES_URL, schema=schema)
+        _check(data)
+        assert data.report.warnings[0].rows == (7,)
+    finally:
+        engine = sa.create_engine(POSTGRES_URL)
+        with engine.begin() as con:
+            con.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
+        engine.dispose()

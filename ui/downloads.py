@@ -117,6 +117,13 @@ def export_check(
     return v, None
 
 
+def loaded_spellings() -> dict[str, tuple[str, ...]] | None:
+    """The loaded data's spellings of its codes (`Dataset.spellings`: set when normalization rewrote
+    any), for the code map of every export."""
+    ctx = st.session_state.get("context")
+    return None if ctx is None else getattr(ctx.dataset, "spellings", None)
+
+
 def release_file_bytes(
     release: Release,
     verification: Verification | None,
@@ -127,7 +134,7 @@ def release_file_bytes(
 ) -> dict[str, bytes]:
     """The bytes a release download holds: `engine.export.release_files` (the gate again, on exactly
     what is written), gzip-compressed (deterministic, no time stamp) when `compress`."""
-    out = release_files(release, verification, adversary, k)
+    out = release_files(release, verification, adversary, k, loaded_spellings())
     return {n: gzip.compress(b, compresslevel=9, mtime=0) for n, b in out.items()} if compress else out
 
 

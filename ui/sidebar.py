@@ -26,10 +26,10 @@ from engine.glossary import help_for
 from engine.loaders import DataError, Loaded, load_sample_checked, load_uploaded
 from engine.records import Records
 from engine.validation import Finding, ValidationReport
-from ui import literal, persist
+from ui import import_view, literal, persist
 from ui.context import WHOLE_POPULATION, Context, cohort_is_population
 
-SAMPLE, UPLOAD = "Shipped sample", "Upload files"
+SAMPLE, UPLOAD, IMPORT = "Shipped sample", "Upload files", "Import a source"
 UPLOAD_ROLES: tuple[tuple[str, str], ...] = (
     ("events", "Events (patient_id, code, [visit], [age])"),
     ("biobank", "Biobank patient ids (optional)"),
@@ -43,6 +43,7 @@ K_MIN, K_MAX, K_DEFAULT = 2, 100, 5
 # session-state key -> default; all survive page switches (see module docstring)
 KEYS: dict[str, Any] = {
     "dataset_choice": SAMPLE,
+    "sample_variant": "icd9cm",  # engine.io.imports.SAMPLE_VARIANTS
     "population_group": "population",
     "cohort_group": "cohort",
     "adversary_scope": "cohort",
@@ -106,11 +107,53 @@ def seed_state() -> None:
         else:
             st.session_state[key] = st.session_state[key]
     persist.keep()  # the method views' settings (ui/persist.py), kept the same way
+    import_view.keep()  # the import view's widgets (drawn on the Cohort page only)
 
 
 @st.cache_resource(show_spinner="Loading and validating the shipped sample…")
 def _sample(unknown_codes: str, drop_duplicates: bool) -> Loaded[Dataset]:
     return load_sample_checked(unknown_codes=unknown_codes, drop_duplicates=drop_duplicates)  # type: ignore[arg-type]
+
+
+@st.cache_resource(show_spinner="Loading and validating the sample variant…")
+def _variant(variant: str, unknown_codes: str, drop_duplicates: bool) -> Loaded[Dataset]:
+    from engine.io.imports import load_sample_variant
+
+    return load_sample_variant(variant, unknown_codes=unknown_codes, drop_duplicates=drop_duplicates)
+
+
+def _load_import(options: tuple[str, bool]) -> tuple[Loaded[Dataset] | None, DataError | None, str, str]:
+    """The import the user applied on the Cohort page (`ui.import_view`), read once per (import,
+    options) in this session only; (loaded, error, memo key, label)."""
+    from engine.io.imports import import_dataset, load_import
+
+    spec, name, data = import_view.applied()  # type: ignore[misc]
+    label = f"imported: {name or spec.location}"
+    if data is None and spec.location:
+        from engine.io.sql import is_url, redacted
+
+        label = f"imported: {redacted(spec.location) if is_url(spec.location) else spec.location}"
+    key = (spec, name, None if data is None else hashlib.sha256(data).hexdigest(), options)
+    memo = st.session_state.setdefault(_UPLOAD_MEMO, {})
+    if key not in memo:
+        memo.clear()
+        try:
+            with st.spinner("Reading and validating the source…"):
+                got = load_import(
+                    spec, name=name, data=data, unknown_codes=options[0], drop_duplicates=options[1]
+                )
+            st.session_state[import_view.NORMALIZATION] = import_view.normalization_frame(got)
+            memo[key] = (import_dataset(got, label), None)
+        except DataError as exc:
+            memo[key] = (None, exc)
+        except ValueError as exc:  # a malformed mapping
+            report = ValidationReport()
+            report.add(
+                Finding("error", name or spec.location, None, str(exc), "a mapping", kind="bad_mapping")
+            )
+            memo[key] = (None, DataError(report))
+    loaded, error = memo[key]
+    return loaded, error, repr(key), label
 
 
 @st.cache_resource(show_spinner=False)
@@ -203,10 +246,48 @@ def render() -> Context | None:
     sb = st.sidebar
     sb.toggle("Teach mode (for classes)", key="teach_mode", help=_TEACH_HELP)
     sb.header("Data")
-    choice = sb.radio("Dataset", (SAMPLE, UPLOAD), key="dataset_choice", horizontal=True)
+    choice = sb.radio("Dataset", (SAMPLE, UPLOAD, IMPORT), key="dataset_choice", horizontal=True)
     options = (st.session_state["unknown_codes"], bool(st.session_state["drop_duplicates"]))
     loaded: Loaded[Dataset] | None = None
+    variant = "icd9cm"
     if choice == SAMPLE:
+        from engine.io.imports import SAMPLE_VARIANTS
+
+        variant = sb.selectbox(
+            "Sample variant",
+            list(SAMPLE_VARIANTS),
+            key="sample_variant",
+            format_func=import_view.variant_label,
+            help="The same synthetic patients in ICD-9-CM, ICD-10-CM, mixed ICD-9/10 codes, an OMOP CDM "
+            "DuckDB database (first 5,000 patients) or a MEDS dataset.",
+        )
+    if choice == SAMPLE and variant != "icd9cm":
+        label = f"sample ({import_view.variant_label(variant)})"
+        try:
+            loaded = _variant(variant, *options)
+        except FileNotFoundError as exc:
+            return _fail(sb, LoadState(label, ValidationReport(), True, False), str(exc))
+        except DataError as exc:
+            return _fail(sb, LoadState(label, exc.report, True, False), str(exc))
+        variant_key = f"variant:{variant}:{options}"
+
+        def get_group(g: str) -> Records:
+            return _upload_group(variant_key, loaded.data, g)
+
+    elif choice == IMPORT:
+        if import_view.applied() is None:
+            st.session_state.pop("context", None)
+            st.session_state["load_report"] = LoadState("import", ValidationReport(), True, True)
+            sb.info("Choose the source, map its columns and press Load on the Cohort page.")
+            return None
+        loaded, error, dataset_key, label = _load_import(options)
+        if error is not None:
+            return _fail(sb, LoadState(label, error.report, True, True), None)
+
+        def get_group(g: str) -> Records:
+            return _upload_group(dataset_key, loaded.data, g)
+
+    elif choice == SAMPLE:
         try:
             loaded = _sample(*options)
         except FileNotFoundError as exc:
@@ -237,7 +318,7 @@ def render() -> Context | None:
 
     assert loaded is not None
     dataset = loaded.data
-    st.session_state["load_report"] = LoadState(dataset.name, loaded.report, False, choice == UPLOAD)
+    st.session_state["load_report"] = LoadState(dataset.name, loaded.report, False, choice != SAMPLE)
     if loaded.report.warnings:
         sb.caption(f"{len(loaded.report.warnings)} validation warning(s): see the Cohort page.")
 

@@ -74,9 +74,12 @@ def run_inputs(ctx: Context) -> RunInputs:
 
 def load_options() -> dict[str, object]:
     """The sidebar's load options that change the data (recorded with every release)."""
+    from ui import import_view  # source kind, column mapping, normalization, sample variant
+
     return {
         "unknown_codes": st.session_state.get("unknown_codes", "keep"),
         "drop_duplicates": bool(st.session_state.get("drop_duplicates", False)),
+        **import_view.load_options(),
     }
 
 
@@ -198,7 +201,7 @@ def add(ctx: Context, name: str, settings: MethodSettings) -> StudyRelease:
         ctx, settings, progress_ui.tracker(f"{settings.method}: making the release")
     )
     verification = reverify(ctx, release)
-    files = export_files(release, verification)
+    files = export_files(release, verification, ctx.dataset.spellings)
     entry = StudyRelease(
         name=name,
         settings=settings,
@@ -277,6 +280,7 @@ def reopen(ctx: Context, text: bytes, source: str) -> list[RebuildCheck]:
             rec.adversary,
             rec.k,
             progress=lambda f, msg, i=i, n=entry.name: step((i + f) / max(len(todo), 1), f"{n}: {msg}"),
+            spellings=ctx.dataset.spellings,
         )
         checks.append(RebuildCheck(entry.name, entry.files, m.entry.files, m.entry.verification))
         held[entry.name] = MadeFiles(m.release, m.files)

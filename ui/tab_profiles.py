@@ -66,6 +66,7 @@ persist.register(
 )
 _POLICY_KEY = "profiles_utility_policy"
 _CURRENT_KEY = "profiles_utility_policy_csv"
+_DEFAULT_KEY = "profiles_utility_policy_default"  # which shipped default the editor started from
 
 
 # ------------------------------------------------------------------------- cached engine calls
@@ -179,10 +180,17 @@ def suppression_figure(sweep: pd.DataFrame) -> go.Figure:
 
 
 # ------------------------------------------------------------------------------ utility policy
-def _policy_editor() -> UtilityPolicy | None:
-    """The utility policy: the shipped Table 1 policy, an uploaded CSV, edited in place."""
-    if _POLICY_KEY not in st.session_state:
-        st.session_state[_POLICY_KEY] = read_utility_policy().to_frame()
+def _policy_editor(cohort: Records | None = None) -> UtilityPolicy | None:
+    """The utility policy: the shipped default for the data's vocabulary (Table 1 in ICD-9-CM, its
+    ICD-10-CM form, or both for mixed data; `engine.io.imports.default_utility_policy`), an uploaded
+    CSV, edited in place. Data of another vocabulary loaded later starts from its own default."""
+    from engine.io.imports import default_utility_policy
+
+    default, label = default_utility_policy(cohort.items if cohort is not None else [])
+    if _POLICY_KEY not in st.session_state or st.session_state.get(_DEFAULT_KEY) != label:
+        st.session_state[_POLICY_KEY] = default.to_frame()
+        st.session_state[_DEFAULT_KEY] = label
+    st.caption(f"Starting point: {label}.")
     up = st.file_uploader(
         "Load a utility policy (CSV: disease, icd9_codes, comment)", type=["csv"], key="profiles_upload"
     )
@@ -192,8 +200,8 @@ def _policy_editor() -> UtilityPolicy | None:
             st.session_state["profiles_upload_id"] = up.file_id
         except ValueError as exc:
             literal.error(exc)
-    if st.button("Reset to the Table 1 policy", key="profiles_reset"):
-        st.session_state[_POLICY_KEY] = read_utility_policy().to_frame()
+    if st.button("Reset to the default policy", key="profiles_reset"):
+        st.session_state[_POLICY_KEY] = default.to_frame()
     edited = st.data_editor(
         st.session_state[_POLICY_KEY],
         num_rows="dynamic",
@@ -201,7 +209,7 @@ def _policy_editor() -> UtilityPolicy | None:
         key="profiles_policy_editor",
         column_config={
             "disease": st.column_config.TextColumn("disease", required=True),
-            "icd9_codes": st.column_config.TextColumn("ICD-9 codes (space-separated)", width="large"),
+            "icd9_codes": st.column_config.TextColumn("codes (space-separated)", width="large"),
             "comment": st.column_config.TextColumn("clinical reasoning"),
         },
     )
@@ -242,7 +250,7 @@ def render_anonymize(ctx: Context) -> None:
         "profiles_export", allowed=knowledge == "single_visit" and ctx.cohort.has_visits
     )
     with st.expander("Utility policy (diseases whose case counts must be preserved)", expanded=False):
-        utility = _policy_editor()
+        utility = _policy_editor(ctx.cohort)
     if utility is None:
         return
     if k < 2:
@@ -431,7 +439,12 @@ def render_tradeoffs(ctx: Context) -> None:
     ks = st.multiselect("Values of k", list(range(2, 26)), key="profiles_sweep_ks")
     conds = st.multiselect("Filtering conditions", list(KNOWLEDGES), key="profiles_sweep_conds")
     current = st.session_state.get(_CURRENT_KEY)
-    policy = read_utility_policy() if current is None else read_utility_policy(io.StringIO(current))
+    if current is None:  # the Anonymize tab not visited: the default for the data's vocabulary
+        from engine.io.imports import default_utility_policy
+
+        policy = default_utility_policy(ctx.cohort.items)[0]
+    else:
+        policy = read_utility_policy(io.StringIO(current))
     st.caption(
         f"Each point runs PPE and UGACLIP / ACLIP on {ctx.cohort.n_patients:,} records with the utility policy "
         f"of the Anonymize tab ({len(policy.diseases)} diseases); results are cached for the session."

@@ -69,15 +69,12 @@ def load_events_input(path: str, options: InputOptions | None = None) -> Loaded:
     """The events of a command: a long-form file through the events loader, or (a folder, a DuckDB
     file, `--source`, `--map`, `--sheet`, `--schema`) through `engine.io.read_source`. Raises
     DataError on errors and UserError for a malformed mapping."""
-    from pathlib import Path
-
     from engine.cli import UserError
 
     opts = options or InputOptions()
-    p = Path(path)
     from engine.io import detect_source
 
-    via_io = opts.reads_through_io or detect_source(p) != "long"
+    via_io = opts.reads_through_io or detect_source(path) != "long"
     if not via_io:
         return load_events(
             path, unknown_codes=opts.unknown_codes, na_ids=opts.na_ids, normalize=opts.normalize
@@ -131,10 +128,11 @@ def add_input_options(parser: argparse.ArgumentParser) -> None:
         )
         group.add_argument(
             "--source",
-            choices=("auto", "long", "omop", "meds"),
+            choices=("auto", "long", "omop", "meds", "i2b2"),
             default="auto",
             help="what --events is: a long-form file (CSV, Parquet, .xlsx), an OMOP CDM v5.4 folder of "
-            "CSV/Parquet tables or DuckDB file, or a MEDS folder (default auto: by what the path is)",
+            "CSV/Parquet tables, DuckDB file or database URL (postgresql+psycopg://user@host/db), a MEDS "
+            "folder, or an i2b2 star schema (folder, DuckDB file or URL; default auto: by what the path is)",
         )
         group.add_argument(
             "--map",
@@ -144,7 +142,9 @@ def add_input_options(parser: argparse.ArgumentParser) -> None:
             "(also age=, vocabulary=, date=)",
         )
         group.add_argument("--sheet", help="the sheet of an .xlsx events file (default: the first)")
-        group.add_argument("--schema", help="the schema of the OMOP tables in a DuckDB file")
+        group.add_argument(
+            "--schema", help="the schema of the OMOP or i2b2 tables in a DuckDB file or database"
+        )
         group.add_argument(
             "--normalize-codes",
             action="store_true",

@@ -6,6 +6,8 @@
 - `excel`: `.xlsx` workbooks (openpyxl).
 - `omop`: OMOP CDM v5.4 tables from CSV/Parquet files or a DuckDB database.
 - `meds`: MEDS Parquet (`subject_id`, `time`, `code`), checked against the MEDS schema.
+- `i2b2`: the i2b2 star schema (`observation_fact`, `patient_dimension`, ...; `ICD9:250.00`).
+- `sql`: databases: a DuckDB file or any SQLAlchemy URL (PostgreSQL), for OMOP and i2b2.
 
 Every reader returns the long form of ARCHITECTURE section 2 (`patient_id`, `code`, optional `visit`,
 `age`) plus the vocabulary per row, and names source, table, row and column in every error.
@@ -16,13 +18,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-SourceKind = Literal["auto", "long", "omop", "meds"]
-SOURCE_KINDS: tuple[str, ...] = ("auto", "long", "omop", "meds")
+SourceKind = Literal["auto", "long", "omop", "meds", "i2b2"]
+SOURCE_KINDS: tuple[str, ...] = ("auto", "long", "omop", "meds", "i2b2")
 
 
-def detect_source(path: str | Path) -> Literal["long", "omop", "meds"]:
-    """`omop` for a DuckDB file or a folder holding person.csv/.parquet, `meds` for a folder with a
-    `data` folder or Parquet shards, `long` for anything else (CSV, Parquet, .xlsx; other folders)."""
+def detect_source(path: str | Path) -> Literal["long", "omop", "meds", "i2b2"]:
+    """`omop` for a DuckDB file, a database URL or a folder holding person.csv/.parquet, `i2b2` for a
+    folder holding observation_fact.csv/.parquet, `meds` for a folder with a `data` folder or Parquet
+    shards, `long` for anything else (CSV, Parquet, .xlsx; other folders)."""
+    from engine.io.sql import is_url
+
+    if is_url(str(path)):
+        return "omop"
     p = Path(path)
     if p.is_file():
         return "omop" if p.suffix.lower() in (".duckdb", ".ddb", ".db") else "long"
@@ -30,6 +37,8 @@ def detect_source(path: str | Path) -> Literal["long", "omop", "meds"]:
         names = {c.name.lower() for c in p.iterdir()}
         if names & {"person.csv", "person.parquet", "person.pq"}:
             return "omop"
+        if names & {"observation_fact.csv", "observation_fact.parquet", "observation_fact.pq"}:
+            return "i2b2"
         if (p / "data").is_dir() or any(n.endswith(".parquet") for n in names):
             return "meds"
     return "long"  # any other folder: the events loader refuses it in one line
@@ -54,7 +63,7 @@ def read_source(
 
     kind = detect_source(path) if source == "auto" else source
     if mapping and kind != "long":
-        raise ValueError(f"--map applies to long-form files; {Path(path).name} is read as {kind}")
+        raise ValueError(f"--map applies to long-form files; {_name(path)} is read as {kind}")
     if kind == "omop":
         from engine.io.omop import read_omop
 
@@ -64,6 +73,18 @@ def read_source(
             normalize=normalize,
             unknown_codes=unknown_codes,
             drop_duplicates=drop_duplicates,
+            na_ids=na_ids,
+        )
+    if kind == "i2b2":
+        from engine.io.i2b2 import read_i2b2
+
+        return read_i2b2(
+            path,
+            schema=schema,
+            normalize=normalize,
+            unknown_codes=unknown_codes,
+            drop_duplicates=drop_duplicates,
+            na_ids=na_ids,
         )
     if kind == "meds":
         from engine.io.meds import read_meds
@@ -82,3 +103,9 @@ def read_source(
         drop_duplicates=drop_duplicates,
         na_ids=na_ids,
     )
+
+
+def _name(path: str | Path) -> str:
+    from engine.io.sql import is_url, redacted
+
+    return redacted(str(path)) if is_url(str(path)) else Path(path).name

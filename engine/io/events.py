@@ -57,6 +57,14 @@ class Events:
     spellings: pd.DataFrame
     normalization: NormalizationReport
 
+    def spelling_map(self) -> dict[str, tuple[str, ...]] | None:
+        """code -> every spelling it was written with, sorted; None when normalization rewrote no
+        spelling (then every code is written as in the source)."""
+        if self.normalization.rows_rewritten == 0:
+            return None
+        grouped = self.spellings.groupby("item", sort=True)["original"]
+        return {str(k): tuple(sorted(map(str, v))) for k, v in grouped}
+
     @property
     def vocabularies(self) -> dict[str, int]:
         """Rows per vocabulary."""
@@ -82,6 +90,7 @@ class SourceData:
             events=Records.from_frame(self.events.frame),
             labs=self.labs,
             sources=dict(self.sources),
+            spellings=self.events.spelling_map(),
         )
 
 

@@ -102,7 +102,7 @@ def read_meds(
         return SourceData(None, report)
     base = loc if loc.is_dir() else loc.parent
     frames, checks, seen = [], [], {}
-    from engine.io.omop import _sha256
+    from engine.io.sql import sha256_file as _sha256
 
     sources = {}
     for path in files:

@@ -34,7 +34,6 @@ the source, the table, the rows and the column.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +43,7 @@ import numpy as np
 import pandas as pd
 
 from engine.io.events import Action, SourceData, check_events
+from engine.io.sql import Database, connect, is_url, sha256_file
 from engine.validation import (
     MAX_ROWS,
     FileCheck,
@@ -90,26 +90,43 @@ class Table:
     where: str  # `cdm/person.csv` or `cdm.duckdb, table person`
 
 
+# the key each table's rows are numbered by in an SQL database (engine.io.sql)
+KEYS: dict[str, tuple[str, ...]] = {
+    "person": ("person_id",),
+    "condition_occurrence": ("condition_occurrence_id",),
+    "visit_occurrence": ("visit_occurrence_id",),
+    "measurement": ("measurement_id",),
+    "concept": ("concept_id",),
+}
+
+
 class _Reader:
-    """Reads tables from a folder of files or a DuckDB database, only the columns asked for."""
+    """Reads tables from a folder of files or a database (DuckDB file or SQLAlchemy URL), only the
+    columns asked for (`engine.io.sql`)."""
 
-    def __init__(self, location: Path, schema: str | None) -> None:
-        self.location = location
+    def __init__(
+        self,
+        location: Path | str,
+        schema: str | None,
+        db: Database | None = None,
+        *,
+        tables: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = TABLES,
+        keys: dict[str, tuple[str, ...]] = KEYS,
+        standard: str = "OMOP CDM v5.4",
+    ) -> None:
+        self.location = Path(location) if db is None else None
         self.schema = schema
-        self.sources: dict[str, str] = {}
-        self.con = None
-        if location.is_file():
-            import duckdb
-
-            self.con = duckdb.connect(str(location), read_only=True)
-            self.sources[location.name] = _sha256(location)
+        self.db = db
+        self.tables, self.keys, self.standard = tables, keys, standard
+        self.sources: dict[str, str] = dict(db.sources) if db is not None else {}
 
     def close(self) -> None:
-        if self.con is not None:
-            self.con.close()
+        if self.db is not None:
+            self.db.close()
 
     # ------------------------------------------------------------------ discovery
     def file_of(self, table: str) -> Path | None:
+        assert self.location is not None
         by_name = {p.name.lower(): p for p in self.location.iterdir() if p.is_file()}
         for suffix in _FILE_SUFFIXES:
             hit = by_name.get(table + suffix)
@@ -117,29 +134,22 @@ class _Reader:
                 return hit
         return None
 
-    def _db_columns(self, table: str) -> list[str] | None:
-        assert self.con is not None
-        rows = self.con.execute(
-            "SELECT column_name FROM information_schema.columns WHERE lower(table_name) = ? "
-            "AND (? IS NULL OR table_schema = ?) ORDER BY ordinal_position",
-            [table, self.schema, self.schema],
-        ).fetchall()
-        return [r[0] for r in rows] or None
-
     def has(self, table: str) -> bool:
-        return (self._db_columns(table) if self.con is not None else self.file_of(table)) is not None
+        return (self.db.columns(table) if self.db is not None else self.file_of(table)) is not None
 
     def describe(self) -> str:
-        return self.location.name
+        return self.db.label if self.db is not None else str(self.location.name)
 
     # ------------------------------------------------------------------ reading
     def read(self, table: str, report: ValidationReport, where_sql: str = "") -> Table | None:
         """The table's required and present optional columns; None after reporting a problem."""
-        required, optional = TABLES[table]
-        if self.con is not None:
-            columns = self._db_columns(table)
-            where = f"{self.location.name}, table {table}"
+        required, optional = self.tables[table]
+        path = None
+        if self.db is not None:
+            columns = self.db.columns(table)
+            where = self.db.where(table, self.keys.get(table, ()))
         else:
+            assert self.location is not None
             path = self.file_of(table)
             where = f"{self.location.name}/{path.name}" if path else f"{self.location.name}/{table}"
             columns = None if path is None else _file_columns(path)
@@ -160,50 +170,25 @@ class _Reader:
                 "error",
                 ", ".join(missing),
                 f"required column(s) missing: {', '.join(missing)} (columns present: {', '.join(columns)})",
-                f"the OMOP CDM v5.4 columns {', '.join(required)} in table {table}",
+                f"the {self.standard} columns {', '.join(required)} in table {table}",
                 "missing_column",
                 (1,),
             )
             return None
         wanted = [lower[c] for c in (*required, *optional) if c in lower]
-        if self.con is not None:
-            frame, rownum = self._read_db(table, wanted, where_sql)
+        if self.db is not None:
+            frame, rownum = self.db.read(table, wanted, where_sql, self.keys.get(table, ()))
         else:
-            assert path is not None
-            self.sources[f"{self.location.name}/{path.name}"] = _sha256(path)
+            assert path is not None and self.location is not None
+            self.sources[f"{self.location.name}/{path.name}"] = sha256_file(path)
             frame, rownum = _read_file(path, wanted)
         frame.columns = [c.lower() for c in frame.columns]
         return Table(table, frame, rownum, where)
 
     def qualified(self, table: str) -> str:
-        """The table's name in SQL, with the database's catalog (a schema may share its name)."""
-        assert self.con is not None
-        if not self.schema:
-            return _quoted(table)
-        catalog = self.con.execute("SELECT current_database()").fetchone()[0]
-        return ".".join(_quoted(x) for x in (catalog, self.schema, table))
-
-    def _read_db(self, table: str, columns: Sequence[str], where_sql: str) -> tuple[pd.DataFrame, np.ndarray]:
-        assert self.con is not None
-        qualified = self.qualified(table)
-        cols = ", ".join(_quoted(c) for c in columns)
-        sql = f"SELECT rowid + 1 AS __row, {cols} FROM {qualified} {where_sql} ORDER BY rowid"
-        df = self.con.execute(sql).df()
-        rownum = df.pop("__row").to_numpy(dtype=np.int64)
-        return df, rownum
-
-
-def _quoted(name: str) -> str:
-    """An SQL identifier in double quotes (inner quotes doubled): names are never SQL."""
-    return '"' + str(name).replace('"', '""') + '"'
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+        """The table's name in SQL (`engine.io.sql.Database.qualified`)."""
+        assert self.db is not None
+        return self.db.qualified(table)
 
 
 def _file_columns(path: Path) -> list[str]:
@@ -286,14 +271,21 @@ def read_omop(
 ) -> SourceData:
     """Events (and lab orders) from an OMOP CDM v5.4 folder of CSV/Parquet files or a DuckDB file
     (module docstring). Never raises on bad data: the findings are in `SourceData.report`."""
-    loc = Path(location)
     report = ValidationReport()
-    if not loc.exists():
-        FileCheck(loc.name, np.zeros(0, dtype=np.int64), report).note(
-            "error", None, "no such file or folder", "an OMOP CDM folder or DuckDB file", "missing_source"
-        )
-        return SourceData(None, report)
-    reader = _Reader(loc, schema)
+    expected = "an OMOP CDM folder (CSV/Parquet), a DuckDB file or a database URL"
+    if is_url(str(location)) or Path(location).is_file():
+        db = connect(location, schema, report, expected)
+        if db is None:
+            return SourceData(None, report)
+        reader = _Reader(location, schema, db)
+    else:
+        loc = Path(location)
+        if not loc.exists():
+            FileCheck(loc.name, np.zeros(0, dtype=np.int64), report).note(
+                "error", None, "no such file or folder", expected, "missing_source"
+            )
+            return SourceData(None, report)
+        reader = _Reader(loc, schema)
     try:
         return _read(reader, report, visits, labs, normalize, unknown_codes, drop_duplicates, na_ids)
     finally:
@@ -483,7 +475,7 @@ def _concept_vocabularies(
     (a warning lists them; those rows are left out), '' when the concept is 0, empty or unknown."""
     ids = Text.of(cond.frame["condition_source_concept_id"])
     where_sql = ""
-    if reader.con is not None:  # only the concepts used, in SQL (the concept table is large)
+    if reader.db is not None:  # only the concepts used, in SQL (the concept table is large)
         where_sql = (
             "WHERE concept_id IN (SELECT DISTINCT condition_source_concept_id FROM "
             f"{reader.qualified('condition_occurrence')})"

@@ -1,0 +1,364 @@
+"""What the app's import view needs from the engine (no Streamlit): the import settings as a value
+kept in a study (`ImportSpec`), a preview of a source's raw rows, loading a source into a `Dataset`,
+and the shipped sample's variants (ICD-9-CM, ICD-10-CM, mixed, OMOP DuckDB, MEDS).
+
+An `ImportSpec` is written into a study's load options as text (`to_options`) and read back from them
+(`from_options`), so a study file reopens with the source kind, the column mapping (the CLI's
+`--map` text, `engine.io.mapping.ColumnMapping`), the sheet, the schema, normalization and the sample
+variant it was made with.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from engine.dataset import Dataset
+from engine.loaders import SAMPLE_DIR, Loaded, load_dataset
+from engine.validation import FileCheck, ValidationReport
+
+# source kinds of the import view: (key, label)
+IMPORT_KINDS: tuple[tuple[str, str], ...] = (
+    ("long", "Long-form CSV / Parquet"),
+    ("excel", "Excel .xlsx"),
+    ("omop", "OMOP CDM (CSV/Parquet folder, DuckDB file or database URL)"),
+    ("meds", "MEDS Parquet"),
+    ("i2b2", "i2b2 star schema (folder, DuckDB file or database URL)"),
+)
+# sample variants: key -> (label, what is read)
+SAMPLE_VARIANTS: dict[str, str] = {
+    "icd9cm": "ICD-9-CM",
+    "icd10cm": "ICD-10-CM",
+    "mixed": "mixed ICD-9/ICD-10",
+    "omop": "OMOP DuckDB",
+    "meds": "MEDS",
+}
+_OPTION_KEYS = ("source", "mapping", "sheet", "schema", "normalize_codes", "location", "sample_variant")
+
+
+@dataclass(frozen=True)
+class ImportSpec:
+    """How the events were read: source kind, where from (a path, a URL with its password hidden, or
+    an uploaded file's name), column mapping, sheet, schema, normalization; or a sample variant."""
+
+    source: str = "long"
+    location: str = ""
+    mapping: str = ""
+    sheet: str = ""
+    schema: str = ""
+    normalize: bool = False
+    sample_variant: str = ""
+
+    def to_options(self) -> dict[str, str]:
+        """The study's load options (text); empty values left out."""
+        from engine.io.sql import is_url, redacted
+
+        loc = redacted(self.location) if is_url(self.location) else self.location
+        values = {
+            "source": self.source,
+            "mapping": self.mapping,
+            "sheet": self.sheet,
+            "schema": self.schema,
+            "normalize_codes": "true" if self.normalize else "",
+            "location": loc,
+            "sample_variant": self.sample_variant,
+        }
+        return {k: v for k, v in values.items() if v}
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, object]) -> ImportSpec | None:
+        """The spec recorded in a study's load options; None when the study has none (the shipped
+        sample or plain uploads). A recorded mapping is checked (ValueError when malformed)."""
+        if not any(k in options for k in _OPTION_KEYS):
+            return None
+        mapping = str(options.get("mapping", "") or "")
+        if mapping:
+            from engine.io.mapping import ColumnMapping
+
+            ColumnMapping.parse(mapping)
+        return cls(
+            source=str(options.get("source", "long") or "long"),
+            location=str(options.get("location", "") or ""),
+            mapping=mapping,
+            sheet=str(options.get("sheet", "") or ""),
+            schema=str(options.get("schema", "") or ""),
+            normalize=str(options.get("normalize_codes", "")).lower() in ("true", "1", "yes"),
+            sample_variant=str(options.get("sample_variant", "") or ""),
+        )
+
+
+# ---------------------------------------------------------------------------------- preview
+PREVIEW_TABLES = {"omop": "condition_occurrence", "i2b2": "observation_fact"}
+
+
+def _frame_head(name: str, data: bytes, n: int, sheet: str | None) -> pd.DataFrame:
+    from engine.io.excel import is_xlsx
+
+    if is_xlsx(name, data):
+        from openpyxl import load_workbook
+
+        wb = load_workbook(io.BytesIO(data), read_only=True, data_only=True)
+        try:
+            ws = wb[sheet] if sheet and sheet in wb.sheetnames else wb.worksheets[0]
+            rows = [r for _, r in zip(range(n + 1), ws.iter_rows(values_only=True), strict=False)]
+        finally:
+            wb.close()
+        if not rows:
+            return pd.DataFrame()
+        header = [str(h) if h is not None else "" for h in rows[0]]
+        body = [
+            [None if v is None else str(v) for v in r] + [None] * (len(header) - len(r)) for r in rows[1:]
+        ]
+        return pd.DataFrame([b[: len(header)] for b in body], columns=header)
+    if data[:4] == b"PAR1":
+        import pyarrow.parquet as pq
+
+        pf = pq.ParquetFile(io.BytesIO(data))
+        return (
+            next(pf.iter_batches(batch_size=n)).to_pandas().astype("string")
+            if pf.metadata.num_rows
+            else pd.DataFrame(columns=pf.schema.names)
+        )
+    sep = "\t" if name.lower().endswith((".tsv", ".txt")) else ","
+    return pd.read_csv(io.BytesIO(data), nrows=n, dtype=str, keep_default_na=False, sep=sep)
+
+
+def sheet_names(name: str, data: bytes) -> list[str]:
+    """The sheets of an .xlsx workbook (empty for other files or an unreadable workbook)."""
+    from engine.io.excel import is_xlsx
+
+    if not is_xlsx(name, data):
+        return []
+    from openpyxl import load_workbook
+
+    try:
+        wb = load_workbook(io.BytesIO(data), read_only=True)
+    except Exception:  # unreadable: the loader reports it with its reason
+        return []
+    try:
+        return list(wb.sheetnames)
+    finally:
+        wb.close()
+
+
+def preview(
+    source: str,
+    *,
+    location: str = "",
+    name: str = "",
+    data: bytes | None = None,
+    sheet: str | None = None,
+    schema: str | None = None,
+    n: int = 20,
+) -> tuple[str, pd.DataFrame]:
+    """(what is shown, the first `n` raw rows as text): of the uploaded or named file for long-form
+    and Excel sources, of `condition_occurrence` (OMOP), `observation_fact` (i2b2) or the first MEDS
+    shard. Raises ValueError with a plain message when nothing can be read."""
+    if source in ("long", "excel"):
+        if data is None:
+            p = Path(location)
+            if not p.is_file():
+                raise ValueError(f"{location or '(no file)'}: no such file")
+            name, data = p.name, p.read_bytes()
+        try:
+            return name, _frame_head(name, data, n, sheet)
+        except Exception as exc:  # any parser's error, shown in one line
+            raise ValueError(f"{name}: cannot be read ({type(exc).__name__}: {exc})") from None
+    if source == "meds":
+        from engine.io.meds import shards
+
+        files = shards(Path(location)) if Path(location).exists() else []
+        if not files:
+            raise ValueError(f"{location or '(no folder)'}: no MEDS Parquet shards found")
+        import pyarrow.parquet as pq
+
+        pf = pq.ParquetFile(files[0])
+        return files[0].name, next(pf.iter_batches(batch_size=n)).to_pandas().astype("string")
+    table = PREVIEW_TABLES[source]
+    from engine.io.sql import connect, is_url
+
+    if is_url(location) or Path(location).is_file():
+        report = ValidationReport()
+        db = connect(location, schema, report, "a database")
+        if db is None:
+            raise ValueError(report.errors[0].message)
+        try:
+            return db.where(table), db.head(table, n)
+        finally:
+            db.close()
+    folder = Path(location)
+    for suffix in (".csv", ".parquet", ".pq"):
+        p = folder / f"{table}{suffix}"
+        if p.is_file():
+            if suffix == ".csv":
+                return p.name, pd.read_csv(p, nrows=n, dtype=str, keep_default_na=False)
+            import pyarrow.parquet as pq
+
+            return p.name, next(pq.ParquetFile(p).iter_batches(batch_size=n)).to_pandas().astype("string")
+    raise ValueError(f"{location or '(no folder)'}: no {table}.csv or {table}.parquet")
+
+
+# ---------------------------------------------------------------------------------- loading
+def load_import(
+    spec: ImportSpec,
+    *,
+    name: str = "",
+    data: bytes | None = None,
+    unknown_codes: str = "keep",
+    drop_duplicates: bool = False,
+):
+    """The events of an import (`engine.io.events.SourceData`): an uploaded file's bytes (`name`,
+    `data`) or `spec.location` (a path or URL), read as `spec.source` with its mapping and options."""
+    from engine.io import read_source
+    from engine.io.mapping import ColumnMapping, read_long
+
+    if spec.source in ("long", "excel") and data is not None:
+        return read_long(
+            name,
+            data,
+            ColumnMapping.parse(spec.mapping) if spec.mapping else None,
+            sheet=spec.sheet or None,
+            normalize=spec.normalize,
+            unknown_codes=unknown_codes,  # type: ignore[arg-type]
+            drop_duplicates=drop_duplicates,
+        )
+    return read_source(
+        spec.location,
+        source="long" if spec.source == "excel" else spec.source,  # type: ignore[arg-type]
+        mapping=spec.mapping or None,
+        normalize=spec.normalize,
+        unknown_codes=unknown_codes,  # type: ignore[arg-type]
+        drop_duplicates=drop_duplicates,
+        sheet=spec.sheet or None,
+        schema=spec.schema or None,
+    )
+
+
+def import_dataset(source_data, name: str) -> Loaded[Dataset]:
+    """A `Loaded[Dataset]` of an import (raises DataError when its report has errors)."""
+    ds = source_data.dataset(name)
+    return Loaded(ds, source_data.report, dict(ds.sources))
+
+
+# ---------------------------------------------------------------------------------- sample variants
+def variant_location(variant: str, directory: Path = SAMPLE_DIR) -> Path:
+    """Where a sample variant lives (FileNotFoundError naming the command that writes it)."""
+    paths = {
+        "icd9cm": directory / "events.parquet",
+        "icd10cm": directory / "icd10cm" / "events.parquet",
+        "mixed": directory / "mixed" / "events.parquet",
+        "omop": directory / "omop" / "cdm.duckdb",
+        "meds": directory / "meds",
+    }
+    if variant not in paths:
+        raise ValueError(f"no sample variant {variant!r} (variants: {', '.join(SAMPLE_VARIANTS)})")
+    p = paths[variant]
+    if not p.exists():
+        raise FileNotFoundError(
+            f"{p} is missing (run `python -m engine sample --formats icd10cm,mixed,omop,meds`)"
+        )
+    return p
+
+
+def load_sample_variant(
+    variant: str,
+    *,
+    unknown_codes: str = "keep",
+    drop_duplicates: bool = False,
+    directory: Path = SAMPLE_DIR,
+) -> Loaded[Dataset]:
+    """A variant of the shipped sample with the sample's groups (memoized per process: read-only).
+
+    ICD-10-CM and mixed: the same patients, read with the sample's cohort, biobank, genotypes and lab
+    orders. OMOP and MEDS number the sample's patients in order of first appearance (P000001 -> 1, as
+    `engine.synth_formats` writes them): the cohort and biobank are the sample's, renumbered by that
+    rule, restricted to the patients the variant holds (the OMOP database holds the first 5,000); a
+    warning in the report says how many were left out."""
+    p = variant_location(variant, Path(directory))
+    stamp = (variant, str(p), p.stat().st_mtime_ns, unknown_codes, bool(drop_duplicates))
+    return _variant_memo(stamp, str(directory))
+
+
+@lru_cache(maxsize=4)
+def _variant_memo(stamp: tuple, directory: str) -> Loaded[Dataset]:
+    variant, path, _, unknown_codes, drop_duplicates = stamp
+    d = Path(directory)
+    label = f"sample ({SAMPLE_VARIANTS[variant]})"
+    if variant in ("icd9cm", "icd10cm", "mixed"):
+        groups = {
+            r: d / f
+            for r, f in (
+                ("biobank", "biobank.csv"),
+                ("cohort", "cohort.csv"),
+                ("genotypes", "genotypes.parquet"),
+                ("labs", "labs.parquet"),
+            )
+            if (d / f).exists()
+        }
+        loaded = load_dataset(
+            Path(path), **groups, name=label, unknown_codes=unknown_codes, drop_duplicates=drop_duplicates
+        )
+        return loaded
+    from engine.io import read_source
+
+    data = read_source(path, source=variant, unknown_codes=unknown_codes, drop_duplicates=drop_duplicates)
+    ds = data.dataset(label)
+    numbering = _sample_numbering(d)
+    present = pd.Index(ds.events.patient_ids.astype(str))
+    groups: dict[str, np.ndarray] = {}
+    for role in ("biobank", "cohort"):
+        f = d / f"{role}.csv"
+        if not f.exists():
+            continue
+        ids = pd.read_csv(f, dtype=str)["patient_id"]
+        renum = ids.map(numbering).dropna().astype(np.int64).astype(str)
+        kept = renum[present.get_indexer(renum) >= 0].to_numpy(dtype=object)
+        groups[role] = kept
+        if len(kept) < len(ids):
+            FileCheck(f.name, np.zeros(0, dtype=np.int64), data.report).note(
+                "warning",
+                "patient_id",
+                f"{len(ids) - len(kept)} of {len(ids)} {role} patients are not in the {SAMPLE_VARIANTS[variant]} "
+                f"variant ({ds.events.n_patients:,} patients); the {role} is the other {len(kept)}",
+                "the sample's groups, patients numbered in order of first appearance (P000001 -> 1)",
+                "group_outside_variant",
+            )
+    ds = Dataset(name=label, events=ds.events, groups=groups, labs=ds.labs, sources=ds.sources)
+    return Loaded(ds, data.report, dict(ds.sources))
+
+
+def _sample_numbering(directory: Path) -> dict[str, int]:
+    """Sample patient id -> the number OMOP and MEDS variants give it (first appearance, from 1)."""
+    ev = pd.read_parquet(directory / "mixed" / "events.parquet", columns=["patient_id"])
+    _, pids = pd.factorize(ev["patient_id"].astype(str), sort=False)
+    return {str(p): i + 1 for i, p in enumerate(pids)}
+
+
+# ---------------------------------------------------------------------------------- utility policy
+def default_utility_policy(items) -> tuple[object, str]:
+    """The shipped PNAS default utility policy that fits the data's vocabulary: ICD-9-CM (Table 1),
+    ICD-10-CM (`utility_policy_default_icd10cm.csv`, the same 18 diseases), or for data holding both
+    vocabularies each disease with its codes of both. Returns (UtilityPolicy, what it is)."""
+    from engine.io.normalize import vocabularies_of
+    from engine.utility.queries import DEFAULT_UTILITY_POLICY_ICD10CM, UtilityPolicy, read_utility_policy
+    from engine.vocab import ICD9CM, ICD10CM
+
+    counts = vocabularies_of([str(i) for i in items])
+    has9, has10 = counts.get(ICD9CM, 0) > 0, counts.get(ICD10CM, 0) > 0
+    if has10 and not has9:
+        return read_utility_policy(DEFAULT_UTILITY_POLICY_ICD10CM), "the PNAS default policy in ICD-10-CM"
+    icd9 = read_utility_policy()
+    if not has10:
+        return icd9, "the PNAS default policy (Table 1, ICD-9-CM)"
+    icd10 = read_utility_policy(DEFAULT_UTILITY_POLICY_ICD10CM)
+    both = UtilityPolicy(
+        {d: codes | icd10.diseases.get(d, frozenset()) for d, codes in icd9.diseases.items()},
+        dict(icd9.comments),
+    )
+    return both, "the PNAS default policy in ICD-9-CM and ICD-10-CM (mixed data)"

@@ -1,0 +1,244 @@
+"""The import view (issue 14): choose the source kind, see a preview of the raw rows, map columns to
+patient / code / visit or date / age / vocabulary (with suggestions), opt in to code normalization,
+load, and see the normalization and validation reports.
+
+Drawn on the Cohort page when the sidebar's dataset is "Import a source". Nothing is read until the
+user presses "Load": the view then stores what to load (`APPLIED`: an `engine.io.imports.ImportSpec`
+and, for an uploaded file, its name and bytes, in this session's memory only) and the sidebar loads it
+on every page (`ui.sidebar`). The spec is written into the study's load options (`load_options`) and
+a reopened study's options put back into the widgets (`restore`).
+
+Long-form and Excel files come as an upload or a path on the server; OMOP, MEDS and i2b2 as a path
+(folder or DuckDB file) or, for OMOP and i2b2, a database URL (`postgresql+psycopg://user@host/db`).
+Column names, codes and file names from the source are shown in tables or escaped (`ui.literal`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from engine.io.imports import IMPORT_KINDS, SAMPLE_VARIANTS, ImportSpec, preview, sheet_names
+from engine.io.mapping import MODEL_COLUMNS, REQUIRED, ColumnMapping, suggest_mapping
+from ui import literal
+from ui.literal import md
+
+APPLIED = "_import_applied"  # (ImportSpec, upload name, upload bytes or None)
+NORMALIZATION = "_import_normalization"  # the last load's normalization report (frame)
+NONE = "(none)"
+KIND_LABELS = dict(IMPORT_KINDS)
+MODEL_HELP = {
+    "patient_id": "the patient (MRN, person id)",
+    "code": "the diagnosis code (ICD-9-CM or ICD-10-CM)",
+    "visit": "the visit or encounter (an id or a date)",
+    "age": "the patient's age at the event (whole years)",
+    "vocabulary": "a column naming each code's vocabulary (ICD9CM / ICD10CM, 9 / 10)",
+    "date": "the event date (for codes both vocabularies read: before / after 2015-10-01)",
+}
+# widget keys of the view (kept across page switches by `keep`)
+KEYS = ("import_kind", "import_location", "import_sheet", "import_schema", "import_normalize")
+
+
+def keep() -> None:
+    """Re-assign the view's widget values so they survive a page where the view is not drawn."""
+    for key in (*KEYS, *(f"import_map_{m}" for m in MODEL_COLUMNS)):
+        if key in st.session_state:
+            st.session_state[key] = st.session_state[key]
+
+
+def applied() -> tuple[ImportSpec, str, bytes | None] | None:
+    """What the user last chose to load (None before the first "Load")."""
+    return st.session_state.get(APPLIED)
+
+
+def load_options() -> dict[str, str]:
+    """The import's options for the study's load options (`ImportSpec.to_options`): the applied
+    import when the dataset is an import, the sample variant when it is the sample."""
+    choice = st.session_state.get("dataset_choice")
+    if choice == "Import a source":
+        got = applied()
+        if got is not None:
+            spec, name, data = got
+            opts = spec.to_options()
+            if data is not None:
+                opts["location"] = f"uploaded: {name}"
+            return opts
+    variant = st.session_state.get("sample_variant", "icd9cm")
+    if choice == "Shipped sample" and variant != "icd9cm":  # the ICD-9-CM sample records nothing new
+        return {"sample_variant": variant}
+    return {}
+
+
+def restore(options: dict[str, object]) -> bool:
+    """Put a study's recorded import into the widgets and apply it (for a path or URL; an uploaded
+    file must be uploaded again). Returns True when something was restored."""
+    if "sample_variant" in options and "source" not in options:
+        st.session_state["dataset_choice"] = "Shipped sample"
+        st.session_state["sample_variant"] = str(options["sample_variant"])
+        return True
+    spec = ImportSpec.from_options(options)
+    if spec is None:
+        return False
+    st.session_state["dataset_choice"] = "Import a source"
+    st.session_state["import_kind"] = spec.source
+    st.session_state["import_location"] = "" if spec.location.startswith("uploaded: ") else spec.location
+    st.session_state["import_sheet"] = spec.sheet or None
+    st.session_state["import_schema"] = spec.schema
+    st.session_state["import_normalize"] = spec.normalize
+    mapping = ColumnMapping.parse(spec.mapping).as_dict() if spec.mapping else {}
+    for m in MODEL_COLUMNS:
+        st.session_state[f"import_map_{m}"] = mapping.get(m, NONE)
+    if st.session_state["import_location"]:
+        st.session_state[APPLIED] = (spec, "", None)
+    return True
+
+
+def _mapping_widgets(columns: list[str], where: Any) -> str | None:
+    """One select box per model column, seeded with the suggestions; the mapping text, or None
+    (with the reason shown) while a required column is unmapped or a column is used twice."""
+    suggested = suggest_mapping(columns)
+    options = [NONE, *columns]
+    cols = where.columns(3)
+    chosen: dict[str, str] = {}
+    for i, model in enumerate(MODEL_COLUMNS):
+        key = f"import_map_{model}"
+        if st.session_state.get(key) not in options:  # a new file: take the suggestion
+            st.session_state[key] = suggested.get(model, NONE)
+        label = f"{model}{' (required)' if model in REQUIRED else ''}"
+        value = cols[i % 3].selectbox(label, options, key=key, help=MODEL_HELP[model])
+        if value != NONE:
+            chosen[model] = value
+    if suggested:
+        where.caption(
+            "Suggested from the header: "
+            + md(", ".join(f"{m} = {c}" for m, c in suggested.items()))
+            + ". Only a suggestion: check each choice."
+        )
+    text = ",".join(f"{m}={c}" for m, c in chosen.items())
+    try:
+        ColumnMapping.parse(text)
+    except ValueError as exc:
+        literal.warning(exc, where)
+        return None
+    where.code(f"--map {text}", language=None)  # the same mapping on the command line
+    return text
+
+
+def render(where: Any = st) -> None:
+    """The import view (module docstring)."""
+    where.header("Import a source")
+    kinds = [k for k, _ in IMPORT_KINDS]
+    if st.session_state.get("import_kind") not in kinds:
+        st.session_state["import_kind"] = "long"
+    kind = where.selectbox("Source kind", kinds, key="import_kind", format_func=lambda k: KIND_LABELS[k])
+    name, data = "", None
+    location = ""
+    if kind in ("long", "excel"):
+        types = ["xlsx", "xlsm"] if kind == "excel" else ["csv", "tsv", "txt", "parquet", "pq"]
+        up = where.file_uploader("Upload the file", type=types, key=f"import_upload_{kind}")
+        if up is not None:
+            name, data = up.name, up.getvalue()
+        else:
+            location = where.text_input("… or a file path on this server", key="import_location").strip()
+    else:
+        hint = {
+            "omop": "a folder of OMOP CDM v5.4 tables (person.csv, condition_occurrence.parquet, …), a "
+            "DuckDB file, or a database URL (postgresql+psycopg://user:password@host/db)",
+            "meds": "a MEDS dataset folder (data/*.parquet under it)",
+            "i2b2": "a folder of i2b2 tables (observation_fact.csv, patient_dimension.csv, …), a DuckDB "
+            "file, or a database URL",
+        }[kind]
+        location = where.text_input("Path or URL", key="import_location", help=hint).strip()
+        where.caption(hint)
+        if kind in ("omop", "i2b2"):
+            where.text_input("Schema (optional)", key="import_schema")
+    if data is None and not location:
+        where.info("Upload a file or give a path to see a preview.")
+        return
+    sheet = None
+    if kind == "excel" or (data is not None and name.lower().endswith((".xlsx", ".xlsm"))):
+        raw = data if data is not None else _read_path(location)
+        sheets = sheet_names(name or location, raw) if raw is not None else []
+        if sheets:
+            if st.session_state.get("import_sheet") not in sheets:
+                st.session_state["import_sheet"] = sheets[0]
+            sheet = where.selectbox("Sheet", sheets, key="import_sheet")
+    schema = (st.session_state.get("import_schema") or "").strip() or None
+    where.subheader("Preview of the raw rows")
+    try:
+        shown, head = preview(kind, location=location, name=name, data=data, sheet=sheet, schema=schema)
+    except ValueError as exc:
+        literal.error(exc, where)
+        return
+    where.caption(f"First {len(head)} rows of {md(shown)} as written in the source.")
+    where.dataframe(head, hide_index=True, width="stretch")
+    mapping = ""
+    if kind in ("long", "excel"):
+        where.subheader("Columns")
+        got = _mapping_widgets([str(c) for c in head.columns], where)
+        if got is None:
+            return
+        mapping = got
+    else:
+        where.caption(
+            {
+                "omop": "Columns are fixed by OMOP CDM v5.4: patient = person_id, code = "
+                "condition_source_value (vocabulary from the source concept), visit = visit_start_date, "
+                "age from year_of_birth.",
+                "meds": "Columns are fixed by MEDS: patient = subject_id, code = code (vocabulary from its "
+                "prefix), visit = the day of time, age from MEDS_BIRTH.",
+                "i2b2": "Columns are fixed by i2b2: patient = patient_num, code = concept_cd (ICD9: / ICD10: "
+                "scheme), visit = the encounter's start_date, age from birth_date.",
+            }[kind]
+        )
+    where.checkbox(
+        "Normalize code spellings (undotted 25000 → 250.00, prefixes ICD9:250.00 → 250.00, case, spaces); "
+        "every rewrite is reported",
+        key="import_normalize",
+    )
+    spec = ImportSpec(
+        source=kind,
+        location=location if data is None else "",
+        mapping=mapping,
+        sheet=sheet or "",
+        schema=schema or "",
+        normalize=bool(st.session_state.get("import_normalize")),
+    )
+    current = applied()
+    if where.button("Load", type="primary", key="import_load"):
+        st.session_state[APPLIED] = (spec, name, data)
+        st.rerun()
+    if current is not None and (current[0] != spec or current[1] != name):
+        where.info("The choices above differ from the data loaded now: press Load to read them.")
+    _normalization_report(where)
+
+
+def _read_path(location: str) -> bytes | None:
+    from pathlib import Path
+
+    p = Path(location)
+    return p.read_bytes() if p.is_file() else None
+
+
+def _normalization_report(where: Any) -> None:
+    frame = st.session_state.get(NORMALIZATION)
+    if frame is None:
+        return
+    where.subheader("Code normalization")
+    if len(frame) == 0:
+        where.caption("No spelling was rewritten.")
+        return
+    where.caption("What normalization rewrote, by kind, with counts and examples (original → code):")
+    where.dataframe(frame, hide_index=True, width="stretch")
+
+
+def variant_label(key: str) -> str:
+    return SAMPLE_VARIANTS.get(key, key)
+
+
+def normalization_frame(source_data: Any) -> pd.DataFrame | None:
+    """The normalization report of a load (None when nothing was read)."""
+    events = getattr(source_data, "events", None)
+    return None if events is None else events.normalization.to_frame()
