@@ -14,17 +14,15 @@ from __future__ import annotations
 
 import argparse
 import resource
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from engine import calibration as C
+from engine import synth
 
-from engine import calibration as C  # noqa: E402
-from engine import synth  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def peak_mb() -> float:

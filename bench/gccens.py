@@ -28,8 +28,6 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from engine import risk
 from engine.adversary import Adversary
 from engine.anonymize.censor import gccens_run, prepare

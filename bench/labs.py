@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import os
 import resource
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -28,8 +27,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine import labs as L
 

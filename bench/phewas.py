@@ -11,15 +11,11 @@ from __future__ import annotations
 
 import argparse
 import resource
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from scipy.stats import chi2_contingency
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine import phewas, synth
 from engine.anonymize.population import anonymize

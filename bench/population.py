@@ -15,15 +15,11 @@ from __future__ import annotations
 
 import argparse
 import resource
-import sys
 import time
 from collections import defaultdict
 from itertools import pairwise
-from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine.anonymize.population import (
     _released,

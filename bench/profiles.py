@@ -16,13 +16,9 @@ import argparse
 import heapq
 import math
 import resource
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine.adversary import Adversary
 from engine.anonymize.policy import check_policy, extract_policy

@@ -1,6 +1,6 @@
 """Benchmark of the risk kernel (engine/risk.py) at Heatherly's scale, and on the shipped sample.
 
-    .venv/bin/python bench/risk.py [--patients 1366786] [--seed 0] [--reference-targets 100]
+    .venv/bin/python -m bench.risk [--patients 1366786] [--seed 0] [--reference-targets 100]
 
 1. `engine.synth.generate(1_366_786, seed)`: a population of 1.37 million patients (Heatherly's SD,
    about 13.4 million diagnoses) with its research cohort; times single-visit distinguishability of
@@ -20,13 +20,9 @@ from __future__ import annotations
 import argparse
 import os
 import resource
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine import risk
 from engine.adversary import ALL_ADVERSARIES, Adversary

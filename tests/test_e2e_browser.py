@@ -56,20 +56,6 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _script(tmp: Path) -> Path:
-    """app.py, or (while some of its pages are missing) its text without them, with absolute paths."""
-    app = ROOT / "app.py"
-    text = app.read_text()
-    missing = [p for p in re.findall(r'st\.Page\(\s*"([^"]+)"', text) if not (ROOT / p).exists()]
-    if not missing:
-        return app
-    lines = [ln for ln in text.splitlines() if not any(f'"{m}"' in ln for m in missing)]
-    body = re.sub(r'st\.Page\(\s*"(?!/)', f'st.Page("{ROOT}/', "\n".join(lines))
-    harness = tmp / "app_harness.py"
-    harness.write_text(f"import sys\nsys.path.insert(0, {str(ROOT)!r})\n{body}\n")
-    return harness
-
-
 def _wait_healthy(port: int, proc: subprocess.Popen, log: Path, timeout: float = 45.0) -> None:
     url = f"http://localhost:{port}/_stcore/health"
     deadline = time.monotonic() + timeout
@@ -94,7 +80,7 @@ def server(tmp_path: Path) -> Iterator[str]:
     port = _free_port()
     log = tmp_path / "streamlit.log"
     cmd = [
-        sys.executable, "-m", "streamlit", "run", str(_script(tmp_path)),
+        sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"),
         "--server.port", str(port), "--server.headless", "true",
         "--server.address", "localhost", "--browser.gatherUsageStats", "false",
     ]  # fmt: skip
