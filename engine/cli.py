@@ -13,12 +13,10 @@ import importlib
 import sys
 from collections.abc import Iterator
 
+from engine.errors import UserError
+
 # module name under engine.commands -> registered in this order
 COMMAND_MODULES = ("sample", "risk", "anonymize", "phewas", "labs", "study")
-
-
-class UserError(Exception):
-    """A problem with the user's input: printed as one line, exit status 2."""
 
 
 def build_parser() -> argparse.ArgumentParser:

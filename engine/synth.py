@@ -28,10 +28,9 @@ from scipy.special import digamma
 
 from engine.records import concat_ranges
 from engine.synth_labs import LAB_DAYS_SCALE, labs_for_patients, sorted_unique
-from engine.synth_repeats import repeated_codes
 from engine.synth_vocab import CONDITIONS, FACTORS, SNPS, code_age_range, code_vocabulary
 
-__all__ = ["SyntheticData", "generate", "generate_labs", "patient_ids", "repeated_codes", "write_sample"]
+__all__ = ["SyntheticData", "generate", "generate_labs", "patient_ids", "write_sample"]
 
 # ---- calibrated parameters (see sample_data/CALIBRATION.md) -----------------------------------
 UTILIZATION_SHAPE = 0.55  # gamma shape of the per-patient use of care (mean 1): heavy tail

@@ -21,7 +21,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from engine.cli import UserError
+from engine.errors import UserError
 from engine.vocab import ICD9_CODE
 
 Severity = Literal["error", "warning"]

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from engine.cli import UserError
+from engine.errors import UserError
 from engine.loaders import (
     Source,
     load_dataset,

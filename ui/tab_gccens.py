@@ -35,11 +35,12 @@ from engine.anonymize.censor import (
     rolled_item_codes,
     select_codes,
 )
+from engine.experiments import GCCENS_COLUMNS, gccens_point
 from engine.records import Records
 from engine.release import Release
 from engine.risk import Verification
 from engine.runs import CodeSelection, GCCensSettings
-from engine.utility.censoring import SWEEP_COLUMNS, censoring_loss, cul_statistics, release_cul, sweep_point
+from engine.utility.censoring import censoring_loss, cul_statistics, release_cul
 from ui import persist
 from ui.context import HASH_FUNCS, Context
 from ui.downloads import release_downloads, release_table_download, report_download
@@ -157,7 +158,7 @@ def _sweep_row(
     cohort: Records, population: Records, scope: str, selection: tuple, k: int, cap: int, variant: str
 ) -> dict:
     problem, _, _ = _problem(cohort, population, scope, selection)
-    return sweep_point(problem, k, cap, variant)
+    return gccens_point(problem, k, cap, variant)
 
 
 # ------------------------------------------------------------------------------------ charts
@@ -408,7 +409,7 @@ def _sweep_table(
         rows.append(_sweep_row(ctx.cohort, ctx.population, ctx.adversary.scope, selection, k, cap, variant))
         bar.progress((n + 1) / len(points), text=f"{label}: k = {k}, cap = {cap}")
     bar.empty()
-    return pd.DataFrame(rows, columns=SWEEP_COLUMNS)
+    return pd.DataFrame(rows, columns=GCCENS_COLUMNS)
 
 
 def render_tradeoffs(ctx: Context) -> None:

@@ -33,6 +33,7 @@ from engine.anonymize.profiles import (
     run_profiles,
     trace_frame,
 )
+from engine.experiments import profiles_sweep
 from engine.records import Records
 from engine.runs import ProfilesSettings
 from engine.utility.queries import (
@@ -358,17 +359,20 @@ def render_tradeoffs(ctx: Context) -> None:
     ):
         return
     st.session_state["profiles_swept"] = True
-    jobs = [(k, kn, m) for kn in conds for k in sorted(ks) for m in METHODS]
     bar = st.progress(0.0, text="sweep")
-    rows = []
     csv = policy.to_csv()
-    for n, (k, kn, m) in enumerate(jobs, start=1):
-        bar.progress(n / max(len(jobs), 1), text=f"{m}, {kn.replace('_', ' ')}, k = {k} ({n}/{len(jobs)})")
-        rows.append(_sweep_row(ctx.cohort, k, kn, m, csv))
+    sweep = profiles_sweep(
+        lambda k, kn, m: _sweep_row(ctx.cohort, k, kn, m, csv),
+        ks,
+        conds,
+        METHODS,
+        on_progress=lambda n, total, job: bar.progress(
+            n / total, text=f"{job[2]}, {job[1].replace('_', ' ')}, k = {job[0]} ({n}/{total})"
+        ),
+    )
     bar.empty()
-    if not rows:
+    if sweep.empty:
         return
-    sweep = pd.DataFrame(rows)
     st.dataframe(sweep, hide_index=True, width="stretch")
     st.plotly_chart(satisfied_figure(sweep), key="profiles_fig3")
     st.plotly_chart(relative_error_figure(sweep), key="profiles_fig4")

@@ -746,6 +746,33 @@ def compare_scopes(
     return ScopeComparison(results, originals, rows_group + rows_cohort)
 
 
+def scope_summary(cmp_: ScopeComparison) -> pd.DataFrame:
+    """One row per scope: group anonymized, verification, residual records below k, retention."""
+    by_name = {r.name: r for r in cmp_.rows}
+    rows = []
+    for scope, res in cmp_.results.items():
+        name = SCOPE_NAMES[scope]
+        ret = by_name[name]
+        dis = res.verification.distinguishability
+        rows.append(
+            {
+                "release": name,
+                "anonymized group": scope,
+                "group records": res.released_group.n_patients,
+                "verified": res.verification.ok,
+                "records below k": int((dis < res.verification.k).sum()),
+                "DC Local %": 100
+                * ret.with_generalization.diagnosis_count
+                / max(ret.local.diagnosis_count, 1),
+                "CC Local %": 100 * ret.with_generalization.code_count / max(ret.local.code_count, 1),
+                "generalized items": res.release.loss.get("generalized items", 0),
+                "codes suppressed": res.release.loss.get("codes suppressed", 0),
+                "cohort events suppressed": len(res.release.suppressed),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
 def released_frame(release: Release) -> pd.DataFrame:
     """The release file's rows (`Release.exported_frame`): `patient_id`, `visit` (only when the release
     shows its visits), `code` (the released item), one row per (patient, (visit), item). Ages are left

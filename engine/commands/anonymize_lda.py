@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from engine.cli import UserError
+from engine.errors import UserError
 from engine.records import Records
 
 

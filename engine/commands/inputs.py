@@ -71,7 +71,7 @@ def load_events_input(path: str, options: InputOptions | None = None) -> Loaded:
     DataError on errors and UserError for a malformed mapping."""
     from pathlib import Path
 
-    from engine.cli import UserError
+    from engine.errors import UserError
 
     opts = options or InputOptions()
     p = Path(path)

@@ -15,7 +15,7 @@ import sys
 
 import pandas as pd
 
-from engine.cli import UserError
+from engine.errors import UserError
 
 
 def register(sub) -> None:

@@ -25,8 +25,8 @@ from pathlib import Path
 import pandas as pd
 
 from engine.adversary import KNOWLEDGES, SCOPES, Adversary
-from engine.cli import UserError
 from engine.commands.inputs import InputOptions, load_groups
+from engine.errors import UserError
 from engine.records import Records
 from engine.risk import KnownSets, original_distinguishability, summarize, thread_count
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from engine.cli import UserError
+from engine.errors import UserError
 
 
 def register(sub) -> None:

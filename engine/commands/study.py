@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from engine.cli import UserError
+from engine.errors import UserError
 
 
 def register(sub) -> None:

@@ -25,10 +25,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from engine.anonymize.policy import item_bitsets, released_item_of
 from engine.loaders import Source, read_table
-from engine.records import Records
-from engine.release import Release
+from engine.records import Records, item_bitsets
+from engine.release import Release, released_item_of
 from engine.validation import (
     FileCheck,
     Text,
