@@ -52,7 +52,7 @@ def main() -> None:
 
     from engine.anonymize.population import anonymize
     from engine.anonymize.profiles import run_profiles
-    from engine.loaders import load_sample
+    from engine.io.loaders import load_sample
     from engine.phewas import phewas_of_records, phewas_of_release, significance_table
     from engine.utility.queries import read_utility_policy
 

@@ -29,7 +29,7 @@ from engine.anonymize.population import (
     utility_groups,
 )
 from engine.records import Records
-from engine.synth import generate
+from engine.synth.generator import generate
 from engine.utility.retention import figures
 
 SD_PATIENTS = 1_366_786

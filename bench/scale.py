@@ -3,7 +3,7 @@
     .venv/bin/python bench/scale.py [--sizes 250000,500000,1000000] [--seed 0] [--shards 8]
 
 In one run, every measurement in a fresh subprocess (so each peak memory, ru_maxrss, is its own):
-1. per size, `engine.synth.generate(n, seed)` written to Parquet; then single-visit distinguishability
+1. per size, `engine.synth.generator.generate(n, seed)` written to Parquet; then single-visit distinguishability
    of the whole population against itself on every core: patients, diagnoses, wall and CPU time, peak
    memory, and where the kernel's time goes (projection and atoms, bitmap build, bitmap ANDs, pairs),
    with the number of distinct known sets counted, the bitmap length in 64-bit words and the pairs
@@ -41,7 +41,7 @@ def step_generate(n: int, seed: int, work: Path, n_shards: int) -> dict:
 
     from engine import shards
     from engine.records import Records
-    from engine.synth import generate
+    from engine.synth.generator import generate
 
     t0 = time.perf_counter()
     data = generate(n, seed, labs=False)

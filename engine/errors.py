@@ -2,7 +2,7 @@
 
 `UserError` is what the CLI (`engine/cli.py`) prints as one line with exit status 2 and the app shows
 as a message. Anything else raised is a bug and keeps its traceback. Input errors of the readers
-(`engine.validation.DataError`, `InputFileError`) are UserErrors too.
+(`engine.io.errors.DataError`, `InputFileError`) are UserErrors too.
 """
 
 from __future__ import annotations

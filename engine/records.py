@@ -12,7 +12,7 @@ Ordering rules (stated so that every method is deterministic):
 - events within a visit keep input order;
 - the item vocabulary is sorted as text.
 
-Loading files and validating them is `engine.loaders`; this module assumes a valid frame.
+Loading files and validating them is `engine.io.loaders`; this module assumes a valid frame.
 """
 
 from __future__ import annotations

@@ -24,9 +24,9 @@ import sys
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from engine.loaders import Action, Loaded, load_events, load_genotypes, load_ids, load_labs
+from engine.io.loaders import Action, Loaded, load_events, load_genotypes, load_ids, load_labs
+from engine.io.validation import NaIds, ValidationReport
 from engine.records import Records
-from engine.validation import NaIds, ValidationReport
 
 # options of a subcommand that name files holding patient ids / events
 EVENT_OPTIONS = ("--events",)

@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 
 from engine.io.events import Action, SourceData, check_events
-from engine.validation import (
+from engine.io.validation import (
     MAX_ROWS,
     FileCheck,
     NaIds,

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 from scipy import optimize
 
-from engine.synth import patient_ids
+from engine.synth.generator import patient_ids
 
 TAMERSOY_CODES = ("250", "272", "401", "724")
 POPULATION_MEANS = (2.2, 1.3, 2.5, 0.9)
