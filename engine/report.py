@@ -38,6 +38,7 @@ import pandas as pd
 
 from engine import __version__, risk
 from engine.adversary import ALL_ADVERSARIES
+from engine.errors import UserError
 from engine.export import CODE_MAP_FILE, RELEASE_FILE, safe_csv_bytes
 from engine.records import Records
 from engine.release import AGE_PAIR_SEP, Release
@@ -82,7 +83,7 @@ HEADLINES: dict[str, str] = {
 }
 
 
-class ReportError(ValueError):
+class ReportError(UserError, ValueError):
     """Inputs the report cannot honestly be built from; the message says which and why."""
 
 

