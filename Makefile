@@ -30,6 +30,7 @@ run: setup
 test: setup browser
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 	$(BIN)/python -m pytest
 
 clean:

@@ -16,7 +16,7 @@ A sweep that the UI caches point by point takes the point function as an argumen
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import pandas as pd
 
@@ -32,6 +32,7 @@ from engine.utility.loss import avg_re, dataset_loss
 from engine.utility.queries import UtilityPolicy
 
 # ------------------------------------------------------------------------------------ GCCens
+GCCensVariant = Literal["faithful", "targeted"]
 GCCENS_COLUMNS = [
     "k",
     "cap",
@@ -49,7 +50,12 @@ GCCENS_COLUMNS = [
 
 
 def gccens_point(
-    problem: CensorProblem, k: int, cap: int | None, variant: str = "faithful", *, verify: bool = True
+    problem: CensorProblem,
+    k: int,
+    cap: int | None,
+    variant: GCCensVariant = "faithful",
+    *,
+    verify: bool = True,
 ) -> dict[str, Any]:
     """One row of Table 1/2: GCCens at (k, universal cap) on a prepared `CensorProblem`, its CUL
     statistics, and (with `verify`) the risk engine's verdict on the release."""
@@ -78,7 +84,7 @@ def gccens_point(
 def _gccens_sweep(
     problem: CensorProblem,
     settings: list[tuple[int, int]],
-    variant: str,
+    variant: GCCensVariant,
     verify: bool,
     on_progress: Callable[[int, int], None] | None,
 ) -> pd.DataFrame:
@@ -94,7 +100,7 @@ def gccens_sweep_k(
     problem: CensorProblem,
     ks: Iterable[int] = range(2, 26),
     cap: int = 3,
-    variant: str = "faithful",
+    variant: GCCensVariant = "faithful",
     *,
     verify: bool = True,
     on_progress: Callable[[int, int], None] | None = None,
@@ -108,7 +114,7 @@ def gccens_sweep_caps(
     problem: CensorProblem,
     caps: Iterable[int] = range(3, 11),
     k: int = 5,
-    variant: str = "faithful",
+    variant: GCCensVariant = "faithful",
     *,
     verify: bool = True,
     on_progress: Callable[[int, int], None] | None = None,
@@ -200,7 +206,7 @@ def profiles_point(cohort: Records, utility: UtilityPolicy) -> Callable[[int, st
     """The uncached point of `profiles_sweep`: `run_profiles(...).summary()` on `cohort`."""
 
     def point(k: int, knowledge: str, method: str) -> dict[str, Any]:
-        return run_profiles(cohort, k, knowledge, method, utility).summary()
+        return run_profiles(cohort, k, knowledge, method, utility.as_mapping()).summary()
 
     return point
 
