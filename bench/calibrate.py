@@ -14,17 +14,15 @@ from __future__ import annotations
 
 import argparse
 import resource
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from engine.synth import calibration as C
+from engine.synth import generator as synth
 
-from engine import calibration as C  # noqa: E402
-from engine import synth  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def peak_mb() -> float:
@@ -181,7 +179,7 @@ far fewer other patients can share a set.
 
 Days per patient follow Johnson's mean, spread and share at 10 days or fewer, which puts about 42% of
 patients on a single day. Orders follow persistent habits (a habitual set of panels per patient,
-followed more or less closely, a few personal single tests, tests drawn afresh: `engine/synth_labs.py`),
+followed more or less closely, a few personal single tests, tests drawn afresh: `engine/synth/labs.py`),
 which makes multi-day patients' sets repeat themselves: distinct labs per patient stay below the
 paper's 49.8 (more tests drawn afresh raise them, but also the one-day uniqueness far above the paper's).
 The overall share unique was tuned at 150,000 patients, then measured here.
@@ -210,7 +208,7 @@ exclude the phecode's exclusion range) on the biobank's records and genotypes.
 
 {table(ph[["snp", "phecode", "phenotype", "n_cases", "odds_ratio", "p", "found"]])}
 
-Per-allele odds ratios planted on the liability scale (`engine/synth_vocab.py`): rs1333049 1.7,
+Per-allele odds ratios planted on the liability scale (`engine/synth/vocabulary.py`): rs1333049 1.7,
 rs2200733 2.0, rs2476601 2.2, rs3135388 3.0, rs6457620 2.0, rs17234657 2.2; the measured allelic odds
 ratios are lower because cases of a phecode include patients whose condition came from other factors.
 """

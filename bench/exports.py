@@ -1,7 +1,7 @@
 """Benchmark: records below k when each single-visit method's release is read back from the CSV it
 exports, with and without the visit grouping (issue 12, finding 1), and what reaching k costs.
 
-    .venv/bin/python bench/exports.py [--k 5] [--methods M ...] [--root DIR] [--json OUT.json]
+    .venv/bin/python -m bench.exports [--k 5] [--methods M ...] [--json OUT.json]
 
 On the shipped sample (the CLI defaults: cohort.csv is the cohort, every patient of events.parquet the
 population, biobank.csv the biobank), for Heatherly with the completion pass (DEMO_D, DEMO_B, DEMO_S;
@@ -10,9 +10,9 @@ each release is written in both structures (`patient_id, code`: one set per pati
 form; `patient_id, visit, code`: visits kept), read back with the csv module and counted by the plain
 brute force of `tests/test_exports_brute_force.py` (independent of `engine.risk`).
 
-`--root DIR` measures another engine tree, e.g. main before the fix:
+Another engine tree is measured by putting it first on the import path, e.g. main before the fix:
 
-    git archive main | tar -x -C /tmp/main-snapshot && .venv/bin/python bench/exports.py --root /tmp/main-snapshot
+    git archive main | tar -x -C /tmp/main-snapshot && PYTHONPATH=/tmp/main-snapshot .venv/bin/python -m bench.exports
 
 An engine without export structures (`with_visits`) releases one thing, verified on whole records;
 the bench then writes both structures of it itself (main wrote the one with visits). With them, each
@@ -30,7 +30,6 @@ import argparse
 import importlib.util
 import inspect
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -43,17 +42,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--k", type=int, default=5)
     ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
-    ap.add_argument("--root", default=str(REPO), help="engine tree to measure (default: this checkout)")
     ap.add_argument("--json", help="write the rows as JSON here")
     args = ap.parse_args()
-    sys.path.insert(0, str(Path(args.root).resolve()))
     spec = importlib.util.spec_from_file_location("brute", REPO / "tests" / "test_exports_brute_force.py")
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"cannot load {REPO / 'tests' / 'test_exports_brute_force.py'}")
     brute = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(brute)  # type: ignore[union-attr]
+    spec.loader.exec_module(brute)
 
     from engine.anonymize.population import anonymize
     from engine.anonymize.profiles import run_profiles
-    from engine.loaders import load_sample
+    from engine.io.loaders import load_sample
     from engine.phewas import phewas_of_records, phewas_of_release, significance_table
     from engine.utility.queries import read_utility_policy
 
@@ -78,8 +77,9 @@ def main() -> None:
         return int(total["r: lost"]), int(total["r: false"])
 
     structured = "with_visits" in inspect.signature(anonymize).parameters
+    engine_dir = Path(inspect.getfile(anonymize)).resolve().parent.parent.parent
     print(
-        f"engine {args.root} ({'export structures' if structured else 'no export structures'}); "
+        f"engine {engine_dir} ({'export structures' if structured else 'no export structures'}); "
         f"cohort {cohort.n_patients} records, {cohort.n_events} events, k = {args.k}"
     )
 

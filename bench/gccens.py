@@ -1,6 +1,6 @@
 """GCCens at the paper's scale (Tamersoy 2010, "Materials"): a population of 301,423 records and a
 research sample of 2,676 with the codes 250, 272, 401, 724 and repeat profiles like the paper's
-(`engine.synth.repeated_codes`), k = 5, caps 3; then a 50-code variant.
+(`engine.synth.repeats.repeated_codes`), k = 5, caps 3; then a 50-code variant.
 
 Prints sizes, the mean repeats per code (paper: 3.5 / 2.3 / 4.4 / 2.0 in S, 2.2 / 1.3 / 2.5 / 0.9 in
 P), times, peak memory, and the speed-up of the incremental dominance-count kernel over the plain
@@ -28,14 +28,13 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from engine import risk
 from engine.adversary import Adversary
 from engine.anonymize.censor import gccens_run, prepare
+from engine.experiments import gccens_sweep_caps as sweep_caps
+from engine.experiments import gccens_sweep_k as sweep_k
 from engine.records import Records
-from engine.synth import repeated_codes
-from engine.utility.censoring import sweep_caps, sweep_k
+from engine.synth.repeats import repeated_codes
 
 PAPER_CODES = ["250", "272", "401", "724"]
 K_MAP = Adversary("population", "all_visits")
@@ -143,8 +142,8 @@ def _old_censor():
 def all_codes_on_the_sample(variant: str = "faithful", old: bool = True) -> None:
     from unittest import mock
 
-    from engine import loaders
     from engine.anonymize import censor
+    from engine.io import loaders
     from engine.runs import CodeSelection, GCCensSettings, RunInputs
 
     ds = loaders.load_sample()

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/labs.py [--patients 731850] [--chunks 12] [--skip-scale] [--skip-vae]
 
-1. Uniqueness at the paper's scale: 731,850 synthetic patients (`engine.synth.generate_labs`, built in
+1. Uniqueness at the paper's scale: 731,850 synthetic patients (`engine.synth.generator.generate_labs`, built in
    chunks of patients so the raw order table never sits in memory whole), ~6.4 million patient-days.
    Target: at most 60 s for the uniqueness count.
 2. One whole-population ranking at that scale (one breached day against every patient). Target 2 s.
@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import os
 import resource
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -28,8 +27,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine import labs as L
 
@@ -49,7 +46,7 @@ def timed(label: str, fn: Callable[[], object]) -> tuple[object, float]:
 
 
 def scale(n_patients: int, chunks: int) -> None:
-    from engine.synth import generate_labs
+    from engine.synth.generator import generate_labs
 
     print(f"\n1-2. Paper scale: {n_patients:,} patients in {chunks} chunks")
     parts, gen_s, build_s, build_cpu = [], 0.0, 0.0, 0.0

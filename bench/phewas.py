@@ -11,19 +11,16 @@ from __future__ import annotations
 
 import argparse
 import resource
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from scipy.stats import chi2_contingency
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from engine import phewas, synth
+from engine import phewas
 from engine.anonymize.population import anonymize
 from engine.records import Records
+from engine.synth import generator as synth
 
 
 def reference_one_snp(

@@ -15,15 +15,11 @@ from __future__ import annotations
 
 import argparse
 import resource
-import sys
 import time
 from collections import defaultdict
 from itertools import pairwise
-from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine.anonymize.population import (
     _released,
@@ -33,7 +29,7 @@ from engine.anonymize.population import (
     utility_groups,
 )
 from engine.records import Records
-from engine.synth import generate
+from engine.synth.generator import generate
 from engine.utility.retention import figures
 
 SD_PATIENTS = 1_366_786

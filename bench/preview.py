@@ -24,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=2)
     args = ap.parse_args(argv)
     from engine.anonymize.population import compare_scopes
-    from engine.loaders import load_sample_checked
+    from engine.io.loaders import load_sample_checked
     from engine.runs import (
         CodeSelection,
         GCCensSettings,

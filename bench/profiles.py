@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/profiles.py [--patients 2762] [--k 5] [--reference-patients 300]
 
-The cohort is drawn from `engine.synth.generate` (a population scaled so that its research cohort has
+The cohort is drawn from `engine.synth.generator.generate` (a population scaled so that its research cohort has
 2,762 patients, the VNEC size). For single-visit and all-visits policies it prints sizes, the time of
 PPE, of each method, of the policy check and of the risk engine's verification, and peak memory.
 Speed-up: a plain reference implementation of the same greedy (Python sets of records, supports by
@@ -16,20 +16,16 @@ import argparse
 import heapq
 import math
 import resource
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine.adversary import Adversary
 from engine.anonymize.policy import check_policy, extract_policy
 from engine.anonymize.profiles import anonymize_profiles
 from engine.records import Records
 from engine.risk import verify
-from engine.synth import generate
+from engine.synth.generator import generate
 from engine.utility.queries import read_utility_policy
 
 

@@ -1,8 +1,8 @@
 """Benchmark of the risk kernel (engine/risk.py) at Heatherly's scale, and on the shipped sample.
 
-    .venv/bin/python bench/risk.py [--patients 1366786] [--seed 0] [--reference-targets 100]
+    .venv/bin/python -m bench.risk [--patients 1366786] [--seed 0] [--reference-targets 100]
 
-1. `engine.synth.generate(1_366_786, seed)`: a population of 1.37 million patients (Heatherly's SD,
+1. `engine.synth.generator.generate(1_366_786, seed)`: a population of 1.37 million patients (Heatherly's SD,
    about 13.4 million diagnoses) with its research cohort; times single-visit distinguishability of
    every patient against the whole population, the cohort against the population, and all-visits for
    both; prints sizes, wall and CPU time and peak memory (ru_maxrss) after each step. Speed-ups are
@@ -11,7 +11,7 @@
    in the same run: it compares every target with every candidate, so it runs on the first
    `--reference-targets` targets of the subset (its results are checked equal to the kernel's) and the
    speed-up is reported both as measured on those targets and extrapolated to the whole subset.
-3. The shipped sample (`engine.loaders.load_sample`): the full four-adversary recomputation the Risk
+3. The shipped sample (`engine.io.loaders.load_sample`): the full four-adversary recomputation the Risk
    page does on every change (target: under 1 s).
 """
 
@@ -20,13 +20,9 @@ from __future__ import annotations
 import argparse
 import os
 import resource
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine import risk
 from engine.adversary import ALL_ADVERSARIES, Adversary
@@ -57,9 +53,9 @@ def describe(name: str, dis: np.ndarray, k: int = 5) -> None:
 
 
 def population_scale(n_patients: int, seed: int, reference_targets: int) -> None:
-    from engine.synth import generate
+    from engine.synth.generator import generate
 
-    print(f"== population scale: engine.synth.generate({n_patients:,}, seed={seed})")
+    print(f"== population scale: engine.synth.generator.generate({n_patients:,}, seed={seed})")
     data, _ = timed("generate events", generate, n_patients, seed, labs=False)
     population, _ = timed("Records.from_frame", Records.from_frame, data.events)
     cohort_ids = np.asarray(data.cohort["patient_id"] if hasattr(data.cohort, "columns") else data.cohort)
@@ -110,7 +106,7 @@ def population_scale(n_patients: int, seed: int, reference_targets: int) -> None
 
 
 def sample_data() -> None:
-    from engine.loaders import load_sample
+    from engine.io.loaders import load_sample
 
     print("== shipped sample: four-adversary recomputation (the Risk page)")
     try:

@@ -4,7 +4,7 @@
         [--kernels auto,index,walk] [--skip threads,sharded]
 
 In one run, every measurement in a fresh subprocess (so each peak memory, ru_maxrss, is its own):
-1. per size, `engine.synth.generate(n, seed)` written to Parquet; then single-visit distinguishability
+1. per size, `engine.synth.generator.generate(n, seed)` written to Parquet; then single-visit distinguishability
    of the whole population against itself on every core: patients, diagnoses, wall and CPU time, peak
    memory, and where the kernel's time goes (projection and atoms, bitmap build, bitmap ANDs, pairs),
    with the number of distinct known sets counted, the bitmap length in 64-bit words and the pairs
@@ -33,7 +33,6 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 
 def peak_gb() -> float:
@@ -46,7 +45,7 @@ def step_generate(n: int, seed: int, work: Path, n_shards: int) -> dict:
 
     from engine import shards
     from engine.records import Records
-    from engine.synth import generate
+    from engine.synth.generator import generate
 
     t0 = time.perf_counter()
     data = generate(n, seed, labs=False)

@@ -14,13 +14,9 @@ from __future__ import annotations
 
 import argparse
 import resource
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine.adversary import Adversary
 from engine.anonymize.trajectories import Trajectories, lda

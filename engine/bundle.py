@@ -24,6 +24,7 @@ import json
 import zipfile
 from typing import Any
 
+from engine.errors import UserError
 from engine.report import Report, release_folder_files
 from engine.study import sha256_of
 
@@ -34,7 +35,7 @@ MANIFEST_SHA256 = "MANIFEST.sha256"
 ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 
 
-class BundleError(ValueError):
+class BundleError(UserError, ValueError):
     """A bundle whose files do not match its manifest (the message names the files)."""
 
 

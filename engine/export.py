@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from engine.adversary import Adversary
+from engine.errors import UserError
 from engine.release import Release, release_from_frames
 from engine.risk import Verification
 
@@ -40,7 +41,7 @@ class ExportRefused(Exception):
     """The gate refused to write a release (plain-language reason)."""
 
 
-class OutputPathError(ValueError):
+class OutputPathError(UserError, ValueError):
     """An output path the tool cannot write to (checked before any work is done)."""
 
 

@@ -140,7 +140,7 @@ class PatientDays:
 def patient_days(labs: pd.DataFrame) -> PatientDays:
     """Collapse lab orders to binary patient-day vectors (section 2.3.1).
 
-    `labs` is a validated frame (`engine.loaders.load_labs`, or `Dataset.labs`)."""
+    `labs` is a validated frame (`engine.io.loaders.load_labs`, or `Dataset.labs`)."""
     missing = [c for c in LAB_COLUMNS if c not in labs.columns]
     if missing:
         raise ValueError(f"lab orders need columns {list(LAB_COLUMNS)}; missing {missing}")

@@ -12,7 +12,7 @@ Ordering rules (stated so that every method is deterministic):
 - events within a visit keep input order;
 - the item vocabulary is sorted as text.
 
-Loading files and validating them is `engine.loaders`; this module assumes a valid frame.
+Loading files and validating them is `engine.io.loaders`; this module assumes a valid frame.
 """
 
 from __future__ import annotations
@@ -317,3 +317,15 @@ def concat_ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
         np.asarray(starts, dtype=np.int64) - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts
     )
     return offsets + np.arange(total, dtype=np.int64)
+
+
+def item_bitsets(matrix: sp.spmatrix) -> np.ndarray:
+    """(n_columns, n_words) uint64: the rows holding each column of a 0/1 sparse matrix, as bitsets
+    (bit r of column j set when row r holds j); supports are popcounts of ANDs."""
+    csc = sp.csc_matrix(matrix)
+    n_words = max(1, (matrix.shape[0] + 63) // 64)
+    out = np.zeros((matrix.shape[1], n_words), dtype=np.uint64)
+    col = np.repeat(np.arange(matrix.shape[1]), np.diff(csc.indptr))
+    rows = csc.indices.astype(np.int64)
+    np.bitwise_or.at(out, (col, rows // 64), np.left_shift(np.uint64(1), (rows % 64).astype(np.uint64)))
+    return out

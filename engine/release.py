@@ -298,3 +298,12 @@ def release_from_frames(
         shows_visits=shows_visits,
         age_pairs=age_pairs,
     )
+
+
+def released_item_of(release: Release) -> dict[str, str]:
+    """Original code -> the released item that stands for it (codes suppressed or absent: missing)."""
+    out: dict[str, str] = {}
+    for item in release.records.items.tolist():
+        for c in release.codes_of(str(item)):
+            out[c] = str(item)
+    return out

@@ -38,6 +38,7 @@ import pandas as pd
 
 from engine import __version__, risk
 from engine.adversary import ALL_ADVERSARIES
+from engine.errors import UserError
 from engine.export import CODE_MAP_FILE, RELEASE_FILE, safe_csv_bytes
 from engine.phewas import DEFAULT_CORRECTION, Correction
 from engine.records import Records
@@ -94,7 +95,7 @@ HEADLINES: dict[str, str] = {
 }
 
 
-class ReportError(ValueError):
+class ReportError(UserError, ValueError):
     """Inputs the report cannot honestly be built from; the message says which and why."""
 
 

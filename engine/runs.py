@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from engine.adversary import Adversary
+from engine.errors import UserError
 from engine.records import Records
 from engine.release import Release
 
@@ -37,7 +38,7 @@ CODE_SELECTIONS = ("paper", "top", "chosen", "all")
 Progress = Callable[[float, str], None]
 
 
-class SettingsError(ValueError):
+class SettingsError(UserError, ValueError):
     """A method parameter is out of range; the message names the parameter and what is allowed."""
 
 

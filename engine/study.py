@@ -25,6 +25,7 @@ import pandas as pd
 
 from engine import risk
 from engine.adversary import ALL_ADVERSARIES, Adversary
+from engine.errors import UserError
 from engine.records import Records
 from engine.release import Release
 from engine.runs import MethodSettings, RunInputs, check_k, settings_from_dict, settings_to_dict
@@ -32,7 +33,7 @@ from engine.runs import MethodSettings, RunInputs, check_k, settings_from_dict, 
 STUDY_FORMAT = "cohortshield-study/1"
 
 
-class StudyError(ValueError):
+class StudyError(UserError, ValueError):
     """A study file or action that cannot be honoured; the message says why in plain words."""
 
 

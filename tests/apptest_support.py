@@ -28,13 +28,11 @@ ROOT = Path(__file__).resolve().parent.parent
 APP = ROOT / "app.py"
 PAGES = re.findall(r'st\.Page\(\s*"([^"]+)"', APP.read_text())
 
-_PRELUDE = f"import sys\nsys.path.insert(0, {str(ROOT)!r})\n"
-
 
 def full_app(timeout: float = 300) -> AppTest:
     """app.py itself, its pages named by absolute path."""
     text = re.sub(r'st\.Page\(\s*"(?!/)', f'st.Page("{ROOT}/', APP.read_text())
-    return AppTest.from_string(_PRELUDE + text, default_timeout=timeout)
+    return AppTest.from_string(text, default_timeout=timeout)
 
 
 def page_path(page: str) -> str:
@@ -67,8 +65,7 @@ def page_app(
         )
         target = "st.Page(_page, title='view')"
     text = (
-        _PRELUDE
-        + "import streamlit as st\nfrom ui import sidebar\n"
+        "import streamlit as st\nfrom ui import sidebar\n"
         + body
         + f"navigation = st.navigation([{target}])\nsidebar.render()\nnavigation.run()\n"
     )

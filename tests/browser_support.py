@@ -2,7 +2,6 @@
 Debian's Chromium (/usr/bin/chromium, never a downloaded browser).
 
 Skipped (with the reason) when /usr/bin/chromium is missing, except on CI (env CI set): then it fails.
-While pages named in app.py are not written yet, the app runs from app.py's own text without them.
 """
 
 from __future__ import annotations
@@ -60,20 +59,6 @@ def app_pages() -> list[str]:
     return re.findall(r'st\.Page\(\s*"([^"]+)"', (ROOT / "app.py").read_text())
 
 
-def _script(tmp: Path) -> Path:
-    """app.py, or (while some of its pages are missing) its text without them, with absolute paths."""
-    app = ROOT / "app.py"
-    text = app.read_text()
-    missing = [p for p in app_pages() if not (ROOT / p).exists()]
-    if not missing:
-        return app
-    lines = [ln for ln in text.splitlines() if not any(f'"{m}"' in ln for m in missing)]
-    body = re.sub(r'st\.Page\(\s*"(?!/)', f'st.Page("{ROOT}/', "\n".join(lines))
-    harness = tmp / "app_harness.py"
-    harness.write_text(f"import sys\nsys.path.insert(0, {str(ROOT)!r})\n{body}\n")
-    return harness
-
-
 def _wait_healthy(port: int, proc: subprocess.Popen, log: Path, timeout: float = 45.0) -> None:
     url = f"http://localhost:{port}/_stcore/health"
     deadline = time.monotonic() + timeout
@@ -100,7 +85,7 @@ def streamlit_server(tmp: Path) -> Iterator[str]:
     port = free_port()
     log = tmp / "streamlit.log"
     cmd = [
-        sys.executable, "-m", "streamlit", "run", str(_script(tmp)),
+        sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"),
         "--server.port", str(port), "--server.headless", "true",
         "--server.address", "localhost", "--browser.gatherUsageStats", "false",
     ]  # fmt: skip

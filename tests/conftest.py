@@ -9,12 +9,13 @@ import pytest
 from hypothesis import settings
 
 from engine.dataset import Dataset
-from engine.loaders import SAMPLE_DIR, SAMPLE_FILES
+from engine.io.loaders import SAMPLE_DIR, SAMPLE_FILES
 
 # Property tests are deterministic by default (CI and `make test`): the same examples every run, no
 # example database. HYPOTHESIS_PROFILE=explore searches randomly with more examples; a counterexample
-# it finds is kept in the test as an explicit @example.
-settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+# it finds is kept in the test as an explicit @example. No deadline: a time on a shared machine is no
+# test result (a 200 ms deadline failed test_report under load).
+settings.register_profile("ci", derandomize=True, database=None, print_blob=True, deadline=None)
 settings.register_profile("explore", max_examples=500, derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
@@ -37,10 +38,10 @@ def data_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def sample_dataset() -> Dataset:
-    """The shipped sample (`engine.loaders.load_sample`), loaded and validated once per session."""
+    """The shipped sample (`engine.io.loaders.load_sample`), loaded and validated once per session."""
     reason = sample_missing_reason()
     if reason:
         pytest.skip(reason)
-    from engine.loaders import load_sample
+    from engine.io.loaders import load_sample
 
     return load_sample()

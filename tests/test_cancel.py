@@ -20,7 +20,7 @@ from engine.runs import (
     ProfilesSettings,
     RunInputs,
 )
-from engine.synth import write_sample
+from engine.synth.generator import write_sample
 
 LONG_RUNS = [
     GCCensSettings(k=5, scope="cohort", codes=CodeSelection("all")),

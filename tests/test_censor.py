@@ -11,8 +11,10 @@ import pytest
 from engine import risk
 from engine.adversary import Adversary
 from engine.anonymize.censor import DominanceCounter, gccens, gccens_run, prepare
+from engine.experiments import gccens_sweep_caps as sweep_caps
+from engine.experiments import gccens_sweep_k as sweep_k
 from engine.records import Records
-from engine.utility.censoring import censoring_loss, cul_statistics, release_cul, sweep_caps, sweep_k
+from engine.utility.censoring import censoring_loss, cul_statistics, release_cul
 
 K_MAP = Adversary("population", "all_visits")
 K_ANON = Adversary("cohort", "all_visits")

@@ -1,7 +1,7 @@
 """Browser end-to-end: `streamlit run app.py` on a free port, Playwright drives Debian's Chromium.
 
 Sees the Cohort page with the sample data, switches the adversary's knowledge and k in the sidebar
-and sees the page follow, opens the Risk page when it exists, and fails on any exception element.
+and sees the page follow, opens the Risk page, and fails on any exception element.
 The server and browser harness (skip without Chromium, fail on CI) is tests/browser_support.py.
 """
 
@@ -13,9 +13,7 @@ from pathlib import Path
 
 import pytest
 from browser_support import (
-    ROOT,
     WAIT_MS,
-    app_pages,
     chromium,
     free_port,
     streamlit_server,
@@ -67,15 +65,13 @@ def test_cohort_page_follows_the_sidebar(server: str) -> None:
         _settle(page)
         _no_exception(page)
 
-        risk = [p for p in app_pages() if p.endswith("risk.py")]
-        if risk and (ROOT / risk[0]).exists():
-            page.locator('[data-testid="stSidebarNav"]').get_by_text("Risk", exact=True).click()
-            expect(page.get_by_role("heading", name="Risk").first).to_be_visible(timeout=WAIT_MS)
-            _settle(page)
-            _no_exception(page)
-            assert (
-                sidebar.get_by_test_id("stNumberInputField").input_value() == "7"
-            )  # the choice survived the switch
+        page.locator('[data-testid="stSidebarNav"]').get_by_text("Risk", exact=True).click()
+        expect(page.get_by_role("heading", name="Risk").first).to_be_visible(timeout=WAIT_MS)
+        _settle(page)
+        _no_exception(page)
+        assert (
+            sidebar.get_by_test_id("stNumberInputField").input_value() == "7"
+        )  # the choice survived the switch
 
 
 def test_untrusted_text_fetches_nothing(server: str) -> None:

@@ -174,8 +174,8 @@ def test_default_utility_policy_in_icd10cm_and_mixed() -> None:
 def test_icd10cm_policy_reader_names_bad_codes() -> None:
     import io
 
+    from engine.io.errors import DataError
     from engine.utility.queries import read_utility_policy
-    from engine.validation import DataError
 
     text = "disease,icd10cm_codes\nDiabetes,E11.9 E11.65\nBad,250.00 E11.9X\n"
     with pytest.raises(DataError) as err:

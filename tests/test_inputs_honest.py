@@ -24,11 +24,11 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from engine.cli import main
-from engine.loaders import Source, load_events, load_genotypes, load_ids, load_labs
+from engine.io.errors import DataError, InputFileError
+from engine.io.loaders import Source, load_events, load_genotypes, load_ids, load_labs
 from engine.phewas import phecode_table, phenotype_matrix, run_phewas, unmapped_codes
 from engine.records import Records
 from engine.utility.queries import read_utility_policy, utility_policy_from_frame
-from engine.validation import DataError, InputFileError
 
 EVENTS = "events_unknown_401_10.csv"  # 401.10, a duplicate row, ssn column, 'Code', non-ISO dates
 

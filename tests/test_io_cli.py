@@ -93,7 +93,7 @@ def test_omop_errors_name_table_row_column(tmp_path: Path, capsys) -> None:
 
 def test_long_file_loader_accepts_icd10_and_xlsx(tmp_path: Path) -> None:
     """The events loader of every command (not only engine/io) reads ICD-10-CM and .xlsx files."""
-    from engine.loaders import load_dataset, load_events
+    from engine.io.loaders import load_dataset, load_events
 
     icd10 = load_events(IO_DIR / "events_icd10.csv")
     assert icd10.report.ok and icd10.data["code"].tolist()[-1] == "ICD10CM:V45.5"
@@ -109,14 +109,14 @@ def test_long_file_loader_accepts_icd10_and_xlsx(tmp_path: Path) -> None:
     wb.save(book)
     loaded = load_dataset(book)
     assert loaded.data.events.n_patients == 2 and loaded.report.ok
-    from engine.validation import DataError
+    from engine.io.errors import DataError
 
     with pytest.raises(DataError, match=r"required column 'patient_id' is missing.*did you mean 'MRN'"):
         load_events(IO_DIR / "billing_export.csv")  # its own header: the mapping is the way in
 
 
 def test_events_loader_normalizes_when_asked(tmp_path: Path) -> None:
-    from engine.loaders import load_events
+    from engine.io.loaders import load_events
 
     path = tmp_path / "ev.csv"
     path.write_text(

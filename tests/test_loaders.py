@@ -1,4 +1,4 @@
-"""engine.loaders / engine.validation on good and bad files (issue #2): every error class gives a
+"""engine.io.loaders / engine.io.validation on good and bad files (issue #2): every error class gives a
 message naming file, row(s), column and what was expected; nothing is dropped silently.
 
 Row numbers follow the spreadsheet convention: header = row 1, first data row = row 2 (blank lines
@@ -17,8 +17,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from engine.cli import UserError
-from engine.loaders import (
+from engine.errors import UserError
+from engine.io.errors import DataError
+from engine.io.loaders import (
     Source,
     load_dataset,
     load_events,
@@ -27,8 +28,8 @@ from engine.loaders import (
     load_labs,
     load_uploaded,
 )
+from engine.io.validation import first_occurrence_duplicates
 from engine.records import Records
-from engine.validation import DataError, first_occurrence_duplicates
 
 
 def error_of(exc: pytest.ExceptionInfo[DataError], kind: str):

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.io.normalize import normalize_codes
-from engine.validation import FileCheck, ValidationReport
+from engine.io.validation import FileCheck, ValidationReport
 from engine.vocab import phecode_map, phecode_map_icd10cm
 
 

@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from engine.io.errors import DataError
 from engine.io.omop import read_omop
-from engine.validation import DataError
 from tests.omop_support import OMOP_DIR, build_duckdb, export_parquet
 
 EXPECTED = pd.DataFrame(

@@ -363,3 +363,20 @@ def test_completion_with_visits_counts_and_suppresses_within_visits():
     no_visits = Records.from_frame(pd.DataFrame({"patient_id": ["a"], "code": ["401.1"]}))
     with pytest.raises(ValueError, match="no visit column"):
         anonymize(no_visits, ["a"], 2, with_visits=True)
+
+
+def test_a_hierarchy_that_cannot_be_built_is_an_error_not_other_constraints(monkeypatch) -> None:
+    """Issue 17: the utility constraints `icd9:LEVEL` come from `Hierarchy.icd9()` or not at all; a
+    failure there used to fall back silently to digit-reading groups defined differently."""
+    from engine.anonymize import population
+    from engine.hierarchy import Hierarchy
+
+    assert population.icd9_ancestor("250.00", "3-digit") == "250"
+    assert population.icd9_ancestor("999.99x", "section") is None  # unknown code: a group of its own
+
+    def broken(cls, levels=()):
+        raise RuntimeError("icd9 hierarchy damaged")
+
+    monkeypatch.setattr(Hierarchy, "icd9", classmethod(broken))
+    with pytest.raises(RuntimeError, match="damaged"):
+        population.utility_groups(["250.00", "250.01"], "icd9:3-digit")

@@ -510,7 +510,7 @@ def test_events_retained_matches_its_definition(events, keep, merged):
 def small(tmp_path_factory):
     """A 600-patient synthetic population with its biobank, cohort and genotypes, written as files."""
     from engine.commands.inputs import load_groups
-    from engine.synth import write_sample
+    from engine.synth.generator import write_sample
 
     d = tmp_path_factory.mktemp("small")
     paths = write_sample(d, 600, seed=3, labs=False)

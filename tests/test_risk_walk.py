@@ -12,7 +12,7 @@ import pytest
 from engine import risk
 from engine.adversary import ALL_ADVERSARIES
 from engine.records import Records
-from engine.synth import generate
+from engine.synth.generator import generate
 from tests.reference_risk import reference_distinguishability
 from tests.test_risk_properties import tuning
 

@@ -1,4 +1,4 @@
-"""The sample as an OMOP CDM DuckDB database and a MEDS folder (engine/synth_formats.py, issue 14):
+"""The sample as an OMOP CDM DuckDB database and a MEDS folder (engine/synth/formats.py, issue 14):
 written by `python -m engine sample --formats ...`, loadable by the readers, same events as the mixed
 variant."""
 
@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 
 from engine.records import Records
-from engine.synth import generate
-from engine.synth_formats import OMOP_MAX_PATIENTS, SWITCH, visit_dates, write_meds, write_omop
-from engine.synth_icd10 import icd10cm_variants
+from engine.synth.formats import OMOP_MAX_PATIENTS, SWITCH, visit_dates, write_meds, write_omop
+from engine.synth.generator import generate
+from engine.synth.icd10 import icd10cm_variants
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_data"
 

@@ -11,7 +11,7 @@ import pytest
 from engine import risk, shards
 from engine.adversary import ALL_ADVERSARIES
 from engine.records import Records
-from engine.synth import generate
+from engine.synth.generator import generate
 
 distributed = pytest.importorskip("dask.distributed")
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from engine import risk, shards
 from engine.adversary import ALL_ADVERSARIES
 from engine.records import Records
-from engine.synth import generate
+from engine.synth.generator import generate
 from tests.test_risk_properties import SETTINGS, cases, tuning
 
 

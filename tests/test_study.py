@@ -23,7 +23,7 @@ from engine.runs import (
     settings_to_dict,
 )
 from engine.study import Study, StudyError, data_ref, make_release, rebuild, verification_matrix
-from engine.synth import write_sample
+from engine.synth.generator import write_sample
 
 ALL_SETTINGS = [
     GCCensSettings(k=3, scope="cohort", codes=CodeSelection("top", 6), cap=4),

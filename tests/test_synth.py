@@ -10,13 +10,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import synth
-from engine.calibration import PLANTED, planted_associations
 from engine.cli import main
 from engine.records import Records
-from engine.synth_labs import lab_vocabulary
-from engine.synth_repeats import POPULATION_MEANS, SAMPLE_MEANS, TAMERSOY_CODES, repeat_counts, repeated_codes
-from engine.synth_vocab import CONDITIONS, SNP_IDS, code_age_range, code_vocabulary
+from engine.synth import generator as synth
+from engine.synth.calibration import PLANTED, planted_associations
+from engine.synth.labs import lab_vocabulary
+from engine.synth.repeats import POPULATION_MEANS, SAMPLE_MEANS, TAMERSOY_CODES, repeat_counts, repeated_codes
+from engine.synth.vocabulary import CONDITIONS, SNP_IDS, code_age_range, code_vocabulary
 from engine.vocab import phecode_map
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_data"
@@ -232,7 +232,7 @@ def test_exact_count_rule_on_tamersoy_figure_1():
     """Figure 1 (codes 250, 272, 401, 724): under the exact-count reading of the worked example,
     dis(S3 = 250,250,272) = 1 (Bella; John has 272 twice), dis(S2 = 272,272,724) = 1 (Tom), and
     dis(S1 = 250) = 2 (Dan and Alan)."""
-    from engine.calibration import exact_count_matches
+    from engine.synth.calibration import exact_count_matches
 
     population = np.array(
         [[1, 0, 0, 0], [2, 1, 0, 0], [2, 2, 0, 0], [0, 0, 4, 0], [0, 2, 0, 1], [1, 0, 0, 0], [0, 1, 0, 1]]
@@ -242,7 +242,7 @@ def test_exact_count_rule_on_tamersoy_figure_1():
 
 
 def test_calibration_figures_on_small_sample(small):
-    from engine.calibration import diagnosis_figures, figures_frame, group_records, uniqueness_figures
+    from engine.synth.calibration import diagnosis_figures, figures_frame, group_records, uniqueness_figures
 
     groups = group_records(small)
     figs = diagnosis_figures(groups) + uniqueness_figures(groups["cohort"])
@@ -286,7 +286,7 @@ def test_lab_habits_make_one_day_reidentify():
 def test_lab_habits_keep_panel_marginal_rates():
     """The habitual panel sets are drawn so that each panel keeps its rate per lab day (panels no
     condition prompts: CBC and the differential are ordered on their base rate of the days)."""
-    from engine.synth_labs import PANEL_BASE_RATE, PANELS
+    from engine.synth.labs import PANEL_BASE_RATE, PANELS
 
     prompted = {p for c in CONDITIONS for p in c.labs}
     labs = synth.generate_labs(4000, seed=7)

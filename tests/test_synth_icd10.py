@@ -1,4 +1,4 @@
-"""The synthetic sample in ICD-10-CM and mixed ICD-9-CM / ICD-10-CM (engine/synth_icd10.py, issue 14)."""
+"""The synthetic sample in ICD-10-CM and mixed ICD-9-CM / ICD-10-CM (engine/synth/icd10.py, issue 14)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from engine.synth import generate
-from engine.synth_icd10 import crosswalk, icd10cm_variants
+from engine.synth.generator import generate
+from engine.synth.icd10 import crosswalk, icd10cm_variants
 from engine.vocab import ICD9CM, ICD10CM, phecodes_of_item, vocabulary_of_item
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_data"
@@ -60,7 +60,7 @@ def test_variants_are_deterministic() -> None:
 
 
 def test_shipped_variants_match_the_sample_and_load() -> None:
-    from engine.loaders import load_events
+    from engine.io.loaders import load_events
 
     events = pd.read_parquet(SAMPLE / "events.parquet")
     for name, vocabularies in (("icd10cm", {ICD10CM}), ("mixed", {ICD9CM, ICD10CM})):

@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from engine.io.validation import ValidationReport
 from engine.records import Records
-from engine.validation import ValidationReport
 from engine.vocab import icd9_description
 
 

@@ -36,11 +36,12 @@ from engine.anonymize.censor import (
     select_codes,
 )
 from engine.compare import code_set_text
+from engine.experiments import GCCENS_COLUMNS, gccens_point
 from engine.glossary import help_for
 from engine.records import Records
 from engine.release import Release
 from engine.runs import CodeSelection, GCCensSettings
-from engine.utility.censoring import SWEEP_COLUMNS, censoring_loss, cul_statistics, release_cul, sweep_point
+from engine.utility.censoring import censoring_loss, cul_statistics, release_cul
 from ui import honest, persist
 from ui import progress as progress_ui
 from ui.colours import colour_map
@@ -198,7 +199,7 @@ def _sweep_row(
     _progress=None,
 ) -> dict:
     problem, _, _ = _problem(cohort, population, scope, selection)
-    return sweep_point(problem, k, cap, variant, progress=_progress)
+    return gccens_point(problem, k, cap, variant, progress=_progress)
 
 
 # ------------------------------------------------------------------------------------ charts
@@ -539,7 +540,7 @@ def _sweep_table(
         return rows
 
     rows = progress_ui.run(label, compute, key=f"gcct_sweep_{points[0]}", job=(scope, selection, variant))
-    return None if rows is None else pd.DataFrame(rows, columns=SWEEP_COLUMNS)
+    return None if rows is None else pd.DataFrame(rows, columns=GCCENS_COLUMNS)
 
 
 def render_tradeoffs(ctx: Context) -> None:

@@ -29,7 +29,9 @@ from engine.anonymize.population import (
     ScopeComparison,
     compare_scopes,
     export_label,
+    scope_summary,
 )
+from engine.experiments import heatherly_sweep_k
 from engine.glossary import help_for
 from engine.records import Records
 from engine.release import Release
@@ -177,33 +179,6 @@ def _before(
 
 
 # ------------------------------------------------------------------------------------ views
-def scope_summary(cmp_: ScopeComparison) -> pd.DataFrame:
-    """One row per scope: group anonymized, verification, residual records below k, retention."""
-    by_name = {r.name: r for r in cmp_.rows}
-    rows = []
-    for scope, res in cmp_.results.items():
-        name = SCOPE_NAMES[scope]
-        ret = by_name[name]
-        dis = res.verification.distinguishability
-        rows.append(
-            {
-                "release": name,
-                "anonymized group": scope,
-                "group records": res.released_group.n_patients,
-                "verified": res.verification.ok,
-                "records below k": int((dis < res.verification.k).sum()),
-                "DC Local %": 100
-                * ret.with_generalization.diagnosis_count
-                / max(ret.local.diagnosis_count, 1),
-                "CC Local %": 100 * ret.with_generalization.code_count / max(ret.local.code_count, 1),
-                "generalized items": res.release.loss.get("generalized items", 0),
-                "codes suppressed": res.release.loss.get("codes suppressed", 0),
-                "cohort events suppressed": len(res.release.suppressed),
-            }
-        )
-    return pd.DataFrame(rows)
-
-
 def _item_text(item: str, release: Release) -> str:
     """Figure 13's notation: a generalized item in angle brackets, ⟨401.0, 401.1⟩."""
     codes = release.item_codes.get(item)
@@ -426,25 +401,6 @@ def render_anonymize(ctx: Context) -> None:
 
 
 # ------------------------------------------------------------------------------ Trade-offs tab
-def tradeoff_frame(points: dict[int, ScopeComparison]) -> pd.DataFrame:
-    """Per k and release: DC and CC Local %, and the residual share of records below k."""
-    rows = []
-    for k, cmp_ in points.items():
-        summary = scope_summary(cmp_)
-        for _, r in summary.iterrows():
-            n = cmp_.results[r["anonymized group"]].release.records.n_patients
-            rows.append(
-                {
-                    "k": k,
-                    "release": r["release"],
-                    "DC Local %": r["DC Local %"],
-                    "CC Local %": r["CC Local %"],
-                    "share below k %": 100 * r["records below k"] / max(n, 1),
-                }
-            )
-    return pd.DataFrame(rows)
-
-
 def tradeoff_figure(frame: pd.DataFrame) -> go.Figure:
     long = frame.melt(id_vars=["k", "release"], var_name="measure", value_name="percent")
     fig = px.line(
@@ -474,8 +430,7 @@ def render_tradeoffs(ctx: Context) -> None:
     if not ks:
         st.warning("Choose at least one k.")
         return
-    points = {k: scope_comparison(ctx, int(k), constraints, complete, f"k = {k}") for k in sorted(ks)}
-    frame = tradeoff_frame(points)
+    frame = heatherly_sweep_k(ks, lambda k: scope_comparison(ctx, k, constraints, complete, f"k = {k}"))
     st.plotly_chart(tradeoff_figure(frame), key="heat_fig")
     st.dataframe(frame, hide_index=True, column_config=LOCAL_HELP)
     _download(frame, "Download the sweep (CSV)", "heatherly_tradeoffs.csv", "heat_dl_sweep")

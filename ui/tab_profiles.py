@@ -33,6 +33,7 @@ from engine.anonymize.profiles import (
     run_profiles,
     trace_frame,
 )
+from engine.experiments import profiles_sweep
 from engine.glossary import help_for
 from engine.records import Records
 from engine.runs import ProfilesSettings
@@ -457,19 +458,22 @@ def render_tradeoffs(ctx: Context) -> None:
     jobs = [(k, kn, m) for kn in conds for k in sorted(ks) for m in METHODS]
     csv = policy.to_csv()
 
-    def compute(step) -> list[dict]:
-        rows = []
-        for n, (k, kn, m) in enumerate(jobs):
-            step(n, len(jobs), f"{m}, {kn.replace('_', ' ')}, k = {k}")
-            rows.append(_sweep_row(ctx.cohort, k, kn, m, csv))
-        return rows
+    def compute(step) -> pd.DataFrame:
+        return profiles_sweep(
+            lambda k, kn, m: _sweep_row(ctx.cohort, k, kn, m, csv),
+            ks,
+            conds,
+            METHODS,
+            on_progress=lambda n, total, job: step(
+                n - 1, total, f"{job[2]}, {job[1].replace('_', ' ')}, k = {job[0]}"
+            ),
+        )
 
-    rows = progress_ui.run(
+    sweep = progress_ui.run(
         "Sweep", compute, key="profiles_sweep", job=(ctx.cohort.fingerprint, tuple(jobs), csv)
     )
-    if not rows:
+    if sweep is None or sweep.empty:
         return
-    sweep = pd.DataFrame(rows)
     st.dataframe(_worded(sweep).rename(columns=SWEEP_LABELS), hide_index=True, width="stretch")
     st.plotly_chart(satisfied_figure(sweep), key="profiles_fig3")
     st.plotly_chart(relative_error_figure(sweep), key="profiles_fig4")

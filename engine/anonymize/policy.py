@@ -47,10 +47,9 @@ from typing import Literal
 
 import numpy as np
 import pandas as pd
-import scipy.sparse as sp
 
 from engine.records import Records
-from engine.release import Release
+from engine.release import Release, released_item_of
 from engine.risk import distinguishability
 
 FilteringCondition = Literal["single_visit", "all_visits", "custom"]
@@ -60,18 +59,6 @@ Itemset = frozenset[str]
 
 
 # ------------------------------------------------------------------------------------ support
-def item_bitsets(matrix: sp.spmatrix) -> np.ndarray:
-    """(n_columns, n_words) uint64: the rows holding each column of a 0/1 sparse matrix, as bitsets
-    (bit r of column j set when row r holds j); supports are popcounts of ANDs."""
-    csc = sp.csc_matrix(matrix)
-    n_words = max(1, (matrix.shape[0] + 63) // 64)
-    out = np.zeros((matrix.shape[1], n_words), dtype=np.uint64)
-    col = np.repeat(np.arange(matrix.shape[1]), np.diff(csc.indptr))
-    rows = csc.indices.astype(np.int64)
-    np.bitwise_or.at(out, (col, rows // 64), np.left_shift(np.uint64(1), (rows % 64).astype(np.uint64)))
-    return out
-
-
 def supports(
     itemsets: Sequence[Iterable[str]],
     records: Records,
@@ -275,15 +262,6 @@ def extract_policy(
 
 
 # --------------------------------------------------------------------------- policy checking
-def released_item_of(release: Release) -> dict[str, str]:
-    """Original code -> the released item that stands for it (codes suppressed or absent: missing)."""
-    out: dict[str, str] = {}
-    for item in release.records.items.tolist():
-        for c in release.codes_of(str(item)):
-            out[c] = str(item)
-    return out
-
-
 def constraint_image(constraint: Iterable[str], item_of: Mapping[str, str]) -> frozenset[str]:
     """The released items a constraint's codes map to (suppressed or absent codes drop out: every
     subset holding one has support 0)."""

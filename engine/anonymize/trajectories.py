@@ -46,6 +46,7 @@ from engine.anonymize.alignment import (
 from engine.hierarchy import ICD9_THESIS_LEVELS, Hierarchy
 from engine.records import Records
 from engine.release import Release
+from engine.utility.loss import dataset_loss
 
 PAIR_SEP = "|"
 THESIS_AGE_DOMAIN = (1, 128)
@@ -449,8 +450,6 @@ class LDAResult:
         return out
 
     def loss_summary(self) -> dict[str, float]:
-        from engine.utility.loss import dataset_loss
-
         ilm, alm = dataset_loss(self)
         return {"ILM": ilm, "ALM": alm, "clusters": len(self.clusters)}
 

@@ -20,7 +20,7 @@ import json
 import sys
 from pathlib import Path
 
-from engine.cli import UserError
+from engine.errors import UserError
 
 SCOPES = ("population", "cohort")
 VARIANTS = ("faithful", "targeted")

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.cli import UserError
+from engine.errors import UserError
 
 SCOPES = ("cohort", "biobank", "population")
 

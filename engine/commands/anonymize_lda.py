@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from engine.cli import UserError
+from engine.errors import UserError
 from engine.records import Records
 
 
@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     from engine.anonymize.trajectories import Trajectories, default_age_domain, lda
     from engine.commands.inputs import InputOptions, announced, findings_json, load_events_input
     from engine.hierarchy import ICD9_LEVELS, ICD9_THESIS_LEVELS, Hierarchy
-    from engine.loaders import load_ids
+    from engine.io.loaders import load_ids
     from engine.utility.loss import avg_re, level_shares, record_losses
 
     if args.k < 2:

@@ -23,7 +23,7 @@ import argparse
 import json
 from pathlib import Path
 
-from engine.cli import UserError
+from engine.errors import UserError
 
 KNOWLEDGES = ("single_visit", "all_visits")
 

@@ -24,9 +24,9 @@ import sys
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from engine.loaders import Action, Loaded, load_events, load_genotypes, load_ids, load_labs
+from engine.io.loaders import Action, Loaded, load_events, load_genotypes, load_ids, load_labs
+from engine.io.validation import NaIds, ValidationReport
 from engine.records import Records
-from engine.validation import NaIds, ValidationReport
 
 # options of a subcommand that name files holding patient ids / events
 EVENT_OPTIONS = ("--events",)
@@ -69,7 +69,8 @@ def load_events_input(path: str, options: InputOptions | None = None) -> Loaded:
     """The events of a command: a long-form file through the events loader, or (a folder, a DuckDB
     file, `--source`, `--map`, `--sheet`, `--schema`) through `engine.io.read_source`. Raises
     DataError on errors and UserError for a malformed mapping."""
-    from engine.cli import UserError
+
+    from engine.errors import UserError
 
     opts = options or InputOptions()
     from engine.io import detect_source

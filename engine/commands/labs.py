@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from engine import labs as L
-from engine.cli import UserError
+from engine.errors import UserError
 
 
 def register(sub) -> None:

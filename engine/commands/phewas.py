@@ -15,7 +15,7 @@ import sys
 
 import pandas as pd
 
-from engine.cli import UserError
+from engine.errors import UserError
 
 
 def register(sub) -> None:
@@ -36,8 +36,8 @@ def register(sub) -> None:
 
 def _read_csv(path: str) -> pd.DataFrame:
     """A release file as text cells, read like every input (errors name file, rows and column)."""
-    from engine.loaders import Source, read_table
-    from engine.validation import ValidationReport
+    from engine.io.loaders import Source, read_table
+    from engine.io.validation import ValidationReport
 
     report = ValidationReport()
     read = read_table(Source.from_path(path), report)

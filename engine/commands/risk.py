@@ -8,7 +8,7 @@
 Writes `patient_id,distinguishability` for every cohort patient (cohort order) and prints the summary
 (records, share unique, share below k, median). EVENTS is a long-form CSV or Parquet file; IDS a file
 of patient ids. The population defaults to every patient in EVENTS, the cohort to the population.
-Files are read and validated by `engine.loaders` (errors name file, row and column).
+Files are read and validated by `engine.io.loaders` (errors name file, row and column).
 
 With `--shards DIR` (population scope), the candidates are the population in the Parquet shards of DIR
 (`python -m engine.shards EVENTS DIR N` writes them) and EVENTS holds the cohort's events: each shard
@@ -25,8 +25,8 @@ from pathlib import Path
 import pandas as pd
 
 from engine.adversary import KNOWLEDGES, SCOPES, Adversary
-from engine.cli import UserError
 from engine.commands.inputs import InputOptions, load_groups
+from engine.errors import UserError
 from engine.records import Records
 from engine.risk import KnownSets, original_distinguishability, summarize, thread_count
 

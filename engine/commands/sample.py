@@ -1,14 +1,14 @@
 """`python -m engine sample --out DIR --patients N --seed S [--formats icd10cm,mixed,omop,meds]`: write
 synthetic sample data (issue #2) and, with --formats, its ICD-10-CM and mixed variants (`icd10cm/`,
-`mixed/`, engine/synth_icd10.py) and its OMOP CDM DuckDB database and MEDS folder (`omop/`, `meds/`,
-engine/synth_formats.py) (issue 14)."""
+`mixed/`, engine/synth/icd10.py) and its OMOP CDM DuckDB database and MEDS folder (`omop/`, `meds/`,
+engine/synth/formats.py) (issue 14)."""
 
 from __future__ import annotations
 
 import argparse
 import time
 
-from engine.cli import UserError
+from engine.errors import UserError
 
 
 def register(sub) -> None:
@@ -46,7 +46,7 @@ def parse_formats(text: str) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine.synth import write_sample
+    from engine.synth.generator import write_sample
 
     if args.patients < 1:
         raise UserError(f"--patients must be a positive number of patients, not {args.patients}")
@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     labs = {"auto": None, "yes": True, "no": False}[args.labs]
     paths = write_sample(args.out, args.patients, args.seed, labs=labs)
     if formats:
-        from engine.synth_formats import write_formats
+        from engine.synth.formats import write_formats
 
         paths.update(write_formats(args.out, formats))
     for name, path in paths.items():

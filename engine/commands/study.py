@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from engine.cli import UserError
+from engine.errors import UserError
 
 
 def register(sub) -> None:
@@ -36,7 +36,7 @@ def _inputs(args: argparse.Namespace, study):
             raise UserError(
                 f"{args.study}: the study was made on {study.data.name!r}; give its files with --events etc."
             )
-        from engine.loaders import load_sample
+        from engine.io.loaders import load_sample
 
         ds = load_sample()
         inputs = RunInputs(

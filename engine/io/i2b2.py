@@ -39,7 +39,7 @@ from engine.io.events import Action, SourceData, check_events
 from engine.io.normalize import split_prefix
 from engine.io.omop import _dates, _ids, _iso, _Reader
 from engine.io.sql import connect, is_url
-from engine.validation import MAX_ROWS, FileCheck, NaIds, ValidationReport, per_row
+from engine.io.validation import MAX_ROWS, FileCheck, NaIds, ValidationReport, per_row
 
 STANDARD = "i2b2 1.7 (CRC)"
 TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {

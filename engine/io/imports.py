@@ -20,8 +20,8 @@ import numpy as np
 import pandas as pd
 
 from engine.dataset import Dataset
-from engine.loaders import SAMPLE_DIR, Loaded, load_dataset
-from engine.validation import FileCheck, ValidationReport
+from engine.io.loaders import SAMPLE_DIR, Loaded, load_dataset
+from engine.io.validation import FileCheck, ValidationReport
 
 # source kinds of the import view: (key, label)
 IMPORT_KINDS: tuple[tuple[str, str], ...] = (
@@ -277,7 +277,7 @@ def load_sample_variant(
 
     ICD-10-CM and mixed: the same patients, read with the sample's cohort, biobank, genotypes and lab
     orders. OMOP and MEDS number the sample's patients in order of first appearance (P000001 -> 1, as
-    `engine.synth_formats` writes them): the cohort and biobank are the sample's, renumbered by that
+    `engine.synth.formats` writes them): the cohort and biobank are the sample's, renumbered by that
     rule, restricted to the patients the variant holds (the OMOP database holds the first 5,000); a
     warning in the report says how many were left out."""
     p = variant_location(variant, Path(directory))

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from engine.io.events import Action, SourceData, check_events
-from engine.validation import ALIASES, FileCheck, NaIds, ValidationReport, closest_column
+from engine.io.validation import ALIASES, FileCheck, NaIds, ValidationReport, closest_column
 from engine.vocab import Vocabulary
 
 REQUIRED = ("patient_id", "code")
@@ -107,7 +107,7 @@ def resolve(frame: pd.DataFrame, fc: FileCheck, mapping: ColumnMapping | None) -
     name differing in case or spaces is used with a warning, as the events loader does)."""
     present = [str(c) for c in frame.columns]
     if mapping is None:
-        from engine.validation import match_columns
+        from engine.io.validation import match_columns
 
         n_err = len(fc.report.errors)
         found = match_columns(frame, fc, REQUIRED, OPTIONAL)
@@ -148,7 +148,7 @@ def read_long(
     """A long-form file (CSV, Parquet or .xlsx) read through a column mapping; findings in the
     report (file, rows, column)."""
     from engine.io.excel import is_xlsx, read_xlsx
-    from engine.loaders import Source, read_table
+    from engine.io.loaders import Source, read_table
 
     report = ValidationReport()
     if is_xlsx(name, data):

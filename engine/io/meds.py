@@ -27,7 +27,7 @@ import pandas as pd
 
 from engine.io.events import Action, SourceData, check_events
 from engine.io.normalize import split_prefix
-from engine.validation import MAX_ROWS, FileCheck, NaIds, ValidationReport
+from engine.io.validation import MAX_ROWS, FileCheck, NaIds, ValidationReport
 
 BIRTH_CODE = "MEDS_BIRTH"  # meds.birth_code
 _LAB = re.compile(r"^(?:LAB//|LOINC/)")

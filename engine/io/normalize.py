@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from engine.validation import MAX_ROWS, FileCheck, is_known_icd9
+from engine.io.validation import MAX_ROWS, FileCheck, is_known_icd9
 from engine.vocab import (
     ICD9_CODE,
     ICD9CM,

@@ -44,7 +44,7 @@ import pandas as pd
 
 from engine.io.events import Action, SourceData, check_events
 from engine.io.sql import Database, connect, is_url, sha256_file
-from engine.validation import (
+from engine.io.validation import (
     MAX_ROWS,
     FileCheck,
     NaIds,

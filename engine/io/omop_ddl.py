@@ -1,5 +1,5 @@
 """OMOP CDM v5.4 table definitions (OHDSI/CommonDataModel, inst/ddl/5.4/duckdb), the tables CohortShield
-reads: used to write the sample database (engine.synth_formats) and the test databases."""
+reads: used to write the sample database (engine.synth.formats) and the test databases."""
 
 DDL = {
     "person": """person_id integer NOT NULL, gender_concept_id integer NOT NULL,

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from engine.validation import FileCheck, ValidationReport
+from engine.io.validation import FileCheck, ValidationReport
 
 DUCKDB_SUFFIXES = (".duckdb", ".ddb", ".db")
 

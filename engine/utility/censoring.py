@@ -12,13 +12,11 @@ Statistics (Table 1/2 layout): mean; standard deviation (sample, ddof = 1); medi
 adjusted Fisher-Pearson moment coefficient G1, `scipy.stats.skew(bias=False)`, 0 when the CULs do
 not vary or there are fewer than 3 records); share of records modified (CUL > 0); share of codes
 retained (kept codes over baseline codes, pooled over records); mean retention (1 - mean CUL, the
-paper's "retained 95.4% of the codes on average"). Each sweep row also carries the mean CUL, share
-modified and share retained against the original record (`*_vs_original`, caps counted; issue 16).
+paper's "retained 95.4% of the codes on average").
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from typing import Literal
 
@@ -112,102 +110,3 @@ def cul_statistics(
         share_codes_retained=retained,
         mean_retention=1.0 - float(cul.mean()),
     )
-
-
-# ------------------------------------------------------------------------------------ sweeps
-SWEEP_COLUMNS = [
-    "k",
-    "cap",
-    "variant",
-    "mean",
-    "std",
-    "median",
-    "skewness",
-    "share_modified",
-    "share_codes_retained",
-    "mean_vs_original",
-    "share_modified_vs_original",
-    "share_retained_vs_original",
-    "iterations",
-    "k_reached",
-    "verified",
-]
-
-
-def sweep_point(
-    problem,
-    k: int,
-    cap: int | None,
-    variant: str = "faithful",
-    *,
-    verify: bool = True,
-    progress: Callable[[float, str], None] | None = None,
-) -> dict:
-    """One row of Table 1/2: GCCens at (k, universal cap) on a prepared `CensorProblem`, its CUL
-    statistics, and (with `verify`) the risk engine's verdict on the release. `progress`: GCCens's
-    (`censor_counts`; it may raise to cancel)."""
-    from engine import risk
-    from engine.adversary import Adversary
-    from engine.anonymize.censor import gccens_run
-
-    release = gccens_run(problem, k, cap=cap, variant=variant, progress=progress)
-    st = cul_statistics(release_cul(release), release)
-    orig = cul_statistics(release_cul(release, "original"), release, "original")  # caps counted
-    verified = None
-    if verify:
-        adversary = Adversary(problem.scope, "all_visits")
-        verified = risk.verify(release, adversary, k, problem.population).ok
-    return {
-        "k": int(k),
-        "cap": cap,
-        "variant": variant,
-        "mean": st.mean,
-        "std": st.std,
-        "median": st.median,
-        "skewness": st.skewness,
-        "share_modified": st.share_modified,
-        "share_codes_retained": st.share_codes_retained,
-        "mean_vs_original": orig.mean,
-        "share_modified_vs_original": orig.share_modified,
-        "share_retained_vs_original": orig.share_codes_retained,
-        "iterations": release.loss["iterations"],
-        "k_reached": release.loss["k_reached"],
-        "verified": verified,
-    }
-
-
-def _sweep(problem, settings: list[tuple[int, int]], variant: str, verify: bool, on_progress) -> pd.DataFrame:
-    rows = []
-    for i, (k, cap) in enumerate(settings):
-        rows.append(sweep_point(problem, k, cap, variant, verify=verify))
-        if on_progress is not None:
-            on_progress(i + 1, len(settings))
-    return pd.DataFrame(rows, columns=SWEEP_COLUMNS)
-
-
-def sweep_k(
-    problem,
-    ks: Iterable[int] = range(2, 26),
-    cap: int = 3,
-    variant: str = "faithful",
-    *,
-    verify: bool = True,
-    on_progress: Callable[[int, int], None] | None = None,
-) -> pd.DataFrame:
-    """Table 1: CUL statistics for each k at a universal cap (paper: caps 3, k from 2 to 25).
-
-    `problem` is an `engine.anonymize.censor.CensorProblem`; `verify` adds the risk engine's verdict."""
-    return _sweep(problem, [(int(k), int(cap)) for k in ks], variant, verify, on_progress)
-
-
-def sweep_caps(
-    problem,
-    caps: Iterable[int] = range(3, 11),
-    k: int = 5,
-    variant: str = "faithful",
-    *,
-    verify: bool = True,
-    on_progress: Callable[[int, int], None] | None = None,
-) -> pd.DataFrame:
-    """Table 2: CUL statistics for each universal cap at a fixed k (paper: k = 5, caps 3 to 10)."""
-    return _sweep(problem, [(int(k), int(c)) for c in caps], variant, verify, on_progress)

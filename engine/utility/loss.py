@@ -12,19 +12,22 @@
   estimate counts each generalized pair as each of its leaf pairs with equal probability, a
   trajectory holds a query pair with probability 1 - prod(1 - p) over its released pairs, and the
   pairs of a combination are taken as independent.
-- `sweep_k`, `sweep_weights`: Baseline against A-GS over k (Figures 9-12), weights (Figure 15).
+
+The sweeps over k and weights (Figures 9-12, 15) run the method: `engine.experiments.lda_sweep_k`,
+`lda_sweep_weights`. This module imports no method (only its result type, for the checker).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from engine.anonymize.trajectories import LDAResult, Trajectories, lda
+if TYPE_CHECKING:
+    from engine.anonymize.trajectories import LDAResult
 
 
 def _original_nodes(result: LDAResult) -> tuple[np.ndarray, np.ndarray]:
@@ -147,48 +150,3 @@ def avg_re(result: LDAResult, min_support: float = 0.01, max_size: int = 2) -> A
     wl = pd.DataFrame(rows, columns=["query", "size", "actual", "estimate"])
     wl["RE"] = (wl["actual"] - wl["estimate"]).abs() / wl["actual"]
     return AvgRE(float(wl["RE"].mean()) if len(wl) else float("nan"), wl)
-
-
-def sweep_k(
-    traj: Trajectories,
-    ks: Sequence[int] = tuple(range(2, 16)),
-    methods: Sequence[str] = ("baseline", "a-gs"),
-    *,
-    w_icd: float = 0.5,
-    avgre: bool = True,
-    progress: Callable[[float], None] | None = None,
-    **lda_kwargs,
-) -> pd.DataFrame:
-    """ILM, ALM (and AvgRE) per method and k: Figures 9-12. One row per (method, k)."""
-    rows = []
-    runs = [(m, k) for m in methods for k in ks]
-    for n, (m, k) in enumerate(runs):
-        res = lda(traj, k, w_icd=w_icd, method=m, **lda_kwargs)
-        ilm, alm = dataset_loss(res)
-        row = {"method": m, "k": k, "ILM": ilm, "ALM": alm}
-        if avgre:
-            row["AvgRE"] = avg_re(res).value
-        rows.append(row)
-        if progress is not None:
-            progress((n + 1) / len(runs))
-    return pd.DataFrame(rows)
-
-
-def sweep_weights(
-    traj: Trajectories,
-    k: int = 2,
-    weights: Sequence[float] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9),
-    *,
-    method: str = "a-gs",
-    progress: Callable[[float], None] | None = None,
-    **lda_kwargs,
-) -> pd.DataFrame:
-    """ILM and ALM per w_ICD (w_Age = 1 - w_ICD): Figure 15."""
-    rows = []
-    for n, w in enumerate(weights):
-        res = lda(traj, k, w_icd=w, method=method, **lda_kwargs)
-        ilm, alm = dataset_loss(res)
-        rows.append({"w_icd": w, "w_age": round(1 - w, 6), "ILM": ilm, "ALM": alm})
-        if progress is not None:
-            progress((n + 1) / len(weights))
-    return pd.DataFrame(rows)

@@ -25,11 +25,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from engine.anonymize.policy import item_bitsets, released_item_of
-from engine.loaders import Source, read_table
-from engine.records import Records
-from engine.release import Release
-from engine.validation import (
+from engine.io.loaders import Source, read_table
+from engine.io.validation import (
     FileCheck,
     Text,
     ValidationReport,
@@ -37,6 +34,8 @@ from engine.validation import (
     match_columns,
     report_unknown_codes,
 )
+from engine.records import Records, item_bitsets
+from engine.release import Release, released_item_of
 from engine.vocab import REFERENCE_DIR, icd10cm_item
 
 DEFAULT_UTILITY_POLICY = REFERENCE_DIR / "utility_policy_default.csv"

@@ -1,4 +1,5 @@
-"""Validation findings for loaded files: `Finding`, `ValidationReport`, `DataError`, and the checks.
+"""Validation findings for loaded files: `Finding`, `ValidationReport` (its errors raise
+`engine.io.errors.DataError`), and the checks.
 
 ARCHITECTURE sections 2 and 8: invalid input never reaches the algorithms, every message names the
 file, the row(s) and the column and says what was expected, and nothing is dropped silently.
@@ -21,7 +22,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from engine.cli import UserError
+from engine.io.errors import DataError
 from engine.vocab import ICD9_CODE
 
 Severity = Literal["error", "warning"]
@@ -137,25 +138,6 @@ class ValidationReport:
     def raise_if_errors(self) -> None:
         if self.errors:
             raise DataError(self)
-
-
-class DataError(UserError, ValueError):
-    """Loading stopped on errors; the message names file, rows, column and what was expected.
-
-    A `UserError` (the CLI prints it as one line, exit 2) and a `ValueError`. `.report` holds every
-    finding, `.errors` the errors.
-    """
-
-    def __init__(self, report: ValidationReport) -> None:
-        self.report = report
-        self.errors = report.errors
-        first = str(self.errors[0]) if self.errors else "invalid data"
-        more = f" (+{len(self.errors) - 1} more error(s))" if len(self.errors) > 1 else ""
-        super().__init__(first + more)
-
-
-class InputFileError(UserError, OSError):
-    """An input path that cannot be read as a file (a folder, no permission): one line naming it."""
 
 
 # ------------------------------------------------------------------------------------ helpers

@@ -1,4 +1,4 @@
-"""Constants of the synthetic generator (`engine.synth`): codes, chronic conditions, SNPs, lab panels.
+"""Constants of the synthetic generator (`engine.synth.generator`): codes, chronic conditions, SNPs, lab panels.
 
 Every ICD-9-CM code here is a real code present in the phecode map v1.2 (`engine.vocab`); the
 test suite checks it. Prevalences are log-odds at age 50 in a hospital population, age slopes are

@@ -15,9 +15,9 @@ import pandas as pd
 
 from engine.records import Records
 from engine.risk import distinguishability
-from engine.synth import SyntheticData
-from engine.synth_labs import sorted_unique
-from engine.synth_repeats import POPULATION_MEANS, SAMPLE_MEANS, TAMERSOY_CODES, repeat_counts, repeated_codes
+from engine.synth.generator import SyntheticData
+from engine.synth.labs import sorted_unique
+from engine.synth.repeats import POPULATION_MEANS, SAMPLE_MEANS, TAMERSOY_CODES, repeat_counts, repeated_codes
 
 # planted associations: SNP -> phecode the PheWAS must find (Heatherly Table 4 / Denny 2010)
 PLANTED: dict[str, tuple[str, str]] = {
@@ -249,7 +249,7 @@ def paper_scale_lab_days(n_patients: int = 731_850, chunk: int = 61_000):
     """Lab orders of `n_patients` built chunk by chunk (`generate_labs(m, seed=1000 + i)`, as
     bench/labs.py does), stacked into one `PatientDays`; and distinct labs per patient."""
     from engine.labs import PatientDays, concat_patient_days, patient_days
-    from engine.synth import generate_labs
+    from engine.synth.generator import generate_labs
 
     parts, distinct = [], []
     n_chunks = -(-n_patients // chunk)

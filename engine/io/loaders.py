@@ -1,7 +1,7 @@
 """Loaders for CSV and Parquet: events, lab orders, genotypes, patient-id lists, whole datasets.
 
 ARCHITECTURE section 2 (formats) and 8 (reliability). Every loader validates before anything runs
-(checks and row-number convention in `engine.validation`): errors stop loading with a `DataError`
+(checks and row-number convention in `engine.io.validation`): errors stop loading with a `DataError`
 naming file, rows, column and what was expected; warnings come back in the `ValidationReport`
 returned along with the data. Nothing is dropped silently: unknown ICD-9-CM codes and duplicate rows
 are kept unless the caller asks to drop them, and the report says which was done.
@@ -42,13 +42,11 @@ import numpy as np
 import pandas as pd
 
 from engine.dataset import Dataset
-from engine.records import AGE, CODE, PATIENT, VISIT, Records
-from engine.validation import (
+from engine.io.errors import DataError, InputFileError, MissingFileError
+from engine.io.validation import (
     AGE_RANGE,
     MAX_ROWS,
-    DataError,
     FileCheck,
-    InputFileError,
     NaIds,
     Text,
     ValidationReport,
@@ -63,8 +61,9 @@ from engine.validation import (
     visit_labels,
     whole_numbers,
 )
+from engine.records import AGE, CODE, PATIENT, VISIT, Records
 
-SAMPLE_DIR = Path(__file__).resolve().parent.parent / "sample_data"
+SAMPLE_DIR = Path(__file__).resolve().parents[2] / "sample_data"
 SAMPLE_FILES = {
     "events": "events.parquet",
     "biobank": "biobank.csv",
@@ -91,7 +90,7 @@ class Source:
         if p.is_dir():
             raise InputFileError(f"{path}: is a folder, not a file")
         if not p.exists():
-            raise FileNotFoundError(f"{path}: no such file")
+            raise MissingFileError(f"{path}: no such file")
         try:
             return cls(p.name, p.read_bytes())
         except OSError as exc:

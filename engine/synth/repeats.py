@@ -26,6 +26,8 @@ import numpy as np
 import pandas as pd
 from scipy import optimize
 
+from engine.synth.generator import patient_ids
+
 TAMERSOY_CODES = ("250", "272", "401", "724")
 POPULATION_MEANS = (2.2, 1.3, 2.5, 0.9)
 SAMPLE_MEANS = (3.5, 2.3, 4.4, 2.0)
@@ -141,8 +143,6 @@ def repeated_codes(
 
     Defaults reproduce Tamersoy 2010's setting (GCCens benchmark: 301,423 / 2,676).
     """
-    from engine.synth import patient_ids
-
     counts, sample = repeat_counts(n_population, n_sample, codes, seed)
     ids = patient_ids(n_population)
     rows, cols = np.nonzero(counts)

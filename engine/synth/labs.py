@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from engine.synth_vocab import CONDITIONS
+from engine.synth.vocabulary import CONDITIONS
 
 PANELS: dict[str, tuple[str, ...]] = {
     "CBC": ("WBC", "RBC", "Hemoglobin", "Hematocrit", "MCV", "MCH", "MCHC", "RDW", "Platelet count", "MPV"),

@@ -1,6 +1,6 @@
 """The synthetic sample in ICD-10-CM and in mixed ICD-9-CM / ICD-10-CM (issue 14).
 
-The generator (`engine.synth`) bills ICD-9-CM codes. Its ICD-10-CM variant replaces every code through
+The generator (`engine.synth.generator`) bills ICD-9-CM codes. Its ICD-10-CM variant replaces every code through
 one crosswalk written from the two vendored phecode maps v1.2 (`sample_data/reference/`), so a code
 keeps its phecode (the PheWAS sees the same phenotypes) and the planted associations survive:
 

@@ -1,7 +1,7 @@
-"""The sample in other shapes (issue 14): its ICD-10-CM and mixed variants (`engine.synth_icd10`),
+"""The sample in other shapes (issue 14): its ICD-10-CM and mixed variants (`engine.synth.icd10`),
 an OMOP CDM v5.4 DuckDB database (`omop/cdm.duckdb`, the first `OMOP_MAX_PATIENTS` patients, with
 their lab orders) and a MEDS folder (`meds/`, every patient, diagnoses only), both of the mixed
-variant with dates (`visit_dates`), written from a sample folder that `engine.synth.write_sample`
+variant with dates (`visit_dates`), written from a sample folder that `engine.synth.generator.write_sample`
 wrote (`python -m engine sample --formats ...`)."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ def write_formats(out_dir: str | Path, formats: list[str]) -> dict[str, Path]:
     events = pd.read_parquet(out / "events.parquet")
     paths: dict[str, Path] = {}
     if "icd10cm" in formats or "mixed" in formats:
-        from engine.synth_icd10 import write_variants
+        from engine.synth.icd10 import write_variants
 
         written = write_variants(events, out)
         keep = {"crosswalk"} | {f"{f} events" for f in formats}
@@ -28,7 +28,7 @@ def write_formats(out_dir: str | Path, formats: list[str]) -> dict[str, Path]:
             if k not in keep:
                 v.unlink()
     if "omop" in formats or "meds" in formats:
-        from engine.synth_icd10 import icd10cm_variants
+        from engine.synth.icd10 import icd10cm_variants
 
         mixed = icd10cm_variants(events)[1]
         if "omop" in formats:

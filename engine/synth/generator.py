@@ -2,17 +2,17 @@
 research cohort, genotypes with planted associations, and lab orders (issue #2).
 
 The real data behind the papers cannot be shared; this generator stands in for it, calibrated to
-the figures the papers report (see `engine.calibration` and `sample_data/CALIBRATION.md`):
+the figures the papers report (see `engine.synth.calibration` and `sample_data/CALIBRATION.md`):
 
 - Heatherly 2013 (Table 1, Figure 14): population (SD, 9.83 diagnoses per patient), a biobank with
   DNA (BioVU) and a research cohort selected by phenotype from the biobank (DEMO). Heavy users are
   over-represented in the biobank and the cohort, as in the paper (25.2 and 45.4 per patient).
-- Codes: chronic conditions (`engine.synth_vocab.CONDITIONS`) driven by age and shared latent
+- Codes: chronic conditions (`engine.synth.vocabulary.CONDITIONS`) driven by age and shared latent
   factors (comorbidity clusters), billed at onset and again at later visits (repeats); other codes
   billed at visits from a Zipf ranking of the phecode map's most specific codes.
 - Genotypes: the six SNPs of Heatherly's Table 4 in Hardy-Weinberg equilibrium, each raising the
   odds of its phenotype per minor allele (planted association), a few per cent missing.
-- Labs: `engine.synth_labs` (Johnson 2018), driven by the patient's conditions.
+- Labs: `engine.synth.labs` (Johnson 2018), driven by the patient's conditions.
 
 Everything is vectorized numpy and deterministic from `seed` (numpy PCG64 streams).
 """
@@ -27,11 +27,10 @@ import pandas as pd
 from scipy.special import digamma
 
 from engine.records import concat_ranges
-from engine.synth_labs import LAB_DAYS_SCALE, labs_for_patients, sorted_unique
-from engine.synth_repeats import repeated_codes
-from engine.synth_vocab import CONDITIONS, FACTORS, SNPS, code_age_range, code_vocabulary
+from engine.synth.labs import LAB_DAYS_SCALE, labs_for_patients, sorted_unique
+from engine.synth.vocabulary import CONDITIONS, FACTORS, SNPS, code_age_range, code_vocabulary
 
-__all__ = ["SyntheticData", "generate", "generate_labs", "patient_ids", "repeated_codes", "write_sample"]
+__all__ = ["SyntheticData", "generate", "generate_labs", "patient_ids", "write_sample"]
 
 # ---- calibrated parameters (see sample_data/CALIBRATION.md) -----------------------------------
 UTILIZATION_SHAPE = 0.55  # gamma shape of the per-patient use of care (mean 1): heavy tail

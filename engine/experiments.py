@@ -1,0 +1,240 @@
+"""Experiments: each paper's method run over a grid of parameters, measured, one row per point.
+
+Every sweep of the tool lives here, for the Trade-offs tabs, the CLI and the benchmarks alike. This
+module imports the methods (`engine.anonymize`) and the measures (`engine.utility`); a measure never
+imports a method, so the two packages stay free of each other.
+
+- GCCens (Tamersoy 2010, Tables 1-2): `gccens_point`, `gccens_sweep_k`, `gccens_sweep_caps`.
+- LDA (Tamersoy 2011 thesis, Figures 9-12 and 15): `lda_sweep_k`, `lda_sweep_weights`.
+- Heatherly 2013 (retention and residual risk against k, three scopes): `heatherly_sweep_k`.
+- Clinical profiles (Loukides 2010, PNAS Figures 3-4): `profiles_sweep`, `profiles_point`.
+
+A sweep that the UI caches point by point takes the point function as an argument (`compare`,
+`point`): the loop, its order and the table are the same whichever way a point is computed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Literal
+
+import pandas as pd
+
+from engine import risk
+from engine.adversary import Adversary
+from engine.anonymize.censor import CensorProblem, gccens_run
+from engine.anonymize.population import ScopeComparison, scope_summary
+from engine.anonymize.profiles import run_profiles
+from engine.anonymize.trajectories import Trajectories, lda
+from engine.records import Records
+from engine.utility.censoring import cul_statistics, release_cul
+from engine.utility.loss import avg_re, dataset_loss
+from engine.utility.queries import UtilityPolicy
+
+# ------------------------------------------------------------------------------------ GCCens
+GCCensVariant = Literal["faithful", "targeted"]
+GCCENS_COLUMNS = [
+    "k",
+    "cap",
+    "variant",
+    "mean",
+    "std",
+    "median",
+    "skewness",
+    "share_modified",
+    "share_codes_retained",
+    "mean_vs_original",
+    "share_modified_vs_original",
+    "share_retained_vs_original",
+    "iterations",
+    "k_reached",
+    "verified",
+]
+
+
+def gccens_point(
+    problem: CensorProblem,
+    k: int,
+    cap: int | None,
+    variant: GCCensVariant = "faithful",
+    *,
+    verify: bool = True,
+    progress: Callable[[float, str], None] | None = None,
+) -> dict[str, Any]:
+    """One row of Table 1/2: GCCens at (k, universal cap) on a prepared `CensorProblem`, its CUL
+    statistics (Tamersoy's, against the capped record, and against the original record: caps
+    counted), and (with `verify`) the risk engine's verdict on the release. `progress`: GCCens's
+    (`censor_counts`; it may raise to cancel)."""
+    release = gccens_run(problem, k, cap=cap, variant=variant, progress=progress)
+    st = cul_statistics(release_cul(release), release)
+    orig = cul_statistics(release_cul(release, "original"), release, "original")  # caps counted
+    verified = None
+    if verify:
+        adversary = Adversary(problem.scope, "all_visits")
+        verified = risk.verify(release, adversary, k, problem.population).ok
+    return {
+        "k": int(k),
+        "cap": cap,
+        "variant": variant,
+        "mean": st.mean,
+        "std": st.std,
+        "median": st.median,
+        "skewness": st.skewness,
+        "share_modified": st.share_modified,
+        "share_codes_retained": st.share_codes_retained,
+        "mean_vs_original": orig.mean,
+        "share_modified_vs_original": orig.share_modified,
+        "share_retained_vs_original": orig.share_codes_retained,
+        "iterations": release.loss["iterations"],
+        "k_reached": release.loss["k_reached"],
+        "verified": verified,
+    }
+
+
+def _gccens_sweep(
+    problem: CensorProblem,
+    settings: list[tuple[int, int]],
+    variant: GCCensVariant,
+    verify: bool,
+    on_progress: Callable[[int, int], None] | None,
+) -> pd.DataFrame:
+    rows = []
+    for i, (k, cap) in enumerate(settings):
+        rows.append(gccens_point(problem, k, cap, variant, verify=verify))
+        if on_progress is not None:
+            on_progress(i + 1, len(settings))
+    return pd.DataFrame(rows, columns=GCCENS_COLUMNS)
+
+
+def gccens_sweep_k(
+    problem: CensorProblem,
+    ks: Iterable[int] = range(2, 26),
+    cap: int = 3,
+    variant: GCCensVariant = "faithful",
+    *,
+    verify: bool = True,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> pd.DataFrame:
+    """Table 1: CUL statistics for each k at a universal cap (paper: caps 3, k from 2 to 25);
+    `verify` adds the risk engine's verdict."""
+    return _gccens_sweep(problem, [(int(k), int(cap)) for k in ks], variant, verify, on_progress)
+
+
+def gccens_sweep_caps(
+    problem: CensorProblem,
+    caps: Iterable[int] = range(3, 11),
+    k: int = 5,
+    variant: GCCensVariant = "faithful",
+    *,
+    verify: bool = True,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> pd.DataFrame:
+    """Table 2: CUL statistics for each universal cap at a fixed k (paper: k = 5, caps 3 to 10)."""
+    return _gccens_sweep(problem, [(int(k), int(c)) for c in caps], variant, verify, on_progress)
+
+
+# ------------------------------------------------------------------------------------ LDA
+def lda_sweep_k(
+    traj: Trajectories,
+    ks: Sequence[int] = tuple(range(2, 16)),
+    methods: Sequence[str] = ("baseline", "a-gs"),
+    *,
+    w_icd: float = 0.5,
+    avgre: bool = True,
+    progress: Callable[[float], None] | None = None,
+    **lda_kwargs: Any,
+) -> pd.DataFrame:
+    """ILM, ALM (and AvgRE) per method and k: thesis Figures 9-12. One row per (method, k)."""
+    rows = []
+    runs = [(m, k) for m in methods for k in ks]
+    for n, (m, k) in enumerate(runs):
+        res = lda(traj, k, w_icd=w_icd, method=m, **lda_kwargs)
+        ilm, alm = dataset_loss(res)
+        row: dict[str, Any] = {"method": m, "k": k, "ILM": ilm, "ALM": alm}
+        if avgre:
+            row["AvgRE"] = avg_re(res).value
+        rows.append(row)
+        if progress is not None:
+            progress((n + 1) / len(runs))
+    return pd.DataFrame(rows)
+
+
+def lda_sweep_weights(
+    traj: Trajectories,
+    k: int = 2,
+    weights: Sequence[float] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9),
+    *,
+    method: str = "a-gs",
+    progress: Callable[[float], None] | None = None,
+    **lda_kwargs: Any,
+) -> pd.DataFrame:
+    """ILM and ALM per w_ICD (w_Age = 1 - w_ICD): thesis Figure 15."""
+    rows = []
+    for n, w in enumerate(weights):
+        res = lda(traj, k, w_icd=w, method=method, **lda_kwargs)
+        ilm, alm = dataset_loss(res)
+        rows.append({"w_icd": w, "w_age": round(1 - w, 6), "ILM": ilm, "ALM": alm})
+        if progress is not None:
+            progress((n + 1) / len(weights))
+    return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------------------------ Heatherly
+def heatherly_tradeoff_frame(points: dict[int, ScopeComparison]) -> pd.DataFrame:
+    """Per k and release: DC and CC Local % (Heatherly's Tables 2-3 against the local original) and
+    the residual share of records below k."""
+    rows = []
+    for k, cmp_ in points.items():
+        summary = scope_summary(cmp_)
+        for _, r in summary.iterrows():
+            n = cmp_.results[r["anonymized group"]].release.records.n_patients
+            rows.append(
+                {
+                    "k": k,
+                    "release": r["release"],
+                    "DC Local %": r["DC Local %"],
+                    "CC Local %": r["CC Local %"],
+                    "share below k %": 100 * r["records below k"] / max(n, 1),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def heatherly_sweep_k(ks: Iterable[int], compare: Callable[[int], ScopeComparison]) -> pd.DataFrame:
+    """Retention and residual risk of the three scopes against k, k in increasing order.
+
+    `compare(k)` anonymizes the scopes at k: `functools.partial(compare_scopes, groups, cohort_ids,
+    constraints=..., complete=...)`, or a memoized version of it (the app's)."""
+    return heatherly_tradeoff_frame({int(k): compare(int(k)) for k in sorted(ks)})
+
+
+# ------------------------------------------------------------------------------------ clinical profiles
+PROFILES_METHODS = ("UGACLIP", "ACLIP")
+
+
+def profiles_point(cohort: Records, utility: UtilityPolicy) -> Callable[[int, str, str], dict[str, Any]]:
+    """The uncached point of `profiles_sweep`: `run_profiles(...).summary()` on `cohort`."""
+
+    def point(k: int, knowledge: str, method: str) -> dict[str, Any]:
+        return run_profiles(cohort, k, knowledge, method, utility.as_mapping()).summary()
+
+    return point
+
+
+def profiles_sweep(
+    point: Callable[[int, str, str], dict[str, Any]],
+    ks: Iterable[int],
+    knowledges: Iterable[str],
+    methods: Sequence[str] = PROFILES_METHODS,
+    *,
+    on_progress: Callable[[int, int, tuple[int, str, str]], None] | None = None,
+) -> pd.DataFrame:
+    """PNAS Figures 3-4: one row (`ProfilesRun.summary`) per filtering condition, k (increasing) and
+    method, in that order. `on_progress(n, total, (k, knowledge, method))` is called before point n."""
+    jobs = [(int(k), kn, m) for kn in knowledges for k in sorted(ks) for m in methods]
+    rows = []
+    for n, job in enumerate(jobs, start=1):
+        if on_progress is not None:
+            on_progress(n, len(jobs), job)
+        rows.append(point(*job))
+    return pd.DataFrame(rows)

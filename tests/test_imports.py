@@ -1,0 +1,137 @@
+"""The shape of engine/: no import cycle between its modules, and measures import no method.
+
+Imports are read from the source with `ast` (every `import` / `from ... import`, at module level or
+inside a function: a lazy import is a dependency all the same); those under `if TYPE_CHECKING:` are
+left out, as they never run. A package's `__init__` counts only where it is imported itself.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ENGINE = Path(__file__).resolve().parent.parent / "engine"
+
+
+def _modules(root: Path) -> dict[str, Path]:
+    out = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = list(path.relative_to(root.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def _type_checking_only(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imported_names(tree: ast.AST, module: str, is_package: bool) -> set[str]:
+    """Dotted names this module's code imports (for `from a import b`: `a.b` and `a`)."""
+    names: set[str] = set()
+    package = module if is_package else module.rpartition(".")[0]
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and _type_checking_only(node):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            names.add(source)
+            names.update(f"{source}.{a.name}" for a in node.names)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return names
+
+
+def import_graph(root: Path = ENGINE) -> dict[str, set[str]]:
+    """Module -> the modules of `root`'s package it imports (itself left out)."""
+    modules = _modules(root)
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        deps = set()
+        for imported in _imported_names(ast.parse(path.read_text()), name, path.name == "__init__.py"):
+            if imported in modules:
+                deps.add(imported)
+        deps.discard(name)
+        graph[name] = deps
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def connect(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            connect(v)
+    return sorted(found)
+
+
+def test_the_cycle_finder_finds_cycles(tmp_path: Path) -> None:
+    pkg = tmp_path / "engine"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from engine.sub import b\n")
+    (pkg / "sub" / "b.py").write_text("def f():\n    from engine import a\n")
+    (pkg / "c.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from engine import d\n"
+    )
+    (pkg / "d.py").write_text("from . import c\n")
+    graph = import_graph(pkg)
+    assert graph["engine.d"] == {"engine.c", "engine"}
+    assert graph["engine.c"] == set()
+    assert cycles(graph) == [["engine.a", "engine.sub.b"]]
+
+
+def test_engine_has_no_import_cycle() -> None:
+    graph = import_graph()
+    assert len(graph) > 50
+    assert cycles(graph) == []
+
+
+def test_measures_import_no_method() -> None:
+    graph = import_graph()
+    measures = [m for m in graph if m.startswith("engine.utility")]
+    assert measures
+    offending = {m: sorted(d for d in graph[m] if d.startswith("engine.anonymize")) for m in measures}
+    assert {m: d for m, d in offending.items() if d} == {}
