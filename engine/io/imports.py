@@ -291,20 +291,20 @@ def _variant_memo(stamp: tuple, directory: str) -> Loaded[Dataset]:
     d = Path(directory)
     label = f"sample ({SAMPLE_VARIANTS[variant]})"
     if variant in ("icd9cm", "icd10cm", "mixed"):
-        groups = {
-            r: d / f
-            for r, f in (
-                ("biobank", "biobank.csv"),
-                ("cohort", "cohort.csv"),
-                ("genotypes", "genotypes.parquet"),
-                ("labs", "labs.parquet"),
-            )
-            if (d / f).exists()
-        }
-        loaded = load_dataset(
-            Path(path), **groups, name=label, unknown_codes=unknown_codes, drop_duplicates=drop_duplicates
+
+        def shipped(name: str) -> Path | None:
+            return d / name if (d / name).exists() else None
+
+        return load_dataset(
+            Path(path),
+            biobank=shipped("biobank.csv"),
+            cohort=shipped("cohort.csv"),
+            genotypes=shipped("genotypes.parquet"),
+            labs=shipped("labs.parquet"),
+            name=label,
+            unknown_codes=unknown_codes,
+            drop_duplicates=drop_duplicates,
         )
-        return loaded
     from engine.io import read_source
 
     data = read_source(path, source=variant, unknown_codes=unknown_codes, drop_duplicates=drop_duplicates)

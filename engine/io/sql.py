@@ -120,7 +120,9 @@ class Database:
         if self._duck is not None:
             if not self.schema:
                 return quoted(table)
-            catalog = self._duck.execute("SELECT current_database()").fetchone()[0]
+            row = self._duck.execute("SELECT current_database()").fetchone()
+            assert row is not None  # a scalar SELECT returns one row
+            catalog = row[0]
             return ".".join(quoted(x) for x in (catalog, self.schema, table))
         name = self._table_names().get(table.lower(), table)
         return ".".join(quoted(x) for x in ((self.schema,) if self.schema else ()) + (name,))
@@ -156,7 +158,9 @@ class Database:
         """The rows of a SELECT through the driver's own cursor (DB-API `fetchall`: about 8x faster
         than pandas.read_sql on a million rows with psycopg), as they are: whole numbers stay whole
         numbers next to NULLs, dates stay dates. Cells are checked afterwards as in a file."""
-        cur = self._conn.connection.dbapi_connection.cursor()
+        dbapi = self._conn.connection.dbapi_connection
+        assert dbapi is not None  # an open SQLAlchemy connection has its DB-API connection
+        cur = dbapi.cursor()
         try:
             cur.execute(sql)
             rows = cur.fetchall()
