@@ -46,7 +46,8 @@ def test_cohort_page_follows_the_sidebar(server: str) -> None:
         cohort_before = patients.nth(1).inner_text()
 
         sidebar = page.locator('[data-testid="stSidebar"]')
-        sidebar.locator('[data-testid="stSelectbox"]').nth(1).click()
+        # the cohort picker by its label (the sidebar also has the sample-variant and population pickers)
+        sidebar.locator('[data-testid="stSelectbox"]').filter(has_text="Cohort (the data to share)").click()
         page.get_by_role("option", name="biobank").click()
         expect(page.get_by_role("heading", name="cohort: biobank")).to_be_visible(timeout=WAIT_MS)
         _settle(page)
