@@ -31,7 +31,7 @@ test: setup browser
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto --maxprocesses 4
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
