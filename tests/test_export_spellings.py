@@ -161,3 +161,27 @@ def test_cli_code_map_without_normalization_has_no_spelling_column(tmp_path, cap
     args = ["anonymize", "gccens", "--events", str(events), "--cohort", str(cohort), "--k", "2"]
     assert main([*args, "--out", str(tmp_path / "r.csv"), "--codemap", str(cmap)]) == 0, capsys.readouterr()
     assert _code_map(cmap).columns.tolist() == ["released_item", "original_code", "note"]
+
+
+def test_cli_study_run_rebuilds_a_release_with_spellings_byte_identical(tmp_path, capsys) -> None:
+    from engine.cli import main
+    from engine.commands.inputs import InputOptions, load_groups
+    from engine.runs import GCCensSettings, RunInputs
+    from engine.study import Study, data_ref, make_release
+
+    events, cohort = _spelled(tmp_path)
+    g = load_groups(str(events), cohort=str(cohort), options=InputOptions(normalize=True))
+    assert g.spellings == SPELLINGS
+    inputs = RunInputs(g.population, g.cohort, None)
+    data = data_ref("spelled", g.events, inputs, sources=g.sources, load_options={"normalize": True})
+    adversary = Adversary("cohort", "all_visits")
+    made = make_release(
+        "G", GCCensSettings(k=2, scope="cohort"), inputs, data, adversary, 2, spellings=g.spellings
+    )
+    assert b"25000" in made.files["code_map.csv"]  # the recorded code map carries the spellings
+    study = tmp_path / "study.json"
+    study.write_text(Study(data, adversary, 2).add(made.entry).to_json())
+    args = ["study", "run", str(study), "--events", str(events), "--cohort", str(cohort), "--normalize-codes"]
+    rc = main(args)
+    out = capsys.readouterr().out
+    assert rc == 0 and "G: byte-identical" in out, out
