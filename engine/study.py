@@ -378,11 +378,17 @@ class RebuildCheck:
 
 
 def rebuild(
-    study: Study, inputs: RunInputs, data: DataRef, progress: Callable[[float, str], None] | None = None
+    study: Study,
+    inputs: RunInputs,
+    data: DataRef,
+    progress: Callable[[float, str], None] | None = None,
+    *,
+    spellings: Mapping[str, tuple[str, ...]] | None = None,
 ) -> list[RebuildCheck]:
     """Make every release of the study's data again from its settings, verified under the adversary
-    and k it was recorded with, and compare the files' sha256. Raises StudyError when `data` (the
-    data loaded now) is not the data the study was made from."""
+    and k it was recorded with, and compare the files' sha256. `spellings`: the loaded data's
+    spellings of its codes (`Dataset.spellings`), as the code maps were recorded with. Raises
+    StudyError when `data` (the data loaded now) is not the data the study was made from."""
     if data.key != study.data.key:
         raise StudyError(
             "the data loaded is not the study's: events or groups differ "
@@ -394,6 +400,8 @@ def rebuild(
         if progress:
             progress(i / max(len(todo), 1), f"rebuilding {entry.name} ({i + 1} of {len(todo)})")
         rec = entry.verification
-        made = make_release(entry.name, entry.settings, inputs, data, rec.adversary, rec.k)
+        made = make_release(
+            entry.name, entry.settings, inputs, data, rec.adversary, rec.k, spellings=spellings
+        )
         checks.append(RebuildCheck(entry.name, entry.files, made.entry.files, made.entry.verification))
     return checks

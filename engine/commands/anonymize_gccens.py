@@ -2,12 +2,13 @@
 
     python -m engine anonymize gccens --events EVENTS [--population IDS] --cohort IDS --k K
         [--cap C | --caps 250=2,272=2,...] [--scope population|cohort] [--variant faithful|targeted]
-        --out RELEASED.csv [--report REPORT.json]
+        --out RELEASED.csv [--codemap CODEMAP.csv] [--report REPORT.json]
 
 Without `--cap`/`--caps` every code is capped at its maximum repeat count in the cohort (the paper's
 scan of S). RELEASED.csv is long form, `patient_id,code`, one row per remaining instance (visits and
-ages are not released: GCCens releases repeat counts only). It is written through the export gate
-(engine/export.py), atomically, only when the risk engine verified exactly that file; when it fails,
+ages are not released: GCCens releases repeat counts only); CODEMAP.csv maps each released code to
+itself and, after `--normalize-codes`, to its spellings in the source. Both are written through the
+export gate (engine/export.py), atomically, only when the risk engine verified exactly that file; when it fails,
 a release an earlier run left at `--out` is removed. REPORT.json (parameters, input hashes, per-record
 CUL, the CUL statistics, the censoring steps, the verification, the release fingerprint and the
 sha256 of the file written) is written either way.
@@ -40,6 +41,9 @@ def register(methods) -> None:
     )
     p.add_argument("--variant", choices=VARIANTS, default="faithful", help="faithful Algorithm 1 or targeted")
     p.add_argument("--out", required=True, help="released events CSV (patient_id,code)")
+    p.add_argument(
+        "--codemap", help="CSV: released_item, original_code (and source_spelling after --normalize-codes)"
+    )
     p.add_argument("--report", help="JSON report with parameters, CUL and verification")
     p.set_defaults(func=run)
 
@@ -70,11 +74,11 @@ def run(args: argparse.Namespace) -> int:
     from engine.adversary import Adversary
     from engine.anonymize.censor import gccens_run, prepare
     from engine.anonymize.censor import report as gccens_report
-    from engine.commands.inputs import InputOptions, load_groups
+    from engine.commands.inputs import InputOptions, load_groups, publish
 
     if args.k < 2:
         raise UserError(f"--k must be >= 2 for a release (k = 1 protects nobody), not {args.k}")
-    paths = export.release_paths(args.out, report=args.report)
+    paths = export.release_paths(args.out, codemap=args.codemap, report=args.report)
     if args.cap is not None and args.cap < 0:
         raise UserError(f"--cap must be >= 0, not {args.cap}")
     caps = parse_caps(args.caps) if args.caps is not None else None
@@ -101,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
         sources=sources,
     )
     report["input_warnings"] = inputs.warnings
-    report["export"] = export.publish(release, verification, adversary, args.k, paths)
+    report["export"] = publish(inputs, release, verification, adversary, args.k, paths)
     if args.report:
         Path(args.report).write_text(json.dumps(report, indent=2, default=str) + "\n")
     if not report["export"]["written"]:

@@ -53,7 +53,9 @@ def register(methods) -> None:
         "per patient (patient_id, code), the paper's form. Verified and completed for the export chosen",
     )
     p.add_argument("--out", required=True, help="released events CSV (patient_id, [visit,] code)")
-    p.add_argument("--codemap", help="CSV: released_item, original_code")
+    p.add_argument(
+        "--codemap", help="CSV: released_item, original_code (and source_spelling after --normalize-codes)"
+    )
     p.add_argument("--report", help="JSON report: parameters, DC / CC figures, verification")
     p.set_defaults(func=run)
 
@@ -68,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
         parse_constraints,
         suppress_rare,
     )
-    from engine.commands.inputs import InputOptions, load_groups
+    from engine.commands.inputs import InputOptions, load_groups, publish
     from engine.utility.retention import figures
 
     paths = export.release_paths(args.out, codemap=args.codemap, report=args.report)
@@ -139,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
             "failing": verification.failing.astype({"distinguishability": int}).to_dict("records"),
         },
     }
-    report["export"] = export.publish(release, verification, adversary, args.k, paths)
+    report["export"] = publish(inputs, release, verification, adversary, args.k, paths)
     if args.report:
         Path(args.report).write_text(json.dumps(report, indent=2, default=str) + "\n")
     if not report["export"]["written"]:

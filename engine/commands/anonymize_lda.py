@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     from engine import export, risk
     from engine.adversary import Adversary
     from engine.anonymize.trajectories import Trajectories, default_age_domain, lda
-    from engine.commands.inputs import InputOptions, announced, findings_json, load_events_input
+    from engine.commands.inputs import InputOptions, announced, findings_json, load_events_input, publish
     from engine.hierarchy import ICD9_LEVELS, ICD9_THESIS_LEVELS, Hierarchy
     from engine.io.loaders import load_ids
     from engine.utility.loss import avg_re, level_shares, record_losses
@@ -176,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
             "failing": verification.failing.astype({"distinguishability": int}).to_dict("records"),
         },
     }
-    report["export"] = export.publish(release, verification, adversary, args.k, paths)
+    report["export"] = publish(events, release, verification, adversary, args.k, paths)
     if args.report:
         Path(args.report).write_text(json.dumps(report, indent=2, default=str) + "\n")
     if not report["export"]["written"]:

@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     from engine.adversary import Adversary
     from engine.anonymize.population import export_label
     from engine.anonymize.profiles import SuppressionLimitExceeded, run_profiles
-    from engine.commands.inputs import InputOptions, announce, findings_json, load_groups
+    from engine.commands.inputs import InputOptions, announce, findings_json, load_groups, publish
     from engine.utility.queries import read_utility_policy
 
     method = args.profiles_method
@@ -141,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
     }
     adversary = Adversary("cohort", args.knowledge)
     blocked = None if check.ok else f"{check.message()} {verification.message()}"
-    report["export"] = export.publish(release, verification, adversary, args.k, paths, blocked=blocked)
+    report["export"] = publish(inputs, release, verification, adversary, args.k, paths, blocked=blocked)
     if args.report:
         Path(args.report).write_text(json.dumps(report, indent=2, default=str) + "\n")
     if not report["export"]["written"]:

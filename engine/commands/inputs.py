@@ -21,12 +21,19 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TextIO
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
 
 from engine.io.loaders import Action, Loaded, load_events, load_genotypes, load_ids, load_labs
 from engine.io.validation import NaIds, ValidationReport
 from engine.records import Records
+
+if TYPE_CHECKING:
+    from engine.adversary import Adversary
+    from engine.release import Release
+    from engine.risk import Verification
 
 # options of a subcommand that name files holding patient ids / events
 EVENT_OPTIONS = ("--events",)
@@ -67,7 +74,8 @@ class InputOptions:
 
 def load_events_input(path: str, options: InputOptions | None = None) -> Loaded:
     """The events of a command: a long-form file through the events loader, or (a folder, a DuckDB
-    file, `--source`, `--map`, `--sheet`, `--schema`) through `engine.io.read_source`. Raises
+    file, `--source`, `--map`, `--sheet`, `--schema`) through `engine.io.read_source`; either way the
+    codes' original spellings in `Loaded.spellings` when `--normalize-codes` rewrote any. Raises
     DataError on errors and UserError for a malformed mapping."""
 
     from engine.errors import UserError
@@ -97,7 +105,7 @@ def load_events_input(path: str, options: InputOptions | None = None) -> Loaded:
         raise UserError(f"--map: {exc}") from None
     data.report.raise_if_errors()
     assert data.events is not None
-    return Loaded(data.events.frame, data.report, dict(data.sources))
+    return Loaded(data.events.frame, data.report, dict(data.sources), data.events.spelling_map())
 
 
 def add_input_options(parser: argparse.ArgumentParser) -> None:
@@ -201,6 +209,7 @@ class GroupInputs:
     biobank: Records | None = None
     sources: dict[str, str] = field(default_factory=dict)
     report: ValidationReport = field(default_factory=ValidationReport)
+    spellings: dict[str, tuple[str, ...]] | None = None  # `Loaded.spellings` of the events
 
     @property
     def warnings(self) -> list[dict]:
@@ -235,7 +244,27 @@ def load_groups(
     pop = ids(population, records, "population") if population else records
     bio = ids(biobank, pop, "biobank") if biobank else None
     coh = ids(cohort, pop, "cohort") if cohort else pop
-    return GroupInputs(records, pop, coh, bio, sources, report)
+    return GroupInputs(records, pop, coh, bio, sources, report, loaded.spellings)
+
+
+def publish(
+    inputs: GroupInputs | Loaded,
+    release: Release,
+    verification: Verification | None,
+    adversary: Adversary,
+    k: int,
+    paths: Mapping[str, Path | str],
+    *,
+    blocked: str | None = None,
+) -> dict:
+    """`engine.export.publish` for a command: the code map keeps the original spellings of the codes
+    `inputs` were read with (`--normalize-codes`; a `source_spelling` column, as the app's exports),
+    whichever loader read them. Returns the JSON-ready export record."""
+    from engine import export
+
+    return export.publish(
+        release, verification, adversary, k, paths, blocked=blocked, spellings=inputs.spellings
+    )
 
 
 def load_genotypes_checked(path: str, options: InputOptions | None = None) -> Loaded:

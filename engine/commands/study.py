@@ -3,7 +3,9 @@ whether each is byte-identical to what was recorded (or name what differs). Exit
 identical, 1 when any differs, 2 for a problem with the inputs.
 
 The data is the shipped sample when the study was made on it, else the files given with --events,
---cohort, --biobank, --population (their sha256 and content fingerprints must match the study's).
+--cohort, --biobank, --population (their sha256 and content fingerprints must match the study's),
+read with the input options given (e.g. `--normalize-codes` when the study's data was normalized;
+the code maps are then rebuilt with the codes' original spellings, as recorded).
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ def register(sub) -> None:
 
 
 def _inputs(args: argparse.Namespace, study):
-    """RunInputs and DataRef of the data named on the command line (or the sample)."""
+    """RunInputs, DataRef and the codes' spellings (`Dataset.spellings`) of the data named on the
+    command line (or the sample)."""
     from engine.runs import RunInputs
     from engine.study import data_ref
 
@@ -44,31 +47,45 @@ def _inputs(args: argparse.Namespace, study):
             ds.group_records(study.data.cohort),
             ds.group_records(study.data.biobank) if study.data.biobank else None,
         )
-        return inputs, data_ref(
-            "sample",
-            ds.events,
+        return (
+            ds.spellings,
             inputs,
-            population=study.data.population,
-            cohort=study.data.cohort,
-            biobank=study.data.biobank,
-            sources=ds.sources,
+            data_ref(
+                "sample",
+                ds.events,
+                inputs,
+                population=study.data.population,
+                cohort=study.data.cohort,
+                biobank=study.data.biobank,
+                sources=ds.sources,
+            ),
         )
-    from engine.commands.inputs import load_groups
+    from engine.commands.inputs import InputOptions, load_groups
 
-    g = load_groups(args.events, population=args.population, cohort=args.cohort, biobank=args.biobank)
+    g = load_groups(
+        args.events,
+        population=args.population,
+        cohort=args.cohort,
+        biobank=args.biobank,
+        options=InputOptions.of(args),
+    )
     inputs = RunInputs(g.population, g.cohort, g.biobank)
     recorded = dict(study.data.inputs)
     for name, sha in g.sources.items():
         if name in recorded and recorded[name] != sha:
             raise UserError(f"{name}: sha256 {sha[:12]}… differs from the study's {recorded[name][:12]}…")
-    return inputs, data_ref(
-        study.data.name,
-        g.events,
+    return (
+        g.spellings,
         inputs,
-        population=study.data.population,
-        cohort=study.data.cohort,
-        biobank=study.data.biobank,
-        sources=g.sources,
+        data_ref(
+            study.data.name,
+            g.events,
+            inputs,
+            population=study.data.population,
+            cohort=study.data.cohort,
+            biobank=study.data.biobank,
+            sources=g.sources,
+        ),
     )
 
 
@@ -80,8 +97,8 @@ def run_study(args: argparse.Namespace) -> int:
         raise UserError(f"{path}: no such study file")
     try:
         study = Study.from_json(path.read_bytes(), str(path))
-        inputs, data = _inputs(args, study)
-        checks = rebuild(study, inputs, data)
+        spellings, inputs, data = _inputs(args, study)
+        checks = rebuild(study, inputs, data, spellings=spellings)
     except StudyError as exc:
         raise UserError(str(exc)) from None
     if study.others():

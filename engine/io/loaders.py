@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -62,6 +62,9 @@ from engine.io.validation import (
     whole_numbers,
 )
 from engine.records import AGE, CODE, PATIENT, VISIT, Records
+
+if TYPE_CHECKING:
+    from engine.io.events import Events
 
 SAMPLE_DIR = Path(__file__).resolve().parents[2] / "sample_data"
 SAMPLE_FILES = {
@@ -118,11 +121,14 @@ def as_source(src: SourceLike) -> Source:
 
 @dataclass(frozen=True)
 class Loaded(Generic[T]):
-    """What a loader returns: the validated data and the report of its (non-fatal) findings."""
+    """What a loader returns: the validated data, the report of its (non-fatal) findings, the files
+    read, and (events only) each code's spellings in the source when normalization rewrote any
+    (`Events.spelling_map`; the `source_spelling` column of an export's code map)."""
 
     data: T
     report: ValidationReport
     sources: dict[str, str] = field(default_factory=dict)  # file name -> sha256
+    spellings: dict[str, tuple[str, ...]] | None = None
 
 
 # ------------------------------------------------------------------------------------ reading
@@ -329,7 +335,9 @@ def _events(
     drop_duplicates: bool,
     na_ids: NaIds,
     normalize: bool = False,
-) -> pd.DataFrame | None:
+) -> Events | None:
+    """The checked events of a long-form file with their spellings (as `engine.io.events.check_events`
+    gives every other source), or None after reporting errors."""
     read = read_table(src, report)
     if read is None:
         return None
@@ -341,7 +349,7 @@ def _events(
     _extra_columns(df, fc, cols)
     pid = Text.of(df[cols[PATIENT]], fc, cols[PATIENT])
     check_ids(pid, fc, cols[PATIENT], na_ids, df[cols[PATIENT]])
-    from engine.io.events import check_code_column
+    from engine.io.events import Events, check_code_column
 
     # ICD-9-CM and ICD-10-CM codes, each row's vocabulary decided (the visit date settles codes both
     # read), spellings normalized only when asked; engine/io/normalize.py
@@ -369,8 +377,10 @@ def _events(
         dup = check_duplicates(keys, fc, used, "drop" if drop_duplicates else "keep")
         if drop_duplicates:
             drop |= dup
-    frame = pd.DataFrame(out)
-    return frame.loc[~drop].reset_index(drop=True) if drop.any() else frame
+    frame, vocabulary = pd.DataFrame(out), code.vocabulary
+    if drop.any():
+        frame, vocabulary = frame.loc[~drop].reset_index(drop=True), vocabulary[~drop]
+    return Events(frame, vocabulary, code.normalized.spellings(), code.normalized.report)
 
 
 def load_events(
@@ -388,13 +398,15 @@ def load_events(
     whose well-formed code is unknown to its vocabulary (reported either way); `drop_duplicates`: drop
     rows repeating an earlier row (reported either way); `na_ids`: whether ids such as `NA` or `null`
     are an error (default) or accepted as ids; `normalize`: rewrite undotted and prefixed spellings
-    (reported, counts and examples). Raises DataError on any error.
+    (reported, counts and examples; the original spellings in `Loaded.spellings`). Raises DataError
+    on any error.
     """
     s = as_source(src)
     report = ValidationReport()
-    frame = _events(s, report, unknown_codes, drop_duplicates, na_ids, normalize)
+    events = _events(s, report, unknown_codes, drop_duplicates, na_ids, normalize)
     report.raise_if_errors()
-    return Loaded(frame, report, {s.name: s.sha256})
+    assert events is not None
+    return Loaded(events.frame, report, {s.name: s.sha256}, events.spelling_map())
 
 
 # ------------------------------------------------------------------------------------ labs
@@ -706,7 +718,8 @@ def load_dataset(
 
     Groups (Heatherly's Figure 14): `population` is every patient with events, `biobank` and `cohort`
     the given id lists (each must lie within the population; a cohort outside the biobank is a
-    warning). Genotype or lab patients without events are reported as warnings.
+    warning). Genotype or lab patients without events are reported as warnings. With `normalize`,
+    the codes' original spellings are kept in `Dataset.spellings` (and `Loaded.spellings`).
     """
     report = ValidationReport()
     srcs = {
@@ -720,8 +733,8 @@ def load_dataset(
         )
         if s is not None
     }
-    frame = _events(srcs["events"], report, unknown_codes, drop_duplicates, na_ids, normalize)
-    records = Records.from_frame(frame) if frame is not None else None
+    events_ = _events(srcs["events"], report, unknown_codes, drop_duplicates, na_ids, normalize)
+    records = Records.from_frame(events_.frame) if events_ is not None else None
     population = None if records is None else pd.Index(records.patient_ids)
     groups: dict[str, np.ndarray] = {}
     for role in ("biobank", "cohort"):
@@ -747,10 +760,18 @@ def load_dataset(
             if table is not None:
                 _warn_outside(srcs[role].name, table, population, report, role)
     report.raise_if_errors()
-    assert records is not None
-    sources = _source_hashes(srcs)
-    dataset = Dataset(name=name, events=records, groups=groups, genotypes=geno, labs=lab, sources=sources)
-    return Loaded(dataset, report, sources)
+    assert records is not None and events_ is not None
+    sources, spellings = _source_hashes(srcs), events_.spelling_map()
+    dataset = Dataset(
+        name=name,
+        events=records,
+        groups=groups,
+        genotypes=geno,
+        labs=lab,
+        sources=sources,
+        spellings=spellings,
+    )
+    return Loaded(dataset, report, sources, spellings)
 
 
 def _warn_outside(
