@@ -125,3 +125,26 @@ def settle(page, timeout: float = WAIT_MS) -> None:
     """Wait until Streamlit has finished the current run (its status widget is gone)."""
     page.wait_for_timeout(600)
     page.wait_for_selector('[data-testid="stStatusWidget"]', state="detached", timeout=timeout)
+
+
+def choose(page, selectbox, option: str, attempts: int = 4) -> None:
+    """Pick `option` (its exact label) in the Streamlit selectbox `selectbox`.
+
+    The list is opened only once the app has settled, and opened again when a rerun closed it before the
+    option showed: on CI (2026-11-23) a click during a rerun left the list closed and the test waited 30 s
+    for an option that was never drawn.
+    """
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    target = page.get_by_role("option", name=option, exact=True)
+    for _ in range(attempts):
+        settle(page)
+        selectbox.get_by_role("combobox").click()
+        try:
+            target.wait_for(state="visible", timeout=10_000)
+        except PlaywrightTimeout:
+            page.keyboard.press("Escape")
+            continue
+        target.click()
+        return
+    raise AssertionError(f"option {option!r} was not shown in {attempts} openings of the selectbox")

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from browser_support import (
     WAIT_MS,
+    choose,
     chromium,
     free_port,
     streamlit_server,
@@ -47,8 +48,8 @@ def test_cohort_page_follows_the_sidebar(server: str) -> None:
 
         sidebar = page.locator('[data-testid="stSidebar"]')
         # the cohort picker by its label (the sidebar also has the sample-variant and population pickers)
-        sidebar.locator('[data-testid="stSelectbox"]').filter(has_text="Cohort (the data to share)").click()
-        page.get_by_role("option", name="biobank").click()
+        picker = sidebar.locator('[data-testid="stSelectbox"]').filter(has_text="Cohort (the data to share)")
+        choose(page, picker, "biobank")
         expect(page.get_by_role("heading", name="cohort: biobank")).to_be_visible(timeout=WAIT_MS)
         _settle(page)
         assert patients.nth(1).inner_text() != cohort_before  # the figures follow the choice
