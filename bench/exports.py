@@ -53,7 +53,7 @@ def main() -> None:
     from engine.anonymize.population import anonymize
     from engine.anonymize.profiles import run_profiles
     from engine.io.loaders import load_sample
-    from engine.phewas import phewas_of_records, phewas_of_release, significance_table
+    from engine.utility.phewas import phewas_of_records, phewas_of_release, significance_table
     from engine.utility.queries import read_utility_policy
 
     ds = load_sample()
@@ -96,8 +96,8 @@ def main() -> None:
         """(release CSV, code map CSV, released population CSV) in the given structure: the export
         gate's bytes when the engine has one and the release passed, else the rows it would hold."""
         cols = ["patient_id", "visit", "code"] if with_visits else ["patient_id", "code"]
-        if structured and ok and importlib.util.find_spec("engine.export") is not None:
-            from engine.export import release_files
+        if structured and ok and importlib.util.find_spec("engine.io.export") is not None:
+            from engine.io.export import release_files
 
             got = release_files(release, verification, verification.adversary, args.k)
             rel, cmap = got["release.csv"].decode(), got["code_map.csv"].decode()

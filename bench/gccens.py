@@ -8,7 +8,7 @@ reference measured in the same run: Algorithm 1 recounting every record's distin
 risk engine (`engine.risk.distinguishability`) on every iteration. Both must give the same release,
 and the risk engine verifies it. Also prints Tables 1 and 2 on this synthetic data.
 
-Then "all codes on the sample" (issue 16): GCCens as the app runs it (`engine.runs.GCCensSettings` with
+Then "all codes on the sample" (issue 16): GCCens as the app runs it (`engine.study.runs.GCCensSettings` with
 `CodeSelection("all")`, k-map against the shipped sample's population) against the pre-issue-16 path,
 `engine/anonymize/censor.py` as of commit e6fef49 loaded from git, in the same run; both must give
 the same release.
@@ -31,9 +31,9 @@ import numpy as np
 from engine import risk
 from engine.adversary import Adversary
 from engine.anonymize.censor import gccens_run, prepare
-from engine.experiments import gccens_sweep_caps as sweep_caps
-from engine.experiments import gccens_sweep_k as sweep_k
 from engine.records import Records
+from engine.study.experiments import gccens_sweep_caps as sweep_caps
+from engine.study.experiments import gccens_sweep_k as sweep_k
 from engine.synth.repeats import repeated_codes
 
 PAPER_CODES = ["250", "272", "401", "724"]
@@ -144,7 +144,7 @@ def all_codes_on_the_sample(variant: str = "faithful", old: bool = True) -> None
 
     from engine.anonymize import censor
     from engine.io import loaders
-    from engine.runs import CodeSelection, GCCensSettings, RunInputs
+    from engine.study.runs import CodeSelection, GCCensSettings, RunInputs
 
     ds = loaders.load_sample()
     inputs = RunInputs(ds.events, ds.group_records("cohort"), ds.group_records("biobank"))

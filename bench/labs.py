@@ -7,7 +7,7 @@
    Target: at most 60 s for the uniqueness count.
 2. One whole-population ranking at that scale (one breached day against every patient). Target 2 s.
 3. 100 Recall@n simulations of 100 breached records each on the shipped sample, 99 others. Target 5 s.
-   Speed-up against the plain pairwise implementation (`engine.labs.reference_ranks`, one cosine per
+   Speed-up against the plain pairwise implementation (`engine.labs.reident.reference_ranks`, one cosine per
    pair of day vectors) measured on a few of the same draws; uniqueness against a frozenset count.
 4. VAE training on the sample (default parameters). Target 60 s.
 
@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from engine import labs as L
+from engine.labs import reident as L
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_data" / "labs.parquet"
 
@@ -141,7 +141,7 @@ def sample(skip_vae: bool) -> None:
     )
     if skip_vae:
         return
-    from engine.latent import VAEConfig, train_vae
+    from engine.labs.vae import VAEConfig, train_vae
 
     cfg = VAEConfig()
     model, wall = timed(

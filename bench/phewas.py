@@ -17,10 +17,10 @@ import numpy as np
 import pandas as pd
 from scipy.stats import chi2_contingency
 
-from engine import phewas
 from engine.anonymize.population import anonymize
 from engine.records import Records
 from engine.synth import generator as synth
+from engine.utility import phewas
 
 
 def reference_one_snp(

@@ -2,7 +2,7 @@
 
 For each method, the time of the computation a parameter change triggers in its view (k 5 -> 6 with
 the rest at the view's defaults, the sample's population and cohort): the method's `run` (the
-study's preview, engine/runs.py) and, for Heatherly, the three-scope comparison its view draws.
+study's preview, engine/study/runs.py) and, for Heatherly, the three-scope comparison its view draws.
 Each is timed twice after a warm-up of the loaded data (hierarchies, vocabularies); the minimum is
 printed, with the process's CPU time (less sensitive to a shared machine's load). Not a test.
 
@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     from engine.anonymize.population import compare_scopes
     from engine.io.loaders import load_sample_checked
-    from engine.runs import (
+    from engine.study.runs import (
         CodeSelection,
         GCCensSettings,
         HeatherlySettings,

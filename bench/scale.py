@@ -15,7 +15,7 @@ In one run, every measurement in a fresh subprocess (so each peak memory, ru_max
 2. the growth exponent of each kernel: least-squares slope of log(time) on log(patients), wall and CPU;
 3. the speed-up from threads: the middle size with 1 thread against every core (results equal);
 4. at the largest size, the cohort's single-visit risk against the population in process (the whole
-   population in memory) and sharded (`engine.shards`, the population in `--shards` Parquet shards
+   population in memory) and sharded (`engine.scale.shards`, the population in `--shards` Parquet shards
    read one at a time): peak memory of each, results equal.
 """
 
@@ -43,8 +43,8 @@ def peak_gb() -> float:
 def step_generate(n: int, seed: int, work: Path, n_shards: int) -> dict:
     import pandas as pd
 
-    from engine import shards
     from engine.records import Records
+    from engine.scale import shards
     from engine.synth.generator import generate
 
     t0 = time.perf_counter()
@@ -138,8 +138,8 @@ def step_kernel(n: int, work: Path, threads: int, targets: str, kernel: str = "a
 def step_sharded(n: int, work: Path, threads: int) -> dict:
     import pyarrow.parquet as pq
 
-    from engine import shards
     from engine.records import Records
+    from engine.scale import shards
 
     ids = _cohort_ids(work, n)  # only the cohort's events are read in full
     frame = pq.read_table(work / f"events_{n}.parquet", filters=[("patient_id", "in", list(ids))]).to_pandas()

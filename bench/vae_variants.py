@@ -4,14 +4,14 @@
 
 On the shipped sample's lab orders (labs ordered on at least the scaled 500 patient-days), one set of
 draws (simulations x 100 breached days, 99 others, seed 0) is ranked with the raw day vectors and with
-the latent vectors of each variant (`engine.latent.VAEConfig`): the architecture (one hidden layer of
+the latent vectors of each variant (`engine.labs.vae.VAEConfig`): the architecture (one hidden layer of
 128 units, the default, or the Keras example's 512), what is released (encoder means or one seeded
 draw z ~ N(mu, sigma) per patient-day) and the latent size (2-64; the paper's 16). Each model is
-trained once and both releases are read from it (`engine.latent.with_release`).
+trained once and both releases are read from it (`engine.labs.vae.with_release`).
 
 Columns: the model's reconstruction (ROC AUC from the means, Figure 5), the release's own
 reconstruction (decoded from the released vectors), Recall@1 / @10 / @50 (%), the paired t-test p at
-n = 1 against raw (Figure 6), and the training CPU seconds. Then `engine.labs.latent_release_statement`
+n = 1 against raw (Figure 6), and the training CPU seconds. Then `engine.labs.reident.latent_release_statement`
 for the paper's setting (16 dimensions), as the Lab orders page states it.
 """
 
@@ -26,7 +26,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine import labs as L
+from engine.labs import reident as L
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_data" / "labs.parquet"
 NS = (1, 10, 50)
@@ -39,7 +39,7 @@ def main() -> None:
         "--quick", action="store_true", help="20 simulations, the paper's size and the Keras example only"
     )
     args = ap.parse_args()
-    from engine.latent import KERAS_EXAMPLE, VAEConfig, train_vae, with_release
+    from engine.labs.vae import KERAS_EXAMPLE, VAEConfig, train_vae, with_release
 
     sims = 20 if args.quick else args.simulations
     days = L.patient_days(pd.read_parquet(SAMPLE))

@@ -713,7 +713,7 @@ def count_known_sets(
     """Per row of `known` (sets over `target_items`, from `known_sets`), the number of `candidates`
     consistent with it: the support of the set among the candidates (distinct patients with one visit
     holding it, under `within_visits` and single-visit knowledge). Supports over disjoint groups of
-    patients add up, which is what sharded runs (engine/shards.py) rely on."""
+    patients add up, which is what sharded runs (engine/scale/shards.py) rely on."""
     by_visit = within_visits and knowledge == "single_visit"
     proj = _projected_candidates(target_items, candidates, item_codes, count_repeats, by_visit=by_visit)
     post, entry_atom = _atoms(proj, known)

@@ -1,5 +1,5 @@
 """Compare releases: every release of the study side by side (issue 16; ARX's utility view is the
-anchor). One table and one chart, computed by `engine.compare` against the original cohort under the
+anchor). One table and one chart, computed by `engine.study.compare` against the original cohort under the
 study's adversary and k; the best value of each column is marked."""
 
 from __future__ import annotations
@@ -8,8 +8,9 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
-from engine import compare, phewas
-from engine.glossary import help_for
+from engine.report.glossary import help_for
+from engine.study import compare
+from engine.utility import phewas
 from ui import honest, literal
 from ui import study as session_study
 from ui.colours import colour_map
@@ -52,7 +53,7 @@ def _phewas_counts(ctx, releases) -> dict[str, tuple[int, int]] | None:
 
 
 def comparison(ctx, releases, with_phewas: bool) -> pd.DataFrame:
-    """`engine.compare.comparison_table` of the study's releases (memoized per release content,
+    """`engine.study.compare.comparison_table` of the study's releases (memoized per release content,
     data, adversary, k and the PheWAS choice)."""
     geno = ctx.dataset.genotypes
     key = (
@@ -99,7 +100,7 @@ def comparison_chart(table: pd.DataFrame):
 
 
 def styled(table: pd.DataFrame):
-    """The table with the best value of each column highlighted (`engine.compare.best_rows`)."""
+    """The table with the best value of each column highlighted (`engine.study.compare.best_rows`)."""
     best = compare.best_rows(table)
 
     def mark(col: pd.Series) -> list[str]:

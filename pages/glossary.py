@@ -1,9 +1,9 @@
 """Glossary: every term the app uses, in one sentence, with the paper and where it defines it
-(`engine.glossary`; the same sentences are the help texts of the widgets and headlines)."""
+(`engine.report.glossary`; the same sentences are the help texts of the widgets and headlines)."""
 
 import streamlit as st
 
-from engine.glossary import glossary_frame
+from engine.report.glossary import glossary_frame
 from ui.downloads import table_download
 from ui.teach import intro
 

@@ -2,7 +2,7 @@
 
 The sidebar's adversary maps onto the paper's attack: knowledge single visit -> "one day known",
 all visits -> "all days known"; scope cohort -> "99 others", population -> "whole population".
-Lab orders of the sidebar's population group are analysed. torch is imported (engine.latent) only
+Lab orders of the sidebar's population group are analysed. torch is imported (engine.labs.vae) only
 when the latent-space section runs.
 """
 
@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from engine import labs as L
+from engine.labs import reident as L
 from ui import literal, persist
 from ui import progress as progress_ui
 from ui.context import current
@@ -99,7 +99,7 @@ def vae(key: str, config_items: tuple, days: L.PatientDays, progress: Callable[[
     """A trained model per data fingerprint and parameters (`config_items`)."""
 
     def train():
-        from engine.latent import VAEConfig, train_vae  # torch only here
+        from engine.labs.vae import VAEConfig, train_vae  # torch only here
 
         return train_vae(days, VAEConfig(**dict(config_items)), progress=progress)
 
@@ -108,8 +108,8 @@ def vae(key: str, config_items: tuple, days: L.PatientDays, progress: Callable[[
 
 @st.cache_resource(scope="session", max_entries=4, show_spinner=False)
 def other_release(key: str, _model, _days: L.PatientDays, release: str):
-    """The trained model's vectors under the other release (`engine.latent.with_release`)."""
-    from engine.latent import with_release  # torch only here
+    """The trained model's vectors under the other release (`engine.labs.vae.with_release`)."""
+    from engine.labs.vae import with_release  # torch only here
 
     return with_release(_model, _days.matrix, release).latent  # type: ignore[arg-type]
 

@@ -8,11 +8,11 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from engine import phewas
 from engine.anonymize.population import SCOPE_NAMES
-from engine.glossary import help_for
 from engine.records import Records
 from engine.release import Release
+from engine.report.glossary import help_for
+from engine.utility import phewas
 from ui import honest
 from ui import study as session_study
 from ui.context import current, warn_if_whole_population

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from engine.bundle import make_bundle
-from engine.report import ReleaseInput, ReportError, build_report
-from engine.study import StudyError, verification_matrix
+from engine.report.bundle import make_bundle
+from engine.report.report import ReleaseInput, ReportError, build_report
+from engine.study.study import StudyError, verification_matrix
 from ui import honest, literal
 from ui import study as session_study
 from ui.context import current, warn_if_whole_population

@@ -13,8 +13,8 @@ import streamlit as st
 
 from engine import risk
 from engine.adversary import ALL_ADVERSARIES
-from engine.glossary import help_for
 from engine.records import Records
+from engine.report.glossary import help_for
 from ui import honest
 from ui import progress as progress_ui
 from ui import study as session_study

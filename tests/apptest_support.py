@@ -105,10 +105,10 @@ def page_text(at: AppTest) -> str:
 def add_release(at: AppTest, name: str, release, settings=None) -> None:
     """Put `release` in the session's study, as the "Add to study" button does, after a first run of a
     page that opened the study: verified under the sidebar's adversary and k, the gate's files kept.
-    `settings` None: the release stands for one made by hand (`engine.report.UnrecordedSettings`)."""
+    `settings` None: the release stands for one made by hand (`engine.report.report.UnrecordedSettings`)."""
     from engine import risk
-    from engine.report import UnrecordedSettings
-    from engine.study import StudyRelease, VerificationRecord, export_files, sha256_of
+    from engine.report.report import UnrecordedSettings
+    from engine.study.study import StudyRelease, VerificationRecord, export_files, sha256_of
     from ui.study import MADE, STUDY, MadeFiles
 
     ctx = at.session_state["context"]

@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from engine.runs import (
+from engine.study.runs import (
     CodeSelection,
     GCCensSettings,
     HeatherlySettings,

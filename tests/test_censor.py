@@ -11,9 +11,9 @@ import pytest
 from engine import risk
 from engine.adversary import Adversary
 from engine.anonymize.censor import DominanceCounter, gccens, gccens_run, prepare
-from engine.experiments import gccens_sweep_caps as sweep_caps
-from engine.experiments import gccens_sweep_k as sweep_k
 from engine.records import Records
+from engine.study.experiments import gccens_sweep_caps as sweep_caps
+from engine.study.experiments import gccens_sweep_k as sweep_k
 from engine.utility.censoring import censoring_loss, cul_statistics, release_cul
 
 K_MAP = Adversary("population", "all_visits")
@@ -235,7 +235,7 @@ def _write_figure_1(tmp_path):
 def test_cli_writes_release_and_report(tmp_path):
     import json
 
-    from engine.cli import main
+    from engine.commands.cli import main
 
     events, cohort = _write_figure_1(tmp_path)
     out, report = tmp_path / "released.csv", tmp_path / "report.json"
@@ -254,7 +254,7 @@ def test_cli_writes_release_and_report(tmp_path):
 
 
 def test_cli_errors_are_one_line(tmp_path, capsys):
-    from engine.cli import main
+    from engine.commands.cli import main
 
     events, cohort = _write_figure_1(tmp_path)
     base = [
@@ -321,7 +321,7 @@ def test_selected_codes_leave_patients_without_codes_in_place():
 
 
 def test_cli_population_file_scope_and_variant(tmp_path):
-    from engine.cli import main
+    from engine.commands.cli import main
 
     events, cohort = _write_figure_1(tmp_path)
     pd.DataFrame({"patient_id": ["Alan", "Tom", "Bella", "Eric", "John"]}).to_csv(
@@ -384,7 +384,7 @@ def test_universal_cap_zero_with_more_than_64_codes(scope):
 
 
 def test_cli_cap_zero_with_more_than_64_codes(tmp_path):
-    from engine.cli import main
+    from engine.commands.cli import main
 
     events = _many_codes()
     events.to_csv(tmp_path / "events.csv", index=False)
@@ -419,7 +419,7 @@ def test_all_codes_on_the_sample_are_unchanged_by_the_speed_ups(sample_dataset, 
     import hashlib
     import json
 
-    from engine.runs import CodeSelection, GCCensSettings, RunInputs
+    from engine.study.runs import CodeSelection, GCCensSettings, RunInputs
 
     ds = sample_dataset
     inputs = RunInputs(ds.events, ds.group_records("cohort"), ds.group_records("biobank"))

@@ -1,4 +1,4 @@
-"""engine/cli.py: a user's mistake is one line and exit status 2; a bug keeps its traceback (issue 17)."""
+"""engine/commands/cli.py: a user's mistake is one line and exit status 2; a bug keeps its traceback (issue 17)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli import main
+from engine.commands.cli import main
 
 
 def test_a_missing_input_file_is_one_line_and_status_2(tmp_path: Path, capsys) -> None:

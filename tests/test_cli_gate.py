@@ -10,9 +10,10 @@ import json
 import pandas as pd
 import pytest
 
-from engine import export, risk
+from engine import risk
 from engine.adversary import Adversary
-from engine.cli import main
+from engine.commands.cli import main
+from engine.io import export
 
 # six patients in three identical pairs: every method reaches k = 2 and no method reaches k = 7
 VISITS = {

@@ -1,5 +1,5 @@
 """Issue 16, engine side of the app's plain language: the glossary and teach texts
-(engine/glossary.py), the release comparison (engine/compare.py), release colours (ui/colours.py) and
+(engine/report/glossary.py), the release comparison (engine/study/compare.py), release colours (ui/colours.py) and
 the raw-identifier rule of the chart check (tests/apptest_support.py)."""
 
 from __future__ import annotations
@@ -11,12 +11,13 @@ import pandas as pd
 import pytest
 from apptest_support import is_raw_identifier
 
-from engine import compare, risk
+from engine import risk
 from engine.adversary import Adversary
 from engine.anonymize.censor import gccens
-from engine.glossary import TEACH, TERMS, glossary_frame, help_for, teach, term
 from engine.records import Records
 from engine.release import Release
+from engine.report.glossary import TEACH, TERMS, glossary_frame, help_for, teach, term
+from engine.study import compare
 from ui import colours
 
 # the brief's list of terms (issue 16), each with a glossary entry

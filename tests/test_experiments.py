@@ -1,9 +1,9 @@
-"""engine/experiments.py: the sweeps' grid order and rows (the methods themselves are tested in their
+"""engine/study/experiments.py: the sweeps' grid order and rows (the methods themselves are tested in their
 own test files; the GCCens and LDA sweeps in tests/test_censor.py and tests/test_trajectories.py)."""
 
 from __future__ import annotations
 
-from engine.experiments import PROFILES_METHODS, profiles_sweep
+from engine.study.experiments import PROFILES_METHODS, profiles_sweep
 
 
 def test_profiles_sweep_runs_the_grid_in_a_stated_order() -> None:

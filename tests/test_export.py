@@ -1,4 +1,4 @@
-"""The export gate (engine/export.py): only a verification of exactly this release, under the named
+"""The export gate (engine/io/export.py): only a verification of exactly this release, under the named
 adversary and k >= 2, lets it out; cells a spreadsheet would evaluate are neutralized; the bytes
 read back are the release that was verified."""
 
@@ -11,8 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import export, risk
+from engine import risk
 from engine.adversary import Adversary
+from engine.io import export
 from engine.records import Records
 from engine.release import Release, set_item_label
 

@@ -8,7 +8,7 @@ import io
 import pandas as pd
 
 from engine.adversary import Adversary
-from engine.export import read_release_bytes, release_files
+from engine.io.export import read_release_bytes, release_files
 from engine.io.mapping import ColumnMapping, read_long
 from engine.records import Records
 from engine.release import Release
@@ -119,7 +119,7 @@ def _spelled_rows(cmap: pd.DataFrame) -> list[list[str]]:
 
 
 def test_cli_gccens_code_map_keeps_the_original_spelling(tmp_path, capsys) -> None:
-    from engine.cli import main
+    from engine.commands.cli import main
 
     events, cohort = _spelled(tmp_path)
     out, cmap = tmp_path / "released.csv", tmp_path / "code_map.csv"
@@ -137,7 +137,7 @@ def test_cli_gccens_code_map_keeps_the_original_spelling(tmp_path, capsys) -> No
 
 
 def test_cli_generalize_and_profiles_code_maps_keep_the_original_spelling(tmp_path, capsys) -> None:
-    from engine.cli import main
+    from engine.commands.cli import main
 
     events, cohort = _spelled(tmp_path)
     common = ["--events", str(events), "--cohort", str(cohort), "--k", "2", "--normalize-codes"]
@@ -152,7 +152,7 @@ def test_cli_generalize_and_profiles_code_maps_keep_the_original_spelling(tmp_pa
 
 
 def test_cli_code_map_without_normalization_has_no_spelling_column(tmp_path, capsys) -> None:
-    from engine.cli import main
+    from engine.commands.cli import main
 
     events, cohort = tmp_path / "events.csv", tmp_path / "cohort.csv"
     events.write_text("patient_id,code\nP1,250.00\nP2,250.00\n")
@@ -164,10 +164,10 @@ def test_cli_code_map_without_normalization_has_no_spelling_column(tmp_path, cap
 
 
 def test_cli_study_run_rebuilds_a_release_with_spellings_byte_identical(tmp_path, capsys) -> None:
-    from engine.cli import main
+    from engine.commands.cli import main
     from engine.commands.inputs import InputOptions, load_groups
-    from engine.runs import GCCensSettings, RunInputs
-    from engine.study import Study, data_ref, make_release
+    from engine.study.runs import GCCensSettings, RunInputs
+    from engine.study.study import Study, data_ref, make_release
 
     events, cohort = _spelled(tmp_path)
     g = load_groups(str(events), cohort=str(cohort), options=InputOptions(normalize=True))

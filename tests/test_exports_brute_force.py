@@ -158,7 +158,7 @@ def below_k(dis: Mapping[str, int], k: int) -> list[str]:
 def export_text(release, verification, adversary: Adversary, k: int) -> tuple[str, str]:
     """The release file and its code map exactly as the tool writes them (the one export gate)."""
     try:
-        from engine.export import release_files
+        from engine.io.export import release_files
     except ImportError:  # before the export gate lands: the release's own exported rows
         return release.exported_frame().to_csv(index=False), release.exported_code_map().to_csv(index=False)
     files = release_files(release, verification, adversary, k)

@@ -152,7 +152,7 @@ def test_vendored_icd10cm_map_gives_the_known_phecodes() -> None:
 
 
 def test_phecode_table_counts_icd10cm_codes_toward_rolled_up_phecodes() -> None:
-    from engine.phewas import phecode_table
+    from engine.utility.phewas import phecode_table
 
     table = phecode_table()
     idx = table.index()
@@ -191,7 +191,7 @@ def _mixed_cohort(n: int = 240):
 def test_phewas_counts_both_vocabularies_toward_one_phecode() -> None:
     import numpy as np
 
-    from engine.phewas import PhewasSettings, phenotype_matrix, run_phewas
+    from engine.utility.phewas import PhewasSettings, phenotype_matrix, run_phewas
 
     records, geno = _mixed_cohort()
     pm = phenotype_matrix(records)

@@ -1,4 +1,4 @@
-"""Every method (engine.runs settings .run) on ICD-10-CM and on mixed ICD-9-CM / ICD-10-CM data,
+"""Every method (engine.study.runs settings .run) on ICD-10-CM and on mixed ICD-9-CM / ICD-10-CM data,
 each release verified by engine.risk under the method's adversary (issue 14)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 
 from engine.records import Records
 from engine.risk import verify
-from engine.runs import (
+from engine.study.runs import (
     PAPER_CODES,
     PAPER_CODES_ICD10CM,
     CodeSelection,

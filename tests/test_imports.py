@@ -1,4 +1,5 @@
-"""The shape of engine/: no import cycle between its modules, and measures import no method.
+"""The shape of engine/: no import cycle between its modules, measures import no method, and every module
+outside the data model, hierarchy, risk and release lives in a package named for its concept (issue 17).
 
 Imports are read from the source with `ast` (every `import` / `from ... import`, at module level or
 inside a function: a lazy import is a dependency all the same); those under `if TYPE_CHECKING:` are
@@ -11,6 +12,13 @@ import ast
 from pathlib import Path
 
 ENGINE = Path(__file__).resolve().parent.parent / "engine"
+
+# The only modules at engine/'s top level (issue 17): the package and `python -m engine`'s entry, the data
+# model (records, dataset, and vocab: which vocabulary an item label belongs to, read by every layer),
+# the hierarchy, risk (with adversary, the attacker model it is measured under) and release.
+TOP_LEVEL = frozenset(
+    {"__init__", "__main__", "records", "dataset", "vocab", "hierarchy", "risk", "adversary", "release"}
+)
 
 
 def _modules(root: Path) -> dict[str, Path]:
@@ -135,3 +143,20 @@ def test_measures_import_no_method() -> None:
     assert measures
     offending = {m: sorted(d for d in graph[m] if d.startswith("engine.anonymize")) for m in measures}
     assert {m: d for m, d in offending.items() if d} == {}
+
+
+def top_level_strays(root: Path = ENGINE) -> list[str]:
+    """Modules directly in `root` that are not in TOP_LEVEL (each belongs in a concept package)."""
+    return sorted(p.stem for p in root.glob("*.py") if p.stem not in TOP_LEVEL)
+
+
+def test_the_top_level_check_finds_a_stray_module(tmp_path: Path) -> None:
+    (tmp_path / "engine" / "labs").mkdir(parents=True)
+    for name in ("__init__", "records", "risk", "labs/__init__", "labs/reident", "report"):
+        (tmp_path / "engine" / f"{name}.py").write_text("")
+    assert top_level_strays(tmp_path / "engine") == ["report"]
+
+
+def test_engine_top_level_holds_only_the_core() -> None:
+    assert (ENGINE / "records.py").is_file()
+    assert top_level_strays() == []

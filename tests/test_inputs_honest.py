@@ -23,11 +23,11 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from engine.cli import main
+from engine.commands.cli import main
 from engine.io.errors import DataError, InputFileError
 from engine.io.loaders import Source, load_events, load_genotypes, load_ids, load_labs
-from engine.phewas import phecode_table, phenotype_matrix, run_phewas, unmapped_codes
 from engine.records import Records
+from engine.utility.phewas import phecode_table, phenotype_matrix, run_phewas, unmapped_codes
 from engine.utility.queries import read_utility_policy, utility_policy_from_frame
 
 EVENTS = "events_unknown_401_10.csv"  # 401.10, a duplicate row, ssn column, 'Code', non-ISO dates

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from engine.cli import main
+from engine.commands.cli import main
 from tests.meds_support import MEDS_DIR
 from tests.omop_support import OMOP_DIR, build_duckdb
 from tests.xlsx_support import IO_DIR

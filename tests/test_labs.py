@@ -1,4 +1,4 @@
-"""engine/labs.py: patient-day vectors, uniqueness (Johnson 2018 section 2.2, Figure 3), one-day
+"""engine/labs/reident.py: patient-day vectors, uniqueness (Johnson 2018 section 2.2, Figure 3), one-day
 re-identification and Recall@n (sections 2.4-2.6, Figure 4)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import labs as L
+from engine.labs import reident as L
 
 
 def frame(rows: list[tuple[str, int, str]]) -> pd.DataFrame:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from engine import labs as L
-from engine.cli import main
+from engine.commands.cli import main
+from engine.labs import reident as L
 from tests.test_labs import structured_labs
 
 

@@ -1,4 +1,4 @@
-"""engine/latent.py: the VAE of Johnson 2018 section 2.7 (Eq. 2), its evaluation (Figure 5) and the
+"""engine/labs/vae.py: the VAE of Johnson 2018 section 2.7 (Eq. 2), its evaluation (Figure 5) and the
 latent Recall@n (Figure 6)."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine import labs as L
+from engine.labs import reident as L
 from tests.test_labs import frame
 
 torch = pytest.importorskip("torch")
-from engine import latent  # noqa: E402
+from engine.labs import vae as latent  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = latent.VAEConfig(latent_dim=4, hidden=32, epochs=25, batch_size=64, learning_rate=1e-2, seed=3)
@@ -107,7 +107,7 @@ def test_torch_settings_are_restored(pdays):
 
 
 def test_importing_the_app_side_does_not_import_torch():
-    code = "import sys, engine.labs, engine.commands.labs, ui.labs_charts; assert 'torch' not in sys.modules"
+    code = "import sys, engine.labs.reident, engine.commands.labs, ui.labs_charts; assert 'torch' not in sys.modules"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
 

@@ -17,8 +17,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from engine.errors import UserError
-from engine.io.errors import DataError
+from engine.io.errors import DataError, UserError
 from engine.io.loaders import (
     Source,
     load_dataset,

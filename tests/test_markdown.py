@@ -1,4 +1,4 @@
-"""Untrusted text in Markdown is literal (issue 12, finding 7): `engine.markdown` and the report."""
+"""Untrusted text in Markdown is literal (issue 12, finding 7): `engine.report.markdown` and the report."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from apptest_support import shown
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from engine.markdown import code, escape
+from engine.report.markdown import code, escape
 
 LEAK = "![x](http://127.0.0.1:8999/leak.png)"
 _CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)")

@@ -105,7 +105,7 @@ def test_duckdb_schema(tmp_path: Path) -> None:
 
 
 def test_dataset_and_phewas_on_mixed_codes() -> None:
-    from engine.phewas import phenotype_matrix
+    from engine.utility.phewas import phenotype_matrix
 
     ds = read_omop(OMOP_DIR).dataset("omop")
     assert ds.events.n_patients == 5 and ds.labs is not None

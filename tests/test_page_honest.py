@@ -119,8 +119,8 @@ def _significant(at: AppTest) -> pd.DataFrame:
 
 
 def test_phewas_results_follow_every_row_of_the_genotypes_per_session():
-    from engine import phewas
     from engine.records import Records
+    from engine.utility import phewas
 
     events, first, second = _phewas_inputs()
     state = {"dataset_choice": "Upload files", "phewas_heatherly": False}

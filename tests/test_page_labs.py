@@ -77,12 +77,12 @@ def test_page_imports_the_vae_module_only_inside_a_function():
     tree = ast.parse((ROOT / "pages" / "labs.py").read_text())
     top = [n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)]
     names = {a.name for n in top for a in n.names} | {getattr(n, "module", None) for n in top}
-    assert "torch" not in names and "engine.latent" not in names
+    assert "torch" not in names and "engine.labs.vae" not in names
 
 
 def test_page_states_what_the_latent_release_protects():
     """Issue 16: the page states, from the measured figures, what releasing means and sampled latent
-    vectors does to Recall@n (engine.labs.latent_release_statement), both read from the one model."""
+    vectors does to Recall@n (engine.labs.reident.latent_release_statement), both read from the one model."""
     text = texts(labs_page(labs_release="sampled"))
     assert "Releasing the encoder means (16 dimensions)" in text
     assert "Releasing sampled latent vectors (z ~ N(mu, sigma)) (16 dimensions)" in text

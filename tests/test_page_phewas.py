@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from apptest_support import add_release, page_app
 
-from engine.runs import HeatherlySettings, RunInputs
+from engine.study.runs import HeatherlySettings, RunInputs
 
 SETTINGS = HeatherlySettings(k=5, scope="cohort", complete=True)
 

@@ -21,8 +21,8 @@ from apptest_support import (
     shown,
 )
 
-from engine.glossary import TERMS, help_for, teach
-from engine.runs import GCCensSettings, HeatherlySettings, ProfilesSettings, RunInputs
+from engine.report.glossary import TERMS, help_for, teach
+from engine.study.runs import GCCensSettings, HeatherlySettings, ProfilesSettings, RunInputs
 from ui.colours import ORIGINAL
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -82,7 +82,7 @@ def test_release_download_is_gzip_csv_of_the_release() -> None:
     from engine.adversary import Adversary
     from engine.anonymize.policy import extract_policy
     from engine.anonymize.profiles import ugaclip
-    from engine.export import CODE_MAP_FILE, RELEASE_FILE, read_release_bytes, release_files
+    from engine.io.export import CODE_MAP_FILE, RELEASE_FILE, read_release_bytes, release_files
     from engine.risk import verify
     from tests.test_profiles import UTILITY, mary_dataset
     from ui.downloads import release_file_bytes

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from apptest_support import page_app
 
-from engine import runs
+from engine.study import runs
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from apptest_support import add_release, page_app
 
-from engine.bundle import BUNDLE_ROOT, check_bundle
 from engine.release import Release
+from engine.report.bundle import BUNDLE_ROOT, check_bundle
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(

@@ -66,7 +66,7 @@ def test_two_releases_are_added_by_the_button_only(walked):
         assert r.verification.ok and {"release.csv", "code_map.csv"} <= dict(r.files).keys()
     assert made["GCCens k=5"] != made["GCCens k=5 (2)"]
     # the files kept for the downloads are the files hashed in the study
-    from engine.study import sha256_of
+    from engine.study.study import sha256_of
 
     for name, files in made.items():
         held = at.session_state["study_made"][name].files
@@ -147,7 +147,7 @@ def test_a_study_of_other_data_is_refused_by_name():
 
 
 def _minimal_study() -> str:
-    from engine.study import DataRef, Study
+    from engine.study.study import DataRef, Study
 
     return Study(DataRef("elsewhere", "0" * 64)).to_json()
 

@@ -170,7 +170,7 @@ def test_reopening_a_study_moves_the_sidebar_to_its_adversary_and_k():
     """Issue 13: a reopened study kept the sidebar's adversary and k (and so verified its releases
     under another attacker than the study's); now the sidebar moves to the study's and says so."""
     from engine.adversary import Adversary
-    from engine.study import Study
+    from engine.study.study import Study
 
     at = full_app()
     at.run()

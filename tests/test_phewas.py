@@ -8,7 +8,9 @@ import pandas as pd
 import pytest
 from scipy.stats import chi2_contingency
 
-from engine.phewas import (
+from engine.records import Records
+from engine.release import Release, set_item_label
+from engine.utility.phewas import (
     PhewasSettings,
     paired,
     phecode_table,
@@ -17,8 +19,6 @@ from engine.phewas import (
     run_phewas,
     significance_table,
 )
-from engine.records import Records
-from engine.release import Release, set_item_label
 
 
 def _cohort(n: int = 400, seed: int = 1):

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from engine.cli import main
+from engine.commands.cli import main
 from engine.records import Records
 from engine.release import Release, release_from_frames, set_item_label
 

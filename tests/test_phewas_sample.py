@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine import phewas
 from engine.anonymize.population import anonymize
+from engine.utility import phewas
 
 # SNP -> the phecode of its planted phenotype (sample_data/README.md)
 PLANTED = {

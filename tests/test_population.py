@@ -274,7 +274,7 @@ def _cli_files(tmp_path):
 def test_cli_writes_verified_release_codemap_and_report(tmp_path, capsys, with_visits):
     import json
 
-    from engine.cli import main
+    from engine.commands.cli import main
 
     ev, co = _cli_files(tmp_path)
     out, cm, rep = tmp_path / "out.csv", tmp_path / "cm.csv", tmp_path / "r.json"
@@ -310,7 +310,7 @@ def test_cli_writes_verified_release_codemap_and_report(tmp_path, capsys, with_v
 
 
 def test_cli_refuses_unverified_release_and_bad_arguments(tmp_path, capsys):
-    from engine.cli import main
+    from engine.commands.cli import main
 
     ev, co = _cli_files(tmp_path)
     out = tmp_path / "out.csv"

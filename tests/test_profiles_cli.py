@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import pytest
 
-from engine.cli import main
+from engine.commands.cli import main
 from tests.test_profiles import mary_dataset
 
 

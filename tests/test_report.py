@@ -25,7 +25,10 @@ from hypothesis import strategies as st
 import engine
 from engine import risk
 from engine.adversary import Adversary
-from engine.bundle import (
+from engine.io.export import FORMULA_START
+from engine.records import Records
+from engine.release import Release, set_item_label
+from engine.report.bundle import (
     BUNDLE_ROOT,
     MANIFEST_JSON,
     MANIFEST_SHA256,
@@ -35,11 +38,7 @@ from engine.bundle import (
     make_bundle,
     zip_bytes,
 )
-from engine.export import FORMULA_START
-from engine.phewas import DEFAULT_CORRECTION
-from engine.records import Records
-from engine.release import Release, set_item_label
-from engine.report import (
+from engine.report.report import (
     HEADLINES,
     PHEWAS_CORRECTION,
     PhewasResults,
@@ -51,8 +50,8 @@ from engine.report import (
     git_commit,
     phewas_significance_words,
 )
-from engine.runs import HeatherlySettings, ProfilesSettings, RunInputs
-from engine.study import (
+from engine.study.runs import HeatherlySettings, ProfilesSettings, RunInputs
+from engine.study.study import (
     Study,
     StudyRelease,
     VerificationRecord,
@@ -60,6 +59,7 @@ from engine.study import (
     export_files,
     sha256_of,
 )
+from engine.utility.phewas import DEFAULT_CORRECTION
 
 ROOT = Path(__file__).resolve().parent.parent
 ADV = Adversary("cohort", "single_visit")
@@ -429,7 +429,7 @@ def test_untrusted_text_is_escaped_in_html_and_neutralized_in_csvs():
 # --------------------------------------------------------------------------- the shipped sample
 @pytest.mark.slow
 def test_sample_report_with_ugaclip_and_heatherly_stays_small(sample_dataset, capsys):
-    from engine.study import make_release
+    from engine.study.study import make_release
 
     ds = sample_dataset
     inputs = RunInputs(
@@ -521,8 +521,8 @@ def small(tmp_path_factory):
 
 
 def test_report_of_every_method_under_an_all_visits_attacker(small):
-    from engine.runs import CodeSelection, GCCensSettings, LDASettings
-    from engine.study import make_release
+    from engine.study.runs import CodeSelection, GCCensSettings, LDASettings
+    from engine.study.study import make_release
 
     inputs, data, genotypes = small
     adv = Adversary("population", "all_visits")

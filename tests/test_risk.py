@@ -229,7 +229,7 @@ def _write_fig1(tmp_path):
 
 
 def test_cli_writes_distinguishability_and_summary(tmp_path, capsys):
-    from engine.cli import main
+    from engine.commands.cli import main
 
     events, cohort = _write_fig1(tmp_path)
     out = tmp_path / "dis.csv"
@@ -252,7 +252,7 @@ def test_cli_writes_distinguishability_and_summary(tmp_path, capsys):
 
 
 def test_cli_bad_input_exits_with_one_line(tmp_path, capsys):
-    from engine.cli import main
+    from engine.commands.cli import main
 
     events, _ = _write_fig1(tmp_path)
     out = tmp_path / "dis.csv"

@@ -1,4 +1,4 @@
-"""The shard-and-add plan on dask.distributed (engine/distributed.py, issue 15): a 2-worker LocalCluster
+"""The shard-and-add plan on dask.distributed (engine/scale/distributed.py, issue 15): a 2-worker LocalCluster
 gives exactly the in-process results for all four adversaries. The cluster runs its workers as threads
 of the test process (processes=False) to keep the suite fast; the tasks are the same either way."""
 
@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from engine import risk, shards
+from engine import risk
 from engine.adversary import ALL_ADVERSARIES
 from engine.records import Records
+from engine.scale import shards
 from engine.synth.generator import generate
 
 distributed = pytest.importorskip("dask.distributed")
@@ -27,7 +28,7 @@ def client():
 
 
 def test_two_worker_local_cluster_equals_in_process(client, tmp_path: Path) -> None:
-    from engine.distributed import dask_distinguishability
+    from engine.scale.distributed import dask_distinguishability
 
     assert len(client.scheduler_info()["workers"]) == 2
     data = generate(2000, seed=11)
@@ -58,7 +59,7 @@ def test_two_worker_local_cluster_equals_in_process(client, tmp_path: Path) -> N
 
 
 def test_own_local_cluster_is_started_and_closed(tmp_path: Path) -> None:
-    from engine.distributed import dask_distinguishability
+    from engine.scale.distributed import dask_distinguishability
 
     data = generate(300, seed=2)
     pop = Records.from_frame(data.events)

@@ -1,4 +1,4 @@
-"""Sharded runs (engine/shards.py, issue 15): the supports of the targets' known sets counted shard by
+"""Sharded runs (engine/scale/shards.py, issue 15): the supports of the targets' known sets counted shard by
 shard and added equal the in-process kernel, for all four adversaries, with released (generalized)
 items, repeat counts, suppressed events and matching within visits."""
 
@@ -13,9 +13,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine import risk, shards
+from engine import risk
 from engine.adversary import ALL_ADVERSARIES
 from engine.records import Records
+from engine.scale import shards
 from engine.synth.generator import generate
 from tests.test_risk_properties import SETTINGS, cases, tuning
 
@@ -135,7 +136,7 @@ def test_patients_without_events_still_count(tmp_path: Path) -> None:
 
 
 def test_cli_sharded_and_dask_equal_in_process(tmp_path: Path, capsys) -> None:
-    from engine.cli import main
+    from engine.commands.cli import main
 
     data = generate(600, seed=7)
     events = tmp_path / "events.csv"

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from engine import risk
 from engine.adversary import ALL_ADVERSARIES
-from engine.cli import main
+from engine.commands.cli import main
 from engine.records import Records
 from tests.test_risk_properties import MODES, SETTINGS, cases, tuning
 

@@ -9,9 +9,9 @@ from dataclasses import replace
 import pytest
 
 from engine.adversary import Adversary
-from engine.cli import main
+from engine.commands.cli import main
 from engine.records import Records
-from engine.runs import (
+from engine.study.runs import (
     CodeSelection,
     GCCensSettings,
     HeatherlySettings,
@@ -22,7 +22,7 @@ from engine.runs import (
     settings_from_dict,
     settings_to_dict,
 )
-from engine.study import Study, StudyError, data_ref, make_release, rebuild, verification_matrix
+from engine.study.study import Study, StudyError, data_ref, make_release, rebuild, verification_matrix
 from engine.synth.generator import write_sample
 
 ALL_SETTINGS = [

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.cli import main
+from engine.commands.cli import main
 from engine.records import Records
 from engine.synth import generator as synth
 from engine.synth.calibration import PLANTED, planted_associations
@@ -265,8 +265,8 @@ def test_calibration_figures_on_small_sample(small):
 
 # ------------------------------------------------------------------------------------ lab habits
 def _one_day_recall(frame: pd.DataFrame, trials: int, simulations: int):
-    """Recall of the Lab orders page's defaults (engine.labs): one breached day against 99 others."""
-    from engine import labs as L
+    """Recall of the Lab orders page's defaults (engine.labs.reident): one breached day against 99 others."""
+    from engine.labs import reident as L
 
     days = L.patient_days(frame)
     kept = days.restrict_labs(L.default_min_orders(days.n_days))

@@ -75,6 +75,6 @@ def test_shipped_variants_match_the_sample_and_load() -> None:
 
 
 def test_sample_command_refuses_unknown_formats(tmp_path) -> None:
-    from engine.cli import main
+    from engine.commands.cli import main
 
     assert main(["sample", "--out", str(tmp_path), "--patients", "5", "--formats", "icd10cm,xml"]) == 2

@@ -254,8 +254,8 @@ def test_from_records_keeps_patients_without_pairs_as_empty_records() -> None:
 
 
 def test_sweeps_over_k_and_weights() -> None:
-    from engine.experiments import lda_sweep_k as sweep_k
-    from engine.experiments import lda_sweep_weights as sweep_weights
+    from engine.study.experiments import lda_sweep_k as sweep_k
+    from engine.study.experiments import lda_sweep_weights as sweep_weights
 
     t = Trajectories.from_pairs(FIG3A * 3)
     kw = {"icd_hierarchy": HYP, "age_hierarchy": AGES}

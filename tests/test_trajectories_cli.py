@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import pytest
 
-from engine.cli import main
+from engine.commands.cli import main
 
 FIG3A = [
     [("401.1", 33), ("401.1", 34), ("401.1", 35)],

@@ -1,10 +1,10 @@
 """Every download the app offers, through one module (issue 12, findings 5 and 7).
 
 - `table_download`: any table that is not a release (a chart's data, measures, a policy): CSV written
-  by `engine.export.safe_csv_bytes`, so no cell is evaluated by a spreadsheet. `report_download`:
+  by `engine.io.export.safe_csv_bytes`, so no cell is evaluated by a spreadsheet. `report_download`:
   a method's or the IRB report (JSON or Markdown), which holds no released records.
 - `release_downloads`: a release's files (`release.csv` and `code_map.csv`, by
-  `engine.export.release_files`) only through the export gate, under the adversary and k the sidebar
+  `engine.io.export.release_files`) only through the export gate, under the adversary and k the sidebar
   names. The release must also have passed its method's own verification. When either refuses, the
   page says why and which records fall short, and offers nothing of the release.
 - `release_table_download`: a table made of a release's records (e.g. released records beside the
@@ -25,7 +25,7 @@ import streamlit as st
 
 from engine import risk
 from engine.adversary import Adversary
-from engine.export import CODE_MAP_FILE, RELEASE_FILE, ExportRefused, gate, release_files, safe_csv_bytes
+from engine.io.export import CODE_MAP_FILE, RELEASE_FILE, ExportRefused, gate, release_files, safe_csv_bytes
 from engine.records import Records
 from engine.release import Release
 from engine.risk import Verification
@@ -53,7 +53,7 @@ def report_download(
     data: str | bytes, label: str, file_name: str, key: str | None = None, *, where: Any = st
 ) -> None:
     """A report or a bundle built by the engine (JSON, Markdown, HTML, PDF, zip): its release files,
-    if any, were written by the export gate (engine.bundle); the MIME type follows the file name."""
+    if any, were written by the export gate (engine.report.bundle); the MIME type follows the file name."""
     mime = REPORT_MIME[file_name[file_name.rfind(".") :]]
     body = data.encode("utf-8") if isinstance(data, str) else data
     where.download_button(label, body, file_name=file_name, mime=mime, key=key)
@@ -132,7 +132,7 @@ def release_file_bytes(
     *,
     compress: bool = False,
 ) -> dict[str, bytes]:
-    """The bytes a release download holds: `engine.export.release_files` (the gate again, on exactly
+    """The bytes a release download holds: `engine.io.export.release_files` (the gate again, on exactly
     what is written), gzip-compressed (deterministic, no time stamp) when `compress`."""
     out = release_files(release, verification, adversary, k, loaded_spellings())
     return {n: gzip.compress(b, compresslevel=9, mtime=0) for n, b in out.items()} if compress else out

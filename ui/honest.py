@@ -1,6 +1,6 @@
 """Honest headlines (issue 16): every utility headline measured against the original cohort, the
 method-internal figure beside it and labelled as such, and the release's warnings (a catch-all item,
-a fraction of the cohort's codes) on every page that shows the release. Figures: `engine.compare`."""
+a fraction of the cohort's codes) on every page that shows the release. Figures: `engine.study.compare`."""
 
 from __future__ import annotations
 
@@ -8,17 +8,17 @@ from collections.abc import Sequence
 
 import streamlit as st
 
-from engine import compare
-from engine.glossary import help_for
 from engine.records import Records
 from engine.release import Release
+from engine.report.glossary import help_for
+from engine.study import compare
 from ui import literal
 
 _MEMO = "_honest_headlines"
 
 
 def figures(release: Release, cohort: Records) -> compare.Headline:
-    """`engine.compare.headline`, memoized in this session per release and cohort content."""
+    """`engine.study.compare.headline`, memoized in this session per release and cohort content."""
     key = (release.fingerprint, cohort.fingerprint)
     memo: dict = st.session_state.setdefault(_MEMO, {})
     if key not in memo:

@@ -4,7 +4,7 @@ Streamlit renders the body of `st.error`, `st.warning`, `st.info`, `st.success`,
 `st.markdown`, headers and widget labels as Markdown (images in labels included). Anything read from
 an upload (codes, ids, file names, column names, loader and engine messages quoting them) goes through
 `md()` before it is placed in such text, or is shown in `st.text` / `st.code` / `st.dataframe`,
-which never interpret it. See `engine.markdown` for the rule.
+which never interpret it. See `engine.report.markdown` for the rule.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 import streamlit as st
 
-from engine.markdown import code, escape
+from engine.report.markdown import code, escape
 
 md = escape  # untrusted text placed in Markdown
 md_code = code  # untrusted text as a literal code span

@@ -1,7 +1,7 @@
 """Progress and cancel for every long run of the app (issue 13, "Long work").
 
 `run(label, compute, key=..., job=...)` draws a progress bar and a Cancel button, then calls
-`compute(progress)`; the engine calls `progress(fraction, message)` in the script's thread (engine.runs
+`compute(progress)`; the engine calls `progress(fraction, message)` in the script's thread (engine.study.runs
 `run(inputs, progress)`, the sweeps, the VAE). That callback is the cancellation point:
 
 - it asks Streamlit whether this script run was superseded (a widget changed: with `runner.fastReruns`

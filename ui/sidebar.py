@@ -22,10 +22,10 @@ import streamlit as st
 
 from engine.adversary import KNOWLEDGES, SCOPES, Adversary
 from engine.dataset import Dataset
-from engine.glossary import help_for
 from engine.io.loaders import DataError, Loaded, load_sample_checked, load_uploaded
 from engine.io.validation import Finding, ValidationReport
 from engine.records import Records
+from engine.report.glossary import help_for
 from ui import import_view, literal, persist
 from ui.context import WHOLE_POPULATION, Context, cohort_is_population
 

@@ -1,6 +1,6 @@
 """The session's study (issue 13): the releases the user made, explicitly, on the data loaded now.
 
-The study (`engine.study.Study`) lives in `st.session_state["study"]`; beside it, per release name,
+The study (`engine.study.study.Study`) lives in `st.session_state["study"]`; beside it, per release name,
 the `Release` object and the files the export gate wrote (name -> bytes), for the pages and the
 downloads (`st.session_state["study_made"]`). Its `DataRef` comes from the sidebar: the events'
 content fingerprint, the groups chosen (their ids' fingerprints), the inputs' sha256
@@ -25,8 +25,8 @@ from engine import risk
 from engine.adversary import Adversary
 from engine.release import Release
 from engine.risk import Verification
-from engine.runs import MethodSettings, RunInputs, SettingsError
-from engine.study import (
+from engine.study.runs import MethodSettings, RunInputs, SettingsError
+from engine.study.study import (
     DataRef,
     RebuildCheck,
     Study,

@@ -35,12 +35,12 @@ from engine.anonymize.censor import (
     rolled_item_codes,
     select_codes,
 )
-from engine.compare import code_set_text
-from engine.experiments import GCCENS_COLUMNS, gccens_point
-from engine.glossary import help_for
 from engine.records import Records
 from engine.release import Release
-from engine.runs import CodeSelection, GCCensSettings
+from engine.report.glossary import help_for
+from engine.study.compare import code_set_text
+from engine.study.experiments import GCCENS_COLUMNS, gccens_point
+from engine.study.runs import CodeSelection, GCCensSettings
 from engine.utility.censoring import censoring_loss, cul_statistics, release_cul
 from ui import honest, persist
 from ui import progress as progress_ui
@@ -156,7 +156,7 @@ def _problem(
 
 
 def settings_of(scope: str, selection: tuple, k: int, cap_key: tuple, variant: str) -> GCCensSettings:
-    """The view's parameters as the typed settings a study records (engine.runs)."""
+    """The view's parameters as the typed settings a study records (engine.study.runs)."""
     mode, top_n, chosen = selection
     modes = dict(zip(CODE_MODES, ("paper", "top", "chosen", "all"), strict=True))
     codes = CodeSelection(modes[mode], int(top_n), tuple(map(str, chosen)))

@@ -31,11 +31,11 @@ from engine.anonymize.population import (
     export_label,
     scope_summary,
 )
-from engine.experiments import heatherly_sweep_k
-from engine.glossary import help_for
 from engine.records import Records
 from engine.release import Release
-from engine.runs import HeatherlySettings
+from engine.report.glossary import help_for
+from engine.study.experiments import heatherly_sweep_k
+from engine.study.runs import HeatherlySettings
 from ui import honest, persist
 from ui import progress as progress_ui
 from ui.colours import colour_map

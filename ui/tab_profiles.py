@@ -33,10 +33,10 @@ from engine.anonymize.profiles import (
     run_profiles,
     trace_frame,
 )
-from engine.experiments import profiles_sweep
-from engine.glossary import help_for
 from engine.records import Records
-from engine.runs import ProfilesSettings
+from engine.report.glossary import help_for
+from engine.study.experiments import profiles_sweep
+from engine.study.runs import ProfilesSettings
 from engine.utility.queries import (
     UtilityPolicy,
     read_utility_policy,

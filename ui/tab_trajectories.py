@@ -25,12 +25,12 @@ from engine import risk
 from engine.adversary import Adversary
 from engine.anonymize.alignment import Alignment, align
 from engine.anonymize.trajectories import LDAResult, Trajectories, default_age_domain, lda
-from engine.glossary import help_for
 from engine.hierarchy import ICD9_LEVELS, ICD9_THESIS_LEVELS, Hierarchy
 from engine.records import Records
 from engine.release import Release
+from engine.report.glossary import help_for
 from engine.risk import Verification
-from engine.runs import ICD_HIERARCHIES, CodeSelection, LDASettings, RunInputs
+from engine.study.runs import ICD_HIERARCHIES, CodeSelection, LDASettings, RunInputs
 from engine.utility.loss import avg_re, dataset_loss, level_shares, record_losses
 from ui import honest, literal, persist
 from ui import progress as progress_ui

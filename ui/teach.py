@@ -1,11 +1,11 @@
 """Teach mode (issue 16): with the sidebar's toggle on, a page opens with two lines on what it shows
-and one suggested thing to try (texts: `engine.glossary.TEACH`)."""
+and one suggested thing to try (texts: `engine.report.glossary.TEACH`)."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from engine.glossary import teach
+from engine.report.glossary import teach
 
 KEY = "teach_mode"  # the sidebar toggle's session-state key (ui/sidebar.py KEYS)
 

@@ -8,7 +8,7 @@ Without `--cap`/`--caps` every code is capped at its maximum repeat count in the
 scan of S). RELEASED.csv is long form, `patient_id,code`, one row per remaining instance (visits and
 ages are not released: GCCens releases repeat counts only); CODEMAP.csv maps each released code to
 itself and, after `--normalize-codes`, to its spellings in the source. Both are written through the
-export gate (engine/export.py), atomically, only when the risk engine verified exactly that file; when it fails,
+export gate (engine/io/export.py), atomically, only when the risk engine verified exactly that file; when it fails,
 a release an earlier run left at `--out` is removed. REPORT.json (parameters, input hashes, per-record
 CUL, the CUL statistics, the censoring steps, the verification, the release fingerprint and the
 sha256 of the file written) is written either way.
@@ -21,7 +21,7 @@ import json
 import sys
 from pathlib import Path
 
-from engine.errors import UserError
+from engine.io.errors import UserError
 
 SCOPES = ("population", "cohort")
 VARIANTS = ("faithful", "targeted")
@@ -70,11 +70,12 @@ def parse_caps(text: str) -> dict[str, int]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine import export, risk
+    from engine import risk
     from engine.adversary import Adversary
     from engine.anonymize.censor import gccens_run, prepare
     from engine.anonymize.censor import report as gccens_report
     from engine.commands.inputs import InputOptions, load_groups, publish
+    from engine.io import export
 
     if args.k < 2:
         raise UserError(f"--k must be >= 2 for a release (k = 1 protects nobody), not {args.k}")

@@ -8,7 +8,7 @@
 `--scope cohort` anonymizes the cohort alone (DEMO_D), `biobank` the biobank and then extracts the
 cohort (DEMO_B), `population` the whole population (DEMO_S). RELEASED.csv is long form (`patient_id`,
 `code` holding the released item, e.g. `{401.0,401.1}`; one row per patient and item, the papers'
-form, Heatherly Figure 13b), written through the export gate (engine/export.py) only when the risk
+form, Heatherly Figure 13b), written through the export gate (engine/io/export.py) only when the risk
 engine verified exactly that file under single-visit knowledge; CODEMAP.csv maps each released item to
 its original codes. Both are written atomically; when verification fails, a release an earlier run
 left at these paths is removed. REPORT.json (parameters, inputs, the procedure's figures, Diagnosis
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.errors import UserError
+from engine.io.errors import UserError
 
 SCOPES = ("cohort", "biobank", "population")
 
@@ -61,7 +61,7 @@ def register(methods) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine import export, risk
+    from engine import risk
     from engine.adversary import Adversary
     from engine.anonymize.population import (
         SCOPE_NAMES,
@@ -71,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
         suppress_rare,
     )
     from engine.commands.inputs import InputOptions, load_groups, publish
+    from engine.io import export
     from engine.utility.retention import figures
 
     paths = export.release_paths(args.out, codemap=args.codemap, report=args.report)

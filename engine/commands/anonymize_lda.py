@@ -7,7 +7,7 @@
 Each cohort patient's (ICD, Age) pairs form a trajectory; MDAV clusters of at least k records are
 anonymized by A-GS (or Baseline) alignment. RELEASED.csv is long form `patient_id,code,age`, where
 code and age may be generalized (`401`, `240-279`, `Any`, `[33-36]`); it is written through the
-export gate (engine/export.py), atomically, only when the risk engine verified exactly that file
+export gate (engine/io/export.py), atomically, only when the risk engine verified exactly that file
 (cohort scope, all-visits knowledge of the (code, age) pairs with repeats); when it fails, a release
 an earlier run left at `--out` is removed. REPORT.json (parameters, inputs, ILM / ALM, AvgRE,
 DGH-level shares, clusters, the verification, the release fingerprint and the sha256 of the file
@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from engine.errors import UserError
+from engine.io.errors import UserError
 from engine.records import Records
 
 
@@ -97,11 +97,12 @@ def source_pairs(res) -> Records:
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine import export, risk
+    from engine import risk
     from engine.adversary import Adversary
     from engine.anonymize.trajectories import Trajectories, default_age_domain, lda
     from engine.commands.inputs import InputOptions, announced, findings_json, load_events_input, publish
     from engine.hierarchy import ICD9_LEVELS, ICD9_THESIS_LEVELS, Hierarchy
+    from engine.io import export
     from engine.io.loaders import load_ids
     from engine.utility.loss import avg_re, level_shares, record_losses
 

@@ -6,7 +6,7 @@
 
 PPE extracts the privacy policy from the cohort (filtering condition = the attacker's knowledge);
 UGACLIP (with the utility policy, default: the shipped Table 1 policy) or ACLIP anonymizes; the
-release is written through the export gate (engine/export.py), atomically, only when both the
+release is written through the export gate (engine/io/export.py), atomically, only when both the
 policy check and the risk engine (cohort scope, same knowledge) verified exactly that file; when
 either fails, a release an earlier run left at these paths is removed. RELEASED.csv is long form
 (`patient_id`, `code`: one row per patient and item, the PNAS released profiles) with anonymized
@@ -23,7 +23,7 @@ import argparse
 import json
 from pathlib import Path
 
-from engine.errors import UserError
+from engine.io.errors import UserError
 
 KNOWLEDGES = ("single_visit", "all_visits")
 
@@ -58,11 +58,11 @@ def register(methods) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine import export
     from engine.adversary import Adversary
     from engine.anonymize.population import export_label
     from engine.anonymize.profiles import SuppressionLimitExceeded, run_profiles
     from engine.commands.inputs import InputOptions, announce, findings_json, load_groups, publish
+    from engine.io import export
     from engine.utility.queries import read_utility_policy
 
     method = args.profiles_method

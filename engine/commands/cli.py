@@ -1,7 +1,7 @@
 """`python -m engine ...`: the command-line face of the engine.
 
 Each subcommand lives in its own module under `engine/commands/` with `register(subparsers)`.
-Errors in the user's files or arguments (`engine.errors.UserError`) exit with status 2 and a one-line
+Errors in the user's files or arguments (`engine.io.errors.UserError`) exit with status 2 and a one-line
 message; any other exception is a bug and keeps its traceback.
 Every subcommand that reads patient data gets the input options of `engine.commands.inputs`
 (`--keep-unknown` / `--drop-unknown`, `--accept-na-ids`); loader warnings go to stderr.
@@ -14,7 +14,7 @@ import importlib
 import sys
 from collections.abc import Iterator
 
-from engine.errors import UserError
+from engine.io.errors import UserError
 
 # module name under engine.commands -> registered in this order
 COMMAND_MODULES = ("sample", "risk", "anonymize", "phewas", "labs", "study")

@@ -5,13 +5,13 @@ What the loaders found is never kept from the user: every warning (unknown codes
 examples, duplicate rows, unused or renamed columns, visit dates not in ISO form, ...) is printed on
 stderr as soon as its file is read, and `GroupInputs.warnings` / `findings_json` give the same list for
 the JSON reports. The options `--keep-unknown` / `--drop-unknown` and `--accept-na-ids`
-(`add_input_options`, added by `engine.cli` to every subcommand that reads patient data) decide what
+(`add_input_options`, added by `engine.commands.cli` to every subcommand that reads patient data) decide what
 the loaders do with unknown codes and with ids such as `NA`.
 
 Default `--keep-unknown`: a reader never changes the data on its own, and keeping the rows is the
 safe choice downstream. A kept unknown code is an item like any other to every anonymization method
 and to the risk engine (so the release still meets k), and the PheWAS never makes its patient a
-control of the phecodes the code may belong to (`engine.phewas`, codes absent from the phecode map).
+control of the phecodes the code may belong to (`engine.utility.phewas`, codes absent from the phecode map).
 Dropping the rows instead would make that patient a control of, e.g., hypertension when `401.10` was
 a mistyped hypertension code, so dropping is left to the user, who then sees how many rows went.
 """
@@ -78,7 +78,7 @@ def load_events_input(path: str, options: InputOptions | None = None) -> Loaded:
     codes' original spellings in `Loaded.spellings` when `--normalize-codes` rewrote any. Raises
     DataError on errors and UserError for a malformed mapping."""
 
-    from engine.errors import UserError
+    from engine.io.errors import UserError
 
     opts = options or InputOptions()
     from engine.io import detect_source
@@ -257,10 +257,10 @@ def publish(
     *,
     blocked: str | None = None,
 ) -> dict:
-    """`engine.export.publish` for a command: the code map keeps the original spellings of the codes
+    """`engine.io.export.publish` for a command: the code map keeps the original spellings of the codes
     `inputs` were read with (`--normalize-codes`; a `source_spelling` column, as the app's exports),
     whichever loader read them. Returns the JSON-ready export record."""
-    from engine import export
+    from engine.io import export
 
     return export.publish(
         release, verification, adversary, k, paths, blocked=blocked, spellings=inputs.spellings

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from engine import labs as L
-from engine.errors import UserError
+from engine.io.errors import UserError
+from engine.labs import reident as L
 
 
 def register(sub) -> None:
@@ -102,7 +102,7 @@ def run_recall(args: argparse.Namespace) -> int:
     frame = raw.to_frame()[["n", "recall", "random"]]
     note = f"raw Recall@1 {raw.at(1):.3f}, @10 {raw.at(10):.3f}"
     if args.latent is not None:
-        from engine.latent import VAEConfig, train_vae  # torch only when asked for
+        from engine.labs.vae import VAEConfig, train_vae  # torch only when asked for
 
         cfg = VAEConfig(
             latent_dim=args.latent, seed=args.seed, **({"epochs": args.epochs} if args.epochs else {})

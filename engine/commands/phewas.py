@@ -15,7 +15,7 @@ import sys
 
 import pandas as pd
 
-from engine.errors import UserError
+from engine.io.errors import UserError
 
 
 def register(sub) -> None:
@@ -68,9 +68,9 @@ def _warn_unmapped(unmapped: pd.DataFrame, where: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine import phewas
     from engine.commands.inputs import InputOptions, load_genotypes_checked, load_groups
     from engine.release import release_from_frames
+    from engine.utility import phewas
 
     if args.min_code_count < 1 or args.min_cases < 1:
         raise UserError("--min-code-count and --min-cases must be at least 1")

@@ -11,9 +11,9 @@ of patient ids. The population defaults to every patient in EVENTS, the cohort t
 Files are read and validated by `engine.io.loaders` (errors name file, row and column).
 
 With `--shards DIR` (population scope), the candidates are the population in the Parquet shards of DIR
-(`python -m engine.shards EVENTS DIR N` writes them) and EVENTS holds the cohort's events: each shard
-is read and counted on its own (engine/shards.py), or on Dask with `--scheduler tcp://HOST:8786` or
-`--dask-workers N` (a LocalCluster; engine/distributed.py). The backend used and each shard's progress
+(`python -m engine.scale.shards EVENTS DIR N` writes them) and EVENTS holds the cohort's events: each shard
+is read and counted on its own (engine/scale/shards.py), or on Dask with `--scheduler tcp://HOST:8786` or
+`--dask-workers N` (a LocalCluster; engine/scale/distributed.py). The backend used and each shard's progress
 are printed. Results equal the in-process run.
 """
 
@@ -26,7 +26,7 @@ import pandas as pd
 
 from engine.adversary import KNOWLEDGES, SCOPES, Adversary
 from engine.commands.inputs import InputOptions, load_groups
-from engine.errors import UserError
+from engine.io.errors import UserError
 from engine.records import Records
 from engine.risk import KnownSets, original_distinguishability, summarize, thread_count
 
@@ -38,7 +38,7 @@ def _progress(done: int, total: int, path: str) -> None:
 def _sharded(args: argparse.Namespace, cohort: Records, adversary: Adversary):
     """Distinguishability of the cohort against the population in the shards of `--shards`, and the
     number of candidates."""
-    from engine.shards import sharded_known_set_distinguishability
+    from engine.scale.shards import sharded_known_set_distinguishability
 
     folder = Path(args.shards)
     paths = sorted(folder.glob("shard-*.parquet"))
@@ -46,7 +46,7 @@ def _sharded(args: argparse.Namespace, cohort: Records, adversary: Adversary):
         raise UserError(f"--shards: no shard-*.parquet file in {str(folder)!r}")
     kw = dict(count_repeats=args.count_repeats, threads=args.threads, progress=_progress)
     if args.scheduler or args.dask_workers is not None:
-        from engine.distributed import dask_known_set_distinguishability
+        from engine.scale.distributed import dask_known_set_distinguishability
 
         where = args.scheduler or f"a local cluster of {args.dask_workers} workers"
         print(f"backend: Dask ({where}), {len(paths)} shards")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from engine.errors import UserError
+from engine.io.errors import UserError
 
 
 def register(sub) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from engine.errors import UserError
+from engine.io.errors import UserError
 
 
 def register(sub) -> None:
@@ -31,8 +31,8 @@ def register(sub) -> None:
 def _inputs(args: argparse.Namespace, study):
     """RunInputs, DataRef and the codes' spellings (`Dataset.spellings`) of the data named on the
     command line (or the sample)."""
-    from engine.runs import RunInputs
-    from engine.study import data_ref
+    from engine.study.runs import RunInputs
+    from engine.study.study import data_ref
 
     if args.events is None:
         if study.data.name != "sample":
@@ -90,7 +90,7 @@ def _inputs(args: argparse.Namespace, study):
 
 
 def run_study(args: argparse.Namespace) -> int:
-    from engine.study import Study, StudyError, rebuild
+    from engine.study.study import Study, StudyError, rebuild
 
     path = Path(args.study)
     if not path.is_file():

@@ -1,4 +1,4 @@
-"""Sources of patient data beyond the long-form file (ARCHITECTURE section 2).
+"""Data in and out: every source of patient data, the export gate, the errors a user can fix (ARCHITECTURE 2).
 
 - `normalize`: vocabulary of each event (ICD-9-CM or ICD-10-CM) and the opt-in, reported
   normalization of code spellings (undotted codes, prefixes, case, spaces).
@@ -8,6 +8,8 @@
 - `meds`: MEDS Parquet (`subject_id`, `time`, `code`), checked against the MEDS schema.
 - `i2b2`: the i2b2 star schema (`observation_fact`, `patient_dimension`, ...; `ICD9:250.00`).
 - `sql`: databases: a DuckDB file or any SQLAlchemy URL (PostgreSQL), for OMOP and i2b2.
+- `export`: the export gate, the one way a release leaves the tool (files written only when verified).
+- `errors`: `UserError` (a problem the user can fix; the CLI prints it in one line) and the readers' errors.
 
 Every reader returns the long form of ARCHITECTURE section 2 (`patient_id`, `code`, optional `visit`,
 `age`) plus the vocabulary per row, and names source, table, row and column in every error.

@@ -1,16 +1,20 @@
-"""The readers' errors: bad input files stop loading with a message naming file, rows and column.
+"""Errors the user can fix: their files, arguments or settings (`UserError`), and the readers' errors.
 
-Both are `engine.errors.UserError`s: the CLI prints them as one line (exit 2), the app as a message.
+`UserError` is what the CLI (`engine/commands/cli.py`) prints as one line with exit status 2 and the
+app shows as a message. Anything else raised is a bug and keeps its traceback. Bad input files stop
+loading with a message naming file, rows and column (`DataError`, `InputFileError`): UserErrors too.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from engine.errors import UserError
-
 if TYPE_CHECKING:
     from engine.io.validation import ValidationReport
+
+
+class UserError(Exception):
+    """A problem with the user's input (a file, an argument, a setting), named in one line."""
 
 
 class DataError(UserError, ValueError):

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from engine.adversary import Adversary
-from engine.errors import UserError
+from engine.io.errors import UserError
 from engine.release import Release, release_from_frames
 from engine.risk import Verification
 

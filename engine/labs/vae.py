@@ -1,6 +1,6 @@
 """Variational autoencoder for lab orders (Johnson et al. 2018, section 2.7, Eq. 2, Figures 5-6).
 
-Binary patient-day vectors (engine.labs.PatientDays) go through an encoder to a latent Gaussian
+Binary patient-day vectors (engine.labs.reident.PatientDays) go through an encoder to a latent Gaussian
 (16 dimensions by default, 2-64 selectable), a decoder gives Bernoulli probabilities, and the loss is
 binary cross-entropy plus the KL divergence to N(0, I) (Eq. 2), summed over labs and latent dimensions
 and averaged over the days of a batch.
@@ -45,7 +45,7 @@ import torch
 from sklearn.metrics import average_precision_score, precision_recall_curve, roc_auc_score, roc_curve
 from torch import nn
 
-from engine.labs import PatientDays
+from engine.labs.reident import PatientDays
 
 LATENT_MIN, LATENT_MAX, PAPER_LATENT = 2, 64, 16
 Progress = Callable[[float, str], None]

@@ -2,7 +2,7 @@
 
 A zip holding, under one folder (`BUNDLE_ROOT`):
 
-- `report.pdf`, `report.html`, `report.json`: the IRB report (engine.report);
+- `report.pdf`, `report.html`, `report.json`: the IRB report (engine.report.report);
 - `releases/<folder>/release.csv` and `code_map.csv`: the files the export gate wrote for every
   release verified under the study's attacker (an unverified release has no files: the report
   lists it as not verified, with its figures);
@@ -24,9 +24,9 @@ import json
 import zipfile
 from typing import Any
 
-from engine.errors import UserError
-from engine.report import Report, release_folder_files
-from engine.study import sha256_of
+from engine.io.errors import UserError
+from engine.report.report import Report, release_folder_files
+from engine.study.study import sha256_of
 
 BUNDLE_FORMAT = "cohortshield-bundle/1"
 BUNDLE_ROOT = "cohortshield-release"

@@ -7,7 +7,7 @@ character, which CommonMark defines as always literal (so no image, link, autoli
 heading, list, table or math can start inside the text), and breaks the web addresses GitHub-flavoured
 Markdown would turn into links with an invisible word joiner, and `code` writes a code span whose fence
 is longer than any run of backticks in the text (CommonMark's rule), so nothing ends it early.
-Used by the app (`ui.literal`) and the Markdown report (`engine.report`).
+Used by the app (`ui.literal`) and the Markdown report (`engine.report.report`).
 """
 
 from __future__ import annotations

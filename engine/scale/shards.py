@@ -251,10 +251,10 @@ def sharded_distinguishability(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m engine.shards EVENTS OUT_DIR N`: write N shards of an events file."""
+    """`python -m engine.scale.shards EVENTS OUT_DIR N`: write N shards of an events file."""
     import argparse
 
-    ap = argparse.ArgumentParser(prog="python -m engine.shards", description=main.__doc__)
+    ap = argparse.ArgumentParser(prog="python -m engine.scale.shards", description=main.__doc__)
     ap.add_argument("events", help="long-form events, CSV or Parquet (patient_id, code, [visit])")
     ap.add_argument("out_dir", help="folder for shard-NNNNN.parquet (created)")
     ap.add_argument("n_shards", type=int)

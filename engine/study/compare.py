@@ -164,7 +164,7 @@ def phewas_changes(
     correction: str | None = None,
 ) -> dict[str, tuple[int, int]]:
     """Release name -> (associations lost, false) over every SNP (Table 4's Total row)."""
-    from engine import phewas
+    from engine.utility import phewas
 
     corr = correction or phewas.DEFAULT_CORRECTION
     table = phewas.significance_table(original, released, alpha=alpha, correction=corr)  # type: ignore[arg-type]

@@ -1,7 +1,7 @@
 """One way to run a method: typed settings per method, each turning a study's inputs into a `Release`.
 
 The pages, the CLI, the study's headless rebuild and the benchmarks call these, so a release made in
-the app can be rebuilt byte for byte from its settings (`engine.study`). Every release made here
+the app can be rebuilt byte for byte from its settings (`engine.study.study`). Every release made here
 carries its source cohort (`Release.checked`): the construction invariant is checked, and the risk
 engine takes a single-visit attacker's knowledge from the original visits (`risk.attacker_known_visits`). Settings are plain frozen
 dataclasses that round-trip through JSON (`settings_to_dict` / `settings_from_dict`); `describe()`
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from engine.adversary import Adversary
-from engine.errors import UserError
+from engine.io.errors import UserError
 from engine.records import Records
 from engine.release import Release
 

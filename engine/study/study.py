@@ -3,7 +3,7 @@
 A study ties the data (content fingerprints of the events and of every group's id list, the input
 files' sha256 and the load options that changed the data) to the attacker assumption (adversary, k)
 and to the releases made from it. A release enters the study only by an explicit action
-(`Study.add`); it is immutable and carries its method's typed settings (`engine.runs`), the data it
+(`Study.add`); it is immutable and carries its method's typed settings (`engine.study.runs`), the data it
 was made from, the sha256 of every file the export gate wrote and the risk engine's verdict at the time.
 
 Pages and the report re-verify every release under the study's current adversary and k
@@ -25,10 +25,10 @@ import pandas as pd
 
 from engine import risk
 from engine.adversary import ALL_ADVERSARIES, Adversary
-from engine.errors import UserError
+from engine.io.errors import UserError
 from engine.records import Records
 from engine.release import Release
-from engine.runs import MethodSettings, RunInputs, check_k, settings_from_dict, settings_to_dict
+from engine.study.runs import MethodSettings, RunInputs, check_k, settings_from_dict, settings_to_dict
 
 STUDY_FORMAT = "cohortshield-study/1"
 
@@ -298,9 +298,9 @@ def export_files(
     verification: risk.Verification,
     spellings: Mapping[str, tuple[str, ...]] | None = None,
 ) -> dict[str, bytes]:
-    """The release's files through the one export gate (`engine.export`); empty when it refuses.
+    """The release's files through the one export gate (`engine.io.export`); empty when it refuses.
     `spellings`: the source's spellings of the codes (`Dataset.spellings`) for the code map."""
-    from engine.export import ExportRefused, release_files
+    from engine.io.export import ExportRefused, release_files
 
     try:
         return release_files(release, verification, verification.adversary, verification.k, spellings)

@@ -3,7 +3,7 @@
 Each function measures generated data the way the paper measured its own and returns `Figure` rows
 (paper value beside generated value); `bench/calibrate.py` assembles them into
 `sample_data/CALIBRATION.md`. Uniqueness of diagnosis codes is computed with `engine.risk`, of lab
-orders with `engine.labs` (Johnson's exact-set rule), so the table measures what the app shows.
+orders with `engine.labs.reident` (Johnson's exact-set rule), so the table measures what the app shows.
 """
 
 from __future__ import annotations
@@ -239,8 +239,8 @@ def _distinct_labs(labs: pd.DataFrame) -> np.ndarray:
 
 
 def lab_days(labs: pd.DataFrame):
-    """(`engine.labs.PatientDays`, distinct labs per patient) of a lab-order frame."""
-    from engine.labs import patient_days
+    """(`engine.labs.reident.PatientDays`, distinct labs per patient) of a lab-order frame."""
+    from engine.labs.reident import patient_days
 
     return patient_days(labs), _distinct_labs(labs)
 
@@ -248,7 +248,7 @@ def lab_days(labs: pd.DataFrame):
 def paper_scale_lab_days(n_patients: int = 731_850, chunk: int = 61_000):
     """Lab orders of `n_patients` built chunk by chunk (`generate_labs(m, seed=1000 + i)`, as
     bench/labs.py does), stacked into one `PatientDays`; and distinct labs per patient."""
-    from engine.labs import PatientDays, concat_patient_days, patient_days
+    from engine.labs.reident import PatientDays, concat_patient_days, patient_days
     from engine.synth.generator import generate_labs
 
     parts, distinct = [], []
@@ -265,8 +265,8 @@ def paper_scale_lab_days(n_patients: int = 731_850, chunk: int = 61_000):
 
 def lab_figures(days, distinct: np.ndarray, label: str) -> list[Figure]:
     """Johnson 2018 sections 3.1-3.2: days and distinct labs per patient; share unique overall, with
-    >= 2 days and with >= 9 days (exact lab sets, `engine.labs.uniqueness`)."""
-    from engine.labs import uniqueness
+    >= 2 days and with >= 9 days (exact lab sets, `engine.labs.reident.uniqueness`)."""
+    from engine.labs.reident import uniqueness
 
     u = uniqueness(days)
     d = u.days
@@ -291,7 +291,7 @@ def reidentification_figures(
     """Johnson 2018 section 3.3 / Figure 4: one-day Recall@1 and Recall@10 against 99 others, measured
     as the Lab orders page does with its defaults (labs ordered on at least `default_min_orders`
     patient-days, `draw_queries(trials, simulations, "99", "one_day", seed)`, `recall_at_n`)."""
-    from engine.labs import default_min_orders, draw_queries, recall_at_n
+    from engine.labs.reident import default_min_orders, draw_queries, recall_at_n
 
     kept = days.restrict_labs(default_min_orders(days.n_days))
     rec = recall_at_n(kept, draw_queries(kept, trials, simulations, "99", "one_day", seed))
@@ -337,8 +337,8 @@ def trajectory_figures(records: Records, n_codes: int = 50, label: str = "") -> 
 
 # ------------------------------------------------------------------------------------ PheWAS
 def planted_associations(biobank: Records, genotypes: pd.DataFrame) -> pd.DataFrame:
-    """Allelic chi-square PheWAS (`engine.phewas`) on the biobank: the planted (SNP, phecode) rows."""
-    from engine.phewas import phewas_of_records
+    """Allelic chi-square PheWAS (`engine.utility.phewas`) on the biobank: the planted (SNP, phecode) rows."""
+    from engine.utility.phewas import phewas_of_records
 
     res = phewas_of_records(biobank, genotypes)
     rows = []

@@ -13,7 +13,7 @@
   trajectory holds a query pair with probability 1 - prod(1 - p) over its released pairs, and the
   pairs of a combination are taken as independent.
 
-The sweeps over k and weights (Figures 9-12, 15) run the method: `engine.experiments.lda_sweep_k`,
+The sweeps over k and weights (Figures 9-12, 15) run the method: `engine.study.experiments.lda_sweep_k`,
 `lda_sweep_weights`. This module imports no method (only its result type, for the checker).
 """
 
