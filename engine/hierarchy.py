@@ -623,7 +623,9 @@ def _icd10cm(levels: tuple[str, ...]) -> Hierarchy:
     is_parent[np.asarray(parents[1:], dtype=np.int64)] = True
     keep = [i == 0 or not is_parent[i] or level_names[i] in levels for i in range(len(labels))]
     new_index = np.full(len(labels), -1, dtype=np.int64)
-    out_labels, out_parents, out_levels = [], [], []
+    out_labels: list[str] = []
+    out_parents: list[int] = []
+    out_levels: list[str] = []
     for i, lab in enumerate(labels):  # preorder: a node's kept ancestor is numbered before it
         if not keep[i]:
             new_index[i] = new_index[parents[i]]

@@ -49,7 +49,7 @@ class Records:
 
     # ---------------------------------------------------------------- construction
     @classmethod
-    def from_frame(cls, df: pd.DataFrame, items: Sequence[str] | None = None) -> Records:
+    def from_frame(cls, df: pd.DataFrame, items: Sequence[str] | np.ndarray | None = None) -> Records:
         """Build from long form (`patient_id`, `code`, optional `visit`, optional `age`).
 
         `items` fixes the vocabulary (it must contain every code of `df`); by default it is the

@@ -149,7 +149,8 @@ def ags_nodes(
     i = [[0] * (n + 1) for _ in range(m + 1)]
     a = [[0] * (n + 1) for _ in range(m + 1)]
     r = [[""] * (n + 1) for _ in range(m + 1)]
-    cand = {} if keep_matrices else None
+    # (h, j) -> the three candidate (ILM, ALM) pairs of step 22: generalize, suppress x_h, suppress y_j
+    cand: dict[tuple[int, int], tuple[tuple[int, int], ...]] | None = {} if keep_matrices else None
     i[0][0], a[0][0] = ilm_x, alm_x  # step 2
     sx = [model.suppress(*p) for p in x]
     sy = [model.suppress(*p) for p in y]
@@ -198,7 +199,7 @@ def ags_nodes(
             h -= 1
     pairs.reverse()
     ops.reverse()
-    if not keep_matrices:
+    if cand is None:  # not keep_matrices
         return _Raw(pairs, ops, i[m][n], a[m][n])
     cm = np.full((m + 1, n + 1, 3, 2), -1, dtype=np.int64)
     for (h, j), opts in cand.items():
@@ -243,6 +244,8 @@ def baseline_nodes(
 
 
 def _to_alignment(raw: _Raw, method: str, x_lab, y_lab, model: CostModel, m: int, n: int) -> Alignment:
+    if raw.i is None or raw.a is None or raw.r is None:
+        raise ValueError("an Alignment needs the dynamic programme's matrices (keep_matrices=True)")
     sc = float(model.scale)
 
     def fl(mat: np.ndarray) -> np.ndarray:
@@ -387,9 +390,9 @@ class PairTables:
         return np.where(ok, p["sup_i"][q // na] + p["sup_a"][q % na], 0)
 
 
-def prepare_x(x: Sequence[tuple[int, int]], tables: PairTables, dtype) -> list[tuple[np.ndarray, object]]:
-    """Per pair of x: its look-up row (`PairTables.row`) and its suppression cost, computed once per
-    batch and shared by every bucket."""
+def prepare_x(x: Sequence[tuple[int, int]], tables: PairTables, dtype) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per pair of x: its look-up row (`PairTables.row`) and its suppression cost (a 0-d array of
+    `dtype`), computed once per batch and shared by every bucket."""
     out = []
     for xi, xa in x:
         sx = sum(tables.model.suppress(xi, xa))

@@ -309,7 +309,8 @@ def check_policy(constraints: Sequence[Iterable[str]], release: Release, k: int)
     images = [constraint_image(c, item_of) for c in cons]
     # mutually exclusive items match only themselves: count on the released items directly, under
     # short aliases that keep the vocabulary's order (labels of large items are long strings)
-    records, ic = release.records, release.item_codes
+    records = release.records
+    ic: dict[str, frozenset[str]] | None = release.item_codes  # None: items counted as themselves
     exclusive = len(item_of) == sum(len(release.codes_of(str(t))) for t in records.items.tolist())
     alias = {str(t): str(t) for t in records.items.tolist()}
     if exclusive:

@@ -72,7 +72,7 @@ class Trajectories:
         cls,
         df: pd.DataFrame,
         *,
-        patient_ids: Sequence[str] | None = None,
+        patient_ids: Sequence[str] | np.ndarray | None = None,
         codes: Sequence[str] | None = None,
         top_codes: int | None = None,
         distinct: bool = False,

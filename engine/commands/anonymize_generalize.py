@@ -92,7 +92,10 @@ def run(args: argparse.Namespace) -> int:
     )
     sources, cohort = inputs.sources, inputs.cohort
     cohort_ids = cohort.patient_ids
-    group = {"cohort": cohort, "biobank": inputs.biobank, "population": inputs.population}[args.scope]
+    groups = {"cohort": cohort, "population": inputs.population}
+    if inputs.biobank is not None:  # given whenever --scope biobank is (checked above)
+        groups["biobank"] = inputs.biobank
+    group = groups[args.scope]
     outside = np.setdiff1d(cohort_ids.astype(str), group.patient_ids.astype(str))
     if len(outside):
         raise UserError(
@@ -119,18 +122,19 @@ def run(args: argparse.Namespace) -> int:
     adversary = Adversary("cohort" if args.scope == "cohort" else "population", "single_visit")
     _, plain_cohort = suppress_rare(group, cohort_ids, args.k)
     before = risk.original_distinguishability(cohort, verification.adversary, group)
-    report = {
+    retention = {
+        "original": figures(cohort).__dict__,
+        "with generalization": figures(release.records, release.item_codes).__dict__,
+        "without generalization": figures(plain_cohort).__dict__,
+    }
+    report: dict[str, object] = {
         "method": f"Heatherly 2013, {SCOPE_NAMES[args.scope]} (frequency-bin generalization, then suppression)",
         "parameters": release.params,
         "inputs": sources,
         "input_warnings": inputs.warnings,
         "records": {"anonymized group": group.n_patients, "cohort": cohort.n_patients},
         "procedure": release.loss,
-        "retention": {
-            "original": figures(cohort).__dict__,
-            "with generalization": figures(release.records, release.item_codes).__dict__,
-            "without generalization": figures(plain_cohort).__dict__,
-        },
+        "retention": retention,
         "suppressed events": len(release.suppressed),
         "verification": {
             "ok": verification.ok,
@@ -142,17 +146,16 @@ def run(args: argparse.Namespace) -> int:
             "failing": verification.failing.astype({"distinguishability": int}).to_dict("records"),
         },
     }
-    report["export"] = publish(inputs, release, verification, adversary, args.k, paths)
+    outcome = report["export"] = publish(inputs, release, verification, adversary, args.k, paths)
     if args.report:
         Path(args.report).write_text(json.dumps(report, indent=2, default=str) + "\n")
-    if not report["export"]["written"]:
+    if not outcome["written"]:
         hint = "" if args.complete else " (--complete adds the completion pass)"
-        raise UserError(export.refusal_message(report["export"]) + hint)
-    ret = report["retention"]
+        raise UserError(export.refusal_message(outcome) + hint)
     print(
         f"Heatherly {SCOPE_NAMES[args.scope]} k={args.k} ({constraints}{', completed' if args.complete else ''}): "
-        f"{cohort.n_patients} records, DC {ret['with generalization']['diagnosis_count']} of "
-        f"{ret['original']['diagnosis_count']}, CC {ret['with generalization']['code_count']} of "
-        f"{ret['original']['code_count']}; {verification.message()} Release {export.structure_note(release)}."
+        f"{cohort.n_patients} records, DC {retention['with generalization']['diagnosis_count']} of "
+        f"{retention['original']['diagnosis_count']}, CC {retention['with generalization']['code_count']} of "
+        f"{retention['original']['code_count']}; {verification.message()} Release {export.structure_note(release)}."
     )
     return 0

@@ -697,6 +697,8 @@ def load_ids(
     report = ValidationReport()
     ids = _ids(s, report, None if population is None else pd.Index(population), group, na_ids)
     report.raise_if_errors()
+    if ids is None:  # `_ids` returns None only after reporting an error
+        raise RuntimeError(f"{s.name}: no ids read, yet no error reported")
     return Loaded(ids, report, {s.name: s.sha256})
 
 
@@ -860,7 +862,15 @@ def _sample_memo(
 ) -> Loaded[Dataset]:
     paths = {role: Path(p) for role, p, _, _ in stamp}
     return load_dataset(
-        **paths, name="sample", unknown_codes=unknown_codes, drop_duplicates=drop_duplicates, na_ids=na_ids
+        paths["events"],
+        paths.get("biobank"),
+        paths.get("cohort"),
+        paths.get("genotypes"),
+        paths.get("labs"),
+        name="sample",
+        unknown_codes=unknown_codes,
+        drop_duplicates=drop_duplicates,
+        na_ids=na_ids,
     )
 
 

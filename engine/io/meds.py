@@ -27,7 +27,7 @@ import pandas as pd
 
 from engine.io.events import Action, SourceData, check_events
 from engine.io.normalize import split_prefix
-from engine.io.validation import MAX_ROWS, FileCheck, NaIds, ValidationReport
+from engine.io.validation import MAX_ROWS, FileCheck, Finding, NaIds, Severity, ValidationReport
 
 BIRTH_CODE = "MEDS_BIRTH"  # meds.birth_code
 _LAB = re.compile(r"^(?:LAB//|LOINC/)")
@@ -101,7 +101,8 @@ def read_meds(
         )
         return SourceData(None, report)
     base = loc if loc.is_dir() else loc.parent
-    frames, checks, seen = [], [], {}
+    frames, checks = [], []
+    seen: dict[object, str] = {}  # subject_id -> the shard that holds it
     from engine.io.sql import sha256_file as _sha256
 
     sources = {}
@@ -237,7 +238,16 @@ class _MultiShardCheck(FileCheck):
         fc.checks, fc.shard = checks, shard
         return fc
 
-    def flag(self, severity, column, mask, message, expected="", kind="", counts=None):  # type: ignore[override]
+    def flag(
+        self,
+        severity: Severity,
+        column: str | None,
+        mask: np.ndarray,
+        message: str,
+        expected: str = "",
+        kind: str = "",
+        counts: dict[str, int] | None = None,
+    ) -> Finding:
         """Name the shard of the first flagged row (each shard's rows are numbered on their own)."""
         pos = np.flatnonzero(np.asarray(mask, dtype=bool))
         if len(pos) and len(self.checks) > 1:

@@ -301,12 +301,12 @@ def normalize_codes(
         parsed = [vocabulary_value(v) if v.strip() else default_vocabulary for v in hu]
         bad = np.array([p is None and v.strip() != "" for p, v in zip(parsed, hu, strict=True)])
         if bad.any() and fc is not None:
-            examples = ", ".join(repr(hu[i]) for i in np.flatnonzero(bad)[:MAX_ROWS])
+            shown = ", ".join(repr(hu[i]) for i in np.flatnonzero(bad)[:MAX_ROWS])
             fc.flag(
                 "error",
                 vocabulary,
                 bad[hc],
-                f"vocabulary not understood: {examples}",
+                f"vocabulary not understood: {shown}",
                 "ICD9CM or ICD10CM (also ICD9, ICD-9-CM, 9, ICD10, ICD-10-CM, 10), or an empty cell",
                 "vocabulary_value",
             )
@@ -356,10 +356,13 @@ def normalize_codes(
     cell_kinds: list[tuple[str, ...]] = []
     for i, c in enumerate(combos):
         raw = str(raw_uniques[combo_keys[i] // len(hint_values)])
-        for j, v in enumerate((*vocabs, "")):
+        for j, v in enumerate(vocabs):
             cell_original[3 * i + j] = raw
             cell_label[3 * i + j] = item_label(v, c.readings[v]) if v in c.readings else raw
-            cell_kinds.append(c.kinds.get(v, ()) if v else ())
+            cell_kinds.append(c.kinds.get(v, ()))
+        # the third column (no vocabulary): the code as written, never rewritten
+        cell_original[3 * i + 2] = cell_label[3 * i + 2] = raw
+        cell_kinds.append(())
     cells = combo_codes.astype(np.int64) * 3 + row_col
     cell_rows = np.bincount(cells, minlength=n_combo * 3)
     cell_changed = cell_label != cell_original

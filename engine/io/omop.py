@@ -115,6 +115,7 @@ class _Reader:
         standard: str = "OMOP CDM v5.4",
     ) -> None:
         self.location = Path(location) if db is None else None
+        self.label = db.label if db is not None else Path(location).name  # how messages name the source
         self.schema = schema
         self.db = db
         self.tables, self.keys, self.standard = tables, keys, standard
@@ -138,7 +139,7 @@ class _Reader:
         return (self.db.columns(table) if self.db is not None else self.file_of(table)) is not None
 
     def describe(self) -> str:
-        return self.db.label if self.db is not None else str(self.location.name)
+        return self.label
 
     # ------------------------------------------------------------------ reading
     def read(self, table: str, report: ValidationReport, where_sql: str = "") -> Table | None:
@@ -366,7 +367,7 @@ def _read(
             keep &= ~other
             vocabulary = np.where(other, "", vocabulary)
     # ------------------------------------------------------------------ visits
-    visit_day = start
+    visit_day: np.ndarray | None = start  # None when visits are labelled by occurrence
     if "visit_occurrence_id" in cond.frame and reader.has("visit_occurrence"):
         vis = reader.read("visit_occurrence", report)
         if vis is not None:

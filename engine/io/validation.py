@@ -410,16 +410,16 @@ def first_occurrence_duplicates(keys: Sequence[np.ndarray]) -> np.ndarray:
     if n < 2:
         return np.zeros(n, dtype=bool)
     packed = np.zeros(n, dtype=np.int64)
-    span = 1
+    fits, span = True, 1  # fits: the keys pack into 62 bits
     for k in arrays:
         lo, hi = int(k.min()), int(k.max())
         width = hi - lo + 1
         if span * width >= 2**62:
-            packed = None
+            fits = False
             break
         packed = packed * width + (k - lo)
         span *= width
-    if packed is not None:
+    if fits:
         order = np.argsort(packed, kind="stable")
         ks = packed[order]
         same = ks[1:] == ks[:-1]

@@ -685,7 +685,7 @@ def reference_ranks(
     ties = np.zeros(shape, dtype=np.int64)
 
     def cos_dist(a: np.ndarray, b: np.ndarray) -> float:
-        na, nb = np.linalg.norm(a), np.linalg.norm(b)
+        na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
         return 1.0 - (float(a @ b) / (na * nb) if na > 0 and nb > 0 else 0.0)
 
     for s in range(shape[0]):
