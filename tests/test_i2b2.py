@@ -140,6 +140,18 @@ def test_missing_column_and_absent_patient(tmp_path: Path) -> None:
     assert [(e.kind, e.rows, e.column) for e in errors] == [("absent_person", (8,), "patient_num")]
 
 
+def test_a_modifier_row_of_an_absent_patient_is_not_an_error(tmp_path: Path) -> None:
+    """Modifier rows are left out (a warning): their patient is not checked against patient_dimension,
+    so an unknown patient there stops nothing (it raised an error naming no row)."""
+
+    def edit(df):
+        assert df.loc[3, "modifier_cd"] == "DX|PRINCIPAL"
+        df.loc[3, "patient_num"] = "9"
+
+    data = read_i2b2(_edit(tmp_path, "observation_fact", edit))
+    _check(data)
+
+
 def test_undotted_codes_need_normalization_and_keep_their_spelling(tmp_path: Path) -> None:
     def edit(df):
         df["concept_cd"] = df["concept_cd"].str.replace(".", "", regex=False)

@@ -39,7 +39,14 @@ from engine.io.events import Action, SourceData, check_events
 from engine.io.normalize import split_prefix
 from engine.io.omop import _dates, _ids, _iso, _Reader
 from engine.io.sql import connect, is_url
-from engine.io.validation import MAX_ROWS, FileCheck, NaIds, ValidationReport, per_row
+from engine.io.validation import (
+    MAX_ROWS,
+    FileCheck,
+    NaIds,
+    ValidationReport,
+    check_patient_table,
+    patients_of,
+)
 
 STANDARD = "i2b2 1.7 (CRC)"
 TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
@@ -124,11 +131,7 @@ def _read(
     # ------------------------------------------------------------------ patients
     pf = FileCheck(patients.where, patients.rownum, report)
     pids = _ids(patients, pf, "patient_num")
-    twice = pd.Series(pids.codes).duplicated().to_numpy() & (pids.codes >= 0)
-    if twice.any():
-        pf.flag(
-            "error", "patient_num", twice, "patient_num repeated", "one row per patient", "duplicate_person"
-        )
+    check_patient_table(pids, pf, "patient_num", "patient")
     birth = (
         _dates(patients, pf, "birth_date", required=False)
         if "birth_date" in patients.frame
@@ -183,18 +186,15 @@ def _read(
             "other_codes",
         )
     start = _dates(facts, ff, "start_date")
-    person_index = pd.Index(pids.uniques)
-    f_person = person_index.get_indexer(f_pid.uniques)
-    absent_u = (f_person < 0) & (f_pid.uniques != "")
-    if absent_u.any():
-        ff.flag(
-            "error",
-            "patient_num",
-            per_row(absent_u, f_pid.codes) & keep,
-            f"patient_num not in table patient_dimension: {f_pid.examples(absent_u)}",
-            "every fact's patient in table patient_dimension",
-            "absent_person",
-        )
+    f_person = patients_of(
+        f_pid,
+        pids,
+        ff,
+        "patient_num",
+        "patient_dimension",
+        "every fact's patient in table patient_dimension",
+        keep,
+    )
     if "concept_dimension" in reader.tables and reader.has("concept_dimension"):
         _check_concepts(reader, report, ff, concept, is_dx | is_lab)
     if len(report.errors) > n_err:

@@ -51,7 +51,9 @@ from engine.io.validation import (
     Text,
     ValidationReport,
     check_blank,
+    check_patient_table,
     parse_integers,
+    patients_of,
     per_row,
 )
 from engine.vocab import VOCABULARY_NAMES, Vocabulary
@@ -311,9 +313,7 @@ def _read(
     # ------------------------------------------------------------------ person
     pf = FileCheck(person.where, person.rownum, report)
     pids = _ids(person, pf, "person_id")
-    twice = pd.Series(pids.codes).duplicated().to_numpy() & (pids.codes >= 0)
-    if twice.any():
-        pf.flag("error", "person_id", twice, "person_id repeated", "one row per person", "duplicate_person")
+    check_patient_table(pids, pf, "person_id", "person")
     yob = parse_integers(person.frame["year_of_birth"], pf, "year_of_birth", 1800, 2200)
     mob = _int_or_none(person, pf, "month_of_birth", 1, 12) if "month_of_birth" in person.frame else None
     dob = _int_or_none(person, pf, "day_of_birth", 1, 31) if "day_of_birth" in person.frame else None
@@ -321,18 +321,7 @@ def _read(
     cf = FileCheck(cond.where, cond.rownum, report)
     c_pid = _ids(cond, cf, "person_id")
     start = _dates(cond, cf, "condition_start_date")
-    person_index = pd.Index(pids.uniques)
-    c_person = person_index.get_indexer(c_pid.uniques)
-    absent_u = (c_person < 0) & (c_pid.uniques != "")
-    if absent_u.any():
-        cf.flag(
-            "error",
-            "person_id",
-            per_row(absent_u, c_pid.codes),
-            f"person_id not in the person table: {c_pid.examples(absent_u)}",
-            "every condition's person in table person",
-            "absent_person",
-        )
+    c_person = patients_of(c_pid, pids, cf, "person_id", "person", "every condition's person in table person")
     if len(report.errors) > n_err or yob is None:
         return SourceData(None, report, sources=reader.sources)
     keep = np.ones(len(cond.frame), dtype=bool)

@@ -391,6 +391,39 @@ def check_ids(
     return blank
 
 
+def check_patient_table(ids: Text, fc: FileCheck, column: str, who: str = "patient") -> None:
+    """A patient table (OMOP `person`, i2b2 `patient_dimension`) holds one row per patient: each repeat
+    of an id is an error (kind `duplicate_person`) naming the repeating rows."""
+    twice = pd.Series(ids.codes).duplicated().to_numpy() & (ids.codes >= 0)
+    if twice.any():
+        fc.flag("error", column, twice, f"{column} repeated", f"one row per {who}", "duplicate_person")
+
+
+def patients_of(
+    ids: Text,
+    patients: Text,
+    fc: FileCheck,
+    column: str,
+    table: str,
+    expected: str,
+    used: np.ndarray | None = None,
+) -> np.ndarray:
+    """Each distinct id of an event table (`ids.uniques`) -> its position among the patient table's
+    distinct ids (`patients.uniques`), -1 when absent. An id absent from the patient table is an error
+    (kind `absent_person`) naming the rows that hold it; with `used`, only those rows are checked (rows
+    the reader leaves out, e.g. i2b2 modifier rows, are not)."""
+    pos = pd.Index(patients.uniques).get_indexer(ids.uniques)
+    absent = per_row((pos < 0) & (ids.uniques != ""), ids.codes)
+    if used is not None:
+        absent &= used
+    if absent.any():
+        absent_u = np.zeros(len(ids.uniques), dtype=bool)
+        absent_u[ids.codes[absent]] = True
+        shown = ids.examples(absent_u)
+        fc.flag("error", column, absent, f"{column} not in table {table}: {shown}", expected, "absent_person")
+    return pos
+
+
 def check_blank(text: Text, fc: FileCheck, column: str, expected: str) -> np.ndarray:
     """Error for empty cells in a required column; returns the mask of blank cells."""
     blank = text.blank
