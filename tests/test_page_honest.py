@@ -280,7 +280,8 @@ def _gate_app(case: str) -> AppTest:
 
         def release(last: str) -> Release:
             frame = pd.DataFrame({"patient_id": ["a", "b", "c"], "code": ["401.1", "401.1", last]})
-            return Release("toy", Records.from_frame(frame))
+            records = Records.from_frame(frame)  # the release as made from this cohort (`source`)
+            return Release("toy", records).checked(records)
 
         named = Adversary("cohort", "all_visits")
         safe, bad = release("401.1"), release("250.00")

@@ -315,7 +315,8 @@ def render_anonymize(ctx: Context) -> None:
     shown = st.radio("Release shown", names, horizontal=True, key=f"hea_shown_{ctx.adversary.scope}")
     scope = next(s for s in cmp_.results if SCOPE_NAMES[s] == shown)
     res = cmp_.results[scope]
-    release, verification = res.release, res.verification
+    # the release with the cohort it was made from (the download helper and the study need it)
+    release, verification = res.release.checked(ctx.cohort), res.verification
     st.caption(f"Export: {export_label(release.shows_visits)}.")
     row = summary.set_index("release").loc[shown]
     honest.headline(
@@ -348,7 +349,7 @@ def render_anonymize(ctx: Context) -> None:
     settings = HeatherlySettings(
         k=k, scope=scope, constraints=constraints, complete=complete, with_visits=with_visits
     )
-    remember(ctx, settings, release.checked(ctx.cohort))  # the comparison's run: Add does not rerun it
+    remember(ctx, settings, release)  # the comparison's run: Add does not rerun it
     add_to_study(
         ctx,
         settings,

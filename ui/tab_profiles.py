@@ -393,7 +393,7 @@ def _release_block(ctx: Context, method: str, run: ProfilesRun) -> None:
     # the files (gzip: items of many codes repeat long labels), only through the export gate under
     # the sidebar's adversary and k; a violated privacy policy refuses them too
     release_downloads(
-        run.release,
+        run.release.checked(ctx.cohort),  # with its source cohort, as the helper requires
         run.verification,
         ctx.adversary,
         int(ctx.k),
