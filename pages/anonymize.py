@@ -1,9 +1,9 @@
-"""Anonymize: one tab per method (ui/tab_*.py)."""
+"""Anonymize: one tab per method (ui/views/)."""
 
 import streamlit as st
 
 from ui.context import current, warn_if_whole_population
-from ui.tabs import render_method
+from ui.views import render_method
 from ui.teach import intro
 
 ctx = current()

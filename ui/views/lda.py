@@ -25,13 +25,14 @@ from engine import risk
 from engine.adversary import Adversary
 from engine.anonymize.alignment import Alignment, align
 from engine.anonymize.trajectories import LDAResult, Trajectories, default_age_domain, lda
+from engine.experiments import LDAPoint, lda_measures, lda_sweep_k, lda_sweep_weights
 from engine.glossary import help_for
 from engine.hierarchy import ICD9_LEVELS, ICD9_THESIS_LEVELS, Hierarchy
 from engine.records import Records
 from engine.release import Release
 from engine.risk import Verification
 from engine.runs import ICD_HIERARCHIES, CodeSelection, LDASettings, RunInputs
-from engine.utility.loss import avg_re, dataset_loss, level_shares, record_losses
+from engine.utility.loss import avg_re, level_shares, record_losses
 from ui import honest, literal, persist
 from ui import progress as progress_ui
 from ui.context import HASH_FUNCS, Context
@@ -124,10 +125,9 @@ def _run(
 
 @st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=48)
 def _measures(cohort: Records, selection: tuple, hier: tuple, k: int, w_icd: float, method: str) -> dict:
+    """`engine.experiments.lda_measures` of the run, with AvgRE's query workload."""
     res = _run(cohort, selection, hier, k, w_icd, method)
-    ilm, alm = dataset_loss(res)
-    are = avg_re(res)
-    return {"ILM": ilm, "ALM": alm, "AvgRE": are.value, "workload": are.workload}
+    return lda_measures(res, avgre=False) | {"AvgRE": (are := avg_re(res)).value, "workload": are.workload}
 
 
 @st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=16)
@@ -607,41 +607,36 @@ def render_tradeoffs(ctx: Context) -> None:
     if wp is not None and wp == (selection, hier, k_w):
         weights = [round(0.1 * i, 1) for i in range(1, 10)]
 
-        def compute(step) -> list[dict]:
-            rows = []
-            for n, w in enumerate(weights):
-                step(n, len(weights), f"w_ICD = {w}")
-                m = _measures(ctx.cohort, selection, hier, k_w, w, "a-gs")
-                rows.append({"w_icd": w, "w_age": round(1 - w, 1), "ILM": m["ILM"], "ALM": m["ALM"]})
-            return rows
+        def compute(step) -> pd.DataFrame:  # engine/experiments.py's sweep, this view's cached points
+            return lda_sweep_weights(None, k_w, weights, point=_point(ctx, selection, hier), on_progress=step)
 
         try:
-            rows = progress_ui.run("Weight sweep", compute, key="ldat_wsweep", job=(selection, hier, k_w))
+            wdf = progress_ui.run("Weight sweep", compute, key="ldat_wsweep", job=(selection, hier, k_w))
         except (ValueError, KeyError) as exc:
             literal.error(exc.args[0] if exc.args else exc)
             return
-        if rows is None:
+        if wdf is None:
             return
-        wdf = pd.DataFrame(rows)
         st.markdown("**ILM and ALM by attribute weights** (Figure 15)")
         st.plotly_chart(weights_figure(wdf), key="ldat_fig_w")
         _download(wdf, "Download the weight sweep (CSV)", "lda_sweep_weights.csv", "ldat_dl_w")
 
 
-def _sweep(ctx: Context, selection, hier, w_icd: float, ks: tuple[int, ...]) -> pd.DataFrame | None:
-    runs = [(m, k) for m in ("baseline", "a-gs") for k in ks]
+def _point(ctx: Context, selection, hier) -> LDAPoint:
+    """The sweeps' point: this view's cached LDA measures (`_measures`) at (k, w_ICD, method)."""
+    return lambda k, w_icd, method: _measures(ctx.cohort, selection, hier, k, w_icd, method)
 
-    def compute(step) -> list[dict]:
-        rows = []
-        for n, (method, k) in enumerate(runs):
-            step(n, len(runs), f"{method}, k = {k}")
-            m = _measures(ctx.cohort, selection, hier, k, w_icd, method)
-            rows.append({"method": method, "k": k, "ILM": m["ILM"], "ALM": m["ALM"], "AvgRE": m["AvgRE"]})
-        return rows
+
+def _sweep(ctx: Context, selection, hier, w_icd: float, ks: tuple[int, ...]) -> pd.DataFrame | None:
+    """Baseline and A-GS over k: `engine.experiments.lda_sweep_k` on this view's cached points."""
+
+    def compute(step) -> pd.DataFrame:
+        return lda_sweep_k(
+            None, ks, ("baseline", "a-gs"), w_icd=w_icd, point=_point(ctx, selection, hier), on_progress=step
+        )
 
     try:
-        rows = progress_ui.run("k sweep", compute, key="ldat_ksweep", job=(selection, hier, w_icd, ks))
+        return progress_ui.run("k sweep", compute, key="ldat_ksweep", job=(selection, hier, w_icd, ks))
     except (ValueError, KeyError) as exc:
         literal.error(exc.args[0] if exc.args else exc)
         return None
-    return None if rows is None else pd.DataFrame(rows)

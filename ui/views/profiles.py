@@ -50,7 +50,7 @@ from ui.downloads import release_downloads
 from ui.downloads import table_download as _download
 from ui.risk_charts import cdf_frame, distinguishability_cdf_figure
 from ui.study import add_to_study, remember
-from ui.tab_population import export_choice
+from ui.views.heatherly import export_choice
 
 METHODS = ("UGACLIP", "ACLIP")
 CHOICES = ("UGACLIP", "ACLIP", "Both")
