@@ -1,4 +1,4 @@
-"""Trajectories (LDA) tab of the Anonymize and Trade-offs pages (Tamersoy 2011 thesis, chapter IV).
+"""Trajectories (LDA) view of the Anonymize and Trade-offs pages (Tamersoy 2011 thesis, chapter IV).
 
 `render_anonymize(ctx)`: codes, hierarchies, k, w_ICD, Baseline or A-GS; the risk engine's verdict;
 ILM / ALM / AvgRE; DGH-level shares (Figures 13-14); example clusters (Table 4); the download once
@@ -7,7 +7,7 @@ traceback path highlighted, the anonymized trajectory, and each cell's three opt
 `render_tradeoffs(ctx)`: Baseline against A-GS over k (Figures 9-12) and the weight sweep (Figure 15).
 
 Engine calls are cached per session (`scope="session"`) on the cohort's fingerprint and the
-parameters; the chart builders below take the engine's plain DataFrames.
+parameters; the charts (ui/lda_charts.py) take the engine's plain DataFrames.
 """
 
 from __future__ import annotations
@@ -17,8 +17,6 @@ import re
 
 import numpy as np
 import pandas as pd
-import plotly.express as px
-import plotly.graph_objects as go
 import streamlit as st
 
 from engine import risk
@@ -38,6 +36,7 @@ from ui import progress as progress_ui
 from ui.context import HASH_FUNCS, Context
 from ui.downloads import release_downloads, release_table_download
 from ui.downloads import table_download as _download
+from ui.lda_charts import level_shares_figure, record_loss_figure, sweep_k_figure, weights_figure
 from ui.literal import md
 from ui.study import add_to_study, remember
 
@@ -64,11 +63,6 @@ for _p in ("lda_", "ldat_"):
             f"{_p}method": "a-gs",
         }
     )
-MEASURE_TITLES = {
-    "ILM": "ICD loss (ILM)",
-    "ALM": "Age loss (ALM)",
-    "AvgRE": "Average relative error (AvgRE)",
-}
 ARROWS = {"diag": "↘", "up": "↑", "left": "←", "": ""}
 ADVERSARY = Adversary("cohort", "all_visits")
 FIG6 = {"401.0": "401", "401.1": "401", "401.9": "401"}
@@ -140,45 +134,6 @@ def _release(
 
 
 # ------------------------------------------------------------------------------- chart builders
-def level_shares_figure(shares: pd.DataFrame) -> go.Figure:
-    """Figures 13-14: % of ICD codes and ages at each DGH level, one panel per attribute."""
-    fig = px.bar(
-        shares,
-        x="level",
-        y="share",
-        facet_col="attribute",
-        text=shares["share"].round(1),
-        labels={"share": "% of values", "level": "DGH level"},
-    )
-    fig.update_xaxes(matches=None, showticklabels=True)
-    fig.for_each_annotation(lambda a: a.update(text=a.text.split("=", 1)[-1]))  # "attribute=ICD"
-    fig.update_layout(height=360, margin={"t": 40, "b": 10})
-    return fig
-
-
-def sweep_k_figure(df: pd.DataFrame, measure: str) -> go.Figure:
-    """Figures 9-12: a measure against k, one line per method."""
-    fig = px.line(df, x="k", y=measure, color="method", markers=True, labels={"method": "Method"})
-    fig.update_layout(height=320, margin={"t": 30, "b": 10}, yaxis_title=MEASURE_TITLES.get(measure, measure))
-    return fig
-
-
-def weights_figure(df: pd.DataFrame) -> go.Figure:
-    """Figure 15: ILM and ALM for each weight setting."""
-    long = df.melt(
-        id_vars=["w_icd", "w_age"], value_vars=["ILM", "ALM"], var_name="measure", value_name="loss"
-    )
-    long["weights"] = [f"{a:g} / {b:g}" for a, b in zip(long["w_icd"], long["w_age"], strict=True)]
-    fig = px.bar(
-        long,
-        x="weights",
-        y="loss",
-        color="measure",
-        barmode="group",
-        labels={"loss": "Loss", "measure": "Measure"},
-    )
-    fig.update_layout(height=340, margin={"t": 30, "b": 10}, xaxis_title="Weights: ICD / Age")
-    return fig
 
 
 # ------------------------------------------------------------------------------------ settings
@@ -342,16 +297,7 @@ def render_anonymize(ctx: Context) -> None:
     with right:
         st.markdown("**Information loss per trajectory** (Definition 7, normalized by length)")
         rl = record_losses(res)
-        fig = px.histogram(
-            rl.melt(id_vars=["patient_id"], value_vars=["ILM", "ALM"], var_name="measure", value_name="loss"),
-            x="loss",
-            color="measure",
-            labels={"loss": "Loss per trajectory", "measure": "Measure"},
-        )
-        fig.update_layout(
-            height=360, barmode="overlay", margin={"t": 40, "b": 10}, yaxis_title="Trajectories"
-        )
-        st.plotly_chart(fig, key="lda_losshist")
+        st.plotly_chart(record_loss_figure(rl), key="lda_losshist")
         _download(rl, "Download the loss per trajectory (CSV)", "lda_record_loss.csv", "lda_dl_loss")
 
     st.markdown("**Example clusters** (Table 4: the clusters with the most generalization and suppression)")
