@@ -3,8 +3,8 @@
 import streamlit as st
 
 from ui.context import current, warn_if_whole_population
-from ui.views import render_method
 from ui.teach import intro
+from ui.views import render_method
 
 ctx = current()
 st.title("Anonymize")
