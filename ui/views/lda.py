@@ -129,7 +129,7 @@ def _release(
     cohort: Records, selection: tuple, hier: tuple, k: int, w_icd: float, method: str
 ) -> tuple[Release, Verification]:
     res = _run(cohort, selection, hier, k, w_icd, method)
-    rel = res.release().checked(cohort)  # with its source cohort, as the download helper requires
+    rel = res.release().checked(res.source_pairs())  # with its source, as the download helper requires
     return rel, risk.verify(rel, ADVERSARY, k)
 
 
