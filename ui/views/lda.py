@@ -13,7 +13,6 @@ parameters; the charts (ui/lda_charts.py) take the engine's plain DataFrames.
 from __future__ import annotations
 
 import hashlib
-import re
 
 import numpy as np
 import pandas as pd
@@ -21,7 +20,7 @@ import streamlit as st
 
 from engine import risk
 from engine.adversary import Adversary
-from engine.anonymize.alignment import Alignment, align
+from engine.anonymize.alignment import Alignment, align, alignment_long, parse_trajectory
 from engine.anonymize.trajectories import LDAResult, Trajectories, default_age_domain, lda
 from engine.experiments import LDAPoint, lda_measures, lda_sweep_k, lda_sweep_weights
 from engine.glossary import help_for
@@ -30,7 +29,7 @@ from engine.records import Records
 from engine.release import Release
 from engine.risk import Verification
 from engine.runs import ICD_HIERARCHIES, CodeSelection, LDASettings, RunInputs
-from engine.utility.loss import avg_re, level_shares, record_losses
+from engine.utility.loss import avg_re, cluster_table, level_shares, record_losses
 from ui import honest, literal, persist
 from ui import progress as progress_ui
 from ui.context import HASH_FUNCS, Context
@@ -301,7 +300,7 @@ def render_anonymize(ctx: Context) -> None:
         _download(rl, "Download the loss per trajectory (CSV)", "lda_record_loss.csv", "lda_dl_loss")
 
     st.markdown("**Example clusters** (Table 4: the clusters with the most generalization and suppression)")
-    clusters = _cluster_table(res)
+    clusters = cluster_table(res)
     st.dataframe(clusters.head(5), hide_index=True)
     release_table_download(  # the anonymized trajectories with their patients: the release itself
         clusters,
@@ -325,53 +324,7 @@ def render_anonymize(ctx: Context) -> None:
     _teaching_view(res, w_icd, method)
 
 
-def _cluster_table(res: LDAResult) -> pd.DataFrame:
-    rl = record_losses(res).set_index("patient_id")
-    rows = []
-    for c, members in enumerate(res.clusters):
-        ids = res.trajectories.patient_ids[members]
-        traj = " ".join(f"({code}, {age})" for code, age in res.cluster_labels(c))
-        rows.append(
-            {
-                "cluster": c + 1,
-                "size": len(members),
-                "pairs": len(res.cluster_pairs[c]),
-                "anonymized trajectory": traj or "(all pairs suppressed)",
-                "ILM": float(rl.loc[ids, "ILM"].mean()),
-                "ALM": float(rl.loc[ids, "ALM"].mean()),
-                "patients": ", ".join(map(str, ids[:10])) + (" …" if len(ids) > 10 else ""),
-            }
-        )
-    df = pd.DataFrame(rows)
-    if len(df):
-        # as Table 4: first the clusters that keep several pairs yet hold generalized values
-        # (most pairs first, then most loss); wholly generalized or untouched clusters come last
-        loss = df["ILM"] + df["ALM"]
-        df["_mixed"] = (loss > 0) & (df["pairs"] >= 2) & (df["ILM"] < 1) & (df["ALM"] < 1)
-        df["_loss"] = -loss
-        df = (
-            df.sort_values(["_mixed", "pairs", "_loss", "cluster"], ascending=[False, False, True, True])
-            .drop(columns=["_mixed", "_loss"])
-            .reset_index(drop=True)
-        )
-    return df
-
-
 # -------------------------------------------------------------------------------- teaching view
-_PAIR = re.compile(r"\(\s*([^,()]+?)\s*,\s*([^()]+?)\s*\)")
-
-
-def parse_trajectory(text: str) -> list[tuple[str, str]]:
-    """`(401.1, 33) (401.1, 34)` -> [("401.1", "33"), ("401.1", "34")]; ValueError naming the problem."""
-    pairs = _PAIR.findall(text)
-    rest = _PAIR.sub("", text).strip(" ,;\n\t")
-    if rest:
-        raise ValueError(
-            f"could not read {rest[:40]!r}: write pairs as (code, age), e.g. (401.1, 33) (401.1, 34)"
-        )
-    if not pairs:
-        raise ValueError("no (code, age) pair found: write e.g. (401.1, 33) (401.1, 34)")
-    return [(c.strip(), a.strip()) for c, a in pairs]
 
 
 def _teaching_view(res: LDAResult, w_icd: float, method: str) -> None:
@@ -447,27 +400,6 @@ def alignment_frames(al: Alignment) -> dict[str, pd.DataFrame]:
         "a": pd.DataFrame(al.a, index=rows, columns=cols),
         "r": pd.DataFrame(r, index=rows, columns=cols),
     }
-
-
-def alignment_long(al: Alignment) -> pd.DataFrame:
-    """One row per cell: h, j, the pairs, i, a, r and whether the traceback passes through it."""
-    path = set(al.path)
-    rows = []
-    for h in range(al.i.shape[0]):
-        for j in range(al.i.shape[1]):
-            rows.append(
-                {
-                    "h": h,
-                    "j": j,
-                    "x": "∅" if h == 0 else f"({al.x[h - 1][0]}, {al.x[h - 1][1]})",
-                    "y": "∅" if j == 0 else f"({al.y[j - 1][0]}, {al.y[j - 1][1]})",
-                    "i": al.i[h, j],
-                    "a": al.a[h, j],
-                    "r": al.r[h, j],
-                    "on_path": (h, j) in path,
-                }
-            )
-    return pd.DataFrame(rows)
 
 
 def _styled(df: pd.DataFrame, path: set[tuple[int, int]]):
