@@ -1,10 +1,10 @@
-"""Anonymize: one tab per method (ui/tab_*.py)."""
+"""Anonymize: one tab per method (ui/views/)."""
 
 import streamlit as st
 
 from ui.context import current, warn_if_whole_population
-from ui.tabs import render_method
 from ui.teach import intro
+from ui.views import render_method
 
 ctx = current()
 st.title("Anonymize")

@@ -20,8 +20,8 @@ from ui.downloads import table_download
 from ui.fingerprints import frame_fingerprint, release_key
 from ui.literal import md
 from ui.phewas_charts import change_histogram, manhattan_figure, qq_figure
-from ui.tab_population import compare_three_scopes
 from ui.teach import intro
+from ui.views.heatherly import compare_three_scopes
 
 
 @st.cache_data(show_spinner="Running the original PheWAS…", scope="session", max_entries=8)

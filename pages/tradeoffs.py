@@ -1,10 +1,10 @@
-"""Trade-offs: each method's sweep of k or caps, risk against utility (ui/tab_*.py)."""
+"""Trade-offs: each method's sweep of k or caps, risk against utility (ui/views/)."""
 
 import streamlit as st
 
 from ui.context import current, warn_if_whole_population
-from ui.tabs import render_method
 from ui.teach import intro
+from ui.views import render_method
 
 ctx = current()
 st.title("Trade-offs")

@@ -48,7 +48,7 @@ def page_app(
     timeout: float = 300,
 ) -> AppTest:
     """The real sidebar and one page: a page file (`pages/risk.py`) or a view function
-    (`view=("ui.tab_gccens", "render_anonymize")`, called with the sidebar's Context).
+    (`view=("ui.views.gccens", "render_anonymize")`, called with the sidebar's Context).
 
     `state` seeds session state before the first run (widget keys included).
     """

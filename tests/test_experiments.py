@@ -24,3 +24,47 @@ def test_profiles_sweep_runs_the_grid_in_a_stated_order() -> None:
     assert [tuple(r) for r in frame[["k", "knowledge", "method"]].itertuples(index=False)] == expected
     assert [p[:2] for p in progress] == [(n, len(expected)) for n in range(1, len(expected) + 1)]
     assert profiles_sweep(point, [], ["single_visit"]).empty
+
+
+def test_lda_sweeps_take_the_apps_point_and_report_each_step() -> None:
+    """The Trade-offs view runs the engine's LDA sweeps on its own cached points (issue 17: every
+    sweep in engine/study/experiments.py): the grid, its order, the columns and the steps are the engine's."""
+    from engine.study.experiments import lda_sweep_k, lda_sweep_weights
+
+    calls: list[tuple[int, float, str]] = []
+    steps: list[tuple[int, int, str]] = []
+
+    def point(k: int, w_icd: float, method: str) -> dict[str, float]:
+        calls.append((k, w_icd, method))
+        return {"ILM": k / 10, "ALM": w_icd, "AvgRE": 1.0 if method == "a-gs" else 2.0}
+
+    df = lda_sweep_k(
+        None, (3, 2), ("baseline", "a-gs"), w_icd=0.3, point=point, on_progress=lambda *a: steps.append(a)
+    )
+    assert calls == [(3, 0.3, "baseline"), (2, 0.3, "baseline"), (3, 0.3, "a-gs"), (2, 0.3, "a-gs")]
+    assert df.columns.tolist() == ["method", "k", "ILM", "ALM", "AvgRE"]
+    assert df["AvgRE"].tolist() == [2.0, 2.0, 1.0, 1.0]
+    assert steps == [
+        (0, 4, "baseline, k = 3"),
+        (1, 4, "baseline, k = 2"),
+        (2, 4, "a-gs, k = 3"),
+        (3, 4, "a-gs, k = 2"),
+    ]
+    calls.clear()
+    w = lda_sweep_weights(None, 4, (0.1, 0.7), point=point)
+    assert calls == [(4, 0.1, "a-gs"), (4, 0.7, "a-gs")]
+    assert w.to_dict("list") == {
+        "w_icd": [0.1, 0.7],
+        "w_age": [0.9, 0.3],
+        "ILM": [0.4, 0.4],
+        "ALM": [0.1, 0.7],
+    }
+
+
+def test_an_lda_sweep_without_trajectories_or_point_says_so() -> None:
+    import pytest
+
+    from engine.study.experiments import lda_sweep_k
+
+    with pytest.raises(ValueError, match="needs the trajectories, or a point function"):
+        lda_sweep_k(None, (2,))

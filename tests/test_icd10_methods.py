@@ -196,3 +196,16 @@ def test_ugaclip_keeps_diabetes_on_icd10cm(inputs: RunInputs) -> None:
     # the default policy sees the ICD-10-CM codes (the ICD-9-CM policy alone would count none)
     for disease in ("Diabetes mellitus type 2", "Asthma", "Breast cancer"):
         assert before[disease] > 0
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [GCCensSettings(k=3), HeatherlySettings(k=3), ProfilesSettings(k=3), LDASettings(k=3)],
+    ids=lambda s: s.method,
+)
+def test_every_run_carries_its_source(inputs: RunInputs, settings) -> None:
+    """The one way to run a method gives the release with the input it was made from (`source`), as
+    the download helper requires (issue 17); LDA's source is the cohort's (code, age) pairs."""
+    release = settings.run(inputs)
+    assert release.source is not None
+    assert set(map(str, release.source.patient_ids)) == set(map(str, inputs.cohort.patient_ids))

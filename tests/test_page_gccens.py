@@ -19,7 +19,7 @@ pytestmark = pytest.mark.skipif(
 
 
 def _app(page: str, scope: str = "population") -> AppTest:
-    return run_view("ui.tab_gccens", page, adversary_scope=scope)
+    return run_view("ui.views.gccens", page, adversary_scope=scope)
 
 
 def test_anonymize_tab_verifies_and_offers_the_release() -> None:

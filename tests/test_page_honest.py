@@ -230,7 +230,7 @@ def _download_labels(at: AppTest) -> set[str]:
 def test_heatherly_download_is_gated_under_the_sidebars_all_visits_adversary():
     """Verified for single visits (the paper's model), the release is refused when the sidebar names
     the all-visits adversary: no release, code map or records download; the records below k shown."""
-    at = run_view("ui.tab_population", "anonymize", hea_complete=True)
+    at = run_view("ui.views.heatherly", "anonymize", hea_complete=True)
     assert at.success and "Verified" in at.success[0].value
     assert {"Download the release (CSV)", "Download these records (CSV)"} <= _download_labels(at)
 
@@ -254,7 +254,7 @@ def test_heatherly_download_is_gated_under_the_sidebars_all_visits_adversary():
 def test_unverified_release_offers_nothing_of_its_records():
     """The paper's procedure leaves records below k on the sample: neither the release nor the
     released records beside the originals can be downloaded; which records fall short is shown."""
-    at = run_view("ui.tab_population", "anonymize")
+    at = run_view("ui.views.heatherly", "anonymize")
     summary = next(d.value for d in at.dataframe if "verified" in d.value.columns)
     assert not summary.set_index("release").loc["DEMO_D", "verified"]
     labels = _download_labels(at)
@@ -280,7 +280,8 @@ def _gate_app(case: str) -> AppTest:
 
         def release(last: str) -> Release:
             frame = pd.DataFrame({"patient_id": ["a", "b", "c"], "code": ["401.1", "401.1", last]})
-            return Release("toy", Records.from_frame(frame))
+            records = Records.from_frame(frame)  # the release as made from this cohort (`source`)
+            return Release("toy", records).checked(records)
 
         named = Adversary("cohort", "all_visits")
         safe, bad = release("401.1"), release("250.00")
@@ -324,7 +325,7 @@ def test_every_download_goes_through_ui_downloads():
 def test_gccens_tab_universal_cap_zero_on_all_codes():
     """Cap 0 on every code of the sample (hundreds of codes, more than numpy's 64 dimensions)."""
     at = run_view(
-        "ui.tab_gccens",
+        "ui.views.gccens",
         "anonymize",
         adversary_scope="population",
         gcc_mode="All codes",

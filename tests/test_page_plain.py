@@ -112,7 +112,7 @@ def test_compare_page_registered_with_the_glossary():
 # ------------------------------------------------------------------------------ honest headlines
 def test_gccens_universal_cap_3_headline_against_the_original(releases):
     at = run_view(
-        "ui.tab_gccens", "anonymize", adversary_scope="cohort", gcc_capmode="Universal cap", gcc_cap=3
+        "ui.views.gccens", "anonymize", adversary_scope="cohort", gcc_capmode="Universal cap", gcc_cap=3
     )
     metrics = {m.label: m for m in at.metric}
     # before issue 16 this read "Codes retained 100.0%, Mean CUL 0.000, Records modified 0.0%"
@@ -131,7 +131,7 @@ def test_gccens_universal_cap_3_headline_against_the_original(releases):
 
 
 def test_gccens_tradeoffs_table_2_shows_cap_losses_against_the_original():
-    at = run_view("ui.tab_gccens", "tradeoffs", adversary_scope="cohort")
+    at = run_view("ui.views.gccens", "tradeoffs", adversary_scope="cohort")
     t2 = next(d.value for d in at.dataframe if "Universal cap" in d.value.columns)
     cap3 = t2.set_index("Universal cap").loc[3]
     assert cap3["Codes kept of the capped record (method-internal)"] == 1.0  # what the paper's table says
@@ -190,7 +190,7 @@ def test_phewas_page_explains_empty_panels_and_keeps_release_colours(releases):
 
 # ------------------------------------------------------------------------------ every page's charts
 @pytest.mark.parametrize(
-    "module", ["ui.tab_gccens", "ui.tab_population", "ui.tab_profiles", "ui.tab_trajectories"]
+    "module", ["ui.views.gccens", "ui.views.heatherly", "ui.views.profiles", "ui.views.lda"]
 )
 @pytest.mark.parametrize("page", ["anonymize", "tradeoffs"])
 def test_method_views_have_worded_chart_titles_and_named_downloads(module, page):

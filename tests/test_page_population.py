@@ -18,7 +18,7 @@ pytestmark = pytest.mark.skipif(
 
 
 def _app(page: str) -> AppTest:
-    return run_view("ui.tab_population", page)
+    return run_view("ui.views.heatherly", page)
 
 
 def _frames(at: AppTest) -> list:

@@ -19,7 +19,7 @@ SAMPLE_MISSING = pytest.mark.skipif(
 
 
 def _app(page: str, **state) -> AppTest:
-    return run_view("ui.tab_profiles", page, **state)
+    return run_view("ui.views.profiles", page, **state)
 
 
 @SAMPLE_MISSING

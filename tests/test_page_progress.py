@@ -40,7 +40,7 @@ def _ok(at) -> None:
 
 
 def test_gccens_add_to_study_reuses_the_preview(counted):
-    at = page_app(view=("ui.tab_gccens", "render_anonymize"))
+    at = page_app(view=("ui.views.gccens", "render_anonymize"))
     at.run()
     _ok(at)
     runs_after_view = counted.get("GCCens", 0)
@@ -52,7 +52,7 @@ def test_gccens_add_to_study_reuses_the_preview(counted):
 
 
 def test_heatherly_add_to_study_reuses_the_comparisons_release(counted):
-    at = page_app(view=("ui.tab_population", "render_anonymize"))
+    at = page_app(view=("ui.views.heatherly", "render_anonymize"))
     at.run()
     _ok(at)
     at.button(key="hea_study_add").click().run()

@@ -1,7 +1,7 @@
 """AppTest of the Trajectories (LDA) tabs on the shipped sample (issue #8's UI).
 
 Runs the real sidebar and this method's view functions through `apptest_support.page_app` (the
-Anonymize and Trade-offs pages show one method at a time through ui/tabs.py).
+Anonymize and Trade-offs pages show one method at a time through ui/views/).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.skipif(
 
 
 def _app(page: str) -> AppTest:
-    return run_view("ui.tab_trajectories", page)
+    return run_view("ui.views.lda", page)
 
 
 def test_anonymize_tab_verifies_and_teaches() -> None:
@@ -54,7 +54,7 @@ def test_anonymize_tab_verifies_and_teaches() -> None:
 
 
 def test_tradeoffs_tab_sweeps() -> None:
-    from ui.tab_trajectories import CODE_MODES
+    from ui.views.lda import CODE_MODES
 
     at = _app("tradeoffs")
     # small, fast settings: the two most frequent codes, k = 4..5

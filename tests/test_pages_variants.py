@@ -72,7 +72,7 @@ def test_every_page_on_a_billing_export_through_the_import_view() -> None:
 
 @pytest.mark.skipif(not VARIANT_FILES["icd10cm"].exists(), reason="ICD-10-CM sample variant missing")
 def test_profiles_editor_starts_from_the_icd10cm_policy() -> None:
-    at = run_view("ui.tab_profiles", "anonymize", sample_variant="icd10cm", k=10)
+    at = run_view("ui.views.profiles", "anonymize", sample_variant="icd10cm", k=10)
     assert at.session_state["profiles_utility_policy_default"] == "the PNAS default policy in ICD-10-CM"
     policy = at.session_state["profiles_utility_policy"]
     assert len(policy) == 18

@@ -267,3 +267,48 @@ def test_sweeps_over_k_and_weights() -> None:
     assert tot["a-gs", 2] <= tot["baseline", 2]
     w = sweep_weights(t, k=2, weights=(0.1, 0.9), **kw)
     assert w["w_icd"].tolist() == [0.1, 0.9] and w["w_age"].tolist() == [0.9, 0.1]
+
+
+# ------------------------------------------------- the LDA view's tables, shaped in the engine (issue 17)
+def test_cluster_table_lists_every_cluster_mixed_ones_first() -> None:
+    from engine.utility.loss import cluster_table
+
+    res = lda(Trajectories.from_pairs(FIG3A * 3), 2, icd_hierarchy=HYP, age_hierarchy=AGES)
+    table = cluster_table(res)
+    assert table.columns.tolist() == [
+        "cluster",
+        "size",
+        "pairs",
+        "anonymized trajectory",
+        "ILM",
+        "ALM",
+        "patients",
+    ]
+    assert sorted(table["cluster"]) == list(range(1, len(res.clusters) + 1))
+    assert table["size"].sum() == res.trajectories.n and table["size"].ge(2).all()
+    loss = table["ILM"] + table["ALM"]
+    mixed = (loss > 0) & (table["pairs"] >= 2) & (table["ILM"] < 1) & (table["ALM"] < 1)
+    assert mixed.tolist() == sorted(mixed.tolist(), reverse=True)  # mixed clusters first
+
+
+def test_parse_trajectory_reads_pairs_and_names_what_it_cannot_read() -> None:
+    from engine.anonymize.alignment import parse_trajectory
+
+    assert parse_trajectory("(401.1, 33) (401.9,34)") == [("401.1", "33"), ("401.9", "34")]
+    with pytest.raises(ValueError, match=r"could not read '401\.1 33'"):
+        parse_trajectory("(401.1, 33) 401.1 33")
+    with pytest.raises(ValueError, match="no \\(code, age\\) pair found"):
+        parse_trajectory("  ")
+
+
+def test_alignment_long_has_one_row_per_cell_and_marks_the_path() -> None:
+    from engine.anonymize.alignment import align, alignment_long
+
+    x, y = [("401.9", 33), ("401.1", 34)], [("401.1", 33)]
+    al = align(x, y, HYP, AGES, method="a-gs")
+    long = alignment_long(al)
+    assert len(long) == 3 * 2 and long[["h", "j"]].values.tolist()[0] == [0, 0]
+    assert set(zip(long.loc[long["on_path"], "h"], long.loc[long["on_path"], "j"], strict=True)) == set(
+        al.path
+    )
+    assert long.loc[(long.h == 1) & (long.j == 0), "x"].item() == "(401.9, 33)"

@@ -11,8 +11,13 @@
   originals), offered only when the same gate lets the release itself out.
 
 The verification the gate needs is of exactly the release offered (same `Release.fingerprint`) under
-the sidebar's adversary and k: the method's own verification when it is that one, else the risk
-engine verifies the release again (cached per session on the release's content).
+the sidebar's adversary and k, and the release offered must carry the cohort it was made from
+(`Release.source`, set by `Release.checked`): without it the risk engine cannot take a single-visit
+attacker's knowledge from the original visits (`risk.attacker_known_visits`) and understates him on a
+file of one set per patient. The method's own verification is used when it is of that release under
+that adversary and k and the source cannot change it (all-visits knowledge, or visits shown); else
+the risk engine verifies the release with its source again (cached per session on the release's
+content and source).
 """
 
 from __future__ import annotations
@@ -70,6 +75,18 @@ def _verify(
     return risk.verify(_release, Adversary(scope, knowledge), k, _population)  # type: ignore[arg-type]
 
 
+NO_SOURCE = (
+    "This release does not carry the cohort it was made from, so the risk engine cannot take a "
+    "single-visit attacker's knowledge from the original visits; it is not offered. (A page passes "
+    "`Release.checked(cohort)`.)"
+)
+
+
+def _source_matters(release: Release, adversary: Adversary) -> bool:
+    """Whether `risk.verify` reads `release.source` for this adversary (`attacker_known_visits`)."""
+    return adversary.knowledge == "single_visit" and not release.shows_visits
+
+
 def sidebar_verification(
     release: Release,
     method_verification: Verification,
@@ -77,13 +94,21 @@ def sidebar_verification(
     k: int,
     population: Records | None,
 ) -> Verification:
-    """The verification of exactly `release` under the sidebar's adversary and k."""
+    """The verification of exactly `release` (with its `source`) under the sidebar's adversary and k."""
     v = method_verification
-    if v.adversary == adversary and v.k == k and v.release_fingerprint == release.fingerprint:
+    same = v.adversary == adversary and v.k == k and v.release_fingerprint == release.fingerprint
+    if same and not _source_matters(release, adversary):
         return v
     pop_key = population.fingerprint if population is not None else "-"
+    src_key = release.source.fingerprint if release.source is not None else "-"
     return _verify(
-        release_key(release), adversary.scope, adversary.knowledge, int(k), pop_key, release, population
+        f"{release_key(release)}:{src_key}",
+        adversary.scope,
+        adversary.knowledge,
+        int(k),
+        pop_key,
+        release,
+        population,
     )
 
 
@@ -97,7 +122,10 @@ def export_check(
 ) -> tuple[Verification | None, str | None]:
     """(the sidebar verification, None) when the gate lets the release out, else (the verification
     that fell short or None, the plain-language reason). `blocked`: a reason from the method's own
-    checks (e.g. a violated privacy policy) that refuses the release too."""
+    checks (e.g. a violated privacy policy) that refuses the release too. A release without its
+    `source` is refused (`NO_SOURCE`)."""
+    if release.source is None:
+        return None, NO_SOURCE
     if blocked:
         shown = None if method_verification.ok else method_verification
         return shown, f"{blocked} Nothing of this release can be downloaded."

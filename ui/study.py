@@ -62,7 +62,7 @@ class MadeFiles:
 
 # ---------------------------------------------------------------------------------- the data
 def _biobank(ctx: Context):
-    from ui.tab_population import _groups  # the biobank between cohort and population, if any
+    from ui.views.heatherly import _groups  # the biobank between cohort and population, if any
 
     return _groups(ctx).get("biobank")
 

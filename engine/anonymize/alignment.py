@@ -16,6 +16,7 @@ floats (the integer divided by scale). Ties between the three operations go to g
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -23,6 +24,7 @@ from functools import cached_property
 from math import lcm
 
 import numpy as np
+import pandas as pd
 
 from engine.hierarchy import Hierarchy
 
@@ -450,3 +452,40 @@ def baseline_costs_batch(
     cum_sx = np.concatenate([[0], np.cumsum(sx)])
     total += cum_sx[m] - cum_sx[s]  # x's unmatched tail is suppressed
     return total
+
+
+_PAIR = re.compile(r"\(\s*([^,()]+?)\s*,\s*([^()]+?)\s*\)")
+
+
+def parse_trajectory(text: str) -> list[tuple[str, str]]:
+    """`(401.1, 33) (401.1, 34)` -> [("401.1", "33"), ("401.1", "34")]; ValueError naming the problem."""
+    pairs = _PAIR.findall(text)
+    rest = _PAIR.sub("", text).strip(" ,;\n\t")
+    if rest:
+        raise ValueError(
+            f"could not read {rest[:40]!r}: write pairs as (code, age), e.g. (401.1, 33) (401.1, 34)"
+        )
+    if not pairs:
+        raise ValueError("no (code, age) pair found: write e.g. (401.1, 33) (401.1, 34)")
+    return [(c.strip(), a.strip()) for c, a in pairs]
+
+
+def alignment_long(al: Alignment) -> pd.DataFrame:
+    """One row per cell: h, j, the pairs, i, a, r and whether the traceback passes through it."""
+    path = set(al.path)
+    rows = []
+    for h in range(al.i.shape[0]):
+        for j in range(al.i.shape[1]):
+            rows.append(
+                {
+                    "h": h,
+                    "j": j,
+                    "x": "∅" if h == 0 else f"({al.x[h - 1][0]}, {al.x[h - 1][1]})",
+                    "y": "∅" if j == 0 else f"({al.y[j - 1][0]}, {al.y[j - 1][1]})",
+                    "i": al.i[h, j],
+                    "a": al.a[h, j],
+                    "r": al.r[h, j],
+                    "on_path": (h, j) in path,
+                }
+            )
+    return pd.DataFrame(rows)

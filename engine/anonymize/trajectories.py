@@ -387,6 +387,25 @@ class LDAResult:
         drop = ~self.pair_kept
         return pd.DataFrame({"patient_id": pid[drop], "code": t.codes[drop], "age": t.ages[drop]})
 
+    def source_pairs(self) -> Records:
+        """The LDA's input as `code|age` pair items, one record per cohort patient (those without
+        pairs too): what the release's invariant is checked against (`Release.checked`)."""
+        t, model = self.trajectories, self.model
+        icd = model.icd.indexes(t.codes.astype(str))
+        age = model.age.indexes([model.age.leaf_of(a) for a in t.ages.tolist()])
+        labels = [pair_label(model.icd.labels[i], model.age.labels[a]) for i, a in zip(icd, age, strict=True)]
+        vocab = np.array(sorted(set(labels)), dtype=object)
+        idx = pd.Index(vocab).get_indexer(labels).astype(np.int32) if labels else np.zeros(0, np.int32)
+        return Records(
+            patient_ids=np.asarray(t.patient_ids, dtype=object),
+            items=vocab,
+            visit_ptr=np.arange(t.n + 1, dtype=np.int64),
+            visit_ids=np.zeros(t.n, dtype=object),
+            event_ptr=np.asarray(t.ptr, dtype=np.int64),
+            event_item=idx,
+            has_visits=False,
+        )
+
     def release(self) -> Release:
         """The `Release`: one record per patient whose items are `code|age` pairs (repeats kept).
 

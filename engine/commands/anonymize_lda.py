@@ -21,11 +21,9 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from engine.io.errors import UserError
-from engine.records import Records
 
 
 def register(methods) -> None:
@@ -72,28 +70,6 @@ def parse_age_domain(text: str) -> tuple[int, int]:
     if b <= a:
         raise UserError(f"--age-domain {text}: HI must be greater than LO")
     return a, b
-
-
-def source_pairs(res) -> Records:
-    """The LDA's input as `code|age` pair items, one record per cohort patient (those without pairs
-    too): what the release's invariant is checked against (`Release.checked`)."""
-    from engine.anonymize.trajectories import pair_label
-
-    t, model = res.trajectories, res.model
-    icd = model.icd.indexes(t.codes.astype(str))
-    age = model.age.indexes([model.age.leaf_of(a) for a in t.ages.tolist()])
-    labels = [pair_label(model.icd.labels[i], model.age.labels[a]) for i, a in zip(icd, age, strict=True)]
-    vocab = np.array(sorted(set(labels)), dtype=object)
-    idx = pd.Index(vocab).get_indexer(labels).astype(np.int32) if labels else np.zeros(0, np.int32)
-    return Records(
-        patient_ids=np.asarray(t.patient_ids, dtype=object),
-        items=vocab,
-        visit_ptr=np.arange(t.n + 1, dtype=np.int64),
-        visit_ids=np.zeros(t.n, dtype=object),
-        event_ptr=np.asarray(t.ptr, dtype=np.int64),
-        event_item=idx,
-        has_visits=False,
-    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -143,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
         res = lda(traj, args.k, w_icd=args.w_icd, method=args.method, icd_hierarchy=icd, age_domain=domain)
     except ValueError as exc:
         raise UserError(export.refuse(paths, str(exc))) from None
-    release = replace(res.release(), age_pairs=True).checked(source_pairs(res))
+    release = replace(res.release(), age_pairs=True).checked(res.source_pairs())
     adversary = Adversary("cohort", "all_visits")
     verification = risk.verify(release, adversary, args.k)
     are = avg_re(res)

@@ -5,12 +5,12 @@ module imports the methods (`engine.anonymize`) and the measures (`engine.utilit
 imports a method, so the two packages stay free of each other.
 
 - GCCens (Tamersoy 2010, Tables 1-2): `gccens_point`, `gccens_sweep_k`, `gccens_sweep_caps`.
-- LDA (Tamersoy 2011 thesis, Figures 9-12 and 15): `lda_sweep_k`, `lda_sweep_weights`.
+- LDA (Tamersoy 2011 thesis, Figures 9-12 and 15): `lda_sweep_k`, `lda_sweep_weights`, `lda_point`.
 - Heatherly 2013 (retention and residual risk against k, three scopes): `heatherly_sweep_k`.
 - Clinical profiles (Loukides 2010, PNAS Figures 3-4): `profiles_sweep`, `profiles_point`.
 
 A sweep that the UI caches point by point takes the point function as an argument (`compare`,
-`point`): the loop, its order and the table are the same whichever way a point is computed.
+`point`; the LDA sweeps optionally): the loop, its order and the table are the same whichever way a point is computed.
 """
 
 from __future__ import annotations
@@ -134,49 +134,95 @@ def gccens_sweep_caps(
 
 
 # ------------------------------------------------------------------------------------ LDA
+LDAPoint = Callable[[int, float, str], dict[str, Any]]
+SweepStep = Callable[[int, int, str], None]
+
+
+def lda_measures(res: Any, *, avgre: bool = True) -> dict[str, Any]:
+    """ILM and ALM (thesis Definition 7, `dataset_loss`) and, with `avgre`, AvgRE of an LDA result."""
+    ilm, alm = dataset_loss(res)
+    out: dict[str, Any] = {"ILM": ilm, "ALM": alm}
+    if avgre:
+        out["AvgRE"] = avg_re(res).value
+    return out
+
+
+def lda_point(traj: Trajectories, *, avgre: bool = True, **lda_kwargs: Any) -> LDAPoint:
+    """The uncached point of the LDA sweeps: `point(k, w_icd, method)` runs `lda` on `traj` and
+    returns `lda_measures`. The app passes a memoized point of its own (same measures)."""
+
+    def point(k: int, w_icd: float, method: str) -> dict[str, Any]:
+        return lda_measures(lda(traj, k, w_icd=w_icd, method=method, **lda_kwargs), avgre=avgre)
+
+    return point
+
+
+def _steps(
+    progress: Callable[[float], None] | None, on_progress: SweepStep | None, n: int, total: int, label: str
+) -> None:
+    if on_progress is not None:
+        on_progress(n, total, label)
+    if progress is not None and n:
+        progress(n / total)
+
+
 def lda_sweep_k(
-    traj: Trajectories,
+    traj: Trajectories | None,
     ks: Sequence[int] = tuple(range(2, 16)),
     methods: Sequence[str] = ("baseline", "a-gs"),
     *,
     w_icd: float = 0.5,
     avgre: bool = True,
     progress: Callable[[float], None] | None = None,
+    point: LDAPoint | None = None,
+    on_progress: SweepStep | None = None,
     **lda_kwargs: Any,
 ) -> pd.DataFrame:
-    """ILM, ALM (and AvgRE) per method and k: thesis Figures 9-12. One row per (method, k)."""
+    """ILM, ALM (and AvgRE) per method and k: thesis Figures 9-12. One row per (method, k), methods
+    in the order given, k as given. `point(k, w_icd, method)` computes a point (default
+    `lda_point(traj, ...)`); `on_progress(n, total, label)` is called before point n (0-based),
+    `progress(fraction)` after each."""
+    point = point or lda_point(_need(traj), avgre=avgre, **lda_kwargs)
+    runs = [(m, int(k)) for m in methods for k in ks]
     rows = []
-    runs = [(m, k) for m in methods for k in ks]
     for n, (m, k) in enumerate(runs):
-        res = lda(traj, k, w_icd=w_icd, method=m, **lda_kwargs)
-        ilm, alm = dataset_loss(res)
-        row: dict[str, Any] = {"method": m, "k": k, "ILM": ilm, "ALM": alm}
+        _steps(None, on_progress, n, len(runs), f"{m}, k = {k}")
+        measures = point(k, w_icd, m)
+        row: dict[str, Any] = {"method": m, "k": k, "ILM": measures["ILM"], "ALM": measures["ALM"]}
         if avgre:
-            row["AvgRE"] = avg_re(res).value
+            row["AvgRE"] = measures["AvgRE"]
         rows.append(row)
-        if progress is not None:
-            progress((n + 1) / len(runs))
+        _steps(progress, None, n + 1, len(runs), "")
     return pd.DataFrame(rows)
 
 
 def lda_sweep_weights(
-    traj: Trajectories,
+    traj: Trajectories | None,
     k: int = 2,
     weights: Sequence[float] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9),
     *,
     method: str = "a-gs",
     progress: Callable[[float], None] | None = None,
+    point: LDAPoint | None = None,
+    on_progress: SweepStep | None = None,
     **lda_kwargs: Any,
 ) -> pd.DataFrame:
-    """ILM and ALM per w_ICD (w_Age = 1 - w_ICD): thesis Figure 15."""
+    """ILM and ALM per w_ICD (w_Age = 1 - w_ICD): thesis Figure 15. `point`, `on_progress` and
+    `progress` as in `lda_sweep_k`."""
+    point = point or lda_point(_need(traj), avgre=False, **lda_kwargs)
     rows = []
     for n, w in enumerate(weights):
-        res = lda(traj, k, w_icd=w, method=method, **lda_kwargs)
-        ilm, alm = dataset_loss(res)
-        rows.append({"w_icd": w, "w_age": round(1 - w, 6), "ILM": ilm, "ALM": alm})
-        if progress is not None:
-            progress((n + 1) / len(weights))
+        _steps(None, on_progress, n, len(weights), f"w_ICD = {w:g}")
+        measures = point(int(k), float(w), method)
+        rows.append({"w_icd": w, "w_age": round(1 - w, 6), "ILM": measures["ILM"], "ALM": measures["ALM"]})
+        _steps(progress, None, n + 1, len(weights), "")
     return pd.DataFrame(rows)
+
+
+def _need(traj: Trajectories | None) -> Trajectories:
+    if traj is None:
+        raise ValueError("an LDA sweep needs the trajectories, or a point function")
+    return traj
 
 
 # ------------------------------------------------------------------------------------ Heatherly

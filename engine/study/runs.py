@@ -433,7 +433,8 @@ class LDASettings:
         )
 
     def run(self, inputs: RunInputs, progress: Progress | None = None) -> Release:
-        return self.run_result(inputs, progress).release()
+        res = self.run_result(inputs, progress)
+        return res.release().checked(res.source_pairs())  # the source: the cohort's (code, age) pairs
 
 
 # ------------------------------------------------------------------------------ (de)serialize

@@ -150,3 +150,39 @@ def avg_re(result: LDAResult, min_support: float = 0.01, max_size: int = 2) -> A
     wl = pd.DataFrame(rows, columns=["query", "size", "actual", "estimate"])
     wl["RE"] = (wl["actual"] - wl["estimate"]).abs() / wl["actual"]
     return AvgRE(float(wl["RE"].mean()) if len(wl) else float("nan"), wl)
+
+
+def cluster_table(res: LDAResult) -> pd.DataFrame:
+    """One row per MDAV cluster (thesis Table 4): size, pairs kept, the anonymized trajectory, mean
+    ILM / ALM of its members and up to ten of its patients. Order: clusters that keep at least two
+    pairs yet hold generalized values first (most pairs, then most loss), then the rest; ties by
+    cluster number."""
+    rl = record_losses(res).set_index("patient_id")
+    rows = []
+    for c, members in enumerate(res.clusters):
+        ids = res.trajectories.patient_ids[members]
+        traj = " ".join(f"({code}, {age})" for code, age in res.cluster_labels(c))
+        rows.append(
+            {
+                "cluster": c + 1,
+                "size": len(members),
+                "pairs": len(res.cluster_pairs[c]),
+                "anonymized trajectory": traj or "(all pairs suppressed)",
+                "ILM": float(rl.loc[ids, "ILM"].mean()),
+                "ALM": float(rl.loc[ids, "ALM"].mean()),
+                "patients": ", ".join(map(str, ids[:10])) + (" …" if len(ids) > 10 else ""),
+            }
+        )
+    df = pd.DataFrame(rows)
+    if len(df):
+        # as Table 4: first the clusters that keep several pairs yet hold generalized values
+        # (most pairs first, then most loss); wholly generalized or untouched clusters come last
+        loss = df["ILM"] + df["ALM"]
+        df["_mixed"] = (loss > 0) & (df["pairs"] >= 2) & (df["ILM"] < 1) & (df["ALM"] < 1)
+        df["_loss"] = -loss
+        df = (
+            df.sort_values(["_mixed", "pairs", "_loss", "cluster"], ascending=[False, False, True, True])
+            .drop(columns=["_mixed", "_loss"])
+            .reset_index(drop=True)
+        )
+    return df

@@ -1,4 +1,4 @@
-"""Heatherly tab of the Anonymize and Trade-offs pages (Heatherly 2013, Methods, Figures 13-15,
+"""Heatherly view of the Anonymize and Trade-offs pages (Heatherly 2013, Methods, Figures 13-15,
 Tables 1-3).
 
 `render_anonymize(ctx)`: utility constraints (PheWAS codes by default, the ICD-9-CM hierarchy at a
@@ -17,8 +17,6 @@ import json
 
 import numpy as np
 import pandas as pd
-import plotly.express as px
-import plotly.graph_objects as go
 import streamlit as st
 
 from engine import risk
@@ -38,11 +36,11 @@ from engine.study.experiments import heatherly_sweep_k
 from engine.study.runs import HeatherlySettings
 from ui import honest, persist
 from ui import progress as progress_ui
-from ui.colours import colour_map
 from ui.context import Context
 from ui.downloads import release_downloads, release_table_download, report_download
 from ui.downloads import table_download as _download
 from ui.fingerprints import ids_fingerprint
+from ui.heatherly_charts import tradeoff_figure
 from ui.risk_charts import cdf_frame, distinguishability_cdf_figure
 from ui.study import add_to_study, remember
 
@@ -315,7 +313,8 @@ def render_anonymize(ctx: Context) -> None:
     shown = st.radio("Release shown", names, horizontal=True, key=f"hea_shown_{ctx.adversary.scope}")
     scope = next(s for s in cmp_.results if SCOPE_NAMES[s] == shown)
     res = cmp_.results[scope]
-    release, verification = res.release, res.verification
+    # the release with the cohort it was made from (the download helper and the study need it)
+    release, verification = res.release.checked(ctx.cohort), res.verification
     st.caption(f"Export: {export_label(release.shows_visits)}.")
     row = summary.set_index("release").loc[shown]
     honest.headline(
@@ -348,7 +347,7 @@ def render_anonymize(ctx: Context) -> None:
     settings = HeatherlySettings(
         k=k, scope=scope, constraints=constraints, complete=complete, with_visits=with_visits
     )
-    remember(ctx, settings, release.checked(ctx.cohort))  # the comparison's run: Add does not rerun it
+    remember(ctx, settings, release)  # the comparison's run: Add does not rerun it
     add_to_study(
         ctx,
         settings,
@@ -401,21 +400,6 @@ def render_anonymize(ctx: Context) -> None:
 
 
 # ------------------------------------------------------------------------------ Trade-offs tab
-def tradeoff_figure(frame: pd.DataFrame) -> go.Figure:
-    long = frame.melt(id_vars=["k", "release"], var_name="measure", value_name="percent")
-    fig = px.line(
-        long,
-        x="k",
-        y="percent",
-        color="release",
-        facet_col="measure",
-        markers=True,
-        color_discrete_map=colour_map(long["release"].unique()),
-        labels={"percent": "Percent", "release": "Release", "measure": "Measure"},
-    )
-    fig.for_each_annotation(lambda a: a.update(text=a.text.split("=", 1)[-1]))  # "measure=DC Local %"
-    fig.update_layout(height=380, margin={"t": 40, "b": 10}, legend={"orientation": "h", "y": -0.2})
-    return fig
 
 
 def render_tradeoffs(ctx: Context) -> None:

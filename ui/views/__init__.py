@@ -1,6 +1,8 @@
-"""Method views shared by the Anonymize and Trade-offs pages.
+"""Method views shared by the Anonymize and Trade-offs pages (issue 17: `ui/` holds views, charts and
+widgets only).
 
-Each method has one UI module `ui/tab_<method>.py` with `render_anonymize(ctx)` (parameters, run,
+Each method has one view module here, `ui/views/<method>.py` (gccens: Tamersoy 2010; heatherly:
+Heatherly 2013; profiles: UGACLIP / ACLIP, Loukides 2010; lda: the thesis' chapter IV), with `render_anonymize(ctx)` (parameters, run,
 verification, measures, download) and `render_tradeoffs(ctx)` (its sweeps over k, caps or weights).
 A segmented control picks the method and only that method's view runs: `st.tabs` would compute every
 method on every rerun.
@@ -12,14 +14,15 @@ from types import ModuleType
 
 import streamlit as st
 
-from ui import persist, tab_gccens, tab_population, tab_profiles, tab_trajectories
+from ui import persist
 from ui.context import Context
+from ui.views import gccens, heatherly, lda, profiles
 
 METHODS: dict[str, ModuleType] = {
-    "GCCens (censoring)": tab_gccens,
-    "Generalization (Heatherly)": tab_population,
-    "Clinical profiles (UGACLIP / ACLIP)": tab_profiles,
-    "Trajectories (LDA)": tab_trajectories,
+    "GCCens (censoring)": gccens,
+    "Generalization (Heatherly)": heatherly,
+    "Clinical profiles (UGACLIP / ACLIP)": profiles,
+    "Trajectories (LDA)": lda,
 }
 
 

@@ -1,4 +1,4 @@
-"""Clinical profiles tab of the Anonymize and Trade-offs pages (Loukides et al. 2010, PNAS).
+"""Clinical profiles view of the Anonymize and Trade-offs pages (Loukides et al. 2010, PNAS).
 
 `render_anonymize(ctx)`: the filtering condition is the sidebar's knowledge (single visit / all
 visits), k the sidebar's; the utility policy editor (add or remove a disease, edit its codes; CSV
@@ -19,8 +19,6 @@ import io
 
 import numpy as np
 import pandas as pd
-import plotly.express as px
-import plotly.graph_objects as go
 import streamlit as st
 
 from engine import risk
@@ -48,9 +46,16 @@ from ui import progress as progress_ui
 from ui.context import HASH_FUNCS, Context
 from ui.downloads import release_downloads
 from ui.downloads import table_download as _download
+from ui.profiles_charts import (
+    SWEEP_LABELS,
+    relative_error_figure,
+    satisfied_figure,
+    suppression_figure,
+    worded,
+)
 from ui.risk_charts import cdf_frame, distinguishability_cdf_figure
 from ui.study import add_to_study, remember
-from ui.tab_population import export_choice
+from ui.views.heatherly import export_choice
 
 METHODS = ("UGACLIP", "ACLIP")
 CHOICES = ("UGACLIP", "ACLIP", "Both")
@@ -115,69 +120,6 @@ def _original(cohort: Records, knowledge: str) -> np.ndarray:
 def _sweep_row(cohort: Records, k: int, knowledge: str, method: str, policy_csv: str) -> dict:
     run = _run(cohort, k, knowledge, method, policy_csv, None)
     return run.summary()
-
-
-# ------------------------------------------------------------------------------------ charts
-SWEEP_LABELS = {  # sweep columns in words (issue 16)
-    "method": "Method",
-    "knowledge": "Attacker knowledge",
-    "privacy_constraints": "Privacy constraints",
-    "utility_satisfied": "Utility constraints met",
-    "utility_constraints": "Utility constraints",
-    "suppressed_codes": "Distinct codes suppressed",
-    "share_suppressed_events": "Share of code instances suppressed",
-    "generalized_items": "Generalized items",
-    "ncp": "NCP",
-    "re_mean": "Relative error, mean",
-    "re_std": "Relative error, sd",
-    "verified": "Verified",
-}
-
-
-def _worded(sweep: pd.DataFrame) -> pd.DataFrame:
-    """The sweep with its knowledge values in words ("all visits", not "all_visits")."""
-    return sweep.assign(knowledge=sweep["knowledge"].astype(str).str.replace("_", " "))
-
-
-def satisfied_figure(sweep: pd.DataFrame) -> go.Figure:
-    """Utility constraints satisfied against k (PNAS Figure 3), per method and filtering condition."""
-    df = _worded(sweep).assign(share=sweep["utility_satisfied"] / sweep["utility_constraints"].clip(lower=1))
-    fig = px.line(
-        df, x="k", y="share", color="method", line_dash="knowledge", markers=True, labels=SWEEP_LABELS
-    )
-    fig.update_layout(height=360, margin={"t": 30, "b": 10}, yaxis_tickformat=".0%")
-    fig.update_yaxes(title_text="Utility constraints met", range=[0, 1.05])
-    return fig
-
-
-def relative_error_figure(sweep: pd.DataFrame) -> go.Figure:
-    """Mean relative error of case-count queries with one standard deviation against k (Figure 4)."""
-    fig = px.line(
-        _worded(sweep),
-        x="k",
-        y="re_mean",
-        error_y="re_std",
-        color="method",
-        line_dash="knowledge",
-        markers=True,
-        labels=SWEEP_LABELS,
-    )
-    fig.update_layout(height=360, margin={"t": 30, "b": 10}, yaxis_title="Relative error (mean ± sd)")
-    return fig
-
-
-def suppression_figure(sweep: pd.DataFrame) -> go.Figure:
-    fig = px.line(
-        _worded(sweep),
-        x="k",
-        y="suppressed_codes",
-        color="method",
-        line_dash="knowledge",
-        markers=True,
-        labels=SWEEP_LABELS,
-    )
-    fig.update_layout(height=320, margin={"t": 30, "b": 10}, yaxis_title="Distinct codes suppressed")
-    return fig
 
 
 # ------------------------------------------------------------------------------ utility policy
@@ -393,7 +335,7 @@ def _release_block(ctx: Context, method: str, run: ProfilesRun) -> None:
     # the files (gzip: items of many codes repeat long labels), only through the export gate under
     # the sidebar's adversary and k; a violated privacy policy refuses them too
     release_downloads(
-        run.release,
+        run.release.checked(ctx.cohort),  # with its source cohort, as the helper requires
         run.verification,
         ctx.adversary,
         int(ctx.k),
@@ -474,7 +416,7 @@ def render_tradeoffs(ctx: Context) -> None:
     )
     if sweep is None or sweep.empty:
         return
-    st.dataframe(_worded(sweep).rename(columns=SWEEP_LABELS), hide_index=True, width="stretch")
+    st.dataframe(worded(sweep).rename(columns=SWEEP_LABELS), hide_index=True, width="stretch")
     st.plotly_chart(satisfied_figure(sweep), key="profiles_fig3")
     st.plotly_chart(relative_error_figure(sweep), key="profiles_fig4")
     st.plotly_chart(suppression_figure(sweep), key="profiles_supp")

@@ -1,4 +1,4 @@
-"""Trajectories (LDA) tab of the Anonymize and Trade-offs pages (Tamersoy 2011 thesis, chapter IV).
+"""Trajectories (LDA) view of the Anonymize and Trade-offs pages (Tamersoy 2011 thesis, chapter IV).
 
 `render_anonymize(ctx)`: codes, hierarchies, k, w_ICD, Baseline or A-GS; the risk engine's verdict;
 ILM / ALM / AvgRE; DGH-level shares (Figures 13-14); example clusters (Table 4); the download once
@@ -7,36 +7,35 @@ traceback path highlighted, the anonymized trajectory, and each cell's three opt
 `render_tradeoffs(ctx)`: Baseline against A-GS over k (Figures 9-12) and the weight sweep (Figure 15).
 
 Engine calls are cached per session (`scope="session"`) on the cohort's fingerprint and the
-parameters; the chart builders below take the engine's plain DataFrames.
+parameters; the charts (ui/lda_charts.py) take the engine's plain DataFrames.
 """
 
 from __future__ import annotations
 
 import hashlib
-import re
 
 import numpy as np
 import pandas as pd
-import plotly.express as px
-import plotly.graph_objects as go
 import streamlit as st
 
 from engine import risk
 from engine.adversary import Adversary
-from engine.anonymize.alignment import Alignment, align
+from engine.anonymize.alignment import Alignment, align, alignment_long, parse_trajectory
 from engine.anonymize.trajectories import LDAResult, Trajectories, default_age_domain, lda
 from engine.hierarchy import ICD9_LEVELS, ICD9_THESIS_LEVELS, Hierarchy
 from engine.records import Records
 from engine.release import Release
 from engine.report.glossary import help_for
 from engine.risk import Verification
+from engine.study.experiments import LDAPoint, lda_measures, lda_sweep_k, lda_sweep_weights
 from engine.study.runs import ICD_HIERARCHIES, CodeSelection, LDASettings, RunInputs
-from engine.utility.loss import avg_re, dataset_loss, level_shares, record_losses
+from engine.utility.loss import avg_re, cluster_table, level_shares, record_losses
 from ui import honest, literal, persist
 from ui import progress as progress_ui
 from ui.context import HASH_FUNCS, Context
 from ui.downloads import release_downloads, release_table_download
 from ui.downloads import table_download as _download
+from ui.lda_charts import level_shares_figure, record_loss_figure, sweep_k_figure, weights_figure
 from ui.literal import md
 from ui.study import add_to_study, remember
 
@@ -63,11 +62,6 @@ for _p in ("lda_", "ldat_"):
             f"{_p}method": "a-gs",
         }
     )
-MEASURE_TITLES = {
-    "ILM": "ICD loss (ILM)",
-    "ALM": "Age loss (ALM)",
-    "AvgRE": "Average relative error (AvgRE)",
-}
 ARROWS = {"diag": "↘", "up": "↑", "left": "←", "": ""}
 ADVERSARY = Adversary("cohort", "all_visits")
 FIG6 = {"401.0": "401", "401.1": "401", "401.9": "401"}
@@ -124,10 +118,9 @@ def _run(
 
 @st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=48)
 def _measures(cohort: Records, selection: tuple, hier: tuple, k: int, w_icd: float, method: str) -> dict:
+    """`engine.study.experiments.lda_measures` of the run, with AvgRE's query workload."""
     res = _run(cohort, selection, hier, k, w_icd, method)
-    ilm, alm = dataset_loss(res)
-    are = avg_re(res)
-    return {"ILM": ilm, "ALM": alm, "AvgRE": are.value, "workload": are.workload}
+    return lda_measures(res, avgre=False) | {"AvgRE": (are := avg_re(res)).value, "workload": are.workload}
 
 
 @st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=16)
@@ -135,50 +128,11 @@ def _release(
     cohort: Records, selection: tuple, hier: tuple, k: int, w_icd: float, method: str
 ) -> tuple[Release, Verification]:
     res = _run(cohort, selection, hier, k, w_icd, method)
-    rel = res.release()
+    rel = res.release().checked(res.source_pairs())  # with its source, as the download helper requires
     return rel, risk.verify(rel, ADVERSARY, k)
 
 
 # ------------------------------------------------------------------------------- chart builders
-def level_shares_figure(shares: pd.DataFrame) -> go.Figure:
-    """Figures 13-14: % of ICD codes and ages at each DGH level, one panel per attribute."""
-    fig = px.bar(
-        shares,
-        x="level",
-        y="share",
-        facet_col="attribute",
-        text=shares["share"].round(1),
-        labels={"share": "% of values", "level": "DGH level"},
-    )
-    fig.update_xaxes(matches=None, showticklabels=True)
-    fig.for_each_annotation(lambda a: a.update(text=a.text.split("=", 1)[-1]))  # "attribute=ICD"
-    fig.update_layout(height=360, margin={"t": 40, "b": 10})
-    return fig
-
-
-def sweep_k_figure(df: pd.DataFrame, measure: str) -> go.Figure:
-    """Figures 9-12: a measure against k, one line per method."""
-    fig = px.line(df, x="k", y=measure, color="method", markers=True, labels={"method": "Method"})
-    fig.update_layout(height=320, margin={"t": 30, "b": 10}, yaxis_title=MEASURE_TITLES.get(measure, measure))
-    return fig
-
-
-def weights_figure(df: pd.DataFrame) -> go.Figure:
-    """Figure 15: ILM and ALM for each weight setting."""
-    long = df.melt(
-        id_vars=["w_icd", "w_age"], value_vars=["ILM", "ALM"], var_name="measure", value_name="loss"
-    )
-    long["weights"] = [f"{a:g} / {b:g}" for a, b in zip(long["w_icd"], long["w_age"], strict=True)]
-    fig = px.bar(
-        long,
-        x="weights",
-        y="loss",
-        color="measure",
-        barmode="group",
-        labels={"loss": "Loss", "measure": "Measure"},
-    )
-    fig.update_layout(height=340, margin={"t": 30, "b": 10}, xaxis_title="Weights: ICD / Age")
-    return fig
 
 
 # ------------------------------------------------------------------------------------ settings
@@ -342,20 +296,11 @@ def render_anonymize(ctx: Context) -> None:
     with right:
         st.markdown("**Information loss per trajectory** (Definition 7, normalized by length)")
         rl = record_losses(res)
-        fig = px.histogram(
-            rl.melt(id_vars=["patient_id"], value_vars=["ILM", "ALM"], var_name="measure", value_name="loss"),
-            x="loss",
-            color="measure",
-            labels={"loss": "Loss per trajectory", "measure": "Measure"},
-        )
-        fig.update_layout(
-            height=360, barmode="overlay", margin={"t": 40, "b": 10}, yaxis_title="Trajectories"
-        )
-        st.plotly_chart(fig, key="lda_losshist")
+        st.plotly_chart(record_loss_figure(rl), key="lda_losshist")
         _download(rl, "Download the loss per trajectory (CSV)", "lda_record_loss.csv", "lda_dl_loss")
 
     st.markdown("**Example clusters** (Table 4: the clusters with the most generalization and suppression)")
-    clusters = _cluster_table(res)
+    clusters = cluster_table(res)
     st.dataframe(clusters.head(5), hide_index=True)
     release_table_download(  # the anonymized trajectories with their patients: the release itself
         clusters,
@@ -379,53 +324,7 @@ def render_anonymize(ctx: Context) -> None:
     _teaching_view(res, w_icd, method)
 
 
-def _cluster_table(res: LDAResult) -> pd.DataFrame:
-    rl = record_losses(res).set_index("patient_id")
-    rows = []
-    for c, members in enumerate(res.clusters):
-        ids = res.trajectories.patient_ids[members]
-        traj = " ".join(f"({code}, {age})" for code, age in res.cluster_labels(c))
-        rows.append(
-            {
-                "cluster": c + 1,
-                "size": len(members),
-                "pairs": len(res.cluster_pairs[c]),
-                "anonymized trajectory": traj or "(all pairs suppressed)",
-                "ILM": float(rl.loc[ids, "ILM"].mean()),
-                "ALM": float(rl.loc[ids, "ALM"].mean()),
-                "patients": ", ".join(map(str, ids[:10])) + (" …" if len(ids) > 10 else ""),
-            }
-        )
-    df = pd.DataFrame(rows)
-    if len(df):
-        # as Table 4: first the clusters that keep several pairs yet hold generalized values
-        # (most pairs first, then most loss); wholly generalized or untouched clusters come last
-        loss = df["ILM"] + df["ALM"]
-        df["_mixed"] = (loss > 0) & (df["pairs"] >= 2) & (df["ILM"] < 1) & (df["ALM"] < 1)
-        df["_loss"] = -loss
-        df = (
-            df.sort_values(["_mixed", "pairs", "_loss", "cluster"], ascending=[False, False, True, True])
-            .drop(columns=["_mixed", "_loss"])
-            .reset_index(drop=True)
-        )
-    return df
-
-
 # -------------------------------------------------------------------------------- teaching view
-_PAIR = re.compile(r"\(\s*([^,()]+?)\s*,\s*([^()]+?)\s*\)")
-
-
-def parse_trajectory(text: str) -> list[tuple[str, str]]:
-    """`(401.1, 33) (401.1, 34)` -> [("401.1", "33"), ("401.1", "34")]; ValueError naming the problem."""
-    pairs = _PAIR.findall(text)
-    rest = _PAIR.sub("", text).strip(" ,;\n\t")
-    if rest:
-        raise ValueError(
-            f"could not read {rest[:40]!r}: write pairs as (code, age), e.g. (401.1, 33) (401.1, 34)"
-        )
-    if not pairs:
-        raise ValueError("no (code, age) pair found: write e.g. (401.1, 33) (401.1, 34)")
-    return [(c.strip(), a.strip()) for c, a in pairs]
 
 
 def _teaching_view(res: LDAResult, w_icd: float, method: str) -> None:
@@ -501,27 +400,6 @@ def alignment_frames(al: Alignment) -> dict[str, pd.DataFrame]:
         "a": pd.DataFrame(al.a, index=rows, columns=cols),
         "r": pd.DataFrame(r, index=rows, columns=cols),
     }
-
-
-def alignment_long(al: Alignment) -> pd.DataFrame:
-    """One row per cell: h, j, the pairs, i, a, r and whether the traceback passes through it."""
-    path = set(al.path)
-    rows = []
-    for h in range(al.i.shape[0]):
-        for j in range(al.i.shape[1]):
-            rows.append(
-                {
-                    "h": h,
-                    "j": j,
-                    "x": "∅" if h == 0 else f"({al.x[h - 1][0]}, {al.x[h - 1][1]})",
-                    "y": "∅" if j == 0 else f"({al.y[j - 1][0]}, {al.y[j - 1][1]})",
-                    "i": al.i[h, j],
-                    "a": al.a[h, j],
-                    "r": al.r[h, j],
-                    "on_path": (h, j) in path,
-                }
-            )
-    return pd.DataFrame(rows)
 
 
 def _styled(df: pd.DataFrame, path: set[tuple[int, int]]):
@@ -607,41 +485,36 @@ def render_tradeoffs(ctx: Context) -> None:
     if wp is not None and wp == (selection, hier, k_w):
         weights = [round(0.1 * i, 1) for i in range(1, 10)]
 
-        def compute(step) -> list[dict]:
-            rows = []
-            for n, w in enumerate(weights):
-                step(n, len(weights), f"w_ICD = {w}")
-                m = _measures(ctx.cohort, selection, hier, k_w, w, "a-gs")
-                rows.append({"w_icd": w, "w_age": round(1 - w, 1), "ILM": m["ILM"], "ALM": m["ALM"]})
-            return rows
+        def compute(step) -> pd.DataFrame:  # engine/study/experiments.py's sweep, this view's cached points
+            return lda_sweep_weights(None, k_w, weights, point=_point(ctx, selection, hier), on_progress=step)
 
         try:
-            rows = progress_ui.run("Weight sweep", compute, key="ldat_wsweep", job=(selection, hier, k_w))
+            wdf = progress_ui.run("Weight sweep", compute, key="ldat_wsweep", job=(selection, hier, k_w))
         except (ValueError, KeyError) as exc:
             literal.error(exc.args[0] if exc.args else exc)
             return
-        if rows is None:
+        if wdf is None:
             return
-        wdf = pd.DataFrame(rows)
         st.markdown("**ILM and ALM by attribute weights** (Figure 15)")
         st.plotly_chart(weights_figure(wdf), key="ldat_fig_w")
         _download(wdf, "Download the weight sweep (CSV)", "lda_sweep_weights.csv", "ldat_dl_w")
 
 
-def _sweep(ctx: Context, selection, hier, w_icd: float, ks: tuple[int, ...]) -> pd.DataFrame | None:
-    runs = [(m, k) for m in ("baseline", "a-gs") for k in ks]
+def _point(ctx: Context, selection, hier) -> LDAPoint:
+    """The sweeps' point: this view's cached LDA measures (`_measures`) at (k, w_ICD, method)."""
+    return lambda k, w_icd, method: _measures(ctx.cohort, selection, hier, k, w_icd, method)
 
-    def compute(step) -> list[dict]:
-        rows = []
-        for n, (method, k) in enumerate(runs):
-            step(n, len(runs), f"{method}, k = {k}")
-            m = _measures(ctx.cohort, selection, hier, k, w_icd, method)
-            rows.append({"method": method, "k": k, "ILM": m["ILM"], "ALM": m["ALM"], "AvgRE": m["AvgRE"]})
-        return rows
+
+def _sweep(ctx: Context, selection, hier, w_icd: float, ks: tuple[int, ...]) -> pd.DataFrame | None:
+    """Baseline and A-GS over k: `engine.study.experiments.lda_sweep_k` on this view's cached points."""
+
+    def compute(step) -> pd.DataFrame:
+        return lda_sweep_k(
+            None, ks, ("baseline", "a-gs"), w_icd=w_icd, point=_point(ctx, selection, hier), on_progress=step
+        )
 
     try:
-        rows = progress_ui.run("k sweep", compute, key="ldat_ksweep", job=(selection, hier, w_icd, ks))
+        return progress_ui.run("k sweep", compute, key="ldat_ksweep", job=(selection, hier, w_icd, ks))
     except (ValueError, KeyError) as exc:
         literal.error(exc.args[0] if exc.args else exc)
         return None
-    return None if rows is None else pd.DataFrame(rows)
