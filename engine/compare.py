@@ -31,8 +31,8 @@ import pandas as pd
 from engine import risk
 from engine.adversary import Adversary
 from engine.records import Records
-from engine.release import AGE_PAIR_SEP, Release
-from engine.utility.coverage import catch_all, code_coverage, instances_retained
+from engine.release import Release
+from engine.utility.coverage import catch_all, code_coverage, code_part, instances_retained
 
 FEW_CODES = 0.5  # a release covering less than this share of the cohort's distinct codes is flagged
 
@@ -78,7 +78,7 @@ def code_set(release: Release) -> tuple[str, ...] | None:
         codes: set[str] = set()
         for item in (str(x) for x in release.records.items):
             for pair in release.item_codes.get(item, frozenset((item,))):
-                codes.add(pair.split(AGE_PAIR_SEP, 1)[0])
+                codes.add(code_part(pair, True))
         return tuple(sorted(codes))
     return None
 

@@ -42,7 +42,7 @@ from engine.errors import UserError
 from engine.export import CODE_MAP_FILE, RELEASE_FILE, safe_csv_bytes
 from engine.phewas import DEFAULT_CORRECTION, Correction
 from engine.records import Records
-from engine.release import AGE_PAIR_SEP, Release
+from engine.release import Release
 from engine.risk import Verification
 from engine.runs import ProfilesSettings
 from engine.study import (
@@ -52,6 +52,7 @@ from engine.study import (
     sha256_of,
     verification_matrix,
 )
+from engine.utility.coverage import code_part
 
 REPORT_FORMAT = "cohortshield-report/1"
 PHEWAS_ALPHA = 0.05  # associations at (adjusted) p <= 0.05, as Heatherly 2013 Table 4 ...
@@ -233,10 +234,6 @@ def cdf_points(dis: np.ndarray, k: int) -> list[list[float]]:
     ]
 
 
-def _original_code(code: str, age_pairs: bool) -> str:
-    return code.rpartition(AGE_PAIR_SEP)[0] if age_pairs else code
-
-
 def events_retained(cohort: Records, release: Release) -> int:
     """Events of the original cohort still in the release: per patient and code, the smaller of the
     number of the code's events in the cohort and the number of the patient's released events whose
@@ -246,7 +243,7 @@ def events_retained(cohort: Records, release: Release) -> int:
     code_index = pd.Index(cohort.items.astype(str))
     pair_c, pair_j = [], []  # (cohort item, released item standing for it)
     for j, item in enumerate(map(str, rel.items)):
-        codes = sorted({_original_code(c, release.age_pairs) for c in release.codes_of(item)})
+        codes = sorted({code_part(c, release.age_pairs) for c in release.codes_of(item)})
         found = code_index.get_indexer(codes)
         pair_c += found[found >= 0].tolist()
         pair_j += [j] * int((found >= 0).sum())
@@ -290,7 +287,7 @@ def utility_figures(cohort: Records, release: Release) -> dict[str, Any]:
     other = 0
     generalized: list[tuple[str, int]] = []
     for item in map(str, release.present_items()):
-        stands = {_original_code(c, release.age_pairs) for c in release.codes_of(item)}
+        stands = {code_part(c, release.age_pairs) for c in release.codes_of(item)}
         mine = stands & codes_in
         covered |= mine
         if len(stands) == 1:
