@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from engine import __version__, risk
-from engine.adversary import ALL_ADVERSARIES
+from engine.adversary import ALL_ADVERSARIES, Adversary
 from engine.errors import UserError
 from engine.export import CODE_MAP_FILE, RELEASE_FILE, safe_csv_bytes
 from engine.phewas import DEFAULT_CORRECTION, Correction
@@ -91,6 +91,13 @@ HEADLINES: dict[str, str] = {
     "allelic chi-square per SNP and phecode, significant at "
     + PHEWAS_CORRECTION_WORDS[PHEWAS_CORRECTION].format(alpha=PHEWAS_ALPHA)
     + ").",
+    "code instances kept": "released rows over the original cohort's events (the comparison table's "
+    "measure): an event generalized into an item still counts, a removed one does not; an item released "
+    "once for several events of a patient counts once.",
+    "records modified": "records of the original cohort whose released items differ from their original "
+    "codes (a code removed or generalized, or the record dropped).",
+    "best": "in the comparison table, the best value of each column (lowest share below k, records "
+    "modified and PheWAS changes; highest kept and constraints met) is marked (best); ties are all marked.",
     "utility constraints met": "diseases of the utility policy whose number of patients is the same in "
     "the release as in the original cohort (Loukides 2010, UGACLIP's guarantee).",
 }
@@ -138,6 +145,11 @@ class Report:
         from engine.report_render import render_html
 
         return render_html(self.data).encode("utf-8")
+
+    def to_markdown(self) -> bytes:
+        from engine.report_render import render_markdown
+
+        return render_markdown(self.data).encode("utf-8")
 
     def to_pdf(self) -> bytes:
         from engine.report_render import render_pdf
@@ -442,6 +454,39 @@ def _utility_constraints(entry: StudyRelease, cohort: Records, release: Release)
     return {"met": sum(r["met"] for r in rows), "total": len(rows), "diseases": rows}
 
 
+def release_comparison(
+    entries: list[StudyRelease],
+    releases: Mapping[str, ReleaseInput],
+    cohort: Records,
+    population: Records,
+    adversary: Adversary,
+    k: int,
+    phewas_rows: Mapping[str, dict[str, Any] | None],
+) -> dict[str, Any]:
+    """Every release of the report side by side (`engine.compare.comparison_table`, the app's Compare
+    page): risk under the study's adversary and k (the report's verifications), code instances and
+    distinct codes kept, records modified, the utility constraints of one policy (PNAS Table 1) met,
+    PheWAS associations lost and false when computed for every release; JSON-ready, with the best
+    release of each column (`engine.compare.comparison_data`)."""
+    from engine import compare
+
+    counts = None
+    if entries and all(phewas_rows.get(e.name) is not None for e in entries):
+        counts = {e.name: (phewas_rows[e.name]["lost"], phewas_rows[e.name]["false"]) for e in entries}
+    table = compare.comparison_table(
+        {e.name: releases[e.name].release for e in entries},
+        cohort,
+        population,
+        adversary,
+        k,
+        phewas_lost_false=counts,
+        verifications={e.name: releases[e.name].verification for e in entries},
+    )
+    out = compare.comparison_data(table)
+    out["utility policy"] = "the PNAS Table 1 policy (Loukides 2010), the same for every release"
+    return out
+
+
 def _check_inputs(study: Study, releases: Mapping[str, ReleaseInput]) -> list[StudyRelease]:
     current = {e.name: e for e in study.current()}
     unknown = [n for n in releases if n not in current]
@@ -573,6 +618,7 @@ def build_report(
         }
         rel_rows.append(row)
 
+    comparison = release_comparison(entries, releases, cohort, population, adv, k, phewas_rows)
     risk_all = []
     for a in ALL_ADVERSARIES:
         dis = before(False) if a == adv else risk.original_distinguishability(cohort, a, population)
@@ -617,6 +663,7 @@ def build_report(
         "risk before, every adversary": risk_all,
         "cdf before": cdf_points(before(False), k),
         "releases": rel_rows,
+        "comparison": comparison,
         "releases not in this report": [e.name for e in study.current() if e.name not in releases],
         "releases of other data": len(study.others()),
         "phewas": phewas_status,
