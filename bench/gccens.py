@@ -140,6 +140,10 @@ def _old_censor():
 
 
 def all_codes_on_the_sample(variant: str = "faithful", old: bool = True) -> None:
+    """The app's all-codes run, three ways in one process: the default kernel (faithful: every
+    record's exit step by binary search over the precomputed step sequence), the stepwise loop
+    (`kernel="stepwise"`, the default before that), and the pre-issue-16 path; same release each."""
+    import functools
     from unittest import mock
 
     from engine.anonymize import censor
@@ -153,23 +157,37 @@ def all_codes_on_the_sample(variant: str = "faithful", old: bool = True) -> None
     new, t_new = timed(settings.run, inputs)
     cpu_new = timed.cpu
     print(
-        f"  GCCens all codes on the sample: {t_new:.2f} s wall ({cpu_new:.2f} s CPU), "
+        f"  GCCens all codes on the sample (default kernel): {t_new:.2f} s wall ({cpu_new:.2f} s CPU), "
         f"{new.loss['iterations']} iterations, {new.records.n_events:,} instances released"
     )
-    old_module = _old_censor() if old else None
+
+    def compare(label: str, patched: dict) -> None:
+        with mock.patch.multiple(censor, **patched):
+            other, t_other = timed(settings.run, inputs)
+        same = (
+            other.records.fingerprint == new.records.fingerprint and other.loss["steps"] == new.loss["steps"]
+        )
+        print(
+            f"  {label}: {t_other:.2f} s wall ({timed.cpu:.2f} s CPU); same release: {same}; "
+            f"ratio {label.split(' (')[0]}/default {t_other / t_new:.1f}x wall ({timed.cpu / cpu_new:.1f}x CPU)"
+        )
+
+    stepwise = functools.partial(censor.gccens_run, kernel="stepwise")
+    compare("stepwise loop (kernel='stepwise')", {"gccens_run": stepwise})
     if not old:
         print("  old path: not run (--no-old)")
         return
+    old_module = _old_censor()
     if old_module is None:
         print("  old path: git not available, not measured")
         return
-    patched = {name: getattr(old_module, name) for name in ("gccens_run", "prepare", "select_codes")}
-    with mock.patch.multiple(censor, **patched):
-        old, t_old = timed(settings.run, inputs)
-    same = old.records.fingerprint == new.records.fingerprint and old.loss["steps"] == new.loss["steps"]
-    print(
-        f"  old path (censor.py at {OLD_COMMIT}): {t_old:.2f} s wall ({timed.cpu:.2f} s CPU); same release: "
-        f"{same}; ratio old/new {t_old / t_new:.1f}x wall ({timed.cpu / cpu_new:.1f}x CPU)"
+
+    def old_run(problem, k, *, progress=None, **kw):  # the old path takes no progress callback
+        return old_module.gccens_run(problem, k, **kw)
+
+    compare(
+        f"old path (censor.py at {OLD_COMMIT})",
+        {"gccens_run": old_run, "prepare": old_module.prepare, "select_codes": old_module.select_codes},
     )
 
 

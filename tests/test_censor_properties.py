@@ -176,3 +176,39 @@ def test_dominance_below_equals_brute_force(seed):
     for k in (1, 2, 3, 10, 301):
         np.testing.assert_array_equal(counter.below(targets, k), brute < k)
     np.testing.assert_array_equal(counter.count(targets), brute)
+
+
+@settings(max_examples=60, deadline=None)
+@given(cohorts(), st.sampled_from(["population", "cohort"]), st.sampled_from(["faithful", "targeted"]))
+def test_default_kernel_equals_the_stepwise_loop(case, scope, variant):
+    """Issue 16: the faithful k-map run by exit-step binary search over the precomputed step sequence
+    gives the stepwise loop's capped counts, released counts, steps and k_reached exactly (and the
+    other variants and scopes, which still step, are unchanged)."""
+    from engine.anonymize.censor import censor_counts
+
+    pop, sample, k, cap = case
+    problem = prepare(sample, pop if scope == "population" else None, scope)
+    caps = problem.cap_vector(cap)
+    fast = censor_counts(problem, k, caps, variant, "dominance")
+    plain = censor_counts(problem, k, caps, variant, "stepwise")
+    assert np.array_equal(fast[0], plain[0])
+    assert np.array_equal(fast[1], plain[1])
+    assert fast[2] == plain[2]
+    assert [list(s) for s in fast[2]] == [list(s) for s in plain[2]]  # key order: byte-identical JSON
+    assert fast[3] == plain[3]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_exit_step_search_equals_stepwise_loop_with_many_codes(seed):
+    """The bitset (non-dense) counter under the exit-step search, k reachable and not (k > population)."""
+    from engine.anonymize.censor import censor_counts
+
+    pop, sample = _many_codes_case(seed)
+    problem = prepare(sample, pop)
+    for k, cap in ((2, None), (5, 2), (9, None), (151, None)):
+        caps = problem.cap_vector(cap)
+        fast = censor_counts(problem, k, caps, "faithful", "dominance")
+        plain = censor_counts(problem, k, caps, "faithful", "stepwise")
+        assert np.array_equal(fast[1], plain[1]) and fast[2] == plain[2] and fast[3] == plain[3]
+        assert fast[2], "the case must exercise the loop"
+    assert not fast[3], "k above the population size cannot be reached"

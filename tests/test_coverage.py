@@ -66,3 +66,44 @@ def test_code_coverage_counts_each_cohort_code_once():
     cov = code_coverage(release, cohort)
     assert (cov.codes, cov.as_themselves, cov.generalized, cov.removed) == (5, 1, 2, 2)
     assert cov.shares() == pytest.approx({"as_themselves": 0.2, "generalized": 0.4, "removed": 0.4})
+
+
+def _lda_release():
+    """A small LDA release (items are `code|age` pairs) and the cohort of plain codes it came from."""
+    from engine.anonymize.trajectories import Trajectories, lda
+
+    df = pd.DataFrame(
+        {
+            "patient_id": ["a", "a", "b", "b", "c", "c", "d"],
+            "code": ["401.1", "250.00", "401.1", "250.00", "401.1", "724.2", "401.9"],
+            "age": [40, 41, 40, 42, 55, 56, 60],
+        }
+    )
+    cohort = Records.from_frame(df)
+    res = lda(Trajectories.from_records(cohort), 2, age_domain=(30, 61))
+    return res.release(), cohort
+
+
+def test_lda_distinct_codes_are_measured_on_the_code_part_of_its_pairs():
+    """Issue 16: the Compare page read 0% distinct codes kept for LDA, because its released items are
+    `code|age` pairs and no pair is a cohort code. Each cohort code counts as kept when a released
+    pair carries it (as itself, whatever its age) or a generalized pair stands for it."""
+    release, cohort = _lda_release()
+    assert release.age_pairs
+    cov = code_coverage(release, cohort)
+    assert cov.codes == 4
+    released_codes = {str(x).rpartition("|")[0] for x in release.records.items}
+    assert cov.as_themselves == len(released_codes & {"401.1", "250.00", "724.2", "401.9"})
+    # 250.00 and 401.1 released as themselves (250.00 at a generalized age), 401.9 only inside the
+    # pair 401|[54-61], 724.2 suppressed
+    assert (cov.as_themselves, cov.generalized, cov.removed) == (2, 1, 1)
+
+
+def test_compare_headline_of_lda_reads_its_code_part():
+    from engine import compare
+
+    release, cohort = _lda_release()
+    h = compare.headline(release, cohort)
+    assert h.codes_kept == pytest.approx(3 / 4)
+    assert h.codes_as_themselves == pytest.approx(2 / 4)
+    assert h.code_set == ("250.00", "401.1", "401.9")

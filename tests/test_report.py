@@ -583,3 +583,79 @@ def test_text_outside_latin1_is_written_visibly_in_the_pdf():
     _, text = _pdf_text(rep.to_pdf())
     assert "Kohorte für [U+65E5][U+672C] >= k" in text
     assert html.escape(name) in rep.to_html().decode()
+
+
+# --------------------------------------------------------------------- the comparison (issue 16)
+def test_summary_compares_every_release_with_the_best_of_each_column_marked():
+    """Issue 16: the report's summary holds the Compare page's table (engine.compare) of every release,
+    in JSON, HTML, PDF and Markdown, the best of each column marked, computed from the report's own
+    verifications."""
+    from engine.report_render import BEST_MARK, comparison_rows
+
+    from engine import compare
+
+    study, inputs, pop, cohort = _toy()
+    rep = build_report(study, inputs, pop, cohort, reproducible=True)
+    c = rep.data["comparison"]
+    assert [r["release"] for r in c["rows"]] == ["good", "bad"]
+    good, bad = c["rows"]
+    # good releases 401.1 only: 3 of 4 events; bad is the cohort unchanged
+    assert good["verified"] is True and bad["verified"] is False
+    assert good["code instances kept"] == pytest.approx(3 / 4) and bad["code instances kept"] == 1.0
+    assert good["distinct codes kept"] == pytest.approx(1 / 2) and bad["records modified"] == 0.0
+    assert good["records modified"] == pytest.approx(1 / 3)  # patient a lost 250.00
+    assert c["best"]["share below k"] == ["good"]
+    assert c["best"]["code instances kept"] == ["bad"] and c["best"]["records modified"] == ["bad"]
+    assert "PheWAS associations lost" not in c["columns"]  # no genotypes: no PheWAS columns
+    # the same figures as the Compare page's table
+    table = compare.comparison_table({n: i.release for n, i in inputs.items()}, cohort, pop, ADV, 2)
+    assert compare.comparison_data(table)["rows"] == c["rows"]
+    # JSON round trip, and the table in every rendering with (best) marks
+    assert json.loads(rep.to_json())["comparison"] == c
+    header, rows = comparison_rows(c)
+    assert header[:2] == ("Release", "Verified")
+    assert rows[0][2] == "0%" + BEST_MARK and rows[1][3] == "100%" + BEST_MARK
+    assert rows[0][1] == "yes" and rows[1][1] == "NO"
+    page = rep.to_html().decode()
+    assert "Every release side by side" in page
+    assert f"<td>{html.escape('100%' + BEST_MARK)}</td>" in page
+    _, text = _pdf_text(rep.to_pdf())
+    assert "Every release side by side" in _words(text) and "(best)" in text
+    md = rep.to_markdown().decode()
+    assert "## Every release side by side" in md
+    assert "| Release | Verified | Share below k |" in md
+    from engine.markdown import escape
+
+    assert f"| {escape('good')} | yes | {escape('0%' + BEST_MARK)} |" in md
+
+
+def test_comparison_carries_phewas_lost_and_false_when_computed():
+    study, inputs, pop, cohort = _toy()
+    orig = pd.DataFrame(
+        {
+            "snp": ["s"] * 2,
+            "phecode": ["1", "2"],
+            "phenotype": ["a", "b"],
+            "n_cases": [30] * 2,
+            "odds_ratio": [1.0] * 2,
+            "p": [0.001, 0.5],
+            "p_bonferroni": [0.002, 1.0],
+            "p_bh": [0.002, 0.5],
+        }
+    )
+    lost = orig.assign(p=[0.5, 0.001], p_bonferroni=[1.0, 0.002], p_bh=[0.5, 0.002])
+    given = PhewasResults(orig, {"good": lost, "bad": orig})
+    c = build_report(study, inputs, pop, cohort, phewas=given, reproducible=True).data["comparison"]
+    by = {r["release"]: r for r in c["rows"]}
+    assert (by["good"]["PheWAS associations lost"], by["good"]["PheWAS associations false"]) == (1, 1)
+    assert (by["bad"]["PheWAS associations lost"], by["bad"]["PheWAS associations false"]) == (0, 0)
+    assert c["best"]["PheWAS associations lost"] == ["bad"]
+
+
+def test_markdown_report_shows_untrusted_names_literally():
+    study, inputs, pop, cohort = _toy()
+    rep = build_report(
+        study, inputs, pop, cohort, recipient="![x](http://127.0.0.1/leak.png)", reproducible=True
+    )
+    md = rep.to_markdown().decode()
+    assert "![x](" not in md and "\\!\\[x\\]" in md

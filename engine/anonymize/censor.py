@@ -45,6 +45,11 @@ codes, as many dominating candidates or more); in the cohort scope only the reco
 censored level (no other record gains or loses a dominating candidate). Either way the result is
 verified by `engine.risk.verify` (tests and callers), never by these counters.
 
+The faithful variant in the population scope does not step at all with the default kernel: its step
+sequence does not depend on k and is listed at once, and each record's exit step is binary-searched
+(`_faithful_by_exit_steps`); `kernel="stepwise"` runs the same dominance counts step by step (the
+plain loop, kept as the tests' and the benchmark's reference).
+
 Worked example (Figures 1-3): population Dan {250}, Bella {250,250,272}, John {250,250,272,272},
 Ada {401 x4}, Tom {272,272,724}, Alan {250}, Eric {272,724}; sample Alan, Tom, Bella; k = 2, caps
 250:2, 272:2, 401:0, 724:1 -> {250}, {272,724}, {250,272}, CUL 0, 1/3, 1/3. (The text's
@@ -70,9 +75,9 @@ from engine.utility.censoring import censoring_loss, cul_statistics, release_cul
 from engine.utility.coverage import instances_retained
 
 Variant = Literal["faithful", "targeted"]
-Kernel = Literal["dominance", "risk"]
+Kernel = Literal["dominance", "stepwise", "risk"]
 VARIANTS: tuple[Variant, ...] = ("faithful", "targeted")
-KERNELS: tuple[Kernel, ...] = ("dominance", "risk")
+KERNELS: tuple[Kernel, ...] = ("dominance", "stepwise", "risk")
 METHOD = "GCCens"
 DENSE_LIMIT = 1 << 21  # largest cap grid (product of (cap + 1)) counted by a dense histogram
 
@@ -445,8 +450,9 @@ def censor_counts(
     """Algorithm 1 on count vectors: (capped counts, released counts, steps, k reached).
 
     `progress(fraction, message)` is called before every censoring step, in this thread, with the
-    share of the records first below k that meet it now; it may raise to cancel the run (nothing
-    is left running: the loop holds no threads between steps)."""
+    share of the records first below k that meet it now (the faithful k-map path, which does not
+    step: once per round of its exit-step search); it may raise to cancel the run (nothing is left
+    running: the loop holds no threads between steps)."""
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}, not {variant!r}")
     if kernel not in KERNELS:
@@ -466,7 +472,11 @@ def censor_counts(
     held = sp.csr_matrix(capped)
     by_code = held.tocsc()
     row_lengths = np.diff(held.indptr)
-    sparse_rows = kernel == "dominance" and problem.scope == "population" and not counter.dense
+    if kernel == "dominance" and variant == "faithful" and problem.scope == "population" and m:
+        assert counter is not None
+        y, steps, reached = _faithful_by_exit_steps(problem, k, capped, cap, counter, held, progress)
+        return capped, y, steps, reached
+    sparse_rows = kernel != "risk" and problem.scope == "population" and not counter.dense
 
     def still_below(rows: np.ndarray) -> np.ndarray:
         if not sparse_rows:
@@ -550,6 +560,107 @@ def censor_counts(
         n_below += int(below[flipped].sum()) - int((~below[flipped]).sum())
         if hist is not None and len(flipped):
             hist.flip(y, flipped, below[flipped])
+
+
+def _faithful_by_exit_steps(
+    problem: CensorProblem,
+    k: int,
+    capped: np.ndarray,
+    cap: np.ndarray,
+    counter: DominanceCounter,
+    held: sp.csr_matrix,
+    progress: Callable[[float, str], None] | None,
+) -> tuple[np.ndarray, list[dict], bool]:
+    """The faithful variant in the population scope without stepping (the default kernel).
+
+    The faithful step sequence does not depend on k: the step at level l of code j censors every
+    record holding j at least l times (all of them sit at the working cap then), so its size is
+    S_j(l) = #{records with capped count >= l} and the working cap drops to l - 1. As S_j(l) grows
+    while l falls, line 11's choice (fewest records, ties by code order) is the whole list of
+    (S_j(l), j, -l) sorted. After s steps a record holds min(capped, working cap) of each code, its
+    distinguishability can only grow with s (k-map: fewer codes, as many candidates or more), so each
+    record's exit step (the first s at which it meets k) is found by binary search, all records in
+    one batch per round; the loop stops at the largest exit step. Same release and steps as the
+    stepwise loop (`kernel="stepwise"`), which tests check."""
+    m, d = capped.shape
+    # the whole step sequence: one step per (code, level), level = cap .. 1
+    r, j = held.nonzero()
+    c = np.minimum(capped[r, j], cap[j])
+    top = int(cap.max()) if d else 0
+    at = np.bincount(j * (top + 1) + c, minlength=d * (top + 1)).reshape(d, top + 1)
+    at_least = np.cumsum(at[:, ::-1], axis=1)[:, ::-1]  # [j, l] = records holding j >= l times
+    step_code = np.repeat(np.arange(d), cap)
+    step_level = np.concatenate([np.arange(x, 0, -1) for x in cap.tolist()]) if d else np.zeros(0, np.int64)
+    step_level = step_level.astype(np.int64)
+    step_size = at_least[step_code, step_level]
+    order = np.lexsort((-step_level, step_code, step_size))
+    step_code, step_level, step_size = step_code[order], step_level[order], step_size[order]
+    n_steps = len(order)
+    # per code, the positions of its steps in increasing order (a global sorted key)
+    key = np.sort(step_code.astype(np.int64) * (n_steps + 1) + np.arange(n_steps))
+    code_start = np.searchsorted(key, np.arange(d, dtype=np.int64) * (n_steps + 1))
+
+    def working_cap(codes: np.ndarray, s: np.ndarray) -> np.ndarray:
+        """Each code's working cap after s steps (codes and s aligned)."""
+        done = np.searchsorted(key, codes.astype(np.int64) * (n_steps + 1) + s) - code_start[codes]
+        return cap[codes] - done
+
+    row_ptr, code_of = held.indptr, held.indices
+
+    def below_at(rows: np.ndarray, s: np.ndarray) -> np.ndarray:
+        """Whether each record of `rows` is below k after s[i] steps."""
+        lengths = row_ptr[rows + 1] - row_ptr[rows]
+        idx = np.repeat(row_ptr[rows] - np.cumsum(lengths) + lengths, lengths) + np.arange(lengths.sum())
+        b = np.repeat(np.arange(len(rows)), lengths)
+        jj = code_of[idx]
+        level = np.minimum(capped[rows[b], jj], working_cap(jj, s[b]))
+        nz = level > 0
+        return counter.below_sparse(b[nz], jj[nz], level[nz], len(rows), k)
+
+    rounds = max(int(n_steps).bit_length(), 1) + 2
+    if progress is not None:
+        progress(0.0, f"{n_steps:,} censoring steps listed; finding each record's exit step")
+    everyone = np.arange(m)
+    exit_step = np.zeros(m, dtype=np.int64)
+    first = below_at(everyone, np.zeros(m, dtype=np.int64))
+    lo_rows = everyone[first]
+    never = below_at(lo_rows, np.full(len(lo_rows), n_steps, dtype=np.int64))
+    unreachable = lo_rows[never]
+    rows = lo_rows[~never]
+    lo = np.zeros(len(rows), dtype=np.int64)  # below k after lo steps
+    hi = np.full(len(rows), n_steps, dtype=np.int64)  # meets k after hi steps
+    done_rounds = 2
+    while len(rows):
+        if progress is not None:
+            progress(min(done_rounds / rounds, 1.0), f"exit steps: round {done_rounds} of at most {rounds}")
+        mid = (lo + hi) // 2
+        still = below_at(rows, mid)
+        lo = np.where(still, mid, lo)
+        hi = np.where(still, hi, mid)
+        settled = hi - lo <= 1
+        exit_step[rows[settled]] = hi[settled]
+        rows, lo, hi = rows[~settled], lo[~settled], hi[~settled]
+        done_rounds += 1
+    reached = len(unreachable) == 0
+    exit_step[unreachable] = n_steps + 1
+    taken = int(exit_step.max()) if reached else n_steps
+    sorted_exit = np.sort(exit_step)
+    below_before = m - np.searchsorted(sorted_exit, np.arange(taken), side="right")
+    labels = problem.code_labels
+    steps = [
+        {"code": labels[o], "from_count": lv, "records": n, "below_k_before": nb}
+        for o, lv, n, nb in zip(
+            step_code[:taken].tolist(),
+            step_level[:taken].tolist(),
+            step_size[:taken].tolist(),
+            below_before.tolist(),
+            strict=True,
+        )
+    ]
+    y = np.minimum(capped, working_cap(np.arange(d), np.full(d, taken, dtype=np.int64))[None, :])
+    if progress is not None:
+        progress(1.0, f"{m - len(unreachable):,} of {m:,} records meet k after {taken:,} steps")
+    return y, steps, reached
 
 
 @dataclass(eq=False)

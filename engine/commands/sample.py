@@ -25,6 +25,13 @@ def register(sub) -> None:
         help="lab orders (about 220 rows per patient): auto = only up to 200,000 patients (default)",
     )
     parser.add_argument(
+        "--parameters",
+        choices=("calibrated", "shipped"),
+        default="calibrated",
+        help="code draw and group selection: calibrated = issue 16's (default), shipped = the earlier "
+        "ones the shipped sample_data/ was generated with (sample_data/CALIBRATION.md)",
+    )
+    parser.add_argument(
         "--formats",
         default="",
         help="comma-separated extra forms of the sample: icd10cm (ICD-10-CM variant), mixed (ICD-9-CM "
@@ -46,7 +53,7 @@ def parse_formats(text: str) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine.synth.generator import write_sample
+    from engine.synth.generator import PARAMETERS, SHIPPED_PARAMETERS, write_sample
 
     if args.patients < 1:
         raise UserError(f"--patients must be a positive number of patients, not {args.patients}")
@@ -55,12 +62,16 @@ def run(args: argparse.Namespace) -> int:
     formats = parse_formats(args.formats)
     t0 = time.perf_counter()
     labs = {"auto": None, "yes": True, "no": False}[args.labs]
-    paths = write_sample(args.out, args.patients, args.seed, labs=labs)
+    parameters = SHIPPED_PARAMETERS if args.parameters == "shipped" else PARAMETERS
+    paths = write_sample(args.out, args.patients, args.seed, labs=labs, parameters=parameters)
     if formats:
         from engine.synth.formats import write_formats
 
         paths.update(write_formats(args.out, formats))
     for name, path in paths.items():
         print(f"{name}: {path} ({path.stat().st_size / 1e6:.2f} MB)")
-    print(f"{args.patients} patients, seed {args.seed}, {time.perf_counter() - t0:.1f} s")
+    print(
+        f"{args.patients} patients, seed {args.seed}, {args.parameters} parameters, "
+        f"{time.perf_counter() - t0:.1f} s"
+    )
     return 0

@@ -1,5 +1,5 @@
 """The IRB report rendered from its JSON-ready data (`engine.report.report.Report.data`) alone: a self-contained
-HTML page and a PDF, from one list of blocks (`document`), so both say the same thing.
+HTML page, a PDF and Markdown, from one list of blocks (`document`), so all say the same thing.
 
 - HTML: one file, figures as inline SVG drawn here, styles inline, no script and no external URL
   (a Content-Security-Policy forbids loading anything); every text from the data (release names,
@@ -138,6 +138,58 @@ def _codes_cell(u: dict[str, Any]) -> str:
     return text
 
 
+# the comparison table's columns in the summary: (data column, header, how a value is written)
+COMPARISON_COLUMNS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
+    ("verified", "Verified", lambda v: "yes" if v else "NO"),
+    ("share below k", "Share below k", pct),
+    ("code instances kept", "Code instances kept", pct),
+    ("distinct codes kept", "Distinct codes kept", pct),
+    ("records modified", "Records modified", pct),
+    ("utility constraints met", "Utility constraints met", lambda v: f"{v:,}"),
+    ("PheWAS associations lost", "PheWAS associations lost", lambda v: f"{v:,}"),
+    ("PheWAS associations false", "PheWAS associations false", lambda v: f"{v:,}"),
+)
+BEST_MARK = " (best)"
+
+
+def comparison_rows(c: dict[str, Any]) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]:
+    """The header and rows of the comparison table (`engine.study.compare.comparison_data`), each column's
+    best value marked `BEST_MARK`; columns the data lack (PheWAS without genotypes) are left out."""
+    cols = [(key, head, fmt) for key, head, fmt in COMPARISON_COLUMNS if key in c["columns"]]
+    rows = []
+    for r in c["rows"]:
+        cells = [str(r["release"])]
+        for key, _, fmt in cols:
+            v = r[key]
+            text = "n/a" if v is None else fmt(v)
+            if key == "utility constraints met" and v is not None:
+                text += f" of {r['utility constraints']:,}"
+            if str(r["release"]) in c["best"].get(key, ()):
+                text += BEST_MARK
+            cells.append(text)
+        rows.append(tuple(cells))
+    return ("Release", *(head for _, head, _ in cols)), tuple(rows)
+
+
+def _comparison(d: dict[str, Any]) -> list[Block]:
+    """Every release side by side, the best of each column marked, then each release's warnings."""
+    c = d.get("comparison")
+    if not c or not c["rows"]:
+        return []
+    header, rows = comparison_rows(c)
+    out: list[Block] = [
+        Heading(2, f"Every release side by side (under {d['attacker']['label']}, k = {d['attacker']['k']})"),
+        Para(
+            "All figures against the original cohort; utility constraints of "
+            + c.get("utility policy", "one policy for every release")
+            + f". '{BEST_MARK.strip()}' marks the best value of each column (ties: each)."
+        ),
+        Table(header, rows, (2.2,) + (1.0,) * (len(header) - 1)),
+    ]
+    out += [Para(f"{r['release']}: {r['warnings']}") for r in c["rows"] if r.get("warnings")]
+    return out
+
+
 def _summary(d: dict[str, Any]) -> list[Block]:
     att, coh, pop, rels = d["attacker"], d["cohort"], d["population"], d["releases"]
     k = att["k"]
@@ -219,6 +271,7 @@ def _summary(d: dict[str, Any]) -> list[Block]:
         )
     else:
         blocks.append(Para("No release was made."))
+    blocks += _comparison(d)
     blocks += [
         Heading(3, "What the figures mean"),
         Pairs(
@@ -572,6 +625,35 @@ def render_html(data: dict[str, Any]) -> str:
             parts.append('<div class="page"></div>')
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
+
+
+# -------------------------------------------------------------------------------------- Markdown
+def render_markdown(data: dict[str, Any]) -> str:
+    """The report as Markdown, from the same blocks as HTML and PDF: every text from the data is
+    escaped (`engine.report.markdown.escape`), so codes, names and file names read literally; figures are
+    given by their caption (the curves are in the HTML and PDF)."""
+    from engine.report.markdown import code, escape
+
+    out: list[str] = []
+    for b in document(data):
+        if isinstance(b, Heading):
+            out.append("#" * b.level + " " + escape(b.text))
+        elif isinstance(b, Para):
+            out.append(f"**{escape(b.text)}**" if b.strong else escape(b.text))
+        elif isinstance(b, Pairs):
+            out.append("\n".join(f"- **{escape(t)}**: {escape(v)}" for t, v in b.rows))
+        elif isinstance(b, Table):
+            lines = ["| " + " | ".join(escape(h) for h in b.header) + " |"]
+            lines.append("|" + "---|" * len(b.header))
+            lines += ["| " + " | ".join(escape(c) for c in row) + " |" for row in b.rows]
+            out.append("\n".join(lines))
+        elif isinstance(b, Hashes):
+            out.append("\n".join(f"- {escape(n)}: {code(h)}" for n, h in b.rows))
+        elif isinstance(b, Figure):
+            out.append(f"*Figure (in the HTML and PDF report):* {escape(b.caption)}")
+        elif isinstance(b, PageBreak):
+            out.append("---")
+    return "\n\n".join(out) + "\n"
 
 
 # ------------------------------------------------------------------------------------------- PDF

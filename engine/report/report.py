@@ -37,11 +37,11 @@ import numpy as np
 import pandas as pd
 
 from engine import __version__, risk
-from engine.adversary import ALL_ADVERSARIES
+from engine.adversary import ALL_ADVERSARIES, Adversary
 from engine.io.errors import UserError
 from engine.io.export import CODE_MAP_FILE, RELEASE_FILE, safe_csv_bytes
 from engine.records import Records
-from engine.release import AGE_PAIR_SEP, Release
+from engine.release import Release
 from engine.risk import Verification
 from engine.study.runs import ProfilesSettings
 from engine.study.study import (
@@ -51,6 +51,7 @@ from engine.study.study import (
     sha256_of,
     verification_matrix,
 )
+from engine.utility.coverage import code_part
 from engine.utility.phewas import DEFAULT_CORRECTION, Correction
 
 REPORT_FORMAT = "cohortshield-report/1"
@@ -90,6 +91,13 @@ HEADLINES: dict[str, str] = {
     "allelic chi-square per SNP and phecode, significant at "
     + PHEWAS_CORRECTION_WORDS[PHEWAS_CORRECTION].format(alpha=PHEWAS_ALPHA)
     + ").",
+    "code instances kept": "released rows over the original cohort's events (the comparison table's "
+    "measure): an event generalized into an item still counts, a removed one does not; an item released "
+    "once for several events of a patient counts once.",
+    "records modified": "records of the original cohort whose released items differ from their original "
+    "codes (a code removed or generalized, or the record dropped).",
+    "best": "in the comparison table, the best value of each column (lowest share below k, records "
+    "modified and PheWAS changes; highest kept and constraints met) is marked (best); ties are all marked.",
     "utility constraints met": "diseases of the utility policy whose number of patients is the same in "
     "the release as in the original cohort (Loukides 2010, UGACLIP's guarantee).",
 }
@@ -137,6 +145,11 @@ class Report:
         from engine.report.render import render_html
 
         return render_html(self.data).encode("utf-8")
+
+    def to_markdown(self) -> bytes:
+        from engine.report.render import render_markdown
+
+        return render_markdown(self.data).encode("utf-8")
 
     def to_pdf(self) -> bytes:
         from engine.report.render import render_pdf
@@ -233,10 +246,6 @@ def cdf_points(dis: np.ndarray, k: int) -> list[list[float]]:
     ]
 
 
-def _original_code(code: str, age_pairs: bool) -> str:
-    return code.rpartition(AGE_PAIR_SEP)[0] if age_pairs else code
-
-
 def events_retained(cohort: Records, release: Release) -> int:
     """Events of the original cohort still in the release: per patient and code, the smaller of the
     number of the code's events in the cohort and the number of the patient's released events whose
@@ -246,7 +255,7 @@ def events_retained(cohort: Records, release: Release) -> int:
     code_index = pd.Index(cohort.items.astype(str))
     pair_c, pair_j = [], []  # (cohort item, released item standing for it)
     for j, item in enumerate(map(str, rel.items)):
-        codes = sorted({_original_code(c, release.age_pairs) for c in release.codes_of(item)})
+        codes = sorted({code_part(c, release.age_pairs) for c in release.codes_of(item)})
         found = code_index.get_indexer(codes)
         pair_c += found[found >= 0].tolist()
         pair_j += [j] * int((found >= 0).sum())
@@ -290,7 +299,7 @@ def utility_figures(cohort: Records, release: Release) -> dict[str, Any]:
     other = 0
     generalized: list[tuple[str, int]] = []
     for item in map(str, release.present_items()):
-        stands = {_original_code(c, release.age_pairs) for c in release.codes_of(item)}
+        stands = {code_part(c, release.age_pairs) for c in release.codes_of(item)}
         mine = stands & codes_in
         covered |= mine
         if len(stands) == 1:
@@ -445,6 +454,39 @@ def _utility_constraints(entry: StudyRelease, cohort: Records, release: Release)
     return {"met": sum(r["met"] for r in rows), "total": len(rows), "diseases": rows}
 
 
+def release_comparison(
+    entries: list[StudyRelease],
+    releases: Mapping[str, ReleaseInput],
+    cohort: Records,
+    population: Records,
+    adversary: Adversary,
+    k: int,
+    phewas_rows: Mapping[str, dict[str, Any] | None],
+) -> dict[str, Any]:
+    """Every release of the report side by side (`engine.study.compare.comparison_table`, the app's Compare
+    page): risk under the study's adversary and k (the report's verifications), code instances and
+    distinct codes kept, records modified, the utility constraints of one policy (PNAS Table 1) met,
+    PheWAS associations lost and false when computed for every release; JSON-ready, with the best
+    release of each column (`engine.study.compare.comparison_data`)."""
+    from engine.study import compare
+
+    counts = None
+    if entries and all(phewas_rows.get(e.name) is not None for e in entries):
+        counts = {e.name: (phewas_rows[e.name]["lost"], phewas_rows[e.name]["false"]) for e in entries}
+    table = compare.comparison_table(
+        {e.name: releases[e.name].release for e in entries},
+        cohort,
+        population,
+        adversary,
+        k,
+        phewas_lost_false=counts,
+        verifications={e.name: releases[e.name].verification for e in entries},
+    )
+    out = compare.comparison_data(table)
+    out["utility policy"] = "the PNAS Table 1 policy (Loukides 2010), the same for every release"
+    return out
+
+
 def _check_inputs(study: Study, releases: Mapping[str, ReleaseInput]) -> list[StudyRelease]:
     current = {e.name: e for e in study.current()}
     unknown = [n for n in releases if n not in current]
@@ -576,6 +618,7 @@ def build_report(
         }
         rel_rows.append(row)
 
+    comparison = release_comparison(entries, releases, cohort, population, adv, k, phewas_rows)
     risk_all = []
     for a in ALL_ADVERSARIES:
         dis = before(False) if a == adv else risk.original_distinguishability(cohort, a, population)
@@ -620,6 +663,7 @@ def build_report(
         "risk before, every adversary": risk_all,
         "cdf before": cdf_points(before(False), k),
         "releases": rel_rows,
+        "comparison": comparison,
         "releases not in this report": [e.name for e in study.current() if e.name not in releases],
         "releases of other data": len(study.others()),
         "phewas": phewas_status,

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -31,8 +32,8 @@ import pandas as pd
 from engine import risk
 from engine.adversary import Adversary
 from engine.records import Records
-from engine.release import AGE_PAIR_SEP, Release
-from engine.utility.coverage import catch_all, code_coverage, instances_retained
+from engine.release import Release
+from engine.utility.coverage import catch_all, code_coverage, code_part, instances_retained
 
 FEW_CODES = 0.5  # a release covering less than this share of the cohort's distinct codes is flagged
 
@@ -78,7 +79,7 @@ def code_set(release: Release) -> tuple[str, ...] | None:
         codes: set[str] = set()
         for item in (str(x) for x in release.records.items):
             for pair in release.item_codes.get(item, frozenset((item,))):
-                codes.add(pair.split(AGE_PAIR_SEP, 1)[0])
+                codes.add(code_part(pair, True))
         return tuple(sorted(codes))
     return None
 
@@ -183,15 +184,20 @@ def comparison_table(
     *,
     utility: Mapping[str, frozenset[str]] | None = None,
     phewas_lost_false: Mapping[str, tuple[int, int]] | None = None,
+    verifications: Mapping[str, risk.Verification] | None = None,
 ) -> pd.DataFrame:
-    """One row per release (study order): the columns of the module docstring, key columns first."""
+    """One row per release (study order): the columns of the module docstring, key columns first.
+    `verifications`: a release's verification under `adversary` and `k` when already made (the
+    report's); the others are verified here."""
     from engine.utility.queries import default_utility_policy, utility_satisfaction
 
     if utility is None:
         utility = default_utility_policy([str(x) for x in cohort.items]).as_mapping()
     rows = []
     for name, release in releases.items():
-        v = risk.verify(release, adversary, int(k), population)
+        v = (verifications or {}).get(name)
+        if v is None or v.adversary != adversary or v.k != int(k):
+            v = risk.verify(release, adversary, int(k), population)
         dis = np.asarray(v.distinguishability)
         h = headline(release, cohort)
         sat = utility_satisfaction(cohort, release, utility)
@@ -237,3 +243,22 @@ def best_rows(table: pd.DataFrame) -> dict[str, set[str]]:
         target = values.min() if how == "min" else values.max()
         out[col] = set(table.loc[np.isclose(values, target), "release"].astype(str))
     return out
+
+
+def comparison_data(table: pd.DataFrame) -> dict[str, Any]:
+    """The comparison table JSON-ready (the IRB report's): its columns, one object per release (numbers
+    as numbers, missing as None) and, per `BEST` column, the releases with the best value (sorted)."""
+    rows = [{col: _plain(value) for col, value in row.items()} for row in table.to_dict("records")]
+    best = {col: sorted(names) for col, names in best_rows(table).items()} if len(table) else {}
+    return {"columns": [str(c) for c in table.columns], "rows": rows, "best": best}
+
+
+def _plain(value: Any) -> Any:
+    """A table cell as a JSON value: numpy scalars as Python ones, NaN and None as None."""
+    if value is None:
+        return None
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and np.isnan(value):
+        return None
+    return value

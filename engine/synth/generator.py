@@ -30,28 +30,76 @@ from engine.records import concat_ranges
 from engine.synth.labs import LAB_DAYS_SCALE, labs_for_patients, sorted_unique
 from engine.synth.vocabulary import CONDITIONS, FACTORS, SNPS, code_age_range, code_vocabulary
 
-__all__ = ["SyntheticData", "generate", "generate_labs", "patient_ids", "write_sample"]
+__all__ = [
+    "PARAMETERS",
+    "SHIPPED_PARAMETERS",
+    "CodeParameters",
+    "SyntheticData",
+    "generate",
+    "generate_labs",
+    "patient_ids",
+    "write_sample",
+]
 
 # ---- calibrated parameters (see sample_data/CALIBRATION.md) -----------------------------------
 UTILIZATION_SHAPE = 0.55  # gamma shape of the per-patient use of care (mean 1): heavy tail
 VISITS_PER_USE = 5.2  # visits beyond the first = Poisson(VISITS_PER_USE * use)
 YEARS_BETWEEN_VISITS = 0.25  # mean gap (exponential) between visits, in years
-ACUTE_PER_VISIT = 0.62  # other codes per visit = Poisson(ACUTE_PER_VISIT)
 RECURRENCE_SCALE = 0.5  # multiplies every condition's recurrence
 ZIPF_EXPONENT = 1.2  # common ranking: p(rank r) ~ 1 / (r + ZIPF_OFFSET) ** ZIPF_EXPONENT
-TAIL_EXPONENT = 1.0  # flat ranking reaching rare codes
-TAIL_RATE = 0.002  # share of codes from the flat ranking = min(TAIL_RATE * use ** TAIL_POWER, TAIL_MAX)
 TAIL_POWER = 3.0
-TAIL_MAX = 0.8
 ZIPF_OFFSET = 10.0
-ZIPF_CUTOFF = 100.0  # exponential cut-off of the common ranking (rank scale)
 USE_LOADING = 0.6  # log-odds of a chronic condition per unit log(use)
 PREVALENCE_SHIFT = -0.6  # log-odds added to every condition: the use loading inflates prevalences
 BIOBANK_SHARE = 0.35  # expected share of the population in the biobank
-BIOBANK_USE_POWER = 1.5  # biobank drawn without replacement with weights n_visits ** power
 COHORT_SIZE_AT_30K = 2700  # PNAS VNEC: 2,762 patients
 COHORT_SIZE_EXPONENT = 0.2  # cohort size = 2700 * (n / 30000) ** 0.2: 5,800 at 1.37 M (DEMO: 5,994)
-COHORT_USE_POWER = 0.5  # cohort drawn from eligible patients with weights n_visits ** power
+
+
+@dataclass(frozen=True)
+class CodeParameters:
+    """The code draw and the groups' selection of heavy users (the parameters issue 16 retuned).
+
+    acute_per_visit: other codes per visit = Poisson(acute_per_visit).
+    zipf_cutoff: exponential cut-off of the common ranking (rank scale).
+    tail_exponent: Zipf exponent of the flat ranking that reaches rare codes.
+    tail_rate, tail_max: share of codes from the flat ranking = min(tail_rate * use ** TAIL_POWER, tail_max).
+    biobank_use_power: the biobank is drawn without replacement with weights n_visits ** power.
+    cohort_use_power: the cohort is drawn from eligible patients with weights n_visits ** power.
+    """
+
+    acute_per_visit: float
+    zipf_cutoff: float
+    tail_exponent: float
+    tail_rate: float
+    tail_max: float
+    biobank_use_power: float
+    cohort_use_power: float
+
+
+# The parameters the shipped sample_data/ was generated with (issue 2's calibration); kept so that
+# `generate(30_000, 0, parameters=SHIPPED_PARAMETERS)` still rebuilds it byte for byte.
+SHIPPED_PARAMETERS = CodeParameters(
+    acute_per_visit=0.62,
+    zipf_cutoff=100.0,
+    tail_exponent=1.0,
+    tail_rate=0.002,
+    tail_max=0.8,
+    biobank_use_power=1.5,
+    cohort_use_power=0.5,
+)
+# Issue 16: heavier users in the biobank and the cohort (Heatherly's Diagnosis Count 25.2 and 45.4
+# per patient) and more diverse codes (DEMO: 8,734 distinct codes), see sample_data/CALIBRATION.md.
+# The per-patient draws (use of care, visits, conditions) are unchanged, so lab orders are too.
+PARAMETERS = CodeParameters(
+    acute_per_visit=1.3,
+    zipf_cutoff=40.0,
+    tail_exponent=0.9,
+    tail_rate=0.001,
+    tail_max=0.8,
+    biobank_use_power=5.0,
+    cohort_use_power=4.0,
+)
 GENOTYPE_MISSING = 0.03
 LABS_AUTO_MAX = 200_000  # generate() makes lab orders by default up to this many patients
 MAX_AGE = 100
@@ -98,14 +146,18 @@ def _zipf_cdf(n: int, exponent: float, cutoff: float = np.inf) -> np.ndarray:
 
 
 def _draw_acute(
-    tail_share: np.ndarray, ages: np.ndarray, n_codes: int, rng: np.random.Generator
+    tail_share: np.ndarray,
+    ages: np.ndarray,
+    n_codes: int,
+    rng: np.random.Generator,
+    q: CodeParameters = PARAMETERS,
 ) -> np.ndarray:
     """Codes billed at visits besides chronic conditions, by Zipf rank: from the steep (common)
     ranking, or with probability `tail_share` (rising with the patient's use of care) from the flat
     one that reaches rare, specialist codes. A code not billable at the visit's age
     (`code_age_range`) is redrawn from the common ranking; after 8 rounds the visit gets 465.9."""
-    common = _zipf_cdf(n_codes, ZIPF_EXPONENT, ZIPF_CUTOFF)
-    tail = _zipf_cdf(n_codes, TAIL_EXPONENT)
+    common = _zipf_cdf(n_codes, ZIPF_EXPONENT, q.zipf_cutoff)
+    tail = _zipf_cdf(n_codes, q.tail_exponent)
     u = rng.random(len(ages))
     from_tail = rng.random(len(ages)) < tail_share
     codes = np.where(
@@ -176,7 +228,9 @@ def _patients(n: int, rng: np.random.Generator) -> _Patients:
     return _Patients(age0, use, factors, genotypes, n_visits, visit_patient, visit_index, visit_age, has)
 
 
-def _events(p: _Patients, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def _events(
+    p: _Patients, rng: np.random.Generator, q: CodeParameters = PARAMETERS
+) -> tuple[np.ndarray, np.ndarray]:
     """(visit, code index) of every diagnosis, one per distinct code per visit, sorted by visit."""
     vocab = code_vocabulary()
     index = {c: i for i, c in enumerate(vocab)}
@@ -208,11 +262,11 @@ def _events(p: _Patients, rng: np.random.Generator) -> tuple[np.ndarray, np.ndar
         ev_visit.append(v)
         ev_code.append(code_of[vp[v]])
     chronic_per_visit = np.bincount(np.concatenate(ev_visit), minlength=n_visits_total) if ev_visit else 0
-    n_acute = rng.poisson(ACUTE_PER_VISIT, n_visits_total)
+    n_acute = rng.poisson(q.acute_per_visit, n_visits_total)
     n_acute = np.where((chronic_per_visit == 0) & (n_acute == 0), 1, n_acute)
     acute_visit = np.repeat(np.arange(n_visits_total), n_acute)
-    tail_share = np.minimum(TAIL_RATE * p.use[vp[acute_visit]] ** TAIL_POWER, TAIL_MAX)
-    acute_codes = _draw_acute(tail_share, p.visit_age[acute_visit], n_acute_codes, rng)
+    tail_share = np.minimum(q.tail_rate * p.use[vp[acute_visit]] ** TAIL_POWER, q.tail_max)
+    acute_codes = _draw_acute(tail_share, p.visit_age[acute_visit], n_acute_codes, rng, q)
     ev_visit.append(acute_visit)
     ev_code.append(acute_codes.astype(np.int64))
     key = sorted_unique(np.concatenate(ev_visit) * len(vocab) + np.concatenate(ev_code))
@@ -226,16 +280,18 @@ def _weighted_sample(weights: np.ndarray, size: int, rng: np.random.Generator) -
     return np.sort(np.argsort(keys, kind="stable")[:size])
 
 
-def _groups(p: _Patients, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def _groups(
+    p: _Patients, rng: np.random.Generator, q: CodeParameters = PARAMETERS
+) -> tuple[np.ndarray, np.ndarray]:
     """Biobank (heavier users over-represented) and the phenotype-selected cohort, as indices."""
     n = len(p.n_visits)
     n_biobank = max(1, round(BIOBANK_SHARE * n))
-    biobank = _weighted_sample(p.n_visits.astype(float) ** BIOBANK_USE_POWER, n_biobank, rng)
+    biobank = _weighted_sample(p.n_visits.astype(float) ** q.biobank_use_power, n_biobank, rng)
     names = [c.name for c in CONDITIONS]
     cols = [names.index(c) for c in COHORT_CONDITIONS]
     eligible = biobank[p.has[np.ix_(biobank, cols)].any(axis=1)]
     size = min(len(eligible), round(COHORT_SIZE_AT_30K * (n / 30000) ** COHORT_SIZE_EXPONENT))
-    cohort = eligible[_weighted_sample(p.n_visits[eligible].astype(float) ** COHORT_USE_POWER, size, rng)]
+    cohort = eligible[_weighted_sample(p.n_visits[eligible].astype(float) ** q.cohort_use_power, size, rng)]
     return biobank, cohort
 
 
@@ -248,10 +304,18 @@ def _genotype_frame(ids: np.ndarray, g: np.ndarray, rng: np.random.Generator) ->
     return pd.DataFrame(cols)
 
 
-def generate(n_patients: int, seed: int = 0, *, labs: bool | None = None) -> SyntheticData:
+def generate(
+    n_patients: int,
+    seed: int = 0,
+    *,
+    labs: bool | None = None,
+    parameters: CodeParameters = PARAMETERS,
+) -> SyntheticData:
     """Generate a population of `n_patients` with nested biobank and cohort (Heatherly Figure 14).
 
-    Deterministic: the same (n_patients, seed) gives identical frames. Lab orders cost about 220 rows
+    Deterministic: the same (n_patients, seed, parameters) gives identical frames. `parameters`:
+    the code draw and group selection (`PARAMETERS`, issue 16's calibration; `SHIPPED_PARAMETERS`
+    rebuilds the shipped sample_data/). Lab orders cost about 220 rows
     per patient, so by default (`labs=None`) they are generated only up to `LABS_AUTO_MAX` patients
     and left empty above (the 1.37-million-patient benchmarks need diagnoses only; Johnson-scale
     labs come from `generate_labs`); `labs=True` / `False` forces them on / off.
@@ -261,7 +325,7 @@ def generate(n_patients: int, seed: int = 0, *, labs: bool | None = None) -> Syn
     ss = np.random.SeedSequence([seed, 2])
     r_pat, r_ev, r_grp, r_gt, r_lab = (np.random.default_rng(s) for s in ss.spawn(5))
     p = _patients(n_patients, r_pat)
-    ev_visit, ev_code = _events(p, r_ev)
+    ev_visit, ev_code = _events(p, r_ev, parameters)
     ids = patient_ids(n_patients)
     vocab = code_vocabulary()
     ev_patient = p.visit_patient[ev_visit]
@@ -273,7 +337,7 @@ def generate(n_patients: int, seed: int = 0, *, labs: bool | None = None) -> Syn
             "age": p.visit_age[ev_visit].astype(np.int64),
         }
     )
-    biobank, cohort = _groups(p, r_grp)
+    biobank, cohort = _groups(p, r_grp, parameters)
     genotypes = _genotype_frame(ids[biobank], p.genotypes[biobank], r_gt)
     if labs is None:
         labs = n_patients <= LABS_AUTO_MAX
@@ -306,13 +370,18 @@ def generate_labs(n_patients: int, seed: int = 0) -> pd.DataFrame:
 
 
 def write_sample(
-    out_dir: str | Path, n_patients: int = 30_000, seed: int = 0, *, labs: bool | None = None
+    out_dir: str | Path,
+    n_patients: int = 30_000,
+    seed: int = 0,
+    *,
+    labs: bool | None = None,
+    parameters: CodeParameters = PARAMETERS,
 ) -> dict[str, Path]:
     """Write events.parquet, biobank.csv, cohort.csv, genotypes.parquet, labs.parquet to `out_dir`
     (`labs` as in `generate`: an empty labs.parquet when they are skipped)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    data = generate(n_patients, seed, labs=labs)
+    data = generate(n_patients, seed, labs=labs, parameters=parameters)
     paths = {
         "events": out / "events.parquet",
         "biobank": out / "biobank.csv",

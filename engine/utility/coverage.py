@@ -8,7 +8,9 @@ its constraints by folding most codes into one item. These measures read any `Re
 - `catch_all`: the generalized item holding the most released rows, its share of them and how many
   codes it stands for; flagged when it holds over half of the released rows (`CATCH_ALL_SHARE`).
 - `code_coverage`: of the cohort's distinct codes, the share released as themselves, only inside
-  generalized items, or not at all.
+  generalized items, or not at all. An LDA release (`Release.age_pairs`) is read on the code part of
+  its `code|age` pairs (`code_part`): a code is kept as itself when a released pair carries it, at
+  any age.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from engine.records import Records
-from engine.release import Release
+from engine.release import AGE_PAIR_SEP, Release
 
 CATCH_ALL_SHARE = 0.5  # a generalized item holding more than this share of the released rows
 
@@ -100,18 +102,33 @@ class Coverage:
         return {**asdict(self), "shares": self.shares()}
 
 
+def code_part(item: str, age_pairs: bool) -> str:
+    """The code of an item: the part before the last `|` of an LDA `code|age` pair, else the item."""
+    code, sep, _ = str(item).rpartition(AGE_PAIR_SEP)
+    return code if age_pairs and sep else str(item)
+
+
 def code_coverage(release: Release, cohort: Records) -> Coverage:
     """Each distinct code of the cohort counted once: released as itself (a released row carries the
-    code), else inside a generalized item that has released rows, else removed."""
+    code), else inside a generalized item that has released rows, else removed. For an LDA release
+    the codes are the code parts of its pairs, on both sides when the cohort given is its pairs."""
     held = np.bincount(cohort.event_item, minlength=cohort.n_items) > 0
-    codes = {str(c) for c in cohort.items[held]}
+    cohort_pairs = release.age_pairs and all(AGE_PAIR_SEP in str(c) for c in cohort.items[held])
+    codes = {code_part(c, cohort_pairs) for c in cohort.items[held]}
     recs = release.records
     present = {str(x) for x in recs.items[np.bincount(recs.event_item, minlength=recs.n_items) > 0]}
-    themselves = {c for c in present if c not in release.item_codes} & codes
+    themselves: set[str] = set()
     inside: set[str] = set()
     for item in present:
-        if item in release.item_codes:
-            inside |= release.item_codes[item]
+        own = code_part(item, release.age_pairs)
+        stands = release.item_codes.get(item)
+        if stands is None:
+            themselves.add(own)
+            continue
+        for original in stands:
+            code = code_part(original, release.age_pairs)
+            (themselves if release.age_pairs and code == own else inside).add(code)
+    themselves &= codes
     generalized = (inside & codes) - themselves
     return Coverage(
         codes=len(codes),
