@@ -20,8 +20,10 @@ candidate patients (Heatherly 2013: "the same set of diagnosis codes from some v
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from threading import Lock
@@ -64,6 +66,23 @@ _KERNEL = "auto"  # "walk" (_SubsetCounter), "index" (_Intersector) or "auto" (`
 _WALK_CHUNK = 1 << 17  # candidates' held atoms walked at once (about 0.2 GB of walk state)
 _WALK_WEIGHT = 600.0  # cost of a pair of held atoms in the walk, in bitmap words AND-ed (measured, `_kernel`)
 _COMMON_SHARE = 0.01  # atoms held by this share of the candidates are "common" (`_walk_counts`)  # candidates' held atoms walked through the trie at once
+
+
+_RAN = threading.local()  # `record_kernels`: the log of this thread, if one is open
+
+
+@contextlib.contextmanager
+def record_kernels() -> Iterator[list[str]]:
+    """Collect, in call order, which kernel each `count_known_sets` call of this thread ran ("walk",
+    "index", "posting lengths" when every set has one item; ", counts capped at K" with `cap`), for the
+    CLI, the Risk page and bench/scale.py to say what ran. Calls on other threads or Dask workers are
+    not seen."""
+    prev, log = getattr(_RAN, "log", None), []
+    _RAN.log = log
+    try:
+        yield log
+    finally:
+        _RAN.log = prev
 
 
 def thread_count(threads: int | None = None) -> int:
@@ -688,17 +707,21 @@ class KnownSets:
     """The known sets of the target records and the distinguishability of each.
 
     `matrix` rows are known sets over the targets' items (data: required occurrences), `owner[r]` the
-    target record of row r, `values[r]` its number of consistent candidates."""
+    target record of row r, `values[r]` its number of consistent candidates (at most `cap` when the
+    counts were capped, `count_known_sets`)."""
 
     matrix: sp.csr_matrix
     owner: np.ndarray
     values: np.ndarray
     n_targets: int
     n_candidates: int
+    cap: int | None = None
 
     def per_record(self) -> np.ndarray:
-        """Minimum over each record's known sets (a record with none: every candidate)."""
-        out = np.full(self.n_targets, self.n_candidates, dtype=np.int64)
+        """Minimum over each record's known sets (a record with none: every candidate; at most
+        `cap`)."""
+        full = self.n_candidates if self.cap is None else min(self.n_candidates, self.cap)
+        out = np.full(self.n_targets, full, dtype=np.int64)
         np.minimum.at(out, self.owner, self.values)
         return out
 
@@ -743,7 +766,7 @@ def known_set_distinguishability(
         threads=threads,
         cap=cap,
     )
-    return KnownSets(known, owner, values, targets.n_patients, candidates.n_patients)
+    return KnownSets(known, owner, values, targets.n_patients, candidates.n_patients, cap)
 
 
 def known_sets(
@@ -790,6 +813,7 @@ def count_known_sets(
     atom_count = post.owner_length(cand_owner) if by_visit else post.length
     values[single] = atom_count[entry_atom[known.indptr[single]]]
     multi = lens >= 2
+    ran = "posting lengths"
     if multi.any():
         needed = np.zeros(post.n_atoms, dtype=bool)
         needed[entry_atom[np.repeat(multi, lens)]] = True
@@ -808,7 +832,8 @@ def count_known_sets(
             mat.sort(axis=1)
             uniq, inv = _dedup_rows(mat, post.n_atoms + 1)
             groups.append((rows, uniq, inv))
-        if _kernel(post, needed, groups, cand_owner, cap) == "walk":
+        ran = _kernel(post, needed, groups, cand_owner, cap)
+        if ran == "walk":
             set_lens = np.concatenate([(u != sentinel).sum(axis=1) for _, u, _ in groups])
             set_atoms = np.concatenate([u[u != sentinel] for _, u, _ in groups])  # row-major: set by set
             set_ptr = np.concatenate([[0], np.cumsum(set_lens)])
@@ -823,6 +848,9 @@ def count_known_sets(
                 values[rows] = counter.count(uniq)[inv]
     if cap is not None:
         np.minimum(values, cap, out=values)
+    log = getattr(_RAN, "log", None)
+    if log is not None:
+        log.append(ran + ("" if cap is None else f", counts capped at {cap}"))
     return values
 
 

@@ -168,3 +168,23 @@ def test_cli_sharded_and_dask_equal_in_process(tmp_path: Path, capsys) -> None:
     assert "--scheduler and --dask-workers need --shards" in capsys.readouterr().err
     assert main([*base, "--knowledge", "all_visits", "--shards", str(tmp_path), "--out", str(out)]) == 2
     assert "no shard-*.parquet file" in capsys.readouterr().err
+
+
+@SETTINGS
+@given(case=cases(), n_shards=st.integers(1, 4), cap=st.integers(1, 4))
+def test_capped_sharded_equals_in_process_capped(case, n_shards, cap):
+    """Capped counts (`cap`) add over shards: min(full distinguishability, cap) exactly, in process
+    and sharded (a small population leaves some shards empty)."""
+    pop, cohort, _ = case
+    with tempfile.TemporaryDirectory() as d:
+        paths = shards.write_shards(pop, d, n_shards)
+        for know in ("single_visit", "all_visits"):
+            for within in (False, True) if know == "single_visit" else (False,):
+                full = risk.distinguishability(cohort, pop, know, count_repeats=True, within_visits=within)
+                kw = dict(count_repeats=True, within_visits=within, cap=cap)
+                assert (
+                    risk.distinguishability(cohort, pop, know, **kw).tolist()
+                    == np.minimum(full, cap).tolist()
+                )
+                got = shards.sharded_distinguishability(cohort, paths, know, **kw)
+                assert got.tolist() == np.minimum(full, cap).tolist(), (know, within)
