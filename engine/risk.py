@@ -910,11 +910,13 @@ def original_distinguishability(
     *,
     count_repeats: bool = False,
     threads: int | None = None,
+    cap: int | None = None,
 ) -> np.ndarray:
-    """Distinguishability of the original (unreleased) cohort records."""
+    """Distinguishability of the original (unreleased) cohort records (`cap`: see
+    `count_known_sets`)."""
     cands = candidates_for(adversary, cohort, population)
     return distinguishability(
-        cohort, cands, adversary.knowledge, count_repeats=count_repeats, threads=threads
+        cohort, cands, adversary.knowledge, count_repeats=count_repeats, threads=threads, cap=cap
     )
 
 

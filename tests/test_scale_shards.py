@@ -188,3 +188,30 @@ def test_capped_sharded_equals_in_process_capped(case, n_shards, cap):
                 )
                 got = shards.sharded_distinguishability(cohort, paths, know, **kw)
                 assert got.tolist() == np.minimum(full, cap).tolist(), (know, within)
+
+
+def test_cli_up_to_k_prints_the_kernel_and_equals_capped(tmp_path: Path, capsys) -> None:
+    """`--up-to-k`: the CSV holds min(distinguishability, k), in process and sharded, and the run
+    says which kernel counted (in process once; sharded per shard)."""
+    from engine.cli import main
+
+    data = generate(600, seed=7)
+    events = tmp_path / "events.csv"
+    data.events[["patient_id", "visit", "code"]].to_csv(events, index=False)
+    assert shards.main([str(events), str(tmp_path / "shards"), "2"]) == 0
+    base = ["risk", "--events", str(events), "--scope", "population", "--knowledge", "single_visit"]
+    full_out = tmp_path / "full.csv"
+    assert main([*base, "--out", str(full_out)]) == 0
+    printed = capsys.readouterr().out
+    assert "kernel: walk\n" in printed or "kernel: index\n" in printed
+    full = pd.read_csv(full_out)["distinguishability"].to_numpy()
+    for extra in ([], ["--shards", str(tmp_path / "shards")]):
+        out = tmp_path / f"capped{len(extra)}.csv"
+        assert main([*base, "--k", "4", "--up-to-k", *extra, "--out", str(out)]) == 0
+        printed = capsys.readouterr().out
+        assert pd.read_csv(out)["distinguishability"].tolist() == np.minimum(full, 4).tolist()
+        if extra:
+            assert "shard 2/2: shard-00001.parquet (kernel: walk, counts capped at 4)" in printed
+        else:
+            assert "kernel: walk, counts capped at 4" in printed
+        assert "a median of k means k or more" in printed
