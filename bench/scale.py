@@ -20,7 +20,8 @@ In one run, every measurement in a fresh subprocess (so each peak memory, ru_max
    population in memory) and sharded (`engine.shards`, the population in `--shards` Parquet shards
    read one at a time): peak memory of each, results equal; with `--big N` also the cohort and the
    whole population of N patients against the N-patient population in shards (never in memory at once).
-The first kernel of `--kernels` is the one timed for threads and shards. Load average and CPU time are
+The first kernel of `--kernels` is the one timed for threads and shards; list a full kernel too (e.g.
+`--kernels cap5,auto`) for the capped results to be compared with full counts at every size. Load average and CPU time are
 printed: on a shared machine the CPU time is the figure to compare.
 """
 

@@ -66,7 +66,7 @@ from engine.release import Release, codes_of
 # (C0: the first round's candidates; a set is dropped after the round in which it reaches the cap,
 # and rounds double), summing to 2 cap n^0.81 + C0 n^0.36; (c) steps through the inner nodes of
 # sets still live. Each step is a binary search (log n). Projection, atoms, deduplication and the
-# trie are sorts (n log n). Measured (bench/scale.py, cap5): CPU exponent 1.0 over 0.2-0.8 M patients.
+# trie are sorts (n log n). Measured (bench/scale.py, cap5): CPU exponent 1.04 over 0.2-0.8 M patients.
 
 THREADS_ENV = "COHORTSHIELD_THREADS"  # environment variable: default thread count of the kernel
 _PAIR_CHUNK = 1 << 21  # (set, candidate) pairs expanded at once
