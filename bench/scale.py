@@ -11,18 +11,25 @@ In one run, every measurement in a fresh subprocess (so each peak memory, ru_max
    expanded from the sets' rarest atoms (the per-set costs that grow with the population); for the
    trie walk (`risk._SubsetCounter`), its steps, lookups and the sum of the supports it counted;
    each kernel of `--kernels` on the same data (`index`: the inverted index with bitmaps, the kernel
-   before the walk; `walk`; `auto`: the choice `risk._kernel` makes), results compared;
+   before the walk; `walk`; `auto`: the choice `risk._kernel` makes; `capK`, e.g. `cap5`: counts
+   only up to K, `cap=K`, the walk dropping decided sets), results compared (a capped kernel with
+   min(the first full kernel's result, K));
 2. the growth exponent of each kernel: least-squares slope of log(time) on log(patients), wall and CPU;
 3. the speed-up from threads: the middle size with 1 thread against every core (results equal);
 4. at the largest size, the cohort's single-visit risk against the population in process (the whole
    population in memory) and sharded (`engine.scale.shards`, the population in `--shards` Parquet shards
-   read one at a time): peak memory of each, results equal.
+   read one at a time): peak memory of each, results equal; with `--big N` also the cohort and the
+   whole population of N patients against the N-patient population in shards (never in memory at once).
+The first kernel of `--kernels` is the one timed for threads and shards; list a full kernel too (e.g.
+`--kernels cap5,auto`) for the capped results to be compared with full counts at every size. Load average and CPU time are
+printed: on a shared machine the CPU time is the figure to compare.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -110,6 +117,11 @@ def _cohort_ids(work: Path, n: int) -> np.ndarray:
     return pd.read_csv(work / f"cohort_{n}.csv", dtype=str)["patient_id"].to_numpy()
 
 
+def _kernel_cap(kernel: str) -> tuple[str, int | None]:
+    """`capK` -> ("auto", K); any other name -> (name, None)."""
+    return ("auto", int(kernel[3:])) if kernel.startswith("cap") else (kernel, None)
+
+
 def step_kernel(n: int, work: Path, threads: int, targets: str, kernel: str = "auto") -> dict:
     import pandas as pd
 
@@ -120,9 +132,11 @@ def step_kernel(n: int, work: Path, threads: int, targets: str, kernel: str = "a
     tg = pop if targets == "population" else pop.subset(_cohort_ids(work, n))
     stats: dict = {}
     _instrument(stats)
-    risk._KERNEL = kernel
+    risk._KERNEL, cap = _kernel_cap(kernel)
     t0, c0 = time.perf_counter(), time.process_time()
-    dis = risk.distinguishability(tg, pop, "single_visit", threads=threads)
+    with risk.record_kernels() as ran:
+        dis = risk.distinguishability(tg, pop, "single_visit", threads=threads, cap=cap)
+    stats["kernel_ran"] = ", ".join(ran)
     stats.update(
         wall_s=time.perf_counter() - t0,
         cpu_s=time.process_time() - c0,
@@ -135,29 +149,45 @@ def step_kernel(n: int, work: Path, threads: int, targets: str, kernel: str = "a
     return stats
 
 
-def step_sharded(n: int, work: Path, threads: int) -> dict:
+def step_sharded(n: int, work: Path, threads: int, kernel: str = "auto", targets: str = "cohort") -> dict:
     import pyarrow.parquet as pq
 
+    from engine import risk
     from engine.records import Records
     from engine.scale import shards
 
-    ids = _cohort_ids(work, n)  # only the cohort's events are read in full
-    frame = pq.read_table(work / f"events_{n}.parquet", filters=[("patient_id", "in", list(ids))]).to_pandas()
-    cohort = Records.from_frame(frame).subset(ids)
+    if targets == "cohort":
+        ids = _cohort_ids(work, n)  # only the cohort's events are read in full
+        table = pq.read_table(work / f"events_{n}.parquet", filters=[("patient_id", "in", list(ids))])
+        cohort = Records.from_frame(table.to_pandas()).subset(ids)
+    else:
+        cohort = Records.from_frame(pq.read_table(work / f"events_{n}.parquet").to_pandas())
     paths = sorted((work / f"shards_{n}").glob("shard-*.parquet"))
+    risk._KERNEL, cap = _kernel_cap(kernel)
+
+    def progress(done: int, total: int, path: str) -> None:
+        print(f"    shard {done}/{total} counted, peak {peak_gb():.2f} GB", file=sys.stderr, flush=True)
+
     t0, c0 = time.perf_counter(), time.process_time()
-    dis = shards.sharded_distinguishability(cohort, paths, "single_visit", threads=threads)
-    out = {"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0, "peak_gb": peak_gb()}
-    np.save(work / f"dis_{n}_sharded.npy", dis)
+    dis = shards.sharded_distinguishability(
+        cohort, paths, "single_visit", threads=threads, cap=cap, progress=progress
+    )
+    out = {
+        "wall_s": time.perf_counter() - t0,
+        "cpu_s": time.process_time() - c0,
+        "peak_gb": peak_gb(),
+        "targets": cohort.n_patients,
+    }
+    np.save(work / f"dis_{n}_sharded_{targets}.npy", dis)
     return out
 
 
 def sub(*args: str) -> dict:
     res = subprocess.run(
-        [sys.executable, __file__, "--step", *args], capture_output=True, text=True, check=False, cwd=ROOT
-    )
+        [sys.executable, __file__, "--step", *args], stdout=subprocess.PIPE, text=True, check=False, cwd=ROOT
+    )  # stderr (shard progress, errors) goes to the terminal
     if res.returncode != 0:
-        sys.exit(f"step {args} failed:\n{res.stderr[-3000:]}")
+        sys.exit(f"step {args} failed (its error is printed above)")
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
@@ -172,6 +202,9 @@ def main() -> int:
     ap.add_argument("--shards", type=int, default=8, help="shards of the largest population")
     ap.add_argument("--kernels", default="auto", help="kernels to time at every size: auto, index, walk")
     ap.add_argument("--skip", default="", help="parts to leave out: threads, sharded")
+    ap.add_argument(
+        "--big", type=int, default=0, help="also a sharded run of this many patients (e.g. 10000000)"
+    )
     ap.add_argument("--step", nargs="+", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.step:
@@ -181,7 +214,7 @@ def main() -> int:
         elif kind == "kernel":
             out = step_kernel(int(rest[0]), Path(rest[1]), int(rest[2]), rest[3], rest[4])
         else:
-            out = step_sharded(int(rest[0]), Path(rest[1]), int(rest[2]))
+            out = step_sharded(int(rest[0]), Path(rest[1]), int(rest[2]), rest[3], rest[4])
         print(json.dumps(out))
         return 0
 
@@ -189,7 +222,11 @@ def main() -> int:
 
     sizes = sorted(int(s) for s in args.sizes.split(","))
     cores = thread_count()
-    print(f"cores (default thread count): {cores}; sizes {sizes}; seed {args.seed}", flush=True)
+    print(
+        f"cores (default thread count): {cores}; sizes {sizes}; seed {args.seed}; "
+        f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}",
+        flush=True,
+    )
     with tempfile.TemporaryDirectory(prefix="cohortshield-scale-") as tmp:
         work = Path(tmp)
         kernels = args.kernels.split(",")
@@ -207,7 +244,8 @@ def main() -> int:
                 k = ks[kern] = sub("kernel", str(n), str(work), str(cores), "population", kern)
                 print(
                     f"{k['patients']:>10,} patients {g['diagnoses']:>12,} diagnoses  generate {g['generate_s']:6.1f} s  "
-                    f"[{kern}] single visit wall {k['wall_s']:7.1f} s cpu {k['cpu_s']:7.1f} s  peak {k['peak_gb']:5.2f} GB",
+                    f"[{kern}] single visit wall {k['wall_s']:7.1f} s cpu {k['cpu_s']:7.1f} s  peak {k['peak_gb']:5.2f} GB"
+                    f"  (kernel ran: {k['kernel_ran']}; load {os.getloadavg()[0]:.1f})",
                     flush=True,
                 )
                 print(
@@ -219,9 +257,13 @@ def main() -> int:
                     f"{k.get('walk_steps', 0):,}, lookups {k.get('lookups', 0):,}, supports {k.get('supports', 0):,}",
                     flush=True,
                 )
-            first = np.load(work / f"dis_{n}_population_{cores}_{kernels[0]}.npy")
+            full = [kern for kern in kernels if _kernel_cap(kern)[1] is None]
+            first = np.load(work / f"dis_{n}_population_{cores}_{(full or kernels)[0]}.npy")
             same = all(
-                np.array_equal(first, np.load(work / f"dis_{n}_population_{cores}_{kern}.npy"))
+                np.array_equal(
+                    np.minimum(first, _kernel_cap(kern)[1] or first.max(initial=0)),
+                    np.load(work / f"dis_{n}_population_{cores}_{kern}.npy"),
+                )
                 for kern in kernels
             )
             print(f"    kernels {', '.join(kernels)}: results equal: {same}", flush=True)
@@ -257,9 +299,10 @@ def main() -> int:
         if "sharded" not in skip:
             big = sizes[-1]
             inproc = sub("kernel", str(big), str(work), str(cores), "cohort", k0)
-            shard = sub("sharded", str(big), str(work), str(cores))
+            shard = sub("sharded", str(big), str(work), str(cores), k0, "cohort")
             same = np.array_equal(
-                np.load(work / f"dis_{big}_cohort_{cores}_{k0}.npy"), np.load(work / f"dis_{big}_sharded.npy")
+                np.load(work / f"dis_{big}_cohort_{cores}_{k0}.npy"),
+                np.load(work / f"dis_{big}_sharded_cohort.npy"),
             )
             print(
                 f"cohort ({inproc['targets']:,} patients) vs population of {big:,}, single visit: in process wall "
@@ -267,6 +310,24 @@ def main() -> int:
                 f"{shard['wall_s']:.1f} s peak {shard['peak_gb']:.2f} GB; results equal: {same}",
                 flush=True,
             )
+        if args.big:
+            n = args.big
+            t0 = time.perf_counter()
+            g = sub("generate", str(n), str(work), str(args.shards))
+            print(
+                f"{n:,} patients, {g['diagnoses']:,} diagnoses: generated in {g['generate_s']:.0f} s, "
+                f"{args.shards} shards written in {g['write_shards_s']:.0f} s",
+                flush=True,
+            )
+            for targets in ("cohort", "population"):
+                r = sub("sharded", str(n), str(work), str(cores), k0, targets)
+                print(
+                    f"[{k0}] {targets} ({r['targets']:,} patients) vs {n:,} in {args.shards} shards, single visit: "
+                    f"wall {r['wall_s']:.0f} s cpu {r['cpu_s']:.0f} s peak {r['peak_gb']:.2f} GB "
+                    f"(within 24 GB: {r['peak_gb'] < 24})",
+                    flush=True,
+                )
+            print(f"big run in all: {time.perf_counter() - t0:.0f} s", flush=True)
     return 0
 
 

@@ -20,8 +20,10 @@ candidate patients (Heatherly 2013: "the same set of diagnosis codes from some v
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from threading import Lock
@@ -51,6 +53,20 @@ from engine.release import Release, codes_of
 #    independent of (distinct sets) x (population), which the index pays. `_kernel` chooses per call
 #    (the walk always for within-visit counting). Issue 15 / ARCHITECTURE section 7.
 # Ties and order never change a count, so results are deterministic.
+#
+# Why full counts cannot be near-linear here, and capped counts are (issue 15). Whole population
+# against itself, single visit: let f_S be the share of records containing a distinct known set S.
+# A method that enumerates (set, supporter) pairs pays sum_S n f_S; as n grows, more distinct sets
+# are seen (n^0.81 on engine.synth) and those of common codes keep a support proportional to n, so
+# the sum grows as n^1.36 (measured). Bitmaps pay n/64 words per distinct set: n^1.81 / 64. Every
+# verdict, though, needs only min(support, k) (unique, below k, failing records; the CDF below k):
+# with `cap` the walk takes candidates in rounds of doubling size and, between rounds, drops the
+# trie nodes with no set still under the cap. Its steps are then (a) one root step per (candidate,
+# needed atom): the data, linear; (b) per set, at most about 2 cap + f_S C0 steps to its last node
+# (C0: the first round's candidates; a set is dropped after the round in which it reaches the cap,
+# and rounds double), summing to 2 cap n^0.81 + C0 n^0.36; (c) steps through the inner nodes of
+# sets still live. Each step is a binary search (log n). Projection, atoms, deduplication and the
+# trie are sorts (n log n). Measured (bench/scale.py, cap5): CPU exponent 1.04 over 0.2-0.8 M patients.
 
 THREADS_ENV = "COHORTSHIELD_THREADS"  # environment variable: default thread count of the kernel
 _PAIR_CHUNK = 1 << 21  # (set, candidate) pairs expanded at once
@@ -64,6 +80,23 @@ _KERNEL = "auto"  # "walk" (_SubsetCounter), "index" (_Intersector) or "auto" (`
 _WALK_CHUNK = 1 << 17  # candidates' held atoms walked at once (about 0.2 GB of walk state)
 _WALK_WEIGHT = 600.0  # cost of a pair of held atoms in the walk, in bitmap words AND-ed (measured, `_kernel`)
 _COMMON_SHARE = 0.01  # atoms held by this share of the candidates are "common" (`_walk_counts`)  # candidates' held atoms walked through the trie at once
+
+
+_RAN = threading.local()  # `record_kernels`: the log of this thread, if one is open
+
+
+@contextlib.contextmanager
+def record_kernels() -> Iterator[list[str]]:
+    """Collect, in call order, which kernel each `count_known_sets` call of this thread ran ("walk",
+    "index", "posting lengths" when every set has one item; ", counts capped at K" with `cap`), for the
+    CLI, the Risk page and bench/scale.py to say what ran. Calls on other threads or Dask workers are
+    not seen."""
+    prev, log = getattr(_RAN, "log", None), []
+    _RAN.log = log
+    try:
+        yield log
+    finally:
+        _RAN.log = prev
 
 
 def thread_count(threads: int | None = None) -> int:
@@ -402,11 +435,14 @@ class _SubsetCounter:
         owner: np.ndarray | None = None,
         threads: int = 1,
         merge: bool = False,
+        cap: int | None = None,
     ):
         """Sets as ragged rows: set i is `set_atoms[set_ptr[i]:set_ptr[i + 1]]` (distinct sets, each
         of distinct atoms). `merge` (not with `owner`): candidates holding the same needed atoms walk
-        once, with their number as weight (few distinct rows when the sets use few common atoms)."""
+        once, with their number as weight (few distinct rows when the sets use few common atoms).
+        `cap`: count each set only up to `cap` (see `count`)."""
         self.owner = owner
+        self.cap = cap
         self.threads = threads
         self.n_sets = len(set_ptr) - 1
         n_atoms = post.n_atoms
@@ -439,6 +475,7 @@ class _SubsetCounter:
         at = np.zeros(self.n_sets, dtype=np.int64)
         keys = []
         n_nodes = 1
+        self.depth_start = [1]  # node ids of depth d + 1 are depth_start[d] .. depth_start[d + 1] - 1
         for d in range(int(lens.max(initial=0))):
             act = np.flatnonzero(lens > d)
             key = at[act] * base + ranked[set_ptr[act] + d]
@@ -446,8 +483,12 @@ class _SubsetCounter:
             at[act] = n_nodes + inv.reshape(-1)
             keys.append(uniq)
             n_nodes += len(uniq)
+            self.depth_start.append(n_nodes)
+        self.set_node = at
         self.child_key = np.concatenate([np.zeros(0, dtype=np.int64), *keys])  # of nodes 1..n_nodes-1
         parent, self.child_rank = np.divmod(self.child_key, base)
+        self.parent = np.concatenate([[0], parent])  # of every node (the root its own)
+        self.live = np.ones(n_nodes, dtype=bool)  # nodes with a set still counted below them (`cap`)
         self.child_start = np.searchsorted(parent, np.arange(n_nodes)) + 1  # node id of first child
         self.child_count = np.bincount(parent, minlength=n_nodes).astype(np.int64)
         self.node_set = np.full(n_nodes, -1, dtype=np.int64)
@@ -459,7 +500,14 @@ class _SubsetCounter:
         self.work = (0, 0)
 
     def count(self) -> np.ndarray:
-        """Candidates (distinct owners with `owner`) holding every atom of each set."""
+        """Candidates (distinct owners with `owner`) holding every atom of each set.
+
+        With `cap`: min(that number, cap), exactly. Chunks are then counted in rounds of doubling size
+        (the first of one chunk per thread); after each round the sets that reached `cap` are dropped
+        from the trie (a node stays while a set below it is still counted), so a candidate walks only
+        towards sets not yet decided. A set's walk steps are then bounded by about 2 cap plus its
+        share of the first round, not by its support (the support of a set of common atoms grows with
+        the population; issue 15)."""
         n_cand = len(self.held_ptr) - 1
         bounds = (
             np.searchsorted(self.held_ptr, np.arange(0, int(self.held_ptr[-1]), _WALK_CHUNK), side="right")
@@ -478,13 +526,36 @@ class _SubsetCounter:
                 out[:] += got
 
         spans = list(zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True))
-        if self.threads > 1 and len(spans) > 1:
-            with ThreadPoolExecutor(self.threads) as pool:
-                list(pool.map(run, spans))
-        else:
-            for span in spans:
-                run(span)
+        rounds = [spans]
+        if self.cap is not None:
+            rounds, start, size = [], 0, self.threads
+            while start < len(spans):
+                rounds.append(spans[start : start + size])
+                start, size = start + size, size * 2
+        for r, spans_r in enumerate(rounds):
+            if r:
+                self._prune(out)
+                if not self.live[0]:
+                    break
+            if self.threads > 1 and len(spans_r) > 1:
+                with ThreadPoolExecutor(self.threads) as pool:
+                    list(pool.map(run, spans_r))
+            else:
+                for span in spans_r:
+                    run(span)
+        if self.cap is not None:
+            np.minimum(out, self.cap, out=out)
         return out
+
+    def _prune(self, counts: np.ndarray) -> None:
+        """Keep (`live`) the nodes with a set below them whose count is still under `cap`."""
+        live = np.zeros(len(self.live), dtype=bool)
+        live[self.set_node[counts < self.cap]] = True
+        for d in range(len(self.depth_start) - 2, 0, -1):  # deepest first: a node keeps its parent
+            lo, hi = self.depth_start[d], self.depth_start[d + 1]
+            live[self.parent[lo:hi][live[lo:hi]]] = True
+        live[0] = live[1 : self.depth_start[1]].any() if len(self.depth_start) > 1 else False
+        self.live = live
 
     def _walk(self, c0: int, c1: int) -> np.ndarray:
         """Counts over the candidates c0 .. c1 - 1."""
@@ -493,8 +564,10 @@ class _SubsetCounter:
         n_r = max(self.n_ranks, 1)
         row = np.repeat(np.arange(c1 - c0, dtype=np.int64), np.diff(ptr))
         held_key = row * n_r + ranks  # ascending: rows in order, ranks sorted within rows
+        live = self.live
         node = self.root_child[ranks]
         hit = np.flatnonzero(node >= 0)
+        hit = hit[live[node[hit]]]
         cand, node, pos = row[hit], node[hit], hit + 1
         reached, reached_cand = [], []
         visits = lookups = 0
@@ -518,6 +591,7 @@ class _SubsetCounter:
             look = np.repeat(node[a], rest[a]) * self.base + ranks[j]
             k = np.minimum(np.searchsorted(self.child_key, look), max(len(self.child_key) - 1, 0))
             ok = self.child_key[k] == look if len(self.child_key) else np.zeros(len(look), dtype=bool)
+            ok &= live[k + 1] if len(self.child_key) else ok
             new_cand, new_node, new_pos = [a_cand[ok]], [k[ok] + 1], [j[ok] + 1]
             b = np.flatnonzero(~by_atom)  # look each child's atom up among the candidate's atoms
             k = concat_ranges(self.child_start[node[b]], kids[b])
@@ -525,6 +599,7 @@ class _SubsetCounter:
             look = b_cand * n_r + self.child_rank[k - 1]
             p = np.minimum(np.searchsorted(held_key, look), max(len(held_key) - 1, 0))
             ok = held_key[p] == look if len(held_key) else np.zeros(len(look), dtype=bool)
+            ok &= live[k]
             new_cand.append(b_cand[ok])
             new_node.append(k[ok])
             new_pos.append(p[ok] + 1)
@@ -541,14 +616,22 @@ class _SubsetCounter:
 
 
 def _walk_counts(
-    post: _Postings, set_ptr: np.ndarray, set_atoms: np.ndarray, owner: np.ndarray | None, threads: int
+    post: _Postings,
+    set_ptr: np.ndarray,
+    set_atoms: np.ndarray,
+    owner: np.ndarray | None,
+    threads: int,
+    cap: int | None = None,
 ) -> np.ndarray:
     """Support of every set (ragged rows of atoms) by `_SubsetCounter`. Without `owner`, the sets of
     common atoms only (each held by at least `_COMMON_SHARE` of the candidates) are counted apart,
     over the distinct combinations of common atoms the candidates hold (merged rows): their supports
-    are large and would otherwise be enumerated candidate by candidate."""
+    are large and would otherwise be enumerated candidate by candidate. With `cap`, every set goes
+    to one walk that stops counting a set once it reaches `cap` (`_SubsetCounter.count`)."""
     lens = np.diff(set_ptr)
     out = np.zeros(len(lens), dtype=np.int64)
+    if cap is not None:
+        return _SubsetCounter(post, set_ptr, set_atoms, owner, threads, cap=cap).count()
     if owner is None:
         common = post.length[set_atoms] >= max(_COMMON_SHARE * post.n_cand, 1)
         all_common = (
@@ -592,14 +675,17 @@ def _merge_rows(ptr: np.ndarray, cols: np.ndarray, n_cols: int) -> tuple[np.ndar
     return new_ptr, cols[concat_ranges(ptr[keep], lens[keep])], weight.astype(np.float64)
 
 
-def _kernel(post: _Postings, needed: np.ndarray, groups: list, owner: np.ndarray | None) -> str:
+def _kernel(
+    post: _Postings, needed: np.ndarray, groups: list, owner: np.ndarray | None, cap: int | None = None
+) -> str:
     """Which counter serves a call: `_KERNEL` when set; else the walk (`_SubsetCounter`) when counting
     distinct owners (within visits: the index pays a pair per visit there) or when its estimated
     work, `_WALK_WEIGHT` per pair of needed atoms a candidate holds, is below the index's estimate
-    (per set the cheaper of its pairs and its bitmap words, as `_Intersector.count` chooses)."""
+    (per set the cheaper of its pairs and its bitmap words, as `_Intersector.count` chooses). Capped
+    counts (`cap`) go to the walk too: its work per set is then bounded by the cap."""
     if _KERNEL != "auto":
         return _KERNEL
-    if owner is not None:
+    if owner is not None or cap is not None:
         return "walk"
     n_words = (post.n_cand + 63) // 64
     plen = np.append(post.length, post.n_cand)  # the padding atom: every candidate
@@ -635,17 +721,21 @@ class KnownSets:
     """The known sets of the target records and the distinguishability of each.
 
     `matrix` rows are known sets over the targets' items (data: required occurrences), `owner[r]` the
-    target record of row r, `values[r]` its number of consistent candidates."""
+    target record of row r, `values[r]` its number of consistent candidates (at most `cap` when the
+    counts were capped, `count_known_sets`)."""
 
     matrix: sp.csr_matrix
     owner: np.ndarray
     values: np.ndarray
     n_targets: int
     n_candidates: int
+    cap: int | None = None
 
     def per_record(self) -> np.ndarray:
-        """Minimum over each record's known sets (a record with none: every candidate)."""
-        out = np.full(self.n_targets, self.n_candidates, dtype=np.int64)
+        """Minimum over each record's known sets (a record with none: every candidate; at most
+        `cap`)."""
+        full = self.n_candidates if self.cap is None else min(self.n_candidates, self.cap)
+        out = np.full(self.n_targets, full, dtype=np.int64)
         np.minimum.at(out, self.owner, self.values)
         return out
 
@@ -670,13 +760,14 @@ def known_set_distinguishability(
     count_repeats: bool = False,
     within_visits: bool = False,
     threads: int | None = None,
+    cap: int | None = None,
 ) -> KnownSets:
     """Distinguishability of every known set of the target records (one per visit under single-visit
     knowledge, one per record under all-visits), counted as described at the top of this section.
 
     `within_visits` (single-visit knowledge only): the candidates' visits are the rows of the index,
     sets are counted by the pairs path and reduced to distinct patients. `threads`: see
-    `thread_count` (results are the same for every count)."""
+    `thread_count` (results are the same for every count). `cap`: see `count_known_sets`."""
     known, owner = known_sets(targets, knowledge, count_repeats)
     values = count_known_sets(
         targets.items,
@@ -687,8 +778,9 @@ def known_set_distinguishability(
         count_repeats=count_repeats,
         within_visits=within_visits,
         threads=threads,
+        cap=cap,
     )
-    return KnownSets(known, owner, values, targets.n_patients, candidates.n_patients)
+    return KnownSets(known, owner, values, targets.n_patients, candidates.n_patients, cap)
 
 
 def known_sets(
@@ -709,11 +801,20 @@ def count_known_sets(
     count_repeats: bool = False,
     within_visits: bool = False,
     threads: int | None = None,
+    cap: int | None = None,
 ) -> np.ndarray:
     """Per row of `known` (sets over `target_items`, from `known_sets`), the number of `candidates`
     consistent with it: the support of the set among the candidates (distinct patients with one visit
     holding it, under `within_visits` and single-visit knowledge). Supports over disjoint groups of
-    patients add up, which is what sharded runs (engine/scale/shards.py) rely on."""
+    patients add up, which is what sharded runs (engine/scale/shards.py) rely on.
+
+    `cap` (a positive whole number, or None for full counts): every value is min(support, cap),
+    exactly; enough for every verdict at k <= cap (below k, unique, failing records), and capped sums
+    still add (min(a + b, cap) = min(min(a, cap) + min(b, cap), cap)). The walk then stops counting
+    a set once it has `cap` supporters, so its work no longer grows with the supports of common sets
+    (issue 15); a CDF or median above `cap` needs full counts."""
+    if cap is not None and (int(cap) != cap or cap < 1):
+        raise ValueError(f"the count cap must be a positive whole number, not {cap!r}")
     by_visit = within_visits and knowledge == "single_visit"
     proj = _projected_candidates(target_items, candidates, item_codes, count_repeats, by_visit=by_visit)
     post, entry_atom = _atoms(proj, known)
@@ -726,6 +827,7 @@ def count_known_sets(
     atom_count = post.owner_length(cand_owner) if by_visit else post.length
     values[single] = atom_count[entry_atom[known.indptr[single]]]
     multi = lens >= 2
+    ran = "posting lengths"
     if multi.any():
         needed = np.zeros(post.n_atoms, dtype=bool)
         needed[entry_atom[np.repeat(multi, lens)]] = True
@@ -744,11 +846,12 @@ def count_known_sets(
             mat.sort(axis=1)
             uniq, inv = _dedup_rows(mat, post.n_atoms + 1)
             groups.append((rows, uniq, inv))
-        if _kernel(post, needed, groups, cand_owner) == "walk":
+        ran = _kernel(post, needed, groups, cand_owner, cap)
+        if ran == "walk":
             set_lens = np.concatenate([(u != sentinel).sum(axis=1) for _, u, _ in groups])
             set_atoms = np.concatenate([u[u != sentinel] for _, u, _ in groups])  # row-major: set by set
             set_ptr = np.concatenate([[0], np.cumsum(set_lens)])
-            counts = _walk_counts(post, set_ptr, set_atoms, cand_owner, thread_count(threads))
+            counts = _walk_counts(post, set_ptr, set_atoms, cand_owner, thread_count(threads), cap)
             first = 0
             for rows, uniq, inv in groups:
                 values[rows] = counts[first : first + len(uniq)][inv]
@@ -757,6 +860,11 @@ def count_known_sets(
             counter = _Intersector(post, needed, cand_owner, thread_count(threads))
             for rows, uniq, inv in groups:
                 values[rows] = counter.count(uniq)[inv]
+    if cap is not None:
+        np.minimum(values, cap, out=values)
+    log = getattr(_RAN, "log", None)
+    if log is not None:
+        log.append(ran + ("" if cap is None else f", counts capped at {cap}"))
     return values
 
 
@@ -769,6 +877,7 @@ def distinguishability(
     count_repeats: bool = False,
     within_visits: bool = False,
     threads: int | None = None,
+    cap: int | None = None,
 ) -> np.ndarray:
     """(n_target_records,) number of candidate records consistent with each target record.
 
@@ -776,6 +885,7 @@ def distinguishability(
     fewest candidate postings and filters by the others (see `known_set_distinguishability`).
     `within_visits` with single-visit knowledge: a candidate is consistent when one of its visits
     holds every known item (a release that shows its visits); the count is of distinct patients.
+    `cap`: values min(distinguishability, cap), exactly, counted faster (`count_known_sets`).
     """
     return known_set_distinguishability(
         targets,
@@ -785,6 +895,7 @@ def distinguishability(
         count_repeats=count_repeats,
         within_visits=within_visits,
         threads=threads,
+        cap=cap,
     ).per_record()
 
 
@@ -813,11 +924,13 @@ def original_distinguishability(
     *,
     count_repeats: bool = False,
     threads: int | None = None,
+    cap: int | None = None,
 ) -> np.ndarray:
-    """Distinguishability of the original (unreleased) cohort records."""
+    """Distinguishability of the original (unreleased) cohort records (`cap`: see
+    `count_known_sets`)."""
     cands = candidates_for(adversary, cohort, population)
     return distinguishability(
-        cohort, cands, adversary.knowledge, count_repeats=count_repeats, threads=threads
+        cohort, cands, adversary.knowledge, count_repeats=count_repeats, threads=threads, cap=cap
     )
 
 

@@ -26,9 +26,14 @@ from ui.teach import intro
 
 # ------------------------------------------------------------------------------ cached engine calls
 @st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=16)
-def _original(cohort: Records, population: Records, count_repeats: bool) -> dict[str, np.ndarray]:
-    together = risk.all_adversaries(cohort, population, count_repeats=count_repeats)
-    return {adv.label: dis for adv, dis in together.items()}
+def _original(cohort: Records, population: Records, count_repeats: bool) -> tuple[dict[str, np.ndarray], str]:
+    """Distinguishability per adversary, and which backend and kernel counted each (issue 15)."""
+    with risk.record_kernels() as ran:
+        together = risk.all_adversaries(cohort, population, count_repeats=count_repeats)
+    used = "; ".join(f"{adv.label}: {k}" for adv, k in zip(together, ran, strict=True))
+    return {adv.label: dis for adv, dis in together.items()}, (
+        f"Backend: in process, {risk.thread_count()} threads. Kernel: {used}."
+    )
 
 
 @st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=16)
@@ -73,7 +78,8 @@ count_repeats = st.checkbox(
 )
 
 with st.spinner("Computing distinguishability under the four adversaries..."):
-    curves = _original(ctx.cohort, ctx.population, count_repeats)
+    curves, backend = _original(ctx.cohort, ctx.population, count_repeats)
+st.caption(backend)
 dis = curves[adv.label]
 s = risk.summarize(dis, k)
 

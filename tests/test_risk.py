@@ -337,3 +337,24 @@ def test_heatherly_figure13_is_2_anonymous_only_without_visit_boundaries():
     v = risk.verify(release.with_visits(True), Adversary("cohort", "single_visit"), 2)
     assert v.distinguishability.tolist() == [1, 3, 2, 2]
     assert v.failing["patient_id"].tolist() == ["49532"]
+
+
+def test_risk_page_says_which_backend_and_kernel_ran() -> None:
+    """Issue 15: the Risk page names the backend and, per adversary, the kernel that counted."""
+    from pathlib import Path
+
+    import pytest
+    from apptest_support import page_app
+
+    from engine.adversary import ALL_ADVERSARIES
+
+    if not (Path(__file__).resolve().parent.parent / "sample_data" / "events.parquet").exists():
+        pytest.skip("the shipped sample is not there yet")
+    at = page_app("pages/risk.py")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    line = next(c.value for c in at.caption if c.value.startswith("Backend: "))
+    assert f"in process, {risk.thread_count()} threads" in line
+    for adv in ALL_ADVERSARIES:
+        assert f"{adv.label}: " in line
+    assert line.count("walk") + line.count("index") + line.count("posting lengths") == len(ALL_ADVERSARIES)

@@ -197,3 +197,37 @@ def test_riskiest_patterns_cover_every_record(case):
         per_value = table.groupby("distinguishability")["records"].sum()
         values, counts = np.unique(dis, return_counts=True)
         assert per_value.to_dict() == dict(zip(values.tolist(), counts.tolist(), strict=True))
+
+
+@SETTINGS
+@given(
+    case=cases(),
+    mode=st.sampled_from(MODES),
+    cap=st.integers(1, 6),
+    threads=st.sampled_from([1, 3]),
+)
+def test_capped_counts_equal_the_reference_capped(case, mode, cap, threads):
+    """`cap` (issue 15): min(distinguishability, cap) exactly, for both knowledges, repeats,
+    generalized items of a release and within-visit matching, whatever the kernel and thread count
+    (in mode `walk` the candidates come in chunks of 1-3, so sets are dropped between rounds)."""
+    pop, cohort, release = case
+    for knowledge, within in (("single_visit", False), ("all_visits", False), ("single_visit", True)):
+        for targets, cands, codes, repeats in (
+            (cohort, pop, None, True),
+            (release.records, pop, release.item_codes, release.counts_repeats),
+        ):
+            with tuning(mode):
+                got = risk.distinguishability(
+                    targets,
+                    cands,
+                    knowledge,
+                    item_codes=codes,
+                    count_repeats=repeats,
+                    within_visits=within,
+                    threads=threads,
+                    cap=cap,
+                )
+            want = reference_distinguishability(
+                targets, cands, knowledge, item_codes=codes, count_repeats=repeats, within_visits=within
+            )
+            assert got.tolist() == [min(w, cap) for w in want], (knowledge, within)

@@ -81,3 +81,37 @@ def test_within_visits_uses_the_walk(monkeypatch) -> None:
     monkeypatch.setattr(risk, "_KERNEL", "index")
     risk.distinguishability(pop, pop, "single_visit", within_visits=True)
     assert used == ["walk", "index"]
+
+
+@pytest.mark.parametrize(("within", "share"), [(False, 0.8), (True, 1.0)])
+def test_capped_walk_drops_decided_sets(synthetic, monkeypatch, within, share) -> None:
+    """With `cap` the walk stops counting a set once it has `cap` supporters (issue 15): values are
+    min(full count, cap) for every thread count, and the walk takes fewer steps than uncapped (on
+    1,500 patients most steps are the candidates' first atoms, which every walk takes; within visits,
+    a visit holds few known sets besides its own)."""
+    pop, _ = synthetic
+    steps: list[int] = []
+    real = risk._SubsetCounter.count
+
+    def spy(self):
+        out = real(self)
+        steps.append(self.work[0])
+        return out
+
+    monkeypatch.setattr(risk._SubsetCounter, "count", spy)
+    monkeypatch.setattr(risk, "_WALK_CHUNK", 1000)
+    monkeypatch.setattr(risk, "_KERNEL", "walk")
+    monkeypatch.setattr(risk, "_COMMON_SHARE", 2.0)  # one walk, no set counted apart
+    full = risk.distinguishability(pop, pop, "single_visit", within_visits=within, threads=1)
+    uncapped_steps = steps[-1]
+    for threads in (1, 2, 3):
+        got = risk.distinguishability(pop, pop, "single_visit", within_visits=within, threads=threads, cap=5)
+        assert got.tolist() == np.minimum(full, 5).tolist(), threads
+        assert steps[-1] < share * uncapped_steps, (threads, steps[-1], uncapped_steps)
+
+
+def test_cap_must_be_a_positive_whole_number(synthetic) -> None:
+    pop, cohort = synthetic
+    for bad in (0, -1, 2.5):
+        with pytest.raises(ValueError, match="cap must be a positive whole number"):
+            risk.distinguishability(cohort, pop, "single_visit", cap=bad)

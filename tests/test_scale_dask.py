@@ -66,3 +66,18 @@ def test_own_local_cluster_is_started_and_closed(tmp_path: Path) -> None:
     paths = shards.write_shards(pop, tmp_path, 2)
     got = dask_distinguishability(pop, paths, "all_visits", n_workers=2, processes=False)
     assert got.tolist() == risk.distinguishability(pop, pop, "all_visits").tolist()
+
+
+def test_local_cluster_capped_equals_in_process_capped(client, tmp_path: Path) -> None:
+    """`cap` on Dask: each task counts its shard up to the cap; the capped sums equal the in-process
+    capped counts, min(distinguishability, cap)."""
+    from engine.scale.distributed import dask_distinguishability
+
+    data = generate(1500, seed=5)
+    pop = Records.from_frame(data.events)
+    cohort = pop.subset(data.cohort["patient_id"].astype(str))
+    paths = shards.write_shards(pop, tmp_path / "pop", 3)
+    for know in ("single_visit", "all_visits"):
+        full = risk.distinguishability(cohort, pop, know)
+        got = dask_distinguishability(cohort, paths, know, client=client, cap=5)
+        assert got.tolist() == [min(int(v), 5) for v in full], know

@@ -169,3 +169,50 @@ def test_cli_sharded_and_dask_equal_in_process(tmp_path: Path, capsys) -> None:
     assert "--scheduler and --dask-workers need --shards" in capsys.readouterr().err
     assert main([*base, "--knowledge", "all_visits", "--shards", str(tmp_path), "--out", str(out)]) == 2
     assert "no shard-*.parquet file" in capsys.readouterr().err
+
+
+@SETTINGS
+@given(case=cases(), n_shards=st.integers(1, 4), cap=st.integers(1, 4))
+def test_capped_sharded_equals_in_process_capped(case, n_shards, cap):
+    """Capped counts (`cap`) add over shards: min(full distinguishability, cap) exactly, in process
+    and sharded (a small population leaves some shards empty)."""
+    pop, cohort, _ = case
+    with tempfile.TemporaryDirectory() as d:
+        paths = shards.write_shards(pop, d, n_shards)
+        for know in ("single_visit", "all_visits"):
+            for within in (False, True) if know == "single_visit" else (False,):
+                full = risk.distinguishability(cohort, pop, know, count_repeats=True, within_visits=within)
+                kw = dict(count_repeats=True, within_visits=within, cap=cap)
+                assert (
+                    risk.distinguishability(cohort, pop, know, **kw).tolist()
+                    == np.minimum(full, cap).tolist()
+                )
+                got = shards.sharded_distinguishability(cohort, paths, know, **kw)
+                assert got.tolist() == np.minimum(full, cap).tolist(), (know, within)
+
+
+def test_cli_up_to_k_prints_the_kernel_and_equals_capped(tmp_path: Path, capsys) -> None:
+    """`--up-to-k`: the CSV holds min(distinguishability, k), in process and sharded, and the run
+    says which kernel counted (in process once; sharded per shard)."""
+    from engine.commands.cli import main
+
+    data = generate(600, seed=7)
+    events = tmp_path / "events.csv"
+    data.events[["patient_id", "visit", "code"]].to_csv(events, index=False)
+    assert shards.main([str(events), str(tmp_path / "shards"), "2"]) == 0
+    base = ["risk", "--events", str(events), "--scope", "population", "--knowledge", "single_visit"]
+    full_out = tmp_path / "full.csv"
+    assert main([*base, "--out", str(full_out)]) == 0
+    printed = capsys.readouterr().out
+    assert "kernel: walk\n" in printed or "kernel: index\n" in printed
+    full = pd.read_csv(full_out)["distinguishability"].to_numpy()
+    for extra in ([], ["--shards", str(tmp_path / "shards")]):
+        out = tmp_path / f"capped{len(extra)}.csv"
+        assert main([*base, "--k", "4", "--up-to-k", *extra, "--out", str(out)]) == 0
+        printed = capsys.readouterr().out
+        assert pd.read_csv(out)["distinguishability"].tolist() == np.minimum(full, 4).tolist()
+        if extra:
+            assert "shard 2/2: shard-00001.parquet (kernel: walk, counts capped at 4)" in printed
+        else:
+            assert "kernel: walk, counts capped at 4" in printed
+        assert "a median of k means k or more" in printed

@@ -2,8 +2,8 @@
 
     python -m engine risk --events EVENTS [--population IDS] [--cohort IDS]
         --scope {cohort,population} --knowledge {single_visit,all_visits} [--k K]
-        [--count-repeats] [--threads N] [--shards DIR [--scheduler ADDR | --dask-workers N]]
-        --out OUT.csv
+        [--count-repeats] [--threads N] [--up-to-k]
+        [--shards DIR [--scheduler ADDR | --dask-workers N]] --out OUT.csv
 
 Writes `patient_id,distinguishability` for every cohort patient (cohort order) and prints the summary
 (records, share unique, share below k, median). EVENTS is a long-form CSV or Parquet file; IDS a file
@@ -13,8 +13,12 @@ Files are read and validated by `engine.io.loaders` (errors name file, row and c
 With `--shards DIR` (population scope), the candidates are the population in the Parquet shards of DIR
 (`python -m engine.scale.shards EVENTS DIR N` writes them) and EVENTS holds the cohort's events: each shard
 is read and counted on its own (engine/scale/shards.py), or on Dask with `--scheduler tcp://HOST:8786` or
-`--dask-workers N` (a LocalCluster; engine/scale/distributed.py). The backend used and each shard's progress
-are printed. Results equal the in-process run.
+`--dask-workers N` (a LocalCluster; engine/scale/distributed.py). The backend, the kernel that ran
+(`engine.risk.record_kernels`) and each shard's progress are printed. Results equal the in-process run.
+
+`--up-to-k` counts every known set only up to k (`cap=k`, engine/risk.py `count_known_sets`): the
+share unique, the share below k and every record below k are exact, values of k or more read k, and
+the population-scale run grows about linearly with the population (issue 15).
 """
 
 from __future__ import annotations
@@ -28,11 +32,17 @@ from engine.adversary import KNOWLEDGES, SCOPES, Adversary
 from engine.commands.inputs import InputOptions, load_groups
 from engine.io.errors import UserError
 from engine.records import Records
-from engine.risk import KnownSets, original_distinguishability, summarize, thread_count
+from engine.risk import KnownSets, original_distinguishability, record_kernels, summarize, thread_count
 
 
-def _progress(done: int, total: int, path: str) -> None:
-    print(f"  shard {done}/{total}: {Path(path).name}", flush=True)
+def _progress(ran: list[str] | None):
+    """Progress printer per shard; with the kernel log of this thread, the kernel the shard ran."""
+
+    def show(done: int, total: int, path: str) -> None:
+        kernel = f" (kernel: {ran[-1]})" if ran else ""
+        print(f"  shard {done}/{total}: {Path(path).name}{kernel}", flush=True)
+
+    return show
 
 
 def _sharded(args: argparse.Namespace, cohort: Records, adversary: Adversary):
@@ -44,23 +54,28 @@ def _sharded(args: argparse.Namespace, cohort: Records, adversary: Adversary):
     paths = sorted(folder.glob("shard-*.parquet"))
     if not paths:
         raise UserError(f"--shards: no shard-*.parquet file in {str(folder)!r}")
-    kw = dict(count_repeats=args.count_repeats, threads=args.threads, progress=_progress)
+    cap = args.k if args.up_to_k else None
+    kw = dict(count_repeats=args.count_repeats, threads=args.threads, cap=cap)
     if args.scheduler or args.dask_workers is not None:
         from engine.scale.distributed import dask_known_set_distinguishability
 
         where = args.scheduler or f"a local cluster of {args.dask_workers} workers"
-        print(f"backend: Dask ({where}), {len(paths)} shards")
+        print(f"backend: Dask ({where}), {len(paths)} shards; kernel chosen per shard on the workers")
         ks: KnownSets = dask_known_set_distinguishability(
             cohort,
             paths,
             adversary.knowledge,
             scheduler=args.scheduler,
             n_workers=args.dask_workers or 2,
+            progress=_progress(None),
             **{**kw, "threads": args.threads or 1},
         )
     else:
         print(f"backend: {len(paths)} shards, one at a time, {thread_count(args.threads)} threads")
-        ks = sharded_known_set_distinguishability(cohort, paths, adversary.knowledge, **kw)
+        with record_kernels() as ran:
+            ks = sharded_known_set_distinguishability(
+                cohort, paths, adversary.knowledge, progress=_progress(ran), **kw
+            )
     return ks.per_record(), ks.n_candidates
 
 
@@ -90,6 +105,12 @@ def register(sub) -> None:
         type=int,
         help="threads of the risk kernel (default: COHORTSHIELD_THREADS, else every core); "
         "results are the same for every count",
+    )
+    p.add_argument(
+        "--up-to-k",
+        action="store_true",
+        help="count each known set only up to k: the verdict (unique, below k) stays exact, values of k "
+        "or more read k, and population-scale runs are about linear in the population",
     )
     p.add_argument("--shards", help="folder of Parquet shards holding the population (population scope)")
     p.add_argument("--scheduler", help="with --shards: count the shards on this Dask scheduler (tcp://...)")
@@ -125,9 +146,16 @@ def run(args: argparse.Namespace) -> int:
         dis, n_cand = _sharded(args, cohort, adversary)
     else:
         print(f"backend: in process, {thread_count(args.threads)} threads")
-        dis = original_distinguishability(
-            cohort, adversary, population, count_repeats=args.count_repeats, threads=args.threads
-        )
+        with record_kernels() as ran:
+            dis = original_distinguishability(
+                cohort,
+                adversary,
+                population,
+                count_repeats=args.count_repeats,
+                threads=args.threads,
+                cap=args.k if args.up_to_k else None,
+            )
+        print(f"kernel: {', '.join(ran)}")
         n_cand = cohort.n_patients if args.scope == "cohort" else population.n_patients
     pd.DataFrame({"patient_id": cohort.patient_ids.astype(str), "distinguishability": dis}).to_csv(
         out, index=False
@@ -138,6 +166,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"{n_cand} patients")
     print(f"share unique (distinguishability 1): {s.share_unique:.2%}")
     print(f"share below k = {args.k}: {s.share_below_k:.2%}")
-    print(f"median distinguishability: {s.median:g}")
+    capped = " (counted up to k: a median of k means k or more)" if args.up_to_k else ""
+    print(f"median distinguishability: {s.median:g}{capped}")
     print(f"wrote {len(dis)} rows to {out}")
     return 0

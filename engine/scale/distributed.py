@@ -41,10 +41,12 @@ def dask_known_set_distinguishability(
     processes: bool = True,
     threads: int = 1,
     progress: Progress | None = None,
+    cap: int | None = None,
 ) -> KnownSets:
     """`engine.scale.shards.sharded_known_set_distinguishability` with one Dask task per shard, on `client`,
     else on the scheduler at `scheduler` (e.g. "tcp://10.0.0.5:8786"), else on a LocalCluster of
-    `n_workers` (`processes=False`: threads of this process). `threads`: kernel threads per task."""
+    `n_workers` (`processes=False`: threads of this process). `threads`: kernel threads per task.
+    `cap`: counts up to `cap` (`engine.risk.count_known_sets`)."""
     from dask.distributed import Client, LocalCluster, as_completed
 
     own_cluster = own_client = None
@@ -70,6 +72,7 @@ def dask_known_set_distinguishability(
                 count_repeats=count_repeats,
                 within_visits=within_visits,
                 threads=threads,
+                cap=cap,
                 pure=False,
             ): str(path)
             for path in shards
@@ -79,10 +82,12 @@ def dask_known_set_distinguishability(
         for done, fut in enumerate(as_completed(futures), start=1):
             values, n = fut.result()
             total += values
+            if cap is not None:
+                np.minimum(total, cap, out=total)
             n_cand += n
             if progress is not None:
                 progress(done, len(futures), futures[fut])
-        return KnownSets(known, owner, total, targets.n_patients, n_cand)
+        return KnownSets(known, owner, total, targets.n_patients, n_cand, cap)
     finally:
         if own_client is not None:
             own_client.close()

@@ -172,12 +172,15 @@ def shard_support(
     count_repeats: bool = False,
     within_visits: bool = False,
     threads: int | None = None,
+    cap: int | None = None,
 ) -> tuple[np.ndarray, int]:
-    """Per known set, the patients of one shard consistent with it, and the shard's patients."""
+    """Per known set, the patients of one shard consistent with it (at most `cap`), and the shard's
+    patients."""
     recs, n = read_shard(path)
     lens = np.diff(known.indptr)
+    full = n if cap is None else min(n, cap)
     if recs is None:  # no events: its patients match only empty known sets
-        return np.where(lens == 0, n, 0).astype(np.int64), n
+        return np.where(lens == 0, full, 0).astype(np.int64), n
     values = count_known_sets(
         target_items,
         known,
@@ -187,8 +190,9 @@ def shard_support(
         count_repeats=count_repeats,
         within_visits=within_visits,
         threads=threads,
+        cap=cap,
     )
-    values[lens == 0] = n  # patients without events are candidates too
+    values[lens == 0] = full  # patients without events are candidates too
     return values, n
 
 
@@ -202,9 +206,11 @@ def sharded_known_set_distinguishability(
     within_visits: bool = False,
     threads: int | None = None,
     progress: Progress | None = None,
+    cap: int | None = None,
 ) -> KnownSets:
     """`engine.risk.known_set_distinguishability` with the candidates read shard by shard: the
-    supports of the targets' known sets are counted per shard and added."""
+    supports of the targets' known sets are counted per shard and added (capped supports add too:
+    min(a + b, cap) = min(min(a, cap) + min(b, cap), cap))."""
     known, owner = known_sets(targets, knowledge, count_repeats)
     total = np.zeros(known.shape[0], dtype=np.int64)
     n_cand = 0
@@ -218,12 +224,15 @@ def sharded_known_set_distinguishability(
             count_repeats=count_repeats,
             within_visits=within_visits,
             threads=threads,
+            cap=cap,
         )
         total += values
+        if cap is not None:
+            np.minimum(total, cap, out=total)
         n_cand += n
         if progress is not None:
             progress(done, len(shards), str(path))
-    return KnownSets(known, owner, total, targets.n_patients, n_cand)
+    return KnownSets(known, owner, total, targets.n_patients, n_cand, cap)
 
 
 def sharded_distinguishability(
@@ -236,6 +245,7 @@ def sharded_distinguishability(
     within_visits: bool = False,
     threads: int | None = None,
     progress: Progress | None = None,
+    cap: int | None = None,
 ) -> np.ndarray:
     """`engine.risk.distinguishability` against the population held in `shards` (same results)."""
     return sharded_known_set_distinguishability(
@@ -247,6 +257,7 @@ def sharded_distinguishability(
         within_visits=within_visits,
         threads=threads,
         progress=progress,
+        cap=cap,
     ).per_record()
 
 
