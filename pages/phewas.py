@@ -100,10 +100,11 @@ st.caption(
 
 heatherly = st.toggle(
     f"Compare Heatherly's three scopes at k = {ctx.k} (DEMO_D, DEMO_B, DEMO_S; PheWAS-code constraints)",
-    value=True,
+    value=False,  # off until asked (issue 13): three anonymizations, 10-20 s on the sample per k change
     key="phewas_heatherly",
     help="Anonymizes the cohort, the biobank and the population at the sidebar's k, as in Heatherly's "
-    "Table 4: a comparison only, never added to the study (add a release on the Anonymize page).\n\n"
+    "Table 4: a comparison only, never added to the study (add a release on the Anonymize page). "
+    "Slow (three anonymizations, with progress and Cancel), so it runs only when switched on.\n\n"
     + help_for("demo"),
 )
 # name -> (Release, label): the study's releases (verified again under the sidebar's adversary and k),

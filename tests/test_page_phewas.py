@@ -80,3 +80,14 @@ def test_phewas_page_compares_heatherlys_three_scopes_at_the_sidebar_k(sample_da
     assert not at.exception
     assert "Heatherly DEMO_D (comparison, not in the study): lost" in at.dataframe[0].value.columns
     assert at.session_state["study"].releases == ()
+
+
+def test_phewas_page_does_not_run_the_three_scopes_unasked(sample_dataset):
+    """Issue 13: opening PheWAS (or changing k there) ran Heatherly's three scopes, 10-20 s on the
+    sample per k change; the comparison is off until switched on, and the page lists no scope."""
+    at = page_app("pages/phewas.py")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.toggle(key="phewas_heatherly").value is False
+    assert not at.multiselect(key="phewas_left_out").options
+    assert any("No release in the study yet" in i.value for i in at.info)

@@ -198,3 +198,51 @@ def test_significance_table_defaults_to_benjamini_hochberg():
     assert significance_table(orig, {"R": orig}, correction="none").iloc[0]["original"] == 2
     with pytest.raises(ValueError, match="correction must be one of"):
         significance_table(orig, {"R": orig}, correction="holm")
+
+
+def _significance_table_per_snp(original, released, alpha, col):
+    """The formula significance_table used before issue 13 (one `paired` merge per SNP), kept as the
+    reference its vectorized form must match."""
+    rows = []
+    for snp in sorted(set(original["snp"])):
+        o = original[original["snp"] == snp]
+        row = {"snp": snp, "original": int((o[col] <= alpha).sum())}
+        for name, rel in released.items():
+            pr = paired(o, rel[rel["snp"] == snp])
+            sig_o = (pr[f"{col}_original"] <= alpha).fillna(False).astype(bool)
+            sig_r = (pr[f"{col}_released"] <= alpha).fillna(False).astype(bool)
+            row[f"{name}: lost"] = int((sig_o & ~sig_r).sum())
+            row[f"{name}: false"] = int((~sig_o & sig_r).sum())
+            row[f"{name}: identical"] = int((sig_o & sig_r).sum())
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    if len(table):
+        total = table.drop(columns="snp").sum(numeric_only=True)
+        table = pd.concat([table, pd.DataFrame([{"snp": "Total", **total.to_dict()}])], ignore_index=True)
+    return table
+
+
+def test_significance_table_equals_the_per_snp_formula():
+    """Issue 13: the table is one merge and one groupby per release instead of a merge per SNP; on
+    several SNPs, tests that did not run (NaN p, rows missing on either side), a SNP only in a release,
+    a SNP absent from a release and an empty release, it is the old per-SNP table exactly."""
+    rng = np.random.default_rng(13)
+    rows = []
+    for snp in ("rs2", "rs1", "rs3"):
+        for code in ("8", "250.2", "401.1", "411.4", "714.1"):
+            p = float(rng.choice([0.001, 0.02, 0.2, 0.7, np.nan]))
+            rows.append((snp, code, "x", 30, 1.0, p, min(1.0, p * 5), min(1.0, p * 2)))
+    cols = ["snp", "phecode", "phenotype", "n_cases", "odds_ratio", "p", "p_bonferroni", "p_bh"]
+    orig = pd.DataFrame(rows, columns=cols)
+    rel_a = orig.sample(frac=1.0, random_state=1).iloc[3:].copy()  # shuffled, three tests missing
+    rel_a["p"] = rng.choice([0.001, 0.03, 0.4, np.nan], size=len(rel_a))
+    rel_a["p_bh"] = rng.choice([0.001, 0.03, 0.4, np.nan], size=len(rel_a))
+    rel_a = rel_a[rel_a.snp != "rs3"]  # a SNP the release lacks
+    extra = pd.DataFrame([("rs9", "8", "x", 30, 1.0, 0.001, 0.001, 0.001)], columns=cols)
+    rel_a = pd.concat([rel_a, extra], ignore_index=True)  # a SNP only in the release
+    released = {"A": rel_a, "B": orig.iloc[0:0], "C": orig}
+    for correction, col in (("heatherly2013", "p"), ("bh", "p_bh"), ("bonferroni", "p_bonferroni")):
+        got = significance_table(orig, released, correction=correction)
+        want = _significance_table_per_snp(orig, released, 0.05, col)
+        pd.testing.assert_frame_equal(got, want)
+    assert significance_table(orig.iloc[0:0], released).empty

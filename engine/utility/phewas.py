@@ -448,23 +448,36 @@ def significance_table(
         raise ValueError(f"correction must be one of {', '.join(CORRECTIONS)}, not {correction!r}")
     col = _P_COLUMN[correction]
     snps = sorted(set(original["snp"]))
-    rows = []
-    for snp in snps:
-        o = original[original["snp"] == snp]
-        row: dict[str, object] = {"snp": snp, "original": int((o[col] <= alpha).sum())}
-        for name, rel in released.items():
-            pr = paired(o, rel[rel["snp"] == snp])
-            sig_o = (pr[f"{col}_original"] <= alpha).fillna(False).astype(bool)
-            sig_r = (pr[f"{col}_released"] <= alpha).fillna(False).astype(bool)
-            row[f"{name}: lost"] = int((sig_o & ~sig_r).sum())
-            row[f"{name}: false"] = int((~sig_o & sig_r).sum())
-            row[f"{name}: identical"] = int((sig_o & sig_r).sum())
-        rows.append(row)
-    table = pd.DataFrame(rows)
-    if len(table):
-        total = table.drop(columns="snp").sum(numeric_only=True)
-        table = pd.concat([table, pd.DataFrame([{"snp": "Total", **total.to_dict()}])], ignore_index=True)
-    return table
+    if not snps:
+        return pd.DataFrame([])
+    # One outer merge per release over all SNPs and one groupby, instead of a merge per SNP (issue 13:
+    # 3.9 s per PheWAS rerun on the sample). The merge key holds the SNP, so this equals the per-SNP
+    # merges stacked; released SNPs absent from the original are left out, as before.
+    o = original[["snp", "phecode", col]]
+    columns: dict[str, pd.Series] = {
+        "original": (o[col] <= alpha).groupby(o["snp"]).sum().reindex(snps, fill_value=0).astype(int)
+    }
+    for name, rel in released.items():
+        r = rel.loc[rel["snp"].isin(snps), ["snp", "phecode", col]]
+        both = o.merge(r, on=["snp", "phecode"], how="outer", suffixes=("_original", "_released"))
+        sig_o = pd.to_numeric(both[f"{col}_original"], errors="coerce") <= alpha  # NaN: not significant
+        sig_r = pd.to_numeric(both[f"{col}_released"], errors="coerce") <= alpha
+        counts = (
+            pd.DataFrame(
+                {
+                    f"{name}: lost": sig_o & ~sig_r,
+                    f"{name}: false": ~sig_o & sig_r,
+                    f"{name}: identical": sig_o & sig_r,
+                }
+            )
+            .groupby(both["snp"])
+            .sum()
+        )
+        for c in counts.columns:
+            columns[c] = counts[c].reindex(snps, fill_value=0).astype(int)
+    table = pd.DataFrame({"snp": snps, **{c: v.to_numpy() for c, v in columns.items()}})
+    total = table.drop(columns="snp").sum(numeric_only=True)
+    return pd.concat([table, pd.DataFrame([{"snp": "Total", **total.to_dict()}])], ignore_index=True)
 
 
 def r_squared(pairs: pd.DataFrame) -> float:
