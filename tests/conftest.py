@@ -19,6 +19,32 @@ settings.register_profile("ci", derandomize=True, database=None, print_blob=True
 settings.register_profile("explore", max_examples=500, derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
+
+def undeterministic_property_tests(items: list[pytest.Item]) -> list[str]:
+    """The collected property tests whose settings search randomly or keep an example database: a test's
+    own `@settings(...)` or `settings(parent=...)` can override the profile."""
+    found = []
+    for item in items:
+        function = getattr(item, "function", None)
+        own = getattr(function, "_hypothesis_internal_use_settings", None)
+        if own is not None and (not own.derandomize or own.database is not None):
+            found.append(item.nodeid)
+    return found
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under the "ci" profile every collected property test runs derandomized, without a database:
+    `make test` gives the same result every time (issue 13)."""
+    if settings.get_current_profile_name() != "ci":  # HYPOTHESIS_PROFILE=explore searches on purpose
+        return
+    found = undeterministic_property_tests(items)
+    if found:
+        raise pytest.UsageError(
+            "property tests not derandomized under the ci profile (drop their derandomize=/database= "
+            f"settings): {', '.join(found)}"
+        )
+
+
 DATA_DIR = Path(__file__).resolve().parent / "data"
 
 
