@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -71,3 +72,14 @@ def sample_dataset() -> Dataset:
     from engine.io.loaders import load_sample
 
     return load_sample()
+
+
+@pytest.fixture(scope="session")
+def app_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One `streamlit run app.py` (tests/browser_support.py) for every browser test of the session: each
+    test opens its own browser page, hence its own Streamlit session. The browser tests share the xdist
+    group "browser", so under `make test` they run one after another on one worker beside one server."""
+    from browser_support import streamlit_server
+
+    with streamlit_server(tmp_path_factory.mktemp("streamlit")) as url:
+        yield url

@@ -8,8 +8,6 @@ The server and browser harness (skip without Chromium, fail on CI) is tests/brow
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from browser_support import (
@@ -18,18 +16,17 @@ from browser_support import (
     choose,
     chromium,
     free_port,
-    streamlit_server,
 )
 from browser_support import no_exception as _no_exception
 from browser_support import settle as _settle
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("browser")]
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[str]:
-    with streamlit_server(tmp_path) as url:
-        yield url
+def server(app_server: str) -> str:
+    """The session's app server (tests/conftest.py), shared with the study walk."""
+    return app_server
 
 
 def test_cohort_page_follows_the_sidebar(server: str) -> None:

@@ -30,9 +30,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from browser_support import ROOT, act, chromium, no_exception, runs, settle, streamlit_server
+from browser_support import ROOT, WAIT_MS, act, chromium, no_exception, runs, settle
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("browser")]
 
 SAMPLE = ROOT / "sample_data"
 N_COHORT, N_OTHERS = 100, 300  # the uploaded slice: 100 cohort patients within 400
@@ -44,8 +44,6 @@ METHODS = (
     "Trajectories (LDA)",
 )
 RELEASES = ("GCCens k=5", "GCCens k=5 (2)")
-# a run may wait for the CPU on a shared machine: generous limits (never a timed assertion)
-WAIT_MS = 240_000
 # an axis title that is an identifier, not words: snake_case, a bare column name, a plotly-express
 # facet/colour label "name=value"
 RAW_TITLE = re.compile(r"\w_\w|=|^(value|variable|index|count|name)$", re.IGNORECASE)
@@ -217,14 +215,15 @@ def _upload_all(app: App, files: dict) -> None:
 
 
 @pytest.fixture(scope="module")
-def walk() -> Walk:
+def walk(app_server: str) -> Walk:
     from playwright.sync_api import expect
 
     shots = Path(tempfile.mkdtemp(prefix="cohortshield_screens_"))
     print(f"\nscreenshots (1440 px wide): {shots}")
     result = Walk(shots)
     files = _uploads()
-    with streamlit_server(shots) as url, chromium() as browser:
+    url = app_server
+    with chromium() as browser:
         context = browser.new_context(viewport={"width": 1440, "height": 1600}, accept_downloads=True)
         context.set_default_timeout(WAIT_MS)
         expect.set_options(timeout=WAIT_MS)
