@@ -151,7 +151,8 @@ _SETTLED_JS = """([since, quiet, grace]) => {
   if (!w || !app) return false;
   if (app.getAttribute('data-test-connection-state') !== 'CONNECTED') return false;
   if (app.getAttribute('data-test-script-state') !== 'notRunning') return false;
-  // a run that ends within one frame may never be drawn as running: after `grace` ms a settled app counts
+  // a run that ends within one frame may never be drawn as running (1 of 8 reruns of a two-line app
+  // under load): after `grace` ms a settled app counts
   if (since !== null && w.runs <= since && performance.now() - w.mark < grace) return false;
   return performance.now() - w.changed >= quiet;
 }"""
@@ -163,7 +164,7 @@ def runs(page) -> int:
 
 
 def settle(
-    page, timeout: float = WAIT_MS, since: int | None = None, quiet_ms: int = 500, grace_ms: int = 5_000
+    page, timeout: float = WAIT_MS, since: int | None = None, quiet_ms: int = 500, grace_ms: int = 8_000
 ) -> None:
     """Wait until Streamlit has finished running: connected, the script not running and no state change
     for `quiet_ms` (an `st.rerun()` starts the next run at once). With `since` (a `runs(page)` taken
