@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,32 @@ from engine.io.loaders import SAMPLE_DIR, SAMPLE_FILES
 settings.register_profile("ci", derandomize=True, database=None, print_blob=True, deadline=None)
 settings.register_profile("explore", max_examples=500, derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def undeterministic_property_tests(items: list[pytest.Item]) -> list[str]:
+    """The collected property tests whose settings search randomly or keep an example database: a test's
+    own `@settings(...)` or `settings(parent=...)` can override the profile."""
+    found = []
+    for item in items:
+        function = getattr(item, "function", None)
+        own = getattr(function, "_hypothesis_internal_use_settings", None)
+        if own is not None and (not own.derandomize or own.database is not None):
+            found.append(item.nodeid)
+    return found
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under the "ci" profile every collected property test runs derandomized, without a database:
+    `make test` gives the same result every time (issue 13)."""
+    if settings.get_current_profile_name() != "ci":  # HYPOTHESIS_PROFILE=explore searches on purpose
+        return
+    found = undeterministic_property_tests(items)
+    if found:
+        raise pytest.UsageError(
+            "property tests not derandomized under the ci profile (drop their derandomize=/database= "
+            f"settings): {', '.join(found)}"
+        )
+
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 
@@ -45,3 +72,14 @@ def sample_dataset() -> Dataset:
     from engine.io.loaders import load_sample
 
     return load_sample()
+
+
+@pytest.fixture(scope="session")
+def app_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One `streamlit run app.py` (tests/browser_support.py) for every browser test of the session: each
+    test opens its own browser page, hence its own Streamlit session. The browser tests share the xdist
+    group "browser", so under `make test` they run one after another on one worker beside one server."""
+    from browser_support import streamlit_server
+
+    with streamlit_server(tmp_path_factory.mktemp("streamlit")) as url:
+        yield url

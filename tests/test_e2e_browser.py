@@ -8,27 +8,25 @@ The server and browser harness (skip without Chromium, fail on CI) is tests/brow
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from browser_support import (
     WAIT_MS,
+    act,
     choose,
     chromium,
     free_port,
-    streamlit_server,
 )
 from browser_support import no_exception as _no_exception
 from browser_support import settle as _settle
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("browser")]
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[str]:
-    with streamlit_server(tmp_path) as url:
-        yield url
+def server(app_server: str) -> str:
+    """The session's app server (tests/conftest.py), shared with the study walk."""
+    return app_server
 
 
 def test_cohort_page_follows_the_sidebar(server: str) -> None:
@@ -42,6 +40,7 @@ def test_cohort_page_follows_the_sidebar(server: str) -> None:
         expect(metrics.first).to_be_visible(timeout=WAIT_MS)
         expect(page.get_by_role("heading", name="population: population")).to_be_visible()
         expect(page.get_by_role("heading", name="cohort: cohort")).to_be_visible()
+        _settle(page)
         _no_exception(page)
         patients = metrics.filter(has_text="Patients").locator('[data-testid="stMetricValue"]')
         cohort_before = patients.nth(1).inner_text()
@@ -51,29 +50,33 @@ def test_cohort_page_follows_the_sidebar(server: str) -> None:
         picker = sidebar.locator('[data-testid="stSelectbox"]').filter(has_text="Cohort (the data to share)")
         choose(page, picker, "biobank")
         expect(page.get_by_role("heading", name="cohort: biobank")).to_be_visible(timeout=WAIT_MS)
+        # the figures follow the choice (waited for: the rerun may still be drawing them)
+        expect(patients.nth(1)).not_to_have_text(cohort_before, timeout=WAIT_MS)
         _settle(page)
-        assert patients.nth(1).inner_text() != cohort_before  # the figures follow the choice
         _no_exception(page)
 
-        sidebar.get_by_text("all visits", exact=True).click()
+        act(page, sidebar.get_by_text("all visits", exact=True).click)
         expect(page.get_by_text("every code in their record").first).to_be_visible(timeout=WAIT_MS)
         _settle(page)
         _no_exception(page)
 
         k_input = sidebar.get_by_test_id("stNumberInputField")
-        k_input.fill("7")
-        k_input.press("Enter")
+
+        def set_k() -> None:
+            k_input.fill("7")
+            k_input.press("Enter")
+
+        act(page, set_k)
         expect(page.get_by_text(re.compile(r"k = 7\b")).first).to_be_visible(timeout=WAIT_MS)
         _settle(page)
         _no_exception(page)
 
-        page.locator('[data-testid="stSidebarNav"]').get_by_text("Risk", exact=True).click()
+        act(page, page.locator('[data-testid="stSidebarNav"]').get_by_text("Risk", exact=True).click)
         expect(page.get_by_role("heading", name="Risk").first).to_be_visible(timeout=WAIT_MS)
         _settle(page)
         _no_exception(page)
-        assert (
-            sidebar.get_by_test_id("stNumberInputField").input_value() == "7"
-        )  # the choice survived the switch
+        # the choice survived the switch
+        expect(sidebar.get_by_test_id("stNumberInputField")).to_have_value("7", timeout=WAIT_MS)
 
 
 def test_untrusted_text_fetches_nothing(server: str) -> None:
@@ -92,16 +95,20 @@ def test_untrusted_text_fetches_nothing(server: str) -> None:
         page.goto(server)
         expect(page.get_by_role("heading", name="Cohort").first).to_be_visible(timeout=WAIT_MS)
         sidebar = page.locator('[data-testid="stSidebar"]')
-        sidebar.get_by_text("Upload files", exact=True).click()
-        _settle(page)
-        sidebar.locator('input[type="file"]').first.set_input_files(
-            files=[{"name": name, "mimeType": "text/csv", "buffer": events}]
+        act(page, sidebar.get_by_text("Upload files", exact=True).click)
+        act(
+            page,
+            lambda: sidebar.locator('input[type="file"]').first.set_input_files(
+                files=[{"name": name, "mimeType": "text/csv", "buffer": events}]
+            ),
         )
         alert = sidebar.locator('[data-testid="stAlert"]').filter(
             has_text="neither ICD-9-CM nor ICD-10-CM codes"
         )
         expect(alert.first).to_be_visible(timeout=WAIT_MS)
         _settle(page)
+        # nothing to wait for when the test passes (no request): give a fetch the drawn page would
+        # start the time to show up
         page.wait_for_timeout(1500)
         text = alert.first.inner_text().replace("\u2060", "")  # invisible word joiners
         assert leak in text and name in text  # shown, as the characters it is made of

@@ -17,6 +17,7 @@ title that is an identifier (snake_case, `value`, `variable`, `measure=...`) ins
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -29,9 +30,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from browser_support import ROOT, chromium, no_exception, settle, streamlit_server
+from browser_support import ROOT, WAIT_MS, act, chromium, no_exception, runs, settle
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("browser")]
 
 SAMPLE = ROOT / "sample_data"
 N_COHORT, N_OTHERS = 100, 300  # the uploaded slice: 100 cohort patients within 400
@@ -43,11 +44,14 @@ METHODS = (
     "Trajectories (LDA)",
 )
 RELEASES = ("GCCens k=5", "GCCens k=5 (2)")
-# a run may wait for the CPU on a shared machine: generous limits (never a timed assertion)
-WAIT_MS = 240_000
 # an axis title that is an identifier, not words: snake_case, a bare column name, a plotly-express
 # facet/colour label "name=value"
 RAW_TITLE = re.compile(r"\w_\w|=|^(value|variable|index|count|name)$", re.IGNORECASE)
+# every chart drawn: plotly's svg in each plotly element, Vega's svg or canvas in each Vega element
+CHARTS_DRAWN_JS = """() => Array.from(document.querySelectorAll('[data-testid="stPlotlyChart"]'))
+    .every(e => e.querySelector('.main-svg'))
+  && Array.from(document.querySelectorAll('[data-testid="stVegaLiteChart"]'))
+    .every(e => e.querySelector('svg, canvas'))"""
 AXIS_TITLES_JS = """() => Array.from(document.querySelectorAll(
     '[class^="g-x"][class$="title"] text, [class^="g-y"][class$="title"] text, .role-axis-title text'
 )).map(e => e.textContent.trim()).filter(t => t.length > 0)"""
@@ -129,9 +133,11 @@ class App:
         heading = self.page.get_by_role("heading", name=title).first
         for _ in range(3):  # a click during a run on a loaded machine may be lost: click again
             self.ok()
+            before = runs(self.page)
             self.sidebar.locator('[data-testid="stSidebarNav"]').get_by_text(title, exact=True).click()
             try:
                 expect(heading).to_be_visible(timeout=WAIT_MS // 4)
+                settle(self.page, WAIT_MS, since=before)
                 break
             except AssertionError:
                 self.step(f"open {title}: again")
@@ -142,18 +148,23 @@ class App:
 
     def look(self, name: str) -> None:
         """Screenshot the page and record its charts' axis titles."""
-        self.page.wait_for_timeout(800)  # plotly draws after the run ends
+        self.ok()
+        self.page.wait_for_function(CHARTS_DRAWN_JS, timeout=WAIT_MS, polling=100)  # drawn after the run
         self.page.screenshot(path=str(self.walk.shots / f"{len(self.walk.titles):02d}_{_slug(name)}.png"))
         self.walk.titles[name] = self.page.evaluate(AXIS_TITLES_JS)
 
     def upload(self, role_index: int, file: tuple[str, str, bytes]) -> None:
         name, mime, body = file
         self.step(f"upload {name}")
-        self.ok()
-        self.sidebar.locator('input[type="file"]').nth(role_index).set_input_files(
-            files=[{"name": name, "mimeType": mime, "buffer": body}]
+        act(
+            self.page,
+            lambda: (
+                self.sidebar.locator('input[type="file"]')
+                .nth(role_index)
+                .set_input_files(files=[{"name": name, "mimeType": mime, "buffer": body}])
+            ),
+            WAIT_MS,
         )
-        self.page.wait_for_timeout(500)
         self.ok()
 
     def download(self, label: str) -> bytes:
@@ -172,9 +183,12 @@ class App:
 
     def set_k(self, k: int) -> None:
         field_ = self.sidebar.get_by_test_id("stNumberInputField")
-        field_.fill(str(k))
-        field_.press("Enter")
-        self.page.wait_for_timeout(500)
+
+        def enter() -> None:
+            field_.fill(str(k))
+            field_.press("Enter")
+
+        act(self.page, enter, WAIT_MS)
         self.ok()
 
 
@@ -190,7 +204,7 @@ def _upload_all(app: App, files: dict) -> None:
     """Upload files, events first, then the cohort list (then genotypes and lab orders)."""
     from playwright.sync_api import expect
 
-    app.sidebar.get_by_text("Upload files", exact=True).click()
+    act(app.page, app.sidebar.get_by_text("Upload files", exact=True).click, WAIT_MS)
     app.ok()
     app.upload(0, files["events"])
     expect(app.page.get_by_role("heading", name="cohort: population")).to_be_visible(timeout=WAIT_MS)
@@ -201,14 +215,15 @@ def _upload_all(app: App, files: dict) -> None:
 
 
 @pytest.fixture(scope="module")
-def walk() -> Walk:
+def walk(app_server: str) -> Walk:
     from playwright.sync_api import expect
 
     shots = Path(tempfile.mkdtemp(prefix="cohortshield_screens_"))
     print(f"\nscreenshots (1440 px wide): {shots}")
     result = Walk(shots)
     files = _uploads()
-    with streamlit_server(shots) as url, chromium() as browser:
+    url = app_server
+    with chromium() as browser:
         context = browser.new_context(viewport={"width": 1440, "height": 1600}, accept_downloads=True)
         context.set_default_timeout(WAIT_MS)
         expect.set_options(timeout=WAIT_MS)
@@ -223,12 +238,12 @@ def walk() -> Walk:
 
         # two releases, by the button only
         app.open("Anonymize")
-        app.page.get_by_role("button", name="Add to study").click()
+        act(page, app.page.get_by_role("button", name="Add to study").click, WAIT_MS)
         expect(page.get_by_text(f"Added '{RELEASES[0]}' to the study", exact=False)).to_be_visible()
         app.ok()
-        page.get_by_text("Universal cap", exact=True).click()
+        act(page, page.get_by_text("Universal cap", exact=True).click, WAIT_MS)
         app.ok()
-        page.get_by_role("button", name="Add to study").click()
+        act(page, page.get_by_role("button", name="Add to study").click, WAIT_MS)
         expect(page.get_by_text(f"Added '{RELEASES[1]}' to the study", exact=False)).to_be_visible()
         app.ok()
         result.studies["made"] = app.study_file()
@@ -239,10 +254,10 @@ def walk() -> Walk:
         app.open("Anonymize")
         picker = page.locator('[data-testid="stButtonGroup"]').first
         for method in METHODS:
-            picker.get_by_text(method, exact=True).click()
+            act(page, picker.get_by_text(method, exact=True).click, WAIT_MS)
             app.ok()
             app.look(f"Anonymize, {method}")
-        picker.get_by_text(METHODS[0], exact=True).click()
+        act(page, picker.get_by_text(METHODS[0], exact=True).click, WAIT_MS)
         app.ok()
         for title in reversed(PAGES):
             app.open(title)
@@ -266,7 +281,7 @@ def walk() -> Walk:
         result.studies["k6"] = app.study_file()
 
         # the report: build, download the bundle and the PDF
-        page.get_by_role("button", name="Build the report").click()
+        act(page, page.get_by_role("button", name="Build the report").click, WAIT_MS)
         app.ok()
         result.bundle = app.download("Release bundle (zip: verified files, report, manifest)")
         result.pdf = app.download("IRB report (PDF)")
@@ -289,6 +304,10 @@ def walk() -> Walk:
             expect(fresh.get_by_text(said)).to_be_visible(timeout=WAIT_MS)
         again.ok()
         result.reopened = [n for n in RELEASES if fresh.get_by_text(rebuilt[n]).count()]
+        k_field = again.sidebar.get_by_test_id("stNumberInputField")
+        # the sidebar follows the study on the run after the reopen: wait for it, then record what it shows
+        with contextlib.suppress(AssertionError):
+            expect(k_field).to_have_value("6", timeout=WAIT_MS)
         result.sidebar_after_reopen = {
             "k": again.sidebar.get_by_test_id("stNumberInputField").input_value(),
         }
