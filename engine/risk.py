@@ -91,7 +91,8 @@ def record_kernels() -> Iterator[list[str]]:
     "index", "posting lengths" when every set has one item; ", counts capped at K" with `cap`), for the
     CLI, the Risk page and bench/scale.py to say what ran. Calls on other threads or Dask workers are
     not seen."""
-    prev, log = getattr(_RAN, "log", None), []
+    prev = getattr(_RAN, "log", None)
+    log: list[str] = []
     _RAN.log = log
     try:
         yield log
@@ -137,7 +138,8 @@ def match_matrix(
     for j, t in enumerate(target_items):
         for c in codes_of(str(t), item_codes):
             code_to_targets.setdefault(c, []).append(j)
-    rows, cols = [], []
+    pairs_i: list[int] = []
+    pairs_j: list[int] = []
     for i, c in enumerate(candidate_items):
         cs = codes_of(str(c), item_codes)
         hit: set[int] | None = None
@@ -150,10 +152,10 @@ def match_matrix(
             if not hit:
                 break
         for j in hit or ():
-            rows.append(i)
-            cols.append(j)
-    data = np.ones(len(rows), dtype=np.int32)
-    return sp.csr_matrix((data, (rows, cols)), shape=(len(candidate_items), len(target_items)))
+            pairs_i.append(i)
+            pairs_j.append(j)
+    data = np.ones(len(pairs_i), dtype=np.int32)
+    return sp.csr_matrix((data, (pairs_i, pairs_j)), shape=(len(candidate_items), len(target_items)))
 
 
 def _projected_candidates(
@@ -824,7 +826,7 @@ def count_known_sets(
     values = np.empty(known.shape[0], dtype=np.int64)
     values[lens == 0] = n_cand
     single = np.flatnonzero(lens == 1)
-    atom_count = post.owner_length(cand_owner) if by_visit else post.length
+    atom_count = post.owner_length(candidates.visit_patient) if by_visit else post.length
     values[single] = atom_count[entry_atom[known.indptr[single]]]
     multi = lens >= 2
     ran = "posting lengths"

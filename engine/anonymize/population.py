@@ -92,7 +92,7 @@ def parse_constraints(text: str) -> str:
     )
 
 
-def utility_groups(codes: Sequence[str], constraints: str = "phecode") -> np.ndarray:
+def utility_groups(codes: Sequence[str] | np.ndarray, constraints: str = "phecode") -> np.ndarray:
     """(len(codes),) int: codes with equal values may be generalized together (Heatherly, Methods:
     "utility constraints"). Each code the chosen hierarchy does not know is a group of its own."""
     constraints = parse_constraints(constraints)

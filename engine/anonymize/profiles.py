@@ -139,7 +139,7 @@ class _State:
         rows = list(items)
         if not rows:
             return self.n_records
-        if self.vbits is None:
+        if self.vbits is None or self.visit_owner is None:
             acc = np.bitwise_and.reduce(self.bits[rows], axis=0)
             return int(np.bitwise_count(acc).sum())
         acc = np.bitwise_and.reduce(self.vbits[rows], axis=0)
@@ -172,7 +172,7 @@ def _utility_masks(codes: np.ndarray, utility: UtilityPolicy | None) -> tuple[np
             i = pos.get(c)
             if i is not None:
                 container[i, d // 64] |= np.uint64(1) << np.uint64(d % 64)
-    outside = ~container.any(axis=1)
+    outside = np.asarray(~container.any(axis=1))
     return container, outside
 
 
@@ -294,16 +294,16 @@ def _violation(st: _State, image: list[int], k: int) -> list[int] | None:
         return None
     if s > 0:
         return image
-    level = [(g,) for g in image]
+    level: list[tuple[int, ...]] = [(g,) for g in image]
     while level:
-        frequent = set()
+        frequent: set[tuple[int, ...]] = set()
         for t in level:
             v = st.support(t)
             if 0 < v < k:
                 return list(t)
             if v >= k:
                 frequent.add(t)
-        nxt = set()
+        nxt: set[tuple[int, ...]] = set()
         fl = sorted(frequent)
         for a_i, a in enumerate(fl):
             for b in fl[a_i + 1 :]:

@@ -289,6 +289,7 @@ class _Pool:
         (Lower bounds to skip hopeless records were tried: on D50Pop-shaped data they pruned too
         little to pay for themselves, so every alive record is aligned.)
         """
+        xp: Sequence[tuple[int, int]] | list[tuple[np.ndarray, np.ndarray]]
         if method == "a-gs":
             fn, xp = ags_costs_batch, prepare_x(x, self.tables, self.dtype)
         else:
@@ -373,7 +374,7 @@ class LDAResult:
 
     def released_frame(self) -> pd.DataFrame:
         """Long form `patient_id, code, age` of the release (generalized values as labels)."""
-        rows = []
+        rows: list[tuple[object, str, str]] = []
         for p, c in enumerate(self.record_cluster):
             if c < 0:
                 continue
@@ -517,6 +518,7 @@ def lda(
         for s, e in zip(traj.ptr[:-1], traj.ptr[1:], strict=True)
     ]
     group = pd.factorize(pd.Series([str(t) for t in tup], dtype=object))[0]
+    pool: _Pool | _ReferencePool
     if kernel == "batched":
         pool = _Pool(rec, lengths, pid_flat, traj.ptr, tables, dtype)
     elif kernel == "reference":

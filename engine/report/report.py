@@ -471,8 +471,9 @@ def release_comparison(
     from engine.study import compare
 
     counts = None
-    if entries and all(phewas_rows.get(e.name) is not None for e in entries):
-        counts = {e.name: (phewas_rows[e.name]["lost"], phewas_rows[e.name]["false"]) for e in entries}
+    rows = {e.name: phewas_rows.get(e.name) for e in entries}
+    if entries and all(r is not None for r in rows.values()):
+        counts = {name: (r["lost"], r["false"]) for name, r in rows.items() if r is not None}
     table = compare.comparison_table(
         {e.name: releases[e.name].release for e in entries},
         cohort,

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from engine.adversary import Knowledge
 from engine.records import Records
 from engine.risk import distinguishability
 from engine.synth.generator import SyntheticData
@@ -129,7 +130,11 @@ def uniqueness_figures(cohort: Records) -> list[Figure]:
     """PNAS (Loukides 2010, Fig. 2): within the ~2,700-patient GWAS cohort, >= 40% unique and 75%
     unpublishable (< 5) by one visit's codes; 96% and 99% by all codes. Candidates = the cohort."""
     out = []
-    for knowledge, uniq, unpub in (("single_visit", 40.0, 75.0), ("all_visits", 96.0, 99.0)):
+    paper: tuple[tuple[Knowledge, float, float], ...] = (
+        ("single_visit", 40.0, 75.0),
+        ("all_visits", 96.0, 99.0),
+    )
+    for knowledge, uniq, unpub in paper:
         dis = distinguishability(cohort, cohort, knowledge)
         label = knowledge.replace("_", " ")
         note = "paper: 'at least 40%'" if knowledge == "single_visit" else ""

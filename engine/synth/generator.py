@@ -288,7 +288,7 @@ def _groups(
     n_biobank = max(1, round(BIOBANK_SHARE * n))
     biobank = _weighted_sample(p.n_visits.astype(float) ** q.biobank_use_power, n_biobank, rng)
     names = [c.name for c in CONDITIONS]
-    cols = [names.index(c) for c in COHORT_CONDITIONS]
+    cols = np.array([names.index(c) for c in COHORT_CONDITIONS], dtype=np.int64)
     eligible = biobank[p.has[np.ix_(biobank, cols)].any(axis=1)]
     size = min(len(eligible), round(COHORT_SIZE_AT_30K * (n / 30000) ** COHORT_SIZE_EXPONENT))
     cohort = eligible[_weighted_sample(p.n_visits[eligible].astype(float) ** q.cohort_use_power, size, rng)]
