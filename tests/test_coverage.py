@@ -100,7 +100,7 @@ def test_lda_distinct_codes_are_measured_on_the_code_part_of_its_pairs():
 
 
 def test_compare_headline_of_lda_reads_its_code_part():
-    from engine import compare
+    from engine.study import compare
 
     release, cohort = _lda_release()
     h = compare.headline(release, cohort)

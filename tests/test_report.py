@@ -590,9 +590,9 @@ def test_summary_compares_every_release_with_the_best_of_each_column_marked():
     """Issue 16: the report's summary holds the Compare page's table (engine.compare) of every release,
     in JSON, HTML, PDF and Markdown, the best of each column marked, computed from the report's own
     verifications."""
-    from engine.report_render import BEST_MARK, comparison_rows
+    from engine.report.render import BEST_MARK, comparison_rows
 
-    from engine import compare
+    from engine.study import compare
 
     study, inputs, pop, cohort = _toy()
     rep = build_report(study, inputs, pop, cohort, reproducible=True)
@@ -624,7 +624,7 @@ def test_summary_compares_every_release_with_the_best_of_each_column_marked():
     md = rep.to_markdown().decode()
     assert "## Every release side by side" in md
     assert "| Release | Verified | Share below k |" in md
-    from engine.markdown import escape
+    from engine.report.markdown import escape
 
     assert f"| {escape('good')} | yes | {escape('0%' + BEST_MARK)} |" in md
 
