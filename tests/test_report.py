@@ -591,7 +591,6 @@ def test_summary_compares_every_release_with_the_best_of_each_column_marked():
     in JSON, HTML, PDF and Markdown, the best of each column marked, computed from the report's own
     verifications."""
     from engine.report.render import BEST_MARK, comparison_rows
-
     from engine.study import compare
 
     study, inputs, pop, cohort = _toy()
