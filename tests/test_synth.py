@@ -151,7 +151,8 @@ def test_shipped_sample_files_and_size(shipped):
 
 
 def test_shipped_sample_is_the_documented_command(shipped):
-    """sample_data/README.md: `python -m engine sample --out sample_data --patients 30000 --seed 0`,
+    """sample_data/README.md: `python -m engine sample --out sample_data --patients 30000 --seed 0
+    --parameters shipped`,
     with the parameters of that time (issue 16 retuned the defaults; `--parameters shipped`)."""
     d = synth.generate(30_000, seed=0, parameters=synth.SHIPPED_PARAMETERS)
     pd.testing.assert_frame_equal(shipped["events"], d.events, check_dtype=False)
