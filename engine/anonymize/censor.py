@@ -436,6 +436,8 @@ def _risk_distinguishability(problem: CensorProblem, y: np.ndarray) -> np.ndarra
     """Every record recounted by the risk engine (the plain reference path)."""
     released = counts_to_records(problem, y)
     cands = released if problem.scope == "cohort" else problem.population
+    if cands is None:
+        raise ValueError("a population-scope problem needs its population")
     return risk.distinguishability(released, cands, "all_visits", count_repeats=True)
 
 
@@ -474,11 +476,16 @@ def censor_counts(
     row_lengths = np.diff(held.indptr)
     if kernel == "dominance" and variant == "faithful" and problem.scope == "population" and m:
         assert counter is not None
-        y, steps, reached = _faithful_by_exit_steps(problem, k, capped, cap, counter, held, progress)
-        return capped, y, steps, reached
-    sparse_rows = kernel != "risk" and problem.scope == "population" and not counter.dense
+        y, exit_steps, reached = _faithful_by_exit_steps(problem, k, capped, cap, counter, held, progress)
+        return capped, y, exit_steps, reached
+    sparse_rows = (
+        kernel != "risk" and problem.scope == "population" and counter is not None and not counter.dense
+    )
 
     def still_below(rows: np.ndarray) -> np.ndarray:
+        assert (
+            counter is not None
+        )  # every kernel but "risk" has one (population scope: shared; cohort: built below)
         if not sparse_rows:
             return counter.below(y[rows], k)
         starts, lengths = held.indptr[rows], row_lengths[rows]
@@ -550,6 +557,7 @@ def censor_counts(
             # record that met k still does (fewer codes: as many dominating candidates or more)
             rows = rows[below[rows]]
         else:  # only records that held o at the censored level can gain or lose dominators
+            assert counter is not None
             counter.changed(o)
             rows = at_level
         if not len(rows):

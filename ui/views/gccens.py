@@ -38,7 +38,7 @@ from engine.release import Release
 from engine.report.glossary import help_for
 from engine.study.compare import code_set_text
 from engine.study.experiments import GCCENS_COLUMNS, gccens_point
-from engine.study.runs import CodeSelection, GCCensSettings
+from engine.study.runs import CodeSelection, GCCensSettings, code_frequency_order
 from engine.utility.censoring import censoring_loss, cul_statistics, release_cul
 from ui import honest, persist
 from ui import progress as progress_ui
@@ -83,7 +83,7 @@ for _p in ("gcc_", "gcct_"):
 def code_set_label(problem: CensorProblem, cohort: Records) -> str:
     """The codes this GCCens run releases, against the cohort's distinct codes (every headline and
     legend states it: the default is Tamersoy's four codes)."""
-    return code_set_text(tuple(map(str, problem.code_labels)), len(_code_frequency(cohort)))
+    return code_set_text(tuple(map(str, problem.code_labels)), len(code_frequency_order(cohort)))
 
 
 # ------------------------------------------------------------------------- cached engine calls
@@ -94,14 +94,6 @@ def _roll_up_3digit(population: Records, cohort: Records) -> dict[str, str]:
 
     vocab = sorted({str(x) for x in population.items} | {str(x) for x in cohort.items})
     return dict(zip(vocab, Hierarchy.icd9().roll_up(vocab, "3-digit"), strict=True))
-
-
-def _code_frequency(cohort: Records) -> pd.Series:
-    """Records holding each code in the cohort, most frequent first (ties by code order)."""
-    held = np.asarray(cohort.patient_item_sets.sum(axis=0)).ravel()
-    s = pd.Series(held, index=[str(x) for x in cohort.items])
-    s = s[s > 0]
-    return s.iloc[np.lexsort((s.index.to_numpy(dtype=object), -s.to_numpy()))]
 
 
 @st.cache_resource(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=6)
@@ -115,11 +107,11 @@ def _problem(
     if mode == CODE_MODES[0]:
         roll, codes = _roll_up_3digit(population, cohort), list(PAPER_CODES)
     elif mode == CODE_MODES[1]:
-        codes = _code_frequency(cohort).index[: int(top_n)].tolist()
+        codes = code_frequency_order(cohort)[: int(top_n)]
     elif mode == CODE_MODES[2]:
         codes = list(chosen)
     else:
-        codes = _code_frequency(cohort).index.tolist()
+        codes = code_frequency_order(cohort)
     sel_cohort = select_codes(cohort, codes, roll)
     sel_pop = select_codes(population, codes, roll)
     item_codes = {}
@@ -180,11 +172,11 @@ def _sweep_row(
 def _selection(ctx: Context, prefix: str) -> tuple | None:
     mode = st.selectbox("Codes released", CODE_MODES, key=f"{prefix}mode")
     top_n, chosen = 10, ()
-    freq = _code_frequency(ctx.cohort)
+    freq = code_frequency_order(ctx.cohort)
     if mode == CODE_MODES[1]:
         top_n = int(st.number_input("Number of codes", 1, 500, key=f"{prefix}top"))
     elif mode == CODE_MODES[2]:
-        options = freq.index[:500].tolist()
+        options = freq[:500]
         persist.seed(f"{prefix}codes", options[:4], options)
         chosen = tuple(st.multiselect("Codes", options, key=f"{prefix}codes"))
         if not chosen:
@@ -498,7 +490,7 @@ def render_tradeoffs(ctx: Context) -> None:
         "remove is not counted, so a low cap looks loss-free); the columns 'against the original' and "
         "'caps included' count every removed instance."
     )
-    if len(problem.code_labels) < len(_code_frequency(ctx.cohort)):
+    if len(problem.code_labels) < len(code_frequency_order(ctx.cohort)):
         st.warning(
             md(f"These sweeps release only {code_set_label(problem, ctx.cohort)}")
             + ": every figure below is about those codes; the rest of the cohort is not released."
