@@ -133,13 +133,14 @@ elif len(built) == 2:
     literal.error(f"The report cannot be built: {built[1]}")
 else:
     _, report, page, pdf, bundle = built
-    c1, c2, c3, c4 = st.columns(4)
+    c1, c2, c3, c4, c5 = st.columns(5)
     report_download(
         bundle, "Release bundle (zip: verified files, report, manifest)", "cohortshield_release.zip", where=c1
     )
     report_download(pdf, "IRB report (PDF)", "cohortshield_report.pdf", where=c2)
     report_download(page, "IRB report (HTML)", "cohortshield_report.html", where=c3)
     report_download(report.to_json(), "IRB report (JSON)", "cohortshield_report.json", where=c4)
+    report_download(report.to_markdown(), "IRB report (Markdown)", "cohortshield_report.md", where=c5)
     unverified = [r["name"] for r in report.data["releases"] if not r["verification"]["verified"]]
     if unverified:
         literal.warning(

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from apptest_support import add_release, page_app
+from apptest_support import add_release, download_labels, page_app
 
 from engine.release import Release
 from engine.report.bundle import BUNDLE_ROOT, check_bundle
@@ -55,7 +55,16 @@ def test_report_page_builds_the_report_and_the_bundle_under_the_sidebar_k():
     assert not any(p.startswith("releases/unchanged/") for p in listed)
     with zipfile.ZipFile(io.BytesIO(bundle)) as zf:
         assert f"{BUNDLE_ROOT}/report.html" in zf.namelist()
-    assert len(at.get("download_button")) == 5  # the study file; bundle, PDF, HTML, JSON
+    # the study file; bundle, PDF, HTML, JSON, and the Markdown rendering (issue 16)
+    assert download_labels(at) == [
+        "Download the study file (JSON)",
+        "Release bundle (zip: verified files, report, manifest)",
+        "IRB report (PDF)",
+        "IRB report (HTML)",
+        "IRB report (JSON)",
+        "IRB report (Markdown)",
+    ]
+    assert "Every release side by side" in report.to_markdown().decode("utf-8")
     # the verification matrix names the failing release under every adversary
     matrix = at.dataframe[0].value
     assert set(matrix.loc[~matrix["verified"], "release"]) == {"Unchanged"}
