@@ -63,12 +63,14 @@ def test_report_page_lists_verified_release(published):
         "Verified: every one of"
     )
     assert row["phewas"] is not None  # the sample's genotypes: associations lost and false are reported
-    assert len(at.get("download_button")) == 5  # the study file; bundle, PDF, HTML, JSON
+    assert len(at.get("download_button")) == 6  # the study file; bundle, PDF, HTML, JSON, Markdown
 
 
 def test_phewas_page_compares_heatherlys_three_scopes_at_the_sidebar_k(sample_dataset):
     at = page_app("pages/phewas.py", state={"k": 5})
     at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    at.toggle(key="phewas_heatherly").set_value(True).run()  # off until asked (issue 13)
     assert not at.exception, [e.value for e in at.exception]
     table4 = at.dataframe[0].value
     for scope in ("DEMO_D", "DEMO_B", "DEMO_S"):
