@@ -155,11 +155,13 @@ def load(path: str) -> None:
     data = read_omop(path, labs=False)
     ds = data.dataset("bench")
     elapsed = time.perf_counter() - t0
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    peak = usage.ru_maxrss / 1024
     print(
         json.dumps(
             {
                 "seconds": round(elapsed, 2),
+                "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 2),
                 "peak_mb": round(peak, 1),
                 "patients": ds.events.n_patients,
                 "events": ds.events.n_events,
