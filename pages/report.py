@@ -8,6 +8,7 @@ import streamlit as st
 
 from engine.report.bundle import make_bundle
 from engine.report.report import ReleaseInput, ReportError, build_report
+from engine.study.package import write_package
 from engine.study.study import StudyError, verification_matrix
 from ui import honest, literal
 from ui import study as session_study
@@ -25,27 +26,54 @@ session_study.others_note(ctx)
 
 # ------------------------------------------------------------------------ reopen / save the study
 with st.expander("Study file: save, or reopen one (every release is rebuilt and its files compared)"):
-    report_download(
-        study.to_json(), "Download the study file (JSON)", "cohortshield_study.json", "study_save"
+    inputs = session_study.session_inputs()
+    include = st.checkbox(
+        "Include the input files (patient data) in the study file",
+        key="study_include_data",
+        disabled=not inputs,
+        help="A zip of the study file and the files uploaded in the sidebar, so that it reopens without "
+        "uploading them again. It holds patient data: share it as you would the data.",
     )
-    st.caption(
-        "The study file holds the settings, the input files' sha256, the load options and every release's "
-        "file hashes and verification; no patient data."
-    )
-    up = st.file_uploader("Reopen a study file", type=["json"], key="study_upload")
-    if up is not None and st.session_state.get("_study_reopened") != up.file_id:
-        st.session_state["_study_reopened"] = up.file_id
+    if include and inputs:
         try:
-            checks = session_study.reopen(ctx, up.getvalue(), up.name)
+            package = write_package(study, inputs)
         except StudyError as exc:
-            st.session_state["study_reopen_result"] = ("error", str(exc))
+            literal.error(exc)
         else:
+            report_download(
+                package,
+                "Download the study with its input files (zip)",
+                "cohortshield_study.zip",
+                "study_save",
+            )
+            st.caption(literal.md("Includes patient data: " + ", ".join(i.name for i in inputs.values())))
+    else:
+        report_download(
+            study.to_json(), "Download the study file (JSON)", "cohortshield_study.json", "study_save"
+        )
+        st.caption(
+            "The study file holds the settings, the input files' sha256, the load options and every "
+            "release's file hashes and verification; no patient data."
+            + ("" if inputs else " The shipped sample and imports are named in it, not included.")
+        )
+    up = st.file_uploader(
+        "Reopen a study file (JSON, or zip with its input files)", type=["json", "zip"], key="study_upload"
+    )
+    try:
+        checks = session_study.reopen_pending(ctx)  # its data was loaded by this run's sidebar
+        if checks is None and up is not None and st.session_state.get("_study_reopened") != up.file_id:
+            st.session_state["_study_reopened"] = up.file_id
+            checks = session_study.open_study_file(ctx, up.getvalue(), up.name)
+    except StudyError as exc:
+        st.session_state["study_reopen_result"] = ("error", str(exc))
+    else:
+        if checks is not None:
             st.session_state["study_reopen_result"] = (
                 "ok",
                 [(c.name, c.identical, c.differences()) for c in checks],
             )
-        study, published = session_study.session(ctx), session_study.current(ctx)
-        session_study.follow_reopened(ctx)  # the sidebar moves to the study's adversary and k
+            study, published = session_study.session(ctx), session_study.current(ctx)
+            session_study.follow_reopened(ctx)  # the sidebar moves to the study's adversary and k
     result = st.session_state.get("study_reopen_result")
     if result is not None and result[0] == "error":
         literal.error(result[1])

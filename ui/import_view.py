@@ -71,6 +71,18 @@ def load_options() -> dict[str, str]:
     return {}
 
 
+def restorable(options: dict[str, str]) -> bool:
+    """Whether `restore` loads a study's data with no upload: a sample variant, or an import from a
+    path or URL (an import of an uploaded file needs the file again)."""
+    if "sample_variant" in options and "source" not in options:
+        return True
+    try:
+        spec = ImportSpec.from_options(options)
+    except ValueError:
+        return False
+    return spec is not None and bool(spec.location) and not spec.location.startswith("uploaded: ")
+
+
 def restore(options: dict[str, object]) -> bool:
     """Put a study's recorded import into the widgets and apply it (for a path or URL; an uploaded
     file must be uploaded again). Returns True when something was restored."""

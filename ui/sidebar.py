@@ -28,6 +28,7 @@ from engine.records import Records
 from engine.report.glossary import help_for
 from ui import import_view, literal, persist
 from ui.context import WHOLE_POPULATION, Context, cohort_is_population
+from ui.study import RESTORED_UPLOADS, SESSION_FILES
 
 SAMPLE, UPLOAD, IMPORT = "Shipped sample", "Upload files", "Import a source"
 UPLOAD_ROLES: tuple[tuple[str, str], ...] = (
@@ -100,6 +101,9 @@ def _reopened_note(sb: Any) -> None:
 
 def seed_state() -> None:
     """Defaults once; then re-assign every key so Streamlit keeps it when its widget is not drawn."""
+    from ui.study import apply_restore
+
+    apply_restore()  # a reopened study's data (its package's files, sample variant or import)
     apply_reopened()
     for key, default in KEYS.items():
         if key not in st.session_state:
@@ -240,6 +244,26 @@ def _choose(key: str, options: list[str], preferred: str) -> None:
         st.session_state[key] = preferred if preferred in options else options[-1]
 
 
+def _upload_widgets(sb: Any) -> dict[str, Any]:
+    """The upload widgets; a role left empty takes the file restored from a reopened study package
+    (`ui.study.RESTORED_UPLOADS`) until the user forgets them or uploads another file."""
+    restored = st.session_state.get(RESTORED_UPLOADS) or {}
+    files = {}
+    for role, label in UPLOAD_ROLES:
+        f = sb.file_uploader(label, type=UPLOAD_TYPES, key=f"upload_{role}")
+        if f is None:
+            f = restored.get(role)
+        if f is not None:
+            files[role] = f
+    used = [f.name for r, f in files.items() if restored.get(r) is f]
+    if used:
+        sb.caption(literal.md("Restored from the study file: " + ", ".join(used)))
+        if sb.button("Forget the restored files", key="forget_restored"):
+            st.session_state.pop(RESTORED_UPLOADS, None)
+            st.rerun()
+    return files
+
+
 def render() -> Context | None:
     """Draw the sidebar and store the Context (or remove it when nothing valid is loaded)."""
     seed_state()
@@ -299,11 +323,7 @@ def render() -> Context | None:
             return _sample_group(*options, g)
 
     else:
-        files = {}
-        for role, label in UPLOAD_ROLES:
-            f = sb.file_uploader(label, type=UPLOAD_TYPES, key=f"upload_{role}")
-            if f is not None:
-                files[role] = f
+        files = _upload_widgets(sb)
         if "events" not in files:
             st.session_state.pop("context", None)
             st.session_state["load_report"] = LoadState("uploaded files", ValidationReport(), True, True)
@@ -318,6 +338,7 @@ def render() -> Context | None:
 
     assert loaded is not None
     dataset = loaded.data
+    st.session_state[SESSION_FILES] = files if choice == UPLOAD else {}
     st.session_state["load_report"] = LoadState(dataset.name, loaded.report, False, choice != SAMPLE)
     if loaded.report.warnings:
         sb.caption(f"{len(loaded.report.warnings)} validation warning(s): see the Cohort page.")

@@ -25,6 +25,7 @@ from engine import risk
 from engine.adversary import Adversary
 from engine.release import Release
 from engine.risk import Verification
+from engine.study.package import StudyInput, read_study_file
 from engine.study.runs import MethodSettings, RunInputs, SettingsError
 from engine.study.study import (
     DataRef,
@@ -44,6 +45,10 @@ from ui.context import Context
 
 STUDY, MADE = "study", "study_made"
 REOPENED_ATTACKER = "_study_reopened_attacker"  # (scope, knowledge, k) of a study just reopened
+SESSION_FILES = "_study_session_files"  # role -> the uploaded (or restored) file the data came from
+RESTORED_UPLOADS = "_study_restored_uploads"  # role -> RestoredUpload, from a reopened study package
+_RESTORE_DATA = "_study_restore_data"  # how to load a reopened study's data, applied before the sidebar
+_PENDING_REOPEN = "_study_pending_reopen"  # (study file bytes, name): rebuilt once its data is loaded
 _DATA_MEMO, _VERIFY_MEMO = "_study_data", "_study_verifications"
 _PREVIEWS, _VERIFICATIONS = 32, 64
 # previews are shared by the sessions of this server: the key is the data's content fingerprint and
@@ -252,12 +257,98 @@ def add_to_study(
         )
 
 
+# ------------------------------------------------------------------- the input files of the study
+@dataclass(frozen=True, eq=False)
+class RestoredUpload:
+    """An input file restored from a study package; the sidebar reads it like an uploaded file."""
+
+    role: str
+    name: str
+    data: bytes
+
+    @property
+    def file_id(self) -> str:
+        return "study:" + sha256_of(self.data)
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
+    def getvalue(self) -> bytes:
+        return self.data
+
+
+def session_inputs() -> dict[str, StudyInput]:
+    """The uploaded (or restored) files the data loaded now came from, by role; empty for the
+    shipped sample and for imports (those are named in the study's load options, not included)."""
+    files = st.session_state.get(SESSION_FILES) or {}
+    return {role: StudyInput(role, f.name, f.getvalue()) for role, f in files.items()}
+
+
 # ------------------------------------------------------------------------------ reopen a study
-def reopen(ctx: Context, text: bytes, source: str) -> list[RebuildCheck]:
-    """Reopen a study file on the data loaded now: the data key must match; every release of it is
+def open_study_file(ctx: Context, data: bytes, source: str) -> list[RebuildCheck]:
+    """Reopen a study file (JSON) or package (zip with its input files). When it names other data
+    than those loaded now but says how to load them (the package's input files, or a sample variant,
+    path or URL in its load options), they are put in place and the app reruns: the releases are
+    rebuilt on that run (`reopen_pending`), once the sidebar has loaded the study's data."""
+    study, inputs = read_study_file(data, source)
+    if study.data.key == data_of(ctx).key:
+        return reopen(ctx, study, source)
+    if inputs or _restorable(study.data):
+        st.session_state[_RESTORE_DATA] = (study.data, inputs)
+        st.session_state[_PENDING_REOPEN] = (data, source)
+        st.rerun()
+    return reopen(ctx, study, source)  # names the data it needs
+
+
+def reopen_pending(ctx: Context) -> list[RebuildCheck] | None:
+    """The rebuild of a study whose data the previous run put in place (`open_study_file`)."""
+    pending = st.session_state.pop(_PENDING_REOPEN, None)
+    if pending is None:
+        return None
+    data, source = pending
+    study, _inputs = read_study_file(data, source)
+    return reopen(ctx, study, source)
+
+
+def _restorable(data: DataRef) -> bool:
+    """Whether the app can load a study's data without an upload: the shipped sample (any variant)
+    or an import from a path or URL."""
+    from engine.io.loaders import SAMPLE_NAME
+    from ui import import_view
+
+    return data.name == SAMPLE_NAME or import_view.restorable(dict(data.load_options))
+
+
+def apply_restore() -> None:
+    """Before the sidebar draws its widgets: load a reopened study's data the way it was loaded (its
+    input files as uploads, or its sample variant / import, its load options and groups)."""
+    from ui import import_view
+    from ui.sidebar import SAMPLE, UPLOAD
+
+    wanted = st.session_state.pop(_RESTORE_DATA, None)
+    if wanted is None:
+        return
+    data, inputs = wanted
+    options = dict(data.load_options)
+    if "unknown_codes" in options:
+        st.session_state["unknown_codes"] = options["unknown_codes"]
+    if "drop_duplicates" in options:
+        st.session_state["drop_duplicates"] = options["drop_duplicates"] == "True"
+    if inputs:
+        st.session_state[RESTORED_UPLOADS] = {r: RestoredUpload(r, i.name, i.data) for r, i in inputs.items()}
+        st.session_state["dataset_choice"] = UPLOAD
+    elif not import_view.restore(options):  # the ICD-9-CM sample records no load option of its own
+        st.session_state["dataset_choice"] = SAMPLE
+        st.session_state["sample_variant"] = "icd9cm"
+    st.session_state["population_group"] = data.population
+    st.session_state["cohort_group"] = data.cohort
+
+
+def reopen(ctx: Context, loaded: Study, source: str) -> list[RebuildCheck]:
+    """Reopen a study on the data loaded now: the data key must match; every release of it is
     made again from its settings (verified under the adversary and k it was recorded with) and its
     files' sha256 compared with the recorded ones. The session's study becomes the reopened one."""
-    loaded = Study.from_json(text, source)
     data = data_of(ctx)
     if loaded.data.key != data.key:
         raise StudyError(

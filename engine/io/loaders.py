@@ -67,6 +67,7 @@ if TYPE_CHECKING:
     from engine.io.events import Events
 
 SAMPLE_DIR = Path(__file__).resolve().parents[2] / "sample_data"
+SAMPLE_NAME = "sample"  # the shipped (ICD-9-CM) sample's dataset name, as a study records it
 SAMPLE_FILES = {
     "events": "events.parquet",
     "biobank": "biobank.csv",
@@ -867,7 +868,7 @@ def _sample_memo(
         paths.get("cohort"),
         paths.get("genotypes"),
         paths.get("labs"),
-        name="sample",
+        name=SAMPLE_NAME,
         unknown_codes=unknown_codes,
         drop_duplicates=drop_duplicates,
         na_ids=na_ids,
