@@ -1,7 +1,7 @@
 """Load time and peak memory of OMOP CDM sources: a generated OMOP dataset as Parquet files and as a
 DuckDB database, read by `engine.io.omop.read_omop` into a Dataset (Records built).
 
-    python bench/omop.py [--patients 100000] [--dir /tmp/omop_bench]
+    python bench/omop.py [--patients 100000] [--dir /tmp/omop_bench] [--reuse]
 
 The dataset tiles the shipped sample's events (sample_data/events.parquet) to the number of patients
 asked: each visit gets a date (visits 60 days apart from a start between 2010 and 2016), conditions
@@ -10,10 +10,19 @@ phecode in the phecode maps v1.2), the others in ICD-9-CM; persons get a year of
 a concept table names each source concept's vocabulary. Each load runs in its own process so its peak
 resident memory (ru_maxrss) is its own.
 
-Figures (issue 14; a 2-core machine shared with five other sessions, load average 16-21 during the
-run, so times are upper bounds): 100,000 patients (987,522 conditions): Parquet 3.6 s / 763 MB,
-DuckDB 3.5 s / 777 MB. 1,370,000 patients (13,540,023 conditions, 3,556,699 in ICD-10-CM, 8,622,726
-visits; generated in 503 s): Parquet 668 s / 6,473 MB peak, DuckDB 807 s / 6,924 MB peak.
+Each size also runs a plain reference in its own process: the same Records from the Parquet tables
+by pandas joins alone (no validation, vocabulary inference or report), and prints the loaders' CPU time
+as a multiple of it. `--reuse` loads tables generated before under `--dir`.
+
+Figures (2026-11-24, this 2-core machine nearly quiet, one run each; CPU seconds in brackets):
+200,000 patients (1,975,509 conditions, 519,753 in ICD-10-CM, 1,258,317 visits; generated in 5.8 s):
+reference 2.5 s (3.5) / 963 MB, Parquet 5.8 s (7.0) / 1,200 MB = 2.00x, DuckDB 6.1 s (7.1) / 1,306 MB
+= 2.04x. 1,370,000 patients (13,540,023 conditions, 3,556,699 in ICD-10-CM, 8,622,726 visits;
+generated in 41.7 s): reference 16.2 s (17.9) / 5,568 MB, Parquet 41.5 s (42.9) / 6,338 MB = 2.40x,
+DuckDB 50.9 s (53.4) / 7,002 MB = 2.98x (a first run: Parquet 48.2 s / 6,330 MB, DuckDB 51.3 s /
+6,968 MB). Growth from 200 k to 1.37 M patients (6.85x the data): Parquet 6.2x the CPU time, DuckDB
+7.5x. The figures of issue 14's first session (668 s / 807 s at 1.37 M) were taken at load average
+16-21 and are superseded.
 """
 
 from __future__ import annotations
@@ -173,23 +182,78 @@ def load(path: str) -> None:
     )
 
 
+def reference(path: str) -> None:
+    """Child process, the plain reference: the same Records from the Parquet tables by pandas joins
+    alone (no validation, no vocabulary checks, no report): the floor a loader cannot beat."""
+    import resource
+
+    from engine.records import Records
+
+    t0 = time.perf_counter()
+    d = Path(path)
+    cond = pd.read_parquet(
+        d / "condition_occurrence.parquet",
+        columns=["person_id", "visit_occurrence_id", "condition_start_date", "condition_source_concept_id"],
+    )
+    concept = pd.read_parquet(d / "concept.parquet", columns=["concept_id", "vocabulary_id", "concept_code"])
+    person = pd.read_parquet(d / "person.parquet", columns=["person_id", "year_of_birth"])
+    df = cond.merge(concept, left_on="condition_source_concept_id", right_on="concept_id").merge(person)
+    frame = pd.DataFrame(
+        {
+            "patient_id": df["person_id"].astype(str),
+            "code": np.where(df["vocabulary_id"] == "ICD10CM", "ICD10CM:", "") + df["concept_code"],
+            "visit": df["visit_occurrence_id"],
+            "age": pd.DatetimeIndex(df["condition_start_date"]).year - df["year_of_birth"],
+        }
+    )
+    records = Records.from_frame(frame)
+    elapsed = time.perf_counter() - t0
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    print(
+        json.dumps(
+            {
+                "seconds": round(elapsed, 2),
+                "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 2),
+                "peak_mb": round(usage.ru_maxrss / 1024, 1),
+                "patients": records.n_patients,
+                "events": records.n_events,
+            }
+        )
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--patients", type=int, default=100_000)
     ap.add_argument("--dir", type=Path, default=Path("/tmp/omop_bench"))
     ap.add_argument("--load", help=argparse.SUPPRESS)
+    ap.add_argument("--reference", help=argparse.SUPPRESS)
+    ap.add_argument("--reuse", action="store_true", help="load the tables already under --dir")
     args = ap.parse_args()
     if args.load:
         load(args.load)
         return
-    t0 = time.perf_counter()
-    sizes = generate(args.patients, args.dir)
-    print(f"generated {sizes} in {time.perf_counter() - t0:.1f} s under {args.dir}")
-    for label, path in (("Parquet", args.dir / "parquet"), ("DuckDB", args.dir / "cdm.duckdb")):
+    if args.reference:
+        reference(args.reference)
+        return
+    if not args.reuse:
+        t0 = time.perf_counter()
+        sizes = generate(args.patients, args.dir)
+        print(f"generated {sizes} in {time.perf_counter() - t0:.1f} s under {args.dir}")
+    runs = (
+        ("reference", "--reference", args.dir / "parquet"),
+        ("Parquet", "--load", args.dir / "parquet"),
+        ("DuckDB", "--load", args.dir / "cdm.duckdb"),
+    )
+    seconds = {}
+    for label, flag, path in runs:
         res = subprocess.run(
-            [sys.executable, __file__, "--load", str(path)], capture_output=True, text=True, check=True
+            [sys.executable, __file__, flag, str(path)], capture_output=True, text=True, check=True
         )
-        print(f"{label:8s} {res.stdout.strip()}")
+        print(f"{label:9s} {res.stdout.strip()}")
+        seconds[label] = json.loads(res.stdout)["cpu_seconds"]
+    for label in ("Parquet", "DuckDB"):
+        print(f"{label}: {seconds[label] / seconds['reference']:.2f}x the plain reference's CPU time")
 
 
 if __name__ == "__main__":
