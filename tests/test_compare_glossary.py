@@ -145,6 +145,24 @@ def test_records_modified_counts_generalized_removed_and_dropped_records():
     assert compare.records_modified(gen, cohort) == pytest.approx(2 / 3)  # b generalized, c dropped
 
 
+def test_an_lda_release_is_compared_with_the_pairs_it_was_made_from():
+    """Issue 16's note: LDA's `code|age` items were compared with plain codes, so every LDA record read
+    as modified. The original of an LDA release is its source pairs."""
+    cohort = _records({"a": ["250", "401"], "b": ["250"], "c": ["724"]})
+    pairs = _records({"a": ["250|40", "401|41"], "b": ["250|50"], "c": ["724|60"]})
+    untouched = Release("LDA", pairs, age_pairs=True, source=pairs)
+    assert compare.records_modified(untouched, cohort) == 0.0
+    assert compare.headline(untouched, cohort).records_modified == 0.0
+    generalized = Release(
+        "LDA",
+        _records({"a": ["250|40", "401|41"], "b": ["250|[50-59]"], "c": ["724|60"]}),
+        age_pairs=True,
+        item_codes={"250|[50-59]": frozenset({"250|50"})},
+        source=pairs,
+    )
+    assert compare.records_modified(generalized, cohort) == pytest.approx(1 / 3)  # b's age generalized
+
+
 def test_flags_name_a_catch_all_item_and_a_partial_code_set():
     cohort = _records({p: ["250", "272", "401", "724", "V45", "E11"] for p in "abcdef"})
     big = frozenset({"250", "272", "401", "724", "V45", "E11"})

@@ -7,7 +7,7 @@ adversary and k (`engine.risk.verify`, never the method's own bookkeeping):
 - what is kept: code instances (`engine.utility.coverage.instances_retained`, caps included) and
   distinct codes (`code_coverage`: released as themselves or inside a generalized item);
 - records modified: cohort records whose released codes differ from their original codes (a code
-  removed or generalized, or the record dropped);
+  removed or generalized, or the record dropped; for LDA, its `code|age` pairs against the source pairs);
 - utility constraints met: diseases of one utility policy (default: the PNAS Table 1 policy) whose
   record count is unchanged (`engine.utility.queries.utility_satisfaction`), the same policy for every
   release;
@@ -99,10 +99,12 @@ def _record_keys(records: Records) -> pd.Series:
 
 def records_modified(release: Release, cohort: Records) -> float:
     """Share of the cohort's records whose released code instances differ from their original ones
-    (a record missing from the release counts as modified)."""
+    (a record missing from the release counts as modified). An LDA release (`code|age` items) is
+    compared with the pairs it was made from (`release.source`), not with the plain codes."""
     if cohort.n_patients == 0:
         return 0.0
-    before = _record_keys(cohort).reindex(cohort.patient_ids.astype(str)).fillna("")
+    original = release.source if release.age_pairs and release.source is not None else cohort
+    before = _record_keys(original).reindex(cohort.patient_ids.astype(str)).fillna("")
     after = _record_keys(release.records).reindex(before.index).fillna("")
     return float((before.to_numpy() != after.to_numpy()).mean())
 
