@@ -206,3 +206,15 @@ def plotly_specs(at: AppTest) -> list[dict]:
     import json
 
     return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+
+
+def reopen_in_new_session(name: str, data: bytes, mime: str = "application/json") -> AppTest:
+    """A new session (the whole app, on the shipped sample) that reopens a study file on the Report
+    page, its first render after the upload done; fails on any exception shown."""
+    at = full_app()
+    at.run()
+    at.switch_page(page_path("pages/report.py")).run()
+    at.file_uploader(key="study_upload").upload(name, data, mime)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at

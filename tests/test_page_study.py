@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from apptest_support import full_app, page_path, shown
+from apptest_support import full_app, page_path, reopen_in_new_session, shown
 from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -118,12 +118,7 @@ def test_changing_k_reverifies_on_risk_and_report(walked):
 def test_the_study_file_reopens_with_the_same_hashes(walked):
     at, made = walked
     text = at.session_state["study"].to_json()
-    fresh = full_app()
-    fresh.run()
-    _go(fresh, "pages/report.py")
-    fresh.file_uploader(key="study_upload").upload("study.json", text.encode(), "application/json")
-    fresh.run()
-    _ok(fresh)
+    fresh = reopen_in_new_session("study.json", text.encode())
     assert _releases(fresh) == made
     said = [shown(s.value) for s in fresh.success]
     for name in made:
@@ -136,12 +131,7 @@ def test_the_study_file_reopens_with_the_same_hashes(walked):
 
 def test_a_study_of_other_data_is_refused_by_name():
     other = json.loads(_minimal_study())
-    at = full_app()
-    at.run()
-    _go(at, "pages/report.py")
-    at.file_uploader(key="study_upload").upload("other.json", json.dumps(other).encode(), "application/json")
-    at.run()
-    _ok(at)
+    at = reopen_in_new_session("other.json", json.dumps(other).encode())
     assert any("other data or groups" in shown(e.value) for e in at.error)
     assert at.session_state["study"].releases == ()
 

@@ -11,7 +11,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from apptest_support import full_app, page_path, shown
+from apptest_support import full_app, page_path, reopen_in_new_session, shown
 from streamlit.testing.v1 import AppTest
 
 from engine.study.package import StudyInput, write_package
@@ -72,12 +72,7 @@ def test_a_study_package_reopens_without_uploading_the_files_again(uploaded):
     study = at.session_state["study"]
     made = {r.name: r.files for r in study.releases}
     package = write_package(study, files)
-    fresh = full_app()  # a new session, on the shipped sample
-    fresh.run()
-    _go(fresh, "pages/report.py")
-    fresh.file_uploader(key="study_upload").upload("study.zip", package, "application/zip")
-    fresh.run()
-    _ok(fresh)
+    fresh = reopen_in_new_session("study.zip", package, "application/zip")  # a session on the sample
     assert fresh.session_state["dataset_choice"] == "Upload files"
     assert any(
         "Restored from the study file: events.csv, cohort.csv" in shown(c.value)
@@ -105,12 +100,7 @@ def test_a_package_with_a_changed_input_is_refused_by_name(uploaded):
         for info in src.infolist():
             body = src.read(info)
             dst.writestr(info, body + b"p_new,250.00,1,40\n" if info.filename == member else body)
-    fresh = full_app()
-    fresh.run()
-    _go(fresh, "pages/report.py")
-    fresh.file_uploader(key="study_upload").upload("changed.zip", out.getvalue(), "application/zip")
-    fresh.run()
-    _ok(fresh)
+    fresh = reopen_in_new_session("changed.zip", out.getvalue(), "application/zip")
     assert any("changed.zip: the input 'events.csv' (events) differs" in shown(e.value) for e in fresh.error)
     assert fresh.session_state["dataset_choice"] == "Shipped sample"
     assert fresh.session_state["study"].releases == ()
@@ -123,12 +113,7 @@ def test_a_study_of_a_sample_variant_reopens_on_that_variant():
     _go(at, "pages/report.py")
     text = at.session_state["study"].to_json()
     assert json.loads(text)["data"]["load_options"]["sample_variant"] == "icd10cm"
-    fresh = full_app()
-    fresh.run()
-    _go(fresh, "pages/report.py")
-    fresh.file_uploader(key="study_upload").upload("variant.json", text.encode(), "application/json")
-    fresh.run()
-    _ok(fresh)
+    fresh = reopen_in_new_session("variant.json", text.encode())
     assert fresh.session_state["sample_variant"] == "icd10cm"
     assert not fresh.error, [e.value for e in fresh.error]
     assert any("holds no release of the data loaded now" in i.value for i in fresh.info)
