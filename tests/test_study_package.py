@@ -103,3 +103,37 @@ def test_member_names_are_never_paths():
     manifest["inputs"][0]["member"] = "../../etc/passwd"
     with pytest.raises(StudyError, match="which the package lacks"):
         read_study_file(_rewrite(pkg, "manifest.json", json.dumps(manifest).encode()), "evil.zip")
+
+
+def test_the_cli_rebuilds_a_package_from_the_files_it_carries(tmp_path, capsys):
+    """`python -m engine study run STUDY.zip` needs no --events: it reads the package's files as the
+    app reads uploads, in the study's groups, and rebuilds every release byte-identical."""
+    from engine.commands.cli import main
+    from engine.study.runs import GCCensSettings
+    from engine.study.study import make_release
+
+    events = b"".join(
+        [b"patient_id,code,visit\n"]
+        + [
+            f"p{i},{c},{v}\n".encode()
+            for i in range(40)
+            for v, c in enumerate(("250.00", "401.1")[: 1 + i % 2])
+        ]
+    )
+    cohort = b"patient_id\n" + b"".join(f"p{i}\n".encode() for i in range(0, 40, 2))
+    ds = load_uploaded(("events.csv", events), cohort=("cohort.csv", cohort)).data
+    inputs = RunInputs(ds.events, ds.group_records("cohort"))
+    data = data_ref(ds.name, ds.events, inputs, sources=ds.sources)
+    adv = Adversary("cohort", "single_visit")
+    made = make_release("GCCens", GCCensSettings(k=2), inputs, data, adv, 2)
+    study = Study(data, adv, 2).add(made.entry)
+    pkg = tmp_path / "study.zip"
+    pkg.write_bytes(write_package(study, _inputs(events, cohort)))
+    assert main(["study", "run", str(pkg)]) == 0
+    out = capsys.readouterr().out
+    assert "GCCens: byte-identical" in out and "1 of 1 releases rebuilt byte-identical" in out
+    # the JSON alone names what it needs
+    plain = tmp_path / "study.json"
+    plain.write_text(study.to_json())
+    assert main(["study", "run", str(plain)]) == 2
+    assert "give its files with --events" in capsys.readouterr().err

@@ -2,7 +2,8 @@
 whether each is byte-identical to what was recorded (or name what differs). Exit 0 when all are
 identical, 1 when any differs, 2 for a problem with the inputs.
 
-The data is the shipped sample when the study was made on it, else the files given with --events,
+The data is the input files of a study package (a zip saved with "Include the input files"), the
+shipped sample when the study was made on it, else the files given with --events,
 --cohort, --biobank, --population (their sha256 and content fingerprints must match the study's),
 read with the input options given (e.g. `--normalize-codes` when the study's data was normalized;
 the code maps are then rebuilt with the codes' original spellings, as recorded).
@@ -20,7 +21,9 @@ def register(sub) -> None:
     parser = sub.add_parser("study", help="saved studies: rebuild every release and compare its files")
     study_sub = parser.add_subparsers(dest="study_command", required=True)
     run = study_sub.add_parser("run", help="rebuild every release of STUDY and compare sha256 of its files")
-    run.add_argument("study", help="the study file (JSON) saved from the app or by the engine")
+    run.add_argument(
+        "study", help="the study file saved from the app or by the engine (JSON, or zip with its input files)"
+    )
     run.add_argument("--events", help="events file the study was made from (default: the sample, if it was)")
     run.add_argument("--population", help="population id list (default: every patient with events)")
     run.add_argument("--cohort", help="cohort id list")
@@ -28,12 +31,57 @@ def register(sub) -> None:
     run.set_defaults(func=run_study)
 
 
-def _inputs(args: argparse.Namespace, study):
-    """RunInputs, DataRef and the codes' spellings (`Dataset.spellings`) of the data named on the
-    command line (or the sample)."""
+def _of_dataset(ds, study):
+    """RunInputs, DataRef and spellings of a loaded Dataset, in the study's groups."""
     from engine.study.runs import RunInputs
     from engine.study.study import data_ref
 
+    inputs = RunInputs(
+        ds.group_records(study.data.population),
+        ds.group_records(study.data.cohort),
+        ds.group_records(study.data.biobank) if study.data.biobank else None,
+    )
+    ref = data_ref(
+        ds.name,
+        ds.events,
+        inputs,
+        population=study.data.population,
+        cohort=study.data.cohort,
+        biobank=study.data.biobank,
+        sources=ds.sources,
+    )
+    return ds.spellings, inputs, ref
+
+
+def _inputs(args: argparse.Namespace, study, packaged):
+    """RunInputs, DataRef and the codes' spellings (`Dataset.spellings`) of the data: the files a study
+    package carries (read as the app reads uploads, with the study's load options), the files named on
+    the command line, or the sample."""
+    from engine.study.runs import RunInputs
+    from engine.study.study import data_ref
+
+    if packaged and args.events is None:
+        from engine.io.loaders import load_uploaded
+
+        options = dict(study.data.load_options)
+
+        def file(role: str) -> tuple[str, bytes] | None:
+            got = packaged.get(role)
+            return None if got is None else (got.name, got.data)
+
+        events = file("events")
+        if events is None:
+            raise UserError(f"{args.study}: the study package holds no events file")
+        ds = load_uploaded(
+            events,
+            biobank=file("biobank"),
+            cohort=file("cohort"),
+            genotypes=file("genotypes"),
+            labs=file("labs"),
+            unknown_codes="drop" if options.get("unknown_codes") == "drop" else "keep",
+            drop_duplicates=options.get("drop_duplicates") == "True",
+        ).data
+        return _of_dataset(ds, study)
     if args.events is None:
         if study.data.name != "sample":
             raise UserError(
@@ -41,25 +89,7 @@ def _inputs(args: argparse.Namespace, study):
             )
         from engine.io.loaders import load_sample
 
-        ds = load_sample()
-        inputs = RunInputs(
-            ds.group_records(study.data.population),
-            ds.group_records(study.data.cohort),
-            ds.group_records(study.data.biobank) if study.data.biobank else None,
-        )
-        return (
-            ds.spellings,
-            inputs,
-            data_ref(
-                "sample",
-                ds.events,
-                inputs,
-                population=study.data.population,
-                cohort=study.data.cohort,
-                biobank=study.data.biobank,
-                sources=ds.sources,
-            ),
-        )
+        return _of_dataset(load_sample(), study)
     from engine.commands.inputs import InputOptions, load_groups
 
     g = load_groups(
@@ -90,14 +120,15 @@ def _inputs(args: argparse.Namespace, study):
 
 
 def run_study(args: argparse.Namespace) -> int:
-    from engine.study.study import Study, StudyError, rebuild
+    from engine.study.package import read_study_file
+    from engine.study.study import StudyError, rebuild
 
     path = Path(args.study)
     if not path.is_file():
         raise UserError(f"{path}: no such study file")
     try:
-        study = Study.from_json(path.read_bytes(), str(path))
-        spellings, inputs, data = _inputs(args, study)
+        study, packaged = read_study_file(path.read_bytes(), str(path))
+        spellings, inputs, data = _inputs(args, study, packaged)
         checks = rebuild(study, inputs, data, spellings=spellings)
     except StudyError as exc:
         raise UserError(str(exc)) from None
