@@ -216,3 +216,44 @@ def test_cli_up_to_k_prints_the_kernel_and_equals_capped(tmp_path: Path, capsys)
         else:
             assert "kernel: walk, counts capped at 4" in printed
         assert "a median of k means k or more" in printed
+
+
+def _population_order(paths) -> list[str]:
+    """Patient ids in the order `sharded_population_distinguishability` reports them (patients
+    without events, absent from the shards, as None)."""
+    out: list[str | None] = []
+    for p in paths:
+        recs, n = shards.read_shard(p)
+        ids = [] if recs is None else [str(x) for x in recs.patient_ids]
+        out += ids + [None] * (n - len(ids))
+    return out
+
+
+@SETTINGS
+@given(case=cases(), n_shards=st.integers(1, 4), cap=st.sampled_from([None, 1, 2, 3, 5]))
+def test_sharded_population_against_itself_equals_in_process(case, n_shards, cap):
+    """The whole population held in shards against itself (never in memory at once) equals the
+    in-process kernel, for full and capped counts (capped: sets decided in earlier shards are not
+    counted again), both knowledge kinds, with repeats and within visits."""
+    pop = case[0].keep_events(np.arange(case[0].n_events) % 7 != 3)  # some patients lose every event
+    with tempfile.TemporaryDirectory() as d:
+        paths = shards.write_shards(pop, d, n_shards)
+        order = _population_order(paths)
+        assert len(order) == pop.n_patients
+        for know in ("single_visit", "all_visits"):
+            for repeats, within in ((False, False), (True, False), (False, True)):
+                kw = dict(count_repeats=repeats, within_visits=within, cap=cap)
+                want = dict(
+                    zip(
+                        pop.patient_ids.astype(str),
+                        risk.distinguishability(pop, pop, know, **kw),
+                        strict=True,
+                    )
+                )
+                got = shards.sharded_population_distinguishability(paths, know, **kw)
+                assert len(got) == pop.n_patients
+                empty = min(pop.n_patients, cap or pop.n_patients)
+                for pid, value in zip(order, got.tolist(), strict=True):
+                    assert value == (want[pid] if pid is not None else empty), (know, kw, pid)
+                events_of = {str(pop.patient_ids[p]) for p in np.unique(pop.event_patient)}
+                assert sorted(p for p in order if p is not None) == sorted(events_of)

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import scipy.sparse as sp
@@ -149,9 +150,10 @@ def write_shards_from_events(
     return paths
 
 
-def read_shard(path: str | Path) -> tuple[Records | None, int]:
+def read_shard(path: str | Path, items: np.ndarray | None = None) -> tuple[Records | None, int]:
     """A shard's records (None when it holds no event) and its number of patients. `path` is a
-    local path or any URL pandas reads through fsspec (s3://, gs://, ...)."""
+    local path or any URL pandas reads through fsspec (s3://, gs://, ...). `items`: the vocabulary
+    to build the records over (`Records.from_frame`), by default the shard's own codes."""
     frame = pd.read_parquet(path)
     n = len(frame["patient_id"].unique())
     meta = pq.read_schema(path).metadata if not str(path).count("://") else None
@@ -159,7 +161,17 @@ def read_shard(path: str | Path) -> tuple[Records | None, int]:
         n = int(meta[N_PATIENTS_KEY])
     if len(frame) == 0:
         return None, n
-    return Records.from_frame(frame), n
+    return Records.from_frame(frame, items=items), n
+
+
+def shards_vocabulary(shards: Sequence[str | Path]) -> np.ndarray:
+    """The sorted codes of all shards (read column by column: memory of one shard's codes)."""
+    codes: set[str] = set()
+    for path in shards:
+        codes.update(
+            str(c) for c in pc.unique(pq.read_table(path, columns=["code"]).column("code")).to_pylist()
+        )
+    return np.array(sorted(codes), dtype=object)
 
 
 def shard_support(
@@ -177,10 +189,28 @@ def shard_support(
     """Per known set, the patients of one shard consistent with it (at most `cap`), and the shard's
     patients."""
     recs, n = read_shard(path)
+    return _support_in(
+        recs, n, target_items, known, knowledge, item_codes, count_repeats, within_visits, threads, cap
+    ), n
+
+
+def _support_in(
+    recs: Records | None,
+    n: int,
+    target_items: np.ndarray,
+    known: sp.csr_matrix,
+    knowledge: Knowledge,
+    item_codes: Mapping[str, frozenset[str]] | None,
+    count_repeats: bool,
+    within_visits: bool,
+    threads: int | None,
+    cap: int | None,
+) -> np.ndarray:
+    """Per known set, the patients of one shard (`recs`, `n` patients) consistent with it."""
     lens = np.diff(known.indptr)
     full = n if cap is None else min(n, cap)
     if recs is None:  # no events: its patients match only empty known sets
-        return np.where(lens == 0, full, 0).astype(np.int64), n
+        return np.where(lens == 0, full, 0).astype(np.int64)
     values = count_known_sets(
         target_items,
         known,
@@ -193,7 +223,7 @@ def shard_support(
         cap=cap,
     )
     values[lens == 0] = full  # patients without events are candidates too
-    return values, n
+    return values
 
 
 def sharded_known_set_distinguishability(
@@ -259,6 +289,69 @@ def sharded_distinguishability(
         progress=progress,
         cap=cap,
     ).per_record()
+
+
+def sharded_population_distinguishability(
+    shards: Sequence[str | Path],
+    knowledge: Knowledge,
+    *,
+    item_codes: Mapping[str, frozenset[str]] | None = None,
+    count_repeats: bool = False,
+    within_visits: bool = False,
+    threads: int | None = None,
+    progress: Progress | None = None,
+    cap: int | None = None,
+) -> np.ndarray:
+    """`engine.risk.distinguishability(population, population, ...)` for a population held in
+    `shards`, which is never in memory at once: per record, in shard order (patients within a shard
+    in their first-appearance order, then the shard's patients without events).
+
+    The known sets of every shard are built once over the shards' common vocabulary and kept (one
+    shard's records at a time); each shard is then read once as candidates and counts the sets not
+    yet decided. With `cap`, a set whose summed support reached `cap` is decided and no later shard
+    counts it (capped supports add: min(a + b, cap) = min(min(a, cap) + min(b, cap), cap)), so most
+    sets are counted in the first shard only. Memory: the known sets of the population plus one
+    shard. `progress` is called once per shard counted."""
+    vocab = shards_vocabulary(shards)
+    blocks = []  # per shard: known sets over vocab, their owners, the shard's patients
+    for path in shards:
+        recs, n = read_shard(path, items=vocab)
+        if recs is None:
+            known, owner = sp.csr_matrix((0, len(vocab)), dtype=np.int64), np.zeros(0, dtype=np.int64)
+        else:
+            known, owner = known_sets(recs, knowledge, count_repeats)
+        blocks.append((known, owner, n, np.zeros(known.shape[0], dtype=np.int64)))
+        del recs
+    undecided = [np.arange(b[0].shape[0]) for b in blocks]
+    n_cand = 0
+    for done, path in enumerate(shards, start=1):
+        recs, n = read_shard(path, items=vocab)
+        n_cand += n
+        for (known, _, _, total), rows in zip(blocks, undecided, strict=True):
+            if len(rows):
+                total[rows] += _support_in(
+                    recs,
+                    n,
+                    vocab,
+                    known[rows],
+                    knowledge,
+                    item_codes,
+                    count_repeats,
+                    within_visits,
+                    threads,
+                    cap,
+                )
+        if cap is not None:
+            for i, (_, _, _, total) in enumerate(blocks):
+                np.minimum(total, cap, out=total)
+                undecided[i] = undecided[i][total[undecided[i]] < cap]
+        del recs
+        if progress is not None:
+            progress(done, len(shards), str(path))
+    return np.concatenate(
+        [KnownSets(known, owner, total, n, n_cand, cap).per_record() for known, owner, n, total in blocks]
+        or [np.zeros(0, dtype=np.int64)]
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
