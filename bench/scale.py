@@ -205,19 +205,17 @@ def _kernel_cap(kernel: str) -> tuple[str, int | None]:
 
 
 def step_kernel(n: int, work: Path, threads: int, targets: str, kernel: str = "auto") -> dict:
-    import pandas as pd
-
     from engine import risk
-    from engine.records import Records
+    from engine.scale.shards import records_from_table
 
-    pop = Records.from_frame(pd.read_parquet(work / f"events_{n}.parquet"))
+    pop = records_from_table(pq.read_table(work / f"events_{n}.parquet"))  # Arrow: no string per event
     tg = pop if targets == "population" else pop.subset(_cohort_ids(work, n))
     stats: dict = {}
     _instrument(stats)
     risk._KERNEL, cap = _kernel_cap(kernel)
     t0, c0 = time.perf_counter(), time.process_time()
     with risk.record_kernels() as ran:
-        dis = risk.distinguishability(tg, pop, "single_visit", threads=threads, cap=cap)
+        dis = risk.distinguishability(tg, pop, "single_visit", risk.Matching(threads=threads, cap=cap))
     stats["kernel_ran"] = ", ".join(ran)
     stats.update(
         wall_s=time.perf_counter() - t0,
@@ -237,7 +235,6 @@ def step_sharded(n: int, work: Path, threads: int, kernel: str = "auto", targets
     import pyarrow.dataset as ds
 
     from engine import risk
-    from engine.records import Records
     from engine.scale import shards
 
     paths = sorted((work / f"shards_{n}").glob("shard-*.parquet"))
@@ -257,14 +254,14 @@ def step_sharded(n: int, work: Path, threads: int, kernel: str = "auto", targets
         table = ds.dataset([str(p) for p in paths], format="parquet").to_table(
             filter=ds.field("patient_id").isin(list(ids))
         )
-        cohort = Records.from_frame(table.to_pandas()).subset(ids)
+        cohort = shards.records_from_table(table).subset(ids)
         n_targets = cohort.n_patients
         dis = shards.sharded_distinguishability(
-            cohort, paths, "single_visit", threads=threads, cap=cap, progress=progress
+            cohort, paths, "single_visit", risk.Matching(threads=threads, cap=cap), progress=progress
         )
     else:
         dis = shards.sharded_population_distinguishability(
-            paths, "single_visit", threads=threads, cap=cap, progress=progress
+            paths, "single_visit", risk.Matching(threads=threads, cap=cap), progress=progress
         )
         n_targets = len(dis)
     out = {
@@ -278,13 +275,27 @@ def step_sharded(n: int, work: Path, threads: int, kernel: str = "auto", targets
     return out
 
 
-def sub(*args: str) -> dict:
-    res = subprocess.run(
-        [sys.executable, __file__, "--step", *args], stdout=subprocess.PIPE, text=True, check=False, cwd=ROOT
+RESERVE_GB = 1.5  # the machine is shared: a step is stopped before it leaves less memory than this
+
+
+def sub(*args: str) -> dict | None:
+    """Run one step in a fresh process (its own peak memory); None, said, when it failed or was
+    stopped because the machine was running out of memory (the run goes on with the next part)."""
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--step", *args], stdout=subprocess.PIPE, text=True, cwd=ROOT
     )  # stderr (shard progress, errors) goes to the terminal
-    if res.returncode != 0:
-        sys.exit(f"step {args} failed (its error is printed above)")
-    return json.loads(res.stdout.strip().splitlines()[-1])
+    stopped = ""
+    while proc.poll() is None:
+        time.sleep(1)
+        if available_gb() < RESERVE_GB:
+            proc.kill()
+            stopped = f"stopped: less than {RESERVE_GB} GB of the machine's memory left"
+    out = proc.stdout.read() if proc.stdout else ""
+    if proc.returncode != 0:
+        why = stopped or f"failed with exit status {proc.returncode} (its error is printed above)"
+        print(f"    step {' '.join(args)} {why}", flush=True)
+        return None
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def slope(x: list[float], y: list[float]) -> float:
@@ -293,7 +304,8 @@ def slope(x: list[float], y: list[float]) -> float:
 
 def _kernel_line(k: dict, g: dict, kern: str) -> str:
     return (
-        f"{k['patients']:>10,} patients {g['diagnoses']:>12,} diagnoses  generate {g['generate_s']:6.1f} s  "
+        f"{k['patients']:>10,} patients {g['diagnoses']:>12,} diagnoses  generate {g['generate_s']:6.1f} s "
+        f"(peak {g['peak_gb']:.2f} GB)  "
         f"[{kern}] single visit wall {k['wall_s']:7.1f} s cpu {k['cpu_s']:7.1f} s  peak {k['peak_gb']:5.2f} GB"
         f"  (kernel ran: {k['kernel_ran']}; load {os.getloadavg()[0]:.1f})"
     )
@@ -384,6 +396,8 @@ def main() -> int:
                 str(work),
                 str(args.shards if n == sizes[-1] and "sharded" not in skip else 0),
             )
+            if g is None:
+                continue
             ks = {}
             for kern in kernels:
                 if not runs(kern, n):
@@ -392,9 +406,14 @@ def main() -> int:
                         flush=True,
                     )
                     continue
-                k = ks[kern] = sub("kernel", str(n), str(work), str(cores), "population", kern)
+                k = sub("kernel", str(n), str(work), str(cores), "population", kern)
+                if k is None:
+                    continue
+                ks[kern] = k
                 print(_kernel_line(k, g, kern), flush=True)
                 print(_stages_line(k), flush=True)
+            if not ks:
+                continue
             full = [kern for kern in ks if _kernel_cap(kern)[1] is None]
             first = np.load(work / f"dis_{n}_population_{cores}_{(full or list(ks))[0]}.npy")
             same = all(
@@ -426,10 +445,14 @@ def main() -> int:
                 flush=True,
             )
         k0 = kernels[0]
-        if "threads" not in skip and sizes:
-            mid = sizes[len(sizes) // 2]
-            one = sub("kernel", str(mid), str(work), "1", "population", k0)
-            many = next(r[2][k0] for r in rows if r[0] == mid)
+        mid = sizes[len(sizes) // 2] if sizes else 0
+        many = next((r[2].get(k0) for r in rows if r[0] == mid), None)
+        one = (
+            sub("kernel", str(mid), str(work), "1", "population", k0)
+            if "threads" not in skip and many
+            else None
+        )
+        if one is not None and many is not None:
             same = np.array_equal(
                 np.load(work / f"dis_{mid}_population_1_{k0}.npy"),
                 np.load(work / f"dis_{mid}_population_{cores}_{k0}.npy"),
@@ -441,10 +464,14 @@ def main() -> int:
                 flush=True,
             )
 
-        if "sharded" not in skip and sizes:
-            big = sizes[-1]
-            inproc = sub("kernel", str(big), str(work), str(cores), "cohort", k0)
-            shard = sub("sharded", str(big), str(work), str(cores), k0, "cohort")
+        big = sizes[-1] if sizes else 0
+        inproc = (
+            sub("kernel", str(big), str(work), str(cores), "cohort", k0)
+            if "sharded" not in skip and sizes
+            else None
+        )
+        shard = sub("sharded", str(big), str(work), str(cores), k0, "cohort") if inproc else None
+        if inproc is not None and shard is not None:
             same = np.array_equal(
                 np.load(work / f"dis_{big}_cohort_{cores}_{k0}.npy"),
                 np.load(work / f"dis_{big}_sharded_cohort.npy"),
@@ -455,16 +482,17 @@ def main() -> int:
                 f"{shard['wall_s']:.1f} s peak {shard['peak_gb']:.2f} GB; results equal: {same}",
                 flush=True,
             )
-            pop_same = np.load(work / f"dis_{big}_population_{cores}_{k0}.npy")
-            print(
-                f"    (in-process whole population at {big:,}: {int((pop_same < 5).sum()):,} below 5)",
-                flush=True,
-            )
+            whole = work / f"dis_{big}_population_{cores}_{k0}.npy"
+            if whole.exists():
+                below = int((np.load(whole) < 5).sum())
+                print(f"    (in-process whole population at {big:,}: {below:,} below 5)", flush=True)
         if args.big:
             n = args.big
             wait_for_memory(args.min_free_gb, f"the {n:,}-patient run")
             t0 = time.perf_counter()
             g = sub("chunks", str(n), str(work), str(args.big_shards), str(args.cohort_size))
+            if g is None:
+                return 1
             print(
                 f"{n:,} patients, {g['diagnoses']:,} diagnoses: generated chunk by chunk into {args.big_shards} "
                 f"shards in {g['generate_s']:.0f} s ({g['cached_chunks']} cached), peak {g['peak_gb']:.2f} GB",
@@ -472,6 +500,8 @@ def main() -> int:
             )
             for targets in ("cohort", "population"):
                 r = sub("sharded", str(n), str(work), str(cores), k0, targets)
+                if r is None:
+                    continue
                 print(
                     f"[{k0}] {targets} ({r['targets']:,} patients) vs {n:,} in {args.big_shards} shards, single "
                     f"visit: wall {r['wall_s']:.0f} s cpu {r['cpu_s']:.0f} s peak {r['peak_gb']:.2f} GB "

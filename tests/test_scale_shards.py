@@ -26,8 +26,8 @@ def _compare(targets, cands, n_shards, *, item_codes=None, repeats=False, within
         paths = shards.write_shards(cands, d, n_shards)
         for know in (knowledge,) if knowledge else ("single_visit", "all_visits"):
             kw = dict(item_codes=item_codes, count_repeats=repeats, within_visits=within)
-            want = risk.distinguishability(targets, cands, know, **kw)
-            got = shards.sharded_distinguishability(targets, paths, know, **kw)
+            want = risk.distinguishability(targets, cands, know, matching=risk.Matching(**kw))
+            got = shards.sharded_distinguishability(targets, paths, know, matching=risk.Matching(**kw))
             assert got.tolist() == want.tolist(), (know, kw)
 
 
@@ -71,20 +71,24 @@ def test_sharded_synthetic_population_with_progress(tmp_path: Path) -> None:
         cands = risk.candidates_for(adv, cohort, pop)
         use = paths if adv.scope == "population" else shards.write_shards(cands, tmp_path / "c", 3)
         for repeats in (False, True):
-            want = risk.distinguishability(cohort, cands, adv.knowledge, count_repeats=repeats)
+            want = risk.distinguishability(
+                cohort, cands, adv.knowledge, matching=risk.Matching(count_repeats=repeats)
+            )
             got = shards.sharded_distinguishability(
                 cohort,
                 use,
                 adv.knowledge,
-                count_repeats=repeats,
                 progress=lambda d, n, _: seen.append((d, n)),
+                matching=risk.Matching(count_repeats=repeats),
             )
             assert got.tolist() == want.tolist(), (adv, repeats)
     # one report per shard, in order: 2 population adversaries x 2 repeat settings on 5 shards
     assert [d for d, n in seen if n == 5] == [1, 2, 3, 4, 5] * 4
     # within visits on the whole population
-    want = risk.distinguishability(cohort, pop, "single_visit", within_visits=True)
-    got = shards.sharded_distinguishability(cohort, paths, "single_visit", within_visits=True)
+    want = risk.distinguishability(cohort, pop, "single_visit", matching=risk.Matching(within_visits=True))
+    got = shards.sharded_distinguishability(
+        cohort, paths, "single_visit", matching=risk.Matching(within_visits=True)
+    )
     assert got.tolist() == want.tolist()
 
 
@@ -99,8 +103,10 @@ def test_shards_from_events_file_equal_in_process(tmp_path: Path, suffix: str) -
     assert sum(shards.read_shard(p)[1] for p in paths) == pop.n_patients
     for know in ("single_visit", "all_visits"):
         for repeats in (False, True):
-            want = risk.distinguishability(pop, pop, know, count_repeats=repeats)
-            got = shards.sharded_distinguishability(pop, paths, know, count_repeats=repeats)
+            want = risk.distinguishability(pop, pop, know, matching=risk.Matching(count_repeats=repeats))
+            got = shards.sharded_distinguishability(
+                pop, paths, know, matching=risk.Matching(count_repeats=repeats)
+            )
             assert got.tolist() == want.tolist()
 
 
@@ -181,13 +187,15 @@ def test_capped_sharded_equals_in_process_capped(case, n_shards, cap):
         paths = shards.write_shards(pop, d, n_shards)
         for know in ("single_visit", "all_visits"):
             for within in (False, True) if know == "single_visit" else (False,):
-                full = risk.distinguishability(cohort, pop, know, count_repeats=True, within_visits=within)
+                full = risk.distinguishability(
+                    cohort, pop, know, matching=risk.Matching(count_repeats=True, within_visits=within)
+                )
                 kw = dict(count_repeats=True, within_visits=within, cap=cap)
                 assert (
-                    risk.distinguishability(cohort, pop, know, **kw).tolist()
+                    risk.distinguishability(cohort, pop, know, matching=risk.Matching(**kw)).tolist()
                     == np.minimum(full, cap).tolist()
                 )
-                got = shards.sharded_distinguishability(cohort, paths, know, **kw)
+                got = shards.sharded_distinguishability(cohort, paths, know, matching=risk.Matching(**kw))
                 assert got.tolist() == np.minimum(full, cap).tolist(), (know, within)
 
 
@@ -246,14 +254,47 @@ def test_sharded_population_against_itself_equals_in_process(case, n_shards, cap
                 want = dict(
                     zip(
                         pop.patient_ids.astype(str),
-                        risk.distinguishability(pop, pop, know, **kw),
+                        risk.distinguishability(pop, pop, know, matching=risk.Matching(**kw)),
                         strict=True,
                     )
                 )
-                got = shards.sharded_population_distinguishability(paths, know, **kw)
+                got = shards.sharded_population_distinguishability(paths, know, matching=risk.Matching(**kw))
                 assert len(got) == pop.n_patients
                 empty = min(pop.n_patients, cap or pop.n_patients)
                 for pid, value in zip(order, got.tolist(), strict=True):
                     assert value == (want[pid] if pid is not None else empty), (know, kw, pid)
                 events_of = {str(pop.patient_ids[p]) for p in np.unique(pop.event_patient)}
                 assert sorted(p for p in order if p is not None) == sorted(events_of)
+
+
+def _same_records(a: Records, b: Records) -> None:
+    for name in ("patient_ids", "items", "visit_ptr", "visit_ids", "event_ptr", "event_item"):
+        assert getattr(a, name).tolist() == getattr(b, name).tolist(), name
+    assert a.has_visits == b.has_visits and a.event_age is None and b.event_age is None
+
+
+@SETTINGS
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.sampled_from(["p1", "p2", "p10", "é", "0"]),
+            st.integers(-3, 3),
+            st.sampled_from(["250", "401.1", "V70", "E9"]),
+        ),
+        min_size=1,
+        max_size=40,
+    ),
+    visits=st.booleans(),
+    vocab=st.booleans(),
+)
+def test_records_from_table_equals_from_frame(rows, visits, vocab):
+    """The Arrow loader of shards builds the same records as `Records.from_frame` (patients in first
+    appearance order, visits sorted numerically, ties in input order, vocabulary sorted as text)."""
+    import pyarrow as pa
+
+    frame = pd.DataFrame(rows, columns=["patient_id", "visit", "code"])
+    if not visits:
+        frame = frame.drop(columns="visit")
+    items = np.array(["0", "250", "401.1", "E9", "V70", "Z"], dtype=object) if vocab else None
+    want = Records.from_frame(frame, items=items)
+    _same_records(shards.records_from_table(pa.Table.from_pandas(frame, preserve_index=False), items), want)

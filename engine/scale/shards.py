@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +31,7 @@ import scipy.sparse as sp
 
 from engine.adversary import Knowledge
 from engine.records import Records
-from engine.risk import KnownSets, count_known_sets, known_sets
+from engine.risk import DEFAULT_MATCHING, KnownSets, Matching, count_known_sets, known_sets
 
 N_PATIENTS_KEY = b"cohortshield.n_patients"
 _HASH_KEY = "cohortshield0001"  # 16 characters: fixed, so a patient's shard never changes
@@ -150,18 +150,76 @@ def write_shards_from_events(
     return paths
 
 
+def records_from_table(table: pa.Table, items: np.ndarray | None = None) -> Records:
+    """`Records.from_frame(table.to_pandas(), items)`, built from Arrow's dictionary encoding when
+    the ids and codes are text and the visits whole numbers (no age): the same records, without one
+    Python string per event (a 1.37-million-patient population: 8 GB through pandas). Other columns
+    go through `Records.from_frame`."""
+    names = table.schema.names
+    fast = (
+        "age" not in names
+        and all(
+            pa.types.is_string(table.schema.field(c).type)
+            or pa.types.is_large_string(table.schema.field(c).type)
+            for c in ("patient_id", "code")
+        )
+        and ("visit" not in names or pa.types.is_integer(table.schema.field("visit").type))
+    )
+    if not fast:
+        return Records.from_frame(table.to_pandas(), items=items)
+    n = table.num_rows
+    pid = table.column("patient_id").combine_chunks().dictionary_encode()  # first appearance order
+    p_codes = pid.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    patient_ids = np.array(pid.dictionary.to_pylist(), dtype=object)
+    code = table.column("code").combine_chunks().dictionary_encode()
+    seen = code.dictionary.to_pylist()
+    vocab = np.array(sorted(set(seen)) if items is None else list(items), dtype=object)
+    at = pd.Index(vocab).get_indexer(seen)
+    if (at < 0).any():
+        raise ValueError(
+            f"codes not in the given vocabulary: {sorted(np.array(seen, dtype=object)[at < 0])[:5]}"
+        )
+    ev_item = at[code.indices.to_numpy(zero_copy_only=False)]
+    has_visits = "visit" in names
+    visit = table.column("visit").to_numpy().astype(np.int64) if has_visits else np.zeros(n, dtype=np.int64)
+    order = np.lexsort((np.arange(n), visit, p_codes))  # as from_frame: patient, visit, input order
+    p_sorted, v_sorted = p_codes[order], visit[order]
+    new_visit = np.ones(n, dtype=bool)
+    if n:
+        new_visit[1:] = (p_sorted[1:] != p_sorted[:-1]) | (v_sorted[1:] != v_sorted[:-1])
+    visit_starts = np.flatnonzero(new_visit)
+    visit_patient = p_sorted[visit_starts]
+    return Records(
+        patient_ids=patient_ids,
+        items=vocab,
+        visit_ptr=np.searchsorted(visit_patient, np.arange(len(patient_ids) + 1)).astype(np.int64),
+        visit_ids=v_sorted[visit_starts].astype(object),
+        event_ptr=np.append(visit_starts, n).astype(np.int64),
+        event_item=ev_item[order].astype(np.int32),
+        event_age=None,
+        has_visits=has_visits,
+    )
+
+
+def read_table(path: str | Path) -> pa.Table:
+    """A Parquet file as an Arrow table: a local path, or any URL pandas reads through fsspec."""
+    if "://" in str(path):
+        return pa.Table.from_pandas(pd.read_parquet(path), preserve_index=False)
+    return pq.read_table(path)
+
+
 def read_shard(path: str | Path, items: np.ndarray | None = None) -> tuple[Records | None, int]:
     """A shard's records (None when it holds no event) and its number of patients. `path` is a
     local path or any URL pandas reads through fsspec (s3://, gs://, ...). `items`: the vocabulary
     to build the records over (`Records.from_frame`), by default the shard's own codes."""
-    frame = pd.read_parquet(path)
-    n = len(frame["patient_id"].unique())
+    table = read_table(path)
+    n = len(pc.unique(table.column("patient_id")))
     meta = pq.read_schema(path).metadata if not str(path).count("://") else None
     if meta and N_PATIENTS_KEY in meta:
         n = int(meta[N_PATIENTS_KEY])
-    if len(frame) == 0:
+    if table.num_rows == 0:
         return None, n
-    return Records.from_frame(frame, items=items), n
+    return records_from_table(table, items), n
 
 
 def shards_vocabulary(shards: Sequence[str | Path]) -> np.ndarray:
@@ -179,19 +237,12 @@ def shard_support(
     target_items: np.ndarray,
     known: sp.csr_matrix,
     knowledge: Knowledge,
-    *,
-    item_codes: Mapping[str, frozenset[str]] | None = None,
-    count_repeats: bool = False,
-    within_visits: bool = False,
-    threads: int | None = None,
-    cap: int | None = None,
+    matching: Matching = DEFAULT_MATCHING,
 ) -> tuple[np.ndarray, int]:
-    """Per known set, the patients of one shard consistent with it (at most `cap`), and the shard's
-    patients."""
+    """Per known set, the patients of one shard consistent with it (at most `matching.cap`), and the
+    shard's patients."""
     recs, n = read_shard(path)
-    return _support_in(
-        recs, n, target_items, known, knowledge, item_codes, count_repeats, within_visits, threads, cap
-    ), n
+    return _support_in(recs, n, target_items, known, knowledge, matching), n
 
 
 def _support_in(
@@ -200,28 +251,14 @@ def _support_in(
     target_items: np.ndarray,
     known: sp.csr_matrix,
     knowledge: Knowledge,
-    item_codes: Mapping[str, frozenset[str]] | None,
-    count_repeats: bool,
-    within_visits: bool,
-    threads: int | None,
-    cap: int | None,
+    matching: Matching,
 ) -> np.ndarray:
     """Per known set, the patients of one shard (`recs`, `n` patients) consistent with it."""
     lens = np.diff(known.indptr)
-    full = n if cap is None else min(n, cap)
+    full = n if matching.cap is None else min(n, matching.cap)
     if recs is None:  # no events: its patients match only empty known sets
         return np.where(lens == 0, full, 0).astype(np.int64)
-    values = count_known_sets(
-        target_items,
-        known,
-        recs,
-        knowledge,
-        item_codes=item_codes,
-        count_repeats=count_repeats,
-        within_visits=within_visits,
-        threads=threads,
-        cap=cap,
-    )
+    values = count_known_sets(target_items, known, recs, knowledge, matching)
     values[lens == 0] = full  # patients without events are candidates too
     return values
 
@@ -230,32 +267,19 @@ def sharded_known_set_distinguishability(
     targets: Records,
     shards: Sequence[str | Path],
     knowledge: Knowledge,
+    matching: Matching = DEFAULT_MATCHING,
     *,
-    item_codes: Mapping[str, frozenset[str]] | None = None,
-    count_repeats: bool = False,
-    within_visits: bool = False,
-    threads: int | None = None,
     progress: Progress | None = None,
-    cap: int | None = None,
 ) -> KnownSets:
     """`engine.risk.known_set_distinguishability` with the candidates read shard by shard: the
     supports of the targets' known sets are counted per shard and added (capped supports add too:
     min(a + b, cap) = min(min(a, cap) + min(b, cap), cap))."""
-    known, owner = known_sets(targets, knowledge, count_repeats)
+    cap = matching.cap
+    known, owner = known_sets(targets, knowledge, matching.count_repeats)
     total = np.zeros(known.shape[0], dtype=np.int64)
     n_cand = 0
     for done, path in enumerate(shards, start=1):
-        values, n = shard_support(
-            path,
-            targets.items,
-            known,
-            knowledge,
-            item_codes=item_codes,
-            count_repeats=count_repeats,
-            within_visits=within_visits,
-            threads=threads,
-            cap=cap,
-        )
+        values, n = shard_support(path, targets.items, known, knowledge, matching)
         total += values
         if cap is not None:
             np.minimum(total, cap, out=total)
@@ -269,38 +293,22 @@ def sharded_distinguishability(
     targets: Records,
     shards: Sequence[str | Path],
     knowledge: Knowledge,
+    matching: Matching = DEFAULT_MATCHING,
     *,
-    item_codes: Mapping[str, frozenset[str]] | None = None,
-    count_repeats: bool = False,
-    within_visits: bool = False,
-    threads: int | None = None,
     progress: Progress | None = None,
-    cap: int | None = None,
 ) -> np.ndarray:
     """`engine.risk.distinguishability` against the population held in `shards` (same results)."""
     return sharded_known_set_distinguishability(
-        targets,
-        shards,
-        knowledge,
-        item_codes=item_codes,
-        count_repeats=count_repeats,
-        within_visits=within_visits,
-        threads=threads,
-        progress=progress,
-        cap=cap,
+        targets, shards, knowledge, matching, progress=progress
     ).per_record()
 
 
 def sharded_population_distinguishability(
     shards: Sequence[str | Path],
     knowledge: Knowledge,
+    matching: Matching = DEFAULT_MATCHING,
     *,
-    item_codes: Mapping[str, frozenset[str]] | None = None,
-    count_repeats: bool = False,
-    within_visits: bool = False,
-    threads: int | None = None,
     progress: Progress | None = None,
-    cap: int | None = None,
 ) -> np.ndarray:
     """`engine.risk.distinguishability(population, population, ...)` for a population held in
     `shards`, which is never in memory at once: per record, in shard order (patients within a shard
@@ -312,14 +320,14 @@ def sharded_population_distinguishability(
     counts it (capped supports add: min(a + b, cap) = min(min(a, cap) + min(b, cap), cap)), so most
     sets are counted in the first shard only. Memory: the known sets of the population plus one
     shard. `progress` is called once per shard counted."""
-    vocab = shards_vocabulary(shards)
+    vocab, cap = shards_vocabulary(shards), matching.cap
     blocks = []  # per shard: known sets over vocab, their owners, the shard's patients
     for path in shards:
         recs, n = read_shard(path, items=vocab)
         if recs is None:
             known, owner = sp.csr_matrix((0, len(vocab)), dtype=np.int64), np.zeros(0, dtype=np.int64)
         else:
-            known, owner = known_sets(recs, knowledge, count_repeats)
+            known, owner = known_sets(recs, knowledge, matching.count_repeats)
         blocks.append((known, owner, n, np.zeros(known.shape[0], dtype=np.int64)))
         del recs
     undecided = [np.arange(b[0].shape[0]) for b in blocks]
@@ -329,18 +337,7 @@ def sharded_population_distinguishability(
         n_cand += n
         for (known, _, _, total), rows in zip(blocks, undecided, strict=True):
             if len(rows):
-                total[rows] += _support_in(
-                    recs,
-                    n,
-                    vocab,
-                    known[rows],
-                    knowledge,
-                    item_codes,
-                    count_repeats,
-                    within_visits,
-                    threads,
-                    cap,
-                )
+                total[rows] += _support_in(recs, n, vocab, known[rows], knowledge, matching)
         if cap is not None:
             for i, (_, _, _, total) in enumerate(blocks):
                 np.minimum(total, cap, out=total)
