@@ -149,7 +149,7 @@ def test_cli_sharded_and_dask_equal_in_process(tmp_path: Path, capsys) -> None:
     data.events[["patient_id", "visit", "code"]].to_csv(events, index=False)
     cohort = tmp_path / "cohort.csv"
     data.cohort[["patient_id"]].to_csv(cohort, index=False)
-    assert shards.main([str(events), str(tmp_path / "shards"), "3"]) == 0
+    assert main(["shards", str(events), str(tmp_path / "shards"), "3"]) == 0
     assert "wrote 3 shards of 600 patients" in capsys.readouterr().out
     base = ["risk", "--events", str(events), "--cohort", str(cohort), "--scope", "population"]
     outs = {}
@@ -207,7 +207,7 @@ def test_cli_up_to_k_prints_the_kernel_and_equals_capped(tmp_path: Path, capsys)
     data = generate(600, seed=7)
     events = tmp_path / "events.csv"
     data.events[["patient_id", "visit", "code"]].to_csv(events, index=False)
-    assert shards.main([str(events), str(tmp_path / "shards"), "2"]) == 0
+    assert main(["shards", str(events), str(tmp_path / "shards"), "2"]) == 0
     base = ["risk", "--events", str(events), "--scope", "population", "--knowledge", "single_visit"]
     full_out = tmp_path / "full.csv"
     assert main([*base, "--out", str(full_out)]) == 0

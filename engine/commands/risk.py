@@ -11,7 +11,7 @@ of patient ids. The population defaults to every patient in EVENTS, the cohort t
 Files are read and validated by `engine.io.loaders` (errors name file, row and column).
 
 With `--shards DIR` (population scope), the candidates are the population in the Parquet shards of DIR
-(`python -m engine.scale.shards EVENTS DIR N` writes them) and EVENTS holds the cohort's events: each shard
+(`python -m engine shards EVENTS DIR N` writes them) and EVENTS holds the cohort's events: each shard
 is read and counted on its own (engine/scale/shards.py), or on Dask with `--scheduler tcp://HOST:8786` or
 `--dask-workers N` (a LocalCluster; engine/scale/distributed.py). The backend, the kernel that ran
 (`engine.risk.record_kernels`) and each shard's progress are printed. Results equal the in-process run.

@@ -17,9 +17,9 @@ count as candidates.
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -32,6 +32,10 @@ import scipy.sparse as sp
 from engine.adversary import Knowledge
 from engine.records import Records
 from engine.risk import DEFAULT_MATCHING, KnownSets, Matching, count_known_sets, known_sets
+
+if TYPE_CHECKING:
+    from engine.labs.reident import Uniqueness
+    from engine.utility.phewas import PhewasSettings
 
 N_PATIENTS_KEY = b"cohortshield.n_patients"
 _HASH_KEY = "cohortshield0001"  # 16 characters: fixed, so a patient's shard never changes
@@ -351,24 +355,90 @@ def sharded_population_distinguishability(
     )
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m engine.scale.shards EVENTS OUT_DIR N`: write N shards of an events file."""
-    import argparse
-
-    ap = argparse.ArgumentParser(prog="python -m engine.scale.shards", description=main.__doc__)
-    ap.add_argument("events", help="long-form events, CSV or Parquet (patient_id, code, [visit])")
-    ap.add_argument("out_dir", help="folder for shard-NNNNN.parquet (created)")
-    ap.add_argument("n_shards", type=int)
-    args = ap.parse_args(argv)
-    try:
-        paths = write_shards_from_events(args.events, args.out_dir, args.n_shards)
-    except (ValueError, FileNotFoundError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    n = sum(read_shard(p)[1] for p in paths)
-    print(f"wrote {len(paths)} shards of {n} patients to {args.out_dir}")
-    return 0
+# ------------------------------------------------------------- lab orders and PheWAS from the same shards
+def lab_shard_path(out_dir: str | Path, i: int) -> Path:
+    return Path(out_dir) / f"labs-{i:05d}.parquet"
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+def write_lab_shards(labs: pd.DataFrame, out_dir: str | Path, n_shards: int) -> list[Path]:
+    """Split lab orders (`patient_id`, `day`, `lab`: a validated frame, `engine.io.loaders.load_labs`)
+    by patients into `labs-NNNNN.parquet` beside the event shards: the same `shard_of`, so shard i of
+    the labs and shard i of the events hold the same patients."""
+    from engine.labs.reident import LAB_COLUMNS
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    frame = labs[list(LAB_COLUMNS)].reset_index(drop=True)
+    which = shard_of(frame["patient_id"].astype(str).to_numpy(), n_shards)
+    paths = []
+    for i in range(n_shards):
+        part = frame[which == i].reset_index(drop=True)
+        _write(part, lab_shard_path(out, i), part["patient_id"].nunique())
+        paths.append(lab_shard_path(out, i))
+    return paths
+
+
+def sharded_uniqueness(lab_shards: Sequence[str | Path], progress: Progress | None = None) -> Uniqueness:
+    """`engine.labs.reident.uniqueness` (Johnson 2018 section 2.2) of the lab orders held in
+    `lab_shards`, one shard in memory at a time: each shard's patients get their lab-set bitsets over
+    the labs of every shard, and the classes of equal sets are counted over all patients (memory:
+    one bitset per patient). Patients in shard order; equal to the in-process measure per patient."""
+    from engine.labs import reident as L
+
+    labs: set[str] = set()
+    for path in lab_shards:
+        labs.update(str(x) for x in pc.unique(read_table(path).column("lab").cast(pa.string())).to_pylist())
+    vocab = np.array(sorted(labs), dtype=object)
+    index = pd.Index(vocab)
+    ids, days, keys = [], [], []
+    for done, path in enumerate(lab_shards, start=1):
+        frame = pd.read_parquet(path)
+        if len(frame):
+            d = L.patient_days(frame)
+            m = d.matrix
+            cols = index.get_indexer(d.labs.astype(str))[m.indices]
+            wide = sp.csr_matrix((m.data, cols, m.indptr), shape=(m.shape[0], len(vocab)))
+            wide.sort_indices()
+            d = L.PatientDays(d.patient_ids, vocab, d.patient_ptr, d.day_labels, wide)
+            ids.append(d.patient_ids)
+            days.append(d.days_per_patient)
+            keys.append(L.lab_set_keys(d))
+        if progress is not None:
+            progress(done, len(lab_shards), str(path))
+    words = max(1, -(-len(vocab) // 64))
+    return L.uniqueness_of_keys(
+        np.concatenate(ids) if ids else np.zeros(0, dtype=object),
+        np.concatenate(days) if days else np.zeros(0, dtype=np.int64),
+        np.concatenate(keys) if keys else np.zeros((0, words), dtype=np.uint64),
+    )
+
+
+def sharded_phewas(
+    shards: Sequence[str | Path],
+    genotypes: pd.DataFrame,
+    settings: PhewasSettings | None = None,
+    *,
+    cohort: Sequence[str] | None = None,
+    progress: Progress | None = None,
+) -> pd.DataFrame:
+    """`engine.utility.phewas.phewas_of_records` of the patients held in `shards` (those of `cohort`
+    when given), one shard in memory at a time: each shard's case and control genotype counts
+    (`phewas_counts`) add up, and the tests run on the sums. Patients without any event are not in a
+    shard's rows and are left out (in process, such a patient counts as a control)."""
+    from engine.utility import phewas as P
+
+    settings = settings or P.PhewasSettings()
+    total = None
+    keep = None if cohort is None else pd.Index(pd.unique(np.asarray(cohort, dtype=object).astype(str)))
+    for done, path in enumerate(shards, start=1):
+        recs, _ = read_shard(path)
+        if recs is not None and keep is not None:
+            recs = recs.take(np.flatnonzero(keep.get_indexer(recs.patient_ids.astype(str)) >= 0))
+        if recs is not None and recs.n_patients:
+            part = P.phewas_counts(P.phenotype_matrix(recs), genotypes, settings.min_code_count)
+            total = part if total is None else total + part
+        if progress is not None:
+            progress(done, len(shards), str(path))
+    if total is None:
+        return pd.DataFrame(columns=P.RESULT_COLUMNS)
+    return P.phewas_of_counts(total, settings)
