@@ -12,7 +12,7 @@ record (or visit) with nothing left to know is consistent with every candidate.
 
 Where the known set is matched: by default against the candidate's whole record (the papers'
 released form, one item set per patient). When the release shows the visit grouping
-(`Release.shows_visits`, `within_visits=True`) and the knowledge is one visit, a candidate is
+(`Release.shows_visits`, `Matching(within_visits=True)`) and the knowledge is one visit, a candidate is
 consistent only when ONE of its visits holds every known item, and the count is of distinct
 candidate patients (Heatherly 2013: "the same set of diagnosis codes from some visit"). Under
 `all_visits` knowledge the match stays whole-record.

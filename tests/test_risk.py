@@ -376,3 +376,35 @@ def test_risk_page_says_which_backend_and_kernel_ran() -> None:
     for adv in ALL_ADVERSARIES:
         assert f"{adv.label}: " in line
     assert line.count("walk") + line.count("index") + line.count("posting lengths") == len(ALL_ADVERSARIES)
+
+
+def test_matching_is_one_frozen_object_and_follows_the_release() -> None:
+    """`risk.Matching` carries the five settings of every kernel entry point: built from a release it
+    takes the release's item codes, repeat counts and visit grouping; it cannot be changed after; a
+    bad cap is refused when it is made; `original_distinguishability`'s `count_repeats=` (kept for the
+    GCCens view) equals the matching's."""
+    import dataclasses
+
+    recs = records({"a": [["401.00"]], "b": [["401.00"], ["401.00"]], "c": [["401.01", "250"]]})
+    label = set_item_label({"401.00", "401.01"})
+    rel = Release("t", recs, item_codes={label: frozenset({"401.00", "401.01"})}, counts_repeats=True)
+    m = risk.Matching.of_release(rel.with_visits(True), threads=2, cap=3)
+    assert (m.item_codes, m.count_repeats, m.within_visits, m.threads, m.cap) == (
+        rel.item_codes,
+        True,
+        True,
+        2,
+        3,
+    )
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        m.cap = 4  # type: ignore[misc]
+    for bad in (0, True, 1.5):
+        with pytest.raises(ValueError, match="cap must be a positive whole number"):
+            risk.Matching(cap=bad)
+    adv = Adversary("cohort", "all_visits")
+    by_keyword = risk.original_distinguishability(recs, adv, count_repeats=True)
+    assert (
+        by_keyword.tolist()
+        == risk.original_distinguishability(recs, adv, None, risk.Matching(count_repeats=True)).tolist()
+    )
+    assert by_keyword.tolist() != risk.original_distinguishability(recs, adv).tolist()

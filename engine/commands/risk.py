@@ -16,7 +16,7 @@ is read and counted on its own (engine/scale/shards.py), or on Dask with `--sche
 `--dask-workers N` (a LocalCluster; engine/scale/distributed.py). The backend, the kernel that ran
 (`engine.risk.record_kernels`) and each shard's progress are printed. Results equal the in-process run.
 
-`--up-to-k` counts every known set only up to k (`cap=k`, engine/risk.py `count_known_sets`): the
+`--up-to-k` counts every known set only up to k (`Matching(cap=k)`, engine/risk.py `count_known_sets`): the
 share unique, the share below k and every record below k are exact, values of k or more read k, and
 the population-scale run grows about linearly with the population (issue 15).
 """
