@@ -38,6 +38,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pyarrow.parquet as pq
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -46,28 +47,109 @@ def peak_gb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6  # Linux: kilobytes
 
 
+def run_peak_gb() -> float:
+    """Peak memory of the run: the largest step (each a child process, run one at a time) or this
+    process, whichever is larger."""
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1e6
+    return max(kids, peak_gb())
+
+
+def available_gb() -> float:
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) / 1e6
+    return float("inf")
+
+
+def wait_for_memory(need_gb: float, what: str) -> None:
+    """Wait (printing why) until `need_gb` of memory is available: the machine is shared."""
+    waited = 0
+    while need_gb and available_gb() < need_gb:
+        if waited % 300 == 0:
+            print(
+                f"    waiting for {need_gb:.0f} GB free before {what} ({available_gb():.1f} GB now)",
+                flush=True,
+            )
+        time.sleep(30)
+        waited += 30
+
+
 # ---------------------------------------------------------------------------- subprocess steps
 def step_generate(n: int, seed: int, work: Path, n_shards: int) -> dict:
     import pandas as pd
 
-    from engine.records import Records
     from engine.scale import shards
     from engine.synth.generator import generate
 
+    events = work / f"events_{n}.parquet"
     t0 = time.perf_counter()
-    data = generate(n, seed, labs=False)
-    ev = data.events[["patient_id", "visit", "code"]]
-    ev.to_parquet(work / f"events_{n}.parquet", index=False)
-    pd.Series(data.cohort["patient_id"].astype(str)).to_csv(work / f"cohort_{n}.csv", index=False)
-    out = {"generate_s": time.perf_counter() - t0, "diagnoses": len(ev)}
-    if n_shards:
-        del data
-        pop = Records.from_frame(ev)
-        del ev
-        t0 = time.perf_counter()
-        shards.write_shards(pop, work / f"shards_{n}", n_shards)
+    if events.exists() and (work / f"cohort_{n}.csv").exists():  # cached by an earlier run (`--work`)
+        out = {"generate_s": 0.0, "diagnoses": pq.read_metadata(events).num_rows, "cached": True}
+    else:
+        data = generate(n, seed, labs=False)
+        ev = data.events[["patient_id", "visit", "code"]]
+        ev.to_parquet(events, index=False)
+        pd.Series(data.cohort["patient_id"].astype(str)).to_csv(work / f"cohort_{n}.csv", index=False)
+        out = {"generate_s": time.perf_counter() - t0, "diagnoses": len(ev), "cached": False}
+        del data, ev
+    out["peak_gb"] = peak_gb()
+    if n_shards and not (work / f"shards_{n}" / "shard-00000.parquet").exists():
+        t0 = time.perf_counter()  # streamed from the events file: memory of one batch
+        shards.write_shards_from_events(events, work / f"shards_{n}", n_shards)
         out["write_shards_s"] = time.perf_counter() - t0
     return out
+
+
+def step_generate_chunks(n: int, seed: int, work: Path, n_shards: int, cohort_size: int) -> dict:
+    """`n` patients generated in `n_shards` independent chunks (distinct seeds, so distinct patients:
+    never copies of the same ones), each written straight to its own Parquet shard (patient ids
+    prefixed by the chunk): the population is never in memory at once. The cohort: `cohort_size`
+    patients drawn (fixed seed) from the chunks' phenotype-selected cohorts."""
+    import pandas as pd
+
+    from engine.scale import shards
+    from engine.synth.generator import generate
+
+    out_dir = work / f"shards_{n}"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    size = -(-n // n_shards)
+    cohorts, diagnoses, cached = [], 0, 0
+    for c in range(n_shards):
+        m = min(size, n - c * size)
+        path = shards.shard_path(out_dir, c)
+        if path.exists() and (out_dir / f"cohort-{c:05d}.csv").exists():
+            diagnoses += pq.read_metadata(path).num_rows
+            cached += 1
+        else:
+            data = generate(m, seed * 1_000_003 + c + 1, labs=False)
+            ev = data.events[["patient_id", "visit", "code"]].copy()
+            prefix = f"C{c:03d}-"
+            ev["patient_id"] = prefix + ev["patient_id"].astype(str)
+            pd.DataFrame({"patient_id": prefix + data.cohort["patient_id"].astype(str)}).to_csv(
+                out_dir / f"cohort-{c:05d}.csv", index=False
+            )
+            diagnoses += len(ev)
+            shards._write(ev, path, m)
+            del data, ev
+        cohorts.append(pd.read_csv(out_dir / f"cohort-{c:05d}.csv", dtype=str)["patient_id"])
+        print(
+            f"    chunk {c + 1}/{n_shards}: {m:,} patients written, {time.perf_counter() - t0:.0f} s, "
+            f"peak {peak_gb():.2f} GB",
+            file=sys.stderr,
+            flush=True,
+        )
+    pool = pd.concat(cohorts, ignore_index=True).to_numpy()
+    pick = np.sort(np.random.default_rng(seed).choice(len(pool), min(cohort_size, len(pool)), replace=False))
+    pd.Series(pool[pick], name="patient_id").to_csv(work / f"cohort_{n}.csv", index=False)
+    return {
+        "generate_s": time.perf_counter() - t0,
+        "diagnoses": diagnoses,
+        "write_shards_s": 0.0,
+        "cached_chunks": cached,
+        "peak_gb": peak_gb(),
+    }
 
 
 def _instrument(stats: dict) -> None:
@@ -123,19 +205,17 @@ def _kernel_cap(kernel: str) -> tuple[str, int | None]:
 
 
 def step_kernel(n: int, work: Path, threads: int, targets: str, kernel: str = "auto") -> dict:
-    import pandas as pd
-
     from engine import risk
-    from engine.records import Records
+    from engine.scale.shards import records_from_table
 
-    pop = Records.from_frame(pd.read_parquet(work / f"events_{n}.parquet"))
+    pop = records_from_table(pq.read_table(work / f"events_{n}.parquet"))  # Arrow: no string per event
     tg = pop if targets == "population" else pop.subset(_cohort_ids(work, n))
     stats: dict = {}
     _instrument(stats)
     risk._KERNEL, cap = _kernel_cap(kernel)
     t0, c0 = time.perf_counter(), time.process_time()
     with risk.record_kernels() as ran:
-        dis = risk.distinguishability(tg, pop, "single_visit", threads=threads, cap=cap)
+        dis = risk.distinguishability(tg, pop, "single_visit", risk.Matching(threads=threads, cap=cap))
     stats["kernel_ran"] = ", ".join(ran)
     stats.update(
         wall_s=time.perf_counter() - t0,
@@ -150,49 +230,96 @@ def step_kernel(n: int, work: Path, threads: int, targets: str, kernel: str = "a
 
 
 def step_sharded(n: int, work: Path, threads: int, kernel: str = "auto", targets: str = "cohort") -> dict:
-    import pyarrow.parquet as pq
+    """The cohort (read from the shards: only its events) or the whole population (the population
+    against itself, `shards.sharded_population_distinguishability`) against the shards."""
+    import pyarrow.dataset as ds
 
     from engine import risk
-    from engine.records import Records
     from engine.scale import shards
+
+    paths = sorted((work / f"shards_{n}").glob("shard-*.parquet"))
+    risk._KERNEL, cap = _kernel_cap(kernel)
+    t0, c0 = time.perf_counter(), time.process_time()
+
+    def progress(done: int, total: int, path: str) -> None:
+        print(
+            f"    [{targets}] shard {done}/{total} counted, {time.perf_counter() - t0:.0f} s, "
+            f"cpu {time.process_time() - c0:.0f} s, peak {peak_gb():.2f} GB",
+            file=sys.stderr,
+            flush=True,
+        )
 
     if targets == "cohort":
         ids = _cohort_ids(work, n)  # only the cohort's events are read in full
-        table = pq.read_table(work / f"events_{n}.parquet", filters=[("patient_id", "in", list(ids))])
-        cohort = Records.from_frame(table.to_pandas()).subset(ids)
+        table = ds.dataset([str(p) for p in paths], format="parquet").to_table(
+            filter=ds.field("patient_id").isin(list(ids))
+        )
+        cohort = shards.records_from_table(table).subset(ids)
+        n_targets = cohort.n_patients
+        dis = shards.sharded_distinguishability(
+            cohort, paths, "single_visit", risk.Matching(threads=threads, cap=cap), progress=progress
+        )
     else:
-        cohort = Records.from_frame(pq.read_table(work / f"events_{n}.parquet").to_pandas())
-    paths = sorted((work / f"shards_{n}").glob("shard-*.parquet"))
-    risk._KERNEL, cap = _kernel_cap(kernel)
-
-    def progress(done: int, total: int, path: str) -> None:
-        print(f"    shard {done}/{total} counted, peak {peak_gb():.2f} GB", file=sys.stderr, flush=True)
-
-    t0, c0 = time.perf_counter(), time.process_time()
-    dis = shards.sharded_distinguishability(
-        cohort, paths, "single_visit", threads=threads, cap=cap, progress=progress
-    )
+        dis = shards.sharded_population_distinguishability(
+            paths, "single_visit", risk.Matching(threads=threads, cap=cap), progress=progress
+        )
+        n_targets = len(dis)
     out = {
         "wall_s": time.perf_counter() - t0,
         "cpu_s": time.process_time() - c0,
         "peak_gb": peak_gb(),
-        "targets": cohort.n_patients,
+        "targets": n_targets,
+        "below": {str(k): int((dis < k).sum()) for k in (2, 5)},
     }
     np.save(work / f"dis_{n}_sharded_{targets}.npy", dis)
     return out
 
 
-def sub(*args: str) -> dict:
-    res = subprocess.run(
-        [sys.executable, __file__, "--step", *args], stdout=subprocess.PIPE, text=True, check=False, cwd=ROOT
+RESERVE_GB = 1.5  # the machine is shared: a step is stopped before it leaves less memory than this
+
+
+def sub(*args: str) -> dict | None:
+    """Run one step in a fresh process (its own peak memory); None, said, when it failed or was
+    stopped because the machine was running out of memory (the run goes on with the next part)."""
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--step", *args], stdout=subprocess.PIPE, text=True, cwd=ROOT
     )  # stderr (shard progress, errors) goes to the terminal
-    if res.returncode != 0:
-        sys.exit(f"step {args} failed (its error is printed above)")
-    return json.loads(res.stdout.strip().splitlines()[-1])
+    stopped = ""
+    while proc.poll() is None:
+        time.sleep(1)
+        if available_gb() < RESERVE_GB:
+            proc.kill()
+            stopped = f"stopped: less than {RESERVE_GB} GB of the machine's memory left"
+    out = proc.stdout.read() if proc.stdout else ""
+    if proc.returncode != 0:
+        why = stopped or f"failed with exit status {proc.returncode} (its error is printed above)"
+        print(f"    step {' '.join(args)} {why}", flush=True)
+        return None
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def slope(x: list[float], y: list[float]) -> float:
     return float(np.polyfit(np.log(x), np.log(y), 1)[0])
+
+
+def _kernel_line(k: dict, g: dict, kern: str) -> str:
+    return (
+        f"{k['patients']:>10,} patients {g['diagnoses']:>12,} diagnoses  generate {g['generate_s']:6.1f} s "
+        f"(peak {g['peak_gb']:.2f} GB)  "
+        f"[{kern}] single visit wall {k['wall_s']:7.1f} s cpu {k['cpu_s']:7.1f} s  peak {k['peak_gb']:5.2f} GB"
+        f"  (kernel ran: {k['kernel_ran']}; load {os.getloadavg()[0]:.1f})"
+    )
+
+
+def _stages_line(k: dict) -> str:
+    return (
+        f"    stages (s, summed over threads): projection {k.get('projection_s', 0):.1f}, atoms "
+        f"{k.get('atoms_s', 0):.1f}, bitmaps {k.get('bitmaps_s', 0):.1f}, count {k.get('count_s', 0):.1f} "
+        f"(AND {k.get('and_s', 0):.1f}, pairs {k.get('pairs_s', 0):.1f}), trie {k.get('trie_s', 0):.1f}, "
+        f"walk {k.get('walk_s', 0):.1f}; distinct sets {k.get('sets', 0):,}, bitmap words "
+        f"{k.get('words', 0):,}, pairs from rarest atoms {k.get('pairs_rarest', 0):,}, walk steps "
+        f"{k.get('walk_steps', 0):,}, lookups {k.get('lookups', 0):,}, supports {k.get('supports', 0):,}"
+    )
 
 
 def main() -> int:
@@ -200,10 +327,29 @@ def main() -> int:
     ap.add_argument("--sizes", default="250000,500000,1000000", help="three (or more) population sizes")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--shards", type=int, default=8, help="shards of the largest population")
-    ap.add_argument("--kernels", default="auto", help="kernels to time at every size: auto, index, walk")
+    ap.add_argument(
+        "--kernels", default="auto", help="kernels to time at every size: auto, index, walk, capK"
+    )
+    ap.add_argument(
+        "--full-up-to",
+        type=int,
+        default=0,
+        help="run full-count kernels only up to this many patients (0: all)",
+    )
     ap.add_argument("--skip", default="", help="parts to leave out: threads, sharded")
     ap.add_argument(
         "--big", type=int, default=0, help="also a sharded run of this many patients (e.g. 10000000)"
+    )
+    ap.add_argument("--big-shards", type=int, default=10, help="shards (generated chunks) of the --big run")
+    ap.add_argument("--cohort-size", type=int, default=6000, help="cohort of the --big run")
+    ap.add_argument(
+        "--work", default="", help="folder for the data (kept: a rerun reuses it); default: temporary"
+    )
+    ap.add_argument(
+        "--min-free-gb",
+        type=float,
+        default=0.0,
+        help="wait until this much memory is available before the largest size and the --big run",
     )
     ap.add_argument("--step", nargs="+", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -211,6 +357,8 @@ def main() -> int:
         kind, rest = args.step[0], args.step[1:]
         if kind == "generate":
             out = step_generate(int(rest[0]), args.seed, Path(rest[1]), int(rest[2]))
+        elif kind == "chunks":
+            out = step_generate_chunks(int(rest[0]), args.seed, Path(rest[1]), int(rest[2]), int(rest[3]))
         elif kind == "kernel":
             out = step_kernel(int(rest[0]), Path(rest[1]), int(rest[2]), rest[3], rest[4])
         else:
@@ -220,59 +368,75 @@ def main() -> int:
 
     from engine.risk import thread_count
 
-    sizes = sorted(int(s) for s in args.sizes.split(","))
+    sizes = sorted(int(s) for s in args.sizes.split(",") if s)
     cores = thread_count()
+    t_run = time.perf_counter()
     print(
         f"cores (default thread count): {cores}; sizes {sizes}; seed {args.seed}; "
-        f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}",
+        f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}; "
+        f"memory available {available_gb():.1f} GB",
         flush=True,
     )
     with tempfile.TemporaryDirectory(prefix="cohortshield-scale-") as tmp:
-        work = Path(tmp)
+        work = Path(args.work or tmp)
+        work.mkdir(parents=True, exist_ok=True)
         kernels = args.kernels.split(",")
         skip = set(args.skip.split(",")) - {""}
         rows = []
+
+        def runs(kern: str, n: int) -> bool:
+            return _kernel_cap(kern)[1] is not None or not args.full_up_to or n <= args.full_up_to
+
         for n in sizes:
+            if n == sizes[-1]:
+                wait_for_memory(args.min_free_gb, f"{n:,} patients")
             g = sub(
                 "generate",
                 str(n),
                 str(work),
                 str(args.shards if n == sizes[-1] and "sharded" not in skip else 0),
             )
+            if g is None:
+                continue
             ks = {}
             for kern in kernels:
-                k = ks[kern] = sub("kernel", str(n), str(work), str(cores), "population", kern)
-                print(
-                    f"{k['patients']:>10,} patients {g['diagnoses']:>12,} diagnoses  generate {g['generate_s']:6.1f} s  "
-                    f"[{kern}] single visit wall {k['wall_s']:7.1f} s cpu {k['cpu_s']:7.1f} s  peak {k['peak_gb']:5.2f} GB"
-                    f"  (kernel ran: {k['kernel_ran']}; load {os.getloadavg()[0]:.1f})",
-                    flush=True,
-                )
-                print(
-                    f"    stages (s, summed over threads): projection {k.get('projection_s', 0):.1f}, atoms "
-                    f"{k.get('atoms_s', 0):.1f}, bitmaps {k.get('bitmaps_s', 0):.1f}, count {k.get('count_s', 0):.1f} "
-                    f"(AND {k.get('and_s', 0):.1f}, pairs {k.get('pairs_s', 0):.1f}), trie {k.get('trie_s', 0):.1f}, "
-                    f"walk {k.get('walk_s', 0):.1f}; distinct sets {k.get('sets', 0):,}, bitmap words "
-                    f"{k.get('words', 0):,}, pairs from rarest atoms {k.get('pairs_rarest', 0):,}, walk steps "
-                    f"{k.get('walk_steps', 0):,}, lookups {k.get('lookups', 0):,}, supports {k.get('supports', 0):,}",
-                    flush=True,
-                )
-            full = [kern for kern in kernels if _kernel_cap(kern)[1] is None]
-            first = np.load(work / f"dis_{n}_population_{cores}_{(full or kernels)[0]}.npy")
+                if not runs(kern, n):
+                    print(
+                        f"    [{kern}] skipped at {n:,} patients (--full-up-to {args.full_up_to:,})",
+                        flush=True,
+                    )
+                    continue
+                k = sub("kernel", str(n), str(work), str(cores), "population", kern)
+                if k is None:
+                    continue
+                ks[kern] = k
+                print(_kernel_line(k, g, kern), flush=True)
+                print(_stages_line(k), flush=True)
+            if not ks:
+                continue
+            full = [kern for kern in ks if _kernel_cap(kern)[1] is None]
+            first = np.load(work / f"dis_{n}_population_{cores}_{(full or list(ks))[0]}.npy")
             same = all(
                 np.array_equal(
                     np.minimum(first, _kernel_cap(kern)[1] or first.max(initial=0)),
                     np.load(work / f"dis_{n}_population_{cores}_{kern}.npy"),
                 )
-                for kern in kernels
+                for kern in ks
             )
-            print(f"    kernels {', '.join(kernels)}: results equal: {same}", flush=True)
-            rows.append((n, g, ks))
-        pts = [r[2][kernels[0]]["patients"] for r in rows]
-        for kern in kernels:
-            ks = [r[2][kern] for r in rows]
             print(
-                f"[{kern}] growth exponent: wall {slope(pts, [k['wall_s'] for k in ks]):.2f}, "
+                f"    kernels {', '.join(ks)}: results equal: {same}"
+                + ("" if full else " (no full-count kernel ran at this size: nothing to compare)"),
+                flush=True,
+            )
+            rows.append((n, g, ks))
+        for kern in kernels:
+            got = [(r[2][kern]["patients"], r[2][kern]) for r in rows if kern in r[2]]
+            if len(got) < 2:
+                print(f"[{kern}] growth exponent: ran at {len(got)} size(s), none computed", flush=True)
+                continue
+            pts, ks = [p for p, _ in got], [k for _, k in got]
+            print(
+                f"[{kern}] growth exponent over {len(pts)} sizes: wall {slope(pts, [k['wall_s'] for k in ks]):.2f}, "
                 f"cpu {slope(pts, [k['cpu_s'] for k in ks]):.2f}; of the parts: distinct sets "
                 f"{slope(pts, [max(k.get('sets', 1), 1) for k in ks]):.2f}, pairs from rarest atoms "
                 f"{slope(pts, [max(k.get('pairs_rarest', 1), 1) for k in ks]):.2f}, walk steps "
@@ -280,54 +444,76 @@ def main() -> int:
                 f"{slope(pts, [max(k.get('supports', 1), 1) for k in ks]):.2f}",
                 flush=True,
             )
-        rows = [(n, g, ks[kernels[0]]) for n, g, ks in rows]
         k0 = kernels[0]
-        if "threads" not in skip:
-            mid = sizes[len(sizes) // 2]
-            one = sub("kernel", str(mid), str(work), "1", "population", k0)
-            many = next(r[2] for r in rows if r[0] == mid)
+        mid = sizes[len(sizes) // 2] if sizes else 0
+        many = next((r[2].get(k0) for r in rows if r[0] == mid), None)
+        one = (
+            sub("kernel", str(mid), str(work), "1", "population", k0)
+            if "threads" not in skip and many
+            else None
+        )
+        if one is not None and many is not None:
             same = np.array_equal(
                 np.load(work / f"dis_{mid}_population_1_{k0}.npy"),
                 np.load(work / f"dis_{mid}_population_{cores}_{k0}.npy"),
             )
             print(
-                f"threads at {mid:,}: 1 thread wall {one['wall_s']:.1f} s, {cores} threads wall {many['wall_s']:.1f} s: "
+                f"[{k0}] threads at {mid:,}: 1 thread wall {one['wall_s']:.1f} s cpu {one['cpu_s']:.1f} s, "
+                f"{cores} threads wall {many['wall_s']:.1f} s cpu {many['cpu_s']:.1f} s: "
                 f"speed-up {one['wall_s'] / many['wall_s']:.2f}x; results equal: {same}",
                 flush=True,
             )
 
-        if "sharded" not in skip:
-            big = sizes[-1]
-            inproc = sub("kernel", str(big), str(work), str(cores), "cohort", k0)
-            shard = sub("sharded", str(big), str(work), str(cores), k0, "cohort")
+        big = sizes[-1] if sizes else 0
+        inproc = (
+            sub("kernel", str(big), str(work), str(cores), "cohort", k0)
+            if "sharded" not in skip and sizes
+            else None
+        )
+        shard = sub("sharded", str(big), str(work), str(cores), k0, "cohort") if inproc else None
+        if inproc is not None and shard is not None:
             same = np.array_equal(
                 np.load(work / f"dis_{big}_cohort_{cores}_{k0}.npy"),
                 np.load(work / f"dis_{big}_sharded_cohort.npy"),
             )
             print(
-                f"cohort ({inproc['targets']:,} patients) vs population of {big:,}, single visit: in process wall "
-                f"{inproc['wall_s']:.1f} s peak {inproc['peak_gb']:.2f} GB; {args.shards} shards wall "
+                f"[{k0}] cohort ({inproc['targets']:,} patients) vs population of {big:,}, single visit: in process "
+                f"wall {inproc['wall_s']:.1f} s peak {inproc['peak_gb']:.2f} GB; {args.shards} shards wall "
                 f"{shard['wall_s']:.1f} s peak {shard['peak_gb']:.2f} GB; results equal: {same}",
                 flush=True,
             )
+            whole = work / f"dis_{big}_population_{cores}_{k0}.npy"
+            if whole.exists():
+                below = int((np.load(whole) < 5).sum())
+                print(f"    (in-process whole population at {big:,}: {below:,} below 5)", flush=True)
         if args.big:
             n = args.big
+            wait_for_memory(args.min_free_gb, f"the {n:,}-patient run")
             t0 = time.perf_counter()
-            g = sub("generate", str(n), str(work), str(args.shards))
+            g = sub("chunks", str(n), str(work), str(args.big_shards), str(args.cohort_size))
+            if g is None:
+                return 1
             print(
-                f"{n:,} patients, {g['diagnoses']:,} diagnoses: generated in {g['generate_s']:.0f} s, "
-                f"{args.shards} shards written in {g['write_shards_s']:.0f} s",
+                f"{n:,} patients, {g['diagnoses']:,} diagnoses: generated chunk by chunk into {args.big_shards} "
+                f"shards in {g['generate_s']:.0f} s ({g['cached_chunks']} cached), peak {g['peak_gb']:.2f} GB",
                 flush=True,
             )
             for targets in ("cohort", "population"):
                 r = sub("sharded", str(n), str(work), str(cores), k0, targets)
+                if r is None:
+                    continue
                 print(
-                    f"[{k0}] {targets} ({r['targets']:,} patients) vs {n:,} in {args.shards} shards, single visit: "
-                    f"wall {r['wall_s']:.0f} s cpu {r['cpu_s']:.0f} s peak {r['peak_gb']:.2f} GB "
-                    f"(within 24 GB: {r['peak_gb'] < 24})",
+                    f"[{k0}] {targets} ({r['targets']:,} patients) vs {n:,} in {args.big_shards} shards, single "
+                    f"visit: wall {r['wall_s']:.0f} s cpu {r['cpu_s']:.0f} s peak {r['peak_gb']:.2f} GB "
+                    f"(within 24 GB: {r['peak_gb'] < 24}); below 2: {r['below']['2']:,}, below 5: {r['below']['5']:,}",
                     flush=True,
                 )
             print(f"big run in all: {time.perf_counter() - t0:.0f} s", flush=True)
+    print(
+        f"whole run: {time.perf_counter() - t_run:.0f} s; peak memory of any step {run_peak_gb():.2f} GB "
+        f"(this process {peak_gb():.2f} GB)",
+        flush=True,
+    )
     return 0
 
 

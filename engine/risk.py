@@ -12,7 +12,7 @@ record (or visit) with nothing left to know is consistent with every candidate.
 
 Where the known set is matched: by default against the candidate's whole record (the papers'
 released form, one item set per patient). When the release shows the visit grouping
-(`Release.shows_visits`, `within_visits=True`) and the knowledge is one visit, a candidate is
+(`Release.shows_visits`, `Matching(within_visits=True)`) and the knowledge is one visit, a candidate is
 consistent only when ONE of its visits holds every known item, and the count is of distinct
 candidate patients (Heatherly 2013: "the same set of diagnosis codes from some visit"). Under
 `all_visits` knowledge the match stays whole-record.
@@ -25,7 +25,7 @@ import os
 import threading
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from threading import Lock
 
 import numpy as np
@@ -115,6 +115,38 @@ def thread_count(threads: int | None = None) -> int:
     if threads < 1:
         raise ValueError(f"the thread count must be a positive whole number, not {threads}")
     return int(threads)
+
+
+@dataclass(frozen=True)
+class Matching:
+    """How target records are matched against candidates and counted: one object for every kernel
+    entry point (in process, sharded, Dask).
+
+    item_codes: the codes a released (generalized) item stands for (`Release.item_codes`); a
+      candidate item matches a target item when its codes are a subset of the target item's.
+    count_repeats: a known item must occur at least as often in the candidate (all-visits knowledge).
+    within_visits: single-visit knowledge matched within one candidate visit (`Release.shows_visits`).
+    threads: see `thread_count` (results never depend on it).
+    cap: count each known set only up to `cap` (`count_known_sets`), or None for full counts."""
+
+    item_codes: Mapping[str, frozenset[str]] | None = None
+    count_repeats: bool = False
+    within_visits: bool = False
+    threads: int | None = None
+    cap: int | None = None
+
+    def __post_init__(self) -> None:
+        cap = self.cap
+        if cap is not None and (isinstance(cap, bool) or int(cap) != cap or cap < 1):
+            raise ValueError(f"the count cap must be a positive whole number, not {cap!r}")
+
+    @classmethod
+    def of_release(cls, release: Release, *, threads: int | None = None, cap: int | None = None) -> Matching:
+        """The matching a release calls for: its items' codes, repeat counts, visits shown."""
+        return cls(release.item_codes, release.counts_repeats, release.shows_visits, threads, cap)
+
+
+DEFAULT_MATCHING = Matching()
 
 
 def match_matrix(
@@ -754,35 +786,17 @@ class KnownSets:
 
 
 def known_set_distinguishability(
-    targets: Records,
-    candidates: Records,
-    knowledge: Knowledge,
-    *,
-    item_codes: Mapping[str, frozenset[str]] | None = None,
-    count_repeats: bool = False,
-    within_visits: bool = False,
-    threads: int | None = None,
-    cap: int | None = None,
+    targets: Records, candidates: Records, knowledge: Knowledge, matching: Matching = DEFAULT_MATCHING
 ) -> KnownSets:
     """Distinguishability of every known set of the target records (one per visit under single-visit
     knowledge, one per record under all-visits), counted as described at the top of this section.
 
-    `within_visits` (single-visit knowledge only): the candidates' visits are the rows of the index,
-    sets are counted by the pairs path and reduced to distinct patients. `threads`: see
-    `thread_count` (results are the same for every count). `cap`: see `count_known_sets`."""
-    known, owner = known_sets(targets, knowledge, count_repeats)
-    values = count_known_sets(
-        targets.items,
-        known,
-        candidates,
-        knowledge,
-        item_codes=item_codes,
-        count_repeats=count_repeats,
-        within_visits=within_visits,
-        threads=threads,
-        cap=cap,
-    )
-    return KnownSets(known, owner, values, targets.n_patients, candidates.n_patients, cap)
+    `matching.within_visits` (single-visit knowledge only): the candidates' visits are the rows of the
+    index, sets are counted by the pairs path and reduced to distinct patients. `matching.threads`:
+    see `thread_count` (results are the same for every count). `matching.cap`: see `count_known_sets`."""
+    known, owner = known_sets(targets, knowledge, matching.count_repeats)
+    values = count_known_sets(targets.items, known, candidates, knowledge, matching)
+    return KnownSets(known, owner, values, targets.n_patients, candidates.n_patients, matching.cap)
 
 
 def known_sets(
@@ -798,27 +812,26 @@ def count_known_sets(
     known: sp.csr_matrix,
     candidates: Records,
     knowledge: Knowledge,
-    *,
-    item_codes: Mapping[str, frozenset[str]] | None = None,
-    count_repeats: bool = False,
-    within_visits: bool = False,
-    threads: int | None = None,
-    cap: int | None = None,
+    matching: Matching = DEFAULT_MATCHING,
 ) -> np.ndarray:
     """Per row of `known` (sets over `target_items`, from `known_sets`), the number of `candidates`
     consistent with it: the support of the set among the candidates (distinct patients with one visit
     holding it, under `within_visits` and single-visit knowledge). Supports over disjoint groups of
     patients add up, which is what sharded runs (engine/scale/shards.py) rely on.
 
-    `cap` (a positive whole number, or None for full counts): every value is min(support, cap),
+    `matching.cap` (a positive whole number, or None for full counts): every value is min(support, cap),
     exactly; enough for every verdict at k <= cap (below k, unique, failing records), and capped sums
     still add (min(a + b, cap) = min(min(a, cap) + min(b, cap), cap)). The walk then stops counting
     a set once it has `cap` supporters, so its work no longer grows with the supports of common sets
-    (issue 15); a CDF or median above `cap` needs full counts."""
-    if cap is not None and (int(cap) != cap or cap < 1):
-        raise ValueError(f"the count cap must be a positive whole number, not {cap!r}")
-    by_visit = within_visits and knowledge == "single_visit"
-    proj = _projected_candidates(target_items, candidates, item_codes, count_repeats, by_visit=by_visit)
+    (issue 15); a CDF or median above `cap` needs full counts. Every verdict (below k, unique, the
+    records failing k) needs only min(support, k), so at population scale the capped count is the
+    kernel for verdicts: its work per set is bounded by the cap (CPU growth exponent about 1.04 in
+    bench/scale.py), where full counts grow with the supports of common sets (exponent 1.5-1.7)."""
+    cap, threads = matching.cap, matching.threads
+    by_visit = matching.within_visits and knowledge == "single_visit"
+    proj = _projected_candidates(
+        target_items, candidates, matching.item_codes, matching.count_repeats, by_visit=by_visit
+    )
     post, entry_atom = _atoms(proj, known)
     n_cand = candidates.n_patients
     cand_owner = candidates.visit_patient if by_visit else None
@@ -871,34 +884,18 @@ def count_known_sets(
 
 
 def distinguishability(
-    targets: Records,
-    candidates: Records,
-    knowledge: Knowledge,
-    *,
-    item_codes: Mapping[str, frozenset[str]] | None = None,
-    count_repeats: bool = False,
-    within_visits: bool = False,
-    threads: int | None = None,
-    cap: int | None = None,
+    targets: Records, candidates: Records, knowledge: Knowledge, matching: Matching = DEFAULT_MATCHING
 ) -> np.ndarray:
     """(n_target_records,) number of candidate records consistent with each target record.
 
     Known sets are deduplicated and counted once; each count starts from the known item with the
     fewest candidate postings and filters by the others (see `known_set_distinguishability`).
-    `within_visits` with single-visit knowledge: a candidate is consistent when one of its visits
-    holds every known item (a release that shows its visits); the count is of distinct patients.
-    `cap`: values min(distinguishability, cap), exactly, counted faster (`count_known_sets`).
+    `matching.within_visits` with single-visit knowledge: a candidate is consistent when one of its
+    visits holds every known item (a release that shows its visits); the count is of distinct
+    patients. `matching.cap`: values min(distinguishability, cap), exactly, counted faster
+    (`count_known_sets`).
     """
-    return known_set_distinguishability(
-        targets,
-        candidates,
-        knowledge,
-        item_codes=item_codes,
-        count_repeats=count_repeats,
-        within_visits=within_visits,
-        threads=threads,
-        cap=cap,
-    ).per_record()
+    return known_set_distinguishability(targets, candidates, knowledge, matching).per_record()
 
 
 # ------------------------------------------------------------------------------ entry points
@@ -923,17 +920,17 @@ def original_distinguishability(
     cohort: Records,
     adversary: Adversary,
     population: Records | None = None,
+    matching: Matching = DEFAULT_MATCHING,
     *,
-    count_repeats: bool = False,
-    threads: int | None = None,
-    cap: int | None = None,
+    count_repeats: bool | None = None,
 ) -> np.ndarray:
-    """Distinguishability of the original (unreleased) cohort records (`cap`: see
-    `count_known_sets`)."""
+    """Distinguishability of the original (unreleased) cohort records (`matching`: see `Matching`).
+    `count_repeats`, when given, replaces `matching.count_repeats` (the GCCens view, ui/views/gccens.py,
+    still passes it by keyword)."""
+    if count_repeats is not None:
+        matching = replace(matching, count_repeats=count_repeats)
     cands = candidates_for(adversary, cohort, population)
-    return distinguishability(
-        cohort, cands, adversary.knowledge, count_repeats=count_repeats, threads=threads, cap=cap
-    )
+    return distinguishability(cohort, cands, adversary.knowledge, matching)
 
 
 def attacker_known_visits(release: Release) -> Records | None:
@@ -983,12 +980,7 @@ def release_distinguishability(
     cands = candidates_for(adversary, release.records, population, release.population)
     known = attacker_known_visits(release) if adversary.knowledge == "single_visit" else None
     dis = distinguishability(
-        release.records if known is None else known,
-        cands,
-        adversary.knowledge,
-        item_codes=release.item_codes,
-        count_repeats=release.counts_repeats,
-        within_visits=release.shows_visits,
+        release.records if known is None else known, cands, adversary.knowledge, Matching.of_release(release)
     )
     if known is None:
         return dis
@@ -1081,14 +1073,14 @@ def verify(release: Release, adversary: Adversary, k: int, population: Records |
 def all_adversaries(
     cohort: Records,
     population: Records | None = None,
+    matching: Matching = DEFAULT_MATCHING,
     *,
-    count_repeats: bool = False,
     adversaries: tuple[Adversary, ...] = ALL_ADVERSARIES,
 ) -> dict[Adversary, np.ndarray]:
     """Distinguishability of the original cohort records under each adversary (ARCHITECTURE
     section 3); population scope is skipped when no population is given."""
     return {
-        adv: original_distinguishability(cohort, adv, population, count_repeats=count_repeats)
+        adv: original_distinguishability(cohort, adv, population, matching)
         for adv in adversaries
         if adv.scope == "cohort" or population is not None
     }
@@ -1127,10 +1119,8 @@ def riskiest_patterns(
     targets: Records,
     candidates: Records,
     knowledge: Knowledge,
+    matching: Matching = DEFAULT_MATCHING,
     *,
-    item_codes: Mapping[str, frozenset[str]] | None = None,
-    count_repeats: bool = False,
-    within_visits: bool = False,
     n: int = 20,
 ) -> pd.DataFrame:
     """The code patterns that single out the records at highest risk: for every target record, the
@@ -1142,14 +1132,7 @@ def riskiest_patterns(
     `descriptions` (ICD-9-CM text; a generalized item lists its codes). Sorted by distinguishability,
     then by records (most first), then by codes; the first `n` rows.
     """
-    ks = known_set_distinguishability(
-        targets,
-        candidates,
-        knowledge,
-        item_codes=item_codes,
-        count_repeats=count_repeats,
-        within_visits=within_visits,
-    )
+    ks = known_set_distinguishability(targets, candidates, knowledge, matching)
     best = ks.riskiest_row()
     best = best[best >= 0]
     cols = ["distinguishability", "records", "items", "codes", "descriptions"]
@@ -1170,6 +1153,6 @@ def riskiest_patterns(
     ).head(n)
     grouped["items"] = [len(p) for p in grouped["pattern"]]
     grouped["descriptions"] = [
-        "; ".join(_item_description(i, item_codes) for i, _ in pat) for pat in grouped["pattern"]
+        "; ".join(_item_description(i, matching.item_codes) for i, _ in pat) for pat in grouped["pattern"]
     ]
     return grouped[cols].reset_index(drop=True)

@@ -29,7 +29,7 @@ from ui.teach import intro
 def _original(cohort: Records, population: Records, count_repeats: bool) -> tuple[dict[str, np.ndarray], str]:
     """Distinguishability per adversary, and which backend and kernel counted each (issue 15)."""
     with risk.record_kernels() as ran:
-        together = risk.all_adversaries(cohort, population, count_repeats=count_repeats)
+        together = risk.all_adversaries(cohort, population, risk.Matching(count_repeats=count_repeats))
     used = "; ".join(f"{adv.label}: {k}" for adv, k in zip(together, ran, strict=True))
     return {adv.label: dis for adv, dis in together.items()}, (
         f"Backend: in process, {risk.thread_count()} threads. Kernel: {used}."
@@ -41,7 +41,7 @@ def _patterns(
     cohort: Records, population: Records, scope: str, knowledge: str, count_repeats: bool, n: int
 ) -> pd.DataFrame:
     cands = population if scope == "population" else cohort
-    return risk.riskiest_patterns(cohort, cands, knowledge, count_repeats=count_repeats, n=n)
+    return risk.riskiest_patterns(cohort, cands, knowledge, risk.Matching(count_repeats=count_repeats), n=n)
 
 
 def _summary_table(curves: dict[str, np.ndarray], k: int) -> pd.DataFrame:

@@ -70,7 +70,7 @@ def test_figure_1_original_risk(figure_1):
     """Before censoring Tom's {272, 272, 724} is unique; Bella's {250, 250, 272} has dis 2 under the
     containment definition (Bella and John), not the text's 1."""
     pop, sample = figure_1
-    dis = risk.original_distinguishability(sample, K_MAP, pop, count_repeats=True)
+    dis = risk.original_distinguishability(sample, K_MAP, pop, matching=risk.Matching(count_repeats=True))
     np.testing.assert_array_equal(dis, [4, 1, 2])
 
 

@@ -43,7 +43,9 @@ def test_tamersoy_figure1_dis_272_724_is_2():
     population = one_visit(FIG1_P)
     known = one_visit({"x": ["272", "724"]})
     for repeats in (False, True):
-        dis = risk.distinguishability(known, population, "all_visits", count_repeats=repeats)
+        dis = risk.distinguishability(
+            known, population, "all_visits", matching=risk.Matching(count_repeats=repeats)
+        )
         assert dis.tolist() == [2]
 
 
@@ -51,8 +53,12 @@ def test_tamersoy_figure1_tom_unique_with_repeats():
     """ "Tom's record is the only one in the population with this code combination" (272, 272, 724)."""
     population = one_visit(FIG1_P)
     sample = one_visit(FIG1_S)
-    with_repeats = risk.distinguishability(sample, population, "all_visits", count_repeats=True)
-    as_sets = risk.distinguishability(sample, population, "all_visits", count_repeats=False)
+    with_repeats = risk.distinguishability(
+        sample, population, "all_visits", matching=risk.Matching(count_repeats=True)
+    )
+    as_sets = risk.distinguishability(
+        sample, population, "all_visits", matching=risk.Matching(count_repeats=False)
+    )
     # s1 = {250}: Dan, Bella, John, Alan. s2 = Tom: unique only when repeats count.
     # s3 = {250, 250, 272}: Bella and John hold at least these occurrences (see the convention below).
     assert with_repeats.tolist() == [4, 1, 2]
@@ -125,9 +131,11 @@ def test_generalized_item_matches_only_subsets_of_its_codes():
     item_codes = {g: frozenset({"401.00", "401.01"}), wide: frozenset({"401.00", "401.01", "401.9"})}
     cands = one_visit({"a": ["401.00"], "b": ["401.01"], "c": [g], "d": [wide], "e": ["250"]})
     targets = one_visit({"t": [g]})
-    dis = risk.distinguishability(targets, cands, "all_visits", item_codes=item_codes)
+    dis = risk.distinguishability(targets, cands, "all_visits", matching=risk.Matching(item_codes=item_codes))
     assert dis.tolist() == [3]
-    dis_wide = risk.distinguishability(one_visit({"t": [wide]}), cands, "all_visits", item_codes=item_codes)
+    dis_wide = risk.distinguishability(
+        one_visit({"t": [wide]}), cands, "all_visits", matching=risk.Matching(item_codes=item_codes)
+    )
     assert dis_wide.tolist() == [4]
 
 
@@ -135,7 +143,9 @@ def test_generalized_items_with_repeats_sum_their_codes():
     item_codes = {G401: frozenset({"401.00", "401.01"})}
     cands = one_visit({"a": ["401.00", "401.01"], "b": ["401.00"], "c": ["401.01", "401.01", "250"]})
     targets = one_visit({"t": [G401, G401]})
-    got = risk.distinguishability(targets, cands, "all_visits", item_codes=item_codes, count_repeats=True)
+    got = risk.distinguishability(
+        targets, cands, "all_visits", matching=risk.Matching(item_codes=item_codes, count_repeats=True)
+    )
     assert got.tolist() == [2]
 
 
@@ -304,7 +314,9 @@ def test_finding1_release_with_visits_is_matched_within_visits():
     assert w.ok and w.distinguishability.tolist() == [2, 2]
     # the original data's single-visit risk is unchanged (whole-record matching)
     assert risk.original_distinguishability(recs, adv).tolist() == [2, 2]
-    assert risk.distinguishability(recs, recs, "single_visit", within_visits=True).tolist() == [1, 2]
+    assert risk.distinguishability(
+        recs, recs, "single_visit", matching=risk.Matching(within_visits=True)
+    ).tolist() == [1, 2]
     # the verification names the release it belongs to
     assert v.release_fingerprint == shown.fingerprint != hidden.fingerprint == w.release_fingerprint
 
@@ -313,17 +325,23 @@ def test_within_visits_counts_patients_not_visits():
     """A candidate with two visits that both hold the known set counts once."""
     cands = records({"a": [["1", "2"], ["1", "2"]], "b": [["1"], ["2"]], "c": [["1", "2", "3"]]})
     target = records({"t": [["1", "2"]]})
-    assert risk.distinguishability(target, cands, "single_visit", within_visits=True).tolist() == [2]
+    assert risk.distinguishability(
+        target, cands, "single_visit", matching=risk.Matching(within_visits=True)
+    ).tolist() == [2]
     assert risk.distinguishability(target, cands, "single_visit").tolist() == [3]
     single = records({"t": [["1"]]})
-    assert risk.distinguishability(single, cands, "single_visit", within_visits=True).tolist() == [3]
+    assert risk.distinguishability(
+        single, cands, "single_visit", matching=risk.Matching(within_visits=True)
+    ).tolist() == [3]
 
 
 def test_within_visits_generalized_items_match_inside_a_visit():
     item_codes = {G401: frozenset({"401.00", "401.01"})}
     cands = records({"a": [["401.00", "427.31"]], "b": [["401.01"], ["427.31"]], "c": [[G401, "427.31"]]})
     target = records({"t": [[G401, "427.31"]]})
-    got = risk.distinguishability(target, cands, "single_visit", item_codes=item_codes, within_visits=True)
+    got = risk.distinguishability(
+        target, cands, "single_visit", matching=risk.Matching(item_codes=item_codes, within_visits=True)
+    )
     assert got.tolist() == [2]
     assert got.tolist() == reference_distinguishability(
         target, cands, "single_visit", item_codes=item_codes, within_visits=True
@@ -358,3 +376,35 @@ def test_risk_page_says_which_backend_and_kernel_ran() -> None:
     for adv in ALL_ADVERSARIES:
         assert f"{adv.label}: " in line
     assert line.count("walk") + line.count("index") + line.count("posting lengths") == len(ALL_ADVERSARIES)
+
+
+def test_matching_is_one_frozen_object_and_follows_the_release() -> None:
+    """`risk.Matching` carries the five settings of every kernel entry point: built from a release it
+    takes the release's item codes, repeat counts and visit grouping; it cannot be changed after; a
+    bad cap is refused when it is made; `original_distinguishability`'s `count_repeats=` (kept for the
+    GCCens view) equals the matching's."""
+    import dataclasses
+
+    recs = records({"a": [["401.00"]], "b": [["401.00"], ["401.00"]], "c": [["401.01", "250"]]})
+    label = set_item_label({"401.00", "401.01"})
+    rel = Release("t", recs, item_codes={label: frozenset({"401.00", "401.01"})}, counts_repeats=True)
+    m = risk.Matching.of_release(rel.with_visits(True), threads=2, cap=3)
+    assert (m.item_codes, m.count_repeats, m.within_visits, m.threads, m.cap) == (
+        rel.item_codes,
+        True,
+        True,
+        2,
+        3,
+    )
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        m.cap = 4  # type: ignore[misc]
+    for bad in (0, True, 1.5):
+        with pytest.raises(ValueError, match="cap must be a positive whole number"):
+            risk.Matching(cap=bad)
+    adv = Adversary("cohort", "all_visits")
+    by_keyword = risk.original_distinguishability(recs, adv, count_repeats=True)
+    assert (
+        by_keyword.tolist()
+        == risk.original_distinguishability(recs, adv, None, risk.Matching(count_repeats=True)).tolist()
+    )
+    assert by_keyword.tolist() != risk.original_distinguishability(recs, adv).tolist()

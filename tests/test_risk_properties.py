@@ -115,7 +115,7 @@ def test_original_equals_reference_all_adversaries(case, mode):
     pop, cohort, _ = case
     for repeats in (False, True):
         with tuning(mode):
-            got = risk.all_adversaries(cohort, pop, count_repeats=repeats)
+            got = risk.all_adversaries(cohort, pop, matching=risk.Matching(count_repeats=repeats))
         for adv in ALL_ADVERSARIES:
             cands = pop if adv.scope == "population" else cohort
             want = reference_distinguishability(cohort, cands, adv.knowledge, count_repeats=repeats)
@@ -152,7 +152,9 @@ def test_within_visits_equals_reference(case, mode):
     pop, cohort, release = case
     shown = release.with_visits(True)
     with tuning(mode):
-        got_orig = risk.distinguishability(cohort, pop, "single_visit", within_visits=True)
+        got_orig = risk.distinguishability(
+            cohort, pop, "single_visit", matching=risk.Matching(within_visits=True)
+        )
         got_rel = risk.release_all_adversaries(shown, pop)
     want = reference_distinguishability(cohort, pop, "single_visit", within_visits=True)
     assert got_orig.tolist() == want
@@ -181,8 +183,10 @@ def test_dedup_and_chunking_do_not_change_results(case):
     )
     for knowledge, within in (("single_visit", False), ("all_visits", False), ("single_visit", True)):
         with tuning("mixed"):
-            once = risk.distinguishability(pop, pop, knowledge, within_visits=within)
-            twice = risk.distinguishability(doubled, doubled, knowledge, within_visits=within)
+            once = risk.distinguishability(pop, pop, knowledge, matching=risk.Matching(within_visits=within))
+            twice = risk.distinguishability(
+                doubled, doubled, knowledge, matching=risk.Matching(within_visits=within)
+            )
         assert twice.tolist() == (2 * np.concatenate([once, once])).tolist()
 
 
@@ -221,11 +225,13 @@ def test_capped_counts_equal_the_reference_capped(case, mode, cap, threads):
                     targets,
                     cands,
                     knowledge,
-                    item_codes=codes,
-                    count_repeats=repeats,
-                    within_visits=within,
-                    threads=threads,
-                    cap=cap,
+                    matching=risk.Matching(
+                        item_codes=codes,
+                        count_repeats=repeats,
+                        within_visits=within,
+                        threads=threads,
+                        cap=cap,
+                    ),
                 )
             want = reference_distinguishability(
                 targets, cands, knowledge, item_codes=codes, count_repeats=repeats, within_visits=within

@@ -38,7 +38,10 @@ def test_walk_equals_index_on_a_synthetic_population(synthetic, repeats) -> None
                 with tuning(mode):
                     risk._WALK_CHUNK, risk._COMMON_SHARE = 1000, 0.01
                     got[mode] = risk.known_set_distinguishability(
-                        cohort, cands, adv.knowledge, count_repeats=repeats, within_visits=within, threads=2
+                        cohort,
+                        cands,
+                        adv.knowledge,
+                        matching=risk.Matching(count_repeats=repeats, within_visits=within, threads=2),
                     ).values
             assert got["walk"].tolist() == got["pairs"].tolist(), (adv, within)
 
@@ -49,7 +52,9 @@ def test_walk_equals_reference_on_a_synthetic_sample(synthetic) -> None:
     small = small_pop.take(np.arange(0, 300, 7))
     for knowledge in ("single_visit", "all_visits"):
         with tuning("walk"):
-            got = risk.distinguishability(small, small_pop, knowledge, count_repeats=True)
+            got = risk.distinguishability(
+                small, small_pop, knowledge, matching=risk.Matching(count_repeats=True)
+            )
         assert got.tolist() == reference_distinguishability(small, small_pop, knowledge, count_repeats=True)
 
 
@@ -76,10 +81,10 @@ def test_within_visits_uses_the_walk(monkeypatch) -> None:
     monkeypatch.setattr(risk, "_kernel", spy)
     rows = [(f"p{p}", v, c) for p in range(20) for v in range(2) for c in ("250", "401", str(p % 3))]
     pop = Records.from_frame(pd.DataFrame(rows, columns=["patient_id", "visit", "code"]))
-    risk.distinguishability(pop, pop, "single_visit", within_visits=True)
+    risk.distinguishability(pop, pop, "single_visit", matching=risk.Matching(within_visits=True))
     assert used == ["walk"]
     monkeypatch.setattr(risk, "_KERNEL", "index")
-    risk.distinguishability(pop, pop, "single_visit", within_visits=True)
+    risk.distinguishability(pop, pop, "single_visit", matching=risk.Matching(within_visits=True))
     assert used == ["walk", "index"]
 
 
@@ -102,10 +107,14 @@ def test_capped_walk_drops_decided_sets(synthetic, monkeypatch, within, share) -
     monkeypatch.setattr(risk, "_WALK_CHUNK", 1000)
     monkeypatch.setattr(risk, "_KERNEL", "walk")
     monkeypatch.setattr(risk, "_COMMON_SHARE", 2.0)  # one walk, no set counted apart
-    full = risk.distinguishability(pop, pop, "single_visit", within_visits=within, threads=1)
+    full = risk.distinguishability(
+        pop, pop, "single_visit", matching=risk.Matching(within_visits=within, threads=1)
+    )
     uncapped_steps = steps[-1]
     for threads in (1, 2, 3):
-        got = risk.distinguishability(pop, pop, "single_visit", within_visits=within, threads=threads, cap=5)
+        got = risk.distinguishability(
+            pop, pop, "single_visit", matching=risk.Matching(within_visits=within, threads=threads, cap=5)
+        )
         assert got.tolist() == np.minimum(full, 5).tolist(), threads
         assert steps[-1] < share * uncapped_steps, (threads, steps[-1], uncapped_steps)
 
@@ -114,4 +123,4 @@ def test_cap_must_be_a_positive_whole_number(synthetic) -> None:
     pop, cohort = synthetic
     for bad in (0, -1, 2.5):
         with pytest.raises(ValueError, match="cap must be a positive whole number"):
-            risk.distinguishability(cohort, pop, "single_visit", cap=bad)
+            risk.distinguishability(cohort, pop, "single_visit", matching=risk.Matching(cap=bad))

@@ -41,19 +41,23 @@ def test_two_worker_local_cluster_equals_in_process(client, tmp_path: Path) -> N
         cands = risk.candidates_for(adv, cohort, pop)
         paths = pop_paths if adv.scope == "population" else coh_paths
         for repeats in (False, True):
-            want = risk.distinguishability(cohort, cands, adv.knowledge, count_repeats=repeats)
+            want = risk.distinguishability(
+                cohort, cands, adv.knowledge, matching=risk.Matching(count_repeats=repeats)
+            )
             got = dask_distinguishability(
                 cohort,
                 paths,
                 adv.knowledge,
-                count_repeats=repeats,
                 client=client,
                 progress=lambda d, n, p: seen.append(p),
+                matching=risk.Matching(count_repeats=repeats),
             )
             assert got.tolist() == want.tolist(), (adv, repeats)
     # within visits, released population's shards
-    want = risk.distinguishability(cohort, pop, "single_visit", within_visits=True)
-    got = dask_distinguishability(cohort, pop_paths, "single_visit", within_visits=True, client=client)
+    want = risk.distinguishability(cohort, pop, "single_visit", matching=risk.Matching(within_visits=True))
+    got = dask_distinguishability(
+        cohort, pop_paths, "single_visit", client=client, matching=risk.Matching(within_visits=True)
+    )
     assert got.tolist() == want.tolist()
     assert sorted(set(seen)) == sorted(str(p) for p in pop_paths + coh_paths)  # progress per shard
 
@@ -79,5 +83,5 @@ def test_local_cluster_capped_equals_in_process_capped(client, tmp_path: Path) -
     paths = shards.write_shards(pop, tmp_path / "pop", 3)
     for know in ("single_visit", "all_visits"):
         full = risk.distinguishability(cohort, pop, know)
-        got = dask_distinguishability(cohort, paths, know, client=client, cap=5)
+        got = dask_distinguishability(cohort, paths, know, client=client, matching=risk.Matching(cap=5))
         assert got.tolist() == [min(int(v), 5) for v in full], know

@@ -26,8 +26,8 @@ def _compare(targets, cands, n_shards, *, item_codes=None, repeats=False, within
         paths = shards.write_shards(cands, d, n_shards)
         for know in (knowledge,) if knowledge else ("single_visit", "all_visits"):
             kw = dict(item_codes=item_codes, count_repeats=repeats, within_visits=within)
-            want = risk.distinguishability(targets, cands, know, **kw)
-            got = shards.sharded_distinguishability(targets, paths, know, **kw)
+            want = risk.distinguishability(targets, cands, know, matching=risk.Matching(**kw))
+            got = shards.sharded_distinguishability(targets, paths, know, matching=risk.Matching(**kw))
             assert got.tolist() == want.tolist(), (know, kw)
 
 
@@ -71,20 +71,24 @@ def test_sharded_synthetic_population_with_progress(tmp_path: Path) -> None:
         cands = risk.candidates_for(adv, cohort, pop)
         use = paths if adv.scope == "population" else shards.write_shards(cands, tmp_path / "c", 3)
         for repeats in (False, True):
-            want = risk.distinguishability(cohort, cands, adv.knowledge, count_repeats=repeats)
+            want = risk.distinguishability(
+                cohort, cands, adv.knowledge, matching=risk.Matching(count_repeats=repeats)
+            )
             got = shards.sharded_distinguishability(
                 cohort,
                 use,
                 adv.knowledge,
-                count_repeats=repeats,
                 progress=lambda d, n, _: seen.append((d, n)),
+                matching=risk.Matching(count_repeats=repeats),
             )
             assert got.tolist() == want.tolist(), (adv, repeats)
     # one report per shard, in order: 2 population adversaries x 2 repeat settings on 5 shards
     assert [d for d, n in seen if n == 5] == [1, 2, 3, 4, 5] * 4
     # within visits on the whole population
-    want = risk.distinguishability(cohort, pop, "single_visit", within_visits=True)
-    got = shards.sharded_distinguishability(cohort, paths, "single_visit", within_visits=True)
+    want = risk.distinguishability(cohort, pop, "single_visit", matching=risk.Matching(within_visits=True))
+    got = shards.sharded_distinguishability(
+        cohort, paths, "single_visit", matching=risk.Matching(within_visits=True)
+    )
     assert got.tolist() == want.tolist()
 
 
@@ -99,8 +103,10 @@ def test_shards_from_events_file_equal_in_process(tmp_path: Path, suffix: str) -
     assert sum(shards.read_shard(p)[1] for p in paths) == pop.n_patients
     for know in ("single_visit", "all_visits"):
         for repeats in (False, True):
-            want = risk.distinguishability(pop, pop, know, count_repeats=repeats)
-            got = shards.sharded_distinguishability(pop, paths, know, count_repeats=repeats)
+            want = risk.distinguishability(pop, pop, know, matching=risk.Matching(count_repeats=repeats))
+            got = shards.sharded_distinguishability(
+                pop, paths, know, matching=risk.Matching(count_repeats=repeats)
+            )
             assert got.tolist() == want.tolist()
 
 
@@ -143,7 +149,7 @@ def test_cli_sharded_and_dask_equal_in_process(tmp_path: Path, capsys) -> None:
     data.events[["patient_id", "visit", "code"]].to_csv(events, index=False)
     cohort = tmp_path / "cohort.csv"
     data.cohort[["patient_id"]].to_csv(cohort, index=False)
-    assert shards.main([str(events), str(tmp_path / "shards"), "3"]) == 0
+    assert main(["shards", str(events), str(tmp_path / "shards"), "3"]) == 0
     assert "wrote 3 shards of 600 patients" in capsys.readouterr().out
     base = ["risk", "--events", str(events), "--cohort", str(cohort), "--scope", "population"]
     outs = {}
@@ -181,13 +187,15 @@ def test_capped_sharded_equals_in_process_capped(case, n_shards, cap):
         paths = shards.write_shards(pop, d, n_shards)
         for know in ("single_visit", "all_visits"):
             for within in (False, True) if know == "single_visit" else (False,):
-                full = risk.distinguishability(cohort, pop, know, count_repeats=True, within_visits=within)
+                full = risk.distinguishability(
+                    cohort, pop, know, matching=risk.Matching(count_repeats=True, within_visits=within)
+                )
                 kw = dict(count_repeats=True, within_visits=within, cap=cap)
                 assert (
-                    risk.distinguishability(cohort, pop, know, **kw).tolist()
+                    risk.distinguishability(cohort, pop, know, matching=risk.Matching(**kw)).tolist()
                     == np.minimum(full, cap).tolist()
                 )
-                got = shards.sharded_distinguishability(cohort, paths, know, **kw)
+                got = shards.sharded_distinguishability(cohort, paths, know, matching=risk.Matching(**kw))
                 assert got.tolist() == np.minimum(full, cap).tolist(), (know, within)
 
 
@@ -199,7 +207,7 @@ def test_cli_up_to_k_prints_the_kernel_and_equals_capped(tmp_path: Path, capsys)
     data = generate(600, seed=7)
     events = tmp_path / "events.csv"
     data.events[["patient_id", "visit", "code"]].to_csv(events, index=False)
-    assert shards.main([str(events), str(tmp_path / "shards"), "2"]) == 0
+    assert main(["shards", str(events), str(tmp_path / "shards"), "2"]) == 0
     base = ["risk", "--events", str(events), "--scope", "population", "--knowledge", "single_visit"]
     full_out = tmp_path / "full.csv"
     assert main([*base, "--out", str(full_out)]) == 0
@@ -216,3 +224,77 @@ def test_cli_up_to_k_prints_the_kernel_and_equals_capped(tmp_path: Path, capsys)
         else:
             assert "kernel: walk, counts capped at 4" in printed
         assert "a median of k means k or more" in printed
+
+
+def _population_order(paths) -> list[str]:
+    """Patient ids in the order `sharded_population_distinguishability` reports them (patients
+    without events, absent from the shards, as None)."""
+    out: list[str | None] = []
+    for p in paths:
+        recs, n = shards.read_shard(p)
+        ids = [] if recs is None else [str(x) for x in recs.patient_ids]
+        out += ids + [None] * (n - len(ids))
+    return out
+
+
+@SETTINGS
+@given(case=cases(), n_shards=st.integers(1, 4), cap=st.sampled_from([None, 1, 2, 3, 5]))
+def test_sharded_population_against_itself_equals_in_process(case, n_shards, cap):
+    """The whole population held in shards against itself (never in memory at once) equals the
+    in-process kernel, for full and capped counts (capped: sets decided in earlier shards are not
+    counted again), both knowledge kinds, with repeats and within visits."""
+    pop = case[0].keep_events(np.arange(case[0].n_events) % 7 != 3)  # some patients lose every event
+    with tempfile.TemporaryDirectory() as d:
+        paths = shards.write_shards(pop, d, n_shards)
+        order = _population_order(paths)
+        assert len(order) == pop.n_patients
+        for know in ("single_visit", "all_visits"):
+            for repeats, within in ((False, False), (True, False), (False, True)):
+                kw = dict(count_repeats=repeats, within_visits=within, cap=cap)
+                want = dict(
+                    zip(
+                        pop.patient_ids.astype(str),
+                        risk.distinguishability(pop, pop, know, matching=risk.Matching(**kw)),
+                        strict=True,
+                    )
+                )
+                got = shards.sharded_population_distinguishability(paths, know, matching=risk.Matching(**kw))
+                assert len(got) == pop.n_patients
+                empty = min(pop.n_patients, cap or pop.n_patients)
+                for pid, value in zip(order, got.tolist(), strict=True):
+                    assert value == (want[pid] if pid is not None else empty), (know, kw, pid)
+                events_of = {str(pop.patient_ids[p]) for p in np.unique(pop.event_patient)}
+                assert sorted(p for p in order if p is not None) == sorted(events_of)
+
+
+def _same_records(a: Records, b: Records) -> None:
+    for name in ("patient_ids", "items", "visit_ptr", "visit_ids", "event_ptr", "event_item"):
+        assert getattr(a, name).tolist() == getattr(b, name).tolist(), name
+    assert a.has_visits == b.has_visits and a.event_age is None and b.event_age is None
+
+
+@SETTINGS
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.sampled_from(["p1", "p2", "p10", "é", "0"]),
+            st.integers(-3, 3),
+            st.sampled_from(["250", "401.1", "V70", "E9"]),
+        ),
+        min_size=1,
+        max_size=40,
+    ),
+    visits=st.booleans(),
+    vocab=st.booleans(),
+)
+def test_records_from_table_equals_from_frame(rows, visits, vocab):
+    """The Arrow loader of shards builds the same records as `Records.from_frame` (patients in first
+    appearance order, visits sorted numerically, ties in input order, vocabulary sorted as text)."""
+    import pyarrow as pa
+
+    frame = pd.DataFrame(rows, columns=["patient_id", "visit", "code"])
+    if not visits:
+        frame = frame.drop(columns="visit")
+    items = np.array(["0", "250", "401.1", "E9", "V70", "Z"], dtype=object) if vocab else None
+    want = Records.from_frame(frame, items=items)
+    _same_records(shards.records_from_table(pa.Table.from_pandas(frame, preserve_index=False), items), want)

@@ -47,8 +47,8 @@ def test_threads_are_used(monkeypatch) -> None:
     rows = [(f"p{p}", v, c) for p in range(30) for v in range(2) for c in ("250", "401", str(p % 4))]
     pop = Records.from_frame(pd.DataFrame(rows, columns=["patient_id", "visit", "code"]))
     with tuning("pairs"):
-        one = risk.distinguishability(pop, pop, "single_visit", threads=1)
-        three = risk.distinguishability(pop, pop, "single_visit", threads=3)
+        one = risk.distinguishability(pop, pop, "single_visit", matching=risk.Matching(threads=1))
+        three = risk.distinguishability(pop, pop, "single_visit", matching=risk.Matching(threads=3))
     assert made == [3]
     assert one.tolist() == three.tolist()
 
@@ -61,7 +61,9 @@ def test_results_identical_for_1_2_3_threads(case, mode):
         with tuning(mode):
             got = {
                 t: {
-                    adv: risk.original_distinguishability(cohort, adv, pop, count_repeats=repeats, threads=t)
+                    adv: risk.original_distinguishability(
+                        cohort, adv, pop, matching=risk.Matching(count_repeats=repeats, threads=t)
+                    )
                     for adv in ALL_ADVERSARIES
                 }
                 for t in (1, 2, 3)
@@ -76,10 +78,12 @@ def test_results_identical_for_1_2_3_threads(case, mode):
                     release.records,
                     release.records,
                     "single_visit",
-                    item_codes=release.item_codes,
-                    count_repeats=release.counts_repeats,
-                    within_visits=within,
-                    threads=t,
+                    matching=risk.Matching(
+                        item_codes=release.item_codes,
+                        count_repeats=release.counts_repeats,
+                        within_visits=within,
+                        threads=t,
+                    ),
                 ).tolist()
                 for t in (1, 2, 3)
             ]

@@ -438,7 +438,7 @@ def _risk_distinguishability(problem: CensorProblem, y: np.ndarray) -> np.ndarra
     cands = released if problem.scope == "cohort" else problem.population
     if cands is None:
         raise ValueError("a population-scope problem needs its population")
-    return risk.distinguishability(released, cands, "all_visits", count_repeats=True)
+    return risk.distinguishability(released, cands, "all_visits", risk.Matching(count_repeats=True))
 
 
 def censor_counts(

@@ -50,7 +50,7 @@ import pandas as pd
 
 from engine.records import Records
 from engine.release import Release, released_item_of
-from engine.risk import distinguishability
+from engine.risk import Matching, distinguishability
 
 FilteringCondition = Literal["single_visit", "all_visits", "custom"]
 FILTERING_CONDITIONS: tuple[str, ...] = ("single_visit", "all_visits", "custom")
@@ -92,10 +92,10 @@ def supports(
     targets = Records.from_frame(frame, items=vocab)
     if within_visits:
         dis = distinguishability(
-            targets, records, "single_visit", item_codes=item_codes or None, within_visits=True
+            targets, records, "single_visit", Matching(item_codes or None, within_visits=True)
         )
     else:
-        dis = distinguishability(targets, records, "all_visits", item_codes=item_codes or None)
+        dis = distinguishability(targets, records, "all_visits", Matching(item_codes or None))
     ids = targets.patient_ids.astype(int)
     out[ids] = dis
     out[~nonempty] = records.n_patients

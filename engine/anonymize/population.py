@@ -61,7 +61,7 @@ import pandas as pd
 from engine.adversary import Adversary
 from engine.records import CODE, PATIENT, VISIT, Records, concat_ranges
 from engine.release import Release, set_item_label
-from engine.risk import Verification, distinguishability, verify
+from engine.risk import Matching, Verification, distinguishability, verify
 from engine.utility.retention import Figures, RetentionRow, count_table, figures, summary_table
 
 METHOD = "Heatherly"
@@ -327,7 +327,7 @@ def _support_of_visits(
         event_item=released.event_item[concat_ranges(released.event_ptr[visits], lengths)],
     )
     if within_visits:  # each pseudo-record is one visit: its single-visit set is the whole visit
-        return visits, distinguishability(as_records, cand, "single_visit", within_visits=True)
+        return visits, distinguishability(as_records, cand, "single_visit", Matching(within_visits=True))
     return visits, distinguishability(as_records, cand, "all_visits")
 
 

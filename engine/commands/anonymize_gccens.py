@@ -96,7 +96,9 @@ def run(args: argparse.Namespace) -> int:
     release = gccens_run(problem, args.k, cap=args.cap, caps=caps, variant=args.variant).checked(cohort)
     adversary = Adversary(args.scope, "all_visits")
     verification = risk.verify(release, adversary, args.k, population)
-    before = risk.original_distinguishability(cohort, adversary, population, count_repeats=True)
+    before = risk.original_distinguishability(
+        cohort, adversary, population, risk.Matching(count_repeats=True)
+    )
     report = gccens_report(
         release,
         verification,

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from engine.io.errors import UserError
 
 # module name under engine.commands -> registered in this order
-COMMAND_MODULES = ("sample", "risk", "anonymize", "phewas", "labs", "study")
+COMMAND_MODULES = ("sample", "risk", "anonymize", "phewas", "labs", "study", "shards")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,7 +1,9 @@
 """`python -m engine labs ...`: lab-order uniqueness and one-day re-identification (Johnson 2018).
 
-labs uniqueness --labs LABS --out OUT.csv
-    rows: days, patients (with at least that many days), share_unique (Figure 3)
+labs uniqueness (--labs LABS | --shards DIR) --out OUT.csv
+    rows: days, patients (with at least that many days), share_unique (Figure 3); with --shards the
+    lab orders are read one shard at a time from DIR/labs-NNNNN.parquet (`python -m engine shards
+    EVENTS DIR N --labs LABS` writes them; engine.scale.shards.sharded_uniqueness), same result
 labs recall --labs LABS [--min-orders N] [--trials T] [--simulations S] [--against 99|population]
             [--query one_day|all_days] [--latent DIM] [--epochs E] [--seed S] --out OUT.csv
     rows: n, recall, random (Figure 4); with --latent the recall of the VAE's latent vectors on the
@@ -27,7 +29,9 @@ def register(sub) -> None:
     u = cmds.add_parser(
         "uniqueness", help="share of patients whose set of labs no other patient has, by days"
     )
-    u.add_argument("--labs", required=True, help="lab orders, CSV or Parquet: patient_id, day, lab")
+    src = u.add_mutually_exclusive_group(required=True)
+    src.add_argument("--labs", help="lab orders, CSV or Parquet: patient_id, day, lab")
+    src.add_argument("--shards", help="folder of lab shards (labs-NNNNN.parquet), read one at a time")
     u.add_argument("--out", required=True, help="CSV to write: days, patients, share_unique")
     u.set_defaults(func=run_uniqueness)
     r = cmds.add_parser("recall", help="Recall@n of one-day re-identification against the random line")
@@ -68,13 +72,21 @@ def _write(frame: pd.DataFrame, out: str) -> None:
 
 def run_uniqueness(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
-    days = _load(args.labs, args)
-    u = L.uniqueness(days)
+    if args.shards:
+        from engine.scale.shards import sharded_uniqueness
+
+        paths = sorted(Path(args.shards).glob("labs-*.parquet"))
+        if not paths:
+            raise UserError(f"--shards: no labs-*.parquet file in {str(args.shards)!r}")
+        print(f"backend: {len(paths)} lab shards, one at a time")
+        u = sharded_uniqueness(paths, progress=lambda d, n, p: print(f"  shard {d}/{n}: {Path(p).name}"))
+        what = f"{len(u.patient_ids)} patients, {int(u.days.sum())} patient-days"
+    else:
+        days = _load(args.labs, args)
+        u = L.uniqueness(days)
+        what = f"{days.n_patients} patients, {days.n_days} patient-days, {days.n_labs} labs"
     _write(u.by_days()[["days", "patients", "share_unique"]], args.out)
-    print(
-        f"{days.n_patients} patients, {days.n_days} patient-days, {days.n_labs} labs: "
-        f"{100 * u.share_unique:.1f}% unique; {time.perf_counter() - t0:.1f} s -> {args.out}"
-    )
+    print(f"{what}: {100 * u.share_unique:.1f}% unique; {time.perf_counter() - t0:.1f} s -> {args.out}")
     return 0
 
 

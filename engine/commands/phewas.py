@@ -1,8 +1,13 @@
 """`python -m engine phewas`: PheWAS on original data, and on a release when one is given.
 
-    python -m engine phewas --events EVENTS --genotypes GENOTYPES [--cohort IDS]
+    python -m engine phewas (--events EVENTS | --shards DIR) --genotypes GENOTYPES [--cohort IDS]
         [--released RELEASED.csv --codemap CODEMAP.csv] [--min-code-count N] [--min-cases N]
         [--test allelic|genotypic] --out OUT.csv
+
+With `--shards DIR` the original data are the event shards of DIR (`python -m engine shards`), read
+one at a time: each shard's case and control genotype counts add up
+(engine.scale.shards.sharded_phewas), and the table equals the in-process one. A release is compared
+in memory, so `--released` needs `--events`.
 
 OUT.csv: snp, phecode, phenotype, n_cases, n_controls, odds_ratio, p (original), and with a release
 the same columns suffixed `_released`.
@@ -12,15 +17,21 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from engine.io.errors import UserError
 
+if TYPE_CHECKING:
+    from engine.utility.phewas import PhewasSettings
+
 
 def register(sub) -> None:
     p = sub.add_parser("phewas", help="PheWAS of every SNP against every phecode, original vs released")
-    p.add_argument("--events", required=True, help="events file (CSV or Parquet): patient_id, code[, visit]")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--events", help="events file (CSV or Parquet): patient_id, code[, visit]")
+    src.add_argument("--shards", help="folder of event shards (shard-NNNNN.parquet), read one at a time")
     p.add_argument(
         "--genotypes", required=True, help="genotype file: patient_id + one column per SNP (0/1/2)"
     )
@@ -67,6 +78,29 @@ def _warn_unmapped(unmapped: pd.DataFrame, where: str) -> None:
     )
 
 
+def _sharded(args: argparse.Namespace, genotypes: pd.DataFrame, settings: PhewasSettings) -> pd.DataFrame:
+    """The PheWAS of the patients in the shards of `--shards` (those of `--cohort` when given)."""
+    from pathlib import Path
+
+    from engine.commands.inputs import InputOptions, announced
+    from engine.io.loaders import load_ids
+    from engine.scale.shards import sharded_phewas
+
+    paths = sorted(Path(args.shards).glob("shard-*.parquet"))
+    if not paths:
+        raise UserError(f"--shards: no shard-*.parquet file in {str(args.shards)!r}")
+    na_ids = InputOptions.of(args).na_ids
+    cohort = announced(load_ids(args.cohort, group="cohort", na_ids=na_ids)).data if args.cohort else None
+    print(f"backend: {len(paths)} shards, one at a time")
+    return sharded_phewas(
+        paths,
+        genotypes,
+        settings,
+        cohort=cohort,
+        progress=lambda d, n, p: print(f"  shard {d}/{n}: {Path(p).name}"),
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     from engine.commands.inputs import InputOptions, load_genotypes_checked, load_groups
     from engine.release import release_from_frames
@@ -76,12 +110,17 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--min-code-count and --min-cases must be at least 1")
     if (args.released is None) != (args.codemap is None):
         raise UserError("--released and --codemap go together")
+    if args.shards and args.released:
+        raise UserError("--released needs --events: a release is compared with the original in memory")
     options = InputOptions.of(args)
-    records = load_groups(args.events, cohort=args.cohort, options=options).cohort
     genotypes = load_genotypes_checked(args.genotypes, options).data
     settings = phewas.PhewasSettings(args.min_code_count, args.min_cases, args.test)
-    _warn_unmapped(phewas.unmapped_codes(records), "the events")
-    result = phewas.phewas_of_records(records, genotypes, settings)
+    if args.shards:
+        result = _sharded(args, genotypes, settings)
+    else:
+        records = load_groups(args.events, cohort=args.cohort, options=options).cohort
+        _warn_unmapped(phewas.unmapped_codes(records), "the events")
+        result = phewas.phewas_of_records(records, genotypes, settings)
     cols = ["snp", "phecode", "phenotype", "n_cases", "n_controls", "odds_ratio", "p"]
     out = result[cols]
     if args.released:

@@ -11,12 +11,12 @@ of patient ids. The population defaults to every patient in EVENTS, the cohort t
 Files are read and validated by `engine.io.loaders` (errors name file, row and column).
 
 With `--shards DIR` (population scope), the candidates are the population in the Parquet shards of DIR
-(`python -m engine.scale.shards EVENTS DIR N` writes them) and EVENTS holds the cohort's events: each shard
+(`python -m engine shards EVENTS DIR N` writes them) and EVENTS holds the cohort's events: each shard
 is read and counted on its own (engine/scale/shards.py), or on Dask with `--scheduler tcp://HOST:8786` or
 `--dask-workers N` (a LocalCluster; engine/scale/distributed.py). The backend, the kernel that ran
 (`engine.risk.record_kernels`) and each shard's progress are printed. Results equal the in-process run.
 
-`--up-to-k` counts every known set only up to k (`cap=k`, engine/risk.py `count_known_sets`): the
+`--up-to-k` counts every known set only up to k (`Matching(cap=k)`, engine/risk.py `count_known_sets`): the
 share unique, the share below k and every record below k are exact, values of k or more read k, and
 the population-scale run grows about linearly with the population (issue 15).
 """
@@ -32,7 +32,14 @@ from engine.adversary import KNOWLEDGES, SCOPES, Adversary
 from engine.commands.inputs import InputOptions, load_groups
 from engine.io.errors import UserError
 from engine.records import Records
-from engine.risk import KnownSets, original_distinguishability, record_kernels, summarize, thread_count
+from engine.risk import (
+    KnownSets,
+    Matching,
+    original_distinguishability,
+    record_kernels,
+    summarize,
+    thread_count,
+)
 
 
 def _progress(ran: list[str] | None):
@@ -45,6 +52,13 @@ def _progress(ran: list[str] | None):
     return show
 
 
+def _matching(args: argparse.Namespace) -> Matching:
+    """The matching of `--count-repeats`, `--threads` and `--up-to-k`."""
+    return Matching(
+        count_repeats=args.count_repeats, threads=args.threads, cap=args.k if args.up_to_k else None
+    )
+
+
 def _sharded(args: argparse.Namespace, cohort: Records, adversary: Adversary):
     """Distinguishability of the cohort against the population in the shards of `--shards`, and the
     number of candidates."""
@@ -54,8 +68,7 @@ def _sharded(args: argparse.Namespace, cohort: Records, adversary: Adversary):
     paths = sorted(folder.glob("shard-*.parquet"))
     if not paths:
         raise UserError(f"--shards: no shard-*.parquet file in {str(folder)!r}")
-    cap = args.k if args.up_to_k else None
-    kw = dict(count_repeats=args.count_repeats, threads=args.threads, cap=cap)
+    matching = _matching(args)
     if args.scheduler or args.dask_workers is not None:
         from engine.scale.distributed import dask_known_set_distinguishability
 
@@ -65,16 +78,16 @@ def _sharded(args: argparse.Namespace, cohort: Records, adversary: Adversary):
             cohort,
             paths,
             adversary.knowledge,
+            matching,
             scheduler=args.scheduler,
             n_workers=args.dask_workers or 2,
             progress=_progress(None),
-            **{**kw, "threads": args.threads or 1},
         )
     else:
         print(f"backend: {len(paths)} shards, one at a time, {thread_count(args.threads)} threads")
         with record_kernels() as ran:
             ks = sharded_known_set_distinguishability(
-                cohort, paths, adversary.knowledge, progress=_progress(ran), **kw
+                cohort, paths, adversary.knowledge, matching, progress=_progress(ran)
             )
     return ks.per_record(), ks.n_candidates
 
@@ -147,14 +160,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(f"backend: in process, {thread_count(args.threads)} threads")
         with record_kernels() as ran:
-            dis = original_distinguishability(
-                cohort,
-                adversary,
-                population,
-                count_repeats=args.count_repeats,
-                threads=args.threads,
-                cap=args.k if args.up_to_k else None,
-            )
+            dis = original_distinguishability(cohort, adversary, population, _matching(args))
         print(f"kernel: {', '.join(ran)}")
         n_cand = cohort.n_patients if args.scope == "cohort" else population.n_patients
     pd.DataFrame({"patient_id": cohort.patient_ids.astype(str), "distinguishability": dis}).to_csv(

@@ -267,7 +267,11 @@ def lab_set_keys(days: PatientDays, block_bytes: int = 64_000_000) -> np.ndarray
 
 def lab_set_classes(days: PatientDays) -> np.ndarray:
     """(n_patients,) class id of each patient's lab set: equal ids iff equal sets (exact)."""
-    keys = lab_set_keys(days)
+    return key_classes(lab_set_keys(days))
+
+
+def key_classes(keys: np.ndarray) -> np.ndarray:
+    """(n,) class id of each row of a bitset key matrix: equal ids iff equal rows."""
     if len(keys) == 0:
         return np.zeros(0, dtype=np.int64)
     frame = pd.DataFrame(keys)
@@ -312,11 +316,17 @@ class Uniqueness:
 
 def uniqueness(days: PatientDays) -> Uniqueness:
     """Section 2.2 / Figure 3: which patients' sets of labs ever ordered no other patient has."""
-    cls = lab_set_classes(days)
+    return uniqueness_of_keys(days.patient_ids, days.days_per_patient, lab_set_keys(days))
+
+
+def uniqueness_of_keys(patient_ids: np.ndarray, days: np.ndarray, keys: np.ndarray) -> Uniqueness:
+    """`uniqueness` from each patient's lab-set bitset (`lab_set_keys`, over one vocabulary of labs
+    for every patient: e.g. gathered shard by shard, `engine.scale.shards.sharded_uniqueness`)."""
+    cls = key_classes(keys)
     class_size = np.bincount(cls)[cls] if len(cls) else np.zeros(0, dtype=np.int64)
     return Uniqueness(
-        patient_ids=days.patient_ids,
-        days=days.days_per_patient.astype(np.int64),
+        patient_ids=patient_ids,
+        days=np.asarray(days).astype(np.int64),
         class_size=class_size.astype(np.int64),
     )
 

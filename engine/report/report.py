@@ -549,7 +549,7 @@ def build_report(
     def before(repeats: bool) -> np.ndarray:
         if repeats not in before_cache:
             before_cache[repeats] = risk.original_distinguishability(
-                cohort, adv, population, count_repeats=repeats
+                cohort, adv, population, risk.Matching(count_repeats=repeats)
             )
         return before_cache[repeats]
 

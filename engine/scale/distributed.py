@@ -16,14 +16,15 @@ for the call and closed after it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from engine.adversary import Knowledge
 from engine.records import Records
-from engine.risk import KnownSets, known_sets
+from engine.risk import DEFAULT_MATCHING, KnownSets, Matching, known_sets
 from engine.scale.shards import Progress, shard_support
 
 
@@ -31,22 +32,19 @@ def dask_known_set_distinguishability(
     targets: Records,
     shards: Sequence[str | Path],
     knowledge: Knowledge,
+    matching: Matching = DEFAULT_MATCHING,
     *,
-    item_codes: Mapping[str, frozenset[str]] | None = None,
-    count_repeats: bool = False,
-    within_visits: bool = False,
     client=None,
     scheduler: str | None = None,
     n_workers: int = 2,
     processes: bool = True,
-    threads: int = 1,
     progress: Progress | None = None,
-    cap: int | None = None,
 ) -> KnownSets:
     """`engine.scale.shards.sharded_known_set_distinguishability` with one Dask task per shard, on `client`,
     else on the scheduler at `scheduler` (e.g. "tcp://10.0.0.5:8786"), else on a LocalCluster of
-    `n_workers` (`processes=False`: threads of this process). `threads`: kernel threads per task.
-    `cap`: counts up to `cap` (`engine.risk.count_known_sets`)."""
+    `n_workers` (`processes=False`: threads of this process). `matching.threads`: kernel threads per
+    task (None: one, the workers being single-threaded); `matching.cap`: counts up to `cap`
+    (`engine.risk.count_known_sets`)."""
     from dask.distributed import Client, LocalCluster, as_completed
 
     own_cluster = own_client = None
@@ -59,7 +57,13 @@ def dask_known_set_distinguishability(
             )
             client = own_client = Client(own_cluster)
     try:
-        known, owner = known_sets(targets, knowledge, count_repeats)
+        cap = matching.cap
+        task = replace(
+            matching,
+            item_codes=dict(matching.item_codes) if matching.item_codes else None,
+            threads=matching.threads or 1,
+        )
+        known, owner = known_sets(targets, knowledge, matching.count_repeats)
         [items_f, known_f] = client.scatter([targets.items, known], broadcast=True, hash=False)
         futures = {
             client.submit(
@@ -68,11 +72,7 @@ def dask_known_set_distinguishability(
                 items_f,
                 known_f,
                 knowledge,
-                item_codes=dict(item_codes) if item_codes else None,
-                count_repeats=count_repeats,
-                within_visits=within_visits,
-                threads=threads,
-                cap=cap,
+                task,
                 pure=False,
             ): str(path)
             for path in shards
@@ -99,8 +99,9 @@ def dask_distinguishability(
     targets: Records,
     shards: Sequence[str | Path],
     knowledge: Knowledge,
+    matching: Matching = DEFAULT_MATCHING,
     **kwargs,
 ) -> np.ndarray:
     """`engine.risk.distinguishability` against the population in `shards`, counted on Dask (keyword
     arguments as `dask_known_set_distinguishability`)."""
-    return dask_known_set_distinguishability(targets, shards, knowledge, **kwargs).per_record()
+    return dask_known_set_distinguishability(targets, shards, knowledge, matching, **kwargs).per_record()

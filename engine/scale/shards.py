@@ -17,20 +17,25 @@ count as candidates.
 from __future__ import annotations
 
 import os
-import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from engine.adversary import Knowledge
 from engine.records import Records
-from engine.risk import KnownSets, count_known_sets, known_sets
+from engine.risk import DEFAULT_MATCHING, KnownSets, Matching, count_known_sets, known_sets
+
+if TYPE_CHECKING:
+    from engine.labs.reident import Uniqueness
+    from engine.utility.phewas import PhewasSettings
 
 N_PATIENTS_KEY = b"cohortshield.n_patients"
 _HASH_KEY = "cohortshield0001"  # 16 characters: fixed, so a patient's shard never changes
@@ -149,17 +154,86 @@ def write_shards_from_events(
     return paths
 
 
-def read_shard(path: str | Path) -> tuple[Records | None, int]:
+def records_from_table(table: pa.Table, items: np.ndarray | None = None) -> Records:
+    """`Records.from_frame(table.to_pandas(), items)`, built from Arrow's dictionary encoding when
+    the ids and codes are text and the visits whole numbers (no age): the same records, without one
+    Python string per event (a 1.37-million-patient population: 8 GB through pandas). Other columns
+    go through `Records.from_frame`."""
+    names = table.schema.names
+    fast = (
+        "age" not in names
+        and all(
+            pa.types.is_string(table.schema.field(c).type)
+            or pa.types.is_large_string(table.schema.field(c).type)
+            for c in ("patient_id", "code")
+        )
+        and ("visit" not in names or pa.types.is_integer(table.schema.field("visit").type))
+    )
+    if not fast:
+        return Records.from_frame(table.to_pandas(), items=items)
+    n = table.num_rows
+    pid = table.column("patient_id").combine_chunks().dictionary_encode()  # first appearance order
+    p_codes = pid.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    patient_ids = np.array(pid.dictionary.to_pylist(), dtype=object)
+    code = table.column("code").combine_chunks().dictionary_encode()
+    seen = code.dictionary.to_pylist()
+    vocab = np.array(sorted(set(seen)) if items is None else list(items), dtype=object)
+    at = pd.Index(vocab).get_indexer(seen)
+    if (at < 0).any():
+        raise ValueError(
+            f"codes not in the given vocabulary: {sorted(np.array(seen, dtype=object)[at < 0])[:5]}"
+        )
+    ev_item = at[code.indices.to_numpy(zero_copy_only=False)]
+    has_visits = "visit" in names
+    visit = table.column("visit").to_numpy().astype(np.int64) if has_visits else np.zeros(n, dtype=np.int64)
+    order = np.lexsort((np.arange(n), visit, p_codes))  # as from_frame: patient, visit, input order
+    p_sorted, v_sorted = p_codes[order], visit[order]
+    new_visit = np.ones(n, dtype=bool)
+    if n:
+        new_visit[1:] = (p_sorted[1:] != p_sorted[:-1]) | (v_sorted[1:] != v_sorted[:-1])
+    visit_starts = np.flatnonzero(new_visit)
+    visit_patient = p_sorted[visit_starts]
+    return Records(
+        patient_ids=patient_ids,
+        items=vocab,
+        visit_ptr=np.searchsorted(visit_patient, np.arange(len(patient_ids) + 1)).astype(np.int64),
+        visit_ids=v_sorted[visit_starts].astype(object),
+        event_ptr=np.append(visit_starts, n).astype(np.int64),
+        event_item=ev_item[order].astype(np.int32),
+        event_age=None,
+        has_visits=has_visits,
+    )
+
+
+def read_table(path: str | Path) -> pa.Table:
+    """A Parquet file as an Arrow table: a local path, or any URL pandas reads through fsspec."""
+    if "://" in str(path):
+        return pa.Table.from_pandas(pd.read_parquet(path), preserve_index=False)
+    return pq.read_table(path)
+
+
+def read_shard(path: str | Path, items: np.ndarray | None = None) -> tuple[Records | None, int]:
     """A shard's records (None when it holds no event) and its number of patients. `path` is a
-    local path or any URL pandas reads through fsspec (s3://, gs://, ...)."""
-    frame = pd.read_parquet(path)
-    n = len(frame["patient_id"].unique())
+    local path or any URL pandas reads through fsspec (s3://, gs://, ...). `items`: the vocabulary
+    to build the records over (`Records.from_frame`), by default the shard's own codes."""
+    table = read_table(path)
+    n = len(pc.unique(table.column("patient_id")))
     meta = pq.read_schema(path).metadata if not str(path).count("://") else None
     if meta and N_PATIENTS_KEY in meta:
         n = int(meta[N_PATIENTS_KEY])
-    if len(frame) == 0:
+    if table.num_rows == 0:
         return None, n
-    return Records.from_frame(frame), n
+    return records_from_table(table, items), n
+
+
+def shards_vocabulary(shards: Sequence[str | Path]) -> np.ndarray:
+    """The sorted codes of all shards (read column by column: memory of one shard's codes)."""
+    codes: set[str] = set()
+    for path in shards:
+        codes.update(
+            str(c) for c in pc.unique(pq.read_table(path, columns=["code"]).column("code")).to_pylist()
+        )
+    return np.array(sorted(codes), dtype=object)
 
 
 def shard_support(
@@ -167,65 +241,49 @@ def shard_support(
     target_items: np.ndarray,
     known: sp.csr_matrix,
     knowledge: Knowledge,
-    *,
-    item_codes: Mapping[str, frozenset[str]] | None = None,
-    count_repeats: bool = False,
-    within_visits: bool = False,
-    threads: int | None = None,
-    cap: int | None = None,
+    matching: Matching = DEFAULT_MATCHING,
 ) -> tuple[np.ndarray, int]:
-    """Per known set, the patients of one shard consistent with it (at most `cap`), and the shard's
-    patients."""
+    """Per known set, the patients of one shard consistent with it (at most `matching.cap`), and the
+    shard's patients."""
     recs, n = read_shard(path)
+    return _support_in(recs, n, target_items, known, knowledge, matching), n
+
+
+def _support_in(
+    recs: Records | None,
+    n: int,
+    target_items: np.ndarray,
+    known: sp.csr_matrix,
+    knowledge: Knowledge,
+    matching: Matching,
+) -> np.ndarray:
+    """Per known set, the patients of one shard (`recs`, `n` patients) consistent with it."""
     lens = np.diff(known.indptr)
-    full = n if cap is None else min(n, cap)
+    full = n if matching.cap is None else min(n, matching.cap)
     if recs is None:  # no events: its patients match only empty known sets
-        return np.where(lens == 0, full, 0).astype(np.int64), n
-    values = count_known_sets(
-        target_items,
-        known,
-        recs,
-        knowledge,
-        item_codes=item_codes,
-        count_repeats=count_repeats,
-        within_visits=within_visits,
-        threads=threads,
-        cap=cap,
-    )
+        return np.where(lens == 0, full, 0).astype(np.int64)
+    values = count_known_sets(target_items, known, recs, knowledge, matching)
     values[lens == 0] = full  # patients without events are candidates too
-    return values, n
+    return values
 
 
 def sharded_known_set_distinguishability(
     targets: Records,
     shards: Sequence[str | Path],
     knowledge: Knowledge,
+    matching: Matching = DEFAULT_MATCHING,
     *,
-    item_codes: Mapping[str, frozenset[str]] | None = None,
-    count_repeats: bool = False,
-    within_visits: bool = False,
-    threads: int | None = None,
     progress: Progress | None = None,
-    cap: int | None = None,
 ) -> KnownSets:
     """`engine.risk.known_set_distinguishability` with the candidates read shard by shard: the
     supports of the targets' known sets are counted per shard and added (capped supports add too:
     min(a + b, cap) = min(min(a, cap) + min(b, cap), cap))."""
-    known, owner = known_sets(targets, knowledge, count_repeats)
+    cap = matching.cap
+    known, owner = known_sets(targets, knowledge, matching.count_repeats)
     total = np.zeros(known.shape[0], dtype=np.int64)
     n_cand = 0
     for done, path in enumerate(shards, start=1):
-        values, n = shard_support(
-            path,
-            targets.items,
-            known,
-            knowledge,
-            item_codes=item_codes,
-            count_repeats=count_repeats,
-            within_visits=within_visits,
-            threads=threads,
-            cap=cap,
-        )
+        values, n = shard_support(path, targets.items, known, knowledge, matching)
         total += values
         if cap is not None:
             np.minimum(total, cap, out=total)
@@ -239,46 +297,148 @@ def sharded_distinguishability(
     targets: Records,
     shards: Sequence[str | Path],
     knowledge: Knowledge,
+    matching: Matching = DEFAULT_MATCHING,
     *,
-    item_codes: Mapping[str, frozenset[str]] | None = None,
-    count_repeats: bool = False,
-    within_visits: bool = False,
-    threads: int | None = None,
     progress: Progress | None = None,
-    cap: int | None = None,
 ) -> np.ndarray:
     """`engine.risk.distinguishability` against the population held in `shards` (same results)."""
     return sharded_known_set_distinguishability(
-        targets,
-        shards,
-        knowledge,
-        item_codes=item_codes,
-        count_repeats=count_repeats,
-        within_visits=within_visits,
-        threads=threads,
-        progress=progress,
-        cap=cap,
+        targets, shards, knowledge, matching, progress=progress
     ).per_record()
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m engine.scale.shards EVENTS OUT_DIR N`: write N shards of an events file."""
-    import argparse
+def sharded_population_distinguishability(
+    shards: Sequence[str | Path],
+    knowledge: Knowledge,
+    matching: Matching = DEFAULT_MATCHING,
+    *,
+    progress: Progress | None = None,
+) -> np.ndarray:
+    """`engine.risk.distinguishability(population, population, ...)` for a population held in
+    `shards`, which is never in memory at once: per record, in shard order (patients within a shard
+    in their first-appearance order, then the shard's patients without events).
 
-    ap = argparse.ArgumentParser(prog="python -m engine.scale.shards", description=main.__doc__)
-    ap.add_argument("events", help="long-form events, CSV or Parquet (patient_id, code, [visit])")
-    ap.add_argument("out_dir", help="folder for shard-NNNNN.parquet (created)")
-    ap.add_argument("n_shards", type=int)
-    args = ap.parse_args(argv)
-    try:
-        paths = write_shards_from_events(args.events, args.out_dir, args.n_shards)
-    except (ValueError, FileNotFoundError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    n = sum(read_shard(p)[1] for p in paths)
-    print(f"wrote {len(paths)} shards of {n} patients to {args.out_dir}")
-    return 0
+    The known sets of every shard are built once over the shards' common vocabulary and kept (one
+    shard's records at a time); each shard is then read once as candidates and counts the sets not
+    yet decided. With `cap`, a set whose summed support reached `cap` is decided and no later shard
+    counts it (capped supports add: min(a + b, cap) = min(min(a, cap) + min(b, cap), cap)), so most
+    sets are counted in the first shard only. Memory: the known sets of the population plus one
+    shard. `progress` is called once per shard counted."""
+    vocab, cap = shards_vocabulary(shards), matching.cap
+    blocks = []  # per shard: known sets over vocab, their owners, the shard's patients
+    for path in shards:
+        recs, n = read_shard(path, items=vocab)
+        if recs is None:
+            known, owner = sp.csr_matrix((0, len(vocab)), dtype=np.int64), np.zeros(0, dtype=np.int64)
+        else:
+            known, owner = known_sets(recs, knowledge, matching.count_repeats)
+        blocks.append((known, owner, n, np.zeros(known.shape[0], dtype=np.int64)))
+        del recs
+    undecided = [np.arange(b[0].shape[0]) for b in blocks]
+    n_cand = 0
+    for done, path in enumerate(shards, start=1):
+        recs, n = read_shard(path, items=vocab)
+        n_cand += n
+        for (known, _, _, total), rows in zip(blocks, undecided, strict=True):
+            if len(rows):
+                total[rows] += _support_in(recs, n, vocab, known[rows], knowledge, matching)
+        if cap is not None:
+            for i, (_, _, _, total) in enumerate(blocks):
+                np.minimum(total, cap, out=total)
+                undecided[i] = undecided[i][total[undecided[i]] < cap]
+        del recs
+        if progress is not None:
+            progress(done, len(shards), str(path))
+    return np.concatenate(
+        [KnownSets(known, owner, total, n, n_cand, cap).per_record() for known, owner, n, total in blocks]
+        or [np.zeros(0, dtype=np.int64)]
+    )
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+# ------------------------------------------------------------- lab orders and PheWAS from the same shards
+def lab_shard_path(out_dir: str | Path, i: int) -> Path:
+    return Path(out_dir) / f"labs-{i:05d}.parquet"
+
+
+def write_lab_shards(labs: pd.DataFrame, out_dir: str | Path, n_shards: int) -> list[Path]:
+    """Split lab orders (`patient_id`, `day`, `lab`: a validated frame, `engine.io.loaders.load_labs`)
+    by patients into `labs-NNNNN.parquet` beside the event shards: the same `shard_of`, so shard i of
+    the labs and shard i of the events hold the same patients."""
+    from engine.labs.reident import LAB_COLUMNS
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    frame = labs[list(LAB_COLUMNS)].reset_index(drop=True)
+    which = shard_of(frame["patient_id"].astype(str).to_numpy(), n_shards)
+    paths = []
+    for i in range(n_shards):
+        part = frame[which == i].reset_index(drop=True)
+        _write(part, lab_shard_path(out, i), part["patient_id"].nunique())
+        paths.append(lab_shard_path(out, i))
+    return paths
+
+
+def sharded_uniqueness(lab_shards: Sequence[str | Path], progress: Progress | None = None) -> Uniqueness:
+    """`engine.labs.reident.uniqueness` (Johnson 2018 section 2.2) of the lab orders held in
+    `lab_shards`, one shard in memory at a time: each shard's patients get their lab-set bitsets over
+    the labs of every shard, and the classes of equal sets are counted over all patients (memory:
+    one bitset per patient). Patients in shard order; equal to the in-process measure per patient."""
+    from engine.labs import reident as L
+
+    labs: set[str] = set()
+    for path in lab_shards:
+        labs.update(str(x) for x in pc.unique(read_table(path).column("lab").cast(pa.string())).to_pylist())
+    vocab = np.array(sorted(labs), dtype=object)
+    index = pd.Index(vocab)
+    ids, days, keys = [], [], []
+    for done, path in enumerate(lab_shards, start=1):
+        frame = pd.read_parquet(path)
+        if len(frame):
+            d = L.patient_days(frame)
+            m = d.matrix
+            cols = index.get_indexer(d.labs.astype(str))[m.indices]
+            wide = sp.csr_matrix((m.data, cols, m.indptr), shape=(m.shape[0], len(vocab)))
+            wide.sort_indices()
+            d = L.PatientDays(d.patient_ids, vocab, d.patient_ptr, d.day_labels, wide)
+            ids.append(d.patient_ids)
+            days.append(d.days_per_patient)
+            keys.append(L.lab_set_keys(d))
+        if progress is not None:
+            progress(done, len(lab_shards), str(path))
+    words = max(1, -(-len(vocab) // 64))
+    return L.uniqueness_of_keys(
+        np.concatenate(ids) if ids else np.zeros(0, dtype=object),
+        np.concatenate(days) if days else np.zeros(0, dtype=np.int64),
+        np.concatenate(keys) if keys else np.zeros((0, words), dtype=np.uint64),
+    )
+
+
+def sharded_phewas(
+    shards: Sequence[str | Path],
+    genotypes: pd.DataFrame,
+    settings: PhewasSettings | None = None,
+    *,
+    cohort: Sequence[str] | None = None,
+    progress: Progress | None = None,
+) -> pd.DataFrame:
+    """`engine.utility.phewas.phewas_of_records` of the patients held in `shards` (those of `cohort`
+    when given), one shard in memory at a time: each shard's case and control genotype counts
+    (`phewas_counts`) add up, and the tests run on the sums. Patients without any event are not in a
+    shard's rows and are left out (in process, such a patient counts as a control)."""
+    from engine.utility import phewas as P
+
+    settings = settings or P.PhewasSettings()
+    total = None
+    keep = None if cohort is None else pd.Index(pd.unique(np.asarray(cohort, dtype=object).astype(str)))
+    for done, path in enumerate(shards, start=1):
+        recs, _ = read_shard(path)
+        if recs is not None and keep is not None:
+            recs = recs.take(np.flatnonzero(keep.get_indexer(recs.patient_ids.astype(str)) >= 0))
+        if recs is not None and recs.n_patients:
+            part = P.phewas_counts(P.phenotype_matrix(recs), genotypes, settings.min_code_count)
+            total = part if total is None else total + part
+        if progress is not None:
+            progress(done, len(shards), str(path))
+    if total is None:
+        return pd.DataFrame(columns=P.RESULT_COLUMNS)
+    return P.phewas_of_counts(total, settings)

@@ -15,7 +15,7 @@ import pandas as pd
 
 from engine.adversary import Knowledge
 from engine.records import Records
-from engine.risk import distinguishability
+from engine.risk import Matching, distinguishability
 from engine.synth.generator import SyntheticData
 from engine.synth.labs import sorted_unique
 from engine.synth.repeats import POPULATION_MEANS, SAMPLE_MEANS, TAMERSOY_CODES, repeat_counts, repeated_codes
@@ -186,7 +186,7 @@ def repeat_figures(n_population: int = 301_423, n_sample: int = 2_676, seed: int
     events, sample_ids = repeated_codes(n_population, n_sample, TAMERSOY_CODES, seed)
     pop = Records.from_frame(events)
     smp = pop.subset(sample_ids)
-    dis = distinguishability(smp, pop, "all_visits", count_repeats=True)
+    dis = distinguishability(smp, pop, "all_visits", Matching(count_repeats=True))
     out.append(
         Figure(
             "Tamersoy 2010",

@@ -326,26 +326,68 @@ def _bh(p: np.ndarray) -> np.ndarray:
     return out
 
 
+@dataclass(frozen=True, eq=False)
+class PhewasCounts:
+    """Per SNP, the genotype counts a PheWAS is computed from; they add over disjoint patient sets
+    (shards, `engine.scale.shards.sharded_phewas`). `cases[snp]`: (phecodes, 3) cases with genotype
+    0/1/2; `excluded[snp]`: (phecodes, 3) genotyped patients not controls; `genotyped[snp]`: (3,)."""
+
+    phecodes: np.ndarray
+    snps: tuple[str, ...]
+    cases: dict[str, np.ndarray]
+    excluded: dict[str, np.ndarray]
+    genotyped: dict[str, np.ndarray]
+
+    def __add__(self, other: PhewasCounts) -> PhewasCounts:
+        if self.snps != other.snps or not np.array_equal(self.phecodes, other.phecodes):
+            raise ValueError("PheWAS counts of different SNPs or phecodes do not add")
+        return PhewasCounts(
+            self.phecodes,
+            self.snps,
+            {s: self.cases[s] + other.cases[s] for s in self.snps},
+            {s: self.excluded[s] + other.excluded[s] for s in self.snps},
+            {s: self.genotyped[s] + other.genotyped[s] for s in self.snps},
+        )
+
+
+def phewas_counts(
+    phenotypes: PhenotypeMatrix, genotypes: pd.DataFrame, min_code_count: int = 1
+) -> PhewasCounts:
+    """Case and control genotype counts of every SNP column of `genotypes` and every phecode.
+    Genotyped patients absent from the phenotype matrix are left out; patients of the matrix without
+    a genotype row count as missing."""
+    geno = genotypes.set_index(genotypes["patient_id"].astype(str))
+    geno = geno.reindex(pd.Index(phenotypes.patient_ids.astype(str)))
+    snps = tuple(c for c in genotypes.columns if c != "patient_id")
+    cases = phenotypes.cases(min_code_count).astype(np.float64).T.tocsr()  # (phecodes, patients)
+    excl = phenotypes.excluded.astype(np.float64).T.tocsr()
+    case_g, excl_g, total = {}, {}, {}
+    for snp in snps:
+        g = pd.to_numeric(geno[snp], errors="coerce").to_numpy(dtype=float)
+        ok = ~np.isnan(g)
+        one_hot = np.stack([(g == v) & ok for v in (0, 1, 2)], axis=1).astype(float)  # (patients, 3)
+        case_g[snp] = np.asarray(cases @ one_hot)  # (phecodes, 3)
+        excl_g[snp] = np.asarray(excl @ one_hot)
+        total[snp] = one_hot.sum(axis=0)
+    return PhewasCounts(phenotypes.phecodes, snps, case_g, excl_g, total)
+
+
 def run_phewas(
     phenotypes: PhenotypeMatrix, genotypes: pd.DataFrame, settings: PhewasSettings = PhewasSettings()
 ) -> pd.DataFrame:
     """Every SNP column of `genotypes` against every phecode with enough cases (columns
     `RESULT_COLUMNS`). Genotyped patients absent from the phenotype matrix are left out; patients of
     the matrix without a genotype row count as missing."""
-    geno = genotypes.set_index(genotypes["patient_id"].astype(str))
-    geno = geno.reindex(pd.Index(phenotypes.patient_ids.astype(str)))
-    snps = [c for c in genotypes.columns if c != "patient_id"]
-    cases = phenotypes.cases(settings.min_code_count).astype(np.float64).T.tocsr()  # (phecodes, patients)
-    excl = phenotypes.excluded.astype(np.float64).T.tocsr()
+    return phewas_of_counts(phewas_counts(phenotypes, genotypes, settings.min_code_count), settings)
+
+
+def phewas_of_counts(counts: PhewasCounts, settings: PhewasSettings = PhewasSettings()) -> pd.DataFrame:
+    """The PheWAS table (`RESULT_COLUMNS`) from case and control genotype counts."""
     names = phenotype_names()
     frames = []
-    for snp in snps:
-        g = pd.to_numeric(geno[snp], errors="coerce").to_numpy(dtype=float)
-        ok = ~np.isnan(g)
-        one_hot = np.stack([(g == v) & ok for v in (0, 1, 2)], axis=1).astype(float)  # (patients, 3)
-        case_g = cases @ one_hot  # (phecodes, 3)
-        excl_g = excl @ one_hot
-        ctrl_g = one_hot.sum(axis=0)[None, :] - excl_g
+    for snp in counts.snps:
+        case_g = counts.cases[snp]
+        ctrl_g = counts.genotyped[snp][None, :] - counts.excluded[snp]
         n_case = case_g.sum(axis=1)
         n_ctrl = ctrl_g.sum(axis=1)
         run = (n_case >= settings.min_cases) & (n_ctrl > 0)
@@ -365,7 +407,7 @@ def run_phewas(
         with np.errstate(divide="ignore", invalid="ignore"):
             log_or = np.log(aa * dd / (bb * cc))
             se = np.sqrt(1 / aa + 1 / bb + 1 / cc + 1 / dd)
-        pcs = phenotypes.phecodes[run]
+        pcs = counts.phecodes[run]
         frames.append(
             pd.DataFrame(
                 {
