@@ -25,7 +25,7 @@ import os
 import threading
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from threading import Lock
 
 import numpy as np
@@ -921,14 +921,8 @@ def original_distinguishability(
     adversary: Adversary,
     population: Records | None = None,
     matching: Matching = DEFAULT_MATCHING,
-    *,
-    count_repeats: bool | None = None,
 ) -> np.ndarray:
-    """Distinguishability of the original (unreleased) cohort records (`matching`: see `Matching`).
-    `count_repeats`, when given, replaces `matching.count_repeats` (the GCCens view, ui/views/gccens.py,
-    still passes it by keyword)."""
-    if count_repeats is not None:
-        matching = replace(matching, count_repeats=count_repeats)
+    """Distinguishability of the original (unreleased) cohort records (`matching`: see `Matching`)."""
     cands = candidates_for(adversary, cohort, population)
     return distinguishability(cohort, cands, adversary.knowledge, matching)
 

@@ -402,9 +402,5 @@ def test_matching_is_one_frozen_object_and_follows_the_release() -> None:
         with pytest.raises(ValueError, match="cap must be a positive whole number"):
             risk.Matching(cap=bad)
     adv = Adversary("cohort", "all_visits")
-    by_keyword = risk.original_distinguishability(recs, adv, count_repeats=True)
-    assert (
-        by_keyword.tolist()
-        == risk.original_distinguishability(recs, adv, None, risk.Matching(count_repeats=True)).tolist()
-    )
-    assert by_keyword.tolist() != risk.original_distinguishability(recs, adv).tolist()
+    repeats = risk.original_distinguishability(recs, adv, None, risk.Matching(count_repeats=True))
+    assert repeats.tolist() != risk.original_distinguishability(recs, adv).tolist()

@@ -148,7 +148,9 @@ def _baseline(
     problem, _, sel_cohort = _problem(cohort, population, scope, selection)
     adversary = Adversary(scope, "all_visits")
     sel_pop = problem.population if scope == "population" else None
-    before = risk.original_distinguishability(sel_cohort, adversary, sel_pop, count_repeats=True)
+    before = risk.original_distinguishability(
+        sel_cohort, adversary, sel_pop, risk.Matching(count_repeats=True)
+    )
     capped = gccens_run(problem, 1, **_cap_arguments(cap_key))  # k = 1: caps only
     return before, risk.release_distinguishability(capped, adversary, sel_pop)
 
