@@ -8,8 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from apptest_support import page_app, run_view, shown
 from apptest_support import page_text as _text
-from apptest_support import run_view
 from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -78,3 +78,14 @@ def test_tradeoffs_tab_tables_1_and_2() -> None:
     assert t1[verified].all() and t2[verified].all()
     # more protection never lowers the loss for the faithful variant: mean CUL is monotone in k
     assert (t1["Mean CUL, capped record (method-internal)"].diff().dropna() >= -1e-12).all()
+
+
+def test_the_view_draws_the_codes_its_release_is_made_of_on_icd10cm_data():
+    """The view prepared its own problem with the ICD-9-CM paper codes and roll-up, so on the ICD-10-CM
+    sample it said "None of the chosen codes occurs in the cohort" while "Add to study" released
+    E11, E78, I10, M54: the view now draws the engine's preparation (GCCensSettings.prepare_input)."""
+    at = page_app(view=("ui.views.gccens", "render_anonymize"), state={"sample_variant": "icd10cm"})
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert not any("None of the chosen codes" in w.value for w in at.warning)
+    assert any("E11, E78, I10, M54" in shown(c.value) for c in at.caption), [c.value for c in at.caption]

@@ -19,12 +19,15 @@ import dataclasses
 import io
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from engine.adversary import Adversary
 from engine.io.errors import UserError
 from engine.records import Records
 from engine.release import Release
+
+if TYPE_CHECKING:
+    from engine.anonymize.censor import CensorProblem
 
 PAPER_CODES = ("250", "272", "401", "724")  # Tamersoy 2010's four codes, thesis D4 (3-digit)
 # Tamersoy's four codes are ICD-9-CM. On ICD-10-CM data their counterparts are these 3-character
@@ -172,8 +175,11 @@ class GCCensSettings:
             "variant": self.variant,
         }
 
-    def run(self, inputs: RunInputs, progress: Progress | None = None) -> Release:
-        from engine.anonymize.censor import gccens_run, prepare, rolled_item_codes, select_codes
+    def prepare_input(self, inputs: RunInputs, progress: Progress | None = None) -> GCCensInput:
+        """The selected codes of the cohort (and population), rolled up to categories for the paper's
+        codes in the data's vocabulary, as GCCens' prepared problem: what `run` censors and what the
+        GCCens view draws its baseline, cap table and sweeps from."""
+        from engine.anonymize.censor import prepare, rolled_item_codes, select_codes
 
         self.validate()
         if progress is not None:
@@ -195,14 +201,32 @@ class GCCensSettings:
         if progress is not None:
             progress(0.0, f"preparing the repeat counts of {len(codes):,} codes")
         problem = prepare(sel_cohort, sel_pop if self.scope == "population" else None, self.scope)  # type: ignore[arg-type]
+        item_codes = None
+        if roll is not None:
+            item_codes = {i: c for i, c in rolled_item_codes(vocab, roll).items() if i in codes}
+        return GCCensInput(problem, sel_cohort, item_codes)
+
+    def run(self, inputs: RunInputs, progress: Progress | None = None) -> Release:
+        from engine.anonymize.censor import gccens_run
+
+        prepared = self.prepare_input(inputs, progress)
         cap_args: dict[str, Any] = (
             {"cap": self.cap} if self.cap is not None else {"caps": dict(self.caps) or None}
         )
-        release = gccens_run(problem, self.k, variant=self.variant, progress=progress, **cap_args)  # type: ignore[arg-type]
-        if roll is not None:
-            item_codes = {i: c for i, c in rolled_item_codes(vocab, roll).items() if i in codes}
-            release = dataclasses.replace(release, item_codes=item_codes)
+        release = gccens_run(prepared.problem, self.k, variant=self.variant, progress=progress, **cap_args)  # type: ignore[arg-type]
+        if prepared.item_codes is not None:
+            release = dataclasses.replace(release, item_codes=prepared.item_codes)
         return release.checked(inputs.cohort)
+
+
+@dataclass(frozen=True, eq=False)
+class GCCensInput:
+    """What GCCens runs on (`GCCensSettings.prepare_input`): the prepared problem, the selected cohort,
+    and the codes each rolled-up category stands for (None when no roll-up was made)."""
+
+    problem: CensorProblem
+    cohort: Records
+    item_codes: dict[str, frozenset[str]] | None
 
 
 # ------------------------------------------------------------------------------- Heatherly

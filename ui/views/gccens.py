@@ -28,17 +28,14 @@ from engine.anonymize.censor import (
     VARIANTS,
     CensorProblem,
     gccens_run,
-    prepare,
     report,
-    rolled_item_codes,
-    select_codes,
 )
 from engine.records import Records
 from engine.release import Release
 from engine.report.glossary import help_for
 from engine.study.compare import code_set_text
 from engine.study.experiments import GCCENS_COLUMNS, gccens_point
-from engine.study.runs import CodeSelection, GCCensSettings, code_frequency_order
+from engine.study.runs import CodeSelection, GCCensSettings, RunInputs, code_frequency_order
 from engine.utility.censoring import censoring_loss, cul_statistics, release_cul
 from ui import honest, persist
 from ui import progress as progress_ui
@@ -56,9 +53,8 @@ from ui.literal import md
 from ui.risk_charts import cdf_frame, distinguishability_cdf_figure
 from ui.study import add_to_study, live_preview, verify_under
 
-PAPER_CODES = ("250", "272", "401", "724")
 CODE_MODES = (
-    "Tamersoy's four codes: 250, 272, 401, 724 (3-digit)",
+    "Tamersoy's four codes: 250, 272, 401, 724 (3-digit; E11, E78, I10, M54 on ICD-10-CM data)",
     "Most frequent codes",
     "Chosen codes",
     "All codes",
@@ -87,45 +83,28 @@ def code_set_label(problem: CensorProblem, cohort: Records) -> str:
 
 
 # ------------------------------------------------------------------------- cached engine calls
-@st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=4)
-def _roll_up_3digit(population: Records, cohort: Records) -> dict[str, str]:
-    """ICD-9-CM code -> its 3-digit category (the paper's 250, 272, 401, 724), for every code present."""
-    from engine.hierarchy import Hierarchy
-
-    vocab = sorted({str(x) for x in population.items} | {str(x) for x in cohort.items})
-    return dict(zip(vocab, Hierarchy.icd9().roll_up(vocab, "3-digit"), strict=True))
-
-
 @st.cache_resource(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=6)
 def _problem(
     cohort: Records, population: Records, scope: str, selection: tuple
 ) -> tuple[CensorProblem, dict[str, frozenset[str]], Records]:
     """The prepared problem on the selected codes, the released items' original codes, and the
-    selected (GCCens input) cohort."""
+    selected (GCCens input) cohort: the engine's own preparation (`GCCensSettings.prepare_input`),
+    so the view draws what the release is made of."""
+    got = GCCensSettings(scope=scope, codes=_code_selection(selection)).prepare_input(
+        RunInputs(population, cohort)
+    )
+    return got.problem, got.item_codes or {}, got.cohort
+
+
+def _code_selection(selection: tuple) -> CodeSelection:
     mode, top_n, chosen = selection
-    roll = None
-    if mode == CODE_MODES[0]:
-        roll, codes = _roll_up_3digit(population, cohort), list(PAPER_CODES)
-    elif mode == CODE_MODES[1]:
-        codes = code_frequency_order(cohort)[: int(top_n)]
-    elif mode == CODE_MODES[2]:
-        codes = list(chosen)
-    else:
-        codes = code_frequency_order(cohort)
-    sel_cohort = select_codes(cohort, codes, roll)
-    sel_pop = select_codes(population, codes, roll)
-    item_codes = {}
-    if roll is not None:
-        vocab = sorted({str(x) for x in population.items} | {str(x) for x in cohort.items})
-        item_codes = {i: c for i, c in rolled_item_codes(vocab, roll).items() if i in codes}
-    return prepare(sel_cohort, sel_pop if scope == "population" else None, scope), item_codes, sel_cohort
+    modes = dict(zip(CODE_MODES, ("paper", "top", "chosen", "all"), strict=True))
+    return CodeSelection(modes[mode], int(top_n), tuple(map(str, chosen)))
 
 
 def settings_of(scope: str, selection: tuple, k: int, cap_key: tuple, variant: str) -> GCCensSettings:
     """The view's parameters as the typed settings a study records (engine.study.runs)."""
-    mode, top_n, chosen = selection
-    modes = dict(zip(CODE_MODES, ("paper", "top", "chosen", "all"), strict=True))
-    codes = CodeSelection(modes[mode], int(top_n), tuple(map(str, chosen)))
+    codes = _code_selection(selection)
     kind, value = cap_key
     if kind == "universal":
         return GCCensSettings(k=k, scope=scope, codes=codes, cap=int(value), variant=variant)
