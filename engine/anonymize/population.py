@@ -729,3 +729,55 @@ def released_frame(release: Release) -> pd.DataFrame:
     out: Heatherly releases diagnosis codes only, and the risk engine verified codes only."""
     frame = release.exported_frame()
     return frame[[c for c in (PATIENT, VISIT, CODE) if c in frame.columns]]
+
+
+# ------------------------------------------------------------------- records shown (Figure 13)
+def _item_text(item: str, release: Release) -> str:
+    """Figure 13's notation: a generalized item in angle brackets, ⟨401.0, 401.1⟩."""
+    codes = release.item_codes.get(item)
+    return f"⟨{', '.join(sorted(codes))}⟩" if codes else item
+
+
+def figure13_table(original: Records, release: Release, patients: list[str]) -> pd.DataFrame:
+    """Figure 13: records before (visits in braces) and after (generalized items in angle brackets)."""
+    oi, ri = original.index_of(patients), release.records.index_of(patients)
+    rows = []
+    for p, o, r in zip(patients, oi, ri, strict=True):
+        before = ", ".join("{" + ", ".join(v) + "}" for v in original.patient_visits(int(o)))
+        after = ", ".join(
+            "{" + ", ".join(_item_text(i, release) for i in v) + "}"
+            for v in release.records.patient_visits(int(r))
+            if v
+        )
+        rows.append({"record": p, "original (visits)": before, "released (visits)": after})
+    return pd.DataFrame(rows)
+
+
+def example_patients(release: Release, n: int = 5) -> list[str]:
+    """Records holding a generalized item first (record order), then any."""
+    rec = release.records
+    gen = np.array([str(i) in release.item_codes for i in rec.items], dtype=bool)
+    has = np.zeros(rec.n_patients, dtype=bool)
+    if rec.n_events:
+        has[rec.event_patient[gen[rec.event_item]]] = True
+    order = np.concatenate([np.flatnonzero(has), np.flatnonzero(~has)])
+    return [str(rec.patient_ids[i]) for i in order[:n]]
+
+
+def release_summary(res: GroupRelease, cmp_: ScopeComparison) -> dict:
+    """One release of Heatherly's method as JSON-ready data: parameters, the procedure's figures, the
+    retention of its scope (Table 2's rows) and the verification."""
+    name = SCOPE_NAMES[res.release.params["scope"]]
+    ret = next(r for r in cmp_.rows if r.name == name)
+    v = res.verification
+    return {
+        "method": f"Heatherly 2013, {name}",
+        "parameters": res.release.params,
+        "procedure": res.release.loss,
+        "retention": {
+            "original": ret.local.__dict__,
+            "with generalization": ret.with_generalization.__dict__,
+            "without generalization": ret.without_generalization.__dict__,
+        },
+        "verification": {"ok": v.ok, "adversary": v.adversary.label, "k": v.k, "message": v.message()},
+    }

@@ -17,6 +17,7 @@ paper's "retained 95.4% of the codes on average").
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Literal
 
@@ -24,7 +25,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from engine.records import PATIENT
+from engine.records import PATIENT, Records
 from engine.release import Release
 
 Baseline = Literal["capped", "original"]
@@ -109,4 +110,26 @@ def cul_statistics(
         share_modified=float(np.mean(cul > 0)),
         share_codes_retained=retained,
         mean_retention=1.0 - float(cul.mean()),
+    )
+
+
+def _multiset_text(codes: list[str]) -> str:
+    return ", ".join(f"{c} ×{n}" if n > 1 else c for c, n in sorted(Counter(codes).items()))
+
+
+def records_side_by_side(
+    sel_cohort: Records, release: Release, loss: pd.DataFrame, patients: list[str]
+) -> pd.DataFrame:
+    """Chosen patients' codes before and after censoring, as multisets (`250 ×3`), with each record's
+    CUL (`censoring_loss`'s `cul` column), as Tamersoy's Figure 3 lays records out."""
+    idx = sel_cohort.index_of(patients)
+    ridx = release.records.index_of(patients)
+    cul = loss.set_index("patient_id")["cul"]
+    return pd.DataFrame(
+        {
+            "patient_id": patients,
+            "original": [_multiset_text(sel_cohort.patient_codes(i)) for i in idx],
+            "released": [_multiset_text(release.records.patient_codes(i)) for i in ridx],
+            "CUL": [round(float(cul[p]), 3) for p in patients],
+        }
     )

@@ -15,7 +15,6 @@ cached per session on the records' fingerprints and the parameters.
 from __future__ import annotations
 
 import json
-from collections import Counter
 from dataclasses import replace
 
 import numpy as np
@@ -31,12 +30,11 @@ from engine.anonymize.censor import (
     report,
 )
 from engine.records import Records
-from engine.release import Release
 from engine.report.glossary import help_for
 from engine.study.compare import code_set_text
 from engine.study.experiments import GCCENS_COLUMNS, gccens_point
 from engine.study.runs import CodeSelection, GCCensSettings, RunInputs, code_frequency_order
-from engine.utility.censoring import censoring_loss, cul_statistics, release_cul
+from engine.utility.censoring import censoring_loss, cul_statistics, records_side_by_side, release_cul
 from ui import honest, persist
 from ui import progress as progress_ui
 from ui.context import HASH_FUNCS, Context
@@ -209,26 +207,6 @@ def _caps(problem: CensorProblem, prefix: str) -> tuple | None:
     return ("per_code", tuple(zip(edited["code"].astype(str), caps.astype(int).tolist(), strict=True)))
 
 
-def _multiset_text(codes: list[str]) -> str:
-    return ", ".join(f"{c} ×{n}" if n > 1 else c for c, n in sorted(Counter(codes).items()))
-
-
-def _side_by_side(
-    sel_cohort: Records, release: Release, loss: pd.DataFrame, patients: list[str]
-) -> pd.DataFrame:
-    idx = sel_cohort.index_of(patients)
-    ridx = release.records.index_of(patients)
-    cul = loss.set_index("patient_id")["cul"]
-    return pd.DataFrame(
-        {
-            "patient_id": patients,
-            "original": [_multiset_text(sel_cohort.patient_codes(i)) for i in idx],
-            "released": [_multiset_text(release.records.patient_codes(i)) for i in ridx],
-            "CUL": [round(float(cul[p]), 3) for p in patients],
-        }
-    )
-
-
 # ------------------------------------------------------------------------------- Anonymize tab
 def render_anonymize(ctx: Context) -> None:
     """The GCCens tab: parameters, verification, risk before/after, CUL, variants, download."""
@@ -399,7 +377,7 @@ def render_anonymize(ctx: Context) -> None:
         "Patients", loss["patient_id"].astype(str).tolist(), default=default, key="gcc_patients"
     )
     if patients:
-        table = _side_by_side(sel_cohort, release, loss, patients)
+        table = records_side_by_side(sel_cohort, release, loss, patients)
         st.dataframe(table, hide_index=True)
         release_table_download(
             table,

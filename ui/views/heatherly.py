@@ -16,21 +16,21 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import pandas as pd
 import streamlit as st
 
 from engine import risk
 from engine.anonymize.population import (
     ICD9_LEVELS,
     SCOPE_NAMES,
-    GroupRelease,
     ScopeComparison,
     compare_scopes,
+    example_patients,
     export_label,
+    figure13_table,
+    release_summary,
     scope_summary,
 )
 from engine.records import Records
-from engine.release import Release
 from engine.report.glossary import help_for
 from engine.study.experiments import heatherly_sweep_k
 from engine.study.runs import HeatherlySettings
@@ -177,55 +177,6 @@ def _before(
 
 
 # ------------------------------------------------------------------------------------ views
-def _item_text(item: str, release: Release) -> str:
-    """Figure 13's notation: a generalized item in angle brackets, ⟨401.0, 401.1⟩."""
-    codes = release.item_codes.get(item)
-    return f"⟨{', '.join(sorted(codes))}⟩" if codes else item
-
-
-def figure13_view(original: Records, release: Release, patients: list[str]) -> pd.DataFrame:
-    """Figure 13: records before (visits in braces) and after (generalized items in angle brackets)."""
-    oi, ri = original.index_of(patients), release.records.index_of(patients)
-    rows = []
-    for p, o, r in zip(patients, oi, ri, strict=True):
-        before = ", ".join("{" + ", ".join(v) + "}" for v in original.patient_visits(int(o)))
-        after = ", ".join(
-            "{" + ", ".join(_item_text(i, release) for i in v) + "}"
-            for v in release.records.patient_visits(int(r))
-            if v
-        )
-        rows.append({"record": p, "original (visits)": before, "released (visits)": after})
-    return pd.DataFrame(rows)
-
-
-def _example_patients(release: Release, n: int = 5) -> list[str]:
-    """Records holding a generalized item first (record order), then any."""
-    rec = release.records
-    gen = np.array([str(i) in release.item_codes for i in rec.items], dtype=bool)
-    has = np.zeros(rec.n_patients, dtype=bool)
-    if rec.n_events:
-        has[rec.event_patient[gen[rec.event_item]]] = True
-    order = np.concatenate([np.flatnonzero(has), np.flatnonzero(~has)])
-    return [str(rec.patient_ids[i]) for i in order[:n]]
-
-
-def _report(res: GroupRelease, cmp_: ScopeComparison) -> dict:
-    name = SCOPE_NAMES[res.release.params["scope"]]
-    ret = next(r for r in cmp_.rows if r.name == name)
-    v = res.verification
-    return {
-        "method": f"Heatherly 2013, {name}",
-        "parameters": res.release.params,
-        "procedure": res.release.loss,
-        "retention": {
-            "original": ret.local.__dict__,
-            "with generalization": ret.with_generalization.__dict__,
-            "without generalization": ret.without_generalization.__dict__,
-        },
-        "verification": {"ok": v.ok, "adversary": v.adversary.label, "k": v.k, "message": v.message()},
-    }
-
-
 def _constraints(prefix: str) -> str:
     mode = st.selectbox(
         "Utility constraints",
@@ -339,7 +290,7 @@ def render_anonymize(ctx: Context) -> None:
     )
     if offered:
         report_download(
-            json.dumps(_report(res, cmp_), indent=2, default=str),
+            json.dumps(release_summary(res, cmp_), indent=2, default=str),
             "Download the report (JSON)",
             f"heatherly_{shown}_report.json",
             "hea_dl_report",
@@ -379,10 +330,10 @@ def render_anonymize(ctx: Context) -> None:
         st.markdown("**Records before and after** (Figure 13; generalized items in ⟨ ⟩)")
         options = [str(p) for p in release.records.patient_ids]
         patients = st.multiselect(
-            "Records", options, default=_example_patients(release), key=f"hea_patients_{shown}"
+            "Records", options, default=example_patients(release), key=f"hea_patients_{shown}"
         )
         if patients:
-            view = figure13_view(ctx.cohort, release, patients)
+            view = figure13_table(ctx.cohort, release, patients)
             st.dataframe(view, hide_index=True)
             release_table_download(
                 view,
