@@ -2,9 +2,11 @@
 
     python -m engine anonymize lda --events EVENTS --cohort IDS --k K [--w-icd W]
         [--method a-gs|baseline] [--age-domain LO-HI] [--codes C1,C2,... | --top-codes N]
-        [--roll-up 3-digit] [--icd-levels thesis|full] --out RELEASED.csv [--report REPORT.json]
+        [--roll-up 3-digit] [--icd-levels thesis|full] --out RELEASED.csv [--codemap CODEMAP.csv]
+        [--report REPORT.json]
 
-Each cohort patient's (ICD, Age) pairs form a trajectory; MDAV clusters of at least k records are
+The options become `engine.study.runs.LDASettings`, the settings the app and a study run with, so the
+same settings give the same release everywhere. Each cohort patient's (ICD, Age) pairs form a trajectory; MDAV clusters of at least k records are
 anonymized by A-GS (or Baseline) alignment. RELEASED.csv is long form `patient_id,code,age`, where
 code and age may be generalized (`401`, `240-279`, `Any`, `[33-36]`); it is written through the
 export gate (engine/io/export.py), atomically, only when the risk engine verified exactly that file
@@ -18,12 +20,13 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import replace
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from engine.io.errors import UserError
+
+if TYPE_CHECKING:
+    from engine.study.runs import LDASettings
 
 
 def register(methods) -> None:
@@ -57,6 +60,10 @@ def register(methods) -> None:
         help="ICD-9-CM hierarchy: thesis = 5-digit/3-digit/section/chapter/Any; full adds 4-digit",
     )
     p.add_argument("--out", required=True, help="released trajectories CSV (patient_id,code,age)")
+    p.add_argument(
+        "--codemap",
+        help="CSV: released_item (code|age), original_code (the original code|age pairs it stands for)",
+    )
     p.add_argument("--report", help="JSON report")
     p.set_defaults(func=run)
 
@@ -72,54 +79,67 @@ def parse_age_domain(text: str) -> tuple[int, int]:
     return a, b
 
 
+def settings_of(args: argparse.Namespace, cohort_ages) -> LDASettings:
+    """The command's options as the typed settings the app and a study use (engine.study.runs): the
+    age domain, when not given, from every age of the cohort (`default_age_domain`, as the app)."""
+    from engine.anonymize.trajectories import default_age_domain
+    from engine.study.runs import CodeSelection, LDASettings, SettingsError
+
+    if args.codes:
+        codes = CodeSelection("chosen", chosen=tuple(c.strip() for c in args.codes.split(",") if c.strip()))
+    elif args.top_codes is not None:
+        codes = CodeSelection("top", top_n=args.top_codes)
+    else:
+        codes = CodeSelection("all")
+    low, high = parse_age_domain(args.age_domain) if args.age_domain else default_age_domain(cohort_ages)
+    settings = LDASettings(
+        k=args.k,
+        codes=codes,
+        icd_hierarchy="icd9-thesis" if args.icd_levels == "thesis" else "icd9-4digit",
+        age_low=low,
+        age_high=high,
+        w_icd=args.w_icd,
+        alignment=args.method,
+        roll_up=args.roll_up or "",
+    )
+    try:
+        settings.validate()
+    except SettingsError as exc:
+        raise UserError(f"anonymize lda: {exc}") from None
+    return settings
+
+
 def run(args: argparse.Namespace) -> int:
     from engine import risk
     from engine.adversary import Adversary
-    from engine.anonymize.trajectories import Trajectories, default_age_domain, lda
-    from engine.commands.inputs import InputOptions, announced, findings_json, load_events_input, publish
-    from engine.hierarchy import ICD9_LEVELS, ICD9_THESIS_LEVELS, Hierarchy
+    from engine.commands.inputs import InputOptions, load_groups, publish
     from engine.io import export
-    from engine.io.loaders import load_ids
+    from engine.study.runs import RunInputs
     from engine.utility.loss import avg_re, level_shares, record_losses
 
     if args.k < 2:
         raise UserError(f"--k must be >= 2 for a release (k = 1 protects nobody), not {args.k}")
-    paths = export.release_paths(args.out, report=args.report)
+    paths = export.release_paths(args.out, codemap=args.codemap, report=args.report)
     if not 0 <= args.w_icd <= 1:
         raise UserError(f"--w-icd must lie in [0, 1], not {args.w_icd}")
-    domain = parse_age_domain(args.age_domain) if args.age_domain else None
+    if args.age_domain:
+        parse_age_domain(args.age_domain)
     if args.top_codes is not None and args.top_codes < 1:
         raise UserError(f"--top-codes must be >= 1, not {args.top_codes}")
-    options = InputOptions.of(args)
-    events = announced(load_events_input(args.events, options))
-    df = events.data
-    if "age" not in df.columns:
+    inputs = load_groups(args.events, cohort=args.cohort, options=InputOptions.of(args))
+    if inputs.events.event_age is None:
         raise UserError(
             f"{Path(args.events).name}: column 'age' is missing; trajectories need the age of each code"
         )
-    cohort = announced(
-        load_ids(
-            args.cohort,
-            population=df["patient_id"].astype(str).unique(),
-            group="cohort",
-            na_ids=options.na_ids,
-        )
-    )
-    codes = [c.strip() for c in args.codes.split(",") if c.strip()] if args.codes else None
-    if args.roll_up:
-        df = df.assign(code=Hierarchy.icd9().roll_up(df["code"].astype(str).tolist(), args.roll_up))
-    traj = Trajectories.from_frame(df, patient_ids=cohort.data, codes=codes, top_codes=args.top_codes)
-    if domain is None:  # from every age of the cohort (as the app), not only those of the kept codes
-        in_cohort = df["patient_id"].astype(str).isin(set(cohort.data.tolist()))
-        domain = default_age_domain(pd.to_numeric(df.loc[in_cohort, "age"]).to_numpy())
+    settings = settings_of(args, inputs.cohort.event_age)
+    traj = settings.trajectories(inputs.cohort)
     if int((traj.lengths > 0).sum()) == 0:
         raise UserError("no cohort patient has any of the selected codes; nothing to anonymize")
-    icd = Hierarchy.icd9(ICD9_THESIS_LEVELS if args.icd_levels == "thesis" else ICD9_LEVELS)
     try:
-        res = lda(traj, args.k, w_icd=args.w_icd, method=args.method, icd_hierarchy=icd, age_domain=domain)
+        res = settings.run_result(RunInputs(inputs.population, inputs.cohort))
     except ValueError as exc:
         raise UserError(export.refuse(paths, str(exc))) from None
-    release = replace(res.release(), age_pairs=True).checked(res.source_pairs())
+    release = res.release().checked(res.source_pairs())  # as LDASettings.run: one way to a release
     adversary = Adversary("cohort", "all_visits")
     verification = risk.verify(release, adversary, args.k)
     are = avg_re(res)
@@ -128,12 +148,10 @@ def run(args: argparse.Namespace) -> int:
         "method": f"LDA {args.method} + MDAV (Tamersoy 2011 thesis, chapter IV)",
         "parameters": {
             **release.params,
-            "codes": codes,
-            "top_codes": args.top_codes,
-            "roll_up": args.roll_up,
+            "settings": settings.describe(),
         },
-        "inputs": {**events.sources, **cohort.sources},
-        "input_warnings": findings_json(events.report, cohort.report),
+        "inputs": inputs.sources,
+        "input_warnings": inputs.warnings,
         "trajectories": traj.summary(),
         "loss": {"ILM": release.loss["ILM"], "ALM": release.loss["ALM"], "AvgRE": are.value},
         "workload_queries": len(are.workload),
@@ -153,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
             "failing": verification.failing.astype({"distinguishability": int}).to_dict("records"),
         },
     }
-    report["export"] = publish(events, release, verification, adversary, args.k, paths)
+    report["export"] = publish(inputs, release, verification, adversary, args.k, paths)
     if args.report:
         Path(args.report).write_text(json.dumps(report, indent=2, default=str) + "\n")
     if not report["export"]["written"]:

@@ -120,6 +120,22 @@ def roll_up_to_categories(codes: list[str]) -> list[str]:
     return hierarchy.roll_up(hierarchy.roll_up(codes, "3-digit"), "category")
 
 
+ROLL_UP_LEVELS = ("4-digit", "3-digit", "section", "chapter")  # ICD-9-CM names; ICD-10-CM: counterparts
+
+
+def roll_up_codes(codes: list[str], level: str) -> list[str]:
+    """Each code replaced by its ancestor at an ICD-9-CM level (`ROLL_UP_LEVELS`) or, for ICD-10-CM
+    codes, at that level's ICD-10-CM counterpart (3-digit: the category, E11), through the hierarchy
+    of the codes' vocabularies; codes with no such ancestor are kept as they are."""
+    from engine.hierarchy import icd10cm_levels, icd_hierarchy_for
+
+    hierarchy = icd_hierarchy_for(codes)
+    out = hierarchy.roll_up(codes, level)
+    for counterpart in icd10cm_levels((level,))[-1:]:
+        out = hierarchy.roll_up(out, counterpart)
+    return out
+
+
 def code_frequency_order(cohort: Records) -> list[str]:
     """The cohort's codes, most records first (ties by code text)."""
     import numpy as np
@@ -379,15 +395,16 @@ class LDASettings:
     top_code_90: bool = False
     w_icd: float = 0.5
     alignment: str = "a-gs"
+    roll_up: str = ""  # codes replaced by their ancestor at this level first (`ROLL_UP_LEVELS`); "" none
 
     def validate(self) -> None:
         from engine.anonymize.trajectories import METHODS
 
         check_k(self.k)
         self.codes.validate()
-        if self.codes.mode == "all":
-            raise SettingsError("LDA runs on the thesis' D4 codes, the most frequent codes or chosen codes")
         _check_choice("ICD hierarchy", self.icd_hierarchy, ICD_HIERARCHIES)
+        if self.roll_up:
+            _check_choice("roll-up level", self.roll_up, ROLL_UP_LEVELS)
         _check_choice("alignment", self.alignment, tuple(METHODS))
         if not 0.0 <= self.w_icd <= 1.0:
             raise SettingsError(f"w_ICD must lie between 0 and 1, not {self.w_icd}")
@@ -407,12 +424,18 @@ class LDASettings:
             + (", 90+ top-coded" if self.top_code_90 else ""),
             "weights": f"w_ICD {self.w_icd:g}, w_Age {1 - self.w_icd:g}",
             "alignment": "A-GS" if self.alignment == "a-gs" else "Baseline",
+            **({"codes rolled up to": self.roll_up} if self.roll_up else {}),
         }
 
     def trajectories(self, cohort: Records):
+        """The cohort's (ICD, Age) trajectories of the selected codes (after the roll-up, if any)."""
         from engine.anonymize.trajectories import Trajectories
 
         df = cohort.to_frame()
+        if self.roll_up:
+            df = df.assign(code=roll_up_codes(df["code"].astype(str).tolist(), self.roll_up))
+        if self.codes.mode == "all":
+            return Trajectories.from_frame(df, patient_ids=cohort.patient_ids)
         if self.codes.mode == "paper":
             df = df.assign(code=roll_up_to_categories(df["code"].astype(str).tolist()))
             codes = list(paper_codes_for(str(x) for x in cohort.items))
