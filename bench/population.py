@@ -24,11 +24,11 @@ import numpy as np
 from engine.anonymize.population import (
     _released,
     _State,
-    anonymize,
     frequency_bin_generalization,
     utility_groups,
 )
 from engine.records import Records
+from engine.study.runs import HeatherlySettings, RunInputs
 from engine.synth.generator import generate
 from engine.utility.retention import figures
 
@@ -127,7 +127,8 @@ def main() -> None:
         last[0] = now
 
     t, c = time.perf_counter(), cpu_s()
-    res = anonymize(population, cohort_ids, args.k, scope="population", progress=progress)
+    inputs = RunInputs(population, population.subset(cohort_ids))
+    res = HeatherlySettings(k=args.k, scope="population", complete=False).run_result(inputs, progress)
     t_anon, c_anon = time.perf_counter() - t, cpu_s() - c
     progress(1.0, "done")
     print(
@@ -153,7 +154,7 @@ def main() -> None:
 
     if args.complete:
         t, c = time.perf_counter(), cpu_s()
-        done = anonymize(population, cohort_ids, args.k, scope="population", complete=True)
+        done = HeatherlySettings(k=args.k, scope="population", complete=True).run_result(inputs)
         print(
             f"with completion pass: {time.perf_counter() - t:.1f} s wall, {cpu_s() - c:.1f} s CPU; "
             f"{done.verification.message()} "

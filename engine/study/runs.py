@@ -28,6 +28,7 @@ from engine.release import Release
 
 if TYPE_CHECKING:
     from engine.anonymize.censor import CensorProblem
+    from engine.anonymize.population import GroupRelease
 
 PAPER_CODES = ("250", "272", "401", "724")  # Tamersoy 2010's four codes, thesis D4 (3-digit)
 # Tamersoy's four codes are ICD-9-CM. On ICD-10-CM data their counterparts are these 3-character
@@ -283,7 +284,9 @@ class HeatherlySettings:
             "export": export_label(self.with_visits),
         }
 
-    def run(self, inputs: RunInputs, progress: Progress | None = None) -> Release:
+    def run_result(self, inputs: RunInputs, progress: Progress | None = None) -> GroupRelease:
+        """The full result behind the release (the released group, the procedure's figures and the
+        method's own verification), for the views and benchmarks that show them."""
         from engine.anonymize.population import anonymize
 
         self.validate()
@@ -292,7 +295,7 @@ class HeatherlySettings:
         ]
         if group is None:
             raise SettingsError("the biobank scope needs a biobank group")
-        res = anonymize(
+        return anonymize(
             group,
             inputs.cohort.patient_ids,
             self.k,
@@ -302,7 +305,9 @@ class HeatherlySettings:
             progress=progress,
             with_visits=self.with_visits,
         )
-        return res.release.checked(inputs.cohort)
+
+    def run(self, inputs: RunInputs, progress: Progress | None = None) -> Release:
+        return self.run_result(inputs, progress).release.checked(inputs.cohort)
 
 
 # -------------------------------------------------------------------------------- profiles
