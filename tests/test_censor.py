@@ -427,3 +427,48 @@ def test_all_codes_on_the_sample_are_unchanged_by_the_speed_ups(sample_dataset, 
     steps = release.loss["steps"]
     digest = hashlib.sha256(json.dumps(steps).encode()).hexdigest()[:16]
     assert (release.records.fingerprint, digest, len(steps)) == SAMPLE_ALL_CODES[(variant, scope)]
+
+
+@pytest.mark.parametrize(
+    "extra", [[], ["--cap", "1"], ["--caps", "250=1", "--scope", "cohort", "--variant", "targeted"]]
+)
+def test_the_cli_runs_the_settings_the_app_and_a_study_run(tmp_path, extra):
+    """Issue 17: one way to run a method. The command's options become `GCCensSettings` (all codes);
+    its release file is the one `GCCensSettings.run` exports for the same groups."""
+    from engine.commands.cli import main
+    from engine.commands.inputs import load_groups
+    from engine.io.export import safe_csv_bytes
+    from engine.study.runs import CodeSelection, GCCensSettings, RunInputs
+
+    events, cohort = _write_figure_1(tmp_path)
+    out = tmp_path / "released.csv"
+    assert (
+        main(
+            [
+                "anonymize",
+                "gccens",
+                "--events",
+                str(events),
+                "--cohort",
+                str(cohort),
+                "--k",
+                "2",
+                *extra,
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    opts = dict(zip(extra[::2], extra[1::2], strict=True))
+    settings = GCCensSettings(
+        k=2,
+        scope=opts.get("--scope", "population"),
+        codes=CodeSelection("all"),
+        cap=int(opts["--cap"]) if "--cap" in opts else None,
+        caps=(("250", 1),) if "--caps" in opts else (),
+        variant=opts.get("--variant", "faithful"),
+    )
+    g = load_groups(str(events), cohort=str(cohort))
+    release = settings.run(RunInputs(g.population, g.cohort))
+    assert out.read_bytes() == safe_csv_bytes(release.exported_frame())

@@ -4,7 +4,8 @@
         [--cap C | --caps 250=2,272=2,...] [--scope population|cohort] [--variant faithful|targeted]
         --out RELEASED.csv [--codemap CODEMAP.csv] [--report REPORT.json]
 
-Without `--cap`/`--caps` every code is capped at its maximum repeat count in the cohort (the paper's
+The options become `engine.study.runs.GCCensSettings` (all codes), the settings the app and a study
+run with. Without `--cap`/`--caps` every code is capped at its maximum repeat count in the cohort (the paper's
 scan of S). RELEASED.csv is long form, `patient_id,code`, one row per remaining instance (visits and
 ages are not released: GCCens releases repeat counts only); CODEMAP.csv maps each released code to
 itself and, after `--normalize-codes`, to its spellings in the source. Both are written through the
@@ -72,10 +73,10 @@ def parse_caps(text: str) -> dict[str, int]:
 def run(args: argparse.Namespace) -> int:
     from engine import risk
     from engine.adversary import Adversary
-    from engine.anonymize.censor import gccens_run, prepare
     from engine.anonymize.censor import report as gccens_report
     from engine.commands.inputs import InputOptions, load_groups, publish
     from engine.io import export
+    from engine.study.runs import CodeSelection, GCCensSettings, RunInputs, SettingsError
 
     if args.k < 2:
         raise UserError(f"--k must be >= 2 for a release (k = 1 protects nobody), not {args.k}")
@@ -87,13 +88,24 @@ def run(args: argparse.Namespace) -> int:
         args.events, population=args.population, cohort=args.cohort, options=InputOptions.of(args)
     )
     population, cohort, sources = inputs.population, inputs.cohort, inputs.sources
-    problem = prepare(cohort, population, args.scope)
-    unknown = sorted(set(caps or {}) - set(problem.code_labels))
+    settings = GCCensSettings(
+        k=args.k,
+        scope=args.scope,
+        codes=CodeSelection("all"),
+        cap=args.cap,
+        caps=tuple(sorted((caps or {}).items())),
+        variant=args.variant,
+    )
+    try:
+        prepared = settings.prepare_input(RunInputs(population, cohort))
+    except SettingsError as exc:
+        raise UserError(f"anonymize gccens: {exc}") from None
+    unknown = sorted(set(caps or {}) - set(prepared.problem.code_labels))
     if unknown:
         print(
             f"note: --caps names codes not in the cohort, ignored: {', '.join(unknown[:10])}", file=sys.stderr
         )
-    release = gccens_run(problem, args.k, cap=args.cap, caps=caps, variant=args.variant).checked(cohort)
+    release = settings.release_of(prepared, cohort)  # the settings the app and a study run with
     adversary = Adversary(args.scope, "all_visits")
     verification = risk.verify(release, adversary, args.k, population)
     before = risk.original_distinguishability(

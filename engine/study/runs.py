@@ -224,16 +224,19 @@ class GCCensSettings:
         return GCCensInput(problem, sel_cohort, item_codes)
 
     def run(self, inputs: RunInputs, progress: Progress | None = None) -> Release:
+        return self.release_of(self.prepare_input(inputs, progress), inputs.cohort, progress)
+
+    def release_of(self, prepared: GCCensInput, cohort: Records, progress: Progress | None = None) -> Release:
+        """GCCens on a prepared input (`prepare_input`), checked against the cohort it stands for."""
         from engine.anonymize.censor import gccens_run
 
-        prepared = self.prepare_input(inputs, progress)
         cap_args: dict[str, Any] = (
             {"cap": self.cap} if self.cap is not None else {"caps": dict(self.caps) or None}
         )
         release = gccens_run(prepared.problem, self.k, variant=self.variant, progress=progress, **cap_args)  # type: ignore[arg-type]
         if prepared.item_codes is not None:
             release = dataclasses.replace(release, item_codes=prepared.item_codes)
-        return release.checked(inputs.cohort)
+        return release.checked(cohort)
 
 
 @dataclass(frozen=True, eq=False)
