@@ -380,3 +380,49 @@ def test_a_hierarchy_that_cannot_be_built_is_an_error_not_other_constraints(monk
     monkeypatch.setattr(Hierarchy, "icd9", classmethod(broken))
     with pytest.raises(RuntimeError, match="damaged"):
         population.utility_groups(["250.00", "250.01"], "icd9:3-digit")
+
+
+@pytest.mark.parametrize(
+    "extra", [[], ["--complete", "--with-visits"], ["--scope", "population", "--constraints", "none"]]
+)
+def test_the_cli_runs_the_settings_the_app_and_a_study_run(tmp_path, extra):
+    """Issue 17: one way to run a method. The command's options become `HeatherlySettings`; its
+    release file is the one `HeatherlySettings.run` exports for the same groups."""
+    from engine.commands.cli import main
+    from engine.commands.inputs import load_groups
+    from engine.io.export import safe_csv_bytes
+    from engine.study.runs import HeatherlySettings, RunInputs
+
+    ev, co = _cli_files(tmp_path)
+    out = tmp_path / "out.csv"
+    code = main(
+        [
+            "anonymize",
+            "generalize",
+            "--events",
+            str(ev),
+            "--cohort",
+            str(co),
+            "--k",
+            "2",
+            *extra,
+            "--out",
+            str(out),
+        ]
+    )
+    opts = dict(zip(extra[::2], extra[1::2], strict=False))
+    settings = HeatherlySettings(
+        k=2,
+        scope=opts.get("--scope", "cohort"),
+        constraints=opts.get("--constraints", "phecode"),
+        complete="--complete" in extra,
+        with_visits="--with-visits" in extra,
+    )
+    g = load_groups(str(ev), cohort=str(co))
+    release = settings.run(RunInputs(g.population, g.cohort))
+    if code == 0:
+        assert out.read_bytes() == safe_csv_bytes(release.exported_frame())
+    else:  # refused: then the settings' release fails verification too, and no file is left
+        from engine import risk
+
+        assert not risk.verify(release, settings.adversary, 2, g.population).ok and not out.exists()

@@ -5,6 +5,7 @@
         [--constraints phecode|icd9:LEVEL|none] [--complete] [--with-visits]
         --out RELEASED.csv [--codemap CODEMAP.csv] [--report REPORT.json]
 
+The options become `engine.study.runs.HeatherlySettings`, the settings the app and a study run with.
 `--scope cohort` anonymizes the cohort alone (DEMO_D), `biobank` the biobank and then extracts the
 cohort (DEMO_B), `population` the whole population (DEMO_S). RELEASED.csv is long form (`patient_id`,
 `code` holding the released item, e.g. `{401.0,401.1}`; one row per patient and item, the papers'
@@ -65,13 +66,13 @@ def run(args: argparse.Namespace) -> int:
     from engine.adversary import Adversary
     from engine.anonymize.population import (
         SCOPE_NAMES,
-        anonymize,
         export_label,
         parse_constraints,
         suppress_rare,
     )
     from engine.commands.inputs import InputOptions, load_groups, publish
     from engine.io import export
+    from engine.study.runs import HeatherlySettings, RunInputs, SettingsError
     from engine.utility.retention import figures
 
     paths = export.release_paths(args.out, codemap=args.codemap, report=args.report)
@@ -108,15 +109,17 @@ def run(args: argparse.Namespace) -> int:
                 paths, f"--with-visits: {args.events} has no visit column, so there are no visits to keep"
             )
         )
-    result = anonymize(
-        group,
-        cohort_ids,
-        args.k,
+    settings = HeatherlySettings(
+        k=args.k,
         scope=args.scope,
         constraints=constraints,
         complete=args.complete,
         with_visits=args.with_visits,
     )
+    try:  # the settings the app and a study run with
+        result = settings.run_result(RunInputs(inputs.population, cohort, inputs.biobank))
+    except SettingsError as exc:
+        raise UserError(f"anonymize generalize: {exc}") from None
     print(f"Heatherly {SCOPE_NAMES[args.scope]} export: {export_label(args.with_visits)}")
     release, verification = result.release.checked(cohort), result.verification
     adversary = Adversary("cohort" if args.scope == "cohort" else "population", "single_visit")
