@@ -83,3 +83,33 @@ def test_cli_refuses_visits_for_an_all_visits_attacker(tmp_path, capsys):
     assert main(args) == 2
     assert "--with-visits needs --knowledge single_visit" in capsys.readouterr().err
     assert not out.exists()
+
+
+@pytest.mark.parametrize(("command", "knowledge"), [("ugaclip", "single_visit"), ("aclip", "all_visits")])
+def test_the_cli_runs_the_settings_the_app_and_a_study_run(tmp_path, command, knowledge):
+    """Issue 17: one way to run a method. The command's options become `ProfilesSettings` (the default
+    utility policy follows the cohort's vocabulary, as in the app); its release file is the one
+    `ProfilesSettings.run` exports for the same cohort."""
+    from engine.commands.inputs import load_groups
+    from engine.io.export import safe_csv_bytes
+    from engine.study.runs import ProfilesSettings, RunInputs
+
+    ev, ids = _inputs(tmp_path)
+    out = tmp_path / "out.csv"
+    args = [
+        "anonymize",
+        command,
+        "--events",
+        str(ev),
+        "--cohort",
+        str(ids),
+        "--k",
+        "5",
+        "--knowledge",
+        knowledge,
+    ]
+    assert main([*args, "--out", str(out), "--codemap", str(tmp_path / "map.csv")]) == 0
+    g = load_groups(str(ev), cohort=str(ids))
+    settings = ProfilesSettings(algorithm=command.upper(), k=5, knowledge=knowledge)
+    release = settings.run(RunInputs(g.cohort, g.cohort))
+    assert out.read_bytes() == safe_csv_bytes(release.exported_frame())

@@ -60,10 +60,10 @@ def register(methods) -> None:
 def run(args: argparse.Namespace) -> int:
     from engine.adversary import Adversary
     from engine.anonymize.population import export_label
-    from engine.anonymize.profiles import SuppressionLimitExceeded, run_profiles
+    from engine.anonymize.profiles import SuppressionLimitExceeded
     from engine.commands.inputs import InputOptions, announce, findings_json, load_groups, publish
     from engine.io import export
-    from engine.utility.queries import read_utility_policy
+    from engine.study.runs import ProfilesSettings, RunInputs
 
     method = args.profiles_method
     if args.k < 2:
@@ -72,11 +72,11 @@ def run(args: argparse.Namespace) -> int:
     if args.max_suppressed is not None and args.max_suppressed < 0:
         raise UserError(f"--max-suppressed must be >= 0, not {args.max_suppressed}")
     try:
-        utility = read_utility_policy(args.utility_policy)
+        policy_text = None if args.utility_policy is None else Path(args.utility_policy).read_text("utf-8")
     except FileNotFoundError as exc:
         raise UserError(f"--utility-policy: no such file {args.utility_policy}") from exc
-    except ValueError as exc:
-        raise UserError(str(exc)) from exc
+    except UnicodeDecodeError as exc:
+        raise UserError(f"--utility-policy {args.utility_policy}: not UTF-8 text ({exc.reason})") from exc
     if args.with_visits and args.knowledge != "single_visit":
         raise UserError(
             export.refuse(
@@ -85,9 +85,21 @@ def run(args: argparse.Namespace) -> int:
                 "match them one by one in a file that keeps them",
             )
         )
-    announce(utility.report)
     inputs = load_groups(args.events, cohort=args.cohort, options=InputOptions.of(args))
     cohort, sources = inputs.cohort, inputs.sources
+    settings = ProfilesSettings(  # the settings the app and a study run with
+        algorithm=method,
+        k=args.k,
+        knowledge=args.knowledge,
+        utility_policy_csv=policy_text,
+        max_suppressed=args.max_suppressed,
+        with_visits=args.with_visits,
+    )
+    try:
+        utility = settings.utility_policy([str(x) for x in cohort.items])
+    except ValueError as exc:
+        raise UserError(f"--utility-policy {args.utility_policy}: {exc}") from exc
+    announce(utility.report)
     if args.with_visits and not cohort.has_visits:
         raise UserError(
             export.refuse(
@@ -99,15 +111,7 @@ def run(args: argparse.Namespace) -> int:
             export.refuse(paths, f"the cohort has {cohort.n_patients} records, fewer than k = {args.k}.")
         )
     try:
-        result = run_profiles(
-            cohort,
-            args.k,
-            args.knowledge,
-            method,
-            utility.as_mapping(),
-            max_suppressed=args.max_suppressed,
-            with_visits=args.with_visits,
-        )
+        result = settings.run_result(RunInputs(cohort, cohort))
     except SuppressionLimitExceeded as exc:
         raise UserError(export.refuse(paths, str(exc))) from exc
     print(f"{method} export: {export_label(args.with_visits)}")
@@ -120,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
         "params": {
             "k": args.k,
             "knowledge": args.knowledge,
-            "utility_policy": args.utility_policy or "default (Table 1)",
+            "utility_policy": args.utility_policy or settings.describe()["utility policy"],
             "max_suppressed": args.max_suppressed,
         },
         "sources": sources,

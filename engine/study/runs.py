@@ -29,6 +29,7 @@ from engine.release import Release
 if TYPE_CHECKING:
     from engine.anonymize.censor import CensorProblem
     from engine.anonymize.population import GroupRelease
+    from engine.anonymize.profiles import ProfilesRun
 
 PAPER_CODES = ("250", "272", "401", "724")  # Tamersoy 2010's four codes, thesis D4 (3-digit)
 # Tamersoy's four codes are ICD-9-CM. On ICD-10-CM data their counterparts are these 3-character
@@ -369,10 +370,14 @@ class ProfilesSettings:
         }
 
     def run(self, inputs: RunInputs, progress: Progress | None = None) -> Release:
+        return self.run_result(inputs, progress).release.checked(inputs.cohort)
+
+    def run_result(self, inputs: RunInputs, progress: Progress | None = None) -> ProfilesRun:
+        """The full run behind the release (the privacy policy, its check, the utility measures)."""
         from engine.anonymize.profiles import run_profiles
 
         self.validate()
-        run = run_profiles(
+        return run_profiles(
             inputs.cohort,
             self.k,
             self.knowledge,
@@ -382,7 +387,6 @@ class ProfilesSettings:
             with_visits=self.with_visits,
             progress=progress,
         )
-        return run.release.checked(inputs.cohort)
 
 
 # ------------------------------------------------------------------------------------- LDA
