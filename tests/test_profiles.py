@@ -360,3 +360,24 @@ def test_outside_suppress_never_groups_codes_outside_the_utility_policy():
     assert verify(strict, Adversary("cohort", "single_visit"), 5).ok
     with pytest.raises(ValueError, match="outside must be one of"):
         ugaclip(r, policy, 5, UTILITY, outside="merge")
+
+
+def test_the_measures_table_states_each_run_in_words():
+    """The profiles view's measures table is built in the engine (issue 17) from the runs' own figures."""
+    from engine.anonymize.profiles import measures_table, run_profiles
+    from engine.utility.queries import read_utility_policy
+
+    r = mary_dataset()
+    utility = read_utility_policy().as_mapping()
+    runs = {m: run_profiles(r, 2, "single_visit", m, utility) for m in ("UGACLIP", "ACLIP")}
+    table = measures_table(runs)
+    assert table["method"].tolist() == ["UGACLIP", "ACLIP"]
+    for m, row in table.set_index("method").iterrows():
+        run = runs[str(m)]
+        assert row["privacy policy"] == ("satisfied" if run.check.ok else f"{run.check.n_violated} violated")
+        assert row["risk engine"] == ("verified" if run.verification.ok else "not verified")
+        s = run.summary()
+        assert row["utility constraints satisfied"] == f"{s['utility_satisfied']}/{s['utility_constraints']}"
+        assert row["generalized items"] == s["generalized_items"] and row["RE queries"] == len(
+            run.relative_error.queries
+        )

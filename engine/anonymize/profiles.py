@@ -569,6 +569,31 @@ class ProfilesRun:
         }
 
 
+def measures_table(runs: Mapping[str, ProfilesRun]) -> pd.DataFrame:
+    """One row per run, the PNAS "Results" measures in words: the privacy policy's check, the risk
+    engine's verdict, utility constraints satisfied, suppression, generalized items, NCP and RE."""
+    rows = []
+    for m, r in runs.items():
+        s = r.summary()
+        rows.append(
+            {
+                "method": m,
+                "privacy policy": "satisfied" if r.check.ok else f"{r.check.n_violated} violated",
+                "risk engine": "verified" if r.verification.ok else "not verified",
+                "utility constraints satisfied": f"{s['utility_satisfied']}/{s['utility_constraints']}",
+                "codes suppressed": f"{s['suppressed_codes']} ({r.release.loss['share_suppressed_codes']:.2%} of codes)",
+                "events suppressed": f"{s['share_suppressed_events']:.2%}",
+                "generalized items": s["generalized_items"],
+                "largest item (codes)": r.release.loss["largest_item"],
+                "NCP": round(s["ncp"], 4),
+                "RE mean": round(s["re_mean"], 3),
+                "RE sd": round(s["re_std"], 3),
+                "RE queries": len(r.relative_error.queries),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
 def run_profiles(
     cohort: Records,
     k: int,

@@ -28,6 +28,7 @@ from engine.anonymize.population import export_label
 from engine.anonymize.profiles import (
     ProfilesRun,
     SuppressionLimitExceeded,
+    measures_table,
     run_profiles,
     trace_frame,
 )
@@ -267,26 +268,7 @@ def _policy_summary(policy: PrivacyPolicy) -> None:
 
 
 def _measures(runs: dict[str, ProfilesRun]) -> None:
-    rows = []
-    for m, r in runs.items():
-        s = r.summary()
-        rows.append(
-            {
-                "method": m,
-                "privacy policy": "satisfied" if r.check.ok else f"{r.check.n_violated} violated",
-                "risk engine": "verified" if r.verification.ok else "not verified",
-                "utility constraints satisfied": f"{s['utility_satisfied']}/{s['utility_constraints']}",
-                "codes suppressed": f"{s['suppressed_codes']} ({r.release.loss['share_suppressed_codes']:.2%} of codes)",
-                "events suppressed": f"{s['share_suppressed_events']:.2%}",
-                "generalized items": s["generalized_items"],
-                "largest item (codes)": r.release.loss["largest_item"],
-                "NCP": round(s["ncp"], 4),
-                "RE mean": round(s["re_mean"], 3),
-                "RE sd": round(s["re_std"], 3),
-                "RE queries": len(r.relative_error.queries),
-            }
-        )
-    table = pd.DataFrame(rows)
+    table = measures_table(runs)
     st.dataframe(
         table,
         hide_index=True,
