@@ -28,6 +28,7 @@ from engine.release import Release
 
 if TYPE_CHECKING:
     from engine.anonymize.censor import CensorProblem
+    from engine.anonymize.policy import PrivacyPolicy
     from engine.anonymize.population import GroupRelease
     from engine.anonymize.profiles import ProfilesRun
 
@@ -372,8 +373,12 @@ class ProfilesSettings:
     def run(self, inputs: RunInputs, progress: Progress | None = None) -> Release:
         return self.run_result(inputs, progress).release.checked(inputs.cohort)
 
-    def run_result(self, inputs: RunInputs, progress: Progress | None = None) -> ProfilesRun:
-        """The full run behind the release (the privacy policy, its check, the utility measures)."""
+    def run_result(
+        self, inputs: RunInputs, progress: Progress | None = None, *, policy: PrivacyPolicy | None = None
+    ) -> ProfilesRun:
+        """The full run behind the release (the privacy policy, its check, the utility measures).
+        `policy`: the cohort's privacy policy when already extracted (PPE at this k and knowledge), so
+        that UGACLIP and ACLIP on the same cohort share one extraction."""
         from engine.anonymize.profiles import run_profiles
 
         self.validate()
@@ -383,6 +388,7 @@ class ProfilesSettings:
             self.knowledge,
             self.algorithm,
             self.utility_policy([str(x) for x in inputs.cohort.items]).as_mapping(),
+            policy=policy,
             max_suppressed=self.max_suppressed,
             with_visits=self.with_visits,
             progress=progress,

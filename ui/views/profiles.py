@@ -29,13 +29,12 @@ from engine.anonymize.profiles import (
     ProfilesRun,
     SuppressionLimitExceeded,
     measures_table,
-    run_profiles,
     trace_frame,
 )
 from engine.records import Records
 from engine.report.glossary import help_for
 from engine.study.experiments import profiles_sweep
-from engine.study.runs import ProfilesSettings
+from engine.study.runs import ProfilesSettings, RunInputs
 from engine.utility.queries import (
     UtilityPolicy,
     read_utility_policy,
@@ -95,18 +94,17 @@ def _run(
 ):
     """A run, or the SuppressionLimitExceeded it raised (cached too, so the message stays).
     `_progress`: the progress bar's callback (ui/progress.py; not part of the cache key)."""
-    utility = read_utility_policy(io.StringIO(policy_csv), name="utility policy")
-    try:
-        return run_profiles(
-            cohort,
-            k,
-            knowledge,
-            method,
-            utility.as_mapping(),
-            policy=_policy(cohort, k, knowledge, with_visits),
-            max_suppressed=max_suppressed,
-            with_visits=with_visits,
-            progress=_progress,
+    settings = ProfilesSettings(
+        algorithm=method,
+        k=k,
+        knowledge=knowledge,
+        utility_policy_csv=policy_csv,
+        max_suppressed=max_suppressed,
+        with_visits=with_visits,
+    )
+    try:  # the settings "Add to study", the CLI and a study run with; PPE shared by both methods
+        return settings.run_result(
+            RunInputs(cohort, cohort), _progress, policy=_policy(cohort, k, knowledge, with_visits)
         )
     except SuppressionLimitExceeded as exc:
         return exc
