@@ -184,6 +184,24 @@ def act(page, action, timeout: float = WAIT_MS) -> None:
     settle(page, timeout, since=before)
 
 
+def enter_number(page, field, value: int, attempts: int = 3) -> None:
+    """Type `value` in a Streamlit number input and press Enter, again until the field still shows it
+    after the rerun: under load (a `make test` run at load average 7-8, 2026-11-24) an entry made while a
+    run was starting was lost, the rerun drew the server's old value back, and the study walk's checks
+    for "k = 6" each waited out their timeout."""
+
+    def enter() -> None:
+        field.fill(str(value))
+        field.press("Enter")
+
+    for _ in range(attempts):
+        act(page, enter)
+        settle(page)
+        if field.input_value() == str(value):
+            return
+    raise AssertionError(f"the number input did not keep {value} after {attempts} entries")
+
+
 def choose(page, selectbox, option: str, attempts: int = 4) -> None:
     """Pick `option` (its exact label) in the Streamlit selectbox `selectbox`.
 

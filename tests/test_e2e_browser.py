@@ -15,6 +15,7 @@ from browser_support import (
     act,
     choose,
     chromium,
+    enter_number,
     free_port,
 )
 from browser_support import no_exception as _no_exception
@@ -60,13 +61,7 @@ def test_cohort_page_follows_the_sidebar(server: str) -> None:
         _settle(page)
         _no_exception(page)
 
-        k_input = sidebar.get_by_test_id("stNumberInputField")
-
-        def set_k() -> None:
-            k_input.fill("7")
-            k_input.press("Enter")
-
-        act(page, set_k)
+        enter_number(page, sidebar.get_by_test_id("stNumberInputField"), 7)
         expect(page.get_by_text(re.compile(r"k = 7\b")).first).to_be_visible(timeout=WAIT_MS)
         _settle(page)
         _no_exception(page)

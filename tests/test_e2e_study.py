@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from browser_support import ROOT, WAIT_MS, act, chromium, no_exception, runs, settle
+from browser_support import ROOT, WAIT_MS, act, chromium, enter_number, no_exception, runs, settle
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("browser")]
 
@@ -182,13 +182,8 @@ class App:
         return json.loads(self.download("Download the study file (JSON)"))
 
     def set_k(self, k: int) -> None:
-        field_ = self.sidebar.get_by_test_id("stNumberInputField")
-
-        def enter() -> None:
-            field_.fill(str(k))
-            field_.press("Enter")
-
-        act(self.page, enter, WAIT_MS)
+        self.step(f"k = {k}")
+        enter_number(self.page, self.sidebar.get_by_test_id("stNumberInputField"), k)
         self.ok()
 
 
