@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import scipy.sparse as sp
 
 from engine import risk
 from engine.adversary import Adversary
@@ -84,29 +85,32 @@ def code_set(release: Release) -> tuple[str, ...] | None:
     return None
 
 
-def _record_keys(records: Records) -> pd.Series:
-    """patient id -> its code instances as one sorted text (the record's multiset of items)."""
-    if records.n_events == 0:
-        return pd.Series(dtype=object)
-    frame = pd.DataFrame(
-        {
-            "patient": records.patient_ids[records.event_patient].astype(str),
-            "item": records.items[records.event_item].astype(str),
-        }
-    ).sort_values(["patient", "item"], kind="mergesort")
-    return frame.groupby("patient", sort=False)["item"].agg("\x1f".join)
+def _record_counts(records: Records, patients: pd.Index, items: pd.Index) -> sp.csr_matrix:
+    """The records' code instances as a patients x items count matrix (rows: `patients`, a patient
+    absent from `records` an empty row, a patient not in `patients` left out; columns: the shared
+    `items`, by their text)."""
+    rows = patients.get_indexer(records.patient_ids.astype(str))[records.event_patient]
+    cols = items.get_indexer(records.items.astype(str))[records.event_item]
+    keep = rows >= 0
+    data = np.ones(int(keep.sum()), dtype=np.int64)
+    return sp.csr_matrix((data, (rows[keep], cols[keep])), shape=(len(patients), len(items)))
 
 
 def records_modified(release: Release, cohort: Records) -> float:
     """Share of the cohort's records whose released code instances differ from their original ones
     (a record missing from the release counts as modified). An LDA release (`code|age` items) is
-    compared with the pairs it was made from (`release.source`), not with the plain codes."""
+    compared with the pairs it was made from (`release.source`), not with the plain codes. Records
+    are compared as multisets of item texts (sparse count matrices over the items of both)."""
     if cohort.n_patients == 0:
         return 0.0
     original = release.source if release.age_pairs and release.source is not None else cohort
-    before = _record_keys(original).reindex(cohort.patient_ids.astype(str)).fillna("")
-    after = _record_keys(release.records).reindex(before.index).fillna("")
-    return float((before.to_numpy() != after.to_numpy()).mean())
+    patients = pd.Index(cohort.patient_ids.astype(str))
+    items = pd.Index(
+        np.unique(np.concatenate([original.items.astype(str), release.records.items.astype(str)]))
+    )
+    diff = _record_counts(original, patients, items) - _record_counts(release.records, patients, items)
+    diff.eliminate_zeros()
+    return float((diff.getnnz(axis=1) > 0).mean())
 
 
 def headline(release: Release, cohort: Records) -> Headline:
