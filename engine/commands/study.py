@@ -31,26 +31,31 @@ def register(sub) -> None:
     run.set_defaults(func=run_study)
 
 
+def _study_ref(study, name: str, events, inputs, sources):
+    """The DataRef of loaded data in the study's groups (compared with the study's own)."""
+    from engine.study.study import data_ref
+
+    return data_ref(
+        name,
+        events,
+        inputs,
+        population=study.data.population,
+        cohort=study.data.cohort,
+        biobank=study.data.biobank,
+        sources=sources,
+    )
+
+
 def _of_dataset(ds, study):
     """RunInputs, DataRef and spellings of a loaded Dataset, in the study's groups."""
     from engine.study.runs import RunInputs
-    from engine.study.study import data_ref
 
     inputs = RunInputs(
         ds.group_records(study.data.population),
         ds.group_records(study.data.cohort),
         ds.group_records(study.data.biobank) if study.data.biobank else None,
     )
-    ref = data_ref(
-        ds.name,
-        ds.events,
-        inputs,
-        population=study.data.population,
-        cohort=study.data.cohort,
-        biobank=study.data.biobank,
-        sources=ds.sources,
-    )
-    return ds.spellings, inputs, ref
+    return ds.spellings, inputs, _study_ref(study, ds.name, ds.events, inputs, ds.sources)
 
 
 def _inputs(args: argparse.Namespace, study, packaged):
@@ -58,7 +63,6 @@ def _inputs(args: argparse.Namespace, study, packaged):
     package carries (read as the app reads uploads, with the study's load options), the files named on
     the command line, or the sample."""
     from engine.study.runs import RunInputs
-    from engine.study.study import data_ref
 
     if packaged and args.events is None:
         from engine.io.loaders import load_uploaded
@@ -83,11 +87,12 @@ def _inputs(args: argparse.Namespace, study, packaged):
         ).data
         return _of_dataset(ds, study)
     if args.events is None:
-        if study.data.name != "sample":
+        from engine.io.loaders import SAMPLE_NAME, load_sample
+
+        if study.data.name != SAMPLE_NAME:
             raise UserError(
                 f"{args.study}: the study was made on {study.data.name!r}; give its files with --events etc."
             )
-        from engine.io.loaders import load_sample
 
         return _of_dataset(load_sample(), study)
     from engine.commands.inputs import InputOptions, load_groups
@@ -104,19 +109,7 @@ def _inputs(args: argparse.Namespace, study, packaged):
     for name, sha in g.sources.items():
         if name in recorded and recorded[name] != sha:
             raise UserError(f"{name}: sha256 {sha[:12]}… differs from the study's {recorded[name][:12]}…")
-    return (
-        g.spellings,
-        inputs,
-        data_ref(
-            study.data.name,
-            g.events,
-            inputs,
-            population=study.data.population,
-            cohort=study.data.cohort,
-            biobank=study.data.biobank,
-            sources=g.sources,
-        ),
-    )
+    return g.spellings, inputs, _study_ref(study, study.data.name, g.events, inputs, g.sources)
 
 
 def run_study(args: argparse.Namespace) -> int:

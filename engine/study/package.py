@@ -39,14 +39,10 @@ class StudyInput:
         return hashlib.sha256(self.data).hexdigest()
 
 
-def _recorded(study: Study) -> dict[str, str]:
-    return dict(study.data.inputs)
-
-
 def _check_inputs(study: Study, inputs: Mapping[str, StudyInput], source: str) -> None:
     """Every input is one the study was made from (name and sha256 as recorded), and every recorded
     input is there: the data loaded from the package is the study's data, or nothing is loaded."""
-    recorded = _recorded(study)
+    recorded = dict(study.data.inputs)  # file name (or role:name) -> sha256
     given = {}
     for inp in inputs.values():
         if inp.role not in ROLES:
