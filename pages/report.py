@@ -8,7 +8,6 @@ import streamlit as st
 
 from engine.report.bundle import make_bundle
 from engine.report.report import ReleaseInput, ReportError, build_report
-from engine.study.package import write_package
 from engine.study.study import StudyError, verification_matrix
 from ui import honest, literal
 from ui import study as session_study
@@ -26,17 +25,17 @@ session_study.others_note(ctx)
 
 # ------------------------------------------------------------------------ reopen / save the study
 with st.expander("Study file: save, or reopen one (every release is rebuilt and its files compared)"):
-    inputs = session_study.session_inputs()
+    names = session_study.session_input_names()
     include = st.checkbox(
         "Include the input files (patient data) in the study file",
         key="study_include_data",
-        disabled=not inputs,
+        disabled=not names,
         help="A zip of the study file and the files uploaded in the sidebar, so that it reopens without "
         "uploading them again. It holds patient data: share it as you would the data.",
     )
-    if include and inputs:
+    if include and names:
         try:
-            package = write_package(study, inputs)
+            package = session_study.study_package(study)
         except StudyError as exc:
             literal.error(exc)
         else:
@@ -46,7 +45,7 @@ with st.expander("Study file: save, or reopen one (every release is rebuilt and 
                 "cohortshield_study.zip",
                 "study_save",
             )
-            st.caption(literal.md("Includes patient data: " + ", ".join(i.name for i in inputs.values())))
+            st.caption(literal.md("Includes patient data: " + ", ".join(names)))
     else:
         report_download(
             study.to_json(), "Download the study file (JSON)", "cohortshield_study.json", "study_save"
@@ -54,7 +53,7 @@ with st.expander("Study file: save, or reopen one (every release is rebuilt and 
         st.caption(
             "The study file holds the settings, the input files' sha256, the load options and every "
             "release's file hashes and verification; no patient data."
-            + ("" if inputs else " The shipped sample and imports are named in it, not included.")
+            + ("" if names else " The shipped sample and imports are named in it, not included.")
         )
     up = st.file_uploader(
         "Reopen a study file (JSON, or zip with its input files)", type=["json", "zip"], key="study_upload"

@@ -65,6 +65,17 @@ def test_the_report_page_offers_the_study_with_its_input_files(uploaded):
     labels = [b.proto.label for b in at.get("download_button")]
     assert "Download the study with its input files (zip)" in labels
     assert any("Includes patient data: events.csv, cohort.csv" in shown(c.value) for c in at.caption)
+    # the zip offered is the session's study with the uploaded files, byte for byte
+    from engine.study.package import read_study_file
+
+    offered = at.session_state["_study_package"][1]
+    study, inputs = read_study_file(offered, "offered.zip")
+    assert study.to_json() == at.session_state["study"].to_json()
+    assert {r: (i.name, i.data) for r, i in inputs.items()} == {
+        r: (f.name, f.data) for r, f in _files.items()
+    }
+    at.text_input(key="report_recipient").set_value("IRB").run()  # a rerun reuses the zip built once
+    assert at.session_state["_study_package"][1] is offered
 
 
 def test_a_study_package_reopens_without_uploading_the_files_again(uploaded):

@@ -25,7 +25,7 @@ from engine import risk
 from engine.adversary import Adversary
 from engine.release import Release
 from engine.risk import Verification
-from engine.study.package import StudyInput, read_study_file
+from engine.study.package import StudyInput, read_study_file, write_package
 from engine.study.runs import MethodSettings, RunInputs, SettingsError
 from engine.study.study import (
     DataRef,
@@ -48,6 +48,7 @@ REOPENED_ATTACKER = "_study_reopened_attacker"  # (scope, knowledge, k) of a stu
 SESSION_FILES = "_study_session_files"  # role -> the uploaded (or restored) file the data came from
 RESTORED_UPLOADS = "_study_restored_uploads"  # role -> RestoredUpload, from a reopened study package
 _RESTORE_DATA = "_study_restore_data"  # how to load a reopened study's data, applied before the sidebar
+_PACKAGE_MEMO = "_study_package"  # (study JSON, files' ids) -> the study package's bytes
 _PENDING_REOPEN = "_study_pending_reopen"  # (study file bytes, name): rebuilt once its data is loaded
 _DATA_MEMO, _VERIFY_MEMO = "_study_data", "_study_verifications"
 _PREVIEWS, _VERIFICATIONS = 32, 64
@@ -278,11 +279,23 @@ class RestoredUpload:
         return self.data
 
 
-def session_inputs() -> dict[str, StudyInput]:
-    """The uploaded (or restored) files the data loaded now came from, by role; empty for the
+def session_input_names() -> list[str]:
+    """The names of the uploaded (or restored) files the data loaded now came from; empty for the
     shipped sample and for imports (those are named in the study's load options, not included)."""
+    return [f.name for f in (st.session_state.get(SESSION_FILES) or {}).values()]
+
+
+def study_package(study: Study) -> bytes:
+    """The study with the files its data came from, as a zip (`engine.study.package`), built once per
+    study content and set of files in this session (not on every render of the page)."""
     files = st.session_state.get(SESSION_FILES) or {}
-    return {role: StudyInput(role, f.name, f.getvalue()) for role, f in files.items()}
+    key = (study.to_json(), tuple((role, f.file_id) for role, f in files.items()))
+    held = st.session_state.get(_PACKAGE_MEMO)
+    if held is None or held[0] != key:
+        inputs = {role: StudyInput(role, f.name, f.getvalue()) for role, f in files.items()}
+        held = (key, write_package(study, inputs))
+        st.session_state[_PACKAGE_MEMO] = held
+    return held[1]
 
 
 # ------------------------------------------------------------------------------ reopen a study
