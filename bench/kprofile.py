@@ -5,7 +5,7 @@ Each page is rendered once at the sidebar's default k (its first run, not profil
 `--k` and the rerun is profiled; prints the rerun's wall time and the top cumulative costs below the
 script runner.
 
-    python bench/kprofile.py [--pages cohort,risk,...] [--k 6] [--top 12]
+    .venv/bin/python -m bench.kprofile [--pages cohort,risk,...] [--k 6] [--top 12]
 """
 
 from __future__ import annotations
@@ -14,16 +14,11 @@ import argparse
 import cProfile
 import io
 import pstats
-import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
+from streamlit.runtime.scriptrunner import script_runner
 
-from apptest_support import page_app  # noqa: E402
-from streamlit.runtime.scriptrunner import script_runner  # noqa: E402
+from tests.apptest_support import page_app
 
 _PROFILE: list[cProfile.Profile] = []  # the profiler of the next script run, if any
 _exec = script_runner.exec_func_with_error_handling
