@@ -136,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
     if int((traj.lengths > 0).sum()) == 0:
         raise UserError("no cohort patient has any of the selected codes; nothing to anonymize")
     try:
-        res = settings.run_result(RunInputs(inputs.population, inputs.cohort))
+        res = settings.run_result(RunInputs(inputs.population, inputs.cohort), trajectories=traj)
     except ValueError as exc:
         raise UserError(export.refuse(paths, str(exc))) from None
     release = res.release().checked(res.source_pairs())  # as LDASettings.run: one way to a release

@@ -479,12 +479,14 @@ class LDASettings:
             icd = icd_hierarchy_for(items, levels)
         return icd, Hierarchy.ages(self.age_low, self.age_high, top_code_90=self.top_code_90)
 
-    def run_result(self, inputs: RunInputs, progress: Progress | None = None):
-        """The full LDA result (clusters, losses) behind the release."""
+    def run_result(self, inputs: RunInputs, progress: Progress | None = None, *, trajectories=None):
+        """The full LDA result (clusters, losses) behind the release. `trajectories`: those
+        `self.trajectories(inputs.cohort)` gives, when the caller built them already."""
         from engine.anonymize.trajectories import lda
 
         self.validate()
-        trajectories = self.trajectories(inputs.cohort)
+        if trajectories is None:
+            trajectories = self.trajectories(inputs.cohort)
         icd, age = self.hierarchies(set(map(str, trajectories.codes)))
         step = (lambda f: progress(f, "LDA: clustering")) if progress else None
         return lda(
