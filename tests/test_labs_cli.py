@@ -53,9 +53,11 @@ def test_recall_with_latent_adds_raw_and_paired_test(labs_csv, tmp_path):
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--trials", "0"], "--trials must be at least 1"),
-        (["--latent", "1"], "--latent must be between 2 and 64"),
-        (["--min-orders", "0"], "--min-orders must be at least 1"),
+        (["--trials", "0"], "labs recall: trials must be at least 1"),
+        (["--latent", "1"], "labs recall: latent size must be between 2 and 64"),
+        (["--min-orders", "0"], "labs recall: min orders must be at least 1"),
+        (["--seed", "-1"], "labs recall: seed must be a non-negative integer"),
+        (["--epochs", "3"], "--epochs applies to the autoencoder"),
         (["--min-orders", "100000"], "two patients"),
     ],
 )
@@ -81,3 +83,57 @@ def test_blank_day_names_file_row_and_column(tmp_path, capsys):
     assert main(["labs", "uniqueness", "--labs", str(bad), "--out", str(tmp_path / "u.csv")]) == 2
     err = capsys.readouterr().err
     assert "blank.csv" in err and "row 3" in err and "'day'" in err
+
+
+# ------------------------------------------------------------ the run object the page, CLI and bench share
+def _days():
+    return L.patient_days(structured_labs(120, 12, 4, seed=3))
+
+
+def test_lab_recall_settings_run_the_papers_steps_in_order():
+    """`LabRecallSettings.run_result` is the kernels' own pipeline: restrict (section 2.4), draw (2.5),
+    rank (2.6), with the same seed giving the same draws."""
+    from engine.study.runs import LabRecallSettings
+
+    days = _days()
+    settings = LabRecallSettings(
+        min_orders=3, trials=15, simulations=4, against="99", query="one_day", seed=7
+    )
+    res = settings.run_result(days)
+    kept = days.restrict_labs(3)
+    expected = L.recall_at_n(kept, L.draw_queries(kept, 15, 4, "99", "one_day", 7))
+    assert res.days.n_labs == kept.n_labs and res.model is None and res.latent is None
+    assert (res.raw.per_simulation == expected.per_simulation).all()
+    assert list(res.curves().columns) == ["n", "recall", "random"] and res.paired() is None
+    assert settings.min_orders_for(days) == 3
+    assert LabRecallSettings().min_orders_for(days) == L.default_min_orders(days.n_days)
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"trials": 0}, "trials must be at least 1"),
+        ({"simulations": 0}, "simulations must be at least 1"),
+        ({"min_orders": 0}, "min orders must be at least 1"),
+        ({"against": "everyone"}, "against must be one of 99, population"),
+        ({"query": "two_days"}, "query must be one of one_day, all_days"),
+        ({"seed": -2}, "seed must be a non-negative integer"),
+    ],
+)
+def test_lab_recall_settings_declare_their_checks_once(fields, message):
+    from engine.study.runs import LabRecallSettings, SettingsError
+
+    with pytest.raises(SettingsError, match=message):
+        LabRecallSettings(**fields).validate()
+
+
+def test_lab_recall_settings_train_with_the_runs_seed():
+    from engine.labs.vae_config import VAEConfig, VAEConfigError
+    from engine.study.runs import LabRecallSettings, SettingsError
+
+    with pytest.raises(SettingsError, match="seed"):
+        LabRecallSettings(seed=1, vae=VAEConfig(seed=2)).validate()
+    with pytest.raises(SettingsError, match="no autoencoder"):
+        LabRecallSettings().train(_days())
+    with pytest.raises(VAEConfigError, match="latent size must be between 2 and 64"):
+        VAEConfig(latent_dim=65)

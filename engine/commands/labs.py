@@ -21,6 +21,7 @@ import pandas as pd
 
 from engine.io.errors import UserError
 from engine.labs import reident as L
+from engine.study.runs import LabRecallSettings, SettingsError
 
 
 def register(sub) -> None:
@@ -90,42 +91,42 @@ def run_uniqueness(args: argparse.Namespace) -> int:
     return 0
 
 
-def _positive(name: str, value: int | None) -> None:
-    if value is not None and value < 1:
-        raise UserError(f"--{name} must be at least 1, not {value}")
+def recall_settings(args: argparse.Namespace) -> LabRecallSettings:
+    """The run settings of `labs recall` (checked once, by the settings: engine.study.runs)."""
+    from engine.labs.vae_config import VAEConfig, VAEConfigError
+
+    if args.epochs is not None and args.latent is None:
+        raise UserError("labs recall: --epochs applies to the autoencoder: give --latent too")
+    try:
+        vae = None
+        if args.latent is not None:
+            extra = {"epochs": args.epochs} if args.epochs is not None else {}
+            vae = VAEConfig(latent_dim=args.latent, seed=args.seed, **extra)
+        settings = LabRecallSettings(
+            args.min_orders, args.trials, args.simulations, args.against, args.query, args.seed, vae
+        )
+        settings.validate()
+    except (SettingsError, VAEConfigError) as exc:
+        raise UserError(f"labs recall: {exc}") from None
+    return settings
 
 
 def run_recall(args: argparse.Namespace) -> int:
-    for name in ("min_orders", "trials", "simulations", "epochs"):
-        _positive(name.replace("_", "-"), getattr(args, name))
-    if args.seed < 0:
-        raise UserError(f"--seed must be a non-negative integer, not {args.seed}")
-    if args.latent is not None and not 2 <= args.latent <= 64:
-        raise UserError(f"--latent must be between 2 and 64, not {args.latent}")
+    settings = recall_settings(args)
     t0 = time.perf_counter()
     full = _load(args.labs, args)
-    n_min = args.min_orders or L.default_min_orders(full.n_days)
-    days = full.restrict_labs(n_min)
     try:
-        draws = L.draw_queries(days, args.trials, args.simulations, args.against, args.query, args.seed)
+        res = settings.run_result(full, progress=lambda f, m: print(f"  {m}", file=sys.stderr))
     except ValueError as exc:
+        if isinstance(exc, UserError):
+            raise
         raise UserError(f"{args.labs}: {exc}") from exc
-    raw = L.recall_at_n(days, draws)
-    frame = raw.to_frame()[["n", "recall", "random"]]
+    raw, days, n_min = res.raw, res.days, settings.min_orders_for(full)
+    frame = res.curves()
     note = f"raw Recall@1 {raw.at(1):.3f}, @10 {raw.at(10):.3f}"
-    if args.latent is not None:
-        from engine.labs.vae import VAEConfig, train_vae  # torch only when asked for
-
-        cfg = VAEConfig(
-            latent_dim=args.latent, seed=args.seed, **({"epochs": args.epochs} if args.epochs else {})
-        )
-        model = train_vae(days, cfg, progress=lambda f, m: print(f"  {m}", file=sys.stderr))
-        lat = L.recall_at_n(days, draws, vectors=model.latent)
-        test = L.paired_test(raw, lat)
-        frame = pd.DataFrame(
-            {"n": raw.n, "recall": lat.mean, "random": raw.random, "recall_raw": raw.mean, "p": test.p}
-        )
-        note += f"; latent ({args.latent} dims, ROC AUC {model.roc_auc:.3f}, PR AUC {model.pr_auc:.3f}) "
+    if res.model is not None and res.latent is not None:
+        model, lat = res.model, res.latent
+        note += f"; latent ({model.config.latent_dim} dims, ROC AUC {model.roc_auc:.3f}, PR AUC {model.pr_auc:.3f}) "
         note += f"Recall@1 {lat.at(1):.3f}, @10 {lat.at(10):.3f}"
     _write(frame, args.out)
     print(

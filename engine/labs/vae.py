@@ -37,7 +37,6 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
-from typing import Literal, get_args
 
 import numpy as np
 import scipy.sparse as sp
@@ -46,40 +45,16 @@ from sklearn.metrics import average_precision_score, precision_recall_curve, roc
 from torch import nn
 
 from engine.labs.reident import PatientDays
+from engine.labs.vae_config import (  # noqa: F401  (re-exported: the config is torch-free)
+    LATENT_MAX,
+    LATENT_MIN,
+    LATENT_RELEASES,
+    PAPER_LATENT,
+    LatentRelease,
+    VAEConfig,
+)
 
-LATENT_MIN, LATENT_MAX, PAPER_LATENT = 2, 64, 16
 Progress = Callable[[float, str], None]
-LatentRelease = Literal["mean", "sampled"]
-LATENT_RELEASES: tuple[LatentRelease, ...] = get_args(LatentRelease)
-
-
-@dataclass(frozen=True)
-class VAEConfig:
-    """Training parameters (all part of the cache key of a trained model)."""
-
-    latent_dim: int = PAPER_LATENT
-    hidden: int = 128
-    epochs: int = 10
-    batch_size: int = 256
-    learning_rate: float = 2e-3
-    validation_share: float = 0.2
-    max_train_days: int = 20_000
-    max_validation_days: int = 5_000
-    seed: int = 0
-    release: LatentRelease = "mean"  # encoder means, or one draw z ~ N(mu, sigma) per patient-day
-
-    def __post_init__(self) -> None:
-        if self.release not in LATENT_RELEASES:
-            raise ValueError(f"release must be one of {', '.join(LATENT_RELEASES)}, not {self.release!r}")
-        if not LATENT_MIN <= self.latent_dim <= LATENT_MAX:
-            raise ValueError(
-                f"latent size must be between {LATENT_MIN} and {LATENT_MAX}, not {self.latent_dim}"
-            )
-        if self.epochs < 1 or self.batch_size < 1 or self.hidden < 1:
-            raise ValueError("epochs, batch size and hidden units must be at least 1")
-        if not 0 < self.validation_share < 1:
-            raise ValueError("validation share must be between 0 and 1")
-
 
 KERAS_EXAMPLE = VAEConfig(hidden=512, batch_size=128, learning_rate=1e-3)  # see the module docstring
 

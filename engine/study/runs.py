@@ -10,7 +10,9 @@ gives the readable parameters an IRB report shows. Parameter checks are declared
 
 The methods are those of the papers: GCCens (Tamersoy 2010; thesis ch. III), Heatherly's
 frequency-bin generalization (Heatherly 2013), UGACLIP / ACLIP after PPE (Loukides 2010) and the
-Longitudinal Data Anonymizer (thesis ch. IV).
+Longitudinal Data Anonymizer (thesis ch. IV). Johnson 2018's lab-order re-identification, with its
+variational autoencoder, is an experiment rather than a release: `LabRecallSettings` runs it the same
+way from the Lab orders page, the `labs recall` command and bench/labs.py.
 """
 
 from __future__ import annotations
@@ -27,10 +29,15 @@ from engine.records import Records
 from engine.release import Release
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from engine.anonymize.censor import CensorProblem
     from engine.anonymize.policy import PrivacyPolicy
     from engine.anonymize.population import GroupRelease
     from engine.anonymize.profiles import ProfilesRun
+    from engine.labs.reident import Draws, PatientDays, Recall
+    from engine.labs.vae import LatentModel
+    from engine.labs.vae_config import VAEConfig
 
 PAPER_CODES = ("250", "272", "401", "724")  # Tamersoy 2010's four codes, thesis D4 (3-digit)
 # Tamersoy's four codes are ICD-9-CM. On ICD-10-CM data their counterparts are these 3-character
@@ -502,6 +509,121 @@ class LDASettings:
     def run(self, inputs: RunInputs, progress: Progress | None = None) -> Release:
         res = self.run_result(inputs, progress)
         return res.release().checked(res.source_pairs())  # the source: the cohort's (code, age) pairs
+
+
+# ------------------------------------------------------------------ lab orders (Johnson 2018)
+LAB_AGAINST = ("99", "population")  # section 2.5: 99 others drawn at random, or everyone
+LAB_QUERIES = ("one_day", "all_days")
+
+
+@dataclass(frozen=True)
+class LabRecallSettings:
+    """One-day re-identification from lab orders and its latent-space release (Johnson 2018,
+    sections 2.5-2.7, Figures 4-6): keep the labs ordered on at least `min_orders` patient-days (None:
+    the paper's 500 scaled to the data, `reident.default_min_orders`), draw `simulations` x `trials`
+    breached records (`query`) ranked `against` 99 others or the population, and with `vae` set,
+    train the autoencoder and rank the same draws on its released vectors (the paired test of Figure 6).
+
+    The steps are methods so that a page can keep each one's result (`restricted`, `draws`,
+    `raw_recall`, `train`, `latent_recall`); `run_result` runs them in order."""
+
+    method: ClassVar[str] = "lab_recall"
+    min_orders: int | None = None
+    trials: int = 100
+    simulations: int = 10
+    against: str = "99"
+    query: str = "one_day"
+    seed: int = 0
+    vae: VAEConfig | None = None
+
+    def validate(self) -> None:
+        if self.min_orders is not None and self.min_orders < 1:
+            raise SettingsError(f"min orders must be at least 1 patient-day, not {self.min_orders}")
+        for name in ("trials", "simulations"):
+            if getattr(self, name) < 1:
+                raise SettingsError(f"{name} must be at least 1, not {getattr(self, name)}")
+        _check_choice("against", self.against, LAB_AGAINST)
+        _check_choice("query", self.query, LAB_QUERIES)
+        if self.seed < 0:
+            raise SettingsError(f"seed must be a non-negative integer, not {self.seed}")
+        if self.vae is not None and self.vae.seed != self.seed:
+            raise SettingsError(f"the autoencoder's seed ({self.vae.seed}) must be the run's ({self.seed})")
+
+    def min_orders_for(self, days: PatientDays) -> int:
+        from engine.labs.reident import default_min_orders
+
+        return self.min_orders if self.min_orders is not None else default_min_orders(days.n_days)
+
+    def restricted(self, days: PatientDays) -> PatientDays:
+        """The patient-days on the labs kept (section 2.4: labs ordered on >= min_orders days)."""
+        return days.restrict_labs(self.min_orders_for(days))
+
+    def draws(self, days: PatientDays) -> Draws:
+        """Breached records and candidates (section 2.5), seeded; a ValueError names what the data lacks."""
+        from engine.labs.reident import draw_queries
+
+        return draw_queries(days, self.trials, self.simulations, self.against, self.query, self.seed)  # type: ignore[arg-type]
+
+    def raw_recall(self, days: PatientDays, draws: Draws, progress: Progress | None = None) -> Recall:
+        """Recall@n on the raw patient-day vectors (Figure 4)."""
+        from engine.labs.reident import recall_at_n
+
+        return recall_at_n(days, draws, progress=progress)
+
+    def train(self, days: PatientDays, progress: Progress | None = None) -> LatentModel:
+        """The autoencoder trained on `days` under `vae` (section 2.7, Figure 5); imports torch."""
+        if self.vae is None:
+            raise SettingsError("these settings train no autoencoder (vae is None)")
+        from engine.labs.vae import train_vae
+
+        return train_vae(days, self.vae, progress=progress)
+
+    def latent_recall(self, days: PatientDays, draws: Draws, model: LatentModel) -> Recall:
+        """Recall@n on the model's released vectors, on the same draws (section 3.3.2)."""
+        from engine.labs.reident import recall_at_n
+
+        return recall_at_n(days, draws, vectors=model.latent)
+
+    def run_result(self, days: PatientDays, progress: Progress | None = None) -> LabRecallResult:
+        """Every step on the patient-days of every lab (before `min_orders`)."""
+        self.validate()
+        kept = self.restricted(days)
+        draws = self.draws(kept)
+        raw = self.raw_recall(kept, draws)
+        if self.vae is None:
+            return LabRecallResult(self, kept, draws, raw)
+        model = self.train(kept, progress)
+        return LabRecallResult(self, kept, draws, raw, model, self.latent_recall(kept, draws, model))
+
+
+@dataclass(frozen=True, eq=False)
+class LabRecallResult:
+    """What `LabRecallSettings.run_result` computed: the patient-days on the labs kept, the draws,
+    Recall@n raw and (with an autoencoder) latent."""
+
+    settings: LabRecallSettings
+    days: PatientDays
+    draws: Draws
+    raw: Recall
+    model: LatentModel | None = None
+    latent: Recall | None = None
+
+    def paired(self) -> pd.DataFrame | None:
+        """Figure 6's paired t-test per n (None without an autoencoder)."""
+        from engine.labs.reident import paired_test
+
+        return None if self.latent is None else paired_test(self.raw, self.latent)
+
+    def curves(self) -> pd.DataFrame:
+        """Per n: the released vectors' recall (latent when trained, else raw), the random line, and
+        with an autoencoder the raw recall and the paired test's p."""
+        import pandas as pd
+
+        frame = pd.DataFrame({"n": self.raw.n, "recall": self.raw.mean, "random": self.raw.random})
+        paired = self.paired()
+        if self.latent is None or paired is None:
+            return frame
+        return frame.assign(recall=self.latent.mean, recall_raw=self.raw.mean, p=paired["p"].to_numpy())
 
 
 # ------------------------------------------------------------------------------ (de)serialize

@@ -5,12 +5,14 @@ engine.labs.vae's, the charts ui/labs_charts.py's.
 
 The sidebar's adversary maps onto the paper's attack: knowledge single visit -> "one day known",
 all visits -> "all days known"; scope cohort -> "99 others", population -> "whole population".
-Lab orders of the sidebar's population group are analysed. torch is imported (engine.labs.vae) only
+Lab orders of the sidebar's population group are analysed, each step run by the page's
+`engine.study.runs.LabRecallSettings` (as the `labs recall` command and bench/labs.py run it). torch is imported (engine.labs.vae) only
 when the latent-space section runs.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import numpy as np
@@ -18,6 +20,8 @@ import pandas as pd
 import streamlit as st
 
 from engine.labs import reident as L
+from engine.labs.vae_config import VAEConfig
+from engine.study.runs import LabRecallSettings
 from ui import literal, persist
 from ui import progress as progress_ui
 from ui.context import Context
@@ -69,13 +73,17 @@ def uniqueness(key: str, _days: L.PatientDays) -> L.Uniqueness:
 
 
 @st.cache_resource(scope="session", max_entries=8, show_spinner=False)
-def restricted(key: str, min_orders: int, _days: L.PatientDays) -> L.PatientDays:
-    return _days.restrict_labs(min_orders)
+def restricted(
+    key: str, min_orders: int, _settings: LabRecallSettings, _days: L.PatientDays
+) -> L.PatientDays:
+    """`_settings.restricted` (`min_orders`: its min_orders, the cache key's part of the settings)."""
+    return _settings.restricted(_days)
 
 
 @st.cache_resource(scope="session", max_entries=16, show_spinner=False)
-def draws(key: str, trials: int, simulations: int, against: str, query: str, seed: int, _days: L.PatientDays):
-    return L.draw_queries(_days, trials, simulations, against, query, seed)  # type: ignore[arg-type]
+def draws(key: str, draw_key: tuple, _settings: LabRecallSettings, _days: L.PatientDays):
+    """`_settings.draws` (`draw_key`: the settings' fields that decide the draws)."""
+    return _settings.draws(_days)
 
 
 def _session_memo(name: str, key: object, max_entries: int, compute: Callable[[], object]):
@@ -91,30 +99,23 @@ def _session_memo(name: str, key: object, max_entries: int, compute: Callable[[]
     return memo[key]
 
 
-def recall(key: str, days: L.PatientDays, draws_: L.Draws, vectors=None, progress=None) -> L.Recall:
-    """`key` names data, draws and vectors (raw or a trained model)."""
-    return _session_memo(
-        "recall", key, 16, lambda: L.recall_at_n(days, draws_, vectors=vectors, progress=progress)
-    )
+def recall(key: object, compute: Callable[[], L.Recall]) -> L.Recall:
+    """`key` names data, draws and vectors (raw or a trained model); `compute` is a step of
+    `LabRecallSettings` (`raw_recall` or `latent_recall`)."""
+    return _session_memo("recall", key, 16, compute)
 
 
-def vae(key: str, config_items: tuple, days: L.PatientDays, progress: Callable[[float, str], None]):
-    """A trained model per data fingerprint and parameters (`config_items`)."""
-
-    def train():
-        from engine.labs.vae import VAEConfig, train_vae  # torch only here
-
-        return train_vae(days, VAEConfig(**dict(config_items)), progress=progress)
-
-    return _session_memo("vae", (key, config_items), 4, train)
+def vae(key: str, settings: LabRecallSettings, days: L.PatientDays, progress: Callable[[float, str], None]):
+    """A trained model per data fingerprint and training settings (`settings.train`, torch only here)."""
+    return _session_memo("vae", (key, settings.vae), 4, lambda: settings.train(days, progress))
 
 
 @st.cache_resource(scope="session", max_entries=4, show_spinner=False)
 def other_release(key: str, _model, _days: L.PatientDays, release: str):
-    """The trained model's vectors under the other release (`engine.labs.vae.with_release`)."""
+    """The trained model under the other release (`engine.labs.vae.with_release`): its vectors."""
     from engine.labs.vae import with_release  # torch only here
 
-    return with_release(_model, _days.matrix, release).latent  # type: ignore[arg-type]
+    return with_release(_model, _days.matrix, release)  # type: ignore[arg-type]
 
 
 def progress_bar(text: str) -> tuple[Callable[[float, str], None], Callable[[], None]]:
@@ -197,19 +198,21 @@ def render(ctx: Context) -> None:
         "Simulations", 1, 500, key="labs_simulations", help="the paper: 100, and 250 for the spread"
     )
     seed = c4.number_input("Seed", 0, 2**31 - 1, key="labs_seed")
-    r_days = restricted(key, int(min_orders), days)
+    settings = LabRecallSettings(int(min_orders), int(trials), int(simulations), against, query, int(seed))
+    r_days = restricted(key, settings.min_orders, settings, days)
     st.caption(
         f"{r_days.n_labs:,} labs kept; {r_days.n_patients:,} patients and {r_days.n_days:,} patient-days with at "
         "least one of them. One-day queries need a patient with at least two days."
     )
     try:
-        d = draws(key, int(trials), int(simulations), against, query, int(seed), r_days)
+        settings.validate()
+        draw_key = (settings.min_orders, settings.trials, settings.simulations, against, query, settings.seed)
+        d = draws(key, draw_key, settings, r_days)
     except ValueError as exc:
         literal.error(exc)
         return
-    draw_key = f"{key}:{min_orders}:{trials}:{simulations}:{against}:{query}:{seed}"
     update, done = progress_bar("Ranking the true patients…")
-    raw = recall(f"{draw_key}:raw", r_days, d, None, update)
+    raw = recall((key, draw_key, "raw"), lambda: settings.raw_recall(r_days, d, update))
     done()
     curves = {"raw": raw.to_frame()}
     c1, c2, c3 = st.columns(3)
@@ -255,24 +258,27 @@ def render(ctx: Context) -> None:
             key="labs_release",
             help="The paper does not say which; sampled draws add the encoder's noise to every patient-day.",
         )
-        config = (
-            ("latent_dim", int(latent_dim)),
-            ("release", str(release)),
-            ("epochs", int(epochs)),
-            ("max_train_days", int(max_train)),
-            ("seed", int(seed)),
-        )
         try:
+            config = VAEConfig(
+                latent_dim=int(latent_dim),
+                release=release,
+                epochs=int(epochs),
+                max_train_days=int(max_train),
+                seed=settings.seed,
+            )
+            settings = dataclasses.replace(settings, vae=config)
             model = progress_ui.run(
                 "Training the autoencoder",
-                lambda step: vae(f"{key}:{min_orders}", config, r_days, step),
+                lambda step: vae(f"{key}:{min_orders}", settings, r_days, step),
                 key="labs_vae_run",
                 job=(key, min_orders, config),
             )
         except ValueError as exc:
             literal.error(exc)
     if model is not None:
-        lat = recall(f"{draw_key}:latent:{model.config}", r_days, d, model.latent, None)
+        lat = recall(
+            (key, draw_key, "latent", model.config), lambda: settings.latent_recall(r_days, d, model)
+        )
         curves["latent"] = lat.to_frame()
         c1, c2, c3, c4 = st.columns(4)
         c1.metric("ROC AUC (held-out days)", f"{model.roc_auc:.3f}", help="paper: 0.94")
@@ -318,12 +324,10 @@ def render(ctx: Context) -> None:
         # what the latent release does and does not protect here, from the measured figures (issue 16):
         # the same model's other release (encoder means or sampled draws), on the same draws
         other = "sampled" if model.config.release == "mean" else "mean"
+        other_model = other_release(f"{key}:{min_orders}:{model.config}", model, r_days, other)
         lat_other = recall(
-            f"{draw_key}:latent:{model.config}:{other}",
-            r_days,
-            d,
-            other_release(f"{key}:{min_orders}:{model.config}", model, r_days, other),
-            None,
+            (key, draw_key, "latent", model.config, other),
+            lambda: settings.latent_recall(r_days, d, other_model),
         )
         for line in L.latent_release_statement(
             raw, {model.config.release: lat, other: lat_other}, model.config.latent_dim
