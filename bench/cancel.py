@@ -5,7 +5,7 @@ page in Debian's Chromium, switches GCCens to "All codes" (a run of tens of seco
 reads the progress bar, presses Cancel, and prints how long the "cancelled" notice took and the
 server's CPU in the 8 s after it (a run left going would show as a busy core). Figures only.
 
-    python bench/cancel.py [runner.fastReruns=true]
+    .venv/bin/python -m bench.cancel [runner.fastReruns=true]
 """
 
 from __future__ import annotations
@@ -15,9 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import load  # bench/load.py: the server start-up
+from bench import load  # bench/load.py: the server start-up
 
 
 def main(argv: list[str] | None = None) -> int:

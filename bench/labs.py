@@ -1,6 +1,6 @@
 """Benchmark of the lab-order workloads (issue #9; Johnson 2018 at its scale).
 
-    .venv/bin/python bench/labs.py [--patients 731850] [--chunks 12] [--skip-scale] [--skip-vae]
+    .venv/bin/python -m bench.labs [--patients 731850] [--chunks 12] [--skip-scale] [--skip-vae]
 
 1. Uniqueness at the paper's scale: 731,850 synthetic patients (`engine.synth.generator.generate_labs`, built in
    chunks of patients so the raw order table never sits in memory whole), ~6.4 million patient-days.
@@ -18,6 +18,7 @@ the fairer figure when the load average is high.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import resource
 import time
@@ -29,6 +30,8 @@ import numpy as np
 import pandas as pd
 
 from engine.labs import reident as L
+from engine.labs.vae_config import VAEConfig
+from engine.study.runs import LabRecallSettings
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_data" / "labs.parquet"
 
@@ -111,11 +114,10 @@ def sample(skip_vae: bool) -> None:
     same = dict(zip(u.patient_ids, u.unique, strict=True)) == ref
     print(f"  same answer: {same}; speed-up {t_ref / t_fast:.1f}x")
 
-    r = days.restrict_labs(L.default_min_orders(days.n_days))
-    draws, t_draw = timed(
-        "draw 100 simulations x 100 breached days, 99 others", lambda: L.draw_queries(r, 100, 100, seed=0)
-    )
-    rec, t_rank = timed("rank the true patients (Recall@n)", lambda: L.recall_at_n(r, draws))
+    settings = LabRecallSettings(trials=100, simulations=100, against="99", seed=0)  # the page's steps
+    r = settings.restricted(days)
+    draws, t_draw = timed("draw 100 simulations x 100 breached days, 99 others", lambda: settings.draws(r))
+    rec, t_rank = timed("rank the true patients (Recall@n)", lambda: settings.raw_recall(r, draws))
     total = t_draw + t_rank
     print(
         f"  -> 100 simulations: {total:.2f} s (target 5 s: {'met' if total <= 5 else 'MISSED'}); "
@@ -141,18 +143,17 @@ def sample(skip_vae: bool) -> None:
     )
     if skip_vae:
         return
-    from engine.labs.vae import VAEConfig, train_vae
-
     cfg = VAEConfig()
+    with_vae = dataclasses.replace(settings, vae=cfg)
     model, wall = timed(
         f"VAE training ({cfg.epochs} epochs, <= {cfg.max_train_days:,} days, {cfg.latent_dim} dims)",
-        lambda: train_vae(r, cfg),
+        lambda: with_vae.train(r),
     )
     print(
         f"  ROC AUC {model.roc_auc:.3f}, PR AUC {model.pr_auc:.3f} (paper 0.94, 0.91); "
         f"target 60 s: {'met' if wall <= 60 else 'MISSED'}"
     )
-    lat = L.recall_at_n(r, draws, vectors=model.latent)
+    lat = with_vae.latent_recall(r, draws, model)
     test = L.paired_test(rec, lat)
     print(
         f"  latent Recall@1 {100 * lat.at(1):.2f}%, @10 {100 * lat.at(10):.2f}%; paired t-test p at n=1: "

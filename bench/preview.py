@@ -6,17 +6,13 @@ study's preview, engine/study/runs.py) and, for Heatherly, the three-scope compa
 Each is timed twice after a warm-up of the loaded data (hierarchies, vocabularies); the minimum is
 printed, with the process's CPU time (less sensitive to a shared machine's load). Not a test.
 
-    python bench/preview.py [--repeat 2]
+    .venv/bin/python -m bench.preview [--repeat 2]
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def main(argv: list[str] | None = None) -> int:

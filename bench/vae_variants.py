@@ -1,13 +1,14 @@
 """Raw against latent Recall@n for the VAE variants Johnson 2018 describes or leaves open (issue 16).
 
-    .venv/bin/python bench/vae_variants.py [--simulations 100] [--quick]
+    .venv/bin/python -m bench.vae_variants [--simulations 100] [--quick]
 
 On the shipped sample's lab orders (labs ordered on at least the scaled 500 patient-days), one set of
 draws (simulations x 100 breached days, 99 others, seed 0) is ranked with the raw day vectors and with
 the latent vectors of each variant (`engine.labs.vae.VAEConfig`): the architecture (one hidden layer of
 128 units, the default, or the Keras example's 512), what is released (encoder means or one seeded
 draw z ~ N(mu, sigma) per patient-day) and the latent size (2-64; the paper's 16). Each model is
-trained once and both releases are read from it (`engine.labs.vae.with_release`).
+trained once and both releases are read from it (`engine.labs.vae.with_release`). The steps are the
+Lab orders page's (`engine.study.runs.LabRecallSettings`).
 
 Columns: the model's reconstruction (ROC AUC from the means, Figure 5), the release's own
 reconstruction (decoded from the released vectors), Recall@1 / @10 / @50 (%), the paired t-test p at
@@ -18,15 +19,14 @@ for the paper's setting (16 dimensions), as the Lab orders page states it.
 from __future__ import annotations
 
 import argparse
-import sys
+import dataclasses
 import time
 from pathlib import Path
 
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from engine.labs import reident as L
+from engine.study.runs import LabRecallSettings
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_data" / "labs.parquet"
 NS = (1, 10, 50)
@@ -39,13 +39,13 @@ def main() -> None:
         "--quick", action="store_true", help="20 simulations, the paper's size and the Keras example only"
     )
     args = ap.parse_args()
-    from engine.labs.vae import KERAS_EXAMPLE, VAEConfig, train_vae, with_release
+    from engine.labs.vae import KERAS_EXAMPLE, VAEConfig, with_release
 
     sims = 20 if args.quick else args.simulations
-    days = L.patient_days(pd.read_parquet(SAMPLE))
-    r = days.restrict_labs(L.default_min_orders(days.n_days))
-    draws = L.draw_queries(r, 100, sims, seed=0)
-    raw = L.recall_at_n(r, draws)
+    settings = LabRecallSettings(trials=100, simulations=sims, seed=0)
+    r = settings.restricted(L.patient_days(pd.read_parquet(SAMPLE)))
+    draws = settings.draws(r)
+    raw = settings.raw_recall(r, draws)
     print(
         f"sample: {r.n_patients:,} patients, {r.n_days:,} patient-days, {r.n_labs} labs; "
         f"{sims} simulations x 100 breached days, 99 others"
@@ -61,11 +61,11 @@ def main() -> None:
     paper: dict[str, L.Recall] = {}
     for label, cfg in variants:
         c = time.process_time()
-        model = train_vae(r, cfg)
+        model = dataclasses.replace(settings, vae=cfg).train(r)
         cpu = time.process_time() - c
         for release in ("mean", "sampled"):
             m = model if release == cfg.release else with_release(model, r.matrix, release)
-            rec = L.recall_at_n(r, draws, vectors=m.latent)
+            rec = settings.latent_recall(r, draws, m)
             p1 = float(L.paired_test(raw, rec).p.iloc[0])
             rows.append(
                 {
