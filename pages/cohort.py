@@ -5,11 +5,12 @@ import streamlit as st
 
 from engine.records import Records
 from ui import cohort_view as cv
-from ui.context import HASH_FUNCS
+from ui.context import HASH_FUNCS, through_entry_point
 from ui.downloads import table_download
 from ui.literal import md
 from ui.teach import intro
 
+through_entry_point()  # a deep link on a fresh server: through app.py (ui/context.py)
 st.title("Cohort")
 intro("cohort")
 

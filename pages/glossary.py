@@ -4,9 +4,11 @@
 import streamlit as st
 
 from engine.report.glossary import glossary_frame
+from ui.context import through_entry_point
 from ui.downloads import table_download
 from ui.teach import intro
 
+through_entry_point()  # a deep link on a fresh server: through app.py (ui/context.py)
 st.title("Glossary")
 intro("glossary")
 st.caption(

@@ -181,3 +181,27 @@ def test_a_deep_link_runs_through_the_entry_point() -> None:
     assert not at.exception, [e.value for e in at.exception]
     assert [t.value for t in at.title] == ["Report"]
     assert at.sidebar.number_input(key="k").value == 5
+
+
+def test_a_deep_link_recovers_when_another_session_left_legacy_mode_meanwhile(monkeypatch) -> None:
+    """Found by bench/load.py: eight sessions opened at once on a fresh server. A page's first run
+    starts in the legacy pages/ mode (no session had called st.navigation yet); before it asks for
+    the sidebar's Context, another session's app.py calls st.navigation, which turns the process's
+    legacy flag off. The page must still go through app.py (it showed "Load a dataset..." and no
+    sidebar, for good)."""
+    from streamlit.runtime.pages_manager import PagesManager
+    from streamlit.runtime.scriptrunner import script_runner
+
+    legacy = script_runner._mpa_v1
+
+    def raced(main_script_path: str) -> None:
+        PagesManager.uses_pages_directory = False  # another session's st.navigation, meanwhile
+        legacy(main_script_path)
+
+    monkeypatch.setattr(script_runner, "_mpa_v1", raced)
+    for page, title in (("pages/report.py", "Report"), ("pages/glossary.py", "Glossary")):
+        at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
+        at.switch_page(page).run()
+        assert not at.exception, [e.value for e in at.exception]
+        assert [t.value for t in at.title] == [title]
+        assert at.sidebar.number_input(key="k").value == 5  # the sidebar was drawn

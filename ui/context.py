@@ -62,15 +62,27 @@ APP_DIR = Path(__file__).resolve().parent.parent
 DEEP_LINK = "_deep_link"
 
 
+SIDEBAR_RAN = "_sidebar_ran"  # session state: app.py's sidebar has run in this session
+
+
 def _recover_deep_link(page_file: str | None) -> None:
     """A page opened by its URL before any session ran app.py is served by Streamlit's legacy
     `pages/` mode (Streamlit 1.67 decides per process: `pages/` exists until the first `st.navigation`
-    call), without the entry point and its sidebar. Send it through app.py, which returns to it."""
-    from streamlit.runtime.pages_manager import PagesManager
+    call), without the entry point and its sidebar. Send it through app.py, which returns to it.
 
-    if PagesManager.uses_pages_directory and page_file:
+    Such a run is known by the session, not by Streamlit's process-wide flag: another session's
+    app.py may turn the flag off while this run is under way (bench/load.py's eight first loads).
+    A session whose sidebar never ran is in that mode, since app.py runs the sidebar before every
+    page; once any sidebar ran, the flag is off for good, so no later run of the session is."""
+    if page_file and not st.session_state.get(SIDEBAR_RAN):
         st.session_state[DEEP_LINK] = Path(page_file).resolve().relative_to(APP_DIR).as_posix()
         st.switch_page("app.py")
+
+
+def through_entry_point() -> None:
+    """For a page that does not call `current()` (it draws without a loaded dataset): send a run in
+    Streamlit's legacy pages/ mode through app.py, as `current()` does."""
+    _recover_deep_link(sys._getframe(1).f_globals.get("__file__"))
 
 
 def follow_deep_link() -> None:

@@ -27,7 +27,7 @@ from engine.io.validation import Finding, ValidationReport
 from engine.records import Records
 from engine.report.glossary import help_for
 from ui import import_view, literal, persist
-from ui.context import WHOLE_POPULATION, Context, cohort_is_population
+from ui.context import SIDEBAR_RAN, WHOLE_POPULATION, Context, cohort_is_population
 from ui.study import RESTORED_UPLOADS, SESSION_FILES
 
 SAMPLE, UPLOAD, IMPORT = "Shipped sample", "Upload files", "Import a source"
@@ -266,6 +266,7 @@ def _upload_widgets(sb: Any) -> dict[str, Any]:
 
 def render() -> Context | None:
     """Draw the sidebar and store the Context (or remove it when nothing valid is loaded)."""
+    st.session_state[SIDEBAR_RAN] = True  # this session runs through app.py (ui/context.py)
     seed_state()
     sb = st.sidebar
     sb.toggle("Teach mode (for classes)", key="teach_mode", help=_TEACH_HELP)
