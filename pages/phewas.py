@@ -33,6 +33,12 @@ def original_phewas(
     return phewas.phewas_of_records(_cohort, _genotypes, phewas.PhewasSettings(*settings_key))
 
 
+@st.cache_data(show_spinner=False, scope="session", max_entries=8)
+def genotyped_count(cohort_key: str, genotypes_key: str, _cohort: Records, _genotypes: pd.DataFrame) -> int:
+    """Cohort patients with genotypes (keyed on both contents' fingerprints: asked on every run)."""
+    return int(_genotypes["patient_id"].astype(str).isin(set(_cohort.patient_ids)).sum())
+
+
 @st.cache_data(show_spinner="Running the released PheWAS…", scope="session", max_entries=32)
 def released_phewas(
     rel_key: str, genotypes_key: str, settings_key: tuple, _release: Release, _genotypes: pd.DataFrame
@@ -92,7 +98,7 @@ settings = phewas.PhewasSettings(min_code_count=int(min_code_count), min_cases=i
 settings_key = astuple(settings)
 genotypes_key = frame_fingerprint(genotypes)
 original = original_phewas(ctx.cohort.fingerprint, genotypes_key, settings_key, ctx.cohort, genotypes)
-genotyped = int(genotypes["patient_id"].astype(str).isin(set(ctx.cohort.patient_ids)).sum())
+genotyped = genotyped_count(ctx.cohort.fingerprint, genotypes_key, ctx.cohort, genotypes)
 st.caption(
     f"Cohort `{ctx.cohort_group}`: {ctx.cohort.n_patients:,} patients, {genotyped:,} genotyped; "
     f"{original['phecode'].nunique():,} phecodes tested per SNP, {len(original):,} tests in all."

@@ -137,3 +137,49 @@ def test_the_download_button_check_reads_subpackages_and_every_spelling(tmp_path
         "planted.py:5",
         "planted.py:6",
     ]
+
+
+class _Recorder:
+    """Stands in for `st` / a column: records what a download button was given."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def download_button(self, label, data, **kwargs) -> bool:
+        self.calls.append((label, data, kwargs))
+        return False
+
+
+def test_a_table_download_writes_its_csv_on_click_from_the_table_as_drawn():
+    """The CSV is built when the button is clicked (not on every rerun: bench/load_ws.py), from the
+    table as drawn: a later change of the frame does not reach the file; formulas are neutralized."""
+    import pandas as pd
+
+    from engine.io.export import safe_csv_bytes
+    from ui.downloads import table_download
+
+    frame = pd.DataFrame({"code": ["=1+1", "401.9"], "n": [3, 4]})
+    drawn = safe_csv_bytes(frame)
+    where = _Recorder()
+    table_download(frame, "Download (CSV)", "t.csv", "dl_t", where=where)
+    ((label, data, kwargs),) = where.calls
+    assert (
+        label == "Download (CSV)"
+        and callable(data)
+        and kwargs["file_name"] == "t.csv"
+        and kwargs["mime"] == "text/csv"
+    )
+    frame.loc[0, "code"] = "changed"
+    frame["n"] = 0
+    assert data() == drawn and b"'=1+1" in data()
+
+
+def test_a_report_download_may_be_built_on_click():
+    from ui.downloads import report_download
+
+    where = _Recorder()
+    report_download(lambda: '{"a": 1}', "Report (JSON)", "r.json", "dl_r", where=where)
+    report_download('{"b": 2}', "Report (JSON)", "s.json", "dl_s", where=where)
+    (_, lazy, lazy_kw), (_, eager, eager_kw) = where.calls
+    assert lazy() == b'{"a": 1}' and eager == b'{"b": 2}'
+    assert lazy_kw["mime"] == eager_kw["mime"] == "application/json"

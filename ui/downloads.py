@@ -23,6 +23,7 @@ content and source).
 from __future__ import annotations
 
 import gzip
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
@@ -41,8 +42,12 @@ CSV, GZIP = "text/csv", "application/gzip"
 
 
 def table_download(frame: pd.DataFrame, label: str, file_name: str, key: str, *, where: Any = st) -> None:
-    """A download button for a table that holds no release records (spreadsheet-safe CSV)."""
-    where.download_button(label, safe_csv_bytes(frame), file_name=file_name, mime=CSV, key=key)
+    """A download button for a table that holds no release records (spreadsheet-safe CSV). The CSV is
+    written when the button is clicked, not on every run that draws it (29 buttons; their CSVs were
+    15% of a rerun's time under load, bench/load_ws.py), from the table as it was drawn: pandas'
+    copy-on-write keeps the snapshot from any later change of `frame`."""
+    snapshot = frame.copy(deep=False)
+    where.download_button(label, lambda: safe_csv_bytes(snapshot), file_name=file_name, mime=CSV, key=key)
 
 
 REPORT_MIME = {
@@ -55,13 +60,23 @@ REPORT_MIME = {
 
 
 def report_download(
-    data: str | bytes, label: str, file_name: str, key: str | None = None, *, where: Any = st
+    data: str | bytes | Callable[[], str | bytes],
+    label: str,
+    file_name: str,
+    key: str | None = None,
+    *,
+    where: Any = st,
 ) -> None:
     """A report or a bundle built by the engine (JSON, Markdown, HTML, PDF, zip): its release files,
-    if any, were written by the export gate (engine.report.bundle); the MIME type follows the file name."""
+    if any, were written by the export gate (engine.report.bundle); the MIME type follows the file name.
+    `data` may be a function that builds it: then it is built when the button is clicked."""
     mime = REPORT_MIME[file_name[file_name.rfind(".") :]]
-    body = data.encode("utf-8") if isinstance(data, str) else data
-    where.download_button(label, body, file_name=file_name, mime=mime, key=key)
+
+    def body(value: str | bytes) -> bytes:
+        return value.encode("utf-8") if isinstance(value, str) else value
+
+    payload = (lambda: body(data())) if callable(data) else body(data)
+    where.download_button(label, payload, file_name=file_name, mime=mime, key=key)
 
 
 @st.cache_resource(

@@ -211,11 +211,20 @@ def _upload_group(dataset_key: str, dataset: Dataset, group: str) -> Records:
     return memo[group]
 
 
+_WITHIN_MEMO = "_sidebar_within"  # (cohort fingerprint, population fingerprint) -> bool
+
+
 def _within(cohort: Records, population: Records) -> bool:
-    """Every cohort patient is a population patient (hash lookups; same object: trivially)."""
+    """Every cohort patient is a population patient (hash lookups; same object: trivially). Memoized
+    per session on both groups' content fingerprints: every run of every page asks."""
     if cohort is population:
         return True
-    return bool((pd.Index(population.patient_ids).get_indexer(cohort.patient_ids) >= 0).all())
+    key = (cohort.fingerprint, population.fingerprint)
+    memo = st.session_state.get(_WITHIN_MEMO)
+    if memo is None or memo[0] != key:
+        inside = bool((pd.Index(population.patient_ids).get_indexer(cohort.patient_ids) >= 0).all())
+        memo = st.session_state[_WITHIN_MEMO] = (key, inside)
+    return memo[1]
 
 
 def group_names(dataset: Dataset) -> list[str]:

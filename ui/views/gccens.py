@@ -73,11 +73,35 @@ for _p in ("gcc_", "gcct_"):
         }
     )
 
+# Measures of a release and the cohort's code order, shared by the server's sessions: releases are
+# immutable and keyed by the content they export, cohorts by their content fingerprint. Every rerun
+# (a change of k) drew them again: a fifth of the Anonymize page's time under load (bench/load_ws.py).
+_MEASURES = progress_ui.SharedMemo(64)
+
+
+def _release_measures(release):
+    """(per-record CUL, CUL statistics against the capped record, against the original record)."""
+
+    def compute():
+        loss = censoring_loss(release)
+        return (
+            loss,
+            cul_statistics(loss["cul"].to_numpy(), release),
+            cul_statistics(release_cul(release, "original"), release, "original"),
+        )
+
+    return _MEASURES.compute(("measures", release.fingerprint), compute)
+
+
+def _code_order(cohort: Records) -> list[str]:
+    """`code_frequency_order` of the cohort, memoized on its content."""
+    return _MEASURES.compute(("code order", cohort.fingerprint), lambda: code_frequency_order(cohort))
+
 
 def code_set_label(problem: CensorProblem, cohort: Records) -> str:
     """The codes this GCCens run releases, against the cohort's distinct codes (every headline and
     legend states it: the default is Tamersoy's four codes)."""
-    return code_set_text(tuple(map(str, problem.code_labels)), len(code_frequency_order(cohort)))
+    return code_set_text(tuple(map(str, problem.code_labels)), len(_code_order(cohort)))
 
 
 # ------------------------------------------------------------------------- cached engine calls
@@ -151,7 +175,7 @@ def _sweep_row(
 def _selection(ctx: Context, prefix: str) -> tuple | None:
     mode = st.selectbox("Codes released", CODE_MODES, key=f"{prefix}mode")
     top_n, chosen = 10, ()
-    freq = code_frequency_order(ctx.cohort)
+    freq = _code_order(ctx.cohort)
     if mode == CODE_MODES[1]:
         top_n = int(st.number_input("Number of codes", 1, 500, key=f"{prefix}top"))
     elif mode == CODE_MODES[2]:
@@ -249,9 +273,7 @@ def render_anonymize(ctx: Context) -> None:
     adversary = Adversary(scope, "all_visits")
     verification = verify_under(release, ctx, adversary, k)
     before, capped_dis = _baseline(ctx.cohort, ctx.population, scope, selection, cap_key)
-    loss = censoring_loss(release)
-    stats = cul_statistics(loss["cul"].to_numpy(), release)
-    orig = cul_statistics(release_cul(release, "original"), release, "original")
+    loss, stats, orig = _release_measures(release)
     codes_label = code_set_label(problem, ctx.cohort)
     # headline (issue 16): against the original cohort first; Tamersoy's CUL (against the capped
     # record, which does not see what the caps removed) beside it, labelled method-internal
@@ -285,16 +307,20 @@ def render_anonymize(ctx: Context) -> None:
     if release_downloads(
         release, verification, ctx.adversary, k, ctx.population, name="gccens", key="gcc_dl"
     ):
-        rep = report(
-            release,
-            verification,
-            before,
-            original_codes=sel_cohort.n_events,
-            population_size=ctx.population.n_patients,
-            sources=dict(ctx.dataset.sources),
-        )
+
+        def report_json() -> str:  # built when the button is clicked
+            rep = report(
+                release,
+                verification,
+                before,
+                original_codes=sel_cohort.n_events,
+                population_size=ctx.population.n_patients,
+                sources=dict(ctx.dataset.sources),
+            )
+            return json.dumps(rep, indent=2, default=str)
+
         report_download(
-            json.dumps(rep, indent=2, default=str),
+            report_json,
             "Download the report (JSON)",
             "gccens_report.json",
             "gcc_dl_report",
@@ -342,13 +368,11 @@ def render_anonymize(ctx: Context) -> None:
             if rel_v is None:
                 continue
         ver_v = verify_under(rel_v, ctx, adversary, k)
-        st_v = cul_statistics(release_cul(rel_v), rel_v)
+        _, st_v, orig_v = _release_measures(rel_v)
         rows.append(
             {
                 "variant": v,
-                "share_retained_vs_original": cul_statistics(
-                    release_cul(rel_v, "original"), rel_v, "original"
-                ).share_codes_retained,
+                "share_retained_vs_original": orig_v.share_codes_retained,
                 "share_codes_retained": st_v.share_codes_retained,
                 "share_modified": st_v.share_modified,
                 "mean_cul": st_v.mean,
@@ -449,7 +473,7 @@ def render_tradeoffs(ctx: Context) -> None:
         "remove is not counted, so a low cap looks loss-free); the columns 'against the original' and "
         "'caps included' count every removed instance."
     )
-    if len(problem.code_labels) < len(code_frequency_order(ctx.cohort)):
+    if len(problem.code_labels) < len(_code_order(ctx.cohort)):
         st.warning(
             md(f"These sweeps release only {code_set_label(problem, ctx.cohort)}")
             + ": every figure below is about those codes; the rest of the cohort is not released."

@@ -290,7 +290,7 @@ def render_anonymize(ctx: Context) -> None:
     )
     if offered:
         report_download(
-            json.dumps(release_summary(res, cmp_), indent=2, default=str),
+            lambda: json.dumps(release_summary(res, cmp_), indent=2, default=str),  # built on click
             "Download the report (JSON)",
             f"heatherly_{shown}_report.json",
             "hea_dl_report",
