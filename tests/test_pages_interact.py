@@ -210,6 +210,7 @@ def test_lda_with_an_uploaded_hierarchy_is_refused_by_the_study_with_the_reason(
     _set(at, "selectbox", "lda_icd", "Custom (CSV upload)")
     at.file_uploader(key="lda_upload").upload("my_hierarchy.csv", hierarchy, "text/csv")
     at.run()
+    at.button(key="lda_run_start").click().run()  # LDA runs on "Run" after a change (issue 13)
     _ok(at, "uploaded hierarchy")
     warned = [shown(w.value) for w in at.warning if "Not added to the study" in shown(w.value)]
     assert len(warned) == 1, [w.value for w in at.warning]

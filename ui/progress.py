@@ -27,6 +27,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import streamlit as st
@@ -116,10 +117,17 @@ def cancelled(key: str, job: Hashable) -> bool:
 _NOTHING = object()
 
 
-def run(label: str, compute: Callable[[Tracker], T], *, key: str, job: Hashable = None) -> T | None:
+def run(
+    label: str, compute: Callable[[Tracker], T], *, key: str, job: Hashable = None, ask: bool = False
+) -> T | None:
     """`compute(progress)` under a progress bar with a Cancel button; None when the user cancelled
     this `job` (the parameters of the run: another job at `key` starts afresh) and has not asked to
-    run it again. Exceptions of `compute` propagate; the bar and the button are removed after it."""
+    run it again. Exceptions of `compute` propagate; the bar and the button are removed after it.
+
+    `ask` (the methods too slow for a live preview, issue 13: "Run" for anything slow): the first run
+    at `key` in a session starts by itself; after that, a job not run here yet waits for the user's
+    "Run" (None until then), and the message says how long the last run took. A job run before
+    starts by itself (its result is normally still cached)."""
     memo: dict = st.session_state.setdefault(_CANCELLED, {})
     if key in memo and memo[key] != job:
         memo.pop(key)  # the parameters changed since the cancel: a new job
@@ -129,15 +137,44 @@ def run(label: str, compute: Callable[[Tracker], T], *, key: str, job: Hashable 
         if not c2.button("Run again", key=f"{key}_again"):
             return None
         memo.pop(key)
+    ran: dict[str, _Ran] = st.session_state.setdefault(_RAN, {})
+    last = ran.get(key)
+    if ask and last is not None and job not in last.jobs:
+        c1, c2 = st.columns([4, 1])
+        c1.info(
+            f"{label}: the parameters changed since the last run, which took {last.seconds:.1f} s. "
+            "Press Run to compute these."
+        )
+        if not c2.button("Run", key=f"{key}_start", type="primary", help="Run with these parameters"):
+            return None
     holder = st.empty()
     with holder.container():
         c1, c2 = st.columns([5, 1])
         bar = c1.progress(0.0, text=f"{label}: starting…")
         c2.button("Cancel", key=f"{key}_cancel", on_click=_cancel, args=(key, job), help="Stop this run")
+    start = time.monotonic()
     try:
-        return compute(Tracker(bar, label))
+        result = compute(Tracker(bar, label))
     finally:
         holder.empty()
+    ran[key] = (last or _Ran()).after(job, time.monotonic() - start)
+    return result
+
+
+_RAN = "_progress_ran"  # session state: run key -> what ran there (`_Ran`)
+_JOBS_KEPT = 32
+
+
+@dataclass(frozen=True)
+class _Ran:
+    """The jobs run at one place in this session (the most recent last) and the last one's seconds."""
+
+    jobs: tuple = ()
+    seconds: float = 0.0
+
+    def after(self, job: Hashable, seconds: float) -> _Ran:
+        jobs = (*(j for j in self.jobs if j != job), job)
+        return _Ran(jobs[-_JOBS_KEPT:], seconds)
 
 
 class SharedMemo:

@@ -235,6 +235,7 @@ def _run_or_report(ctx: Context, selection, hier, k, w_icd, method) -> LDAResult
             lambda step: _run(ctx.cohort, selection, hier, k, w_icd, method, step),
             key="lda_run",
             job=(ctx.cohort.fingerprint, selection, hier, k, w_icd, method),
+            ask=True,  # 4-6 s on the sample: no live preview, a Run button after a change
         )
     except (ValueError, KeyError) as exc:
         literal.error(exc.args[0] if exc.args else exc)

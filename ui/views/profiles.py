@@ -211,6 +211,7 @@ def render_anonymize(ctx: Context) -> None:
             lambda step, m=m: _run(ctx.cohort, k, knowledge, m, policy_csv, lim, with_visits, step),
             key=f"profiles_run_{m}",
             job=(ctx.cohort.fingerprint, k, knowledge, policy_csv, lim, with_visits),
+            ask=True,  # 3-5 s on the sample: no live preview, a Run button after a change
         )
         if out is None:  # cancelled
             continue
