@@ -12,6 +12,8 @@ from apptest_support import page_app, run_view, shown
 from apptest_support import page_text as _text
 from streamlit.testing.v1 import AppTest
 
+from ui.views.gccens import CODE_MODES
+
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(
     not (ROOT / "sample_data" / "events.parquet").exists(), reason="the shipped sample is not there yet"
@@ -60,6 +62,28 @@ def test_anonymize_tab_universal_cap_targeted_most_frequent() -> None:
     assert "Verified" in _text(at)
 
 
+def test_all_codes_wait_for_run_after_a_change() -> None:
+    """Issue 13: a live preview stays under a second; GCCens on every code of the sample takes about
+    3 s, so switching to "All codes" waits for "Run", then computes; the paper codes stay live."""
+    from ui import study
+
+    study._PREVIEW_MEMO.clear()  # previews are shared by the process's sessions: another test's would show
+    at = _app("anonymize")
+    at.selectbox(key="gcc_mode").set_value("All codes").run()
+    assert not at.exception, [e.value for e in at.exception]
+    asked = [i.value for i in at.info if "the parameters changed since the last run" in i.value]
+    assert len(asked) == 1 and "Verified" not in _text(at), asked
+    at.button(key="gcc_run_start").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    asked = [i.value for i in at.info if "the parameters changed since the last run" in i.value]
+    assert len(asked) == 1 and "(targeted, compared)" in asked[0], asked  # the compared variant
+    at.button(key="gcc_run_other_start").click().run()
+    assert not [i for i in at.info if "the parameters changed since the last run" in i.value]
+    assert "Faithful vs targeted" in _text(at)
+    at.selectbox(key="gcc_mode").set_value(CODE_MODES[0]).run()  # run before: shown without asking
+    assert "Verified" in _text(at)
+
+
 def test_anonymize_tab_cohort_scope() -> None:
     at = _app("anonymize", scope="cohort")
     assert "Verified" in _text(at)
@@ -89,3 +113,28 @@ def test_the_view_draws_the_codes_its_release_is_made_of_on_icd10cm_data():
     assert not at.exception, [e.value for e in at.exception]
     assert not any("None of the chosen codes" in w.value for w in at.warning)
     assert any("E11, E78, I10, M54" in shown(c.value) for c in at.caption), [c.value for c in at.caption]
+
+
+def test_release_measures_are_kept_per_release_content_not_per_exported_rows() -> None:
+    """Found by `make test` in a loop: the view's shared memo of a release's measures was keyed on
+    `Release.fingerprint` (the exported rows), so another release that exports the same rows showed
+    the first one's CUL (and its patients: "patient id(s) not in these records"). Two releases with
+    the same records and different suppressions must each get their own measures."""
+    import pandas as pd
+
+    from engine.records import Records
+    from engine.release import Release
+    from ui.views.gccens import _release_measures
+
+    records = Records.from_frame(
+        pd.DataFrame({"patient_id": ["a", "b"], "visit": [1, 1], "code": ["401", "250"]})
+    )
+    kept = Release("gccens", records)
+    censored = Release(
+        "gccens",
+        records,
+        suppressed=pd.DataFrame({"patient_id": ["a"], "code": ["272"], "stage": ["censor"]}),
+    )
+    assert kept.fingerprint == censored.fingerprint  # the same rows exported
+    assert _release_measures(kept)[0]["censored"].tolist() == [0, 0]
+    assert _release_measures(censored)[0]["censored"].tolist() == [1, 0]

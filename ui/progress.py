@@ -140,13 +140,17 @@ def run(
     ran: dict[str, _Ran] = st.session_state.setdefault(_RAN, {})
     last = ran.get(key)
     if ask and last is not None and job not in last.jobs:
-        c1, c2 = st.columns([4, 1])
-        c1.info(
-            f"{label}: the parameters changed since the last run, which took {last.seconds:.1f} s. "
-            "Press Run to compute these."
-        )
-        if not c2.button("Run", key=f"{key}_start", type="primary", help="Run with these parameters"):
+        box = st.empty()
+        with box.container():
+            c1, c2 = st.columns([4, 1])
+            c1.info(
+                f"{label}: the parameters changed since the last run, which took {last.seconds:.1f} s. "
+                "Press Run to compute these."
+            )
+            clicked = c2.button("Run", key=f"{key}_start", type="primary", help="Run with these parameters")
+        if not clicked:
             return None
+        box.empty()  # the bar takes its place
     holder = st.empty()
     with holder.container():
         c1, c2 = st.columns([5, 1])

@@ -14,6 +14,7 @@ cached per session on the records' fingerprints and the parameters.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import replace
 
@@ -80,7 +81,16 @@ _MEASURES = progress_ui.SharedMemo(64)
 
 
 def _release_measures(release):
-    """(per-record CUL, CUL statistics against the capped record, against the original record)."""
+    """(per-record CUL, CUL statistics against the capped record, against the original record).
+
+    Keyed on everything the measures read: the exported content (`Release.fingerprint`), the released
+    records (which may hold patients the export shows no row of) and what was suppressed at which
+    stage (two cap settings can release the same records and censor in different stages). The export
+    fingerprint alone mixed the measures of two cohorts' releases (found by `make test` in a loop)."""
+    sup = release.suppressed
+    suppressed = hashlib.sha256(repr(list(sup.columns)).encode())
+    suppressed.update(pd.util.hash_pandas_object(sup, index=False).to_numpy().tobytes())
+    key = ("measures", release.fingerprint, release.records.fingerprint, suppressed.hexdigest())
 
     def compute():
         loss = censoring_loss(release)
@@ -90,7 +100,7 @@ def _release_measures(release):
             cul_statistics(release_cul(release, "original"), release, "original"),
         )
 
-    return _MEASURES.compute(("measures", release.fingerprint), compute)
+    return _MEASURES.compute(key, compute)
 
 
 def _code_order(cohort: Records) -> list[str]:
@@ -267,7 +277,8 @@ def render_anonymize(ctx: Context) -> None:
     k = int(ctx.k)
     # the release is the study's preview of these settings (ui/study.py): "Add to study" reuses it
     settings = settings_of(scope, selection, k, cap_key, variant)
-    release = live_preview(ctx, settings, f"GCCens ({variant})", "gcc_run")
+    slow = selection[0] == CODE_MODES[3]  # every code: about 3 s on the sample, not a live preview
+    release = live_preview(ctx, settings, f"GCCens ({variant})", "gcc_run", ask=slow)
     if release is None:
         return
     adversary = Adversary(scope, "all_visits")
@@ -363,7 +374,7 @@ def render_anonymize(ctx: Context) -> None:
         rel_v = release
         if v != variant:
             rel_v = live_preview(
-                ctx, replace(settings, variant=v), f"GCCens ({v}, compared)", "gcc_run_other"
+                ctx, replace(settings, variant=v), f"GCCens ({v}, compared)", "gcc_run_other", ask=slow
             )
             if rel_v is None:
                 continue
