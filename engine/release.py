@@ -184,6 +184,26 @@ class Release:
                 h.update("\x1f".join(map(str, frame[col].tolist())).encode())
         return h.hexdigest()
 
+    @cached_property
+    def content_fingerprint(self) -> str:
+        """sha256 of everything a computation on this release may read (computed once per release):
+        the method, its records (with visits and ages, and patients the export shows no row of), the
+        released population, the item -> codes map, the parameters, the structure (repeat counts,
+        visits shown, age pairs), what it exports (`fingerprint`), the suppressed table (two cap
+        settings can release the same records and suppress at different stages) and the source."""
+        pop = self.population.fingerprint if self.population is not None else "-"
+        source = self.source.fingerprint if self.source is not None else "-"
+        codes = sorted((k, sorted(v)) for k, v in self.item_codes.items())
+        params = sorted((str(k), repr(v)) for k, v in self.params.items())
+        flags = (self.counts_repeats, self.shows_visits, self.age_pairs)
+        h = hashlib.sha256(repr((codes, params, flags)).encode())
+        h.update(f"\x1e{self.method}\x1e{self.records.fingerprint}\x1e{pop}\x1e{source}".encode())
+        h.update(f"\x1e{self.fingerprint}\x1e".encode())
+        sup = self.suppressed
+        h.update("\x1f".join(map(str, sup.columns)).encode() + b"\x1e")
+        h.update(pd.util.hash_pandas_object(sup, index=False).to_numpy().tobytes())
+        return h.hexdigest()
+
     def __repr__(self) -> str:
         shown = ", visits shown" if self.shows_visits else ""
         return f"Release({self.method!r}, {self.records!r}, {len(self.item_codes)} generalized items{shown})"

@@ -222,3 +222,19 @@ def test_a_code_suppressed_in_one_visit_but_kept_in_another_is_seen_by_the_arbit
     # {401.1} is shared by P1-P3 and {250.00} by P1 and P5
     shown = risk.verify(release.checked(cohort).with_visits(True), adv, 2)
     assert shown.ok and shown.distinguishability.tolist() == [2, 3, 3, 2]
+
+
+def test_content_fingerprint_covers_what_the_export_fingerprint_does_not():
+    """Caches of what is computed on a release key on `content_fingerprint` (ui.fingerprints.release_key):
+    two releases exporting the same rows differ in it when their suppressions or sources differ."""
+    records = released([("a", 1, "250"), ("b", 1, "401.1")])
+    base = Release("m", records)
+    censored = Release("m", records, suppressed=frame([("a", "272")], ("patient_id", "code")))
+    with_source = Release("m", records, source=COHORT)
+    assert base.fingerprint == censored.fingerprint == with_source.fingerprint
+    keys = {base.content_fingerprint, censored.content_fingerprint, with_source.content_fingerprint}
+    assert len(keys) == 3
+    assert (
+        Release("m", released([("a", 1, "250"), ("b", 1, "401.1")])).content_fingerprint
+        == base.content_fingerprint
+    )

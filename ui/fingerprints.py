@@ -75,12 +75,6 @@ def ids_fingerprint(ids: Any) -> str:
 
 
 def release_key(release: Release) -> str:
-    """Everything a computation on a release may read: the method, its records (with visits and
-    ages), the released population, the item -> codes map, the parameters, its structure (repeat
-    counts, visits shown, age pairs) and what it exports (`Release.fingerprint`)."""
-    pop = release.population.fingerprint if release.population is not None else "-"
-    codes = sorted((k, sorted(v)) for k, v in release.item_codes.items())
-    params = sorted((str(k), repr(v)) for k, v in release.params.items())
-    flags = (release.counts_repeats, release.shows_visits, release.age_pairs)
-    extra = hashlib.sha256(repr((codes, params, flags)).encode()).hexdigest()
-    return f"{release.method}:{release.records.fingerprint}:{pop}:{extra}:{release.fingerprint}"
+    """Everything a computation on a release may read: `Release.content_fingerprint` (the method,
+    records, population, item map, parameters, structure, export, suppressions and source)."""
+    return release.content_fingerprint

@@ -13,13 +13,14 @@ from engine.release import Release
 from engine.report.glossary import help_for
 from engine.study import compare
 from ui import literal
+from ui.fingerprints import release_key
 
 _MEMO = "_honest_headlines"
 
 
 def figures(release: Release, cohort: Records) -> compare.Headline:
     """`engine.study.compare.headline`, memoized in this session per release and cohort content."""
-    key = (release.fingerprint, cohort.fingerprint)
+    key = (release_key(release), cohort.fingerprint)
     memo: dict = st.session_state.setdefault(_MEMO, {})
     if key not in memo:
         memo[key] = compare.headline(release, cohort)

@@ -42,6 +42,7 @@ from engine.study.study import (
 from ui import literal
 from ui import progress as progress_ui
 from ui.context import Context
+from ui.fingerprints import release_key
 
 STUDY, MADE = "study", "study_made"
 REOPENED_ATTACKER = "_study_reopened_attacker"  # (scope, knowledge, k) of a study just reopened
@@ -192,7 +193,7 @@ def reverify(ctx: Context, release: Release) -> Verification:
 
 
 def verify_under(release: Release, ctx: Context, adversary: Adversary, k: int) -> Verification:
-    key = (release.fingerprint, ctx.population.fingerprint, adversary.scope, adversary.knowledge, int(k))
+    key = (release_key(release), ctx.population.fingerprint, adversary.scope, adversary.knowledge, int(k))
     memo: dict = st.session_state.setdefault(_VERIFY_MEMO, {})
     if key not in memo:
         memo[key] = risk.verify(release, adversary, int(k), ctx.population)

@@ -14,7 +14,6 @@ cached per session on the records' fingerprints and the parameters.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import replace
 
@@ -41,6 +40,7 @@ from ui import progress as progress_ui
 from ui.context import HASH_FUNCS, Context
 from ui.downloads import release_downloads, release_table_download, report_download
 from ui.downloads import table_download as _download
+from ui.fingerprints import release_key
 from ui.gccens_charts import (
     LABELS,
     cul_histogram,
@@ -75,22 +75,16 @@ for _p in ("gcc_", "gcct_"):
     )
 
 # Measures of a release and the cohort's code order, shared by the server's sessions: releases are
-# immutable and keyed by the content they export, cohorts by their content fingerprint. Every rerun
+# immutable and keyed by their content, cohorts by their content fingerprint. Every rerun
 # (a change of k) drew them again: a fifth of the Anonymize page's time under load (bench/load_ws.py).
 _MEASURES = progress_ui.SharedMemo(64)
 
 
 def _release_measures(release):
-    """(per-record CUL, CUL statistics against the capped record, against the original record).
-
-    Keyed on everything the measures read: the exported content (`Release.fingerprint`), the released
-    records (which may hold patients the export shows no row of) and what was suppressed at which
-    stage (two cap settings can release the same records and censor in different stages). The export
-    fingerprint alone mixed the measures of two cohorts' releases (found by `make test` in a loop)."""
-    sup = release.suppressed
-    suppressed = hashlib.sha256(repr(list(sup.columns)).encode())
-    suppressed.update(pd.util.hash_pandas_object(sup, index=False).to_numpy().tobytes())
-    key = ("measures", release.fingerprint, release.records.fingerprint, suppressed.hexdigest())
+    """(per-record CUL, CUL statistics against the capped record, against the original record),
+    keyed on everything they read (`release_key`): the export fingerprint alone mixed the measures of
+    two cohorts' releases (found by `make test` in a loop)."""
+    key = ("measures", release_key(release))
 
     def compute():
         loss = censoring_loss(release)
