@@ -117,9 +117,9 @@ def run_recall(args: argparse.Namespace) -> int:
     full = _load(args.labs, args)
     try:
         res = settings.run_result(full, progress=lambda f, m: print(f"  {m}", file=sys.stderr))
-    except ValueError as exc:
-        if isinstance(exc, UserError):
-            raise
+    except UserError:
+        raise
+    except ValueError as exc:  # what the data lacks (e.g. no patient with two days)
         raise UserError(f"{args.labs}: {exc}") from exc
     raw, days, n_min = res.raw, res.days, settings.min_orders_for(full)
     frame = res.curves()
