@@ -176,12 +176,43 @@ class Session:
         field.press("Enter", timeout=5_000)
 
     def waits(self, end: float) -> list[float]:
-        """Per change: time until the first successful finish after it (unfinished: until `end`)."""
-        out = []
-        for t in self.changes:
-            after = [f for f in self.finished if f > t]
-            out.append((after[0] if after else end) - t)
-        return out
+        return change_waits(self.changes, self.finished, end)
+
+
+def change_waits(changes: list[float], finished: list[float], end: float) -> list[float]:
+    """Per change of k: the time until its session's first successful finish after it (a change
+    superseded before a run finished counts until the run that finally finished; none: until `end`)."""
+    out = []
+    for t in changes:
+        after = [f for f in finished if f > t]
+        out.append((after[0] if after else end) - t)
+    return out
+
+
+def print_waits_and_health(waits: dict[str, list[float]], health: Health, header: str) -> list[float]:
+    """The figures both load tests print: rerun completion overall and per page, health latency overall
+    and per phase. Returns every wait."""
+    every = [w for ws in waits.values() for w in ws]
+    print(f"\n{len(every)} k changes {header}")
+    print(
+        f"rerun completion: max {max(every):.2f} s, p95 {p95(every):.2f} s, median {statistics.median(every):.2f} s"
+    )
+    for name, ws in waits.items():
+        if ws:
+            print(f"  {name or 'cohort'}: max {max(ws):.2f} s, p95 {p95(ws):.2f} s ({len(ws)} changes)")
+    lat = health.latencies
+    print(f"health: max {max(lat):.3f} s, p95 {p95(lat):.3f} s ({len(lat)} polls)")
+    for phase in ("first loads", "k changes", "after close"):
+        part = [x for x, p in zip(health.latencies, health.phases, strict=False) if p == phase]
+        if part:
+            print(f"  during {phase}: max {max(part):.3f} s, p95 {p95(part):.3f} s ({len(part)} polls)")
+    return every
+
+
+def print_targets(every: list[float], health: Health) -> None:
+    lat = health.latencies
+    print(f"targets: rerun <= 3 s: {'met' if max(every) <= 3 else 'NOT met'}; health <= 1 s: "
+          f"{'met' if max(lat) <= 1 else 'NOT met'}")  # fmt: skip
 
 
 def _cpu(p) -> float:
@@ -296,20 +327,7 @@ def main(argv: list[str] | None = None) -> int:
             server.wait(timeout=10)
         except subprocess.TimeoutExpired:
             server.kill()
-    every = [w for ws in waits.values() for w in ws]
-    print(f"\n{len(every)} k changes in {duration:.0f} s over {sessions_n} sessions")
-    print(
-        f"rerun completion: max {max(every):.2f} s, p95 {p95(every):.2f} s, median {statistics.median(every):.2f} s"
-    )
-    for name, ws in waits.items():
-        if ws:
-            print(f"  {name or 'cohort'}: max {max(ws):.2f} s, p95 {p95(ws):.2f} s ({len(ws)} changes)")
-    lat = health.latencies
-    print(f"health: max {max(lat):.3f} s, p95 {p95(lat):.3f} s ({len(lat)} polls)")
-    for phase in ("first loads", "k changes", "after close"):
-        part = [x for x, p in zip(health.latencies, health.phases, strict=False) if p == phase]
-        if part:
-            print(f"  during {phase}: max {max(part):.3f} s, p95 {p95(part):.3f} s ({len(part)} polls)")
+    every = print_waits_and_health(waits, health, f"in {duration:.0f} s over {sessions_n} sessions")
     print(
         f"CPU from start to the last client closed ({wall_test:.0f} s wall, {os.cpu_count()} cores): server "
         f"{cpu_test:.0f} s, browsers (Chromium, Playwright's driver) {cpu_browser:.0f} s, this harness "
@@ -318,8 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"server CPU in the 10 s after every client closed: {cpu_after:.0%} of a core; {threads_after} threads"
     )
-    print(f"targets: rerun <= 3 s: {'met' if max(every) <= 3 else 'NOT met'}; health <= 1 s: "
-          f"{'met' if max(lat) <= 1 else 'NOT met'}")  # fmt: skip
+    print_targets(every, health)
     return 0
 
 

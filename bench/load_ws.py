@@ -20,13 +20,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import statistics
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
-from bench.load import K_VALUES, ROOT, Health, _cpu, free_port, p95, start_server
+from bench.load import (
+    K_VALUES,
+    ROOT,
+    Health,
+    _cpu,
+    change_waits,
+    free_port,
+    print_targets,
+    print_waits_and_health,
+    start_server,
+)
 
 
 class Session:
@@ -95,11 +104,7 @@ class Session:
         await self.ws.send(self._rerun([(self.k_id, self.k)]))
 
     def waits(self, end: float) -> list[float]:
-        out = []
-        for t in self.changes:
-            after = [f for f in self.finished if f > t]
-            out.append((after[0] if after else end) - t)
-        return out
+        return change_waits(self.changes, self.finished, end)
 
 
 async def drive(
@@ -160,8 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     duration = min(max(args.duration, 1.0), 300.0)
     port = free_port()
     log = Path(tempfile.mkdtemp(prefix="cohortshield-load-ws-")) / "server.log"
-    slots = os.environ.get("COHORTSHIELD_RUN_SLOTS", "(default)")
-    print(f"server on localhost:{port}, log {log}, options {args.config or 'none'}, run slots {slots}")
+    print(f"server on localhost:{port}, log {log}, options {args.config or 'none'}")
     server = start_server(port, args.config, log, ROOT)
     proc = psutil.Process(server.pid)
     health = Health(port)
@@ -189,28 +193,15 @@ def main(argv: list[str] | None = None) -> int:
     waits: dict[str, list[float]] = {}
     for s in sessions:
         waits.setdefault(s.name, []).extend(s.waits(end))
-    every = [w for ws in waits.values() for w in ws]
-    print(
-        f"\n{len(every)} k changes in {duration:.0f} s over {len(sessions)} sessions ({args.rate:g} per second each)"
+    every = print_waits_and_health(
+        waits, health, f"in {duration:.0f} s over {len(sessions)} sessions ({args.rate:g} per second each)"
     )
-    print(
-        f"rerun completion: max {max(every):.2f} s, p95 {p95(every):.2f} s, median {statistics.median(every):.2f} s"
-    )
-    for name, ws in waits.items():
-        print(f"  {name}: max {max(ws):.2f} s, p95 {p95(ws):.2f} s ({len(ws)} changes)")
-    lat = health.latencies
-    print(f"health: max {max(lat):.3f} s, p95 {p95(lat):.3f} s ({len(lat)} polls)")
-    for phase in ("first loads", "k changes", "after close"):
-        part = [x for x, p in zip(health.latencies, health.phases, strict=False) if p == phase]
-        if part:
-            print(f"  during {phase}: max {max(part):.3f} s, p95 {p95(part):.3f} s ({len(part)} polls)")
     wall = closed - wall_start
     print(
         f"CPU from start to the last client closed ({wall:.0f} s wall, {os.cpu_count()} cores): server {cpu_test:.0f} s, this harness {cpu_harness:.0f} s"
     )
     print(f"server CPU in the 10 s after every client closed: {cpu_after:.0%} of a core")
-    print(f"targets: rerun <= 3 s: {'met' if max(every) <= 3 else 'NOT met'}; health <= 1 s: "
-          f"{'met' if max(lat) <= 1 else 'NOT met'}")  # fmt: skip
+    print_targets(every, health)
     return 0
 
 
