@@ -102,6 +102,12 @@ def page_text(at: AppTest) -> str:
     return "\n".join(shown(p) for p in parts)
 
 
+def run_prompts(at: AppTest) -> list[str]:
+    """The "parameters changed since the last run: press Run" messages on the page (ui/progress.py,
+    `run(..., ask=True)`)."""
+    return [i.value for i in at.info if "the parameters changed since the last run" in i.value]
+
+
 def add_release(at: AppTest, name: str, release, settings=None) -> None:
     """Put `release` in the session's study, as the "Add to study" button does, after a first run of a
     page that opened the study: verified under the sidebar's adversary and k, the gate's files kept.

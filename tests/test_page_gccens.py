@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from apptest_support import page_app, run_view, shown
+from apptest_support import page_app, run_prompts, run_view, shown
 from apptest_support import page_text as _text
 from streamlit.testing.v1 import AppTest
 
@@ -71,14 +71,14 @@ def test_all_codes_wait_for_run_after_a_change() -> None:
     at = _app("anonymize")
     at.selectbox(key="gcc_mode").set_value("All codes").run()
     assert not at.exception, [e.value for e in at.exception]
-    asked = [i.value for i in at.info if "the parameters changed since the last run" in i.value]
+    asked = run_prompts(at)
     assert len(asked) == 1 and "Verified" not in _text(at), asked
     at.button(key="gcc_run_start").click().run()
     assert not at.exception, [e.value for e in at.exception]
-    asked = [i.value for i in at.info if "the parameters changed since the last run" in i.value]
+    asked = run_prompts(at)
     assert len(asked) == 1 and "(targeted, compared)" in asked[0], asked  # the compared variant
     at.button(key="gcc_run_other_start").click().run()
-    assert not [i for i in at.info if "the parameters changed since the last run" in i.value]
+    assert not run_prompts(at)
     assert "Faithful vs targeted" in _text(at)
     at.selectbox(key="gcc_mode").set_value(CODE_MODES[0]).run()  # run before: shown without asking
     assert "Verified" in _text(at)

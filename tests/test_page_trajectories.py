@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from apptest_support import page_text as _text
-from apptest_support import run_view
+from apptest_support import run_prompts, run_view
 from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,14 +47,14 @@ def test_anonymize_tab_verifies_and_teaches() -> None:
     at.radio(key="lda_method").set_value("baseline").run()
     assert not at.exception, [e.value for e in at.exception]
     # LDA is too slow for a live preview (issue 13): a changed parameter waits for "Run"
-    asked = [i.value for i in at.info if "the parameters changed since the last run" in i.value]
+    asked = run_prompts(at)
     assert len(asked) == 1 and "BASELINE result" not in _text(at), asked
     at.button(key="lda_run_start").click().run()
     assert not at.exception, [e.value for e in at.exception]
     assert "BASELINE result" in _text(at)
     # back to parameters run before: shown again without asking (their result is cached)
     at.radio(key="lda_method").set_value("a-gs").run()
-    assert not [i for i in at.info if "the parameters changed since the last run" in i.value]
+    assert not run_prompts(at)
     at.radio(key="lda_method").set_value("baseline").run()
     assert "BASELINE result" in _text(at)
     at.radio(key="lda_t_src").set_value("Type them").run()
