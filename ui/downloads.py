@@ -32,11 +32,14 @@ import streamlit as st
 from engine import risk
 from engine.adversary import Adversary
 from engine.io.export import CODE_MAP_FILE, RELEASE_FILE, ExportRefused, gate, release_files, safe_csv_bytes
+from engine.io.pseudonyms import Pseudonyms, new_key
 from engine.records import Records
 from engine.release import Release
 from engine.risk import Verification
 from ui.fingerprints import release_key
 from ui.literal import md
+
+PSEUDONYM_KEY = "_pseudonym_key"  # the session study's key before the study exists (ui/study.py)
 
 CSV, GZIP = "text/csv", "application/gzip"
 
@@ -167,6 +170,15 @@ def loaded_spellings() -> dict[str, tuple[str, ...]] | None:
     return None if ctx is None else getattr(ctx.dataset, "spellings", None)
 
 
+def session_pseudonyms() -> Pseudonyms:
+    """The release ids of this session's files: the session study's key (one per study, kept in the
+    study file only), so a download and the study's own files name a patient alike."""
+    study = st.session_state.get("study")
+    if study is None:
+        return Pseudonyms(st.session_state.setdefault(PSEUDONYM_KEY, new_key()))
+    return study.pseudonyms
+
+
 def release_file_bytes(
     release: Release,
     verification: Verification | None,
@@ -177,7 +189,9 @@ def release_file_bytes(
 ) -> dict[str, bytes]:
     """The bytes a release download holds: `engine.io.export.release_files` (the gate again, on exactly
     what is written), gzip-compressed (deterministic, no time stamp) when `compress`."""
-    out = release_files(release, verification, adversary, k, loaded_spellings())
+    out = release_files(
+        release, verification, adversary, k, loaded_spellings(), pseudonyms=session_pseudonyms()
+    )
     return {n: gzip.compress(b, compresslevel=9, mtime=0) for n, b in out.items()} if compress else out
 
 

@@ -23,6 +23,7 @@ import streamlit as st
 
 from engine import risk
 from engine.adversary import Adversary
+from engine.io.pseudonyms import new_key
 from engine.release import Release
 from engine.risk import Verification
 from engine.study.package import StudyInput, read_study_file, write_package
@@ -33,15 +34,15 @@ from engine.study.study import (
     Study,
     StudyError,
     StudyRelease,
-    VerificationRecord,
     data_ref,
-    export_files,
     make_release,
+    rebuild,
     sha256_of,
 )
 from ui import literal
 from ui import progress as progress_ui
 from ui.context import Context
+from ui.downloads import PSEUDONYM_KEY
 from ui.fingerprints import release_key
 
 STUDY, MADE = "study", "study_made"
@@ -117,7 +118,7 @@ def session(ctx: Context) -> Study:
     data = data_of(ctx)
     study: Study | None = st.session_state.get(STUDY)
     if study is None:
-        study = Study(data, ctx.adversary, int(ctx.k))
+        study = Study(data, ctx.adversary, int(ctx.k), pseudonym_key=_session_key())
     else:
         if study.data != data:
             study = study.with_data(data)
@@ -125,6 +126,12 @@ def session(ctx: Context) -> Study:
             study = study.with_attacker(ctx.adversary, int(ctx.k))
     st.session_state[STUDY] = study
     return study
+
+
+def _session_key() -> str:
+    """The pseudonym key of the session's study (made once; a download before the study exists
+    uses the same one, `ui.downloads.session_pseudonyms`)."""
+    return st.session_state.setdefault(PSEUDONYM_KEY, new_key())
 
 
 def made() -> dict[str, MadeFiles]:
@@ -214,18 +221,20 @@ def add(ctx: Context, name: str, settings: MethodSettings) -> StudyRelease:
     release = previewed(ctx, settings) or preview(
         ctx, settings, progress_ui.tracker(f"{settings.method}: making the release")
     )
-    verification = reverify(ctx, release)
-    files = export_files(release, verification, ctx.dataset.spellings)
-    entry = StudyRelease(
-        name=name,
-        settings=settings,
-        data=study.data,
-        verification=VerificationRecord.of(verification),
-        files=tuple(sorted((f, sha256_of(b)) for f, b in files.items())),
+    m = make_release(
+        name,
+        settings,
+        run_inputs(ctx),
+        study.data,
+        study.adversary,
+        study.k,
+        spellings=ctx.dataset.spellings,
+        pseudonyms=study.pseudonyms,
+        release=release,
     )
-    st.session_state[STUDY] = study.add(entry)
-    made()[name] = MadeFiles(release, files)
-    return entry
+    st.session_state[STUDY] = study.add(m.entry)
+    made()[name] = MadeFiles(release, m.files)
+    return m.entry
 
 
 def remove(ctx: Context, name: str) -> None:
@@ -258,7 +267,7 @@ def add_to_study(
         except (StudyError, SettingsError, ValueError) as exc:
             literal.error(exc)
             return
-        st.success(literal.md(f"Added {entry.name!r} to the study: {entry.verification.message()}."))
+        st.success(literal.md(f"Added {entry.name!r} to the study: {entry.verdict_message()}."))
     names = [e.name for e in session(ctx).current()]
     if names:
         st.caption(
@@ -368,8 +377,10 @@ def apply_restore() -> None:
 
 def reopen(ctx: Context, loaded: Study, source: str) -> list[RebuildCheck]:
     """Reopen a study on the data loaded now: the data key must match; every release of it is
-    made again from its settings (verified under the adversary and k it was recorded with) and its
-    files' sha256 compared with the recorded ones. The session's study becomes the reopened one."""
+    made again from its settings, re-verified under the study's adversary and k (a verdict read from
+    the file is never believed: one that disagrees is an error naming the release) and its files'
+    sha256 compared with the recorded ones (`engine.study.study.rebuild`). The session's study becomes
+    the reopened one, with the verdicts just computed; a release that failed is not exportable."""
     data = data_of(ctx)
     if loaded.data.key != data.key:
         raise StudyError(
@@ -377,27 +388,12 @@ def reopen(ctx: Context, loaded: Study, source: str) -> list[RebuildCheck]:
             f"{loaded.data.events_fingerprint[:12]}…) than those loaded now ({data.name!r}, events "
             f"{data.events_fingerprint[:12]}…): load its data and groups first"
         )
-    inputs = run_inputs(ctx)
-    checks, held = [], {}
-    todo = loaded.current()
-    step = progress_ui.tracker("Rebuilding the study's releases")
-    for i, entry in enumerate(todo):
-        step(i / max(len(todo), 1), f"{entry.name} ({i + 1} of {len(todo)})")
-        rec = entry.verification
-        m = make_release(
-            entry.name,
-            entry.settings,
-            inputs,
-            entry.data,
-            rec.adversary,
-            rec.k,
-            progress=lambda f, msg, i=i, n=entry.name: step((i + f) / max(len(todo), 1), f"{n}: {msg}"),
-            spellings=ctx.dataset.spellings,
-        )
-        checks.append(RebuildCheck(entry.name, entry.files, m.entry.files, m.entry.verification))
-        held[entry.name] = MadeFiles(m.release, m.files)
+    step = progress_ui.tracker("Rebuilding and re-verifying the study's releases")
+    checks = rebuild(loaded, run_inputs(ctx), data, step, spellings=ctx.dataset.spellings)
     step.bar.empty()
-    st.session_state[STUDY] = loaded.with_data(data)
+    held = {c.name: MadeFiles(c.made.release, c.made.files if c.passed else {}) for c in checks if c.made}
+    st.session_state[PSEUDONYM_KEY] = loaded.pseudonym_key
+    st.session_state[STUDY] = loaded.with_data(data).reverified(checks)
     st.session_state[MADE] = held
     st.session_state[REOPENED_ATTACKER] = (loaded.adversary.scope, loaded.adversary.knowledge, loaded.k)
     return checks

@@ -22,6 +22,7 @@ import json
 import sys
 from pathlib import Path
 
+from engine.commands.release_options import add_release_options
 from engine.io.errors import UserError
 
 SCOPES = ("population", "cohort")
@@ -46,6 +47,7 @@ def register(methods) -> None:
         "--codemap", help="CSV: released_item, original_code (and source_spelling after --normalize-codes)"
     )
     p.add_argument("--report", help="JSON report with parameters, CUL and verification")
+    add_release_options(p)
     p.set_defaults(func=run)
 
 
@@ -75,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
     from engine.adversary import Adversary
     from engine.anonymize.censor import report as gccens_report
     from engine.commands.inputs import InputOptions, load_groups, publish
+    from engine.commands.release_options import pseudonyms_of
     from engine.io import export
     from engine.study.runs import CodeSelection, GCCensSettings, RunInputs, SettingsError
 
@@ -120,7 +123,16 @@ def run(args: argparse.Namespace) -> int:
         sources=sources,
     )
     report["input_warnings"] = inputs.warnings
-    report["export"] = publish(inputs, release, verification, adversary, args.k, paths)
+    report["export"] = publish(
+        inputs,
+        release,
+        verification,
+        adversary,
+        args.k,
+        paths,
+        pseudonyms=pseudonyms_of(args),
+        crosswalk_path=args.crosswalk,
+    )
     if args.report:
         Path(args.report).write_text(json.dumps(report, indent=2, default=str) + "\n")
     if not report["export"]["written"]:

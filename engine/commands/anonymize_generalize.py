@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.commands.release_options import add_release_options
 from engine.io.errors import UserError
 
 SCOPES = ("cohort", "biobank", "population")
@@ -58,6 +59,7 @@ def register(methods) -> None:
         "--codemap", help="CSV: released_item, original_code (and source_spelling after --normalize-codes)"
     )
     p.add_argument("--report", help="JSON report: parameters, DC / CC figures, verification")
+    add_release_options(p)
     p.set_defaults(func=run)
 
 
@@ -71,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
         suppress_rare,
     )
     from engine.commands.inputs import InputOptions, load_groups, publish
+    from engine.commands.release_options import pseudonyms_of
     from engine.io import export
     from engine.study.runs import HeatherlySettings, RunInputs, SettingsError
     from engine.utility.retention import figures
@@ -149,7 +152,16 @@ def run(args: argparse.Namespace) -> int:
             "failing": verification.failing.astype({"distinguishability": int}).to_dict("records"),
         },
     }
-    outcome = report["export"] = publish(inputs, release, verification, adversary, args.k, paths)
+    outcome = report["export"] = publish(
+        inputs,
+        release,
+        verification,
+        adversary,
+        args.k,
+        paths,
+        pseudonyms=pseudonyms_of(args),
+        crosswalk_path=args.crosswalk,
+    )
     if args.report:
         Path(args.report).write_text(json.dumps(report, indent=2, default=str) + "\n")
     if not outcome["written"]:

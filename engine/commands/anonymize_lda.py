@@ -23,6 +23,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from engine.commands.release_options import add_release_options
 from engine.io.errors import UserError
 
 if TYPE_CHECKING:
@@ -65,6 +66,7 @@ def register(methods) -> None:
         help="CSV: released_item (code|age), original_code (the original code|age pairs it stands for)",
     )
     p.add_argument("--report", help="JSON report")
+    add_release_options(p)
     p.set_defaults(func=run)
 
 
@@ -113,6 +115,7 @@ def run(args: argparse.Namespace) -> int:
     from engine import risk
     from engine.adversary import Adversary
     from engine.commands.inputs import InputOptions, load_groups, publish
+    from engine.commands.release_options import pseudonyms_of
     from engine.io import export
     from engine.study.runs import RunInputs
     from engine.utility.loss import avg_re, level_shares, record_losses
@@ -171,7 +174,16 @@ def run(args: argparse.Namespace) -> int:
             "failing": verification.failing.astype({"distinguishability": int}).to_dict("records"),
         },
     }
-    report["export"] = publish(inputs, release, verification, adversary, args.k, paths)
+    report["export"] = publish(
+        inputs,
+        release,
+        verification,
+        adversary,
+        args.k,
+        paths,
+        pseudonyms=pseudonyms_of(args),
+        crosswalk_path=args.crosswalk,
+    )
     if args.report:
         Path(args.report).write_text(json.dumps(report, indent=2, default=str) + "\n")
     if not report["export"]["written"]:

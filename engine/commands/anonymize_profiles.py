@@ -23,6 +23,7 @@ import argparse
 import json
 from pathlib import Path
 
+from engine.commands.release_options import add_release_options
 from engine.io.errors import UserError
 
 KNOWLEDGES = ("single_visit", "all_visits")
@@ -54,6 +55,7 @@ def register(methods) -> None:
         p.add_argument("--out", required=True, help="released events CSV")
         p.add_argument("--codemap", required=True, help="CSV mapping each released item to its codes")
         p.add_argument("--report", help="JSON report")
+        add_release_options(p)
         p.set_defaults(func=run, profiles_method=name.upper())
 
 
@@ -61,7 +63,14 @@ def run(args: argparse.Namespace) -> int:
     from engine.adversary import Adversary
     from engine.anonymize.population import export_label
     from engine.anonymize.profiles import SuppressionLimitExceeded
-    from engine.commands.inputs import InputOptions, announce, findings_json, load_groups, publish
+    from engine.commands.inputs import (
+        InputOptions,
+        announce,
+        findings_json,
+        load_groups,
+        publish,
+    )
+    from engine.commands.release_options import pseudonyms_of
     from engine.io import export
     from engine.study.runs import ProfilesSettings, RunInputs
 
@@ -145,7 +154,17 @@ def run(args: argparse.Namespace) -> int:
     }
     adversary = Adversary("cohort", args.knowledge)
     blocked = None if check.ok else f"{check.message()} {verification.message()}"
-    report["export"] = publish(inputs, release, verification, adversary, args.k, paths, blocked=blocked)
+    report["export"] = publish(
+        inputs,
+        release,
+        verification,
+        adversary,
+        args.k,
+        paths,
+        blocked=blocked,
+        pseudonyms=pseudonyms_of(args),
+        crosswalk_path=args.crosswalk,
+    )
     if args.report:
         Path(args.report).write_text(json.dumps(report, indent=2, default=str) + "\n")
     if not report["export"]["written"]:

@@ -32,6 +32,7 @@ from engine.records import Records
 
 if TYPE_CHECKING:
     from engine.adversary import Adversary
+    from engine.io.pseudonyms import Pseudonyms
     from engine.release import Release
     from engine.risk import Verification
 
@@ -256,6 +257,8 @@ def publish(
     paths: Mapping[str, Path | str],
     *,
     blocked: str | None = None,
+    pseudonyms: Pseudonyms,
+    crosswalk_path: Path | str | None = None,
 ) -> dict:
     """`engine.io.export.publish` for a command: the code map keeps the original spellings of the codes
     `inputs` were read with (`--normalize-codes`; a `source_spelling` column, as the app's exports),
@@ -263,7 +266,15 @@ def publish(
     from engine.io import export
 
     return export.publish(
-        release, verification, adversary, k, paths, blocked=blocked, spellings=inputs.spellings
+        release,
+        verification,
+        adversary,
+        k,
+        paths,
+        blocked=blocked,
+        spellings=inputs.spellings,
+        pseudonyms=pseudonyms,
+        crosswalk_path=crosswalk_path,
     )
 
 

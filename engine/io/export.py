@@ -25,11 +25,13 @@ import pandas as pd
 
 from engine.adversary import Adversary
 from engine.io.errors import UserError
+from engine.io.pseudonyms import Pseudonyms, crosswalk_frame, relabel
 from engine.release import Release, release_from_frames
 from engine.risk import Verification
 
 RELEASE_FILE = "release.csv"
 CODE_MAP_FILE = "code_map.csv"
+CROSSWALK_FILE = "crosswalk.csv"  # identifying: written only when asked, never in a bundle
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 NEUTRALIZE_RULE = (
     "A text cell that begins with = + - @ a tab, a carriage return or an apostrophe is written with one "
@@ -109,21 +111,49 @@ def gate(release: Release, verification: Verification | None, adversary: Adversa
         raise ExportRefused(verification.message() + " Nothing is written.")
 
 
+def release_ids(release: Release, pseudonyms: Pseudonyms) -> dict[str, str]:
+    """Source id -> release id of every patient with a row in the release file, salted by the
+    release's content (`engine.io.pseudonyms`): two releases cannot be joined by id."""
+    return pseudonyms.mapping(release.exported_frame()["patient_id"], release.fingerprint)
+
+
+def pseudonymous_frame(release: Release, pseudonyms: Pseudonyms) -> pd.DataFrame:
+    """Exactly the rows of the release file as they leave: `Release.exported_frame` with release ids
+    for patients, visits numbered per patient, rows in release-id order."""
+    return relabel(release.exported_frame(), release_ids(release, pseudonyms))
+
+
+def crosswalk(release: Release, pseudonyms: Pseudonyms) -> pd.DataFrame:
+    """Release id -> source id for the release file's patients. Identifying: the steward's only."""
+    return crosswalk_frame(release_ids(release, pseudonyms))
+
+
+def crosswalk_bytes(release: Release, pseudonyms: Pseudonyms) -> bytes:
+    """The crosswalk as a spreadsheet-safe CSV (`CROSSWALK_FILE`)."""
+    return safe_csv_bytes(crosswalk(release, pseudonyms))
+
+
 def release_files(
     release: Release,
     verification: Verification | None,
     adversary: Adversary,
     k: int,
     spellings: Mapping[str, Sequence[str]] | None = None,
+    *,
+    pseudonyms: Pseudonyms,
 ) -> dict[str, bytes]:
-    """After `gate`: the bytes of `release.csv` (`Release.exported_frame`) and `code_map.csv`
-    (`released_item`, `original_code` for the items present, `source_spelling` when `spellings` is
-    given (`Dataset.spellings`: the codes' spellings in the source, kept after normalization), and
-    `note` stating the neutralization rule on its first row), every text cell neutralized."""
+    """After `gate`: the bytes of `release.csv` (`pseudonymous_frame`: release ids, visits numbered)
+    and `code_map.csv` (`released_item`, `original_code` for the items present, `source_spelling` when
+    `spellings` is given (`Dataset.spellings`: the codes' spellings in the source, kept after
+    normalization), and `note` stating the neutralization rule on its first row), every text cell
+    neutralized. Relabelling changes no count: the verification holds for the file as written."""
     gate(release, verification, adversary, k)
     cmap = release.exported_code_map(spellings)
     cmap["note"] = [NEUTRALIZE_RULE] + [""] * (len(cmap) - 1) if len(cmap) else []
-    return {RELEASE_FILE: safe_csv_bytes(release.exported_frame()), CODE_MAP_FILE: safe_csv_bytes(cmap)}
+    return {
+        RELEASE_FILE: safe_csv_bytes(pseudonymous_frame(release, pseudonyms)),
+        CODE_MAP_FILE: safe_csv_bytes(cmap),
+    }
 
 
 def _read_text_csv(data: bytes) -> pd.DataFrame:
@@ -177,28 +207,92 @@ def _encoded(data: bytes, path: Path) -> bytes:
     return gzip.compress(data, compresslevel=9, mtime=0) if path.name.endswith(".gz") else data
 
 
+MANIFEST_SUFFIX = ".sha256"  # the set's manifest beside the first file: `release.csv.sha256`
+
+
+def manifest_path(paths: Mapping[str, Path | str]) -> Path:
+    """Where the manifest of a set of files is written: beside the first, `<name>.sha256`."""
+    first = Path(next(iter(paths.values())))
+    return first.with_name(first.name + MANIFEST_SUFFIX)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _temp_name(target: Path) -> str:
+    return f".{target.name}.{os.getpid()}."
+
+
+def sweep_temporaries(target: Path) -> list[Path]:
+    """Remove the temporary files an earlier writer of `target` left when it was killed (their
+    names carry the writer's process id; a living writer's files are left alone)."""
+    removed = []
+    folder = target.parent if str(target.parent) else Path(".")
+    prefix = f".{target.name}."
+    for tmp in folder.glob(f"{glob_escape(prefix)}*.tmp"):
+        pid_text = tmp.name[len(prefix) :].split(".", 1)[0]
+        if pid_text.isdigit() and not _pid_alive(int(pid_text)) and tmp.is_file():
+            tmp.unlink(missing_ok=True)
+            removed.append(tmp)
+    return removed
+
+
+def glob_escape(text: str) -> str:
+    """`text` with the glob metacharacters `*?[` taken literally."""
+    return "".join(f"[{c}]" if c in "*?[" else c for c in text)
+
+
+def _stage(data: bytes, target: Path) -> str:
+    fd, tmp = tempfile.mkstemp(prefix=_temp_name(target), suffix=".tmp", dir=target.parent or ".")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return tmp
+
+
 def write_release_files(files: Mapping[str, bytes], paths: Mapping[str, Path | str]) -> dict[str, str]:
     """Write `files[name]` to `paths[name]` for every name in `paths` (a name without a path is not
-    written), atomically: every file goes to a temporary file in its target folder first, then
-    each is moved into place with `os.replace`. Returns the sha256 of the bytes written per path."""
+    written), as one set: every file is staged in a temporary file in its target folder, the set's
+    manifest (`manifest_path`, `sha256sum` format) is removed, each file is moved into place with
+    `os.replace`, and the manifest is written last. A kill at any point leaves either the old set or
+    the new one with its manifest, or files without a manifest (an incomplete set, which
+    `sha256sum -c` and `check_manifest` find); temporary files are removed on any error, and those of
+    a killed writer by the next write to the same path. Returns the sha256 of the bytes per path."""
     unknown = sorted(set(paths) - set(files))
     if unknown:
         raise KeyError(f"no file named {', '.join(unknown)} to write (files: {', '.join(sorted(files))})")
+    if not paths:
+        return {}
+    targets = {name: Path(p) for name, p in paths.items()}
+    manifest = manifest_path(targets)
+    for target in [*targets.values(), manifest]:
+        sweep_temporaries(target)
     staged: list[tuple[str, Path]] = []
     digests: dict[str, str] = {}
     try:
-        for name, target in paths.items():
-            target = Path(target)
+        for name, target in targets.items():
             data = _encoded(files[name], target)
-            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            staged.append((tmp, target))
+            staged.append((_stage(data, target), target))
             digests[str(target)] = hashlib.sha256(data).hexdigest()
-        for tmp, target in staged:
+        lines = "".join(f"{digests[str(t)]}  {_relative(t, manifest.parent)}\n" for t in targets.values())
+        staged_manifest = _stage(lines.encode("utf-8"), manifest)
+        staged.append((staged_manifest, manifest))
+        manifest.unlink(missing_ok=True)
+        for tmp, target in staged[:-1]:
             os.replace(tmp, target)
+        os.replace(staged_manifest, manifest)
         staged = []
     finally:
         for tmp, _ in staged:
@@ -206,11 +300,40 @@ def write_release_files(files: Mapping[str, bytes], paths: Mapping[str, Path | s
     return digests
 
 
+def _relative(path: Path, folder: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(folder.resolve()))
+    except ValueError:
+        return str(path.resolve())
+
+
+def check_manifest(paths: Mapping[str, Path | str]) -> list[str]:
+    """What is wrong with a written set (empty when whole): no manifest, or a file whose sha256 is
+    not the manifest's."""
+    targets = {name: Path(p) for name, p in paths.items()}
+    manifest = manifest_path(targets)
+    if not manifest.is_file():
+        return [f"{manifest}: no manifest; the set of files is incomplete"]
+    recorded = {}
+    for line in manifest.read_text("utf-8").splitlines():
+        sha, _, name = line.partition("  ")
+        recorded[name] = sha
+    problems = []
+    for target in targets.values():
+        got = hashlib.sha256(target.read_bytes()).hexdigest() if target.is_file() else None
+        if recorded.get(_relative(target, manifest.parent)) != got:
+            problems.append(f"{target}: not the file the manifest names")
+    return problems
+
+
 def remove_stale(paths: Mapping[str, Path | str] | list[Path | str]) -> list[Path]:
     """Delete the release files a refused run would otherwise leave at these paths (from an earlier
     run); returns the paths removed."""
     removed = []
-    for p in paths.values() if isinstance(paths, Mapping) else paths:
+    listed = list(paths.values() if isinstance(paths, Mapping) else paths)
+    if listed:
+        listed.append(manifest_path({str(i): p for i, p in enumerate(listed)}))
+    for p in listed:
         p = Path(p)
         if p.is_file():
             p.unlink()
@@ -227,12 +350,15 @@ def publish(
     *,
     blocked: str | None = None,
     spellings: Mapping[str, Sequence[str]] | None = None,
+    pseudonyms: Pseudonyms,
+    crosswalk_path: Path | str | None = None,
 ) -> dict:
     """Write the release files through the gate, or refuse and remove the stale files an earlier
     run left at `paths` (`RELEASE_FILE` / `CODE_MAP_FILE` -> path). `blocked` is a reason from the
     method's own checks that refuses the export too. Returns the JSON-ready record for a report:
     `release_fingerprint`, `shows_visits`, `written`, `files` (path -> sha256 of the bytes written),
-    `refused` (the reason, or None) and `removed_stale` (paths deleted)."""
+    `refused` (the reason, or None) and `removed_stale` (paths deleted). `crosswalk_path`: also write
+    the crosswalk (release id -> source id) there, with the release files as one set."""
     out: dict = {
         "release_fingerprint": release.fingerprint,
         "shows_visits": release.shows_visits,
@@ -244,11 +370,15 @@ def publish(
     try:
         if blocked:
             raise ExportRefused(blocked)
-        files = release_files(release, verification, adversary, k, spellings)
+        files = release_files(release, verification, adversary, k, spellings, pseudonyms=pseudonyms)
     except ExportRefused as exc:
         out["refused"] = str(exc)
-        out["removed_stale"] = [str(p) for p in remove_stale(paths)]
+        stale = {**paths, **({CROSSWALK_FILE: crosswalk_path} if crosswalk_path else {})}
+        out["removed_stale"] = [str(p) for p in remove_stale(stale)]
         return out
+    if crosswalk_path:
+        files[CROSSWALK_FILE] = crosswalk_bytes(release, pseudonyms)
+        paths = {**paths, CROSSWALK_FILE: crosswalk_path}
     out["files"] = write_release_files(files, paths)
     out["written"] = True
     return out

@@ -316,7 +316,9 @@ def _release(r: dict[str, Any], i: int, d: dict[str, Any]) -> list[Block]:
                 strong=True,
             )
         )
-    if (made["adversary"], made["k"]) != (v["adversary"], v["k"]) or made["verified"] != v["verified"]:
+    if made is not None and (
+        (made["adversary"], made["k"]) != (v["adversary"], v["k"]) or made["verified"] != v["verified"]
+    ):
         blocks.append(Para(f"When it was made: {made['message']}."))
     params = list(r["settings"].items())
     if r["algorithm"] not in r["settings"].values():

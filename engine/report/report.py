@@ -510,12 +510,16 @@ def _check_inputs(study: Study, releases: Mapping[str, ReleaseInput]) -> list[St
     return [e for e in study.current() if e.name in releases]
 
 
-def _files_of(entry: StudyRelease, inp: ReleaseInput) -> dict[str, bytes]:
+def _files_of(entry: StudyRelease, inp: ReleaseInput, study: Study) -> dict[str, bytes]:
     """The gate's files of a verified release (given, or written through the gate now), checked
     against the sha256 the study recorded when it has them; {} for an unverified release."""
     if not inp.verification.ok:
         return {}
-    files = dict(inp.files) if inp.files is not None else export_files(inp.release, inp.verification)
+    files = (
+        dict(inp.files)
+        if inp.files is not None
+        else export_files(inp.release, inp.verification, pseudonyms=study.pseudonyms)
+    )
     recorded = dict(entry.files)
     for name, data in files.items():
         if name in recorded and recorded[name] != sha256_of(data):
@@ -564,7 +568,7 @@ def build_report(
         inp = releases[e.name]
         rel, v = inp.release, inp.verification
         folder = _slug(e.name, used)
-        files = _files_of(e, inp)
+        files = _files_of(e, inp, study)
         if files:
             release_files[folder] = files
         inline, refs = _split_large(rel.params, folder, appendix)
@@ -580,7 +584,9 @@ def build_report(
             "settings": e.settings.describe(),
             "method parameters": inline,
             "parameters in the appendix": refs,
-            "made": {
+            "made": None
+            if rec is None
+            else {
                 "adversary": rec.adversary.label,
                 "k": rec.k,
                 "verified": rec.ok,
@@ -675,7 +681,7 @@ def build_report(
             {"path": p, "sha256": sha256_of(b), "bytes": len(b)} for p, b in sorted(appendix.items())
         ],
     }
-    return Report(data, dict(sorted(appendix.items())), release_files, study.to_json())
+    return Report(data, dict(sorted(appendix.items())), release_files, study.to_json(with_key=False))
 
 
 def release_folder_files(report: Report) -> dict[str, bytes]:

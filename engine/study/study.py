@@ -26,11 +26,14 @@ import pandas as pd
 from engine import risk
 from engine.adversary import ALL_ADVERSARIES, Adversary
 from engine.io.errors import UserError
+from engine.io.pseudonyms import PseudonymKeyError, Pseudonyms, check_key, new_key
 from engine.records import Records
 from engine.release import Release
 from engine.study.runs import MethodSettings, RunInputs, check_k, settings_from_dict, settings_to_dict
 
-STUDY_FORMAT = "cohortshield-study/1"
+STUDY_FORMAT = "cohortshield-study/2"
+# /1 (before release pseudonyms): its recorded files named patients by source ids
+EARLIER_FORMATS = ("cohortshield-study/1",)
 
 
 class StudyError(UserError, ValueError):
@@ -156,35 +159,49 @@ class VerificationRecord:
 @dataclass(frozen=True)
 class StudyRelease:
     """A release in a study: immutable, made by the user's action, with everything needed to rebuild
-    it and to show that the files handed over are the files that were verified."""
+    it and to show that the files handed over are the files that were verified.
+
+    `verification` is the risk engine's verdict computed in this session (by `make_release` or by the
+    re-verification of `rebuild`), or None for a release read from a file and not yet re-verified: a
+    verdict read from a file is never believed (`claimed` keeps it for comparison only) and never
+    written again (`to_dict` writes only a verdict computed here)."""
 
     name: str
     settings: MethodSettings
     data: DataRef
-    verification: VerificationRecord
+    verification: VerificationRecord | None
     files: tuple[tuple[str, str], ...] = ()  # (file name, sha256); empty when not verified
+    claimed: VerificationRecord | None = field(default=None, compare=False)  # as read from a file
 
     @property
     def exportable(self) -> bool:
-        return self.verification.ok and bool(self.files)
+        return self.verification is not None and self.verification.ok and bool(self.files)
+
+    def verdict_message(self) -> str:
+        if self.verification is None:
+            return "not re-verified yet: a verdict read from a file is not believed"
+        return self.verification.message()
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "settings": settings_to_dict(self.settings),
             "data": self.data.to_dict(),
-            "verification": self.verification.__dict__.copy(),
+            "verification": None if self.verification is None else self.verification.__dict__.copy(),
             "files": dict(self.files),
         }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> StudyRelease:
+        rec = d.get("verification")
+        claimed = None if rec is None else VerificationRecord(**rec)
         return cls(
             name=str(d["name"]),
             settings=settings_from_dict(d["settings"]),
             data=DataRef.from_dict(d["data"]),
-            verification=VerificationRecord(**d["verification"]),
+            verification=None,
             files=tuple(sorted((str(a), str(b)) for a, b in d.get("files", {}).items())),
+            claimed=claimed,
         )
 
 
@@ -196,9 +213,19 @@ class Study:
     adversary: Adversary = field(default_factory=Adversary)
     k: int = 5
     releases: tuple[StudyRelease, ...] = ()
+    # the steward's secret behind the release ids (engine.io.pseudonyms): in the study file only
+    pseudonym_key: str = field(default_factory=new_key, repr=False)
 
     def __post_init__(self) -> None:
         check_k(self.k)
+        try:
+            check_key(self.pseudonym_key)
+        except PseudonymKeyError as exc:
+            raise StudyError(f"the study's pseudonym_key: {exc}") from None
+
+    @property
+    def pseudonyms(self) -> Pseudonyms:
+        return Pseudonyms(self.pseudonym_key)
 
     # ------------------------------------------------------------------------ releases
     def current(self) -> tuple[StudyRelease, ...]:
@@ -244,17 +271,37 @@ class Study:
         return replace(self, adversary=adversary, k=k)
 
     # -------------------------------------------------------------------------- files
-    def to_dict(self) -> dict[str, Any]:
-        return {
+    def to_dict(self, *, with_key: bool = True) -> dict[str, Any]:
+        """The study file's content. `with_key=False` leaves out the pseudonym key: the form that
+        may leave with a bundle (it cannot rebuild byte-identical release files)."""
+        out = {
             "format": STUDY_FORMAT,
             "data": self.data.to_dict(),
             "adversary": {"scope": self.adversary.scope, "knowledge": self.adversary.knowledge},
             "k": self.k,
             "releases": [r.to_dict() for r in self.releases],
         }
+        if with_key:
+            out["pseudonym_key"] = self.pseudonym_key
+        return out
 
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+    def to_json(self, *, with_key: bool = True) -> str:
+        return json.dumps(self.to_dict(with_key=with_key), indent=2, sort_keys=True) + "\n"
+
+    def reverified(self, checks: Iterable[RebuildCheck]) -> Study:
+        """The study with each rebuilt release's verdict and files replaced by those just computed
+        (`rebuild`): a release that failed (files differ, verdict forged or stale, or below k) keeps
+        no files and is never exportable."""
+        by_name = {c.name: c for c in checks}
+        out = []
+        for r in self.releases:
+            c = by_name.get(r.name)
+            if c is None:
+                out.append(r)
+                continue
+            files = c.rebuilt if c.passed else ()
+            out.append(replace(r, verification=c.verification, files=files, claimed=None))
+        return replace(self, releases=tuple(out))
 
     @classmethod
     def from_json(cls, text: str | bytes, source: str = "study file") -> Study:
@@ -262,6 +309,11 @@ class Study:
             d = json.loads(text)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise StudyError(f"{source}: not a study file (invalid JSON: {exc})") from None
+        if isinstance(d, dict) and d.get("format") in EARLIER_FORMATS:
+            raise StudyError(
+                f"{source}: a study of an earlier CohortShield ({d.get('format')}), whose release files named "
+                "patients by the source's ids; make its releases again in a new study"
+            )
         if not isinstance(d, dict) or d.get("format") != STUDY_FORMAT:
             got = d.get("format") if isinstance(d, dict) else type(d).__name__
             raise StudyError(
@@ -273,8 +325,13 @@ class Study:
                 adversary=Adversary(d["adversary"]["scope"], d["adversary"]["knowledge"]),
                 k=int(d["k"]),
                 releases=tuple(StudyRelease.from_dict(r) for r in d.get("releases", [])),
+                pseudonym_key=str(d["pseudonym_key"]),
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except KeyError as exc:
+            raise StudyError(f"{source}: missing field {exc}") from None
+        except StudyError as exc:
+            raise StudyError(f"{source}: {exc}") from None
+        except (TypeError, ValueError) as exc:
             raise StudyError(f"{source}: {exc.__class__.__name__}: {exc}") from None
 
 
@@ -297,13 +354,18 @@ def export_files(
     release: Release,
     verification: risk.Verification,
     spellings: Mapping[str, tuple[str, ...]] | None = None,
+    *,
+    pseudonyms: Pseudonyms,
 ) -> dict[str, bytes]:
-    """The release's files through the one export gate (`engine.io.export`); empty when it refuses.
-    `spellings`: the source's spellings of the codes (`Dataset.spellings`) for the code map."""
+    """The release's files through the one export gate (`engine.io.export`), patients named by the
+    study's release ids; empty when it refuses. `spellings`: the source's spellings of the codes
+    (`Dataset.spellings`) for the code map."""
     from engine.io.export import ExportRefused, release_files
 
     try:
-        return release_files(release, verification, verification.adversary, verification.k, spellings)
+        return release_files(
+            release, verification, verification.adversary, verification.k, spellings, pseudonyms=pseudonyms
+        )
     except ExportRefused:
         return {}
 
@@ -318,12 +380,16 @@ def make_release(
     *,
     progress: Callable[[float, str], None] | None = None,
     spellings: Mapping[str, tuple[str, ...]] | None = None,
+    pseudonyms: Pseudonyms,
+    release: Release | None = None,
 ) -> MadeRelease:
-    """Run a method from its settings, verify the release under the study's adversary and k (against
-    the population the cohort was drawn from), and export it through the gate when verified."""
-    release = settings.run(inputs, progress)
+    """Run a method from its settings (or take `release`, what `settings.run` gave already), verify
+    the release under the study's adversary and k (against the population the cohort was drawn
+    from), and export it through the gate when verified, patients named by `pseudonyms`."""
+    if release is None:
+        release = settings.run(inputs, progress)
     verification = risk.verify(release, adversary, k, inputs.population)
-    files = export_files(release, verification, spellings)
+    files = export_files(release, verification, spellings, pseudonyms=pseudonyms)
     entry = StudyRelease(
         name=name,
         settings=settings,
@@ -351,22 +417,44 @@ def verification_matrix(release: Release, population: Records, k: int) -> pd.Dat
     return pd.DataFrame(rows)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class RebuildCheck:
-    """One release made again from its settings: recorded and rebuilt file hashes."""
+    """One release made again from its settings and verified again under the study's adversary and
+    k: recorded and rebuilt file hashes, the verdict just computed, and the verdict the file claimed
+    (`claimed`, with `claimed_recomputed`, the re-verification under the claim's own adversary and k)."""
 
     name: str
     recorded: tuple[tuple[str, str], ...]
     rebuilt: tuple[tuple[str, str], ...]
     verification: VerificationRecord
+    claimed: VerificationRecord | None = None
+    claimed_recomputed: VerificationRecord | None = None
+    made: MadeRelease | None = None
 
     @property
     def identical(self) -> bool:
         return self.recorded == self.rebuilt
 
+    @property
+    def verdict_forged(self) -> bool:
+        """The verdict the file records is not what the risk engine finds for it (changed or stale)."""
+        return self.claimed is not None and self.claimed != self.claimed_recomputed
+
+    @property
+    def passed(self) -> bool:
+        """Byte-identical, verified at the study's k, and no recorded verdict that disagrees."""
+        return self.identical and self.verification.ok and not self.verdict_forged
+
     def differences(self) -> list[str]:
         rec, got = dict(self.recorded), dict(self.rebuilt)
         out = []
+        if self.verdict_forged and self.claimed is not None and self.claimed_recomputed is not None:
+            out.append(
+                f"the recorded verdict ({self.claimed.message()}) is not the risk engine's "
+                f"({self.claimed_recomputed.message()}): the study file was changed or is stale"
+            )
+        if not self.verification.ok:
+            out.append(f"fails re-verification under the study's attacker: {self.verification.message()}")
         for f in sorted(set(rec) | set(got)):
             if f not in got:
                 out.append(f"{f}: not written on rebuild ({self.verification.message()})")
@@ -385,10 +473,12 @@ def rebuild(
     *,
     spellings: Mapping[str, tuple[str, ...]] | None = None,
 ) -> list[RebuildCheck]:
-    """Make every release of the study's data again from its settings, verified under the adversary
-    and k it was recorded with, and compare the files' sha256. `spellings`: the loaded data's
-    spellings of its codes (`Dataset.spellings`), as the code maps were recorded with. Raises
-    StudyError when `data` (the data loaded now) is not the data the study was made from."""
+    """Make every release of the study's data again from its settings, verify it under the study's
+    adversary and k (never the verdict the file records), export it with the study's pseudonyms and
+    compare the files' sha256. A verdict the file records is checked against a re-verification under
+    its own adversary and k. `spellings`: the loaded data's spellings of its codes
+    (`Dataset.spellings`), as the code maps were recorded with. Raises StudyError when `data` (the
+    data loaded now) is not the data the study was made from."""
     if data.key != study.data.key:
         raise StudyError(
             "the data loaded is not the study's: events or groups differ "
@@ -397,11 +487,45 @@ def rebuild(
     checks = []
     todo = study.current()
     for i, entry in enumerate(todo):
+        step = None
         if progress:
             progress(i / max(len(todo), 1), f"rebuilding {entry.name} ({i + 1} of {len(todo)})")
-        rec = entry.verification
+
+            def step(f: float, msg: str, i: int = i, name: str = entry.name) -> None:
+                progress((i + f) / max(len(todo), 1), f"{name}: {msg}")
+
         made = make_release(
-            entry.name, entry.settings, inputs, data, rec.adversary, rec.k, spellings=spellings
+            entry.name,
+            entry.settings,
+            inputs,
+            data,
+            study.adversary,
+            study.k,
+            progress=step,
+            spellings=spellings,
+            pseudonyms=study.pseudonyms,
         )
-        checks.append(RebuildCheck(entry.name, entry.files, made.entry.files, made.entry.verification))
+        claim = entry.claimed if entry.claimed is not None else entry.verification
+        recomputed = made.entry.verification
+        if claim is not None and (claim.adversary, claim.k) != (study.adversary, study.k):
+            try:
+                recomputed = VerificationRecord.of(
+                    risk.verify(made.release, claim.adversary, claim.k, inputs.population)
+                )
+            except ValueError as exc:
+                raise StudyError(
+                    f"release {entry.name!r}: its recorded verdict cannot be checked: {exc}"
+                ) from None
+        assert made.entry.verification is not None
+        checks.append(
+            RebuildCheck(
+                entry.name,
+                entry.files,
+                made.entry.files,
+                made.entry.verification,
+                claimed=claim,
+                claimed_recomputed=recomputed if claim is not None else None,
+                made=made,
+            )
+        )
     return checks
