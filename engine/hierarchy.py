@@ -16,7 +16,10 @@ One `Hierarchy` type serves every generalization tree of the project:
 - `Hierarchy.icd9_icd10cm()`: both under `Any`, each below its vocabulary node (`ICD-9-CM`,
   `ICD-10-CM`), for data mixing the two.
 - `Hierarchy.ages(lo, hi, top_code_90=False)`: the full binary tree of age intervals of Figure 5
-  (leaves are single ages written as the number, intervals `[lo-hi]`).
+  (leaves are single ages written as the number, intervals `[lo-hi]`). HIPAA safe harbor: ages above
+  89 are one category, `90+` (`AGE_TOP_CODE`, `top_code_ages`); with `top_code_90` the tree ends at
+  that leaf (`[65-90+]`, never a bound above 89 but `90+`), and `age_labels_above_top` finds the
+  labels of a tree that would release one. The LDA always top-codes (engine.anonymize.trajectories).
 - `Hierarchy.phecodes()`: ICD-9 code -> PheWAS phecode (`phe:250.1`) -> its rollup parents
   (`phe:250`) -> `Any`, from the phecode map v1.2 (`engine.vocab.phecode_map`).
 - `Hierarchy.from_parents({child: parent})` and `Hierarchy.from_csv(path)` for custom trees.
@@ -48,6 +51,8 @@ import numpy as np
 import pandas as pd
 
 ROOT = "Any"
+AGE_TOP_CODE = 90  # HIPAA safe harbor (45 CFR 164.514(b)(2)(i)(C)): ages above 89 are one category
+AGE_TOP_LABEL = "90+"
 ICD9_LEVELS: tuple[str, ...] = ("5-digit", "4-digit", "3-digit", "section", "chapter", "Any")
 ICD9_THESIS_LEVELS: tuple[str, ...] = ("5-digit", "3-digit", "section", "chapter", "Any")
 _ICD9_DEPTH_LEVEL = {0: "Any", 1: "chapter", 2: "section", 3: "3-digit", 4: "4-digit", 5: "5-digit"}
@@ -441,13 +446,13 @@ class Hierarchy:
         lo, hi = int(lo), int(hi)
         if hi < lo:
             raise ValueError(f"age domain {lo}-{hi}: the upper bound must not be below the lower bound")
-        top = top_code_90 and hi >= 90
-        last = 90 if top else hi
-        if top and lo >= 90:
+        top = top_code_90 and hi >= AGE_TOP_CODE
+        last = AGE_TOP_CODE if top else hi
+        if top and lo >= AGE_TOP_CODE:
             last = lo
 
         def name(a: int) -> str:
-            return "90+" if top and a == last else str(a)
+            return AGE_TOP_LABEL if top and a == last else str(a)
 
         labels: list[str] = []
         parents: list[int] = []
@@ -472,7 +477,7 @@ class Hierarchy:
         build(lo, size, -1)
         level_names = [f"{w}-year" for w in widths]
         order = sorted(set(widths))
-        value_map = {str(a): "90+" for a in range(90, max(hi, 150) + 1)} if top else {}
+        value_map = {str(a): AGE_TOP_LABEL for a in range(AGE_TOP_CODE, max(hi, 150) + 1)} if top else {}
         return cls(
             labels,
             parents,
@@ -494,6 +499,28 @@ class Hierarchy:
         its first (`engine.vocab.primary_phecode_of_item`: lowest by numeric value).
         """
         return _phecodes(bool(icd10cm))
+
+
+def top_code_ages(ages: np.ndarray | Sequence[int]) -> tuple[np.ndarray, int]:
+    """Ages with every age above 89 set to `AGE_TOP_CODE` (90, written `90+` by a top-coded age
+    hierarchy), and the number of ages of 90 or more (the events whose age is released as `90+`;
+    applying it twice gives the same count)."""
+    a = np.asarray(ages, dtype=np.int64)
+    top = a >= AGE_TOP_CODE
+    return np.where(top, AGE_TOP_CODE, a), int(top.sum())
+
+
+def age_labels_above_top(hierarchy: Hierarchy) -> list[str]:
+    """The labels of an age hierarchy that name an age above 89 other than as `90+` (`[65-96]`,
+    `93`): what a release must never carry. Empty for a top-coded tree or a domain below 90."""
+    out = []
+    for label in hierarchy.labels:
+        bounds = label.strip("[]").split("-") if label.startswith("[") else [label]
+        for b in bounds:
+            if b != AGE_TOP_LABEL and b.lstrip("-").isdigit() and int(b) >= AGE_TOP_CODE:
+                out.append(label)
+                break
+    return out
 
 
 def icd10cm_levels(icd9_levels: Iterable[str]) -> tuple[str, ...]:

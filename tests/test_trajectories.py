@@ -312,3 +312,80 @@ def test_alignment_long_has_one_row_per_cell_and_marks_the_path() -> None:
         al.path
     )
     assert long.loc[(long.h == 1) & (long.j == 0), "x"].item() == "(401.9, 33)"
+
+
+# ------------------------------------------------- HIPAA safe harbor: ages above 89 are "90+" (issue 23)
+def _age_bounds_above_89(label: str) -> list[str]:
+    """The numbers of an age label above 89 that are not the top code `90+`."""
+    import re
+
+    return [n for n in re.findall(r"\d+\+?", label) if not n.endswith("+") and int(n) > 89]
+
+
+OLD = [
+    [("401.1", 65), ("250.00", 93)],
+    [("401.1", 70), ("250.00", 97)],
+    [("401.1", 88), ("250.00", 90)],
+    [("401.1", 89), ("250.00", 96)],
+]
+
+
+def test_ages_above_89_are_one_category_before_the_lda_runs() -> None:
+    t = Trajectories.from_pairs(OLD)
+    assert t.ages.max() == 90 and t.top_coded == 4  # 93, 97, 90, 96: every age of 90 or more
+    res = lda(t, 2, icd_hierarchy=ICD)
+    rel = res.release()
+    frame = rel.exported_frame()
+    assert "90+" in set(frame["age"]) or any("90+]" in a for a in frame["age"])
+    assert not [a for a in frame["age"] if _age_bounds_above_89(a)]
+    assert not [lab for lab in res.model.age.labels if _age_bounds_above_89(lab)]
+    cmap = rel.exported_code_map()
+    assert not [c for c in cmap.to_numpy().ravel() if _age_bounds_above_89(str(c).partition("|")[2])]
+    assert rel.params["ages_top_coded_at"] == 90 and rel.loss["ages_top_coded"] == 4
+    assert verify(rel, Adversary("cohort", "all_visits"), 2).ok
+    # the top code is written as one value; the age domain ends there (the finding: [65-96])
+    assert res.model.age.root == "[1-90+]" and "[65-90+]" in res.model.age.labels
+
+
+def test_an_interval_reaching_the_top_code_is_written_with_90_plus() -> None:
+    x, y = [("401.1", 65)], [("401.1", 93)]
+    al = align(x, y, HYP, Hierarchy.ages(1, 128, top_code_90=True))
+    assert al.trajectory == [("401.1", "[65-90+]")]
+
+
+def test_an_age_hierarchy_with_bounds_above_89_is_refused() -> None:
+    t = Trajectories.from_pairs([[("401.1", 40)], [("401.1", 41)]])
+    with pytest.raises(ValueError, match="90\\+"):
+        lda(t, 2, icd_hierarchy=ICD, age_hierarchy=Hierarchy.ages(1, 128))
+    # a domain below 90 needs no top code (the thesis' worked examples)
+    assert (
+        lda(t, 2, icd_hierarchy=ICD, age_hierarchy=Hierarchy.ages(33, 48)).release().records.n_patients == 2
+    )
+
+
+def test_top_coding_happens_wherever_trajectories_are_built() -> None:
+    import pandas as pd
+
+    from engine.records import Records
+
+    df = pd.DataFrame({"patient_id": ["a", "a", "b"], "code": ["401.1"] * 3, "age": [89, 104, 90]})
+    for t in (Trajectories.from_frame(df), Trajectories.from_records(Records.from_frame(df))):
+        assert t.ages.tolist() == [89, 90, 90] and t.top_coded == 2
+    t = Trajectories.from_pairs([[("401.1", 120)]])
+    assert Trajectories(t.patient_ids, t.ptr, t.codes, t.ages).top_coded == 1  # idempotent
+
+
+def test_lda_settings_always_top_code() -> None:
+    import pandas as pd
+
+    from engine.records import Records
+    from engine.study.runs import CodeSelection, LDASettings, RunInputs
+
+    rows = [(f"P{p}", c, a) for p, t in enumerate(OLD * 2) for c, a in t]
+    cohort = Records.from_frame(pd.DataFrame(rows, columns=["patient_id", "code", "age"]))
+    for flag in (True, False):  # the field is kept for study files written before; it changes nothing
+        s = LDASettings(k=2, codes=CodeSelection("all"), age_high=128, top_code_90=flag)
+        rel = s.run(RunInputs(cohort, cohort))
+        assert not [a for a in rel.exported_frame()["age"] if _age_bounds_above_89(a)]
+        assert rel.params["ages_top_coded_at"] == 90 and rel.loss["ages_top_coded"] == 8
+        assert "90+" in s.describe()["age hierarchy"]

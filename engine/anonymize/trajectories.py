@@ -4,6 +4,13 @@ MDAV clustering (Tamersoy 2011 thesis, chapter IV).
 Trajectories (section IV.2.2): each patient's multiset of (ICD, Age) pairs ordered by age; pairs
 of the same age are ordered by code (text), so the order never depends on visit labels.
 
+Ages above 89 are one category (HIPAA safe harbor, issue 23), in one place: a `Trajectories` holds
+every age above 89 as 90 however it is built (`__post_init__`, `hierarchy.top_code_ages`; the number
+of events of age 90 or more is `top_coded`), before alignment and MDAV, and the LDA's age hierarchy
+writes 90 as `90+` (`Hierarchy.ages(..., top_code_90=True)`: `[65-90+]`, root `[1-90+]`). An age
+hierarchy with a label above 89 other than `90+` (`[65-96]`) is refused. The release records it:
+`params["ages_top_coded_at"] = 90`, `loss["ages_top_coded"]` = the events top-coded.
+
 Clustering (section IV.3.2, MDAV with the alignment cost as distance), with these stated rules:
 1. among the records not yet clustered, take the most frequent trajectory (ties: the one whose
    first record comes first in cohort order);
@@ -43,7 +50,14 @@ from engine.anonymize.alignment import (
     prepare_x,
     weight_fraction,
 )
-from engine.hierarchy import ICD9_THESIS_LEVELS, Hierarchy
+from engine.hierarchy import (
+    AGE_TOP_CODE,
+    AGE_TOP_LABEL,
+    ICD9_THESIS_LEVELS,
+    Hierarchy,
+    age_labels_above_top,
+    top_code_ages,
+)
 from engine.records import Records
 from engine.release import Release
 from engine.utility.loss import dataset_loss
@@ -60,12 +74,23 @@ def pair_label(code: str, age: str) -> str:
 # ------------------------------------------------------------------------------ trajectories
 @dataclass(frozen=True, eq=False)
 class Trajectories:
-    """Per patient, (code, age) pairs ordered by age then code, in CSR form (`ptr`)."""
+    """Per patient, (code, age) pairs ordered by age then code, in CSR form (`ptr`).
+
+    Ages above 89 are held as 90 (`AGE_TOP_CODE`, written `90+`) whichever way the trajectories are
+    built; `top_coded` counts the pairs of age 90 or more. `from_frame` top-codes before it orders the
+    pairs, so pairs of age 90+ are ordered by code like any pairs of one age; the constructor and
+    `from_pairs` keep the order they are given."""
 
     patient_ids: np.ndarray  # (n,) object
     ptr: np.ndarray  # (n + 1,) int64
     codes: np.ndarray  # (n_pairs,) object: code labels
-    ages: np.ndarray  # (n_pairs,) int64
+    ages: np.ndarray  # (n_pairs,) int64, at most AGE_TOP_CODE
+    top_coded: int = field(init=False, default=0)
+
+    def __post_init__(self) -> None:
+        ages, n_top = top_code_ages(self.ages)
+        object.__setattr__(self, "ages", ages)
+        object.__setattr__(self, "top_coded", n_top)
 
     @classmethod
     def from_frame(
@@ -96,7 +121,7 @@ class Trajectories:
             raise ValueError(
                 f"row {r + 2}, column 'age': expected a whole number of years, found {df['age'].iloc[r]!r}"
             )
-        age = age_raw.to_numpy().astype(np.int64)
+        age, _ = top_code_ages(age_raw.to_numpy().astype(np.int64))  # before ordering (class docstring)
         if patient_ids is not None:
             order_ids = np.asarray([str(p) for p in patient_ids], dtype=object)
             keep = pd.Index(order_ids).get_indexer(pid) >= 0
@@ -187,10 +212,12 @@ class Trajectories:
 
 
 def default_age_domain(ages: np.ndarray) -> tuple[int, int]:
-    """The thesis' 1-128 when every age fits; else 0-127 when every age fits; else the data range."""
-    if len(ages) == 0:
+    """The thesis' 1-128 when every age fits; else 0-127 when every age fits; else the data range
+    (ages above 89 counted as 90: the LDA's age hierarchy ends at `90+` in every case)."""
+    if ages is None or len(ages) == 0:
         return THESIS_AGE_DOMAIN
-    lo, hi = int(np.min(ages)), int(np.max(ages))
+    top_coded, _ = top_code_ages(ages)
+    lo, hi = int(np.min(top_coded)), int(np.max(top_coded))
     if lo >= 1 and hi <= 128:
         return THESIS_AGE_DOMAIN
     if lo >= 0 and hi <= 127:
@@ -206,7 +233,9 @@ def hierarchies_for(
 ) -> tuple[Hierarchy, Hierarchy]:
     """The DGHs the LDA measures loss with: the ICD hierarchy (thesis' five-level ICD-9-CM by
     default) restricted to the codes present (|ICD| = distinct codes, as the thesis' Table 3), and
-    the age hierarchy over the whole configured domain (Figure 5; the thesis' 1-128)."""
+    the age hierarchy over the whole configured domain (Figure 5; the thesis' 1-128), top-coded:
+    ages above 89 are the one leaf `90+`, so the 1-128 domain has 90 leaves. A given age hierarchy
+    with a label above 89 other than `90+` is refused (ValueError)."""
     icd = icd or Hierarchy.icd9(ICD9_THESIS_LEVELS)
     try:
         icd_r = icd.restrict(np.unique(traj.codes.astype(str)).tolist())
@@ -214,13 +243,21 @@ def hierarchies_for(
         raise ValueError(f"codes not in the ICD hierarchy ({exc.args[0]})") from None
     if age is None:
         lo, hi = age_domain or default_age_domain(traj.ages)
-        age = Hierarchy.ages(lo, hi)
+        age = Hierarchy.ages(lo, hi, top_code_90=True)
+    above = age_labels_above_top(age)
+    if above:
+        raise ValueError(
+            f"the age hierarchy {age.name} would release ages above {AGE_TOP_CODE - 1} ({above[0]}); ages of "
+            f"{AGE_TOP_CODE} and over are one category, {AGE_TOP_LABEL} (HIPAA safe harbor): use a top-coded "
+            f"age hierarchy (Hierarchy.ages(lo, hi, top_code_90=True))"
+        )
     out = [a for a in np.unique(traj.ages).tolist() if age.leaf_of(a) not in age]
     if out:
         rows = np.flatnonzero(np.isin(traj.ages, out))[:1]
         pat = traj.patient_ids[np.searchsorted(traj.ptr, rows[0], side="right") - 1]
+        shown = AGE_TOP_LABEL if out[0] == AGE_TOP_CODE else out[0]
         raise ValueError(
-            f"age {out[0]} (patient {pat}) is outside the age hierarchy {age.root}; widen the age domain"
+            f"age {shown} (patient {pat}) is outside the age hierarchy {age.root}; widen the age domain"
         )
     return icd_r, age
 
@@ -470,8 +507,14 @@ class LDAResult:
         return out
 
     def loss_summary(self) -> dict[str, float]:
+        """ILM, ALM, the number of clusters and of the pairs whose age was top-coded to `90+`."""
         ilm, alm = dataset_loss(self)
-        return {"ILM": ilm, "ALM": alm, "clusters": len(self.clusters)}
+        return {
+            "ILM": ilm,
+            "ALM": alm,
+            "clusters": len(self.clusters),
+            "ages_top_coded": self.trajectories.top_coded,
+        }
 
 
 def lda(
@@ -578,5 +621,6 @@ def lda(
         "icd_hierarchy": icd_h.name,
         "age_hierarchy": age_h.name,
         "knowledge": "all_visits (code, age) pairs with repeats",
+        "ages_top_coded_at": AGE_TOP_CODE,  # ages above 89 released as one category, 90+
     }
     return LDAResult(traj, model, method, k, clusters, cluster_pairs, pair_icd, pair_age, pair_kept, params)

@@ -409,7 +409,11 @@ ICD_HIERARCHIES = ("icd9-thesis", "icd9-4digit", "phecode")
 @dataclass(frozen=True)
 class LDASettings:
     """The Longitudinal Data Anonymizer (thesis ch. IV): (ICD, Age) trajectories clustered by MDAV
-    over Baseline or A-GS alignments, k-anonymous against an attacker who knows every pair."""
+    over Baseline or A-GS alignments, k-anonymous against an attacker who knows every pair.
+
+    Ages above 89 are always one category, `90+` (HIPAA safe harbor; issue 23): the age hierarchy is
+    top-coded whatever `top_code_90` says. The field stays so that study files that name it still
+    read (`settings_from_dict` refuses unknown fields); it changes nothing."""
 
     method: ClassVar[str] = "LDA"
     k: int = 5
@@ -417,7 +421,7 @@ class LDASettings:
     icd_hierarchy: str = "icd9-thesis"
     age_low: int = 1
     age_high: int = 128
-    top_code_90: bool = False
+    top_code_90: bool = True  # kept for study files; ages are top-coded at 90 whatever it says
     w_icd: float = 0.5
     alignment: str = "a-gs"
     roll_up: str = ""  # codes replaced by their ancestor at this level first (`ROLL_UP_LEVELS`); "" none
@@ -445,8 +449,7 @@ class LDASettings:
             "k": str(self.k),
             "codes": self.codes.describe(),
             "ICD hierarchy": self.icd_hierarchy,
-            "age hierarchy": f"ages {self.age_low}-{self.age_high}"
-            + (", 90+ top-coded" if self.top_code_90 else ""),
+            "age hierarchy": f"ages {self.age_low}-{self.age_high}, 90+ top-coded",
             "weights": f"w_ICD {self.w_icd:g}, w_Age {1 - self.w_icd:g}",
             "alignment": "A-GS" if self.alignment == "a-gs" else "Baseline",
             **({"codes rolled up to": self.roll_up} if self.roll_up else {}),
@@ -484,7 +487,7 @@ class LDASettings:
         else:
             levels = ICD9_THESIS_LEVELS if self.icd_hierarchy == "icd9-thesis" else ICD9_LEVELS
             icd = icd_hierarchy_for(items, levels)
-        return icd, Hierarchy.ages(self.age_low, self.age_high, top_code_90=self.top_code_90)
+        return icd, Hierarchy.ages(self.age_low, self.age_high, top_code_90=True)  # always (class docstring)
 
     def run_result(self, inputs: RunInputs, progress: Progress | None = None, *, trajectories=None):
         """The full LDA result (clusters, losses) behind the release. `trajectories`: those
