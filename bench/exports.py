@@ -98,9 +98,10 @@ def main() -> None:
         cols = ["patient_id", "visit", "code"] if with_visits else ["patient_id", "code"]
         if structured and ok and importlib.util.find_spec("engine.io.export") is not None:
             from engine.io.export import release_files
+            from tests.pseudonym_support import PSEUDONYMS, in_source_ids
 
-            got = release_files(release, verification, verification.adversary, args.k)
-            rel, cmap = got["release.csv"].decode(), got["code_map.csv"].decode()
+            got = release_files(release, verification, verification.adversary, args.k, pseudonyms=PSEUDONYMS)
+            rel, cmap = in_source_ids(release, got["release.csv"]), got["code_map.csv"].decode()
         elif structured:
             rel = release.exported_frame().to_csv(index=False)
             cmap = release.exported_code_map().to_csv(index=False)

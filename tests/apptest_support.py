@@ -112,25 +112,26 @@ def add_release(at: AppTest, name: str, release, settings=None) -> None:
     """Put `release` in the session's study, as the "Add to study" button does, after a first run of a
     page that opened the study: verified under the sidebar's adversary and k, the gate's files kept.
     `settings` None: the release stands for one made by hand (`engine.report.report.UnrecordedSettings`)."""
-    from engine import risk
     from engine.report.report import UnrecordedSettings
-    from engine.study.study import StudyRelease, VerificationRecord, export_files, sha256_of
+    from engine.study.runs import RunInputs
+    from engine.study.study import make_release
     from ui.study import MADE, STUDY, MadeFiles
 
     ctx = at.session_state["context"]
     study = at.session_state[STUDY]
-    v = risk.verify(release, ctx.adversary, ctx.k, ctx.population)
-    files = export_files(release, v)
-    entry = StudyRelease(
-        name=name,
-        settings=settings or UnrecordedSettings(release.method),
-        data=study.data,
-        verification=VerificationRecord.of(v),
-        files=tuple(sorted((f, sha256_of(b)) for f, b in files.items())),
+    made = make_release(  # the engine's one way, with the release already made (no copy of it here)
+        name,
+        settings or UnrecordedSettings(release.method),
+        RunInputs(ctx.population, ctx.cohort),
+        study.data,
+        ctx.adversary,
+        int(ctx.k),
+        pseudonyms=study.pseudonyms,
+        release=release,
     )
-    at.session_state[STUDY] = study.add(entry)
+    at.session_state[STUDY] = study.add(made.entry)
     held = dict(at.session_state[MADE]) if MADE in at.session_state else {}
-    held[name] = MadeFiles(release, files)
+    held[name] = MadeFiles(release, made.files)
     at.session_state[MADE] = held
 
 

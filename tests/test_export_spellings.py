@@ -13,6 +13,7 @@ from engine.io.mapping import ColumnMapping, read_long
 from engine.records import Records
 from engine.release import Release
 from engine.risk import verify
+from tests.pseudonym_support import KEY, PSEUDONYMS
 from tests.xlsx_support import IO_DIR
 
 BILLING = IO_DIR / "billing_export.csv"
@@ -60,7 +61,7 @@ def test_exported_code_map_file_keeps_the_original_spelling() -> None:
     adversary = Adversary("cohort", "all_visits")
     v = verify(release, adversary, 3, events)
     assert v.ok
-    files = release_files(release, v, adversary, 3, ds.spellings)
+    files = release_files(release, v, adversary, 3, ds.spellings, pseudonyms=PSEUDONYMS)
     cmap = pd.read_csv(io.BytesIO(files["code_map.csv"]), dtype=str, keep_default_na=False)
     assert cmap.columns.tolist() == ["released_item", "original_code", "source_spelling", "note"]
     row = cmap[cmap["original_code"] == "250.00"]
@@ -70,7 +71,9 @@ def test_exported_code_map_file_keeps_the_original_spelling() -> None:
     back = read_release_bytes(files["release.csv"], files["code_map.csv"])
     assert back.codes_of("*") >= {"250.00", "E11.9"}
     # without spellings the file is as before (no third column)
-    plain = pd.read_csv(io.BytesIO(release_files(release, v, adversary, 3)["code_map.csv"]), dtype=str)
+    plain = pd.read_csv(
+        io.BytesIO(release_files(release, v, adversary, 3, pseudonyms=PSEUDONYMS)["code_map.csv"]), dtype=str
+    )
     assert plain.columns.tolist() == ["released_item", "original_code", "note"]
 
 
@@ -176,11 +179,18 @@ def test_cli_study_run_rebuilds_a_release_with_spellings_byte_identical(tmp_path
     data = data_ref("spelled", g.events, inputs, sources=g.sources, load_options={"normalize": True})
     adversary = Adversary("cohort", "all_visits")
     made = make_release(
-        "G", GCCensSettings(k=2, scope="cohort"), inputs, data, adversary, 2, spellings=g.spellings
+        "G",
+        GCCensSettings(k=2, scope="cohort"),
+        inputs,
+        data,
+        adversary,
+        2,
+        spellings=g.spellings,
+        pseudonyms=PSEUDONYMS,
     )
     assert b"25000" in made.files["code_map.csv"]  # the recorded code map carries the spellings
     study = tmp_path / "study.json"
-    study.write_text(Study(data, adversary, 2).add(made.entry).to_json())
+    study.write_text(Study(data, adversary, 2, pseudonym_key=KEY).add(made.entry).to_json())
     args = ["study", "run", str(study), "--events", str(events), "--cohort", str(cohort), "--normalize-codes"]
     rc = main(args)
     out = capsys.readouterr().out

@@ -32,6 +32,7 @@ from hypothesis import strategies as st
 
 from engine.adversary import Adversary
 from engine.records import Records
+from tests.pseudonym_support import PSEUDONYMS, in_source_ids
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
@@ -157,12 +158,12 @@ def below_k(dis: Mapping[str, int], k: int) -> list[str]:
 # ------------------------------------------------------------------------------ export helpers
 def export_text(release, verification, adversary: Adversary, k: int) -> tuple[str, str]:
     """The release file and its code map exactly as the tool writes them (the one export gate)."""
-    try:
-        from engine.io.export import release_files
-    except ImportError:  # before the export gate lands: the release's own exported rows
-        return release.exported_frame().to_csv(index=False), release.exported_code_map().to_csv(index=False)
-    files = release_files(release, verification, adversary, k)
-    return files["release.csv"].decode(), files["code_map.csv"].decode()
+    from engine.io.export import release_files
+
+    files = release_files(release, verification, adversary, k, pseudonyms=PSEUDONYMS)
+    # the file names patients by release ids; the steward's crosswalk turns them back into the
+    # source ids the original visits are keyed by (the rows, visits numbered, stay as written)
+    return in_source_ids(release, files["release.csv"]), files["code_map.csv"].decode()
 
 
 def population_text(release) -> str:

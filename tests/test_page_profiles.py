@@ -82,10 +82,11 @@ def test_release_download_is_gzip_csv_of_the_release() -> None:
     from engine.adversary import Adversary
     from engine.anonymize.policy import extract_policy
     from engine.anonymize.profiles import ugaclip
-    from engine.io.export import CODE_MAP_FILE, RELEASE_FILE, read_release_bytes, release_files
+    from engine.io.export import RELEASE_FILE, release_files
     from engine.risk import verify
+    from tests.pseudonym_support import source_frame
     from tests.test_profiles import UTILITY, mary_dataset
-    from ui.downloads import release_file_bytes
+    from ui.downloads import release_file_bytes, session_pseudonyms
 
     r = mary_dataset()
     rel = ugaclip(r, extract_policy(r, 5, "single_visit"), 5, UTILITY)
@@ -93,8 +94,7 @@ def test_release_download_is_gzip_csv_of_the_release() -> None:
     v = verify(rel, adversary, 5)
     files = release_file_bytes(rel, v, adversary, 5, compress=True)
     plain = {name: gzip.decompress(data) for name, data in files.items()}
-    assert plain == release_files(rel, v, adversary, 5)
-    back = read_release_bytes(plain[RELEASE_FILE], plain[CODE_MAP_FILE])
-    assert (
-        back.exported_frame().astype(str).values.tolist() == rel.exported_frame().astype(str).values.tolist()
+    assert plain == release_files(rel, v, adversary, 5, pseudonyms=session_pseudonyms())
+    assert source_frame(rel, plain[RELEASE_FILE], session_pseudonyms()).values.tolist() == (
+        rel.exported_frame().astype(str).values.tolist()
     )

@@ -24,6 +24,7 @@ from engine.study.runs import (
 )
 from engine.study.study import Study, StudyError, data_ref, make_release, rebuild, verification_matrix
 from engine.synth.generator import write_sample
+from tests.pseudonym_support import KEY, PSEUDONYMS
 
 ALL_SETTINGS = [
     GCCensSettings(k=3, scope="cohort", codes=CodeSelection("top", 6), cap=4),
@@ -72,12 +73,12 @@ def small(tmp_path_factory):
 def test_a_release_records_settings_data_files_and_verdict(small):
     _, inputs, data = small
     adv = Adversary("cohort", "single_visit")
-    made = make_release("DEMO_D k=3", HeatherlySettings(k=3), inputs, data, adv, 3)
+    made = make_release("DEMO_D k=3", HeatherlySettings(k=3), inputs, data, adv, 3, pseudonyms=PSEUDONYMS)
     assert made.verification.ok, made.verification.message()
     assert made.entry.exportable
     assert set(dict(made.entry.files)) == set(made.files)
     assert made.entry.verification.records == inputs.cohort.n_patients
-    study = Study(data, adv, 3).add(made.entry)
+    study = Study(data, adv, 3, pseudonym_key=KEY).add(made.entry)
     assert study.current() == (made.entry,)
     with pytest.raises(StudyError, match="already in the study"):
         study.add(made.entry)
@@ -87,7 +88,13 @@ def test_an_unverified_release_records_no_files(small):
     _, inputs, data = small
     # Heatherly's procedure without the completion pass leaves records below k at k = 10
     made = make_release(
-        "raw", HeatherlySettings(k=10, complete=False), inputs, data, Adversary("cohort", "single_visit"), 10
+        "raw",
+        HeatherlySettings(k=10, complete=False),
+        inputs,
+        data,
+        Adversary("cohort", "single_visit"),
+        10,
+        pseudonyms=PSEUDONYMS,
     )
     assert not made.verification.ok
     assert made.files == {} and made.entry.files == () and not made.entry.exportable
@@ -97,11 +104,16 @@ def test_an_unverified_release_records_no_files(small):
 def test_study_saves_and_reopens_identically(small):
     _, inputs, data = small
     adv = Adversary("population", "all_visits")
-    made = make_release("GCCens", GCCensSettings(k=2), inputs, data, adv, 2)
-    study = Study(data, adv, 2).add(made.entry)
+    made = make_release("GCCens", GCCensSettings(k=2), inputs, data, adv, 2, pseudonyms=PSEUDONYMS)
+    study = Study(data, adv, 2, pseudonym_key=KEY).add(made.entry)
     again = Study.from_json(study.to_json())
-    assert again == study
-    assert again.to_json() == study.to_json()
+    # a verdict read from a file is kept aside, never believed nor written again (issue 23)
+    assert again.releases[0].verification is None and again.releases[0].claimed == made.entry.verification
+    assert not again.releases[0].exportable
+    assert json.loads(again.to_json())["releases"][0]["verification"] is None
+    reverified = again.reverified(rebuild(again, inputs, data))
+    assert reverified == study
+    assert reverified.to_json() == study.to_json()
 
 
 def test_study_file_errors_are_plain(tmp_path):
@@ -114,8 +126,8 @@ def test_study_file_errors_are_plain(tmp_path):
 def test_releases_of_other_data_are_kept_but_not_current(small):
     _, inputs, data = small
     adv = Adversary("cohort", "single_visit")
-    made = make_release("DEMO_D", HeatherlySettings(k=2), inputs, data, adv, 2)
-    study = Study(data, adv, 2).add(made.entry)
+    made = make_release("DEMO_D", HeatherlySettings(k=2), inputs, data, adv, 2, pseudonyms=PSEUDONYMS)
+    study = Study(data, adv, 2, pseudonym_key=KEY).add(made.entry)
     other = replace(data, groups=(("cohort", "0" * 64),))
     moved = study.with_data(other)
     assert moved.current() == () and moved.others() == (made.entry,)
@@ -126,9 +138,9 @@ def test_releases_of_other_data_are_kept_but_not_current(small):
 def test_rebuild_is_byte_identical_and_names_a_difference(small):
     _, inputs, data = small
     adv = Adversary("cohort", "single_visit")
-    study = Study(data, adv, 3)
+    study = Study(data, adv, 3, pseudonym_key=KEY)
     for name, s in [("DEMO_D", HeatherlySettings(k=3)), ("ACLIP", ProfilesSettings(algorithm="ACLIP", k=3))]:
-        study = study.add(make_release(name, s, inputs, data, adv, 3).entry)
+        study = study.add(make_release(name, s, inputs, data, adv, 3, pseudonyms=PSEUDONYMS).entry)
     checks = rebuild(study, inputs, data)
     assert [c.identical for c in checks] == [True, True]
     tampered = replace(study, releases=(replace(study.releases[0], files=(("release.csv", "0" * 64),)),))
@@ -139,14 +151,14 @@ def test_rebuild_is_byte_identical_and_names_a_difference(small):
 
 def test_rebuild_refuses_other_data(small):
     _, inputs, data = small
-    study = Study(replace(data, events_fingerprint="f" * 64))
+    study = Study(replace(data, events_fingerprint="f" * 64), pseudonym_key=KEY)
     with pytest.raises(StudyError, match="not the study's"):
         rebuild(study, inputs, data)
 
 
 def test_verification_matrix_covers_the_four_adversaries(small):
     _, inputs, data = small
-    made = make_release("DEMO_D", HeatherlySettings(k=3), inputs, data, Adversary(), 3)
+    made = make_release("DEMO_D", HeatherlySettings(k=3), inputs, data, Adversary(), 3, pseudonyms=PSEUDONYMS)
     m = verification_matrix(made.release, inputs.population, 3)
     assert len(m) == 4
     assert bool(m.loc[m["adversary"] == "cohort / single visit", "verified"].item())
@@ -159,9 +171,9 @@ def test_verification_matrix_covers_the_four_adversaries(small):
 def test_cli_study_run_rebuilds_and_reports(small, tmp_path, capsys):
     paths, inputs, data = small
     adv = Adversary("cohort", "single_visit")
-    made = make_release("DEMO_D", HeatherlySettings(k=3), inputs, data, adv, 3)
+    made = make_release("DEMO_D", HeatherlySettings(k=3), inputs, data, adv, 3, pseudonyms=PSEUDONYMS)
     study_file = tmp_path / "study.json"
-    study_file.write_text(Study(data, adv, 3).add(made.entry).to_json())
+    study_file.write_text(Study(data, adv, 3, pseudonym_key=KEY).add(made.entry).to_json())
     args = [
         "study",
         "run",
@@ -182,3 +194,65 @@ def test_cli_study_run_rebuilds_and_reports(small, tmp_path, capsys):
     args[args.index(str(paths["cohort"]))] = str(other)
     assert main(args) == 2
     assert "not the study's" in capsys.readouterr().err
+
+
+def _saved_and_edited(study: Study, edit) -> Study:
+    d = json.loads(study.to_json())
+    edit(d)
+    return Study.from_json(json.dumps(d), "edited.json")
+
+
+def test_a_forged_verdict_is_recomputed_and_named(small):
+    """Issue 23, finding 3: a release that fails k, its recorded verdict edited to `ok: true`,
+    reopened as "rebuilt byte-identical" and was reported verified."""
+    _, inputs, data = small
+    adv = Adversary("cohort", "single_visit")
+    made = make_release(
+        "raw", HeatherlySettings(k=10, complete=False), inputs, data, adv, 10, pseudonyms=PSEUDONYMS
+    )
+    assert not made.verification.ok
+    study = Study(data, adv, 10, pseudonym_key=KEY).add(made.entry)
+
+    def forge(d):
+        d["releases"][0]["verification"]["ok"] = True
+        d["releases"][0]["verification"]["below_k"] = 0
+
+    forged = _saved_and_edited(study, forge)
+    assert not forged.releases[0].exportable  # nothing read from the file is believed
+    (check,) = rebuild(forged, inputs, data)
+    assert check.identical  # no files either way: the hashes alone do not find it
+    assert check.verdict_forged and not check.passed
+    assert any("changed or is stale" in line for line in check.differences())
+    reopened = forged.reverified([check])
+    assert not reopened.releases[0].exportable and not reopened.releases[0].verification.ok
+    saved = json.loads(reopened.to_json())["releases"][0]["verification"]
+    assert saved["ok"] is False and saved["below_k"] == made.entry.verification.below_k
+
+
+def test_an_edited_k_is_verified_at_the_study_k(small):
+    """Issue 23, finding 3: a study made at k = 2 with its `k` edited to 5 rebuilt "byte-identical
+    ... >= 2" and passed while records were below 5."""
+    _, inputs, data = small
+    adv = Adversary("cohort", "single_visit")
+    made = make_release("DEMO_D", HeatherlySettings(k=2), inputs, data, adv, 2, pseudonyms=PSEUDONYMS)
+    assert made.verification.ok
+    study = Study(data, adv, 2, pseudonym_key=KEY).add(made.entry)
+    edited = _saved_and_edited(study, lambda d: d.update(k=5))
+    (check,) = rebuild(edited, inputs, data)
+    assert check.verification.k == 5 and not check.verification.ok and check.verification.below_k > 0
+    assert not check.verdict_forged  # the recorded k = 2 verdict is true; k = 5 is what fails
+    assert not check.passed
+    assert any("fails re-verification" in line for line in check.differences())
+
+
+def test_the_pseudonym_key_stays_in_the_study_file_only(small):
+    data = small[2]
+    study = Study(data, Adversary(), 3, pseudonym_key=KEY)
+    assert json.loads(study.to_json())["pseudonym_key"] == KEY
+    assert KEY not in study.to_json(with_key=False) and KEY not in repr(study)
+    with pytest.raises(StudyError, match="earlier CohortShield"):
+        Study.from_json(json.dumps({"format": "cohortshield-study/1"}), "old.json")
+    bad = json.loads(study.to_json())
+    bad["pseudonym_key"] = "0123"
+    with pytest.raises(StudyError, match="pseudonym_key"):
+        Study.from_json(json.dumps(bad), "bad.json")

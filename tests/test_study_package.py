@@ -15,6 +15,7 @@ from engine.io.loaders import load_uploaded
 from engine.study.package import StudyInput, read_study_file, write_package
 from engine.study.runs import RunInputs
 from engine.study.study import Study, StudyError, data_ref
+from tests.pseudonym_support import KEY, PSEUDONYMS
 
 EVENTS = b"patient_id,code,visit\np1,250.00,1\np1,401.1,2\np2,250.00,1\np3,401.1,1\np4,250.00,1\n"
 COHORT = b"patient_id\np1\np2\n"
@@ -125,8 +126,8 @@ def test_the_cli_rebuilds_a_package_from_the_files_it_carries(tmp_path, capsys):
     inputs = RunInputs(ds.events, ds.group_records("cohort"))
     data = data_ref(ds.name, ds.events, inputs, sources=ds.sources)
     adv = Adversary("cohort", "single_visit")
-    made = make_release("GCCens", GCCensSettings(k=2), inputs, data, adv, 2)
-    study = Study(data, adv, 2).add(made.entry)
+    made = make_release("GCCens", GCCensSettings(k=2), inputs, data, adv, 2, pseudonyms=PSEUDONYMS)
+    study = Study(data, adv, 2, pseudonym_key=KEY).add(made.entry)
     pkg = tmp_path / "study.zip"
     pkg.write_bytes(write_package(study, _inputs(events, cohort)))
     assert main(["study", "run", str(pkg)]) == 0
