@@ -103,7 +103,7 @@ def _run(
     settings = settings_of(selection, hier, k, w_icd, method)
     if settings is not None:
         return settings.run_result(RunInputs(cohort, cohort), _progress)
-    choice, upload, lo, hi, top90 = hier
+    choice, upload, lo, hi, _ = hier
     traj = _trajectories(cohort, selection)
     return lda(
         traj,
@@ -111,7 +111,7 @@ def _run(
         w_icd=w_icd,
         method=method,
         icd_hierarchy=_icd_hierarchy(choice, upload),
-        age_hierarchy=Hierarchy.ages(lo, hi, top_code_90=top90),
+        age_hierarchy=Hierarchy.ages(lo, hi, top_code_90=True),  # ages > 89 always 90+ (issue 23)
         progress=_progress,
     )
 
