@@ -12,7 +12,7 @@ from engine.study.study import StudyError, verification_matrix
 from ui import honest, literal
 from ui import study as session_study
 from ui.context import current, warn_if_whole_population
-from ui.downloads import report_download
+from ui.downloads import crosswalk_download, report_download
 from ui.teach import intro
 
 ctx = current()
@@ -69,7 +69,7 @@ with st.expander("Study file: save, or reopen one (every release is rebuilt and 
         if checks is not None:
             st.session_state["study_reopen_result"] = (
                 "ok",
-                [(c.name, c.identical, c.differences()) for c in checks],
+                [(c.name, c.passed, c.differences()) for c in checks],
             )
             study, published = session_study.session(ctx), session_study.current(ctx)
             session_study.follow_reopened(ctx)  # the sidebar moves to the study's adversary and k
@@ -79,11 +79,11 @@ with st.expander("Study file: save, or reopen one (every release is rebuilt and 
     elif result is not None:
         if not result[1]:
             st.info("The study file holds no release of the data loaded now.")
-        for name, identical, differences in result[1]:
-            if identical:
-                st.success(literal.md(f"{name}: rebuilt byte-identical."))
-            else:
-                literal.error(f"{name}: rebuilt, but differs: " + "; ".join(differences))
+        for name, passed, differences in result[1]:
+            if passed:
+                st.success(literal.md(f"{name}: rebuilt byte-identical and verified again at k = {ctx.k}."))
+            else:  # a changed or stale file, or a release that fails the study's k: never exportable
+                literal.error(f"Release {name!r} is not exportable: " + "; ".join(differences) + ".")
 
 # ------------------------------------------------------------------ verification, four adversaries
 st.subheader(f"Verification of every release at k = {ctx.k} under the four adversaries")
@@ -108,6 +108,17 @@ else:
     st.dataframe(pd.concat(rows, ignore_index=True), hide_index=True, key="report_matrix")
     for name, (_entry, held) in published.items():  # issue 16: what each release leaves out
         honest.show_flags(held.release, ctx.cohort, name)
+
+# ------------------------------------------------------------- crosswalks (identifying, steward only)
+exportable = {n: held for n, (entry, held) in published.items() if entry.exportable}
+if exportable:
+    with st.expander("Crosswalks: release id to source id (IDENTIFYING: for the steward only)"):
+        st.warning(
+            "A crosswalk names every patient of a release by the source's id (e.g. the MRN). Keep it with "
+            "the steward; never send it with the release. It is not part of the bundle."
+        )
+        for i, (n, held) in enumerate(exportable.items()):
+            crosswalk_download(held.release, study.pseudonyms, n, f"crosswalk_{i}")
 
 # ---------------------------------------------------------------------------- the IRB report
 st.subheader("IRB report and release bundle")

@@ -176,7 +176,7 @@ else:
                 "method": rel.method,
                 f"verified here ({adv.label}, k={k})": bool(v.ok),
                 "records below k": int((rdis < k).sum()),
-                "recorded when added": entry.verification.message(),
+                "recorded when added": entry.verdict_message(),
             }
         )
     step.bar.empty()

@@ -129,6 +129,37 @@ def test_the_study_file_reopens_with_the_same_hashes(walked):
     assert _releases(fresh) == made
 
 
+def test_a_forged_verdict_shows_an_error_and_is_never_exportable(walked):
+    """Issue 23, finding 3: a release failing k with its recorded verdict edited to `ok: true`
+    reopened as "rebuilt byte-identical", the report said "verified", and saving kept the forgery."""
+    at, _made = walked
+    study = json.loads(at.session_state["study"].to_json())
+    # against the whole record at k = 40 the GCCens releases fail...
+    study.update(k=40, adversary={"scope": "cohort", "knowledge": "all_visits"})
+    for r in study["releases"]:  # ...and their recorded verdicts are edited to say they pass
+        r["verification"].update(k=40, ok=True, below_k=0, knowledge="all_visits")
+    fresh = reopen_in_new_session("forged.json", json.dumps(study).encode())
+    errors = [shown(e.value) for e in fresh.error]
+    for r in study["releases"]:
+        assert any(
+            f"Release {r['name']!r} is not exportable" in e and "changed or is stale" in e for e in errors
+        )
+    assert not any("rebuilt byte-identical" in shown(s.value) for s in fresh.success)
+    reopened = fresh.session_state["study"]
+    assert all(not r.exportable and not r.verification.ok for r in reopened.releases)
+    saved = json.loads(reopened.to_json())  # saving writes the verdict just computed, never the forgery
+    assert all(r["verification"]["ok"] is False and r["files"] == {} for r in saved["releases"])
+    assert not [b for b in fresh.get("download_button") if "crosswalk" in b.proto.label]
+
+
+def test_the_crosswalk_is_offered_labelled_identifying_and_never_in_the_bundle(walked):
+    at, made = walked
+    _go(at, "pages/report.py")
+    labels = [b.proto.label for b in at.get("download_button")]
+    crosswalks = [lab for lab in labels if "crosswalk" in lab]
+    assert len(crosswalks) == len(made) and all("IDENTIFYING" in lab for lab in crosswalks)
+
+
 def test_a_study_of_other_data_is_refused_by_name():
     other = json.loads(_minimal_study())
     at = reopen_in_new_session("other.json", json.dumps(other).encode())

@@ -31,7 +31,15 @@ import streamlit as st
 
 from engine import risk
 from engine.adversary import Adversary
-from engine.io.export import CODE_MAP_FILE, RELEASE_FILE, ExportRefused, gate, release_files, safe_csv_bytes
+from engine.io.export import (
+    CODE_MAP_FILE,
+    RELEASE_FILE,
+    ExportRefused,
+    crosswalk_bytes,
+    gate,
+    release_files,
+    safe_csv_bytes,
+)
 from engine.io.pseudonyms import Pseudonyms, new_key
 from engine.records import Records
 from engine.release import Release
@@ -177,6 +185,26 @@ def session_pseudonyms() -> Pseudonyms:
     if study is None:
         return Pseudonyms(st.session_state.setdefault(PSEUDONYM_KEY, new_key()))
     return study.pseudonyms
+
+
+def crosswalk_download(
+    release: Release, pseudonyms: Pseudonyms, name: str, key: str, where: Any = st
+) -> None:
+    """The crosswalk of a release (release id -> source id), built on click and labelled identifying
+    (`engine.io.export.crosswalk_bytes`). Never offered for a release that may not leave."""
+    where.download_button(
+        f"{name}: crosswalk (CSV, IDENTIFYING)",
+        lambda: crosswalk_bytes(release, pseudonyms),
+        file_name=f"IDENTIFYING_crosswalk_{safe_file_stem(name)}.csv",
+        mime=CSV,
+        key=key,
+        help="release_id, source_id: re-identifies every patient of this release. Steward only.",
+    )
+
+
+def safe_file_stem(name: str) -> str:
+    """A release name as a file-name part: letters, digits, `-` and `_` only."""
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in name)[:80] or "release"
 
 
 def release_file_bytes(
