@@ -47,6 +47,14 @@ COMMANDS = {
 }
 
 
+def report_paths(out, cmap, walk):
+    """The set of files a run wrote, as `engine.io.export.publish` names them."""
+    paths = {export.RELEASE_FILE: out}
+    if cmap is not None:
+        paths[export.CODE_MAP_FILE] = cmap
+    return {**paths, export.CROSSWALK_FILE: walk}
+
+
 def argv(name, ev, co, out, k, codemap=None, report=None):
     extra, has_codemap, _ = COMMANDS[name]
     args = [
@@ -72,8 +80,10 @@ def argv(name, ev, co, out, k, codemap=None, report=None):
 @pytest.mark.parametrize("name", list(COMMANDS))
 def test_writes_the_verified_file_and_reports_its_fingerprint(inputs, name, capsys):
     tmp, ev, co = inputs
-    out, cmap, rep = tmp / "out.csv", tmp / "map.csv", tmp / "rep.json"
-    assert main(argv(name, ev, co, out, 2, cmap, rep)) == 0, capsys.readouterr().err
+    out, cmap, rep, walk = tmp / "out.csv", tmp / "map.csv", tmp / "rep.json", tmp / "crosswalk.csv"
+    assert main([*argv(name, ev, co, out, 2, cmap, rep), "--crosswalk", str(walk)]) == 0, (
+        capsys.readouterr().err
+    )
     assert "Release written without visit grouping" in capsys.readouterr().out  # the CLI says which
     report = json.loads(rep.read_text())["export"]
     assert report["written"] and report["refused"] is None and report["shows_visits"] is False
@@ -83,10 +93,17 @@ def test_writes_the_verified_file_and_reports_its_fingerprint(inputs, name, caps
         assert report["files"][str(cmap)] == hashlib.sha256(cmap.read_bytes()).hexdigest()
     # the file as a reader sees it is the release that was verified
     back = export.read_release_bytes(out.read_bytes(), cmap.read_bytes() if has_codemap else None)
-    assert back.fingerprint == report["release_fingerprint"]
+    # patients are named by release ids (issue 23); the crosswalk, written with the set, maps them back
+    ids = set(back.records.patient_ids.astype(str))
+    assert all(i.startswith("R") for i in ids)
+    walked = pd.read_csv(walk, dtype=str)
+    assert set(walked["release_id"]) == ids
+    assert set(walked["source_id"]) <= set(pd.read_csv(co, dtype=str)["patient_id"])
+    assert report["files"][str(walk)] == hashlib.sha256(walk.read_bytes()).hexdigest()
     assert not back.shows_visits and "visit" not in pd.read_csv(out).columns
     assert risk.verify(back, COMMANDS[name][2], 2).ok
     assert sorted(p.name for p in tmp.iterdir() if p.name.startswith(".")) == []  # no temporary left
+    assert export.check_manifest(report_paths(out, cmap if has_codemap else None, walk)) == []
 
 
 @pytest.mark.parametrize("name", list(COMMANDS))

@@ -1,11 +1,12 @@
 """`python -m engine anonymize gccens`: censor repeated codes under k-map (Tamersoy 2010, GCCens).
 
     python -m engine anonymize gccens --events EVENTS [--population IDS] --cohort IDS --k K
-        [--cap C | --caps 250=2,272=2,...] [--scope population|cohort] [--variant faithful|targeted]
-        --out RELEASED.csv [--codemap CODEMAP.csv] [--report REPORT.json]
+        [--codes paper|all|C1,C2,... | --top-codes N] [--cap C | --caps 250=2,272=2,...]
+        [--scope population|cohort] [--variant faithful|targeted] --out RELEASED.csv [--codemap CODEMAP.csv] [--report REPORT.json]
 
-The options become `engine.study.runs.GCCensSettings` (all codes), the settings the app and a study
-run with. Without `--cap`/`--caps` every code is capped at its maximum repeat count in the cohort (the paper's
+The options become `engine.study.runs.GCCensSettings` through `settings_of`, the one function
+`anonymize gccens` and `study add ... gccens` share, the settings the app and a study run with
+(`--codes`: the app's code selection, default all codes). Without `--cap`/`--caps` every code is capped at its maximum repeat count in the cohort (the paper's
 scan of S). RELEASED.csv is long form, `patient_id,code`, one row per remaining instance (visits and
 ages are not released: GCCens releases repeat counts only); CODEMAP.csv maps each released code to
 itself and, after `--normalize-codes`, to its spellings in the source. Both are written through the
@@ -21,20 +22,35 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from engine.commands.release_options import add_release_options
+from engine.commands.paths import path_roles
+from engine.commands.release_options import (
+    DATA_INPUTS,
+    RELEASE_OUTPUTS,
+    add_code_options,
+    add_data_options,
+    add_k_option,
+    add_release_options,
+    check_release_k,
+    code_selection_of,
+)
 from engine.io.errors import UserError
+
+if TYPE_CHECKING:
+    from engine.study.runs import GCCensSettings
 
 SCOPES = ("population", "cohort")
 VARIANTS = ("faithful", "targeted")
 
 
-def register(methods) -> None:
+def register(methods, *, study=None) -> argparse.ArgumentParser:
+    """The `gccens` parser under `anonymize` (runs `run`), or under `study add` when `study` is the
+    command to run there: the same method options, no output files, the data optional."""
     p = methods.add_parser("gccens", help="GCCens: censor repeated diagnosis codes until k-map holds")
-    p.add_argument("--events", required=True, help="events file (CSV or Parquet): patient_id, code[, visit]")
-    p.add_argument("--population", help="patient ids of the population (default: every patient in EVENTS)")
-    p.add_argument("--cohort", required=True, help="patient ids of the cohort (the sample to release)")
-    p.add_argument("--k", type=int, required=True, help="privacy parameter k (>= 2)")
+    add_data_options(p, study=study is not None)
+    add_k_option(p, study=study is not None)
+    add_code_options(p)
     caps = p.add_mutually_exclusive_group()
     caps.add_argument("--cap", type=int, help="one universal cap for every code")
     caps.add_argument("--caps", help="per-code caps, e.g. 250=2,272=2,401=0,724=1 (others: sample maximum)")
@@ -42,13 +58,17 @@ def register(methods) -> None:
         "--scope", choices=SCOPES, default="population", help="k-map (population) or k-anonymity (cohort)"
     )
     p.add_argument("--variant", choices=VARIANTS, default="faithful", help="faithful Algorithm 1 or targeted")
+    if study is not None:
+        p.set_defaults(func=study, settings_of=settings_of, **path_roles(DATA_INPUTS, ("STUDY:study",)))
+        return p
     p.add_argument("--out", required=True, help="released events CSV (patient_id,code)")
     p.add_argument(
         "--codemap", help="CSV: released_item, original_code (and source_spelling after --normalize-codes)"
     )
     p.add_argument("--report", help="JSON report with parameters, CUL and verification")
     add_release_options(p)
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, **path_roles(DATA_INPUTS, RELEASE_OUTPUTS, manifest_of="--out"))
+    return p
 
 
 def parse_caps(text: str) -> dict[str, int]:
@@ -72,6 +92,27 @@ def parse_caps(text: str) -> dict[str, int]:
     return out
 
 
+def settings_of(args: argparse.Namespace, inputs=None) -> GCCensSettings:
+    """The command's options as the typed settings the app and a study run with (engine.study.runs):
+    the one way from `anonymize gccens` or `study add ... gccens` options to GCCens."""
+    from engine.study.runs import GCCensSettings
+
+    check_release_k(args.k)
+    if args.cap is not None and args.cap < 0:
+        raise UserError(f"--cap must be >= 0, not {args.cap}")
+    caps = parse_caps(args.caps) if args.caps is not None else {}
+    settings = GCCensSettings(
+        k=args.k,
+        scope=args.scope,
+        codes=code_selection_of(args),
+        cap=args.cap,
+        caps=tuple(sorted(caps.items())),
+        variant=args.variant,
+    )
+    settings.validate()
+    return settings
+
+
 def run(args: argparse.Namespace) -> int:
     from engine import risk
     from engine.adversary import Adversary
@@ -79,31 +120,20 @@ def run(args: argparse.Namespace) -> int:
     from engine.commands.inputs import InputOptions, load_groups, publish
     from engine.commands.release_options import pseudonyms_of
     from engine.io import export
-    from engine.study.runs import CodeSelection, GCCensSettings, RunInputs, SettingsError
+    from engine.study.runs import RunInputs, SettingsError
 
-    if args.k < 2:
-        raise UserError(f"--k must be >= 2 for a release (k = 1 protects nobody), not {args.k}")
+    check_release_k(args.k)
     paths = export.release_paths(args.out, codemap=args.codemap, report=args.report)
-    if args.cap is not None and args.cap < 0:
-        raise UserError(f"--cap must be >= 0, not {args.cap}")
-    caps = parse_caps(args.caps) if args.caps is not None else None
+    settings = settings_of(args)
     inputs = load_groups(
         args.events, population=args.population, cohort=args.cohort, options=InputOptions.of(args)
     )
     population, cohort, sources = inputs.population, inputs.cohort, inputs.sources
-    settings = GCCensSettings(
-        k=args.k,
-        scope=args.scope,
-        codes=CodeSelection("all"),
-        cap=args.cap,
-        caps=tuple(sorted((caps or {}).items())),
-        variant=args.variant,
-    )
     try:
         prepared = settings.prepare_input(RunInputs(population, cohort))
     except SettingsError as exc:
         raise UserError(f"anonymize gccens: {exc}") from None
-    unknown = sorted(set(caps or {}) - set(prepared.problem.code_labels))
+    unknown = sorted(set(dict(settings.caps)) - set(prepared.problem.code_labels))
     if unknown:
         print(
             f"note: --caps names codes not in the cohort, ignored: {', '.join(unknown[:10])}", file=sys.stderr

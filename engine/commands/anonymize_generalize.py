@@ -5,7 +5,8 @@
         [--constraints phecode|icd9:LEVEL|none] [--complete] [--with-visits]
         --out RELEASED.csv [--codemap CODEMAP.csv] [--report REPORT.json]
 
-The options become `engine.study.runs.HeatherlySettings`, the settings the app and a study run with.
+The options become `engine.study.runs.HeatherlySettings` through `settings_of`, the one function
+`anonymize generalize` and `study add ... generalize` share, the settings the app and a study run with.
 `--scope cohort` anonymizes the cohort alone (DEMO_D), `biobank` the biobank and then extracts the
 cohort (DEMO_B), `population` the whole population (DEMO_S). RELEASED.csv is long form (`patient_id`,
 `code` holding the released item, e.g. `{401.0,401.1}`; one row per patient and item, the papers'
@@ -22,25 +23,38 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from engine.commands.release_options import add_release_options
+from engine.commands.paths import path_roles
+from engine.commands.release_options import (
+    DATA_INPUTS,
+    RELEASE_OUTPUTS,
+    add_data_options,
+    add_k_option,
+    add_release_options,
+    check_release_k,
+)
 from engine.io.errors import UserError
+
+if TYPE_CHECKING:
+    from engine.study.runs import HeatherlySettings
 
 SCOPES = ("cohort", "biobank", "population")
 
 
-def register(methods) -> None:
+def register(methods, *, study=None) -> argparse.ArgumentParser:
+    """The `generalize` parser under `anonymize` (runs `run`), or under `study add` when `study` is the
+    command to run there: the same method options, no output files, the data optional."""
     p = methods.add_parser(
         "generalize",
         help="Heatherly: generalize rare codes within PheWAS codes, then suppress (single-visit k)",
     )
-    p.add_argument("--events", required=True, help="events file (CSV or Parquet): patient_id, code[, visit]")
-    p.add_argument("--population", help="patient ids of the population (default: every patient in EVENTS)")
-    p.add_argument("--biobank", help="patient ids of the biobank (needed for --scope biobank)")
-    p.add_argument("--cohort", required=True, help="patient ids of the research cohort")
-    p.add_argument("--k", type=int, required=True, help="privacy parameter k (>= 2)")
+    add_data_options(
+        p, study=study is not None, biobank=True, cohort_help="patient ids of the research cohort"
+    )
+    add_k_option(p, study=study is not None)
     p.add_argument("--scope", choices=SCOPES, default="cohort", help="group anonymized before extraction")
     p.add_argument(
         "--constraints",
@@ -54,13 +68,42 @@ def register(methods) -> None:
         help="keep the visit grouping in the release (patient_id, visit, code); default: one set of codes "
         "per patient (patient_id, code), the paper's form. Verified and completed for the export chosen",
     )
+    if study is not None:
+        p.set_defaults(func=study, settings_of=settings_of, **path_roles(DATA_INPUTS, ("STUDY:study",)))
+        return p
     p.add_argument("--out", required=True, help="released events CSV (patient_id, [visit,] code)")
     p.add_argument(
         "--codemap", help="CSV: released_item, original_code (and source_spelling after --normalize-codes)"
     )
     p.add_argument("--report", help="JSON report: parameters, DC / CC figures, verification")
     add_release_options(p)
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, **path_roles(DATA_INPUTS, RELEASE_OUTPUTS, manifest_of="--out"))
+    return p
+
+
+def settings_of(args: argparse.Namespace, inputs=None) -> HeatherlySettings:
+    """The command's options as the typed settings the app and a study run with (engine.study.runs):
+    the one way from `anonymize generalize` or `study add ... generalize` options to Heatherly's
+    method. `inputs` (the loaded groups), when given, is checked to hold the group the scope names."""
+    from engine.anonymize.population import parse_constraints
+    from engine.study.runs import HeatherlySettings
+
+    check_release_k(args.k)
+    try:
+        constraints = parse_constraints(args.constraints)
+    except ValueError as exc:
+        raise UserError(f"--constraints: {exc}") from None
+    if args.scope == "biobank" and not args.biobank and (inputs is None or inputs.biobank is None):
+        raise UserError("--scope biobank needs --biobank IDS")
+    settings = HeatherlySettings(
+        k=args.k,
+        scope=args.scope,
+        constraints=constraints,
+        complete=args.complete,
+        with_visits=args.with_visits,
+    )
+    settings.validate()
+    return settings
 
 
 def run(args: argparse.Namespace) -> int:
@@ -69,24 +112,17 @@ def run(args: argparse.Namespace) -> int:
     from engine.anonymize.population import (
         SCOPE_NAMES,
         export_label,
-        parse_constraints,
         suppress_rare,
     )
     from engine.commands.inputs import InputOptions, load_groups, publish
     from engine.commands.release_options import pseudonyms_of
     from engine.io import export
-    from engine.study.runs import HeatherlySettings, RunInputs, SettingsError
+    from engine.study.runs import RunInputs, SettingsError
     from engine.utility.retention import figures
 
     paths = export.release_paths(args.out, codemap=args.codemap, report=args.report)
-    if args.k < 2:
-        raise UserError(f"--k must be >= 2 for a release (k = 1 protects nobody), not {args.k}")
-    try:
-        constraints = parse_constraints(args.constraints)
-    except ValueError as exc:
-        raise UserError(f"--constraints: {exc}") from None
-    if args.scope == "biobank" and not args.biobank:
-        raise UserError("--scope biobank needs --biobank IDS")
+    settings = settings_of(args)
+    constraints = settings.constraints
     inputs = load_groups(
         args.events,
         population=args.population,
@@ -112,13 +148,6 @@ def run(args: argparse.Namespace) -> int:
                 paths, f"--with-visits: {args.events} has no visit column, so there are no visits to keep"
             )
         )
-    settings = HeatherlySettings(
-        k=args.k,
-        scope=args.scope,
-        constraints=constraints,
-        complete=args.complete,
-        with_visits=args.with_visits,
-    )
     try:  # the settings the app and a study run with
         result = settings.run_result(RunInputs(inputs.population, cohort, inputs.biobank))
     except SettingsError as exc:

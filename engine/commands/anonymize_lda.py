@@ -1,12 +1,14 @@
 """`python -m engine anonymize lda`: the Longitudinal Data Anonymizer (Tamersoy 2011 thesis, chapter IV).
 
     python -m engine anonymize lda --events EVENTS --cohort IDS --k K [--w-icd W]
-        [--method a-gs|baseline] [--age-domain LO-HI] [--codes C1,C2,... | --top-codes N]
-        [--roll-up 3-digit] [--icd-levels thesis|full] --out RELEASED.csv [--codemap CODEMAP.csv]
+        [--method a-gs|baseline] [--age-domain LO-HI] [--top-code-90]
+        [--codes paper|all|C1,C2,... | --top-codes N] [--roll-up 3-digit]
+        [--icd-levels thesis|full|phecode] --out RELEASED.csv [--codemap CODEMAP.csv]
         [--report REPORT.json]
 
-The options become `engine.study.runs.LDASettings`, the settings the app and a study run with, so the
-same settings give the same release everywhere. Each cohort patient's (ICD, Age) pairs form a trajectory; MDAV clusters of at least k records are
+The options become `engine.study.runs.LDASettings` through `settings_of`, the one function `anonymize
+lda` and `study add ... lda` share, the settings the app and a study run with, so the same settings
+give the same release everywhere. Each cohort patient's (ICD, Age) pairs form a trajectory; MDAV clusters of at least k records are
 anonymized by A-GS (or Baseline) alignment. RELEASED.csv is long form `patient_id,code,age`, where
 code and age may be generalized (`401`, `240-279`, `Any`, `[33-36]`); it is written through the
 export gate (engine/io/export.py), atomically, only when the risk engine verified exactly that file
@@ -23,20 +25,38 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from engine.commands.release_options import add_release_options
+from engine.commands.paths import path_roles
+from engine.commands.release_options import (
+    DATA_INPUTS,
+    RELEASE_OUTPUTS,
+    add_code_options,
+    add_data_options,
+    add_k_option,
+    add_release_options,
+    check_release_k,
+    code_selection_of,
+)
 from engine.io.errors import UserError
 
 if TYPE_CHECKING:
     from engine.study.runs import LDASettings
 
 
-def register(methods) -> None:
+ICD_LEVELS = {"thesis": "icd9-thesis", "full": "icd9-4digit", "phecode": "phecode"}
+
+
+def register(methods, *, study=None) -> argparse.ArgumentParser:
+    """The `lda` parser under `anonymize` (runs `run`), or under `study add` when `study` is the
+    command to run there: the same method options, no output files, the data optional."""
     p = methods.add_parser("lda", help="LDA: k-anonymize (ICD, Age) trajectories by alignment and clustering")
-    p.add_argument(
-        "--events", required=True, help="events file (CSV or Parquet): patient_id, code, age[, visit]"
+    add_data_options(
+        p,
+        study=study is not None,
+        population=False,
+        events_help="events file (CSV or Parquet): patient_id, code, age[, visit]",
+        cohort_help="patient ids of the cohort to release",
     )
-    p.add_argument("--cohort", required=True, help="patient ids of the cohort to release")
-    p.add_argument("--k", type=int, required=True, help="privacy parameter k (>= 2)")
+    add_k_option(p, study=study is not None)
     p.add_argument("--w-icd", type=float, default=0.5, help="weight of ICD loss in [0, 1]; w_Age = 1 - w_ICD")
     p.add_argument(
         "--method", choices=("a-gs", "baseline"), default="a-gs", help="alignment (Algorithm 3 or 2)"
@@ -44,11 +64,10 @@ def register(methods) -> None:
     p.add_argument(
         "--age-domain", help="age hierarchy domain LO-HI (default 1-128 as the thesis, else 0-127)"
     )
-    codes = p.add_mutually_exclusive_group()
-    codes.add_argument("--codes", help="keep only these codes, comma-separated (e.g. 250,272,401,724)")
-    codes.add_argument(
-        "--top-codes", type=int, help="keep the N codes held by most cohort patients (D50: 50)"
+    p.add_argument(
+        "--top-code-90", action="store_true", help="top-code ages of 90 and over (HIPAA) in the age hierarchy"
     )
+    add_code_options(p)
     p.add_argument(
         "--roll-up",
         choices=("4-digit", "3-digit", "section", "chapter"),
@@ -56,10 +75,14 @@ def register(methods) -> None:
     )
     p.add_argument(
         "--icd-levels",
-        choices=("thesis", "full"),
+        choices=tuple(ICD_LEVELS),
         default="thesis",
-        help="ICD-9-CM hierarchy: thesis = 5-digit/3-digit/section/chapter/Any; full adds 4-digit",
+        help="ICD hierarchy: thesis = 5-digit/3-digit/section/chapter/Any; full adds 4-digit; phecode = "
+        "codes under their phecodes",
     )
+    if study is not None:
+        p.set_defaults(func=study, settings_of=settings_of, **path_roles(DATA_INPUTS, ("STUDY:study",)))
+        return p
     p.add_argument("--out", required=True, help="released trajectories CSV (patient_id,code,age)")
     p.add_argument(
         "--codemap",
@@ -67,7 +90,8 @@ def register(methods) -> None:
     )
     p.add_argument("--report", help="JSON report")
     add_release_options(p)
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, **path_roles(DATA_INPUTS, RELEASE_OUTPUTS, manifest_of="--out"))
+    return p
 
 
 def parse_age_domain(text: str) -> tuple[int, int]:
@@ -81,25 +105,31 @@ def parse_age_domain(text: str) -> tuple[int, int]:
     return a, b
 
 
-def settings_of(args: argparse.Namespace, cohort_ages) -> LDASettings:
-    """The command's options as the typed settings the app and a study use (engine.study.runs): the
-    age domain, when not given, from every age of the cohort (`default_age_domain`, as the app)."""
+def settings_of(args: argparse.Namespace, inputs) -> LDASettings:
+    """The command's options as the typed settings the app and a study run with (engine.study.runs):
+    the one way from `anonymize lda` or `study add ... lda` options to the LDA. The age domain, when
+    not given, comes from every age of the cohort of `inputs` (`default_age_domain`, as the app)."""
     from engine.anonymize.trajectories import default_age_domain
-    from engine.study.runs import CodeSelection, LDASettings, SettingsError
+    from engine.study.runs import LDASettings, SettingsError
 
-    if args.codes:
-        codes = CodeSelection("chosen", chosen=tuple(c.strip() for c in args.codes.split(",") if c.strip()))
-    elif args.top_codes is not None:
-        codes = CodeSelection("top", top_n=args.top_codes)
+    check_release_k(args.k)
+    if not 0 <= args.w_icd <= 1:
+        raise UserError(f"--w-icd must lie in [0, 1], not {args.w_icd}")
+    codes = code_selection_of(args)
+    ages = inputs.cohort.event_age
+    if args.age_domain:
+        low, high = parse_age_domain(args.age_domain)
+    elif ages is None:
+        raise UserError("the events have no column 'age'; trajectories need the age of each code")
     else:
-        codes = CodeSelection("all")
-    low, high = parse_age_domain(args.age_domain) if args.age_domain else default_age_domain(cohort_ages)
+        low, high = default_age_domain(ages)
     settings = LDASettings(
         k=args.k,
         codes=codes,
-        icd_hierarchy="icd9-thesis" if args.icd_levels == "thesis" else "icd9-4digit",
+        icd_hierarchy=ICD_LEVELS[args.icd_levels],
         age_low=low,
         age_high=high,
+        top_code_90=args.top_code_90,
         w_icd=args.w_icd,
         alignment=args.method,
         roll_up=args.roll_up or "",
@@ -120,21 +150,19 @@ def run(args: argparse.Namespace) -> int:
     from engine.study.runs import RunInputs
     from engine.utility.loss import avg_re, level_shares, record_losses
 
-    if args.k < 2:
-        raise UserError(f"--k must be >= 2 for a release (k = 1 protects nobody), not {args.k}")
+    check_release_k(args.k)
     paths = export.release_paths(args.out, codemap=args.codemap, report=args.report)
     if not 0 <= args.w_icd <= 1:
         raise UserError(f"--w-icd must lie in [0, 1], not {args.w_icd}")
     if args.age_domain:
         parse_age_domain(args.age_domain)
-    if args.top_codes is not None and args.top_codes < 1:
-        raise UserError(f"--top-codes must be >= 1, not {args.top_codes}")
+    code_selection_of(args)
     inputs = load_groups(args.events, cohort=args.cohort, options=InputOptions.of(args))
     if inputs.events.event_age is None:
         raise UserError(
             f"{Path(args.events).name}: column 'age' is missing; trajectories need the age of each code"
         )
-    settings = settings_of(args, inputs.cohort.event_age)
+    settings = settings_of(args, inputs)
     traj = settings.trajectories(inputs.cohort)
     if int((traj.lengths > 0).sum()) == 0:
         raise UserError("no cohort patient has any of the selected codes; nothing to anonymize")

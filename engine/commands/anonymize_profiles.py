@@ -4,7 +4,8 @@
         --knowledge single_visit|all_visits [--utility-policy POLICY.csv] [--max-suppressed N] [--with-visits]
         --out RELEASED.csv --codemap CODEMAP.csv [--report REPORT.json]
 
-PPE extracts the privacy policy from the cohort (filtering condition = the attacker's knowledge);
+The options become `engine.study.runs.ProfilesSettings` through `settings_of`, the one function
+`anonymize ugaclip|aclip` and `study add ... ugaclip|aclip` share. PPE extracts the privacy policy from the cohort (filtering condition = the attacker's knowledge);
 UGACLIP (with the utility policy, default: the shipped Table 1 policy) or ACLIP anonymizes; the
 release is written through the export gate (engine/io/export.py), atomically, only when both the
 policy check and the risk engine (cohort scope, same knowledge) verified exactly that file; when
@@ -22,24 +23,46 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from engine.commands.release_options import add_release_options
+from engine.commands.paths import path_roles
+from engine.commands.release_options import (
+    DATA_INPUTS,
+    RELEASE_OUTPUTS,
+    add_data_options,
+    add_k_option,
+    add_release_options,
+    check_release_k,
+)
 from engine.io.errors import UserError
 
+if TYPE_CHECKING:
+    from engine.study.runs import ProfilesSettings
+
 KNOWLEDGES = ("single_visit", "all_visits")
+WITH_VISITS_NEEDS = (
+    "--with-visits needs --knowledge single_visit: an attacker who knows every "
+    "visit could match them one by one in a file that keeps them"
+)
 
 
-def register(methods) -> None:
+def register(methods, *, study=None) -> list[argparse.ArgumentParser]:
+    """The `ugaclip` and `aclip` parsers under `anonymize` (running `run`), or under `study add` when
+    `study` is the command to run there: the same method options, no output files, the data optional."""
+    out = []
     for name, help_text in (
         ("ugaclip", "UGACLIP: utility-guided anonymization of clinical profiles (PPE privacy policy)"),
         ("aclip", "ACLIP: the same privacy policy, generalization by information loss only"),
     ):
         p = methods.add_parser(name, help=help_text)
-        p.add_argument(
-            "--events", required=True, help="events file (CSV or Parquet): patient_id, code, visit"
+        add_data_options(
+            p,
+            study=study is not None,
+            population=False,
+            events_help="events file (CSV or Parquet): patient_id, code, visit",
+            cohort_help="patient ids of the cohort to release",
         )
-        p.add_argument("--cohort", required=True, help="patient ids of the cohort to release")
-        p.add_argument("--k", type=int, required=True, help="privacy parameter k (>= 2)")
+        add_k_option(p, study=study is not None)
         p.add_argument("--knowledge", choices=KNOWLEDGES, required=True, help="PPE filtering condition")
         p.add_argument(
             "--utility-policy",
@@ -52,11 +75,55 @@ def register(methods) -> None:
             help="keep the visit grouping in the release (patient_id, visit, code; single_visit only); "
             "default: one set of codes per patient (patient_id, code), the paper's released profiles",
         )
-        p.add_argument("--out", required=True, help="released events CSV")
-        p.add_argument("--codemap", required=True, help="CSV mapping each released item to its codes")
-        p.add_argument("--report", help="JSON report")
-        add_release_options(p)
-        p.set_defaults(func=run, profiles_method=name.upper())
+        inputs = (*DATA_INPUTS, "--utility-policy")
+        if study is not None:
+            p.set_defaults(
+                func=study,
+                settings_of=settings_of,
+                profiles_method=name.upper(),
+                **path_roles(inputs, ("STUDY:study",)),
+            )
+        else:
+            p.add_argument("--out", required=True, help="released events CSV")
+            p.add_argument("--codemap", required=True, help="CSV mapping each released item to its codes")
+            p.add_argument("--report", help="JSON report")
+            add_release_options(p)
+            p.set_defaults(
+                func=run,
+                profiles_method=name.upper(),
+                **path_roles(inputs, RELEASE_OUTPUTS, manifest_of="--out"),
+            )
+        out.append(p)
+    return out
+
+
+def settings_of(args: argparse.Namespace, inputs=None) -> ProfilesSettings:
+    """The command's options as the typed settings the app and a study run with (engine.study.runs):
+    the one way from `anonymize ugaclip|aclip` or `study add ... ugaclip|aclip` options to the
+    method; the utility policy is read as the CSV text a study keeps."""
+    from engine.study.runs import ProfilesSettings
+
+    check_release_k(args.k)
+    if args.max_suppressed is not None and args.max_suppressed < 0:
+        raise UserError(f"--max-suppressed must be >= 0, not {args.max_suppressed}")
+    try:
+        policy_text = None if args.utility_policy is None else Path(args.utility_policy).read_text("utf-8")
+    except FileNotFoundError as exc:
+        raise UserError(f"--utility-policy: no such file {args.utility_policy}") from exc
+    except UnicodeDecodeError as exc:
+        raise UserError(f"--utility-policy {args.utility_policy}: not UTF-8 text ({exc.reason})") from exc
+    if args.with_visits and args.knowledge != "single_visit":
+        raise UserError(WITH_VISITS_NEEDS)
+    settings = ProfilesSettings(
+        algorithm=args.profiles_method,
+        k=args.k,
+        knowledge=args.knowledge,
+        utility_policy_csv=policy_text,
+        max_suppressed=args.max_suppressed,
+        with_visits=args.with_visits,
+    )
+    settings.validate()
+    return settings
 
 
 def run(args: argparse.Namespace) -> int:
@@ -72,38 +139,16 @@ def run(args: argparse.Namespace) -> int:
     )
     from engine.commands.release_options import pseudonyms_of
     from engine.io import export
-    from engine.study.runs import ProfilesSettings, RunInputs
+    from engine.study.runs import RunInputs
 
     method = args.profiles_method
-    if args.k < 2:
-        raise UserError(f"--k must be >= 2 for a release (k = 1 protects nobody), not {args.k}")
+    check_release_k(args.k)
     paths = export.release_paths(args.out, codemap=args.codemap, report=args.report)
-    if args.max_suppressed is not None and args.max_suppressed < 0:
-        raise UserError(f"--max-suppressed must be >= 0, not {args.max_suppressed}")
-    try:
-        policy_text = None if args.utility_policy is None else Path(args.utility_policy).read_text("utf-8")
-    except FileNotFoundError as exc:
-        raise UserError(f"--utility-policy: no such file {args.utility_policy}") from exc
-    except UnicodeDecodeError as exc:
-        raise UserError(f"--utility-policy {args.utility_policy}: not UTF-8 text ({exc.reason})") from exc
     if args.with_visits and args.knowledge != "single_visit":
-        raise UserError(
-            export.refuse(
-                paths,
-                "--with-visits needs --knowledge single_visit: an attacker who knows every visit could "
-                "match them one by one in a file that keeps them",
-            )
-        )
+        raise UserError(export.refuse(paths, WITH_VISITS_NEEDS))
+    settings = settings_of(args)  # the settings the app and a study run with
     inputs = load_groups(args.events, cohort=args.cohort, options=InputOptions.of(args))
     cohort, sources = inputs.cohort, inputs.sources
-    settings = ProfilesSettings(  # the settings the app and a study run with
-        algorithm=method,
-        k=args.k,
-        knowledge=args.knowledge,
-        utility_policy_csv=policy_text,
-        max_suppressed=args.max_suppressed,
-        with_visits=args.with_visits,
-    )
     try:
         utility = settings.utility_policy([str(x) for x in cohort.items])
     except ValueError as exc:

@@ -14,6 +14,7 @@ import importlib
 import sys
 from collections.abc import Iterator
 
+from engine.commands.paths import check_paths
 from engine.io.errors import UserError
 
 # module name under engine.commands -> registered in this order
@@ -47,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        check_paths(args)  # no output overwrites an input or another output, before any work
         return int(args.func(args) or 0)
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)

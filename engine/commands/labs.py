@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from engine.commands.paths import path_roles
 from engine.io.errors import UserError
 from engine.labs import reident as L
 from engine.study.runs import LabRecallSettings, SettingsError
@@ -34,7 +35,7 @@ def register(sub) -> None:
     src.add_argument("--labs", help="lab orders, CSV or Parquet: patient_id, day, lab")
     src.add_argument("--shards", help="folder of lab shards (labs-NNNNN.parquet), read one at a time")
     u.add_argument("--out", required=True, help="CSV to write: days, patients, share_unique")
-    u.set_defaults(func=run_uniqueness)
+    u.set_defaults(func=run_uniqueness, **path_roles(("--labs", "--shards"), ("--out",)))
     r = cmds.add_parser("recall", help="Recall@n of one-day re-identification against the random line")
     r.add_argument("--labs", required=True, help="lab orders, CSV or Parquet: patient_id, day, lab")
     r.add_argument(
@@ -53,7 +54,7 @@ def register(sub) -> None:
     r.add_argument("--epochs", type=int, default=None, help="VAE training epochs (default 10)")
     r.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     r.add_argument("--out", required=True, help="CSV to write: n, recall, random")
-    r.set_defaults(func=run_recall)
+    r.set_defaults(func=run_recall, **path_roles(("--labs",), ("--out",)))
 
 
 def _load(path: str, args: argparse.Namespace | None = None) -> L.PatientDays:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from engine.commands.paths import path_roles
 from engine.io.errors import UserError
 
 if TYPE_CHECKING:
@@ -42,7 +43,12 @@ def register(sub) -> None:
     p.add_argument("--min-cases", type=int, default=20, help="cases needed before a test runs (default 20)")
     p.add_argument("--test", choices=("allelic", "genotypic"), default="allelic")
     p.add_argument("--out", required=True, help="output CSV")
-    p.set_defaults(func=run)
+    p.set_defaults(
+        func=run,
+        **path_roles(
+            ("--events", "--shards", "--genotypes", "--cohort", "--released", "--codemap"), ("--out",)
+        ),
+    )
 
 
 def _read_csv(path: str) -> pd.DataFrame:

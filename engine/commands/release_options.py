@@ -44,3 +44,77 @@ def pseudonyms_of(args: argparse.Namespace) -> Pseudonyms:
         return Pseudonyms(p.read_text("ascii", errors="replace").strip())
     except PseudonymKeyError as exc:
         raise UserError(f"--key-file {path}: {exc}") from None
+
+
+# ------------------------------------------------------------------------ method options (shared)
+def add_code_options(parser: argparse.ArgumentParser) -> None:
+    """`--codes paper|all|C1,C2,...` and `--top-codes N`: which codes a method releases
+    (`engine.study.runs.CodeSelection`, the app's code selection); default all codes."""
+    codes = parser.add_mutually_exclusive_group()
+    codes.add_argument(
+        "--codes",
+        help="paper (Tamersoy's four codes 250, 272, 401, 724 as 3-digit categories; E11, E78, I10, M54 on "
+        "ICD-10-CM data), all (default), or the codes to keep, comma-separated (e.g. 250.00,401.1)",
+    )
+    codes.add_argument("--top-codes", type=int, help="keep the N codes held by most cohort patients")
+
+
+def code_selection_of(args: argparse.Namespace):
+    """The `CodeSelection` of `--codes` / `--top-codes`."""
+    from engine.study.runs import CodeSelection
+
+    if getattr(args, "top_codes", None) is not None:
+        if args.top_codes < 1:
+            raise UserError(f"--top-codes must be >= 1, not {args.top_codes}")
+        return CodeSelection("top", top_n=args.top_codes)
+    text = (getattr(args, "codes", None) or "all").strip()
+    if text in ("paper", "all"):
+        return CodeSelection(text)
+    chosen = tuple(dict.fromkeys(c.strip() for c in text.split(",") if c.strip()))
+    if not chosen:
+        raise UserError("--codes is empty: give paper, all, or codes separated by commas")
+    return CodeSelection("chosen", chosen=chosen)
+
+
+def add_k_option(parser: argparse.ArgumentParser, *, study: bool) -> None:
+    """`--k`: required for `anonymize`; for `study add` it defaults to the study's k."""
+    if study:
+        parser.add_argument("--k", type=int, help="the method's k (default: the study's k)")
+    else:
+        parser.add_argument("--k", type=int, required=True, help="privacy parameter k (>= 2)")
+
+
+def check_release_k(k: int) -> None:
+    if k < 2:
+        raise UserError(f"--k must be >= 2 for a release (k = 1 protects nobody), not {k}")
+
+
+def add_data_options(
+    parser: argparse.ArgumentParser,
+    *,
+    study: bool,
+    population: bool = True,
+    biobank: bool = False,
+    events_help: str = "events file (CSV or Parquet): patient_id, code[, visit]",
+    cohort_help: str = "patient ids of the cohort (the sample to release)",
+) -> None:
+    """The data options of a method: `--events`, `--cohort` and, where the method uses them,
+    `--population` and `--biobank`. For `study add` every one is optional and all four are offered:
+    the data is the study's (its package's files, the sample, or these files, checked against it)."""
+    need = not study
+    parser.add_argument(
+        "--events",
+        required=need,
+        help=events_help + (" (study add: default the study's sample)" if study else ""),
+    )
+    if population or study:
+        parser.add_argument(
+            "--population", help="patient ids of the population (default: every patient in EVENTS)"
+        )
+    if biobank or study:
+        parser.add_argument("--biobank", help="patient ids of the biobank (needed for a biobank scope)")
+    parser.add_argument("--cohort", required=need, help=cohort_help)
+
+
+DATA_INPUTS = ("--events", "--population", "--cohort", "--biobank")
+RELEASE_OUTPUTS = ("--out", "--codemap", "--report", "--crosswalk", "--key-file")

@@ -30,6 +30,7 @@ import pandas as pd
 
 from engine.adversary import KNOWLEDGES, SCOPES, Adversary
 from engine.commands.inputs import InputOptions, load_groups
+from engine.commands.paths import path_roles
 from engine.io.errors import UserError
 from engine.records import Records
 from engine.risk import (
@@ -131,7 +132,7 @@ def register(sub) -> None:
         "--dask-workers", type=int, help="with --shards: count on a local Dask cluster of N workers"
     )
     p.add_argument("--out", required=True, help="output CSV: patient_id,distinguishability")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, **path_roles(("--events", "--population", "--cohort", "--shards"), ("--out",)))
 
 
 def _records_and_groups(args: argparse.Namespace) -> tuple[Records, Records]:

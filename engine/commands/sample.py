@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import time
 
+from engine.commands.paths import path_roles
 from engine.io.errors import UserError
 
 
@@ -37,7 +38,7 @@ def register(sub) -> None:
         help="comma-separated extra forms of the sample: icd10cm (ICD-10-CM variant), mixed (ICD-9-CM "
         "history, ICD-10-CM later visits), omop (OMOP CDM v5.4 DuckDB file), meds (MEDS folder)",
     )
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=run, **path_roles())
 
 
 FORMATS = ("icd10cm", "mixed", "omop", "meds")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 
+from engine.commands.paths import path_roles
 from engine.io.errors import UserError
 
 
@@ -25,7 +26,13 @@ def register(sub) -> None:
     p.add_argument("out_dir", help="folder for shard-NNNNN.parquet (created)")
     p.add_argument("n_shards", type=int, help="number of shards")
     p.add_argument("--labs", help="lab orders (patient_id, day, lab) to split into labs-NNNNN.parquet too")
-    p.set_defaults(func=run)
+    p.set_defaults(
+        func=run,
+        **path_roles(
+            ("EVENTS:events", "--labs"),
+            folders=(("DIR:out_dir", ("shard-*.parquet", "labs-*.parquet")),),
+        ),
+    )
 
 
 def run(args: argparse.Namespace) -> int:
