@@ -3,6 +3,8 @@
 Each subcommand lives in its own module under `engine/commands/` with `register(subparsers)`.
 Errors in the user's files or arguments (`engine.io.errors.UserError`) exit with status 2 and a one-line
 message; any other exception is a bug and keeps its traceback.
+Before a command runs, `engine.commands.paths.check_paths` refuses an output path that is one of its
+inputs or another of its outputs (links resolved): every leaf parser declares its paths.
 Every subcommand that reads patient data gets the input options of `engine.commands.inputs`
 (`--keep-unknown` / `--drop-unknown`, `--accept-na-ids`); loader warnings go to stderr.
 """

@@ -1,5 +1,8 @@
-"""The options of every command that writes a release (issue 23): the key of the release ids
-(`--key-file`) and the identifying crosswalk (`--crosswalk`), and the `Pseudonyms` they give."""
+"""The options the method commands share (issue 23): the key of the release ids (`--key-file`) and
+the identifying crosswalk (`--crosswalk`) with the `Pseudonyms` they give, and the definitions both
+`anonymize METHOD` and `study add ... METHOD` use (data options, `--k`, the code selection
+`--codes paper|all|C1,C2,...` / `--top-codes N` as `engine.study.runs.CodeSelection`), so that no
+parser code is copied between the two."""
 
 from __future__ import annotations
 
