@@ -91,7 +91,8 @@ def test_the_cli_runs_the_settings_the_app_and_a_study_run(tmp_path, command, kn
     utility policy follows the cohort's vocabulary, as in the app); its release file is the one
     `ProfilesSettings.run` exports for the same cohort."""
     from engine.commands.inputs import load_groups
-    from engine.io.export import safe_csv_bytes
+    from engine.io.export import pseudonymous_frame, safe_csv_bytes
+    from tests.pseudonym_support import KEY, PSEUDONYMS
     from engine.study.runs import ProfilesSettings, RunInputs
 
     ev, ids = _inputs(tmp_path)
@@ -108,8 +109,12 @@ def test_the_cli_runs_the_settings_the_app_and_a_study_run(tmp_path, command, kn
         "--knowledge",
         knowledge,
     ]
-    assert main([*args, "--out", str(out), "--codemap", str(tmp_path / "map.csv")]) == 0
+    key = tmp_path / "key"
+    key.write_text(KEY)
+    assert (
+        main([*args, "--out", str(out), "--codemap", str(tmp_path / "map.csv"), "--key-file", str(key)]) == 0
+    )
     g = load_groups(str(ev), cohort=str(ids))
     settings = ProfilesSettings(algorithm=command.upper(), k=5, knowledge=knowledge)
     release = settings.run(RunInputs(g.cohort, g.cohort))
-    assert out.read_bytes() == safe_csv_bytes(release.exported_frame())
+    assert out.read_bytes() == safe_csv_bytes(pseudonymous_frame(release, PSEUDONYMS))
