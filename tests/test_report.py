@@ -25,7 +25,8 @@ from hypothesis import strategies as st
 import engine
 from engine import risk
 from engine.adversary import Adversary
-from engine.io.export import FORMULA_START
+from engine.io.export import FORMULA_START, pseudonymous_frame, release_ids, safe_csv_bytes
+from engine.io.pseudonyms import Pseudonyms
 from engine.records import Records
 from engine.release import Release, set_item_label
 from engine.report.bundle import (
@@ -46,10 +47,10 @@ from engine.report.report import (
     ReportError,
     build_report,
     cdf_points,
-    events_retained,
     git_commit,
     phewas_significance_words,
 )
+from engine.study import compare
 from engine.study.runs import HeatherlySettings, ProfilesSettings, RunInputs
 from engine.study.study import (
     Study,
@@ -59,16 +60,19 @@ from engine.study.study import (
     export_files,
     sha256_of,
 )
+from engine.utility.coverage import pairs_retained
 from engine.utility.phewas import DEFAULT_CORRECTION
 
 ROOT = Path(__file__).resolve().parent.parent
 ADV = Adversary("cohort", "single_visit")
+KEY = "5e" * 32  # the studies' pseudonym key (engine.io.pseudonyms): fixed, so reports are reproducible
+PSEUDONYMS = Pseudonyms(KEY)
 
 
 def _entry(name, release, settings, data, population, adv=ADV, k=2):
     """A study entry and the report input of a release made by hand (as `make_release` records it)."""
     v = risk.verify(release, adv, k, population)
-    files = export_files(release, v)
+    files = export_files(release, v, pseudonyms=PSEUDONYMS)
     entry = StudyRelease(
         name=name,
         settings=settings,
@@ -97,7 +101,7 @@ def _toy(load_options=None):
     bad = Release("none", cohort)
     e1, i1 = _entry("good", good, HeatherlySettings(k=2), data, pop)
     e2, i2 = _entry("bad", bad, HeatherlySettings(k=2), data, pop)
-    study = Study(data, ADV, 2).add(e1).add(e2)
+    study = Study(data, ADV, 2, pseudonym_key=KEY).add(e1).add(e2)
     return study, {"good": i1, "bad": i2}, pop, cohort
 
 
@@ -258,7 +262,16 @@ def test_report_refuses_inconsistent_inputs():
 
 
 # ----------------------------------------------------------------------------------- utility
-def test_events_retained_counts_codes_merged_into_one_item():
+def _pairs(cohort: Records, release: Release) -> tuple[int, int]:
+    """`pairs_retained` of the files the gate writes for `release` (any verification: the count is
+    the files', whoever verified them), read back with the crosswalk."""
+    files = compare.measuring_files(release)
+    return pairs_retained(cohort, files["release.csv"], files["code_map.csv"], None)
+
+
+def test_pairs_retained_counts_codes_merged_into_one_item():
+    """Issue 23: retention is (patient, original code) pairs, read from the files: a visit's two codes
+    generalized into one released item are both retained; a suppressed code is not."""
     df = pd.DataFrame(
         {
             "patient_id": ["a", "a", "a", "b"],
@@ -272,11 +285,30 @@ def test_events_retained_counts_codes_merged_into_one_item():
     merged = np.where(np.isin(codes, ["401.0", "401.1"]), label, codes)
     keep = codes != "250.00"  # 250.00 suppressed
     records = cohort.recode(merged).keep_events(keep)
-    # a's visit 1 now holds the one item {401.0,401.1} twice: a release in set form holds it once
     records = records.keep_events(np.r_[True, False, True])
     rel = Release("x", records, item_codes={label: frozenset({"401.0", "401.1"})})
     assert rel.records.n_events == 2  # what a count of released events would say
-    assert events_retained(cohort, rel) == 3  # 401.0 and 401.1 of a, 401.0 of b; 250.00 is lost
+    assert _pairs(cohort, rel) == (3, 4)  # 401.0 and 401.1 of a, 401.0 of b; 250.00 is lost
+    # the gate's own files, patients by release ids, read with the crosswalk: the same pairs
+    files = {
+        "release.csv": safe_csv_bytes(pseudonymous_frame(rel, PSEUDONYMS)),
+        "code_map.csv": safe_csv_bytes(rel.exported_code_map()),
+    }
+    crosswalk = {r: s for s, r in release_ids(rel, PSEUDONYMS).items()}
+    assert b"a," not in files["release.csv"]  # no source id leaves
+    assert pairs_retained(cohort, files["release.csv"], files["code_map.csv"], crosswalk) == (3, 4)
+    with pytest.raises(ValueError, match="not in the crosswalk"):
+        pairs_retained(cohort, files["release.csv"], files["code_map.csv"], {})
+
+
+def test_pairs_retained_reads_lda_categories_as_the_codes_under_them():
+    """An LDA release of 3-digit categories (`250|45`) stands for the cohort's codes under them."""
+    cohort = Records.from_frame(
+        pd.DataFrame({"patient_id": ["a", "a", "b"], "code": ["250.01", "401.1", "250.00"]})
+    )
+    pairs = Records.from_frame(pd.DataFrame({"patient_id": ["a", "b"], "code": ["250|40", "250|50"]}))
+    rel = Release("LDA", pairs, age_pairs=True, counts_repeats=True)
+    assert _pairs(cohort, rel) == (2, 3)  # a's and b's 250.xx; a's 401.1 is not released
 
 
 @given(st.lists(st.integers(1, 5000), min_size=1, max_size=2000), st.integers(2, 50))
@@ -334,7 +366,9 @@ def test_bundle_manifest_lists_every_file_with_its_sha256():
     ]
     assert contents["releases/good/release.csv"] == inputs["good"].files["release.csv"]
     assert {"report.pdf", "report.html", "report.json", "study.json"} <= set(contents)
-    assert Study.from_json(contents["study.json"]) == study
+    # the study file without the steward's pseudonym key: the key is in no file of the bundle
+    assert contents["study.json"].decode() == study.to_json(with_key=False)
+    assert not any(KEY.encode() in data for data in contents.values())
     assert check_bundle(data) == listed
 
 
@@ -394,7 +428,7 @@ def test_untrusted_text_is_escaped_in_html_and_neutralized_in_csvs():
     name = "<img src=x onerror=alert(2)>"
     entry, inp = _entry(name, release, settings, data, pop)
     assert inp.verification.ok
-    study = Study(data, ADV, 2).add(entry)
+    study = Study(data, ADV, 2, pseudonym_key=KEY).add(entry)
     rep = build_report(
         study, {name: inp}, pop, cohort, recipient="<a href='http://x'>me</a>", reproducible=True
     )
@@ -436,10 +470,10 @@ def test_sample_report_with_ugaclip_and_heatherly_stays_small(sample_dataset, ca
         ds.group_records("population"), ds.group_records("cohort"), ds.group_records("biobank")
     )
     data = data_ref("sample", ds.events, inputs, biobank="biobank", sources=ds.sources)
-    study = Study(data, ADV, 5)
+    study = Study(data, ADV, 5, pseudonym_key=KEY)
     given_inputs = {}
     for name, s in [("UGACLIP", ProfilesSettings(k=5)), ("Heatherly DEMO_D", HeatherlySettings(k=5))]:
-        made = make_release(name, s, inputs, data, ADV, 5)
+        made = make_release(name, s, inputs, data, ADV, 5, pseudonyms=PSEUDONYMS)
         study = study.add(made.entry)
         given_inputs[name] = ReleaseInput(made.release, made.verification, made.files)
     rep = build_report(
@@ -465,7 +499,9 @@ def test_sample_report_with_ugaclip_and_heatherly_stays_small(sample_dataset, ca
         assert p["lost"] == sum(x["lost"] for x in p["per snp"])
         assert p["lost"] + p["identical"] == p["original"]
         u = r["utility"]
-        assert 0 < u["events retained"] <= u["events in"] and 0 < u["codes retained"] <= u["codes in"]
+        assert (
+            0 < u["pairs retained"] <= u["pairs in the cohort"] and 0 < u["codes retained"] <= u["codes in"]
+        )
     pages, text = _pdf_text(pdf)
     assert pages >= 2
     for r in rep.data["releases"]:
@@ -474,17 +510,16 @@ def test_sample_report_with_ugaclip_and_heatherly_stays_small(sample_dataset, ca
     check_bundle(bundle)
 
 
-def _events_retained_reference(cohort: Records, release: Release) -> int:
-    """The definition, spelled out per (patient, code) with dictionaries."""
-    before: dict[tuple[str, str], int] = {}
-    for p, c in zip(cohort.patient_ids[cohort.event_patient], cohort.items[cohort.event_item], strict=True):
-        before[(str(p), str(c))] = before.get((str(p), str(c)), 0) + 1
-    after: dict[tuple[str, str], int] = {}
+def _pairs_reference(cohort: Records, release: Release) -> tuple[int, int]:
+    """The definition, spelled out with sets of (patient, code)."""
+    before = set(zip(cohort.patient_ids[cohort.event_patient], cohort.items[cohort.event_item], strict=True))
     rel = release.records
-    for p, item in zip(rel.patient_ids[rel.event_patient], rel.items[rel.event_item], strict=True):
-        for c in release.codes_of(str(item)):
-            after[(str(p), c)] = after.get((str(p), c), 0) + 1
-    return sum(min(n, after.get(pc, 0)) for pc, n in before.items())
+    after = {
+        (p, c)
+        for p, item in zip(rel.patient_ids[rel.event_patient], rel.items[rel.event_item], strict=True)
+        for c in release.codes_of(str(item))
+    }
+    return len(before & after), len(before)
 
 
 @given(
@@ -496,14 +531,14 @@ def _events_retained_reference(cohort: Records, release: Release) -> int:
     st.lists(st.booleans(), min_size=30, max_size=30),
     st.sets(st.sampled_from(["1", "2", "3", "4"]), max_size=4),
 )
-def test_events_retained_matches_its_definition(events, keep, merged):
+def test_pairs_retained_matches_its_definition(events, keep, merged):
     cohort = Records.from_frame(pd.DataFrame(events, columns=["patient_id", "visit", "code"]))
     label = set_item_label(merged) if len(merged) > 1 else None
     codes = cohort.items[cohort.event_item].astype(str)
     recoded = [label if label and c in merged else c for c in codes]
     records = cohort.recode(recoded).keep_events(np.asarray(keep[: cohort.n_events]))
     rel = Release("x", records, item_codes={label: frozenset(merged)} if label else {})
-    assert events_retained(cohort, rel) == _events_retained_reference(cohort, rel)
+    assert _pairs(cohort, rel) == _pairs_reference(cohort, rel)
 
 
 @pytest.fixture(scope="module")
@@ -526,14 +561,14 @@ def test_report_of_every_method_under_an_all_visits_attacker(small):
 
     inputs, data, genotypes = small
     adv = Adversary("population", "all_visits")
-    study, given_inputs = Study(data, adv, 3), {}
+    study, given_inputs = Study(data, adv, 3, pseudonym_key=KEY), {}
     for name, s in [
         ("GCCens", GCCensSettings(k=3)),
         ("DEMO_S", HeatherlySettings(k=3, scope="population")),
         ("ACLIP", ProfilesSettings(algorithm="ACLIP", knowledge="all_visits", k=3)),
         ("LDA", LDASettings(k=3, codes=CodeSelection("top", 5))),
     ]:
-        made = make_release(name, s, inputs, data, adv, 3)
+        made = make_release(name, s, inputs, data, adv, 3, pseudonyms=PSEUDONYMS)
         study = study.add(made.entry)
         given_inputs[name] = ReleaseInput(made.release, made.verification, made.files or None)
     rep = build_report(
@@ -546,7 +581,9 @@ def test_report_of_every_method_under_an_all_visits_attacker(small):
     assert rows["GCCens"]["settings"]["scope"] == "k-map against the population"
     for r in rows.values():
         u = r["utility"]
-        assert 0 <= u["events retained"] <= u["events in"] and 0 <= u["codes retained"] <= u["codes in"]
+        assert (
+            0 <= u["pairs retained"] <= u["pairs in the cohort"] and 0 <= u["codes retained"] <= u["codes in"]
+        )
         assert r["phewas"] is not None
         assert (r["folder"] in rep.release_files) == r["verification"]["verified"]
     # LDA's code|age items are read by their code
@@ -563,7 +600,9 @@ def test_long_method_figures_go_to_the_appendix_and_long_cells_fit_the_pdf():
     disease = "very long disease name " * 300  # a table row taller than a PDF page, if written whole
     policy = f"disease,icd9_codes\n{disease.strip()},401.1\n"
     entry, inp = _entry("r", release, ProfilesSettings(k=2, utility_policy_csv=policy), data, pop)
-    rep = build_report(Study(data, ADV, 2).add(entry), {"r": inp}, pop, cohort, reproducible=True)
+    rep = build_report(
+        Study(data, ADV, 2, pseudonym_key=KEY).add(entry), {"r": inp}, pop, cohort, reproducible=True
+    )
     r = rep.data["releases"][0]
     assert r["method loss figures"] == {"iterations": 100}
     assert r["loss figures in the appendix"] == {"steps": "appendix/r/steps.csv (100 entries)"}
@@ -578,7 +617,7 @@ def test_text_outside_latin1_is_written_visibly_in_the_pdf():
     study, inputs, pop, cohort = _toy()
     name = "Kohorte für 日本 ≥ k"
     entry = replace(study.get("good"), name=name)
-    renamed = Study(study.data, ADV, 2).add(entry)
+    renamed = Study(study.data, ADV, 2, pseudonym_key=KEY).add(entry)
     rep = build_report(renamed, {name: inputs["good"]}, pop, cohort, reproducible=True)
     _, text = _pdf_text(rep.to_pdf())
     assert "Kohorte für [U+65E5][U+672C] >= k" in text
@@ -600,11 +639,12 @@ def test_summary_compares_every_release_with_the_best_of_each_column_marked():
     good, bad = c["rows"]
     # good releases 401.1 only: 3 of 4 events; bad is the cohort unchanged
     assert good["verified"] is True and bad["verified"] is False
-    assert good["code instances kept"] == pytest.approx(3 / 4) and bad["code instances kept"] == 1.0
+    assert good["pairs retained"] == pytest.approx(3 / 4) and bad["pairs retained"] == 1.0
+    assert (good["pairs kept"], good["pairs in the cohort"]) == (3, 4)
     assert good["distinct codes kept"] == pytest.approx(1 / 2) and bad["records modified"] == 0.0
     assert good["records modified"] == pytest.approx(1 / 3)  # patient a lost 250.00
     assert c["best"]["share below k"] == ["good"]
-    assert c["best"]["code instances kept"] == ["bad"] and c["best"]["records modified"] == ["bad"]
+    assert c["best"]["pairs retained"] == ["bad"] and c["best"]["records modified"] == ["bad"]
     assert "PheWAS associations lost" not in c["columns"]  # no genotypes: no PheWAS columns
     # the same figures as the Compare page's table
     table = compare.comparison_table({n: i.release for n, i in inputs.items()}, cohort, pop, ADV, 2)
@@ -613,11 +653,11 @@ def test_summary_compares_every_release_with_the_best_of_each_column_marked():
     assert json.loads(rep.to_json())["comparison"] == c
     header, rows = comparison_rows(c)
     assert header[:2] == ("Release", "Verified")
-    assert rows[0][2] == "0%" + BEST_MARK and rows[1][3] == "100%" + BEST_MARK
+    assert rows[0][2] == "0%" + BEST_MARK and rows[1][3] == "4 of 4 (100%)" + BEST_MARK
     assert rows[0][1] == "yes" and rows[1][1] == "NO"
     page = rep.to_html().decode()
     assert "Every release side by side" in page
-    assert f"<td>{html.escape('100%' + BEST_MARK)}</td>" in page
+    assert f"<td>{html.escape('4 of 4 (100%)' + BEST_MARK)}</td>" in page
     _, text = _pdf_text(rep.to_pdf())
     assert "Every release side by side" in _words(text) and "(best)" in text
     md = rep.to_markdown().decode()

@@ -163,6 +163,24 @@ _TERMS: tuple[Term, ...] = (
         "engine/utility/coverage.py",
     ),
     Term(
+        "pairs_retained",
+        "Pairs retained",
+        "Of the cohort's distinct (patient, original code) pairs, the share still represented in the "
+        "release file, by the code itself or by a released item standing for it (the code map), so "
+        "repeats, caps and generalization neither inflate nor hide it.",
+        PROJECT,
+        "engine/utility/coverage.py, pairs_retained (read from the files written)",
+    ),
+    Term(
+        "rows_released",
+        "Rows released",
+        "Rows of the release file: one per patient and released item (per visit when visits are "
+        "shown), or one per occurrence for a method that releases repeated codes (GCCens, LDA), the "
+        "only case in which rows count events.",
+        PROJECT,
+        "engine/utility/coverage.py, file_figures",
+    ),
+    Term(
         "code_coverage",
         "Distinct codes kept",
         "Of the cohort's distinct codes, the share still released, as themselves or inside a generalized "

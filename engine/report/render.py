@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import html
 import io
-import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -97,15 +96,47 @@ def share_of(part: int, whole: int) -> str:
 
 
 def value_text(v: Any) -> str:
+    """A value in words: numbers formatted, lists as their items, a mapping as "name value" pairs;
+    never JSON (`figure_rows` gives a mapping a row per entry instead)."""
+    if v is None:
+        return "none"
     if isinstance(v, str):
         return v
     if isinstance(v, bool):
         return "yes" if v else "no"
     if isinstance(v, float):
-        return f"{v:.4g}"
+        return f"{v:,.4g}" if abs(v) < 1e6 else f"{v:,.0f}"
     if isinstance(v, int):
         return f"{v:,}"
-    return json.dumps(v, ensure_ascii=False)
+    if isinstance(v, dict):
+        return "; ".join(f"{_words(k)} {value_text(x)}" for k, x in v.items()) or "none"
+    if isinstance(v, list | tuple):
+        if not v:
+            return "none"
+        shown = ", ".join(value_text(x) for x in v[:LIST_ITEMS])
+        return shown + (f" and {len(v) - LIST_ITEMS:,} more" if len(v) > LIST_ITEMS else "")
+    return str(v)
+
+
+LIST_ITEMS = 20  # a list in a table cell: at most this many items, then "and n more"
+
+
+def _words(name: Any) -> str:
+    """A figure's key in words: `share_codes_retained` -> "share codes retained"."""
+    return str(name).replace("_", " ")
+
+
+def figure_rows(values: dict[str, Any], prefix: str = "") -> list[tuple[str, str]]:
+    """A method's figures as (name, value in words) rows: a nested mapping gives one row per entry,
+    named "outer: inner" (so no cell holds JSON)."""
+    rows: list[tuple[str, str]] = []
+    for key, v in values.items():
+        name = prefix + _words(key)
+        if isinstance(v, dict) and v:
+            rows += figure_rows(v, name + ": ")
+        else:
+            rows.append((name, value_text(v)))
+    return rows
 
 
 # ------------------------------------------------------------------------------------- document
@@ -122,16 +153,38 @@ def _phewas_cell(r: dict[str, Any]) -> str:
     return f"{p['lost']:,} lost, {p['false']:,} false (of {p['original']:,})"
 
 
-def _constraints_cell(r: dict[str, Any]) -> str:
-    c = r["utility constraints"]
-    return "n/a (method has none)" if c is None else f"{c['met']} of {c['total']}"
+def constraints_cell(r: dict[str, Any]) -> str:
+    """Utility constraints met, the shared policy's (the comparison's figure, every release)."""
+    c = r["utility constraints met"]
+    return f"{c['met']:,} of {c['of']:,}"
+
+
+def _sized(label: str, n: int) -> str:
+    """A generalized item's readable label with its number of codes, said once."""
+    tail = " (see code map)"
+    if label.endswith(tail):
+        return label[: -len(tail)] + f" ({n:,} codes, see code map)"
+    return f"{label} ({n:,} codes)"
+
+
+def pairs_cell(kept: int, of: int) -> str:
+    """Pairs retained, as every table of the report writes it."""
+    return share_of(kept, of)
+
+
+def rows_cell(u: dict[str, Any]) -> str:
+    """Rows released; for a method that releases repeats, said so (rows then count events)."""
+    text = f"{u['rows released']:,}"
+    if u["repeats released"]:
+        text += " (one per occurrence: repeats released)"
+    return text
 
 
 def _risk_row(label: str, s: dict[str, Any], verified: str) -> tuple[str, ...]:
     return (label, f"{s['records']:,}", pct(s["share unique"]), pct(s["share below k"]), verified)
 
 
-def _codes_cell(u: dict[str, Any]) -> str:
+def codes_cell(u: dict[str, Any]) -> str:
     text = share_of(u["codes retained"], u["codes in"]) + f"; {u['codes as themselves']:,} as themselves"
     if u["items standing for no code of the cohort"]:
         text += f"; {u['items standing for no code of the cohort']:,} items of a coarser level"
@@ -142,7 +195,7 @@ def _codes_cell(u: dict[str, Any]) -> str:
 COMPARISON_COLUMNS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
     ("verified", "Verified", lambda v: "yes" if v else "NO"),
     ("share below k", "Share below k", pct),
-    ("code instances kept", "Code instances kept", pct),
+    ("pairs retained", "Pairs retained", pct),
     ("distinct codes kept", "Distinct codes kept", pct),
     ("records modified", "Records modified", pct),
     ("utility constraints met", "Utility constraints met", lambda v: f"{v:,}"),
@@ -162,6 +215,8 @@ def comparison_rows(c: dict[str, Any]) -> tuple[tuple[str, ...], tuple[tuple[str
         for key, _, fmt in cols:
             v = r[key]
             text = "n/a" if v is None else fmt(v)
+            if key == "pairs retained" and v is not None:
+                text = pairs_cell(r["pairs kept"], r["pairs in the cohort"])
             if key == "utility constraints met" and v is not None:
                 text += f" of {r['utility constraints']:,}"
             if str(r["release"]) in c["best"].get(key, ()):
@@ -249,7 +304,7 @@ def _summary(d: dict[str, Any]) -> list[Block]:
             Table(
                 (
                     "Release",
-                    "Events retained",
+                    "Pairs retained",
                     "Rows released",
                     "Distinct codes retained",
                     "PheWAS associations",
@@ -258,15 +313,15 @@ def _summary(d: dict[str, Any]) -> list[Block]:
                 tuple(
                     (
                         r["name"],
-                        share_of(r["utility"]["events retained"], r["utility"]["events in"]),
-                        f"{r['utility']['rows out']:,}",
-                        _codes_cell(r["utility"]),
+                        pairs_cell(r["pairs_retained"]["kept"], r["pairs_retained"]["of"]),
+                        rows_cell(r["utility"]),
+                        codes_cell(r["utility"]),
                         _phewas_cell(r),
-                        _constraints_cell(r),
+                        constraints_cell(r),
                     )
                     for r in rels
                 ),
-                (1.6, 1.6, 0.9, 2.2, 1.5, 1.1),
+                (1.5, 1.5, 1.3, 2.0, 1.5, 1.0),
             )
         )
     else:
@@ -295,6 +350,52 @@ def _summary(d: dict[str, Any]) -> list[Block]:
             )
         )
     return blocks
+
+
+ASSURES = (
+    "For each release marked verified, the risk engine checked the release file as written, when this "
+    "report was built: every released record is consistent with at least k candidate records under the "
+    "study's attacker (the scope searched and what the attacker knows), so an attacker of that kind who "
+    "links a released record to a person is right at most 1 in k times. Patients are named by release "
+    "ids that reveal nothing of the source ids; the file hashes listed identify the files assured."
+)
+DOES_NOT_ASSURE = (
+    "It does not assure protection against an attacker who knows more than assumed (see the four-"
+    "adversary table of each release) or who searches other data than the population named; it does not "
+    "prevent learning a fact shared by all k candidates (attribute disclosure) or inferring that a person "
+    "is in the cohort; it does not check that the input data are correct or complete, that the recipient "
+    "keeps to the data use agreement, or that files other than those listed are safe. A verdict recorded "
+    "in a study file is never relied on: only verdicts computed for this report are shown."
+)
+
+
+def _sign_off(d: dict[str, Any]) -> list[Block]:
+    """What the verification assures and does not, and the sign-off to be filled in by hand."""
+    blank = "_" * 38
+    return [
+        Heading(2, "What the verification assures, and what it does not"),
+        Para("Assures: " + ASSURES),
+        Para("Does not assure: " + DOES_NOT_ASSURE),
+        Heading(2, "Sign-off"),
+        Table(
+            ("Role", "Name", "Date", "Signature"),
+            (
+                ("Prepared by (privacy officer)", blank[:24], blank[:12], blank[:24]),
+                ("Reviewed by (IRB)", blank[:24], blank[:12], blank[:24]),
+            ),
+            (1.6, 1.6, 1, 1.6),
+        ),
+        Pairs(
+            (
+                (
+                    "Decision",
+                    "[  ] approved     [  ] approved with conditions     [  ] not approved",
+                ),
+                ("Conditions", blank + blank),
+                ("Recipient", d["recipient"] or blank),
+            )
+        ),
+    ]
 
 
 def _pts(points: Sequence[Sequence[float]]) -> tuple[tuple[float, float], ...]:
@@ -377,19 +478,24 @@ def _release(r: dict[str, Any], i: int, d: dict[str, Any]) -> list[Block]:
         ),
         Heading(3, "Utility"),
     ]
-    largest = "; ".join(f"{label} ({n:,} codes)" for label, n in u["largest generalized items"]) or "none"
+    largest = "; ".join(_sized(label, n) for label, n in u["largest generalized items"]) or "none"
     rows = [
-        ("Events retained", share_of(u["events retained"], u["events in"])),
-        ("Rows released", f"{u['rows out']:,}"),
-        ("Distinct codes retained", _codes_cell(u)),
+        ("Pairs retained", pairs_cell(r["pairs_retained"]["kept"], r["pairs_retained"]["of"])),
+        ("Rows released", rows_cell(u)),
+        ("Patients in the release file", f"{r['patients']:,}"),
+        ("Distinct codes retained", codes_cell(u)),
         ("Generalized items", f"{u['generalized items']:,}"),
         ("Largest generalized items", largest),
         ("PheWAS associations", _phewas_cell(r)),
-        ("Utility constraints met", _constraints_cell(r)),
+        ("Utility constraints met", constraints_cell(r) + " (the shared policy of the comparison)"),
     ]
     blocks += [Pairs(tuple(rows), compact=True), Para(f"PheWAS: {d['phewas']}.")]
     c = r["utility constraints"]
     if c is not None:
+        blocks += [
+            Heading(3, "The utility policy the method was made to meet"),
+            Para(f"{c['met']:,} of {c['total']:,} constraints met."),
+        ]
         blocks.append(
             Table(
                 ("Disease (utility constraint)", "Original records", "Released records", "Met"),
@@ -428,7 +534,7 @@ def _release(r: dict[str, Any], i: int, d: dict[str, Any]) -> list[Block]:
             Heading(3, "The method's own figures"),
             Table(
                 ("Figure", "Value"),
-                tuple((name, value_text(x)) for name, x in r["method loss figures"].items()),
+                tuple(figure_rows(r["method loss figures"])),
                 (2, 2),
             ),
         ]
@@ -510,12 +616,56 @@ def _records(d: dict[str, Any]) -> list[Block]:
         blocks.append(Hashes(tuple(files + maps)))
     else:
         blocks.append(Para("No appendix file."))
-    return blocks
+    return blocks + _code_maps(d)
+
+
+def _code_maps(d: dict[str, Any]) -> list[Block]:
+    """Appendix: every release's generalized items, readable, with their label in the files and the
+    codes they stand for (the first few; the whole map is the release's code_map.csv)."""
+    out: list[Block] = []
+    for r in d["releases"]:
+        entries = r.get("code map") or []
+        if not entries:
+            continue
+        if not out:
+            out += [PageBreak(), Heading(2, "Appendix: code maps (generalized items)")]
+        where = (
+            f"releases/{r['folder']}/code_map.csv"
+            if "code_map.csv" in r["files"]
+            else "its code map (not exported: the release is not verified)"
+        )
+        out += [
+            Heading(3, f"Release: {r['name']}"),
+            Para(
+                f"{len(entries):,} released item(s) stand for more than one code or for another code; the "
+                f"full map, one row per (item, code), is {where}."
+            ),
+            Table(
+                ("Item (as read)", "Label in the files", "Codes", "Stands for"),
+                tuple(
+                    (
+                        e["readable"],
+                        e["item"],
+                        f"{e['codes']:,}",
+                        ", ".join(e["first codes"])
+                        + (
+                            f" and {e['codes'] - len(e['first codes']):,} more"
+                            if e["codes"] > len(e["first codes"])
+                            else ""
+                        ),
+                    )
+                    for e in entries
+                ),
+                (2.2, 1.8, 0.6, 2.6),
+            ),
+        ]
+    return out
 
 
 def document(data: dict[str, Any]) -> list[Block]:
-    """The report as blocks: summary, one section per release, records and appendix."""
-    out = _summary(data)
+    """The report as blocks: summary, the sign-off, one section per release, records and appendix
+    (the code maps)."""
+    out = _summary(data) + _sign_off(data)
     for i, r in enumerate(data["releases"]):
         out += _release(r, i, data)
     return out + _records(data)
@@ -708,11 +858,10 @@ class _Pdf:
     pdf: Any = field(init=False)
 
     def __post_init__(self) -> None:
-        from fpdf import FPDF
-
-        pdf = FPDF(orientation="portrait", unit="mm", format="A4")
+        pdf = _pdf_class()(orientation="portrait", unit="mm", format="A4")
+        pdf.footer_text = latin1(self.title)
         pdf.set_margins(15, 15, 15)
-        pdf.set_auto_page_break(True, margin=15)
+        pdf.set_auto_page_break(True, margin=18)
         pdf.set_creation_date(self.created)
         pdf.set_title(latin1(self.title))
         pdf.set_creator("CohortShield")
@@ -722,6 +871,51 @@ class _Pdf:
 
     def font(self, size: float, style: str = "", family: str = "helvetica") -> None:
         self.pdf.set_font(family, style=style, size=size)
+
+    def _lines(self, text: str, size: float, style: str = "", width: float | None = None) -> int:
+        self.font(size, style)
+        w = width or self.pdf.epw
+        return max(1, math.ceil(self.pdf.get_string_width(latin1(text)) / max(w - 2, 1.0)))
+
+    def height(self, b: Block, start_only: bool = True) -> float:
+        """About how tall `b` is in mm (its first lines or rows only when `start_only`): what must fit
+        under a heading for the heading to stay on the page (`keep_with_next`)."""
+        if isinstance(b, Heading):
+            size = {1: 16, 2: 13, 3: 11}.get(b.level, 11)
+            return (1.5 if b.level == 3 else 3) + self._lines(b.text, size, "B") * size * 0.5 + 1
+        if isinstance(b, Para):
+            return min(self._lines(b.text, 9, "B" if b.strong else ""), 3 if start_only else 10**6) * 4.2 + 1
+        if isinstance(b, Pairs):
+            return min(len(b.rows), 2) * (4.0 if b.compact else 8.4) + 1
+        if isinstance(b, Table):
+            per = self.pdf.epw / sum(b.widths or tuple(1.0 for _ in b.header))
+            widths = b.widths or tuple(1.0 for _ in b.header)
+            rows = (b.header, *b.rows[:1])
+            return sum(
+                max(self._lines(table_cell(c), 8.5, "", w * per) for c, w in zip(row, widths, strict=False))
+                * 4.2
+                + 2.5
+                for row in rows
+            )
+        if isinstance(b, Hashes):
+            return min(len(b.rows), 2) * 8.4 + 1.5
+        if isinstance(b, Figure):
+            return self.pdf.epw * 0.62 * 280 / 640 + 12
+        return 0.0
+
+    def keep_with_next(self, blocks: Sequence[Block], i: int) -> None:
+        """Before the heading `blocks[i]`: a new page unless it, the headings right after it and the
+        start of the block they head fit on this page (no heading at a page's foot)."""
+        need, j = 0.0, i
+        while j < len(blocks) and isinstance(blocks[j], Heading):
+            need += self.height(blocks[j])
+            j += 1
+        if j < len(blocks) and not isinstance(blocks[j], PageBreak):
+            need += self.height(blocks[j])
+        pdf = self.pdf
+        at_top = pdf.get_y() <= pdf.t_margin + 1
+        if not at_top and pdf.get_y() + need > pdf.page_break_trigger:
+            pdf.add_page()
 
     def block(self, b: Block) -> None:
         pdf = self.pdf
@@ -736,7 +930,10 @@ class _Pdf:
             pdf.multi_cell(0, 4.2, latin1(b.text), align="L", new_x="LMARGIN", new_y="NEXT")
             pdf.ln(1)
         elif isinstance(b, Pairs) and b.compact:
-            for term, value in b.rows:
+            for term, value in b.rows:  # a row never split over two pages
+                need = self._lines(f"{term}: {value}", 8, "B") * 3.7 + 0.3
+                if pdf.get_y() + need > pdf.page_break_trigger:
+                    pdf.add_page()
                 self.font(8, "B")
                 pdf.write(3.7, latin1(term) + ": ")
                 self.font(8)
@@ -801,6 +998,27 @@ def render_pdf(data: dict[str, Any]) -> bytes:
     when = data["records"].get("generated at")
     created = datetime.fromisoformat(when) if when else datetime(1970, 1, 1, tzinfo=UTC)
     doc = _Pdf(data["title"], created)
-    for b in document(data):
+    blocks = document(data)
+    for i, b in enumerate(blocks):
+        if isinstance(b, Heading) and (i == 0 or not isinstance(blocks[i - 1], Heading)):
+            doc.keep_with_next(blocks, i)
         doc.block(b)
     return doc.bytes()
+
+
+def _pdf_class() -> type:
+    """fpdf2's FPDF with the report's footer: the title, and "page n of N" (`alias_nb_pages`)."""
+    from fpdf import FPDF
+
+    class ReportPdf(FPDF):
+        footer_text = ""
+
+        def footer(self) -> None:
+            self.set_y(-12)
+            self.set_font("helvetica", size=7.5)
+            self.set_text_color(90, 90, 90)
+            self.cell(self.epw * 0.75, 5, self.footer_text[:110], align="L")
+            self.cell(0, 5, f"page {self.page_no()} of {{nb}}", align="R")
+            self.set_text_color(0, 0, 0)
+
+    return ReportPdf

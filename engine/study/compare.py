@@ -4,8 +4,10 @@ One row per release, every figure measured against the ORIGINAL cohort and under
 adversary and k (`engine.risk.verify`, never the method's own bookkeeping):
 
 - risk: verified or not, records below k and their share;
-- what is kept: code instances (`engine.utility.coverage.instances_retained`, caps included) and
-  distinct codes (`code_coverage`: released as themselves or inside a generalized item);
+- what is kept, read from the release's files (`release_figures`, `engine.utility.coverage.file_figures`,
+  the one source of these figures for this table, the IRB report and its JSON): pairs retained
+  (distinct (patient, original code) pairs of the cohort still represented) and distinct codes kept,
+  the rows and patients of the release file;
 - records modified: cohort records whose released codes differ from their original codes (a code
   removed or generalized, or the record dropped; for LDA, its `code|age` pairs against the source pairs);
 - utility constraints met: diseases of one utility policy (default: the PNAS Table 1 policy) whose
@@ -32,16 +34,24 @@ import scipy.sparse as sp
 
 from engine import risk
 from engine.adversary import Adversary
+from engine.io.pseudonyms import Pseudonyms
 from engine.records import Records
 from engine.release import Release
-from engine.utility.coverage import catch_all, code_coverage, code_part, instances_retained
+from engine.utility.coverage import (
+    FileFigures,
+    catch_all,
+    code_coverage,
+    code_part,
+    file_figures,
+    instances_retained,
+)
 
 FEW_CODES = 0.5  # a release covering less than this share of the cohort's distinct codes is flagged
 
 # column -> "min" or "max": which value is best
 BEST: dict[str, str] = {
     "share below k": "min",
-    "code instances kept": "max",
+    "pairs retained": "max",
     "distinct codes kept": "max",
     "records modified": "min",
     "utility constraints met": "max",
@@ -143,9 +153,16 @@ def code_set_text(codes: tuple[str, ...] | None, total: int) -> str:
     return f"codes {shown} ({len(codes):,} of {total:,} in the cohort)"
 
 
-def flags(h: Headline) -> list[str]:
-    """The warnings a release carries on every page that shows it."""
+def flags(h: Headline, figures: FileFigures | None = None) -> list[str]:
+    """The warnings a release carries on every page that shows it. With the figures of its files
+    (`release_figures`: the Compare page and the report), what is kept is stated as pairs retained,
+    the figure those show; else as code instances (the method pages' headline)."""
     out = []
+    kept = (
+        f"{h.instances_kept:.1%} of its code instances kept"
+        if figures is None
+        else f"{figures.pairs_share:.1%} of its (patient, code) pairs retained"
+    )
     if h.catch_all_flagged:
         out.append(
             f"One catch-all item holds {h.catch_all_share:.0%} of the released rows and stands for "
@@ -154,14 +171,46 @@ def flags(h: Headline) -> list[str]:
     if h.code_set is not None and len(h.code_set) < h.codes_total:
         out.append(
             f"Releases only {code_set_text(h.code_set, h.codes_total)}: everything else of the cohort is "
-            f"left out ({h.instances_kept:.1%} of its code instances kept)."
+            f"left out ({kept})."
         )
-    elif h.codes_kept < FEW_CODES:
-        out.append(
-            f"Covers only {h.codes_kept:.1%} of the cohort's {h.codes_total:,} distinct codes "
-            f"({h.instances_kept:.1%} of its code instances kept)."
-        )
+    elif (h.codes_kept if figures is None else figures.codes_share) < FEW_CODES:
+        share = h.codes_kept if figures is None else figures.codes_share
+        out.append(f"Covers only {share:.1%} of the cohort's {h.codes_total:,} distinct codes ({kept}).")
     return out
+
+
+def measuring_files(release: Release) -> dict[str, bytes]:
+    """The release file and code map as the export gate writes them but naming patients by their
+    source ids, for measuring a release that has no files (not verified): never written, never
+    offered (the gate is the one way out, `engine.io.export`)."""
+    from engine.io.export import CODE_MAP_FILE, RELEASE_FILE, safe_csv_bytes
+
+    return {
+        RELEASE_FILE: safe_csv_bytes(release.exported_frame()),
+        CODE_MAP_FILE: safe_csv_bytes(release.exported_code_map()),
+    }
+
+
+def release_figures(
+    release: Release,
+    cohort: Records,
+    files: Mapping[str, bytes] | None = None,
+    pseudonyms: Pseudonyms | None = None,
+) -> FileFigures:
+    """The figures of a release's files (`engine.utility.coverage.file_figures`): of `files` (the
+    export gate's, patients by release ids, read with the crosswalk of `pseudonyms`) when given, else
+    of the same files as the gate would write them (`measuring_files`). Relabelling patients changes
+    no count, so both give the same figures."""
+    from engine.io.export import CODE_MAP_FILE, RELEASE_FILE, release_ids
+
+    crosswalk: dict[str, str] | None = None
+    if files:
+        if pseudonyms is None:
+            raise ValueError("the release files name patients by release ids: give the study's pseudonyms")
+        crosswalk = {r: s for s, r in release_ids(release, pseudonyms).items()}
+    else:
+        files = measuring_files(release)
+    return file_figures(cohort, files[RELEASE_FILE], files.get(CODE_MAP_FILE), crosswalk)
 
 
 def phewas_changes(
@@ -191,10 +240,15 @@ def comparison_table(
     utility: Mapping[str, frozenset[str]] | None = None,
     phewas_lost_false: Mapping[str, tuple[int, int]] | None = None,
     verifications: Mapping[str, risk.Verification] | None = None,
+    figures: Mapping[str, FileFigures] | None = None,
+    files: Mapping[str, Mapping[str, bytes]] | None = None,
+    pseudonyms: Pseudonyms | None = None,
 ) -> pd.DataFrame:
     """One row per release (study order): the columns of the module docstring, key columns first.
     `verifications`: a release's verification under `adversary` and `k` when already made (the
-    report's); the others are verified here."""
+    report's); the others are verified here. `figures`: a release's `release_figures` when already
+    measured (the report's); the others are measured here, from `files` (the gate's, read with the
+    crosswalk of `pseudonyms`) when given."""
     from engine.utility.queries import default_utility_policy, utility_satisfaction
 
     if utility is None:
@@ -206,6 +260,9 @@ def comparison_table(
             v = risk.verify(release, adversary, int(k), population)
         dis = np.asarray(v.distinguishability)
         h = headline(release, cohort)
+        f = (figures or {}).get(name)
+        if f is None:
+            f = release_figures(release, cohort, (files or {}).get(name), pseudonyms)
         sat = utility_satisfaction(cohort, release, utility)
         lost, false = (phewas_lost_false or {}).get(name, (None, None))
         rows.append(
@@ -215,14 +272,18 @@ def comparison_table(
                 "verified": bool(v.ok),
                 "records below k": int((dis < int(k)).sum()),
                 "share below k": float((dis < int(k)).mean()) if len(dis) else 0.0,
-                "code instances kept": h.instances_kept,
-                "distinct codes kept": h.codes_kept,
+                "pairs retained": f.pairs_share,
+                "pairs kept": f.pairs_kept,
+                "pairs in the cohort": f.pairs_of,
+                "rows released": f.rows,
+                "patients released": f.patients,
+                "distinct codes kept": f.codes_share,
                 "records modified": h.records_modified,
                 "utility constraints met": int(sat["satisfied"].sum()),
                 "utility constraints": len(sat),
                 "PheWAS associations lost": lost,
                 "PheWAS associations false": false,
-                "warnings": " ".join(flags(h)),
+                "warnings": " ".join(flags(h, f)),
             }
         )
     table = pd.DataFrame(rows)

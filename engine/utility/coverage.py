@@ -15,9 +15,11 @@ its constraints by folding most codes into one item. These measures read any `Re
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
 import numpy as np
+import pandas as pd
 
 from engine.records import Records
 from engine.release import AGE_PAIR_SEP, Release
@@ -136,3 +138,150 @@ def code_coverage(release: Release, cohort: Records) -> Coverage:
         generalized=len(generalized),
         removed=len(codes) - len(themselves) - len(generalized),
     )
+
+
+# ------------------------------------------------------------ the figures of the files written (issue 23)
+@dataclass(frozen=True)
+class FileFigures:
+    """What a release's files hold, read back from the bytes written (`file_figures`): the one
+    source of every figure the report, its JSON and the Compare page show about what is kept.
+
+    - `rows`: data rows of `release.csv`; `patients`: distinct patients in it;
+    - `pairs_kept` of `pairs_of`: distinct (patient, original code) pairs of the cohort still
+      represented in the file, by the code itself or by an item standing for it (the code map), of
+      all such pairs of the cohort (`pairs_retained`);
+    - `codes_kept` of `codes_of`: distinct codes of the cohort that some released row stands for (as
+      itself or inside a generalized item, whoever's row it is);
+      `codes_as_themselves`: those released as themselves (the item is the code, or for LDA a
+      `code|age` pair of the code)."""
+
+    rows: int
+    patients: int
+    pairs_kept: int
+    pairs_of: int
+    codes_kept: int
+    codes_of: int
+    codes_as_themselves: int
+
+    @property
+    def pairs_share(self) -> float:
+        return self.pairs_kept / self.pairs_of if self.pairs_of else 1.0
+
+    @property
+    def codes_share(self) -> float:
+        return self.codes_kept / self.codes_of if self.codes_of else 1.0
+
+
+def codes_under(cohort_codes: list[str], originals: set[str]) -> dict[str, list[int]]:
+    """Original code of a code map -> the indexes of the cohort's codes it stands for: itself when it
+    is a code of the cohort, else the cohort's codes under it in the ICD hierarchy (an LDA release
+    holds 3-digit categories such as `250` of the cohort's `250.01`); an unknown code, none."""
+    index = {c: i for i, c in enumerate(cohort_codes)}
+    out: dict[str, list[int]] = {o: [index[o]] for o in originals if o in index}
+    rest = originals - set(out)
+    if not rest:
+        return out
+    from engine.hierarchy import icd_hierarchy_for
+
+    h = icd_hierarchy_for(cohort_codes)
+    under: dict[str, list[int]] = {}
+    for c, i in index.items():
+        if c in h:
+            for a in h.ancestors(c):
+                if a in rest:
+                    under.setdefault(a, []).append(i)
+    for o in rest:
+        out[o] = under.get(o, [])
+    return out
+
+
+def file_figures(
+    cohort: Records,
+    release_csv: bytes,
+    code_map_csv: bytes | None,
+    crosswalk: Mapping[str, str] | None,
+) -> FileFigures:
+    """The figures of a release's files (`FileFigures`), read back with the export gate's reader
+    (`engine.io.export.read_release_bytes`). `crosswalk`: release id -> source id (the inverse of
+    `engine.io.export.release_ids`); None when the file names patients by their source ids. A
+    patient of the file the crosswalk does not know is an error (ValueError), never skipped."""
+    from engine.io.export import read_release_bytes
+
+    rel = read_release_bytes(release_csv, code_map_csv)
+    recs = rel.records
+    ids = [str(x) for x in recs.patient_ids]
+    if crosswalk is not None:
+        missing = [x for x in ids if x not in crosswalk]
+        if missing:
+            raise ValueError(f"{len(missing):,} patient(s) of the release file are not in the crosswalk")
+        ids = [str(crosswalk[x]) for x in ids]
+    cohort_codes = [str(c) for c in cohort.items]
+    n_c = max(len(cohort_codes), 1)
+    # the cohort's distinct (patient, code) pairs
+    cohort_keys = np.unique(cohort.event_patient.astype(np.int64) * n_c + cohort.event_item)
+    held = np.unique(cohort.event_item)
+    # each released item -> the cohort codes it stands for; as themselves: the item is the code
+    items = [str(x) for x in recs.items]
+    originals = {code_part(o, rel.age_pairs) for item in items for o in rel.codes_of(item)}
+    under = codes_under(cohort_codes, originals)
+    code_set = set(cohort_codes)
+    stands: list[np.ndarray] = []
+    themselves: set[int] = set()
+    for item in items:
+        own = code_part(item, rel.age_pairs)
+        cs: set[int] = set()
+        for o in rel.codes_of(item):
+            code = code_part(o, rel.age_pairs)
+            found = under.get(code, [])
+            cs.update(found)
+            if code == own and code in code_set:
+                themselves.update(found)
+        stands.append(np.fromiter(sorted(cs), dtype=np.int64, count=len(cs)))
+    # released (patient, item) pairs, patients as the cohort's indexes (a patient outside it: -1)
+    patient_index = pd.Index(cohort.patient_ids.astype(str)).get_indexer(pd.Index(ids))
+    ev_p = patient_index[recs.event_patient].astype(np.int64) if recs.n_events else np.zeros(0, np.int64)
+    ok = ev_p >= 0
+    n_j = max(len(items), 1)
+    released = np.unique(ev_p[ok] * n_j + recs.event_item[ok])
+    # (cohort code, released item standing for it), by code; then per cohort pair its candidates
+    pair_c = np.concatenate(stands) if stands else np.zeros(0, np.int64)
+    pair_j = np.repeat(np.arange(len(stands), dtype=np.int64), [len(x) for x in stands])
+    order = np.argsort(pair_c, kind="stable")
+    pair_c, pair_j = pair_c[order], pair_j[order]
+    p_before, c_before = np.divmod(cohort_keys, n_c)
+    start = np.searchsorted(pair_c, c_before, side="left")
+    count = np.searchsorted(pair_c, c_before, side="right") - start
+    row = np.repeat(np.arange(len(cohort_keys)), count)
+    offs = np.arange(len(row)) - np.repeat(np.cumsum(count) - count, count)
+    want = p_before[row] * n_j + pair_j[start[row] + offs]
+    hit = np.isin(want, released, assume_unique=False)
+    kept = np.unique(cohort_keys[row[hit]])
+    present = np.unique(recs.event_item)
+    codes_kept = (
+        np.intersect1d(np.unique(np.concatenate([stands[j] for j in present])), held)
+        if len(present)
+        else held[:0]
+    )
+    return FileFigures(
+        rows=int(recs.n_events),
+        patients=len({ids[p] for p in np.unique(recs.event_patient)}),
+        pairs_kept=len(kept),
+        pairs_of=len(cohort_keys),
+        codes_kept=len(codes_kept),
+        codes_of=len(held),
+        codes_as_themselves=len(themselves & set(codes_kept.tolist())),
+    )
+
+
+def pairs_retained(
+    cohort: Records,
+    release_csv: bytes,
+    code_map_csv: bytes | None,
+    crosswalk: Mapping[str, str] | None,
+) -> tuple[int, int]:
+    """Pairs retained (issue 23; the glossary's `pairs_retained`): (kept, of), the distinct (patient,
+    original code) pairs of the cohort still represented in the release file, by the code or by an
+    item standing for it, and all such pairs of the cohort. Read from the files written
+    (`file_figures`)."""
+    f = file_figures(cohort, release_csv, code_map_csv, crosswalk)
+    return f.pairs_kept, f.pairs_of
