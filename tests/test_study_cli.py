@@ -135,7 +135,7 @@ METHODS = {
     "gccens": ["--codes", "paper", "--scope", "cohort"],
     "generalize": ["--constraints", "none", "--complete"],
     "ugaclip": ["--knowledge", "single_visit"],
-    "lda": ["--codes", "all", "--icd-levels", "phecode", "--top-code-90"],
+    "lda": ["--codes", "all", "--icd-levels", "phecode"],
 }
 
 

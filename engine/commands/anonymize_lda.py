@@ -1,7 +1,7 @@
 """`python -m engine anonymize lda`: the Longitudinal Data Anonymizer (Tamersoy 2011 thesis, chapter IV).
 
     python -m engine anonymize lda --events EVENTS --cohort IDS --k K [--w-icd W]
-        [--method a-gs|baseline] [--age-domain LO-HI] [--top-code-90]
+        [--method a-gs|baseline] [--age-domain LO-HI]
         [--codes paper|all|C1,C2,... | --top-codes N] [--roll-up 3-digit]
         [--icd-levels thesis|full|phecode] --out RELEASED.csv [--codemap CODEMAP.csv]
         [--report REPORT.json]
@@ -63,9 +63,6 @@ def register(methods, *, study=None) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--age-domain", help="age hierarchy domain LO-HI (default 1-128 as the thesis, else 0-127)"
-    )
-    p.add_argument(
-        "--top-code-90", action="store_true", help="top-code ages of 90 and over (HIPAA) in the age hierarchy"
     )
     add_code_options(p)
     p.add_argument(
@@ -129,7 +126,6 @@ def settings_of(args: argparse.Namespace, inputs) -> LDASettings:
         icd_hierarchy=ICD_LEVELS[args.icd_levels],
         age_low=low,
         age_high=high,
-        top_code_90=args.top_code_90,
         w_icd=args.w_icd,
         alignment=args.method,
         roll_up=args.roll_up or "",

@@ -57,7 +57,6 @@ for _p in ("lda_", "ldat_"):
             f"{_p}icd": ICD_CHOICES[0],
             f"{_p}lo": persist.LAZY,
             f"{_p}hi": persist.LAZY,
-            f"{_p}top90": False,
             f"{_p}w": 0.5,
             f"{_p}method": "a-gs",
         }
@@ -171,7 +170,8 @@ def _settings(ctx: Context, prefix: str, *, with_method: bool = True) -> tuple |
         persist.seed(f"{prefix}hi", hi0)
         lo = int(a1.number_input("Ages from", 0, 200, key=f"{prefix}lo"))
         hi = int(a2.number_input("to", 1, 255, key=f"{prefix}hi"))
-        top90 = st.checkbox("HIPAA: ages 90+ as one value", key=f"{prefix}top90")
+        top90 = True  # ages above 89 are always one category (issue 23)
+        st.caption("Ages above 89 are one category, 90+ (HIPAA safe harbor), always.")
     with c3:
         k = int(ctx.k)
         st.caption(f"k = {k} (sidebar)")
@@ -197,7 +197,7 @@ def settings_of(selection: tuple, hier: tuple, k: int, w_icd: float, method: str
     """The view's parameters as the typed settings a study records (None: an uploaded hierarchy,
     which a study file cannot carry)."""
     mode, top_n, codes = selection
-    choice, _, lo, hi, top90 = hier
+    choice, _, lo, hi, _top90 = hier
     icd = dict(zip(ICD_CHOICES[:3], ICD_HIERARCHIES, strict=True)).get(choice)
     if icd is None:
         return None
@@ -208,7 +208,7 @@ def settings_of(selection: tuple, hier: tuple, k: int, w_icd: float, method: str
         icd_hierarchy=icd,
         age_low=int(lo),
         age_high=int(hi),
-        top_code_90=bool(top90),
+        top_code_90=True,
         w_icd=float(w_icd),
         alignment=method,
     )
