@@ -1,0 +1,65 @@
+"""report.json against its documented, versioned schema (docs/report.schema.json, JSON Schema draft
+2020-12; issue 23): the toy study's report, a release not verified among them, and what the schema
+refuses."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+from test_report import KEY, _toy
+
+from engine.report.report import REPORT_FORMAT, build_report
+
+ROOT = Path(__file__).resolve().parent.parent
+SCHEMA = json.loads((ROOT / "docs" / "report.schema.json").read_text("utf-8"))
+
+
+def _validator() -> jsonschema.Draft202012Validator:
+    jsonschema.Draft202012Validator.check_schema(SCHEMA)
+    return jsonschema.Draft202012Validator(SCHEMA, format_checker=jsonschema.FormatChecker())
+
+
+@pytest.fixture(scope="module")
+def report_json() -> dict:
+    study, inputs, pop, cohort = _toy()
+    return json.loads(build_report(study, inputs, pop, cohort).to_json())
+
+
+def test_schema_is_draft_2020_12_and_names_the_report_format():
+    assert SCHEMA["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    assert REPORT_FORMAT == "cohortshield-report/2"
+    assert SCHEMA["properties"]["format"]["const"] == REPORT_FORMAT
+
+
+def test_report_json_is_valid(report_json):
+    _validator().validate(report_json)
+    good, bad = report_json["releases"]
+    assert good["verified"] is True and bad["verified"] is False
+    assert set(good["files"]) == {"release.csv", "code_map.csv"} and bad["files"] == {}
+    assert good["pairs_retained"] == {"kept": 3, "of": 4}
+    assert bad["records_below_k"] == 1
+    assert KEY not in json.dumps(report_json)  # the pseudonym key is in no report
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda d: d.update(format="cohortshield-report/1"),
+        lambda d: d["releases"][0].pop("pairs_retained"),
+        lambda d: d["releases"][0]["pairs_retained"].update(kept=-1),
+        lambda d: d["releases"][0].update(verified="yes"),
+        lambda d: d["releases"][0]["files"].update({"crosswalk.csv": "0" * 64}),
+        lambda d: d["releases"][0]["files"].update({"release.csv": "not a hash"}),
+        lambda d: d["releases"][0]["utility"].update(
+            {"largest generalized items": [["{1,2}#abc", 2, "extra"]]}
+        ),
+    ],
+)
+def test_schema_refuses_what_the_report_may_not_say(report_json, change):
+    broken = copy.deepcopy(report_json)
+    change(broken)
+    assert list(_validator().iter_errors(broken))
