@@ -1026,6 +1026,112 @@ def cdf(dis: np.ndarray) -> pd.DataFrame:
     return pd.DataFrame({"distinguishability": values, "share": np.cumsum(counts) / len(dis)})
 
 
+# ------------------------------------------------------------- risk as an expert determination states it
+def threshold_of_k(k: int) -> float:
+    """The risk threshold that k stands for: 1/k. A record is at risk under it exactly when its
+    distinguishability is below k (`risk_measures` compares the float 1/d with the float 1/k; distinct
+    whole numbers d < k give 1/d > 1/k in floating point too)."""
+    if isinstance(k, bool) or int(k) != k or k < 1:
+        raise ValueError(f"k must be a positive whole number, not {k!r}")
+    return 1.0 / int(k)
+
+
+@dataclass(frozen=True)
+class RiskThresholdPrecedent:
+    """A published risk threshold (El Emam's precedents for the maximum risk of a release) and the k it
+    corresponds to: `threshold` is exactly `threshold_of_k(k)`, `stated` the rounded figure as cited."""
+
+    name: str
+    stated: float
+    k: int
+
+    @property
+    def threshold(self) -> float:
+        return threshold_of_k(self.k)
+
+
+RISK_THRESHOLD_PRECEDENTS: tuple[RiskThresholdPrecedent, ...] = (
+    # K. El Emam, "Guide to the De-Identification of Personal Health Information" (2013), and El Emam et
+    # al., "A systematic review of re-identification attacks on health data" (PLoS One 2011); the
+    # thresholds of precedent for the maximum (prosecutor) risk, by how the data are released.
+    RiskThresholdPrecedent("public release (most stringent)", 0.05, 20),
+    RiskThresholdPrecedent("public release", 0.09, 11),
+    RiskThresholdPrecedent("controlled access under a data use agreement", 0.2, 5),
+    RiskThresholdPrecedent("internal use, trusted recipients", 0.33, 3),
+)
+"""El Emam's precedents as (name, the threshold as cited, k): 0.05 ~ k = 20, 0.09 ~ k = 11, 0.2 ~ k = 5,
+0.33 ~ k = 3. Compare with `threshold` (1/k), never with `stated`: 1/11 = 0.0909 exceeds 0.09."""
+
+
+@dataclass(frozen=True)
+class RiskMeasures:
+    """Maximum and average re-identification risk of a distinguishability vector, and the records at risk.
+
+    records: number of records measured.
+    threshold: the risk threshold the records at risk exceed (e.g. `threshold_of_k(k)`).
+    prosecutor_max: 1 / the smallest distinguishability: the highest probability that an attacker who
+      targets one record re-identifies it (ARX's prosecutor risk, highest; with population-scope
+      distinguishability, where the candidates are the population, ARX's journalist risk, highest).
+    average: mean of 1/distinguishability: the expected share of records re-identified by an attacker
+      who matches every record and picks one consistent candidate at random (ARX's marketer risk;
+      with cohort-scope distinguishability the candidates are the released records, with
+      population-scope distinguishability the population).
+    records_at_risk: records whose risk 1/d exceeds `threshold` (with threshold 1/k: d < k).
+    share_at_risk: records_at_risk / records (0 without records)."""
+
+    records: int
+    threshold: float
+    prosecutor_max: float
+    average: float
+    records_at_risk: int
+    share_at_risk: float
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "records": self.records,
+            "risk threshold": self.threshold,
+            "maximum risk": self.prosecutor_max,
+            "average risk": self.average,
+            "records at risk": self.records_at_risk,
+            "share at risk": self.share_at_risk,
+        }
+
+
+def risk_measures(distinguishability: np.ndarray, threshold: float) -> RiskMeasures:
+    """Maximum (1 / min d) and average (mean of 1/d) risk of the records, and those whose risk 1/d
+    exceeds `threshold` (a probability in (0, 1]; `threshold_of_k(k)` for "distinguishability below k").
+
+    Every released record is its own candidate, so its distinguishability is at least 1; a value
+    below 1 (0 or negative) means the vector was not computed against candidates that include the
+    records (e.g. a cohort counted against a population it is not part of): ValueError naming how
+    many such values there are, rather than an infinite risk. Without records every figure is 0."""
+    dis = np.asarray(distinguishability)
+    if dis.ndim != 1:
+        raise ValueError(f"distinguishability must be one value per record, not shape {dis.shape}")
+    threshold = float(threshold)
+    if not 0.0 < threshold <= 1.0:
+        raise ValueError(f"the risk threshold must be a probability in (0, 1], not {threshold!r}")
+    n = len(dis)
+    if n == 0:
+        return RiskMeasures(0, threshold, 0.0, 0.0, 0, 0.0)
+    bad = int(np.count_nonzero(~(dis >= 1)))
+    if bad:
+        raise ValueError(
+            f"{bad} of {n} records have distinguishability below 1 (a released record is its own "
+            "candidate): were they counted against candidates that do not include them?"
+        )
+    risk = 1.0 / dis.astype(np.float64)
+    at_risk = int(np.count_nonzero(risk > threshold))
+    return RiskMeasures(
+        records=n,
+        threshold=threshold,
+        prosecutor_max=float(risk.max()),
+        average=float(risk.mean()),
+        records_at_risk=at_risk,
+        share_at_risk=at_risk / n,
+    )
+
+
 @dataclass(frozen=True)
 class Verification:
     """The risk engine's verdict on a release: ok when every record has distinguishability >= k.

@@ -1,0 +1,355 @@
+"""k-map without the population: population risk estimated from the cohort and the sampling fraction.
+
+READ THIS FIRST: every figure here assumes that the cohort is a SIMPLE RANDOM SAMPLE of the population
+(each patient of the institution equally likely to be in it, independently of their codes). A disease
+cohort is the opposite: it is selected BY its codes (every member holds the phenotype's codes, and
+with them the comorbidities that go with the disease). Its code patterns are then much more frequent in
+the cohort than in the population, a pattern seen c times in the cohort is seen far fewer than c/f times
+in the population, and the estimate UNDERSTATES the risk. Measured on the shipped sample
+(bench/estimate.py, k = 5, default model): random cohorts at f = 0.01-0.35 are estimated within 0.0-6.1
+points (mean absolute error 2.7 points single visit, 0.7 all visits); the shipped phenotype cohort is
+underestimated by 9.8 points (share unique) and 14.8 points (share below k) under single-visit
+knowledge, and every shipped group is estimated too low. Use the estimate only when the population is
+not available, say that it is an estimate under this assumption, and prefer `risk.original_distinguishability` with the real population
+(scope population) whenever the population can be had.
+
+The sample count. For every known set S of a record (one per visit under single-visit knowledge, the
+whole record under all-visits knowledge), c_S is its number of consistent records IN THE COHORT: the
+cohort-scope distinguishability of the set, counted by the risk kernel
+(`risk.known_set_distinguishability(cohort, cohort, ...)`), so c_S >= 1 (the record itself). The
+sampling fraction is f = cohort size / stated population size.
+
+The models. ARX's k-map estimators (El Emam and Dankar, JAMIA 2008, D3 and D4; Pannekoek 1999), which
+take each set on its own with no knowledge of how set sizes are spread:
+- `poisson`: the population count of the set is F = c + X, X ~ Poisson(c (1 - f) / f): the c records seen,
+  and the unseen ones at the rate the cohort implies (E[F] = c / f).
+- `zero_truncated_poisson`: the sample count of a population class of size F is Poisson(f F), truncated
+  at zero because the class was seen at all (D4); with a flat prior on F over c .. N - n + c (N the
+  population size, n the cohort size: the other cohort records are outside the class), the posterior of
+  F given c is proportional to (f F)^c e^{-f F} / (1 - e^{-f F}). For a sample unique (c = 1) and small f
+  this gives P(F = 1) close to f, where the plain Poisson model gives e^{-(1-f)/f}, nearly 0.
+Both UNDERSTATE the risk badly even for a truly random cohort (bench/estimate.py: share unique 0-10 % for
+an exact 11-49 %): most code combinations are rare in the population, which a per-set model ignores.
+- `negative_binomial` (the default): the Poisson-gamma superpopulation model of Bethlehem, Keller and
+  Pannekoek (1990) and Benedetti and Franconi's individual risk (1998; mu-ARGUS, sdcMicro): the record
+  itself is in the cohort, each of its F - 1 fellows with probability f, F - 1 ~ Poisson(lam) and lam
+  ~ Gamma(shape, rate) across sets, the gamma fitted by maximum likelihood to the cohort's own counts
+  (`fit_prior`; c - 1 is then negative binomial); given c, F - c ~ NegBin(shape + c - 1, (rate + f) /
+  (rate + 1)). The fitted prior carries how rare combinations are; on random cohorts of the shipped
+  sample it is within a few points of the exact shares (bench/estimate.py).
+At f = 1 the cohort is the population and every model returns F = c exactly. The Poisson models
+approximate sampling without replacement: for f near 1 they are rough (the zero-truncated one most).
+
+A record's population distinguishability is the minimum of F_S over its known sets. Its probability of
+being below k: `combine="independent"` takes the F_S of a record's distinct sets as independent,
+1 - prod_S P(F_S >= k); `combine="riskiest"` takes the largest P(F_S < k), a lower bound whatever the
+dependence (the sets of one record overlap, so their counts are positively dependent: the truth lies
+between the two, closer to the riskiest the more nested the sets). The record's estimated population
+distinguishability (`expected_population`) is E[F] of its set with the fewest cohort records.
+
+The shares (unique, below k) are the means of the records' probabilities, with a normal interval of
+the Poisson-binomial sum (records taken as independent Bernoulli trials): it states the sampling
+spread under the model, NOT the error of the model, and says nothing of the random-sample assumption.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from scipy import optimize, stats
+from scipy.special import logsumexp
+
+from engine.adversary import Knowledge
+from engine.records import Records
+from engine.risk import DEFAULT_MATCHING, Matching, known_set_distinguishability
+
+Model = Literal["poisson", "zero_truncated_poisson", "negative_binomial"]
+Combine = Literal["independent", "riskiest"]
+MODELS: tuple[Model, ...] = ("poisson", "zero_truncated_poisson", "negative_binomial")
+COMBINES: tuple[Combine, ...] = ("independent", "riskiest")
+
+RANDOM_SAMPLE_WARNING = (
+    "Estimated, not measured: assumes the cohort is a simple random sample of the population. A cohort "
+    "selected by its codes (a disease cohort) is not, and its risk is then underestimated."
+)
+
+
+@dataclass(frozen=True)
+class Share:
+    """An estimated share of records with its interval (`confidence`, e.g. 0.95)."""
+
+    estimate: float
+    low: float
+    high: float
+    confidence: float
+
+
+@dataclass(frozen=True, eq=False)
+class KMapEstimate:
+    """Per-record estimates of population risk from the cohort alone, and their shares (module docstring).
+
+    sample_distinguishability: per record, its cohort-scope distinguishability (min over its sets of c).
+    expected_population: per record, E[F] of its set with the fewest cohort records.
+    p_unique, p_below_k: per record, the probability that its population distinguishability is 1, < k.
+    prior: the fitted gamma prior (`negative_binomial` model, f < 1), else None."""
+
+    model: Model
+    combine: Combine
+    knowledge: Knowledge
+    k: int
+    population_size: int
+    cohort_size: int
+    sampling_fraction: float
+    sample_distinguishability: np.ndarray
+    expected_population: np.ndarray
+    p_unique: np.ndarray
+    p_below_k: np.ndarray
+    share_unique: Share
+    share_below_k: Share
+    prior: GammaPrior | None = None
+    warning: str = RANDOM_SAMPLE_WARNING
+
+
+def sampling_fraction(cohort_size: int, population_size: int) -> float:
+    """f = cohort size / stated population size, checked: 1 <= cohort size <= population size."""
+    if isinstance(population_size, bool) or int(population_size) != population_size:
+        raise ValueError(f"the population size must be a whole number, not {population_size!r}")
+    if cohort_size < 1:
+        raise ValueError("the cohort has no records: nothing to estimate")
+    if population_size < cohort_size:
+        raise ValueError(
+            f"the stated population size ({population_size}) is smaller than the cohort ({cohort_size}): "
+            "the cohort must be drawn from the population"
+        )
+    return cohort_size / int(population_size)
+
+
+# ----------------------------------------------------------------------------- one set: F given c
+def _ztp_log_posterior(c: int, f: float, f_max: int) -> tuple[np.ndarray, np.ndarray]:
+    """Population counts F = c .. f_max and their log posterior weights (unnormalized) under the
+    zero-truncated Poisson likelihood with a flat prior."""
+    grid = np.arange(c, f_max + 1, dtype=np.float64)
+    lam = f * grid
+    return grid, c * np.log(lam) - lam - np.log(-np.expm1(-lam))
+
+
+def _ztp_upper(c: int, f: float, upper: int) -> int:
+    """Where the posterior's tail is negligible (about Gamma(c, f): mean c/f, sd sqrt(c)/f), within the
+    largest possible count `upper`."""
+    return int(min(upper, max(c, math.ceil((c + 12.0 * math.sqrt(c) + 40.0) / f))))
+
+
+def set_probabilities(
+    counts: np.ndarray,
+    f: float,
+    k: int,
+    model: Model,
+    upper: int | None = None,
+    prior: GammaPrior | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per sample count c (>= 1) of a known set: P(F = 1), P(F < k) and E[F] of its population count F
+    under `model` (module docstring); `upper` bounds F (N - n + c for the zero-truncated model; default
+    no bound beyond the tail)."""
+    counts = np.asarray(counts, dtype=np.int64)
+    if (counts < 1).any():
+        raise ValueError("sample counts must be at least 1 (a record is its own candidate)")
+    if not 0.0 < f <= 1.0:
+        raise ValueError(f"the sampling fraction must be in (0, 1], not {f!r}")
+    p1 = np.zeros(len(counts))
+    pk = np.zeros(len(counts))
+    if f == 1.0:  # the cohort is the population: F = c
+        return (counts == 1).astype(np.float64), (counts < k).astype(np.float64), counts.astype(np.float64)
+    if model == "poisson":
+        rate = counts * (1.0 - f) / f
+        pk = np.where(counts < k, stats.poisson.cdf(k - 1 - counts, rate), 0.0)
+        p1 = np.where(counts == 1, np.exp(-rate), 0.0)
+        return p1, pk, counts / f
+    if model == "negative_binomial":
+        return _nb_probabilities(counts, f, k, prior if prior is not None else fit_prior(counts, f))
+    if model != "zero_truncated_poisson":
+        raise ValueError(f"model must be one of {MODELS}, not {model!r}")
+    mean = np.empty(len(counts))
+    for c in np.unique(counts).tolist():
+        at = counts == c
+        bound = _ztp_upper(c, f, upper + c if upper is not None else 1 << 62)
+        grid, logw = _ztp_log_posterior(c, f, bound)
+        total = logsumexp(logw)
+        w = np.exp(logw - total)
+        mean[at] = float((grid * w).sum())
+        if c < k:
+            pk[at] = min(1.0, float(w[grid < k].sum()))
+        if c == 1:
+            p1[at] = float(w[0])
+    return p1, pk, mean
+
+
+@dataclass(frozen=True)
+class GammaPrior:
+    """The Poisson-gamma prior of the `negative_binomial` model: F - 1 ~ Poisson(lam), lam ~ Gamma(shape,
+    rate), fitted to the cohort's counts (`fit_prior`)."""
+
+    shape: float
+    rate: float
+
+
+_MAX_SHAPE = 1000.0
+
+
+def fit_prior(counts: np.ndarray, f: float) -> GammaPrior:
+    """Maximum likelihood fit of the gamma prior to sample counts c (>= 1): c - 1 ~ NegBin(shape,
+    rate / (rate + f)), the marginal of c - 1 ~ Poisson(f lam) (the record itself is in the sample, each
+    of its F - 1 fellows is with probability f). Distinct counts are weighted by their number."""
+    y, w = np.unique(np.asarray(counts, dtype=np.int64) - 1, return_counts=True)
+    if len(y) == 0:
+        raise ValueError("no sample counts to fit the prior to")
+    if y.max() == 0:  # every set seen once: the data say only "small"; a prior at the fit's boundary
+        return GammaPrior(shape=1e-3, rate=1e3)
+    mean = float((y * w).sum() / w.sum())
+
+    def nll(theta: np.ndarray) -> float:
+        shape, p = math.exp(theta[0]), 1.0 / (1.0 + math.exp(-theta[1]))
+        return -float((w * stats.nbinom.logpmf(y, shape, p)).sum())
+
+    start = np.array([math.log(0.5), math.log(0.5 / max(mean, 1e-9))])  # p/(1-p) = shape/mean
+    # shape at most 1000: counts no more spread than a Poisson's have no finite maximum (shape -> infinity,
+    # the Poisson limit), which a shape of 1000 already is for every count here
+    bounds = [(math.log(1e-4), math.log(_MAX_SHAPE)), (-40.0, 40.0)]
+    start = np.clip(start, [b[0] for b in bounds], [b[1] for b in bounds])
+    res = optimize.minimize(
+        nll, start, method="Nelder-Mead", bounds=bounds, options={"xatol": 1e-6, "fatol": 1e-9}
+    )
+    shape, p = math.exp(res.x[0]), 1.0 / (1.0 + math.exp(-res.x[1]))
+    return GammaPrior(shape=shape, rate=p * f / (1.0 - p))
+
+
+def _nb_probabilities(
+    counts: np.ndarray, f: float, k: int, prior: GammaPrior
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """P(F = 1), P(F < k), E[F] given c: F - c | c ~ NegBin(shape + c - 1, (rate + f) / (rate + 1))."""
+    n_succ = prior.shape + counts - 1.0
+    q = (prior.rate + f) / (prior.rate + 1.0)
+    pk = np.where(counts < k, stats.nbinom.cdf(np.maximum(k - 1 - counts, 0), n_succ, q), 0.0)
+    p1 = np.where(counts == 1, q**n_succ, 0.0)
+    return p1, pk, counts + n_succ * (1.0 - f) / (prior.rate + f)
+
+
+# ----------------------------------------------------------------------------- records and shares
+def _share(p: np.ndarray, confidence: float) -> Share:
+    n = len(p)
+    if n == 0:
+        return Share(0.0, 0.0, 0.0, confidence)
+    est = float(p.mean())
+    half = float(stats.norm.ppf(0.5 + confidence / 2.0)) * math.sqrt(float((p * (1.0 - p)).sum())) / n
+    return Share(est, max(0.0, est - half), min(1.0, est + half), confidence)
+
+
+def _distinct_rows(owner: np.ndarray, matrix) -> np.ndarray:
+    """A boolean mask keeping the first of every (record, known set) repeated within a record."""
+    seen: set[tuple[int, bytes, bytes]] = set()
+    keep = np.zeros(len(owner), dtype=bool)
+    ptr, ind, data = matrix.indptr, matrix.indices, matrix.data
+    for r in range(len(owner)):
+        key = (int(owner[r]), ind[ptr[r] : ptr[r + 1]].tobytes(), data[ptr[r] : ptr[r + 1]].tobytes())
+        if key not in seen:
+            seen.add(key)
+            keep[r] = True
+    return keep
+
+
+def combine_records(
+    owner: np.ndarray,
+    p_unique: np.ndarray,
+    p_below: np.ndarray,
+    n_records: int,
+    combine: Combine,
+    empty_unique: float = 0.0,
+    empty_below: float = 0.0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per record, from its sets' probabilities: P(min F = 1) and P(min F < k), either as independent
+    sets or the riskiest set (module docstring). A record with no set gets `empty_*` (its population
+    distinguishability is the whole population)."""
+    if combine not in COMBINES:
+        raise ValueError(f"combine must be one of {COMBINES}, not {combine!r}")
+    has = np.zeros(n_records, dtype=bool)
+    has[owner] = True
+    out = []
+    for p, empty in ((p_unique, empty_unique), (p_below, empty_below)):
+        if combine == "riskiest":
+            rec = np.zeros(n_records)
+            np.maximum.at(rec, owner, p)
+        else:  # 1 - prod(1 - p), in logs; a set with p = 1 makes the record certain
+            log_keep = np.zeros(n_records)
+            np.add.at(log_keep, owner, np.log1p(-np.where(p < 1.0, p, 0.0)))
+            rec = -np.expm1(log_keep)
+            certain = np.zeros(n_records, dtype=bool)
+            certain[owner[p >= 1.0]] = True
+            rec[certain] = 1.0
+        rec[~has] = empty
+        out.append(np.clip(rec, 0.0, 1.0))
+    return out[0], out[1]
+
+
+def estimate_kmap(
+    cohort: Records,
+    population_size: int,
+    knowledge: Knowledge,
+    k: int,
+    *,
+    model: Model = "negative_binomial",
+    combine: Combine = "independent",
+    matching: Matching = DEFAULT_MATCHING,
+    confidence: float = 0.95,
+) -> KMapEstimate:
+    """Estimate each cohort record's population distinguishability, and the probability that it is 1 and
+    below k, from the cohort alone and the stated population size (k-map without the population).
+
+    ASSUMES THE COHORT IS A SIMPLE RANDOM SAMPLE OF THE POPULATION (module docstring): for a cohort
+    selected by its codes the risk is underestimated. `matching` as for the kernel (its `cap` is not
+    used: the expected population counts need full cohort counts). Defaults: the negative binomial model
+    (its prior fitted to all the records' sets), sets combined as independent: on the shipped sample's
+    random cohorts the closest to the exact figures, and above them rather than below
+    (bench/estimate.py)."""
+    if isinstance(k, bool) or int(k) != k or k < 1:
+        raise ValueError(f"k must be a positive whole number, not {k!r}")
+    if model not in MODELS:
+        raise ValueError(f"model must be one of {MODELS}, not {model!r}")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), not {confidence!r}")
+    n = cohort.n_patients
+    f = sampling_fraction(n, population_size)
+    sets = known_set_distinguishability(cohort, cohort, knowledge, dataclasses.replace(matching, cap=None))
+    keep = _distinct_rows(sets.owner, sets.matrix)
+    owner, counts = sets.owner[keep], sets.values[keep]
+    prior = fit_prior(counts, f) if model == "negative_binomial" and f < 1.0 and len(counts) else None
+    p1, pk, mean = set_probabilities(counts, f, int(k), model, upper=int(population_size) - n, prior=prior)
+    # a record with no known set is consistent with the whole population
+    p_unique, p_below = combine_records(
+        owner, p1, pk, n, combine, float(population_size <= 1), float(population_size < k)
+    )
+    sample = sets.per_record()
+    expected = np.full(n, float(population_size))
+    if len(owner):
+        order = np.lexsort((counts, owner))  # per record, its set with the fewest cohort records first
+        first = np.ones(len(order), dtype=bool)
+        first[1:] = owner[order][1:] != owner[order][:-1]
+        expected[owner[order][first]] = mean[order][first]
+    return KMapEstimate(
+        model=model,
+        combine=combine,
+        knowledge=knowledge,
+        k=int(k),
+        population_size=int(population_size),
+        cohort_size=n,
+        sampling_fraction=f,
+        sample_distinguishability=sample,
+        expected_population=expected,
+        p_unique=p_unique,
+        p_below_k=p_below,
+        share_unique=_share(p_unique, confidence),
+        share_below_k=_share(p_below, confidence),
+        prior=prior,
+    )
