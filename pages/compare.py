@@ -22,16 +22,20 @@ from ui.teach import intro
 _MEMO = "_compare_tables"
 SHARES = {  # chart measure (words) -> table column
     "Records below k": "share below k",
-    "Code instances kept": "code instances kept",
+    "Pairs retained": "pairs retained",
     "Distinct codes kept": "distinct codes kept",
     "Records modified": "records modified",
     "Utility constraints met": "utility constraints met",
 }
-PERCENT = ("share below k", "code instances kept", "distinct codes kept", "records modified")
+PERCENT = ("share below k", "pairs retained", "distinct codes kept", "records modified")
 HELP = {
     "share below k": help_for("distinguishability", "k"),
     "records below k": help_for("distinguishability", "k"),
-    "code instances kept": help_for("instances_retained"),
+    "pairs retained": help_for("pairs_retained"),
+    "pairs kept": help_for("pairs_retained"),
+    "pairs in the cohort": help_for("pairs_retained"),
+    "rows released": help_for("rows_released"),
+    "patients released": help_for("rows_released"),
     "distinct codes kept": help_for("code_coverage"),
     "records modified": help_for("records_modified"),
     "utility constraints met": help_for("utility_constraint"),
@@ -52,9 +56,10 @@ def _phewas_counts(ctx, releases) -> dict[str, tuple[int, int]] | None:
     return compare.phewas_changes(original, released)
 
 
-def comparison(ctx, releases, with_phewas: bool) -> pd.DataFrame:
+def comparison(ctx, releases, with_phewas: bool, files=None, pseudonyms=None) -> pd.DataFrame:
     """`engine.study.compare.comparison_table` of the study's releases (memoized per release content,
-    data, adversary, k and the PheWAS choice)."""
+    data, adversary, k and the PheWAS choice); what each keeps is read from its files (`files`, the
+    gate's, with the study's `pseudonyms`), as in the IRB report."""
     geno = ctx.dataset.genotypes
     key = (
         tuple((n, release_key(r)) for n, r in releases.items()),
@@ -62,6 +67,7 @@ def comparison(ctx, releases, with_phewas: bool) -> pd.DataFrame:
         ctx.adversary.label,
         int(ctx.k),
         with_phewas,
+        tuple(sorted((n, tuple(sorted(f))) for n, f in (files or {}).items())),
         frame_fingerprint(geno) if with_phewas and geno is not None else None,
     )
     memo: dict = st.session_state.setdefault(_MEMO, {})
@@ -69,7 +75,14 @@ def comparison(ctx, releases, with_phewas: bool) -> pd.DataFrame:
         counts = _phewas_counts(ctx, releases) if with_phewas else None
         memo.clear()
         memo[key] = compare.comparison_table(
-            releases, ctx.cohort, ctx.population, ctx.adversary, int(ctx.k), phewas_lost_false=counts
+            releases,
+            ctx.cohort,
+            ctx.population,
+            ctx.adversary,
+            int(ctx.k),
+            phewas_lost_false=counts,
+            files=files,
+            pseudonyms=pseudonyms,
         )
     return memo[key]
 
@@ -128,6 +141,7 @@ if not published:
     st.info('No release in the study yet: make one on the Anonymize page and press "Add to study".')
     st.stop()
 releases = {name: held.release for name, (_entry, held) in published.items()}
+release_files = {name: held.files for name, (_entry, held) in published.items() if held.files}
 has_genotypes = ctx.dataset.genotypes is not None and not ctx.dataset.genotypes.empty
 with_phewas = st.toggle(
     "PheWAS associations lost and false (one PheWAS per release, Benjamini-Hochberg at 0.05)",
@@ -137,7 +151,13 @@ with_phewas = st.toggle(
     help=help_for("lost_false", "multiple_testing"),
 )
 with st.spinner("Verifying and measuring every release…"):
-    table = comparison(ctx, releases, with_phewas and has_genotypes)
+    table = comparison(
+        ctx,
+        releases,
+        with_phewas and has_genotypes,
+        release_files,
+        session_study.session(ctx).pseudonyms,
+    )
 column_config = {c: st.column_config.NumberColumn(c, format="percent", help=HELP[c]) for c in PERCENT} | {
     c: st.column_config.Column(c, help=text)
     for c, text in HELP.items()

@@ -235,11 +235,16 @@ def test_comparison_table_verifies_each_release_and_marks_the_best():
         assert row["verified"] == v.ok
         assert row["records below k"] == int((v.distinguishability < 2).sum())
     row = table.set_index("release").loc["untouched"]
-    assert row["code instances kept"] == 1.0 and row["records modified"] == 0.0
+    assert row["pairs retained"] == 1.0 and row["records modified"] == 0.0
+    assert (row["pairs kept"], row["pairs in the cohort"], row["rows released"]) == (
+        7,
+        7,
+        7,
+    )  # one row per pair
     best = compare.best_rows(table)
-    assert best["code instances kept"] == {"untouched"}
+    assert best["pairs retained"] == {"untouched"}
     assert "untouched" in best["records modified"]
-    assert "code instances kept" in row["best in"]
+    assert "pairs retained" in row["best in"]
     assert "PheWAS associations lost" not in table.columns  # no genotypes given: no column
 
 

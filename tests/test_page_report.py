@@ -58,6 +58,7 @@ def test_report_page_builds_the_report_and_the_bundle_under_the_sidebar_k():
     # the study file; bundle, PDF, HTML, JSON, and the Markdown rendering (issue 16)
     assert download_labels(at) == [
         "Download the study file (JSON)",
+        "Suppress all: crosswalk (CSV, IDENTIFYING)",  # the steward's, beside the report (issue 23)
         "Release bundle (zip: verified files, report, manifest)",
         "IRB report (PDF)",
         "IRB report (HTML)",
@@ -65,6 +66,10 @@ def test_report_page_builds_the_report_and_the_bundle_under_the_sidebar_k():
         "IRB report (Markdown)",
     ]
     assert "Every release side by side" in report.to_markdown().decode("utf-8")
+    # issue 23: the release's figures are its files' (rows, patients, pairs retained)
+    row = rows["Suppress all"]
+    assert (row["rows"], row["patients"], row["pairs_retained"]["kept"]) == (0, 0, 0)
+    assert rows["Unchanged"]["pairs_retained"]["kept"] == rows["Unchanged"]["pairs_retained"]["of"] > 0
     # the verification matrix names the failing release under every adversary
     matrix = at.dataframe[0].value
     assert set(matrix.loc[~matrix["verified"], "release"]) == {"Unchanged"}
