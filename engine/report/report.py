@@ -474,7 +474,7 @@ def release_comparison(
     figures: Mapping[str, FileFigures] | None = None,
 ) -> dict[str, Any]:
     """Every release of the report side by side (`engine.study.compare.comparison_table`, the app's Compare
-    page): risk under the study's adversary and k (the report's verifications), code instances and
+    page): risk under the study's adversary and k (the report's verifications), pairs retained and
     distinct codes kept, records modified, the utility constraints of one policy (PNAS Table 1) met,
     PheWAS associations lost and false when computed for every release; JSON-ready, with the best
     release of each column (`engine.study.compare.comparison_data`)."""
