@@ -92,8 +92,8 @@ def test_the_cli_runs_the_settings_the_app_and_a_study_run(tmp_path, command, kn
     `ProfilesSettings.run` exports for the same cohort."""
     from engine.commands.inputs import load_groups
     from engine.io.export import pseudonymous_frame, safe_csv_bytes
-    from tests.pseudonym_support import KEY, PSEUDONYMS
     from engine.study.runs import ProfilesSettings, RunInputs
+    from tests.pseudonym_support import KEY, PSEUDONYMS
 
     ev, ids = _inputs(tmp_path)
     out = tmp_path / "out.csv"
