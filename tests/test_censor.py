@@ -232,6 +232,14 @@ def _write_figure_1(tmp_path):
     return tmp_path / "events.csv", tmp_path / "cohort.csv"
 
 
+def _in_source_ids(release_csv, crosswalk_csv) -> pd.DataFrame:
+    """A written release read back in source ids through the crosswalk the command wrote beside it."""
+    rows = pd.read_csv(release_csv, dtype=str)
+    walk = pd.read_csv(crosswalk_csv, dtype=str)
+    rows["patient_id"] = rows["patient_id"].map(dict(zip(walk["release_id"], walk["source_id"], strict=True)))
+    return rows
+
+
 def test_cli_writes_release_and_report(tmp_path):
     import json
 
@@ -244,7 +252,12 @@ def test_cli_writes_release_and_report(tmp_path):
     assert main(argv) == 0
     released = pd.read_csv(out, dtype=str)
     assert list(released.columns) == ["patient_id", "code"]
-    got = released.groupby("patient_id")["code"].apply(sorted).to_dict()
+    assert set(released["patient_id"]) <= {"R001", "R002", "R003"}  # release ids, never the names
+    argv += ["--crosswalk", str(tmp_path / "crosswalk.csv")]
+    assert main(argv) == 0
+    got = (
+        _in_source_ids(out, tmp_path / "crosswalk.csv").groupby("patient_id")["code"].apply(sorted).to_dict()
+    )
     assert got == {"Alan": ["250"], "Tom": ["272", "724"], "Bella": ["250", "272"]}
     rep = json.loads(report.read_text())
     assert rep["verification"]["ok"]
@@ -330,8 +343,11 @@ def test_cli_population_file_scope_and_variant(tmp_path):
     out = tmp_path / "released.csv"
     argv = ["anonymize", "gccens", "--events", str(events), "--population", str(tmp_path / "pop.csv")]
     argv += ["--cohort", str(cohort), "--k", "2", "--variant", "targeted", "--out", str(out)]
+    argv += ["--crosswalk", str(tmp_path / "crosswalk.csv")]
     assert main(argv) == 0
-    got = pd.read_csv(out, dtype=str).groupby("patient_id")["code"].apply(sorted).to_dict()
+    got = (
+        _in_source_ids(out, tmp_path / "crosswalk.csv").groupby("patient_id")["code"].apply(sorted).to_dict()
+    )
     # without Dan in P, Alan's {250} still has Bella, John, Alan; Bella keeps 250 x2 (Bella, John)
     assert got == {"Alan": ["250"], "Tom": ["272", "724"], "Bella": ["250", "250", "272"]}
     import json
@@ -437,11 +453,13 @@ def test_the_cli_runs_the_settings_the_app_and_a_study_run(tmp_path, extra):
     its release file is the one `GCCensSettings.run` exports for the same groups."""
     from engine.commands.cli import main
     from engine.commands.inputs import load_groups
-    from engine.io.export import safe_csv_bytes
+    from engine.io.export import pseudonymous_frame, safe_csv_bytes
     from engine.study.runs import CodeSelection, GCCensSettings, RunInputs
+    from tests.pseudonym_support import KEY, PSEUDONYMS
 
     events, cohort = _write_figure_1(tmp_path)
-    out = tmp_path / "released.csv"
+    out, key = tmp_path / "released.csv", tmp_path / "key"
+    key.write_text(KEY)
     assert (
         main(
             [
@@ -456,6 +474,8 @@ def test_the_cli_runs_the_settings_the_app_and_a_study_run(tmp_path, extra):
                 *extra,
                 "--out",
                 str(out),
+                "--key-file",
+                str(key),
             ]
         )
         == 0
@@ -471,4 +491,4 @@ def test_the_cli_runs_the_settings_the_app_and_a_study_run(tmp_path, extra):
     )
     g = load_groups(str(events), cohort=str(cohort))
     release = settings.run(RunInputs(g.population, g.cohort))
-    assert out.read_bytes() == safe_csv_bytes(release.exported_frame())
+    assert out.read_bytes() == safe_csv_bytes(pseudonymous_frame(release, PSEUDONYMS))

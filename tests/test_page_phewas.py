@@ -63,7 +63,9 @@ def test_report_page_lists_verified_release(published):
         "Verified: every one of"
     )
     assert row["phewas"] is not None  # the sample's genotypes: associations lost and false are reported
-    assert len(at.get("download_button")) == 6  # the study file; bundle, PDF, HTML, JSON, Markdown
+    labels = [b.proto.label for b in at.get("download_button")]
+    # the study file, the release's crosswalk (identifying); bundle, PDF, HTML, JSON, Markdown
+    assert len(labels) == 7 and labels[1] == "Heatherly DEMO_D: crosswalk (CSV, IDENTIFYING)"
 
 
 def test_phewas_page_compares_heatherlys_three_scopes_at_the_sidebar_k(sample_dataset):

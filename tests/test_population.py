@@ -390,11 +390,13 @@ def test_the_cli_runs_the_settings_the_app_and_a_study_run(tmp_path, extra):
     release file is the one `HeatherlySettings.run` exports for the same groups."""
     from engine.commands.cli import main
     from engine.commands.inputs import load_groups
-    from engine.io.export import safe_csv_bytes
+    from engine.io.export import pseudonymous_frame, safe_csv_bytes
     from engine.study.runs import HeatherlySettings, RunInputs
+    from tests.pseudonym_support import KEY, PSEUDONYMS
 
     ev, co = _cli_files(tmp_path)
-    out = tmp_path / "out.csv"
+    out, key = tmp_path / "out.csv", tmp_path / "key"
+    key.write_text(KEY)
     code = main(
         [
             "anonymize",
@@ -408,6 +410,8 @@ def test_the_cli_runs_the_settings_the_app_and_a_study_run(tmp_path, extra):
             *extra,
             "--out",
             str(out),
+            "--key-file",
+            str(key),
         ]
     )
     opts = dict(zip(extra[::2], extra[1::2], strict=False))
@@ -421,7 +425,7 @@ def test_the_cli_runs_the_settings_the_app_and_a_study_run(tmp_path, extra):
     g = load_groups(str(ev), cohort=str(co))
     release = settings.run(RunInputs(g.population, g.cohort))
     if code == 0:
-        assert out.read_bytes() == safe_csv_bytes(release.exported_frame())
+        assert out.read_bytes() == safe_csv_bytes(pseudonymous_frame(release, PSEUDONYMS))
     else:  # refused: then the settings' release fails verification too, and no file is left
         from engine import risk
 
