@@ -156,6 +156,47 @@ class VerificationRecord:
         return f"not verified: {self.below_k:,} of {self.records:,} records below k = {self.k} ({self.adversary.label})"
 
 
+RELEASE_CONTEXTS: dict[str, str] = {
+    "public": "public release",
+    "controlled": "controlled access under a data use agreement",
+    "internal": "internal use, trusted recipients",
+    "custom": "a custom threshold with a written reason",
+}
+
+
+@dataclass(frozen=True)
+class Determination:
+    """To whom the data go and why the study's k is what it is (issue 27; HIPAA's expert
+    determination, 45 CFR 164.514(b)(1), documents the anticipated recipient and the threshold).
+
+    `context` is one of `RELEASE_CONTEXTS`; the threshold of maximum risk is 1/k (`Study.threshold`),
+    k being the study's. `reason` is the steward's written reason (required for "custom")."""
+
+    recipient: str = ""
+    context: str = "controlled"
+    reason: str = ""
+
+    def __post_init__(self) -> None:
+        if self.context not in RELEASE_CONTEXTS:
+            raise StudyError(
+                f"release context must be one of {', '.join(RELEASE_CONTEXTS)}, not {self.context!r}"
+            )
+        if self.context == "custom" and not self.reason.strip():
+            raise StudyError("a custom threshold needs a written reason")
+
+    def to_dict(self) -> dict[str, str]:
+        return {"recipient": self.recipient, "context": self.context, "reason": self.reason}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Determination:
+        if not isinstance(d, Mapping):
+            raise StudyError(f"determination must be an object, not {type(d).__name__}")
+        for name in ("recipient", "context", "reason"):
+            if name in d and not isinstance(d[name], str):
+                raise StudyError(f"determination.{name} must be text")
+        return cls(str(d.get("recipient", "")), str(d.get("context", "controlled")), str(d.get("reason", "")))
+
+
 @dataclass(frozen=True)
 class StudyRelease:
     """A release in a study: immutable, made by the user's action, with everything needed to rebuild
@@ -172,6 +213,7 @@ class StudyRelease:
     verification: VerificationRecord | None
     files: tuple[tuple[str, str], ...] = ()  # (file name, sha256); empty when not verified
     claimed: VerificationRecord | None = field(default=None, compare=False)  # as read from a file
+    recipient: str = ""  # to whom this release goes (issue 28's ledger); "" = the study's recipient
 
     @property
     def exportable(self) -> bool:
@@ -189,6 +231,7 @@ class StudyRelease:
             "data": self.data.to_dict(),
             "verification": None if self.verification is None else self.verification.__dict__.copy(),
             "files": dict(self.files),
+            "recipient": self.recipient,
         }
 
     @classmethod
@@ -202,6 +245,7 @@ class StudyRelease:
             verification=None,
             files=tuple(sorted((str(a), str(b)) for a, b in d.get("files", {}).items())),
             claimed=claimed,
+            recipient=str(d.get("recipient", "")),
         )
 
 
@@ -215,6 +259,7 @@ class Study:
     releases: tuple[StudyRelease, ...] = ()
     # the steward's secret behind the release ids (engine.io.pseudonyms): in the study file only
     pseudonym_key: str = field(default_factory=new_key, repr=False)
+    determination: Determination = field(default_factory=Determination)
 
     def __post_init__(self) -> None:
         check_k(self.k)
@@ -226,6 +271,14 @@ class Study:
     @property
     def pseudonyms(self) -> Pseudonyms:
         return Pseudonyms(self.pseudonym_key)
+
+    @property
+    def threshold(self) -> float:
+        """The maximum re-identification risk the study accepts: 1/k (`engine.risk.threshold_of_k`)."""
+        return risk.threshold_of_k(self.k)
+
+    def with_determination(self, determination: Determination) -> Study:
+        return replace(self, determination=determination)
 
     # ------------------------------------------------------------------------ releases
     def current(self) -> tuple[StudyRelease, ...]:
@@ -280,6 +333,7 @@ class Study:
             "adversary": {"scope": self.adversary.scope, "knowledge": self.adversary.knowledge},
             "k": self.k,
             "releases": [r.to_dict() for r in self.releases],
+            "determination": self.determination.to_dict(),
         }
         if with_key:
             out["pseudonym_key"] = self.pseudonym_key
@@ -326,6 +380,7 @@ class Study:
                 k=int(d["k"]),
                 releases=tuple(StudyRelease.from_dict(r) for r in d.get("releases", [])),
                 pseudonym_key=str(d["pseudonym_key"]),
+                determination=Determination.from_dict(d.get("determination", {})),
             )
         except KeyError as exc:
             raise StudyError(f"{source}: missing field {exc}") from None
