@@ -25,6 +25,7 @@ import pandas as pd
 
 from engine import risk
 from engine.adversary import ALL_ADVERSARIES, Adversary
+from engine.disclosure.cells import SmallCellError, SmallCellPolicy
 from engine.io.errors import UserError
 from engine.io.pseudonyms import PseudonymKeyError, Pseudonyms, check_key, new_key
 from engine.records import Records
@@ -260,6 +261,8 @@ class Study:
     # the steward's secret behind the release ids (engine.io.pseudonyms): in the study file only
     pseudonym_key: str = field(default_factory=new_key, repr=False)
     determination: Determination = field(default_factory=Determination)
+    # issue 28: counts under this policy are suppressed in every table that leaves (engine.disclosure.cells)
+    small_cells: SmallCellPolicy = field(default_factory=SmallCellPolicy)
 
     def __post_init__(self) -> None:
         check_k(self.k)
@@ -334,6 +337,7 @@ class Study:
             "k": self.k,
             "releases": [r.to_dict() for r in self.releases],
             "determination": self.determination.to_dict(),
+            "small_cells": self.small_cells.to_dict(),
         }
         if with_key:
             out["pseudonym_key"] = self.pseudonym_key
@@ -381,10 +385,11 @@ class Study:
                 releases=tuple(StudyRelease.from_dict(r) for r in d.get("releases", [])),
                 pseudonym_key=str(d["pseudonym_key"]),
                 determination=Determination.from_dict(d.get("determination", {})),
+                small_cells=SmallCellPolicy.from_dict(d.get("small_cells")),
             )
         except KeyError as exc:
             raise StudyError(f"{source}: missing field {exc}") from None
-        except StudyError as exc:
+        except (StudyError, SmallCellError) as exc:
             raise StudyError(f"{source}: {exc}") from None
         except (TypeError, ValueError) as exc:
             raise StudyError(f"{source}: {exc.__class__.__name__}: {exc}") from None

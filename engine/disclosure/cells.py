@@ -1,0 +1,463 @@
+"""Small-cell suppression of count tables that leave the tool (issue 28).
+
+A *small cell* is a count of patients in the policy's range `low..high`. Presets:
+
+- `cms`: 1-10 (CMS cell-size suppression policy: no cell of 10 or fewer beneficiaries; a 0 may be shown);
+- `aou`: 1-20 (All of Us Data and Statistics Dissemination Policy: no count of 1-20);
+- `ohdsi`: 1-4 (OHDSI network studies: counts below 5 are masked);
+- `none`: nothing suppressed;
+- `custom`: `min_cell(N)`, every count 1..N-1.
+
+Zeros are not small cells: a 0 says that nobody has the feature, which names no one, and CMS's
+policy allows it (its rule concerns "10 or less" beneficiaries of a cell that holds some). Our reading,
+stated wherever the policy is: 0 is published under every preset.
+
+Complementary suppression (`suppress_counts`). A table is published with its row and column totals
+(and the grand total): the table with margins is one grid of (R+1) x (C+1) cells, each row and
+column of which is an equation (the cells sum to the margin). Primary cells are the small ones
+(margins included: a small total is suppressed too). Then, to a fixed point:
+
+1. every row and every column of the grid (margin cells counted as cells of their line) holding
+   exactly one suppressed cell gets a second one: its smallest non-zero unsuppressed cell (a zero
+   only when none is left; a zero complement beside a small cell would bound it from both sides);
+   ties by position, first the margin-free cells;
+2. when every line holds 0 or >= 2 suppressed cells but a suppressed cell is still a linear function
+   of the published cells (`determined`: the unit vector of that cell lies in the row space of the
+   line equations restricted to the suppressed cells, i.e. it sits on no cycle of suppressed cells),
+   the smallest published cell whose suppression makes it undetermined is suppressed.
+
+So no suppressed cell can be solved for from the published cells and totals: every line holding a
+suppressed cell holds at least two (the issue's rule), and the stronger linear test passes.
+Nonnegativity bounds remain (a suppressed cell lies between 0 and its line's published remainder):
+they say a cell is small, which its suppression says anyway.
+
+Tables without published totals (`suppress_frame(..., margins=False)`) need no complement: no
+equation ties their cells. A table of a release whose figures can be recomputed from the release
+file itself (e.g. released patients per disease) gains nothing from suppression; the caller says so.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+PRESETS: dict[str, tuple[int, int, str]] = {
+    "none": (1, 0, "no small-cell suppression"),
+    "cms": (1, 10, "CMS cell-size suppression: counts 1-10 suppressed"),
+    "aou": (1, 20, "All of Us dissemination policy: counts 1-20 suppressed"),
+    "ohdsi": (1, 4, "OHDSI: counts below 5 (1-4) suppressed"),
+}
+SUPPRESSED = "suppressed"  # what a suppressed cell reads in a written table
+
+
+class SmallCellError(ValueError):
+    """A small-cell policy that cannot be honoured; the message says why."""
+
+
+@dataclass(frozen=True)
+class SmallCellPolicy:
+    """Counts in `low..high` are small (suppressed); `high < low` suppresses nothing. `name` is a
+    preset (`PRESETS`) or "custom"."""
+
+    name: str = "none"
+    low: int = 1
+    high: int = 0
+
+    def __post_init__(self) -> None:
+        if self.name != "custom" and self.name not in PRESETS:
+            raise SmallCellError(f"small-cell policy must be one of {', '.join(PRESETS)} or custom")
+        if self.name != "custom" and (self.low, self.high) != PRESETS[self.name][:2]:
+            raise SmallCellError(f"the {self.name} preset is {PRESETS[self.name][2]}")
+        if self.low < 1:
+            raise SmallCellError("zeros are never small cells: low must be at least 1")
+
+    @classmethod
+    def preset(cls, name: str) -> SmallCellPolicy:
+        name = name.strip().lower()
+        if name not in PRESETS:
+            raise SmallCellError(f"unknown small-cell preset {name!r}: one of {', '.join(PRESETS)}")
+        low, high, _ = PRESETS[name]
+        return cls(name, low, high)
+
+    @classmethod
+    def min_cell(cls, n: int) -> SmallCellPolicy:
+        """Counts 1..n-1 suppressed (`--min-cell N`); presets when they coincide (5 = ohdsi, 11 = cms,
+        21 = aou, 1 = none)."""
+        if n < 1:
+            raise SmallCellError(f"the smallest publishable count must be at least 1, not {n}")
+        for name, (low, high, _) in PRESETS.items():
+            if (low, high) == (1, n - 1) or (name == "none" and n == 1):
+                return cls(name, low, high)
+        return cls("custom", 1, n - 1)
+
+    @classmethod
+    def parse(cls, text: str | int) -> SmallCellPolicy:
+        """A preset name or N (the smallest publishable count, `min_cell`)."""
+        s = str(text).strip().lower()
+        if s.isdigit():
+            return cls.min_cell(int(s))
+        return cls.preset(s)
+
+    @property
+    def active(self) -> bool:
+        return self.high >= self.low
+
+    def is_small(self, x: Any) -> bool:
+        try:
+            v = float(x)
+        except (TypeError, ValueError):
+            return False
+        return bool(np.isfinite(v)) and self.low <= v <= self.high
+
+    def describe(self) -> str:
+        if not self.active:
+            return "no small-cell suppression"
+        base = (
+            PRESETS[self.name][2]
+            if self.name in PRESETS
+            else f"custom: counts {self.low}-{self.high} suppressed"
+        )
+        return base + "; zeros are published"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "low": self.low, "high": self.high}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> SmallCellPolicy:
+        if d is None:
+            return cls()
+        if not isinstance(d, Mapping):
+            raise SmallCellError(f"small_cells must be an object, not {type(d).__name__}")
+        try:
+            return cls(str(d.get("name", "none")), int(d.get("low", 1)), int(d.get("high", 0)))
+        except (TypeError, ValueError) as exc:
+            raise SmallCellError(f"small_cells: {exc}") from None
+
+
+NO_POLICY = SmallCellPolicy()
+
+
+# ----------------------------------------------------------------------- tables with margins
+def with_margins(table: np.ndarray) -> np.ndarray:
+    """The (R+1) x (C+1) grid: the table, its row totals (last column), column totals (last row)
+    and the grand total."""
+    t = np.asarray(table, dtype=np.int64)
+    out = np.zeros((t.shape[0] + 1, t.shape[1] + 1), dtype=np.int64)
+    out[:-1, :-1] = t
+    out[:-1, -1] = t.sum(axis=1)
+    out[-1, :-1] = t.sum(axis=0)
+    out[-1, -1] = t.sum()
+    return out
+
+
+def _equations(shape: tuple[int, int]) -> np.ndarray:
+    """Line equations of a grid with margins, over its flattened cells: each row's cells minus its
+    total, each column's cells minus its total (the last row and column are the totals)."""
+    r1, c1 = shape
+    eqs = []
+    for i in range(r1):
+        e = np.zeros(shape)
+        e[i, :-1] = 1
+        e[i, -1] = -1
+        eqs.append(e.ravel())
+    for j in range(c1):
+        e = np.zeros(shape)
+        e[:-1, j] = 1
+        e[-1, j] = -1
+        eqs.append(e.ravel())
+    return np.array(eqs)
+
+
+def determined(mask: np.ndarray) -> np.ndarray:
+    """Which suppressed cells of a grid with margins (`mask` True = suppressed) are a linear function
+    of the published cells: cell i is when the unit vector e_i lies in the row space of the line
+    equations restricted to the suppressed cells."""
+    mask = np.asarray(mask, dtype=bool)
+    idx = np.flatnonzero(mask.ravel())
+    out = np.zeros(mask.shape, dtype=bool)
+    if not len(idx):
+        return out
+    a = _equations(mask.shape)[:, idx]
+    a = a[np.abs(a).sum(axis=1) > 0]
+    rank = np.linalg.matrix_rank(a) if len(a) else 0
+    for n, cell in enumerate(idx):
+        e = np.zeros(len(idx))
+        e[n] = 1
+        if len(a) and np.linalg.matrix_rank(np.vstack([a, e])) == rank:
+            out.flat[cell] = True
+    return out
+
+
+def lone_lines(mask: np.ndarray) -> list[tuple[str, int]]:
+    """Lines (("row", i) or ("column", j)) of a grid with margins holding exactly one suppressed cell."""
+    mask = np.asarray(mask, dtype=bool)
+    out = [("row", int(i)) for i in np.flatnonzero(mask.sum(axis=1) == 1)]
+    return out + [("column", int(j)) for j in np.flatnonzero(mask.sum(axis=0) == 1)]
+
+
+@dataclass(frozen=True, eq=False)
+class Suppression:
+    """What a policy suppressed in one grid with margins: `grid` (the values), `primary` (small
+    cells) and `complementary` (suppressed so that no primary can be solved for)."""
+
+    grid: np.ndarray
+    primary: np.ndarray
+    complementary: np.ndarray
+
+    @property
+    def mask(self) -> np.ndarray:
+        return self.primary | self.complementary
+
+    @property
+    def n_primary(self) -> int:
+        return int(self.primary.sum())
+
+    @property
+    def n_complementary(self) -> int:
+        return int(self.complementary.sum())
+
+
+def _order(grid: np.ndarray, cells: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Candidates for a complement: non-zero first, then by value, inner cells before margins, position."""
+    r_last, c_last = grid.shape[0] - 1, grid.shape[1] - 1
+
+    def key(rc: tuple[int, int]) -> tuple[int, int, int, int, int]:
+        v = int(grid[rc])
+        return (v == 0, v, rc[0] == r_last or rc[1] == c_last, rc[0], rc[1])
+
+    return sorted(cells, key=key)
+
+
+def suppress_grid(grid: np.ndarray, policy: SmallCellPolicy) -> Suppression:
+    """Primary and complementary suppression of a grid with margins (`with_margins`), by the rule of
+    the module docstring."""
+    grid = np.asarray(grid, dtype=np.int64)
+    primary = np.vectorize(policy.is_small, otypes=[bool])(grid) if grid.size else np.zeros(grid.shape, bool)
+    mask = primary.copy()
+    if not mask.any():
+        return Suppression(grid, primary, np.zeros_like(primary))
+    while True:
+        lines = lone_lines(mask)
+        if lines:
+            kind, i = lines[0]
+            cells = (
+                [(i, j) for j in range(grid.shape[1]) if not mask[i, j]]
+                if kind == "row"
+                else [(r, i) for r in range(grid.shape[0]) if not mask[r, i]]
+            )
+            if not cells:  # cannot happen: a line with one suppressed cell has another cell
+                raise AssertionError("a line of one cell")
+            mask[_order(grid, cells)[0]] = True
+            continue
+        det = determined(mask)
+        if not det.any():
+            break
+        target = tuple(np.argwhere(det)[0])
+        free = [(int(rc[0]), int(rc[1])) for rc in np.argwhere(~mask)]
+        for rc in _order(grid, free):
+            trial = mask.copy()
+            trial[rc] = True
+            if not determined(trial)[target]:
+                mask = trial
+                break
+        else:  # nothing left to suppress: everything is suppressed
+            mask[:] = True
+    return Suppression(grid, primary, mask & ~primary)
+
+
+def suppress_counts(table: np.ndarray, policy: SmallCellPolicy) -> Suppression:
+    """A count table published with its row, column and grand totals: `suppress_grid(with_margins(table))`."""
+    return suppress_grid(with_margins(np.asarray(table)), policy)
+
+
+# --------------------------------------------------------------------------- frames
+COUNT_NAME = re.compile(
+    r"(^n_|_n$|patients|records|cases|controls|count|below k|unique|people|persons|members)", re.IGNORECASE
+)
+NOT_COUNT_NAME = re.compile(r"(share|rate|ratio|maf|_p$|^p$|p_|pairs|codes|items|rows|events|snp|test)", re.I)
+
+
+def count_columns(frame: pd.DataFrame) -> list[str]:
+    """Columns of `frame` read as counts of patients: whole numbers (or empty) named like a count of
+    people (`n_cases`, `records`, `patients`, `below k`, `original records`, ...), not shares, rates,
+    codes or rows."""
+    out = []
+    for col in frame.columns:
+        name = str(col)
+        if not COUNT_NAME.search(name) or NOT_COUNT_NAME.search(name):
+            continue
+        s = frame[col]
+        if s.dtype == bool or not (pd.api.types.is_numeric_dtype(s) or s.dtype == object):
+            continue
+        v = pd.to_numeric(s, errors="coerce")
+        if s.notna().any() and v[s.notna()].notna().all() and (v.dropna() % 1 == 0).all():
+            out.append(col)
+    return out
+
+
+@dataclass(frozen=True)
+class SuppressionNote:
+    """What a policy suppressed in one written table, for the caption under its download and the report."""
+
+    policy: SmallCellPolicy
+    table: str = ""
+    columns: tuple[str, ...] = ()
+    primary: int = 0
+    complementary: int = 0
+    rows_withheld: int = 0
+    cells: tuple[tuple[int, str, str], ...] = field(default=(), compare=False)  # (row, column, why)
+
+    @property
+    def suppressed(self) -> int:
+        return self.primary + self.complementary
+
+    def caption(self) -> str:
+        if not self.suppressed and not self.rows_withheld:
+            return ""
+        what = f"{self.primary:,} small cell(s) ({self.policy.describe()})"
+        if self.complementary:
+            what += f" and {self.complementary:,} complementary cell(s), so that none can be solved for from the totals"
+        if self.rows_withheld:
+            what += (
+                f"; {self.rows_withheld:,} row(s) withheld whole (their statistics reveal the small counts)"
+            )
+        cols = ", ".join(self.columns)
+        return f"Suppressed in this table{f' ({cols})' if cols else ''}: {what}. Suppressed cells read '{SUPPRESSED}'."
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "table": self.table,
+            "columns": list(self.columns),
+            "primary": self.primary,
+            "complementary": self.complementary,
+            "rows withheld": self.rows_withheld,
+        }
+
+
+def suppress_frame(
+    frame: pd.DataFrame,
+    policy: SmallCellPolicy,
+    columns: Sequence[str] | None = None,
+    *,
+    margins: bool = False,
+    table: str = "",
+) -> tuple[pd.DataFrame, SuppressionNote]:
+    """`frame` with its count cells (`columns`, default `count_columns(frame)`) under the policy
+    replaced by `SUPPRESSED`. `margins=True`: the frame's count columns are published with their row
+    and column totals (as in a cross-table), so complementary suppression runs (`suppress_counts`) and
+    the totals are added as a last column "total" and a last row "total" (suppressed where needed)."""
+    cols = list(count_columns(frame) if columns is None else columns)
+    if not policy.active or not cols or frame.empty:
+        out = frame.copy()
+        if margins and cols and not frame.empty:
+            out = _with_total_frame(frame, cols, with_margins(_int_table(frame, cols)), None)
+        return out, SuppressionNote(policy, table, tuple(map(str, cols)))
+    values = _int_table(frame, cols)
+    if margins:
+        sup = suppress_counts(values, policy)
+        out = _with_total_frame(frame, cols, sup.grid, sup.mask)
+        cells = tuple(
+            (int(r), [*cols, "total"][int(c)], "small" if sup.primary[r, c] else "complementary")
+            for r, c in np.argwhere(sup.mask)
+        )
+        return out, SuppressionNote(
+            policy, table, tuple(map(str, cols)), sup.n_primary, sup.n_complementary, 0, cells
+        )
+    small = np.vectorize(policy.is_small, otypes=[bool])(values)
+    out = frame.copy()
+    for j, col in enumerate(cols):
+        if small[:, j].any():
+            out[col] = out[col].astype(object)
+            out.loc[out.index[small[:, j]], col] = SUPPRESSED
+    cells = tuple((int(r), str(cols[int(c)]), "small") for r, c in np.argwhere(small))
+    return out, SuppressionNote(policy, table, tuple(map(str, cols)), int(small.sum()), 0, 0, cells)
+
+
+def _int_table(frame: pd.DataFrame, cols: Sequence[str]) -> np.ndarray:
+    return np.column_stack(
+        [pd.to_numeric(frame[c], errors="coerce").fillna(0).to_numpy() for c in cols]
+    ).astype(np.int64)
+
+
+def _with_total_frame(
+    frame: pd.DataFrame, cols: Sequence[str], grid: np.ndarray, mask: np.ndarray | None
+) -> pd.DataFrame:
+    body = frame.reset_index(drop=True).copy()
+    for c in cols:
+        body[c] = body[c].astype(object)
+    body["total"] = pd.Series(grid[:-1, -1], dtype=object)
+    total: dict[str, Any] = {c: "" for c in body.columns}
+    first = next((c for c in body.columns if c not in cols and c != "total"), None)
+    if first is not None:
+        total[first] = "total"
+    for j, c in enumerate([*cols, "total"]):
+        total[c] = int(grid[-1, j])
+    out = pd.concat([body, pd.DataFrame([total])], ignore_index=True)
+    for c in [*cols, "total"]:
+        out[c] = out[c].astype(object)
+    if mask is not None:
+        for j, c in enumerate([*cols, "total"]):
+            for r in np.flatnonzero(mask[:, j]):
+                out.at[int(r), c] = SUPPRESSED
+    return out
+
+
+# ------------------------------------------------------------------------ PheWAS tables
+PHEWAS_COUNTS = ("n_cases", "n_controls")
+PHEWAS_DERIVED = (
+    "case_maf",
+    "control_maf",
+    "odds_ratio",
+    "ci_low",
+    "ci_high",
+    "chi2",
+    "p",
+    "p_bonferroni",
+    "p_bh",
+)
+
+
+def phewas_allele_counts(table: pd.DataFrame) -> pd.DataFrame:
+    """The counts a PheWAS row reveals: cases, controls, and the minor / major alleles in cases and
+    controls (case_maf x 2 n_cases, ...; `engine.utility.phewas.phewas_of_counts`)."""
+    n_case = pd.to_numeric(table["n_cases"], errors="coerce").to_numpy(dtype=float)
+    n_ctrl = pd.to_numeric(table["n_controls"], errors="coerce").to_numpy(dtype=float)
+    out = {"n_cases": n_case, "n_controls": n_ctrl}
+    if "case_maf" in table and "control_maf" in table:
+        a = np.rint(pd.to_numeric(table["case_maf"], errors="coerce").to_numpy(dtype=float) * 2 * n_case)
+        c = np.rint(pd.to_numeric(table["control_maf"], errors="coerce").to_numpy(dtype=float) * 2 * n_ctrl)
+        out |= {"case minor alleles": a, "case major alleles": 2 * n_case - a}
+        out |= {"control minor alleles": c, "control major alleles": 2 * n_ctrl - c}
+    return pd.DataFrame(out, index=table.index)
+
+
+def suppress_phewas(table: pd.DataFrame, policy: SmallCellPolicy) -> tuple[pd.DataFrame, SuppressionNote]:
+    """A PheWAS table (`engine.utility.phewas.RESULT_COLUMNS`) under the policy: a row any of whose
+    counts (cases, controls, case and control minor / major alleles, `phewas_allele_counts`) is small
+    is withheld whole (its counts and every statistic computed from them, which would give them back).
+    The rows are not summed to published totals, so no complement is needed within the table; nested
+    phecodes (a parent's cases include its children's) are not an equation (a patient may be in
+    several children) and are not treated."""
+    if not policy.active or table.empty:
+        return table.copy(), SuppressionNote(policy, "PheWAS", PHEWAS_COUNTS)
+    counts = phewas_allele_counts(table)
+    small = counts.apply(lambda s: s.map(policy.is_small)).to_numpy(dtype=bool)
+    rows = small.any(axis=1)
+    out = table.copy()
+    for col in (*PHEWAS_COUNTS, *PHEWAS_DERIVED):
+        if col in out:
+            out[col] = out[col].astype(object)
+            out.loc[rows, col] = SUPPRESSED
+    return out, SuppressionNote(
+        policy,
+        "PheWAS",
+        tuple(counts.columns),
+        int(small.sum()),
+        0,
+        int(rows.sum()),
+    )
