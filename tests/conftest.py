@@ -83,3 +83,17 @@ def app_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
     with streamlit_server(tmp_path_factory.mktemp("streamlit")) as url:
         yield url
+
+
+@pytest.fixture(scope="session", autouse=True)
+def audit_log(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Every test session (each xdist worker) writes its audit entries (engine/audit/log.py) to a log of
+    its own, never to the checkout's `.cohortshield/audit.log`; servers and CLIs the tests start inherit it."""
+    path = tmp_path_factory.mktemp("audit") / "audit.log"
+    before = os.environ.get("COHORTSHIELD_AUDIT_LOG")
+    os.environ["COHORTSHIELD_AUDIT_LOG"] = str(path)
+    yield path
+    if before is None:
+        os.environ.pop("COHORTSHIELD_AUDIT_LOG", None)
+    else:
+        os.environ["COHORTSHIELD_AUDIT_LOG"] = before

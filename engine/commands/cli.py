@@ -14,13 +14,14 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import time
 from collections.abc import Iterator
 
 from engine.commands.paths import check_paths
 from engine.io.errors import UserError
 
 # module name under engine.commands -> registered in this order
-COMMAND_MODULES = ("sample", "risk", "anonymize", "phewas", "labs", "study", "shards")
+COMMAND_MODULES = ("sample", "risk", "anonymize", "phewas", "labs", "study", "shards", "audit")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,7 +52,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         check_paths(args)  # no output overwrites an input or another output, before any work
-        return int(args.func(args) or 0)
+        started = time.time_ns() - 50_000_000  # file times run on a coarser clock
+        status = int(args.func(args) or 0)
+        from engine.commands.release_options import audit_outputs
+
+        audit_outputs(args, started)  # one audit entry per file written (engine/audit/log.py)
+        return status
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

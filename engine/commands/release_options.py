@@ -121,3 +121,65 @@ def add_data_options(
 
 DATA_INPUTS = ("--events", "--population", "--cohort", "--biobank")
 RELEASE_OUTPUTS = ("--out", "--codemap", "--report", "--crosswalk", "--key-file")
+
+
+# ------------------------------------------------------------------------ the audit trail (issue 25)
+NOT_AUDITED = ("--key-file",)  # a secret, not an export
+
+
+def audit_outputs(args: argparse.Namespace, started_ns: int) -> list[dict]:
+    """One audit entry (`engine.audit.log.append`, user = the OS user) for every file the command
+    declares as an output (`path_roles`: options, manifests, files in output folders) and wrote since
+    `started_ns` (`time.time_ns()` before it ran). A command may name its study, release, adversary
+    and k in `args.audit` (a dict); else `--k`, `--scope`/`--knowledge` are used."""
+    from engine.audit.log import append, os_user
+    from engine.commands.paths import _given
+
+    roles = getattr(args, "path_roles", None)
+    if roles is None:
+        return []
+    found: dict[str, str] = {}
+    for label, p in _given(args, tuple(o for o in roles.outputs if o not in NOT_AUDITED)):
+        found.setdefault(p, label)
+    if roles.manifest_of is not None:
+        from engine.io.export import manifest_path
+
+        for label, p in _given(args, (roles.manifest_of,)):
+            found.setdefault(str(manifest_path({"f": p})), f"the manifest of {label}")
+    for entry, patterns in roles.folders:
+        for label, folder in _given(args, (entry,)):
+            for pattern in patterns:
+                for f in sorted(Path(folder).glob(pattern)):
+                    found.setdefault(str(f), label)
+    context = dict(getattr(args, "audit", None) or {})
+    scope, knowledge = getattr(args, "scope", None), getattr(args, "knowledge", None)
+    adversary = context.get("adversary") or (
+        "/".join(str(x) for x in (scope, knowledge) if x) if scope or knowledge else None
+    )
+    command = " ".join(
+        str(v)
+        for k, v in vars(args).items()
+        if (k == "command" or k.endswith("_command") or k == "method") and v
+    )
+    written = []
+    for p, label in found.items():
+        path = Path(p)
+        try:
+            if not path.is_file() or path.stat().st_mtime_ns < started_ns:
+                continue  # not written by this run
+            data = path.read_bytes()
+        except OSError:
+            continue
+        written.append(
+            append(
+                f"cli {command} {label}",
+                str(path.resolve()),
+                data,
+                user=os_user(),
+                study=context.get("study"),
+                release=context.get("release") or getattr(args, "name", None),
+                adversary=adversary,
+                k=context.get("k", getattr(args, "k", None)),
+            )
+        )
+    return written

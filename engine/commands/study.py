@@ -172,6 +172,13 @@ def write_file(path: str | Path, data: bytes, *, private: bool = False) -> None:
         raise
 
 
+def audit_context(study: Study) -> dict:
+    """The study's part of an audit entry: its fingerprint (never its key), adversary and k."""
+    from engine.audit.log import study_fingerprint
+
+    return {"study": study_fingerprint(study), "adversary": study.adversary.label, "k": study.k}
+
+
 def _read(path_text: str) -> tuple[Study, dict[str, StudyInput]]:
     from engine.study.package import read_study_file
 
@@ -464,6 +471,7 @@ def report_study(args: argparse.Namespace) -> int:
     from engine.report.report import ReleaseInput, build_report
 
     study, packaged = _read(args.study)
+    args.audit = audit_context(study)  # the audit entries of the files written (engine/audit/log.py)
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {out}: is a file; give a folder")
@@ -523,6 +531,7 @@ def package_study(args: argparse.Namespace) -> int:
     from engine.study.study import StudyError
 
     study = _read_json_study(args.study)
+    args.audit = audit_context(study)  # the audit entry of the package (engine/audit/log.py)
     roles = {r: getattr(args, r) for r in ("events", "cohort", "biobank", "genotypes", "labs")}
     given = {r: p for r, p in roles.items() if p}
     if not args.with_inputs:
@@ -555,6 +564,7 @@ def crosswalk_study(args: argparse.Namespace) -> int:
     from engine.io.export import crosswalk_bytes
 
     study, packaged = _read(args.study)
+    args.audit = audit_context(study)  # the audit entry of the crosswalk (engine/audit/log.py)
     entry = next((r for r in study.current() if r.name == args.name), None)
     if entry is None:
         where = " (it belongs to other data)" if any(r.name == args.name for r in study.others()) else ""
