@@ -7,10 +7,11 @@ the population and which the cohort, the adversary's scope and knowledge, and k.
 
 import streamlit as st
 
-from ui import sidebar
+from ui import auth, sidebar
 from ui.context import follow_deep_link
 
 st.set_page_config(page_title="CohortShield", page_icon=":material/shield:", layout="wide")
+user = auth.gate()  # first: no page without a signed-in user (ui/auth.py); shows who in the sidebar
 
 PAGES = [
     st.Page("pages/cohort.py", title="Cohort", icon=":material/groups:", default=True),
@@ -23,6 +24,8 @@ PAGES = [
     st.Page("pages/compare.py", title="Compare releases", icon=":material/compare:"),
     st.Page("pages/glossary.py", title="Glossary", icon=":material/menu_book:"),
 ]
+if user.admin:  # COHORTSHIELD_ADMINS, or the single user of local mode
+    PAGES.append(st.Page("pages/audit.py", title="Audit log", icon=":material/policy:"))
 
 navigation = st.navigation(PAGES)
 follow_deep_link()

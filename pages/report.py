@@ -187,3 +187,19 @@ else:
         )
     # the page is self-contained, every text in it escaped, scripts forbidden by its own CSP
     st.iframe(page.decode("utf-8"), height=900)
+
+# ------------------------------------------------------------------ this session's audit entries
+st.subheader("This session's downloads (audit log)")
+audit_rows = st.session_state.get("_audit_entries") or []  # ui/downloads.py AUDIT_SESSION
+if not audit_rows:
+    st.caption(
+        "Nothing downloaded in this session yet. Every download is written to the audit log when clicked."
+    )
+else:
+    st.dataframe(
+        pd.DataFrame(audit_rows)[
+            ["time", "user", "what", "file_name", "release", "adversary", "k", "sha256"]
+        ],
+        hide_index=True,
+        key="report_audit",
+    )

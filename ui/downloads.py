@@ -48,8 +48,58 @@ from ui.fingerprints import release_key
 from ui.literal import md
 
 PSEUDONYM_KEY = "_pseudonym_key"  # the session study's key before the study exists (ui/study.py)
+AUDIT_SESSION = "_audit_entries"  # this session's audit entries (the Report page lists them)
 
 CSV, GZIP = "text/csv", "application/gzip"
+
+
+def audit_context(
+    release: str | None = None, adversary: Adversary | None = None, k: int | None = None
+) -> dict:
+    """Who and what an audit entry names, taken when the button is drawn (a click's callable runs
+    outside the script run, without session state): the signed-in user (ui/auth.py), the session
+    study's fingerprint (never its key), the release, the adversary and k (default the sidebar's),
+    and this session's list of entries."""
+    from engine.audit.log import study_fingerprint
+    from ui.auth import current_user
+
+    ctx = st.session_state.get("context")
+    study = st.session_state.get("study")
+    adversary = adversary if adversary is not None else getattr(ctx, "adversary", None)
+    k = k if k is not None else getattr(ctx, "k", None)
+    return {
+        "user": current_user(),
+        "study": study_fingerprint(study) if study is not None else None,
+        "release": release,
+        "adversary": adversary.label if adversary is not None else None,
+        "k": None if k is None else int(k),
+        "session": st.session_state.setdefault(AUDIT_SESSION, []),
+    }
+
+
+def audited(data_fn: Callable[[], bytes], what: str, file_name: str, context: dict) -> Callable[[], bytes]:
+    """`data_fn` for a download button, with one audit entry (engine/audit/log.py) written when the
+    bytes are built on click: their sha256, the file name and `context` (`audit_context`). An entry
+    that cannot be written fails the download: nothing leaves unlogged."""
+
+    def build() -> bytes:
+        from engine.audit.log import append
+
+        data = data_fn()
+        entry = append(
+            what,
+            file_name,
+            data,
+            user=context["user"],
+            study=context.get("study"),
+            release=context.get("release"),
+            adversary=context.get("adversary"),
+            k=context.get("k"),
+        )
+        context["session"].append(entry)
+        return data
+
+    return build
 
 
 def table_download(frame: pd.DataFrame, label: str, file_name: str, key: str, *, where: Any = st) -> None:
@@ -58,7 +108,8 @@ def table_download(frame: pd.DataFrame, label: str, file_name: str, key: str, *,
     15% of a rerun's time under load, bench/load_ws.py), from the table as it was drawn: pandas'
     copy-on-write keeps the snapshot from any later change of `frame`."""
     snapshot = frame.copy(deep=False)
-    where.download_button(label, lambda: safe_csv_bytes(snapshot), file_name=file_name, mime=CSV, key=key)
+    payload = audited(lambda: safe_csv_bytes(snapshot), "table CSV", file_name, audit_context())
+    where.download_button(label, payload, file_name=file_name, mime=CSV, key=key)
 
 
 REPORT_MIME = {
@@ -67,6 +118,13 @@ REPORT_MIME = {
     ".html": "text/html",
     ".pdf": "application/pdf",
     ".zip": "application/zip",
+}
+
+
+REPORT_WHAT = {  # the audit log's `what` of the Report page's files; any other is a "report"
+    "cohortshield_release.zip": "release bundle",
+    "cohortshield_study.json": "study file",
+    "cohortshield_study.zip": "study file with its input package",
 }
 
 
@@ -86,8 +144,11 @@ def report_download(
     def body(value: str | bytes) -> bytes:
         return value.encode("utf-8") if isinstance(value, str) else value
 
-    payload = (lambda: body(data())) if callable(data) else body(data)
-    where.download_button(label, payload, file_name=file_name, mime=mime, key=key)
+    payload = (lambda: body(data())) if callable(data) else (lambda: body(data))  # type: ignore[arg-type]
+    what = REPORT_WHAT.get(file_name, "report")
+    where.download_button(
+        label, audited(payload, what, file_name, audit_context()), file_name=file_name, mime=mime, key=key
+    )
 
 
 @st.cache_resource(
@@ -192,10 +253,16 @@ def crosswalk_download(
 ) -> None:
     """The crosswalk of a release (release id -> source id), built on click and labelled identifying
     (`engine.io.export.crosswalk_bytes`). Never offered for a release that may not leave."""
+    file_name = f"IDENTIFYING_crosswalk_{safe_file_stem(name)}.csv"
     where.download_button(
         f"{name}: crosswalk (CSV, IDENTIFYING)",
-        lambda: crosswalk_bytes(release, pseudonyms),
-        file_name=f"IDENTIFYING_crosswalk_{safe_file_stem(name)}.csv",
+        audited(
+            lambda: crosswalk_bytes(release, pseudonyms),
+            "crosswalk (IDENTIFYING)",
+            file_name,
+            audit_context(name),
+        ),
+        file_name=file_name,
         mime=CSV,
         key=key,
         help="release_id, source_id: re-identifies every patient of this release. Steward only.",
@@ -262,19 +329,21 @@ def release_downloads(
         return release_file_bytes(release, verification, adversary, k, compress=compress)
 
     suffix, mime = (".gz", GZIP) if compress else ("", CSV)
+    context = audit_context(name, adversary, k)
+    release_name, map_name = f"{name}_{RELEASE_FILE}{suffix}", f"{name}_{CODE_MAP_FILE}{suffix}"
     a, b = where.columns(2)
     a.download_button(
         "Download the release (CSV" + (", gzip)" if compress else ")"),
-        lambda: files()[RELEASE_FILE],
-        file_name=f"{name}_{RELEASE_FILE}{suffix}",
+        audited(lambda: files()[RELEASE_FILE], "release file", release_name, context),
+        file_name=release_name,
         mime=mime,
         key=f"{key}_release",
         help=f"{RELEASE_FILE}: exactly the rows verified ({verification.adversary.label}, k = {k}).",
     )
     b.download_button(
         "Download the code map (CSV" + (", gzip)" if compress else ")"),
-        lambda: files()[CODE_MAP_FILE],
-        file_name=f"{name}_{CODE_MAP_FILE}{suffix}",
+        audited(lambda: files()[CODE_MAP_FILE], "code map", map_name, context),
+        file_name=map_name,
         mime=mime,
         key=f"{key}_codemap",
         help=f"{CODE_MAP_FILE}: the original codes each released item stands for.",
