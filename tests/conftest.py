@@ -97,3 +97,18 @@ def audit_log(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         os.environ.pop("COHORTSHIELD_AUDIT_LOG", None)
     else:
         os.environ["COHORTSHIELD_AUDIT_LOG"] = before
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A PostgreSQL server's SQLAlchemy URL: `COHORTSHIELD_TEST_POSTGRES_URL`, else a throwaway server of
+    this session (each xdist worker its own) from Debian's package (tests/pg_support.py); skipped, saying
+    why, only when neither is possible."""
+    given = os.environ.get("COHORTSHIELD_TEST_POSTGRES_URL")
+    if given:
+        yield given
+        return
+    from pg_support import postgres_server
+
+    with postgres_server() as url:
+        yield url

@@ -181,3 +181,29 @@ def test_missing_table(tmp_path: Path, table: str) -> None:
     (folder / f"{table}.csv").unlink()
     errors = read_i2b2(folder).report.errors
     assert [e.kind for e in errors] == ["missing_table"] and table in errors[0].message
+
+
+def test_postgresql_url(postgres_url: str) -> None:
+    # a real server: tests/pg_support.py (or COHORTSHIELD_TEST_POSTGRES_URL), fixture in tests/conftest.py
+    import uuid
+
+    import sqlalchemy as sa
+
+    schema = f"cs_i2b2_{uuid.uuid4().hex[:8]}"
+    engine = sa.create_engine(postgres_url)
+    try:
+        with engine.begin() as con:
+            con.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+        for t in TABLES:
+            pd.read_csv(I2B2_DIR / f"{t}.csv", dtype=str, keep_default_na=False).replace("", None).to_sql(
+                t, engine, schema=schema, index=False
+            )
+        data = read_i2b2(postgres_url, schema=schema)
+        _check(data, rows=(4, 10), in_file_order=False)  # as SQLite: rows in the key's order
+        assert "***" in data.report.warnings[0].file and postgres_url.split(":")[2].split("@")[0] not in str(
+            data.report.warnings[0].file
+        )
+    finally:
+        with engine.begin() as con:
+            con.execute(sa.text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+        engine.dispose()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
@@ -276,13 +275,8 @@ def test_unreachable_url_is_a_named_error() -> None:
     assert bad.kind == "unreachable" and bad.file == "nosuchdialect://x/y"
 
 
-POSTGRES_URL = os.environ.get("COHORTSHIELD_TEST_POSTGRES_URL")
-
-
-@pytest.mark.skipif(
-    not POSTGRES_URL, reason="no PostgreSQL server configured (set COHORTSHIELD_TEST_POSTGRES_URL)"
-)
-def test_postgresql_url() -> None:
+def test_postgresql_url(postgres_url: str) -> None:
+    # a real server: tests/pg_support.py (or COHORTSHIELD_TEST_POSTGRES_URL), fixture in tests/conftest.py
     import uuid
 
     import sqlalchemy as sa
@@ -290,14 +284,13 @@ def test_postgresql_url() -> None:
     from tests.omop_support import build_sql
 
     schema = f"cs_test_{uuid.uuid4().hex[:8]}"
-    assert POSTGRES_URL is not None
-    build_sql(POSTGRES_URL, schema=schema)
+    build_sql(postgres_url, schema=schema)
     try:
-        data = read_omop(POSTGRES_URL, schema=schema)
+        data = read_omop(postgres_url, schema=schema)
         _check(data)
         assert data.report.warnings[0].rows == (7,)
     finally:
-        engine = sa.create_engine(POSTGRES_URL)
+        engine = sa.create_engine(postgres_url)
         with engine.begin() as con:
             con.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
         engine.dispose()
