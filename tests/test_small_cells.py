@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -193,3 +194,19 @@ def test_study_records_the_policy():
     old["small_cells"] = {"name": "cms", "low": 1, "high": 3}
     with pytest.raises(StudyError, match="cms preset"):
         Study.from_json(json.dumps(old))
+
+
+def test_cli_phewas_min_cell(tmp_path, capsys):
+    from engine.commands.cli import main
+
+    root = Path(__file__).resolve().parent.parent / "sample_data"
+    out = tmp_path / "pw.csv"
+    args = ["phewas", "--events", str(root / "events.parquet"), "--cohort", str(root / "cohort.csv")]
+    args += ["--genotypes", str(root / "genotypes.parquet"), "--min-cell", "cms", "--out", str(out)]
+    assert main(args) == 0
+    written = pd.read_csv(out, dtype=str)
+    withheld = written["p"] == SUPPRESSED
+    assert withheld.sum() == 262 and (written.loc[withheld, "n_cases"] == SUPPRESSED).all()
+    assert "262 of 1,842 row(s) withheld" in capsys.readouterr().out
+    kept = written.loc[~withheld, "n_cases"].astype(int)
+    assert (kept > 10).all()

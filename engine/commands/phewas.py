@@ -2,7 +2,13 @@
 
     python -m engine phewas (--events EVENTS | --shards DIR) --genotypes GENOTYPES [--cohort IDS]
         [--released RELEASED.csv --codemap CODEMAP.csv] [--min-code-count N] [--min-cases N]
-        [--test allelic|genotypic] --out OUT.csv
+        [--test allelic|genotypic] [--min-cell N|cms|aou|ohdsi|none] --out OUT.csv
+
+`--min-cell` (issue 28): the small-cell policy of what is written; N is the smallest publishable count
+(counts 1..N-1 suppressed; 11 = CMS, 21 = All of Us, 5 = OHDSI) or a preset's name. A row any of
+whose counts (cases, controls, minor and major alleles of cases and of controls) is small is written
+with its counts and statistics as `suppressed` (`engine.disclosure.cells.suppress_phewas`); zeros are
+published. The line printed says how many rows were withheld.
 
 With `--shards DIR` the original data are the event shards of DIR (`python -m engine shards`), read
 one at a time: each shard's case and control genotype counts add up
@@ -42,6 +48,11 @@ def register(sub) -> None:
     p.add_argument("--min-code-count", type=int, default=1, help="occurrences for a case (default 1)")
     p.add_argument("--min-cases", type=int, default=20, help="cases needed before a test runs (default 20)")
     p.add_argument("--test", choices=("allelic", "genotypic"), default="allelic")
+    p.add_argument(
+        "--min-cell",
+        default="none",
+        help="small-cell policy of the written table: N (counts 1..N-1 suppressed) or cms, aou, ohdsi, none",
+    )
     p.add_argument("--out", required=True, help="output CSV")
     p.set_defaults(
         func=run,
@@ -118,6 +129,12 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--released and --codemap go together")
     if args.shards and args.released:
         raise UserError("--released needs --events: a release is compared with the original in memory")
+    from engine.disclosure.cells import SmallCellError, SmallCellPolicy, suppress_phewas
+
+    try:
+        policy = SmallCellPolicy.parse(args.min_cell)
+    except SmallCellError as exc:
+        raise UserError(f"--min-cell: {exc}") from None
     options = InputOptions.of(args)
     genotypes = load_genotypes_checked(args.genotypes, options).data
     settings = phewas.PhewasSettings(args.min_code_count, args.min_cases, args.test)
@@ -128,7 +145,8 @@ def run(args: argparse.Namespace) -> int:
         _warn_unmapped(phewas.unmapped_codes(records), "the events")
         result = phewas.phewas_of_records(records, genotypes, settings)
     cols = ["snp", "phecode", "phenotype", "n_cases", "n_controls", "odds_ratio", "p"]
-    out = result[cols]
+    shown, note = suppress_phewas(result, policy)
+    out = shown[cols]
     if args.released:
         released, code_map = _read_csv(args.released), _read_csv(args.codemap)
         try:
@@ -139,10 +157,15 @@ def run(args: argparse.Namespace) -> int:
         if outside:
             raise UserError(f"{args.released}: {len(outside)} released patient(s) are not in the cohort")
         _warn_unmapped(phewas.unmapped_codes(release.records, release.item_codes), "the release")
-        rel = phewas.phewas_of_release(release, genotypes, settings)[cols]
+        rel_shown, rel_note = suppress_phewas(phewas.phewas_of_release(release, genotypes, settings), policy)
+        rel = rel_shown[cols]
+        if rel_note.rows_withheld:
+            print(f"small cells ({policy.describe()}): {rel_note.rows_withheld:,} released row(s) withheld")
         out = out.merge(rel, on=["snp", "phecode"], how="outer", suffixes=("", "_released"))
         out = out.drop(columns=["phenotype_released"])
     out.to_csv(args.out, index=False)
     n_sig = int((result["p"] <= 0.05).sum())
+    if policy.active:
+        print(f"small cells ({policy.describe()}): {note.rows_withheld:,} of {len(result):,} row(s) withheld")
     print(f"{len(result):,} tests, {n_sig:,} at p <= 0.05 in the original data; written to {args.out}")
     return 0
