@@ -294,3 +294,25 @@ def test_postgresql_url(postgres_url: str) -> None:
         with engine.begin() as con:
             con.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
         engine.dispose()
+
+
+# ---------------------------------------------------------------- issue 25: safe on a shared server
+def test_a_condition_table_with_a_header_only_is_a_warning_naming_it(tmp_path: Path) -> None:
+    folder = shutil.copytree(OMOP_DIR, tmp_path / "cdm")
+    header = (folder / "condition_occurrence.csv").read_text().splitlines()[0]
+    (folder / "condition_occurrence.csv").write_text(header + "\n")
+    data = read_omop(folder)
+    warned = [w for w in data.report.warnings if w.kind == "empty_table"]
+    assert warned and "condition_occurrence" in warned[0].file and "0 patients" in warned[0].message
+
+
+def test_an_sqlite_url_never_creates_a_file_and_a_non_database_is_named(tmp_path: Path) -> None:
+    target = tmp_path / "NEWPATH.sqlite"
+    data = read_omop(f"sqlite:///{target}")
+    assert data.events is None and not target.exists()
+    assert data.report.errors[0].kind == "unreachable"
+    not_db = tmp_path / "passwd"
+    not_db.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    data = read_omop(f"sqlite:///{not_db}")  # a file that is no database: a finding, not a traceback
+    assert data.events is None and "the database cannot be read" in data.report.errors[0].message
+    assert not_db.read_text().startswith("root:")

@@ -94,10 +94,12 @@ def read_source(
         return read_meds(
             path, normalize=normalize, unknown_codes=unknown_codes, drop_duplicates=drop_duplicates
         )
-    p = Path(path)
+    from engine.io.loaders import Source
+
+    src = Source.from_path(path)  # text files checked against the input limits while read
     return read_long(
-        p.name,
-        p.read_bytes(),
+        src.name,
+        src.data,
         ColumnMapping.parse(mapping) if mapping else None,
         sheet=sheet,
         normalize=normalize,

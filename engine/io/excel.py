@@ -28,6 +28,29 @@ def is_xlsx(name: str, data: bytes) -> bool:
     return data[:4] == XLSX_SIGNATURE and name.lower().endswith((".xlsx", ".xlsm"))
 
 
+def check_xlsx(name: str, data: bytes) -> None:
+    """The workbook's parts are read from the zip's directory before anything is parsed: their
+    uncompressed sizes together (shared strings, sheets, ...) must stay within `max_xlsx_bytes`
+    (`LimitExceeded` naming the largest part). zipfile never inflates a part beyond its recorded size,
+    so the recorded sizes bound what openpyxl can read."""
+    import zipfile
+
+    from engine.io.deployment import LimitExceeded, Limits, limits
+
+    most = limits().max_xlsx_bytes
+    try:
+        infos = zipfile.ZipFile(io.BytesIO(data)).infolist()
+    except (zipfile.BadZipFile, ValueError, OSError):
+        return  # not a readable zip: openpyxl reports it
+    total = sum(i.file_size for i in infos)
+    if total > most:
+        big = max(infos, key=lambda i: i.file_size)
+        raise LimitExceeded(
+            f"{name}: the workbook's parts inflate to {total:,} bytes ({big.filename}: {big.file_size:,}), "
+            f"more than {most:,} (the limit {Limits.setting('max_xlsx_bytes')}); it was not read"
+        )
+
+
 def _text(value: object) -> str:
     if value is None:
         return ""
@@ -51,6 +74,14 @@ def read_xlsx(
 
     where = name if sheet is None else f"{name}, sheet {sheet}"
     fc = FileCheck(where, np.zeros(0, dtype=np.int64), report)
+    from engine.io.deployment import LimitExceeded, Limits, limits
+
+    try:
+        check_xlsx(name, data)
+    except LimitExceeded as exc:
+        fc.note("error", None, str(exc), "a workbook within the input limits", "limit")
+        return None
+    lim = limits()
     try:
         wb = load_workbook(io.BytesIO(data), read_only=True, data_only=True)
     except Exception as exc:  # openpyxl raises several types for a corrupt or non-xlsx file
@@ -77,6 +108,15 @@ def read_xlsx(
         rows: list[tuple] = []
         numbers: list[int] = []
         for r, values in enumerate(ws.iter_rows(values_only=True), start=1):
+            if (values and len(values) > lim.max_columns) or r > lim.max_rows + 1:
+                over = (
+                    f"{len(values or ()):,} columns, more than {lim.max_columns:,} (the limit "
+                    f"{Limits.setting('max_columns')})"
+                    if len(values or ()) > lim.max_columns
+                    else f"more than {lim.max_rows:,} rows (the limit {Limits.setting('max_rows')})"
+                )
+                fc.note("error", None, over, "a sheet within the input limits", "limit", (r,))
+                return None
             if values and any(v is not None and str(v).strip() != "" for v in values):
                 rows.append(values)
                 numbers.append(r)

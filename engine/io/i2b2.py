@@ -38,7 +38,7 @@ import pandas as pd
 from engine.io.events import Action, SourceData, check_events
 from engine.io.normalize import split_prefix
 from engine.io.omop import _dates, _ids, _iso, _Reader
-from engine.io.sql import connect, is_url
+from engine.io.sql import DatabaseReadError, connect, is_url
 from engine.io.validation import (
     MAX_ROWS,
     FileCheck,
@@ -110,6 +110,11 @@ def read_i2b2(
         reader = _Reader(loc, schema, **opts)  # type: ignore[arg-type]
     try:
         return _read(reader, report, labs, normalize, unknown_codes, drop_duplicates, na_ids)
+    except DatabaseReadError as exc:  # a file that is no database, a query the server refused
+        FileCheck(reader.label, np.zeros(0, dtype=np.int64), report).note(
+            "error", None, str(exc), expected, "unreadable"
+        )
+        return SourceData(None, report, sources=reader.sources)
     finally:
         reader.close()
 

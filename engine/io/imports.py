@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from engine.dataset import Dataset
+from engine.io.errors import UserError
 from engine.io.loaders import SAMPLE_DIR, Loaded, load_dataset
 from engine.io.validation import FileCheck, ValidationReport
 
@@ -98,10 +99,12 @@ PREVIEW_TABLES = {"omop": "condition_occurrence", "i2b2": "observation_fact"}
 
 
 def _frame_head(name: str, data: bytes, n: int, sheet: str | None) -> pd.DataFrame:
-    from engine.io.excel import is_xlsx
+    from engine.io.excel import check_xlsx, is_xlsx
 
     if is_xlsx(name, data):
         from openpyxl import load_workbook
+
+        check_xlsx(name, data)  # the parts' sizes before parsing (LimitExceeded)
 
         wb = load_workbook(io.BytesIO(data), read_only=True, data_only=True)
         try:
@@ -125,19 +128,23 @@ def _frame_head(name: str, data: bytes, n: int, sheet: str | None) -> pd.DataFra
             if pf.metadata.num_rows
             else pd.DataFrame(columns=pf.schema.names)
         )
+    from engine.io.loaders import check_text
+
+    check_text(name, data)  # line length, rows, columns before parsing (LimitExceeded)
     sep = "\t" if name.lower().endswith((".tsv", ".txt")) else ","
     return pd.read_csv(io.BytesIO(data), nrows=n, dtype=str, keep_default_na=False, sep=sep)
 
 
 def sheet_names(name: str, data: bytes) -> list[str]:
     """The sheets of an .xlsx workbook (empty for other files or an unreadable workbook)."""
-    from engine.io.excel import is_xlsx
+    from engine.io.excel import check_xlsx, is_xlsx
 
     if not is_xlsx(name, data):
         return []
     from openpyxl import load_workbook
 
     try:
+        check_xlsx(name, data)
         wb = load_workbook(io.BytesIO(data), read_only=True)
     except Exception:  # unreadable: the loader reports it with its reason
         return []
@@ -159,15 +166,28 @@ def preview(
 ) -> tuple[str, pd.DataFrame]:
     """(what is shown, the first `n` raw rows as text): of the uploaded or named file for long-form
     and Excel sources, of `condition_occurrence` (OMOP), `observation_fact` (i2b2) or the first MEDS
-    shard. Raises ValueError with a plain message when nothing can be read."""
+    shard. Raises ValueError with a plain message when nothing can be read.
+
+    The app's function: a path must lie inside the data roots and a database is a named connection
+    (`engine.io.deployment.app_location`; `PathRefused`, `ConnectionRefused`, both ValueErrors)."""
+    from engine.io.deployment import LimitExceeded, app_location, is_connection
+
+    shown_location = location
+    if data is None:
+        location = app_location(location)
     if source in ("long", "excel"):
         if data is None:
+            from engine.io.loaders import Source
+
             p = Path(location)
             if not p.is_file():
-                raise ValueError(f"{location or '(no file)'}: no such file")
-            name, data = p.name, p.read_bytes()
+                raise ValueError(f"{shown_location or '(no file)'}: no such file")
+            src = Source.from_path(p)  # text checked against the limits while read
+            name, data = src.name, src.data
         try:
             return name, _frame_head(name, data, n, sheet)
+        except LimitExceeded:
+            raise
         except Exception as exc:  # any parser's error, shown in one line
             raise ValueError(f"{name}: cannot be read ({type(exc).__name__}: {exc})") from None
     if source == "meds":
@@ -188,6 +208,8 @@ def preview(
         db = connect(location, schema, report, "a database")
         if db is None:
             raise ValueError(report.errors[0].message)
+        if is_connection(shown_location):
+            db.label = shown_location
         try:
             return db.where(table), db.head(table, n)
         finally:
@@ -216,6 +238,7 @@ def load_import(
     """The events of an import (`engine.io.events.SourceData`): an uploaded file's bytes (`name`,
     `data`) or `spec.location` (a path or URL), read as `spec.source` with its mapping and options."""
     from engine.io import read_source
+    from engine.io.deployment import app_location
     from engine.io.mapping import ColumnMapping, read_long
 
     if spec.source in ("long", "excel") and data is not None:
@@ -228,16 +251,30 @@ def load_import(
             unknown_codes=unknown_codes,  # type: ignore[arg-type]
             drop_duplicates=drop_duplicates,
         )
-    return read_source(
-        spec.location,
-        source="long" if spec.source == "excel" else spec.source,  # type: ignore[arg-type]
-        mapping=spec.mapping or None,
-        normalize=spec.normalize,
-        unknown_codes=unknown_codes,  # type: ignore[arg-type]
-        drop_duplicates=drop_duplicates,
-        sheet=spec.sheet or None,
-        schema=spec.schema or None,
-    )
+    from engine.io.errors import DataError
+    from engine.io.validation import Finding
+
+    try:  # the app reads inside the data roots and named connections only; limits while reading
+        location = app_location(spec.location)
+        return read_source(
+            location,
+            source="long" if spec.source == "excel" else spec.source,  # type: ignore[arg-type]
+            mapping=spec.mapping or None,
+            normalize=spec.normalize,
+            unknown_codes=unknown_codes,  # type: ignore[arg-type]
+            drop_duplicates=drop_duplicates,
+            sheet=spec.sheet or None,
+            schema=spec.schema or None,
+        )
+    except DataError:
+        raise
+    except UserError as exc:
+        from engine.io.redact import redact
+
+        report = ValidationReport()
+        where = redact(spec.location) or "(no location)"
+        report.add(Finding("error", where, None, str(exc), "", kind="refused"))
+        raise DataError(report) from None
 
 
 def import_dataset(source_data, name: str) -> Loaded[Dataset]:

@@ -89,14 +89,33 @@ class Source:
 
     @classmethod
     def from_path(cls, path: str | Path) -> Source:
-        """Read a file; a folder or an unreadable path is an `InputFileError` naming the path."""
+        """Read a file; a folder or an unreadable path is an `InputFileError` naming the path. A text
+        file is checked against the line-length and row limits while it is read (`TextLimits`): a
+        file that breaks one is refused at that line, never read whole (`LimitExceeded`)."""
         p = Path(path)
         if p.is_dir():
             raise InputFileError(f"{path}: is a folder, not a file")
         if not p.exists():
             raise MissingFileError(f"{path}: no such file")
         try:
-            return cls(p.name, p.read_bytes())
+            with p.open("rb") as fh:
+                first = fh.read(1 << 20)
+                binary = (
+                    first[:4] in (b"PAR1",)
+                    or first[:2] == b"PK"
+                    or p.name.lower().endswith((".parquet", ".pq", ".xlsx", ".xlsm"))
+                )
+                check = None if binary else TextLimits(p.name)
+                parts = [first]
+                if check is not None:
+                    check.feed(first)
+                for block in iter(lambda: fh.read(8 << 20), b""):
+                    if check is not None:
+                        check.feed(block)
+                    parts.append(block)
+                if check is not None:
+                    check.done()
+            return cls(p.name, b"".join(parts))
         except OSError as exc:
             raise InputFileError(f"{path}: cannot be read ({exc.strerror or exc})") from None
 
@@ -107,6 +126,84 @@ class Source:
     @property
     def is_parquet(self) -> bool:
         return self.data[:4] == b"PAR1" or self.name.lower().endswith((".parquet", ".pq"))
+
+
+class TextLimits:
+    """Checks a text file block by block against the line-length and row limits
+    (`engine.io.deployment.limits`: `max_line_bytes`, `max_rows`), so that a file breaking one is
+    refused where it breaks it, before it is decoded or parsed (a 1 GiB line, a billion rows).
+    Line breaks are `\\n` and `\\r`; rows are counted by `\\n`."""
+
+    def __init__(self, name: str) -> None:
+        from engine.io.deployment import limits
+
+        lim = limits()
+        self.name, self.max_line, self.max_rows = name, lim.max_line_bytes, lim.max_rows
+        self.offset = 0  # bytes fed so far
+        self.line_start = 0  # offset where the current line began
+        self.newlines = 0  # `\\n` seen so far
+
+    def _refuse_line(self, line: int) -> None:
+        from engine.io.deployment import LimitExceeded, Limits
+
+        raise LimitExceeded(
+            f"{self.name}, row {line}: a line longer than {self.max_line:,} bytes (the limit "
+            f"{Limits.setting('max_line_bytes')}); the file was not read further"
+        )
+
+    def feed(self, block: bytes) -> None:
+        step = 16 << 20
+        for at in range(0, len(block), step):
+            part = block[at : at + step]
+            arr = np.frombuffer(part, dtype=np.uint8)
+            breaks = np.flatnonzero((arr == 10) | (arr == 13)) + self.offset
+            if len(breaks):
+                starts = np.concatenate(([self.line_start], breaks[:-1] + 1))
+                long = np.flatnonzero(breaks - starts > self.max_line)
+                if long.size:
+                    cut = int(breaks[long[0]] - self.offset)
+                    self._refuse_line(self.newlines + part.count(b"\n", 0, cut) + 1)
+                self.line_start = int(breaks[-1]) + 1
+            self.newlines += part.count(b"\n")
+            self.offset += len(part)
+            if self.offset - self.line_start > self.max_line:
+                self._refuse_line(self.newlines + 1)
+            if self.newlines > self.max_rows + 1:
+                from engine.io.deployment import LimitExceeded, Limits
+
+                raise LimitExceeded(
+                    f"{self.name}: more than {self.max_rows:,} rows (the limit "
+                    f"{Limits.setting('max_rows')}); the file was not read further"
+                )
+
+    def done(self) -> None:
+        if self.offset - self.line_start > self.max_line:
+            self._refuse_line(self.newlines + 1)
+
+
+def check_columns(name: str, header: list[str]) -> None:
+    """A header with more columns than `max_columns` is refused (`LimitExceeded`)."""
+    from engine.io.deployment import LimitExceeded, Limits, limits
+
+    most = limits().max_columns
+    if len(header) > most:
+        raise LimitExceeded(
+            f"{name}, row 1: {len(header):,} columns, more than {most:,} (the limit "
+            f"{Limits.setting('max_columns')})"
+        )
+
+
+def check_text(name: str, data: bytes) -> None:
+    """Line-length, row and header-column limits of a text file's bytes (`LimitExceeded`)."""
+    check = TextLimits(name)
+    check.feed(data)
+    check.done()
+    for raw in data[: (1 << 20) * 4].splitlines():
+        line = raw.decode("utf-8-sig", errors="replace")
+        if line.strip():
+            sep = "," if "," in line else "\t" if "\t" in line else ";" if ";" in line else ","
+            check_columns(name, next(csv.reader([line], delimiter=sep), []))
+            return
 
 
 SourceLike = Source | str | Path | tuple[str, bytes]
@@ -162,6 +259,13 @@ def read_table(
             "CSV text (export as CSV UTF-8) or Parquet",
             "not_text",
         )
+        return None
+    from engine.io.deployment import LimitExceeded
+
+    try:
+        check_text(src.name, src.data)  # before decoding or parsing: line length, rows, columns
+    except LimitExceeded as exc:
+        fc.note("error", None, str(exc), "a file within the input limits", "limit")
         return None
     try:
         text = src.data.decode("utf-8-sig")

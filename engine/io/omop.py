@@ -43,7 +43,7 @@ import numpy as np
 import pandas as pd
 
 from engine.io.events import Action, SourceData, check_events
-from engine.io.sql import Database, connect, is_url, sha256_file
+from engine.io.sql import Database, DatabaseReadError, connect, is_url, sha256_file
 from engine.io.validation import (
     MAX_ROWS,
     FileCheck,
@@ -291,6 +291,11 @@ def read_omop(
         reader = _Reader(loc, schema)
     try:
         return _read(reader, report, visits, labs, normalize, unknown_codes, drop_duplicates, na_ids)
+    except DatabaseReadError as exc:  # a file that is no database, a query the server refused
+        FileCheck(reader.label, np.zeros(0, dtype=np.int64), report).note(
+            "error", None, str(exc), expected, "unreadable"
+        )
+        return SourceData(None, report, sources=reader.sources)
     finally:
         reader.close()
 
@@ -310,6 +315,15 @@ def _read(
     if person is None or cond is None:
         return SourceData(None, report, sources=reader.sources)
     n_err = len(report.errors)
+    if len(cond.frame) == 0:  # a header only: say so, never a silent empty cohort
+        FileCheck(cond.where, cond.rownum, report).note(
+            "warning",
+            None,
+            "table condition_occurrence has no rows: 0 conditions, 0 patients with events",
+            "the conditions of the CDM's patients",
+            "empty_table",
+            (1,),
+        )
     # ------------------------------------------------------------------ person
     pf = FileCheck(person.where, person.rownum, report)
     pids = _ids(person, pf, "person_id")

@@ -16,6 +16,7 @@ traceback.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,6 +24,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from engine.io.errors import UserError
+from engine.io.redact import redact, redact_text
 from engine.io.validation import FileCheck, ValidationReport
 
 DUCKDB_SUFFIXES = (".duckdb", ".ddb", ".db")
@@ -34,13 +37,38 @@ def is_url(location: str | Path) -> bool:
 
 
 def redacted(url: str) -> str:
-    """The URL with its password hidden (`***`); the text itself when it does not parse."""
-    try:
-        from sqlalchemy.engine import make_url
+    """The URL with every password hidden (`engine.io.redact.redact`: userinfo, `password=` and the
+    like in the query), also when it does not parse."""
+    return redact(url)
 
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # a malformed URL is reported by `connect`
-        return url.split("@")[-1] if "@" in url else url
+
+class DatabaseReadError(UserError, ValueError):
+    """A database that opened but cannot be read (not a database, a query refused): one line naming
+    the database (its password hidden) and the reason."""
+
+
+def _reason(exc: BaseException) -> str:
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return redact_text(f"{type(exc).__name__}: {first}")[:400]
+
+
+def read_only_url(url: str):
+    """The SQLAlchemy URL to open: an SQLite file is opened read-only (`file:...?mode=ro&uri=true`),
+    so a URL never creates or changes a file; other databases as given."""
+    from urllib.parse import quote
+
+    from sqlalchemy.engine import make_url
+
+    u = make_url(url)
+    if u.get_backend_name() != "sqlite":
+        return u
+    db = u.database or ""
+    if db in ("", ":memory:"):
+        raise UserError(f"{redact(url)}: an in-memory SQLite database holds no data; name a file")
+    if db.startswith("file:"):
+        db = db[len("file:") :].split("?", 1)[0]
+    query = {k: v for k, v in u.query.items() if k not in ("mode", "uri", "immutable")}
+    return u.set(database="file:" + quote(db, safe="/"), query={**query, "mode": "ro", "uri": "true"})
 
 
 def quoted(name: str) -> str:
@@ -54,6 +82,21 @@ def sha256_file(path: Path) -> str:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def _named(method):
+    """A query method whose driver errors become a `DatabaseReadError` naming the database."""
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except UserError:
+            raise
+        except Exception as exc:  # every driver's errors: the user's database, named
+            raise DatabaseReadError(f"{self.label}: the database cannot be read ({_reason(exc)})") from None
+
+    return wrapper
 
 
 class Database:
@@ -70,7 +113,7 @@ class Database:
             self.label = redacted(str(location))
             import sqlalchemy as sa
 
-            self._engine = sa.create_engine(str(location))
+            self._engine = sa.create_engine(read_only_url(str(location)))
             self._conn = self._engine.connect()  # raises when unreachable (see `connect`)
             self.sources[self.label] = f"database ({self._engine.dialect.name})"
         else:
@@ -99,6 +142,7 @@ class Database:
             self._tables = {n.lower(): n for n in names}
         return self._tables
 
+    @_named
     def columns(self, table: str) -> list[str] | None:
         """The table's columns in order, None when there is no such table."""
         if self._duck is not None:
@@ -115,6 +159,7 @@ class Database:
             return None
         return [str(c["name"]) for c in sa.inspect(self._conn).get_columns(name, schema=self.schema)]
 
+    @_named
     def qualified(self, table: str) -> str:
         """The table's name in SQL (with the schema; DuckDB also with its catalog)."""
         if self._duck is not None:
@@ -133,6 +178,7 @@ class Database:
         return f"{self.label}, table {table}{order}"
 
     # ------------------------------------------------------------------ reading
+    @_named
     def read(
         self, table: str, columns: Sequence[str], where_sql: str = "", key: Sequence[str] = ()
     ) -> tuple[pd.DataFrame, np.ndarray]:
@@ -168,6 +214,7 @@ class Database:
             cur.close()
         return pd.DataFrame.from_records(rows, columns=columns, coerce_float=False)
 
+    @_named
     def head(self, table: str, n: int = 20) -> pd.DataFrame:
         """The first `n` rows of a table, every column, as text (the import view's preview)."""
         sql = f"SELECT * FROM {self.qualified(table)} LIMIT {int(n)}"
@@ -193,7 +240,6 @@ def connect(
     except ImportError as exc:
         reason = f"the database driver is not installed ({exc})"
     except Exception as exc:  # SQLAlchemy and DuckDB raise many types: all reported
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        reason = f"{type(exc).__name__}: {first}"[:400]
+        reason = _reason(exc)
     fc.note("error", None, f"cannot open the database: {reason}", expected, "unreachable")
     return None

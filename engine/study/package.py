@@ -15,6 +15,7 @@ import hashlib
 import io
 import json
 import zipfile
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -93,29 +94,113 @@ def is_package(data: bytes) -> bool:
     return data[:4] == b"PK\x03\x04"
 
 
+def _member_info(zf: zipfile.ZipFile, name: str, source: str, most: int, setting: str) -> zipfile.ZipInfo:
+    """A member that can be read safely: not encrypted, stored or deflated, no larger than `most`
+    (its recorded size bounds what zipfile inflates: a bomb is refused before it is inflated)."""
+    info = zf.getinfo(name)
+    if info.flag_bits & 0x1:
+        raise StudyError(f"{source}: the member {name!r} is encrypted; a study package is never encrypted")
+    if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+        raise StudyError(
+            f"{source}: the member {name!r} uses compression method {info.compress_type}; "
+            "a study package is stored or deflated"
+        )
+    if info.file_size > most:
+        raise StudyError(
+            f"{source}: the member {name!r} inflates to {info.file_size:,} bytes, more than {most:,} "
+            f"(the limit {setting}); not read"
+        )
+    return info
+
+
+def _read_member(
+    zf: zipfile.ZipFile, info: zipfile.ZipInfo, source: str, sha256: str | None = None, what: str = ""
+) -> bytes:
+    """A member's bytes, streamed. With `sha256` (what the study recorded), the member is hashed
+    block by block first and refused on a mismatch without ever being held whole."""
+    try:
+        if sha256 is not None:
+            h = hashlib.sha256()
+            with zf.open(info) as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(block)
+            if h.hexdigest() != sha256:
+                raise StudyError(
+                    f"{source}: the input {what or repr(info.filename)} differs from the file the study was made from "
+                    f"(sha256 {h.hexdigest()[:12]}…, recorded {sha256[:12]}…)"
+                )
+        with zf.open(info) as fh:
+            return fh.read()
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError, RuntimeError) as exc:
+        raise StudyError(
+            f"{source}: the member {info.filename!r} is damaged ({type(exc).__name__}: {exc})"
+        ) from None
+
+
+def _manifest_inputs(manifest: object, source: str) -> list[tuple[str, str, str]]:
+    """(role, name, member) of each input the manifest lists, every field checked for its type."""
+    if not isinstance(manifest, dict):
+        raise StudyError(f"{source}: {_MANIFEST} must be an object, not {type(manifest).__name__}")
+    if manifest.get("format") != PACKAGE_FORMAT:
+        raise StudyError(f"{source}: {_MANIFEST} is not of format {PACKAGE_FORMAT!r}")
+    entries = manifest.get("inputs", [])
+    if not isinstance(entries, list):
+        raise StudyError(f"{source}: {_MANIFEST} inputs must be a list, not {type(entries).__name__}")
+    out = []
+    for m in entries:
+        if not isinstance(m, dict) or not all(isinstance(m.get(f), str) for f in ("role", "name", "member")):
+            raise StudyError(
+                f"{source}: {_MANIFEST}: each input must be an object of role, name, member (text)"
+            )
+        out.append((m["role"], m["name"], m["member"]))
+    return out
+
+
 def read_study_file(data: bytes, source: str) -> tuple[Study, dict[str, StudyInput]]:
     """A study file (JSON) or a study package (zip): the study and the inputs it carries (none for
     JSON). Every input is checked against the study's recorded sha256; a damaged package is a
-    `StudyError` naming `source` and the member."""
+    `StudyError` naming `source` and the member.
+
+    Bounded (`engine.io.deployment.limits`): study.json and manifest.json are read only when their
+    recorded sizes are within `max_json_bytes`, every input within `max_member_bytes`, and each input
+    is hashed while it is streamed, refused on a mismatch before it is held whole. Duplicate member
+    names, encrypted members, other compression methods and corrupt streams are refused, named."""
+    from engine.io.deployment import Limits, limits
+
     if not is_package(data):
         return Study.from_json(data, source), {}
+    lim = limits()
+    json_limit, member_limit = Limits.setting("max_json_bytes"), Limits.setting("max_member_bytes")
     try:
         zf = zipfile.ZipFile(io.BytesIO(data))
-        names = set(zf.namelist())
+        listed = zf.namelist()
+        twice = sorted({n for n in listed if listed.count(n) > 1}) if len(set(listed)) < len(listed) else []
+        if twice:
+            raise StudyError(f"{source}: the package holds {', '.join(map(repr, twice))} more than once")
+        names = set(listed)
         if _STUDY not in names or _MANIFEST not in names:
             raise StudyError(f"{source}: not a study package (it lacks {_STUDY} or {_MANIFEST})")
-        study = Study.from_json(zf.read(_STUDY), f"{source}: {_STUDY}")
-        manifest = json.loads(zf.read(_MANIFEST))
-        if manifest.get("format") != PACKAGE_FORMAT:
-            raise StudyError(f"{source}: {_MANIFEST} is not of format {PACKAGE_FORMAT!r}")
+        study_info = _member_info(zf, _STUDY, source, lim.max_json_bytes, json_limit)
+        study = Study.from_json(_read_member(zf, study_info, source), f"{source}: {_STUDY}")
+        manifest_info = _member_info(zf, _MANIFEST, source, lim.max_json_bytes, json_limit)
+        from engine.io.safejson import JSONRefused, loads
+
+        try:
+            manifest = loads(_read_member(zf, manifest_info, source), f"{source}: {_MANIFEST}")
+        except JSONRefused as exc:
+            raise StudyError(str(exc)) from None
+        recorded = dict(study.data.inputs)
         inputs: dict[str, StudyInput] = {}
-        for m in manifest.get("inputs", []):
-            role, name, member = str(m["role"]), str(m["name"]), str(m["member"])
+        for role, name, member in _manifest_inputs(manifest, source):
             if member not in names:
                 raise StudyError(f"{source}: {_MANIFEST} names {member!r}, which the package lacks")
             if role in inputs:
                 raise StudyError(f"{source}: two inputs for the role {role!r}")
-            inputs[role] = StudyInput(role, name, zf.read(member))
+            info = _member_info(zf, member, source, lim.max_member_bytes, member_limit)
+            sha = recorded.get(name, recorded.get(f"{role}:{name}"))
+            if sha is None:
+                raise StudyError(f"{source}: the input {name!r} ({role}) is not one the study was made from")
+            inputs[role] = StudyInput(role, name, _read_member(zf, info, source, sha, f"{name!r} ({role})"))
     except StudyError:
         raise
     except (zipfile.BadZipFile, KeyError, TypeError, ValueError) as exc:

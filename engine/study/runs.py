@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -649,6 +650,36 @@ def settings_to_dict(settings: MethodSettings) -> dict[str, Any]:
     return out
 
 
+# the range of each whole-number setting read from a study file (others: 0..MAX_COUNT)
+READ_RANGES: dict[str, tuple[int, int]] = {"k": (2, 1_000_000), "age_low": (0, 150), "age_high": (0, 150)}
+MAX_COUNT = 1_000_000_000
+
+
+def _read_number(method: str, key: str, value: object, kind: str) -> Any:
+    """A setting read from a study file, of the field's type (never coerced: `"7"` or `5.9` for a
+    whole number, `1` for a bool are refused) and, for whole numbers, in range (`READ_RANGES`)."""
+    optional = kind.endswith("| None")
+    kind = kind.removesuffix("| None").strip()
+    if value is None and optional:
+        return None
+    if kind == "int":
+        lo, hi = READ_RANGES.get(key, (0, MAX_COUNT))
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            raise SettingsError(
+                f"{method} settings: {key} must be a whole number from {lo} to {hi:,}, not {value!r}"
+            )
+    elif kind == "float":
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise SettingsError(f"{method} settings: {key} must be a number, not {value!r}")
+        value = float(value)
+    elif kind == "bool":
+        if not isinstance(value, bool):
+            raise SettingsError(f"{method} settings: {key} must be true or false, not {value!r}")
+    elif kind == "str" and not isinstance(value, str):
+        raise SettingsError(f"{method} settings: {key} must be text, not {value!r}")
+    return value
+
+
 def settings_from_dict(data: Mapping[str, Any]) -> MethodSettings:
     """Settings back from `settings_to_dict`; unknown methods or fields raise SettingsError."""
     name = data.get("method")
@@ -664,9 +695,23 @@ def settings_from_dict(data: Mapping[str, Any]) -> MethodSettings:
         if key == "method":
             continue
         if key == "codes":
-            value = CodeSelection(value["mode"], int(value["top_n"]), tuple(value["chosen"]))
+            if not isinstance(value, Mapping) or set(value) != {"mode", "top_n", "chosen"}:
+                raise SettingsError(f"{name} settings: codes must be an object of mode, top_n, chosen")
+            chosen = value["chosen"]
+            if not isinstance(chosen, list) or not all(isinstance(c, str) for c in chosen):
+                raise SettingsError(f"{name} settings: codes.chosen must be a list of codes")
+            if not isinstance(value["mode"], str):
+                raise SettingsError(f"{name} settings: codes.mode must be text")
+            top_n = _read_number(name, "codes.top_n", value["top_n"], "int")
+            value = CodeSelection(value["mode"], top_n, tuple(chosen))
         elif key == "caps":
-            value = tuple((str(c), int(v)) for c, v in value)
+            if not isinstance(value, list) or not all(
+                isinstance(x, list) and len(x) == 2 and isinstance(x[0], str) for x in value
+            ):
+                raise SettingsError(f"{name} settings: caps must be a list of [code, cap] pairs")
+            value = tuple((c, _read_number(name, "caps", v, "int")) for c, v in value)
+        else:
+            value = _read_number(name, key, value, str(names[key].type))
         kwargs[key] = value
     settings = cls(**kwargs)
     settings.validate()

@@ -14,6 +14,7 @@ settings and its files' sha256 compared with the recorded ones.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping
@@ -39,6 +40,30 @@ EARLIER_FORMATS = ("cohortshield-study/1",)
 
 class StudyError(UserError, ValueError):
     """A study file or action that cannot be honoured; the message says why in plain words."""
+
+
+MAX_K = 1_000_000  # a study's k, as read from a file: a whole number 2..MAX_K, never coerced
+
+
+def _whole(value: object, name: str, lo: int, hi: int) -> int:
+    """A whole number of a study file in [lo, hi] (not a bool, a text or a decimal), else StudyError."""
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise StudyError(f"{name} must be a whole number from {lo} to {hi:,}, not {value!r}")
+    return value
+
+
+def _mapping(value: object, name: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise StudyError(f"{name} must be an object, not {type(value).__name__}")
+    return value
+
+
+def _texts(value: object, name: str) -> tuple[tuple[str, str], ...]:
+    """An object of text -> text (groups, inputs, files, load options), sorted."""
+    d = _mapping(value, name)
+    if not all(isinstance(v, str) for v in d.values()):
+        raise StudyError(f"{name} must map names to text")
+    return tuple(sorted((str(a), b) for a, b in d.items()))
 
 
 def ids_fingerprint(ids: Iterable[str]) -> str:
@@ -82,15 +107,16 @@ class DataRef:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> DataRef:
+        d = _mapping(d, "data")
         return cls(
             name=str(d["name"]),
             events_fingerprint=str(d["events_fingerprint"]),
             population=str(d.get("population", "population")),
             cohort=str(d.get("cohort", "cohort")),
             biobank=None if d.get("biobank") is None else str(d["biobank"]),
-            groups=tuple(sorted((str(a), str(b)) for a, b in d.get("groups", {}).items())),
-            inputs=tuple(sorted((str(a), str(b)) for a, b in d.get("inputs", {}).items())),
-            load_options=tuple(sorted((str(a), str(b)) for a, b in d.get("load_options", {}).items())),
+            groups=_texts(d.get("groups", {}), "data.groups"),
+            inputs=_texts(d.get("inputs", {}), "data.inputs"),
+            load_options=_texts(d.get("load_options", {}), "data.load_options"),
         )
 
 
@@ -237,17 +263,40 @@ class StudyRelease:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> StudyRelease:
+        d = _mapping(d, "a release")
         rec = d.get("verification")
-        claimed = None if rec is None else VerificationRecord(**rec)
+        claimed = None if rec is None else _verification(rec)
         return cls(
             name=str(d["name"]),
-            settings=settings_from_dict(d["settings"]),
+            settings=settings_from_dict(_mapping(d["settings"], "settings")),
             data=DataRef.from_dict(d["data"]),
             verification=None,
-            files=tuple(sorted((str(a), str(b)) for a, b in d.get("files", {}).items())),
+            files=_texts(d.get("files", {}), "files"),
             claimed=claimed,
             recipient=str(d.get("recipient", "")),
         )
+
+
+def _verification(rec: object) -> VerificationRecord:
+    """A recorded verdict, every field of its type (never coerced): scope and knowledge of an
+    adversary, k 2..MAX_K, ok a bool, counts whole numbers."""
+    r = _mapping(rec, "verification")
+    names = {f.name for f in dataclasses.fields(VerificationRecord)}
+    if set(r) != names:
+        raise StudyError(f"verification must have the fields {', '.join(sorted(names))}")
+    for name in ("scope", "knowledge"):
+        if not isinstance(r[name], str):
+            raise StudyError(f"verification.{name} must be text, not {r[name]!r}")
+    try:
+        Adversary(r["scope"], r["knowledge"])
+    except ValueError as exc:
+        raise StudyError(f"verification: {exc}") from None
+    if not isinstance(r["ok"], bool):
+        raise StudyError(f"verification.ok must be true or false, not {r['ok']!r}")
+    _whole(r["k"], "verification.k", 2, MAX_K)
+    for name in ("records", "below_k", "unique"):
+        _whole(r[name], f"verification.{name}", 0, 10**12)
+    return VerificationRecord(**r)
 
 
 @dataclass(frozen=True)
@@ -363,10 +412,12 @@ class Study:
 
     @classmethod
     def from_json(cls, text: str | bytes, source: str = "study file") -> Study:
-        try:
-            d = json.loads(text)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise StudyError(f"{source}: not a study file (invalid JSON: {exc})") from None
+        from engine.io.safejson import JSONRefused, loads
+
+        try:  # size, depth and numbers bounded before and while parsing (engine.io.safejson)
+            d = loads(text, source)
+        except JSONRefused as exc:
+            raise StudyError(f"not a study file: {exc}") from None
         if isinstance(d, dict) and d.get("format") in EARLIER_FORMATS:
             raise StudyError(
                 f"{source}: a study of an earlier CohortShield ({d.get('format')}), whose release files named "
@@ -378,11 +429,17 @@ class Study:
                 f"{source}: not a CohortShield study (format {got!r}, expected {STUDY_FORMAT!r})"
             )
         try:
+            adversary = _mapping(d["adversary"], "adversary")
+            if not all(isinstance(adversary.get(n), str) for n in ("scope", "knowledge")):
+                raise StudyError("adversary.scope and adversary.knowledge must be text")
+            releases = d.get("releases", [])
+            if not isinstance(releases, list):
+                raise StudyError(f"releases must be a list, not {type(releases).__name__}")
             return cls(
                 data=DataRef.from_dict(d["data"]),
-                adversary=Adversary(d["adversary"]["scope"], d["adversary"]["knowledge"]),
-                k=int(d["k"]),
-                releases=tuple(StudyRelease.from_dict(r) for r in d.get("releases", [])),
+                adversary=Adversary(adversary["scope"], adversary["knowledge"]),
+                k=_whole(d["k"], "k", 2, MAX_K),
+                releases=tuple(StudyRelease.from_dict(r) for r in releases),
                 pseudonym_key=str(d["pseudonym_key"]),
                 determination=Determination.from_dict(d.get("determination", {})),
                 small_cells=SmallCellPolicy.from_dict(d.get("small_cells")),

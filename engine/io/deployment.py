@@ -1,0 +1,215 @@
+"""What an administrator sets for a shared server: data roots, named database connections, input limits.
+
+The app runs as one server account for every user, so it reads server files only inside the folders
+the administrator lists (data roots) and databases only through the connections the administrator
+names; the CLI runs as its user and keeps free paths and URLs. Settings, first found wins per key:
+
+1. environment variables:
+   - `COHORTSHIELD_DATA_ROOTS`: folders, separated by `os.pathsep` (`:` on Linux);
+   - `COHORTSHIELD_CONNECTIONS`: a JSON object, connection name -> SQLAlchemy URL (the password may be
+     left out of the URL and given in `COHORTSHIELD_CONNECTION_<NAME>_PASSWORD`, NAME upper-cased,
+     non-alphanumerics as `_`);
+   - limits: `COHORTSHIELD_MAX_MEMBER_BYTES`, `COHORTSHIELD_MAX_JSON_BYTES`, `COHORTSHIELD_MAX_JSON_DEPTH`,
+     `COHORTSHIELD_MAX_COLUMNS`, `COHORTSHIELD_MAX_LINE_BYTES`, `COHORTSHIELD_MAX_ROWS`,
+     `COHORTSHIELD_MAX_XLSX_BYTES` (whole numbers);
+2. a TOML file: `COHORTSHIELD_CONFIG` (a path), else `cohortshield.toml` in the checkout, else the
+   `[cohortshield]` table of `.streamlit/secrets.toml` in the checkout. Keys: `data_roots` (a list
+   of folders, relative ones from the checkout), `[connections]` (name = URL) and `[limits]`
+   (`max_member_bytes = 2147483648`, ...).
+
+Default data roots: `sample_data/` and `data/` of the checkout. Every path is resolved (symlinks
+followed, `..` removed) before it is compared with the roots, so a link inside a root that points
+outside is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tomllib
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from engine.io.errors import UserError
+
+CHECKOUT = Path(__file__).resolve().parents[2]
+DATA_ROOTS_ENV = "COHORTSHIELD_DATA_ROOTS"
+CONNECTIONS_ENV = "COHORTSHIELD_CONNECTIONS"
+CONFIG_ENV = "COHORTSHIELD_CONFIG"
+DEFAULT_ROOTS = ("sample_data", "data")
+CONNECTION_PREFIX = "connection:"  # how a study's load options name a connection (never its URL)
+
+
+class PathRefused(UserError, ValueError):
+    """A server path outside the data roots; the message names the roots."""
+
+
+class ConnectionRefused(UserError, ValueError):
+    """A database named in the app that is not one of the administrator's connections."""
+
+
+class LimitExceeded(UserError, ValueError):
+    """An input larger than a limit (size, depth, rows, columns, line length); the message names the
+    limit, its setting and the file (row, column) where it was hit."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Input limits (module docstring); each is a setting `COHORTSHIELD_<FIELD upper-cased>`."""
+
+    max_member_bytes: int = 2 << 30  # a study package's input file, uncompressed
+    max_json_bytes: int = 16 << 20  # study.json, manifest.json, a study file
+    max_json_depth: int = 64  # nesting of objects and lists in a study file
+    max_columns: int = 10_000  # columns of a CSV / xlsx sheet
+    max_line_bytes: int = 1 << 20  # one line of a CSV file
+    max_rows: int = 100_000_000  # rows of a CSV file
+    max_xlsx_bytes: int = 512 << 20  # an xlsx workbook's parts (sheets, shared strings), uncompressed
+
+    @staticmethod
+    def setting(name: str) -> str:
+        return "COHORTSHIELD_" + name.upper()
+
+
+def _config() -> dict[str, Any]:
+    """The TOML settings (module docstring); {} when there is no file."""
+    explicit = os.environ.get(CONFIG_ENV)
+    candidates = [Path(explicit)] if explicit else [CHECKOUT / "cohortshield.toml"]
+    for path in candidates:
+        if path.is_file():
+            with path.open("rb") as fh:
+                return tomllib.load(fh)
+    secrets = CHECKOUT / ".streamlit" / "secrets.toml"
+    if not explicit and secrets.is_file():
+        with secrets.open("rb") as fh:
+            table = tomllib.load(fh).get("cohortshield", {})
+        return table if isinstance(table, dict) else {}
+    return {}
+
+
+def limits() -> Limits:
+    """The limits in force (environment, then the TOML `[limits]` table, then the defaults)."""
+    table = _config().get("limits", {})
+    values: dict[str, int] = {}
+    for f in fields(Limits):
+        raw = os.environ.get(Limits.setting(f.name), table.get(f.name) if isinstance(table, dict) else None)
+        if raw is None:
+            continue
+        try:
+            value = int(str(raw).replace("_", ""))
+        except ValueError:
+            raise UserError(f"{Limits.setting(f.name)}: a whole number is needed, not {raw!r}") from None
+        if value < 1:
+            raise UserError(f"{Limits.setting(f.name)}: must be at least 1, not {value}")
+        values[f.name] = value
+    return Limits(**values)
+
+
+def data_roots() -> tuple[Path, ...]:
+    """The folders the app may read server files from, resolved (module docstring)."""
+    env = os.environ.get(DATA_ROOTS_ENV)
+    if env is not None:
+        listed = [p for p in env.split(os.pathsep) if p.strip()]
+    else:
+        configured = _config().get("data_roots")
+        listed = [str(p) for p in configured] if isinstance(configured, list) else list(DEFAULT_ROOTS)
+    roots = []
+    for p in listed:
+        path = Path(p).expanduser()
+        roots.append((path if path.is_absolute() else CHECKOUT / path).resolve())
+    return tuple(roots)
+
+
+def roots_text(roots: tuple[Path, ...] | None = None) -> str:
+    roots = data_roots() if roots is None else roots
+    return ", ".join(str(r) for r in roots) or "(none)"
+
+
+def server_path(text: str | Path) -> Path:
+    """A server path the app may read: resolved (links followed) and inside a data root; else a
+    `PathRefused` naming the roots and where the administrator sets them."""
+    raw = str(text).strip()
+    if not raw:
+        raise PathRefused("no path given")
+    path = Path(raw).expanduser()
+    resolved = (path if path.is_absolute() else CHECKOUT / path).resolve()
+    roots = data_roots()
+    if any(resolved == r or resolved.is_relative_to(r) for r in roots):
+        return resolved
+    raise PathRefused(
+        f"{raw}: outside the data folders this server reads from ({roots_text(roots)}); an administrator "
+        f"lists them in {DATA_ROOTS_ENV} or data_roots of cohortshield.toml"
+    )
+
+
+def _password_env(name: str) -> str:
+    return "COHORTSHIELD_CONNECTION_" + re.sub(r"[^A-Za-z0-9]", "_", name).upper() + "_PASSWORD"
+
+
+def connections() -> dict[str, str]:
+    """Connection name -> URL as configured (passwords not yet filled in from the environment)."""
+    env = os.environ.get(CONNECTIONS_ENV)
+    if env is not None:
+        try:
+            got = json.loads(env)
+        except json.JSONDecodeError as exc:
+            raise UserError(f"{CONNECTIONS_ENV}: not a JSON object of name -> URL ({exc})") from None
+    else:
+        got = _config().get("connections", {})
+    if not isinstance(got, dict) or not all(isinstance(v, str) for v in got.values()):
+        raise UserError(f"{CONNECTIONS_ENV}: a JSON object (or TOML table) of name -> URL is needed")
+    return {str(k): v for k, v in got.items()}
+
+
+def connection_url(name: str) -> str:
+    """The URL of a named connection, with its password from the environment when the URL has none."""
+    known = connections()
+    if name not in known:
+        listed = ", ".join(sorted(known)) or "none are defined"
+        raise ConnectionRefused(
+            f"no database connection named {name!r} ({listed}); an administrator defines them in "
+            f"{CONNECTIONS_ENV} or [connections] of cohortshield.toml"
+        )
+    url = known[name]
+    password = os.environ.get(_password_env(name))
+    if password:
+        from sqlalchemy.engine import make_url
+
+        url = make_url(url).set(password=password).render_as_string(hide_password=False)
+    return url
+
+
+def is_connection(location: str) -> bool:
+    return str(location).startswith(CONNECTION_PREFIX)
+
+
+def app_location(location: str) -> str:
+    """What the app may open for a location typed or recorded in the app: a named connection's URL
+    (`connection:NAME`), or a path inside the data roots. A free URL is refused (`ConnectionRefused`)."""
+    from engine.io.sql import is_url
+
+    if is_connection(location):
+        return connection_url(location[len(CONNECTION_PREFIX) :])
+    if is_url(location):
+        raise ConnectionRefused(
+            "the app opens databases only through the connections an administrator names "
+            f"({CONNECTIONS_ENV}); a URL typed in the app is not opened"
+        )
+    return str(server_path(location))
+
+
+__all__ = [
+    "CONNECTION_PREFIX",
+    "ConnectionRefused",
+    "LimitExceeded",
+    "Limits",
+    "PathRefused",
+    "app_location",
+    "connection_url",
+    "connections",
+    "data_roots",
+    "is_connection",
+    "limits",
+    "server_path",
+]
