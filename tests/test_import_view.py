@@ -17,6 +17,16 @@ I2B2_DIR = ROOT / "tests" / "data" / "i2b2"
 OMOP_DIR = ROOT / "tests" / "data" / "omop"
 
 
+@pytest.fixture(autouse=True)
+def _data_roots(monkeypatch) -> None:
+    """The test files are a data root here (the default roots are sample_data/ and data/)."""
+    import os
+
+    monkeypatch.setenv(
+        "COHORTSHIELD_DATA_ROOTS", os.pathsep.join((str(ROOT / "tests" / "data"), str(ROOT / "sample_data")))
+    )
+
+
 def _cohort(state: dict):
     at = page_app("pages/cohort.py", state={"dataset_choice": "Import a source", **state})
     at.run()
@@ -87,8 +97,13 @@ def test_standard_sources_load(kind: str, location: str, patients: int) -> None:
     assert at.session_state["context"].dataset.events.n_patients == patients
 
 
-def test_unreachable_database_is_a_named_error() -> None:
+def test_unreachable_database_is_a_named_error(monkeypatch) -> None:
+    # a free URL is never opened by the app (issue 25): only the administrator's named connections
     at = _cohort({"import_kind": "omop", "import_location": "postgresql+psycopg://u:secret@127.0.0.1:1/cdm"})
+    assert at.error and "connections an administrator names" in at.error[0].value
+    assert "secret" not in at.error[0].value
+    monkeypatch.setenv("COHORTSHIELD_CONNECTIONS", '{"cdm": "postgresql+psycopg://u:secret@127.0.0.1:1/cdm"}')
+    at = _cohort({"import_kind": "omop", "import_connection": "cdm"})
     # the preview cannot connect: one error line, the password hidden
     assert at.error and "cannot open the database" in at.error[0].value and "secret" not in at.error[0].value
 

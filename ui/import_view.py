@@ -20,12 +20,14 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from engine.io.deployment import CONNECTION_PREFIX, roots_text
 from engine.io.imports import IMPORT_KINDS, SAMPLE_VARIANTS, ImportSpec, preview, sheet_names
 from engine.io.mapping import MODEL_COLUMNS, REQUIRED, ColumnMapping, suggest_mapping
 from ui import literal
 from ui.literal import md
 
 APPLIED = "_import_applied"  # (ImportSpec, upload name, upload bytes or None)
+CONFIRM = "_import_confirm"  # a reopened study's import, read only once the user confirms it
 NORMALIZATION = "_import_normalization"  # the last load's normalization report (frame)
 NONE = "(none)"
 KIND_LABELS = dict(IMPORT_KINDS)
@@ -102,8 +104,9 @@ def restore(options: dict[str, object]) -> bool:
     mapping = ColumnMapping.parse(spec.mapping).as_dict() if spec.mapping else {}
     for m in MODEL_COLUMNS:
         st.session_state[f"import_map_{m}"] = mapping.get(m, NONE)
-    if st.session_state["import_location"]:
-        st.session_state[APPLIED] = (spec, "", None)
+    if st.session_state["import_location"]:  # never read by itself: the user confirms (`render`)
+        st.session_state.pop(APPLIED, None)
+        st.session_state[CONFIRM] = spec
     return True
 
 
@@ -141,6 +144,18 @@ def _mapping_widgets(columns: list[str], where: Any) -> str | None:
 def render(where: Any = st) -> None:
     """The import view (module docstring)."""
     where.header("Import a source")
+    pending = st.session_state.get(CONFIRM)
+    if pending is not None:
+        where.info(
+            md(
+                f"The reopened study reads its data from {pending.location} ({KIND_LABELS.get(pending.source, '')}). "
+                "Nothing is read until you confirm."
+            )
+        )
+        if where.button("Read the study's data", type="primary", key="import_confirm"):
+            st.session_state.pop(CONFIRM, None)
+            st.session_state[APPLIED] = (pending, "", None)
+            st.rerun()
     kinds = [k for k, _ in IMPORT_KINDS]
     if st.session_state.get("import_kind") not in kinds:
         st.session_state["import_kind"] = "long"
@@ -153,16 +168,28 @@ def render(where: Any = st) -> None:
         if up is not None:
             name, data = up.name, up.getvalue()
         else:
-            location = where.text_input("… or a file path on this server", key="import_location").strip()
+            location = where.text_input(
+                "… or a file path on this server",
+                key="import_location",
+                help=f"Only inside the data folders: {roots_text()}",
+            ).strip()
     else:
         hint = {
-            "omop": "a folder of OMOP CDM v5.4 tables (person.csv, condition_occurrence.parquet, …), a "
-            "DuckDB file, or a database URL (postgresql+psycopg://user:password@host/db)",
+            "omop": "a folder of OMOP CDM v5.4 tables (person.csv, condition_occurrence.parquet, …) or a "
+            "DuckDB file, or a database connection the administrator named",
             "meds": "a MEDS dataset folder (data/*.parquet under it)",
-            "i2b2": "a folder of i2b2 tables (observation_fact.csv, patient_dimension.csv, …), a DuckDB "
-            "file, or a database URL",
+            "i2b2": "a folder of i2b2 tables (observation_fact.csv, patient_dimension.csv, …) or a DuckDB "
+            "file, or a database connection the administrator named",
         }[kind]
-        location = where.text_input("Path or URL", key="import_location", help=hint).strip()
+        hint += f". Only inside: {roots_text()}"
+        named = _connections() if kind in ("omop", "i2b2") else []
+        if named:
+            choice = where.selectbox(
+                "Database connection (defined by the administrator)", [NONE, *named], key="import_connection"
+            )
+            if choice != NONE:
+                st.session_state["import_location"] = f"{CONNECTION_PREFIX}{choice}"
+        location = where.text_input("Path on this server", key="import_location", help=hint).strip()
         where.caption(hint)
         if kind in ("omop", "i2b2"):
             where.text_input("Schema (optional)", key="import_schema")
@@ -228,10 +255,28 @@ def render(where: Any = st) -> None:
 
 
 def _read_path(location: str) -> bytes | None:
-    from pathlib import Path
+    """A workbook on the server, only inside the data roots (`engine.io.deployment`); None otherwise
+    (the preview then names the refusal)."""
+    from engine.io.deployment import server_path
+    from engine.io.errors import UserError
+    from engine.io.loaders import Source
 
-    p = Path(location)
-    return p.read_bytes() if p.is_file() else None
+    try:
+        p = server_path(location)
+        return Source.from_path(p).data if p.is_file() else None
+    except UserError:
+        return None
+
+
+def _connections() -> list[str]:
+    """The names of the administrator's database connections (never their URLs)."""
+    from engine.io.deployment import connections
+    from engine.io.errors import UserError
+
+    try:
+        return sorted(connections())
+    except UserError:
+        return []
 
 
 def _normalization_report(where: Any) -> None:
