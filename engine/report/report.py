@@ -40,6 +40,7 @@ from engine import __version__, risk
 from engine.adversary import ALL_ADVERSARIES, Adversary
 from engine.io.errors import UserError
 from engine.io.export import CODE_MAP_FILE, RELEASE_FILE, safe_csv_bytes
+from engine.io.redact import redact_text
 from engine.records import Records
 from engine.release import AGE_PAIR_SEP, Release
 from engine.report.glossary import term
@@ -670,7 +671,7 @@ def build_report(
         "group fingerprints": dict(study.data.groups),
         "input files sha256": dict(study.data.inputs),
         "released files sha256": released_sha,
-        "load options": dict(study.data.load_options),
+        "load options": {k: redact_text(v) for k, v in study.data.load_options},  # no password (issue 25)
         "software": versions(),
     }
     data: dict[str, Any] = {
