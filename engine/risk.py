@@ -927,7 +927,31 @@ def original_distinguishability(
     return distinguishability(cohort, cands, adversary.knowledge, matching)
 
 
+_KNOWN_VISITS_KEPT = 16  # releases whose attacker-known visits are memoized (least recently used dropped)
+_KNOWN_VISITS: dict[str, Records | None] = {}  # Release.content_fingerprint -> attacker_known_visits
+_KNOWN_VISITS_LOCK = Lock()
+
+
 def attacker_known_visits(release: Release) -> Records | None:
+    """`_attacker_known_visits`, memoized per release content (`Release.content_fingerprint`, which
+    covers the records, the item -> codes map and the source it reads): it depends on neither k nor
+    the adversary's scope, so a change of either re-thresholds without recomputing it."""
+    if release.source is None or release.shows_visits:
+        return None
+    key = release.content_fingerprint
+    with _KNOWN_VISITS_LOCK:
+        if key in _KNOWN_VISITS:
+            _KNOWN_VISITS[key] = _KNOWN_VISITS.pop(key)  # most recently used last
+            return _KNOWN_VISITS[key]
+    known = _attacker_known_visits(release)
+    with _KNOWN_VISITS_LOCK:
+        _KNOWN_VISITS[key] = known
+        while len(_KNOWN_VISITS) > _KNOWN_VISITS_KEPT:
+            _KNOWN_VISITS.pop(next(iter(_KNOWN_VISITS)))
+    return known
+
+
+def _attacker_known_visits(release: Release) -> Records | None:
     """What a single-visit attacker can use of each ORIGINAL visit of a target when the release does
     not show visits: every released item of the target's whole record that stands for a code of that
     visit. A code suppressed in one visit but kept in another of the same patient stays visible in a

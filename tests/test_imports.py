@@ -1,9 +1,11 @@
-"""The shape of engine/: no import cycle between its modules, measures import no method, and every module
-outside the data model, hierarchy, risk and release lives in a package named for its concept (issue 17).
+"""The shape of engine/ and ui/: no import cycle between their modules (issue 24: type-only imports
+included), measures import no method, and every module outside the data model, hierarchy, risk and
+release lives in a package named for its concept (issue 17).
 
 Imports are read from the source with `ast` (every `import` / `from ... import`, at module level or
-inside a function: a lazy import is a dependency all the same); those under `if TYPE_CHECKING:` are
-left out, as they never run. A package's `__init__` counts only where it is imported itself.
+inside a function: a lazy import is a dependency all the same). Those under `if TYPE_CHECKING:` never
+run, but a cycle through them is a cycle of the design all the same: the cycle tests count them
+(`type_checking=True`). A package's `__init__` counts only where it is imported itself.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import ast
 from pathlib import Path
 
 ENGINE = Path(__file__).resolve().parent.parent / "engine"
+UI = ENGINE.parent / "ui"
 
 # The only modules at engine/'s top level (issue 17): the package and `python -m engine`'s entry, the data
 # model (records, dataset, and vocab: which vocabulary an item label belongs to, read by every layer),
@@ -38,13 +41,14 @@ def _type_checking_only(node: ast.If) -> bool:
     )
 
 
-def _imported_names(tree: ast.AST, module: str, is_package: bool) -> set[str]:
-    """Dotted names this module's code imports (for `from a import b`: `a.b` and `a`)."""
+def _imported_names(tree: ast.AST, module: str, is_package: bool, type_checking: bool = False) -> set[str]:
+    """Dotted names this module's code imports (for `from a import b`: `a.b` and `a`); with
+    `type_checking`, the imports under `if TYPE_CHECKING:` too."""
     names: set[str] = set()
     package = module if is_package else module.rpartition(".")[0]
 
     def visit(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and _type_checking_only(node):
+        if isinstance(node, ast.If) and _type_checking_only(node) and not type_checking:
             for child in node.orelse:
                 visit(child)
             return
@@ -65,13 +69,15 @@ def _imported_names(tree: ast.AST, module: str, is_package: bool) -> set[str]:
     return names
 
 
-def import_graph(root: Path = ENGINE) -> dict[str, set[str]]:
-    """Module -> the modules of `root`'s package it imports (itself left out)."""
+def import_graph(root: Path = ENGINE, *, type_checking: bool = False) -> dict[str, set[str]]:
+    """Module -> the modules of `root`'s package it imports (itself left out); `type_checking`: the
+    imports under `if TYPE_CHECKING:` included."""
     modules = _modules(root)
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
         deps = set()
-        for imported in _imported_names(ast.parse(path.read_text()), name, path.name == "__init__.py"):
+        tree = ast.parse(path.read_text())
+        for imported in _imported_names(tree, name, path.name == "__init__.py", type_checking):
             if imported in modules:
                 deps.add(imported)
         deps.discard(name)
@@ -129,16 +135,25 @@ def test_the_cycle_finder_finds_cycles(tmp_path: Path) -> None:
     assert graph["engine.d"] == {"engine.c", "engine"}
     assert graph["engine.c"] == set()
     assert cycles(graph) == [["engine.a", "engine.sub.b"]]
+    typed = import_graph(pkg, type_checking=True)  # a cycle through a type-only import is one too
+    assert typed["engine.c"] == {"engine.d", "engine"}
+    assert cycles(typed) == [["engine.a", "engine.sub.b"], ["engine.c", "engine.d"]]
 
 
 def test_engine_has_no_import_cycle() -> None:
-    graph = import_graph()
+    graph = import_graph(type_checking=True)
     assert len(graph) > 50
     assert cycles(graph) == []
 
 
+def test_ui_has_no_import_cycle() -> None:
+    graph = import_graph(UI, type_checking=True)
+    assert len(graph) > 20
+    assert cycles(graph) == []
+
+
 def test_measures_import_no_method() -> None:
-    graph = import_graph()
+    graph = import_graph(type_checking=True)
     measures = [m for m in graph if m.startswith("engine.utility")]
     assert measures
     offending = {m: sorted(d for d in graph[m] if d.startswith("engine.anonymize")) for m in measures}

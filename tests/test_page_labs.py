@@ -39,6 +39,11 @@ def test_page_renders_figures_3_to_6_and_follows_the_sidebar():
     assert "Uniqueness of lab sets (Figure 3)" in headers
     assert "Re-identification from lab orders (Figure 4)" in headers
     assert "Latent-space release (Figures 5 and 6)" in headers
+    # issue 24: the page opens on the raw results; the autoencoder trains when asked
+    assert len(at.get("plotly_chart")) == 3
+    assert "ROC AUC (held-out days)" not in [m.label for m in at.metric]
+    at.button(key="labs_vae_train").click().run()
+    assert not at.exception, [e.value for e in at.exception]
     assert len(at.get("plotly_chart")) == 6  # uniqueness, ROC, PR, Recall@n, spread, paired
     labels = [m.label for m in at.metric]
     for label in (
@@ -73,6 +78,20 @@ def test_page_renders_figures_3_to_6_and_follows_the_sidebar():
     assert len(at.get("plotly_chart")) == 3  # no VAE figures when training is off
 
 
+def test_a_trained_model_is_kept_and_shown_at_once_in_a_new_session():
+    """Issue 24: the autoencoder trains once per data and settings, when asked; a new session with
+    the same settings shows it without training again (and without a Train button)."""
+    first = labs_page(labs_epochs=2)
+    assert [b.key for b in first.button if b.key == "labs_vae_train"] == ["labs_vae_train"]
+    first.button(key="labs_vae_train").click().run()
+    assert not first.exception, [e.value for e in first.exception]
+    auc = metric(first, "ROC AUC (held-out days)")
+    again = labs_page(labs_epochs=2)
+    assert "labs_vae_train" not in [b.key for b in again.button]
+    assert metric(again, "ROC AUC (held-out days)") == auc
+    assert len(again.get("plotly_chart")) == 6
+
+
 def test_page_imports_the_vae_module_only_inside_a_function():
     tree = ast.parse((ROOT / "pages" / "labs.py").read_text())
     top = [n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)]
@@ -83,7 +102,10 @@ def test_page_imports_the_vae_module_only_inside_a_function():
 def test_page_states_what_the_latent_release_protects():
     """Issue 16: the page states, from the measured figures, what releasing means and sampled latent
     vectors does to Recall@n (engine.labs.reident.latent_release_statement), both read from the one model."""
-    text = texts(labs_page(labs_release="sampled"))
+    at = labs_page(labs_release="sampled")
+    if "labs_vae_train" in [b.key for b in at.button]:  # trained when asked (issue 24)
+        at.button(key="labs_vae_train").click().run()
+    text = texts(at)
     assert "Releasing the encoder means (16 dimensions)" in text
     assert "Releasing sampled latent vectors (z ~ N(mu, sigma)) (16 dimensions)" in text
     assert "says nothing of an attacker who holds the trained model" in text

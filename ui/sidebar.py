@@ -28,9 +28,9 @@ from engine.records import Records
 from engine.report.glossary import help_for
 from ui import import_view, literal, persist
 from ui.context import SIDEBAR_RAN, WHOLE_POPULATION, Context, cohort_is_population
+from ui.data_choice import IMPORT, SAMPLE, UPLOAD
 from ui.study import RESTORED_UPLOADS, SESSION_FILES
 
-SAMPLE, UPLOAD, IMPORT = "Shipped sample", "Upload files", "Import a source"
 UPLOAD_ROLES: tuple[tuple[str, str], ...] = (
     ("events", "Events (patient_id, code, [visit], [age])"),
     ("biobank", "Biobank patient ids (optional)"),

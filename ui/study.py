@@ -70,9 +70,9 @@ class MadeFiles:
 
 # ---------------------------------------------------------------------------------- the data
 def _biobank(ctx: Context):
-    from ui.views.heatherly import _groups  # the biobank between cohort and population, if any
+    from engine.study.runs import biobank_between  # the biobank between cohort and population, if any
 
-    return _groups(ctx).get("biobank")
+    return biobank_between(ctx.dataset, ctx.population_group, ctx.cohort_group, ctx.cohort, ctx.population)
 
 
 def run_inputs(ctx: Context) -> RunInputs:
@@ -200,10 +200,18 @@ def reverify(ctx: Context, release: Release) -> Verification:
 
 
 def verify_under(release: Release, ctx: Context, adversary: Adversary, k: int) -> Verification:
-    key = (release_key(release), ctx.population.fingerprint, adversary.scope, adversary.knowledge, int(k))
+    """`risk.verify` of the release under `adversary` and k. The distinguishability does not depend on
+    k: it is memoized per release content, population and adversary, and a change of k only
+    thresholds it (the `Verification` of each k is built from it, as `risk.verify` builds it)."""
+    held = (release_key(release), ctx.population.fingerprint, adversary.scope, adversary.knowledge)
+    key = (*held, int(k))
     memo: dict = st.session_state.setdefault(_VERIFY_MEMO, {})
     if key not in memo:
-        memo[key] = risk.verify(release, adversary, int(k), ctx.population)
+        dis = next((v.distinguishability for h, v in memo.items() if h[:-1] == held), None)
+        if dis is None:
+            memo[key] = risk.verify(release, adversary, int(k), ctx.population)
+        else:
+            memo[key] = Verification(adversary, int(k), dis, release.records.patient_ids, release.fingerprint)
         while len(memo) > _VERIFICATIONS:
             memo.pop(next(iter(memo)))
     return memo[key]
@@ -354,7 +362,7 @@ def apply_restore() -> None:
     """Before the sidebar draws its widgets: load a reopened study's data the way it was loaded (its
     input files as uploads, or its sample variant / import, its load options and groups)."""
     from ui import import_view
-    from ui.sidebar import SAMPLE, UPLOAD
+    from ui.data_choice import SAMPLE, UPLOAD
 
     wanted = st.session_state.pop(_RESTORE_DATA, None)
     if wanted is None:

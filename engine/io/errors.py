@@ -7,10 +7,16 @@ loading with a message naming file, rows and column (`DataError`, `InputFileErro
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from engine.io.validation import ValidationReport
+
+class FindingsReport(Protocol):
+    """What `DataError` reads of its report: its errors (an `engine.io.validation.ValidationReport`,
+    named structurally so that this module, which validation imports, imports nothing of it)."""
+
+    @property
+    def errors(self) -> Sequence[object]: ...
 
 
 class UserError(Exception):
@@ -24,7 +30,7 @@ class DataError(UserError, ValueError):
     finding, `.errors` the errors.
     """
 
-    def __init__(self, report: ValidationReport) -> None:
+    def __init__(self, report: FindingsReport) -> None:
         self.report = report
         self.errors = report.errors
         first = str(self.errors[0]) if self.errors else "invalid data"

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from engine.anonymize.policy import PrivacyPolicy
     from engine.anonymize.population import GroupRelease
     from engine.anonymize.profiles import ProfilesRun
+    from engine.dataset import Dataset
     from engine.labs.reident import Draws, PatientDays, Recall
     from engine.labs.vae import LatentModel
     from engine.labs.vae_config import VAEConfig
@@ -64,6 +65,31 @@ class RunInputs:
     population: Records
     cohort: Records
     biobank: Records | None = None
+
+
+_BIOBANKS: dict[tuple, Records | None] = {}  # `biobank_between`'s memo (the last few data and groups)
+
+
+def biobank_between(
+    dataset: Dataset, population_group: str, cohort_group: str, cohort: Records, population: Records
+) -> Records | None:
+    """The dataset's `biobank` group when it lies between the cohort and the population (Heatherly
+    2013, Figure 14: DEMO_B): named, neither the population nor the cohort group, holding every cohort
+    patient and held in the population. None otherwise. Memoized per the events' and groups' content."""
+    import hashlib
+
+    if "biobank" not in dataset.groups or "biobank" in (population_group, cohort_group):
+        return None
+    listed = dataset.group_ids("biobank")
+    digest = hashlib.sha256("\x1f".join(map(str, listed)).encode()).hexdigest()
+    key = (dataset.events.fingerprint, cohort.fingerprint, population.fingerprint, digest)
+    if key not in _BIOBANKS:
+        bio = set(map(str, listed))
+        inside = set(map(str, cohort.patient_ids)) <= bio <= set(map(str, population.patient_ids))
+        _BIOBANKS[key] = dataset.group_records("biobank") if inside else None
+        while len(_BIOBANKS) > 4:
+            _BIOBANKS.pop(next(iter(_BIOBANKS)))
+    return _BIOBANKS[key]
 
 
 def check_k(k: int, *, least: int = 2) -> None:

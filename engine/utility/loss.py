@@ -14,20 +14,47 @@
   pairs of a combination are taken as independent.
 
 The sweeps over k and weights (Figures 9-12, 15) run the method: `engine.study.experiments.lda_sweep_k`,
-`lda_sweep_weights`. This module imports no method (only its result type, for the checker).
+`lda_sweep_weights`. This module imports no method, not even for the checker: what it reads of the
+method's result (`engine.anonymize.trajectories.LDAResult`) is named here structurally (`LDAResult`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-if TYPE_CHECKING:
-    from engine.anonymize.trajectories import LDAResult
+
+class LDAResult(Protocol):
+    """What these measures read of an LDA result (`engine.anonymize.trajectories.LDAResult`): its
+    trajectories and cost model (hierarchies of ICD codes and ages), clusters, released pairs and the
+    node each original pair is released as."""
+
+    @property
+    def trajectories(self) -> Any: ...
+
+    @property
+    def model(self) -> Any: ...
+
+    @property
+    def clusters(self) -> list[np.ndarray]: ...
+
+    @property
+    def cluster_pairs(self) -> list[list[tuple[int, int]]]: ...
+
+    @property
+    def pair_icd(self) -> np.ndarray: ...
+
+    @property
+    def pair_age(self) -> np.ndarray: ...
+
+    @property
+    def pair_kept(self) -> np.ndarray: ...
+
+    def cluster_labels(self, c: int) -> list[tuple[str, str]]: ...
 
 
 def _original_nodes(result: LDAResult) -> tuple[np.ndarray, np.ndarray]:

@@ -33,13 +33,12 @@ from engine.anonymize.population import (
 from engine.records import Records
 from engine.report.glossary import help_for
 from engine.study.experiments import heatherly_sweep_k
-from engine.study.runs import HeatherlySettings
+from engine.study.runs import HeatherlySettings, biobank_between
 from ui import honest, persist
 from ui import progress as progress_ui
 from ui.context import Context
 from ui.downloads import release_downloads, release_table_download, report_download
 from ui.downloads import table_download as _download
-from ui.fingerprints import ids_fingerprint
 from ui.heatherly_charts import tradeoff_figure
 from ui.risk_charts import cdf_frame, distinguishability_cdf_figure
 from ui.study import add_to_study, remember
@@ -94,26 +93,11 @@ def export_choice(key: str, *, allowed: bool = True) -> bool:
 
 
 # ------------------------------------------------------------------------- groups and engine calls
-@st.cache_resource(scope="session", show_spinner=False, max_entries=4)
-def _biobank(key: str, _ctx: Context) -> Records | None:
-    """The biobank's records when the dataset names one lying between cohort and population
-    (`key`: the groups chosen and the content of population, cohort and biobank list)."""
-    ds = _ctx.dataset
-    if "biobank" not in ds.groups or "biobank" in (_ctx.population_group, _ctx.cohort_group):
-        return None
-    bio = set(map(str, ds.group_ids("biobank")))
-    if not set(map(str, _ctx.cohort.patient_ids)) <= bio:
-        return None
-    if not bio <= set(map(str, _ctx.population.patient_ids)):
-        return None
-    return ds.group_records("biobank")
-
-
 def _groups(ctx: Context) -> dict[str, Records]:
+    """Cohort and population, and the biobank when the dataset names one lying between them
+    (`engine.study.runs.biobank_between`, the rule the study's runs use)."""
     groups = {"cohort": ctx.cohort, "population": ctx.population}
-    ds = ctx.dataset
-    listed = ids_fingerprint(ds.groups["biobank"]) if "biobank" in ds.groups else "-"
-    bio = _biobank(f"{ctx.key}:{ctx.population_group}:{ctx.cohort_group}:{listed}", ctx)
+    bio = biobank_between(ctx.dataset, ctx.population_group, ctx.cohort_group, ctx.cohort, ctx.population)
     if bio is not None:
         groups["biobank"] = bio
     return groups

@@ -6,8 +6,10 @@ engine.labs.vae's, the charts ui/labs_charts.py's.
 The sidebar's adversary maps onto the paper's attack: knowledge single visit -> "one day known",
 all visits -> "all days known"; scope cohort -> "99 others", population -> "whole population".
 Lab orders of the sidebar's population group are analysed, each step run by the page's
-`engine.study.runs.LabRecallSettings` (as the `labs recall` command and bench/labs.py run it). torch is imported (engine.labs.vae) only
-when the latent-space section runs.
+`engine.study.runs.LabRecallSettings` (as the `labs recall` command and bench/labs.py run it). The page
+opens on the raw results; the autoencoder trains when the user presses "Train" (issue 24), once per
+data and training settings (kept for the server's sessions), and torch is imported (engine.labs.vae)
+only then.
 """
 
 from __future__ import annotations
@@ -105,9 +107,20 @@ def recall(key: object, compute: Callable[[], L.Recall]) -> L.Recall:
     return _session_memo("recall", key, 16, compute)
 
 
+# trained autoencoders, shared by the server's sessions: the key is the patient-days' content
+# fingerprint, the labs kept and the training settings (seeded: the same key trains the same model)
+_MODELS = progress_ui.SharedMemo(4)
+
+
 def vae(key: str, settings: LabRecallSettings, days: L.PatientDays, progress: Callable[[float, str], None]):
-    """A trained model per data fingerprint and training settings (`settings.train`, torch only here)."""
-    return _session_memo("vae", (key, settings.vae), 4, lambda: settings.train(days, progress))
+    """A trained model per data fingerprint and training settings (`settings.train`, torch only here),
+    trained once and kept (`trained` reads it without training)."""
+    return _MODELS.compute((key, settings.vae), lambda: settings.train(days, progress))
+
+
+def trained(key: str, settings: LabRecallSettings):
+    """The model `vae` trained for this data and these settings, None when not trained yet."""
+    return _MODELS.get((key, settings.vae))
 
 
 @st.cache_resource(scope="session", max_entries=4, show_spinner=False)
@@ -234,7 +247,7 @@ def render(ctx: Context) -> None:
 
     # ------------------------------------------------------------------------------------ Figures 5-6
     st.header("Latent-space release (Figures 5 and 6)")
-    train = st.toggle("Train the variational autoencoder", key="labs_train_vae")
+    train = st.toggle("Latent-space release (train the variational autoencoder)", key="labs_train_vae")
     model = None
     if train:
         c1, c2, c3 = st.columns(3)
@@ -267,12 +280,21 @@ def render(ctx: Context) -> None:
                 seed=settings.seed,
             )
             settings = dataclasses.replace(settings, vae=config)
-            model = progress_ui.run(
-                "Training the autoencoder",
-                lambda step: vae(f"{key}:{min_orders}", settings, r_days, step),
-                key="labs_vae_run",
-                job=(key, min_orders, config),
-            )
+            model = trained(f"{key}:{min_orders}", settings)
+            if model is None:  # trained when asked (issue 24): the page opens on the raw results
+                c1, c2 = st.columns([4, 1])
+                c1.info(
+                    f"The autoencoder is trained when you ask: {config.epochs} epoch(s) on at most "
+                    f"{config.max_train_days:,} patient-days. A model trained once for these data and "
+                    "settings is kept and shown at once."
+                )
+                if c2.button("Train", key="labs_vae_train", type="primary", help="Train the autoencoder"):
+                    model = progress_ui.run(
+                        "Training the autoencoder",
+                        lambda step: vae(f"{key}:{min_orders}", settings, r_days, step),
+                        key="labs_vae_run",
+                        job=(key, min_orders, config),
+                    )
         except ValueError as exc:
             literal.error(exc)
     if model is not None:

@@ -1,0 +1,4 @@
+"""The sidebar's ways of loading data (its "Dataset" radio), named once for the sidebar and for a
+reopened study's restore (`ui.study.apply_restore`), so neither imports the other for them."""
+
+SAMPLE, UPLOAD, IMPORT = "Shipped sample", "Upload files", "Import a source"
