@@ -43,3 +43,21 @@ def test_biobank_between_follows_the_rule() -> None:
     assert got is not None and got.fingerprint == ds.group_records("biobank").fingerprint
     assert biobank_between(ds, "biobank", "cohort", cohort, population) is None  # chosen as a group
     assert biobank_between(ds, "population", "cohort", population, population) is None  # not within
+
+
+def test_gccens_from_one_preparation_equals_the_run() -> None:
+    """The GCCens view prepares once per data and selection and makes every release from it
+    (`release_of`): the same release as `run`, for both variants and two k."""
+    from dataclasses import replace
+
+    from engine.study.runs import CodeSelection, GCCensSettings
+
+    _ds, population, cohort = _sample()
+    inputs = RunInputs(population, cohort)
+    base = GCCensSettings(k=3, codes=CodeSelection("top", top_n=12))
+    prepared = base.prepare_input(inputs)
+    for k in (3, 7):
+        for variant in ("faithful", "targeted"):
+            s = replace(base, k=k, variant=variant)
+            made = s.release_of(prepared, cohort)
+            assert made.content_fingerprint == s.run(inputs).content_fingerprint

@@ -30,10 +30,11 @@ from engine.anonymize.censor import (
     report,
 )
 from engine.records import Records
+from engine.release import Release
 from engine.report.glossary import help_for
 from engine.study.compare import code_set_text
 from engine.study.experiments import GCCENS_COLUMNS, gccens_point
-from engine.study.runs import CodeSelection, GCCensSettings, RunInputs, code_frequency_order
+from engine.study.runs import CodeSelection, GCCensInput, GCCensSettings, RunInputs, code_frequency_order
 from engine.utility.censoring import censoring_loss, cul_statistics, records_side_by_side, release_cul
 from ui import honest, persist
 from ui import progress as progress_ui
@@ -50,7 +51,7 @@ from ui.gccens_charts import (
 )
 from ui.literal import md
 from ui.risk_charts import cdf_frame, distinguishability_cdf_figure
-from ui.study import add_to_study, live_preview, verify_under
+from ui.study import add_to_study, data_of, previewed, remember, verify_under
 
 CODE_MODES = (
     "Tamersoy's four codes: 250, 272, 401, 724 (3-digit; E11, E78, I10, M54 on ICD-10-CM data)",
@@ -110,16 +111,46 @@ def code_set_label(problem: CensorProblem, cohort: Records) -> str:
 
 # ------------------------------------------------------------------------- cached engine calls
 @st.cache_resource(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=6)
+def _prepared(cohort: Records, population: Records, scope: str, selection: tuple) -> GCCensInput:
+    """The engine's own preparation (`GCCensSettings.prepare_input`) of the selected codes, once per
+    data and selection: the view's baseline and cap table and every release of the view (both
+    variants, any k and caps) are made from it (issue 24: it was prepared three times on opening)."""
+    return GCCensSettings(scope=scope, codes=_code_selection(selection)).prepare_input(
+        RunInputs(population, cohort)
+    )
+
+
 def _problem(
     cohort: Records, population: Records, scope: str, selection: tuple
 ) -> tuple[CensorProblem, dict[str, frozenset[str]], Records]:
     """The prepared problem on the selected codes, the released items' original codes, and the
-    selected (GCCens input) cohort: the engine's own preparation (`GCCensSettings.prepare_input`),
-    so the view draws what the release is made of."""
-    got = GCCensSettings(scope=scope, codes=_code_selection(selection)).prepare_input(
-        RunInputs(population, cohort)
-    )
+    selected (GCCens input) cohort, so the view draws what the release is made of."""
+    got = _prepared(cohort, population, scope, selection)
     return got.problem, got.item_codes or {}, got.cohort
+
+
+def _live_preview(
+    ctx: Context, settings: GCCensSettings, selection: tuple, label: str, key: str, *, ask: bool
+) -> Release | None:
+    """`ui.study.live_preview` of `settings`, made from the view's prepared input
+    (`settings.release_of`, what `settings.run` gives) and recorded as the study's preview."""
+    done = previewed(ctx, settings)
+    if done is not None:
+        return done
+    prepared = _prepared(ctx.cohort, ctx.population, settings.scope, selection)
+    job = (data_of(ctx).key, settings)
+    release = progress_ui.run(
+        label,
+        lambda step: _MEASURES.compute(
+            ("release", *job), lambda: settings.release_of(prepared, ctx.cohort, step)
+        ),
+        key=key,
+        job=job,
+        ask=ask,
+    )
+    if release is not None:
+        remember(ctx, settings, release)
+    return release
 
 
 def _code_selection(selection: tuple) -> CodeSelection:
@@ -272,7 +303,7 @@ def render_anonymize(ctx: Context) -> None:
     # the release is the study's preview of these settings (ui/study.py): "Add to study" reuses it
     settings = settings_of(scope, selection, k, cap_key, variant)
     slow = selection[0] == CODE_MODES[3]  # every code: about 3 s on the sample, not a live preview
-    release = live_preview(ctx, settings, f"GCCens ({variant})", "gcc_run", ask=slow)
+    release = _live_preview(ctx, settings, selection, f"GCCens ({variant})", "gcc_run", ask=slow)
     if release is None:
         return
     adversary = Adversary(scope, "all_visits")
@@ -367,8 +398,13 @@ def render_anonymize(ctx: Context) -> None:
     for v in VARIANTS:
         rel_v = release
         if v != variant:
-            rel_v = live_preview(
-                ctx, replace(settings, variant=v), f"GCCens ({v}, compared)", "gcc_run_other", ask=slow
+            rel_v = _live_preview(
+                ctx,
+                replace(settings, variant=v),
+                selection,
+                f"GCCens ({v}, compared)",
+                "gcc_run_other",
+                ask=slow,
             )
             if rel_v is None:
                 continue
