@@ -19,19 +19,23 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture
 def counted(monkeypatch):
-    """Counts every `settings.run` per method (AppTest runs the script in this process)."""
+    """Counts every release made per method (AppTest runs the script in this process): Heatherly's
+    `settings.run`, GCCens' `release_of` (its `run` calls it; the view makes its releases with it from
+    one preparation, issue 24)."""
     calls: dict[str, int] = {}
-    for cls in (runs.GCCensSettings, runs.HeatherlySettings):
-        original = cls.run
+    for cls, name in ((runs.GCCensSettings, "release_of"), (runs.HeatherlySettings, "run")):
+        original = getattr(cls, name)
 
-        def run(self, inputs, progress=None, _original=original):
+        def counting(self, *args, _original=original, **kwargs):
             calls[self.method] = calls.get(self.method, 0) + 1
-            return _original(self, inputs, progress)
+            return _original(self, *args, **kwargs)
 
-        monkeypatch.setattr(cls, "run", run)
+        monkeypatch.setattr(cls, name, counting)
     from ui import study
+    from ui.views import gccens
 
     study._PREVIEW_MEMO.clear()  # previews are shared by sessions: start this test from none
+    gccens._MEASURES.clear()
     return calls
 
 
@@ -44,7 +48,7 @@ def test_gccens_add_to_study_reuses_the_preview(counted):
     at.run()
     _ok(at)
     runs_after_view = counted.get("GCCens", 0)
-    assert runs_after_view == 2, "the view's release and the other variant's, both by settings.run"
+    assert runs_after_view == 2, "the view's release and the other variant's, both by release_of"
     at.button(key="gcc_study_add").click().run()
     _ok(at)
     assert [r.name for r in at.session_state["study"].releases] == ["GCCens k=5"]
