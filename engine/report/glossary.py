@@ -21,6 +21,7 @@ LOUKIDES_2010 = "Loukides et al. 2010 (PNAS), UGACLIP"
 HEATHERLY_2013 = "Heatherly et al. 2013 (PLoS ONE)"
 JOHNSON_2018 = "Johnson et al. 2018 (PSB)"
 PROJECT = "CohortShield (not in the five papers)"
+EL_EMAM_2013 = "El Emam 2013, Guide to the De-Identification of Personal Health Information"
 
 
 @dataclass(frozen=True)
@@ -347,6 +348,57 @@ _TERMS: tuple[Term, ...] = (
         "level is n %.",
         JOHNSON_2018,
         "Methods, re-identification experiment",
+    ),
+    # issue 27: risk as an expert determination states it
+    Term(
+        "prosecutor_risk",
+        "Maximum (prosecutor) risk",
+        "1 / the smallest distinguishability: the chance that an attacker who targets the most exposed "
+        "record picks the right one among its candidates.",
+        EL_EMAM_2013,
+        "prosecutor risk, maximum; ARX's 'highest prosecutor risk'",
+    ),
+    Term(
+        "average_risk",
+        "Average risk",
+        "The mean of 1 / distinguishability over the records: the expected share re-identified by an "
+        "attacker who matches every record and picks one consistent candidate at random.",
+        EL_EMAM_2013,
+        "average (marketer) risk",
+    ),
+    Term(
+        "records_at_risk",
+        "Records at risk",
+        "Records whose risk 1 / distinguishability exceeds the threshold 1/k, that is whose "
+        "distinguishability is below k.",
+        EL_EMAM_2013,
+        "records above the risk threshold",
+    ),
+    Term(
+        "risk_threshold",
+        "Risk threshold",
+        "The highest re-identification risk the study accepts for any record, 1/k: 0.05 (k = 20) or 0.09 "
+        "(k = 11) for a public release, 0.2 (k = 5) under a data use agreement, 0.33 (k = 3) for trusted "
+        "internal recipients, by precedent.",
+        EL_EMAM_2013,
+        "thresholds of precedent for the maximum risk",
+    ),
+    Term(
+        "release_context",
+        "Release context",
+        "How and to whom the data are released (public, controlled access under a data use agreement, "
+        "internal, or a custom threshold with a written reason); it sets the risk threshold and so k.",
+        EL_EMAM_2013,
+        "choosing the threshold by how the data are disclosed",
+    ),
+    Term(
+        "kmap_estimate",
+        "k-map estimate",
+        "The share of records unique, or below k, in the population, estimated from the cohort and the "
+        "population's size alone; it assumes the cohort is a random sample and underestimates the risk of "
+        "a cohort selected by its codes.",
+        PROJECT,
+        "engine/estimate/kmap.py (after Benedetti and Franconi 1998; El Emam and Dankar 2008)",
     ),
 )
 TERMS: dict[str, Term] = {t.key: t for t in _TERMS}
