@@ -248,6 +248,25 @@ def test_comparison_table_verifies_each_release_and_marks_the_best():
     assert "PheWAS associations lost" not in table.columns  # no genotypes given: no column
 
 
+def test_comparison_risk_figures_are_risk_measures_of_the_verification():
+    """Issue 27: maximum and average risk and records at risk on the Compare page (and so the report's
+    comparison) are `risk.risk_measures` of the verification's distinguishability at threshold 1/k."""
+    cohort = _records(COHORT)
+    for adversary in (Adversary("cohort", "all_visits"), Adversary("cohort", "single_visit")):
+        releases = {
+            "cap 1": gccens(cohort, None, 2, cap=1, scope="cohort"),
+            "untouched": Release("hand", cohort),
+        }
+        table = compare.comparison_table(releases, cohort, None, adversary, 3).set_index("release")
+        for name, rel in releases.items():
+            m = risk.risk_measures(risk.verify(rel, adversary, 3, None).distinguishability, 1 / 3)
+            row = table.loc[name]
+            assert row["maximum risk"] == m.prosecutor_max
+            assert row["average risk"] == m.average
+            assert row["records at risk"] == m.records_at_risk == row["records below k"]
+        assert compare.best_rows(table.reset_index())["maximum risk"]
+
+
 def test_phewas_changes_reads_the_total_row():
     original = pd.DataFrame(
         {

@@ -12,6 +12,8 @@ import jsonschema
 import pytest
 from test_report import KEY, _toy
 
+from engine import risk
+from engine.adversary import ALL_ADVERSARIES
 from engine.report.report import REPORT_FORMAT, build_report
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,6 +47,33 @@ def test_report_json_is_valid(report_json):
     assert KEY not in json.dumps(report_json)  # the pseudonym key is in no report
 
 
+def test_report_risk_figures_are_risk_measures_of_the_verification(report_json):
+    """Issue 27: every maximum and average risk and records at risk of report.json (each release's, its
+    comparison row, the original's under each adversary) is `risk.risk_measures` at 1/k of the
+    distinguishability the report verified (or counted, for the original)."""
+    study, inputs, pop, cohort = _toy()
+    k = study.k
+    rows = {r["release"]: r for r in report_json["comparison"]["rows"]}
+    for rel in report_json["releases"]:
+        m = risk.risk_measures(inputs[rel["name"]].verification.distinguishability, 1 / k)
+        assert rel["risk measures"] == m.as_dict()
+        row = rows[rel["name"]]
+        assert (row["maximum risk"], row["average risk"], row["records at risk"]) == (
+            m.prosecutor_max,
+            m.average,
+            m.records_at_risk,
+        )
+    for entry in report_json["risk measures before, every adversary"]:
+        adv = next(a for a in ALL_ADVERSARIES if a.label == entry["adversary"])
+        m = risk.risk_measures(risk.original_distinguishability(cohort, adv, pop), 1 / k)
+        assert {key: entry[key] for key in m.as_dict()} == m.as_dict()
+        if entry["chosen"]:
+            assert report_json["risk measures before"] == m.as_dict()
+    d = report_json["determination"]
+    assert d["k"] == k and d["threshold"] == 1 / k and d["context"] == study.determination.context
+    assert d["statement"].startswith(f"Threshold checked: maximum risk 1/k = {1 / k:.2f} (k = {k}")
+
+
 @pytest.mark.parametrize(
     "change",
     [
@@ -57,9 +86,18 @@ def test_report_json_is_valid(report_json):
         lambda d: d["releases"][0]["utility"].update(
             {"largest generalized items": [["{1,2}#abc", 2, "extra"]]}
         ),
+        lambda d: d["releases"][0]["risk measures"].update({"maximum risk": 1.5}),
+        lambda d: d["determination"].update(context="friends"),
+        lambda d: d["risk measures before"].pop("average risk"),
     ],
 )
 def test_schema_refuses_what_the_report_may_not_say(report_json, change):
     broken = copy.deepcopy(report_json)
     change(broken)
     assert list(_validator().iter_errors(broken))
+
+
+def test_report_states_the_threshold_and_the_risk_measures():
+    study, inputs, pop, cohort = _toy()
+    text = build_report(study, inputs, pop, cohort).to_markdown().decode("utf-8")
+    assert "Threshold checked" in text and "Maximum and average risk" in text

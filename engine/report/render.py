@@ -662,10 +662,43 @@ def _code_maps(d: dict[str, Any]) -> list[Block]:
     return out
 
 
+def _risk_measures(d: dict[str, Any]) -> list[Block]:
+    """Issue 27: the threshold checked and why, then maximum and average risk and records at risk of
+    the original and every release (under the study's adversary); nothing for a report without them."""
+    if "risk measures before" not in d:
+        return []
+
+    def row(label: str, m: dict[str, Any]) -> tuple[str, ...]:
+        return (
+            label,
+            f"{m['maximum risk']:.3f}",
+            f"{m['average risk']:.3f}",
+            f"{m['records at risk']:,} of {m['records']:,} ({pct(m['share at risk'])})",
+        )
+
+    det = d.get("determination") or {}
+    return [
+        Heading(2, f"Maximum and average risk (under {d['attacker']['label']})"),
+        Para(det.get("statement", "")),
+        Table(
+            ("Data", "Maximum risk", "Average risk", "Records at risk"),
+            (
+                row("Original cohort (unchanged)", d["risk measures before"]),
+                *(row(r["name"], r["risk measures"]) for r in d["releases"] if "risk measures" in r),
+            ),
+            (3.2, 1.2, 1.2, 2),
+        ),
+        Para(
+            "Maximum risk is 1 / the smallest number of candidate records of any record; average risk the "
+            "mean of 1 / that number; records at risk those whose risk exceeds the threshold."
+        ),
+    ]
+
+
 def document(data: dict[str, Any]) -> list[Block]:
     """The report as blocks: summary, the sign-off, one section per release, records and appendix
     (the code maps)."""
-    out = _summary(data) + _sign_off(data)
+    out = _summary(data) + _risk_measures(data) + _sign_off(data)
     for i, r in enumerate(data["releases"]):
         out += _release(r, i, data)
     return out + _records(data)

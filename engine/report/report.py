@@ -226,6 +226,47 @@ def risk_summary(dis: np.ndarray, k: int) -> dict[str, Any]:
     }
 
 
+def risk_measures_data(dis: np.ndarray, k: int) -> dict[str, Any]:
+    """Maximum and average risk and the records at risk at the threshold 1/k (`risk.risk_measures`, the
+    one function every page and the report use), JSON-ready (issue 27)."""
+    return risk.risk_measures(np.asarray(dis), risk.threshold_of_k(k)).as_dict()
+
+
+def threshold_sentence(k: int, determination: Any) -> str:
+    """'Threshold checked: maximum risk 1/k = 0.20 (k = 5; controlled access under a data use agreement:
+    <reason>)': the one line every page and the report state (issue 27). `determination` is the study's
+    `Determination`; a k other than its context's precedent (`risk.RISK_THRESHOLD_PRECEDENTS`) is said to
+    be set directly."""
+    from engine.study.study import RELEASE_CONTEXTS
+
+    context = RELEASE_CONTEXTS.get(determination.context, determination.context)
+    precedent = [p.k for p in risk.RISK_THRESHOLD_PRECEDENTS if p.name.startswith(context)]
+    how = "" if determination.context == "custom" or int(k) in precedent else ", set directly"
+    reason = determination.reason.strip()
+    return (
+        f"Threshold checked: maximum risk 1/k = {risk.threshold_of_k(k):.2f} (k = {int(k)}{how}; {context}"
+        + (f": {reason}" if reason else "")
+        + ")"
+    )
+
+
+def determination_data(study: Study, recipient: str = "") -> dict[str, Any]:
+    """The study's determination (recipient: `recipient` when given, else the determination's; release
+    context and its reason) with the threshold it checks, JSON-ready (issue 27)."""
+    from engine.study.study import RELEASE_CONTEXTS
+
+    d = study.determination
+    return {
+        "recipient": recipient or d.recipient,
+        "context": d.context,
+        "context label": RELEASE_CONTEXTS[d.context],
+        "reason": d.reason,
+        "k": int(study.k),
+        "threshold": study.threshold,
+        "statement": threshold_sentence(study.k, d),
+    }
+
+
 def cdf_points(dis: np.ndarray, k: int) -> list[list[float]]:
     """The risk curve (share of records at or below each distinguishability, `risk.cdf`) as at most
     `CDF_POINTS` [value, share] points, evenly spaced in log value; the first and last points and the
@@ -553,6 +594,7 @@ def build_report(
     phewas: PhewasResults | None = None,
     recipient: str = "",
     reproducible: bool = False,
+    membership: bool = True,
 ) -> Report:
     """The report of `study` on the given current releases (by name; study order), against the
     original `cohort` and the `population` it was drawn from. PheWAS figures come from `phewas`,
@@ -572,6 +614,14 @@ def build_report(
     phewas_status, phewas_rows = _phewas(
         cohort, {e.name: releases[e.name] for e in entries}, genotypes, phewas
     )
+    reported = {e.name: releases[e.name] for e in entries}  # issue 28: membership, ledger, small cells
+    membership_top, membership_rows = (
+        _membership(cohort, population, reported, genotypes, phewas, study.small_cells)
+        if membership
+        else ({"status": "not computed for this report", "original": None}, dict.fromkeys(reported))
+    )
+    ledger_pairs, ledger_rows = _ledger(study, reported, population)
+    cell_notes: list[dict[str, Any]] = []
     from engine.study import compare
 
     figures: dict[str, FileFigures] = {}
@@ -624,6 +674,7 @@ def build_report(
             },
             "risk before": risk_summary(before(repeats), k) | {"repeats counted": repeats},
             "risk after": risk_summary(v.distinguishability, k),
+            "risk measures": risk_measures_data(v.distinguishability, k),
             "matrix": [
                 {
                     "adversary": str(r["adversary"]),
@@ -637,7 +688,11 @@ def build_report(
             "fails under": [str(r["adversary"]) for r in matrix.to_dict("records") if not r["verified"]],
             "utility": utility_figures(cohort, rel, fig),
             "phewas": phewas_rows.get(e.name),
-            "utility constraints": _utility_constraints(e, cohort, rel),
+            "utility constraints": _noted(
+                _suppress_constraints(_utility_constraints(e, cohort, rel), study.small_cells, e.name), cell_notes
+            ),
+            "membership": membership_rows.get(e.name),
+            "ledger": ledger_rows.get(e.name, []),
             "method loss figures": loss,
             "loss figures in the appendix": loss_refs,
             "exported": bool(files),
@@ -654,9 +709,11 @@ def build_report(
         c = by_name[row["name"]]
         row["utility constraints met"] = {"met": c["utility constraints met"], "of": c["utility constraints"]}
     risk_all = []
+    measures_all: list[dict[str, Any]] = []
     for a in ALL_ADVERSARIES:
         dis = before(False) if a == adv else risk.original_distinguishability(cohort, a, population)
         risk_all.append({"adversary": a.label, "chosen": a == adv, **risk_summary(dis, k)})
+        measures_all.append({"adversary": a.label, "chosen": a == adv, **risk_measures_data(dis, k)})
     released_sha = {
         f"releases/{folder}/{name}": sha256_of(data)
         for folder, files in release_files.items()
@@ -678,7 +735,7 @@ def build_report(
         "format": REPORT_FORMAT,
         "title": f"CohortShield release report: {study.data.name}",
         "dataset": study.data.name,
-        "recipient": recipient,
+        "recipient": recipient or study.determination.recipient,
         "attacker": {
             "scope": adv.scope,
             "knowledge": adv.knowledge,
@@ -695,6 +752,9 @@ def build_report(
         "population": {"group": study.data.population, "patients": int(population.n_patients)},
         "risk before": risk_summary(before(False), k),
         "risk before, every adversary": risk_all,
+        "determination": determination_data(study, recipient),
+        "risk measures before": risk_measures_data(before(False), k),
+        "risk measures before, every adversary": measures_all,
         "cdf before": cdf_points(before(False), k),
         "releases": rel_rows,
         "comparison": comparison,
@@ -702,6 +762,9 @@ def build_report(
         "releases of other data": len(study.others()),
         "phewas": phewas_status,
         "phewas correction": PHEWAS_CORRECTION,
+        "small cells": small_cells_data(study.small_cells, cell_notes),
+        "membership": membership_top,
+        "ledger": ledger_pairs,
         "headlines": dict(HEADLINES),
         "records": records,
         "appendix": [
@@ -720,6 +783,132 @@ def release_folder_files(report: Report) -> dict[str, bytes]:
             files.items(), key=lambda t: (t[0] != RELEASE_FILE, t[0] != CODE_MAP_FILE, t[0])
         )
     }
+
+
+# ------------------------------------------------------------- disclosure: small cells, ledger, membership
+SMALL_CELL_RULE = (
+    "The study's small-cell policy applies to every count of patients in a cell of an aggregate table "
+    "that describes people by a clinical attribute (a diagnosis, phenotype or disease): in this report "
+    "the patients per disease of a method's utility policy (original and released records); in the "
+    "app's downloads the PheWAS cases and controls (a row with a small count of cases, controls or of "
+    "their alleles is withheld whole), code frequencies and Heatherly's per-group counts. A suppressed "
+    "cell reads 'suppressed'; zeros are published. Totals (patients of the cohort, rows and patients of "
+    "a release file, members of an attack) and the risk figures (records below k, unique records, "
+    "shared patients of two releases) count records by what the release file or the attacker model "
+    "gives, not by an attribute, and are published: the verdict of a release rests on them."
+)
+# The report's tables of counts of patients (what SMALL_CELL_RULE covers): JSON path -> count columns.
+COUNT_TABLES: dict[str, tuple[str, ...]] = {
+    "releases[].utility constraints.diseases": ("original records", "released records"),
+}
+
+
+def _suppress_constraints(
+    c: dict[str, Any] | None, policy: Any, release: str
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """A release's utility-constraint table with its patient counts under the policy (cell by cell:
+    `met` says only whether the two counts are equal, and when they are both are small or neither);
+    the note of what was suppressed, None when nothing was."""
+    from engine.disclosure.cells import suppress_frame
+
+    if c is None or not c["diseases"] or not policy.active:
+        return c, None
+    cols = list(COUNT_TABLES["releases[].utility constraints.diseases"])
+    frame, note = suppress_frame(pd.DataFrame(c["diseases"]), policy, cols, table="utility constraints")
+    if not note.suppressed:
+        return c, None
+    rows = [
+        {k: (v if isinstance(v, str | bool) else int(v)) for k, v in r.items()}
+        for r in frame[list(c["diseases"][0])].to_dict("records")
+    ]
+    return c | {"diseases": rows}, {"release": release, **note.to_dict()}
+
+
+def _noted(
+    table_note: tuple[dict[str, Any] | None, dict[str, Any] | None], notes: list[dict[str, Any]]
+) -> dict[str, Any] | None:
+    table, note = table_note
+    if note is not None:
+        notes.append(note)
+    return table
+
+
+def small_cells_data(policy: Any, notes: list[dict[str, Any]]) -> dict[str, Any]:
+    """The report's statement of the small-cell policy, its rule and what it suppressed."""
+    return {
+        "policy": policy.to_dict(),
+        "description": policy.describe(),
+        "rule": SMALL_CELL_RULE,
+        "suppressed": notes,
+        "cells suppressed": sum(int(n["primary"]) + int(n["complementary"]) for n in notes),
+    }
+
+
+def _ledger(
+    study: Study, inputs: Mapping[str, ReleaseInput], population: Records
+) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]]]:
+    """Every pair of the report's releases sharing patients, verified as one under the study's
+    adversary and k (`engine.study.ledger`): the pairs, and per release the pairs it is in."""
+    from engine.study.ledger import ledger, study_ledger_releases
+
+    held = study_ledger_releases(study, {n: i.release for n, i in inputs.items()})
+    pairs = ledger(held, study.adversary, study.k, population)
+    rows = [p.to_dict() | {"message": p.message()} for p in pairs]
+    per: dict[str, list[dict[str, Any]]] = {n: [] for n in inputs}
+    for p, row in zip(pairs, rows, strict=True):
+        for me, other in ((p.a, p.b), (p.b, p.a)):
+            per[me.name].append(
+                {
+                    "other release": other.name,
+                    "recipient": other.recipient,
+                    **{k: row[k] for k in ("shared patients", "records", "below k", "unique", "verified")},
+                    "message": row["message"],
+                }
+            )
+    return rows, per
+
+
+MEMBERSHIP_WORDS = (
+    "a likelihood-ratio presence test (Sankararaman 2009) by an attacker who holds a person's genotype "
+    "and diagnoses, on the released PheWAS table (case and control allele frequencies per SNP and "
+    "phecode): the detection rate (power) at {fpr:.0%} false positives, for the table as computed and "
+    "under each option the officer has; {fpr:.2f} is what guessing achieves"
+)
+
+
+def _membership(
+    cohort: Records,
+    population: Records,
+    inputs: Mapping[str, ReleaseInput],
+    genotypes: pd.DataFrame | None,
+    given: PhewasResults | None,
+    policy: Any,
+) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]] | None]]:
+    """The membership attack (`engine.utility.membership.assess`) on the original cohort's and each
+    release's PheWAS table; (the report's top-level entry, per release its rows)."""
+    from engine.utility import membership, phewas
+
+    if genotypes is None or genotypes.empty:
+        status = "no genotypes loaded: the membership attack on PheWAS statistics was not run"
+        return {"status": status, "original": None}, dict.fromkeys(inputs)
+    original = given.original if given is not None else phewas.phewas_of_records(cohort, genotypes)
+    tables = {"original": original}
+    for name, inp in inputs.items():
+        g = given.released.get(name) if given is not None else None
+        tables[f"release: {name}"] = g if g is not None else phewas.phewas_of_release(inp.release, genotypes)
+    if not {"snp", "case_maf", "control_maf", "n_controls"} <= set(original.columns):
+        status = "the PheWAS tables given carry no allele frequencies: the membership attack was not run"
+        return {"status": status, "original": None}, dict.fromkeys(inputs)
+    results = membership.assess(tables, cohort, population, genotypes, policy)
+    words = next((r.reference for rs in results.values() for r in rs), "")
+    rows = {name: [r.to_dict() for r in rs] for name, rs in results.items()}
+    top = {
+        "status": MEMBERSHIP_WORDS.format(fpr=membership.FPR),
+        "false positive rate": membership.FPR,
+        "reference": words,
+        "original": rows["original"],
+    }
+    return top, {name: rows[f"release: {name}"] for name in inputs}
 
 
 # ------------------------------------------------------------------- releases made outside a study

@@ -3,7 +3,9 @@
 One row per release, every figure measured against the ORIGINAL cohort and under the study's
 adversary and k (`engine.risk.verify`, never the method's own bookkeeping):
 
-- risk: verified or not, records below k and their share;
+- risk: verified or not, records below k and their share; maximum risk (1 / the smallest
+  distinguishability), average risk (mean of 1 / distinguishability) and records at risk (risk above the
+  threshold 1/k), all from `engine.risk.risk_measures` of the verification's distinguishability;
 - what is kept, read from the release's files (`release_figures`, `engine.utility.coverage.file_figures`,
   the one source of these figures for this table, the IRB report and its JSON): pairs retained
   (distinct (patient, original code) pairs of the cohort still represented) and distinct codes kept,
@@ -51,6 +53,8 @@ FEW_CODES = 0.5  # a release covering less than this share of the cohort's disti
 # column -> "min" or "max": which value is best
 BEST: dict[str, str] = {
     "share below k": "min",
+    "maximum risk": "min",
+    "average risk": "min",
     "pairs retained": "max",
     "distinct codes kept": "max",
     "records modified": "min",
@@ -259,6 +263,7 @@ def comparison_table(
         if v is None or v.adversary != adversary or v.k != int(k):
             v = risk.verify(release, adversary, int(k), population)
         dis = np.asarray(v.distinguishability)
+        measures = risk.risk_measures(dis, risk.threshold_of_k(int(k)))
         h = headline(release, cohort)
         f = (figures or {}).get(name)
         if f is None:
@@ -272,6 +277,9 @@ def comparison_table(
                 "verified": bool(v.ok),
                 "records below k": int((dis < int(k)).sum()),
                 "share below k": float((dis < int(k)).mean()) if len(dis) else 0.0,
+                "maximum risk": measures.prosecutor_max,
+                "average risk": measures.average,
+                "records at risk": measures.records_at_risk,
                 "pairs retained": f.pairs_share,
                 "pairs kept": f.pairs_kept,
                 "pairs in the cohort": f.pairs_of,
