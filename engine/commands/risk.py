@@ -16,6 +16,21 @@ is read and counted on its own (engine/scale/shards.py), or on Dask with `--sche
 `--dask-workers N` (a LocalCluster; engine/scale/distributed.py). The backend, the kernel that ran
 (`engine.risk.record_kernels`) and each shard's progress are printed. Results equal the in-process run.
 
+Every run also prints the maximum risk (1 / the smallest distinguishability), the average risk (mean of
+1 / distinguishability) and the records at risk (above the threshold 1/k), `engine.risk.risk_measures`.
+
+k-map without the population (issue 27): `--scope population --population-size N` with no population at
+hand (EVENTS need hold only the cohort's events) estimates the share of cohort records unique and below
+k in a population of N patients from the cohort alone (`engine.estimate.kmap`, `--model`), with their 95 %
+intervals, headed by its warning: the estimate assumes the cohort is a simple random sample of the
+population and underestimates the risk of a cohort selected by its codes. `--out` then holds each
+record's estimate (patient_id, cohort distinguishability, expected population distinguishability,
+probability unique, probability below k). `--report R.json` writes the figures printed as JSON.
+
+`--explain FILE` (steward only: it names SOURCE patient ids) writes, for every record below k, the
+minimal part of what the attacker knows that singles it out and the cheapest change that brings it to
+k (`engine.estimate.explain`), as CSV.
+
 `--up-to-k` counts every known set only up to k (`Matching(cap=k)`, engine/risk.py `count_known_sets`): the
 share unique, the share below k and every record below k are exact, values of k or more read k, and
 the population-scale run grows about linearly with the population (issue 15).
@@ -24,13 +39,17 @@ the population-scale run grows about linearly with the population (issue 15).
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from engine.adversary import KNOWLEDGES, SCOPES, Adversary
 from engine.commands.inputs import InputOptions, load_groups
 from engine.commands.paths import path_roles
+from engine.estimate.kmap import MODELS
 from engine.io.errors import UserError
 from engine.records import Records
 from engine.risk import (
@@ -38,8 +57,10 @@ from engine.risk import (
     Matching,
     original_distinguishability,
     record_kernels,
+    risk_measures,
     summarize,
     thread_count,
+    threshold_of_k,
 )
 
 
@@ -131,8 +152,33 @@ def register(sub) -> None:
     p.add_argument(
         "--dask-workers", type=int, help="with --shards: count on a local Dask cluster of N workers"
     )
-    p.add_argument("--out", required=True, help="output CSV: patient_id,distinguishability")
-    p.set_defaults(func=run, **path_roles(("--events", "--population", "--cohort", "--shards"), ("--out",)))
+    p.add_argument(
+        "--population-size",
+        type=int,
+        help="with --scope population and no population at hand: estimate k-map from the cohort alone for "
+        "a population of N patients (assumes the cohort is a simple random sample of it)",
+    )
+    p.add_argument(
+        "--model",
+        choices=MODELS,
+        default="negative_binomial",
+        help="with --population-size: the estimator (default negative_binomial)",
+    )
+    p.add_argument("--report", help="write the figures printed as JSON to this file")
+    p.add_argument(
+        "--explain",
+        help="CSV: for every record below k, what singles it out and the cheapest change to k "
+        "(IDENTIFYING: names source patient ids; steward only)",
+    )
+    p.add_argument(
+        "--out", help="output CSV: patient_id,distinguishability (required unless --population-size)"
+    )
+    p.set_defaults(
+        func=run,
+        **path_roles(
+            ("--events", "--population", "--cohort", "--shards"), ("--out", "--report", "--explain")
+        ),
+    )
 
 
 def _records_and_groups(args: argparse.Namespace) -> tuple[Records, Records]:
@@ -142,19 +188,129 @@ def _records_and_groups(args: argparse.Namespace) -> tuple[Records, Records]:
     return inputs.population, inputs.cohort
 
 
+def _check_folder(option: str, value: str | None) -> None:
+    if value:
+        parent = Path(value).parent
+        if parent and not parent.exists():
+            raise UserError(f"{option}: folder {str(parent)!r} does not exist")
+
+
+def _write_report(path: str | None, figures: dict[str, Any]) -> None:
+    if path:
+        Path(path).write_text(json.dumps(figures, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+        print(f"wrote the figures to {path}")
+
+
+def _measures_lines(dis, k: int) -> dict[str, Any]:
+    m = risk_measures(dis, threshold_of_k(k))
+    print(f"threshold checked: maximum risk 1/k = {m.threshold:.2f} (k = {k})")
+    print(f"maximum risk (1 / smallest distinguishability): {m.prosecutor_max:.4f}")
+    print(f"average risk (mean of 1 / distinguishability): {m.average:.4f}")
+    print(f"records at risk (risk above 1/k): {m.records_at_risk} ({m.share_at_risk:.2%})")
+    return m.as_dict()
+
+
+def _estimate(args: argparse.Namespace, cohort: Records) -> int:
+    """k-map without the population (`engine.estimate.kmap`): printed, and written to --out / --report."""
+    from engine.estimate.kmap import estimate_kmap
+
+    try:
+        est = estimate_kmap(
+            cohort, args.population_size, args.knowledge, args.k, model=args.model, matching=_matching(args)
+        )
+    except ValueError as exc:
+        raise UserError(f"--population-size: {exc}") from None
+    print(f"WARNING: {est.warning}")
+    print(
+        f"k-map estimated without the population ({est.model}): cohort {est.cohort_size} patients of a "
+        f"population of {est.population_size} (sampling fraction {est.sampling_fraction:.4f}); "
+        f"knowledge {args.knowledge.replace('_', ' ')}"
+    )
+    shares = {}
+    for name, share in (("share unique", est.share_unique), (f"share below k = {args.k}", est.share_below_k)):
+        print(
+            f"estimated {name}: {share.estimate:.2%} "
+            f"({share.confidence:.0%} interval {share.low:.2%} to {share.high:.2%})"
+        )
+        shares[name.split(" = ")[0]] = {
+            "estimate": share.estimate,
+            "low": share.low,
+            "high": share.high,
+            "confidence": share.confidence,
+        }
+    if args.out:
+        pd.DataFrame(
+            {
+                "patient_id": cohort.patient_ids.astype(str),
+                "cohort_distinguishability": est.sample_distinguishability,
+                "expected_population_distinguishability": est.expected_population,
+                "p_unique": est.p_unique,
+                "p_below_k": est.p_below_k,
+            }
+        ).to_csv(args.out, index=False)
+        print(f"wrote {cohort.n_patients} rows to {args.out}")
+    _write_report(
+        args.report,
+        {
+            "kind": "k-map estimate without the population",
+            "warning": est.warning,
+            "model": est.model,
+            "combine": est.combine,
+            "knowledge": args.knowledge,
+            "k": args.k,
+            "population size": est.population_size,
+            "cohort size": est.cohort_size,
+            "sampling fraction": est.sampling_fraction,
+            **shares,
+        },
+    )
+    return 0
+
+
+def _explain(
+    args: argparse.Namespace, cohort: Records, population: Records, adversary: Adversary, dis
+) -> None:
+    from engine.estimate.explain import explain_records, explanations_frame
+
+    print(
+        f"WARNING: {args.explain} names SOURCE patient ids (identifying): for the steward only; "
+        "never send it with a release.",
+        file=sys.stderr,
+    )
+    found = explain_records(cohort, adversary, args.k, population, distinguishability=dis)
+    explanations_frame(found, with_ids=True).to_csv(args.explain, index=False)
+    print(f"wrote {len(found)} explanations (records below k = {args.k}) to {args.explain}")
+
+
 def run(args: argparse.Namespace) -> int:
     if args.k < 1:
         raise UserError(f"--k must be a positive whole number, not {args.k}")
+    estimating = args.population_size is not None
+    if estimating and args.scope != "population":
+        raise UserError("--population-size estimates k-map: it needs --scope population")
+    if estimating and (args.shards or args.population):
+        raise UserError(
+            "--population-size estimates without the population: give no --shards or --population"
+        )
+    if estimating and args.explain:
+        raise UserError("--explain needs the population's records: it cannot go with --population-size")
+    if not estimating and not args.out:
+        raise UserError("--out is required (except with --population-size)")
+    if args.explain and args.shards:
+        raise UserError("--explain counts in process: it cannot go with --shards")
+    for option in ("--report", "--explain"):
+        _check_folder(option, getattr(args, option[2:]))
     if args.threads is not None and args.threads < 1:
         raise UserError(f"--threads must be a positive whole number, not {args.threads}")
-    out = Path(args.out)
-    if out.parent and not out.parent.exists():
-        raise UserError(f"--out: folder {str(out.parent)!r} does not exist")
+    _check_folder("--out", args.out)
     if (args.scheduler or args.dask_workers is not None) and not args.shards:
         raise UserError("--scheduler and --dask-workers need --shards")
     if args.dask_workers is not None and args.dask_workers < 1:
         raise UserError(f"--dask-workers must be a positive whole number, not {args.dask_workers}")
     population, cohort = _records_and_groups(args)
+    if estimating:
+        return _estimate(args, cohort)
+    out = Path(args.out)
     adversary = Adversary(args.scope, args.knowledge)
     if args.shards and args.scope == "population":
         dis, n_cand = _sharded(args, cohort, adversary)
@@ -175,5 +331,25 @@ def run(args: argparse.Namespace) -> int:
     print(f"share below k = {args.k}: {s.share_below_k:.2%}")
     capped = " (counted up to k: a median of k means k or more)" if args.up_to_k else ""
     print(f"median distinguishability: {s.median:g}{capped}")
+    measures = _measures_lines(dis, args.k)
+    if args.up_to_k:
+        print("  (counted up to k: maximum and average risk are upper bounds; records at risk exact)")
     print(f"wrote {len(dis)} rows to {out}")
+    _write_report(
+        args.report,
+        {
+            "kind": "distinguishability",
+            "adversary": adversary.label,
+            "k": args.k,
+            "cohort size": cohort.n_patients,
+            "candidates": n_cand,
+            "share unique": s.share_unique,
+            "share below k": s.share_below_k,
+            "median distinguishability": s.median,
+            "counted up to k": bool(args.up_to_k),
+            **measures,
+        },
+    )
+    if args.explain:
+        _explain(args, cohort, population, adversary, dis)
     return 0
