@@ -31,7 +31,7 @@ def test_anonymize_tab_verifies_and_offers_the_release() -> None:
     labels = {m.label for m in at.metric}
     # issue 16: against the original cohort first, Tamersoy's CUL labelled method-internal beside it
     assert {
-        "Code instances kept, of the original cohort",
+        "Pairs retained, of the original cohort",
         "Records modified, against the original",
         "Mean CUL, capped record (Tamersoy, method-internal)",
         "Mean CUL against the original record",

@@ -118,7 +118,8 @@ def test_gccens_universal_cap_3_headline_against_the_original(releases):
     )
     metrics = {m.label: m for m in at.metric}
     # before issue 16 this read "Codes retained 100.0%, Mean CUL 0.000, Records modified 0.0%"
-    assert metrics["Code instances kept, of the original cohort"].value == "11.9%"
+    # issue 23: the figure the report shows, pairs retained (was "Code instances kept" 11.9%)
+    assert metrics["Pairs retained, of the original cohort"].value == "9.0%"
     assert metrics["Instances of these codes kept, caps included"].value == "64.7%"
     assert metrics["Mean CUL against the original record"].value == "0.167"
     assert metrics["Mean CUL, capped record (Tamersoy, method-internal)"].value == "0.000"
@@ -200,7 +201,7 @@ def test_method_views_have_worded_chart_titles_and_named_downloads(module, page)
     _no_raw_titles_and_named_downloads(at)
     if page == "anonymize":
         labels = {m.label for m in at.metric}
-        assert "Code instances kept, of the original cohort" in labels, labels  # every method's headline
+        assert "Pairs retained, of the original cohort" in labels, labels  # every method's headline
 
 
 @pytest.mark.parametrize("page", ["pages/cohort.py", "pages/labs.py", "pages/glossary.py"])

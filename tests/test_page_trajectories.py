@@ -33,7 +33,7 @@ def test_anonymize_tab_verifies_and_teaches() -> None:
         "Age loss, ALM (method-internal)",
         "Query error, AvgRE (method-internal)",
         "Clusters (MDAV)",
-        "Code instances kept, of the original cohort",
+        "Pairs retained, of the original cohort",
     } <= labels
     # the teaching view starts on Figure 7: the thesis' result and the three matrices
     assert "(401.1, 33) (401.1, 34) (401.1, 35)" in text

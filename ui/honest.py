@@ -12,10 +12,11 @@ from engine.records import Records
 from engine.release import Release
 from engine.report.glossary import help_for
 from engine.study import compare
+from engine.utility.coverage import FileFigures
 from ui import literal
 from ui.fingerprints import release_key
 
-_MEMO = "_honest_headlines"
+_MEMO, _FILES_MEMO = "_honest_headlines", "_honest_file_figures"
 
 
 def figures(release: Release, cohort: Records) -> compare.Headline:
@@ -24,6 +25,18 @@ def figures(release: Release, cohort: Records) -> compare.Headline:
     memo: dict = st.session_state.setdefault(_MEMO, {})
     if key not in memo:
         memo[key] = compare.headline(release, cohort)
+        while len(memo) > 32:
+            memo.pop(next(iter(memo)))
+    return memo[key]
+
+
+def file_figures(release: Release, cohort: Records) -> FileFigures:
+    """`engine.study.compare.release_figures` (what the release's files keep: the one source of the
+    report's and the Compare page's figures, issue 23), memoized in this session per release and cohort."""
+    key = (release_key(release), cohort.fingerprint)
+    memo: dict = st.session_state.setdefault(_FILES_MEMO, {})
+    if key not in memo:
+        memo[key] = compare.release_figures(release, cohort)
         while len(memo) > 32:
             memo.pop(next(iter(memo)))
     return memo[key]
@@ -48,7 +61,7 @@ def legend_name(name: str, release: Release, cohort: Records) -> str:
 def show_flags(release: Release, cohort: Records, name: str | None = None, where=None) -> list[str]:
     """The release's warnings, one `st.warning` each (prefixed with its name when given)."""
     where = where or st
-    out = compare.flags(figures(release, cohort))
+    out = compare.flags(figures(release, cohort), file_figures(release, cohort))
     for text in out:
         literal.warning(f"{name}: {text}" if name else text, where)
     return out
@@ -62,18 +75,19 @@ def headline(
     """Headline metrics against the original cohort, then the method-internal ones (label, value,
     help), each labelled as such; the code set (when the method restricts it) and the warnings."""
     h = figures(release, cohort)
+    f = file_figures(release, cohort)  # the figures the report and the Compare page show (issue 23)
     cols = st.columns(3 + len(internal))
     cols[0].metric(
-        "Code instances kept, of the original cohort",
-        f"{h.instances_kept:.1%}",
-        f"{h.instances_released:,} of {h.instances_original:,}",
+        "Pairs retained, of the original cohort",
+        f"{f.pairs_share:.1%}",
+        f"{f.pairs_kept:,} of {f.pairs_of:,} (patient, code) pairs",
         delta_color="off",
-        help=help_for("instances_retained"),
+        help=help_for("pairs_retained"),
     )
     cols[1].metric(
         "Distinct codes kept, of the original cohort",
-        f"{h.codes_kept:.1%}",
-        f"of {h.codes_total:,} codes",
+        f"{f.codes_kept / f.codes_of if f.codes_of else 1.0:.1%}",
+        f"{f.codes_kept:,} of {f.codes_of:,} codes",
         delta_color="off",
         help=help_for("code_coverage"),
     )
