@@ -86,6 +86,12 @@ def test_report_risk_figures_are_risk_measures_of_the_verification(report_json):
         lambda d: d["releases"][0]["utility"].update(
             {"largest generalized items": [["{1,2}#abc", 2, "extra"]]}
         ),
+        lambda d: d["small cells"]["policy"].update(name="lax"),
+        lambda d: d["small cells"].pop("rule"),
+        lambda d: d["membership"].update(original=[{"option": "as computed", "power": 2}]),
+        lambda d: d["ledger"].append({"a": "good", "b": "bad", "below k": -1}),
+        lambda d: d["releases"][0].update(membership="high"),
+        lambda d: d["releases"][0].update(ledger=[{"other release": "bad"}]),
         lambda d: d["releases"][0]["risk measures"].update({"maximum risk": 1.5}),
         lambda d: d["determination"].update(context="friends"),
         lambda d: d["risk measures before"].pop("average risk"),
@@ -101,3 +107,19 @@ def test_report_states_the_threshold_and_the_risk_measures():
     study, inputs, pop, cohort = _toy()
     text = build_report(study, inputs, pop, cohort).to_markdown().decode("utf-8")
     assert "Threshold checked" in text and "Maximum and average risk" in text
+
+
+def test_issue_28_keys_are_in_the_report_and_valid(report_json):
+    """The small-cell policy, the membership attack and the ledger (issue 28) are in the report and
+    validated by the schema; the toy has no genotypes, so the attack says it was not run."""
+    _validator().validate(report_json)
+    assert report_json["small cells"]["policy"] == {"name": "none", "low": 1, "high": 0}
+    assert report_json["small cells"]["suppressed"] == [] and report_json["small cells"]["rule"]
+    assert report_json["membership"]["original"] is None
+    assert report_json["membership"]["status"].startswith("no genotypes loaded")
+    assert [r["membership"] for r in report_json["releases"]] == [None, None]
+    (pair,) = report_json["ledger"]  # the two toy releases share their patients
+    assert (pair["a"], pair["b"]) == ("good", "bad") and pair["verified"] is False
+    good, bad = report_json["releases"]
+    assert [x["other release"] for x in good["ledger"]] == ["bad"]
+    assert [x["other release"] for x in bad["ledger"]] == ["good"]

@@ -61,6 +61,8 @@ def bundle_files(report: Report) -> dict[str, bytes]:
         manifest["generated at"] = d["records"]["generated at"]
     manifest |= {
         "attacker": {"adversary": d["attacker"]["label"], "k": d["attacker"]["k"]},
+        # issue 28: the policy every aggregate table of the bundle is under (report.json: "small cells")
+        "small cells": d["small cells"]["description"] if "small cells" in d else None,
         "releases": [
             {
                 "name": r["name"],

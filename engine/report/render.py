@@ -502,8 +502,8 @@ def _release(r: dict[str, Any], i: int, d: dict[str, Any]) -> list[Block]:
                 tuple(
                     (
                         x["disease"],
-                        f"{x['original records']:,}",
-                        f"{x['released records']:,}",
+                        count_text(x["original records"]),
+                        count_text(x["released records"]),
                         "yes" if x["met"] else "NO",
                     )
                     for x in c["diseases"]
@@ -529,6 +529,7 @@ def _release(r: dict[str, Any], i: int, d: dict[str, Any]) -> list[Block]:
                 (1.4, 1.6, 1, 1, 1),
             )
         )
+    blocks += _release_disclosure(r)
     if r["method loss figures"]:
         blocks += [
             Heading(3, "The method's own figures"),
@@ -695,10 +696,97 @@ def _risk_measures(d: dict[str, Any]) -> list[Block]:
     ]
 
 
+# ------------------------------------------------------------------- issue 28: disclosure sections
+def _membership_table(rows: Sequence[dict[str, Any]]) -> Table:
+    return Table(
+        ("Option", "Rows released", "Detection rate at the false-positive rate"),
+        tuple((x["option"], f"{x['rows']:,}", pct(x["power"])) for x in rows),
+        (3.4, 1, 1.4),
+    )
+
+
+def _release_disclosure(r: dict[str, Any]) -> list[Block]:
+    """A release's ledger result and the membership attack on its PheWAS table (issue 28)."""
+    blocks: list[Block] = []
+    if "ledger" in r:
+        blocks.append(Heading(3, "Linked with the study's other releases (ledger)"))
+        pairs = r["ledger"] or []
+        blocks += [Para(x["message"] + ".", strong=not x["verified"]) for x in pairs] or [
+            Para("It shares no patient with another release of this report.")
+        ]
+    if r.get("membership"):
+        blocks += [
+            Heading(3, "Membership attack on its PheWAS statistics"),
+            _membership_table(r["membership"]),
+        ]
+    return blocks
+
+
+def _disclosure(d: dict[str, Any]) -> list[Block]:
+    """The small-cell policy and what it suppressed, the ledger of linked releases and the membership
+    attack on the released PheWAS statistics (issue 28); nothing for a report without them."""
+    out: list[Block] = []
+    cells = d.get("small cells")
+    if cells is not None:
+        out += [
+            Heading(2, "Small cells"),
+            Para(f"Small-cell policy: {cells['description']}.", strong=True),
+            Para(cells["rule"]),
+        ]
+        notes = cells["suppressed"]
+        out.append(
+            Table(
+                ("Release", "Table", "Columns", "Small cells", "Complementary", "Rows withheld"),
+                tuple(
+                    (
+                        n.get("release", ""),
+                        n["table"],
+                        ", ".join(n["columns"]),
+                        f"{n['primary']:,}",
+                        f"{n['complementary']:,}",
+                        f"{n['rows withheld']:,}",
+                    )
+                    for n in notes
+                ),
+                (1.6, 1.4, 2, 0.8, 0.9, 0.8),
+            )
+            if notes
+            else Para("Nothing in this report's tables of patient counts fell under the policy.")
+        )
+    if "ledger" in d:
+        out.append(Heading(2, "Releases that add up (ledger)"))
+        out.append(
+            Para(
+                "Every pair of this report's releases that shares patients, linked per patient as a "
+                "recipient holding both could, and verified as one release under the study's attacker "
+                f"and k = {d['attacker']['k']}."
+            )
+        )
+        out += [Para(x["message"] + ".", strong=not x["verified"]) for x in d["ledger"]] or [
+            Para("No two releases of this report share a patient.")
+        ]
+    m = d.get("membership")
+    if m is not None:
+        out += [Heading(2, "Membership attack on the released PheWAS statistics"), Para(m["status"] + ".")]
+        if m.get("original"):
+            out += [
+                Para(f"Reference and non-members: {m['reference']}."),
+                Heading(3, "The original cohort's PheWAS table"),
+                _membership_table(m["original"]),
+            ]
+    return out
+
+
+def count_text(v: Any) -> str:
+    """A count of a table of patient counts: formatted, or as written when suppressed (issue 28)."""
+    return f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v)
+
+
 def document(data: dict[str, Any]) -> list[Block]:
     """The report as blocks: summary, the sign-off, one section per release, records and appendix
     (the code maps)."""
     out = _summary(data) + _risk_measures(data) + _sign_off(data)
+    out += _disclosure(data)  # issue 28
     for i, r in enumerate(data["releases"]):
         out += _release(r, i, data)
     return out + _records(data)

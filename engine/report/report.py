@@ -689,7 +689,8 @@ def build_report(
             "utility": utility_figures(cohort, rel, fig),
             "phewas": phewas_rows.get(e.name),
             "utility constraints": _noted(
-                _suppress_constraints(_utility_constraints(e, cohort, rel), study.small_cells, e.name), cell_notes
+                _suppress_constraints(_utility_constraints(e, cohort, rel), study.small_cells, e.name),
+                cell_notes,
             ),
             "membership": membership_rows.get(e.name),
             "ledger": ledger_rows.get(e.name, []),
@@ -848,23 +849,49 @@ def _ledger(
     study: Study, inputs: Mapping[str, ReleaseInput], population: Records
 ) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]]]:
     """Every pair of the report's releases sharing patients, verified as one under the study's
-    adversary and k (`engine.study.ledger`): the pairs, and per release the pairs it is in."""
-    from engine.study.ledger import ledger, study_ledger_releases
+    adversary and k (`engine.study.ledger`): the pairs, and per release the pairs it is in. A pair the
+    ledger cannot combine (e.g. an LDA release of code|age items) is reported as not verified, with
+    the reason, and no figures."""
+    from engine.release import ReleaseInvariantError
+    from engine.study.ledger import study_ledger_releases, verify_pair
 
     held = study_ledger_releases(study, {n: i.release for n, i in inputs.items()})
-    pairs = ledger(held, study.adversary, study.k, population)
-    rows = [p.to_dict() | {"message": p.message()} for p in pairs]
+    shown = ("shared patients", "records", "below k", "unique", "verified")
+    rows: list[dict[str, Any]] = []
     per: dict[str, list[dict[str, Any]]] = {n: [] for n in inputs}
-    for p, row in zip(pairs, rows, strict=True):
-        for me, other in ((p.a, p.b), (p.b, p.a)):
-            per[me.name].append(
-                {
-                    "other release": other.name,
-                    "recipient": other.recipient,
-                    **{k: row[k] for k in ("shared patients", "records", "below k", "unique", "verified")},
-                    "message": row["message"],
+    for i, a in enumerate(held):
+        for b in held[i + 1 :]:
+            ids_a = set(map(str, a.release.records.patient_ids))
+            shared = ids_a & set(map(str, b.release.records.patient_ids))
+            if not shared:
+                continue
+            try:
+                p = verify_pair(a, b, study.adversary, study.k, population)
+                row = p.to_dict() | {"message": p.message()}
+            except ReleaseInvariantError as exc:
+                row = {
+                    "a": a.label,
+                    "b": b.label,
+                    "recipient a": a.recipient,
+                    "recipient b": b.recipient,
+                    "shared patients": len(shared),
+                    "records": None,
+                    "below k": None,
+                    "unique": None,
+                    "verified": False,
+                    "message": f"{a.label} + {b.label} ({len(shared):,} shared patients): could not be "
+                    f"verified as one ({exc}); treated as NOT verified",
                 }
-            )
+            rows.append(row)
+            for me, other in ((a, b), (b, a)):
+                per[me.name].append(
+                    {
+                        "other release": other.name,
+                        "recipient": other.recipient,
+                        **{k: row[k] for k in shown},
+                        "message": row["message"],
+                    }
+                )
     return rows, per
 
 
