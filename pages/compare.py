@@ -8,10 +8,11 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
+from engine import risk
 from engine.report.glossary import help_for
 from engine.study import compare
 from engine.utility import phewas
-from ui import honest, literal
+from ui import honest, literal, threshold
 from ui import study as session_study
 from ui.colours import colour_map
 from ui.context import current, warn_if_whole_population
@@ -20,6 +21,7 @@ from ui.fingerprints import frame_fingerprint, release_key
 from ui.teach import intro
 
 _MEMO = "_compare_tables"
+_ORIGINAL_MEMO = "_compare_original_measures"
 SHARES = {  # chart measure (words) -> table column
     "Records below k": "share below k",
     "Pairs retained": "pairs retained",
@@ -42,6 +44,9 @@ HELP = {
     "PheWAS associations lost": help_for("lost_false", "multiple_testing"),
     "PheWAS associations false": help_for("lost_false", "multiple_testing"),
     "warnings": help_for("catch_all"),
+    "maximum risk": help_for("prosecutor_risk"),
+    "average risk": help_for("average_risk"),
+    "records at risk": help_for("records_at_risk", "risk_threshold"),
 }
 
 
@@ -87,6 +92,17 @@ def comparison(ctx, releases, with_phewas: bool, files=None, pseudonyms=None) ->
     return memo[key]
 
 
+def original_measures(ctx) -> risk.RiskMeasures:
+    """`risk.risk_measures` of the original cohort under the study's adversary at 1/k (memoized)."""
+    key = (ctx.key, ctx.adversary.label, int(ctx.k))
+    memo = st.session_state.get(_ORIGINAL_MEMO)
+    if memo is None or memo[0] != key:
+        dis = risk.original_distinguishability(ctx.cohort, ctx.adversary, ctx.population)
+        memo = (key, risk.risk_measures(dis, risk.threshold_of_k(int(ctx.k))))
+        st.session_state[_ORIGINAL_MEMO] = memo
+    return memo[1]
+
+
 def comparison_chart(table: pd.DataFrame):
     """One bar per release and measure, every measure as a share of the original cohort."""
     t = table.assign(
@@ -129,6 +145,7 @@ ctx = current()
 st.title("Compare releases")
 intro("compare")
 warn_if_whole_population(ctx)
+threshold.caption(ctx)
 published = session_study.current(ctx)
 session_study.others_note(ctx)
 st.caption(
@@ -140,6 +157,12 @@ st.caption(
 if not published:
     st.info('No release in the study yet: make one on the Anonymize page and press "Add to study".')
     st.stop()
+original = original_measures(ctx)
+st.caption(
+    f"Original cohort under {ctx.adversary.label}: maximum risk {original.prosecutor_max:.3f}, average risk "
+    f"{original.average:.3f}, {original.records_at_risk:,} of {original.records:,} records at risk (above "
+    f"1/k = {original.threshold:.2f}); each release's figures are in its row."
+)
 releases = {name: held.release for name, (_entry, held) in published.items()}
 release_files = {name: held.files for name, (_entry, held) in published.items() if held.files}
 has_genotypes = ctx.dataset.genotypes is not None and not ctx.dataset.genotypes.empty

@@ -9,7 +9,7 @@ import streamlit as st
 from engine.report.bundle import make_bundle
 from engine.report.report import ReleaseInput, ReportError, build_report
 from engine.study.study import StudyError, verification_matrix
-from ui import honest, literal
+from ui import honest, literal, threshold
 from ui import study as session_study
 from ui.context import current, warn_if_whole_population
 from ui.downloads import crosswalk_download, report_download
@@ -22,6 +22,10 @@ warn_if_whole_population(ctx)
 study = session_study.session(ctx)
 published = session_study.current(ctx)
 session_study.others_note(ctx)
+
+# ------------------------------------------------ the determination: to whom, the context, why (issue 27)
+study = threshold.controls(ctx)
+threshold.caption(ctx)
 
 # ------------------------------------------------------------------------ reopen / save the study
 with st.expander("Study file: save, or reopen one (every release is rebuilt and its files compared)"):
@@ -132,7 +136,7 @@ left_out = st.multiselect(
     "Releases to leave out (every other release is reported)", list(published), key="report_left_out"
 )
 chosen = [n for n in published if n not in left_out]
-recipient = st.text_input("To whom the data goes (filled in by the privacy officer)", key="report_recipient")
+recipient = study.determination.recipient  # set at the top of the page (ui.threshold.controls)
 reproducible = st.checkbox(
     "Reproducible (no generation time: the same inputs give byte-identical files)", key="report_reproducible"
 )

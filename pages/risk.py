@@ -13,12 +13,13 @@ import streamlit as st
 
 from engine import risk
 from engine.adversary import ALL_ADVERSARIES
+from engine.estimate import explain, kmap
 from engine.records import Records
 from engine.report.glossary import help_for
-from ui import honest
+from ui import honest, literal, threshold
 from ui import progress as progress_ui
 from ui import study as session_study
-from ui.context import HASH_FUNCS, current, warn_if_whole_population
+from ui.context import HASH_FUNCS, cohort_is_population, current, warn_if_whole_population
 from ui.downloads import table_download
 from ui.risk_charts import cdf_frame, distinguishability_cdf_figure
 from ui.teach import intro
@@ -44,10 +45,24 @@ def _patterns(
     return risk.riskiest_patterns(cohort, cands, knowledge, risk.Matching(count_repeats=count_repeats), n=n)
 
 
+@st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=4)
+def _explanations(cohort: Records, population: Records, scope: str, knowledge: str, k: int, row: int):
+    from engine.adversary import Adversary
+
+    return explain.explain_records(cohort, Adversary(scope, knowledge), k, population, rows=[row])[0]  # type: ignore[arg-type]
+
+
+@st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=8)
+def _estimate(cohort: Records, size: int, knowledge: str, k: int) -> kmap.KMapEstimate:
+    return kmap.estimate_kmap(cohort, size, knowledge, k)  # type: ignore[arg-type]
+
+
 def _summary_table(curves: dict[str, np.ndarray], k: int) -> pd.DataFrame:
+    """Per curve: the summary at k and `risk.risk_measures` at the threshold 1/k (issue 27)."""
     rows = []
     for name, dis in curves.items():
         s = risk.summarize(dis, k)
+        m = risk.risk_measures(dis, risk.threshold_of_k(k))
         rows.append(
             {
                 "curve": name,
@@ -55,6 +70,9 @@ def _summary_table(curves: dict[str, np.ndarray], k: int) -> pd.DataFrame:
                 "share unique": s.share_unique,
                 f"share below k={k}": s.share_below_k,
                 "median distinguishability": s.median,
+                "maximum risk": m.prosecutor_max,
+                "average risk": m.average,
+                "records at risk": m.records_at_risk,
             }
         )
     return pd.DataFrame(rows)
@@ -66,6 +84,7 @@ adv, k = ctx.adversary, ctx.k
 st.title("Risk")
 intro("risk")
 warn_if_whole_population(ctx)
+threshold.caption(ctx)
 st.caption(
     f"Adversary (sidebar): **{adv.label}**. {adv.describe()} Distinguishability is the number of candidate "
     "records consistent with what the attacker knows; 1 means unique, below k means unpublishable."
@@ -89,6 +108,19 @@ c1.metric("Cohort records", f"{s.n_records:,}")
 c2.metric("Share unique (distinguishability 1)", f"{s.share_unique:.1%}", help=help_for("distinguishability"))
 c3.metric(f"Share below k = {k}", f"{s.share_below_k:.1%}", help=help_for("k"))
 c4.metric("Median distinguishability", f"{s.median:g}", help=help_for("distinguishability"))
+m = risk.risk_measures(dis, risk.threshold_of_k(k))
+r1, r2, r3, _r4 = st.columns(4)
+r1.metric(
+    "Maximum risk (1 / smallest distinguishability)",
+    f"{m.prosecutor_max:.3f}",
+    help=help_for("prosecutor_risk"),
+)
+r2.metric("Average risk (mean of 1 / distinguishability)", f"{m.average:.3f}", help=help_for("average_risk"))
+r3.metric(
+    f"Records at risk (above 1/k = {m.threshold:.2f})",
+    f"{m.records_at_risk:,} ({m.share_at_risk:.1%})",
+    help=help_for("records_at_risk"),
+)
 
 st.header("The four adversaries")
 st.caption(
@@ -214,3 +246,66 @@ else:
             "risk_summary_before_after.csv",
             "dl_risk_summary_ba",
         )
+
+if cohort_is_population(ctx.cohort, ctx.population):
+    st.header("k-map without the population (estimate)")
+    st.warning(kmap.RANDOM_SAMPLE_WARNING)
+    size = int(
+        st.number_input(
+            "Size of the institution's population (patients)",
+            min_value=max(1, ctx.cohort.n_patients),
+            value=max(1, ctx.cohort.n_patients) * 10,
+            step=1000,
+            key="risk_population_size",
+            help=help_for("kmap_estimate"),
+        )
+    )
+    with st.spinner("Estimating population risk from the cohort alone..."):
+        est = _estimate(ctx.cohort, size, adv.knowledge, k)
+    e1, e2 = st.columns(2)
+    for col, name, share in (
+        (e1, "Estimated share unique", est.share_unique),
+        (e2, f"Estimated share below k = {k}", est.share_below_k),
+    ):
+        col.metric(name, f"{share.estimate:.1%}", help=help_for("kmap_estimate"))
+        col.caption(
+            f"{share.confidence:.0%} interval {share.low:.1%} to {share.high:.1%} (model: {est.model})."
+        )
+
+st.header("Why a record is at risk, and what would fix it")
+below = np.flatnonzero(dis < k)
+if len(below) == 0:
+    st.success(f"No record is below k = {k} under {adv.label}.")
+else:
+    st.caption(
+        "Records are named by their position in the cohort, not by their ids. The codes that single the "
+        "record out: the smallest part of its riskiest known set held by fewer than k candidates (rarest "
+        "code first, then every code not needed dropped). The change: generalize a code to its 3-digit "
+        "code / category where that is enough (no pair lost), else suppress it, fewest pairs lost first; "
+        "applied to this record alone (others may need their own)."
+    )
+    row = st.selectbox(
+        f"Record below k ({len(below):,})",
+        below.tolist(),
+        format_func=lambda r: f"record {r + 1} (distinguishability {int(dis[r])})",
+        key="risk_explain_record",
+    )
+    with st.spinner("Explaining the record..."):
+        e = _explanations(ctx.cohort, ctx.population, adv.scope, adv.knowledge, k, int(row))
+    where = "its whole record" if e.visit is None else "its riskiest visit"
+    st.markdown(
+        f"**Singles it out** ({where}; {e.singling_out_support} candidate(s) hold these codes, k = {k}):"
+    )
+    st.dataframe(
+        pd.DataFrame(
+            {"code": list(e.singling_out), "description": [e.descriptions.get(c, "") for c in e.singling_out]}
+        ),
+        hide_index=True,
+        key="risk_explain_codes",
+    )
+    st.markdown(
+        literal.md(
+            f"Cheapest change: {e.change_text()}. Distinguishability after: {e.distinguishability_after}; "
+            f"pairs lost: {e.pairs_lost} of the record's {e.record_pairs}."
+        )
+    )

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from apptest_support import add_release, page_app
+from apptest_support import add_release, page_app, shown
 from streamlit.testing.v1 import AppTest
 
 from engine import risk
@@ -84,3 +84,55 @@ def test_before_and_after_for_published_release():
     status = at.dataframe[2].value
     assert status["release"].tolist() == ["Suppress all"]
     assert status["records below k"].tolist() == [0]
+
+
+# ------------------------------------------------------------------------------------ issue 27
+def test_risk_page_states_the_threshold_and_the_risk_measures():
+    at = _risk_page()
+    ctx = at.session_state["context"]
+    k = ctx.k
+    assert any(
+        shown(c.value).startswith(f"Threshold checked: maximum risk 1/k = {1 / k:.2f}") for c in at.caption
+    )
+    dis = risk.original_distinguishability(ctx.cohort, ctx.adversary, ctx.population)
+    m = risk.risk_measures(dis, risk.threshold_of_k(k))
+    metrics = _metrics(at)
+    assert metrics["Maximum risk (1 / smallest distinguishability)"] == f"{m.prosecutor_max:.3f}"
+    assert metrics["Average risk (mean of 1 / distinguishability)"] == f"{m.average:.3f}"
+    summary = at.dataframe[0].value.set_index("curve")
+    assert summary.loc[ctx.adversary.label, "average risk"] == m.average
+    assert summary.loc[ctx.adversary.label, "records at risk"] == m.records_at_risk
+
+
+def test_risk_page_explains_a_chosen_record_below_k():
+    from engine.estimate import explain
+
+    at = _risk_page()
+    ctx = at.session_state["context"]
+    box = at.selectbox(key="risk_explain_record")
+    dis = risk.original_distinguishability(ctx.cohort, ctx.adversary, ctx.population)
+    assert list(box.options) == [
+        f"record {r + 1} (distinguishability {int(dis[r])})" for r in np.flatnonzero(dis < ctx.k)
+    ]
+    row = int(np.flatnonzero(dis < ctx.k)[3])
+    box.set_value(row).run()
+    assert not at.exception
+    (e,) = explain.explain_records(ctx.cohort, ctx.adversary, ctx.k, ctx.population, rows=[row])
+    (codes,) = [d.value for d in at.dataframe if list(d.value.columns) == ["code", "description"]]
+    assert codes["code"].tolist() == list(e.singling_out)
+    assert any(f"Cheapest change: {e.change_text()}" in shown(md.value) for md in at.markdown)
+    ids = set(ctx.cohort.patient_ids.astype(str).tolist())
+    assert not ids & {o for o in box.options}  # records by position, never by id
+
+
+def test_kmap_estimate_shows_when_the_cohort_is_the_population():
+    from engine.estimate import kmap
+
+    at = _risk_page()
+    at.selectbox(key="cohort_group").set_value("population").run()
+    ctx = at.session_state["context"]
+    assert ctx.cohort.n_patients == ctx.population.n_patients
+    assert any(kmap.RANDOM_SAMPLE_WARNING in w.value for w in at.warning)
+    at.number_input(key="risk_population_size").set_value(100_000).run()
+    est = kmap.estimate_kmap(ctx.cohort, 100_000, ctx.adversary.knowledge, ctx.k)
+    assert _metrics(at)["Estimated share unique"] == f"{est.share_unique.estimate:.1%}"

@@ -84,6 +84,13 @@ def apply_reopened() -> None:
         st.session_state[_REOPENED_NOTE] = wanted
 
 
+def hand_over_k(k: int) -> None:
+    """Set the sidebar's k (issue 27: a release context chosen on the Report page sets its precedent's
+    k). Called from a widget callback, so the value is in place before the k input draws on the next
+    run; clamped to the input's range."""
+    st.session_state["k"] = max(K_MIN, min(K_MAX, int(k)))
+
+
 def _reopened_note(sb: Any) -> None:
     note = st.session_state.get(_REOPENED_NOTE)
     if note is None:
