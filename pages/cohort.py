@@ -134,13 +134,24 @@ for col, (label, records) in zip((left, right), groups.items(), strict=True):
         st.dataframe(top, hide_index=True, width="stretch")
         group = label.split(":")[0]
         table_download(
-            top, f"Download the top codes, {group} (CSV)", f"top_codes_{group}.csv", f"dl_top_{group}"
+            top,
+            f"Download the top codes, {group} (CSV)",
+            f"top_codes_{group}.csv",
+            f"dl_top_{group}",
+            counts=("patients",),
+            derived=("% of patients", "events"),
         )
 
 st.subheader("Code frequency distribution")
 freq = _rank_frequency(groups)
 st.plotly_chart(cv.rank_frequency_figure(freq), width="stretch", key="rank_frequency_chart")
-table_download(freq, "Download the rank/frequency data (CSV)", "code_rank_frequency.csv", "dl_rank_freq")
+table_download(
+    freq,
+    "Download the rank/frequency data (CSV)",
+    "code_rank_frequency.csv",
+    "dl_rank_freq",
+    counts=("patients",),
+)
 
 st.subheader("Per-patient distributions")
 measure = st.selectbox(

@@ -198,6 +198,10 @@ if pairs:
         "Download the QQ-plot and change data, every release (CSV)",
         "phewas_pairs.csv",
         "phewas_dl_pairs",
+        counts=("n_cases_original", "n_cases_released"),
+        derived=[
+            c for c in all_pairs.columns if c.startswith(("odds_ratio", "p_", "neglog10")) or c == "change"
+        ],
     )
 
 st.subheader("Manhattan plot")
@@ -206,5 +210,52 @@ st.subheader(f"Associations at {p_col} ≤ {alpha} in the original data, {md(snp
 sig = original[(original["snp"] == snp) & (original[p_col] <= alpha)].sort_values("p")
 st.dataframe(sig.assign(neglog10_p=-np.log10(sig["p"])), hide_index=True, width="stretch")
 table_download(
-    original, "Download the original PheWAS, all SNPs (CSV)", "phewas_original.csv", "phewas_dl_original"
+    original,
+    "Download the original PheWAS, all SNPs (CSV)",
+    "phewas_original.csv",
+    "phewas_dl_original",
+    counts=("n_cases", "n_controls"),
 )
+
+# ------------------------------------------------------------------------------ issue 28
+st.subheader("Membership attack on the released PheWAS statistics")
+st.caption(help_for("membership_attack") + "\n\n" + help_for("detection_rate"))
+_mkey = (
+    ctx.cohort.fingerprint,
+    ctx.population.fingerprint,
+    genotypes_key,
+    settings_key,
+    tuple((n, release_key(available[n][0])) for n in chosen),
+    session_study.session(ctx).small_cells,
+)
+_memo: dict = st.session_state.setdefault("_phewas_membership", {})
+if _mkey not in _memo and st.button(
+    "Run the membership attack (about 15 s on the sample)", key="phewas_membership_run"
+):
+    from engine.utility import membership
+
+    with st.spinner("Attacking the original and each release's PheWAS table under every option…"):
+        _tables = {"original": original} | {
+            n: released_phewas(
+                release_key(available[n][0]), genotypes_key, settings_key, available[n][0], genotypes
+            )
+            for n in chosen
+        }
+        _res = membership.assess(
+            _tables, ctx.cohort, ctx.population, genotypes, session_study.session(ctx).small_cells
+        )
+        _memo.clear()
+        _memo[_mkey] = membership.results_frame(_res)
+if _mkey in _memo:
+    _frame = _memo[_mkey]
+    st.dataframe(
+        _frame.pivot_table(index="option", columns="table", values="power", sort=False),
+        key="phewas_membership",
+    )
+    st.caption(
+        "Detection rate at 5% false positives (0.05 = guessing), for the table as computed and under each "
+        "option: fewer rows, coarser statistics, bigger cells, the study's small-cell policy, all together."
+    )
+    table_download(
+        _frame, "Download the membership attack (CSV)", "phewas_membership.csv", "phewas_dl_membership"
+    )

@@ -7,7 +7,8 @@ import pandas as pd
 import streamlit as st
 
 from engine.report.bundle import make_bundle
-from engine.report.report import ReleaseInput, ReportError, build_report
+from engine.report.glossary import help_for
+from engine.report.report import SMALL_CELL_RULE, ReleaseInput, ReportError, build_report
 from engine.study.study import StudyError, verification_matrix
 from ui import honest, literal, threshold
 from ui import study as session_study
@@ -123,6 +124,66 @@ if exportable:
         )
         for i, (n, held) in enumerate(exportable.items()):
             crosswalk_download(held.release, study.pseudonyms, n, f"crosswalk_{i}")
+
+# ------------------------------------------------------- issue 28: small cells and the ledger
+st.subheader("Small cells and releases that add up")
+from dataclasses import replace as _replace  # noqa: E402
+
+from engine.disclosure.cells import PRESETS, SmallCellError, SmallCellPolicy  # noqa: E402
+from engine.study.ledger import ledger as _ledger  # noqa: E402
+from engine.study.ledger import ledger_frame, study_ledger_releases  # noqa: E402
+
+_choices = [*PRESETS, "custom"]
+_policy_now = study.small_cells
+sc1, sc2 = st.columns([3, 1])
+_name = sc1.selectbox(
+    "Small-cell policy of every count table that leaves (report, bundle, table downloads)",
+    _choices,
+    index=_choices.index(_policy_now.name),
+    key="report_small_cells",
+    format_func=lambda n: PRESETS[n][2] if n in PRESETS else "custom: counts below N suppressed",
+    help=help_for("small_cell_policy"),
+)
+_n = sc2.number_input(
+    "N (smallest publishable count)",
+    2,
+    1000,
+    max(2, _policy_now.high + 1),
+    key="report_small_cells_n",
+    disabled=_name != "custom",
+)
+try:
+    _policy = SmallCellPolicy.min_cell(int(_n)) if _name == "custom" else SmallCellPolicy.preset(_name)
+except SmallCellError as exc:
+    literal.error(exc)
+else:
+    if _policy != study.small_cells:
+        study = _replace(study, small_cells=_policy)
+        st.session_state[session_study.STUDY] = study
+st.caption(literal.md(f"In force: {study.small_cells.describe()}. {SMALL_CELL_RULE}"))
+if len(published) > 1:
+    _memo: dict = st.session_state.setdefault("_report_ledger", {})
+    _lkey = (
+        tuple((n, held.release.fingerprint) for n, (_e, held) in published.items()),
+        ctx.population.fingerprint,
+        ctx.adversary,
+        int(ctx.k),
+    )
+    if _lkey not in _memo:
+        _memo.clear()
+        with st.spinner("Linking every pair of releases sharing patients and verifying each as one…"):
+            _held = study_ledger_releases(study, {n: held.release for n, (_e, held) in published.items()})
+            _memo[_lkey] = _ledger(_held, ctx.adversary, int(ctx.k), ctx.population)
+    _pairs = _memo[_lkey]
+    if _pairs:
+        st.dataframe(ledger_frame(_pairs), hide_index=True, key="report_ledger")
+        for _p in _pairs:
+            if _p.ok:
+                st.caption(literal.md(_p.message()))
+            else:
+                literal.warning(_p.message())
+    else:
+        st.caption("No two releases of the study share a patient.")
 
 # ---------------------------------------------------------------------------- the IRB report
 st.subheader("IRB report and release bundle")

@@ -23,7 +23,7 @@ content and source).
 from __future__ import annotations
 
 import gzip
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pandas as pd
@@ -102,14 +102,69 @@ def audited(data_fn: Callable[[], bytes], what: str, file_name: str, context: di
     return build
 
 
-def table_download(frame: pd.DataFrame, label: str, file_name: str, key: str, *, where: Any = st) -> None:
+def session_small_cells():
+    """The session study's small-cell policy (`Study.small_cells`, chosen on the Report page); none
+    before a study exists (issue 28)."""
+    from engine.disclosure.cells import NO_POLICY
+
+    study = st.session_state.get("study")
+    return getattr(study, "small_cells", NO_POLICY) if study is not None else NO_POLICY
+
+
+def small_cells_of(frame: pd.DataFrame, counts: Sequence[str], derived: Sequence[str] = (), policy=None):
+    """(`frame` under the policy, caption of what was suppressed and why, "" when nothing): the cells
+    of `counts` (counts of patients) in the policy's range read "suppressed", and the `derived` cells of
+    their rows (figures that would give them back, e.g. a share of patients). A PheWAS result table
+    (`n_cases`, `n_controls` and the allele frequencies) loses its whole row when any count or allele
+    count is small (`engine.disclosure.cells.suppress_phewas`)."""
+    from engine.disclosure.cells import SUPPRESSED, suppress_frame, suppress_phewas
+
+    policy = session_small_cells() if policy is None else policy
+    cols = [c for c in counts if c in frame.columns]
+    if not policy.active or not cols or frame.empty:
+        return frame, ""
+    if {"n_cases", "n_controls"} <= set(cols) and {"case_maf", "control_maf"} <= set(frame.columns):
+        out, note = suppress_phewas(frame, policy)
+    else:
+        out, note = suppress_frame(frame, policy, cols)
+    hit = out[cols].eq(SUPPRESSED).any(axis=1).to_numpy()
+    extra = [c for c in derived if c in out.columns]
+    n_derived = 0
+    if hit.any() and extra:
+        for c in extra:
+            out[c] = out[c].astype(object)
+            n_derived += int((out.loc[hit, c] != SUPPRESSED).sum())
+            out.loc[hit, c] = SUPPRESSED
+    caption = note.caption()
+    if caption and n_derived:
+        caption += f" {n_derived:,} derived cell(s) of those rows ({', '.join(extra)}) too: they would give the counts back."
+    return out, caption
+
+
+def table_download(
+    frame: pd.DataFrame,
+    label: str,
+    file_name: str,
+    key: str,
+    *,
+    where: Any = st,
+    counts: Sequence[str] | None = None,
+    derived: Sequence[str] = (),
+) -> None:
     """A download button for a table that holds no release records (spreadsheet-safe CSV). The CSV is
     written when the button is clicked, not on every run that draws it (29 buttons; their CSVs were
     15% of a rerun's time under load, bench/load_ws.py), from the table as it was drawn: pandas'
-    copy-on-write keeps the snapshot from any later change of `frame`."""
+    copy-on-write keeps the snapshot from any later change of `frame`. `counts`: the columns holding
+    counts of patients, under the study's small-cell policy in the file (`small_cells_of`; issue 28),
+    with a caption under the button saying what was suppressed and why."""
     snapshot = frame.copy(deep=False)
+    caption = ""
+    if counts is not None:
+        snapshot, caption = small_cells_of(snapshot, counts, derived)
     payload = audited(lambda: safe_csv_bytes(snapshot), "table CSV", file_name, audit_context())
     where.download_button(label, payload, file_name=file_name, mime=CSV, key=key)
+    if caption:
+        where.caption(md(caption))
 
 
 REPORT_MIME = {

@@ -250,6 +250,42 @@ def remove(ctx: Context, name: str) -> None:
     made().pop(name, None)
 
 
+_LEDGER_MEMO = "_study_ledger_check"
+
+
+def ledger_warning(ctx: Context, settings: MethodSettings) -> None:
+    """Before "Add to study" (issue 28): the previewed release linked with every release of the study
+    sharing its patients and verified as one (`engine.study.ledger.check_addition`); a warning names
+    each pair that would bring a shared patient below k. Memoized per release contents, population,
+    adversary and k; nothing when the preview is not computed yet."""
+    from engine.study.ledger import LedgerRelease, check_addition, study_ledger_releases
+
+    release = previewed(ctx, settings)
+    held = current(ctx)
+    if release is None or not held:
+        return
+    key = (
+        release_key(release),
+        tuple((n, release_key(m.release)) for n, (_e, m) in held.items()),
+        ctx.population.fingerprint,
+        ctx.adversary,
+        int(ctx.k),
+    )
+    memo: dict = st.session_state.setdefault(_LEDGER_MEMO, {})
+    if key not in memo:
+        study = session(ctx)
+        existing = study_ledger_releases(study, {n: m.release for n, (_e, m) in held.items()})
+        new = LedgerRelease("", "this release", study.determination.recipient, release)
+        memo.clear()
+        memo[key] = check_addition(existing, new, ctx.adversary, int(ctx.k), ctx.population)
+    for pair in memo[key]:
+        if not pair.ok:
+            literal.warning(
+                "Adding this release would bring patients it shares with another release below k across "
+                f"the study's ledger: {pair.message()}. A recipient holding both could single them out."
+            )
+
+
 def add_to_study(
     ctx: Context,
     settings: MethodSettings | None,
@@ -264,6 +300,7 @@ def add_to_study(
     if settings is None:
         literal.warning(why_not or "These parameters cannot be recorded in a study.")
         return
+    ledger_warning(ctx, settings)
     base = study.unique_name(default_name)
     c1, c2 = st.columns([3, 1])
     name = c1.text_input("Release name", value=base, key=f"{key}_name:{base}")

@@ -400,6 +400,47 @@ _TERMS: tuple[Term, ...] = (
         PROJECT,
         "engine/estimate/kmap.py (after Benedetti and Franconi 1998; El Emam and Dankar 2008)",
     ),
+    # issue 28: what leaves besides the release files
+    Term(
+        "small_cell_policy",
+        "Small-cell policy",
+        "The smallest count of patients a published table may show: a count in the policy's range (CMS "
+        "1-10, All of Us 1-20, OHDSI 1-4, or below a chosen N) reads 'suppressed'; zeros are published.",
+        PROJECT,
+        "engine/disclosure/cells.py; CMS cell-size suppression policy, All of Us dissemination policy",
+    ),
+    Term(
+        "complementary_suppression",
+        "Complementary suppression",
+        "Further cells suppressed in a table published with its totals, so that no suppressed small "
+        "count can be worked out by subtracting the shown cells from a total.",
+        PROJECT,
+        "engine/disclosure/cells.py, suppress_counts",
+    ),
+    Term(
+        "membership_attack",
+        "Membership attack",
+        "A test by someone who holds a person's genotype and diagnoses of whether that person is in the "
+        "cohort behind released PheWAS statistics (a likelihood-ratio test against reference frequencies).",
+        PROJECT,
+        "engine/utility/membership.py (after Sankararaman et al. 2009)",
+    ),
+    Term(
+        "detection_rate",
+        "Detection rate",
+        "The share of cohort members the membership attack flags when it wrongly flags 5% of non-members "
+        "(its power at 5% false positives); 0.05 is what guessing achieves.",
+        PROJECT,
+        "engine/utility/membership.py, attack",
+    ),
+    Term(
+        "ledger",
+        "Ledger",
+        "The study's releases checked together: two releases sharing patients are linked patient by "
+        "patient, as one recipient holding both could, and verified as one release at the study's k.",
+        PROJECT,
+        "engine/study/ledger.py",
+    ),
 )
 TERMS: dict[str, Term] = {t.key: t for t in _TERMS}
 

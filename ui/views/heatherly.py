@@ -224,6 +224,11 @@ def render_anonymize(ctx: Context) -> None:
         _download(cost, "Download the completion cost (CSV)", "heatherly_completion.csv", "hea_dl_cost")
 
     titles = ["Table 1: summary", "Table 2: Diagnosis Count", "Table 3: Code Count"]
+    counted = {  # the tables' counts of people, under the small-cell policy (issue 28)
+        "table1": lambda f: ["Population Size", "Diagnosis Count"],
+        "table2": lambda f: [c for c in f.columns if str(c).endswith(": count")],
+        "table3": lambda f: [],  # codes, not people
+    }
     for tab, title, (frame, name) in zip(
         st.tabs(titles),
         titles,
@@ -232,7 +237,13 @@ def render_anonymize(ctx: Context) -> None:
     ):
         with tab:
             st.dataframe(frame, hide_index=True)
-            _download(frame, f"Download {title} (CSV)", f"heatherly_{name}.csv", f"hea_dl_{name}")
+            _download(
+                frame,
+                f"Download {title} (CSV)",
+                f"heatherly_{name}.csv",
+                f"hea_dl_{name}",
+                counts=counted[name](frame),  # patients, (patient, diagnosis) pairs (issue 28)
+            )
     st.caption(
         "Diagnosis Count: (record, diagnosis) pairs, a generalized item counting once. Code Count: ICD-9 "
         "codes some released item stands for (so an extracted cohort may cover codes it did not hold). "
