@@ -99,6 +99,22 @@ def audit_log(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         os.environ["COHORTSHIELD_AUDIT_LOG"] = before
 
 
+@pytest.fixture(scope="session", autouse=True)
+def data_roots() -> Iterator[None]:
+    """The app reads server paths only inside its data roots (engine/io/deployment.py, issue 25): for
+    the tests, the shipped sample and the test data; a test of the roots themselves sets its own."""
+    root = Path(__file__).resolve().parent.parent
+    before = os.environ.get("COHORTSHIELD_DATA_ROOTS")
+    os.environ["COHORTSHIELD_DATA_ROOTS"] = os.pathsep.join(
+        (str(root / "sample_data"), str(root / "tests" / "data"), str(root / "data"))
+    )
+    yield
+    if before is None:
+        os.environ.pop("COHORTSHIELD_DATA_ROOTS", None)
+    else:
+        os.environ["COHORTSHIELD_DATA_ROOTS"] = before
+
+
 @pytest.fixture(scope="session")
 def postgres_url() -> Iterator[str]:
     """A PostgreSQL server's SQLAlchemy URL: `COHORTSHIELD_TEST_POSTGRES_URL`, else a throwaway server of

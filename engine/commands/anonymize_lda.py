@@ -139,6 +139,7 @@ def settings_of(args: argparse.Namespace, inputs) -> LDASettings:
 
 def run(args: argparse.Namespace) -> int:
     from engine import risk
+    from engine.io.redact import redact
     from engine.adversary import Adversary
     from engine.commands.inputs import InputOptions, load_groups, publish
     from engine.commands.release_options import pseudonyms_of
@@ -156,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
     inputs = load_groups(args.events, cohort=args.cohort, options=InputOptions.of(args))
     if inputs.events.event_age is None:
         raise UserError(
-            f"{Path(args.events).name}: column 'age' is missing; trajectories need the age of each code"
+            f"{Path(redact(args.events)).name}: column 'age' is missing; trajectories need the age of each code"
         )
     settings = settings_of(args, inputs)
     traj = settings.trajectories(inputs.cohort)

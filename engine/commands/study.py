@@ -372,6 +372,7 @@ def _say_checks(study: Study, checks: list[RebuildCheck]) -> int:
 # -------------------------------------------------------------------------------- commands
 def new_study(args: argparse.Namespace) -> int:
     from engine.adversary import Adversary
+    from engine.io.redact import redact
     from engine.commands.inputs import InputOptions, load_groups
     from engine.study.study import Study
 
@@ -385,7 +386,7 @@ def new_study(args: argparse.Namespace) -> int:
         args.events, population=args.population, cohort=args.cohort, biobank=args.biobank, options=options
     )
     data = cli_data_ref(
-        Path(args.events).name,
+        Path(redact(args.events)).name,  # a database URL's password never names the data (issue 25)
         g,
         population="population",
         cohort="cohort",
