@@ -139,11 +139,11 @@ def settings_of(args: argparse.Namespace, inputs) -> LDASettings:
 
 def run(args: argparse.Namespace) -> int:
     from engine import risk
-    from engine.io.redact import redact
     from engine.adversary import Adversary
     from engine.commands.inputs import InputOptions, load_groups, publish
     from engine.commands.release_options import pseudonyms_of
     from engine.io import export
+    from engine.io.redact import redact
     from engine.study.runs import RunInputs
     from engine.utility.loss import avg_re, level_shares, record_losses
 

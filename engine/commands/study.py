@@ -372,8 +372,8 @@ def _say_checks(study: Study, checks: list[RebuildCheck]) -> int:
 # -------------------------------------------------------------------------------- commands
 def new_study(args: argparse.Namespace) -> int:
     from engine.adversary import Adversary
-    from engine.io.redact import redact
     from engine.commands.inputs import InputOptions, load_groups
+    from engine.io.redact import redact
     from engine.study.study import Study
 
     path = Path(args.study)
