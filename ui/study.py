@@ -277,7 +277,15 @@ def ledger_warning(ctx: Context, settings: MethodSettings) -> None:
         existing = study_ledger_releases(study, {n: m.release for n, (_e, m) in held.items()})
         new = LedgerRelease("", "this release", study.determination.recipient, release)
         memo.clear()
-        memo[key] = check_addition(existing, new, ctx.adversary, int(ctx.k), ctx.population)
+        try:
+            memo[key] = check_addition(existing, new, ctx.adversary, int(ctx.k), ctx.population)
+        except ValueError as exc:  # ReleaseInvariantError: the ledger cannot combine these releases
+            memo[key] = str(exc)
+    if isinstance(memo[key], str):
+        literal.warning(
+            f"This release could not be checked with the study's others on the ledger: {memo[key]}"
+        )
+        return
     for pair in memo[key]:
         if not pair.ok:
             literal.warning(
