@@ -1101,7 +1101,8 @@ class RiskMeasures:
       with cohort-scope distinguishability the candidates are the released records, with
       population-scope distinguishability the population).
     records_at_risk: records whose risk 1/d exceeds `threshold` (with threshold 1/k: d < k).
-    share_at_risk: records_at_risk / records (0 without records)."""
+    share_at_risk: records_at_risk / records (0 without records).
+    unmatched: records with distinguishability below 1, counted at risk 1 (see `risk_measures`)."""
 
     records: int
     threshold: float
@@ -1109,6 +1110,7 @@ class RiskMeasures:
     average: float
     records_at_risk: int
     share_at_risk: float
+    unmatched: int = 0
 
     def as_dict(self) -> dict[str, float]:
         return {
@@ -1118,6 +1120,7 @@ class RiskMeasures:
             "average risk": self.average,
             "records at risk": self.records_at_risk,
             "share at risk": self.share_at_risk,
+            "records no candidate matches": self.unmatched,
         }
 
 
@@ -1125,10 +1128,12 @@ def risk_measures(distinguishability: np.ndarray, threshold: float) -> RiskMeasu
     """Maximum (1 / min d) and average (mean of 1/d) risk of the records, and those whose risk 1/d
     exceeds `threshold` (a probability in (0, 1]; `threshold_of_k(k)` for "distinguishability below k").
 
-    Every released record is its own candidate, so its distinguishability is at least 1; a value
-    below 1 (0 or negative) means the vector was not computed against candidates that include the
-    records (e.g. a cohort counted against a population it is not part of): ValueError naming how
-    many such values there are, rather than an infinite risk. Without records every figure is 0."""
+    Every released record is its own candidate when the candidates hold what the release shows, so
+    its distinguishability is at least 1. A value of 0 arises when they do not (e.g. LDA's `code|age`
+    items against a population of plain codes, or a cohort counted against a population it is not
+    part of): the measure cannot vouch for such a record, so it is counted at the highest risk, 1
+    (conservative, never an infinite or missing figure), and their number is `unmatched`. A negative
+    or missing value is a bug: ValueError naming how many. Without records every figure is 0."""
     dis = np.asarray(distinguishability)
     if dis.ndim != 1:
         raise ValueError(f"distinguishability must be one value per record, not shape {dis.shape}")
@@ -1138,14 +1143,12 @@ def risk_measures(distinguishability: np.ndarray, threshold: float) -> RiskMeasu
     n = len(dis)
     if n == 0:
         return RiskMeasures(0, threshold, 0.0, 0.0, 0, 0.0)
-    bad = int(np.count_nonzero(~(dis >= 1)))
+    bad = int(np.count_nonzero(~(dis >= 0)))
     if bad:
-        raise ValueError(
-            f"{bad} of {n} records have distinguishability below 1 (a released record is its own "
-            "candidate): were they counted against candidates that do not include them?"
-        )
-    risk = 1.0 / dis.astype(np.float64)
-    at_risk = int(np.count_nonzero(risk > threshold))
+        raise ValueError(f"{bad} of {n} records have a negative or missing distinguishability")
+    unmatched = int(np.count_nonzero(dis < 1))
+    risk = 1.0 / np.maximum(dis.astype(np.float64), 1.0)
+    at_risk = int(np.count_nonzero((risk > threshold) | (dis < 1)))
     return RiskMeasures(
         records=n,
         threshold=threshold,
@@ -1153,6 +1156,7 @@ def risk_measures(distinguishability: np.ndarray, threshold: float) -> RiskMeasu
         average=float(risk.mean()),
         records_at_risk=at_risk,
         share_at_risk=at_risk / n,
+        unmatched=unmatched,
     )
 
 

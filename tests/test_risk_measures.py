@@ -80,10 +80,14 @@ def test_measures_of_a_cohort_equal_brute_force(cohort: Records, k: int) -> None
         assert m.average == pytest.approx(b["average"], rel=1e-12)
 
 
-def test_zero_distinguishability_is_an_error_naming_the_count() -> None:
-    with pytest.raises(ValueError, match="2 of 4 records have distinguishability below 1"):
-        risk.risk_measures(np.array([3, 0, 1, 0]), 0.2)
-    with pytest.raises(ValueError, match="1 of 2"):
+def test_a_record_no_candidate_matches_counts_at_the_highest_risk() -> None:
+    """LDA's code|age items against a population of plain codes match no candidate (d = 0): the
+    measure cannot vouch for such records, so they count at risk 1 (found by the report of an LDA
+    release under a population adversary, which raised)."""
+    m = risk.risk_measures(np.array([3, 0, 1, 0]), 0.2)
+    assert (m.unmatched, m.records_at_risk, m.prosecutor_max) == (2, 4, 1.0)
+    assert m.average == pytest.approx((1 / 3 + 1 + 1 + 1) / 4)
+    with pytest.raises(ValueError, match="1 of 2 records have a negative or missing"):
         risk.risk_measures(np.array([np.nan, 2.0]), 0.2)
 
 
