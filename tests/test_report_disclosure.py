@@ -141,7 +141,9 @@ def test_without_a_policy_the_small_counts_are_there():
     assert rep.data["small cells"]["suppressed"] == []
 
 
-@pytest.mark.parametrize("policy", [CMS, SmallCellPolicy.preset("ohdsi"), SmallCellPolicy.min_cell(3), SmallCellPolicy.min_cell(5)])
+@pytest.mark.parametrize(
+    "policy", [CMS, SmallCellPolicy.preset("ohdsi"), SmallCellPolicy.min_cell(3), SmallCellPolicy.min_cell(5)]
+)
 def test_no_small_count_in_any_table_of_the_report_or_the_bundle(policy):
     study, inputs, pop, cohort = _ugaclip_toy(policy)
     rep = build_report(study, inputs, pop, cohort, reproducible=True)
