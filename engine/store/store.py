@@ -392,7 +392,7 @@ class SqlAlchemyStore(Store):
                 files = con.execute(sa.select(*columns).where(f.c.user_name == user).order_by(f.c.role)).all()
         except sa.exc.SQLAlchemyError as exc:
             raise StoreError(f"cannot read the study store {self._shown}: {type(exc).__name__}") from None
-        return self._stored(user, tuple(row), [tuple(r) for r in files], with_data)  # type: ignore[arg-type]
+        return self._stored(user, tuple(row), [tuple(r) for r in files], with_data)
 
     def load(self, user: str) -> Stored | None:
         return self._read(_checked(user), True)
