@@ -7,7 +7,7 @@ the population and which the cohort, the adversary's scope and knowledge, and k.
 
 import streamlit as st
 
-from ui import auth, sidebar
+from ui import auth, resume, sidebar
 from ui.context import follow_deep_link
 
 st.set_page_config(page_title="CohortShield", page_icon=":material/shield:", layout="wide")
@@ -30,4 +30,4 @@ if user.admin:  # COHORTSHIELD_ADMINS, or the single user of local mode
 navigation = st.navigation(PAGES)
 follow_deep_link()
 sidebar.render()
-navigation.run()
+resume.serve(navigation)  # the Resume offer, the page, then the save of the work (ui/resume.py)

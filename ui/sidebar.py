@@ -57,6 +57,7 @@ KEYS: dict[str, Any] = {
 _UPLOAD_MEMO = "_sidebar_upload_memo"
 _GROUP_MEMO = "_sidebar_group_memo"
 _COHORT_LIST = "_sidebar_cohort_list"  # fingerprint of the last cohort list seen (see _select_new_cohort)
+KEPT_UPLOADS = "_sidebar_kept_uploads"  # role -> upload kept across a dataset-mode switch
 
 
 @dataclass(frozen=True, eq=False)
@@ -264,13 +265,22 @@ def _upload_widgets(sb: Any) -> dict[str, Any]:
     """The upload widgets; a role left empty takes the file restored from a reopened study package
     (`ui.study.RESTORED_UPLOADS`) until the user forgets them or uploads another file."""
     restored = st.session_state.get(RESTORED_UPLOADS) or {}
+    kept = st.session_state.get(KEPT_UPLOADS) or {}
     files = {}
     for role, label in UPLOAD_ROLES:
         f = sb.file_uploader(label, type=UPLOAD_TYPES, key=f"upload_{role}")
-        if f is None:
-            f = restored.get(role)
+        if f is not None:
+            kept.pop(role, None)  # a file uploaded again replaces the kept one
+        else:
+            f = kept.get(role) or restored.get(role)
         if f is not None:
             files[role] = f
+    held = [f.name for r, f in files.items() if kept.get(r) is f]
+    if held:
+        sb.caption(literal.md("Kept from earlier in this session or your saved study: " + ", ".join(held)))
+        if sb.button("Forget the kept files", key="forget_kept"):
+            st.session_state.pop(KEPT_UPLOADS, None)
+            st.rerun()
     used = [f.name for r, f in files.items() if restored.get(r) is f]
     if used:
         sb.caption(literal.md("Restored from the study file: " + ", ".join(used)))
@@ -278,6 +288,21 @@ def _upload_widgets(sb: Any) -> dict[str, Any]:
             st.session_state.pop(RESTORED_UPLOADS, None)
             st.rerun()
     return files
+
+
+def _keep_uploads(choice: str) -> None:
+    """Uploads survive a switch of dataset mode (issue 25): on the run that leaves "Upload files" the
+    upload widgets still hold their files (Streamlit drops a widget's state only after a run that did
+    not draw it); they are kept by role (`KEPT_UPLOADS`) and `_upload_widgets` takes them back."""
+    if choice == UPLOAD:
+        return
+    kept = dict(st.session_state.get(KEPT_UPLOADS) or {})
+    for role, _label in UPLOAD_ROLES:
+        f = st.session_state.get(f"upload_{role}")
+        if f is not None:
+            kept[role] = f
+    if kept:
+        st.session_state[KEPT_UPLOADS] = kept
 
 
 def render() -> Context | None:
@@ -288,6 +313,7 @@ def render() -> Context | None:
     sb.toggle("Teach mode (for classes)", key="teach_mode", help=_TEACH_HELP)
     sb.header("Data")
     choice = sb.radio("Dataset", (SAMPLE, UPLOAD, IMPORT), key="dataset_choice", horizontal=True)
+    _keep_uploads(choice)
     options = (st.session_state["unknown_codes"], bool(st.session_state["drop_duplicates"]))
     loaded: Loaded[Dataset] | None = None
     variant = "icd9cm"
