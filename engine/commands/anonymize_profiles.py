@@ -34,6 +34,7 @@ from engine.commands.release_options import (
     add_release_options,
     check_release_k,
 )
+from engine.disclosure.cells import add_min_cell_option, min_cell_of
 from engine.io.errors import UserError
 
 if TYPE_CHECKING:
@@ -87,6 +88,7 @@ def register(methods, *, study=None) -> list[argparse.ArgumentParser]:
             p.add_argument("--out", required=True, help="released events CSV")
             p.add_argument("--codemap", required=True, help="CSV mapping each released item to its codes")
             p.add_argument("--report", help="JSON report")
+            add_min_cell_option(p, "the report's patients per disease of the utility policy")
             add_release_options(p)
             p.set_defaults(
                 func=run,
@@ -138,7 +140,10 @@ def run(args: argparse.Namespace) -> int:
         publish,
     )
     from engine.commands.release_options import pseudonyms_of
+    from engine.disclosure.cells import suppress_frame
     from engine.io import export
+
+    cells = min_cell_of(args)
     from engine.study.runs import RunInputs
 
     method = args.profiles_method
@@ -172,6 +177,8 @@ def run(args: argparse.Namespace) -> int:
     policy, release, check, verification = result.policy, result.release, result.check, result.verification
     release = release.checked(cohort)
     sat, re_ = result.satisfaction, result.relative_error
+    count_cols = ["original_records", "released_records"]  # patients per disease: the report's cells
+    shown_sat, sat_note = suppress_frame(sat, cells, count_cols, table="utility constraints")
     report = {
         "method": method,
         "paper": "Loukides, Gkoulalas-Divanis, Malin 2010, PNAS 107(17):7898-7903",
@@ -194,7 +201,8 @@ def run(args: argparse.Namespace) -> int:
         "verification": {"ok": verification.ok, "message": verification.message()},
         "loss": release.loss,
         "steps": len(release.params.get("trace", [])),
-        "utility_constraints": sat.to_dict(orient="records"),
+        "utility_constraints": shown_sat.to_dict(orient="records"),
+        "small_cells": {"policy": cells.to_dict(), "description": cells.describe(), **sat_note.to_dict()},
         "relative_error": {"queries": len(re_.queries), "mean": re_.mean, "std": re_.std},
     }
     adversary = Adversary("cohort", args.knowledge)

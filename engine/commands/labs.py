@@ -20,6 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from engine.commands.paths import path_roles
+from engine.disclosure.cells import add_min_cell_option, min_cell_of
 from engine.io.errors import UserError
 from engine.labs import reident as L
 from engine.study.runs import LabRecallSettings, SettingsError
@@ -35,6 +36,7 @@ def register(sub) -> None:
     src.add_argument("--labs", help="lab orders, CSV or Parquet: patient_id, day, lab")
     src.add_argument("--shards", help="folder of lab shards (labs-NNNNN.parquet), read one at a time")
     u.add_argument("--out", required=True, help="CSV to write: days, patients, share_unique")
+    add_min_cell_option(u, "the patients per number of days (a complement too: the total is printed)")
     u.set_defaults(func=run_uniqueness, **path_roles(("--labs", "--shards"), ("--out",)))
     r = cmds.add_parser("recall", help="Recall@n of one-day re-identification against the random line")
     r.add_argument("--labs", required=True, help="lab orders, CSV or Parquet: patient_id, day, lab")
@@ -73,6 +75,7 @@ def _write(frame: pd.DataFrame, out: str) -> None:
 
 
 def run_uniqueness(args: argparse.Namespace) -> int:
+    policy = min_cell_of(args)
     t0 = time.perf_counter()
     if args.shards:
         from engine.scale.shards import sharded_uniqueness
@@ -87,7 +90,18 @@ def run_uniqueness(args: argparse.Namespace) -> int:
         days = _load(args.labs, args)
         u = L.uniqueness(days)
         what = f"{days.n_patients} patients, {days.n_days} patient-days, {days.n_labs} labs"
-    _write(u.by_days()[["days", "patients", "share_unique"]], args.out)
+    table = u.by_days()[["days", "patients", "share_unique"]]
+    if policy.active:  # patients with at least d days: counts of people (the total is printed below)
+        from engine.disclosure.cells import SUPPRESSED, suppress_cumulative
+
+        hide = suppress_cumulative(table["patients"].tolist(), policy, len(u.patient_ids))
+        table = table.astype({"patients": object})
+        table.loc[hide, "patients"] = SUPPRESSED
+        print(
+            f"small cells ({policy.describe()}): {int(hide.sum()):,} of {len(hide):,} count(s) of patients "
+            "suppressed (small, or a small difference to another count or to the total)"
+        )
+    _write(table, args.out)
     print(f"{what}: {100 * u.share_unique:.1f}% unique; {time.perf_counter() - t0:.1f} s -> {args.out}")
     return 0
 

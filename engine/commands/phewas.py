@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from engine.commands.paths import path_roles
+from engine.disclosure.cells import add_min_cell_option
 from engine.io.errors import UserError
 
 if TYPE_CHECKING:
@@ -48,11 +49,7 @@ def register(sub) -> None:
     p.add_argument("--min-code-count", type=int, default=1, help="occurrences for a case (default 1)")
     p.add_argument("--min-cases", type=int, default=20, help="cases needed before a test runs (default 20)")
     p.add_argument("--test", choices=("allelic", "genotypic"), default="allelic")
-    p.add_argument(
-        "--min-cell",
-        default="none",
-        help="small-cell policy of the written table: N (counts 1..N-1 suppressed) or cms, aou, ohdsi, none",
-    )
+    add_min_cell_option(p, "the written table (cases, controls and their alleles)")
     p.add_argument("--out", required=True, help="output CSV")
     p.set_defaults(
         func=run,
@@ -129,12 +126,9 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--released and --codemap go together")
     if args.shards and args.released:
         raise UserError("--released needs --events: a release is compared with the original in memory")
-    from engine.disclosure.cells import SmallCellError, SmallCellPolicy, suppress_phewas
+    from engine.disclosure.cells import min_cell_of, suppress_phewas
 
-    try:
-        policy = SmallCellPolicy.parse(args.min_cell)
-    except SmallCellError as exc:
-        raise UserError(f"--min-cell: {exc}") from None
+    policy = min_cell_of(args)
     options = InputOptions.of(args)
     genotypes = load_genotypes_checked(args.genotypes, options).data
     settings = phewas.PhewasSettings(args.min_code_count, args.min_cases, args.test)

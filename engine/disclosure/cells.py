@@ -461,3 +461,54 @@ def suppress_phewas(table: pd.DataFrame, policy: SmallCellPolicy) -> tuple[pd.Da
         0,
         int(rows.sum()),
     )
+
+
+def suppress_cumulative(
+    values: Sequence[int], policy: SmallCellPolicy, total: int | None = None
+) -> np.ndarray:
+    """Mask of the cells to suppress in a column of counts "at least d" (nonincreasing: each the sum of
+    the exact counts from its row on, e.g. patients with at least d days). The cells of people are the
+    exact counts, which the difference of two published cells gives; so a cell is published only when
+    it and its difference to the next published cell further down (0 below the last row) are zero or
+    not small, and, when `total` (the count before the first row) is published elsewhere, the first
+    published cell's difference to it is too. Every published cell and every difference of two is then
+    zero or not small."""
+    v = np.asarray(values, dtype=np.int64)
+    hide = np.zeros(len(v), dtype=bool)
+    if not policy.active:
+        return hide
+    below = 0
+    for i in range(len(v) - 1, -1, -1):
+        if policy.is_small(int(v[i]) - below) or policy.is_small(int(v[i])):
+            hide[i] = True
+        else:
+            below = int(v[i])
+    if total is not None:
+        for i in range(len(v)):
+            if hide[i]:
+                continue
+            if not policy.is_small(int(total) - int(v[i])):
+                break
+            hide[i] = True
+    return hide
+
+
+# ------------------------------------------------------------------------ the commands' option
+MIN_CELL_HELP = "N (counts 1..N-1 suppressed) or cms, aou, ohdsi, none (default: none)"
+
+
+def add_min_cell_option(parser: Any, what: str = "the counts of patients written") -> None:
+    """`--min-cell N|cms|aou|ohdsi|none` on a command that writes counts of patients in cells (`phewas`,
+    `labs uniqueness`, `anonymize ugaclip|aclip --report`); read with `min_cell_of`. Not a file: no path
+    role."""
+    parser.add_argument("--min-cell", default="none", help=f"small-cell policy of {what}: {MIN_CELL_HELP}")
+
+
+def min_cell_of(args: Any) -> SmallCellPolicy:
+    """The policy `--min-cell` names; a bad value is the user's mistake (`UserError`, one line, exit 2)."""
+    from engine.io.errors import UserError
+
+    try:
+        return SmallCellPolicy.parse(getattr(args, "min_cell", "none"))
+    except SmallCellError as exc:
+        raise UserError(f"--min-cell: {exc}") from None
