@@ -100,6 +100,21 @@ def audit_log(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 @pytest.fixture(scope="session", autouse=True)
+def study_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Every test session (each xdist worker) saves its users' studies (engine/store, issue 25) to a store
+    of its own, never to the checkout's `.cohortshield/store.sqlite3`, which a later session would offer
+    back ("Resume"); a test of the store itself sets its own."""
+    path = tmp_path_factory.mktemp("store") / "store.sqlite3"
+    before = os.environ.get("COHORTSHIELD_STORE")
+    os.environ["COHORTSHIELD_STORE"] = str(path)
+    yield path
+    if before is None:
+        os.environ.pop("COHORTSHIELD_STORE", None)
+    else:
+        os.environ["COHORTSHIELD_STORE"] = before
+
+
+@pytest.fixture(scope="session", autouse=True)
 def data_roots() -> Iterator[None]:
     """The app reads server paths only inside its data roots (engine/io/deployment.py, issue 25): for
     the tests, the shipped sample and the test data; a test of the roots themselves sets its own."""
