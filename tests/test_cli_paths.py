@@ -151,7 +151,7 @@ def test_every_command_declares_its_paths() -> None:
     not_paths = {
         "scope", "knowledge", "k", "method", "variant", "constraints", "caps", "codes", "map", "mapping",
         "sheet", "schema", "source", "name", "recipient", "age_domain", "roll_up", "icd_levels",
-        "against", "query", "test", "formats", "labs_mode", "parameters", "scheduler",
+        "against", "query", "test", "formats", "labs_mode", "parameters", "scheduler", "min_cell",
     }  # fmt: skip
     for leaf in _leaf_parsers(parser):
         roles = leaf._defaults.get("path_roles")

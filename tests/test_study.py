@@ -44,7 +44,7 @@ def test_settings_round_trip_through_json(settings):
 @pytest.mark.parametrize(
     ("data", "words"),
     [
-        ({"method": "GCCens", "k": 1}, "k must be a whole number of at least 2"),
+        ({"method": "GCCens", "k": 1}, "k must be a whole number from 2 to 1,000,000"),
         ({"method": "Heatherly", "scope": "ward"}, "scope must be one of cohort, biobank, population"),
         ({"method": "Profiles", "algorithm": "COAT"}, "algorithm must be one of UGACLIP, ACLIP"),
         ({"method": "LDA", "w_icd": 1.5}, "w_ICD must lie between 0 and 1"),
