@@ -12,6 +12,21 @@ phenotype-selected cohort, and prints per knowledge (single visit, all visits):
 - `engine.estimate.kmap.estimate_kmap` from the cohort and the population's size alone: estimated
   share unique and below k with their interval, the exact shares, and the estimate's time.
 Peak memory (ru_maxrss) at the end. Never part of the tests.
+
+Measured (2 cores, shared with other jobs; k = 5, seed 0):
+
+    population 1,366,786 patients, 17,585,647 diagnoses; cohort 5,795 (generated and indexed in 26.8 s)
+    single_visit: exact distinguishability 4.6 s; maximum risk 1.000, average risk 0.762, records at risk
+      4,659 (80.4%) at threshold 0.20; risk_measures 0.14 ms vs plain loop 1.6 ms (11x)
+      k-map estimate without the population (0.5 s): unique 61.3% [60.5%, 62.0%] vs exact 71.5%;
+      below k 67.7% [67.0%, 68.3%] vs exact 80.4%
+    all_visits: exact distinguishability 0.8 s; maximum risk 1.000, average risk 0.998, records at risk
+      5,788 (99.9%); risk_measures 0.09 ms vs plain loop 1.5 ms (17x)
+      k-map estimate (0.1 s): unique 99.6% [99.5%, 99.8%] vs exact 99.7%; below k 99.7% vs exact 99.9%
+    peak memory 5.31 GB
+
+The cohort is phenotype-selected, not a random sample: the estimate understates single-visit risk by
+10-13 points, as the estimator's warning says.
 """
 
 from __future__ import annotations
