@@ -50,6 +50,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from engine.io.errors import UserError
+
 ROOT = "Any"
 AGE_TOP_CODE = 90  # HIPAA safe harbor (45 CFR 164.514(b)(2)(i)(C)): ages above 89 are one category
 AGE_TOP_LABEL = "90+"
@@ -82,6 +84,14 @@ ICD10_COUNTERPART: dict[str, tuple[str, ...]] = {
 PHECODE_PREFIX = "phe:"
 
 
+class HierarchyError(UserError, ValueError):
+    """A hierarchy (an uploaded `child,parent` file, an age domain) that cannot be built: one line."""
+
+
+class UnknownLabelError(UserError, KeyError):
+    """A label (a code, an age) that is not a node of the hierarchy; the message names it."""
+
+
 class Hierarchy:
     """A rooted tree of labelled nodes (a DGH, Definition 2). Node 0 is the root.
 
@@ -102,15 +112,15 @@ class Hierarchy:
     ) -> None:
         labels = [str(x) for x in labels]
         if len(labels) != len(parents) or not labels:
-            raise ValueError("a hierarchy needs one parent per label and at least a root")
+            raise HierarchyError("a hierarchy needs one parent per label and at least a root")
         if parents[0] != -1 or any(p < 0 for p in parents[1:]):
-            raise ValueError("node 0 must be the only root (parent -1)")
+            raise HierarchyError("node 0 must be the only root (parent -1)")
         self.name = name
         self.labels: tuple[str, ...] = tuple(labels)
         self._index = {lab: i for i, lab in enumerate(labels)}
         if len(self._index) != len(labels):
             dup = pd.Series(labels)[pd.Series(labels).duplicated()].tolist()[:5]
-            raise ValueError(f"duplicate node labels in hierarchy {name!r}: {dup}")
+            raise HierarchyError(f"duplicate node labels in hierarchy {name!r}: {dup}")
         self.parent_index = np.asarray(parents, dtype=np.int64)
         n = len(labels)
         children: list[list[int]] = [[] for _ in range(n)]
@@ -141,7 +151,7 @@ class Hierarchy:
                 stack.append((c, False))
         if len(order) != n:
             bad = [labels[i] for i in range(n) if depth[i] < 0][:5]
-            raise ValueError(f"hierarchy {name!r} has nodes not connected to the root (cycle?): {bad}")
+            raise HierarchyError(f"hierarchy {name!r} has nodes not connected to the root (cycle?): {bad}")
         self.depth_array = depth
         self.n_leaves_array = n_leaves
         self.is_leaf_array = np.array([not c for c in children], dtype=bool)
@@ -178,7 +188,7 @@ class Hierarchy:
         try:
             return self._index[str(label)]
         except KeyError:
-            raise KeyError(f"{label!r} is not a node of hierarchy {self.name!r}") from None
+            raise UnknownLabelError(f"{label!r} is not a node of hierarchy {self.name!r}") from None
 
     def indexes(self, labels: Iterable[str]) -> np.ndarray:
         """Node indexes of many labels (KeyError listing the unknown ones)."""
@@ -186,7 +196,9 @@ class Hierarchy:
         out = np.fromiter((self._index.get(x, -1) for x in labels), dtype=np.int64, count=len(labels))
         if (out < 0).any():
             unknown = sorted({x for x, i in zip(labels, out, strict=True) if i < 0})
-            raise KeyError(f"{len(unknown)} value(s) not in hierarchy {self.name!r}, e.g. {unknown[:5]}")
+            raise UnknownLabelError(
+                f"{len(unknown)} value(s) not in hierarchy {self.name!r}, e.g. {unknown[:5]}"
+            )
         return out
 
     def leaf_of(self, value: object) -> str:
@@ -347,10 +359,10 @@ class Hierarchy:
         nodes = list(dict.fromkeys([*parents.values(), *parents.keys()]))
         roots = [v for v in nodes if v not in parents]
         if not roots:
-            raise ValueError(f"hierarchy {name!r} has no root (every node has a parent: a cycle)")
+            raise HierarchyError(f"hierarchy {name!r} has no root (every node has a parent: a cycle)")
         if len(roots) > 1:
             if ROOT in parents:
-                raise ValueError(f"hierarchy {name!r}: {ROOT!r} cannot have a parent")
+                raise HierarchyError(f"hierarchy {name!r}: {ROOT!r} cannot have a parent")
             for r in roots:
                 if r != ROOT:
                     parents[r] = ROOT
@@ -378,15 +390,15 @@ class Hierarchy:
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise ValueError(f"{path.name}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+            raise HierarchyError(f"{path.name}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
         rows = list(csv.reader(text.splitlines()))
         if not rows:
-            raise ValueError(
+            raise HierarchyError(
                 f"{path.name}: empty file; expected a header `child,parent` and one row per edge"
             )
         header = [h.strip().lower() for h in rows[0]]
         if header[:2] != ["child", "parent"] or len(header) != 2:
-            raise ValueError(
+            raise HierarchyError(
                 f"{path.name}, row 1: expected the header `child,parent`, found {','.join(rows[0])!r}"
             )
         parents: dict[str, str] = {}
@@ -394,26 +406,26 @@ class Hierarchy:
             if not row or all(not c.strip() for c in row):
                 continue
             if len(row) != 2:
-                raise ValueError(
+                raise HierarchyError(
                     f"{path.name}, row {r}: expected 2 columns (child, parent), found {len(row)}"
                 )
             child, par = row[0].strip(), row[1].strip()
             col = "child" if not child else "parent" if not par else None
             if col:
-                raise ValueError(f"{path.name}, row {r}, column {col!r}: empty value")
+                raise HierarchyError(f"{path.name}, row {r}, column {col!r}: empty value")
             if child in parents and parents[child] != par:
-                raise ValueError(
+                raise HierarchyError(
                     f"{path.name}, row {r}, column 'child': {child!r} already has parent {parents[child]!r}"
                 )
             if child == par:
-                raise ValueError(f"{path.name}, row {r}: {child!r} cannot be its own parent")
+                raise HierarchyError(f"{path.name}, row {r}: {child!r} cannot be its own parent")
             parents[child] = par
         if not parents:
-            raise ValueError(f"{path.name}: no edges below the header")
+            raise HierarchyError(f"{path.name}: no edges below the header")
         try:
             return cls.from_parents(parents, name=name or path.stem)
         except ValueError as exc:
-            raise ValueError(f"{path.name}: {exc}") from None
+            raise HierarchyError(f"{path.name}: {exc}") from None
 
     @classmethod
     def icd9(cls, levels: Sequence[str] = ICD9_LEVELS) -> Hierarchy:
@@ -445,7 +457,7 @@ class Hierarchy:
         """
         lo, hi = int(lo), int(hi)
         if hi < lo:
-            raise ValueError(f"age domain {lo}-{hi}: the upper bound must not be below the lower bound")
+            raise HierarchyError(f"age domain {lo}-{hi}: the upper bound must not be below the lower bound")
         top = top_code_90 and hi >= AGE_TOP_CODE
         last = AGE_TOP_CODE if top else hi
         if top and lo >= AGE_TOP_CODE:

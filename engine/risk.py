@@ -33,8 +33,14 @@ import pandas as pd
 import scipy.sparse as sp
 
 from engine.adversary import ALL_ADVERSARIES, Adversary, Knowledge
+from engine.io.errors import UserError
 from engine.records import Records, concat_ranges
 from engine.release import Release, codes_of
+
+
+class MissingPopulationError(UserError, ValueError):
+    """A population-scope adversary asked for while no population is loaded."""
+
 
 # ------------------------------------------------------------------------------------ kernel
 # Work plan of `known_set_distinguishability` (ARCHITECTURE section 7):
@@ -912,7 +918,9 @@ def candidates_for(
     if released_population is not None:
         return released_population
     if population is None:
-        raise ValueError("the population adversary needs the population the cohort was drawn from")
+        raise MissingPopulationError(
+            "the population adversary needs the population the cohort was drawn from"
+        )
     return population
 
 

@@ -16,7 +16,7 @@ from engine.adversary import ALL_ADVERSARIES
 from engine.estimate import explain, kmap
 from engine.records import Records
 from engine.report.glossary import help_for
-from ui import honest, literal, threshold
+from ui import errors, honest, literal, threshold
 from ui import progress as progress_ui
 from ui import study as session_study
 from ui.context import HASH_FUNCS, cohort_is_population, current, warn_if_whole_population
@@ -197,8 +197,8 @@ else:
         rel = held.release
         try:
             v = session_study.reverify(ctx, rel)
-        except ValueError as exc:  # e.g. a population adversary with no population
-            status.append({"release": name, "method": rel.method, "recorded when added": str(exc)})
+        except Exception as exc:  # e.g. a population adversary with no population (a UserError)
+            status.append({"release": name, "method": rel.method, "recorded when added": errors.message(exc)})
             continue
         rdis = np.asarray(v.distinguishability)
         before_after[name] = rdis

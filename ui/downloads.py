@@ -44,6 +44,7 @@ from engine.io.pseudonyms import Pseudonyms, new_key
 from engine.records import Records
 from engine.release import Release
 from engine.risk import Verification
+from ui import errors
 from ui.fingerprints import release_key
 from ui.literal import md
 
@@ -278,8 +279,9 @@ def export_check(
         )
     try:
         v = sidebar_verification(release, method_verification, adversary, k, population)
-    except ValueError as exc:  # e.g. a population adversary with no population
-        return None, f"The release cannot be verified for the {adversary.label} adversary: {exc}"
+    except Exception as exc:  # e.g. a population adversary with no population (a UserError)
+        why = errors.message(exc)
+        return None, f"The release cannot be verified for the {adversary.label} adversary: {why}"
     try:
         gate(release, v, adversary, k)
     except ExportRefused as exc:

@@ -21,9 +21,10 @@ import pandas as pd
 import streamlit as st
 
 from engine.io.deployment import CONNECTION_PREFIX, roots_text
+from engine.io.errors import UserError
 from engine.io.imports import IMPORT_KINDS, SAMPLE_VARIANTS, ImportSpec, preview, sheet_names
 from engine.io.mapping import MODEL_COLUMNS, REQUIRED, ColumnMapping, suggest_mapping
-from ui import literal
+from ui import errors
 from ui.literal import md
 
 APPLIED = "_import_applied"  # (ImportSpec, upload name, upload bytes or None)
@@ -80,7 +81,7 @@ def restorable(options: dict[str, str]) -> bool:
         return True
     try:
         spec = ImportSpec.from_options(options)
-    except ValueError:
+    except UserError:  # a malformed recorded mapping
         return False
     return spec is not None and bool(spec.location) and not spec.location.startswith("uploaded: ")
 
@@ -134,8 +135,8 @@ def _mapping_widgets(columns: list[str], where: Any) -> str | None:
     text = ",".join(f"{m}={c}" for m, c in chosen.items())
     try:
         ColumnMapping.parse(text)
-    except ValueError as exc:
-        literal.warning(exc, where)
+    except Exception as exc:  # a UserError's message, else a reference (ui/errors.py)
+        errors.show(exc, where, warning=True)
         return None
     where.code(f"--map {text}", language=None)  # the same mapping on the command line
     return text
@@ -208,8 +209,8 @@ def render(where: Any = st) -> None:
     where.subheader("Preview of the raw rows")
     try:
         shown, head = preview(kind, location=location, name=name, data=data, sheet=sheet, schema=schema)
-    except ValueError as exc:
-        literal.error(exc, where)
+    except Exception as exc:
+        errors.show(exc, where)
         return
     where.caption(f"First {len(head)} rows of {md(shown)} as written in the source.")
     where.dataframe(head, hide_index=True, width="stretch")

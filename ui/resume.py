@@ -30,6 +30,7 @@ from typing import Any
 
 import streamlit as st
 
+from engine.io.errors import UserError
 from engine.store import Store, Stored, StoreError, open_store, store_location
 from ui import literal
 
@@ -198,7 +199,7 @@ def _releases(stored: Stored) -> int | None:
         return 0
     try:
         return len(json.loads(stored.study_json).get("releases", []))
-    except (ValueError, AttributeError):
+    except (json.JSONDecodeError, AttributeError):
         return None
 
 
@@ -317,7 +318,7 @@ def _restore_import(stored: Stored) -> None:
         return
     try:
         spec = ImportSpec.from_options(options)
-    except ValueError:
+    except UserError:  # a malformed recorded mapping
         return
     if spec is None:
         return

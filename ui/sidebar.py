@@ -26,7 +26,7 @@ from engine.io.loaders import DataError, Loaded, load_sample_checked, load_uploa
 from engine.io.validation import Finding, ValidationReport
 from engine.records import Records
 from engine.report.glossary import help_for
-from ui import import_view, literal, persist
+from ui import errors, import_view, literal, persist
 from ui.context import SIDEBAR_RAN, WHOLE_POPULATION, Context, cohort_is_population
 from ui.data_choice import IMPORT, SAMPLE, UPLOAD
 from ui.study import RESTORED_UPLOADS, SESSION_FILES
@@ -158,10 +158,12 @@ def _load_import(options: tuple[str, bool]) -> tuple[Loaded[Dataset] | None, Dat
             memo[key] = (import_dataset(got, label), None)
         except DataError as exc:
             memo[key] = (None, exc)
-        except ValueError as exc:  # a malformed mapping
+        except Exception as exc:  # a malformed mapping (a UserError's text), else a bug's reference
             report = ValidationReport()
             report.add(
-                Finding("error", name or spec.location, None, str(exc), "a mapping", kind="bad_mapping")
+                Finding(
+                    "error", name or spec.location, None, errors.message(exc), "a mapping", kind="bad_mapping"
+                )
             )
             memo[key] = (None, DataError(report))
     loaded, error = memo[key]
@@ -199,7 +201,7 @@ def _load_uploads(
                     "error",
                     ", ".join(f.name for f in files.values()),
                     None,
-                    f"could not read the files ({type(exc).__name__}: {exc})",
+                    f"could not read the files ({errors.message(exc)})",
                     "CSV or Parquet files as described on the Cohort page",
                     kind="unreadable",
                 )

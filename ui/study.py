@@ -27,7 +27,7 @@ from engine.io.pseudonyms import new_key
 from engine.release import Release
 from engine.risk import Verification
 from engine.study.package import StudyInput, read_study_file, write_package
-from engine.study.runs import MethodSettings, RunInputs, SettingsError
+from engine.study.runs import MethodSettings, RunInputs
 from engine.study.study import (
     DataRef,
     RebuildCheck,
@@ -39,7 +39,7 @@ from engine.study.study import (
     rebuild,
     sha256_of,
 )
-from ui import literal
+from ui import errors, literal
 from ui import progress as progress_ui
 from ui.context import Context
 from ui.downloads import PSEUDONYM_KEY
@@ -279,8 +279,8 @@ def ledger_warning(ctx: Context, settings: MethodSettings) -> None:
         memo.clear()
         try:
             memo[key] = check_addition(existing, new, ctx.adversary, int(ctx.k), ctx.population)
-        except ValueError as exc:  # ReleaseInvariantError: the ledger cannot combine these releases
-            memo[key] = str(exc)
+        except Exception as exc:  # a ReleaseInvariantError is a bug: a reference, not its text
+            memo[key] = errors.message(exc)
     if isinstance(memo[key], str):
         literal.warning(
             f"This release could not be checked with the study's others on the ledger: {memo[key]}"
@@ -317,8 +317,8 @@ def add_to_study(
         try:
             with st.spinner("Verifying the release and writing its files through the export gate…"):
                 entry = add(ctx, name, settings)
-        except (StudyError, SettingsError, ValueError) as exc:
-            literal.error(exc)
+        except Exception as exc:  # a UserError's message, else a reference (ui/errors.py)
+            errors.show(exc)
             return
         st.success(literal.md(f"Added {entry.name!r} to the study: {entry.verdict_message()}."))
     names = [e.name for e in session(ctx).current()]

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from engine.hierarchy import Hierarchy
+from engine.io.errors import UserError
 
 DIAG, UP, LEFT = "diag", "up", "left"
 METHODS = ("a-gs", "baseline")
@@ -454,19 +455,23 @@ def baseline_costs_batch(
     return total
 
 
+class TrajectoryTextError(UserError, ValueError):
+    """A typed trajectory that is not pairs `(code, age)`; the message shows the form."""
+
+
 _PAIR = re.compile(r"\(\s*([^,()]+?)\s*,\s*([^()]+?)\s*\)")
 
 
 def parse_trajectory(text: str) -> list[tuple[str, str]]:
-    """`(401.1, 33) (401.1, 34)` -> [("401.1", "33"), ("401.1", "34")]; ValueError naming the problem."""
+    """`(401.1, 33) (401.1, 34)` -> [("401.1", "33"), ("401.1", "34")]; TrajectoryTextError naming the problem."""
     pairs = _PAIR.findall(text)
     rest = _PAIR.sub("", text).strip(" ,;\n\t")
     if rest:
-        raise ValueError(
+        raise TrajectoryTextError(
             f"could not read {rest[:40]!r}: write pairs as (code, age), e.g. (401.1, 33) (401.1, 34)"
         )
     if not pairs:
-        raise ValueError("no (code, age) pair found: write e.g. (401.1, 33) (401.1, 34)")
+        raise TrajectoryTextError("no (code, age) pair found: write e.g. (401.1, 33) (401.1, 34)")
     return [(c.strip(), a.strip()) for c, a in pairs]
 
 

@@ -85,6 +85,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from engine.anonymize.policy import PolicyCheck, PrivacyPolicy, check_policy, extract_policy
+from engine.io.errors import UserError
 from engine.records import Records, concat_ranges, item_bitsets
 from engine.release import Release, set_item_label
 from engine.risk import Verification
@@ -95,7 +96,7 @@ if TYPE_CHECKING:
 UtilityPolicy = Mapping[str, frozenset[str]]  # disease -> ICD codes
 
 
-class SuppressionLimitExceeded(RuntimeError):
+class SuppressionLimitExceeded(UserError, RuntimeError):
     """The run needed more suppressed codes than the user allowed."""
 
     def __init__(

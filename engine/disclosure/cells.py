@@ -46,6 +46,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from engine.io.errors import UserError
+
 PRESETS: dict[str, tuple[int, int, str]] = {
     "none": (1, 0, "no small-cell suppression"),
     "cms": (1, 10, "CMS cell-size suppression: counts 1-10 suppressed"),
@@ -55,7 +57,7 @@ PRESETS: dict[str, tuple[int, int, str]] = {
 SUPPRESSED = "suppressed"  # what a suppressed cell reads in a written table
 
 
-class SmallCellError(ValueError):
+class SmallCellError(UserError, ValueError):
     """A small-cell policy that cannot be honoured; the message says why."""
 
 

@@ -40,6 +40,12 @@ SAMPLE_VARIANTS: dict[str, str] = {
     "omop": "OMOP DuckDB",
     "meds": "MEDS",
 }
+
+
+class ImportSourceError(UserError, ValueError):
+    """A source that cannot be previewed or a sample variant that does not exist, in one line."""
+
+
 _OPTION_KEYS = ("source", "mapping", "sheet", "schema", "normalize_codes", "location", "sample_variant")
 
 
@@ -181,7 +187,7 @@ def preview(
 
             p = Path(location)
             if not p.is_file():
-                raise ValueError(f"{shown_location or '(no file)'}: no such file")
+                raise ImportSourceError(f"{shown_location or '(no file)'}: no such file")
             src = Source.from_path(p)  # text checked against the limits while read
             name, data = src.name, src.data
         try:
@@ -189,13 +195,13 @@ def preview(
         except LimitExceeded:
             raise
         except Exception as exc:  # any parser's error, shown in one line
-            raise ValueError(f"{name}: cannot be read ({type(exc).__name__}: {exc})") from None
+            raise ImportSourceError(f"{name}: cannot be read ({type(exc).__name__}: {exc})") from None
     if source == "meds":
         from engine.io.meds import shards
 
         files = shards(Path(location)) if Path(location).exists() else []
         if not files:
-            raise ValueError(f"{location or '(no folder)'}: no MEDS Parquet shards found")
+            raise ImportSourceError(f"{location or '(no folder)'}: no MEDS Parquet shards found")
         import pyarrow.parquet as pq
 
         pf = pq.ParquetFile(files[0])
@@ -207,7 +213,7 @@ def preview(
         report = ValidationReport()
         db = connect(location, schema, report, "a database")
         if db is None:
-            raise ValueError(report.errors[0].message)
+            raise ImportSourceError(report.errors[0].message)
         if is_connection(shown_location):
             db.label = shown_location
         try:
@@ -223,7 +229,7 @@ def preview(
             import pyarrow.parquet as pq
 
             return p.name, next(pq.ParquetFile(p).iter_batches(batch_size=n)).to_pandas().astype("string")
-    raise ValueError(f"{location or '(no folder)'}: no {table}.csv or {table}.parquet")
+    raise ImportSourceError(f"{location or '(no folder)'}: no {table}.csv or {table}.parquet")
 
 
 # ---------------------------------------------------------------------------------- loading
@@ -294,7 +300,7 @@ def variant_location(variant: str, directory: Path = SAMPLE_DIR) -> Path:
         "meds": directory / "meds",
     }
     if variant not in paths:
-        raise ValueError(f"no sample variant {variant!r} (variants: {', '.join(SAMPLE_VARIANTS)})")
+        raise ImportSourceError(f"no sample variant {variant!r} (variants: {', '.join(SAMPLE_VARIANTS)})")
     p = paths[variant]
     if not p.exists():
         raise FileNotFoundError(

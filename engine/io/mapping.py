@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from engine.io.errors import UserError
 from engine.io.events import Action, SourceData, check_events
 from engine.io.validation import ALIASES, FileCheck, NaIds, ValidationReport, closest_column
 from engine.vocab import Vocabulary
@@ -37,6 +38,10 @@ _EXTRA_ALIASES = {
 }
 
 
+class MappingError(UserError, ValueError):
+    """A malformed column mapping (`patient_id=MRN,code=DX_CODE`); the message says what is wrong."""
+
+
 @dataclass(frozen=True)
 class ColumnMapping:
     """{model column: file column}; `patient_id` and `code` are required."""
@@ -45,29 +50,29 @@ class ColumnMapping:
 
     @classmethod
     def parse(cls, text: str) -> ColumnMapping:
-        """`patient_id=MRN,code=DX_CODE`; ValueError saying what is wrong."""
+        """`patient_id=MRN,code=DX_CODE`; a MappingError (a UserError) saying what is wrong."""
         pairs: list[tuple[str, str]] = []
         for part in [p for p in text.split(",") if p.strip()]:
             model, sep, column = part.partition("=")
             model, column = model.strip().lower(), column.strip()
             if not sep or not column:
-                raise ValueError(f"mapping {part.strip()!r}: expected model=column, e.g. code=DX_CODE")
+                raise MappingError(f"mapping {part.strip()!r}: expected model=column, e.g. code=DX_CODE")
             if model not in MODEL_COLUMNS:
-                raise ValueError(
+                raise MappingError(
                     f"mapping {part.strip()!r}: {model!r} is not one of {', '.join(MODEL_COLUMNS)}"
                 )
             if model in dict(pairs):
-                raise ValueError(f"mapping: {model!r} is mapped twice")
+                raise MappingError(f"mapping: {model!r} is mapped twice")
             pairs.append((model, column))
         mapped = [c for _, c in pairs]
         twice = sorted({c for c in mapped if mapped.count(c) > 1})
         if twice:
-            raise ValueError(
+            raise MappingError(
                 f"mapping: column(s) {', '.join(map(repr, twice))} mapped to more than one model name"
             )
         missing = [m for m in REQUIRED if m not in dict(pairs)]
         if missing:
-            raise ValueError(
+            raise MappingError(
                 f"mapping: {', '.join(missing)} must be mapped (e.g. patient_id=MRN,code=DX_CODE)"
             )
         return cls(tuple(pairs))

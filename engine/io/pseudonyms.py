@@ -29,13 +29,15 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from engine.io.errors import UserError
+
 KEY_BYTES = 32
 _KEY = re.compile(r"[0-9a-f]{64}")
 RELEASE_ID_PREFIX = "R"
 CROSSWALK_COLUMNS = ("release_id", "source_id")
 
 
-class PseudonymKeyError(ValueError):
+class PseudonymKeyError(UserError, ValueError):
     """A pseudonym key that is not 64 lower-case hex digits."""
 
 

@@ -37,6 +37,8 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from engine.io.errors import UserError
+
 PATIENT, DAY, LAB = "patient_id", "day", "lab"
 LAB_COLUMNS = (PATIENT, DAY, LAB)
 PAPER_PATIENT_DAYS = 6_449_310  # Johnson 2018, section 3.1
@@ -47,6 +49,10 @@ MAX_N = 100  # Recall@n for n = 1..100 (section 2.6)
 Against = Literal["99", "population"]
 Query = Literal["one_day", "all_days"]
 Progress = Callable[[float, str], None]
+
+
+class LabDataError(UserError, ValueError):
+    """Lab orders or draw settings that cannot give a re-identification run; the message says why."""
 
 
 # ------------------------------------------------------------------------------------ input
@@ -430,20 +436,20 @@ def draw_queries(
     when fewer); `"population"`: every other patient.
     """
     if trials < 1 or simulations < 1:
-        raise ValueError("trials and simulations must be at least 1")
+        raise LabDataError("trials and simulations must be at least 1")
     if against not in ("99", "population"):
-        raise ValueError(f"against must be '99' or 'population', not {against!r}")
+        raise LabDataError(f"against must be '99' or 'population', not {against!r}")
     if query not in ("one_day", "all_days"):
-        raise ValueError(f"query must be 'one_day' or 'all_days', not {query!r}")
+        raise LabDataError(f"query must be 'one_day' or 'all_days', not {query!r}")
     n_p = days.n_patients
     if n_p < 2:
-        raise ValueError("re-identification needs at least two patients with lab days")
+        raise LabDataError("re-identification needs at least two patients with lab days")
     rng = np.random.default_rng(seed)
     total = simulations * trials
     if query == "one_day":
         eligible = np.flatnonzero(days.days_per_patient[days.day_patient] >= 2)
         if len(eligible) == 0:
-            raise ValueError("no patient has two or more lab days: one-day re-identification needs them")
+            raise LabDataError("no patient has two or more lab days: one-day re-identification needs them")
         breached = eligible[rng.integers(0, len(eligible), size=total)]
         known = days.day_patient[breached]
     else:

@@ -24,7 +24,7 @@ import streamlit as st
 from engine.labs import reident as L
 from engine.labs.vae_config import VAEConfig
 from engine.study.runs import LabRecallSettings
-from ui import literal, persist
+from ui import errors, persist
 from ui import progress as progress_ui
 from ui.context import Context
 from ui.downloads import table_download
@@ -221,8 +221,8 @@ def render(ctx: Context) -> None:
         settings.validate()
         draw_key = (settings.min_orders, settings.trials, settings.simulations, against, query, settings.seed)
         d = draws(key, draw_key, settings, r_days)
-    except ValueError as exc:
-        literal.error(exc)
+    except Exception as exc:  # a UserError's message, else a reference (ui/errors.py)
+        errors.show(exc)
         return
     update, done = progress_bar("Ranking the true patients…")
     raw = recall((key, draw_key, "raw"), lambda: settings.raw_recall(r_days, d, update))
@@ -295,8 +295,8 @@ def render(ctx: Context) -> None:
                         key="labs_vae_run",
                         job=(key, min_orders, config),
                     )
-        except ValueError as exc:
-            literal.error(exc)
+        except Exception as exc:
+            errors.show(exc)
     if model is not None:
         lat = recall(
             (key, draw_key, "latent", model.config), lambda: settings.latent_recall(r_days, d, model)

@@ -22,7 +22,7 @@ from engine import risk
 from engine.adversary import Adversary
 from engine.anonymize.alignment import Alignment, align, alignment_long, parse_trajectory
 from engine.anonymize.trajectories import LDAResult, Trajectories, default_age_domain, lda
-from engine.hierarchy import ICD9_LEVELS, ICD9_THESIS_LEVELS, Hierarchy
+from engine.hierarchy import ICD9_LEVELS, ICD9_THESIS_LEVELS, Hierarchy, HierarchyError
 from engine.records import Records
 from engine.release import Release
 from engine.report.glossary import help_for
@@ -30,7 +30,7 @@ from engine.risk import Verification
 from engine.study.experiments import LDAPoint, lda_measures, lda_sweep_k, lda_sweep_weights
 from engine.study.runs import ICD_HIERARCHIES, CodeSelection, LDASettings, RunInputs
 from engine.utility.loss import avg_re, cluster_table, level_shares, record_losses
-from ui import honest, literal, persist
+from ui import errors, honest, persist
 from ui import progress as progress_ui
 from ui.context import HASH_FUNCS, Context
 from ui.downloads import release_downloads, release_table_download
@@ -89,7 +89,7 @@ def _icd_hierarchy(choice: str, upload: tuple[str, bytes] | None) -> Hierarchy:
     if choice == ICD_CHOICES[2]:
         return Hierarchy.phecodes()
     if upload is None:
-        raise ValueError("upload a CSV with header child,parent for the custom ICD hierarchy")
+        raise HierarchyError("upload a CSV with header child,parent for the custom ICD hierarchy")
     return Hierarchy.from_csv_bytes(upload[1], upload[0])
 
 
@@ -237,8 +237,8 @@ def _run_or_report(ctx: Context, selection, hier, k, w_icd, method) -> LDAResult
             job=(ctx.cohort.fingerprint, selection, hier, k, w_icd, method),
             ask=True,  # 4-6 s on the sample: no live preview, a Run button after a change
         )
-    except (ValueError, KeyError) as exc:
-        literal.error(exc.args[0] if exc.args else exc)
+    except Exception as exc:  # a UserError's message, else a reference (ui/errors.py)
+        errors.show(exc)
         return None
 
 
@@ -363,13 +363,13 @@ def _teaching_view(res: LDAResult, w_icd: float, method: str) -> None:
             x, y = parse_trajectory(tx), parse_trajectory(ty)
             al_icd = Hierarchy.icd9(ICD9_THESIS_LEVELS)
             icd_h = al_icd.restrict(sorted({*icd_h.leaves(), *(c for c, _ in x + y)}))
-        except (ValueError, KeyError) as exc:
-            literal.error(exc.args[0] if exc.args else exc)
+        except Exception as exc:  # a UserError's message, else a reference (ui/errors.py)
+            errors.show(exc)
             return
     try:
         al = align(x, y, icd_h, age_h, w_icd=w_icd, w_age=round(1 - w_icd, 10), method=method)
-    except (ValueError, KeyError) as exc:
-        literal.error(exc.args[0] if exc.args else exc)
+    except Exception as exc:  # a UserError's message, else a reference (ui/errors.py)
+        errors.show(exc)
         return
     st.markdown(
         f"**{method.upper()} result:** "
@@ -491,8 +491,8 @@ def render_tradeoffs(ctx: Context) -> None:
 
         try:
             wdf = progress_ui.run("Weight sweep", compute, key="ldat_wsweep", job=(selection, hier, k_w))
-        except (ValueError, KeyError) as exc:
-            literal.error(exc.args[0] if exc.args else exc)
+        except Exception as exc:  # a UserError's message, else a reference (ui/errors.py)
+            errors.show(exc)
             return
         if wdf is None:
             return
@@ -516,6 +516,6 @@ def _sweep(ctx: Context, selection, hier, w_icd: float, ks: tuple[int, ...]) -> 
 
     try:
         return progress_ui.run("k sweep", compute, key="ldat_ksweep", job=(selection, hier, w_icd, ks))
-    except (ValueError, KeyError) as exc:
-        literal.error(exc.args[0] if exc.args else exc)
+    except Exception as exc:  # a UserError's message, else a reference (ui/errors.py)
+        errors.show(exc)
         return None

@@ -41,7 +41,7 @@ from engine.utility.queries import (
     satisfaction_table,
     utility_policy_from_frame,
 )
-from ui import honest, literal, persist
+from ui import errors, honest, literal, persist
 from ui import progress as progress_ui
 from ui.context import HASH_FUNCS, Context
 from ui.downloads import release_downloads
@@ -140,8 +140,8 @@ def _policy_editor(cohort: Records | None = None) -> UtilityPolicy | None:
         try:
             st.session_state[_POLICY_KEY] = read_utility_policy(up, name=up.name).to_frame()
             st.session_state["profiles_upload_id"] = up.file_id
-        except ValueError as exc:
-            literal.error(exc)
+        except Exception as exc:  # a UserError's message, else a reference (ui/errors.py)
+            errors.show(exc)
     if st.button("Reset to the default policy", key="profiles_reset"):
         st.session_state[_POLICY_KEY] = default.to_frame()
     edited = st.data_editor(
@@ -157,8 +157,8 @@ def _policy_editor(cohort: Records | None = None) -> UtilityPolicy | None:
     )
     try:
         policy = utility_policy_from_frame(edited, "utility policy table")
-    except ValueError as exc:
-        literal.error(exc)
+    except Exception as exc:
+        errors.show(exc)
         return None
     _download(
         policy.to_frame(), "Download the utility policy (CSV)", "utility_policy.csv", "profiles_policy_dl"
