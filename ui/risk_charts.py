@@ -13,6 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from engine.risk import cdf
+from engine.vocab import describe
 from ui.colours import colour_of
 
 
@@ -105,3 +106,15 @@ def distinguishability_cdf_figure(
         hovermode="x unified",
     )
     return fig
+
+
+def describe_patterns(patterns: pd.DataFrame) -> pd.DataFrame:
+    """`engine.risk.riskiest_patterns`' table with its `descriptions` column written by
+    `engine.vocab.describe` from the `codes` column ("; "-joined items, `×n` for repeats): ICD-9-CM and
+    ICD-10-CM alike, "—" and a reason where a code has none (issue 26)."""
+    out = patterns.copy()
+    out["descriptions"] = [
+        "; ".join(describe(item.rsplit(" ×", 1)[0]) for item in str(codes).split("; "))
+        for codes in out["codes"]
+    ]
+    return out
