@@ -52,13 +52,14 @@ cohort); `biobank` / `population` anonymize the biobank / whole population and e
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from engine.adversary import Adversary
+from engine.io.progress import Progress
 from engine.records import CODE, PATIENT, VISIT, Records, concat_ranges
 from engine.release import Release, set_item_label
 from engine.risk import Matching, Verification, distinguishability, verify
@@ -68,8 +69,6 @@ METHOD = "Heatherly"
 SCOPE_NAMES: dict[str, str] = {"cohort": "DEMO_D", "biobank": "DEMO_B", "population": "DEMO_S"}
 ICD9_LEVELS: tuple[str, ...] = ("5-digit", "4-digit", "3-digit", "section", "chapter", "Any")
 COMPLETION_GENERALIZE_ROUNDS = 2
-
-Progress = Callable[[float, str], None]
 
 
 def export_label(with_visits: bool) -> str:

@@ -28,7 +28,6 @@ are dropped, and so are patients left without days. All draws come from `numpy.r
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal
@@ -38,6 +37,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from engine.io.errors import UserError
+from engine.io.progress import Progress
 
 PATIENT, DAY, LAB = "patient_id", "day", "lab"
 LAB_COLUMNS = (PATIENT, DAY, LAB)
@@ -48,7 +48,6 @@ MAX_N = 100  # Recall@n for n = 1..100 (section 2.6)
 
 Against = Literal["99", "population"]
 Query = Literal["one_day", "all_days"]
-Progress = Callable[[float, str], None]
 
 
 class LabDataError(UserError, ValueError):

@@ -34,7 +34,7 @@ Importing this module imports torch: the app imports it only when the latent vie
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 
@@ -44,6 +44,7 @@ import torch
 from sklearn.metrics import average_precision_score, precision_recall_curve, roc_auc_score, roc_curve
 from torch import nn
 
+from engine.io.progress import Progress
 from engine.labs.reident import PatientDays
 from engine.labs.vae_config import (  # noqa: F401  (re-exported: the config is torch-free)
     LATENT_MAX,
@@ -53,8 +54,6 @@ from engine.labs.vae_config import (  # noqa: F401  (re-exported: the config is 
     LatentRelease,
     VAEConfig,
 )
-
-Progress = Callable[[float, str], None]
 
 KERAS_EXAMPLE = VAEConfig(hidden=512, batch_size=128, learning_rate=1e-3)  # see the module docstring
 

@@ -20,12 +20,13 @@ from __future__ import annotations
 import dataclasses
 import io
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from engine.adversary import Adversary
 from engine.io.errors import UserError
+from engine.io.progress import Progress
 from engine.records import Records
 from engine.release import Release
 
@@ -49,8 +50,6 @@ PAPER_CODES = ("250", "272", "401", "724")  # Tamersoy 2010's four codes, thesis
 # M54 dorsalgia (low back pain, sciatica, back pain unspecified: 724.2, 724.3, 724.5).
 PAPER_CODES_ICD10CM = ("E11", "E78", "I10", "M54")
 CODE_SELECTIONS = ("paper", "top", "chosen", "all")
-
-Progress = Callable[[float, str], None]
 
 
 class SettingsError(UserError, ValueError):
