@@ -8,12 +8,13 @@ import streamlit as st
 
 from engine.report.bundle import make_bundle
 from engine.report.glossary import help_for
-from engine.report.report import SMALL_CELL_RULE, ReleaseInput, ReportError, build_report
+from engine.report.report import SMALL_CELL_RULE, PhewasResults, ReleaseInput, ReportError, build_report
 from engine.study.study import StudyError, verification_matrix
 from ui import honest, literal, threshold
 from ui import study as session_study
 from ui.context import current, warn_if_whole_population
 from ui.downloads import crosswalk_download, report_download
+from ui.fingerprints import frame_fingerprint, release_key
 from ui.teach import intro
 
 ctx = current()
@@ -208,12 +209,40 @@ key = (
     reproducible,
     tuple(published[n][1].release.fingerprint for n in chosen),
 )
+
+
+def _phewas_results(names: list[str]) -> PhewasResults | None:
+    """The report's PheWAS tables (default settings) of the cohort and of each release, memoized in
+    the session on content (cohort, genotypes, releases): a rebuild does not run them again."""
+    genotypes = ctx.dataset.genotypes
+    if genotypes is None or genotypes.empty:
+        return None
+    from engine.utility import phewas
+
+    memo: dict = st.session_state.setdefault("_report_phewas", {})
+    okey = (ctx.cohort.fingerprint, frame_fingerprint(genotypes))
+    if memo.get("key") != okey:
+        memo.clear()
+        memo["key"], memo["original"], memo["released"] = okey, None, {}
+    if memo["original"] is None:
+        memo["original"] = phewas.phewas_of_records(ctx.cohort, genotypes)
+    released: dict = memo["released"]
+    for n in names:
+        rkey = release_key(published[n][1].release)
+        if rkey not in released:
+            released[rkey] = phewas.phewas_of_release(published[n][1].release, genotypes)
+    return PhewasResults(memo["original"], {n: released[release_key(published[n][1].release)] for n in names})
+
+
 if st.button("Build the report", type="primary", key="report_build"):
     with st.spinner("Verifying every release under the study's attacker and building the report…"):
         inputs = {}
+        memo_m: dict = st.session_state.get("_report_matrices", {})
         for n in chosen:
-            rel = published[n][1].release
-            inputs[n] = ReleaseInput(rel, session_study.reverify(ctx, rel))
+            held = published[n][1]
+            v = session_study.reverify(ctx, held.release)
+            # the gate's files of this session (made when added), checked against the study's sha256
+            inputs[n] = ReleaseInput(held.release, v, (held.files or None) if v.ok else None)
         try:
             report = build_report(
                 study,
@@ -221,12 +250,19 @@ if st.button("Build the report", type="primary", key="report_build"):
                 ctx.population,
                 ctx.cohort,
                 genotypes=ctx.dataset.genotypes,
+                phewas=_phewas_results(chosen),
                 recipient=recipient,
                 reproducible=reproducible,
+                matrices={  # the verification matrices shown above, not computed again
+                    n: memo_m[m]
+                    for n in chosen
+                    if (m := (published[n][1].release.fingerprint, ctx.population.fingerprint, int(ctx.k)))
+                    in memo_m
+                },
             )
         except ReportError as exc:
             st.session_state["report_built"] = (key, exc)
-        else:
+        else:  # each format rendered once: the preview, the downloads and the bundle share the bytes
             page = report.to_html()
             st.session_state["report_built"] = (key, report, page, report.to_pdf(), make_bundle(report))
 built = st.session_state.get("report_built")
@@ -242,8 +278,8 @@ else:
     )
     report_download(pdf, "IRB report (PDF)", "cohortshield_report.pdf", where=c2)
     report_download(page, "IRB report (HTML)", "cohortshield_report.html", where=c3)
-    report_download(report.to_json(), "IRB report (JSON)", "cohortshield_report.json", where=c4)
-    report_download(report.to_markdown(), "IRB report (Markdown)", "cohortshield_report.md", where=c5)
+    report_download(report.to_json, "IRB report (JSON)", "cohortshield_report.json", where=c4)
+    report_download(report.to_markdown, "IRB report (Markdown)", "cohortshield_report.md", where=c5)
     unverified = [r["name"] for r in report.data["releases"] if not r["verification"]["verified"]]
     if unverified:
         literal.warning(

@@ -136,24 +136,31 @@ class Report:
     appendix: dict[str, bytes]
     release_files: dict[str, dict[str, bytes]]
     study_json: str = ""  # the study file (`Study.to_json`) the report was built from
+    # each format rendered once (issue 24): the page's download, its preview and the bundle share the bytes
+    _rendered: dict[str, bytes] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def _once(self, kind: str, render: Any) -> bytes:
+        if kind not in self._rendered:
+            self._rendered[kind] = render()
+        return self._rendered[kind]
 
     def to_json(self) -> bytes:
-        return report_json(self.data).encode("utf-8")
+        return self._once("json", lambda: report_json(self.data).encode("utf-8"))
 
     def to_html(self) -> bytes:
         from engine.report.render import render_html
 
-        return render_html(self.data).encode("utf-8")
+        return self._once("html", lambda: render_html(self.data).encode("utf-8"))
 
     def to_markdown(self) -> bytes:
         from engine.report.render import render_markdown
 
-        return render_markdown(self.data).encode("utf-8")
+        return self._once("markdown", lambda: render_markdown(self.data).encode("utf-8"))
 
     def to_pdf(self) -> bytes:
         from engine.report.render import render_pdf
 
-        return render_pdf(self.data)
+        return self._once("pdf", lambda: render_pdf(self.data))
 
 
 # ----------------------------------------------------------------------------------- provenance
@@ -426,6 +433,26 @@ def _split_large(
     return inline, refs
 
 
+def _phewas_tables(
+    cohort: Records,
+    inputs: Mapping[str, ReleaseInput],
+    genotypes: pd.DataFrame | None,
+    given: PhewasResults | None,
+) -> PhewasResults | None:
+    """The PheWAS tables the report reads (`_phewas`, `_membership`): those given, each missing one
+    computed from `genotypes` once; None when neither is there."""
+    from engine.utility import phewas
+
+    if genotypes is None:
+        return given
+    original = given.original if given is not None else phewas.phewas_of_records(cohort, genotypes)
+    released = dict(given.released) if given is not None else {}
+    for name, inp in inputs.items():
+        if released.get(name) is None:
+            released[name] = phewas.phewas_of_release(inp.release, genotypes)
+    return PhewasResults(original, released)
+
+
 def _phewas(
     cohort: Records,
     inputs: Mapping[str, ReleaseInput],
@@ -595,11 +622,15 @@ def build_report(
     recipient: str = "",
     reproducible: bool = False,
     membership: bool = True,
+    matrices: Mapping[str, pd.DataFrame] | None = None,
 ) -> Report:
     """The report of `study` on the given current releases (by name; study order), against the
     original `cohort` and the `population` it was drawn from. PheWAS figures come from `phewas`,
-    else are computed from `genotypes`, else the report says no genotypes were loaded. `recipient`
-    (to whom the data goes) is left to the officer. Raises ReportError for inconsistent inputs."""
+    else are computed from `genotypes` (once, for the figures and the membership attack alike), else
+    the report says no genotypes were loaded. `matrices`: a release's `verification_matrix` at the
+    study's k against `population` when already computed (the Report page's), by name; the others
+    are computed here. `recipient` (to whom the data goes) is left to the officer. Raises
+    ReportError for inconsistent inputs."""
     entries = _check_inputs(study, releases)
     adv, k = study.adversary, study.k
     before_cache: dict[bool, np.ndarray] = {}
@@ -611,10 +642,9 @@ def build_report(
             )
         return before_cache[repeats]
 
-    phewas_status, phewas_rows = _phewas(
-        cohort, {e.name: releases[e.name] for e in entries}, genotypes, phewas
-    )
     reported = {e.name: releases[e.name] for e in entries}  # issue 28: membership, ledger, small cells
+    phewas = _phewas_tables(cohort, reported, genotypes, phewas)  # once, for figures and membership
+    phewas_status, phewas_rows = _phewas(cohort, reported, genotypes, phewas)
     membership_top, membership_rows = (
         _membership(cohort, population, reported, genotypes, phewas, study.small_cells)
         if membership
@@ -639,7 +669,9 @@ def build_report(
         inline, refs = _split_large(rel.params, folder, appendix)
         loss, loss_refs = _split_large(rel.loss, folder, appendix)
         repeats = rel.counts_repeats and adv.knowledge == "all_visits"
-        matrix = verification_matrix(rel, population, k)
+        matrix = (matrices or {}).get(e.name)
+        if matrix is None:
+            matrix = verification_matrix(rel, population, k)
         rec = e.verification
         fig = figures[e.name] = compare.release_figures(rel, cohort, files or None, study.pseudonyms)
         below = int((np.asarray(v.distinguishability) < k).sum())

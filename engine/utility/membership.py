@@ -112,6 +112,23 @@ def _genotype_matrix(genotypes: pd.DataFrame, ids: np.ndarray, snps: list[str]) 
     return np.column_stack([pd.to_numeric(g[s], errors="coerce").to_numpy(dtype=float) for s in snps])
 
 
+class _Genotypes:
+    """The genotypes of `ids` (in that order), each SNP's column read once (as `_genotype_matrix`
+    reads it: numbers, anything else missing) and kept."""
+
+    def __init__(self, genotypes: pd.DataFrame, ids: np.ndarray) -> None:
+        self._frame = genotypes.set_index(genotypes["patient_id"].astype(str)).reindex(
+            pd.Index(np.asarray(ids).astype(str))
+        )
+        self._columns: dict[str, np.ndarray] = {}
+
+    def column(self, snp: str) -> np.ndarray:
+        x = self._columns.get(snp)
+        if x is None:
+            x = self._columns[snp] = pd.to_numeric(self._frame[snp], errors="coerce").to_numpy(dtype=float)
+        return x
+
+
 SHRINK = 20  # pseudo-people of the overall frequency added to each pool's reference frequency
 
 
@@ -119,6 +136,43 @@ def reference_frequencies(genotypes: pd.DataFrame, ids: np.ndarray, snps: list[s
     """The reference panel's minor-allele frequency of each SNP."""
     x = _genotype_matrix(genotypes, ids, snps)
     return np.clip(np.nanmean(x, axis=0) / 2, CLIP, 1 - CLIP)
+
+
+class _Panel:
+    """The reference panel's phenotypes and genotypes, read once; each SNP's frequencies (`Reference`)
+    computed once, on first use. A SNP's frequencies depend on that SNP alone, so a `Reference` of any
+    set of SNPs is made of them."""
+
+    def __init__(self, panel: Records, genotypes: pd.DataFrame) -> None:
+        ph = phenotype_matrix(panel)
+        self.phecodes = {str(p): i for i, p in enumerate(ph.phecodes)}
+        self._cases = (ph.cases(1) > 0).astype(float).T.tocsr()
+        self._excluded = (ph.excluded > 0).astype(float).T.tocsr()  # controls = everyone - excluded
+        self._geno = _Genotypes(genotypes, np.asarray(panel.patient_ids).astype(str))
+        self._freq: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    def frequencies(self, snp: str) -> tuple[np.ndarray, np.ndarray]:
+        """(per phecode: the panel's cases' frequency, its controls'), shrunk (`Reference`)."""
+        out = self._freq.get(snp)
+        if out is None:
+            x = self._geno.column(snp)
+            ok = ~np.isnan(x)
+            xs, ones = np.where(ok, x, 0.0), ok.astype(float)
+            q = np.clip(xs.sum() / max(2 * ones.sum(), 1), CLIP, 1 - CLIP)
+            a, n = self._cases @ xs, self._cases @ ones
+            case_f = np.clip((a + 2 * SHRINK * q) / (2 * n + 2 * SHRINK), CLIP, 1 - CLIP)
+            a, n = xs.sum() - self._excluded @ xs, ones.sum() - self._excluded @ ones
+            ctrl_f = np.clip((a + 2 * SHRINK * q) / (2 * n + 2 * SHRINK), CLIP, 1 - CLIP)
+            out = self._freq[snp] = (case_f, ctrl_f)
+        return out
+
+    def reference(self, snps: list[str]) -> Reference:
+        if not snps:
+            return Reference(dict(self.phecodes), {}, {})
+        freq = {s: self.frequencies(s) for s in snps}
+        return Reference(
+            dict(self.phecodes), {s: f[0] for s, f in freq.items()}, {s: f[1] for s, f in freq.items()}
+        )
 
 
 @dataclass(frozen=True, eq=False)
@@ -134,22 +188,59 @@ class Reference:
 
     @classmethod
     def of(cls, panel: Records, genotypes: pd.DataFrame, snps: list[str]) -> Reference:
-        ph = phenotype_matrix(panel)
-        if not snps:
-            return cls({str(p): i for i, p in enumerate(ph.phecodes)}, {}, {})
-        cases = (ph.cases(1) > 0).astype(float).T.tocsr()
-        excluded = (ph.excluded > 0).astype(float).T.tocsr()  # controls = everyone - excluded
-        x = _genotype_matrix(genotypes, np.asarray(panel.patient_ids).astype(str), snps)
-        case_f, ctrl_f = {}, {}
-        for j, snp in enumerate(snps):
-            ok = ~np.isnan(x[:, j])
-            xs, ones = np.where(ok, x[:, j], 0.0), ok.astype(float)
-            q = np.clip(xs.sum() / max(2 * ones.sum(), 1), CLIP, 1 - CLIP)
-            a, n = cases @ xs, cases @ ones
-            case_f[snp] = np.clip((a + 2 * SHRINK * q) / (2 * n + 2 * SHRINK), CLIP, 1 - CLIP)
-            a, n = xs.sum() - excluded @ xs, ones.sum() - excluded @ ones
-            ctrl_f[snp] = np.clip((a + 2 * SHRINK * q) / (2 * n + 2 * SHRINK), CLIP, 1 - CLIP)
-        return cls({str(p): i for i, p in enumerate(ph.phecodes)}, case_f, ctrl_f)
+        return _Panel(panel, genotypes).reference(list(snps))
+
+
+class _Targets:
+    """Targets of the attack (members or non-members), read once: who is a case of each phecode and
+    who a control (dense, patients x phecodes), and their genotypes."""
+
+    def __init__(self, targets: Records, genotypes: pd.DataFrame) -> None:
+        ph = phenotype_matrix(targets)
+        self.n = targets.n_patients
+        self.col = {str(p): i for i, p in enumerate(ph.phecodes)}
+        self._case = ph.cases(1).toarray() > 0
+        self._control = ph.excluded.toarray() == 0
+        self._geno = _Genotypes(genotypes, np.asarray(targets.patient_ids).astype(str))
+
+    def statistics(self, table: pd.DataFrame, ref: Reference) -> np.ndarray:
+        """`lr_statistics` of these targets."""
+        out = np.zeros(self.n)
+        if not len(table):
+            return out
+        col = self.col
+        # per row, read once: the phecode's column (-1: not a column of both), each pool's frequency
+        codes = table["phecode"].astype(str).to_numpy()
+        known = np.array([c in col and c in ref.phecodes for c in codes], dtype=bool)
+        target_col = np.array([col[c] if k else -1 for c, k in zip(codes, known, strict=True)], dtype=np.intp)
+        ref_col = np.array(
+            [ref.phecodes[c] if k else -1 for c, k in zip(codes, known, strict=True)], dtype=np.intp
+        )
+        freq = {
+            c: pd.to_numeric(table[c].where(table[c] != SUPPRESSED), errors="coerce").to_numpy(dtype=float)
+            for c in ("case_maf", "control_maf")
+        }
+        positions = pd.Series(np.arange(len(table)), index=table.index)
+        for snp, at in positions.groupby(table["snp"], sort=False):  # as `table.groupby("snp")`
+            if str(snp) not in ref.case:
+                continue
+            rows = at.to_numpy(dtype=np.intp)
+            x = self._geno.column(str(snp))
+            ok = ~np.isnan(x)
+            xs = np.where(ok, x, 0.0)
+            for kind, column in (("case", "case_maf"), ("control", "control_maf")):
+                f = freq[column][rows]
+                keep = ~np.isnan(f) & known[rows]
+                if not keep.any():
+                    continue
+                fv = np.clip(f[keep], CLIP, 1 - CLIP)
+                qv = (ref.case if kind == "case" else ref.control)[str(snp)][ref_col[rows[keep]]]
+                member = (self._case if kind == "case" else self._control)[:, target_col[rows[keep]]]
+                m = np.asfortranarray(member, dtype=float)  # column order, as a CSC matrix's toarray()
+                w1 = m @ np.log(fv / qv)
+                w0 = m @ np.log((1 - fv) / (1 - qv))
+                out += np.where(ok, xs * w1 + (2 - xs) * w0, 0.0)
+        return out
 
 
 def lr_statistics(
@@ -158,36 +249,33 @@ def lr_statistics(
     """Each target's log-likelihood ratio over the rows of `table` (module docstring), against the
     reference panel's frequency of the same pool (`Reference`); suppressed or missing frequencies are
     skipped."""
-    ph = phenotype_matrix(targets)
-    col = {str(p): i for i, p in enumerate(ph.phecodes)}
-    cases = ph.cases(1).tocsc()
-    controls_excl = ph.excluded.tocsc()
-    out = np.zeros(targets.n_patients)
-    ids = np.asarray(targets.patient_ids).astype(str)
-    for snp, rows in table.groupby("snp", sort=False):
-        if str(snp) not in ref.case:
-            continue
-        x = _genotype_matrix(genotypes, ids, [str(snp)])[:, 0]
-        ok = ~np.isnan(x)
-        xs = np.where(ok, x, 0.0)
-        for kind, column in (("case", "case_maf"), ("control", "control_maf")):
-            f = pd.to_numeric(rows[column].where(rows[column] != SUPPRESSED), errors="coerce")
-            codes = rows["phecode"].astype(str).to_numpy()
-            keep = f.notna().to_numpy() & np.array(
-                [c in col and c in ref.phecodes for c in codes], dtype=bool
-            )
-            if not keep.any():
-                continue
-            fv = np.clip(f.to_numpy(dtype=float)[keep], CLIP, 1 - CLIP)
-            cols = [col[c] for c in codes[keep]]
-            qv = (ref.case if kind == "case" else ref.control)[str(snp)][
-                [ref.phecodes[c] for c in codes[keep]]
-            ]
-            member = cases[:, cols].toarray() > 0 if kind == "case" else controls_excl[:, cols].toarray() == 0
-            w1 = member.astype(float) @ np.log(fv / qv)
-            w0 = member.astype(float) @ np.log((1 - fv) / (1 - qv))
-            out += np.where(ok, xs * w1 + (2 - xs) * w0, 0.0)
-    return out
+    return _Targets(targets, genotypes).statistics(table, ref)
+
+
+class _Attacker:
+    """Everything of an attack that does not depend on the released table, read once (`assess`):
+    the members', non-members' and the panel's phenotypes and genotypes, and the panel's frequencies
+    of each SNP."""
+
+    def __init__(
+        self, members: Records, non_members: Records, genotypes: pd.DataFrame, panel: Records
+    ) -> None:
+        self.members = _Targets(members, genotypes)
+        self.non_members = _Targets(non_members, genotypes)
+        self.panel = _Panel(panel, genotypes)
+
+    def attack(self, table: pd.DataFrame, option: str, fpr: float, reference: str) -> AttackResult:
+        snps = sorted({str(s) for s in table["snp"]}) if len(table) else []
+        ref = self.panel.reference(snps)
+        used = table
+        if len(table):
+            f = table["case_maf"]
+            used = table[f.map(lambda v: not isinstance(v, str))]
+        t_in = self.members.statistics(used, ref) if len(used) else np.zeros(self.members.n)
+        t_out = self.non_members.statistics(used, ref) if len(used) else np.zeros(self.non_members.n)
+        threshold = float(np.quantile(t_out, 1 - fpr)) if len(t_out) else 0.0
+        power = float((t_in > threshold).mean()) if len(t_in) else 0.0
+        return AttackResult(option, len(used), len(t_in), len(t_out), fpr, threshold, power, reference)
 
 
 def attack(
@@ -202,19 +290,7 @@ def attack(
     reference: str = "",
 ) -> AttackResult:
     """The presence test on one released table: threshold at the non-members' (1 - fpr) quantile."""
-    snps = sorted({str(s) for s in table["snp"]}) if len(table) else []
-    ref = Reference.of(panel, genotypes, snps)
-    used = table
-    if len(table):
-        f = table["case_maf"]
-        used = table[f.map(lambda v: not isinstance(v, str))]
-    t_in = lr_statistics(used, members, genotypes, ref) if len(used) else np.zeros(members.n_patients)
-    t_out = (
-        lr_statistics(used, non_members, genotypes, ref) if len(used) else np.zeros(non_members.n_patients)
-    )
-    threshold = float(np.quantile(t_out, 1 - fpr)) if len(t_out) else 0.0
-    power = float((t_in > threshold).mean()) if len(t_in) else 0.0
-    return AttackResult(option, len(used), len(t_in), len(t_out), fpr, threshold, power, reference)
+    return _Attacker(members, non_members, genotypes, panel).attack(table, option, fpr, reference)
 
 
 def release_options(table: pd.DataFrame, policy: SmallCellPolicy | None = None) -> dict[str, pd.DataFrame]:
@@ -265,11 +341,9 @@ def assess(
     """Per released PheWAS table (the original cohort's, each release's, by name): the attack's
     power as computed and under each option (`release_options`)."""
     members, non, ref, words = targets_of(cohort, population, genotypes)
+    attacker = _Attacker(members, non, genotypes, ref)  # read once for every table and option
     return {
-        name: [
-            attack(t, members, non, genotypes, ref, option=opt, fpr=fpr, reference=words)
-            for opt, t in release_options(table, policy).items()
-        ]
+        name: [attacker.attack(t, opt, fpr, words) for opt, t in release_options(table, policy).items()]
         for name, table in tables.items()
     }
 

@@ -1,0 +1,346 @@
+"""Issue 24 (part): "Report: build with three releases ... target <= 1.5 s". Times `build_report` and
+each format's rendering on the sample, broken down by part, against the plain reference (the old path).
+
+The study: the sample's cohort / single visit at k = 5 with three releases, GCCens on the paper's
+codes, Heatherly DEMO_D and LDA on the top 10 codes (as /tmp/mkreport.py of the issue).
+
+Paths, each timed `--repeat` times (median printed), in one warm process (phecode map read once, as
+in the app):
+  reference  the old path: the Report page's build as it was (no PheWAS, matrices or files handed
+             over; the membership attack of the previous `engine.utility.membership` (kept below as
+             `reference_assess`), run with the PheWAS tables computed a second time), and the formats
+             as the page and the bundle rendered them (HTML twice, PDF twice, JSON twice, Markdown).
+  cold       today's `build_report` given nothing (the CLI's `study report`, a first build), each
+             format rendered once.
+  session    today's Report page: the PheWAS tables, the verification matrices and the gate's files
+             the session already holds are handed over; each format rendered once.
+
+Parts (exclusive time; a part called inside another counts as itself only): PheWAS, matrices (the
+verification under the four adversaries), membership, ledger, files (the export gate), figures (the
+release figures, utility figures and the comparison table), risk before (the original data under
+each adversary), other (the rest of build_report), then render html / pdf / json / markdown / bundle.
+The reports of the three paths are checked byte-identical (reproducible JSON), and the membership
+attack's results (thresholds included) identical to the reference's.
+
+    .venv/bin/python -m bench.report [--repeat 3]
+
+Not a test: figures only (never part of `make test`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import statistics
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+TARGET = 1.5  # seconds, issue 24: build with three releases
+PARTS = ("PheWAS", "matrices", "membership", "ledger", "files", "figures", "risk before", "other")
+RENDERS = ("html", "pdf", "json", "markdown", "bundle")
+
+
+# ------------------------------------------------------------------- the reference membership attack
+def reference_assess(tables, cohort, population, genotypes, policy=None, fpr=0.05):
+    """`engine.utility.membership.assess` as it was before issue 24: per table and option, the
+    phenotype matrices, genotypes and reference panel read again, a SNP at a time."""
+    from engine.disclosure.cells import SUPPRESSED
+    from engine.utility import membership as m
+    from engine.utility.phewas import phenotype_matrix
+
+    def reference_of(panel, snps):
+        ph = phenotype_matrix(panel)
+        if not snps:
+            return m.Reference({str(p): i for i, p in enumerate(ph.phecodes)}, {}, {})
+        cases = (ph.cases(1) > 0).astype(float).T.tocsr()
+        excluded = (ph.excluded > 0).astype(float).T.tocsr()
+        x = m._genotype_matrix(genotypes, np.asarray(panel.patient_ids).astype(str), snps)
+        case_f, ctrl_f = {}, {}
+        for j, snp in enumerate(snps):
+            ok = ~np.isnan(x[:, j])
+            xs, ones = np.where(ok, x[:, j], 0.0), ok.astype(float)
+            q = np.clip(xs.sum() / max(2 * ones.sum(), 1), m.CLIP, 1 - m.CLIP)
+            a, n = cases @ xs, cases @ ones
+            case_f[snp] = np.clip((a + 2 * m.SHRINK * q) / (2 * n + 2 * m.SHRINK), m.CLIP, 1 - m.CLIP)
+            a, n = xs.sum() - excluded @ xs, ones.sum() - excluded @ ones
+            ctrl_f[snp] = np.clip((a + 2 * m.SHRINK * q) / (2 * n + 2 * m.SHRINK), m.CLIP, 1 - m.CLIP)
+        return m.Reference({str(p): i for i, p in enumerate(ph.phecodes)}, case_f, ctrl_f)
+
+    def lr(table, targets, ref):
+        ph = phenotype_matrix(targets)
+        col = {str(p): i for i, p in enumerate(ph.phecodes)}
+        cases = ph.cases(1).tocsc()
+        controls_excl = ph.excluded.tocsc()
+        out = np.zeros(targets.n_patients)
+        ids = np.asarray(targets.patient_ids).astype(str)
+        for snp, rows in table.groupby("snp", sort=False):
+            if str(snp) not in ref.case:
+                continue
+            x = m._genotype_matrix(genotypes, ids, [str(snp)])[:, 0]
+            ok = ~np.isnan(x)
+            xs = np.where(ok, x, 0.0)
+            for kind, column in (("case", "case_maf"), ("control", "control_maf")):
+                f = pd.to_numeric(rows[column].where(rows[column] != SUPPRESSED), errors="coerce")
+                codes = rows["phecode"].astype(str).to_numpy()
+                keep = f.notna().to_numpy() & np.array(
+                    [c in col and c in ref.phecodes for c in codes], dtype=bool
+                )
+                if not keep.any():
+                    continue
+                fv = np.clip(f.to_numpy(dtype=float)[keep], m.CLIP, 1 - m.CLIP)
+                cols = [col[c] for c in codes[keep]]
+                qv = (ref.case if kind == "case" else ref.control)[str(snp)][
+                    [ref.phecodes[c] for c in codes[keep]]
+                ]
+                member = (
+                    cases[:, cols].toarray() > 0 if kind == "case" else controls_excl[:, cols].toarray() == 0
+                )
+                w1 = member.astype(float) @ np.log(fv / qv)
+                w0 = member.astype(float) @ np.log((1 - fv) / (1 - qv))
+                out += np.where(ok, xs * w1 + (2 - xs) * w0, 0.0)
+        return out
+
+    def attack(table, members, non, panel, option, reference):
+        snps = sorted({str(s) for s in table["snp"]}) if len(table) else []
+        ref = reference_of(panel, snps)
+        used = table[table["case_maf"].map(lambda v: not isinstance(v, str))] if len(table) else table
+        t_in = lr(used, members, ref) if len(used) else np.zeros(members.n_patients)
+        t_out = lr(used, non, ref) if len(used) else np.zeros(non.n_patients)
+        threshold = float(np.quantile(t_out, 1 - fpr)) if len(t_out) else 0.0
+        power = float((t_in > threshold).mean()) if len(t_in) else 0.0
+        return m.AttackResult(option, len(used), len(t_in), len(t_out), fpr, threshold, power, reference)
+
+    members, non, panel, words = m.targets_of(cohort, population, genotypes)
+    return {
+        name: [
+            attack(t, members, non, panel, opt, words) for opt, t in m.release_options(table, policy).items()
+        ]
+        for name, table in tables.items()
+    }
+
+
+# ------------------------------------------------------------------------------------- the timer
+class Parts:
+    """Exclusive time per part: a wrapped function's time, less that of the parts called inside it."""
+
+    def __init__(self) -> None:
+        self.times: dict[str, float] = defaultdict(float)
+        self._stack: list[float] = []  # time of nested parts, per open part
+
+    def wrap(self, name: str, fn: Callable) -> Callable:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            self._stack.append(0.0)
+            t = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent = time.perf_counter() - t
+                inner = self._stack.pop()
+                self.times[name] += spent - inner
+                if self._stack:
+                    self._stack[-1] += spent
+
+        return timed
+
+
+@contextlib.contextmanager
+def patched(parts: Parts, *, reference: bool) -> Iterator[None]:
+    """The report's parts wrapped by `parts`; with `reference`, the old path's PheWAS and membership."""
+    from engine import risk
+    from engine.report import report as R
+    from engine.study import compare
+    from engine.utility import membership, phewas
+
+    targets: list[tuple[Any, str, str]] = [
+        (phewas, "phewas_of_records", "PheWAS"),
+        (phewas, "phewas_of_release", "PheWAS"),
+        (phewas, "significance_table", "PheWAS"),
+        (R, "verification_matrix", "matrices"),
+        (R, "_membership", "membership"),
+        (R, "_ledger", "ledger"),
+        (R, "_files_of", "files"),
+        (compare, "release_figures", "figures"),
+        (R, "release_comparison", "figures"),
+        (R, "utility_figures", "figures"),
+        (R, "code_map_entries", "figures"),
+        (risk, "original_distinguishability", "risk before"),
+    ]
+    saved = [(mod, attr, getattr(mod, attr)) for mod, attr, _ in targets]
+    saved += [(membership, "assess", membership.assess), (R, "_phewas_tables", R._phewas_tables)]
+    try:
+        for mod, attr, part in targets:
+            setattr(mod, attr, parts.wrap(part, getattr(mod, attr)))
+        if reference:
+            membership.assess = reference_assess  # type: ignore[assignment]
+            R._phewas_tables = lambda cohort, inputs, genotypes, given: given  # type: ignore[assignment]
+        yield
+    finally:
+        for mod, attr, fn in saved:
+            setattr(mod, attr, fn)
+
+
+# ------------------------------------------------------------------------------------- the study
+def sample_study() -> dict[str, Any]:
+    from engine.adversary import Adversary
+    from engine.io.loaders import load_sample
+    from engine.report.report import ReleaseInput
+    from engine.study.runs import CodeSelection, GCCensSettings, HeatherlySettings, LDASettings, RunInputs
+    from engine.study.study import Determination, Study, data_ref, make_release
+
+    ds = load_sample()
+    inputs = RunInputs(
+        ds.group_records("population"), ds.group_records("cohort"), ds.group_records("biobank")
+    )
+    data = data_ref(ds.name, ds.events, inputs, biobank="biobank", sources=dict(ds.sources))
+    adv = Adversary("cohort", "single_visit")
+    study = Study(
+        data, adv, 5, determination=Determination("Study team, Dept. of Genetics", "controlled", "DUA signed")
+    )
+    made: dict[str, Any] = {}
+    for name, s in [
+        ("GCCens paper codes", GCCensSettings(k=5, scope="cohort", codes=CodeSelection("paper"))),
+        ("Heatherly DEMO_D", HeatherlySettings(k=5)),
+        ("LDA", LDASettings(k=5, codes=CodeSelection("top", 10), age_low=0, age_high=127)),
+    ]:
+        m = make_release(name, s, inputs, data, adv, 5, pseudonyms=study.pseudonyms)
+        study = study.add(m.entry)
+        made[name] = m
+    plain = {n: ReleaseInput(m.release, m.verification) for n, m in made.items()}  # what the page handed over
+    held = {n: ReleaseInput(m.release, m.verification, m.files or None) for n, m in made.items()}
+    return {"ds": ds, "inputs": inputs, "study": study, "made": made, "plain": plain, "held": held}
+
+
+def session_memos(s: Mapping[str, Any]) -> dict[str, Any]:
+    """What the session holds before the build: PheWAS tables (PheWAS page / Report page memo) and
+    the verification matrices (Report page memo); the files are the gate's from Add to study."""
+    from engine.report.report import PhewasResults
+    from engine.study.study import verification_matrix
+    from engine.utility import phewas
+
+    geno, inputs = s["ds"].genotypes, s["inputs"]
+    return {
+        "phewas": PhewasResults(
+            phewas.phewas_of_records(inputs.cohort, geno),
+            {n: phewas.phewas_of_release(m.release, geno) for n, m in s["made"].items()},
+        ),
+        "matrices": {n: verification_matrix(m.release, inputs.population, 5) for n, m in s["made"].items()},
+    }
+
+
+def run(s: Mapping[str, Any], path: str, memos: Mapping[str, Any]) -> tuple[dict[str, float], bytes]:
+    """One build and its renderings along `path`; (seconds per part and render, the report's JSON)."""
+    from engine.report import render
+    from engine.report.bundle import make_bundle
+    from engine.report.report import build_report, report_json
+
+    parts = Parts()
+    inputs = s["inputs"]
+    given: dict[str, Any] = memos if path == "session" else {}
+    releases = s["held"] if path == "session" else s["plain"]
+    with patched(parts, reference=path == "reference"):
+        t = time.perf_counter()
+        rep = build_report(
+            s["study"],
+            releases,
+            inputs.population,
+            inputs.cohort,
+            genotypes=s["ds"].genotypes,
+            recipient="Study team",
+            reproducible=True,
+            **given,
+        )
+        build = time.perf_counter() - t
+    out = {p: parts.times.get(p, 0.0) for p in PARTS[:-1]}
+    out["other"] = build - sum(out.values())
+    out["build"] = build
+    renders: dict[str, Callable[[], object]]
+    if path == "reference":  # the page: HTML, PDF, JSON, Markdown; the bundle rendered PDF, HTML, JSON again
+        renders = {
+            "html": lambda: render.render_html(rep.data),
+            "pdf": lambda: render.render_pdf(rep.data),
+            "json": lambda: report_json(rep.data),
+            "markdown": lambda: render.render_markdown(rep.data),
+            "bundle": lambda: make_bundle(rep),  # nothing rendered through `rep` yet: renders all three
+        }
+    else:  # each once; the bundle reuses them
+        renders = {
+            "html": rep.to_html,
+            "pdf": rep.to_pdf,
+            "json": rep.to_json,
+            "markdown": rep.to_markdown,
+            "bundle": lambda: make_bundle(rep),
+        }
+    for name, fn in renders.items():
+        t = time.perf_counter()
+        fn()
+        out[f"render {name}"] = time.perf_counter() - t
+    out["render"] = sum(out[f"render {r}"] for r in RENDERS)
+    out["total"] = build + out["render"]
+    return out, rep.to_json()
+
+
+def check_membership(s: Mapping[str, Any], memos: Mapping[str, Any]) -> bool:
+    """Today's `assess` against `reference_assess` on the report's tables: equal results, thresholds too."""
+    from engine.utility import membership
+
+    p = memos["phewas"]
+    tables = {"original": p.original} | {f"release: {n}": t for n, t in p.released.items()}
+    args = (tables, s["inputs"].cohort, s["inputs"].population, s["ds"].genotypes, s["study"].small_cells)
+    return membership.assess(*args) == reference_assess(*args)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    from engine.utility.phewas import phecode_table
+
+    phecode_table()  # read once per process, as in the app
+    s = sample_study()
+    memos = session_memos(s)
+    from engine.study.study import export_files
+
+    files_same = all(
+        dict(s["held"][n].files or {})
+        == export_files(m.release, m.verification, pseudonyms=s["study"].pseudonyms)
+        for n, m in s["made"].items()
+    )
+    figures: dict[str, list[dict[str, float]]] = {}
+    reports: dict[str, bytes] = {}
+    for _ in range(args.repeat):
+        for path in ("reference", "cold", "session"):
+            out, data = run(s, path, memos)
+            figures.setdefault(path, []).append(out)
+            reports[path] = data
+    med = {p: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for p, rs in figures.items()}
+    rows = [*PARTS, "build", *(f"render {r}" for r in RENDERS), "render", "total"]
+    print(
+        f"Report build, sample, 3 releases, cohort / single visit, k = 5; median of {args.repeat} (seconds)"
+    )
+    print(f"{'part':<18}{'reference':>11}{'cold':>9}{'session':>9}{'ratio':>8}")
+    for r in rows:
+        ref, cold, ses = med["reference"][r], med["cold"][r], med["session"][r]
+        ratio = f"{ref / ses:.1f}x" if ses > 1e-3 else "-"
+        print(f"{r:<18}{ref:>11.3f}{cold:>9.3f}{ses:>9.3f}{ratio:>8}")
+    ses = med["session"]
+    print(
+        f"target {TARGET} s (build): session build {ses['build']:.2f} s, with rendering {ses['total']:.2f} s; "
+        f"reference {med['reference']['build']:.2f} s / {med['reference']['total']:.2f} s"
+    )
+    print(
+        "identical: reports (reproducible JSON)",
+        reports["reference"] == reports["cold"] == reports["session"],
+        "| membership results, thresholds included",
+        check_membership(s, memos),
+        "| the gate's files handed over = written again",
+        files_same,
+    )
+
+
+if __name__ == "__main__":
+    main()
