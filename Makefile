@@ -3,17 +3,30 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.requirements-installed
+DEV_STAMP := $(VENV)/.requirements-dev-installed
+# pip's own progress (what it collects, downloads and installs): a first set-up takes minutes
+PIP_INSTALL := $(BIN)/pip install --disable-pip-version-check --progress-bar on
 
-.PHONY: run test setup browser postgres clean
+.PHONY: run test setup setup-dev browser postgres clean
 
+# `make run`: the runtime only (requirements.txt)
 $(STAMP): requirements.txt pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "make: $(PYTHON) not found; set PYTHON=python3.11-compatible interpreter"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements.txt
+	@echo "make: installing the runtime (requirements.txt: about 1.8 GB, a few minutes on a fresh machine) into $(VENV)"
+	$(PIP_INSTALL) -r requirements.txt
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -e .
 	touch $(STAMP)
 
+# `make test`: the runtime, then the test and development tools (requirements-dev.txt)
+$(DEV_STAMP): $(STAMP) requirements.txt requirements-dev.txt
+	@echo "make: installing the test and development tools (requirements-dev.txt) into $(VENV)"
+	$(PIP_INSTALL) -r requirements-dev.txt
+	touch $(DEV_STAMP)
+
 setup: $(STAMP)
+
+setup-dev: $(DEV_STAMP)
 
 # Debian's Chromium for the browser end-to-end test; installed when missing and the machine allows it.
 browser:
@@ -37,7 +50,7 @@ postgres:
 run: setup
 	$(BIN)/streamlit run app.py
 
-test: setup browser postgres
+test: setup-dev browser postgres
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy

@@ -5,12 +5,18 @@ the population and which the cohort, the adversary's scope and knowledge, and k.
 `ui.context.Context` in session state for the pages.
 """
 
+from pathlib import Path
+
 import streamlit as st
 
 from ui import auth, resume, sidebar
 from ui.context import follow_deep_link
 
-st.set_page_config(page_title="CohortShield", page_icon=":material/shield:", layout="wide")
+# The favicon from the checkout's assets/ (found through ui/, also when AppTest runs a copy of this
+# script), sent inline as a data URL: a material icon here is fetched by the browser from
+# fonts.gstatic.com, and nothing may be fetched at run time (tests/test_setup_split.py).
+PAGE_ICON = Path(sidebar.__file__).resolve().parent.parent / "assets" / "favicon.svg"
+st.set_page_config(page_title="CohortShield", page_icon=PAGE_ICON, layout="wide")
 user = auth.gate()  # first: no page without a signed-in user (ui/auth.py); shows who in the sidebar
 
 PAGES = [
