@@ -13,6 +13,7 @@ from engine.records import Records
 from engine.release import Release
 from engine.report.glossary import help_for
 from engine.utility import phewas
+from ui import format as fmt
 from ui import honest
 from ui import study as session_study
 from ui.context import current, warn_if_whole_population
@@ -47,18 +48,35 @@ def released_phewas(
 
 
 def r2_note(pairs: pd.DataFrame, snp: str) -> str:
-    """Why a release's QQ panel is empty or its r² is None ('' when neither): no test ran on the
+    """Why a release's QQ panel is empty or it has no r² ('' when neither): no test ran on the
     released data (no phenotype left with enough cases), or nothing to correlate."""
     df = pairs[pairs["snp"] == snp]
     both = df.dropna(subset=["neglog10_original", "neglog10_released"])
     if both.empty:
         return (
             "no associations left: no phenotype of the release has enough cases for a test, so its QQ "
-            "panel is empty and r² is None"
+            "panel is empty and there is no r²"
         )
     if len(both) < 2 or both["neglog10_original"].std() == 0 or both["neglog10_released"].std() == 0:
-        return f"nothing to correlate: {len(both)} test(s) ran on both, with no spread in p, so r² is None"
+        return f"nothing to correlate: {len(both)} test(s) ran on both, with no spread in p, so no r²"
     return ""
+
+
+def _opening_snp(cohort: Records, genotypes: pd.DataFrame, snps: list[str]) -> str:
+    """The SNP with the most significant associations in the original data at the page's settings
+    (the first on a tie, or when none has any): the page no longer opens on an empty table."""
+    get = st.session_state.get
+    settings = phewas.PhewasSettings(
+        min_code_count=int(get("phewas_mincount", 1)),
+        min_cases=int(get("phewas_mincases", 20)),
+        test=get("phewas_test", "allelic"),
+    )
+    table = original_phewas(
+        cohort.fingerprint, frame_fingerprint(genotypes), astuple(settings), cohort, genotypes
+    )
+    p_col = {"none": "p", "bonferroni": "p_bonferroni", "bh": "p_bh"}[get("phewas_correction", "bh")]
+    found = table[table[p_col] <= float(get("phewas_alpha", 0.05))].groupby("snp").size()
+    return max(snps, key=lambda s: int(found.get(s, 0))) if snps else ""
 
 
 ctx = current()
@@ -71,6 +89,8 @@ if genotypes is None or genotypes.empty:
     st.stop()
 
 snps = [c for c in genotypes.columns if c != "patient_id"]
+if "phewas_snp" not in st.session_state:  # issue 26: open on the SNP with the most associations
+    st.session_state["phewas_snp"] = _opening_snp(ctx.cohort, genotypes, snps)
 c1, c2, c3, c4, c5 = st.columns(5)
 snp = c1.selectbox("SNP", snps, key="phewas_snp")
 test = c2.selectbox(
@@ -126,7 +146,7 @@ if heatherly:
     for scope, res in compare_three_scopes(ctx, int(ctx.k)).results.items():
         name = f"Heatherly {SCOPE_NAMES[scope]} (comparison, not in the study)"
         available[name] = (res.release, name)
-session_study.others_note(ctx)
+elsewhere = session_study.others_note(ctx)  # releases of other data: never "no release" beside it
 left_out = st.multiselect(
     "Releases to leave out of the comparison (every other one is compared)",
     list(available),
@@ -136,7 +156,7 @@ left_out = st.multiselect(
     "release added later is compared unless left out here.",
 )
 chosen = [n for n in available if n not in left_out]
-if not available:
+if not available and not elsewhere:
     st.info(
         'No release in the study yet: make one on the Anonymize page and press "Add to study" to '
         "compare. The original PheWAS is below."
@@ -176,7 +196,7 @@ if pairs:
         [
             {
                 "release": n,
-                "r² of -log10 p": phewas.r_squared(df[df["snp"] == snp]),
+                "r² of -log10 p": fmt.number(phewas.r_squared(df[df["snp"] == snp])),  # a dash, never "None"
                 "why no r²": r2_note(df, snp),
             }
             for n, df in pairs.items()

@@ -18,6 +18,7 @@ from engine.records import Records
 from engine.report.glossary import help_for
 from engine.vocab import describe
 from ui import errors, honest, literal, threshold
+from ui import format as fmt
 from ui import progress as progress_ui
 from ui import study as session_study
 from ui.context import HASH_FUNCS, cohort_is_population, current, warn_if_whole_population
@@ -100,27 +101,32 @@ count_repeats = st.checkbox(
 
 with st.spinner("Computing distinguishability under the four adversaries..."):
     curves, backend = _original(ctx.cohort, ctx.population, count_repeats)
-st.caption(backend)
+with st.expander("For administrators: how the risk was computed"):  # issue 26: no server details above
+    st.caption(backend)
 dis = curves[adv.label]
 s = risk.summarize(dis, k)
 
 st.header("Headline figures")
 c1, c2, c3, c4 = st.columns(4)
 c1.metric("Cohort records", f"{s.n_records:,}")
-c2.metric("Share unique (distinguishability 1)", f"{s.share_unique:.1%}", help=help_for("distinguishability"))
-c3.metric(f"Share below k = {k}", f"{s.share_below_k:.1%}", help=help_for("k"))
+c2.metric(
+    "Share unique (distinguishability 1)", fmt.percent(s.share_unique), help=help_for("distinguishability")
+)
+c3.metric(f"Share below k = {k}", fmt.percent(s.share_below_k), help=help_for("k"))
 c4.metric("Median distinguishability", f"{s.median:g}", help=help_for("distinguishability"))
 m = risk.risk_measures(dis, risk.threshold_of_k(k))
-r1, r2, r3, _r4 = st.columns(4)
+r1, r2, r3 = st.columns(3)  # issue 26: risks as percentages, beside the shares above
 r1.metric(
     "Maximum risk (1 / smallest distinguishability)",
-    f"{m.prosecutor_max:.3f}",
+    fmt.percent(m.prosecutor_max),
     help=help_for("prosecutor_risk"),
 )
-r2.metric("Average risk (mean of 1 / distinguishability)", f"{m.average:.3f}", help=help_for("average_risk"))
+r2.metric(
+    "Average risk (mean of 1 / distinguishability)", fmt.percent(m.average), help=help_for("average_risk")
+)
 r3.metric(
-    f"Records at risk (above 1/k = {m.threshold:.2f})",
-    f"{m.records_at_risk:,} ({m.share_at_risk:.1%})",
+    f"Records at risk (risk above 1/k = {fmt.percent(m.threshold)})",
+    f"{m.records_at_risk:,} ({fmt.percent(m.share_at_risk)})",
     help=help_for("records_at_risk"),
 )
 
@@ -181,15 +187,16 @@ with st.spinner("Finding the riskiest code patterns..."):
 st.dataframe(patterns, hide_index=True, key="risk_patterns_table")
 table_download(patterns, "Download the patterns (CSV)", "risk_riskiest_patterns.csv", "dl_risk_patterns")
 
-st.header("Before and after")
 published = session_study.current(ctx)
-session_study.others_note(ctx)
-if not published:
-    st.info(
-        'No release in the study yet. Make one on the Anonymize page and press "Add to study"; it then '
-        "appears here against the original on the same axes."
-    )
+if not published:  # issue 26: no empty heading, and no "no release" under a note that there are some
+    if not session_study.others_note(ctx):
+        st.info(
+            'No release in the study yet. Make one on the Anonymize page and press "Add to study"; it '
+            "then appears here, before and after, against the original on the same axes."
+        )
 else:
+    st.header("Before and after")
+    session_study.others_note(ctx)
     st.caption(f"Original cohort and every release of the study under **{adv.label}**, k = {k}.")
     before_after: dict[str, np.ndarray] = {"original": dis}
     status = []

@@ -65,7 +65,7 @@ def test_every_term_of_the_brief_has_one_sentence_a_paper_and_a_place():
         assert t.sentence.endswith("."), key
         assert not re.search(r"[a-z0-9)]\. [A-Z]", t.sentence), (key, t.sentence)
     frame = glossary_frame()
-    assert list(frame.columns) == ["term", "meaning", "paper", "where defined"]
+    assert list(frame.columns) == ["term", "meaning", "example", "paper", "where defined"]
     assert len(frame) == len(TERMS) and frame["meaning"].is_unique
 
 

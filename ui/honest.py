@@ -13,6 +13,7 @@ from engine.release import Release
 from engine.report.glossary import help_for
 from engine.study import compare
 from engine.utility.coverage import FileFigures
+from ui import format as fmt
 from ui import literal
 from ui.fingerprints import release_key
 
@@ -76,28 +77,28 @@ def headline(
     help), each labelled as such; the code set (when the method restricts it) and the warnings."""
     h = figures(release, cohort)
     f = file_figures(release, cohort)  # the figures the report and the Compare page show (issue 23)
-    cols = st.columns(3 + len(internal))
+    cols = st.columns(3)
+    # issue 26: the counts under the figure in words, not as a delta badge (an arrow, green for a loss)
     cols[0].metric(
         "Pairs retained, of the original cohort",
-        f"{f.pairs_share:.1%}",
-        f"{f.pairs_kept:,} of {f.pairs_of:,} (patient, code) pairs",
-        delta_color="off",
+        fmt.percent(f.pairs_share),
         help=help_for("pairs_retained"),
     )
+    cols[0].caption(fmt.of(f.pairs_kept, f.pairs_of, "(patient, code) pairs"))
     cols[1].metric(
         "Distinct codes kept, of the original cohort",
-        f"{f.codes_kept / f.codes_of if f.codes_of else 1.0:.1%}",
-        f"{f.codes_kept:,} of {f.codes_of:,} codes",
-        delta_color="off",
+        fmt.percent(f.codes_kept / f.codes_of if f.codes_of else 1.0),
         help=help_for("code_coverage"),
     )
+    cols[1].caption(fmt.of(f.codes_kept, f.codes_of, "distinct codes"))
     cols[2].metric(
         "Records modified, against the original",
-        f"{h.records_modified:.1%}",
+        fmt.percent(h.records_modified),
         help=help_for("records_modified"),
     )
-    for col, (label, value, text) in zip(cols[3:], internal, strict=True):
-        col.metric(label, value, help=text)
+    if internal:  # a row of their own: five in a row cut the labels (issue 26)
+        for col, (label, value, text) in zip(st.columns(len(internal)), internal, strict=True):
+            col.metric(label, value, help=text)
     caption = code_set_caption(h)
     if caption:
         st.caption(literal.md(caption))

@@ -118,7 +118,13 @@ _NOTHING = object()
 
 
 def run(
-    label: str, compute: Callable[[Tracker], T], *, key: str, job: Hashable = None, ask: bool = False
+    label: str,
+    compute: Callable[[Tracker], T],
+    *,
+    key: str,
+    job: Hashable = None,
+    ask: bool = False,
+    ask_first: bool = False,
 ) -> T | None:
     """`compute(progress)` under a progress bar with a Cancel button; None when the user cancelled
     this `job` (the parameters of the run: another job at `key` starts afresh) and has not asked to
@@ -126,8 +132,9 @@ def run(
 
     `ask` (the methods too slow for a live preview, issue 13: "Run" for anything slow): the first run
     at `key` in a session starts by itself; after that, a job not run here yet waits for the user's
-    "Run" (None until then), and the message says how long the last run took. A job run before
-    starts by itself (its result is normally still cached)."""
+    "Run" (None until then). `ask_first` (a run of a minute, issue 26): the first one waits too. The
+    message names the last run's time only when it took a second or more (issue 26: "took 0.0 s"
+    before a 48 s run). A job run before starts by itself (its result is normally still cached)."""
     memo: dict = st.session_state.setdefault(_CANCELLED, {})
     if key in memo and memo[key] != job:
         memo.pop(key)  # the parameters changed since the cancel: a new job
@@ -139,13 +146,21 @@ def run(
         memo.pop(key)
     ran: dict[str, _Ran] = st.session_state.setdefault(_RAN, {})
     last = ran.get(key)
-    if ask and last is not None and job not in last.jobs:
+    new_job = last is None or job not in last.jobs
+    if new_job and (ask_first or (ask and last is not None)):
+        # issue 26: a run too slow even for a first preview (`ask_first`) asks too, and no other job's
+        # time is quoted as this one's ("took 0.0 s" before a 48 s run): only a second or more is named
+        took = f" The last run here took {last.seconds:.0f} s." if last and last.seconds >= 1 else ""
         box = st.empty()
         with box.container():
             c1, c2 = st.columns([4, 1])
             c1.info(
-                f"{label}: the parameters changed since the last run, which took {last.seconds:.1f} s. "
-                "Press Run to compute these."
+                (
+                    f"{label}: the parameters changed since the last run.{took} "
+                    if last is not None
+                    else f"{label}: a long run (a minute or more on large data), not started by itself. "
+                )
+                + "Press Run to compute these."
             )
             clicked = c2.button("Run", key=f"{key}_start", type="primary", help="Run with these parameters")
         if not clicked:

@@ -144,8 +144,9 @@ def current(ctx: Context) -> dict[str, tuple[StudyRelease, MadeFiles]]:
     return {e.name: (e, held[e.name]) for e in session(ctx).current() if e.name in held}
 
 
-def others_note(ctx: Context) -> None:
-    """Say how many of the study's releases belong to other data or groups (never shown as current)."""
+def others_note(ctx: Context) -> int:
+    """Say how many of the study's releases belong to other data or groups (never shown as current);
+    that number, so a page does not also say the study is empty (issue 26)."""
     n = len(session(ctx).others())
     if n:
         st.info(
@@ -153,6 +154,7 @@ def others_note(ctx: Context) -> None:
             "now: they stay in the study file but are not shown or reported here. Load their data and "
             "groups again to see them."
         )
+    return n
 
 
 # ------------------------------------------------------------------------------- the releases

@@ -36,6 +36,7 @@ from engine.study.compare import code_set_text
 from engine.study.experiments import GCCENS_COLUMNS, gccens_point
 from engine.study.runs import CodeSelection, GCCensInput, GCCensSettings, RunInputs, code_frequency_order
 from engine.utility.censoring import censoring_loss, cul_statistics, records_side_by_side, release_cul
+from ui import format as fmt
 from ui import honest, persist
 from ui import progress as progress_ui
 from ui.context import HASH_FUNCS, Context
@@ -147,6 +148,7 @@ def _live_preview(
         key=key,
         job=job,
         ask=ask,
+        ask_first=ask,  # every code: a minute on a large cohort, never started unasked (issue 26)
     )
     if release is not None:
         remember(ctx, settings, release)
@@ -315,29 +317,44 @@ def render_anonymize(ctx: Context) -> None:
     # record, which does not see what the caps removed) beside it, labelled method-internal
     st.markdown(f"**What the release keeps of the original cohort** ({md(codes_label)})")
     honest.headline(release, ctx.cohort)
-    cols = st.columns(5)
+    cols = st.columns(3)  # issue 26: labels cut at five columns ('Mean CUL against the ori…')
     cols[0].metric(
         "Instances of these codes kept, caps included",
-        f"{orig.share_codes_retained:.1%}",
+        fmt.percent(orig.share_codes_retained),
         help=help_for("instances_retained", "cap"),
     )
-    cols[1].metric("Mean CUL against the original record", f"{orig.mean:.3f}", help=help_for("cul_original"))
+    cols[1].metric(
+        "Mean CUL against the original record", fmt.percent(orig.mean), help=help_for("cul_original")
+    )
     cols[2].metric(
-        "Mean CUL, capped record (Tamersoy, method-internal)", f"{stats.mean:.3f}", help=help_for("cul")
-    )
-    cols[3].metric(
-        "Codes kept of the capped record (method-internal)",
-        f"{stats.share_codes_retained:.1%}",
-        help=help_for("cul", "cap"),
-    )
-    cols[4].metric(
         "Censored by caps / by the loop",
         f"{release.loss['censored_by_caps']:,} / {release.loss['censored_by_loop']:,}",
         help=help_for("cap", "gccens"),
     )
-    if verification.ok:
-        st.success(verification.message())
+    cols[2].caption("code instances (events) censored")
+    inner = st.columns(2)
+    inner[0].metric(
+        "Mean CUL, capped record (Tamersoy, method-internal)",
+        fmt.percent(stats.mean),
+        help=help_for("cul", "method_internal"),
+    )
+    inner[1].metric(
+        "Codes kept of the capped record (method-internal)",
+        fmt.percent(stats.share_codes_retained),
+        help=help_for("cul", "cap", "method_internal"),
+    )
+    # issue 26: one attacker per verdict. GCCens' own model (every code with its repeats) and the
+    # sidebar's attacker, which "Add to study" and the downloads record, each named
+    shown_v = verify_under(release, ctx, ctx.adversary, k)
+    own = "GCCens' own attacker (every code with its repeat counts)"
+    if shown_v.adversary == adversary:
+        (st.success if verification.ok else st.info)(verification.message())
     else:
+        (st.success if shown_v.ok else st.warning)(
+            f"{shown_v.message()} This is the sidebar's attacker, the one 'Add to study' records."
+        )
+        (st.success if verification.ok else st.info)(f"{own}: {verification.message()}")
+    if not verification.ok:
         st.info("Even censoring every code leaves fewer than k candidates for these records.")
     # the files, only through the export gate under the sidebar's adversary and k
     if release_downloads(

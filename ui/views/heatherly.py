@@ -34,6 +34,7 @@ from engine.records import Records
 from engine.report.glossary import help_for
 from engine.study.experiments import heatherly_sweep_k
 from engine.study.runs import HeatherlySettings, biobank_between
+from ui import format as fmt
 from ui import honest, persist
 from ui import progress as progress_ui
 from ui.context import Context
@@ -236,7 +237,7 @@ def render_anonymize(ctx: Context) -> None:
         strict=True,
     ):
         with tab:
-            st.dataframe(frame, hide_index=True)
+            st.dataframe(fmt.shown_frame(frame), hide_index=True)  # issue 26: "—", never "None"
             _download(
                 frame,
                 f"Download {title} (CSV)",
@@ -248,7 +249,8 @@ def render_anonymize(ctx: Context) -> None:
         "Diagnosis Count: (record, diagnosis) pairs, a generalized item counting once. Code Count: ICD-9 "
         "codes some released item stands for (so an extracted cohort may cover codes it did not hold). "
         "SD %: share of the whole population's figure; Local %: of the same records' original figure. "
-        "Without generalization: codes below k removed instead of grouped."
+        "Without generalization: codes below k removed instead of grouped. A dash (—): the figure does "
+        "not apply (an original dataset is not a share of itself)."
     )
 
     names = [SCOPE_NAMES[s] for s in cmp_.results]
@@ -270,9 +272,13 @@ def render_anonymize(ctx: Context) -> None:
             (
                 "Diagnosis Count, Local % (the paper's measure)",
                 f"{row['DC Local %']:.1f}%",
-                help_for("dc_local"),
+                help_for("dc_local", "method_internal"),
             ),
-            ("Code Count, Local % (the paper's measure)", f"{row['CC Local %']:.1f}%", help_for("cc_local")),
+            (
+                "Code Count, Local % (the paper's measure)",
+                f"{row['CC Local %']:.1f}%",
+                help_for("cc_local", "method_internal"),
+            ),
         ],
     )
     if verification.ok:

@@ -23,8 +23,10 @@ import streamlit as st
 
 from engine.labs import reident as L
 from engine.labs.vae_config import VAEConfig
+from engine.report.glossary import help_for
 from engine.study.runs import LabRecallSettings
 from ui import errors, persist
+from ui import format as fmt
 from ui import progress as progress_ui
 from ui.context import Context
 from ui.downloads import table_download
@@ -178,11 +180,14 @@ def render(ctx: Context) -> None:
     u = uniqueness(key, days)
     table = u.by_days()
     c1, c2, c3 = st.columns(3)
-    c1.metric("Unique, all patients", f"{100 * u.share_unique:.1f}%", help="paper: 56.1%")
+    unique_help = help_for("lab_uniqueness")
+    c1.metric("Unique, all patients", fmt.percent(u.share_unique), help=f"{unique_help}\n\nThe paper: 56.1%.")
     for col, d, paper in ((c2, 2, "72.3%"), (c3, 9, "98.4%")):
         row = table[table["days"] == d]
-        value = f"{100 * row['share_unique'].iloc[0]:.1f}%" if len(row) else "n/a"
-        col.metric(f"Unique, at least {d} days", value, help=f"paper: {paper}")
+        value = fmt.percent(row["share_unique"].iloc[0]) if len(row) else fmt.DASH
+        col.metric(f"Unique, at least {d} days", value, help=f"{unique_help}\n\nThe paper: {paper}.")
+        if not len(row):
+            col.caption(f"no patient with {d} days of lab orders")
     days_max = max(6, int(table["days"].max()))
     persist.seed("labs_max_days", min(30, days_max))
     st.session_state["labs_max_days"] = min(max(int(st.session_state["labs_max_days"]), 5), days_max)
@@ -229,21 +234,12 @@ def render(ctx: Context) -> None:
     done()
     curves = {"raw": raw.to_frame()}
     c1, c2, c3 = st.columns(3)
-    c1.metric(
-        "Recall@1",
-        f"{100 * raw.at(1):.1f}%",
-        f"random {100 * raw.random[0]:.2f}%",
-        delta_color="off",
-        help="paper: 25%",
-    )
-    c2.metric(
-        "Recall@10",
-        f"{100 * raw.at(10):.1f}%",
-        f"random {100 * raw.random[9]:.2f}%",
-        delta_color="off",
-        help="paper: 47%",
-    )
-    c3.metric("Candidates per query", f"{raw.n_candidates:,}")
+    recall_help = help_for("recall_at_n")
+    c1.metric("Recall@1", fmt.percent(raw.at(1)), help=f"{recall_help}\n\nThe paper: 25%.")
+    c1.caption(f"by chance: {fmt.percent(raw.random[0], 2)}")  # issue 26: no delta badge, no arrow
+    c2.metric("Recall@10", fmt.percent(raw.at(10)), help=f"{recall_help}\n\nThe paper: 47%.")
+    c2.caption(f"by chance: {fmt.percent(raw.random[9], 2)}")
+    c3.metric("Candidates per query", fmt.count(raw.n_candidates), help=recall_help)
 
     # ------------------------------------------------------------------------------------ Figures 5-6
     st.header("Latent-space release (Figures 5 and 6)")
@@ -303,10 +299,20 @@ def render(ctx: Context) -> None:
         )
         curves["latent"] = lat.to_frame()
         c1, c2, c3, c4 = st.columns(4)
-        c1.metric("ROC AUC (held-out days)", f"{model.roc_auc:.3f}", help="paper: 0.94")
-        c2.metric("PR AUC (average precision)", f"{model.pr_auc:.3f}", help="paper: 0.91")
-        c3.metric("Latent Recall@1", f"{100 * lat.at(1):.1f}%", help="paper: 5% against 25% raw")
-        c4.metric("Training", f"{model.seconds:.1f} s", f"{len(model.train_days):,} days", delta_color="off")
+        auc_help = help_for("auc")
+        c1.metric(
+            "ROC AUC (held-out days)", fmt.number(model.roc_auc), help=f"{auc_help}\n\nThe paper: 0.94."
+        )
+        c2.metric(
+            "PR AUC (average precision)", fmt.number(model.pr_auc), help=f"{auc_help}\n\nThe paper: 0.91."
+        )
+        c3.metric(
+            "Latent Recall@1",
+            fmt.percent(lat.at(1)),
+            help=f"{help_for('recall_at_n', 'vae')}\n\nThe paper: 5% against 25% raw.",
+        )
+        c4.metric("Training", f"{model.seconds:.1f} s", help=help_for("vae"))
+        c4.caption(f"on {len(model.train_days):,} patient-days")
         roc = curve_frame(*model.roc, "false_positive_rate", "true_positive_rate")
         pr = curve_frame(*model.pr, "recall", "precision")
         c1, c2 = st.columns(2)

@@ -31,6 +31,7 @@ from engine.study.experiments import LDAPoint, lda_measures, lda_sweep_k, lda_sw
 from engine.study.runs import ICD_HIERARCHIES, CodeSelection, LDASettings, RunInputs
 from engine.utility.loss import avg_re, cluster_table, level_shares, record_losses
 from ui import errors, honest, persist
+from ui import format as fmt
 from ui import progress as progress_ui
 from ui.context import HASH_FUNCS, Context
 from ui.downloads import release_downloads, release_table_download
@@ -266,9 +267,13 @@ def render_anonymize(ctx: Context) -> None:
         rel,
         ctx.cohort,
         internal=[
-            ("ICD loss, ILM (method-internal)", f"{meas['ILM']:.3f}", help_for("ilm")),
-            ("Age loss, ALM (method-internal)", f"{meas['ALM']:.3f}", help_for("alm")),
-            ("Query error, AvgRE (method-internal)", f"{meas['AvgRE']:.3f}", help_for("avgre")),
+            ("ICD loss, ILM (method-internal)", fmt.percent(meas["ILM"]), help_for("ilm", "method_internal")),
+            ("Age loss, ALM (method-internal)", fmt.percent(meas["ALM"]), help_for("alm", "method_internal")),
+            (
+                "Query error, AvgRE (method-internal)",
+                fmt.percent(meas["AvgRE"]),
+                help_for("avgre", "method_internal"),
+            ),
         ],
     )
     cols = st.columns(3)

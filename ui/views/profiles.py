@@ -42,6 +42,7 @@ from engine.utility.queries import (
     utility_policy_from_frame,
 )
 from ui import errors, honest, literal, persist
+from ui import format as fmt
 from ui import progress as progress_ui
 from ui.context import HASH_FUNCS, Context
 from ui.downloads import release_downloads
@@ -307,10 +308,14 @@ def _release_block(ctx: Context, method: str, run: ProfilesRun) -> None:
             (
                 "Utility constraints met (method-internal)",
                 f"{s['utility_satisfied']} of {s['utility_constraints']}",
-                help_for("utility_constraint"),
+                help_for("utility_constraint", "method_internal"),
             ),
-            ("NCP (method-internal)", f"{s['ncp']:.4f}", help_for("ncp")),
-            ("Mean relative error (method-internal)", f"{s['re_mean']:.3f}", help_for("re")),
+            ("NCP (method-internal)", fmt.percent(s["ncp"], 2), help_for("ncp", "method_internal")),
+            (
+                "Mean relative error (method-internal)",
+                fmt.percent(s["re_mean"]),
+                help_for("re", "method_internal"),
+            ),
         ],
     )
     # the files (gzip: items of many codes repeat long labels), only through the export gate under
