@@ -82,7 +82,7 @@ def gate() -> User:
             st.title("CohortShield")
             st.info("Sign in to use CohortShield: this server holds patient data and keeps an audit log.")
             st.button("Sign in", type="primary", key="auth_sign_in", on_click=st.login)
-            st.stop()
+            _no_page()
     elif how == "header":
         name = _header_user()
         if name is None:
@@ -91,7 +91,7 @@ def gate() -> User:
                 "No signed-in user: this server takes the user from its reverse proxy's header, and the "
                 "request carried none. Open the app through the proxy's address."
             )
-            st.stop()
+            _no_page()
     else:
         address = str(st.config.get_option("server.address") or "")
         ip = st.context.ip_address  # None for a loopback client
@@ -102,13 +102,30 @@ def gate() -> User:
                 "single-user mode serves localhost only. Configure sign-in (docs/deployment.md) or bind "
                 "the server to localhost."
             )
-            st.stop()
+            _no_page()
         name = _local_user()
     assert name is not None
     user = User(name, how, how == "local" or name.lower() in admins())
     st.session_state[USER_KEY] = user
     _show(user)
     return user
+
+
+def _signed_out() -> None:
+    """The one page of a run without a user (`_no_page`); never run: the gate has drawn the refusal."""
+
+
+def _no_page() -> None:
+    """End a run without a user. Until some session's app.py has called `st.navigation`, Streamlit 1.67
+    serves the app in its legacy `pages/` mode (ui/context.py), which lists every file of pages/ in the
+    sidebar: replace that list by a hidden one-page navigation, so that the refusal is all that shows.
+    Only then: once the legacy mode is off, a navigation here would answer a signed-out deep link
+    (/risk) with Streamlit's "page not found" dialog."""
+    from streamlit.runtime.pages_manager import PagesManager
+
+    if PagesManager.uses_pages_directory:
+        st.navigation([st.Page(_signed_out, title="CohortShield", default=True)], position="hidden")
+    st.stop()
 
 
 def _show(user: User) -> None:
