@@ -9,7 +9,9 @@ import streamlit as st
 from engine.audit.log import entries, log_path, verify
 from ui import literal
 from ui.auth import USER_KEY
+from ui.context import through_entry_point
 
+through_entry_point()  # a deep link on a fresh server goes through app.py and its sign-in gate
 user = st.session_state.get(USER_KEY)
 if user is None or not user.admin:  # the navigation offers this page to administrators only
     st.error("The audit log is for administrators (COHORTSHIELD_ADMINS).")
