@@ -121,7 +121,8 @@ def test_a_download_writes_its_entry_when_its_bytes_are_built(audit_log) -> None
 def test_the_audit_page_lists_every_entry_and_verifies_the_chain(audit_log) -> None:
     log.append("bundle", "cohortshield_release.zip", b"zip", user="ann", k=5)
     text = (
-        "import streamlit as st\nfrom ui import auth\nuser = auth.gate()\n"
+        "import streamlit as st\nfrom ui import auth\nfrom ui.context import SIDEBAR_RAN\nuser = auth.gate()\n"
+        "st.session_state[SIDEBAR_RAN] = True\n"  # as app.py's sidebar marks it: no deep-link recovery
         f"st.navigation([st.Page({str(ROOT / 'pages/audit.py')!r})]).run()\n"
     )
     at = AppTest.from_string(text, default_timeout=60)
