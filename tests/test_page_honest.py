@@ -332,6 +332,8 @@ def test_gccens_tab_universal_cap_zero_on_all_codes():
         gcc_capmode="Universal cap",
         gcc_cap=0,
     )
+    at.button(key="gcc_run_start").click().run()  # all codes never start unasked (issue 26)
+    assert not at.exception, [e.value for e in at.exception]
     at.button(key="gcc_study_add").click().run()
     assert not at.exception, [e.value for e in at.exception]
     release = at.session_state["study_made"]["GCCens k=5"].release

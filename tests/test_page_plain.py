@@ -121,10 +121,12 @@ def test_gccens_universal_cap_3_headline_against_the_original(releases):
     # issue 23: the figure the report shows, pairs retained (was "Code instances kept" 11.9%)
     assert metrics["Pairs retained, of the original cohort"].value == "9.0%"
     assert metrics["Instances of these codes kept, caps included"].value == "64.7%"
-    assert metrics["Mean CUL against the original record"].value == "0.167"
-    assert metrics["Mean CUL, capped record (Tamersoy, method-internal)"].value == "0.000"
+    assert metrics["Mean CUL against the original record"].value == "16.7%"  # one formatter (issue 26)
+    assert metrics["Mean CUL, capped record (Tamersoy, method-internal)"].value == "0.0%"
     assert metrics["Codes kept of the capped record (method-internal)"].value == "100.0%"
-    assert metrics["Mean CUL, capped record (Tamersoy, method-internal)"].proto.help == help_for("cul")
+    assert metrics["Mean CUL, capped record (Tamersoy, method-internal)"].proto.help == help_for(
+        "cul", "method_internal"
+    )
     assert "Releases only codes 250, 272, 401, 724 (4 of 3,117 in the cohort)" in _warnings(at)
     # the CDF states the code set in its legend and its x-axis ends at the data (2,700 records)
     cdf = plotly_specs(at)[0]
@@ -176,8 +178,8 @@ def test_phewas_page_explains_empty_panels_and_keeps_release_colours(releases):
     assert "UGACLIP k=5: One catch-all item" in _warnings(at)
     r2 = next(d.value for d in at.dataframe if "r² of -log10 p" in d.value.columns)
     row = r2.set_index("release").loc["UGACLIP k=5"]
-    if math.isnan(row["r² of -log10 p"]):
-        assert row["why no r²"], "an r² of None is explained"
+    if not isinstance(row["r² of -log10 p"], float):  # a dash and the reason, never "None" (issue 26)
+        assert row["r² of -log10 p"] == "—" and row["why no r²"], "a missing r² is explained"
         captions = "\n".join(shown(c.value) for c in at.caption)
         assert "UGACLIP k=5: no associations left" in page_text(at) + captions
     qq, hist, manhattan = plotly_specs(at)
@@ -217,9 +219,13 @@ def test_glossary_page_lists_every_term():
     at = page_app("pages/glossary.py")
     at.run()
     assert not at.exception, [e.value for e in at.exception]
-    table = at.dataframe[0].value
-    assert set(table["term"]) == {t.name for t in TERMS.values()}
-    assert table.set_index("term").loc["CUL (censoring utility loss)", "paper"].startswith("Tamersoy")
+    # issue 26: a searchable full-width list, one entry per term (its name in bold, then what it is,
+    # its paper and an example)
+    entries = [shown(m.value) for m in at.markdown]
+    for t in TERMS.values():
+        assert any(e.startswith(f"**{t.name}**") for e in entries), t.name
+    cul = next(e for e in entries if e.startswith("**CUL (censoring utility loss)**"))
+    assert "Tamersoy" in cul
 
 
 def test_teach_mode_opens_each_page_with_what_it_shows_and_one_thing_to_try():

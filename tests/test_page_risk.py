@@ -11,6 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 from engine import risk
 from engine.release import Release
+from ui.format import percent
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(
@@ -97,8 +98,9 @@ def test_risk_page_states_the_threshold_and_the_risk_measures():
     dis = risk.original_distinguishability(ctx.cohort, ctx.adversary, ctx.population)
     m = risk.risk_measures(dis, risk.threshold_of_k(k))
     metrics = _metrics(at)
-    assert metrics["Maximum risk (1 / smallest distinguishability)"] == f"{m.prosecutor_max:.3f}"
-    assert metrics["Average risk (mean of 1 / distinguishability)"] == f"{m.average:.3f}"
+    # shares through the one formatter (issue 26: percentages everywhere)
+    assert metrics["Maximum risk (1 / smallest distinguishability)"] == percent(m.prosecutor_max)
+    assert metrics["Average risk (mean of 1 / distinguishability)"] == percent(m.average)
     summary = at.dataframe[0].value.set_index("curve")
     assert summary.loc[ctx.adversary.label, "average risk"] == m.average
     assert summary.loc[ctx.adversary.label, "records at risk"] == m.records_at_risk
