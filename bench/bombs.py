@@ -68,7 +68,8 @@ def build(case: str, folder: Path, code: Path, scale: float) -> tuple[Path, str]
             block = b" " * (16 << 20)
             for _ in range(big // len(block)):
                 fh.write(block)
-        read = "from engine.study.study import Study; Study.from_json(open(P,'rb').read(), P)"
+        # the command line's path (`study run`): the size is checked before the file is read
+        read = "from engine.commands.cli import main; raise SystemExit(main(['study', 'run', P]))"
     elif case == "lda_age_high":
         d = json.loads(_study_bytes(code))
         d["releases"] = [

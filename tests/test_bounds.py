@@ -215,3 +215,20 @@ def test_an_xlsx_whose_parts_inflate_beyond_the_limit_is_not_parsed(monkeypatch)
     assert "parts inflate to" in report.errors[0].message
     assert "COHORTSHIELD_MAX_XLSX_BYTES" in report.errors[0].message
     assert isinstance(LimitExceeded("x"), UserError)
+
+
+def test_a_padded_study_file_is_refused_before_it_is_read(tmp_path, monkeypatch, capsys) -> None:
+    """Issue 25, finding 3: a study.json padded with 1 GiB of spaces was read whole (2.2 GB) and
+    accepted; the command line now refuses it by its size, before reading it."""
+    from engine.commands.cli import main
+
+    monkeypatch.setenv("COHORTSHIELD_MAX_JSON_BYTES", "1000")
+    study = tmp_path / "study.json"
+    study.write_bytes(b'{"format": "cohortshield-study/2"' + b" " * 5000 + b"}")
+    read = []
+    real = type(study).read_bytes
+    monkeypatch.setattr(type(study), "read_bytes", lambda self: read.append(self) or real(self))
+    assert main(["study", "run", str(study)]) == 2
+    err = capsys.readouterr().err
+    assert "more than 1,000" in err and "COHORTSHIELD_MAX_JSON_BYTES" in err
+    assert study not in read  # never read whole

@@ -187,12 +187,31 @@ def audit_context(study: Study) -> dict:
     return {"study": study_fingerprint(study), "adversary": study.adversary.label, "k": study.k}
 
 
+def _head(path: Path) -> bytes:
+    with path.open("rb") as fh:
+        return fh.read(4)
+
+
 def _read(path_text: str) -> tuple[Study, dict[str, StudyInput]]:
-    from engine.study.package import read_study_file
+    """A study file or package, its size checked before it is read (issue 25: a study.json padded
+    with 1 GiB of spaces was read whole): a JSON study within the JSON limit, a package within the
+    member limit (its members are then streamed and hashed by `read_study_file`)."""
+    from engine.io.deployment import Limits, limits
+    from engine.study.package import is_package, read_study_file
 
     path = Path(path_text)
     if not path.is_file():
         raise UserError(f"{path}: no such study file")
+    size, lim = path.stat().st_size, limits()
+    name, limit = (
+        ("max_member_bytes", lim.max_member_bytes)
+        if is_package(_head(path))
+        else ("max_json_bytes", lim.max_json_bytes)
+    )
+    if size > limit:
+        raise UserError(
+            f"{path}: {size:,} bytes, more than {limit:,} (the limit {Limits.setting(name)}); not read"
+        )
     return read_study_file(path.read_bytes(), str(path))
 
 
@@ -200,7 +219,7 @@ def _read_json_study(path_text: str) -> Study:
     from engine.study.package import is_package
 
     path = Path(path_text)
-    if path.is_file() and is_package(path.read_bytes()[:4]):
+    if path.is_file() and is_package(_head(path)):
         raise UserError(f"{path}: a study package (zip); give the study file (JSON) itself")
     return _read(path_text)[0]
 
