@@ -3,6 +3,7 @@ issue 27): the sentence, the context's precedent k handed to the sidebar, the re
 
 from __future__ import annotations
 
+import pytest
 from apptest_support import page_app, shown
 
 from engine.report.report import threshold_sentence
@@ -47,3 +48,14 @@ def test_custom_threshold_without_a_reason_is_refused():
     at.selectbox(key="determination_context").set_value("custom").run()
     assert any("written reason" in shown(e.value) for e in at.error)
     assert at.session_state["study"].determination.context == "controlled"
+
+
+@pytest.mark.parametrize("page", ["pages/anonymize.py", "pages/tradeoffs.py", "pages/phewas.py"])
+def test_every_page_that_verifies_says_which_threshold(page) -> None:
+    """Issue 27: every page says which threshold it checks (Risk, Compare and Report had it)."""
+    from apptest_support import page_app, shown
+
+    at = page_app(page, state={"phewas_heatherly": False, "k": 5})
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any(shown(c.value).startswith("Threshold checked: maximum risk 1/k = 0.20") for c in at.caption)
