@@ -1243,12 +1243,10 @@ def _item_text(item: str, need: int) -> str:
 
 
 def _item_description(item: str, item_codes: Mapping[str, frozenset[str]] | None) -> str:
-    from engine.vocab import icd9_description
+    """`engine.vocab.describe`: ICD-9-CM and ICD-10-CM alike, a dash and the reason when unknown."""
+    from engine.vocab import describe
 
-    codes = sorted(codes_of(item, item_codes))
-    if len(codes) == 1 and codes[0] == item:
-        return icd9_description(item) or "?"
-    return " or ".join(f"{c} {icd9_description(c) or '?'}".strip() for c in codes)
+    return describe(item, item_codes)
 
 
 def riskiest_patterns(
