@@ -1,5 +1,5 @@
 """The sign-in browser test's harness (issue 25): a mock OpenID Connect provider on this machine
-(`oidc-provider-mock`, PyPI, pinned in requirements.txt) and `streamlit run app.py` with an `[auth]`
+(`oidc-provider-mock`, PyPI, pinned in requirements-dev.txt) and `streamlit run app.py` with an `[auth]`
 section pointing at it.
 
 Streamlit reads `.streamlit/secrets.toml` and `.streamlit/config.toml` from its working directory, so
