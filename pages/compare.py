@@ -115,16 +115,24 @@ def comparison_chart(table: pd.DataFrame):
         id_vars=["release"], value_vars=list(SHARES.values()), var_name="measure", value_name="share"
     )
     long["measure"] = long["measure"].map({v: k for k, v in SHARES.items()})
-    fig = px.bar(
+    fig = px.bar(  # bars lie down: the measures' names read level (issue 26: diagonal labels squashed them)
         long,
-        x="measure",
-        y="share",
+        y="measure",
+        x="share",
         color="release",
         barmode="group",
+        orientation="h",
         color_discrete_map=colour_map(t["release"]),
         labels={"measure": "Measure (against the original cohort)", "share": "Share", "release": "Release"},
     )
-    fig.update_layout(height=380, margin={"t": 30, "b": 10}, yaxis_tickformat=".0%", yaxis_range=[0, 1.05])
+    fig.update_layout(
+        height=max(320, 140 + 18 * len(long)),
+        margin={"t": 30, "b": 10},
+        xaxis_tickformat=".0%",
+        xaxis_range=[0, 1.05],
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0, "title": {"text": "Release"}},
+    )
+    fig.update_yaxes(autorange="reversed", automargin=True)
     return fig
 
 
@@ -187,8 +195,17 @@ column_config = {c: st.column_config.NumberColumn(c, format="percent", help=HELP
     if c in table.columns and c not in PERCENT
 }
 column_config["release"] = st.column_config.TextColumn("release", pinned=True)
-st.dataframe(
-    styled(table), hide_index=True, width="stretch", column_config=column_config, key="compare_table"
+# long texts: wide columns the table scrolls to, never cut to a few letters
+for wide in ("best in", "warnings"):
+    if wide in table.columns:
+        column_config[wide] = st.column_config.TextColumn(wide, width="large", help=HELP.get(wide))
+st.dataframe(  # stretches to the page and scrolls inside a fixed height; the release column pinned
+    styled(table),
+    hide_index=True,
+    width="stretch",
+    height=min(35 * (len(table) + 1) + 3, 420),
+    column_config=column_config,
+    key="compare_table",
 )
 for name, text in zip(table["release"], table["warnings"], strict=True):
     if text:

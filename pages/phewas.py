@@ -20,7 +20,7 @@ from ui.context import current, warn_if_whole_population
 from ui.downloads import table_download
 from ui.fingerprints import frame_fingerprint, release_key
 from ui.literal import md
-from ui.phewas_charts import change_histogram, manhattan_figure, qq_figure
+from ui.phewas_charts import change_histogram, largest_changes, manhattan_figure, qq_figure
 from ui.teach import intro
 from ui.views.heatherly import compare_three_scopes
 
@@ -211,6 +211,8 @@ if pairs:
             st.caption(md(f"{name}: {note}"))
     st.plotly_chart(qq_figure(pairs, snp, float(alpha)), width="stretch")
     st.subheader("Change in -log10 p (Figures 7-12)")
+    st.caption("The ringed points: the largest changes of each release (hover a point for its phenotype).")
+    st.dataframe(largest_changes(pairs, snp), hide_index=True, width="stretch", key="phewas_largest")
     st.plotly_chart(change_histogram(pairs, snp), width="stretch")
     all_pairs = pd.concat(pairs.values(), ignore_index=True)
     table_download(

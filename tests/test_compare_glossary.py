@@ -91,13 +91,86 @@ def _rgb(hex_colour: str) -> np.ndarray:
     return np.array([int(h[i : i + 2], 16) for i in (0, 2, 4)], dtype=float)
 
 
+# colour-vision deficiency simulation on linear RGB, severity 1 (Machado, Oliveira, Fernandes 2009)
+_CVD = {
+    "deuteranopia": [[0.367322, 0.860646, -0.227968], [0.280085, 0.672501, 0.047413], [-0.01182, 0.04294, 0.968881]],
+    "protanopia": [[0.152286, 1.052583, -0.204868], [0.114503, 0.786281, 0.099216], [-0.003882, -0.048116, 1.051998]],
+    "tritanopia": [[1.255528, -0.076749, -0.178779], [-0.078411, 0.930809, 0.147602], [0.004733, 0.691367, 0.3039]],
+}  # fmt: skip
+
+
+def _linear(rgb: np.ndarray) -> np.ndarray:
+    c = rgb / 255
+    return np.where(c <= 0.04045, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
+
+
+def _lab(linear: np.ndarray) -> np.ndarray:
+    """CIELAB (D65) of a linear RGB colour."""
+    xyz = np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722], [0.0193, 0.1192, 0.9505]]) @ linear
+    f = xyz / np.array([0.95047, 1.0, 1.08883])
+    f = np.where(f > 0.008856, np.cbrt(f), 7.787 * f + 16 / 116)
+    return np.array([116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])])
+
+
+def _seen(hex_colour: str, vision: str) -> np.ndarray:
+    lin = _linear(_rgb(hex_colour))
+    if vision != "normal":
+        lin = np.clip(np.array(_CVD[vision]) @ lin, 0, 1)
+    return _lab(lin)
+
+
+def _delta(a: str, b: str, vision: str = "normal") -> float:
+    return float(np.linalg.norm(_seen(a, vision) - _seen(b, vision)))
+
+
 def test_no_release_colour_is_grey_or_near_the_originals():
-    original = _rgb(colours.ORIGINAL)
     for c in colours.PALETTE:
         rgb = _rgb(c)
-        assert np.linalg.norm(rgb - original) > 90, c  # never drawn in almost the original's colour
+        assert _delta(c, colours.ORIGINAL) > 25, c  # never drawn in almost the original's colour
         assert rgb.max() - rgb.min() > 60, c  # not a grey
     assert len(set(colours.PALETTE)) == len(colours.PALETTE)
+
+
+def test_twelve_release_colours_stay_apart_also_to_colour_blind_eyes():
+    """Issue 26: colours repeated after 9 releases, and two near-identical oranges. At least 12, every
+    pair at least 20 CIELAB units apart for normal vision and 12 under each simulated dichromacy."""
+    assert len(colours.PALETTE) >= 12
+    for vision, least in (("normal", 20), ("deuteranopia", 12), ("protanopia", 12), ("tritanopia", 12)):
+        for i, a in enumerate(colours.PALETTE):
+            for b in colours.PALETTE[i + 1 :]:
+                assert _delta(a, b, vision) >= least, (vision, a, b, round(_delta(a, b, vision), 1))
+
+
+def test_the_four_adversaries_differ_in_line_style_and_colour_family():
+    """Issue 26: the two all-visits curves on Risk were two near-identical oranges."""
+    from engine.adversary import ALL_ADVERSARIES
+
+    styles = {a.label: colours.adversary_style(a.label) for a in ALL_ADVERSARIES}
+    assert all(styles.values()) and len({s[0] for s in styles.values()}) == 4
+    for a in ALL_ADVERSARIES:
+        colour, dash = styles[a.label]
+        assert dash == ("solid" if a.knowledge == "single_visit" else "dash")
+        hue = _seen(colour, "normal")
+        assert (hue[2] < 0) == (a.scope == "cohort")  # cohort blue (b* < 0), population red (b* > 0)
+    for vision in _CVD:
+        for i, a in enumerate(ALL_ADVERSARIES):
+            for b in ALL_ADVERSARIES[i + 1 :]:
+                same_style = styles[a.label][1] == styles[b.label][1]
+                if same_style:  # told apart by colour alone
+                    assert _delta(styles[a.label][0], styles[b.label][0], vision) >= 12, (vision, a, b)
+
+
+def test_a_release_has_the_colour_of_its_place_in_the_study_in_the_app_and_the_report():
+    from engine.report import palette
+
+    study = ["GCCens k=5", "DEMO_D", "DEMO_S", *(f"r{i}" for i in range(9))]
+    app = colours.colour_map(["original", *reversed(study)], study)
+    assert app["original"] == colours.ORIGINAL
+    assert [app[n] for n in study] == list(palette.PALETTE[:12])  # 12 releases, 12 colours, none twice
+    assert all(palette.release_colour(n, study) == app[n] for n in study)
+    # a series outside the study never takes a study release's colour while one is free
+    extra = colours.colour_map(["DEMO_B"], study[:3])["DEMO_B"]
+    assert extra not in {app[n] for n in study[:3]}
 
 
 def test_a_release_keeps_its_colour_and_the_original_is_neutral():

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
-from ui.colours import colour_map
+from ui.colours import PALETTE, colour_map
 
 STAT_COLUMNS = ["mean", "std", "median", "skewness", "share_modified", "share_codes_retained"]
 ORIGINAL_COLUMNS = ["mean_vs_original", "share_modified_vs_original", "share_retained_vs_original"]
@@ -55,25 +56,56 @@ def cul_histogram(loss: pd.DataFrame) -> go.Figure:
     return fig
 
 
+UNITLESS = ("skewness",)  # statistics that are no share: drawn on their own axis, below the shares
+
+
 def sweep_figure(table: pd.DataFrame, x: str) -> go.Figure:
-    """CUL statistics against k (Table 1) or the universal cap (Table 2), one line per statistic."""
+    """CUL statistics against k (Table 1) or the universal cap (Table 2), one line per statistic: the
+    shares (CUL and its mean, sd and median, records modified, codes kept) on one axis in percent, the
+    skewness, which has no unit, on its own panel below (issue 26: skewness 0-7 sat on the shares'
+    axis)."""
     columns = [c for c in STAT_COLUMNS + ORIGINAL_COLUMNS if c in table.columns]
-    long = table.melt(id_vars=[x], value_vars=columns, var_name="statistic", value_name="value")
-    long["statistic"] = long["statistic"].map(LABELS)
-    fig = px.line(
-        long,
-        x=x,
-        y="value",
-        color="statistic",
-        markers=True,
-        labels={x: LABELS[x], "value": "Value of the statistic", "statistic": "Statistic"},
+    shares = [c for c in columns if c not in UNITLESS]
+    unitless = [c for c in columns if c in UNITLESS]
+    rows = 2 if unitless else 1
+    fig = make_subplots(
+        rows=rows,
+        cols=1,
+        shared_xaxes=True,
+        row_heights=[0.7, 0.3] if rows == 2 else [1.0],
+        vertical_spacing=0.08,
     )
-    fig.update_layout(height=420, margin={"t": 30, "b": 10}, legend={"orientation": "h", "y": -0.3})
+    for i, c in enumerate(shares + unitless):
+        fig.add_trace(
+            go.Scatter(
+                x=table[x],
+                y=table[c],
+                mode="lines+markers",
+                name=LABELS[c],
+                line={
+                    "color": PALETTE[i % len(PALETTE)],
+                    "dash": "dash" if c in ORIGINAL_COLUMNS else "solid",
+                },
+                legendgroup="unitless" if c in unitless else "shares",
+            ),
+            row=2 if c in unitless else 1,
+            col=1,
+        )
+    fig.update_yaxes(title_text="Share", tickformat=".0%", rangemode="tozero", row=1, col=1)
+    if unitless:
+        fig.update_yaxes(title_text="Skewness", rangemode="tozero", row=2, col=1)
+    fig.update_xaxes(title_text=LABELS[x], row=rows, col=1)
+    fig.update_layout(
+        height=680 if rows == 2 else 480,
+        margin={"t": 30, "b": 10},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.12, "title": {"text": "Statistic"}},
+    )
     return fig
 
 
 def retention_figure(compare: pd.DataFrame) -> go.Figure:
-    """Share of codes retained and of records modified, faithful beside targeted."""
+    """Share of codes retained and of records modified, faithful beside targeted: horizontal bars, the
+    measures' names read level on the left (issue 26: diagonal labels squashed the bars)."""
     columns = [
         c for c in ("share_retained_vs_original", "share_codes_retained", "share_modified") if c in compare
     ]
@@ -81,12 +113,21 @@ def retention_figure(compare: pd.DataFrame) -> go.Figure:
     long["measure"] = long["measure"].map(LABELS)
     fig = px.bar(
         long,
-        x="measure",
-        y="share",
+        y="measure",
+        x="share",
         color="variant",
         barmode="group",
+        orientation="h",
         color_discrete_map=colour_map(long["variant"].unique()),
         labels={"measure": "Measure", "share": "Share", "variant": "Variant"},
     )
-    fig.update_layout(height=360, margin={"t": 30, "b": 10}, yaxis_tickformat=".0%")
+    n = max(len(columns), 1) * max(long["variant"].nunique(), 1)
+    fig.update_layout(
+        height=max(260, 120 + 34 * n),
+        margin={"t": 30, "b": 10},
+        xaxis_tickformat=".0%",
+        xaxis_range=[0, 1.05],
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0},
+    )
+    fig.update_yaxes(title_text=None, automargin=True)
     return fig

@@ -6,6 +6,8 @@ import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
 
+from ui.colours import PALETTE, colour_map
+
 MEASURE_TITLES = {
     "ILM": "ICD loss (ILM)",
     "ALM": "Age loss (ALM)",
@@ -22,6 +24,7 @@ def level_shares_figure(shares: pd.DataFrame) -> go.Figure:
         facet_col="attribute",
         text=shares["share"].round(1),
         labels={"share": "% of values", "level": "DGH level"},
+        color_discrete_sequence=PALETTE,
     )
     fig.update_xaxes(matches=None, showticklabels=True)
     fig.for_each_annotation(lambda a: a.update(text=a.text.split("=", 1)[-1]))  # "attribute=ICD"
@@ -31,7 +34,15 @@ def level_shares_figure(shares: pd.DataFrame) -> go.Figure:
 
 def sweep_k_figure(df: pd.DataFrame, measure: str) -> go.Figure:
     """Figures 9-12: a measure against k, one line per method."""
-    fig = px.line(df, x="k", y=measure, color="method", markers=True, labels={"method": "Method"})
+    fig = px.line(
+        df,
+        x="k",
+        y=measure,
+        color="method",
+        markers=True,
+        labels={"method": "Method"},
+        color_discrete_map=colour_map(df["method"].unique()),
+    )
     fig.update_layout(height=320, margin={"t": 30, "b": 10}, yaxis_title=MEASURE_TITLES.get(measure, measure))
     return fig
 
@@ -43,6 +54,7 @@ def record_loss_figure(rl: pd.DataFrame) -> go.Figure:
         x="loss",
         color="measure",
         labels={"loss": "Loss per trajectory", "measure": "Measure"},
+        color_discrete_sequence=PALETTE,
     )
     fig.update_layout(height=360, barmode="overlay", margin={"t": 40, "b": 10}, yaxis_title="Trajectories")
     return fig
@@ -61,6 +73,7 @@ def weights_figure(df: pd.DataFrame) -> go.Figure:
         color="measure",
         barmode="group",
         labels={"loss": "Loss", "measure": "Measure"},
+        color_discrete_sequence=PALETTE,
     )
     fig.update_layout(height=340, margin={"t": 30, "b": 10}, xaxis_title="Weights: ICD / Age")
     return fig

@@ -6,6 +6,8 @@ import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
 
+from ui.colours import colour_map
+
 SWEEP_LABELS = {  # sweep columns in words (issue 16)
     "method": "Method",
     "knowledge": "Attacker knowledge",
@@ -31,7 +33,14 @@ def satisfied_figure(sweep: pd.DataFrame) -> go.Figure:
     """Utility constraints satisfied against k (PNAS Figure 3), per method and filtering condition."""
     df = worded(sweep).assign(share=sweep["utility_satisfied"] / sweep["utility_constraints"].clip(lower=1))
     fig = px.line(
-        df, x="k", y="share", color="method", line_dash="knowledge", markers=True, labels=SWEEP_LABELS
+        df,
+        x="k",
+        y="share",
+        color="method",
+        line_dash="knowledge",
+        markers=True,
+        labels=SWEEP_LABELS,
+        color_discrete_map=colour_map(df["method"].unique()),
     )
     fig.update_layout(height=360, margin={"t": 30, "b": 10}, yaxis_tickformat=".0%")
     fig.update_yaxes(title_text="Utility constraints met", range=[0, 1.05])
@@ -49,6 +58,7 @@ def relative_error_figure(sweep: pd.DataFrame) -> go.Figure:
         line_dash="knowledge",
         markers=True,
         labels=SWEEP_LABELS,
+        color_discrete_map=colour_map(sweep["method"].unique()),
     )
     fig.update_layout(height=360, margin={"t": 30, "b": 10}, yaxis_title="Relative error (mean ± sd)")
     return fig
@@ -63,6 +73,7 @@ def suppression_figure(sweep: pd.DataFrame) -> go.Figure:
         line_dash="knowledge",
         markers=True,
         labels=SWEEP_LABELS,
+        color_discrete_map=colour_map(sweep["method"].unique()),
     )
     fig.update_layout(height=320, margin={"t": 30, "b": 10}, yaxis_title="Distinct codes suppressed")
     return fig

@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 
 from engine.risk import cdf
 from engine.vocab import describe
-from ui.colours import colour_of
+from ui.colours import adversary_style, colour_map
 
 
 def cdf_frame(curves: Mapping[str, np.ndarray]) -> pd.DataFrame:
@@ -47,11 +47,14 @@ def distinguishability_cdf_figure(
     with k marked as a vertical line.
 
     `highlight` draws that curve thicker (e.g. the sidebar's adversary); curves named in `dashed` are
-    dashed (e.g. "released" next to "original"). `legend` renames curves in the legend only (e.g. a
-    release with its code set); colours follow the curve's own name (ui/colours.py).
+    dashed (e.g. "released" next to "original"); an adversary's curve (named by its label) has the
+    adversary's colour and line style (`engine.report.palette.ADVERSARY_STYLE`). `legend` renames
+    curves in the legend only (e.g. a release with its code set); colours follow the curve's own name
+    (ui/colours.py).
     """
     fig = go.Figure()
     frame = cdf_frame(curves)
+    colours = colour_map([n for n in curves if adversary_style(n) is None])
     top = 1.0  # the x-axis ends at the data's range (and at k), never at an axis default
     for name in curves:
         f = frame[frame["curve"] == name]
@@ -64,6 +67,9 @@ def distinguishability_cdf_figure(
         y = np.concatenate([[0.0], y])
         top = max(top, float(x[np.isfinite(x)].max(initial=1.0)))
         width = 4 if highlight is not None and name == highlight else 2
+        # an adversary: its own colour family (cohort blues, population reds) and line style (single
+        # visit solid, all visits dashed); a release: its study colour (ui/colours.py)
+        colour, dash = adversary_style(name) or (colours[str(name)], "dash" if name in dashed else "solid")
         fig.add_trace(
             go.Scatter(
                 x=x,
@@ -73,10 +79,10 @@ def distinguishability_cdf_figure(
                 line={
                     "shape": "hv",
                     "width": width,
-                    "dash": "dash" if name in dashed else "solid",
-                    "color": colour_of(name),
+                    "dash": dash,
+                    "color": colour,
                 },
-                opacity=1.0 if highlight is None or name == highlight else 0.6,
+                opacity=1.0 if highlight is None or name == highlight else 0.85,
                 hovertemplate="distinguishability ≤ %{x}<br>share %{y:.1%}<extra>" + str(name) + "</extra>",
             )
         )
@@ -101,8 +107,10 @@ def distinguishability_cdf_figure(
     fig.update_yaxes(range=[0, 1.02], tickformat=".0%", title_text="Share of records at or below")
     fig.update_layout(
         title=title or None,
-        legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0},
-        margin={"l": 10, "r": 10, "t": 60 if title else 30, "b": 10},
+        height=480,
+        # the legend below the axis: above it, a legend of two rows ran over the title (issue 26)
+        legend={"orientation": "h", "yanchor": "top", "y": -0.2, "x": 0},
+        margin={"l": 10, "r": 10, "t": 50 if title else 20, "b": 10},
         hovermode="x unified",
     )
     return fig

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from engine.report import palette
+
 # ---------------------------------------------------------------------------------------- blocks
 
 
@@ -80,8 +82,17 @@ class PageBreak:
 
 
 Block = Heading | Para | Pairs | Table | Hashes | Figure | PageBreak
-PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
-BEFORE_COLOUR = "#555555"
+BEFORE_COLOUR = palette.ORIGINAL  # the app's colours (engine/report/palette.py, ui/colours.py; issue 26)
+
+
+def release_colour(data: dict[str, Any], name: str) -> str:
+    """A release's colour in the report: the colour of its place in the study, as in the app. The
+    study's order is the report's releases and those left out (`"study order"` when the data has it)."""
+    order = data.get("study order") or [
+        *(r["name"] for r in data["releases"]),
+        *data.get("releases not in this report", []),
+    ]
+    return palette.release_colour(name, order) or palette.PALETTE[0]
 
 
 # --------------------------------------------------------------------------------- text helpers
@@ -289,10 +300,7 @@ def _summary(d: dict[str, Any]) -> list[Block]:
         Figure(
             (
                 Curve("original cohort", _pts(d["cdf before"]), BEFORE_COLOUR, True),
-                *(
-                    Curve(r["name"], _pts(r["cdf after"]), PALETTE[i % len(PALETTE)])
-                    for i, r in enumerate(rels)
-                ),
+                *(Curve(r["name"], _pts(r["cdf after"]), release_colour(d, r["name"])) for r in rels),
             ),
             k,
             f"Share of records (vertical) with at most so many candidates (horizontal). Left of k = {k}: below k.",
@@ -446,7 +454,7 @@ def _release(r: dict[str, Any], i: int, d: dict[str, Any]) -> list[Block]:
         Figure(
             (
                 Curve(label.lower(), _pts(r["cdf before"] or d["cdf before"]), BEFORE_COLOUR, True),
-                Curve(r["name"], _pts(r["cdf after"]), PALETTE[i % len(PALETTE)]),
+                Curve(r["name"], _pts(r["cdf after"]), release_colour(d, r["name"])),
             ),
             k,
             f"Risk of {r['name']} against the original cohort under {att['label']} (records left of k = {k} "
