@@ -14,7 +14,7 @@ from engine.release import Release
 from engine.report.glossary import help_for
 from engine.utility import phewas
 from ui import format as fmt
-from ui import honest
+from ui import honest, threshold
 from ui import study as session_study
 from ui.context import current, warn_if_whole_population
 from ui.downloads import table_download
@@ -83,6 +83,7 @@ ctx = current()
 st.title("PheWAS")
 intro("phewas")
 warn_if_whole_population(ctx)
+threshold.caption(ctx)  # the releases listed are verified against it (issue 27)
 genotypes = ctx.dataset.genotypes
 if genotypes is None or genotypes.empty:
     st.warning("This dataset has no genotype file: load one on the Cohort page to run a PheWAS.")
@@ -210,9 +211,9 @@ if pairs:
         if note:
             st.caption(md(f"{name}: {note}"))
     st.plotly_chart(qq_figure(pairs, snp, float(alpha)), width="stretch")
-    st.subheader("Change in -log10 p (Figures 7-12)")
     st.caption("The ringed points: the largest changes of each release (hover a point for its phenotype).")
     st.dataframe(largest_changes(pairs, snp), hide_index=True, width="stretch", key="phewas_largest")
+    st.subheader("Change in -log10 p (Figures 7-12)")
     st.plotly_chart(change_histogram(pairs, snp), width="stretch")
     all_pairs = pd.concat(pairs.values(), ignore_index=True)
     table_download(
