@@ -232,3 +232,120 @@ def test_a_padded_study_file_is_refused_before_it_is_read(tmp_path, monkeypatch,
     err = capsys.readouterr().err
     assert "more than 1,000" in err and "COHORTSHIELD_MAX_JSON_BYTES" in err
     assert study not in read  # never read whole
+
+
+# --------------------------------------------------------------------------------- folder sources
+def test_an_omop_csv_table_with_a_long_line_is_refused_before_pandas_reads_it(monkeypatch, tmp_path):
+    """Issue 25: OMOP / i2b2 / MEDS folder tables were read with no limits; a CSV table is streamed
+    through the line-length, row and column limits before it is parsed."""
+    import shutil
+
+    import pandas as pd
+
+    from engine.io.omop import read_omop
+    from tests.omop_support import OMOP_DIR
+
+    monkeypatch.setenv("COHORTSHIELD_MAX_LINE_BYTES", "1000")
+    folder = shutil.copytree(OMOP_DIR, tmp_path / "cdm")
+    table = folder / "condition_occurrence.csv"
+    table.write_bytes(table.read_bytes() + b"99," + b"x" * 5000 + b"\n" + b"\xff" * 10)
+    real = pd.read_csv
+
+    def read_csv(path, *a, **k):
+        assert "condition_occurrence" not in str(path), "the refused table was parsed"
+        return real(path, *a, **k)
+
+    monkeypatch.setattr(pd, "read_csv", read_csv)
+    with pytest.raises(
+        LimitExceeded,
+        match=r"cdm/condition_occurrence\.csv, row 14: a line longer than 1,000 bytes.*COHORTSHIELD_MAX_LINE_BYTES",
+    ):
+        read_omop(folder)
+    assert isinstance(LimitExceeded("x"), UserError)
+
+
+def test_an_omop_csv_table_of_too_many_rows_or_columns_is_refused(monkeypatch, tmp_path):
+    import shutil
+
+    from engine.io.i2b2 import read_i2b2
+    from engine.io.omop import read_omop
+    from tests.omop_support import OMOP_DIR
+    from tests.test_i2b2 import I2B2_DIR
+
+    monkeypatch.setenv("COHORTSHIELD_MAX_ROWS", "8")
+    with pytest.raises(LimitExceeded, match=r"omop/condition_occurrence\.csv: more than 8 rows.*MAX_ROWS"):
+        read_omop(OMOP_DIR)
+    monkeypatch.setenv("COHORTSHIELD_MAX_ROWS", "1000")
+    monkeypatch.setenv("COHORTSHIELD_MAX_COLUMNS", "10")
+    with pytest.raises(LimitExceeded, match=r"cdm/person\.csv, row 1: 18 columns, more than 10.*MAX_COLUMNS"):
+        read_omop(shutil.copytree(OMOP_DIR, tmp_path / "cdm"))
+    monkeypatch.setenv("COHORTSHIELD_MAX_COLUMNS", "10000")
+    monkeypatch.setenv("COHORTSHIELD_MAX_ROWS", "2")
+    with pytest.raises(LimitExceeded, match=r"i2b2/\w+\.csv: more than 2 rows.*MAX_ROWS"):
+        read_i2b2(I2B2_DIR)  # i2b2 folders are read by the same reader
+
+
+def test_a_parquet_omop_table_over_the_row_limit_is_refused_from_its_metadata(monkeypatch, tmp_path):
+    import pyarrow.parquet as pq
+
+    from engine.io.omop import read_omop
+    from tests.omop_support import build_duckdb, export_parquet
+
+    folder = export_parquet(build_duckdb(tmp_path / "cdm.duckdb"), tmp_path / "parquet")
+    assert read_omop(folder).events is not None  # within the default limits
+    monkeypatch.setenv("COHORTSHIELD_MAX_ROWS", "8")
+    real = pq.read_table
+
+    def read_table(path, *a, **k):
+        assert "condition_occurrence" not in str(path), "the refused table's row groups were read"
+        return real(path, *a, **k)
+
+    monkeypatch.setattr(pq, "read_table", read_table)
+    with pytest.raises(
+        LimitExceeded, match=r"condition_occurrence\.parquet: 12 rows, more than 8.*COHORTSHIELD_MAX_ROWS"
+    ):
+        read_omop(folder)
+    monkeypatch.setenv("COHORTSHIELD_MAX_ROWS", "1000")
+    monkeypatch.setenv("COHORTSHIELD_MAX_COLUMNS", "10")
+    with pytest.raises(LimitExceeded, match=r"person\.parquet: 18 columns, more than 10.*MAX_COLUMNS"):
+        read_omop(folder)
+    monkeypatch.setenv("COHORTSHIELD_MAX_COLUMNS", "10000")
+    monkeypatch.setenv("COHORTSHIELD_MAX_MEMBER_BYTES", "100")
+    with pytest.raises(LimitExceeded, match=r"\.parquet: .*uncompressed.*COHORTSHIELD_MAX_MEMBER_BYTES"):
+        read_omop(folder)
+
+
+def test_a_meds_shard_over_the_row_limit_is_refused_from_its_metadata(monkeypatch):
+    import pyarrow.parquet as pq
+
+    from engine.io.meds import read_meds
+    from tests.meds_support import MEDS_DIR
+
+    monkeypatch.setenv("COHORTSHIELD_MAX_ROWS", "5")
+    monkeypatch.setattr(pq, "read_table", lambda *a, **k: pytest.fail("row groups read"))
+    with pytest.raises(
+        LimitExceeded, match=r"meds/data/train/0\.parquet: 11 rows, more than 5.*COHORTSHIELD_MAX_ROWS"
+    ):
+        read_meds(MEDS_DIR)
+    monkeypatch.setenv("COHORTSHIELD_MAX_ROWS", "12")  # each shard within, the dataset (14 rows) not
+    with pytest.raises(LimitExceeded, match=r"meds: 14 rows in its shards, more than 12.*MAX_ROWS"):
+        read_meds(MEDS_DIR)
+
+
+def test_the_import_preview_of_a_folder_table_is_bounded_too(monkeypatch, tmp_path):
+    import shutil
+
+    from engine.io.imports import preview
+    from tests.meds_support import MEDS_DIR
+    from tests.omop_support import OMOP_DIR
+
+    monkeypatch.setenv("COHORTSHIELD_DATA_ROOTS", str(tmp_path))
+    folder = shutil.copytree(OMOP_DIR, tmp_path / "cdm")
+    name, head = preview("omop", location=str(folder), n=3)
+    assert name == "condition_occurrence.csv" and len(head) == 3
+    monkeypatch.setenv("COHORTSHIELD_MAX_LINE_BYTES", "100")
+    with pytest.raises(LimitExceeded, match=r"condition_occurrence\.csv, row 1: a line longer than 100"):
+        preview("omop", location=str(folder), n=3)
+    monkeypatch.setenv("COHORTSHIELD_MAX_ROWS", "2")
+    with pytest.raises(LimitExceeded, match=r"0\.parquet: 3 rows, more than 2.*MAX_ROWS"):
+        preview("meds", location=str(shutil.copytree(MEDS_DIR, tmp_path / "meds")))

@@ -141,6 +141,29 @@ def _frame_head(name: str, data: bytes, n: int, sheet: str | None) -> pd.DataFra
     return pd.read_csv(io.BytesIO(data), nrows=n, dtype=str, keep_default_na=False, sep=sep)
 
 
+def _csv_head(path: Path, n: int) -> pd.DataFrame:
+    """The first `n` rows of a CSV table on disk, read only as far as needed and through the
+    line-length and column limits (`LimitExceeded` naming the file and the limit)."""
+    import csv
+
+    from engine.io.loaders import TextLimits, check_columns
+
+    check = TextLimits(path.name)
+    parts = []
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            check.feed(block)
+            parts.append(block)
+            if check.newlines > n:
+                break
+        else:
+            check.done()
+    head = b"".join(parts)
+    first = head.split(b"\n", 1)[0].decode("utf-8-sig", errors="replace")
+    check_columns(path.name, next(csv.reader([first]), []))
+    return pd.read_csv(io.BytesIO(head), nrows=n, dtype=str, keep_default_na=False)
+
+
 def sheet_names(name: str, data: bytes) -> list[str]:
     """The sheets of an .xlsx workbook (empty for other files or an unreadable workbook)."""
     from engine.io.excel import check_xlsx, is_xlsx
@@ -204,6 +227,9 @@ def preview(
             raise ImportSourceError(f"{location or '(no folder)'}: no MEDS Parquet shards found")
         import pyarrow.parquet as pq
 
+        from engine.io.omop import check_parquet_file
+
+        check_parquet_file(files[0], files[0].name)  # limits from the metadata (LimitExceeded)
         pf = pq.ParquetFile(files[0])
         return files[0].name, next(pf.iter_batches(batch_size=n)).to_pandas().astype("string")
     table = PREVIEW_TABLES[source]
@@ -225,9 +251,12 @@ def preview(
         p = folder / f"{table}{suffix}"
         if p.is_file():
             if suffix == ".csv":
-                return p.name, pd.read_csv(p, nrows=n, dtype=str, keep_default_na=False)
+                return p.name, _csv_head(p, n)
             import pyarrow.parquet as pq
 
+            from engine.io.omop import check_parquet_file
+
+            check_parquet_file(p, p.name)  # limits from the metadata (LimitExceeded)
             return p.name, next(pq.ParquetFile(p).iter_batches(batch_size=n)).to_pandas().astype("string")
     raise ImportSourceError(f"{location or '(no folder)'}: no {table}.csv or {table}.parquet")
 

@@ -103,13 +103,26 @@ def read_meds(
     base = loc if loc.is_dir() else loc.parent
     frames, checks = [], []
     seen: dict[object, str] = {}  # subject_id -> the shard that holds it
+    from engine.io.deployment import LimitExceeded, Limits, limits
+    from engine.io.omop import check_parquet_file
     from engine.io.sql import sha256_file as _sha256
 
     sources = {}
+    named = {path: f"{loc.name}/{path.relative_to(base)}" if loc.is_dir() else path.name for path in files}
+    valid = [path for path in files if _check_schema(path, named[path], report)]
+    rows, most = 0, limits().max_rows
+    for path in valid:  # every shard's limits from its metadata, before any row group is read
+        check_parquet_file(path, named[path], COLUMNS)
+        rows += pq.read_metadata(path).num_rows
+    if rows > most:
+        raise LimitExceeded(
+            f"{loc.name}: {rows:,} rows in its shards, more than {most:,} (the limit "
+            f"{Limits.setting('max_rows')}); no row was read"
+        )
     for path in files:
-        where = f"{loc.name}/{path.relative_to(base)}" if loc.is_dir() else path.name
+        where = named[path]
         sources[where] = _sha256(path)
-        if not _check_schema(path, where, report):
+        if path not in valid:
             continue
         df = pq.read_table(path, columns=list(COLUMNS)).to_pandas()
         fc = FileCheck(where, np.arange(len(df), dtype=np.int64) + 2, report)

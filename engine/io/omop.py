@@ -155,7 +155,7 @@ class _Reader:
             assert self.location is not None
             path = self.file_of(table)
             where = f"{self.location.name}/{path.name}" if path else f"{self.location.name}/{table}"
-            columns = None if path is None else _file_columns(path)
+            columns = None if path is None else _file_columns(path, where)
         fc = FileCheck(where, np.zeros(0, dtype=np.int64), report)
         if columns is None:
             fc.note(
@@ -184,7 +184,7 @@ class _Reader:
         else:
             assert path is not None and self.location is not None
             self.sources[f"{self.location.name}/{path.name}"] = sha256_file(path)
-            frame, rownum = _read_file(path, wanted)
+            frame, rownum = _read_file(path, wanted, where)
         frame.columns = [c.lower() for c in frame.columns]
         return Table(table, frame, rownum, where)
 
@@ -194,22 +194,82 @@ class _Reader:
         return self.db.qualified(table)
 
 
-def _file_columns(path: Path) -> list[str]:
+def check_csv_file(path: Path, where: str) -> None:
+    """The input limits of a CSV table on disk (`engine.io.deployment.limits`), before it is parsed:
+    the file is streamed through the line-length and row limits (`engine.io.loaders.TextLimits`,
+    refused at the line that breaks one, never read further) and its header's columns counted.
+    A `LimitExceeded` names `where` and the limit."""
+    import csv
+
+    from engine.io.loaders import TextLimits, check_columns
+
+    check = TextLimits(where)
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(8 << 20), b""):
+            check.feed(block)
+        check.done()
+        fh.seek(0)
+        first = fh.readline(check.max_line + 2).decode("utf-8-sig", errors="replace")
+    check_columns(where, next(csv.reader([first]), []))
+
+
+def check_parquet_file(path: Path, where: str, columns: Sequence[str] | None = None) -> None:
+    """The input limits of a Parquet file from its metadata (the footer), before a row group is read:
+    rows (`max_rows`), columns (`max_columns`) and the uncompressed size of the columns to be read
+    (all when `columns` is None) against `max_member_bytes`. A `LimitExceeded` names `where` and the
+    limit."""
+    import pyarrow.parquet as pq
+
+    from engine.io.deployment import LimitExceeded, Limits, limits
+
+    lim = limits()
+    meta = pq.read_metadata(path)
+    if meta.num_columns > lim.max_columns:
+        raise LimitExceeded(
+            f"{where}: {meta.num_columns:,} columns, more than {lim.max_columns:,} (the limit "
+            f"{Limits.setting('max_columns')})"
+        )
+    if meta.num_rows > lim.max_rows:
+        raise LimitExceeded(
+            f"{where}: {meta.num_rows:,} rows, more than {lim.max_rows:,} (the limit "
+            f"{Limits.setting('max_rows')}); no row was read"
+        )
+    wanted = None if columns is None else {c.lower() for c in columns}
+    size = 0
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        for c in range(group.num_columns):
+            chunk = group.column(c)
+            if wanted is None or chunk.path_in_schema.split(".")[0].lower() in wanted:
+                size += chunk.total_uncompressed_size
+    if size > lim.max_member_bytes:
+        raise LimitExceeded(
+            f"{where}: the columns read are {size:,} bytes uncompressed, more than "
+            f"{lim.max_member_bytes:,} (the limit {Limits.setting('max_member_bytes')}); no row was read"
+        )
+
+
+def _file_columns(path: Path, where: str) -> list[str]:
+    """The table's column names, after its limits (`check_csv_file`, `check_parquet_file`)."""
     if path.suffix.lower() == ".csv":
+        check_csv_file(path, where)
         header = pd.read_csv(path, nrows=0, dtype=str)
         return [str(c) for c in header.columns]
     import pyarrow.parquet as pq
 
+    check_parquet_file(path, where, columns=())  # rows and columns; the size of the columns read later
     return list(pq.read_schema(path).names)
 
 
-def _read_file(path: Path, columns: Sequence[str]) -> tuple[pd.DataFrame, np.ndarray]:
-    """Only the named columns; CSV cells as text (types are checked afterwards)."""
+def _read_file(path: Path, columns: Sequence[str], where: str) -> tuple[pd.DataFrame, np.ndarray]:
+    """Only the named columns; CSV cells as text (types are checked afterwards). The limits were
+    checked by `_file_columns` (a Parquet file's size here, for the columns read)."""
     if path.suffix.lower() == ".csv":
         df = pd.read_csv(path, usecols=list(columns), dtype=str, keep_default_na=False)
     else:
         import pyarrow.parquet as pq
 
+        check_parquet_file(path, where, columns)
         df = pq.read_table(path, columns=list(columns)).to_pandas(date_as_object=False)
     return df, np.arange(len(df), dtype=np.int64) + 2
 
