@@ -5,6 +5,7 @@ import streamlit as st
 
 from engine.records import Records
 from ui import cohort_view as cv
+from ui import steps
 from ui.context import HASH_FUNCS, through_entry_point
 from ui.downloads import table_download
 from ui.literal import md
@@ -12,6 +13,7 @@ from ui.teach import intro
 
 through_entry_point()  # a deep link on a fresh server: through app.py (ui/context.py)
 st.title("Cohort")
+steps.render()  # issue 26: the four steps, where the user stands, teach mode one click away
 intro("cohort")
 
 

@@ -28,7 +28,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Generic, Literal, TypeVar, overload
 
 import streamlit as st
 
@@ -115,6 +115,55 @@ def cancelled(key: str, job: Hashable) -> bool:
 
 
 _NOTHING = object()
+_RESULTS = "_progress_results"  # session state: run key -> (job, result) of its last run (`stale=True`)
+
+
+@dataclass(frozen=True, eq=False)
+class Stale(Generic[T]):
+    """The last result at a place whose parameters changed since and that waits for "Run" (issue 26,
+    finding 5): the view draws it greyed (`greyed`), under the parameters of its `job`."""
+
+    result: T
+    job: Any
+
+
+# keyed containers carry the class st-key-<key> (Streamlit 1.67): the previous results, greyed
+_GREY_CSS = '<style>div[class*="st-key-stale_"] { opacity: 0.45; filter: grayscale(0.7); }</style>'
+
+
+@contextmanager
+def greyed(key: str, caption: str):
+    """Draw the previous parameters' results greyed, under a caption that says so."""
+    st.html(_GREY_CSS)
+    st.caption(caption)
+    with st.container(key=f"stale_{key}"):
+        yield
+
+
+@overload
+def run(
+    label: str,
+    compute: Callable[[Tracker], T],
+    *,
+    key: str,
+    job: Hashable = ...,
+    ask: bool = ...,
+    ask_first: bool = ...,
+    stale: Literal[False] = ...,
+) -> T | None: ...
+
+
+@overload
+def run(
+    label: str,
+    compute: Callable[[Tracker], T],
+    *,
+    key: str,
+    job: Hashable = ...,
+    ask: bool = ...,
+    ask_first: bool = ...,
+    stale: Literal[True],
+) -> T | Stale[T] | None: ...
 
 
 def run(
@@ -125,7 +174,8 @@ def run(
     job: Hashable = None,
     ask: bool = False,
     ask_first: bool = False,
-) -> T | None:
+    stale: bool = False,
+) -> T | Stale[T] | None:
     """`compute(progress)` under a progress bar with a Cancel button; None when the user cancelled
     this `job` (the parameters of the run: another job at `key` starts afresh) and has not asked to
     run it again. Exceptions of `compute` propagate; the bar and the button are removed after it.
@@ -134,7 +184,9 @@ def run(
     at `key` in a session starts by itself; after that, a job not run here yet waits for the user's
     "Run" (None until then). `ask_first` (a run of a minute, issue 26): the first one waits too. The
     message names the last run's time only when it took a second or more (issue 26: "took 0.0 s"
-    before a 48 s run). A job run before starts by itself (its result is normally still cached)."""
+    before a 48 s run). A job run before starts by itself (its result is normally still cached).
+    `stale` (issue 26, finding 5): while a changed job waits for "Run", the last job's result at `key`
+    comes back as `Stale(result, job)` for the view to draw greyed, instead of None."""
     memo: dict = st.session_state.setdefault(_CANCELLED, {})
     if key in memo and memo[key] != job:
         memo.pop(key)  # the parameters changed since the cancel: a new job
@@ -164,7 +216,8 @@ def run(
             )
             clicked = c2.button("Run", key=f"{key}_start", type="primary", help="Run with these parameters")
         if not clicked:
-            return None
+            held = st.session_state.get(_RESULTS, {}).get(key) if stale else None
+            return None if held is None else Stale(held[1], held[0])
         box.empty()  # the bar takes its place
     holder = st.empty()
     with holder.container():
@@ -177,6 +230,8 @@ def run(
     finally:
         holder.empty()
     ran[key] = (last or _Ran()).after(job, time.monotonic() - start)
+    if stale:
+        st.session_state.setdefault(_RESULTS, {})[key] = (job, result)
     return result
 
 

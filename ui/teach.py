@@ -8,6 +8,7 @@ import streamlit as st
 from engine.report.glossary import teach
 
 KEY = "teach_mode"  # the sidebar toggle's session-state key (ui/sidebar.py KEYS)
+HERE_KEY = "teach_mode_here"  # the Cohort page's toggle beside the steps (ui/steps.py): follows KEY
 
 
 def intro(page: str) -> bool:

@@ -228,8 +228,11 @@ def _unrecordable(hier: tuple) -> str | None:
     )
 
 
-def _run_or_report(ctx: Context, selection, hier, k, w_icd, method) -> LDAResult | None:
-    """The LDA run under a progress bar with Cancel; None when cancelled or refused (said why)."""
+def _run_or_report(
+    ctx: Context, selection, hier, k, w_icd, method
+) -> LDAResult | progress_ui.Stale[LDAResult] | None:
+    """The LDA run under a progress bar with Cancel; None when cancelled or refused (said why); the
+    previous parameters' result (`Stale`, its job holding them) while changed ones wait for "Run"."""
     try:
         return progress_ui.run(
             f"LDA: clustering trajectories ({method}, k = {k})",
@@ -237,6 +240,7 @@ def _run_or_report(ctx: Context, selection, hier, k, w_icd, method) -> LDAResult
             key="lda_run",
             job=(ctx.cohort.fingerprint, selection, hier, k, w_icd, method),
             ask=True,  # 4-6 s on the sample: no live preview, a Run button after a change
+            stale=True,  # meanwhile the previous results, greyed (issue 26, finding 5)
         )
     except Exception as exc:  # a UserError's message, else a reference (ui/errors.py)
         errors.show(exc)
@@ -260,6 +264,18 @@ def render_anonymize(ctx: Context) -> None:
     res = _run_or_report(ctx, selection, hier, k, w_icd, method)
     if res is None:
         return
+    if isinstance(res, progress_ui.Stale):  # the previous parameters' results, greyed, until "Run"
+        _, selection, hier, k, w_icd, method = res.job
+        caption = f"Results of the previous parameters (k = {k}, w_ICD = {w_icd:.1f}, {method}): press Run to update"
+        with progress_ui.greyed("lda", caption):
+            _results(ctx, res.result, selection, hier, k, w_icd, method, stale=True)
+        return
+    _results(ctx, res, selection, hier, k, w_icd, method)
+
+
+def _results(ctx: Context, res: LDAResult, selection, hier, k, w_icd, method, *, stale: bool = False) -> None:
+    """The run's verdict, measures, charts, downloads and teaching view; `stale`: a previous run's,
+    drawn greyed (nothing added to the study from it)."""
     rel, ver = _release(ctx.cohort, selection, hier, k, w_icd, method)
     meas = _measures(ctx.cohort, selection, hier, k, w_icd, method)
     summary = res.trajectories.summary()
@@ -289,7 +305,8 @@ def render_anonymize(ctx: Context) -> None:
     settings = settings_of(selection, hier, k, w_icd, method)
     if settings is not None:
         remember(ctx, settings, rel)  # LDASettings.run's release: Add does not rerun it
-    add_to_study(ctx, settings, f"LDA k={k}", "lda_study", _unrecordable(hier))
+    if not stale:
+        add_to_study(ctx, settings, f"LDA k={k}", "lda_study", _unrecordable(hier))
 
     left, right = st.columns(2)
     with left:

@@ -1,0 +1,157 @@
+"""The guided start (issue 26, finding 2): the four steps of a release and where the user stands.
+
+1 load data, 2 choose the attacker, 3 make releases, 4 build the report. `states(facts)` is a pure
+function from the session's facts (`Facts`) to each step's state: "done", "current" (the first step
+not done) or "next" (after it), with what the step needs. `facts()` reads those facts from the session;
+`render()` draws the steps in one row of four at the top of the Cohort page, each linking to its page,
+with the teach-mode toggle beside them (the sidebar's `teach_mode`, through its own widget key).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import streamlit as st
+
+from ui import teach
+
+State = Literal["done", "current", "next"]
+ROOT = Path(__file__).resolve().parent.parent
+_TOUCHED = "_steps_attacker_touched"  # the sidebar's adversary or k was changed once in this session
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the session holds: data loaded, the attacker chosen (the sidebar's adversary or k changed,
+    or a determination recorded), the study's releases of the data loaded now, a report built."""
+
+    data_loaded: bool = False
+    attacker_chosen: bool = False
+    releases: int = 0
+    report_built: bool = False
+
+
+@dataclass(frozen=True)
+class Step:
+    number: int
+    title: str
+    page: str  # the page file it links to
+    state: State
+    needs: str  # what the step needs (shown under it)
+
+
+# (title, page, what it needs, what it says once done)
+_STEPS: tuple[tuple[str, str, str, str], ...] = (
+    (
+        "Load data",
+        "pages/cohort.py",
+        "Choose the sample or upload your files in the sidebar.",
+        "Data loaded.",
+    ),
+    (
+        "Choose the attacker",
+        "pages/risk.py",
+        "Set the adversary's scope and knowledge and k in the sidebar; the Risk page shows what they mean.",
+        "Attacker chosen.",
+    ),
+    (
+        "Make releases",
+        "pages/anonymize.py",
+        "Run a method on the Anonymize page and press 'Add to study'.",
+        "",
+    ),
+    ("Build the report", "pages/report.py", "Press 'Build the report' on the Report page.", "Report built."),
+)
+
+
+def states(facts: Facts) -> tuple[Step, ...]:
+    """Each step's state. A step is done when its fact holds (a release implies an attacker chosen:
+    it was verified under one); the first step not done is current, the ones after it are next. Without
+    data nothing is done: the releases and the report are those of the data loaded now."""
+    loaded = facts.data_loaded
+    done = (
+        loaded,
+        loaded and (facts.attacker_chosen or facts.releases > 0),
+        loaded and facts.releases > 0,
+        loaded and facts.releases > 0 and facts.report_built,
+    )
+    current = next((i for i, d in enumerate(done) if not d), None)
+    out = []
+    for i, ((title, page, needs, said), d) in enumerate(zip(_STEPS, done, strict=True)):
+        if d:
+            state: State = "done"
+            text = said or f"{facts.releases} release{'s' if facts.releases != 1 else ''} in the study."
+        else:
+            state = "current" if i == current else "next"
+            text = needs
+        out.append(Step(i + 1, title, page, state, text))
+    return tuple(out)
+
+
+def facts() -> Facts:
+    """The session's facts, read without changing the study (no release is added or removed)."""
+    from engine.study.study import Determination
+    from ui import sidebar
+    from ui.study import STUDY, current
+
+    state = st.session_state
+    ctx = state.get("context")
+    attacker = ("adversary_scope", "adversary_knowledge", "k")
+    if any(key in state and state[key] != sidebar.KEYS[key] for key in attacker):
+        state[_TOUCHED] = True
+    study = state.get(STUDY)
+    determined = study is not None and study.determination != Determination()
+    releases = len(current(ctx)) if ctx is not None and study is not None else 0
+    built = state.get("report_built")
+    return Facts(
+        data_loaded=ctx is not None,
+        attacker_chosen=bool(state.get(_TOUCHED)) or determined,
+        releases=releases,
+        report_built=built is not None and len(built) == 5,  # (key, report, html, pdf, bundle)
+    )
+
+
+_MARK = {"done": ":material/check_circle:", "current": ":material/arrow_forward:", "next": ""}
+
+
+def _teach_changed() -> None:
+    st.session_state[teach.KEY] = bool(st.session_state[teach.HERE_KEY])
+
+
+def _registered(page: str) -> str | None:
+    """The page's absolute path when the app's navigation has it (a page test registers one page)."""
+    from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    path = os.path.realpath(ROOT / page)
+    if ctx is None or not any(p.get("script_path") == path for p in ctx.pages_manager.get_pages().values()):
+        return None
+    return path
+
+
+def render() -> tuple[Step, ...]:
+    """The four steps in one row, each linking to its page, and the teach-mode toggle beside them."""
+    steps = states(facts())
+    st.session_state[teach.HERE_KEY] = bool(st.session_state.get(teach.KEY))  # follows the sidebar's
+    cols = st.columns([1, 1, 1, 1, 0.8], vertical_alignment="top")
+    for col, step in zip(cols, steps, strict=False):
+        with col:
+            label = f"{step.number}. {step.title}"
+            if step.state == "current":
+                label = f"**{label}** (now)"
+            path = _registered(step.page)
+            if path is not None:
+                st.page_link(path, label=label, icon=_MARK[step.state] or None)
+            else:
+                st.markdown(label)
+            st.caption(step.needs)
+    cols[-1].toggle(
+        "Teach mode",
+        key=teach.HERE_KEY,
+        on_change=_teach_changed,
+        help="Each page opens with what it shows and one thing to try (the same switch as the sidebar's).",
+    )
+    return steps
