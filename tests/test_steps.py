@@ -129,3 +129,16 @@ def test_lda_keeps_the_previous_results_greyed_until_run() -> None:
     assert not [c for c in at.caption if "Results of the previous parameters" in c.value]
     assert not run_prompts(at)
     assert [b for b in at.button if b.key == "lda_study_add"]
+
+
+@needs_sample
+def test_profiles_keep_the_previous_results_greyed_until_run() -> None:
+    at = run_view("ui.views.profiles", "anonymize", profiles_method="UGACLIP")
+    assert at.button(key="profiles_UGACLIP_study_add")
+    at.number_input(key="profiles_limit").set_value(50).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert len(run_prompts(at)) == 1
+    captions = [c.value for c in at.caption if "Results of the previous parameters" in c.value]
+    assert captions and "k = 5" in captions[0], captions
+    assert not [b for b in at.button if b.key == "profiles_UGACLIP_study_add"]
+    assert at.get("plotly_chart")  # the previous risk curves, still there

@@ -204,6 +204,8 @@ def render_anonymize(ctx: Context) -> None:
     _policy_summary(policy)
     methods = METHODS if choice == "Both" else (choice,)
     runs: dict[str, ProfilesRun] = {}
+    stale: dict[str, ProfilesRun] = {}  # the previous parameters' runs, waiting for "Run" (issue 26)
+    stale_job: tuple = ()
     policy_csv = utility.to_csv()
     lim = None if limit is None else int(limit)
     for m in methods:
@@ -213,15 +215,32 @@ def render_anonymize(ctx: Context) -> None:
             key=f"profiles_run_{m}",
             job=(ctx.cohort.fingerprint, k, knowledge, policy_csv, lim, with_visits),
             ask=True,  # 3-5 s on the sample: no live preview, a Run button after a change
+            stale=True,  # meanwhile the previous results, greyed (issue 26, finding 5)
         )
         if out is None:  # cancelled
             continue
+        held = runs
+        if isinstance(out, progress_ui.Stale):
+            held, stale_job, out = stale, out.job, out.result
         if isinstance(out, SuppressionLimitExceeded):
             literal.error(out)  # names the constraint's codes
             continue
-        runs[m] = out
+        held[m] = out
+    if stale:  # drawn greyed under their own parameters; nothing is added to the study from them
+        _, k_s, knowledge_s, policy_s, lim_s, visits_s = stale_job
+        caption = f"Results of the previous parameters (k = {k_s}, {knowledge_s.replace('_', ' ')}): press Run to update"
+        with progress_ui.greyed("profiles", caption):
+            _results(ctx, stale, k_s, knowledge_s, policy_s, lim_s, visits_s, stale=True)
+        return
     if not runs:
         return
+    _results(ctx, runs, k, knowledge, policy_csv, lim, with_visits)
+
+
+def _results(
+    ctx: Context, runs: dict[str, ProfilesRun], k, knowledge, policy_csv, limit, with_visits, *, stale=False
+) -> None:
+    """The runs' measures, Table 1, risk curves and releases; `stale`: a previous run's, drawn greyed."""
     before = _original(ctx.cohort, knowledge)
     _measures(runs)
     _table_1(runs)
@@ -251,7 +270,8 @@ def render_anonymize(ctx: Context) -> None:
             with_visits=with_visits,
         )
         remember(ctx, settings, r.release.checked(ctx.cohort))  # this run: Add does not rerun it
-        add_to_study(ctx, settings, f"{m} k={k}", f"profiles_{m}_study")
+        if not stale:
+            add_to_study(ctx, settings, f"{m} k={k}", f"profiles_{m}_study")
 
 
 def _policy_summary(policy: PrivacyPolicy) -> None:
