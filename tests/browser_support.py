@@ -78,9 +78,10 @@ def _wait_healthy(port: int, proc: subprocess.Popen, log: Path, timeout: float =
 
 
 @contextmanager
-def streamlit_server(tmp: Path) -> Iterator[str]:
+def streamlit_server(tmp: Path, env: dict[str, str] | None = None) -> Iterator[str]:
     """The app served on a free localhost port (its log in `tmp`); yields the base URL. Skips when the
-    sample or the browser is missing."""
+    sample or the browser is missing. `env`: settings for this server over the test's environment
+    (e.g. its own `COHORTSHIELD_STORE`)."""
     reason = sample_missing_reason()
     if reason:
         pytest.skip(reason)
@@ -93,7 +94,9 @@ def streamlit_server(tmp: Path) -> Iterator[str]:
         "--server.address", "localhost", "--browser.gatherUsageStats", "false",
     ]  # fmt: skip
     with log.open("w") as out:
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
+        )
     try:
         _wait_healthy(port, proc, log)
         yield f"http://localhost:{port}"
