@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -85,33 +86,38 @@ def app_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield url
 
 
+@contextmanager
+def session_setting(name: str, value: str) -> Iterator[None]:
+    """The environment variable `name` set to `value` for a test session (each xdist worker), and put
+    back as it was afterwards; servers and CLIs the tests start inherit it."""
+    before = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
+
+
 @pytest.fixture(scope="session", autouse=True)
 def audit_log(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """Every test session (each xdist worker) writes its audit entries (engine/audit/log.py) to a log of
-    its own, never to the checkout's `.cohortshield/audit.log`; servers and CLIs the tests start inherit it."""
+    """Every test session writes its audit entries (engine/audit/log.py) to a log of its own, never to
+    the checkout's `.cohortshield/audit.log`."""
     path = tmp_path_factory.mktemp("audit") / "audit.log"
-    before = os.environ.get("COHORTSHIELD_AUDIT_LOG")
-    os.environ["COHORTSHIELD_AUDIT_LOG"] = str(path)
-    yield path
-    if before is None:
-        os.environ.pop("COHORTSHIELD_AUDIT_LOG", None)
-    else:
-        os.environ["COHORTSHIELD_AUDIT_LOG"] = before
+    with session_setting("COHORTSHIELD_AUDIT_LOG", str(path)):
+        yield path
 
 
 @pytest.fixture(scope="session", autouse=True)
 def study_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """Every test session (each xdist worker) saves its users' studies (engine/store, issue 25) to a store
-    of its own, never to the checkout's `.cohortshield/store.sqlite3`, which a later session would offer
-    back ("Resume"); a test of the store itself sets its own."""
+    """Every test session saves its users' studies (engine/store, issue 25) to a store of its own, never
+    to the checkout's `.cohortshield/store.sqlite3`, which a later session would offer back ("Resume");
+    a test of the store itself sets its own."""
     path = tmp_path_factory.mktemp("store") / "store.sqlite3"
-    before = os.environ.get("COHORTSHIELD_STORE")
-    os.environ["COHORTSHIELD_STORE"] = str(path)
-    yield path
-    if before is None:
-        os.environ.pop("COHORTSHIELD_STORE", None)
-    else:
-        os.environ["COHORTSHIELD_STORE"] = before
+    with session_setting("COHORTSHIELD_STORE", str(path)):
+        yield path
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -119,15 +125,9 @@ def data_roots() -> Iterator[None]:
     """The app reads server paths only inside its data roots (engine/io/deployment.py, issue 25): for
     the tests, the shipped sample and the test data; a test of the roots themselves sets its own."""
     root = Path(__file__).resolve().parent.parent
-    before = os.environ.get("COHORTSHIELD_DATA_ROOTS")
-    os.environ["COHORTSHIELD_DATA_ROOTS"] = os.pathsep.join(
-        (str(root / "sample_data"), str(root / "tests" / "data"), str(root / "data"))
-    )
-    yield
-    if before is None:
-        os.environ.pop("COHORTSHIELD_DATA_ROOTS", None)
-    else:
-        os.environ["COHORTSHIELD_DATA_ROOTS"] = before
+    roots = (str(root / "sample_data"), str(root / "tests" / "data"), str(root / "data"))
+    with session_setting("COHORTSHIELD_DATA_ROOTS", os.pathsep.join(roots)):
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,8 @@ a fraction of the cohort's codes) on every page that shows the release. Figures:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import streamlit as st
 
@@ -17,30 +18,32 @@ from ui import format as fmt
 from ui import literal
 from ui.fingerprints import release_key
 
+T = TypeVar("T")
+
 _MEMO, _FILES_MEMO = "_honest_headlines", "_honest_file_figures"
+_HELD = 32  # releases memoized per session
+
+
+def _memoized(name: str, release: Release, cohort: Records, compute: Callable[[Release, Records], T]) -> T:
+    """`compute(release, cohort)`, memoized in this session per release and cohort content."""
+    key = (release_key(release), cohort.fingerprint)
+    memo: dict = st.session_state.setdefault(name, {})
+    if key not in memo:
+        memo[key] = compute(release, cohort)
+        while len(memo) > _HELD:
+            memo.pop(next(iter(memo)))
+    return memo[key]
 
 
 def figures(release: Release, cohort: Records) -> compare.Headline:
     """`engine.study.compare.headline`, memoized in this session per release and cohort content."""
-    key = (release_key(release), cohort.fingerprint)
-    memo: dict = st.session_state.setdefault(_MEMO, {})
-    if key not in memo:
-        memo[key] = compare.headline(release, cohort)
-        while len(memo) > 32:
-            memo.pop(next(iter(memo)))
-    return memo[key]
+    return _memoized(_MEMO, release, cohort, compare.headline)
 
 
 def file_figures(release: Release, cohort: Records) -> FileFigures:
     """`engine.study.compare.release_figures` (what the release's files keep: the one source of the
     report's and the Compare page's figures, issue 23), memoized in this session per release and cohort."""
-    key = (release_key(release), cohort.fingerprint)
-    memo: dict = st.session_state.setdefault(_FILES_MEMO, {})
-    if key not in memo:
-        memo[key] = compare.release_figures(release, cohort)
-        while len(memo) > 32:
-            memo.pop(next(iter(memo)))
-    return memo[key]
+    return _memoized(_FILES_MEMO, release, cohort, compare.release_figures)
 
 
 def code_set_caption(h: compare.Headline) -> str:

@@ -115,7 +115,6 @@ def run(args: argparse.Namespace) -> int:
         suppress_rare,
     )
     from engine.commands.inputs import InputOptions, load_groups, publish
-    from engine.commands.release_options import pseudonyms_of
     from engine.io import export
     from engine.study.runs import RunInputs, SettingsError
     from engine.utility.retention import figures
@@ -188,8 +187,7 @@ def run(args: argparse.Namespace) -> int:
         adversary,
         args.k,
         paths,
-        pseudonyms=pseudonyms_of(args),
-        crosswalk_path=args.crosswalk,
+        args=args,
     )
     if args.report:
         Path(args.report).write_text(json.dumps(report, indent=2, default=str) + "\n")

@@ -141,7 +141,6 @@ def run(args: argparse.Namespace) -> int:
     from engine import risk
     from engine.adversary import Adversary
     from engine.commands.inputs import InputOptions, load_groups, publish
-    from engine.commands.release_options import pseudonyms_of
     from engine.io import export
     from engine.io.redact import redact
     from engine.study.runs import RunInputs
@@ -206,8 +205,7 @@ def run(args: argparse.Namespace) -> int:
         adversary,
         args.k,
         paths,
-        pseudonyms=pseudonyms_of(args),
-        crosswalk_path=args.crosswalk,
+        args=args,
     )
     if args.report:
         Path(args.report).write_text(json.dumps(report, indent=2, default=str) + "\n")

@@ -139,7 +139,6 @@ def run(args: argparse.Namespace) -> int:
         load_groups,
         publish,
     )
-    from engine.commands.release_options import pseudonyms_of
     from engine.disclosure.cells import suppress_frame
     from engine.io import export
 
@@ -215,8 +214,7 @@ def run(args: argparse.Namespace) -> int:
         args.k,
         paths,
         blocked=blocked,
-        pseudonyms=pseudonyms_of(args),
-        crosswalk_path=args.crosswalk,
+        args=args,
     )
     if args.report:
         Path(args.report).write_text(json.dumps(report, indent=2, default=str) + "\n")

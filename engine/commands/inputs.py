@@ -32,7 +32,6 @@ from engine.records import Records
 
 if TYPE_CHECKING:
     from engine.adversary import Adversary
-    from engine.io.pseudonyms import Pseudonyms
     from engine.release import Release
     from engine.risk import Verification
 
@@ -256,13 +255,15 @@ def publish(
     k: int,
     paths: Mapping[str, Path | str],
     *,
+    args: argparse.Namespace,
     blocked: str | None = None,
-    pseudonyms: Pseudonyms,
-    crosswalk_path: Path | str | None = None,
 ) -> dict:
     """`engine.io.export.publish` for a command: the code map keeps the original spellings of the codes
     `inputs` were read with (`--normalize-codes`; a `source_spelling` column, as the app's exports),
-    whichever loader read them. Returns the JSON-ready export record."""
+    whichever loader read them; patients are named by the release ids of `--key-file` and the
+    crosswalk written to `--crosswalk` when given (`engine.commands.release_options`). Returns the
+    JSON-ready export record."""
+    from engine.commands.release_options import pseudonyms_of
     from engine.io import export
 
     return export.publish(
@@ -273,8 +274,8 @@ def publish(
         paths,
         blocked=blocked,
         spellings=inputs.spellings,
-        pseudonyms=pseudonyms,
-        crosswalk_path=crosswalk_path,
+        pseudonyms=pseudonyms_of(args),
+        crosswalk_path=getattr(args, "crosswalk", None),
     )
 
 
