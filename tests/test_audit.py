@@ -4,8 +4,6 @@ app's downloads' entries."""
 from __future__ import annotations
 
 import json
-import multiprocessing
-import os
 import stat
 import subprocess
 import sys
@@ -132,19 +130,24 @@ def test_audit_verify_command(tmp_path: Path, capsys) -> None:
     assert main(["audit", "verify", str(tmp_path / "none.log")]) == 1
 
 
-def _appender(path: str, n: int) -> None:
-    for i in range(n):
-        log.append("bundle", f"p{os.getpid()}_{i}.zip", os.urandom(8), user="x", path=path)
+APPENDER = """
+import os, sys
+from engine.audit import log
+for i in range(int(sys.argv[2])):
+    log.append("bundle", f"p{os.getpid()}_{i}.zip", os.urandom(8), user="x", path=sys.argv[1])
+"""
 
 
 def test_concurrent_writers_keep_one_chain(tmp_path: Path) -> None:
+    """Four processes append at once. They are fresh interpreters (not multiprocessing's spawn, whose
+    children re-import `__main__`: after an AppTest in the same worker that is Streamlit's temporary
+    script, gone, and no child wrote a line)."""
     path = tmp_path / "audit.log"
-    ctx = multiprocessing.get_context("spawn")
-    procs = [ctx.Process(target=_appender, args=(str(path), 25)) for _ in range(4)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(60)
+    procs = [
+        subprocess.Popen([sys.executable, "-c", APPENDER, str(path), "25"], cwd=Path(__file__).parent.parent)
+        for _ in range(4)
+    ]
+    assert [p.wait(120) for p in procs] == [0, 0, 0, 0]
     result = log.verify(path)
     assert result.ok and result.count == 100, result.message()
 

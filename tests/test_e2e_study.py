@@ -169,6 +169,7 @@ class App:
 
     def download(self, label: str) -> bytes:
         self.step(f"download {label}")
+        settle(self.page)  # a click while the app reruns can be lost: click on a settled app
         with self.page.expect_download(timeout=WAIT_MS) as info:
             self.page.get_by_role("button", name=label).click()
         return Path(info.value.path()).read_bytes()
