@@ -86,17 +86,21 @@ def streamlit_server(tmp: Path, env: dict[str, str] | None = None) -> Iterator[s
     if reason:
         pytest.skip(reason)
     require_browser()
-    port = free_port()
-    log = tmp / "streamlit.log"
+    with served_app(free_port(), tmp / "streamlit.log", env={**os.environ, **(env or {})}) as url:
+        yield url
+
+
+@contextmanager
+def served_app(port: int, log: Path, *, cwd: Path = ROOT, env: dict[str, str] | None = None) -> Iterator[str]:
+    """`streamlit run <checkout>/app.py` on `port` from `cwd` with the environment `env` (this process's
+    when None), its output in `log`; yields the base URL once healthy, stops the server on exit."""
     cmd = [
         sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"),
         "--server.port", str(port), "--server.headless", "true",
         "--server.address", "localhost", "--browser.gatherUsageStats", "false",
     ]  # fmt: skip
     with log.open("w") as out:
-        proc = subprocess.Popen(
-            cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
-        )
+        proc = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, env=env)
     try:
         _wait_healthy(port, proc, log)
         yield f"http://localhost:{port}"

@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from browser_support import ROOT, _wait_healthy, free_port, require_browser
+from browser_support import ROOT, free_port, require_browser, served_app
 from conftest import sample_missing_reason
 
 CLIENT_ID = "cohortshield-test"
@@ -78,21 +76,6 @@ def signin_server(tmp: Path, issuer: str) -> Iterator[str]:
     require_browser()
     port = free_port()
     cwd = signin_folder(tmp / "app", port, issuer)
-    log = tmp / "streamlit-signin.log"
     env = {k: v for k, v in os.environ.items() if k != "COHORTSHIELD_ADMINS"}
-    cmd = [
-        sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"),
-        "--server.port", str(port), "--server.headless", "true",
-        "--server.address", "localhost", "--browser.gatherUsageStats", "false",
-    ]  # fmt: skip
-    with log.open("w") as out:
-        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        _wait_healthy(port, proc, log)
-        yield f"http://localhost:{port}"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    with served_app(port, tmp / "streamlit-signin.log", cwd=cwd, env=env) as url:
+        yield url
