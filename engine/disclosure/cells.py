@@ -47,6 +47,7 @@ import numpy as np
 import pandas as pd
 
 from engine.io.errors import UserError
+from engine.utility.phewas import RESULT_COLUMNS
 
 PRESETS: dict[str, tuple[int, int, str]] = {
     "none": (1, 0, "no small-cell suppression"),
@@ -411,17 +412,8 @@ def _with_total_frame(
 
 # ------------------------------------------------------------------------ PheWAS tables
 PHEWAS_COUNTS = ("n_cases", "n_controls")
-PHEWAS_DERIVED = (
-    "case_maf",
-    "control_maf",
-    "odds_ratio",
-    "ci_low",
-    "ci_high",
-    "chi2",
-    "p",
-    "p_bonferroni",
-    "p_bh",
-)
+# every statistic of a PheWAS result row after its counts (`engine.utility.phewas.RESULT_COLUMNS`)
+PHEWAS_DERIVED = tuple(RESULT_COLUMNS[RESULT_COLUMNS.index(PHEWAS_COUNTS[-1]) + 1 :])
 
 
 def phewas_allele_counts(table: pd.DataFrame) -> pd.DataFrame:
