@@ -103,7 +103,7 @@ else:
     matrices: dict = st.session_state.setdefault("_report_matrices", {})
     rows = []
     for name, (_entry, held) in published.items():
-        mkey = (held.release.fingerprint, ctx.population.fingerprint, int(ctx.k))
+        mkey = (release_key(held.release), ctx.population.fingerprint, int(ctx.k))
         if mkey not in matrices:
             matrices[mkey] = verification_matrix(held.release, ctx.population, int(ctx.k))
         m = matrices[mkey]
@@ -164,8 +164,9 @@ else:
 st.caption(literal.md(f"In force: {study.small_cells.describe()}. {SMALL_CELL_RULE}"))
 if len(published) > 1:
     _memo: dict = st.session_state.setdefault("_report_ledger", {})
-    _lkey = (
-        tuple((n, held.release.fingerprint) for n, (_e, held) in published.items()),
+    _lkey = (  # everything the ledger reads: each release's content, its recipient, the attacker
+        tuple((n, release_key(held.release), e.recipient) for n, (e, held) in published.items()),
+        study.determination.recipient,
         ctx.population.fingerprint,
         ctx.adversary,
         int(ctx.k),
@@ -207,7 +208,7 @@ key = (
     tuple(chosen),
     recipient,
     reproducible,
-    tuple(published[n][1].release.fingerprint for n in chosen),
+    tuple(release_key(published[n][1].release) for n in chosen),
 )
 
 
@@ -256,7 +257,7 @@ if st.button("Build the report", type="primary", key="report_build"):
                 matrices={  # the verification matrices shown above, not computed again
                     n: memo_m[m]
                     for n in chosen
-                    if (m := (published[n][1].release.fingerprint, ctx.population.fingerprint, int(ctx.k)))
+                    if (m := (release_key(published[n][1].release), ctx.population.fingerprint, int(ctx.k)))
                     in memo_m
                 },
             )
