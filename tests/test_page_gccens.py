@@ -72,7 +72,9 @@ def test_all_codes_wait_for_run_after_a_change() -> None:
     at.selectbox(key="gcc_mode").set_value("All codes").run()
     assert not at.exception, [e.value for e in at.exception]
     asked = run_prompts(at)
-    assert len(asked) == 1 and "Verified" not in _text(at), asked
+    assert len(asked) == 1, asked
+    # issue 26, finding 5: meanwhile the paper codes' results stay, greyed (tests/test_page_gccens_stale.py)
+    assert any("Results of the previous parameters" in c.value for c in at.caption)
     at.button(key="gcc_run_start").click().run()
     assert not at.exception, [e.value for e in at.exception]
     asked = run_prompts(at)

@@ -231,8 +231,15 @@ def run(
         holder.empty()
     ran[key] = (last or _Ran()).after(job, time.monotonic() - start)
     if stale:
-        st.session_state.setdefault(_RESULTS, {})[key] = (job, result)
+        hold(key, job, result)
     return result
+
+
+def hold(key: str, job: Hashable, result: Any) -> None:
+    """Record `result` as the one drawn at `key` for `job`, what `run(..., stale=True)` gives back
+    (greyed) while a changed job waits for "Run": `run` does it; a view that draws a memoized result
+    without calling `run` says so here, so the greyed results are the last ones drawn."""
+    st.session_state.setdefault(_RESULTS, {})[key] = (job, result)
 
 
 _RAN = "_progress_ran"  # session state: run key -> what ran there (`_Ran`)

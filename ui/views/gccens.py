@@ -131,15 +131,26 @@ def _problem(
 
 
 def _live_preview(
-    ctx: Context, settings: GCCensSettings, selection: tuple, label: str, key: str, *, ask: bool
-) -> Release | None:
+    ctx: Context,
+    settings: GCCensSettings,
+    selection: tuple,
+    label: str,
+    key: str,
+    *,
+    ask: bool,
+    stale: bool = False,
+) -> Release | progress_ui.Stale[Release] | None:
     """`ui.study.live_preview` of `settings`, made from the view's prepared input
-    (`settings.release_of`, what `settings.run` gives) and recorded as the study's preview."""
+    (`settings.release_of`, what `settings.run` gives) and recorded as the study's preview. `stale`
+    (issue 26, finding 5): while changed settings wait for "Run", the last release drawn at `key`
+    comes back as `progress.Stale(release, job)`, its job `(data key, settings)`."""
+    job = (data_of(ctx).key, settings)
     done = previewed(ctx, settings)
     if done is not None:
+        if stale:
+            progress_ui.hold(key, job, done)  # drawn now: the results greyed after the next change
         return done
     prepared = _prepared(ctx.cohort, ctx.population, settings.scope, selection)
-    job = (data_of(ctx).key, settings)
     release = progress_ui.run(
         label,
         lambda step: _MEASURES.compute(
@@ -149,16 +160,28 @@ def _live_preview(
         job=job,
         ask=ask,
         ask_first=ask,  # every code: a minute on a large cohort, never started unasked (issue 26)
+        stale=stale,
     )
-    if release is not None:
+    if isinstance(release, Release):
         remember(ctx, settings, release)
     return release
 
 
+_MODE_NAMES = dict(zip(CODE_MODES, ("paper", "top", "chosen", "all"), strict=True))
+
+
 def _code_selection(selection: tuple) -> CodeSelection:
     mode, top_n, chosen = selection
-    modes = dict(zip(CODE_MODES, ("paper", "top", "chosen", "all"), strict=True))
-    return CodeSelection(modes[mode], int(top_n), tuple(map(str, chosen)))
+    return CodeSelection(_MODE_NAMES[mode], int(top_n), tuple(map(str, chosen)))
+
+
+def view_parameters(settings: GCCensSettings) -> tuple[tuple, tuple]:
+    """The view's (selection, cap key) of `settings`: the inverse of `settings_of`, to draw a previous
+    run's results under its own parameters."""
+    codes = settings.codes
+    mode = next(label for label, name in _MODE_NAMES.items() if name == codes.mode)
+    cap_key = ("universal", settings.cap) if settings.cap is not None else ("per_code", settings.caps)
+    return (mode, codes.top_n, codes.chosen), cap_key
 
 
 def settings_of(scope: str, selection: tuple, k: int, cap_key: tuple, variant: str) -> GCCensSettings:
@@ -286,7 +309,7 @@ def render_anonymize(ctx: Context) -> None:
         selection = _selection(ctx, "gcc_")
     if selection is None:
         return
-    problem, _, sel_cohort = _problem(ctx.cohort, ctx.population, scope, selection)
+    problem, _, _ = _problem(ctx.cohort, ctx.population, scope, selection)
     if not len(problem.codes):
         st.warning("None of the chosen codes occurs in the cohort; choose other codes.")
         return
@@ -301,14 +324,38 @@ def render_anonymize(ctx: Context) -> None:
     cap_key = _caps(problem, "gcc_")
     if cap_key is None:
         return
-    k = int(ctx.k)
     # the release is the study's preview of these settings (ui/study.py): "Add to study" reuses it
-    settings = settings_of(scope, selection, k, cap_key, variant)
+    settings = settings_of(scope, selection, int(ctx.k), cap_key, variant)
     slow = selection[0] == CODE_MODES[3]  # every code: about 3 s on the sample, not a live preview
-    release = _live_preview(ctx, settings, selection, f"GCCens ({variant})", "gcc_run", ask=slow)
-    if release is None:
+    release = _live_preview(ctx, settings, selection, f"GCCens ({variant})", "gcc_run", ask=slow, stale=True)
+    if isinstance(release, progress_ui.Stale):  # the previous parameters' results, greyed, until "Run"
+        data_key, held = release.job
+        if data_key == data_of(ctx).key:  # never another data's results drawn over this data
+            with progress_ui.greyed("gccens", _stale_caption(held)):
+                _results(ctx, release.result, held, stale=True)
         return
-    adversary = Adversary(scope, "all_visits")
+    if release is not None:
+        _results(ctx, release, settings)
+
+
+def _stale_caption(settings: GCCensSettings) -> str:
+    caps = "per-code caps" if settings.cap is None else f"universal cap {settings.cap}"
+    return (
+        f"Results of the previous parameters (k = {settings.k}, {settings.codes.describe()}, {caps}, "
+        f"{settings.variant}): press Run to update"
+    )
+
+
+def _results(ctx: Context, release: Release, settings: GCCensSettings, *, stale: bool = False) -> None:
+    """The release's verdicts, measures, charts, downloads and records, under the parameters it was
+    made with (`settings`); `stale`: a previous run's, drawn greyed, with neither "Add to study" nor
+    the release's files (issue 26, finding 5)."""
+    selection, cap_key = view_parameters(settings)
+    scope, k, variant = settings.scope, settings.k, settings.variant
+    problem, _, sel_cohort = _problem(ctx.cohort, ctx.population, scope, selection)
+    slow = selection[0] == CODE_MODES[3]
+    adversary = settings.adversary  # GCCens' own attacker: every code with its repeat counts
+    sidebar = Adversary(scope, ctx.adversary.knowledge)  # the sidebar's (the settings' scope)
     verification = verify_under(release, ctx, adversary, k)
     before, capped_dis = _baseline(ctx.cohort, ctx.population, scope, selection, cap_key)
     loss, stats, orig = _release_measures(release)
@@ -345,7 +392,7 @@ def render_anonymize(ctx: Context) -> None:
     )
     # issue 26: one attacker per verdict. GCCens' own model (every code with its repeats) and the
     # sidebar's attacker, which "Add to study" and the downloads record, each named
-    shown_v = verify_under(release, ctx, ctx.adversary, k)
+    shown_v = verify_under(release, ctx, sidebar, k)
     own = "GCCens' own attacker (every code with its repeat counts)"
     if shown_v.adversary == adversary:
         (st.success if verification.ok else st.info)(verification.message())
@@ -357,8 +404,8 @@ def render_anonymize(ctx: Context) -> None:
     if not verification.ok:
         st.info("Even censoring every code leaves fewer than k candidates for these records.")
     # the files, only through the export gate under the sidebar's adversary and k
-    if release_downloads(
-        release, verification, ctx.adversary, k, ctx.population, name="gccens", key="gcc_dl"
+    if not stale and release_downloads(
+        release, verification, sidebar, k, ctx.population, name="gccens", key="gcc_dl"
     ):
 
         def report_json() -> str:  # built when the button is clicked
@@ -378,7 +425,8 @@ def render_anonymize(ctx: Context) -> None:
             "gccens_report.json",
             "gcc_dl_report",
         )
-    add_to_study(ctx, settings, f"GCCens k={k}", "gcc_study")
+    if not stale:
+        add_to_study(ctx, settings, f"GCCens k={k}", "gcc_study")
 
     left, right = st.columns(2)
     with left:
@@ -414,17 +462,18 @@ def render_anonymize(ctx: Context) -> None:
     rows = []
     for v in VARIANTS:
         rel_v = release
-        if v != variant:
-            rel_v = _live_preview(
-                ctx,
-                replace(settings, variant=v),
-                selection,
-                f"GCCens ({v}, compared)",
-                "gcc_run_other",
-                ask=slow,
+        if v != variant:  # greyed: only a compared run already made, no "Run" of its own
+            other = replace(settings, variant=v)
+            found = (
+                previewed(ctx, other)
+                if stale
+                else _live_preview(
+                    ctx, other, selection, f"GCCens ({v}, compared)", "gcc_run_other", ask=slow
+                )
             )
-            if rel_v is None:
+            if not isinstance(found, Release):
                 continue
+            rel_v = found
         ver_v = verify_under(rel_v, ctx, adversary, k)
         _, st_v, orig_v = _release_measures(rel_v)
         rows.append(
@@ -461,11 +510,12 @@ def render_anonymize(ctx: Context) -> None:
     if patients:
         table = records_side_by_side(sel_cohort, release, loss, patients)
         st.dataframe(table, hide_index=True)
+    if patients and not stale:
         release_table_download(
             table,
             release,
             verification,
-            ctx.adversary,
+            sidebar,
             k,
             ctx.population,
             label="Download these records (CSV)",
