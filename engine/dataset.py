@@ -3,11 +3,16 @@
 Groups follow Heatherly's Figure 14: `population` (every patient of the institution), `biobank`
 (the patients with DNA samples), `cohort` (the research cohort drawn from the biobank). Users may
 name any group as population or cohort; `group_records` extracts the records of a group.
+
+An imported source (`engine.io.imports`) has no cohort file of its own: `CohortSpec` says which of its
+patients are the cohort (the whole source, an uploaded id list, or a group the source defines), and
+`Dataset.with_cohort` makes that the `cohort` group; the population stays every patient of the source.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -36,3 +41,64 @@ class Dataset:
     def group_records(self, name: str) -> Records:
         """Records of a group's patients (patients of the group with no events are an error)."""
         return self.events.subset(self.group_ids(name))
+
+    def with_cohort(self, ids: np.ndarray | None) -> Dataset:
+        """This dataset with `ids` as its `cohort` group (Heatherly's Figure 14: the cohort is drawn
+        from the population, here every patient of the source). None: no cohort group, so the cohort
+        is the whole population, as for a source read with no cohort."""
+        groups = {g: v for g, v in self.groups.items() if g != "cohort"}
+        if ids is not None:
+            groups["cohort"] = np.asarray(ids, dtype=object)
+        return replace(self, groups=groups)
+
+
+COHORT_KINDS: tuple[tuple[str, str], ...] = (
+    ("whole", "The whole source"),
+    ("list", "A list of patient ids (upload)"),
+    ("group", "A group of the source"),
+)
+
+
+@dataclass(frozen=True)
+class CohortSpec:
+    """Which patients of an imported source are the research cohort.
+
+    `whole`: every patient of the source (the cohort is the population); `list`: the patients of an
+    uploaded id list, `name` its file name (the file itself is never kept: it must be uploaded again
+    to reopen a study); `group`: a group the source defines, `name` the group's name as
+    `engine.io.groups` names it, `column` the long-form file's group column it comes from."""
+
+    kind: str = "whole"
+    name: str = ""
+    column: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in dict(COHORT_KINDS):
+            raise ValueError(f"no cohort kind {self.kind!r} (kinds: {', '.join(dict(COHORT_KINDS))})")
+
+    def to_options(self) -> dict[str, str]:
+        """Text for a study's load options (`cohort`: `list: ids.csv` / `group: cohort 1`; the whole
+        source records nothing)."""
+        if self.kind == "whole":
+            return {}
+        out = {"cohort": f"{self.kind}: {self.name}"}
+        if self.column:
+            out["cohort_column"] = self.column
+        return out
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, object]) -> CohortSpec:
+        """The cohort recorded by `to_options` (the whole source when none is recorded)."""
+        text = str(options.get("cohort", "") or "")
+        if not text:
+            return cls()
+        kind, _, name = text.partition(": ")
+        return cls(kind=kind, name=name, column=str(options.get("cohort_column", "") or ""))
+
+    def describe(self) -> str:
+        """One line saying what the cohort is."""
+        if self.kind == "list":
+            return f"the patients of the list {self.name}"
+        if self.kind == "group":
+            return f"the group {self.column} = {self.name}" if self.column else f"the group {self.name}"
+        return "the whole source (the population is the same patients)"

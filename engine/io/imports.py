@@ -4,25 +4,34 @@ and the shipped sample's variants (ICD-9-CM, ICD-10-CM, mixed, OMOP DuckDB, MEDS
 
 An `ImportSpec` is written into a study's load options as text (`to_options`) and read back from them
 (`from_options`), so a study file reopens with the source kind, the column mapping (the CLI's
-`--map` text, `engine.io.mapping.ColumnMapping`), the sheet, the schema, normalization and the sample
-variant it was made with.
+`--map` text, `engine.io.mapping.ColumnMapping`), the sheet, the schema, normalization, the cohort
+(`engine.dataset.CohortSpec`: the whole source, an uploaded id list, or a group of the source) and
+the sample variant it was made with.
+
+The cohort of an import (`import_dataset`, `cohort_ids`): the population is every patient of the
+source; the cohort is the whole source, the patients of an uploaded list (read by
+`engine.io.loaders.load_ids`, the same reader as the "Upload files" cohort list: ids outside the
+source are an error naming the file, rows and column, an empty list is refused), or a group the
+source defines (`engine.io.groups`: patients of the group with no events are left out, counted in a
+warning).
 """
 
 from __future__ import annotations
 
 import io
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from engine.dataset import Dataset
-from engine.io.errors import UserError
-from engine.io.loaders import SAMPLE_DIR, Loaded, load_dataset
-from engine.io.validation import FileCheck, ValidationReport
+from engine.dataset import CohortSpec, Dataset
+from engine.io.errors import DataError, UserError
+from engine.io.groups import SourceGroups, read_groups
+from engine.io.loaders import SAMPLE_DIR, Loaded, load_dataset, load_ids
+from engine.io.validation import MAX_ROWS, FileCheck, ValidationReport
 
 # source kinds of the import view: (key, label)
 IMPORT_KINDS: tuple[tuple[str, str], ...] = (
@@ -61,6 +70,7 @@ class ImportSpec:
     schema: str = ""
     normalize: bool = False
     sample_variant: str = ""
+    cohort: CohortSpec = field(default_factory=CohortSpec)
 
     def to_options(self) -> dict[str, str]:
         """The study's load options (text); empty values left out."""
@@ -75,6 +85,7 @@ class ImportSpec:
             "normalize_codes": "true" if self.normalize else "",
             "location": loc,
             "sample_variant": self.sample_variant,
+            **self.cohort.to_options(),
         }
         return {k: v for k, v in values.items() if v}
 
@@ -89,6 +100,10 @@ class ImportSpec:
             from engine.io.mapping import ColumnMapping
 
             ColumnMapping.parse(mapping)
+        try:
+            cohort = CohortSpec.from_options(options)
+        except ValueError as exc:
+            raise ImportSourceError(f"the recorded cohort: {exc}") from None
         return cls(
             source=str(options.get("source", "long") or "long"),
             location=str(options.get("location", "") or ""),
@@ -97,6 +112,7 @@ class ImportSpec:
             schema=str(options.get("schema", "") or ""),
             normalize=str(options.get("normalize_codes", "")).lower() in ("true", "1", "yes"),
             sample_variant=str(options.get("sample_variant", "") or ""),
+            cohort=cohort,
         )
 
 
@@ -312,10 +328,148 @@ def load_import(
         raise DataError(report) from None
 
 
-def import_dataset(source_data, name: str) -> Loaded[Dataset]:
-    """A `Loaded[Dataset]` of an import (raises DataError when its report has errors)."""
+def import_dataset(
+    source_data,
+    name: str,
+    spec: ImportSpec | None = None,
+    *,
+    upload: tuple[str, bytes] | None = None,
+    cohort_list: tuple[str, bytes] | None = None,
+) -> Loaded[Dataset]:
+    """A `Loaded[Dataset]` of an import with its cohort (`spec.cohort`, module docstring): the events
+    of `source_data`; `upload` the uploaded source file (name, bytes) when there is one, for a
+    long-form group column; `cohort_list` the uploaded id list (name, bytes) of a `list` cohort.
+    Raises DataError when the report has errors (the source's or the cohort's)."""
     ds = source_data.dataset(name)
-    return Loaded(ds, source_data.report, dict(ds.sources))
+    cohort = spec.cohort if spec is not None else CohortSpec()
+    report = ValidationReport(list(source_data.report.findings))  # the source's findings, then the cohort's
+
+    def groups() -> SourceGroups:
+        assert spec is not None
+        up_name, up_data = upload if upload is not None else ("", None)
+        return source_groups(spec, name=up_name, data=up_data, column=cohort.column)
+
+    ids, read = cohort_ids(cohort, ds.events.patient_ids, report, cohort_list=cohort_list, groups=groups)
+    report.raise_if_errors()
+    ds = replace(ds.with_cohort(ids), sources={**ds.sources, **read})
+    return Loaded(ds, report, dict(ds.sources), ds.spellings)
+
+
+def source_groups(
+    spec: ImportSpec, *, name: str = "", data: bytes | None = None, column: str = ""
+) -> SourceGroups:
+    """The groups an import's source defines (`engine.io.groups`), read like `load_import` reads the
+    source: an uploaded file's bytes, else `spec.location` inside the data roots and named
+    connections (a refusal is an error finding naming the location)."""
+    from engine.io.deployment import app_location
+
+    if data is None:
+        try:
+            location = app_location(spec.location)
+        except UserError as exc:
+            from engine.io.redact import redact
+            from engine.io.validation import Finding
+
+            report = ValidationReport()
+            report.add(
+                Finding("error", redact(spec.location) or "(no location)", None, str(exc), "", kind="refused")
+            )
+            return SourceGroups(report=report)
+    else:
+        location = ""
+    return read_groups(
+        spec.source,
+        location,
+        schema=spec.schema or None,
+        name=name,
+        data=data,
+        mapping=spec.mapping,
+        sheet=spec.sheet or None,
+        column=column,
+    )
+
+
+def cohort_ids(
+    cohort: CohortSpec,
+    population: np.ndarray,
+    report: ValidationReport,
+    *,
+    cohort_list: tuple[str, bytes] | None = None,
+    groups: Callable[[], SourceGroups] | None = None,
+) -> tuple[np.ndarray | None, dict[str, str]]:
+    """(the cohort's patient ids, or None for the whole source; the files read, name -> sha256).
+
+    `list`: `cohort_list` read by `engine.io.loaders.load_ids` against `population` (the reader of
+    the "Upload files" cohort list: a column `patient_id` or `person_id`, or one id per line; ids
+    outside the population, blank ids and an empty list are errors naming the file, rows and
+    column). `group`: the group `cohort.name` of `groups()`; its patients without events are left
+    out, counted in a warning (none left is an error). Findings go to `report`; on an error the
+    ids are None and the caller raises (`ValidationReport.raise_if_errors`)."""
+    if cohort.kind == "whole":
+        return None, {}
+    if cohort.kind == "list":
+        return _list_ids(cohort, population, report, cohort_list)
+    got = groups() if groups is not None else SourceGroups()
+    report.extend(got.report)
+    if not got.report.ok:
+        return None, {}
+    fc = FileCheck(got.where or "the source", np.zeros(0, dtype=np.int64), report)
+    if cohort.name not in got.groups:
+        known = ", ".join(repr(g) for g in list(got.groups)[:MAX_ROWS]) or "none"
+        fc.note(
+            "error",
+            cohort.column or None,
+            f"the source has no group {cohort.name!r} (its groups: {known})",
+            "a group the source defines",
+            "missing_group",
+        )
+        return None, {}
+    ids = got.groups[cohort.name]
+    inside = pd.Index(population).get_indexer(ids) >= 0
+    if not inside.all():
+        out = ids[~inside]
+        examples = ", ".join(repr(str(i)) for i in out[:MAX_ROWS])
+        fc.note(
+            "warning" if inside.any() else "error",
+            cohort.column or None,
+            f"{len(out):,} of the {len(ids):,} patients of the group {cohort.name!r} have no events in the source "
+            f"({examples}): "
+            + (f"the cohort is the other {int(inside.sum()):,}" if inside.any() else "no cohort"),
+            "group patients with events in the source",
+            "group_outside_source",
+        )
+    return (ids[inside] if inside.any() else None), {}
+
+
+def _list_ids(
+    cohort: CohortSpec,
+    population: np.ndarray,
+    report: ValidationReport,
+    cohort_list: tuple[str, bytes] | None,
+) -> tuple[np.ndarray | None, dict[str, str]]:
+    """An uploaded cohort list (`cohort_ids`)."""
+    if cohort_list is None:
+        FileCheck(cohort.name or "the cohort list", np.zeros(0, dtype=np.int64), report).note(
+            "error",
+            None,
+            "the cohort list is not loaded: upload it again with the import (uploaded files are not kept)",
+            "the uploaded list of the cohort's patient ids",
+            "missing_cohort_list",
+        )
+        return None, {}
+    try:
+        got = load_ids(cohort_list, population=population, group="cohort")
+    except DataError as exc:
+        assert isinstance(exc.report, ValidationReport)  # load_ids raises with its ValidationReport
+        report.extend(exc.report)
+        return None, {}
+    report.extend(got.report)
+    if len(got.data) == 0:
+        FileCheck(cohort_list[0], np.zeros(0, dtype=np.int64), report).note(
+            "error", None, "the list holds no patient id", "at least one patient id", "empty_file"
+        )
+        return None, {}
+    return got.data, dict(got.sources)
 
 
 # ---------------------------------------------------------------------------------- sample variants

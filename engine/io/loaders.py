@@ -673,10 +673,14 @@ def load_genotypes(src: SourceLike, *, na_ids: NaIds = "error") -> Loaded[pd.Dat
 
 
 # ------------------------------------------------------------------------------------ id lists
+ID_COLUMNS = ("person_id", "subject_id")  # OMOP's and MEDS's name of the patient, read as patient_id
+
+
 def _ids(
     src: Source, report: ValidationReport, population: pd.Index | None, group: str, na_ids: NaIds = "error"
 ) -> np.ndarray | None:
-    """Patient ids of a list: column `patient_id`, or one unnamed column (see `_first_row_is_header`)."""
+    """Patient ids of a list: column `patient_id` (else `person_id` or `subject_id`, with a warning),
+    or one unnamed column (see `_first_row_is_header`)."""
     read = read_table(src, report, header=src.is_parquet)
     if read is None:
         return None
@@ -695,6 +699,18 @@ def _ids(
             (1,),
         )
         df = df.rename(columns={df.columns[0]: PATIENT})
+    names = [str(c).strip().lower() for c in df.columns]
+    other = next((c for c, n in zip(df.columns, names, strict=True) if n in ID_COLUMNS), None)
+    if PATIENT not in names and other is not None:
+        fc.note(
+            "warning",
+            other,
+            f"column '{other}' read as '{PATIENT}'",
+            f"the name '{PATIENT}'",
+            "renamed_column",
+            (1,),
+        )
+        df = df.rename(columns={other: PATIENT})
     n_err = len(report.errors)
     cols = match_columns(df, fc, (PATIENT,))
     if len(report.errors) > n_err:
