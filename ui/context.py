@@ -36,7 +36,8 @@ class Context:
 
 WHOLE_POPULATION = (
     "The cohort is the whole population ({n:,} patients): every release will hold all of them. "
-    "To share a smaller cohort, load its patient list or choose its group in the sidebar."
+    "To share a smaller cohort, load its patient list or choose its group in the sidebar (for an imported "
+    "source: under Cohort on the Cohort page)."
 )
 
 

@@ -10,26 +10,48 @@ a reopened study's options put back into the widgets (`restore`).
 
 Long-form and Excel files come as an upload or a path on the server; OMOP, MEDS and i2b2 as a path
 (folder or DuckDB file) or, for OMOP and i2b2, a database URL (`postgresql+psycopg://user@host/db`).
-Column names, codes and file names from the source are shown in tables or escaped (`ui.literal`).
+Switching the source kind clears the location, sheet, schema, connection, mapping and group choices
+of the previous kind (`_kind_changed`). Column names, codes, ids and file names from the source are
+shown in tables or escaped (`ui.literal`).
+
+The cohort (issue 26, finding 6), for every kind (`engine.dataset.CohortSpec`): the whole source (the
+population is the same patients), a list of patient ids uploaded here (kept in this session's memory
+only, `COHORT_LIST`; a reopened study asks for it again), or a group the source defines
+(`engine.io.groups`: OMOP's cohort table, i2b2's patient sets, MEDS subject splits, a column of a
+long-form file). The engine makes the cohort (`engine.io.imports.import_dataset`); the sidebar hands
+it over (`cohort_list`).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
 import streamlit as st
 
+from engine.dataset import COHORT_KINDS, CohortSpec
 from engine.io.deployment import CONNECTION_PREFIX, roots_text
 from engine.io.errors import UserError
-from engine.io.imports import IMPORT_KINDS, SAMPLE_VARIANTS, ImportSpec, preview, sheet_names
+from engine.io.groups import WHERE as GROUPS_WHERE
+from engine.io.groups import SourceGroups
+from engine.io.imports import IMPORT_KINDS, SAMPLE_VARIANTS, ImportSpec, preview, sheet_names, source_groups
 from engine.io.mapping import MODEL_COLUMNS, REQUIRED, ColumnMapping, suggest_mapping
-from ui import errors
+from engine.io.validation import Finding, ValidationReport
+from ui import errors, literal
 from ui.literal import md
 
 APPLIED = "_import_applied"  # (ImportSpec, upload name, upload bytes or None)
 CONFIRM = "_import_confirm"  # a reopened study's import, read only once the user confirms it
 NORMALIZATION = "_import_normalization"  # the last load's normalization report (frame)
+# the cohort of the import (module docstring)
+COHORT_KIND = "import_cohort_kind"  # radio: whole / list / group (engine.dataset.COHORT_KINDS)
+COHORT_GROUP = "import_cohort_group"  # the chosen group of the source
+COHORT_COLUMN = "import_cohort_column"  # a long-form file's group column
+COHORT_UPLOAD = "import_cohort_upload"  # the cohort list's file uploader
+COHORT_LIST = "_import_cohort_list"  # (name, bytes) of the list applied by Load, this session only
+COHORT_WANTED = "_import_cohort_wanted"  # a reopened study's list, by name, to be uploaded again
+GROUPS_MEMO = "_import_groups_memo"  # (key, SourceGroups): the groups last read for the view
 NONE = "(none)"
 KIND_LABELS = dict(IMPORT_KINDS)
 MODEL_HELP = {
@@ -41,7 +63,31 @@ MODEL_HELP = {
     "date": "the event date (for codes both vocabularies read: before / after 2015-10-01)",
 }
 # widget keys of the view (kept across page switches by `keep`)
-KEYS = ("import_kind", "import_location", "import_sheet", "import_schema", "import_normalize")
+KEYS = (
+    "import_kind",
+    "import_location",
+    "import_sheet",
+    "import_schema",
+    "import_normalize",
+    COHORT_KIND,
+    COHORT_GROUP,
+    COHORT_COLUMN,
+)
+# what belongs to one source kind: cleared when the kind changes (`_kind_changed`)
+KIND_KEYS = (
+    "import_location",
+    "import_sheet",
+    "import_schema",
+    "import_connection",
+    COHORT_GROUP,
+    COHORT_COLUMN,
+    *(f"import_map_{m}" for m in MODEL_COLUMNS),
+)
+WHOLE_SOURCE = (
+    "The cohort is the whole source ({n:,} patients): every release will hold all of them. To share a "
+    "smaller cohort, choose it under Cohort on the Cohort page (a list of patient ids or a group of the "
+    "source) and press Load."
+)
 
 
 def keep() -> None:
@@ -54,6 +100,20 @@ def keep() -> None:
 def applied() -> tuple[ImportSpec, str, bytes | None] | None:
     """What the user last chose to load (None before the first "Load")."""
     return st.session_state.get(APPLIED)
+
+
+def cohort_list() -> tuple[str, bytes] | None:
+    """The cohort list (file name, bytes) applied with the import, for the sidebar's load (None when
+    the cohort is no list, or when a reopened study's list was not uploaded again)."""
+    return st.session_state.get(COHORT_LIST)
+
+
+def _kind_changed() -> None:
+    """The source kind changed: the previous kind's location, sheet, schema, connection, mapping and
+    group choices no longer apply (a folder of OMOP tables is no long-form file)."""
+    for key in KIND_KEYS:
+        st.session_state.pop(key, None)
+    st.session_state.pop(GROUPS_MEMO, None)
 
 
 def load_options() -> dict[str, str]:
@@ -76,7 +136,8 @@ def load_options() -> dict[str, str]:
 
 def restorable(options: dict[str, str]) -> bool:
     """Whether `restore` loads a study's data with no upload: a sample variant, or an import from a
-    path or URL (an import of an uploaded file needs the file again)."""
+    path or URL (an import of an uploaded file needs the file again; a cohort list too, which the
+    view then asks for, by name)."""
     if "sample_variant" in options and "source" not in options:
         return True
     try:
@@ -105,6 +166,14 @@ def restore(options: dict[str, object]) -> bool:
     mapping = ColumnMapping.parse(spec.mapping).as_dict() if spec.mapping else {}
     for m in MODEL_COLUMNS:
         st.session_state[f"import_map_{m}"] = mapping.get(m, NONE)
+    st.session_state[COHORT_KIND] = spec.cohort.kind
+    st.session_state[COHORT_GROUP] = spec.cohort.name if spec.cohort.kind == "group" else None
+    st.session_state[COHORT_COLUMN] = spec.cohort.column or NONE
+    st.session_state.pop(COHORT_LIST, None)
+    if spec.cohort.kind == "list":  # never stored: the view asks for it by name
+        st.session_state[COHORT_WANTED] = spec.cohort.name
+    else:
+        st.session_state.pop(COHORT_WANTED, None)
     if st.session_state["import_location"]:  # never read by itself: the user confirms (`render`)
         st.session_state.pop(APPLIED, None)
         st.session_state[CONFIRM] = spec
@@ -149,8 +218,8 @@ def render(where: Any = st) -> None:
     if pending is not None:
         where.info(
             md(
-                f"The reopened study reads its data from {pending.location} ({KIND_LABELS.get(pending.source, '')}). "
-                "Nothing is read until you confirm."
+                f"The reopened study reads its data from {pending.location} ({KIND_LABELS.get(pending.source, '')}); "
+                f"its cohort: {pending.cohort.describe()}. Nothing is read until you confirm."
             )
         )
         if where.button("Read the study's data", type="primary", key="import_confirm"):
@@ -160,7 +229,14 @@ def render(where: Any = st) -> None:
     kinds = [k for k, _ in IMPORT_KINDS]
     if st.session_state.get("import_kind") not in kinds:
         st.session_state["import_kind"] = "long"
-    kind = where.selectbox("Source kind", kinds, key="import_kind", format_func=lambda k: KIND_LABELS[k])
+    kind = where.selectbox(
+        "Source kind",
+        kinds,
+        key="import_kind",
+        format_func=lambda k: KIND_LABELS[k],
+        on_change=_kind_changed,
+        help="Changing the kind clears the location and the choices made for the previous kind.",
+    )
     name, data = "", None
     location = ""
     if kind in ("long", "excel"):
@@ -246,13 +322,148 @@ def render(where: Any = st) -> None:
         schema=schema or "",
         normalize=bool(st.session_state.get("import_normalize")),
     )
+    columns = (
+        [str(c) for c in head.columns if str(c) != ColumnMapping.parse(mapping).as_dict()["patient_id"]]
+        if mapping
+        else []
+    )
+    chosen = _cohort_widgets(where, spec, name, data, columns)
     current = applied()
-    if where.button("Load", type="primary", key="import_load"):
-        st.session_state[APPLIED] = (spec, name, data)
-        st.rerun()
-    if current is not None and (current[0] != spec or current[1] != name):
-        where.info("The choices above differ from the data loaded now: press Load to read them.")
+    if chosen is not None:
+        cohort, listed = chosen
+        spec = replace(spec, cohort=cohort)
+        if where.button("Load", type="primary", key="import_load"):
+            st.session_state[APPLIED] = (spec, name, data)
+            if listed is None:
+                st.session_state.pop(COHORT_LIST, None)
+            else:
+                st.session_state[COHORT_LIST] = listed
+                st.session_state.pop(COHORT_WANTED, None)
+            st.rerun()
+        if current is not None and (current[0] != spec or current[1] != name or _list_changed(listed)):
+            where.info("The choices above differ from the data loaded now: press Load to read them.")
     _normalization_report(where)
+
+
+def _list_changed(listed: tuple[str, bytes] | None) -> bool:
+    held = cohort_list()
+    return listed is not None and (held is None or held[1] != listed[1])
+
+
+def _cohort_widgets(
+    where: Any, spec: ImportSpec, name: str, data: bytes | None, columns: list[str]
+) -> tuple[CohortSpec, tuple[str, bytes] | None] | None:
+    """The cohort of the import (module docstring): (CohortSpec, the uploaded list or None), or None
+    (with the reason shown) while the choice is incomplete: no list uploaded, no group chosen."""
+    where.subheader("Cohort")
+    labels = dict(COHORT_KINDS)
+    if st.session_state.get(COHORT_KIND) not in labels:
+        st.session_state[COHORT_KIND] = "whole"
+    kind = where.radio(
+        "The cohort (the patients to share)",
+        list(labels),
+        key=COHORT_KIND,
+        format_func=labels.get,
+        horizontal=True,
+    )
+    if kind == "whole":
+        where.caption(
+            "The whole source is the cohort, and the population is the same patients: every release holds "
+            "every patient of the source. To share fewer patients, upload their list or choose a group."
+        )
+        return CohortSpec(), None
+    if kind == "list":
+        return _list_widgets(where)
+    return _group_widgets(where, spec, name, data, columns)
+
+
+def _list_widgets(where: Any) -> tuple[CohortSpec, tuple[str, bytes] | None] | None:
+    up = where.file_uploader(
+        "Patient ids of the cohort (CSV or TXT: one id per line, or a column patient_id or person_id)",
+        type=["csv", "txt", "tsv"],
+        key=COHORT_UPLOAD,
+    )
+    wanted = st.session_state.get(COHORT_WANTED)
+    if up is not None:
+        listed = (up.name, up.getvalue())
+    else:
+        listed = cohort_list()  # the list loaded before (the uploader forgets it on another page)
+        if listed is not None:
+            where.caption(md(f"The list {listed[0]} loaded earlier; upload another to replace it."))
+    if listed is None:
+        if wanted:
+            where.warning(
+                md(
+                    f"The reopened study's cohort is the list {wanted}: upload it again (uploaded files are "
+                    "not kept with a study)."
+                )
+            )
+        else:
+            where.info("Upload the list of the cohort's patient ids, then press Load.")
+        return None
+    where.caption(
+        "Every id must be a patient of the source: ids not in it are counted and named on Load, and the "
+        "load is refused until the list is corrected."
+    )
+    return CohortSpec("list", listed[0]), listed
+
+
+def _group_widgets(
+    where: Any, spec: ImportSpec, name: str, data: bytes | None, columns: list[str]
+) -> tuple[CohortSpec, None] | None:
+    column = ""
+    if spec.source in ("long", "excel"):
+        if st.session_state.get(COHORT_COLUMN) not in [NONE, *columns]:
+            st.session_state[COHORT_COLUMN] = NONE
+        column = where.selectbox(
+            "Group column (each of its values is a group of patients)", [NONE, *columns], key=COHORT_COLUMN
+        )
+        if column == NONE:
+            where.info("Choose the column whose values name the groups.")
+            return None
+    got = _groups(spec, name, data, column)
+    for finding in got.report.errors[:5]:
+        literal.error(finding, where)
+    if not got.report.ok:
+        return None
+    if not got.groups:
+        where.info(
+            f"This source defines no groups (read from: {GROUPS_WHERE[spec.source]}). Upload a list of "
+            "patient ids instead."
+        )
+        return None
+    names = list(got.groups)
+    if st.session_state.get(COHORT_GROUP) not in names:
+        st.session_state[COHORT_GROUP] = names[0]
+    group = where.selectbox(
+        "Group of the source",
+        names,
+        key=COHORT_GROUP,
+        format_func=lambda g: f"{g} ({len(got.groups[g]):,} patients)",
+    )
+    where.caption(md(f"{len(names)} group(s) read from {got.where}."))
+    return CohortSpec("group", str(group), column if column != NONE else ""), None
+
+
+def _groups(spec: ImportSpec, name: str, data: bytes | None, column: str) -> SourceGroups:
+    """The source's groups, read once per source and column in this session (`GROUPS_MEMO`)."""
+    import hashlib
+
+    digest = None if data is None else hashlib.sha256(data).hexdigest()
+    key = (replace(spec, cohort=CohortSpec(), normalize=False), name, digest, column)
+    memo = st.session_state.get(GROUPS_MEMO)
+    if memo is None or memo[0] != key:
+        with st.spinner("Reading the source's groups…"):
+            try:
+                got = source_groups(spec, name=name, data=data, column=column)
+            except UserError as exc:  # a limit exceeded while reading: its message, one line
+                report = ValidationReport()
+                report.add(
+                    Finding("error", name or spec.location, None, errors.message(exc), "", kind="refused")
+                )
+                got = SourceGroups(report=report)
+        memo = st.session_state[GROUPS_MEMO] = (key, got)
+    return memo[1]
 
 
 def _read_path(location: str) -> bytes | None:

@@ -140,12 +140,14 @@ def _load_import(options: tuple[str, bool]) -> tuple[Loaded[Dataset] | None, Dat
     from engine.io.imports import import_dataset, load_import
 
     spec, name, data = import_view.applied()  # type: ignore[misc]
+    listed = import_view.cohort_list() if spec.cohort.kind == "list" else None
     label = f"imported: {name or spec.location}"
     if data is None and spec.location:
         from engine.io.sql import is_url, redacted
 
         label = f"imported: {redacted(spec.location) if is_url(spec.location) else spec.location}"
-    key = (spec, name, None if data is None else hashlib.sha256(data).hexdigest(), options)
+    digest = None if data is None else hashlib.sha256(data).hexdigest()
+    key = (spec, name, digest, None if listed is None else hashlib.sha256(listed[1]).hexdigest(), options)
     memo = st.session_state.setdefault(_UPLOAD_MEMO, {})
     if key not in memo:
         memo.clear()
@@ -155,7 +157,8 @@ def _load_import(options: tuple[str, bool]) -> tuple[Loaded[Dataset] | None, Dat
                     spec, name=name, data=data, unknown_codes=options[0], drop_duplicates=options[1]
                 )
             st.session_state[import_view.NORMALIZATION] = import_view.normalization_frame(got)
-            memo[key] = (import_dataset(got, label), None)
+            upload = None if data is None else (name, data)
+            memo[key] = (import_dataset(got, label, spec, upload=upload, cohort_list=listed), None)
         except DataError as exc:
             memo[key] = (None, exc)
         except Exception as exc:  # a malformed mapping (a UserError's text), else a bug's reference
@@ -347,7 +350,9 @@ def render() -> Context | None:
         if import_view.applied() is None:
             st.session_state.pop("context", None)
             st.session_state["load_report"] = LoadState("import", ValidationReport(), True, True)
-            sb.info("Choose the source, map its columns and press Load on the Cohort page.")
+            sb.info(
+                "Choose the source, map its columns, choose its cohort and press Load on the Cohort page."
+            )
             return None
         loaded, error, dataset_key, label = _load_import(options)
         if error is not None:
@@ -424,8 +429,10 @@ def render() -> Context | None:
             f"k = {k} exceeds the cohort size ({cohort.n_patients} patients): no record can have "
             f"{k} indistinguishable candidates. Choose k ≤ {cohort.n_patients}."
         )
-    if cohort_is_population(cohort, population):
-        sb.warning(WHOLE_POPULATION.format(n=cohort.n_patients))
+    if cohort_is_population(cohort, population):  # an import's cohort is chosen on the Cohort page
+        sb.warning(
+            (import_view.WHOLE_SOURCE if choice == IMPORT else WHOLE_POPULATION).format(n=cohort.n_patients)
+        )
     ctx = Context(
         dataset=dataset,
         population_group=pop_group,
