@@ -1,34 +1,62 @@
 """Membership inference on released PheWAS statistics (issue 28): can an attacker who holds a
 person's genotype and diagnoses tell from a released PheWAS table whether that person is in the
-cohort? A likelihood-ratio presence test in the manner of Sankararaman et al. 2009 (Nat Genet 41:965,
-"Genomic privacy and limits of individual detection in a pool") as applied to released association
-statistics by Liu et al. 2018 and others.
+cohort? A likelihood-ratio presence test (Sankararaman et al. 2009, Nat Genet 41:965, "Genomic privacy
+and limits of individual detection in a pool") on the phecodes' case pools, as presence attacks on
+phenome-wide summary statistics do (Liu et al. 2018, AMIA Annu Symp Proc 2018:760, "Detecting the
+presence of an individual in phenotypic summary data").
 
-The statistic. Each released row (SNP s, phecode p) gives the minor-allele frequency of the
-phecode's cases (`case_maf`) and of its controls (`control_maf`), pools of n_cases and n_controls
-people. For a target with genotype x_s (0/1/2 minor alleles) who is a case of p (by their own
-diagnoses, which the attacker knows: the study's attacker knows codes), the row adds
-x_s log(f/q_s) + (2 - x_s) log((1 - f)/(1 - q_s)) with f = case_maf and q_s the reference panel's
-frequency among its own cases of p (`Reference`: shrunk toward the SNP's overall frequency by 20
-pseudo-people); a control of p adds the same with f = control_maf against the panel's controls of p; a target neither (excluded from the controls) adds
-nothing. Frequencies are clipped to [1e-4, 1 - 1e-4]. A member's own alleles pull the pools'
-frequencies toward theirs, so members score higher; small pools (few cases) pull hardest.
+What is summed. Each released row (SNP s, phecode p) gives the minor-allele frequency f of the
+phecode's n_cases cases (`case_maf`). For a target with genotype x_s (0/1/2 minor alleles) who is a
+case of p by their own diagnoses (which the attacker knows), the row adds the log-likelihood ratio
+x_s log(f/q) + (2 - x_s) log((1 - f)/(1 - q)), q the reference panel's frequency among its own cases
+of p (`Reference`: shrunk toward the panel's frequency of s by `SHRINK` pseudo-people, so that being a
+case of an associated phecode does not pass for membership); the rows of phecodes the target is not a
+case of add nothing. Frequencies are clipped to [1e-4, 1 - 1e-4]. A member pulls each of their pools'
+frequency toward their own alleles by (x_s/2 - f)/n_cases, so a row adds about 1/n_cases to a member's
+expected statistic (Visscher & Hill 2009, PLoS Genet 5:e1000628: power grows with independent SNPs over
+pool size): small pools leak most.
+
+Why the control pools are left out. A phecode's controls are nearly the whole cohort and nearly the
+same people for every phecode, so a target's ~300 control rows of one SNP all carry the cohort's one
+sampling difference d from the panel (~0.01): together they add ~300 (x_s - 2q) d / (q(1 - q)), a
+term with a standard deviation of 3 to 9 per SNP on the shipped sample, for members and non-members
+alike, against a member's signal from those rows of ~300 / 2,700 = 0.1. Summing them drowns the case
+pools' signal: on the sample the detection rate is 0.063 with them and 0.094 without (both against the
+per-target null below).
+
+Each target against their own null. Targets differ in how many rows concern them (the cohort is chosen
+by phenotype: on the sample its members are cases of 25 released phecodes per SNP on average, the
+non-members of 17), and the statistic's spread grows with the rows, so one threshold for all would flag
+members for their diagnoses alone, which the attacker knew before any table (on the sample: 0.09 of
+the members with their genotypes shuffled among them, against 0.05). So each target's statistic is
+compared with the statistics the non-member targets' genotypes score in the target's place (the same
+rows): the target is flagged when theirs exceeds the (1 - fpr) quantile of those, ties split so that the
+level is exactly fpr (a randomized test, counted at its expected value); a target no released row
+concerns is flagged with probability fpr, a coin. The statistic is centred (the log-likelihood ratio
+less its expectation at the panel's frequency of each SNP), which changes no comparison and lets a
+missing genotype count as that expectation (a target's own missing SNP is left out of their test).
+Each non-member is tested the same way against the others: their flagged share
+(`AttackResult.non_member_rate`) checks the level.
 
 The reference population. The sample's genotypes cover the biobank (10,500 patients), of which the
 cohort (2,700) is part, so the reference is drawn from the study's population outside the cohort:
 its genotyped patients are split in two by a fixed hash of the patient id (`split_outside`); one
-half is the attacker's reference panel (q_s), the other the non-member targets, whose statistics set
-the threshold at the stated false-positive rate (default 5%: the 95th percentile of the non-members'
-statistics). When no genotyped patient lies outside the cohort, a held-out half of the cohort is the
-reference (said in `AttackResult.reference`). Members are the cohort's genotyped patients.
+half is the attacker's reference panel (q), the other the non-member targets, whose genotypes make each
+target's null. When no genotyped patient lies outside the cohort, a held-out half of the cohort, split
+in two, stands for both (said in `AttackResult.reference`; those people are in the table's pools, so the
+power is understated) and the members are the other half. Otherwise members are the cohort's genotyped
+patients.
 
-Power is the share of members whose statistic exceeds that threshold (the detection rate at the
-false-positive rate); 0.05 is what a coin that knows nothing achieves.
+Power is the members' expected flagged share: the detection rate at the false-positive rate; fpr
+(0.05) is what a coin that knows nothing achieves.
 
 What the officer can do (`release_options`, each measured by `assess`): release fewer rows (only
 the significant associations), coarser statistics (frequencies rounded to 2 decimals, p-values to one
 significant digit), bigger cells (rows with fewer than `BIG_CELLS` cases or controls withheld), the
-study's small-cell policy (`engine.disclosure.cells.suppress_phewas`), and all of them together.
+study's small-cell policy (`engine.disclosure.cells.suppress_phewas`), and all of them together. On
+the shipped sample (tests/test_membership_sample.py) fewer rows, bigger cells, the All of Us policy and
+all together lower the detection rate (0.094 -> 0.065, 0.080, 0.084, 0.058); frequencies to 2 decimals
+barely do (0.093): a member moves a pool of n cases by ~1/(2n), 0.025 for the smallest pools of 20.
 """
 
 from __future__ import annotations
@@ -49,6 +77,8 @@ CLIP = 1e-4
 BIG_CELLS = 100  # "bigger cells": a row needs this many cases and controls
 ROUND_MAF = 2  # "coarser statistics": frequencies to 2 decimals
 SIGNIFICANT = 0.05  # "fewer rows": Benjamini-Hochberg adjusted p <= 0.05
+SHRINK = 20  # pseudo-people of the panel's overall frequency added to each case pool's reference
+CHUNK = 512  # targets scored against the null genotypes at a time
 
 
 @dataclass(frozen=True)
@@ -56,12 +86,12 @@ class AttackResult:
     """One attack on one released table: the detection rate (power) at the false-positive rate."""
 
     option: str
-    rows: int  # released rows the attack used
+    rows: int  # released rows the attack used (those with a case frequency)
     members: int
     non_members: int
     fpr: float
-    threshold: float
-    power: float  # share of members above the threshold
+    non_member_rate: float  # share of non-members flagged, each against the others: the level, ~ fpr
+    power: float  # members' expected flagged share
     reference: str  # where the reference frequencies came from
 
     def to_dict(self) -> dict[str, object]:
@@ -75,8 +105,8 @@ class AttackResult:
         }
 
 
-def _half(pid: str) -> bool:
-    return hashlib.sha256(b"cohortshield-membership\0" + pid.encode()).digest()[0] % 2 == 0
+def _half(pid: str, salt: bytes = b"") -> bool:
+    return hashlib.sha256(b"cohortshield-membership\0" + salt + pid.encode()).digest()[0] % 2 == 0
 
 
 def split_outside(
@@ -84,7 +114,9 @@ def split_outside(
 ) -> tuple[np.ndarray, np.ndarray, str]:
     """(reference panel ids, non-member target ids, words): the genotyped patients of the
     population outside the cohort, split by a fixed hash of the id; when there are none, a held-out
-    half of the cohort is both (the caller then measures the members on the other half)."""
+    half of the cohort split by a second hash (the caller then measures the members on the other half:
+    the held-out patients must be neither, since the reference frequencies include the panel's own
+    alleles and would depress its statistics as a null)."""
     geno = set(map(str, genotyped))
     cohort = set(map(str, cohort_ids))
     outside = np.array(sorted(p for p in map(str, population_ids) if p in geno and p not in cohort))
@@ -98,23 +130,20 @@ def split_outside(
             "as non-member targets",
         )
     inside = np.array(sorted(p for p in cohort if p in geno))
-    mask = np.array([_half(p) for p in inside], dtype=bool)
+    held = inside[np.array([_half(p) for p in inside], dtype=bool)]
+    mask = np.array([_half(p, b"held-out\0") for p in held], dtype=bool)
     return (
-        inside[mask],
-        inside[mask],
-        "no genotyped patient outside the cohort: a held-out half of the cohort is the reference and the "
-        "non-member targets (its PheWAS pools include them, so power is understated)",
+        held[mask],
+        held[~mask],
+        "no genotyped patient outside the cohort: a held-out half of the cohort, split in two by a second "
+        "hash, is the reference panel and the non-member targets (the table's pools include them, so "
+        "power is understated)",
     )
 
 
-def _genotype_matrix(genotypes: pd.DataFrame, ids: np.ndarray, snps: list[str]) -> np.ndarray:
-    g = genotypes.set_index(genotypes["patient_id"].astype(str)).reindex(pd.Index(ids.astype(str)))
-    return np.column_stack([pd.to_numeric(g[s], errors="coerce").to_numpy(dtype=float) for s in snps])
-
-
 class _Genotypes:
-    """The genotypes of `ids` (in that order), each SNP's column read once (as `_genotype_matrix`
-    reads it: numbers, anything else missing) and kept."""
+    """The genotypes of `ids` (in that order), each SNP's column read once (numbers; anything else
+    missing) and kept."""
 
     def __init__(self, genotypes: pd.DataFrame, ids: np.ndarray) -> None:
         self._frame = genotypes.set_index(genotypes["patient_id"].astype(str)).reindex(
@@ -129,130 +158,151 @@ class _Genotypes:
         return x
 
 
-SHRINK = 20  # pseudo-people of the overall frequency added to each pool's reference frequency
-
-
-def reference_frequencies(genotypes: pd.DataFrame, ids: np.ndarray, snps: list[str]) -> np.ndarray:
-    """The reference panel's minor-allele frequency of each SNP."""
-    x = _genotype_matrix(genotypes, ids, snps)
-    return np.clip(np.nanmean(x, axis=0) / 2, CLIP, 1 - CLIP)
-
-
-class _Panel:
-    """The reference panel's phenotypes and genotypes, read once; each SNP's frequencies (`Reference`)
-    computed once, on first use. A SNP's frequencies depend on that SNP alone, so a `Reference` of any
-    set of SNPs is made of them."""
-
-    def __init__(self, panel: Records, genotypes: pd.DataFrame) -> None:
-        ph = phenotype_matrix(panel)
-        self.phecodes = {str(p): i for i, p in enumerate(ph.phecodes)}
-        self._cases = (ph.cases(1) > 0).astype(float).T.tocsr()
-        self._excluded = (ph.excluded > 0).astype(float).T.tocsr()  # controls = everyone - excluded
-        self._geno = _Genotypes(genotypes, np.asarray(panel.patient_ids).astype(str))
-        self._freq: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-
-    def frequencies(self, snp: str) -> tuple[np.ndarray, np.ndarray]:
-        """(per phecode: the panel's cases' frequency, its controls'), shrunk (`Reference`)."""
-        out = self._freq.get(snp)
-        if out is None:
-            x = self._geno.column(snp)
-            ok = ~np.isnan(x)
-            xs, ones = np.where(ok, x, 0.0), ok.astype(float)
-            q = np.clip(xs.sum() / max(2 * ones.sum(), 1), CLIP, 1 - CLIP)
-            a, n = self._cases @ xs, self._cases @ ones
-            case_f = np.clip((a + 2 * SHRINK * q) / (2 * n + 2 * SHRINK), CLIP, 1 - CLIP)
-            a, n = xs.sum() - self._excluded @ xs, ones.sum() - self._excluded @ ones
-            ctrl_f = np.clip((a + 2 * SHRINK * q) / (2 * n + 2 * SHRINK), CLIP, 1 - CLIP)
-            out = self._freq[snp] = (case_f, ctrl_f)
-        return out
-
-    def reference(self, snps: list[str]) -> Reference:
-        if not snps:
-            return Reference(dict(self.phecodes), {}, {})
-        freq = {s: self.frequencies(s) for s in snps}
-        return Reference(
-            dict(self.phecodes), {s: f[0] for s, f in freq.items()}, {s: f[1] for s, f in freq.items()}
-        )
-
-
 @dataclass(frozen=True, eq=False)
 class Reference:
-    """The attacker's reference panel: per SNP and phecode, the minor-allele frequency of the panel's
-    cases and of its controls, shrunk toward the SNP's overall frequency by `SHRINK` pseudo-people
-    (the null of a target who is a case of p is a non-member case of p, not the population at large:
-    otherwise being a case of an associated phecode would pass for membership)."""
+    """The attacker's reference panel: per SNP, its minor-allele frequency (`overall`) and per phecode
+    that of its cases (`case`), shrunk toward the overall one by `SHRINK` pseudo-people (the null of a
+    target who is a case of p is a non-member case of p, not the population at large: otherwise being
+    a case of an associated phecode would pass for membership)."""
 
     phecodes: dict[str, int]
     case: dict[str, np.ndarray]
-    control: dict[str, np.ndarray]
+    overall: dict[str, float]
 
     @classmethod
     def of(cls, panel: Records, genotypes: pd.DataFrame, snps: list[str]) -> Reference:
         return _Panel(panel, genotypes).reference(list(snps))
 
 
+class _Panel:
+    """The reference panel's phenotypes and genotypes, read once; each SNP's frequencies computed
+    once, on first use. A SNP's frequencies depend on that SNP alone, so a `Reference` of any set of
+    SNPs is made of them."""
+
+    def __init__(self, panel: Records, genotypes: pd.DataFrame) -> None:
+        ph = phenotype_matrix(panel)
+        self.phecodes = {str(p): i for i, p in enumerate(ph.phecodes)}
+        self._cases = (ph.cases(1) > 0).astype(float).T.tocsr()
+        self._geno = _Genotypes(genotypes, np.asarray(panel.patient_ids).astype(str))
+        self._freq: dict[str, tuple[float, np.ndarray]] = {}
+
+    def frequencies(self, snp: str) -> tuple[float, np.ndarray]:
+        """(the panel's frequency, per phecode its cases' frequency shrunk toward it)."""
+        out = self._freq.get(snp)
+        if out is None:
+            x = self._geno.column(snp)
+            ok = ~np.isnan(x)
+            xs, ones = np.where(ok, x, 0.0), ok.astype(float)
+            q = float(np.clip(xs.sum() / max(2 * ones.sum(), 1), CLIP, 1 - CLIP))
+            a, n = self._cases @ xs, self._cases @ ones
+            out = self._freq[snp] = (
+                q,
+                np.clip((a + 2 * SHRINK * q) / (2 * n + 2 * SHRINK), CLIP, 1 - CLIP),
+            )
+        return out
+
+    def reference(self, snps: list[str]) -> Reference:
+        freq = {s: self.frequencies(s) for s in snps}
+        return Reference(
+            dict(self.phecodes), {s: f[1] for s, f in freq.items()}, {s: f[0] for s, f in freq.items()}
+        )
+
+
+def _logit(p: np.ndarray) -> np.ndarray:
+    return np.log(p / (1 - p))
+
+
 class _Targets:
-    """Targets of the attack (members or non-members), read once: who is a case of each phecode and
-    who a control (dense, patients x phecodes), and their genotypes."""
+    """Targets of the attack (members or non-members), read once: who is a case of each phecode
+    (dense, patients x phecodes) and their genotypes."""
 
     def __init__(self, targets: Records, genotypes: pd.DataFrame) -> None:
         ph = phenotype_matrix(targets)
         self.n = targets.n_patients
         self.col = {str(p): i for i, p in enumerate(ph.phecodes)}
         self._case = ph.cases(1).toarray() > 0
-        self._control = ph.excluded.toarray() == 0
         self._geno = _Genotypes(genotypes, np.asarray(targets.patient_ids).astype(str))
 
-    def statistics(self, table: pd.DataFrame, ref: Reference) -> np.ndarray:
-        """`lr_statistics` of these targets."""
-        out = np.zeros(self.n)
+    def weights(self, table: pd.DataFrame, ref: Reference) -> tuple[np.ndarray, np.ndarray]:
+        """(W, Y), targets x the SNPs of `ref`: W the sum over the target's case rows of
+        logit(f) - logit(q) (zero where the target's genotype is missing), Y the genotype less twice
+        the panel's frequency (zero where missing). The centred statistic is the rows of W * Y summed:
+        the log-likelihood ratio x log(f/q) + (2 - x) log((1 - f)/(1 - q)) is 2 log((1 - f)/(1 - q)) +
+        x (logit(f) - logit(q)). Suppressed or missing frequencies are skipped."""
+        snps = list(ref.case)
+        w = np.zeros((self.n, len(snps)))
+        y = np.zeros((self.n, len(snps)))
+        at = {s: j for j, s in enumerate(snps)}
+        for j, snp in enumerate(snps):
+            x = self._geno.column(snp)
+            y[:, j] = np.nan_to_num(x - 2 * ref.overall[snp], nan=0.0)
         if not len(table):
-            return out
+            return w, y
         col = self.col
-        # per row, read once: the phecode's column (-1: not a column of both), each pool's frequency
         codes = table["phecode"].astype(str).to_numpy()
         known = np.array([c in col and c in ref.phecodes for c in codes], dtype=bool)
-        target_col = np.array([col[c] if k else -1 for c, k in zip(codes, known, strict=True)], dtype=np.intp)
-        ref_col = np.array(
-            [ref.phecodes[c] if k else -1 for c, k in zip(codes, known, strict=True)], dtype=np.intp
-        )
-        freq = {
-            c: pd.to_numeric(table[c].where(table[c] != SUPPRESSED), errors="coerce").to_numpy(dtype=float)
-            for c in ("case_maf", "control_maf")
-        }
+        f = pd.to_numeric(table["case_maf"].where(table["case_maf"] != SUPPRESSED), errors="coerce")
+        f = f.to_numpy(dtype=float)
+        keep = known & ~np.isnan(f)
         positions = pd.Series(np.arange(len(table)), index=table.index)
-        for snp, at in positions.groupby(table["snp"], sort=False):  # as `table.groupby("snp")`
-            if str(snp) not in ref.case:
+        for snp, rows in positions.groupby(table["snp"].astype(str), sort=False):
+            k = at.get(str(snp))
+            r = rows.to_numpy(dtype=np.intp)
+            r = r[keep[r]]
+            if k is None or not len(r):
                 continue
-            rows = at.to_numpy(dtype=np.intp)
-            x = self._geno.column(str(snp))
-            ok = ~np.isnan(x)
-            xs = np.where(ok, x, 0.0)
-            for kind, column in (("case", "case_maf"), ("control", "control_maf")):
-                f = freq[column][rows]
-                keep = ~np.isnan(f) & known[rows]
-                if not keep.any():
-                    continue
-                fv = np.clip(f[keep], CLIP, 1 - CLIP)
-                qv = (ref.case if kind == "case" else ref.control)[str(snp)][ref_col[rows[keep]]]
-                member = (self._case if kind == "case" else self._control)[:, target_col[rows[keep]]]
-                m = np.asfortranarray(member, dtype=float)  # column order, as a CSC matrix's toarray()
-                w1 = m @ np.log(fv / qv)
-                w0 = m @ np.log((1 - fv) / (1 - qv))
-                out += np.where(ok, xs * w1 + (2 - xs) * w0, 0.0)
-        return out
+            q = ref.case[str(snp)][[ref.phecodes[c] for c in codes[r]]]
+            cases = np.asfortranarray(self._case[:, [col[c] for c in codes[r]]], dtype=float)
+            missing = np.isnan(self._geno.column(str(snp)))
+            w[:, k] = np.where(missing, 0.0, cases @ (_logit(np.clip(f[r], CLIP, 1 - CLIP)) - _logit(q)))
+        return w, y
 
 
 def lr_statistics(
     table: pd.DataFrame, targets: Records, genotypes: pd.DataFrame, ref: Reference
 ) -> np.ndarray:
-    """Each target's log-likelihood ratio over the rows of `table` (module docstring), against the
-    reference panel's frequency of the same pool (`Reference`); suppressed or missing frequencies are
-    skipped."""
-    return _Targets(targets, genotypes).statistics(table, ref)
+    """Each target's centred log-likelihood ratio over the case rows of `table` that concern them
+    (module docstring), against the reference panel's frequency of the same pool (`Reference`)."""
+    w, y = _Targets(targets, genotypes).weights(table, ref)
+    return (w * y).sum(axis=1)
 
 
-class _Attacker:
+def flag_rates(w: np.ndarray, y: np.ndarray, null: np.ndarray, fpr: float, *, leave_out: bool) -> np.ndarray:
+    """Per target (rows of `w`, `y`), the probability that the randomized level-`fpr` test flags it:
+    its statistic (w * y summed) against those of the null genotypes (rows of `null`, centred as `y`)
+    in its place. With `leave_out`, the targets are the null genotypes themselves, in order, and each
+    is left out of its own null. No null genotype: nothing flagged."""
+    n_null = len(null) - (1 if leave_out else 0)
+    if n_null <= 0:
+        return np.zeros(len(w))
+    vectors, counts = np.unique(null, axis=0, return_counts=True)  # genotypes repeat: score each once
+    weight = counts.astype(float)
+    t = (w * y).sum(axis=1)
+    out = np.empty(len(w))
+    for s in range(0, len(w), CHUNK):
+        tt = t[s : s + CHUNK]
+        d = vectors @ w[s : s + CHUNK].T - tt  # (distinct null genotypes, targets): score less the target's
+        tol = 1e-9 * (1 + np.abs(tt))
+        above = weight @ (d > tol).astype(float)
+        tied = weight @ (np.abs(d) <= tol).astype(float) - (1 if leave_out else 0)  # less the target itself
+        p_above, p_tied = above / n_null, tied / n_null
+        with np.errstate(divide="ignore", invalid="ignore"):
+            split = (fpr - p_above) / p_tied
+        out[s : s + CHUNK] = np.where(p_above + p_tied <= fpr, 1.0, np.where(p_above >= fpr, 0.0, split))
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class Flags:
+    """One attack's per-target results: the released rows it used and, per member and per non-member,
+    the probability that the test flags them (`flag_rates`)."""
+
+    rows: int
+    members: np.ndarray
+    non_members: np.ndarray
+
+
+class Attacker:
     """Everything of an attack that does not depend on the released table, read once (`assess`):
     the members', non-members' and the panel's phenotypes and genotypes, and the panel's frequencies
     of each SNP."""
@@ -264,18 +314,24 @@ class _Attacker:
         self.non_members = _Targets(non_members, genotypes)
         self.panel = _Panel(panel, genotypes)
 
+    def flags(self, table: pd.DataFrame, fpr: float = FPR) -> Flags:
+        """Each member's and non-member's chance of being flagged from `table` (rows whose case
+        frequency is suppressed are not used)."""
+        used = table[table["case_maf"].map(lambda v: not isinstance(v, str))] if len(table) else table
+        ref = self.panel.reference(sorted({str(s) for s in used["snp"]}) if len(used) else [])
+        w_in, y_in = self.members.weights(used, ref)
+        w_out, y_out = self.non_members.weights(used, ref)
+        return Flags(
+            len(used),
+            flag_rates(w_in, y_in, y_out, fpr, leave_out=False),
+            flag_rates(w_out, y_out, y_out, fpr, leave_out=True),
+        )
+
     def attack(self, table: pd.DataFrame, option: str, fpr: float, reference: str) -> AttackResult:
-        snps = sorted({str(s) for s in table["snp"]}) if len(table) else []
-        ref = self.panel.reference(snps)
-        used = table
-        if len(table):
-            f = table["case_maf"]
-            used = table[f.map(lambda v: not isinstance(v, str))]
-        t_in = self.members.statistics(used, ref) if len(used) else np.zeros(self.members.n)
-        t_out = self.non_members.statistics(used, ref) if len(used) else np.zeros(self.non_members.n)
-        threshold = float(np.quantile(t_out, 1 - fpr)) if len(t_out) else 0.0
-        power = float((t_in > threshold).mean()) if len(t_in) else 0.0
-        return AttackResult(option, len(used), len(t_in), len(t_out), fpr, threshold, power, reference)
+        f = self.flags(table, fpr)
+        power = float(f.members.mean()) if len(f.members) else 0.0
+        level = float(f.non_members.mean()) if len(f.non_members) else 0.0
+        return AttackResult(option, f.rows, len(f.members), len(f.non_members), fpr, level, power, reference)
 
 
 def attack(
@@ -289,8 +345,9 @@ def attack(
     fpr: float = FPR,
     reference: str = "",
 ) -> AttackResult:
-    """The presence test on one released table: threshold at the non-members' (1 - fpr) quantile."""
-    return _Attacker(members, non_members, genotypes, panel).attack(table, option, fpr, reference)
+    """The presence test on one released table, each target against the non-members' genotypes in
+    their place (module docstring)."""
+    return Attacker(members, non_members, genotypes, panel).attack(table, option, fpr, reference)
 
 
 def release_options(table: pd.DataFrame, policy: SmallCellPolicy | None = None) -> dict[str, pd.DataFrame]:
@@ -323,8 +380,9 @@ def targets_of(
     genotyped = genotypes["patient_id"].astype(str).to_numpy()
     ref, non, words = split_outside(population.patient_ids, cohort.patient_ids, genotyped)
     gset = set(genotyped)
-    if set(map(str, non)) & set(map(str, cohort.patient_ids)):  # the held-out half of the cohort
-        rest = np.array([p for p in map(str, cohort.patient_ids) if p in gset and p not in set(non)])
+    held = set(map(str, non)) | set(map(str, ref))
+    if held & set(map(str, cohort.patient_ids)):  # the held-out half of the cohort
+        rest = np.array([p for p in map(str, cohort.patient_ids) if p in gset and p not in held])
         return cohort.subset(rest), population.subset(non), population.subset(ref), words
     members = np.array([p for p in map(str, cohort.patient_ids) if p in gset])
     return cohort.subset(members), population.subset(non), population.subset(ref), words
@@ -341,7 +399,7 @@ def assess(
     """Per released PheWAS table (the original cohort's, each release's, by name): the attack's
     power as computed and under each option (`release_options`)."""
     members, non, ref, words = targets_of(cohort, population, genotypes)
-    attacker = _Attacker(members, non, genotypes, ref)  # read once for every table and option
+    attacker = Attacker(members, non, genotypes, ref)  # read once for every table and option
     return {
         name: [attacker.attack(t, opt, fpr, words) for opt, t in release_options(table, policy).items()]
         for name, table in tables.items()
