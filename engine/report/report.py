@@ -885,9 +885,10 @@ def _ledger(
     ledger cannot combine (e.g. an LDA release of code|age items) is reported as not verified, with
     the reason, and no figures."""
     from engine.release import ReleaseInvariantError
-    from engine.study.ledger import study_ledger_releases, verify_pair
+    from engine.study.ledger import PairCache, study_ledger_releases, verify_pair
 
     held = study_ledger_releases(study, {n: i.release for n, i in inputs.items()})
+    cache = PairCache()  # each release read once for all its pairs
     shown = ("shared patients", "records", "below k", "unique", "verified")
     rows: list[dict[str, Any]] = []
     per: dict[str, list[dict[str, Any]]] = {n: [] for n in inputs}
@@ -898,7 +899,7 @@ def _ledger(
             if not shared:
                 continue
             try:
-                p = verify_pair(a, b, study.adversary, study.k, population)
+                p = verify_pair(a, b, study.adversary, study.k, population, cache)
                 row = p.to_dict() | {"message": p.message()}
             except ReleaseInvariantError as exc:
                 row = {
@@ -929,9 +930,10 @@ def _ledger(
 
 MEMBERSHIP_WORDS = (
     "a likelihood-ratio presence test (Sankararaman 2009) by an attacker who holds a person's genotype "
-    "and diagnoses, on the released PheWAS table (case and control allele frequencies per SNP and "
-    "phecode): the detection rate (power) at {fpr:.0%} false positives, for the table as computed and "
-    "under each option the officer has; {fpr:.2f} is what guessing achieves"
+    "and diagnoses, on the released PheWAS table (each SNP's allele frequency among the cases of each "
+    "phecode the person has), each person against non-members' genotypes in their place: the detection "
+    "rate (power) at {fpr:.0%} false positives, for the table as computed and under each option the "
+    "officer has; {fpr:.2f} is what guessing achieves"
 )
 
 
