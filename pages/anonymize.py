@@ -2,10 +2,9 @@
 
 import streamlit as st
 
-from ui import threshold
+from ui import progress, threshold
 from ui.context import current, warn_if_whole_population
 from ui.teach import intro
-from ui.views import render_method
 
 ctx = current()
 st.title("Anonymize")
@@ -13,4 +12,9 @@ intro("anonymize")
 warn_if_whole_population(ctx)
 st.caption(f"Adversary: {ctx.adversary.describe()}  k = {ctx.k}")
 threshold.caption(ctx)  # the threshold every release here is verified against (issue 27)
-render_method(ctx, "render_anonymize")
+# issue 26, finding 2: every second of a method's work (importing, preparing, running, verifying,
+# measuring) under a spinner with words, not only the runs under a progress bar
+with progress.busy("anonymize", "Working: preparing the data, running the method, verifying the release…"):
+    from ui.views import render_method  # the first open imports every method: under the spinner
+
+    render_method(ctx, "render_anonymize")

@@ -14,7 +14,9 @@
 The bar is redrawn at most every `_REDRAW_S` seconds. It may be drawn from inside an `st.cache_data` /
 `st.cache_resource` function: its updates are kept out of the cached function's replay (a cached
 result replayed later would otherwise redraw a bar of an earlier run: `CacheReplayClosureError`).
-`tracker(label)` is the same callback without the Cancel control, for runs inside one.
+`tracker(label)` is the same callback without the Cancel control, for runs inside one. `busy(key, text)`
+is a spinner with words over a whole block of work (issue 26, finding 2), `greyed` the previous results
+while changed parameters wait for "Run" (finding 5).
 
 `SharedMemo` holds results the server's sessions share (keyed on data content and parameters): one
 computation per key at a time; a session asking for a key another is computing waits for it.
@@ -137,6 +139,28 @@ def greyed(key: str, caption: str):
     st.html(_GREY_CSS)
     st.caption(caption)
     with st.container(key=f"stale_{key}"):
+        yield
+
+
+# a keyed container (class st-key-busy_<key>) held at a fixed place on screen, at the top right under
+# the toolbar: its spinner neither moves the page when it comes and goes nor scrolls out of view
+_BUSY_CSS = (
+    '<style>div[class*="st-key-busy_"] { position: fixed; top: 4.25rem; right: 2rem; z-index: 999990; '
+    'width: auto !important; } div[class*="st-key-busy_"] [data-testid="stSpinner"] { '
+    "background: rgba(128, 128, 128, 0.14); backdrop-filter: blur(8px); padding: 0.4rem 0.9rem; "
+    "border-radius: 0.5rem; box-shadow: 0 2px 10px rgba(0, 0, 0, 0.18); }</style>"  # either theme
+)
+
+
+@contextmanager
+def busy(key: str, text: str):
+    """A spinner with words (`text`) for the whole block, at a fixed place on screen (issue 26, finding
+    2: a page sat at its heading for seconds with no spinner while it prepared, ran and verified).
+    Streamlit shows it once the block has lasted half a second and removes it when the block ends;
+    the block's own elements are drawn where they would be without it."""
+    st.html(_BUSY_CSS)
+    box = st.container(key=f"busy_{key}")
+    with box.spinner(text):
         yield
 
 
