@@ -57,12 +57,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components
 
-from engine.adversary import Adversary
+from engine.adversary import Adversary, Knowledge
 from engine.io.progress import Progress
 from engine.records import CODE, PATIENT, VISIT, Records, concat_ranges
 from engine.release import Release, set_item_label
-from engine.risk import Matching, Verification, distinguishability, verify
+from engine.risk import Matching, Verification, count_known_sets, verify
 from engine.utility.retention import Figures, RetentionRow, count_table, figures, summary_table
 
 METHOD = "Heatherly"
@@ -252,14 +254,15 @@ def _released(state: _State) -> tuple[Records, dict[str, frozenset[str]], np.nda
         dup[first] = False
         keep = keep.copy()
         keep[idx[dup]] = False
-    reps = np.unique(ev_rep[keep])
+    present = np.zeros(g.n_items, dtype=bool)
+    present[ev_rep[keep]] = True
+    reps = np.flatnonzero(present)
     members: dict[int, list[str]] = {}
     gen_codes = np.flatnonzero((state.item_of_code >= 0) & (sizes[np.maximum(state.item_of_code, 0)] >= 2))
-    for c in gen_codes.tolist():
-        members.setdefault(int(state.item_of_code[c]), []).append(str(codes[c]))
-    labels = np.array(
-        [set_item_label(members[r]) if r in members else str(codes[r]) for r in reps.tolist()], dtype=object
-    )
+    for c, r in zip(codes[gen_codes].tolist(), state.item_of_code[gen_codes].tolist(), strict=True):
+        members.setdefault(r, []).append(str(c))
+    label_of = {r: set_item_label(m) for r, m in members.items() if present[r]}
+    labels = np.array([label_of[r] if r in label_of else str(codes[r]) for r in reps.tolist()], dtype=object)
     order = np.argsort(labels, kind="stable")
     rep_to_item = np.zeros(g.n_items, dtype=np.int32)
     rep_to_item[reps[order]] = np.arange(len(reps), dtype=np.int32)
@@ -273,8 +276,7 @@ def _released(state: _State) -> tuple[Records, dict[str, frozenset[str]], np.nda
         event_age=g.event_age,
         has_visits=g.has_visits,
     ).keep_events(keep)
-    present = set(reps.tolist())
-    item_codes = {set_item_label(m): frozenset(m) for r, m in members.items() if r in present}
+    item_codes = {label: frozenset(members[r]) for r, label in label_of.items()}
     return recoded, item_codes, reps[order]
 
 
@@ -302,32 +304,63 @@ def visit_support(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Non-empty visits of `patients` in `released`, and for each the number of candidate records
     (default: `released` itself) holding all of its items, in the whole record or, `within_visits`,
-    in one visit; counted by the risk engine (`engine.risk.distinguishability` with each visit as
-    one known set)."""
+    in one visit; counted by the risk engine (`engine.risk.count_known_sets`, each visit one known
+    set)."""
     patients = np.asarray(patients, dtype=np.int64)
     visits = concat_ranges(released.visit_ptr[patients], np.diff(released.visit_ptr)[patients])
     return _support_of_visits(released, visits, candidates, within_visits)
 
 
 def _support_of_visits(
-    released: Records, visits: np.ndarray, candidates: Records | None = None, within_visits: bool = False
+    released: Records,
+    visits: np.ndarray,
+    candidates: Records | None = None,
+    within_visits: bool = False,
+    cap: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    cand = released if candidates is None else candidates
+    """The non-empty `visits` (order kept) and the candidates holding each one's item set (in one
+    visit, `within_visits`); with `cap`, min(support, cap) exactly (enough for a verdict at k <= cap)."""
+    visits = np.asarray(visits, dtype=np.int64)
     lengths = np.diff(released.event_ptr)[visits]
-    visits, lengths = visits[lengths > 0], lengths[lengths > 0]
-    if len(visits) == 0:
-        return visits, np.zeros(0, dtype=np.int64)
-    as_records = Records(
-        patient_ids=np.arange(len(visits)).astype(str).astype(object),
-        items=released.items,
-        visit_ptr=np.arange(len(visits) + 1, dtype=np.int64),
-        visit_ids=np.zeros(len(visits), dtype=object),
-        event_ptr=np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
-        event_item=released.event_item[concat_ranges(released.event_ptr[visits], lengths)],
+    visits = visits[lengths > 0]
+    sets = _item_sets(released, visits)
+    return visits, _holders(released, sets, candidates, within_visits, cap)
+
+
+def _item_sets(released: Records, visits: np.ndarray) -> sp.csr_matrix:
+    """(len(visits), n_items) 0/1, sorted indices: the item set of each of `visits` (built from their
+    events alone, not from the whole `visit_item_sets`)."""
+    lengths = np.diff(released.event_ptr)[visits]
+    events = concat_ranges(released.event_ptr[visits], lengths)
+    rows = np.repeat(np.arange(len(visits), dtype=np.int64), lengths)
+    m = sp.csr_matrix(
+        (np.ones(len(events), dtype=np.int8), (rows, released.event_item[events])),
+        shape=(len(visits), released.n_items),
     )
-    if within_visits:  # each pseudo-record is one visit: its single-visit set is the whole visit
-        return visits, distinguishability(as_records, cand, "single_visit", Matching(within_visits=True))
-    return visits, distinguishability(as_records, cand, "all_visits")
+    m.sum_duplicates()
+    m.data[:] = 1
+    m.sort_indices()
+    return m
+
+
+def _holders(
+    released: Records,
+    sets: sp.csr_matrix,
+    candidates: Records | None = None,
+    within_visits: bool = False,
+    cap: int | None = None,
+) -> np.ndarray:
+    """Per row of `sets` (item sets over `released.items`), the candidate records (default:
+    `released`) holding every item, in one visit when `within_visits` (distinct patients); an empty
+    set is held by every candidate. The risk engine counts (`engine.risk.count_known_sets`), capped
+    at `cap` when given."""
+    cand = released if candidates is None else candidates
+    if sets.shape[0] == 0:
+        return np.zeros(0, dtype=np.int64)
+    knowledge: Knowledge = "single_visit" if within_visits else "all_visits"
+    return count_known_sets(
+        released.items, sets, cand, knowledge, Matching(within_visits=within_visits, cap=cap)
+    )
 
 
 def _unit_item_count(released: Records, within_visits: bool) -> np.ndarray:
@@ -351,7 +384,9 @@ def _complete(
 
     Only visits that can have changed are recounted: after a generalization round the failing ones
     (merging items never lowers a visit's count), after a suppression round the failing ones and the
-    visits holding an item that lost holding units (records, or visits when `within_visits`)."""
+    visits holding an item that lost holding units (records, or visits when `within_visits`).
+    Supports are counted up to k only (`count_known_sets` with a cap): every decision is "below k or
+    not"."""
     gen_rounds = suppress_rounds = merges = 0
     events_before = int(state.keep.sum())
     failing_by_round: list[int] = []
@@ -360,12 +395,12 @@ def _complete(
     check = target_visits
     released, _, rep_arr = _released(state)
     while True:
-        visits, sup = _support_of_visits(released, check, None, within_visits)
+        visits, sup = _support_of_visits(released, check, None, within_visits, cap=None)
         failing = visits[sup < k]
         failing_by_round.append(len(failing))
         if len(failing) == 0:
             break
-        item_support = np.bincount(released.patient_item_sets.indices, minlength=released.n_items)
+        item_support = _unit_item_count(released, False)
         if gen_rounds < COMPLETION_GENERALIZE_ROUNDS:
             done = _generalize_failing(state, released, rep_arr, failing, item_support)
             if done:
@@ -384,12 +419,14 @@ def _complete(
             progress(0.8, f"completion: suppression round {suppress_rounds}, {len(failing)} visits below k")
         _suppress_failing(state, released, rep_arr, failing, item_support, k, within_visits)
         before = np.zeros(state.group.n_items, dtype=np.int64)
-        before[rep_arr] = _unit_item_count(released, within_visits)
+        before[rep_arr] = item_support if not within_visits else _unit_item_count(released, True)
         released, _, rep_arr = _released(state)
         after = _unit_item_count(released, within_visits)
-        lost = (before[rep_arr] > after).astype(np.int8)
-        touched = (released.visit_item_sets[target_visits] @ lost) > 0
-        check = np.union1d(failing, target_visits[touched])
+        lost = before[rep_arr] > after
+        # target visits holding an item that lost holding units (released visits keep the group's indexes)
+        holding = np.zeros(released.n_visits, dtype=bool)
+        holding[released.event_visit[lost[released.event_item]]] = True
+        check = np.union1d(failing, target_visits[holding[target_visits]])
     state.stats.update(
         {
             "completion visits below k by round": failing_by_round,
@@ -400,43 +437,53 @@ def _complete(
     )
 
 
+def _rarest_first(
+    released: Records, visits: np.ndarray, item_support: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct items of each of `visits`, rarest first (ties by item index, that is by label):
+    (items, ptr) with `items[ptr[i]:ptr[i + 1]]` those of `visits[i]`."""
+    sets = _item_sets(released, visits)
+    row = np.repeat(np.arange(len(visits), dtype=np.int64), np.diff(sets.indptr))
+    order = np.lexsort((sets.indices, item_support[sets.indices], row))
+    return sets.indices[order].astype(np.int64), sets.indptr.astype(np.int64)
+
+
 def _generalize_failing(
     state: _State, released: Records, rep_arr: np.ndarray, failing: np.ndarray, item_support: np.ndarray
 ) -> int:
     """One completion generalization round: for each failing visit, merge its rarest item (ties by
     label) that has a partner in its constraint group with that group's most frequent other released
-    item (ties by label). Returns the number of merges (0 when no failing visit has such an item)."""
+    item (ties by label). Returns the number of merges (0 when no failing visit has such an item).
+
+    The merges of a round join the connected components of the (item, partner) pairs, whatever their
+    order; each component takes the smallest representative code of its items."""
+    n = released.n_items
     util_of_item = state.utility[rep_arr]
-    order = np.lexsort((np.arange(released.n_items), -item_support, util_of_item))
-    top_two: dict[int, list[int]] = {}
-    for i in order.tolist():
-        lst = top_two.setdefault(int(util_of_item[i]), [])
-        if len(lst) < 2:
-            lst.append(i)
-    vis = released.visit_item_sets
-    parent = np.arange(released.n_items)
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return int(x)
-
-    merges = 0
-    for v in failing.tolist():
-        items = vis.indices[vis.indptr[v] : vis.indptr[v + 1]].tolist()
-        for i in sorted(items, key=lambda x: (item_support[x], x)):
-            partner = next((j for j in top_two[int(util_of_item[i])] if j != i), None)
-            if partner is not None:
-                ra, rb = find(i), find(partner)
-                if ra != rb:
-                    parent[max(ra, rb)] = min(ra, rb)
-                    merges += 1
-                break
+    order = np.lexsort((np.arange(n), -item_support, util_of_item))  # per group, most frequent first
+    g_sorted = util_of_item[order]
+    first = np.ones(n, dtype=bool)
+    first[1:] = g_sorted[1:] != g_sorted[:-1]
+    start = np.maximum.accumulate(np.where(first, np.arange(n), 0))
+    group_size = np.bincount(start, minlength=n)[start]
+    top1 = np.empty(n, dtype=np.int64)
+    top2 = np.full(n, -1, dtype=np.int64)
+    top1[order] = order[start]
+    has_second = group_size >= 2
+    top2[order[has_second]] = order[start[has_second] + 1]
+    items, ptr = _rarest_first(released, failing, item_support)
+    row = np.repeat(np.arange(len(failing), dtype=np.int64), np.diff(ptr))
+    partnered = top2[items] >= 0  # a partner exists when the item's group holds another item
+    rows_with, at = np.unique(row[partnered], return_index=True)  # each visit's first partnered item
+    if len(rows_with) == 0:
+        return 0
+    i = items[np.flatnonzero(partnered)[at]]
+    partner = np.where(top1[i] != i, top1[i], top2[i])
+    graph = sp.coo_matrix((np.ones(len(i), dtype=np.int8), (i, partner)), shape=(n, n))
+    n_comp, roots = connected_components(graph, directed=False)
+    merges = n - n_comp
     if merges == 0:
         return 0
-    roots = np.array([find(i) for i in range(released.n_items)], dtype=np.int64)
-    new_rep = np.full(released.n_items, np.iinfo(np.int64).max, dtype=np.int64)
+    new_rep = np.full(n_comp, np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(new_rep, roots, rep_arr)
     old_to_new = np.arange(state.group.n_items)
     old_to_new[rep_arr] = new_rep[roots]
@@ -457,54 +504,45 @@ def _suppress_failing(
     """One completion suppression round: in each failing visit drop items, rarest first (ties by item
     label), until the records holding all remaining items (in one visit, `within_visits`) number at
     least k (a visit with nothing left is consistent with every record). An item is dropped from the
-    failing visit when visits are exported, else from every visit of its record."""
-    vis = released.visit_item_sets
-    csc = (vis if within_visits else released.patient_item_sets).tocsc()
-    owner = released.visit_patient if within_visits else None
-    drop_visits: list[int] = []
-    drop_items: list[int] = []
-    for v in failing.tolist():
-        items = sorted(
-            vis.indices[vis.indptr[v] : vis.indptr[v + 1]].tolist(), key=lambda x: (item_support[x], x)
-        )
-        while items:
-            drop_visits.append(v)
-            drop_items.append(items.pop(0))
-            if not items or _holders(csc, items, owner) >= k:
-                break
+    failing visit when visits are exported, else from every visit of its record.
+
+    Every proper suffix of each visit's rarest-first items is counted at once (capped at k); a visit
+    drops the items before its first suffix held by k records, all of them when none is."""
+    items, ptr = _rarest_first(released, failing, item_support)
+    n_items_of = np.diff(ptr)
+    # suffix j = items[ptr + j : ptr + n] for j = 1 .. n - 1, visit by visit
+    n_suffix = np.maximum(n_items_of - 1, 0)
+    suffix_row = np.repeat(np.arange(len(failing), dtype=np.int64), n_suffix)
+    j = concat_ranges(np.ones(len(failing), dtype=np.int64), n_suffix)
+    suffix_len = n_items_of[suffix_row] - j
+    entries = items[concat_ranges(ptr[suffix_row] + j, suffix_len)]
+    sets = sp.csr_matrix(
+        (np.ones(len(entries), dtype=np.int8), entries, np.concatenate([[0], np.cumsum(suffix_len)])),
+        shape=(len(j), released.n_items),
+    )
+    sets.sort_indices()
+    held = _holders(released, sets, None, within_visits, cap=None) >= k
+    drop_count = n_items_of.copy()
+    np.minimum.at(drop_count, suffix_row[held], j[held])
+    drop_visits = np.repeat(failing, drop_count)
+    drop_items = items[concat_ranges(ptr[:-1], drop_count)]
     g = state.group
-    # released visits keep the group's visit indexes; released item of each group event
+    # released visits keep the group's visit indexes; the events of the units an item is dropped from
+    if within_visits:
+        unit_of_drop, unit_visits = drop_visits, failing
+    else:  # the whole record: a reader without visits would see the item in another visit
+        unit_of_drop = released.visit_patient[drop_visits].astype(np.int64)
+        units = np.unique(unit_of_drop)
+        unit_visits = concat_ranges(g.visit_ptr[units], np.diff(g.visit_ptr)[units])
+    events = concat_ranges(g.event_ptr[unit_visits], np.diff(g.event_ptr)[unit_visits])
     rep_to_item = np.full(g.n_items, -1, dtype=np.int64)
     rep_to_item[rep_arr] = np.arange(released.n_items)
-    ev_rep = state.item_of_code[g.event_item]
+    ev_rep = state.item_of_code[g.event_item[events]]
     ev_item = np.where(ev_rep >= 0, rep_to_item[np.maximum(ev_rep, 0)], -1)
-    drop_units = np.asarray(drop_visits, dtype=np.int64)
-    if within_visits:
-        ev_unit = g.event_visit.astype(np.int64)
-    else:  # the whole record: a reader without visits would see the item in another visit
-        ev_unit = g.event_patient.astype(np.int64)
-        drop_units = released.visit_patient[drop_units].astype(np.int64)
+    ev_unit = (g.event_visit if within_visits else g.event_patient)[events].astype(np.int64)
     key_ev = ev_unit * released.n_items + ev_item
-    key_drop = drop_units * released.n_items + np.asarray(drop_items, dtype=np.int64)
-    state.keep &= ~((ev_item >= 0) & np.isin(key_ev, key_drop))
-
-
-def _holders(csc, items: list[int], owner: np.ndarray | None = None) -> int:
-    """Records holding every item (sorted posting lists intersected from the shortest); with `owner`
-    the rows are visits and the count is of distinct owning records."""
-    rows = None
-    for i in sorted(items, key=lambda x: csc.indptr[x + 1] - csc.indptr[x]):
-        r = csc.indices[csc.indptr[i] : csc.indptr[i + 1]]
-        if rows is None:
-            rows = r
-        else:
-            pos = np.minimum(np.searchsorted(r, rows), len(r) - 1)
-            rows = rows[r[pos] == rows] if len(r) else rows[:0]
-        if len(rows) == 0:
-            return 0
-    if rows is None:
-        return 0
-    return len(np.unique(owner[rows])) if owner is not None else len(rows)
+    key_drop = unit_of_drop * released.n_items + drop_items
+    state.keep[events[(ev_item >= 0) & np.isin(key_ev, key_drop)]] = False
 
 
 # ------------------------------------------------------------------------------ entry points
