@@ -74,3 +74,22 @@ def test_shipped_meds_and_omop_load_and_hold_the_mixed_sample() -> None:
     keep = pd.unique(mixed["patient_id"])[:OMOP_MAX_PATIENTS]
     _same_events(omop.events.frame, mixed[mixed["patient_id"].isin(keep)])
     assert omop.labs is not None and len(omop.labs) > 0
+
+
+def test_omop_and_meds_written_together_each_hold_their_patients(tmp_path, monkeypatch) -> None:
+    """`--formats omop,meds` in one run: the OMOP database keeps its first OMOP_MAX_PATIENTS
+    patients, the MEDS folder every patient (it used to get the OMOP database's subset)."""
+    from engine.io.meds import read_meds
+    from engine.io.omop import read_omop
+    from engine.synth import formats
+
+    data = generate(200, seed=6)
+    data.events.to_parquet(tmp_path / "events.parquet", index=False)
+    monkeypatch.setattr(formats, "OMOP_MAX_PATIENTS", 50)
+    formats.write_formats(tmp_path, ["omop", "meds"])
+    mixed = icd10cm_variants(data.events)[1]
+    _same_events(read_meds(tmp_path / "meds").events.frame, mixed)
+    keep = pd.unique(mixed["patient_id"])[:50]
+    _same_events(
+        read_omop(tmp_path / "omop" / "cdm.duckdb").events.frame, mixed[mixed["patient_id"].isin(keep)]
+    )

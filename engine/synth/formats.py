@@ -35,10 +35,11 @@ def write_formats(out_dir: str | Path, formats: list[str]) -> dict[str, Path]:
             labs_file = out / "labs.parquet"
             labs = pd.read_parquet(labs_file) if labs_file.exists() else None
             keep = pd.unique(mixed["patient_id"])[:OMOP_MAX_PATIENTS]
+            held = mixed  # the MEDS folder below keeps every patient
             if len(keep) < mixed["patient_id"].nunique():  # the lab orders make the file large
-                mixed = mixed[mixed["patient_id"].isin(keep)].reset_index(drop=True)
+                held = mixed[mixed["patient_id"].isin(keep)].reset_index(drop=True)
                 labs = None if labs is None else labs[labs["patient_id"].isin(keep)].reset_index(drop=True)
-            paths["omop"] = write_omop(mixed, labs, out / "omop" / "cdm.duckdb")
+            paths["omop"] = write_omop(held, labs, out / "omop" / "cdm.duckdb")
         if "meds" in formats:
             paths["meds"] = write_meds(mixed, out / "meds") / "data" / "train" / "0.parquet"
     return paths
