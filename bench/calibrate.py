@@ -128,14 +128,16 @@ def diagnosis_side(groups):
     return diag, uniq, traj
 
 
-def variant_rows(groups, sizes) -> list[str]:
-    """The PNAS uniqueness figures of the shipped sample and its ICD-10-CM and mixed variants
-    (sample_data/icd10cm/, mixed/; issue 14), same cohort."""
+def variant_rows(groups, sizes) -> tuple[list[str], str]:
+    """The PNAS uniqueness figures and the cohort's most prevalent code of the shipped sample and its
+    ICD-10-CM and mixed variants (sample_data/icd10cm/, mixed/; issues 14, 26), same cohort; and the
+    share of the sample's codes and events the ICD-10-CM crosswalk maps through GEMs."""
     import pandas as pd
 
     from engine.records import Records
 
     cohort_ids = groups["cohort"].patient_ids
+    events = pd.read_parquet(ROOT / "sample_data" / "events.parquet")
     rows = []
     for label, path in (
         ("ICD-9-CM (`events.parquet`)", None),
@@ -143,15 +145,22 @@ def variant_rows(groups, sizes) -> list[str]:
         ("mixed (`mixed/`)", ROOT / "sample_data" / "mixed" / "events.parquet"),
     ):
         if path is None:
-            cohort, codes = groups["cohort"], sizes["population"][2]
+            frame, cohort, codes = events, groups["cohort"], sizes["population"][2]
         elif path.exists():
-            pop = Records.from_frame(pd.read_parquet(path))
+            frame = pd.read_parquet(path)
+            pop = Records.from_frame(frame)
             cohort, codes = pop.subset(cohort_ids), int((pop.patient_item_sets.getnnz(axis=0) > 0).sum())
         else:
             continue
         u = [f.generated for f in C.uniqueness_figures(cohort)]
-        rows.append(f"| {label} | {codes:,} | " + " | ".join(f"{v:.1f}%" for v in u) + " |")
-    return rows
+        top = ", ".join(f"{c} {100 * v:.1f}%" for c, v in C.most_prevalent_codes(frame, cohort_ids, 3))
+        rows.append(f"| {label} | {codes:,} | {top} | " + " | ".join(f"{v:.1f}%" for v in u) + " |")
+    cw_file = ROOT / "sample_data" / "icd10cm" / "crosswalk.csv"
+    coverage = ""
+    if cw_file.exists():
+        by_code, by_event = C.gems_coverage(events, pd.read_csv(cw_file, dtype=str, keep_default_na=False))
+        coverage = f"{100 * by_code:.1f}% of the sample's distinct ICD-9-CM codes, {100 * by_event:.1f}% of its events"
+    return rows, coverage
 
 
 def before_after(old, new) -> str:
@@ -242,16 +251,25 @@ record's visits.
 
 The same figures on the shipped sample and its ICD-10-CM and mixed variants (`icd10cm/`, `mixed/`,
 generated from the shipped sample with the earlier parameters; same cohort, measured with
-`engine.synth.calibration.uniqueness_figures`; issue 14):
+`engine.synth.calibration.uniqueness_figures`; the cohort's most prevalent codes with
+`most_prevalent_codes`; issues 14 and 26):
 
-| variant | distinct codes | unique, single visit | < 5, single visit | unique, all visits | < 5, all visits |
-|---|---|---|---|---|---|
-{chr(10).join(variants)}
+| variant | distinct codes | most prevalent codes (share of the cohort) | unique, single visit | < 5, single visit | unique, all visits | < 5, all visits |
+|---|---|---|---|---|---|---|
+{chr(10).join(variants[0])}
 
-The ICD-10-CM variant is less unique because its crosswalk is many-to-one (one ICD-10-CM code per
-phecode). The generator was not retuned for it; real ICD-10-CM data, more specific than ICD-9-CM, would
-be more unique, not less. The mixed variant is more unique: the same condition is two items (an ICD-9
-and an ICD-10 code) to the attacker.
+The ICD-10-CM variant's codes come from CMS' General Equivalence Mappings (issue 26,
+`engine/synth/icd10.py`): GEMs maps {variants[1]}; the rest take the
+phecode-preserving fallback. Several ICD-9-CM codes may share a GEMs target (the sample's 401.1 and
+401.9 are both I10, so I10 is in more of the cohort than any one ICD-9-CM code), but no ICD-10-CM code
+is in more of the cohort than the ICD-9-CM codes GEMs maps to it together
+(`tests/test_icd10_sample_gems.py`). Before issue 26 a phecode-preserving crosswalk alone (one
+ICD-10-CM code per phecode) gave 1,250 distinct codes and put R65.21 (severe sepsis with septic shock)
+in 44.2% of the cohort (top five: I10 54.6%, R07.82 47.6%, R65.21 44.2%, R53.0 42.5%, M25.50 41.6%),
+and the variant was less unique than the ICD-9-CM sample (37.4% / 58.2% / 93.2% / 96.6%). A code with
+several GEMs targets now spreads its patients over them, so the variant is about as diverse and as
+unique as the ICD-9-CM sample; the generator was not retuned for it. The mixed variant is more unique
+than either: the same condition is two items (an ICD-9 and an ICD-10 code) to the attacker.
 
 The paper reports "at least 40%" unique for one visit's codes (over its two datasets), so a figure
 above 40% is consistent with it; its 75% unpublishable and 96% / 99% for all visits are the targets

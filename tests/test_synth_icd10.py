@@ -1,4 +1,5 @@
-"""The synthetic sample in ICD-10-CM and mixed ICD-9-CM / ICD-10-CM (engine/synth/icd10.py, issue 14)."""
+"""The synthetic sample in ICD-10-CM and mixed ICD-9-CM / ICD-10-CM (engine/synth/icd10.py, issue 14; its
+crosswalk follows CMS' GEMs since issue 26, tests/test_icd10_sample_gems.py checks the shipped sample)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pandas as pd
 import pytest
 
 from engine.synth.generator import generate
-from engine.synth.icd10 import crosswalk, icd10cm_variants
+from engine.synth.icd10 import crosswalk, icd10cm_variants, phecode_crosswalk
 from engine.vocab import ICD9CM, ICD10CM, phecodes_of_item, vocabulary_of_item
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_data"
@@ -20,8 +21,46 @@ def small():
     return events, *icd10cm_variants(events)
 
 
-def test_crosswalk_keeps_the_phecode_and_takes_the_first_listed_code() -> None:
-    cw = crosswalk(["250.00", "401.9", "427.31", "714.0"]).set_index("icd9")
+def test_crosswalk_follows_gems() -> None:
+    """GEMs' targets in file order; a combination entry by scenario 1's choice list 1; codes GEMs does
+    not map (no-map row, absent, targets all outside FY2026) through the phecode fallback, saying why."""
+    cw = crosswalk(["401.9", "250.50", "806.10", "365.72", "428.00", "919.1"])
+    targets = cw.groupby("icd9", sort=False)["icd10cm"].agg(list).to_dict()
+    rule = cw.groupby("icd9", sort=False)["rule"].first().to_dict()
+    assert targets["401.9"] == ["I10"] and rule["401.9"] == "GEMs: the one target"
+    assert targets["250.50"] == ["E11.311", "E11.319", "E11.36", "E11.39"]
+    assert rule["250.50"] == "GEMs: one of 4 targets per patient"
+    assert targets["806.10"] == ["S14.101A"] and rule["806.10"].startswith("GEMs combination, scenario 1")
+    assert rule["365.72"].startswith("GEMs: no-map; phecode fallback: ")
+    assert rule["428.00"].startswith("not in GEMs; phecode fallback: ")
+    assert rule["919.1"].startswith(
+        "GEMs combination, scenario 1 choice list 1: no target in the FY2026 list;"
+    )
+    assert (cw["icd10cm"] != "").all()
+    fb = phecode_crosswalk(["365.72", "428.00", "919.1"]).set_index("icd9")["icd10cm"].to_dict()
+    assert all(targets[c] == [fb[c]] for c in fb)
+
+
+def test_patients_of_a_code_spread_over_its_gems_targets() -> None:
+    """Each patient's 250.50 becomes one of its four targets, the same in every visit; patients split."""
+    events = pd.DataFrame(
+        {
+            "patient_id": [f"P{i:03d}" for i in range(200) for _ in range(2)],
+            "visit": [v for _ in range(200) for v in (1, 2)],
+            "code": "250.50",
+            "age": 50,
+        }
+    )
+    icd10 = icd10cm_variants(events)[0]
+    per_patient = icd10.groupby("patient_id")["code"].nunique()
+    assert (per_patient == 1).all()
+    shares = icd10.drop_duplicates("patient_id")["code"].value_counts(normalize=True)
+    assert set(shares.index) == {"E11.311", "E11.319", "E11.36", "E11.39"}
+    assert shares.max() < 0.4  # about 1/4 each; the earlier rule sent everyone to one code
+
+
+def test_phecode_fallback_keeps_the_phecode_and_takes_the_first_listed_code() -> None:
+    cw = phecode_crosswalk(["250.00", "401.9", "427.31", "714.0"]).set_index("icd9")
     assert cw.loc["401.9", "icd10cm"] == "I10"
     assert cw.loc["250.00", "icd10cm"] == "E11.00"  # first billable code of phecode 250.2 in the map
     for icd9, row in cw.iterrows():
@@ -29,8 +68,8 @@ def test_crosswalk_keeps_the_phecode_and_takes_the_first_listed_code() -> None:
         assert row["rule"] == "first billable FY2026 code"
 
 
-def test_crosswalk_states_its_fallbacks() -> None:
-    cw = crosswalk(["349.31", "564.00"]).set_index("icd9")
+def test_phecode_fallback_states_its_fallbacks() -> None:
+    cw = phecode_crosswalk(["349.31", "564.00"]).set_index("icd9")
     assert cw.loc["564.00", "rule"].endswith("nearest phecode of the same category")
     assert cw.loc["349.31", "rule"].endswith("(any category)")
     assert (cw["icd10cm"] != "").all()

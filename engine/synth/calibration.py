@@ -160,6 +160,29 @@ def uniqueness_figures(cohort: Records) -> list[Figure]:
     return out
 
 
+# ------------------------------------------------------------------------------------ ICD-10-CM variant
+def most_prevalent_codes(events: pd.DataFrame, patients, n: int = 5) -> list[tuple[str, float]]:
+    """The n codes held by the largest shares of `patients` (events: `patient_id`, `code`), with those
+    shares, most prevalent first (ties by code): how the ICD-10-CM variant's codes compare with the
+    ICD-9-CM codes they come from (issue 26)."""
+    ids = pd.unique(np.asarray(patients, dtype=object))
+    held = events.loc[events["patient_id"].isin(ids), ["patient_id", "code"]].drop_duplicates()
+    counts = held["code"].astype(str).value_counts()
+    top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
+    return [(code, count / len(ids)) for code, count in top]
+
+
+def gems_coverage(events: pd.DataFrame, crosswalk: pd.DataFrame) -> tuple[float, float]:
+    """(share of the distinct ICD-9-CM codes, share of the events) that the ICD-10-CM crosswalk
+    (`engine.synth.icd10.crosswalk`) maps through GEMs rather than its phecode fallback."""
+    from engine.synth.icd10 import FALLBACK
+
+    fallback = set(crosswalk.loc[crosswalk["rule"].str.contains(FALLBACK, regex=False), "icd9"])
+    code = events["code"].astype(str)
+    codes = set(code)
+    return 1 - len(codes & fallback) / len(codes), float(1 - code.isin(fallback).mean())
+
+
 # ------------------------------------------------------------------------------------ repeats
 def repeat_figures(n_population: int = 301_423, n_sample: int = 2_676, seed: int = 0) -> list[Figure]:
     """Tamersoy 2010: mean repeats per record of 250/272/401/724 in P and S, and the share of S

@@ -1,10 +1,34 @@
-"""The synthetic sample in ICD-10-CM and in mixed ICD-9-CM / ICD-10-CM (issue 14).
+"""The synthetic sample in ICD-10-CM and in mixed ICD-9-CM / ICD-10-CM (issue 14; GEMs: issue 26).
 
-The generator (`engine.synth.generator`) bills ICD-9-CM codes. Its ICD-10-CM variant replaces every code through
-one crosswalk written from the two vendored phecode maps v1.2 (`sample_data/reference/`), so a code
-keeps its phecode (the PheWAS sees the same phenotypes) and the planted associations survive:
+The generator (`engine.synth.generator`) bills ICD-9-CM codes. Its ICD-10-CM variant replaces each
+event's code through CMS' General Equivalence Mappings, ICD-9-CM to ICD-10-CM (GEMs; public domain,
+vendored unchanged as `sample_data/reference/icd9toicd10cmgem.csv`, provenance in that folder's
+README), so each ICD-10-CM code's prevalence follows that of the ICD-9-CM codes it stands for:
 
-- for each ICD-9-CM code with phecode P, the ICD-10-CM code of phecode P that the ICD-10-CM map lists
+- a code's candidates are its GEMs targets in file order, no-map rows left out; for a combination
+  entry (the ICD-9-CM code needs several ICD-10-CM codes together) only the targets of scenario 1,
+  choice list 1 (the head concept: `806.10` -> `S14.101A`, not its fracture), since an event stays one
+  event;
+- a target is kept when it is a code of the CMS FY2026 list (`simple-icd-10-cm`), billable or not:
+  this copy of GEMs predates FY2017, so some targets were subdivided since (`G35`, `E11.359`) and are
+  kept as written (the phecode map knows 100 of the sample's 108 such targets, their FY2026 children
+  17 of 494); a target FY2026 does not have (deleted since: `H40.11X0`; `T07`, a block's name) is left
+  out;
+- a code with several candidates spreads its patients over them: patient p's code c becomes candidate
+  `blake2b(p, c) mod n`. GEMs' one-to-many entries are alternatives (mostly approximate: laterality,
+  type, episode that ICD-9-CM lacks); taking the first would send every patient of `250.50` to
+  `E11.311` (the lowest code, not the likeliest), while a fixed hash of (patient, code) splits the
+  prevalence evenly (GEMs gives no frequencies), keeps a patient's repeats of a code on one target
+  (repeats stay repeats, a patient never gets more distinct codes than in ICD-9-CM) and is the same on
+  every run;
+- a code GEMs does not map (no-map rows, codes GEMs lacks, codes whose targets FY2026 all lacks) falls
+  back to the phecode-preserving rule below (`phecode_crosswalk`); `crosswalk`'s `rule` column says
+  which, and `sample_data/README.md` gives the shares.
+
+The phecode-preserving fallback (the whole crosswalk before issue 26), written from the two vendored
+phecode maps v1.2, so a code keeps its phecode:
+
+- for an ICD-9-CM code with phecode P, the ICD-10-CM code of phecode P that the ICD-10-CM map lists
   first (file order, rows where P is the code's own phecode, not a rolled-up one), preferring, in this
   order, a billable code of the CMS FY2026 list (a leaf of `Hierarchy.icd10cm()`), then any code of
   that list, then any code of the map, and only codes ICD-9-CM's syntax cannot read (no `ICD10CM:`
@@ -15,13 +39,11 @@ keeps its phecode (the PheWAS sees the same phenotypes) and the planted associat
   poisonings), the same search at the numerically nearest phecode of the same phecode category
   (`category` of the ICD-9 map; ties to the lower phecode) that has one, or, when that category has
   none (category `other`, phecodes 1000-1015: complications of care, foreign bodies), the numerically
-  nearest phecode of any category: a placeholder keeping the event, not a clinical equivalent (the
-  crosswalk's `rule` column names each fallback; `sample_data/README.md` gives the shares);
-- a code with no phecode, or none found, stays unmapped (`crosswalk` says which; the sample has none).
+  nearest phecode of any category: a placeholder keeping the event, not a clinical equivalent;
+- a code with no phecode, or none found, stays unmapped (the sample has none).
 
-This is a phecode-preserving, many-to-one crosswalk, not CMS' General Equivalence Mappings: several
-ICD-9-CM codes of one phecode become one ICD-10-CM code, so the ICD-10-CM sample has fewer distinct
-codes than the ICD-9-CM one (calibration figures in `sample_data/CALIBRATION.md`).
+That rule alone was many-to-one (several ICD-9-CM codes of a phecode became one ICD-10-CM code), which
+put R65.21 (severe sepsis with septic shock) in 44% of the cohort: hence GEMs first.
 
 The mixed variant codes each patient's first half of visits (visit number <= n_visits // 2) in
 ICD-9-CM and the rest in ICD-10-CM (the history before the 2015-10-01 switch); an ICD-9-CM code that
@@ -32,15 +54,25 @@ ICD-9-CM sample (the same patient ids).
 
 from __future__ import annotations
 
+import hashlib
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from engine.vocab import ICD9_CODE, ICD9_RANGE, REFERENCE_DIR, phecode_map, phecode_map_icd10cm
+from engine.vocab import (
+    ICD9_CODE,
+    ICD9_RANGE,
+    REFERENCE_DIR,
+    icd10cm_item,
+    phecode_map,
+    phecode_map_icd10cm,
+)
 
-CROSSWALK_FILE = REFERENCE_DIR / "icd9_to_icd10cm_sample_crosswalk.csv"
+GEMS_FILE = REFERENCE_DIR / "icd9toicd10cmgem.csv"
+CROSSWALK_COLUMNS = ["icd9", "phecode", "icd10cm", "via_phecode", "rule"]
+FALLBACK = "phecode fallback"  # in `crosswalk`'s rule of a code GEMs does not map
 
 
 def _phecode_parents(phecode: str) -> list[str]:
@@ -53,15 +85,20 @@ def _phecode_parents(phecode: str) -> list[str]:
     return out
 
 
-@lru_cache(maxsize=1)
-def _first_icd10_of_phecode() -> dict[str, tuple[str, str]]:
-    """phecode -> (ICD-10-CM code, how chosen) by the module docstring's preference."""
+def _cm():
+    """simple-icd-10-cm (the CMS FY2026 list), imported without its DeprecationWarning."""
     import warnings
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         import simple_icd_10_cm as cm
+    return cm
 
+
+@lru_cache(maxsize=1)
+def _first_icd10_of_phecode() -> dict[str, tuple[str, str]]:
+    """phecode -> (ICD-10-CM code, how chosen) by the module docstring's fallback preference."""
+    cm = _cm()
     m = phecode_map_icd10cm()
     own = m[(m["phecode"] == m["phecode_unrolled"])]
     best: dict[str, tuple[int, str, str]] = {}
@@ -75,9 +112,10 @@ def _first_icd10_of_phecode() -> dict[str, tuple[str, str]]:
     return {pc: (code, how) for pc, (_, code, how) in best.items()}
 
 
-def crosswalk(icd9_codes) -> pd.DataFrame:
-    """One row per ICD-9-CM code: `icd9`, `phecode`, `icd10cm` ('' when unmapped), `via_phecode` (the
-    phecode the match was found at), `rule` (which preference chose it)."""
+def phecode_crosswalk(icd9_codes) -> pd.DataFrame:
+    """The phecode-preserving rule (module docstring), one row per ICD-9-CM code: `icd9`, `phecode`,
+    `icd10cm` ('' when unmapped), `via_phecode` (the phecode the match was found at), `rule` (which
+    preference chose it)."""
     pc_of = dict(zip(phecode_map()["icd9"], phecode_map()["phecode"], strict=True))
     first = _first_icd10_of_phecode()
     rows = []
@@ -102,7 +140,101 @@ def crosswalk(icd9_codes) -> pd.DataFrame:
                     + (" of the same category" if same else " (any category)"),
                 )
         rows.append((c, pc, *hit))
-    return pd.DataFrame(rows, columns=["icd9", "phecode", "icd10cm", "via_phecode", "rule"])
+    return pd.DataFrame(rows, columns=CROSSWALK_COLUMNS)
+
+
+@lru_cache(maxsize=1)
+def gems() -> pd.DataFrame:
+    """The vendored GEMs file as is: `icd9cm`, `icd10cm` (dotless codes), `flags` and its five digits
+    `approximate`, `no_map`, `combination`, `scenario`, `choice_list` (all strings)."""
+    return pd.read_csv(GEMS_FILE, dtype=str, keep_default_na=False)
+
+
+def _dotted_icd10cm(code: str) -> str:
+    """GEMs' dotless ICD-10-CM code with its dot (`E1136` -> `E11.36`)."""
+    return code if len(code) <= 3 else f"{code[:3]}.{code[3:]}"
+
+
+@lru_cache(maxsize=1)
+def _gems_candidates() -> dict[str, tuple[tuple[str, ...], str]]:
+    """Dotless ICD-9-CM code -> (its candidate ICD-10-CM item labels in file order, the rule that chose
+    them) by the module docstring; a code whose candidates FY2026 all lacks has () and says so. Codes
+    GEMs maps only with no-map rows are absent."""
+    cm = _cm()
+    g = gems()
+    g = g[(g["no_map"] == "0") & (g["scenario"].isin(["0", "1"])) & (g["choice_list"].isin(["0", "1"]))]
+    rows: dict[str, tuple[list[str], list[str]]] = {}  # icd9 -> (targets, combination flags)
+    for icd9, icd10, comb in zip(g["icd9cm"], g["icd10cm"], g["combination"], strict=True):
+        targets, flags = rows.setdefault(icd9, ([], []))
+        targets.append(_dotted_icd10cm(icd10))
+        flags.append(comb)
+    out: dict[str, tuple[tuple[str, ...], str]] = {}
+    for icd9, (listed, flags) in rows.items():
+        targets = list(dict.fromkeys(listed))
+        kept = [t for t in targets if cm.is_valid_item(t) and not cm.is_chapter_or_block(t)]
+        head = "GEMs combination, scenario 1 choice list 1" if "0" not in flags else "GEMs"
+        if not kept:
+            out[icd9] = ((), f"{head}: no target in the FY2026 list")
+            continue
+        rule = (
+            f"{head}: the one target" if len(kept) == 1 else f"{head}: one of {len(kept)} targets per patient"
+        )
+        if len(kept) < len(targets):
+            rule += f" ({len(targets) - len(kept)} not in the FY2026 list left out)"
+        out[icd9] = (tuple(icd10cm_item(t) for t in kept), rule)
+    return out
+
+
+def crosswalk(icd9_codes) -> pd.DataFrame:
+    """The sample's ICD-9-CM -> ICD-10-CM crosswalk (module docstring): one row per (ICD-9-CM code,
+    candidate ICD-10-CM code), candidates in GEMs' order; columns `icd9`, `phecode` (the ICD-9-CM code's),
+    `icd10cm` ('' when unmapped), `via_phecode` (the phecode of a fallback match, '' for GEMs), `rule`
+    (GEMs' or the fallback's, and why the fallback)."""
+    pc_of = dict(zip(phecode_map()["icd9"], phecode_map()["phecode"], strict=True))
+    mapped = _gems_candidates()
+    in_file = set(gems()["icd9cm"])
+    codes = [str(c) for c in icd9_codes]
+    gems_of = {c: mapped.get(c.replace(".", ""), ((), "")) for c in codes}
+    why = {
+        c: rule or ("GEMs: no-map" if c.replace(".", "") in in_file else "not in GEMs")
+        for c, (targets, rule) in gems_of.items()
+        if not targets
+    }
+    fb = {r[0]: r for r in phecode_crosswalk(list(why)).itertuples(index=False)} if why else {}
+    rows: list[tuple[str, str, str, str, str]] = []
+    for c in codes:
+        if c in why:
+            _, pc, code10, via, rule = fb[c]
+            rows.append((c, pc, code10, via, f"{why[c]}; {FALLBACK}: {rule}"))
+        else:
+            targets, rule = gems_of[c]
+            rows.extend((c, pc_of.get(c, ""), t, "", rule) for t in targets)
+    return pd.DataFrame(rows, columns=CROSSWALK_COLUMNS)
+
+
+def _bucket(patient_id: str, code: str, n: int) -> int:
+    """The candidate index of (patient, code) among n: blake2b of both, mod n (fixed across runs)."""
+    digest = hashlib.blake2b(f"{patient_id}\x1f{code}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % n
+
+
+def icd10cm_codes(events: pd.DataFrame, cw: pd.DataFrame) -> pd.Series:
+    """Each event's ICD-10-CM code through the crosswalk `cw` (`crosswalk`): the code's one candidate,
+    or, with several, the one `_bucket` gives its (patient, code)."""
+    targets = cw.groupby("icd9", sort=False)["icd10cm"].agg(tuple).to_dict()
+    code = events["code"].astype(str)
+    out = code.map({c: t[0] for c, t in targets.items()})
+    spread = code.map({c: len(t) for c, t in targets.items()}).to_numpy() > 1
+    if spread.any():
+        pairs = events.loc[spread, ["patient_id", "code"]].astype(str).drop_duplicates()
+        picks = [
+            targets[c][_bucket(p, c, len(targets[c]))]
+            for p, c in zip(pairs["patient_id"], pairs["code"], strict=True)
+        ]
+        chosen = pd.Series(picks, index=pd.MultiIndex.from_frame(pairs), dtype=object)
+        key = pd.MultiIndex.from_frame(events.loc[spread, ["patient_id", "code"]].astype(str))
+        out[spread] = chosen.reindex(key).to_numpy()
+    return out
 
 
 @lru_cache(maxsize=4096)
@@ -146,10 +278,9 @@ def icd10cm_variants(events: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, 
     cw = crosswalk(codes)
     missing = cw.loc[cw["icd10cm"] == "", "icd9"].tolist()
     if missing:
-        raise ValueError(f"no ICD-10-CM code of the same phecode for {len(missing)} codes: {missing[:5]}")
-    to10 = dict(zip(cw["icd9"], cw["icd10cm"], strict=True))
+        raise ValueError(f"no ICD-10-CM code (GEMs or phecode) for {len(missing)} codes: {missing[:5]}")
     code = events["code"].astype(str)
-    icd10 = events.assign(code=pd.array(code.map(to10).to_numpy(), dtype="str"))
+    icd10 = events.assign(code=pd.array(icd10cm_codes(events, cw).to_numpy(), dtype="str"))
     n_visits = events.groupby("patient_id", sort=False)["visit"].transform("max")
     early = (events["visit"] <= n_visits // 2).to_numpy().copy()
     early &= ~code.isin(_ambiguous_icd9(codes)).to_numpy()
