@@ -8,8 +8,10 @@ Paths, each timed `--repeat` times (median printed), in one warm process (phecod
 in the app):
   reference  the old path: the Report page's build as it was (no PheWAS, matrices or files handed
              over; the membership attack of the previous `engine.utility.membership` (kept below as
-             `reference_assess`), run with the PheWAS tables computed a second time), and the formats
-             as the page and the bundle rendered them (HTML twice, PDF twice, JSON twice, Markdown).
+             `reference_assess`), run with the PheWAS tables computed a second time; the ledger as it
+             was, each pair's combined release built through pandas and verified by
+             `risk.release_distinguishability` (tests/reference_ledger.py)), and the formats as the
+             page and the bundle rendered them (HTML twice, PDF twice, JSON twice, Markdown).
   cold       today's `build_report` given nothing (the CLI's `study report`, a first build), each
              format rendered once.
   session    today's Report page: the PheWAS tables, the verification matrices and the gate's files
@@ -124,6 +126,14 @@ def reference_assess(tables, cohort, population, genotypes, policy=None, fpr=0.0
     }
 
 
+def reference_pair(a, b, adversary, k, population, cache=None):
+    """The ledger's `verify_pair` as it was (tests/reference_ledger.py; it shared nothing between
+    pairs, so `cache` is ignored)."""
+    from tests.reference_ledger import reference_verify_pair
+
+    return reference_verify_pair(a, b, adversary, k, population)
+
+
 # ------------------------------------------------------------------------------------- the timer
 class Parts:
     """Exclusive time per part: a wrapped function's time, less that of the parts called inside it."""
@@ -150,10 +160,11 @@ class Parts:
 
 @contextlib.contextmanager
 def patched(parts: Parts, *, reference: bool) -> Iterator[None]:
-    """The report's parts wrapped by `parts`; with `reference`, the old path's PheWAS and membership."""
+    """The report's parts wrapped by `parts`; with `reference`, the old path's PheWAS, membership and
+    ledger."""
     from engine import risk
     from engine.report import report as R
-    from engine.study import compare
+    from engine.study import compare, ledger
     from engine.utility import membership, phewas
 
     targets: list[tuple[Any, str, str]] = [
@@ -172,12 +183,14 @@ def patched(parts: Parts, *, reference: bool) -> Iterator[None]:
     ]
     saved = [(mod, attr, getattr(mod, attr)) for mod, attr, _ in targets]
     saved += [(membership, "assess", membership.assess), (R, "_phewas_tables", R._phewas_tables)]
+    saved += [(ledger, "verify_pair", ledger.verify_pair)]
     try:
         for mod, attr, part in targets:
             setattr(mod, attr, parts.wrap(part, getattr(mod, attr)))
         if reference:
             membership.assess = reference_assess  # type: ignore[assignment]
             R._phewas_tables = lambda cohort, inputs, genotypes, given: given  # type: ignore[assignment]
+            ledger.verify_pair = reference_pair  # type: ignore[assignment]
         yield
     finally:
         for mod, attr, fn in saved:

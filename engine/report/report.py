@@ -885,9 +885,10 @@ def _ledger(
     ledger cannot combine (e.g. an LDA release of code|age items) is reported as not verified, with
     the reason, and no figures."""
     from engine.release import ReleaseInvariantError
-    from engine.study.ledger import study_ledger_releases, verify_pair
+    from engine.study.ledger import PairCache, study_ledger_releases, verify_pair
 
     held = study_ledger_releases(study, {n: i.release for n, i in inputs.items()})
+    cache = PairCache()  # each release read once for all its pairs
     shown = ("shared patients", "records", "below k", "unique", "verified")
     rows: list[dict[str, Any]] = []
     per: dict[str, list[dict[str, Any]]] = {n: [] for n in inputs}
@@ -898,7 +899,7 @@ def _ledger(
             if not shared:
                 continue
             try:
-                p = verify_pair(a, b, study.adversary, study.k, population)
+                p = verify_pair(a, b, study.adversary, study.k, population, cache)
                 row = p.to_dict() | {"message": p.message()}
             except ReleaseInvariantError as exc:
                 row = {
