@@ -10,6 +10,10 @@ from engine.audit.log import entries, log_path, verify
 from ui import literal
 from ui.auth import USER_KEY
 from ui.context import through_entry_point
+from ui.state import ABSENT, declare
+
+_VERIFIED = "_audit_verified"  # the last `audit verify` result shown
+declare("pages/audit.py", held={_VERIFIED: ABSENT})
 
 through_entry_point()  # a deep link on a fresh server goes through app.py and its sign-in gate
 user = st.session_state.get(USER_KEY)
@@ -26,8 +30,8 @@ st.caption(
     )
 )
 if st.button("Verify the chain", type="primary", key="audit_verify"):
-    st.session_state["_audit_verified"] = verify(path)
-result = st.session_state.get("_audit_verified")
+    st.session_state[_VERIFIED] = verify(path)
+result = st.session_state.get(_VERIFIED)
 if result is not None:
     if result.ok:
         st.success(literal.md(result.message()))

@@ -18,10 +18,12 @@ from ui.colours import colour_map
 from ui.context import current, warn_if_whole_population
 from ui.downloads import table_download
 from ui.fingerprints import frame_fingerprint, release_key
+from ui.state import ABSENT, declare
 from ui.teach import intro
 
 _MEMO = "_compare_tables"
 _ORIGINAL_MEMO = "_compare_original_measures"
+declare("pages/compare.py", held={_MEMO: ABSENT, _ORIGINAL_MEMO: ABSENT})
 SHARES = {  # chart measure (words) -> table column
     "Records below k": "share below k",
     "Pairs retained": "pairs retained",

@@ -21,8 +21,12 @@ from ui.downloads import table_download
 from ui.fingerprints import frame_fingerprint, release_key
 from ui.literal import md
 from ui.phewas_charts import change_histogram, largest_changes, manhattan_figure, qq_figure
+from ui.state import ABSENT, declare
 from ui.teach import intro
 from ui.views.heatherly import compare_three_scopes
+
+_SNP, _MEMBERSHIP = "phewas_snp", "_phewas_membership"  # the SNP shown; membership results by table
+declare("pages/phewas.py", held={_SNP: ABSENT, _MEMBERSHIP: ABSENT})
 
 
 @st.cache_data(show_spinner="Running the original PheWAS…", scope="session", max_entries=8)
@@ -90,8 +94,8 @@ if genotypes is None or genotypes.empty:
     st.stop()
 
 snps = [c for c in genotypes.columns if c != "patient_id"]
-if "phewas_snp" not in st.session_state:  # issue 26: open on the SNP with the most associations
-    st.session_state["phewas_snp"] = _opening_snp(ctx.cohort, genotypes, snps)
+if _SNP not in st.session_state:  # issue 26: open on the SNP with the most associations
+    st.session_state[_SNP] = _opening_snp(ctx.cohort, genotypes, snps)
 c1, c2, c3, c4, c5 = st.columns(5)
 snp = c1.selectbox("SNP", snps, key="phewas_snp")
 test = c2.selectbox(
@@ -251,7 +255,7 @@ _mkey = (
     tuple((n, release_key(available[n][0])) for n in chosen),
     session_study.session(ctx).small_cells,
 )
-_memo: dict = st.session_state.setdefault("_phewas_membership", {})
+_memo: dict = st.session_state.setdefault(_MEMBERSHIP, {})
 if _mkey not in _memo and st.button(
     "Run the membership attack (about 15 s on the sample)", key="phewas_membership_run"
 ):

@@ -13,9 +13,21 @@ from engine.study.study import StudyError, verification_matrix
 from ui import honest, literal, threshold
 from ui import study as session_study
 from ui.context import current, warn_if_whole_population
-from ui.downloads import crosswalk_download, report_download
+from ui.downloads import AUDIT_SESSION, crosswalk_download, report_download
 from ui.fingerprints import frame_fingerprint, release_key
+from ui.state import ABSENT, declare
 from ui.teach import intro
+
+_REOPENED, _REOPEN_RESULT = (
+    "_study_reopened",
+    "study_reopen_result",
+)  # the study file last reopened; its outcome
+_MATRICES, _LEDGER, _PHEWAS = "_report_matrices", "_report_ledger", "_report_phewas"  # memos by content
+_BUILT = "report_built"  # (key, report, page, pdf, bundle) of the last build, or (key, error)
+declare(
+    "pages/report.py",
+    held=dict.fromkeys((_REOPENED, _REOPEN_RESULT, _MATRICES, _LEDGER, _PHEWAS, _BUILT), ABSENT),
+)
 
 ctx = current()
 st.title("Report")
@@ -66,20 +78,20 @@ with st.expander("Study file: save, or reopen one (every release is rebuilt and 
     )
     try:
         checks = session_study.reopen_pending(ctx)  # its data was loaded by this run's sidebar
-        if checks is None and up is not None and st.session_state.get("_study_reopened") != up.file_id:
-            st.session_state["_study_reopened"] = up.file_id
+        if checks is None and up is not None and st.session_state.get(_REOPENED) != up.file_id:
+            st.session_state[_REOPENED] = up.file_id
             checks = session_study.open_study_file(ctx, up.getvalue(), up.name)
     except StudyError as exc:
-        st.session_state["study_reopen_result"] = ("error", str(exc))
+        st.session_state[_REOPEN_RESULT] = ("error", str(exc))
     else:
         if checks is not None:
-            st.session_state["study_reopen_result"] = (
+            st.session_state[_REOPEN_RESULT] = (
                 "ok",
                 [(c.name, c.passed, c.differences()) for c in checks],
             )
             study, published = session_study.session(ctx), session_study.current(ctx)
             session_study.follow_reopened(ctx)  # the sidebar moves to the study's adversary and k
-    result = st.session_state.get("study_reopen_result")
+    result = st.session_state.get(_REOPEN_RESULT)
     if result is not None and result[0] == "error":
         literal.error(result[1])
     elif result is not None:
@@ -100,7 +112,7 @@ if not published:
     )
 else:
     st.caption(f"The study's adversary (the sidebar's): {ctx.adversary.label}.")
-    matrices: dict = st.session_state.setdefault("_report_matrices", {})
+    matrices: dict = st.session_state.setdefault(_MATRICES, {})
     rows = []
     for name, (_entry, held) in published.items():
         mkey = (release_key(held.release), ctx.population.fingerprint, int(ctx.k))
@@ -160,10 +172,10 @@ except SmallCellError as exc:
 else:
     if _policy != study.small_cells:
         study = _replace(study, small_cells=_policy)
-        st.session_state[session_study.STUDY] = study
+        session_study.update(study)
 st.caption(literal.md(f"In force: {study.small_cells.describe()}. {SMALL_CELL_RULE}"))
 if len(published) > 1:
-    _memo: dict = st.session_state.setdefault("_report_ledger", {})
+    _memo: dict = st.session_state.setdefault(_LEDGER, {})
     _lkey = (  # everything the ledger reads: each release's content, its recipient, the attacker
         tuple((n, release_key(held.release), e.recipient) for n, (e, held) in published.items()),
         study.determination.recipient,
@@ -220,7 +232,7 @@ def _phewas_results(names: list[str]) -> PhewasResults | None:
         return None
     from engine.utility import phewas
 
-    memo: dict = st.session_state.setdefault("_report_phewas", {})
+    memo: dict = st.session_state.setdefault(_PHEWAS, {})
     okey = (ctx.cohort.fingerprint, frame_fingerprint(genotypes))
     if memo.get("key") != okey:
         memo.clear()
@@ -238,7 +250,7 @@ def _phewas_results(names: list[str]) -> PhewasResults | None:
 if st.button("Build the report", type="primary", key="report_build"):
     with st.spinner("Verifying every release under the study's attacker and building the report…"):
         inputs = {}
-        memo_m: dict = st.session_state.get("_report_matrices", {})
+        memo_m: dict = st.session_state.get(_MATRICES, {})
         for n in chosen:
             held = published[n][1]
             v = session_study.reverify(ctx, held.release)
@@ -262,11 +274,11 @@ if st.button("Build the report", type="primary", key="report_build"):
                 },
             )
         except ReportError as exc:
-            st.session_state["report_built"] = (key, exc)
+            st.session_state[_BUILT] = (key, exc)
         else:  # each format rendered once: the preview, the downloads and the bundle share the bytes
             page = report.to_html()
-            st.session_state["report_built"] = (key, report, page, report.to_pdf(), make_bundle(report))
-built = st.session_state.get("report_built")
+            st.session_state[_BUILT] = (key, report, page, report.to_pdf(), make_bundle(report))
+built = st.session_state.get(_BUILT)
 if built is None or built[0] != key:
     st.info("Build the report to download it; it reflects the releases and settings chosen above.")
 elif len(built) == 2:
@@ -292,7 +304,7 @@ else:
 
 # ------------------------------------------------------------------ this session's audit entries
 st.subheader("This session's downloads (audit log)")
-audit_rows = st.session_state.get("_audit_entries") or []  # ui/downloads.py AUDIT_SESSION
+audit_rows = st.session_state.get(AUDIT_SESSION) or []
 if not audit_rows:
     st.caption(
         "Nothing downloaded in this session yet. Every download is written to the audit log when clicked."

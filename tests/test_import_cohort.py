@@ -237,7 +237,7 @@ def test_switching_the_kind_clears_schema_mapping_and_group_choices(tmp_path: Pa
 
 # ------------------------------------------------------------------------------ the study's load options
 def _reopen(options: dict[str, str]):
-    """The Cohort page after a study with these load options was reopened (`ui.study.apply_restore`)."""
+    """The Cohort page after a study with these load options was reopened (`ui.sidebar.apply_restore`)."""
     from engine.study.study import DataRef
 
     ref = DataRef(name="x", events_fingerprint="0", load_options=tuple(options.items()))

@@ -23,8 +23,12 @@ from dataclasses import dataclass
 
 import streamlit as st
 
+from ui import state
+from ui.state import ABSENT
+
 ADMINS_ENV = "COHORTSHIELD_ADMINS"
 USER_KEY = "_auth_user"  # the run's User, for ui/downloads.py and the pages
+state.declare(__name__, held={USER_KEY: ABSENT})
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,8 @@ import streamlit as st
 from engine.adversary import Adversary
 from engine.dataset import Dataset
 from engine.records import Records
+from ui import state
+from ui.state import ABSENT
 
 
 @dataclass(frozen=True, eq=False)
@@ -63,7 +65,10 @@ APP_DIR = Path(__file__).resolve().parent.parent
 DEEP_LINK = "_deep_link"
 
 
-SIDEBAR_RAN = "_sidebar_ran"  # session state: app.py's sidebar has run in this session
+SIDEBAR_RAN = (
+    "_sidebar_ran"  # session state: app.py's sidebar has run in this session (written by ui.sidebar)
+)
+state.declare(__name__, held={DEEP_LINK: ABSENT})
 
 
 def _recover_deep_link(page_file: str | None) -> None:

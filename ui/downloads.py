@@ -44,12 +44,14 @@ from engine.io.pseudonyms import Pseudonyms, new_key
 from engine.records import Records
 from engine.release import Release
 from engine.risk import Verification
-from ui import errors
+from ui import errors, state
 from ui.fingerprints import release_key
 from ui.literal import md
+from ui.state import ABSENT
 
 PSEUDONYM_KEY = "_pseudonym_key"  # the session study's key before the study exists (ui/study.py)
 AUDIT_SESSION = "_audit_entries"  # this session's audit entries (the Report page lists them)
+state.declare(__name__, held={PSEUDONYM_KEY: ABSENT, AUDIT_SESSION: ABSENT})
 
 CSV, GZIP = "text/csv", "application/gzip"
 # a download reruns nothing (it changes no state): twice in `make test` the browser study walk's next
@@ -309,8 +311,16 @@ def session_pseudonyms() -> Pseudonyms:
     study file only), so a download and the study's own files name a patient alike."""
     study = st.session_state.get("study")
     if study is None:
-        return Pseudonyms(st.session_state.setdefault(PSEUDONYM_KEY, new_key()))
+        return Pseudonyms(session_pseudonym_key())
     return study.pseudonyms
+
+
+def session_pseudonym_key(adopt: str | None = None) -> str:
+    """The session's pseudonym key: made once (a download before the study exists and the study
+    itself use the same one); `adopt` replaces it with a reopened study's."""
+    if adopt is not None:
+        st.session_state[PSEUDONYM_KEY] = adopt
+    return st.session_state.setdefault(PSEUDONYM_KEY, new_key())
 
 
 def crosswalk_download(

@@ -24,9 +24,12 @@ import pyarrow as pa
 import streamlit as st
 
 from engine.release import Release
+from ui import state
+from ui.state import ABSENT
 
 _MEMO = "_frame_fingerprints"
 _MEMO_SIZE = 8
+state.declare(__name__, held={_MEMO: ABSENT})
 
 
 def _update_column(h: Any, column: pd.Series) -> None:

@@ -15,12 +15,14 @@ from engine.report.glossary import help_for
 from engine.study import compare
 from engine.utility.coverage import FileFigures
 from ui import format as fmt
-from ui import literal
+from ui import literal, state
 from ui.fingerprints import release_key
+from ui.state import ABSENT
 
 T = TypeVar("T")
 
 _MEMO, _FILES_MEMO = "_honest_headlines", "_honest_file_figures"
+state.declare(__name__, held={_MEMO: ABSENT, _FILES_MEMO: ABSENT})
 _HELD = 32  # releases memoized per session
 
 

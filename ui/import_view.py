@@ -38,8 +38,10 @@ from engine.io.groups import SourceGroups
 from engine.io.imports import IMPORT_KINDS, SAMPLE_VARIANTS, ImportSpec, preview, sheet_names, source_groups
 from engine.io.mapping import MODEL_COLUMNS, REQUIRED, ColumnMapping, suggest_mapping
 from engine.io.validation import Finding, ValidationReport
-from ui import errors, literal
+from ui import errors, literal, state
+from ui.data_choice import IMPORT, SAMPLE
 from ui.literal import md
+from ui.state import ABSENT, LAZY
 
 APPLIED = "_import_applied"  # (ImportSpec, upload name, upload bytes or None)
 CONFIRM = "_import_confirm"  # a reopened study's import, read only once the user confirms it
@@ -62,7 +64,7 @@ MODEL_HELP = {
     "vocabulary": "a column naming each code's vocabulary (ICD9CM / ICD10CM, 9 / 10)",
     "date": "the event date (for codes both vocabularies read: before / after 2015-10-01)",
 }
-# widget keys of the view (kept across page switches by `keep`)
+# widget keys of the view (kept across page switches by `ui.state.keep`)
 KEYS = (
     "import_kind",
     "import_location",
@@ -72,6 +74,11 @@ KEYS = (
     COHORT_KIND,
     COHORT_GROUP,
     COHORT_COLUMN,
+)
+state.declare(
+    __name__,
+    kept=dict.fromkeys((*KEYS, *(f"import_map_{m}" for m in MODEL_COLUMNS)), LAZY),
+    held=dict.fromkeys((APPLIED, CONFIRM, NORMALIZATION, COHORT_LIST, COHORT_WANTED, GROUPS_MEMO), ABSENT),
 )
 # what belongs to one source kind: cleared when the kind changes (`_kind_changed`)
 KIND_KEYS = (
@@ -90,16 +97,14 @@ WHOLE_SOURCE = (
 )
 
 
-def keep() -> None:
-    """Re-assign the view's widget values so they survive a page where the view is not drawn."""
-    for key in (*KEYS, *(f"import_map_{m}" for m in MODEL_COLUMNS)):
-        if key in st.session_state:
-            st.session_state[key] = st.session_state[key]
-
-
 def applied() -> tuple[ImportSpec, str, bytes | None] | None:
     """What the user last chose to load (None before the first "Load")."""
     return st.session_state.get(APPLIED)
+
+
+def apply(spec: ImportSpec, name: str, data: bytes | None) -> None:
+    """Load this import on the next run, as "Load" does (a resumed session's stored upload)."""
+    st.session_state[APPLIED] = (spec, name, data)
 
 
 def cohort_list() -> tuple[str, bytes] | None:
@@ -120,7 +125,7 @@ def load_options() -> dict[str, str]:
     """The import's options for the study's load options (`ImportSpec.to_options`): the applied
     import when the dataset is an import, the sample variant when it is the sample."""
     choice = st.session_state.get("dataset_choice")
-    if choice == "Import a source":
+    if choice == IMPORT:
         got = applied()
         if got is not None:
             spec, name, data = got
@@ -129,7 +134,7 @@ def load_options() -> dict[str, str]:
                 opts["location"] = f"uploaded: {name}"
             return opts
     variant = st.session_state.get("sample_variant", "icd9cm")
-    if choice == "Shipped sample" and variant != "icd9cm":  # the ICD-9-CM sample records nothing new
+    if choice == SAMPLE and variant != "icd9cm":  # the ICD-9-CM sample records nothing new
         return {"sample_variant": variant}
     return {}
 
@@ -147,17 +152,16 @@ def restorable(options: dict[str, str]) -> bool:
     return spec is not None and bool(spec.location) and not spec.location.startswith("uploaded: ")
 
 
-def restore(options: dict[str, object]) -> bool:
+def restore(options: dict[str, object]) -> dict[str, str] | None:
     """Put a study's recorded import into the widgets and apply it (for a path or URL; an uploaded
-    file must be uploaded again). Returns True when something was restored."""
+    file must be uploaded again). Returns the sidebar's choices for it (`dataset_choice`, and
+    `sample_variant` for a sample variant), which the sidebar, their owner, sets; None when the
+    options record neither."""
     if "sample_variant" in options and "source" not in options:
-        st.session_state["dataset_choice"] = "Shipped sample"
-        st.session_state["sample_variant"] = str(options["sample_variant"])
-        return True
+        return {"dataset_choice": SAMPLE, "sample_variant": str(options["sample_variant"])}
     spec = ImportSpec.from_options(options)
     if spec is None:
-        return False
-    st.session_state["dataset_choice"] = "Import a source"
+        return None
     st.session_state["import_kind"] = spec.source
     st.session_state["import_location"] = "" if spec.location.startswith("uploaded: ") else spec.location
     st.session_state["import_sheet"] = spec.sheet or None
@@ -177,7 +181,7 @@ def restore(options: dict[str, object]) -> bool:
     if st.session_state["import_location"]:  # never read by itself: the user confirms (`render`)
         st.session_state.pop(APPLIED, None)
         st.session_state[CONFIRM] = spec
-    return True
+    return {"dataset_choice": IMPORT}
 
 
 def _mapping_widgets(columns: list[str], where: Any) -> str | None:
@@ -190,7 +194,7 @@ def _mapping_widgets(columns: list[str], where: Any) -> str | None:
     for i, model in enumerate(MODEL_COLUMNS):
         key = f"import_map_{model}"
         if st.session_state.get(key) not in options:  # a new file: take the suggestion
-            st.session_state[key] = suggested.get(model, NONE)
+            st.session_state[f"import_map_{model}"] = suggested.get(model, NONE)
         label = f"{model}{' (required)' if model in REQUIRED else ''}"
         value = cols[i % 3].selectbox(label, options, key=key, help=MODEL_HELP[model])
         if value != NONE:
@@ -511,3 +515,8 @@ def normalization_frame(source_data: Any) -> pd.DataFrame | None:
     """The normalization report of a load (None when nothing was read)."""
     events = getattr(source_data, "events", None)
     return None if events is None else events.normalization.to_frame()
+
+
+def hold_normalization(source_data: Any) -> None:
+    """Keep the last load's normalization report for the view (`_normalization_report`)."""
+    st.session_state[NORMALIZATION] = normalization_frame(source_data)

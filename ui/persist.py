@@ -1,15 +1,16 @@
 """Method settings that survive page switches (issue 13).
 
 Streamlit forgets a widget's value when a run does not draw it (another page, another method). Every
-method widget therefore has a fixed session-state key registered here with its default, as
-`ui/sidebar.py` does with its `KEYS`: `keep()` (called by the sidebar on every run, whatever the page)
-seeds a default once and re-assigns every registered key already set, so Streamlit keeps it while the
-widget is not drawn. The widgets are drawn without a default of their own (the registered one is the
-default). Keys whose default depends on the data (`LAZY`) are seeded by their view with `seed()`.
+method widget therefore has a fixed session-state key, declared kept with its default in `ui.state`
+(the one owner of session state) by `register`, called by each method module at import: the one
+`ui.state.keep()` (called by the sidebar on every run, whatever the page) seeds a default once and
+re-assigns every kept key already set, so Streamlit keeps it while the widget is not drawn. The widgets
+are drawn without a default of their own (the registered one is the default). Keys whose default
+depends on the data (`LAZY`) are seeded by their view with `seed()`.
 
 The pages' own widgets (drawn with a default of their own in pages/*.py) are kept the same way once
-drawn (`PAGE_KEYS`, registered `LAZY`: the widget's first draw seeds them). Not among them: choices
-whose options follow the data (a kept value outside them would be refused).
+drawn (`PAGE_KEYS`, declared `LAZY` for their page: the widget's first draw seeds them). Not among
+them: choices whose options follow the data (a kept value outside them would be refused).
 
 Not kept: uploads and buttons. Editable tables (`st.data_editor`, whose state cannot be set) keep
 their edits through `edits()` (the edited column, stored under a key of its own).
@@ -18,53 +19,43 @@ their edits through `edits()` (the edited column, stored under a key of its own)
 from __future__ import annotations
 
 import hashlib
+import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import pandas as pd
 import streamlit as st
 
-LAZY = object()  # a default the view computes from the data (see `seed`)
-REGISTRY: dict[str, Any] = {}
-PAGE_KEYS = (
-    "cohort_top_n",
-    "cohort_measure",
-    "risk_count_repeats",
-    "risk_n_patterns",
-    "phewas_test",
-    "phewas_mincount",
-    "phewas_mincases",
-    "phewas_alpha",
-    "phewas_correction",
-    "phewas_heatherly",
-    "report_recipient",
-    "report_reproducible",
-)
+from ui import state
+from ui.state import LAZY
+
+__all__ = ["LAZY", "edited_column", "register", "seed"]
+
+# the pages' kept widgets, by the page that draws them
+PAGE_KEYS = {
+    "pages/cohort.py": ("cohort_top_n", "cohort_measure"),
+    "pages/risk.py": ("risk_count_repeats", "risk_n_patterns"),
+    "pages/phewas.py": (
+        "phewas_test",
+        "phewas_mincount",
+        "phewas_mincases",
+        "phewas_alpha",
+        "phewas_correction",
+        "phewas_heatherly",
+    ),
+    "pages/report.py": ("report_reproducible",),  # its recipient: ui/threshold.py
+}
 
 
 def register(keys: Mapping[str, Any]) -> None:
-    """Register widget keys and their defaults (each method module at import). A module imported
-    during a run (its page's first visit, after the sidebar's `keep`) seeds them at once; later
-    sessions get them from `keep`."""
-    from streamlit.runtime.scriptrunner import get_script_run_ctx
-
-    REGISTRY.update(keys)
-    if get_script_run_ctx(suppress_warning=True) is not None:
-        for key, default in keys.items():
-            if key not in st.session_state and default is not LAZY:
-                st.session_state[key] = default
+    """Declare the calling module's kept widget keys and their defaults (each method module at import;
+    `ui.state.declare`). A module imported during a run (its page's first visit, after the sidebar's
+    `keep`) seeds them at once; later runs get them from `ui.state.keep`."""
+    state.declare(sys._getframe(1).f_globals["__name__"], kept=keys)
 
 
-REGISTRY.update(dict.fromkeys(PAGE_KEYS, LAZY))
-
-
-def keep() -> None:
-    """Seed the static defaults once; re-assign every registered key already set."""
-    for key, default in REGISTRY.items():
-        if key in st.session_state:
-            st.session_state[key] = st.session_state[key]
-        elif default is not LAZY:
-            st.session_state[key] = default
+for _page, _keys in PAGE_KEYS.items():
+    state.declare(_page, kept=dict.fromkeys(_keys, LAZY))
 
 
 def seed(key: str, default: Any, options: Iterable[Any] | None = None) -> None:

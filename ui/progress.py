@@ -34,6 +34,9 @@ from typing import Any, Generic, Literal, TypeVar, overload
 
 import streamlit as st
 
+from ui import state
+from ui.state import ABSENT
+
 T = TypeVar("T")
 Progress = Callable[..., None]
 _CANCELLED = "_progress_cancelled"  # session state: run key -> the job cancelled there
@@ -267,6 +270,7 @@ def hold(key: str, job: Hashable, result: Any) -> None:
 
 
 _RAN = "_progress_ran"  # session state: run key -> what ran there (`_Ran`)
+state.declare(__name__, held={_CANCELLED: ABSENT, _RESULTS: ABSENT, _RAN: ABSENT})
 _JOBS_KEPT = 32
 
 

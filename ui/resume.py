@@ -33,6 +33,7 @@ import streamlit as st
 from engine.io.errors import UserError
 from engine.store import Store, Stored, StoreError, open_store, store_location
 from ui import literal
+from ui.state import ABSENT, declare, kept_defaults, kept_keys, restore
 
 OFFER = "_resume_offer"  # None: not asked yet; a Stored summary: offered, unanswered; False: answered
 PENDING = "_resume_pending"  # the stored study JSON, rebuilt once its data is loaded
@@ -43,6 +44,11 @@ NO_FILES = "_resume_no_files"  # the user deleted the stored files: this session
 WRITTEN = "_resume_written"  # this user has a record (written by this session, or resumed)
 HAS_FILES = "_resume_has_files"  # the store holds files of this user (the delete button is shown)
 _HASHES = "_resume_hashes"  # (role, file id, name, size) -> sha256: an upload is hashed once
+declare(
+    __name__,
+    held={OFFER: None, PENDING: ABSENT, SAVED: ABSENT, PROBLEM: ABSENT, RESULT: ABSENT, NO_FILES: False}
+    | {WRITTEN: False, HAS_FILES: False, _HASHES: ABSENT},
+)
 _IMPORT, _IMPORT_ROLE = "import", "import"  # the applied import's options, and its uploaded file's role
 _SIMPLE = (str, int, float, bool, type(None))
 
@@ -70,10 +76,9 @@ def _simple(value: Any) -> bool:
 
 
 def choice_keys() -> list[str]:
-    """The session-state keys saved as choices: the sidebar's and the method settings'."""
-    from ui import import_view, persist, sidebar
-
-    return [*sidebar.KEYS, *persist.REGISTRY, *import_view.KEYS]
+    """The session-state keys saved as choices: every kept key (`ui.state`: the sidebar's, the
+    method settings', the pages' and the import view's)."""
+    return kept_keys()
 
 
 def choices() -> dict[str, Any]:
@@ -91,8 +96,8 @@ def choices() -> dict[str, Any]:
         out[_IMPORT] = applied[0].to_options()
     # the cohort list the sidebar last saw: a resumed session keeps the user's cohort group
     # (`ui.sidebar._select_new_cohort` selects a cohort list it has not seen as the cohort)
-    if state.get(sidebar._COHORT_LIST) is not None:
-        out[sidebar._COHORT_LIST] = state[sidebar._COHORT_LIST]
+    if state.get(sidebar.COHORT_LIST_SEEN) is not None:
+        out[sidebar.COHORT_LIST_SEEN] = state[sidebar.COHORT_LIST_SEEN]
     return out
 
 
@@ -100,8 +105,7 @@ def _uploads() -> dict[str, Any]:
     """The uploaded files the session holds, by role: the data's (upload mode) or those kept across a
     switch of dataset mode, and an import's uploaded file."""
     from ui import import_view, sidebar
-    from ui.data_choice import UPLOAD
-    from ui.study import SESSION_FILES
+    from ui.data_choice import SESSION_FILES, UPLOAD
 
     state = st.session_state
     if state.get(NO_FILES):
@@ -179,7 +183,7 @@ def _worth_keeping() -> bool:
     """Whether the session holds anything but defaults: releases, a determination, files, an import,
     or a sidebar choice or method setting changed from its default."""
     from engine.study.study import Determination
-    from ui import import_view, persist, sidebar
+    from ui import import_view
     from ui.study import STUDY
 
     state = st.session_state
@@ -188,7 +192,7 @@ def _worth_keeping() -> bool:
         return True
     if _uploads() or import_view.applied() is not None:
         return True
-    defaults = {**sidebar.KEYS, **{k: v for k, v in persist.REGISTRY.items() if v is not persist.LAZY}}
+    defaults = kept_defaults()
     return any(key in state and state[key] != default for key, default in defaults.items())
 
 
@@ -288,14 +292,12 @@ def _resume() -> None:
     if stored is None:
         state[RESULT] = ("warning", "Your stored study is no longer there: nothing was resumed.")
         return
-    keys = set(choice_keys()) | {sidebar._COHORT_LIST}
-    for key, value in stored.choices.items():
-        if key in keys:
-            state[key] = value
+    keys = set(choice_keys()) | {sidebar.COHORT_LIST_SEEN}
+    restore({key: value for key, value in stored.choices.items() if key in keys})
     roles = {r for r, _ in UPLOAD_ROLES}
     kept = {r: RestoredUpload(r, f.name, f.data) for r, f in stored.files.items() if r in roles}
     if kept:
-        state[sidebar.KEPT_UPLOADS] = kept
+        sidebar.keep_uploads(kept)
     _restore_import(stored)
     if stored.damaged:
         state[RESULT] = (
@@ -324,7 +326,7 @@ def _restore_import(stored: Stored) -> None:
         return
     upload = stored.files.get(_IMPORT_ROLE)
     if upload is not None:
-        st.session_state[import_view.APPLIED] = (spec, upload.name, upload.data)
+        import_view.apply(spec, upload.name, upload.data)
     elif spec.location:
         import_view.restore(options)  # a path or URL: read once the user confirms (ui.import_view)
 
@@ -387,7 +389,7 @@ def _rebuild() -> None:
         return
     state.pop(PENDING)
     checks = session_study.reopen(ctx, study, "your stored study")
-    state.pop(session_study.REOPENED_ATTACKER, None)  # the sidebar already holds the stored choices
+    session_study.take_reopened_attacker()  # the sidebar already holds the stored choices
     failed = [c for c in checks if not c.passed]
     for c in failed:
         literal.error(f"{c.name}: " + "; ".join(c.differences()))

@@ -26,10 +26,11 @@ from engine.io.loaders import DataError, Loaded, load_sample_checked, load_uploa
 from engine.io.validation import Finding, ValidationReport
 from engine.records import Records
 from engine.report.glossary import help_for
-from ui import errors, import_view, literal, persist
+from ui import errors, import_view, literal, state
 from ui.context import SIDEBAR_RAN, WHOLE_POPULATION, Context, cohort_is_population
-from ui.data_choice import IMPORT, SAMPLE, UPLOAD
-from ui.study import RESTORED_UPLOADS, SESSION_FILES
+from ui.data_choice import IMPORT, SAMPLE, SESSION_FILES, UPLOAD
+from ui.state import ABSENT
+from ui.study import RESTORED_UPLOADS, forget_restored_uploads
 
 UPLOAD_ROLES: tuple[tuple[str, str], ...] = (
     ("events", "Events (patient_id, code, [visit], [age])"),
@@ -56,8 +57,27 @@ KEYS: dict[str, Any] = {
 }
 _UPLOAD_MEMO = "_sidebar_upload_memo"
 _GROUP_MEMO = "_sidebar_group_memo"
-_COHORT_LIST = "_sidebar_cohort_list"  # fingerprint of the last cohort list seen (see _select_new_cohort)
+COHORT_LIST_SEEN = "_sidebar_cohort_list"  # fingerprint of the last cohort list seen (see _select_new_cohort)
 KEPT_UPLOADS = "_sidebar_kept_uploads"  # role -> upload kept across a dataset-mode switch
+_REOPENED_NOTE = "_sidebar_reopened_note"
+_WITHIN_MEMO = "_sidebar_within"  # (cohort fingerprint, population fingerprint) -> bool
+CONTEXT, LOAD_REPORT = "context", "load_report"  # the run's Context (ui.context.current) and LoadState
+state.declare(
+    __name__,
+    kept=KEYS,
+    held={
+        _UPLOAD_MEMO: ABSENT,
+        _GROUP_MEMO: ABSENT,
+        COHORT_LIST_SEEN: ABSENT,
+        KEPT_UPLOADS: ABSENT,
+        _REOPENED_NOTE: ABSENT,
+        _WITHIN_MEMO: ABSENT,
+        CONTEXT: ABSENT,
+        LOAD_REPORT: ABSENT,
+        SIDEBAR_RAN: False,
+        SESSION_FILES: ABSENT,
+    },
+)
 
 
 @dataclass(frozen=True, eq=False)
@@ -70,15 +90,35 @@ class LoadState:
     uploaded: bool
 
 
-_REOPENED_NOTE = "_sidebar_reopened_note"
+def apply_restore() -> None:
+    """Before the widgets are drawn: load a reopened study's data the way it was loaded (its input
+    files as uploads, or its sample variant / import, its load options and groups;
+    `ui.study.take_restore`)."""
+    from ui.study import take_restore
+
+    wanted = take_restore()
+    if wanted is None:
+        return
+    data, options, with_files = wanted
+    if "unknown_codes" in options:
+        st.session_state["unknown_codes"] = options["unknown_codes"]
+    if "drop_duplicates" in options:
+        st.session_state["drop_duplicates"] = options["drop_duplicates"] == "True"
+    if with_files:
+        st.session_state["dataset_choice"] = UPLOAD
+    else:  # the ICD-9-CM sample records no load option of its own
+        choices = import_view.restore(options) or {"dataset_choice": SAMPLE, "sample_variant": "icd9cm"}
+        st.session_state.update(choices)
+    st.session_state["population_group"] = data.population
+    st.session_state["cohort_group"] = data.cohort
 
 
 def apply_reopened() -> None:
     """A study file just reopened (`ui.study.reopen`) sets the adversary and k to the study's, before
     their widgets are drawn; the sidebar says so while they stay at those values."""
-    from ui.study import REOPENED_ATTACKER
+    from ui.study import take_reopened_attacker
 
-    wanted = st.session_state.pop(REOPENED_ATTACKER, None)
+    wanted = take_reopened_attacker()
     if wanted is not None:
         scope, knowledge, k = wanted
         st.session_state.update(adversary_scope=scope, adversary_knowledge=knowledge, k=int(k))
@@ -108,18 +148,10 @@ def _reopened_note(sb: Any) -> None:
 
 
 def seed_state() -> None:
-    """Defaults once; then re-assign every key so Streamlit keeps it when its widget is not drawn."""
-    from ui.study import apply_restore
-
+    """Before any widget: a reopened study's choices, then the one keep (`ui.state.keep`)."""
     apply_restore()  # a reopened study's data (its package's files, sample variant or import)
     apply_reopened()
-    for key, default in KEYS.items():
-        if key not in st.session_state:
-            st.session_state[key] = default
-        else:
-            st.session_state[key] = st.session_state[key]
-    persist.keep()  # the method views' settings (ui/persist.py), kept the same way
-    import_view.keep()  # the import view's widgets (drawn on the Cohort page only)
+    state.keep()  # every kept key: the sidebar's, the method views' and pages' (ui/persist.py), the import view's
 
 
 @st.cache_resource(show_spinner="Loading and validating the shipped sample…")
@@ -156,7 +188,7 @@ def _load_import(options: tuple[str, bool]) -> tuple[Loaded[Dataset] | None, Dat
                 got = load_import(
                     spec, name=name, data=data, unknown_codes=options[0], drop_duplicates=options[1]
                 )
-            st.session_state[import_view.NORMALIZATION] = import_view.normalization_frame(got)
+            import_view.hold_normalization(got)
             upload = None if data is None else (name, data)
             memo[key] = (import_dataset(got, label, spec, upload=upload, cohort_list=listed), None)
         except DataError as exc:
@@ -224,9 +256,6 @@ def _upload_group(dataset_key: str, dataset: Dataset, group: str) -> Records:
     return memo[group]
 
 
-_WITHIN_MEMO = "_sidebar_within"  # (cohort fingerprint, population fingerprint) -> bool
-
-
 def _within(cohort: Records, population: Records) -> bool:
     """Every cohort patient is a population patient (hash lookups; same object: trivially). Memoized
     per session on both groups' content fingerprints: every run of every page asks."""
@@ -255,9 +284,9 @@ def _select_new_cohort(dataset: Dataset) -> None:
     selected as the cohort: loading the events first and the cohort list after must not leave the
     cohort on the whole population (issue 12, finding 2). Choosing another group afterwards stays."""
     seen = _ids_fingerprint(dataset.groups["cohort"]) if "cohort" in dataset.groups else None
-    if seen is not None and st.session_state.get(_COHORT_LIST) != seen:
+    if seen is not None and st.session_state.get(COHORT_LIST_SEEN) != seen:
         st.session_state["cohort_group"] = "cohort"
-    st.session_state[_COHORT_LIST] = seen
+    st.session_state[COHORT_LIST_SEEN] = seen
 
 
 def _choose(key: str, options: list[str], preferred: str) -> None:
@@ -290,9 +319,15 @@ def _upload_widgets(sb: Any) -> dict[str, Any]:
     if used:
         sb.caption(literal.md("Restored from the study file: " + ", ".join(used)))
         if sb.button("Forget the restored files", key="forget_restored"):
-            st.session_state.pop(RESTORED_UPLOADS, None)
+            forget_restored_uploads()
             st.rerun()
     return files
+
+
+def keep_uploads(files: dict[str, Any]) -> None:
+    """Hold these uploads as the session's kept uploads (a resumed session's stored files:
+    `ui.resume`), by role."""
+    st.session_state[KEPT_UPLOADS] = files
 
 
 def _keep_uploads(choice: str) -> None:

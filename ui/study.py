@@ -23,7 +23,6 @@ import streamlit as st
 
 from engine import risk
 from engine.adversary import Adversary
-from engine.io.pseudonyms import new_key
 from engine.release import Release
 from engine.risk import Verification
 from engine.study.package import StudyInput, read_study_file, write_package
@@ -39,15 +38,16 @@ from engine.study.study import (
     rebuild,
     sha256_of,
 )
-from ui import errors, literal
+from ui import errors, literal, state
 from ui import progress as progress_ui
 from ui.context import Context
-from ui.downloads import PSEUDONYM_KEY
+from ui.data_choice import SESSION_FILES
+from ui.downloads import session_pseudonym_key
 from ui.fingerprints import release_key
+from ui.state import ABSENT
 
 STUDY, MADE = "study", "study_made"
 REOPENED_ATTACKER = "_study_reopened_attacker"  # (scope, knowledge, k) of a study just reopened
-SESSION_FILES = "_study_session_files"  # role -> the uploaded (or restored) file the data came from
 RESTORED_UPLOADS = "_study_restored_uploads"  # role -> RestoredUpload, from a reopened study package
 _RESTORE_DATA = "_study_restore_data"  # how to load a reopened study's data, applied before the sidebar
 _PACKAGE_MEMO = "_study_package"  # (study JSON, files' ids) -> the study package's bytes
@@ -58,6 +58,22 @@ _PREVIEWS, _VERIFICATIONS = 32, 64
 # groups plus the typed settings, and a Release is immutable (eight sessions on the sample compute
 # each release once, not eight times)
 _PREVIEW_MEMO = progress_ui.SharedMemo(_PREVIEWS)
+_LEDGER_MEMO = "_study_ledger_check"
+state.declare(
+    __name__,
+    held={
+        STUDY: ABSENT,
+        MADE: ABSENT,
+        REOPENED_ATTACKER: ABSENT,
+        RESTORED_UPLOADS: ABSENT,
+        _RESTORE_DATA: ABSENT,
+        _PACKAGE_MEMO: ABSENT,
+        _PENDING_REOPEN: ABSENT,
+        _DATA_MEMO: ABSENT,
+        _VERIFY_MEMO: ABSENT,
+        _LEDGER_MEMO: ABSENT,
+    },
+)
 
 
 @dataclass(frozen=True, eq=False)
@@ -131,7 +147,14 @@ def session(ctx: Context) -> Study:
 def _session_key() -> str:
     """The pseudonym key of the session's study (made once; a download before the study exists
     uses the same one, `ui.downloads.session_pseudonyms`)."""
-    return st.session_state.setdefault(PSEUDONYM_KEY, new_key())
+    return session_pseudonym_key()
+
+
+def update(study: Study) -> Study:
+    """The session's study becomes `study` (a determination or small-cell policy set on the Report
+    page); returns it."""
+    st.session_state[STUDY] = study
+    return study
 
 
 def made() -> dict[str, MadeFiles]:
@@ -250,9 +273,6 @@ def add(ctx: Context, name: str, settings: MethodSettings) -> StudyRelease:
 def remove(ctx: Context, name: str) -> None:
     st.session_state[STUDY] = session(ctx).remove(name)
     made().pop(name, None)
-
-
-_LEDGER_MEMO = "_study_ledger_check"
 
 
 def ledger_warning(ctx: Context, settings: MethodSettings) -> None:
@@ -405,29 +425,29 @@ def _restorable(data: DataRef) -> bool:
     return data.name == SAMPLE_NAME or import_view.restorable(dict(data.load_options))
 
 
-def apply_restore() -> None:
-    """Before the sidebar draws its widgets: load a reopened study's data the way it was loaded (its
-    input files as uploads, or its sample variant / import, its load options and groups)."""
-    from ui import import_view
-    from ui.data_choice import SAMPLE, UPLOAD
-
+def take_restore() -> tuple[DataRef, dict[str, str], bool] | None:
+    """A reopened study's data waiting to be loaded (`open_study_file`), taken once, before the sidebar
+    draws its widgets: (its data reference, its load options, whether it came with its input files).
+    Its input files become this session's
+    restored uploads (`RESTORED_UPLOADS`); the sidebar sets its own choices from the rest
+    (`ui.sidebar.apply_restore`)."""
     wanted = st.session_state.pop(_RESTORE_DATA, None)
     if wanted is None:
-        return
+        return None
     data, inputs = wanted
-    options = dict(data.load_options)
-    if "unknown_codes" in options:
-        st.session_state["unknown_codes"] = options["unknown_codes"]
-    if "drop_duplicates" in options:
-        st.session_state["drop_duplicates"] = options["drop_duplicates"] == "True"
     if inputs:
         st.session_state[RESTORED_UPLOADS] = {r: RestoredUpload(r, i.name, i.data) for r, i in inputs.items()}
-        st.session_state["dataset_choice"] = UPLOAD
-    elif not import_view.restore(options):  # the ICD-9-CM sample records no load option of its own
-        st.session_state["dataset_choice"] = SAMPLE
-        st.session_state["sample_variant"] = "icd9cm"
-    st.session_state["population_group"] = data.population
-    st.session_state["cohort_group"] = data.cohort
+    return data, dict(data.load_options), bool(inputs)
+
+
+def forget_restored_uploads() -> None:
+    """The user forgot the files restored from a study package (the sidebar's button)."""
+    st.session_state.pop(RESTORED_UPLOADS, None)
+
+
+def take_reopened_attacker() -> tuple[str, str, int] | None:
+    """The (scope, knowledge, k) of a study just reopened (`reopen`), taken once by the sidebar."""
+    return st.session_state.pop(REOPENED_ATTACKER, None)
 
 
 def reopen(ctx: Context, loaded: Study, source: str) -> list[RebuildCheck]:
@@ -447,7 +467,7 @@ def reopen(ctx: Context, loaded: Study, source: str) -> list[RebuildCheck]:
     checks = rebuild(loaded, run_inputs(ctx), data, step, spellings=ctx.dataset.spellings)
     step.bar.empty()
     held = {c.name: MadeFiles(c.made.release, c.made.files if c.passed else {}) for c in checks if c.made}
-    st.session_state[PSEUDONYM_KEY] = loaded.pseudonym_key
+    session_pseudonym_key(adopt=loaded.pseudonym_key)
     st.session_state[STUDY] = loaded.with_data(data).reverified(checks)
     st.session_state[MADE] = held
     st.session_state[REOPENED_ATTACKER] = (loaded.adversary.scope, loaded.adversary.knowledge, loaded.k)

@@ -15,12 +15,16 @@ from engine import risk
 from engine.report.glossary import help_for
 from engine.report.report import threshold_sentence
 from engine.study.study import RELEASE_CONTEXTS, Determination, Study, StudyError
-from ui import literal
+from ui import literal, state
 from ui import study as session_study
 from ui.context import Context
+from ui.state import ABSENT, LAZY
 
 CONTEXT_KEY, REASON_KEY, RECIPIENT_KEY = "determination_context", "determination_reason", "report_recipient"
 _WRITTEN = "_determination_written"  # the determination the widgets last wrote into the study
+state.declare(
+    __name__, kept={RECIPIENT_KEY: LAZY}, held=dict.fromkeys((CONTEXT_KEY, REASON_KEY, _WRITTEN), ABSENT)
+)
 # release context -> the precedent whose k it sets (a public release: 0.09, k = 11; custom: k unchanged)
 PRECEDENT_OF_CONTEXT: dict[str, str] = {
     "public": "public release",
@@ -87,6 +91,6 @@ def controls(ctx: Context) -> Study:
         return study
     if wanted != d:
         study = study.with_determination(wanted)
-        st.session_state[session_study.STUDY] = study
+        session_study.update(study)
         st.session_state[_WRITTEN] = wanted
     return study

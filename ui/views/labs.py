@@ -25,7 +25,7 @@ from engine.labs import reident as L
 from engine.labs.vae_config import VAEConfig
 from engine.report.glossary import help_for
 from engine.study.runs import LabRecallSettings
-from ui import errors, persist
+from ui import errors, persist, state
 from ui import format as fmt
 from ui import progress as progress_ui
 from ui.context import Context
@@ -47,6 +47,8 @@ from ui.teach import intro
 KNOWLEDGE = {"single_visit": ("one_day", "one day known"), "all_visits": ("all_days", "all days known")}
 SCOPE = {"cohort": ("99", "99 others"), "population": ("population", "whole population")}
 LATENT_SIZES = [2, 4, 8, 16, 32, 64]
+_MEMO_PREFIX = "_labs_memo_"  # one memo per computation name (`_memo`)
+state.declare(__name__, prefixes=(_MEMO_PREFIX,))
 # widget keys kept across page switches (ui/persist.py); the two data-dependent ones are seeded below
 persist.register(
     {
@@ -95,7 +97,7 @@ def _session_memo(name: str, key: object, max_entries: int, compute: Callable[[]
     `max_entries`). For the computations that move a progress bar drawn outside them: under
     `st.cache_*` the bar's updates are recorded with the cached result and replaying them on the next
     run fails (`CacheReplayClosureError`, issue 13), since the bar is a new element every run."""
-    memo: dict = st.session_state.setdefault(f"_labs_memo_{name}", {})
+    memo: dict = st.session_state.setdefault(_MEMO_PREFIX + name, {})
     if key not in memo:
         memo[key] = compute()
         while len(memo) > max_entries:

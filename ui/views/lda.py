@@ -30,7 +30,7 @@ from engine.risk import Verification
 from engine.study.experiments import LDAPoint, lda_measures, lda_sweep_k, lda_sweep_weights
 from engine.study.runs import ICD_HIERARCHIES, CodeSelection, LDASettings, RunInputs
 from engine.utility.loss import avg_re, cluster_table, level_shares, record_losses
-from ui import errors, honest, persist
+from ui import errors, honest, persist, state
 from ui import format as fmt
 from ui import progress as progress_ui
 from ui.context import HASH_FUNCS, Context
@@ -38,6 +38,7 @@ from ui.downloads import release_downloads, release_table_download
 from ui.downloads import table_download as _download
 from ui.lda_charts import level_shares_figure, record_loss_figure, sweep_k_figure, weights_figure
 from ui.literal import md
+from ui.state import ABSENT
 from ui.study import add_to_study, remember
 
 D4_CODES = ("250", "272", "401", "724")
@@ -62,6 +63,9 @@ for _p in ("lda_", "ldat_"):
             f"{_p}method": "a-gs",
         }
     )
+# the Trade-offs sweeps' parameters last run (k sweep, weight sweep)
+_K_PARAMS, _W_PARAMS = "ldat_k_params", "ldat_w_params"
+state.declare(__name__, held={_K_PARAMS: ABSENT, _W_PARAMS: ABSENT})
 ARROWS = {"diag": "↘", "up": "↑", "left": "←", "": ""}
 ADVERSARY = Adversary("cohort", "all_visits")
 FIG6 = {"401.0": "401", "401.1": "401", "401.9": "401"}
@@ -488,8 +492,8 @@ def render_tradeoffs(ctx: Context) -> None:
     step = int(c2.number_input("step", 1, 10, 1, key="ldat_kstep"))
     ks = list(range(k_lo, k_hi + 1, step))
     if st.button(f"Run the k sweep ({2 * len(ks)} runs)", key="ldat_run_k"):
-        st.session_state["ldat_k_params"] = (selection, hier, w_icd, tuple(ks))
-    params = st.session_state.get("ldat_k_params")
+        st.session_state[_K_PARAMS] = (selection, hier, w_icd, tuple(ks))
+    params = st.session_state.get(_K_PARAMS)
     if params is not None and params[:3] == (selection, hier, w_icd):
         df = _sweep(ctx, selection, hier, w_icd, params[3])
         if df is not None:
@@ -503,8 +507,8 @@ def render_tradeoffs(ctx: Context) -> None:
     st.divider()
     k_w = int(st.number_input("k for the weight sweep (thesis: 2)", 2, 50, 2, key="ldat_kw"))
     if st.button("Run the weight sweep (9 runs, w_ICD 0.1 to 0.9)", key="ldat_run_w"):
-        st.session_state["ldat_w_params"] = (selection, hier, k_w)
-    wp = st.session_state.get("ldat_w_params")
+        st.session_state[_W_PARAMS] = (selection, hier, k_w)
+    wp = st.session_state.get(_W_PARAMS)
     if wp is not None and wp == (selection, hier, k_w):
         weights = [round(0.1 * i, 1) for i in range(1, 10)]
 

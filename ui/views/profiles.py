@@ -41,7 +41,7 @@ from engine.utility.queries import (
     satisfaction_table,
     utility_policy_from_frame,
 )
-from ui import errors, honest, literal, persist
+from ui import errors, honest, literal, persist, state
 from ui import format as fmt
 from ui import progress as progress_ui
 from ui.context import HASH_FUNCS, Context
@@ -55,6 +55,7 @@ from ui.profiles_charts import (
     worded,
 )
 from ui.risk_charts import cdf_frame, distinguishability_cdf_figure
+from ui.state import ABSENT
 from ui.study import add_to_study, remember
 from ui.views.heatherly import export_choice
 
@@ -74,6 +75,10 @@ persist.register(
 _POLICY_KEY = "profiles_utility_policy"
 _CURRENT_KEY = "profiles_utility_policy_csv"
 _DEFAULT_KEY = "profiles_utility_policy_default"  # which shipped default the editor started from
+_UPLOAD_ID, _SWEPT = "profiles_upload_id", "profiles_swept"  # the policy file last read; the sweep ran
+state.declare(
+    __name__, held=dict.fromkeys((_POLICY_KEY, _CURRENT_KEY, _DEFAULT_KEY, _UPLOAD_ID, _SWEPT), ABSENT)
+)
 
 
 # ------------------------------------------------------------------------- cached engine calls
@@ -137,10 +142,10 @@ def _policy_editor(cohort: Records | None = None) -> UtilityPolicy | None:
     up = st.file_uploader(
         "Load a utility policy (CSV: disease, icd9_codes, comment)", type=["csv"], key="profiles_upload"
     )
-    if up is not None and st.session_state.get("profiles_upload_id") != up.file_id:
+    if up is not None and st.session_state.get(_UPLOAD_ID) != up.file_id:
         try:
             st.session_state[_POLICY_KEY] = read_utility_policy(up, name=up.name).to_frame()
-            st.session_state["profiles_upload_id"] = up.file_id
+            st.session_state[_UPLOAD_ID] = up.file_id
         except Exception as exc:  # a UserError's message, else a reference (ui/errors.py)
             errors.show(exc)
     if st.button("Reset to the default policy", key="profiles_reset"):
@@ -398,11 +403,9 @@ def render_tradeoffs(ctx: Context) -> None:
         f"Each point runs PPE and UGACLIP / ACLIP on {ctx.cohort.n_patients:,} records with the utility policy "
         f"of the Anonymize tab ({len(policy.diseases)} diseases); results are cached for the session."
     )
-    if not st.button("Run the sweep", key="profiles_sweep_run") and not st.session_state.get(
-        "profiles_swept"
-    ):
+    if not st.button("Run the sweep", key="profiles_sweep_run") and not st.session_state.get(_SWEPT):
         return
-    st.session_state["profiles_swept"] = True
+    st.session_state[_SWEPT] = True
     jobs = [(k, kn, m) for kn in conds for k in sorted(ks) for m in METHODS]
     csv = policy.to_csv()
 
