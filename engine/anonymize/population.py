@@ -53,7 +53,7 @@ cohort); `biobank` / `population` anonymize the biobank / whole population and e
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -312,19 +312,13 @@ def visit_support(
 
 
 def _support_of_visits(
-    released: Records,
-    visits: np.ndarray,
-    candidates: Records | None = None,
-    within_visits: bool = False,
-    cap: int | None = None,
+    released: Records, visits: np.ndarray, candidates: Records | None = None, within_visits: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
     """The non-empty `visits` (order kept) and the candidates holding each one's item set (in one
-    visit, `within_visits`); with `cap`, min(support, cap) exactly (enough for a verdict at k <= cap)."""
+    visit, `within_visits`)."""
     visits = np.asarray(visits, dtype=np.int64)
-    lengths = np.diff(released.event_ptr)[visits]
-    visits = visits[lengths > 0]
-    sets = _item_sets(released, visits)
-    return visits, _holders(released, sets, candidates, within_visits, cap)
+    visits = visits[np.diff(released.event_ptr)[visits] > 0]
+    return visits, _holders(released, _item_sets(released, visits), candidates, within_visits)
 
 
 def _item_sets(released: Records, visits: np.ndarray) -> sp.csr_matrix:
@@ -344,29 +338,136 @@ def _item_sets(released: Records, visits: np.ndarray) -> sp.csr_matrix:
 
 
 def _holders(
-    released: Records,
-    sets: sp.csr_matrix,
-    candidates: Records | None = None,
-    within_visits: bool = False,
-    cap: int | None = None,
+    released: Records, sets: sp.csr_matrix, candidates: Records | None = None, within_visits: bool = False
 ) -> np.ndarray:
     """Per row of `sets` (item sets over `released.items`), the candidate records (default:
     `released`) holding every item, in one visit when `within_visits` (distinct patients); an empty
-    set is held by every candidate. The risk engine counts (`engine.risk.count_known_sets`), capped
-    at `cap` when given."""
+    set is held by every candidate. Counted by the risk engine (`engine.risk.count_known_sets`)."""
     cand = released if candidates is None else candidates
     if sets.shape[0] == 0:
         return np.zeros(0, dtype=np.int64)
     knowledge: Knowledge = "single_visit" if within_visits else "all_visits"
-    return count_known_sets(
-        released.items, sets, cand, knowledge, Matching(within_visits=within_visits, cap=cap)
+    return count_known_sets(released.items, sets, cand, knowledge, Matching(within_visits=within_visits))
+
+
+class _Pool:
+    """The released group during the completion pass, in code space: each event's item is the
+    representative code of its item (`_State.item_of_code`), suppressed events left out (a repeated
+    generalized item within a visit changes no set, so it is not removed here). It is split into the
+    target records (`targets`, rebuilt after every round: only they lose events) and the others
+    (rebuilt only after merges). Supports over disjoint groups of records add up
+    (`engine.risk.count_known_sets`), so a count is the targets' part plus the others' part, and the
+    others' part of a target visit's set is kept until merges or a change of the visit's set.
+
+    Item order is the release's: by label (`label_rank`), as `_released` sorts its vocabulary."""
+
+    def __init__(self, state: _State, targets: np.ndarray, within_visits: bool):
+        g = state.group
+        self.state, self.within_visits = state, within_visits
+        self.visits = concat_ranges(g.visit_ptr[targets], np.diff(g.visit_ptr)[targets])  # group indexes
+        self.local = np.full(g.n_visits, -1, dtype=np.int64)
+        self.local[self.visits] = np.arange(len(self.visits))
+        self.events = concat_ranges(g.event_ptr[self.visits], np.diff(g.event_ptr)[self.visits])
+        is_target = np.zeros(g.n_patients, dtype=bool)
+        is_target[targets] = True
+        others = np.flatnonzero(~is_target)
+        o_visits = concat_ranges(g.visit_ptr[others], np.diff(g.visit_ptr)[others])
+        self.other_events = concat_ranges(g.event_ptr[o_visits], np.diff(g.event_ptr)[o_visits])
+        self.target_base = replace(g.take(targets), event_age=None)
+        self.other_base = replace(g.take(others), event_age=None) if len(others) else None
+        self.merged()
+
+    def _code_space(self, base: Records, events: np.ndarray) -> Records:
+        rep = self.state.item_of_code[self.state.group.event_item[events]]
+        alive = self.state.keep[events] & (rep >= 0)
+        return replace(base, event_item=np.maximum(rep, 0).astype(np.int32)).keep_events(alive)
+
+    def merged(self) -> None:
+        """Items changed: rebuild both parts, the label order and the others' supports."""
+        self.label_rank = _label_rank(self.state)
+        self.others = (
+            None if self.other_base is None else self._code_space(self.other_base, self.other_events)
+        )
+        n = self.state.group.n_items
+        self.other_support = (
+            np.zeros(n, dtype=np.int64)
+            if self.others is None
+            else np.bincount(self.others.patient_item_sets.indices, minlength=n)
+        )
+        self.other_count = np.full(len(self.visits), -1, dtype=np.int64)  # per target visit; -1 unknown
+        self.suppressed()
+
+    def suppressed(self) -> None:
+        """Target events removed: rebuild the targets' part; forget the others' counts of changed visits."""
+        old = getattr(self, "target", None)
+        self.target = self._code_space(self.target_base, self.events)
+        if old is not None:
+            changed = np.diff(old.event_ptr) != np.diff(self.target.event_ptr)
+            self.other_count[changed] = -1
+
+    def held(self, sets: sp.csr_matrix, k: int) -> np.ndarray:
+        """Per row of `sets` (over code indexes): is it held by at least k records of the released
+        group? The others are counted only for the sets the targets alone leave below k."""
+        count = _holders(self.target, sets, None, self.within_visits)
+        if self.others is not None:
+            low = np.flatnonzero(count < k)
+            count[low] += _holders(self.target, sets[low], self.others, self.within_visits)
+        return count >= k
+
+    def below(self, visits: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The non-empty target `visits` (group indexes) and whether fewer than k records of the
+        released group hold each one's set. The others are counted only for the sets the targets
+        alone leave below k, and their count is kept per visit (`other_count`) while it holds."""
+        local = self.local[visits]
+        keep = np.diff(self.target.event_ptr)[local] > 0
+        visits, local = visits[keep], local[keep]
+        sets = _item_sets(self.target, local)
+        count = _holders(self.target, sets, None, self.within_visits)
+        if self.others is not None:
+            low = count < k
+            unknown = np.flatnonzero(low & (self.other_count[local] < 0))
+            self.other_count[local[unknown]] = _holders(
+                self.target, sets[unknown], self.others, self.within_visits
+            )
+            count[low] += self.other_count[local[low]]
+        return visits, count < k
+
+    def item_support(self) -> np.ndarray:
+        """Per code index, the released group's records holding the item it represents."""
+        n = self.state.group.n_items
+        return self.other_support + np.bincount(self.target.patient_item_sets.indices, minlength=n)
+
+    def target_units(self) -> np.ndarray:
+        """Per code index, the target units (records, or visits when `within_visits`) holding it."""
+        units = self.target.visit_item_sets if self.within_visits else self.target.patient_item_sets
+        return np.bincount(units.indices, minlength=self.state.group.n_items)
+
+    def rarest_first(self, visits: np.ndarray, item_support: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The distinct items of each target visit of `visits` (group indexes), rarest first, ties by
+        label: (items, ptr), `items[ptr[i]:ptr[i + 1]]` those of `visits[i]`."""
+        sets = _item_sets(self.target, self.local[visits])
+        row = np.repeat(np.arange(len(visits), dtype=np.int64), np.diff(sets.indptr))
+        order = np.lexsort((self.label_rank[sets.indices], item_support[sets.indices], row))
+        return sets.indices[order].astype(np.int64), sets.indptr.astype(np.int64)
+
+
+def _label_rank(state: _State) -> np.ndarray:
+    """(n_codes,) the position of each representative code's item label among all items' labels
+    (the order of `_released`'s vocabulary); 0 for codes that represent no item."""
+    codes, ioc = state.group.items, state.item_of_code
+    valid = np.flatnonzero(ioc >= 0)
+    sizes = np.bincount(ioc[valid], minlength=len(codes))
+    reps = np.flatnonzero(sizes > 0)
+    members: dict[int, list[str]] = {}
+    gen = valid[sizes[ioc[valid]] >= 2]
+    for c, r in zip(codes[gen].tolist(), ioc[gen].tolist(), strict=True):
+        members.setdefault(r, []).append(str(c))
+    labels = np.array(
+        [set_item_label(members[r]) if r in members else str(codes[r]) for r in reps.tolist()], dtype=object
     )
-
-
-def _unit_item_count(released: Records, within_visits: bool) -> np.ndarray:
-    """Per released item, the units holding it: visits (`within_visits`) or records."""
-    units = released.visit_item_sets if within_visits else released.patient_item_sets
-    return np.bincount(units.indices, minlength=released.n_items)
+    rank = np.zeros(len(codes), dtype=np.int64)
+    rank[reps[np.argsort(labels, kind="stable")]] = np.arange(len(reps))
+    return rank
 
 
 def _complete(
@@ -384,25 +485,22 @@ def _complete(
 
     Only visits that can have changed are recounted: after a generalization round the failing ones
     (merging items never lowers a visit's count), after a suppression round the failing ones and the
-    visits holding an item that lost holding units (records, or visits when `within_visits`).
-    Supports are counted up to k only (`count_known_sets` with a cap): every decision is "below k or
-    not"."""
+    visits holding an item that lost holding units (records, or visits when `within_visits`). The
+    released group is kept in code space and split (`_Pool`); the release is built once, after."""
     gen_rounds = suppress_rounds = merges = 0
     events_before = int(state.keep.sum())
     failing_by_round: list[int] = []
-    targets = np.asarray(targets, dtype=np.int64)
-    target_visits = concat_ranges(state.group.visit_ptr[targets], np.diff(state.group.visit_ptr)[targets])
-    check = target_visits
-    released, _, rep_arr = _released(state)
+    pool = _Pool(state, np.asarray(targets, dtype=np.int64), within_visits)
+    check = pool.visits
     while True:
-        visits, sup = _support_of_visits(released, check, None, within_visits, cap=None)
-        failing = visits[sup < k]
+        visits, below = pool.below(check, k)
+        failing = visits[below]
         failing_by_round.append(len(failing))
         if len(failing) == 0:
             break
-        item_support = _unit_item_count(released, False)
+        item_support = pool.item_support()
         if gen_rounds < COMPLETION_GENERALIZE_ROUNDS:
-            done = _generalize_failing(state, released, rep_arr, failing, item_support)
+            done = _generalize_failing(state, pool, failing, item_support)
             if done:
                 gen_rounds += 1
                 merges += done
@@ -410,23 +508,22 @@ def _complete(
                     progress(
                         0.7, f"completion: generalization round {gen_rounds}, {len(failing)} visits below k"
                     )
-                released, _, rep_arr = _released(state)
+                pool.merged()
                 check = failing
                 continue
             gen_rounds = COMPLETION_GENERALIZE_ROUNDS  # nothing left to generalize: go on to suppression
         suppress_rounds += 1
         if progress:
             progress(0.8, f"completion: suppression round {suppress_rounds}, {len(failing)} visits below k")
-        _suppress_failing(state, released, rep_arr, failing, item_support, k, within_visits)
-        before = np.zeros(state.group.n_items, dtype=np.int64)
-        before[rep_arr] = item_support if not within_visits else _unit_item_count(released, True)
-        released, _, rep_arr = _released(state)
-        after = _unit_item_count(released, within_visits)
-        lost = before[rep_arr] > after
-        # target visits holding an item that lost holding units (released visits keep the group's indexes)
-        holding = np.zeros(released.n_visits, dtype=bool)
-        holding[released.event_visit[lost[released.event_item]]] = True
-        check = np.union1d(failing, target_visits[holding[target_visits]])
+        before = pool.target_units()
+        _suppress_failing(state, pool, failing, item_support, k)
+        pool.suppressed()
+        lost = before > pool.target_units()  # only target records lose events
+        # target visits holding an item that lost holding units
+        t = pool.target
+        holding = np.zeros(t.n_visits, dtype=bool)
+        holding[t.event_visit[lost[t.event_item]]] = True
+        check = np.union1d(failing, pool.visits[holding])
     state.stats.update(
         {
             "completion visits below k by round": failing_by_round,
@@ -437,40 +534,27 @@ def _complete(
     )
 
 
-def _rarest_first(
-    released: Records, visits: np.ndarray, item_support: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct items of each of `visits`, rarest first (ties by item index, that is by label):
-    (items, ptr) with `items[ptr[i]:ptr[i + 1]]` those of `visits[i]`."""
-    sets = _item_sets(released, visits)
-    row = np.repeat(np.arange(len(visits), dtype=np.int64), np.diff(sets.indptr))
-    order = np.lexsort((sets.indices, item_support[sets.indices], row))
-    return sets.indices[order].astype(np.int64), sets.indptr.astype(np.int64)
-
-
-def _generalize_failing(
-    state: _State, released: Records, rep_arr: np.ndarray, failing: np.ndarray, item_support: np.ndarray
-) -> int:
+def _generalize_failing(state: _State, pool: _Pool, failing: np.ndarray, item_support: np.ndarray) -> int:
     """One completion generalization round: for each failing visit, merge its rarest item (ties by
     label) that has a partner in its constraint group with that group's most frequent other released
     item (ties by label). Returns the number of merges (0 when no failing visit has such an item).
 
     The merges of a round join the connected components of the (item, partner) pairs, whatever their
     order; each component takes the smallest representative code of its items."""
-    n = released.n_items
-    util_of_item = state.utility[rep_arr]
-    order = np.lexsort((np.arange(n), -item_support, util_of_item))  # per group, most frequent first
-    g_sorted = util_of_item[order]
-    first = np.ones(n, dtype=bool)
+    n = state.group.n_items
+    present = np.flatnonzero(item_support > 0)  # the released items' representatives
+    util = state.utility[present]
+    order = present[np.lexsort((pool.label_rank[present], -item_support[present], util))]
+    g_sorted = state.utility[order]  # per constraint group, most frequent first
+    first = np.ones(len(order), dtype=bool)
     first[1:] = g_sorted[1:] != g_sorted[:-1]
-    start = np.maximum.accumulate(np.where(first, np.arange(n), 0))
-    group_size = np.bincount(start, minlength=n)[start]
-    top1 = np.empty(n, dtype=np.int64)
+    start = np.maximum.accumulate(np.where(first, np.arange(len(order)), 0))
+    size = np.bincount(start, minlength=len(order))[start]
+    top1 = np.full(n, -1, dtype=np.int64)
     top2 = np.full(n, -1, dtype=np.int64)
     top1[order] = order[start]
-    has_second = group_size >= 2
-    top2[order[has_second]] = order[start[has_second] + 1]
-    items, ptr = _rarest_first(released, failing, item_support)
+    top2[order[size >= 2]] = order[start[size >= 2] + 1]
+    items, ptr = pool.rarest_first(failing, item_support)
     row = np.repeat(np.arange(len(failing), dtype=np.int64), np.diff(ptr))
     partnered = top2[items] >= 0  # a partner exists when the item's group holds another item
     rows_with, at = np.unique(row[partnered], return_index=True)  # each visit's first partnered item
@@ -479,36 +563,28 @@ def _generalize_failing(
     i = items[np.flatnonzero(partnered)[at]]
     partner = np.where(top1[i] != i, top1[i], top2[i])
     graph = sp.coo_matrix((np.ones(len(i), dtype=np.int8), (i, partner)), shape=(n, n))
-    n_comp, roots = connected_components(graph, directed=False)
+    n_comp, comp = connected_components(graph, directed=False)
     merges = n - n_comp
     if merges == 0:
         return 0
-    new_rep = np.full(n_comp, np.iinfo(np.int64).max, dtype=np.int64)
-    np.minimum.at(new_rep, roots, rep_arr)
-    old_to_new = np.arange(state.group.n_items)
-    old_to_new[rep_arr] = new_rep[roots]
+    smallest = np.full(n_comp, n, dtype=np.int64)
+    np.minimum.at(smallest, comp, np.arange(n))
     ok = state.item_of_code >= 0
-    state.item_of_code[ok] = old_to_new[state.item_of_code[ok]]
+    state.item_of_code[ok] = smallest[comp][state.item_of_code[ok]]
     return merges
 
 
 def _suppress_failing(
-    state: _State,
-    released: Records,
-    rep_arr: np.ndarray,
-    failing: np.ndarray,
-    item_support: np.ndarray,
-    k: int,
-    within_visits: bool = False,
+    state: _State, pool: _Pool, failing: np.ndarray, item_support: np.ndarray, k: int
 ) -> None:
     """One completion suppression round: in each failing visit drop items, rarest first (ties by item
     label), until the records holding all remaining items (in one visit, `within_visits`) number at
     least k (a visit with nothing left is consistent with every record). An item is dropped from the
     failing visit when visits are exported, else from every visit of its record.
 
-    Every proper suffix of each visit's rarest-first items is counted at once (capped at k); a visit
-    drops the items before its first suffix held by k records, all of them when none is."""
-    items, ptr = _rarest_first(released, failing, item_support)
+    Every proper suffix of each visit's rarest-first items is counted at once; a visit drops the items
+    before its first suffix held by k records, all of them when none is."""
+    items, ptr = pool.rarest_first(failing, item_support)
     n_items_of = np.diff(ptr)
     # suffix j = items[ptr + j : ptr + n] for j = 1 .. n - 1, visit by visit
     n_suffix = np.maximum(n_items_of - 1, 0)
@@ -516,33 +592,30 @@ def _suppress_failing(
     j = concat_ranges(np.ones(len(failing), dtype=np.int64), n_suffix)
     suffix_len = n_items_of[suffix_row] - j
     entries = items[concat_ranges(ptr[suffix_row] + j, suffix_len)]
+    g = state.group
     sets = sp.csr_matrix(
         (np.ones(len(entries), dtype=np.int8), entries, np.concatenate([[0], np.cumsum(suffix_len)])),
-        shape=(len(j), released.n_items),
+        shape=(len(j), g.n_items),
     )
     sets.sort_indices()
-    held = _holders(released, sets, None, within_visits, cap=None) >= k
+    held = pool.held(sets, k)
     drop_count = n_items_of.copy()
     np.minimum.at(drop_count, suffix_row[held], j[held])
     drop_visits = np.repeat(failing, drop_count)
     drop_items = items[concat_ranges(ptr[:-1], drop_count)]
-    g = state.group
-    # released visits keep the group's visit indexes; the events of the units an item is dropped from
-    if within_visits:
+    # the events of the units an item is dropped from: the visit, or the whole record
+    if pool.within_visits:
         unit_of_drop, unit_visits = drop_visits, failing
-    else:  # the whole record: a reader without visits would see the item in another visit
-        unit_of_drop = released.visit_patient[drop_visits].astype(np.int64)
+    else:  # a reader without visits would see the item in another visit
+        unit_of_drop = g.visit_patient[drop_visits].astype(np.int64)
         units = np.unique(unit_of_drop)
         unit_visits = concat_ranges(g.visit_ptr[units], np.diff(g.visit_ptr)[units])
     events = concat_ranges(g.event_ptr[unit_visits], np.diff(g.event_ptr)[unit_visits])
-    rep_to_item = np.full(g.n_items, -1, dtype=np.int64)
-    rep_to_item[rep_arr] = np.arange(released.n_items)
     ev_rep = state.item_of_code[g.event_item[events]]
-    ev_item = np.where(ev_rep >= 0, rep_to_item[np.maximum(ev_rep, 0)], -1)
-    ev_unit = (g.event_visit if within_visits else g.event_patient)[events].astype(np.int64)
-    key_ev = ev_unit * released.n_items + ev_item
-    key_drop = unit_of_drop * released.n_items + drop_items
-    state.keep[events[(ev_item >= 0) & np.isin(key_ev, key_drop)]] = False
+    ev_unit = (g.event_visit if pool.within_visits else g.event_patient)[events].astype(np.int64)
+    key_ev = ev_unit * g.n_items + ev_rep
+    key_drop = unit_of_drop * g.n_items + drop_items
+    state.keep[events[(ev_rep >= 0) & np.isin(key_ev, key_drop)]] = False
 
 
 # ------------------------------------------------------------------------------ entry points
