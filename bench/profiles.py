@@ -1,6 +1,15 @@
-"""Benchmark: PPE + UGACLIP / ACLIP on a cohort of the PNAS VNEC shape (2,762 patients), k = 5.
+"""Benchmark: PPE + UGACLIP / ACLIP on the shipped sample at a new k, and on a cohort of the PNAS VNEC shape.
 
-    .venv/bin/python bench/profiles.py [--patients 2762] [--k 5] [--reference-patients 300]
+    .venv/bin/python -m bench.profiles [--patients 2762] [--k 5] [--reference-patients 300] [--sample-only]
+
+First the shipped sample (issue 24, "Live means live": every interaction <= 1 s): the cohort's sizes,
+then at new values of k (PPE's k-independent part and numba's compiled code already loaded, as in the
+app after its first run) the whole `ProfilesSettings(...).run` per method, and beside it, measured in
+the same run: PPE against `reference_extract_policy` (PPE from scratch, tests/reference_profiles.py)
+and the compiled greedy against `reference_anonymize_profiles` (the step-by-step numpy greedy it
+replaced), with the ratio and whether the releases are the same (fingerprints, trace, loss).
+
+Then the VNEC-shaped cohort:
 
 The cohort is drawn from `engine.synth.generator.generate` (a population scaled so that its research cohort has
 2,762 patients, the VNEC size). For single-visit and all-visits policies it prints sizes, the time of
@@ -44,6 +53,69 @@ def vnec_like(n_cohort: int, seed: int = 0) -> Records:
 
 def peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+# ----------------------------------------------------------------------------- the shipped sample
+def _best(fn, *args, repeat: int = 3, **kwargs):
+    """The least wall time of `repeat` calls of fn(*args, **kwargs) (the machine is shared), and its
+    result."""
+    times, out = [], None
+    for _ in range(repeat):
+        t = time.perf_counter()
+        out = fn(*args, **kwargs)
+        times.append(time.perf_counter() - t)
+    return min(times), out
+
+
+def sample_new_k(ks: tuple[int, ...] = (8, 13)) -> None:
+    """The shipped sample's cohort at new values of k: the engine's run per method, PPE and the greedy
+    against the previous implementations (tests/reference_profiles.py), same releases required."""
+    from engine.io.loaders import load_sample_checked
+    from tests.reference_profiles import reference_anonymize_profiles, reference_extract_policy
+
+    cohort = load_sample_checked().data.group_records("cohort")
+    inputs = RunInputs(cohort, cohort)
+    print(
+        f"shipped sample cohort: {cohort.n_patients:,} patients, {cohort.n_visits:,} visits, "
+        f"{cohort.n_events:,} events, {cohort.n_items:,} codes in its vocabulary"
+    )
+    t_first, _ = _best(ProfilesSettings(k=5).run, inputs, repeat=1)
+    print(
+        f"first run (k = 5; numba's code loaded, PPE's constraints and supports counted once): {t_first:.2f} s"
+    )
+    utility = ProfilesSettings().utility_policy([str(x) for x in cohort.items]).as_mapping()
+    for k in ks:
+        t_run = {
+            m: _best(ProfilesSettings(algorithm=m, k=k).run, inputs, repeat=1)[0]
+            for m in ("UGACLIP", "ACLIP")
+        }
+        print(
+            f"\nk = {k}: ProfilesSettings.run at a new k (PPE, greedy, policy check, verification, measures): "
+            + ", ".join(f"{m} {v:.2f} s" for m, v in t_run.items())
+            + f"; both {sum(t_run.values()):.2f} s"
+        )
+        t_ppe, policy = _best(extract_policy, cohort, k, "single_visit")
+        t_old, old_policy = _best(reference_extract_policy, cohort, k, "single_visit", repeat=1)
+        same = policy.constraints == old_policy.constraints and np.array_equal(
+            policy.support, old_policy.support
+        )
+        print(
+            f"  PPE ({len(policy):,} of {policy.n_collected:,} constraints kept): {t_ppe * 1000:.1f} ms, "
+            f"from scratch {t_old:.2f} s: x{t_old / max(t_ppe, 1e-9):.0f}; same policy: {same}"
+        )
+        for method, u in (("UGACLIP", utility), ("ACLIP", None)):
+            t_new, new = _best(anonymize_profiles, cohort, policy, k, u, method=method)
+            t_old, old = _best(reference_anonymize_profiles, cohort, policy, k, u, method=method, repeat=1)
+            same = (new.fingerprint, new.content_fingerprint, new.params, new.loss) == (
+                old.fingerprint,
+                old.content_fingerprint,
+                old.params,
+                old.loss,
+            )
+            print(
+                f"  {method:8s} greedy ({len(new.params['trace']):,} steps): {t_new:.3f} s, "
+                f"previous {t_old:.2f} s: x{t_old / max(t_new, 1e-9):.0f}; same release: {same}"
+            )
 
 
 # ----------------------------------------------------------------------------- plain reference
@@ -144,7 +216,12 @@ def main() -> None:
     ap.add_argument("--patients", type=int, default=2762)
     ap.add_argument("--k", type=int, default=5)
     ap.add_argument("--reference-patients", type=int, default=300)
+    ap.add_argument("--sample-only", action="store_true", help="the shipped sample's section only")
     args = ap.parse_args()
+    sample_new_k()
+    if args.sample_only:
+        return
+    print()
     t = time.perf_counter()
     cohort = vnec_like(args.patients)
     print(

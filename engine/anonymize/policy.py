@@ -194,6 +194,55 @@ def maximal_sets(sets: Sequence[Itemset]) -> list[int]:
     return sorted(kept)
 
 
+def least_superset_support(sets: Sequence[Itemset], support: np.ndarray) -> np.ndarray:
+    """For each set of the list (distinct sets), the least support among the other sets that contain
+    it (int64 max when none does). With it, the sets not contained in another set of support < k
+    (`maximal_sets` over those of support < k) are read off for every k at once."""
+    posting: dict[str, set[int]] = {}
+    for i, s in enumerate(sets):
+        for c in s:
+            posting.setdefault(c, set()).add(i)
+    out = np.full(len(sets), np.iinfo(np.int64).max, dtype=np.int64)
+    for i, s in enumerate(sets):
+        lists = sorted((posting[c] for c in s), key=len)
+        if not lists or len(lists[0]) == 1:
+            continue  # no other set holds its rarest code
+        holders = set(lists[0])
+        for lst in lists[1:]:
+            holders &= lst
+            if len(holders) == 1:
+                break
+        holders.discard(i)
+        if holders:
+            out[i] = min(int(support[j]) for j in holders)
+    return out
+
+
+_PROTECTION: dict[tuple, tuple[list[Itemset], np.ndarray, np.ndarray]] = {}  # the last few cohorts'
+
+
+def _protection(
+    records: Records,
+    condition: FilteringCondition,
+    code_sets: Iterable[Iterable[str]] | None,
+    within_visits: bool,
+) -> tuple[list[Itemset], np.ndarray, np.ndarray]:
+    """What PPE needs that does not depend on k: the filtering condition's constraints, their support
+    in the records and the least support of a constraint containing each (`least_superset_support`).
+    Memoized per the records' content (`Records.fingerprint`) for the visit and record conditions."""
+    key = (records.fingerprint, condition, bool(within_visits)) if condition != "custom" else None
+    if key is not None and key in _PROTECTION:
+        return _PROTECTION[key]
+    collected = collect_constraints(records, condition, code_sets)
+    sup = supports(collected, records, within_visits=within_visits)
+    out = (collected, sup, least_superset_support(collected, sup))
+    if key is not None:
+        _PROTECTION[key] = out
+        while len(_PROTECTION) > 4:
+            _PROTECTION.pop(next(iter(_PROTECTION)))
+    return out
+
+
 @dataclass(frozen=True)
 class PrivacyPolicy:
     """PPE's output: the constraints needing protection, with their support in the original data."""
@@ -241,22 +290,22 @@ def extract_policy(
             "a release that shows its visits is protected here against single-visit knowledge only; "
             "an attacker who knows every visit could match them one by one: export without visits"
         )
-    collected = collect_constraints(records, condition, code_sets)
-    sup = supports(collected, records, within_visits=within_visits)
+    collected, sup, superset = _protection(records, condition, code_sets, within_visits)
     # A constraint of support >= k stays protected (supports only grow under generalization, and a
     # suppressed code drops out of every subset). A nonsupported constraint (support 0: only user
     # constraints can be) is kept even when no subset violates it yet: a later merge can make its
     # codes appear together in fewer than k records (e.g. {157.0} + {157.1} merged under k = 2).
-    need = [i for i, s in enumerate(sup) if s < k]
-    keep = [need[j] for j in maximal_sets([collected[i] for i in need])]
+    # Of those, the ones inside another kept constraint (one of support < k) are covered by it.
+    need = sup < k
+    keep = np.flatnonzero(need & (superset >= k))
     return PrivacyPolicy(
         k=k,
         condition=condition,
-        constraints=tuple(collected[i] for i in keep),
-        support=sup[keep] if keep else np.zeros(0, dtype=np.int64),
+        constraints=tuple(collected[i] for i in keep.tolist()),
+        support=sup[keep],
         n_collected=len(collected),
-        n_already_protected=len(collected) - len(need),
-        n_covered=len(need) - len(keep),
+        n_already_protected=len(collected) - int(need.sum()),
+        n_covered=int(need.sum()) - len(keep),
         within_visits=bool(within_visits),
     )
 

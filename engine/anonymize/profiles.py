@@ -75,18 +75,17 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import heapq
+import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, TextIO
 
 import numpy as np
 import pandas as pd
-import scipy.sparse as sp
 
 from engine.anonymize.policy import PolicyCheck, PrivacyPolicy, check_policy, extract_policy
 from engine.io.errors import UserError
-from engine.records import Records, concat_ranges, item_bitsets
+from engine.records import Records, item_bitsets
 from engine.release import Release, set_item_label
 from engine.risk import Verification
 
@@ -113,54 +112,56 @@ class SuppressionLimitExceeded(UserError, RuntimeError):
 
 @dataclass
 class _State:
-    """Anonymized items over the cohort's codes: bitsets of records per item (rows of `bits`).
+    """Anonymized items over the cohort's codes, as the compiled greedy's arrays
+    (`engine.anonymize.profiles_kernel`, whose docstring names them). Item g lives in the row of one
+    of its codes; `group[c]` is the item of code c (-1: suppressed)."""
 
-    Item g lives in the row of one of its codes; `group[c]` is the item of code c (-1: suppressed).
-    """
+    arrays: tuple  # the kernel's state tuple: bits, vbits, owner, holdings, per-item arrays, scratch
+    n_records: int
+    use_visits: bool
 
-    bits: np.ndarray  # (n_codes, n_words) uint64, valid for active rows
-    active: np.ndarray  # (n_codes,) bool
-    size: np.ndarray  # (n_codes,) codes per item
-    sup: np.ndarray  # (n_codes,) records per item
-    group: np.ndarray  # (n_codes,) code -> item row, -1 suppressed
-    members: dict[int, list[int]]
-    container: np.ndarray  # (n_codes, n_words_u) uint64: utility constraints holding the whole item
-    outside: np.ndarray  # (n_codes,) bool: item touches no utility constraint
-    first: np.ndarray  # (n_codes,) smallest code index of each item (text order of its first code)
-    log2_2m1: np.ndarray  # log2(2^m - 1) for m = 0..n_codes
-    n_records: int = 0
-    trace: list[tuple[str, str, str]] = field(default_factory=list)
-    # with visits exported: (n_codes, n_visit_words) bitsets over visits, and each visit's record
-    vbits: np.ndarray | None = None
-    visit_owner: np.ndarray | None = None
+    def _slot(self, name: str) -> np.ndarray:
+        return self.arrays[getattr(_kernel(), name)]
+
+    @property
+    def active(self) -> np.ndarray:
+        return self._slot("ACTIVE")
+
+    @property
+    def size(self) -> np.ndarray:
+        return self._slot("SIZE")
+
+    @property
+    def sup(self) -> np.ndarray:
+        return self._slot("SUP")
+
+    @property
+    def group(self) -> np.ndarray:
+        return self._slot("GROUP")
 
     def support(self, items: Iterable[int]) -> int:
         """Records holding every item: in the whole record, or in one visit when visits are exported
         (distinct records owning a visit that holds them all)."""
-        rows = list(items)
-        if not rows:
-            return self.n_records
-        if self.vbits is None or self.visit_owner is None:
-            acc = np.bitwise_and.reduce(self.bits[rows], axis=0)
-            return int(np.bitwise_count(acc).sum())
-        acc = np.bitwise_and.reduce(self.vbits[rows], axis=0)
-        words = np.flatnonzero(acc)
-        if len(words) == 0:
-            return 0
-        bits = np.unpackbits(acc[words].view(np.uint8), bitorder="little").reshape(len(words), 64)
-        w, b = np.nonzero(bits)
-        owners = self.visit_owner[words[w] * 64 + b]  # visits ascend, so owners are nondecreasing
-        return int(1 + np.count_nonzero(owners[1:] != owners[:-1]))
+        K, a = _kernel(), self.arrays
+        rows = np.asarray(list(items), dtype=np.int64)
+        return int(
+            K.support(rows, len(rows), a[K.BITS], a[K.VBITS], a[K.OWNER], self.use_visits, self.n_records)
+        )
 
-    def label(self, g: int, codes: np.ndarray) -> str:
-        return set_item_label(codes[self.members[g]].tolist())
+    def members(self) -> dict[int, np.ndarray]:
+        """Each item's code indexes, items in row order."""
+        group = self.group
+        codes = np.flatnonzero(group >= 0)
+        codes = codes[np.argsort(group[codes], kind="stable")]
+        rows, start = np.unique(group[codes], return_index=True)
+        return dict(zip(rows.tolist(), np.split(codes, start[1:]), strict=True)) if len(codes) else {}
 
-    def describe(self, g: int, codes: np.ndarray) -> str:
-        """The item's label, shortened for items of more than 6 codes (for the trace)."""
-        mem = sorted(self.members[g])
-        if len(mem) <= 6:
-            return self.label(g, codes)
-        return "{" + ",".join(codes[mem[:3]].tolist()) + f",... ({len(mem)} codes)}}"
+
+def _kernel():
+    """The compiled loops, imported on first use (numba loads in about half a second)."""
+    from engine.anonymize import profiles_kernel
+
+    return profiles_kernel
 
 
 def _utility_masks(codes: np.ndarray, utility: UtilityPolicy | None) -> tuple[np.ndarray, np.ndarray]:
@@ -178,74 +179,68 @@ def _utility_masks(codes: np.ndarray, utility: UtilityPolicy | None) -> tuple[np
 
 
 def _state(records: Records, utility: UtilityPolicy | None, within_visits: bool = False) -> _State:
-    bits = item_bitsets(records.patient_item_sets)
     n = records.n_items
+    holdings = records.patient_item_sets
+    bits = item_bitsets(holdings)
     container, outside = _utility_masks(records.items, utility)
-    return _State(
-        bits=bits,
-        active=np.ones(n, dtype=bool),
-        size=np.ones(n, dtype=np.int64),
-        sup=np.bitwise_count(bits).sum(axis=1).astype(np.int64),
-        group=np.arange(n, dtype=np.int64),
-        members={i: [i] for i in range(n)},
-        container=container,
-        outside=outside,
-        first=np.arange(n, dtype=np.int64),
-        log2_2m1=_log2_ul(np.arange(n + 2), np.ones(n + 2)),
-        n_records=records.n_patients,
-        vbits=item_bitsets(records.visit_item_sets) if within_visits else None,
-        visit_owner=records.visit_patient if within_visits else None,
+    if within_visits:
+        vbits, owner = item_bitsets(records.visit_item_sets), records.visit_patient.astype(np.int64)
+    else:
+        vbits, owner = np.zeros((n, 0), dtype=np.uint64), np.zeros(0, dtype=np.int64)
+    with np.errstate(divide="ignore"):  # log2 of every possible support (0 never looked up)
+        log2tab = np.log2(np.arange(records.n_patients + 2, dtype=np.int64))
+    rows = np.arange(n, dtype=np.int64)
+    sup = np.bitwise_count(bits).sum(axis=1).astype(np.int64)
+    cls_ptr, cls_idx = _class_lists(sup, container, outside, utility is not None, len(utility or {}))
+    multi_pos = np.full(n + 1, -1, dtype=np.int64)
+    multi_pos[-1] = 0  # the list's length
+    arrays = (
+        bits,
+        vbits,
+        owner,
+        holdings.indptr.astype(np.int64),
+        holdings.indices.astype(np.int64),
+        np.ones(n, dtype=np.bool_),  # active
+        np.ones(n, dtype=np.int64),  # size
+        sup,
+        rows.copy(),  # group
+        rows.copy(),  # first
+        container,
+        outside,
+        rows.copy(),  # head
+        np.full(n, -1, dtype=np.int64),  # nxt
+        rows.copy(),  # tail
+        _log2_ul(np.arange(n + 2), np.ones(n + 2)),  # log2(2^m - 1), m = 0..n+1
+        log2tab,
+        np.zeros(n, dtype=np.int64),  # co (scratch)
+        np.full(n, -1, dtype=np.int64),  # stamp (scratch)
+        np.zeros(n, dtype=np.int64),  # touched (scratch)
+        cls_ptr,
+        cls_idx,
+        np.arange(len(cls_idx), dtype=np.int64),  # parent: skips the codes merged away
+        np.zeros(n, dtype=np.int64),  # multi: the items of several codes
+        multi_pos,
     )
+    return _State(arrays, records.n_patients, within_visits)
 
 
-def _records_of(st: _State, i: int) -> np.ndarray:
-    """Record indexes holding item i (unpacked from its bitset)."""
-    bits = np.unpackbits(st.bits[i].view(np.uint8), bitorder="little")
-    return np.flatnonzero(bits[: st.n_records])
+def _class_lists(
+    sup: np.ndarray, container: np.ndarray, outside: np.ndarray, use_utility: bool, n_diseases: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The codes each item may pair with, sorted by (support, code), as CSR: ACLIP one list of every
+    code; UGACLIP one list per utility constraint, then the codes outside every one."""
+    order = np.lexsort((np.arange(len(sup)), sup))
+    if not use_utility:
+        lists = [order]
+    else:
+        c = container[order]
+        lists = [order[(c[:, d // 64] >> np.uint64(d % 64)) & np.uint64(1) != 0] for d in range(n_diseases)]
+        lists.append(order[outside[order]])
+    ptr = np.concatenate([[0], np.cumsum([len(x) for x in lists])]).astype(np.int64)
+    return ptr, np.concatenate(lists).astype(np.int64)
 
 
 OUTSIDE_RULES = ("group", "suppress")  # codes outside every utility constraint (module docstring)
-
-
-def _best_partner(
-    st: _State, i: int, use_utility: bool, holdings: sp.csr_matrix, outside: str = "group"
-) -> int | None:
-    """The item that generalizes with item i at the least COAT utility loss (module docstring).
-
-    The merged item's support is sup(i) + sup(j) - co(i, j), with co(i, j) counted only for the items
-    found in the records holding i (sparse), so the cost follows sup(i), not the number of items.
-    """
-    cand = st.active.copy()
-    cand[i] = False
-    if use_utility:
-        inside = (
-            (st.container & st.container[i]).any(axis=1)
-            if st.container.shape[1] > 1
-            else ((st.container[:, 0] & st.container[i, 0]) != 0)
-        )
-        cand &= inside | (st.outside & st.outside[i]) if outside == "group" else inside
-    rows = np.flatnonzero(cand)
-    if len(rows) == 0:
-        return None
-    recs = _records_of(st, i)
-    ptr = holdings.indptr
-    codes = holdings.indices[concat_ranges(ptr[recs], ptr[recs + 1] - ptr[recs])]
-    seen = np.zeros(len(st.group) + 1, dtype=bool)
-    seen[st.group[codes]] = True  # -1 (suppressed) lands on the spare last slot
-    seen[i] = False
-    touching = np.flatnonzero(seen[:-1])
-    union_sup = st.sup[rows] + st.sup[i]
-    if len(touching):
-        co = np.bitwise_count(st.bits[touching] & st.bits[i]).sum(axis=1).astype(np.int64)
-        at = np.searchsorted(rows, touching)
-        hit = (at < len(rows)) & (rows[np.minimum(at, len(rows) - 1)] == touching)
-        union_sup[at[hit]] -= co[hit]
-    ul = st.log2_2m1[st.size[rows] + st.size[i]] + np.log2(union_sup)
-    tie = np.flatnonzero(ul == ul.min())
-    if len(tie) > 1:
-        tie = tie[union_sup[tie] == union_sup[tie].min()]
-        tie = tie[[int(np.argmin(st.first[rows[tie]]))]]
-    return int(rows[tie[0]])
 
 
 def _log2_ul(size: np.ndarray, sup: np.ndarray) -> np.ndarray:
@@ -255,33 +250,8 @@ def _log2_ul(size: np.ndarray, sup: np.ndarray) -> np.ndarray:
         return size + np.log2(-np.expm1(-size * np.log(2.0))) + np.log2(sup)
 
 
-def _merge(st: _State, i: int, j: int) -> int:
-    """Merge items i and j into the row of the larger one (fewer codes to relabel); returns it."""
-    keep, drop = (i, j) if (st.size[i], -i) > (st.size[j], -j) else (j, i)
-    st.bits[keep] |= st.bits[drop]
-    if st.vbits is not None:
-        st.vbits[keep] |= st.vbits[drop]
-    st.sup[keep] = int(np.bitwise_count(st.bits[keep]).sum())
-    st.size[keep] += st.size[drop]
-    st.first[keep] = min(st.first[keep], st.first[drop])
-    st.container[keep] &= st.container[drop]
-    st.outside[keep] &= st.outside[drop]
-    st.active[drop] = False
-    moved = st.members.pop(drop)
-    st.members[keep].extend(moved)
-    st.group[moved] = keep
-    return keep
-
-
-def _suppress(st: _State, i: int) -> list[int]:
-    st.active[i] = False
-    codes = st.members.pop(i)
-    st.group[codes] = -1
-    return codes
-
-
-def _image(st: _State, constraint: np.ndarray) -> list[int]:
-    g = st.group[constraint]
+def _image(st: _State, codes: np.ndarray) -> list[int]:
+    g = st.group[codes]
     return sorted(set(g[g >= 0].tolist()))
 
 
@@ -316,6 +286,20 @@ def _violation(st: _State, image: list[int], k: int) -> list[int] | None:
     return None
 
 
+def _constraint_codes(
+    codes: np.ndarray, constraints: Sequence[frozenset[str]]
+) -> tuple[np.ndarray, np.ndarray]:
+    """The constraints' code indexes as CSR (pointer, indexes); codes outside the cohort drop out."""
+    pos = {str(c): i for i, c in enumerate(codes.tolist())}
+    rows = [[pos[c] for c in con if c in pos] for con in constraints]
+    ptr = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum([len(r) for r in rows], out=ptr[1:])
+    return ptr, np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64, count=int(ptr[-1]))
+
+
+PROGRESS_CALLS = 50  # progress calls per pass over the constraints, about (each may cancel the run)
+
+
 def anonymize_profiles(
     cohort: Records,
     policy: PrivacyPolicy | Sequence[Iterable[str]],
@@ -329,8 +313,9 @@ def anonymize_profiles(
     progress: Callable[[float, str], None] | None = None,
 ) -> Release:
     """UGACLIP (`utility` given) or ACLIP (`utility` None) on a cohort, for a privacy policy and k.
-    `progress(fraction, message)` is called in this thread before each privacy constraint is
-    protected (constraints done / total); it may raise to cancel the run.
+    `progress(fraction, message)` is called in this thread before the first privacy constraint and
+    then about `PROGRESS_CALLS` times per pass over the heap (constraints done / total); it may
+    raise to cancel the run.
     `outside` (UGACLIP): "group" (default) lets codes outside every utility constraint be grouped
     among themselves, "suppress" never generalizes them (module docstring).
 
@@ -338,6 +323,9 @@ def anonymize_profiles(
     utility loss, NCP, suppressed codes and events; `params["trace"]` the generalizations in order.
     `with_visits`: the release shows its visits and supports are counted within visits (module
     docstring); default: one set of items per patient.
+
+    The greedy runs as compiled loops (`engine.anonymize.profiles_kernel`); tests/reference_profiles.py
+    keeps the step-by-step numpy version it replaced, which gives the same releases.
     """
     if k < 1:
         raise ValueError(f"k must be at least 1, not {k}")
@@ -348,63 +336,114 @@ def anonymize_profiles(
     constraints = (
         policy.constraints if isinstance(policy, PrivacyPolicy) else tuple(frozenset(c) for c in policy)
     )
-    use_utility = utility is not None
+    K = _kernel()
     st = _state(cohort, utility, with_visits)
-    codes = cohort.items
-    pos = {str(c): i for i, c in enumerate(codes.tolist())}
-    cons = [np.asarray(sorted(pos[c] for c in con if c in pos), dtype=np.int64) for con in constraints]
-    holdings = cohort.patient_item_sets
-    n_suppressed = 0
-    done = 0
-    pending = list(range(len(cons)))
-    while pending:
+    cons_ptr, cons_idx = _constraint_codes(cohort.items, constraints)
+    n_cons = len(constraints)
+    ctrl = np.zeros(K.N_CTRL, dtype=np.int64)
+    ctrl[K.CUR] = ctrl[K.CO_ROW] = -1
+    hkey, hci = np.zeros(n_cons + 1, dtype=np.int64), np.zeros(n_cons + 1, dtype=np.int64)
+    trace = np.zeros((cohort.n_items + 1, 3), dtype=np.int64)
+    buf = np.zeros(max(1, int(np.diff(cons_ptr).max(initial=0))) + 1, dtype=np.int64)
+    flags = (  # within visits, UGACLIP's utility policy, its rule for outside codes, the limit
+        bool(with_visits),
+        utility is not None,
+        outside == "group",
+        -1 if max_suppressed is None else int(max_suppressed),
+    )
+
+    def supports(cis: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return K.constraint_supports(cis, cons_ptr, cons_idx, st.arrays, st.n_records, flags[0], buf)
+
+    pending = np.arange(n_cons, dtype=np.int64)
+    while len(pending):
         # supports only grow (merges widen items, suppression drops items from images), so stored
-        # values are lower bounds: refresh the top lazily until it is current.
-        heap = [(-st.support(_image(st, cons[ci])), ci) for ci in pending]
-        heapq.heapify(heap)
-        while heap:
-            neg, ci = heapq.heappop(heap)
+        # values are lower bounds: the kernel refreshes the top lazily until it is current.
+        sup, _ = supports(pending)
+        K.heap_fill(hkey, hci, ctrl, pending, sup)
+        while True:
             if progress is not None:
+                done = int(ctrl[K.DONE_N])
                 progress(
-                    min(done / max(len(cons), 1), 1.0),
-                    f"{min(done, len(cons)):,} of {len(cons):,} privacy constraints protected",
+                    min(done / max(n_cons, 1), 1.0),
+                    f"{min(done, n_cons):,} of {n_cons:,} privacy constraints protected",
                 )
-            now = st.support(_image(st, cons[ci]))
-            if now != -neg:
-                heapq.heappush(heap, (-now, ci))
-                continue
-            while (bad := _violation(st, _image(st, cons[ci]), k)) is not None:
-                # the least frequent item that can still be generalized; when none can, the
-                # constraint cannot be protected by generalization: suppress its least frequent item
-                order = sorted(bad, key=lambda g: (st.sup[g], st.first[g]))
-                i, j = order[0], None
-                for g in order:
-                    j = _best_partner(st, g, use_utility, holdings, outside)
-                    if j is not None:
-                        i = g
-                        break
-                if j is None:
-                    n_new = len(st.members[i])
-                    if max_suppressed is not None and n_suppressed + n_new > max_suppressed:
-                        raise SuppressionLimitExceeded(
-                            method, max_suppressed, n_suppressed + n_new, constraints[ci], done, len(cons)
-                        )
-                    st.trace.append(("suppress", st.describe(i, codes), ""))
-                    _suppress(st, i)
-                    n_suppressed += n_new
-                else:
-                    a, b = st.describe(i, codes), st.describe(j, codes)
-                    _merge(st, i, j)
-                    st.trace.append(("generalize", a, b))
-            done += 1
+            status = K.run(
+                st.arrays,
+                ctrl,
+                hkey,
+                hci,
+                cons_ptr,
+                cons_idx,
+                trace,
+                buf,
+                k,
+                st.n_records,
+                *flags,
+                max(1, n_cons // PROGRESS_CALLS),
+            )
+            if status == K.ZERO:  # the image has support 0: Apriori over its subsets (user policies)
+                ci = int(ctrl[K.CUR])
+                bad = _violation(st, _image(st, cons_idx[cons_ptr[ci] : cons_ptr[ci + 1]]), k)
+                if bad is None:
+                    ctrl[K.DONE_N] += 1
+                    ctrl[K.CUR] = -1
+                    continue
+                status = K.step(np.asarray(bad, dtype=np.int64), len(bad), st.arrays, ctrl, trace, *flags[1:])
+            if status == K.LIMIT:
+                ci = int(ctrl[K.CUR])
+                raise SuppressionLimitExceeded(
+                    method, flags[3], int(ctrl[K.NEEDED]), constraints[ci], int(ctrl[K.DONE_N]), n_cons
+                )
+            if status == K.DONE:
+                break
         # constraints of support 0 (user-supplied) can be broken by later merges: sweep again
-        pending = [ci for ci, c in enumerate(cons) if _violation(st, _image(st, c), k) is not None]
-    return _release(cohort, st, method, k, utility, max_suppressed, with_visits, outside)
+        every = np.arange(n_cons, dtype=np.int64)
+        sup, size = supports(every)
+        pending = every[(size > 0) & (sup < k) & (sup > 0)]
+        zero = every[(size > 0) & (sup == 0)]
+        again = [
+            ci
+            for ci in zero.tolist()
+            if _violation(st, _image(st, cons_idx[cons_ptr[ci] : cons_ptr[ci + 1]]), k)
+        ]
+        pending = np.union1d(pending, np.asarray(again, dtype=np.int64)).astype(np.int64)
+    steps = _trace(trace[: ctrl[K.TRACE_LEN]], cohort.items)
+    return _release(cohort, st, steps, method, k, utility, max_suppressed, with_visits, outside)
+
+
+def _trace(steps: np.ndarray, codes: np.ndarray) -> list[tuple[str, str, str]]:
+    """The kernel's steps (kind, item row, partner row) in words, replayed from single codes: each
+    item is described by its label, or its first three codes and size when it has more than 6."""
+    K = _kernel()
+    names = [str(c) for c in codes.tolist()]
+    size = [1] * len(names)
+    smallest: dict[int, list[int]] = {}  # row -> its (up to) 6 smallest code indexes
+
+    def describe(g: int) -> str:
+        if size[g] == 1:
+            return names[g]
+        mem = smallest[g]
+        if size[g] <= 6:
+            return set_item_label([names[m] for m in mem])
+        return "{" + ",".join([names[m] for m in mem[:3]]) + f",... ({size[g]} codes)}}"
+
+    out: list[tuple[str, str, str]] = []
+    for kind, i, j in steps.tolist():
+        if kind == K.SUPPRESS:
+            out.append(("suppress", describe(i), ""))
+            continue
+        out.append(("generalize", describe(i), describe(j)))
+        keep, drop = (i, j) if (size[i], -i) > (size[j], -j) else (j, i)
+        smallest[keep] = sorted(smallest.get(keep, [keep]) + smallest.pop(drop, [drop]))[:6]
+        size[keep] += size[drop]
+    return out
 
 
 def _release(
     cohort: Records,
     st: _State,
+    trace: list[tuple[str, str, str]],
     method: str,
     k: int,
     utility: UtilityPolicy | None,
@@ -415,8 +454,8 @@ def _release(
     codes = cohort.items
     labels = np.empty(len(codes), dtype=object)
     item_codes: dict[str, frozenset[str]] = {}
-    for g, mem in st.members.items():
-        lab = st.label(g, codes)
+    for mem in st.members().values():
+        lab = set_item_label(codes[mem].tolist())
         labels[mem] = lab
         if len(mem) > 1:
             item_codes[lab] = frozenset(codes[mem].tolist())
@@ -436,7 +475,7 @@ def _release(
     released = released.keep_events(first)
     n = max(cohort.n_patients, 1)
     domain = max(len(codes), 1)
-    gen_rows = [g for g in st.members if st.size[g] > 1]
+    gen_rows = [g for g in st.members() if st.size[g] > 1]
     log_ul = _log2_ul(st.size[gen_rows], st.sup[gen_rows]) - np.log2(n) if gen_rows else np.zeros(0)
     ul_log2 = float(np.logaddexp2.reduce(log_ul)) if len(log_ul) else float("-inf")
     occ = np.asarray(cohort.patient_item_sets.sum(axis=0)).ravel()
@@ -462,7 +501,7 @@ def _release(
         "max_suppressed": max_suppressed,
         "with_visits": bool(with_visits),
         **({"outside": outside} if outside != "group" else {}),
-        "trace": list(st.trace),
+        "trace": trace,
     }
     return Release(
         method=method,
