@@ -4,7 +4,7 @@
 function from the session's facts (`Facts`) to each step's state: "done", "current" (the first step
 not done) or "next" (after it), with what the step needs. `facts()` reads those facts from the session;
 `render()` draws the steps in one row of four at the top of the Cohort page, each linking to its page,
-with the teach-mode toggle beside them (the sidebar's `teach_mode`, through its own widget key).
+with the teach-mode toggle under them (the sidebar's `teach_mode`, through its own widget key).
 """
 
 from __future__ import annotations
@@ -132,26 +132,37 @@ def _registered(page: str) -> str | None:
     return path
 
 
+# the row's labels wrap inside their columns (between words) instead of Streamlit's one line cut with an
+# ellipsis ("2. Choose the attacker (no…" at 1440 px, every step at 1024 px; issue 26); the teach-mode
+# toggle sits under the row, where a fifth column cut it to "T…" at 1024 px
+_WRAP_CSS = (
+    "<style>.st-key-guided_start [data-testid='stPageLink'] * "
+    "{ white-space: normal !important; overflow: visible !important; text-overflow: clip !important; "
+    "overflow-wrap: normal !important; word-break: normal !important; }</style>"
+)
+
+
 def render() -> tuple[Step, ...]:
-    """The four steps in one row, each linking to its page, and the teach-mode toggle beside them."""
+    """The four steps in one row, each linking to its page, and the teach-mode toggle under them."""
     steps = states(facts())
     st.session_state[teach.HERE_KEY] = bool(st.session_state.get(teach.KEY))  # follows the sidebar's
-    cols = st.columns([1, 1, 1, 1, 0.8], vertical_alignment="top")
-    for col, step in zip(cols, steps, strict=False):
-        with col:
-            label = f"{step.number}. {step.title}"
-            if step.state == "current":
-                label = f"**{label}** (now)"
-            path = _registered(step.page)
-            if path is not None:
-                st.page_link(path, label=label, icon=_MARK[step.state] or None)
-            else:
-                st.markdown(label)
-            st.caption(step.needs)
-    cols[-1].toggle(
-        "Teach mode",
-        key=teach.HERE_KEY,
-        on_change=_teach_changed,
-        help="Each page opens with what it shows and one thing to try (the same switch as the sidebar's).",
-    )
+    st.html(_WRAP_CSS)
+    with st.container(key="guided_start"):
+        for col, step in zip(st.columns(4, vertical_alignment="top"), steps, strict=True):
+            with col:
+                label = f"{step.number}. {step.title}"
+                if step.state == "current":
+                    label = f"**{label}** (now)"
+                path = _registered(step.page)
+                if path is not None:
+                    st.page_link(path, label=label, icon=_MARK[step.state] or None)
+                else:
+                    st.markdown(label)
+                st.caption(step.needs)
+        st.toggle(
+            "Teach mode",
+            key=teach.HERE_KEY,
+            on_change=_teach_changed,
+            help="Each page opens with what it shows and one thing to try (the same switch as the sidebar's).",
+        )
     return steps
