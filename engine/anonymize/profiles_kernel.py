@@ -6,10 +6,11 @@ has support in [1, k), its least frequent item (ties: first code) is generalized
 least COAT utility loss, log2(2^m - 1) + log2(sup) (ties: smaller support of the merged item, then
 the partner's first code), or suppressed when no item of the image has an allowed partner.
 
-Numba compiles these loops (`cache=True`: once per installation, then loaded from the cache). The
-floating-point loss is never computed here: both terms come from tables numpy computes (`ltab`, the
-log2(2^m - 1) of `profiles._log2_ul`, and `log2tab`, log2 of every possible support), so a sum here
-is the same IEEE addition the vectorized code did and ties break the same way.
+Numba compiles these loops (`cache=True`: once per installation, some seconds, then loaded from the
+cache in a fraction of a second). The floating-point loss is never computed here: both terms come
+from tables numpy computes (`ltab`, the log2(2^m - 1) of `profiles._log2_ul`, and `log2tab`, log2 of
+every possible support), so a sum here is the same IEEE addition the vectorized code did and ties
+break the same way.
 
 Partner search (`best_partner`), the cost of a step: co(i, j), the records holding both items, is
 counted from the records holding i and kept up to date while i grows (`_count_co`, `_merge`), so a
@@ -56,9 +57,12 @@ _M2 = np.uint64(0x3333333333333333)
 _M4 = np.uint64(0x0F0F0F0F0F0F0F0F)
 _H01 = np.uint64(0x0101010101010101)
 _ONE = np.uint64(1)
+# compiled once per installation and cached; the interpreter lock is released while a run goes on,
+# so the server's other sessions are not held up
+_jit = njit(cache=True, nogil=True)
 
 
-@njit(cache=True)
+@_jit
 def _popcount(x):
     x = x - ((x >> _ONE) & _M1)
     x = (x & _M2) + ((x >> np.uint64(2)) & _M2)
@@ -66,7 +70,7 @@ def _popcount(x):
     return np.int64((x * _H01) >> np.uint64(56))
 
 
-@njit(cache=True)
+@_jit
 def support(rows, n_rows, bits, vbits, owner, use_visits, n_records):
     """Records holding every item of rows[:n_rows]: in the whole record, or, when visits are exported,
     distinct records owning a visit that holds them all (visits ascend, so owners do)."""
@@ -97,7 +101,7 @@ def support(rows, n_rows, bits, vbits, owner, use_visits, n_records):
     return count
 
 
-@njit(cache=True)
+@_jit
 def image(ci, cons_ptr, cons_idx, group, buf):
     """The constraint's image: the sorted distinct items of its unsuppressed codes, in buf[:m]."""
     m = 0
@@ -117,18 +121,18 @@ def image(ci, cons_ptr, cons_idx, group, buf):
     return m
 
 
-@njit(cache=True)
+@_jit
 def _heap_less(hkey, hci, a, b):
     return hkey[a] < hkey[b] or (hkey[a] == hkey[b] and hci[a] < hci[b])
 
 
-@njit(cache=True)
+@_jit
 def _heap_swap(hkey, hci, a, b):
     hkey[a], hkey[b] = hkey[b], hkey[a]
     hci[a], hci[b] = hci[b], hci[a]
 
 
-@njit(cache=True)
+@_jit
 def heap_push(hkey, hci, ctrl, key, ci):
     """Push (key, ci) on the min-heap (pairs are distinct: one entry per constraint)."""
     at = ctrl[HLEN]
@@ -143,7 +147,7 @@ def heap_push(hkey, hci, ctrl, key, ci):
         at = up
 
 
-@njit(cache=True)
+@_jit
 def heap_fill(hkey, hci, ctrl, cis, sups):
     """The heap of (-support, constraint) over the listed constraints."""
     ctrl[HLEN] = 0
@@ -151,7 +155,7 @@ def heap_fill(hkey, hci, ctrl, cis, sups):
         heap_push(hkey, hci, ctrl, -sups[t], cis[t])
 
 
-@njit(cache=True)
+@_jit
 def _heap_pop(hkey, hci, ctrl):
     n = ctrl[HLEN] - 1
     key, ci = hkey[0], hci[0]
@@ -172,7 +176,7 @@ def _heap_pop(hkey, hci, ctrl):
     return key, ci
 
 
-@njit(cache=True)
+@_jit
 def _allowed(i, j, container, outside, use_utility, group_outside):
     """UGACLIP: the merged item lies inside one utility constraint, or (rule "group") both items
     touch none; ACLIP: any partner."""
@@ -184,13 +188,13 @@ def _allowed(i, j, container, outside, use_utility, group_outside):
     return group_outside and outside[j] and outside[i]
 
 
-@njit(cache=True)
+@_jit
 def _before(ul, u, f, ul2, u2, f2):
     """(loss, support of the merged item, first code) ordered lexicographically."""
     return ul < ul2 or (ul == ul2 and (u < u2 or (u == u2 and f < f2)))
 
 
-@njit(cache=True)
+@_jit
 def _alive_at(p, end, parent, cls_idx, active, size):
     """The first position >= p of a class list whose code is still a single-code item, or `end`.
     Positions found dead are skipped from then on (their parent points past them; path compression)."""
@@ -211,7 +215,7 @@ def _alive_at(p, end, parent, cls_idx, active, size):
     return root
 
 
-@njit(cache=True)
+@_jit
 def _add_records(words, skip_a, skip_b, st, ctrl):
     """co[h] += 1 for every item h (other than skip_a, skip_b) held by a record of the bitset `words`
     (once per record); items reaching a count list themselves in `touched`. Stamps are record
@@ -240,7 +244,7 @@ def _add_records(words, skip_a, skip_b, st, ctrl):
     ctrl[N_TOUCHED] = n_touched
 
 
-@njit(cache=True)
+@_jit
 def _count_co(i, st, ctrl):
     """co[h] = records holding both item i and item h, for every item h != i that i touches (listed in
     `touched`), counted from the records holding i: their codes' items, once per record. `_merge`
@@ -253,7 +257,7 @@ def _count_co(i, st, ctrl):
     ctrl[CO_ROW] = i
 
 
-@njit(cache=True)
+@_jit
 def _class_open(i, c, n_cls, container, outside, use_utility, group_outside):
     """Whether item i may pair with the codes of class list c: ACLIP has one list, of every code;
     UGACLIP one per utility constraint (open when i lies inside it) and a last one of the codes
@@ -265,7 +269,7 @@ def _class_open(i, c, n_cls, container, outside, use_utility, group_outside):
     return (container[i, c // 64] >> np.uint64(c % 64)) & _ONE != 0
 
 
-@njit(cache=True)
+@_jit
 def _has_partner(i, st, n_cls, use_utility, group_outside):
     """Whether any active item other than i may pair with i: an item of several codes, or a single
     code of a class list open to i."""
@@ -286,7 +290,7 @@ def _has_partner(i, st, n_cls, use_utility, group_outside):
     return False
 
 
-@njit(cache=True)
+@_jit
 def best_partner(i, st, ctrl, use_utility, group_outside):
     """The active item that generalizes with item i at the least COAT loss, or -1 (none allowed):
     the least (loss, support of the merged item, first code) over the allowed items.
@@ -358,7 +362,7 @@ def best_partner(i, st, ctrl, use_utility, group_outside):
     return best
 
 
-@njit(cache=True)
+@_jit
 def _enlist(g, multi, pos):
     """Add item g to the list of items of several codes (pos[-1]: the list's length)."""
     n = pos[-1]
@@ -367,7 +371,7 @@ def _enlist(g, multi, pos):
     pos[-1] = n + 1
 
 
-@njit(cache=True)
+@_jit
 def _unlist(g, multi, pos):
     at = pos[g]
     if at < 0:
@@ -379,7 +383,7 @@ def _unlist(g, multi, pos):
     pos[-1] = n
 
 
-@njit(cache=True)
+@_jit
 def _merge(i, j, st, ctrl):
     """Merge items i and j into the row of the larger one (fewer codes to relabel); the counts of
     `_count_co` follow."""
@@ -432,7 +436,7 @@ def _merge(i, j, st, ctrl):
     head[drop] = -1
 
 
-@njit(cache=True)
+@_jit
 def _suppress(i, st, ctrl):
     if ctrl[CO_ROW] == i:
         ctrl[CO_ROW] = -1
@@ -446,7 +450,7 @@ def _suppress(i, st, ctrl):
     head[i] = -1
 
 
-@njit(cache=True)
+@_jit
 def step(bad, n_bad, st, ctrl, trace, use_utility, group_outside, max_suppressed):
     """One step on a violating set of items bad[:n_bad]: generalize its least frequent item that has
     an allowed partner, else suppress its least frequent item. Returns LIMIT (nothing done, `ctrl[NEEDED]`
@@ -485,7 +489,7 @@ def step(bad, n_bad, st, ctrl, trace, use_utility, group_outside, max_suppressed
     return DONE
 
 
-@njit(cache=True)
+@_jit
 def constraint_supports(cis, cons_ptr, cons_idx, st, n_records, use_visits, buf):
     """The current support of each listed constraint's image (the empty image: every record), and
     the image's number of items."""
@@ -497,7 +501,7 @@ def constraint_supports(cis, cons_ptr, cons_idx, st, n_records, use_visits, buf)
     return out, sizes
 
 
-@njit(cache=True)
+@_jit
 def run(
     st, ctrl, hkey, hci, cons_ptr, cons_idx, trace, buf, k, n_records, use_visits, use_utility,
     group_outside, max_suppressed, budget,
