@@ -52,8 +52,11 @@ cohort); `biobank` / `population` anonymize the biobank / whole population and e
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import hashlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from threading import Lock
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -71,6 +74,33 @@ METHOD = "Heatherly"
 SCOPE_NAMES: dict[str, str] = {"cohort": "DEMO_D", "biobank": "DEMO_B", "population": "DEMO_S"}
 ICD9_LEVELS: tuple[str, ...] = ("5-digit", "4-digit", "3-digit", "section", "chapter", "Any")
 COMPLETION_GENERALIZE_ROUNDS = 2
+
+
+_MEMO_KEPT = 16  # entries of per-data work that does not depend on k (least recently used dropped)
+_MEMO: dict[tuple, Any] = {}
+_MEMO_LOCK = Lock()
+_T = TypeVar("_T")
+
+
+def _memoized(key: tuple, make: Callable[[], _T]) -> _T:
+    """`make()`, kept under `key` (a content fingerprint and the parameters it depends on): what the
+    procedure needs of a dataset that does not depend on k is computed once per data. Values are
+    never modified by their users (arrays are read-only)."""
+    with _MEMO_LOCK:
+        if key in _MEMO:
+            _MEMO[key] = _MEMO.pop(key)  # most recently used last
+            return _MEMO[key]
+    value = make()
+    with _MEMO_LOCK:
+        _MEMO[key] = value
+        while len(_MEMO) > _MEMO_KEPT:
+            _MEMO.pop(next(iter(_MEMO)))
+    return value
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a.setflags(write=False)
+    return a
 
 
 def export_label(with_visits: bool) -> str:
@@ -350,6 +380,60 @@ def _holders(
     return count_known_sets(released.items, sets, cand, knowledge, Matching(within_visits=within_visits))
 
 
+@dataclass(frozen=True, eq=False)
+class _Layout:
+    """Where the target records lie in a group (independent of k; `_split_layout`)."""
+
+    visits: np.ndarray  # the targets' visits (group indexes), record by record
+    local: np.ndarray  # (n_visits,) position of a group visit among `visits`, -1 for others' visits
+    events: np.ndarray  # the targets' events (group indexes), in the order of `target_base`
+    other_events: np.ndarray  # the other records' events, in the order of `other_base`
+    target_base: Records  # the target records (original items, no ages)
+    other_base: Records | None  # the other records, None when every record is a target
+
+
+def _split_layout(group: Records, targets: np.ndarray) -> _Layout:
+    """The group split into its target records and the others; memoized per the group's content and
+    the targets (`_memoized`)."""
+    targets = np.asarray(targets, dtype=np.int64)
+    key = ("layout", group.fingerprint, hashlib.sha256(targets.tobytes()).hexdigest())
+
+    def make() -> _Layout:
+        g = group
+        visits = concat_ranges(g.visit_ptr[targets], np.diff(g.visit_ptr)[targets])
+        local = np.full(g.n_visits, -1, dtype=np.int64)
+        local[visits] = np.arange(len(visits))
+        is_target = np.zeros(g.n_patients, dtype=bool)
+        is_target[targets] = True
+        others = np.flatnonzero(~is_target)
+        o_visits = concat_ranges(g.visit_ptr[others], np.diff(g.visit_ptr)[others])
+        return _Layout(
+            visits=_frozen(visits),
+            local=_frozen(local),
+            events=_frozen(concat_ranges(g.event_ptr[visits], np.diff(g.event_ptr)[visits])),
+            other_events=_frozen(concat_ranges(g.event_ptr[o_visits], np.diff(g.event_ptr)[o_visits])),
+            target_base=replace(g.take(targets), event_age=None),
+            other_base=replace(g.take(others), event_age=None) if len(others) else None,
+        )
+
+    return _memoized(key, make)
+
+
+def _original_support(group: Records, targets: np.ndarray, within_visits: bool) -> np.ndarray:
+    """Per visit of the target records (`_split_layout`'s order), the group's records holding its
+    original code set (within one visit when `within_visits`); memoized per the group's content and
+    the targets (`_memoized`)."""
+    targets = np.asarray(targets, dtype=np.int64)
+    key = ("support", group.fingerprint, hashlib.sha256(targets.tobytes()).hexdigest(), within_visits)
+    layout = _split_layout(group, targets)
+
+    def make() -> np.ndarray:
+        sets = _item_sets(group, layout.visits)
+        return _frozen(_holders(group, sets, None, within_visits))
+
+    return _memoized(key, make)
+
+
 class _Pool:
     """The released group during the completion pass, in code space: each event's item is the
     representative code of its item (`_State.item_of_code`), suppressed events left out (a repeated
@@ -362,19 +446,18 @@ class _Pool:
     Item order is the release's: by label (`label_rank`), as `_released` sorts its vocabulary."""
 
     def __init__(self, state: _State, targets: np.ndarray, within_visits: bool):
-        g = state.group
         self.state, self.within_visits = state, within_visits
-        self.visits = concat_ranges(g.visit_ptr[targets], np.diff(g.visit_ptr)[targets])  # group indexes
-        self.local = np.full(g.n_visits, -1, dtype=np.int64)
-        self.local[self.visits] = np.arange(len(self.visits))
-        self.events = concat_ranges(g.event_ptr[self.visits], np.diff(g.event_ptr)[self.visits])
-        is_target = np.zeros(g.n_patients, dtype=bool)
-        is_target[targets] = True
-        others = np.flatnonzero(~is_target)
-        o_visits = concat_ranges(g.visit_ptr[others], np.diff(g.visit_ptr)[others])
-        self.other_events = concat_ranges(g.event_ptr[o_visits], np.diff(g.event_ptr)[o_visits])
-        self.target_base = replace(g.take(targets), event_age=None)
-        self.other_base = replace(g.take(others), event_age=None) if len(others) else None
+        layout = _split_layout(state.group, targets)
+        self.visits, self.local, self.events = layout.visits, layout.local, layout.events
+        self.other_events, self.target_base, self.other_base = (
+            layout.other_events,
+            layout.target_base,
+            layout.other_base,
+        )
+        # per target visit, a lower bound of its support: the original visit's (generalizing never
+        # lowers a support and the frequency bins suppress whole codes), then the last count, less the
+        # records that lost events since
+        self.lower = _original_support(state.group, targets, within_visits).copy()
         self.merged()
 
     def _code_space(self, base: Records, events: np.ndarray) -> Records:
@@ -404,6 +487,7 @@ class _Pool:
         if old is not None:
             changed = np.diff(old.event_ptr) != np.diff(self.target.event_ptr)
             self.other_count[changed] = -1
+            self.lower -= len(np.unique(self.target.visit_patient[changed]))
 
     def held(self, sets: sp.csr_matrix, k: int) -> np.ndarray:
         """Per row of `sets` (over code indexes): is it held by at least k records of the released
@@ -416,21 +500,27 @@ class _Pool:
 
     def below(self, visits: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """The non-empty target `visits` (group indexes) and whether fewer than k records of the
-        released group hold each one's set. The others are counted only for the sets the targets
-        alone leave below k, and their count is kept per visit (`other_count`) while it holds."""
+        released group hold each one's set. Only visits whose lower bound is below k are counted; the
+        others are counted only for the sets the targets alone leave below k, and their count is
+        kept per visit (`other_count`) while it holds."""
         local = self.local[visits]
         keep = np.diff(self.target.event_ptr)[local] > 0
         visits, local = visits[keep], local[keep]
-        sets = _item_sets(self.target, local)
+        need = self.lower[local] < k
+        counted = local[need]
+        sets = _item_sets(self.target, counted)
         count = _holders(self.target, sets, None, self.within_visits)
         if self.others is not None:
             low = count < k
-            unknown = np.flatnonzero(low & (self.other_count[local] < 0))
-            self.other_count[local[unknown]] = _holders(
+            unknown = np.flatnonzero(low & (self.other_count[counted] < 0))
+            self.other_count[counted[unknown]] = _holders(
                 self.target, sets[unknown], self.others, self.within_visits
             )
-            count[low] += self.other_count[local[low]]
-        return visits, count < k
+            count[low] += self.other_count[counted[low]]
+        self.lower[counted] = count
+        below = np.zeros(len(visits), dtype=bool)
+        below[need] = count < k
+        return visits, below
 
     def item_support(self) -> np.ndarray:
         """Per code index, the released group's records holding the item it represents."""
@@ -655,7 +745,10 @@ def anonymize(
     cohort_idx = group.index_of(cohort_ids)
     if progress:
         progress(0.05, f"{SCOPE_NAMES[scope]}: utility groups")
-    utility = utility_groups(group.items, constraints)
+    items_key = hashlib.sha256("\x1f".join(map(str, group.items.tolist())).encode()).hexdigest()
+    utility = _memoized(
+        ("utility", items_key, constraints), lambda: _frozen(utility_groups(group.items, constraints))
+    )
     if progress:
         progress(0.15, f"{SCOPE_NAMES[scope]}: frequency bins of {group.n_patients:,} records")
     item_of_code, stats = frequency_bin_generalization(group, k, utility)
@@ -739,6 +832,11 @@ class ScopeComparison:
         return count_table(self.rows, "code_count")
 
 
+def _original_figures(records: Records) -> Figures:
+    """`figures` of original records (no item map), memoized per their content (`_memoized`)."""
+    return _memoized(("figures", records.fingerprint), lambda: figures(records))
+
+
 def compare_scopes(
     groups: dict[str, Records],
     cohort_ids: Sequence[str] | np.ndarray,
@@ -756,8 +854,10 @@ def compare_scopes(
         raise ValueError("compare_scopes needs the cohort's records")
     scopes = [s for s in ("cohort", "biobank", "population") if s in groups]
     whole_records = groups.get("population", groups.get("biobank", groups["cohort"]))
-    whole = figures(whole_records)
-    originals = {f"{s}*": figures(groups[s]) for s in ("population", "biobank", "cohort") if s in groups}
+    originals = {
+        f"{s}*": _original_figures(groups[s]) for s in ("population", "biobank", "cohort") if s in groups
+    }
+    whole = _original_figures(whole_records)
     cohort_original = originals["cohort*"]
     results: dict[str, GroupRelease] = {}
     rows_group: list[RetentionRow] = []
