@@ -16,8 +16,11 @@ import io
 import json
 import re
 
+import numpy as np
 import pypdf
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from engine.adversary import Adversary
 from engine.io.export import CODE_MAP_FILE, RELEASE_FILE, release_ids
@@ -26,6 +29,7 @@ from engine.report.report import ReleaseInput, build_report
 from engine.study import compare
 from engine.study.runs import GCCensSettings, HeatherlySettings, LDASettings, ProfilesSettings, RunInputs
 from engine.study.study import Study, data_ref, make_release
+from engine.utility.coverage import distinct
 
 ADV = Adversary("cohort", "single_visit")
 K = 5
@@ -232,3 +236,17 @@ def test_pdf_pages_are_numbered_signed_off_and_keep_headings_with_their_block(bu
         lines = [ln.strip() for ln in page.extract_text().splitlines() if ln.strip()]
         body = [ln for ln in lines if not re.search(r"page \d+ of \d+$", ln)]
         assert body and body[-1] not in headings, body[-1]
+
+
+@given(
+    values=st.lists(st.integers(-(2**40), 2**40), max_size=60),
+    dtype=st.sampled_from([np.int64, np.int32]),
+)
+def test_distinct_is_np_unique(values, dtype):
+    """`file_figures` (and the ledger) count distinct keys with `coverage.distinct`, a sort, for
+    numpy 2.4's hashing `np.unique`: the same values and dtype."""
+    x = np.asarray(values, dtype=np.int64)
+    if dtype is np.int32:
+        x = (x % 2**31).astype(np.int32)
+    got, want = distinct(x), np.unique(x)
+    assert got.dtype == want.dtype and got.tolist() == want.tolist()

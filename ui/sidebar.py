@@ -26,7 +26,7 @@ from engine.io.loaders import DataError, Loaded, load_sample_checked, load_uploa
 from engine.io.validation import Finding, ValidationReport
 from engine.records import Records
 from engine.report.glossary import help_for
-from ui import errors, import_view, literal, state
+from ui import errors, import_view, literal, state, teach
 from ui.context import SIDEBAR_RAN, WHOLE_POPULATION, Context, cohort_is_population
 from ui.data_choice import IMPORT, SAMPLE, SESSION_FILES, UPLOAD
 from ui.state import ABSENT
@@ -53,7 +53,6 @@ KEYS: dict[str, Any] = {
     "k": K_DEFAULT,
     "unknown_codes": "keep",  # drawn on the Cohort page
     "drop_duplicates": False,  # drawn on the Cohort page
-    "teach_mode": False,  # issue 16: each page opens with what it shows and one thing to try
 }
 _UPLOAD_MEMO = "_sidebar_upload_memo"
 _GROUP_MEMO = "_sidebar_group_memo"
@@ -350,7 +349,7 @@ def render() -> Context | None:
     st.session_state[SIDEBAR_RAN] = True  # this session runs through app.py (ui/context.py)
     seed_state()
     sb = st.sidebar
-    sb.toggle("Teach mode (for classes)", key="teach_mode", help=_TEACH_HELP)
+    sb.toggle("Teach mode (for classes)", key=teach.KEY, help=_TEACH_HELP)  # its owner: ui.teach
     sb.header("Data")
     choice = sb.radio("Dataset", (SAMPLE, UPLOAD, IMPORT), key="dataset_choice", horizontal=True)
     _keep_uploads(choice)
