@@ -14,11 +14,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from engine.report.palette import ORIGINAL, PALETTE, adversary_style, release_colour
+from ui.state import ABSENT, declare
 
 __all__ = ["ORIGINAL", "PALETTE", "adversary_style", "colour_map", "colour_of", "is_original", "study_names"]
 
 ORIGINAL_NAMES = frozenset({"original", "Original", "original cohort", "Original cohort"})
-_STATE_KEY = "_release_colours"
+_STATE_KEY = "_release_colours"  # release name -> its colour, assigned once for the session's study
+declare(__name__, held={_STATE_KEY: ABSENT})
 _FALLBACK: dict[str, str] = {}
 
 

@@ -27,7 +27,7 @@ import pandas as pd
 import streamlit as st
 
 from ui import state
-from ui.state import LAZY
+from ui.state import ABSENT, LAZY
 
 __all__ = ["LAZY", "edited_column", "register", "seed"]
 
@@ -79,7 +79,8 @@ def edited_column(
     that did not draw it starts from `table` with the kept edits written in, under a key naming them
     (a fresh editor, never an old editor's deltas applied to another table); while it stays drawn its
     key and starting table stay the same, so the browser's edits keep applying. Returns the edited
-    table."""
+    table. `store` and its `:drawn` companion are declared as the caller's keys (`ui.state`)."""
+    state.declare(sys._getframe(1).f_globals["__name__"], held={store: ABSENT, f"{store}:drawn": ABSENT})
     kept: dict[str, Any] = dict(st.session_state.get(store, {}))
     rows = table[index].astype(str).tolist()
     defaults = dict(zip(rows, table[column].tolist(), strict=True))

@@ -17,10 +17,12 @@ from typing import Literal
 import streamlit as st
 
 from ui import teach
+from ui.state import declare
 
 State = Literal["done", "current", "next"]
 ROOT = Path(__file__).resolve().parent.parent
 _TOUCHED = "_steps_attacker_touched"  # the sidebar's adversary or k was changed once in this session
+declare(__name__, held={_TOUCHED: False})
 
 
 @dataclass(frozen=True)
@@ -117,10 +119,6 @@ def facts() -> Facts:
 _MARK = {"done": ":material/check_circle:", "current": ":material/arrow_forward:", "next": ""}
 
 
-def _teach_changed() -> None:
-    st.session_state[teach.KEY] = bool(st.session_state[teach.HERE_KEY])
-
-
 def _registered(page: str) -> str | None:
     """The page's absolute path when the app's navigation has it (a page test registers one page)."""
     from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
@@ -145,7 +143,7 @@ _WRAP_CSS = (
 def render() -> tuple[Step, ...]:
     """The four steps in one row, each linking to its page, and the teach-mode toggle under them."""
     steps = states(facts())
-    st.session_state[teach.HERE_KEY] = bool(st.session_state.get(teach.KEY))  # follows the sidebar's
+    teach.here_follows_sidebar()
     st.html(_WRAP_CSS)
     with st.container(key="guided_start"):
         for col, step in zip(st.columns(4, vertical_alignment="top"), steps, strict=True):
@@ -162,7 +160,7 @@ def render() -> tuple[Step, ...]:
         st.toggle(
             "Teach mode",
             key=teach.HERE_KEY,
-            on_change=_teach_changed,
+            on_change=teach.sidebar_follows_here,
             help="Each page opens with what it shows and one thing to try (the same switch as the sidebar's).",
         )
     return steps

@@ -6,9 +6,22 @@ from __future__ import annotations
 import streamlit as st
 
 from engine.report.glossary import teach
+from ui import state
+from ui.state import ABSENT
 
-KEY = "teach_mode"  # the sidebar toggle's session-state key (ui/sidebar.py KEYS)
+KEY = "teach_mode"  # the sidebar toggle's session-state key (drawn by ui/sidebar.py)
 HERE_KEY = "teach_mode_here"  # the Cohort page's toggle beside the steps (ui/steps.py): follows KEY
+state.declare(__name__, kept={KEY: False}, held={HERE_KEY: ABSENT})
+
+
+def here_follows_sidebar() -> None:
+    """Before the steps' toggle is drawn: it shows the sidebar's value."""
+    st.session_state[HERE_KEY] = bool(st.session_state.get(KEY))
+
+
+def sidebar_follows_here() -> None:
+    """The steps' toggle changed (its callback): the sidebar's switch takes its value."""
+    st.session_state[KEY] = bool(st.session_state[HERE_KEY])
 
 
 def intro(page: str) -> bool:
