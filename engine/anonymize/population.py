@@ -478,16 +478,23 @@ class _Pool:
             else np.bincount(self.others.patient_item_sets.indices, minlength=n)
         )
         self.other_count = np.full(len(self.visits), -1, dtype=np.int64)  # per target visit; -1 unknown
-        self.suppressed()
-
-    def suppressed(self) -> None:
-        """Target events removed: rebuild the targets' part; forget the others' counts of changed visits."""
-        old = getattr(self, "target", None)
         self.target = self._code_space(self.target_base, self.events)
-        if old is not None:
-            changed = np.diff(old.event_ptr) != np.diff(self.target.event_ptr)
-            self.other_count[changed] = -1
-            self.lower -= len(np.unique(self.target.visit_patient[changed]))
+
+    def suppressed(self) -> np.ndarray:
+        """Target events removed: rebuild the targets' part and return, per code index, whether its
+        item lost holding units (target records, or visits when `within_visits`). The others' counts
+        of changed visits are forgotten; a lower bound drops by at most the units that lost one of
+        the visit's items (a record leaves a set's holders only by losing one of its items), and by
+        at most the records that lost any event."""
+        old, before = self.target, self.target_units()
+        self.target = self._code_space(self.target_base, self.events)
+        lost = before - self.target_units()
+        changed = np.diff(old.event_ptr) != np.diff(self.target.event_ptr)
+        self.other_count[changed] = -1
+        n_changed = len(np.unique(self.target.visit_patient[changed]))
+        at_most = np.bincount(old.event_visit, weights=lost[old.event_item], minlength=old.n_visits)
+        self.lower -= np.minimum(at_most.astype(np.int64), n_changed)
+        return lost > 0
 
     def held(self, sets: sp.csr_matrix, k: int) -> np.ndarray:
         """Per row of `sets` (over code indexes): is it held by at least k records of the released
@@ -605,10 +612,8 @@ def _complete(
         suppress_rounds += 1
         if progress:
             progress(0.8, f"completion: suppression round {suppress_rounds}, {len(failing)} visits below k")
-        before = pool.target_units()
         _suppress_failing(state, pool, failing, item_support, k)
-        pool.suppressed()
-        lost = before > pool.target_units()  # only target records lose events
+        lost = pool.suppressed()  # only target records lose events
         # target visits holding an item that lost holding units
         t = pool.target
         holding = np.zeros(t.n_visits, dtype=bool)
