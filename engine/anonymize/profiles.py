@@ -116,7 +116,7 @@ class _State:
     (`engine.anonymize.profiles_kernel`, whose docstring names them). Item g lives in the row of one
     of its codes; `group[c]` is the item of code c (-1: suppressed)."""
 
-    arrays: tuple  # the kernel's state tuple: bits, vbits, owner, holdings, per-item arrays, scratch
+    arrays: tuple  # the kernel's state tuple: bits, vbits, jump, holdings, per-item arrays, scratch
     n_records: int
     use_visits: bool
 
@@ -139,13 +139,13 @@ class _State:
     def group(self) -> np.ndarray:
         return self._slot("GROUP")
 
-    def support(self, items: Iterable[int]) -> int:
-        """Records holding every item: in the whole record, or in one visit when visits are exported
-        (distinct records owning a visit that holds them all)."""
+    def support(self, items: Iterable[int], cap: int) -> int:
+        """Records holding every item, counted up to `cap`: in the whole record, or in one visit when
+        visits are exported (distinct records owning a visit that holds them all)."""
         K, a = _kernel(), self.arrays
         rows = np.asarray(list(items), dtype=np.int64)
         return int(
-            K.support(rows, len(rows), a[K.BITS], a[K.VBITS], a[K.OWNER], self.use_visits, self.n_records)
+            K.support(rows, len(rows), a[K.BITS], a[K.VBITS], a[K.JUMP], self.use_visits, self.n_records, cap)
         )
 
     def members(self) -> dict[int, np.ndarray]:
@@ -183,10 +183,10 @@ def _state(records: Records, utility: UtilityPolicy | None, within_visits: bool 
     holdings = records.patient_item_sets
     bits = item_bitsets(holdings)
     container, outside = _utility_masks(records.items, utility)
-    if within_visits:
-        vbits, owner = item_bitsets(records.visit_item_sets), records.visit_patient.astype(np.int64)
+    if within_visits:  # and for each visit, the first visit of the next record
+        vbits, jump = item_bitsets(records.visit_item_sets), records.visit_ptr[records.visit_patient + 1]
     else:
-        vbits, owner = np.zeros((n, 0), dtype=np.uint64), np.zeros(0, dtype=np.int64)
+        vbits, jump = np.zeros((n, 0), dtype=np.uint64), np.zeros(0, dtype=np.int64)
     with np.errstate(divide="ignore"):  # log2 of every possible support (0 never looked up)
         log2tab = np.log2(np.arange(records.n_patients + 2, dtype=np.int64))
     rows = np.arange(n, dtype=np.int64)
@@ -197,7 +197,7 @@ def _state(records: Records, utility: UtilityPolicy | None, within_visits: bool 
     arrays = (
         bits,
         vbits,
-        owner,
+        jump.astype(np.int64),
         holdings.indptr.astype(np.int64),
         holdings.indices.astype(np.int64),
         np.ones(n, dtype=np.bool_),  # active
@@ -260,7 +260,7 @@ def _violation(st: _State, image: list[int], k: int) -> list[int] | None:
     The whole set first; Apriori over its subsets only when it has support 0."""
     if not image:
         return None
-    s = st.support(image)
+    s = st.support(image, k)
     if s >= k:
         return None
     if s > 0:
@@ -269,7 +269,7 @@ def _violation(st: _State, image: list[int], k: int) -> list[int] | None:
     while level:
         frequent: set[tuple[int, ...]] = set()
         for t in level:
-            v = st.support(t)
+            v = st.support(t, k)
             if 0 < v < k:
                 return list(t)
             if v >= k:
@@ -353,12 +353,14 @@ def anonymize_profiles(
     )
 
     def supports(cis: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return K.constraint_supports(cis, cons_ptr, cons_idx, st.arrays, st.n_records, flags[0], buf)
+        return K.constraint_supports(cis, cons_ptr, cons_idx, st.arrays, st.n_records, flags[0], buf, k)
 
     pending = np.arange(n_cons, dtype=np.int64)
     while len(pending):
         # supports only grow (merges widen items, suppression drops items from images), so stored
-        # values are lower bounds: the kernel refreshes the top lazily until it is current.
+        # values are lower bounds: the kernel refreshes the top lazily until it is current. They are
+        # counted up to k: a constraint of support >= k stays protected, so taking it off the heap
+        # changes nothing whenever it comes, and the order of the others is that of exact supports.
         sup, _ = supports(pending)
         K.heap_fill(hkey, hci, ctrl, pending, sup)
         while True:

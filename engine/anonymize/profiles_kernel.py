@@ -20,8 +20,8 @@ of each class list (codes sorted by (support, code) once; a single code's suppor
 their loss is log2(2^(m_i + 1) - 1) + log2(sup_i + sup_j), least at the least (sup_j, code).
 
 State (one row per code; an item lives in the row of one of its codes, as in `profiles`): `bits`
-(records holding the item, bitsets), `vbits` (visits holding it, when visits are exported), `owner`
-(each visit's record), `hptr`/`hidx` (each record's codes), `active`, `size`, `sup`, `group` (code ->
+(records holding the item, bitsets), `vbits` (visits holding it, when visits are exported), `jump`
+(the first visit of the record after each visit's), `hptr`/`hidx` (each record's codes), `active`, `size`, `sup`, `group` (code ->
 row, -1 suppressed), `first` (smallest code index), `container` (utility constraints holding the
 whole item), `outside` (touches no utility constraint), members as linked lists (`head`, `nxt`,
 `tail`), the two loss tables, the counts (`co`, `stamp`, `touched`), the class lists (`cls_ptr`,
@@ -48,7 +48,7 @@ HLEN, CUR, DONE_N, N_SUPPRESSED, TRACE_LEN, NEEDED, CO_ROW, N_TOUCHED, EPOCH = r
 N_CTRL = 9
 # the state tuple's slots (`profiles._state` builds it in this order)
 (
-    BITS, VBITS, OWNER, HPTR, HIDX, ACTIVE, SIZE, SUP, GROUP, FIRST, CONTAINER, OUTSIDE, HEAD, NXT, TAIL,
+    BITS, VBITS, JUMP, HPTR, HIDX, ACTIVE, SIZE, SUP, GROUP, FIRST, CONTAINER, OUTSIDE, HEAD, NXT, TAIL,
     LTAB, LOG2TAB, CO, STAMP, TOUCHED, CLS_PTR, CLS_IDX, PARENT, MULTI, MULTI_POS,
 ) = range(25)  # fmt: skip
 
@@ -71,11 +71,14 @@ def _popcount(x):
 
 
 @_jit
-def support(rows, n_rows, bits, vbits, owner, use_visits, n_records):
-    """Records holding every item of rows[:n_rows]: in the whole record, or, when visits are exported,
-    distinct records owning a visit that holds them all (visits ascend, so owners do)."""
+def support(rows, n_rows, bits, vbits, jump, use_visits, n_records, cap):
+    """Records holding every item of rows[:n_rows], counted up to `cap` (k: a constraint is protected
+    once k records hold its image, and no step reads a larger support): in the whole record, or, when
+    visits are exported, records owning a visit that holds them all. A record's visits are
+    consecutive, so once one of its visits is found the scan jumps to the next record's first visit
+    (`jump[v]`)."""
     if n_rows == 0:
-        return n_records
+        return min(n_records, cap)
     if not use_visits:
         total = 0
         for w in range(bits.shape[1]):
@@ -84,20 +87,29 @@ def support(rows, n_rows, bits, vbits, owner, use_visits, n_records):
                 acc &= bits[rows[t], w]
             if acc != 0:
                 total += _popcount(acc)
+                if total >= cap:
+                    return cap
         return total
     count = 0
-    last = -1
-    for w in range(vbits.shape[1]):
+    n_words = vbits.shape[1]
+    v = 0
+    while v < jump.shape[0]:
+        w = v >> 6
         acc = vbits[rows[0], w]
         for t in range(1, n_rows):
             acc &= vbits[rows[t], w]
-        while acc != 0:
-            low = acc & (~acc + _ONE)
-            o = owner[w * 64 + _popcount(low - _ONE)]
-            if o != last:
-                count += 1
-                last = o
-            acc ^= low
+        acc &= ~((_ONE << np.uint64(v & 63)) - _ONE)  # visits v and after
+        while acc == 0:
+            w += 1
+            if w == n_words:
+                return count
+            acc = vbits[rows[0], w]
+            for t in range(1, n_rows):
+                acc &= vbits[rows[t], w]
+        count += 1
+        if count == cap:
+            return cap
+        v = jump[w * 64 + _popcount((acc & (~acc + _ONE)) - _ONE)]
     return count
 
 
@@ -490,14 +502,14 @@ def step(bad, n_bad, st, ctrl, trace, use_utility, group_outside, max_suppressed
 
 
 @_jit
-def constraint_supports(cis, cons_ptr, cons_idx, st, n_records, use_visits, buf):
-    """The current support of each listed constraint's image (the empty image: every record), and
-    the image's number of items."""
+def constraint_supports(cis, cons_ptr, cons_idx, st, n_records, use_visits, buf, cap):
+    """The current support of each listed constraint's image (the empty image: every record), counted
+    up to `cap`, and the image's number of items."""
     out = np.empty(cis.shape[0], dtype=np.int64)
     sizes = np.empty(cis.shape[0], dtype=np.int64)
     for t in range(cis.shape[0]):
         sizes[t] = image(cis[t], cons_ptr, cons_idx, st[GROUP], buf)
-        out[t] = support(buf, sizes[t], st[BITS], st[VBITS], st[OWNER], use_visits, n_records)
+        out[t] = support(buf, sizes[t], st[BITS], st[VBITS], st[JUMP], use_visits, n_records, cap)
     return out, sizes
 
 
@@ -509,7 +521,7 @@ def run(
     """Pop constraints off the heap and protect them until the heap is empty (DONE), `budget` pops
     were made (BUDGET), the constraint in progress has an image of support 0 (ZERO: Python finds a
     violating subset and calls `step`) or a suppression would exceed the limit (LIMIT)."""
-    bits, vbits, owner, group = st[BITS], st[VBITS], st[OWNER], st[GROUP]
+    bits, vbits, jump, group = st[BITS], st[VBITS], st[JUMP], st[GROUP]
     pops = 0
     while True:
         ci = ctrl[CUR]
@@ -521,13 +533,13 @@ def run(
             key, ci = _heap_pop(hkey, hci, ctrl)
             pops += 1
             m = image(ci, cons_ptr, cons_idx, group, buf)
-            now = support(buf, m, bits, vbits, owner, use_visits, n_records)
+            now = support(buf, m, bits, vbits, jump, use_visits, n_records, k)
             if now != -key:
                 heap_push(hkey, hci, ctrl, -now, ci)
                 continue
             ctrl[CUR] = ci
         m = image(ci, cons_ptr, cons_idx, group, buf)
-        s = support(buf, m, bits, vbits, owner, use_visits, n_records) if m > 0 else k
+        s = support(buf, m, bits, vbits, jump, use_visits, n_records, k) if m > 0 else k
         if s >= k:
             ctrl[DONE_N] += 1
             ctrl[CUR] = -1
