@@ -458,15 +458,27 @@ class _Pool:
         # lowers a support and the frequency bins suppress whole codes), then the last count, less the
         # records that lost events since
         self.lower = _original_support(state.group, targets, within_visits).copy()
-        self.merged()
+        self.exact = np.zeros(len(self.visits), dtype=bool)  # `lower` is the visit's support
+        self.other_count = np.full(len(self.visits), -1, dtype=np.int64)  # its others' part; -1 unknown
+        self._rebuild()
 
     def _code_space(self, base: Records, events: np.ndarray) -> Records:
         rep = self.state.item_of_code[self.state.group.event_item[events]]
         alive = self.state.keep[events] & (rep >= 0)
         return replace(base, event_item=np.maximum(rep, 0).astype(np.int32)).keep_events(alive)
 
-    def merged(self) -> None:
-        """Items changed: rebuild both parts, the label order and the others' supports."""
+    def merged(self, merged_reps: np.ndarray) -> None:
+        """Items were merged (`merged_reps`: per code index, the representatives merged with others):
+        rebuild both parts. A visit holding none of them keeps its support (the holders of its items
+        are unchanged), and its others' part; the others only lose what they knew of the rest."""
+        old = self.target
+        hit = np.bincount(old.event_visit, weights=merged_reps[old.event_item], minlength=old.n_visits) > 0
+        self.exact[hit] = False
+        self.other_count[hit] = -1
+        self._rebuild()
+
+    def _rebuild(self) -> None:
+        """Both parts, the label order and the others' supports, from the state's items."""
         self.label_rank = _label_rank(self.state)
         self.others = (
             None if self.other_base is None else self._code_space(self.other_base, self.other_events)
@@ -477,7 +489,6 @@ class _Pool:
             if self.others is None
             else np.bincount(self.others.patient_item_sets.indices, minlength=n)
         )
-        self.other_count = np.full(len(self.visits), -1, dtype=np.int64)  # per target visit; -1 unknown
         self.target = self._code_space(self.target_base, self.events)
 
     def suppressed(self) -> np.ndarray:
@@ -494,6 +505,7 @@ class _Pool:
         n_changed = len(np.unique(self.target.visit_patient[changed]))
         at_most = np.bincount(old.event_visit, weights=lost[old.event_item], minlength=old.n_visits)
         self.lower -= np.minimum(at_most.astype(np.int64), n_changed)
+        self.exact &= (at_most == 0) & ~changed  # a visit holding no item that lost units keeps its support
         return lost > 0
 
     def held(self, sets: sp.csr_matrix, k: int) -> np.ndarray:
@@ -507,16 +519,17 @@ class _Pool:
 
     def below(self, visits: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """The non-empty target `visits` (group indexes) and whether fewer than k records of the
-        released group hold each one's set. Only visits whose lower bound is below k are counted; the
-        others are counted only for the sets the targets alone leave below k, and their count is
-        kept per visit (`other_count`) while it holds."""
+        released group hold each one's set. Only visits whose support is not known and whose lower
+        bound is below k are counted; the others are counted only for the sets the targets alone
+        leave below k, and their count is kept per visit (`other_count`) while it holds."""
         local = self.local[visits]
         keep = np.diff(self.target.event_ptr)[local] > 0
         visits, local = visits[keep], local[keep]
-        need = self.lower[local] < k
+        need = ~self.exact[local] & (self.lower[local] < k)
         counted = local[need]
         sets = _item_sets(self.target, counted)
         count = _holders(self.target, sets, None, self.within_visits)
+        exact = np.full(len(counted), self.others is None)
         if self.others is not None:
             low = count < k
             unknown = np.flatnonzero(low & (self.other_count[counted] < 0))
@@ -524,10 +537,10 @@ class _Pool:
                 self.target, sets[unknown], self.others, self.within_visits
             )
             count[low] += self.other_count[counted[low]]
+            exact = low
         self.lower[counted] = count
-        below = np.zeros(len(visits), dtype=bool)
-        below[need] = count < k
-        return visits, below
+        self.exact[counted] = exact
+        return visits, self.lower[local] < k
 
     def item_support(self) -> np.ndarray:
         """Per code index, the released group's records holding the item it represents."""
@@ -597,7 +610,7 @@ def _complete(
             break
         item_support = pool.item_support()
         if gen_rounds < COMPLETION_GENERALIZE_ROUNDS:
-            done = _generalize_failing(state, pool, failing, item_support)
+            done, merged_reps = _generalize_failing(state, pool, failing, item_support)
             if done:
                 gen_rounds += 1
                 merges += done
@@ -605,7 +618,7 @@ def _complete(
                     progress(
                         0.7, f"completion: generalization round {gen_rounds}, {len(failing)} visits below k"
                     )
-                pool.merged()
+                pool.merged(merged_reps)
                 check = failing
                 continue
             gen_rounds = COMPLETION_GENERALIZE_ROUNDS  # nothing left to generalize: go on to suppression
@@ -629,10 +642,13 @@ def _complete(
     )
 
 
-def _generalize_failing(state: _State, pool: _Pool, failing: np.ndarray, item_support: np.ndarray) -> int:
+def _generalize_failing(
+    state: _State, pool: _Pool, failing: np.ndarray, item_support: np.ndarray
+) -> tuple[int, np.ndarray]:
     """One completion generalization round: for each failing visit, merge its rarest item (ties by
     label) that has a partner in its constraint group with that group's most frequent other released
-    item (ties by label). Returns the number of merges (0 when no failing visit has such an item).
+    item (ties by label). Returns the number of merges (0 when no failing visit has such an item) and,
+    per code index, whether it represents an item merged with another.
 
     The merges of a round join the connected components of the (item, partner) pairs, whatever their
     order; each component takes the smallest representative code of its items."""
@@ -654,19 +670,19 @@ def _generalize_failing(state: _State, pool: _Pool, failing: np.ndarray, item_su
     partnered = top2[items] >= 0  # a partner exists when the item's group holds another item
     rows_with, at = np.unique(row[partnered], return_index=True)  # each visit's first partnered item
     if len(rows_with) == 0:
-        return 0
+        return 0, np.zeros(n, dtype=bool)
     i = items[np.flatnonzero(partnered)[at]]
     partner = np.where(top1[i] != i, top1[i], top2[i])
     graph = sp.coo_matrix((np.ones(len(i), dtype=np.int8), (i, partner)), shape=(n, n))
     n_comp, comp = connected_components(graph, directed=False)
     merges = n - n_comp
     if merges == 0:
-        return 0
+        return 0, np.zeros(n, dtype=bool)
     smallest = np.full(n_comp, n, dtype=np.int64)
     np.minimum.at(smallest, comp, np.arange(n))
     ok = state.item_of_code >= 0
     state.item_of_code[ok] = smallest[comp][state.item_of_code[ok]]
-    return merges
+    return merges, np.bincount(comp, minlength=n_comp)[comp] >= 2
 
 
 def _suppress_failing(
