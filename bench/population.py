@@ -9,6 +9,14 @@ holders per code, dictionaries per bin, a loop over events) measured in the same
 both must give the same generalized items.
 
     .venv/bin/python bench/population.py [--patients N] [--reference-patients M] [--complete]
+
+`--sample` (issue 24, "Live means live"): the completion pass on the shipped sample instead, as the app
+runs it (`compare_scopes(..., complete=True)` at a k not computed before, over the cohort, the biobank
+and the population; and over the cohort and population alone, as bench/ui.py's engine row), timed
+against the pass as it was (tests/reference_population.py, swapped in with `reference_pass`) in the
+same run, with the outputs compared. Run from the repository root:
+
+    .venv/bin/python -m bench.population --sample [--ks 8,9,10,11,12]
 """
 
 from __future__ import annotations
@@ -93,13 +101,63 @@ def reference(group: Records, k: int, utility: np.ndarray) -> set[frozenset[str]
     return {it for it in set(item_of.values()) if len(it) > 1}
 
 
+def sample_completion(ks: list[int]) -> None:
+    """The completion pass on the shipped sample: new pass against the reference, same run."""
+    from engine.anonymize.population import compare_scopes
+    from engine.io.loaders import load_sample_checked
+    from engine.study.runs import biobank_between
+    from tests.reference_population import reference_pass
+    from tests.test_population_fast import comparison_state
+
+    ds = load_sample_checked().data
+    population, cohort = ds.events, ds.group_records("cohort")
+    biobank = biobank_between(ds, "population", "cohort", cohort, population)
+    app_groups = {"cohort": cohort, "biobank": biobank, "population": population}
+    row_groups = {"cohort": cohort, "population": population}
+    for name, g in app_groups.items():
+        print(f"{name}: {g.n_patients:,} records, {g.n_visits:,} visits, {g.n_events:,} diagnoses")
+    for label, groups in (
+        ("cohort + biobank + population (the app)", app_groups),
+        ("cohort + population (bench/ui.py)", row_groups),
+    ):
+        print(f"\n{label}: compare_scopes(complete=True), CPU seconds (process time) per new k")
+        fast_t, slow_t = [], []
+        for k in ks:
+            c = cpu_s()
+            fast = compare_scopes(groups, cohort.patient_ids, k, complete=True)
+            fast_t.append(cpu_s() - c)
+            c = cpu_s()
+            with reference_pass():
+                slow = compare_scopes(groups, cohort.patient_ids, k, complete=True)
+            slow_t.append(cpu_s() - c)
+            same = comparison_state(fast) == comparison_state(slow)
+            rounds = {
+                s: len(r.release.loss["completion visits below k by round"]) for s, r in fast.results.items()
+            }
+            print(
+                f"  k={k:3d}: new {fast_t[-1]:.2f} s, reference {slow_t[-1]:.2f} s, "
+                f"ratio {slow_t[-1] / fast_t[-1]:.1f}x, rounds {rounds}, same release: {same}"
+            )
+            assert same, f"k={k}: the new completion pass differs from the reference"
+        warm = sorted(fast_t[1:]) or fast_t
+        print(
+            f"  new: first k {fast_t[0]:.2f} s (k-independent work memoized then), median of the others "
+            f"{warm[len(warm) // 2]:.2f} s; reference median {sorted(slow_t)[len(slow_t) // 2]:.2f} s"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--patients", type=int, default=SD_PATIENTS)
     ap.add_argument("--reference-patients", type=int, default=100_000)
     ap.add_argument("--k", type=int, default=5)
     ap.add_argument("--complete", action="store_true", help="also time the completion pass")
+    ap.add_argument("--sample", action="store_true", help="the completion pass on the shipped sample")
+    ap.add_argument("--ks", default="8,9,10,11,12", help="with --sample: the k values, each new")
     args = ap.parse_args()
+    if args.sample:
+        sample_completion([int(k) for k in args.ks.split(",")])
+        return
 
     t, c = time.perf_counter(), cpu_s()
     data = generate(args.patients, seed=0, labs=False)
