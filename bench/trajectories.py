@@ -1,8 +1,15 @@
-"""Benchmark: LDA (A-GS + MDAV, thesis chapter IV) at the thesis' dataset shapes.
+"""Benchmark: LDA (A-GS + MDAV, thesis chapter IV) on the shipped sample and at the thesis' shapes.
 
-    .venv/bin/python bench/trajectories.py [--skip-d50] [--k 5]
+    .venv/bin/python -m bench.trajectories [--skip-d50] [--k 5] [--sample-only]
 
-Shapes (thesis Table 3), generated here (seeded) rather than read from the sample:
+First the shipped sample (issue 24, "Live means live": a new k within 1 s): its trajectories (the
+paper's four codes), then `LDASettings(k=...).run` for A-GS and Baseline, each at a new k twice: in
+a fresh state (nothing prepared: the first run on the data, numba's compiled code already loaded)
+and after a run at another k (what a change of k in the app does), beside the former numpy kernel
+(tests/reference_lda.py, the whole clustering at the same k) measured in the same run, with the
+ratio and whether the releases are byte-identical (fingerprints).
+
+Then the shapes (thesis Table 3), generated here (seeded) rather than read from the sample:
 - D4Smp: 1,896 trajectories, 4 codes (250, 272, 401, 724), ~6.4 pairs, ~4 distinct ages per T;
 - D50Pop: 27,639 trajectories, 50 codes, ~9.3 pairs, ~5.9 distinct codes, ~3.1 distinct ages.
 Prints sizes, wall and CPU times (CPU time is the fair figure on a shared machine), peak memory, and
@@ -19,6 +26,7 @@ import time
 import numpy as np
 
 from engine.adversary import Adversary
+from engine.anonymize import trajectories as tr
 from engine.anonymize.trajectories import Trajectories, lda
 from engine.risk import verify
 from engine.utility.loss import dataset_loss
@@ -90,6 +98,60 @@ def run(name: str, t: Trajectories, k: int, ref_subset: int) -> None:
           f"reference {trf:.2f} s, speed-up x{trf / tb:.1f}; identical releases: {same}")  # fmt: skip
 
 
+def _cpu(fn):
+    """(result, CPU seconds): CPU time is the fair figure on a shared machine."""
+    c0 = time.process_time()
+    out = fn()
+    return out, time.process_time() - c0
+
+
+def _state(state: str, method: str, k: int, inputs) -> None:
+    """Before a run at k: nothing of the data prepared (its first run), or a run at k - 1 done."""
+    from engine.study import runs
+
+    if state == "fresh":
+        tr._PREPARED.clear()
+        runs._LDA_INPUTS.clear()
+    else:
+        runs.LDASettings(k=k - 1, alignment=method).run(inputs)
+
+
+def sample(first_k: int) -> None:
+    """The shipped sample: `LDASettings.run` at new values of k, in a fresh state and after another
+    k, and the clustering alone (`lda`) beside the former kernel at the next k in the same state
+    (same release required)."""
+    from engine.io.loaders import load_sample_checked
+    from engine.study.runs import LDASettings, RunInputs
+    from tests.reference_lda import reference_bucket_pool
+
+    cohort = load_sample_checked().data.group_records("cohort")
+    inputs = RunInputs(cohort, cohort)
+    traj, icd, age = LDASettings().inputs(cohort)
+    s = traj.summary()
+    print(f"== the shipped sample: {cohort.n_patients:,} cohort patients, {s['trajectories']:,} trajectories "
+          f"of the paper's codes, {len(traj.codes):,} pairs, {s['distinct (ICD, Age)']:,} distinct pairs, "
+          f"longest {int(traj.lengths.max())}")  # fmt: skip
+    lda(Trajectories.from_pairs([[("401.1", 40)], [("401.1", 41)]]), 2)  # load the compiled code once
+    print("CPU seconds; `run`: trajectories, clustering, release checked against its source, loss; "
+          "`lda`: the clustering alone, new and former kernel at the next k in the same state")  # fmt: skip
+    print(f"| {'method, state':<26} | {'k':>3} | {'run':>7} | {'k':>3} | {'lda new':>7} | {'former':>7} "
+          f"| {'ratio':>6} | same |")  # fmt: skip
+    print(f"|{'-' * 28}|-----|---------|-----|---------|---------|--------|------|")
+    k = first_k
+    for method in ("a-gs", "baseline"):
+        for state in ("fresh", "after another k"):
+            _state(state, method, k, inputs)
+            _, t_run = _cpu(lambda: LDASettings(k=k, alignment=method).run(inputs))  # noqa: B023
+            _state(state, method, k + 1, inputs)
+            kw = {"method": method, "icd_hierarchy": icd, "age_hierarchy": age}
+            new, t_new = _cpu(lambda: lda(traj, k + 1, **kw))  # noqa: B023
+            old, t_old = _cpu(lambda: lda(traj, k + 1, kernel=reference_bucket_pool, **kw))  # noqa: B023
+            same = new.release().fingerprint == old.release().fingerprint
+            print(f"| {method + ', ' + state:<26} | {k:>3} | {t_run:5.3f} s | {k + 1:>3} | {t_new:5.3f} s "
+                  f"| {t_old:5.3f} s | x{t_old / t_new:5.1f} | {same} |")  # fmt: skip
+            k += 2
+
+
 def main() -> None:
     from engine.hierarchy import ICD9_THESIS_LEVELS, Hierarchy
 
@@ -100,7 +162,11 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=5)
     ap.add_argument("--skip-d50", action="store_true")
     ap.add_argument("--ref-subset", type=int, default=400)
+    ap.add_argument("--sample-only", action="store_true")
     a = ap.parse_args()
+    sample(max(a.k, 2) + 3)
+    if a.sample_only:
+        return
     t0 = time.perf_counter()
     d4 = make_trajectories(1896, D4_CODES, 6.39, 4.04, 1.96, seed=4)
     d50 = None if a.skip_d50 else make_trajectories(27639, D50_CODES, 9.32, 3.10, 5.88, seed=50)

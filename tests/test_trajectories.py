@@ -10,11 +10,8 @@ from hypothesis import strategies as st
 from engine.adversary import Adversary
 from engine.anonymize.alignment import (
     CostModel,
-    PairTables,
-    ags_costs_batch,
     ags_nodes,
     align,
-    baseline_costs_batch,
     baseline_nodes,
     to_nodes,
     weight_fraction,
@@ -129,45 +126,97 @@ ICD = Hierarchy.icd9()
 
 
 @st.composite
-def cohorts(draw, max_n: int = 14):
+def cohorts(draw, max_n: int = 14, codes: list[str] = CODES, ages: tuple[int, int] = (30, 45)):
     n = draw(st.integers(2, max_n))
     out = []
     for _ in range(n):
         m = draw(st.integers(0, 5))
-        ages = sorted(draw(st.lists(st.integers(30, 45), min_size=m, max_size=m)))
-        out.append([(draw(st.sampled_from(CODES)), a) for a in ages])
+        drawn = sorted(draw(st.lists(st.integers(*ages), min_size=m, max_size=m)))
+        out.append([(draw(st.sampled_from(codes)), a) for a in drawn])
     return out
 
 
-@settings(max_examples=40, deadline=None)
-@given(data=st.data(), w=st.sampled_from([0.1, 0.5, 0.7]))
-def test_batched_costs_equal_reference(data, w: float) -> None:
-    pairs = data.draw(cohorts())
-    t = Trajectories.from_pairs(pairs)
-    icd = ICD.restrict(CODES)
-    model = CostModel(icd, Hierarchy.ages(30, 45), weight_fraction(w))
-    nodes = [to_nodes(p, model) for p in pairs]
-    x = data.draw(st.sampled_from(nodes))
-    flat_i = np.array([i for tr in nodes for i, _ in tr], dtype=np.int64)
-    flat_a = np.array([a for tr in nodes for _, a in tr], dtype=np.int64)
-    iv, pi = np.unique(np.concatenate([flat_i, [0]]), return_inverse=True)
-    av, pa = np.unique(np.concatenate([flat_a, [0]]), return_inverse=True)
-    tables = PairTables(model, iv, av)
-    pid_flat = (pi * len(av) + pa)[:-1]
-    L = max(int(t.lengths.max()), 1)
-    pid = np.zeros((L, t.n), dtype=np.int64)  # column-major batch
-    for b in range(t.n):
-        pid[: t.lengths[b], b] = pid_flat[t.ptr[b] : t.ptr[b + 1]]
-    mask = np.arange(L)[:, None] < t.lengths[None, :]
-    sup = np.where(mask, tables.y_suppress(pid), 0)
-    S = np.concatenate([np.zeros((1, t.n), np.int64), np.cumsum(sup, axis=0)], axis=0)
-    got = ags_costs_batch(x, pid, S, t.lengths, tables)
-    got_b = baseline_costs_batch(x, pid, S, t.lengths, tables)
-    for b, y in enumerate(nodes):
-        ref = ags_nodes(x, y, model)
-        assert got[b] == ref.ilm + ref.alm
-        refb = baseline_nodes(x, y, model)
-        assert got_b[b] == refb.ilm + refb.alm
+def few_values(max_n: int = 14):
+    """Cohorts of two codes and three ages: many equal costs, to exercise the tie rules."""
+    return cohorts(max_n, codes=["401.1", "401.9"], ages=(30, 32))
+
+
+def _prepared_input(pairs, w: float, method: str = "a-gs"):
+    """The clustering's prepared input (cost tables, pairs as indexes) of a cohort of pairs."""
+    from engine.anonymize.trajectories import _prepared
+
+    return _prepared(Trajectories.from_pairs(pairs), ICD, None, (30, 45), weight_fraction(w), method)
+
+
+@st.composite
+def generalized(draw, model: CostModel, max_len: int = 6):
+    """A trajectory x as MDAV's anonymized ones: any nodes of both hierarchies (roots too), any length."""
+    m = draw(st.integers(0, max_len))
+    nodes = st.tuples(st.integers(0, len(model.icd) - 1), st.integers(0, len(model.age) - 1))
+    return draw(st.lists(nodes, min_size=m, max_size=m))
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), w=st.sampled_from([0.1, 0.5, 0.7]), method=st.sampled_from(["a-gs", "baseline"]))
+def test_compiled_costs_and_nearest_equal_reference(data, w: float, method: str) -> None:
+    """The compiled loops give `ags_nodes` / `baseline_nodes`' integers for x against every record,
+    and their nearest record (with its lower bounds) is the least cost alive, lowest index on ties;
+    x is an original trajectory or a generalized one; a pool answers several x in turn."""
+    from engine.anonymize.trajectories import _Pool
+
+    pairs = data.draw(st.one_of(cohorts(), few_values()))
+    prep = _prepared_input(pairs, w, method)
+    model = prep.model
+    reference = ags_nodes if method == "a-gs" else baseline_nodes
+    alive = np.asarray(data.draw(st.lists(st.booleans(), min_size=len(pairs), max_size=len(pairs))))
+    alive &= prep.traj.lengths > 0
+    pool = _Pool(prep, np.flatnonzero(alive))
+    for _ in range(2):
+        x = data.draw(st.one_of(st.sampled_from(prep.tup), generalized(model)))
+        costs = np.array([(r := reference(x, y, model)).ilm + r.alm for y in prep.tup], dtype=np.int64)
+        assert prep.costs(x, np.arange(len(pairs))).tolist() == costs.tolist()
+        live = np.flatnonzero(alive)
+        if len(live):
+            assert pool.nearest(x) == live[np.flatnonzero(costs[live] == costs[live].min())[0]]
+
+
+def test_nearest_prefers_the_lower_index_among_equal_costs() -> None:
+    """Records 1 and 3 tie at the least cost; record 3's lower bound is the smaller, so it is aligned
+    first, and record 1, whose bound equals that cost, must still be aligned (ties: lowest index)."""
+    from engine.anonymize.trajectories import _Pool
+
+    pairs = [
+        [("401.1", 31), ("250.00", 32)],
+        [("401.9", 30)],
+        [("401.1", 32)],
+        [("250.00", 30), ("401.9", 31), ("401.9", 32)],
+    ]
+    prep = _prepared_input(pairs, 0.5)
+    model = prep.model
+    x = to_nodes([("250.0", "[34-37]"), ("401-405", "[34-35]"), ("401.9", "[30-37]")], model)
+    costs = [(r := ags_nodes(x, y, model)).ilm + r.alm for y in prep.tup]
+    assert costs[1] == costs[3] == min(costs)
+    assert _Pool(prep, np.arange(4)).nearest(x) == 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    data=st.data(),
+    w=st.sampled_from([0.1, 0.5, 0.7]),
+    carried=st.tuples(st.integers(0, 50), st.integers(0, 50)),
+)
+def test_fast_alignment_equals_readable_alignment(data, w: float, carried: tuple[int, int]) -> None:
+    """`ags_align` (compiled, on totals) returns `ags_nodes`' pairs, traceback, ILM and ALM."""
+    from engine.anonymize.alignment import ags_align
+
+    pairs = data.draw(st.one_of(cohorts(), few_values()))
+    prep = _prepared_input(pairs, w)
+    x = data.draw(st.one_of(st.sampled_from(prep.tup), generalized(prep.model)))
+    r = data.draw(st.integers(0, len(pairs) - 1))
+    s, e = prep.ptr[r], prep.ptr[r + 1]
+    fast = ags_align(x, prep.ypi[s:e], prep.ypa[s:e], prep.tables, *carried)
+    ref = ags_nodes(x, prep.tup[r], prep.model, *carried)
+    assert (fast.pairs, fast.ops, fast.ilm, fast.alm) == (ref.pairs, ref.ops, ref.ilm, ref.alm)
 
 
 @settings(max_examples=40, deadline=None)
@@ -227,6 +276,101 @@ def test_batched_clustering_equals_pure_python_reference(pairs, k: int, method: 
     fast, ref = lda(t, k, kernel="batched", **kw), lda(t, k, kernel="reference", **kw)
     assert [c.tolist() for c in fast.clusters] == [c.tolist() for c in ref.clusters]
     assert fast.released_frame().equals(ref.released_frame())
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    pairs=cohorts(max_n=16),
+    ks=st.lists(st.integers(2, 4), min_size=2, max_size=3),
+    w=st.sampled_from([0.3, 0.5]),
+)
+def test_runs_at_other_k_reuse_only_what_does_not_depend_on_k(pairs, ks: list[int], w: float) -> None:
+    """Runs at several k on one input share its prepared state (cost rows, source pairs); each still
+    equals the pure-Python reference run alone."""
+    t = Trajectories.from_pairs(pairs)
+    kw = {"icd_hierarchy": ICD, "age_domain": (30, 45), "w_icd": w}
+    for k in ks:
+        if int((t.lengths > 0).sum()) < k:
+            continue
+        fast, ref = lda(t, k, **kw), lda(t, k, kernel="reference", **kw)
+        assert [c.tolist() for c in fast.clusters] == [c.tolist() for c in ref.clusters]
+        assert fast.release().fingerprint == ref.release().fingerprint
+
+
+@pytest.fixture(scope="module")
+def sample_trajectories():
+    from engine.io.loaders import load_sample_checked
+    from engine.study.runs import LDASettings
+
+    cohort = load_sample_checked().data.group_records("cohort")
+    s = LDASettings()
+    traj, icd, age = s.inputs(cohort)
+    return traj, icd, age
+
+
+@pytest.mark.parametrize("method", ["a-gs", "baseline"])
+def test_sample_releases_equal_the_former_kernel(sample_trajectories, method: str) -> None:
+    """On the shipped sample (paper codes), the release at k = 5 with a fresh prepared state, then at
+    k = 3 reusing it, is byte for byte the former batched kernel's (tests/reference_lda.py)."""
+    from engine.anonymize import trajectories as tr
+    from tests.reference_lda import reference_bucket_pool
+
+    traj, icd, age = sample_trajectories
+    tr._PREPARED.clear()
+    for k in (5, 3):
+        new = lda(traj, k, method=method, icd_hierarchy=icd, age_hierarchy=age)
+        old = lda(traj, k, method=method, icd_hierarchy=icd, age_hierarchy=age, kernel=reference_bucket_pool)
+        assert [c.tolist() for c in new.clusters] == [c.tolist() for c in old.clusters]
+        assert new.release().fingerprint == old.release().fingerprint
+
+
+def test_lda_reports_progress_through_the_engine_protocol() -> None:
+    """`progress(fraction, message)` (engine.io.progress.Progress), fractions rising to 1.0."""
+    calls: list[tuple[float, str]] = []
+
+    def progress(fraction: float, message: str) -> None:
+        calls.append((fraction, message))
+
+    lda(Trajectories.from_pairs(FIG3A * 2), 2, icd_hierarchy=HYP, age_hierarchy=AGES, progress=progress)
+    fractions = [f for f, _ in calls]
+    assert calls and fractions == sorted(fractions) and fractions[-1] == 1.0
+    assert all(isinstance(m, str) and m for _, m in calls)
+
+
+def test_lda_settings_prepare_trajectories_once_per_cohort_and_selection() -> None:
+    import pandas as pd
+
+    from engine.records import Records
+    from engine.study.runs import CodeSelection, LDASettings, RunInputs
+
+    rows = [(f"P{p}", c, a) for p, t in enumerate(FIG3A) for c, a in t]
+    frame = pd.DataFrame(rows, columns=["patient_id", "code", "age"])
+    cohort = Records.from_frame(frame)
+    every = CodeSelection("all")
+    traj = LDASettings(k=2, codes=every).inputs(cohort)[0]
+    assert (
+        LDASettings(k=3, codes=every, w_icd=0.7).inputs(Records.from_frame(frame))[0] is traj
+    )  # same content
+    assert LDASettings(k=2, codes=CodeSelection("chosen", chosen=("401.1",))).inputs(cohort)[0] is not traj
+    other = Records.from_frame(frame.assign(age=frame["age"] + 1))
+    assert LDASettings(k=2, codes=every).inputs(other)[0].ages.tolist() == (traj.ages + 1).tolist()
+    for k in (2, 3):  # every run still equals one from scratch
+        rel = LDASettings(k=k, codes=every).run(RunInputs(cohort, cohort))
+        scratch = lda(Trajectories.from_records(cohort), k, age_domain=(1, 128))
+        assert rel.exported_frame().equals(scratch.release().exported_frame())
+
+
+def test_prepared_inputs_are_remembered_within_bounds() -> None:
+    from engine.anonymize import trajectories as tr
+
+    base = Trajectories.from_pairs(FIG3A)
+    first = lda(base, 2, icd_hierarchy=HYP, age_hierarchy=AGES)
+    again = lda(Trajectories.from_pairs(FIG3A), 3, icd_hierarchy=HYP, age_hierarchy=AGES)
+    assert again.model is first.model  # same content: prepared once
+    for shift in range(tr._PREPARED_MAX + 2):  # other contents
+        other = [*FIG3A, [("401.1", 33 + shift)]]
+        lda(Trajectories.from_pairs(other), 2, icd_hierarchy=HYP, age_hierarchy=AGES)
+    assert len(tr._PREPARED) <= tr._PREPARED_MAX
 
 
 def test_from_records_keeps_patients_without_pairs_as_empty_records() -> None:

@@ -1,6 +1,6 @@
 """Alignment of (ICD, Age) trajectories: Baseline (Algorithm 2) and A-GS (Algorithm 3) of the
-Tamersoy 2011 thesis, section IV.3.1, in exact integer arithmetic, plus the batched A-GS cost of one
-trajectory against many (numpy) that the MDAV clustering calls.
+Tamersoy 2011 thesis, section IV.3.1, in exact integer arithmetic, and the look-up tables of the
+compiled loops the MDAV clustering calls (`alignment_kernel`).
 
 Costs (Definitions 4 and 6, with the worked examples' convention of `engine.hierarchy`):
 - generalizing x_h with y_j costs w_ICD * LM(x.icd + y.icd -> lca) + w_Age * LM(x.age + y.age -> lca);
@@ -11,7 +11,8 @@ floats (the integer divided by scale). Ties between the three operations go to g
 (the thesis), then to suppressing x ("up"), then to suppressing y ("left").
 
 `align(x, y, ...)` is the public, readable A-GS / Baseline on labels (Figure 7 is its test);
-`agsc_costs` is the batched kernel (same integers, checked against `align` in the tests).
+`PairTables.kernel` holds the compiled loops' tables, `ags_align` is A-GS compiled with its traceback
+(same integers and choices as `ags_nodes`, checked in the tests).
 """
 
 from __future__ import annotations
@@ -392,67 +393,78 @@ class PairTables:
         q = np.where(ok, pid, 0)
         return np.where(ok, p["sup_i"][q // na] + p["sup_a"][q % na], 0)
 
+    @cached_property
+    def kernel(self) -> KernelTables:
+        """The tables of the compiled loops (`alignment_kernel`), contiguous int64."""
+        p = self._parts
+        c = np.ascontiguousarray
+        sup = p["sup_i"][:, None] + p["sup_a"][None, :]
+        ci, ca = self.model.icd_cost, self.model.age_cost
+        return KernelTables(
+            gen_i=c(p["xi"] + p["yi"]),
+            gen_a=c(p["xa"] + p["ya"]),
+            yshare_i=c(p["yi"]),
+            yshare_a=c(p["ya"]),
+            sup_i=c(p["sup_i"]),
+            sup_a=c(p["sup_a"]),
+            sup_min=int(sup.min(initial=0)),
+            sx_i=c(ci[0] - ci),
+            sx_a=c(ca[0] - ca),
+            lca_i=self._lca[0],
+            lca_a=self._lca[1],
+        )
 
-def prepare_x(x: Sequence[tuple[int, int]], tables: PairTables, dtype) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Per pair of x: its look-up row (`PairTables.row`) and its suppression cost (a 0-d array of
-    `dtype`), computed once per batch and shared by every bucket."""
-    out = []
-    for xi, xa in x:
-        sx = sum(tables.model.suppress(xi, xa))
-        out.append((tables.row(xi, xa, dtype), np.asarray(sx).astype(dtype)))
-    return out
+
+@dataclass(frozen=True, eq=False)
+class KernelTables:
+    """`PairTables` for `alignment_kernel`: per (x node, y value) the generalization cost (`gen_*`, x
+    share + y share) and the y share alone (`yshare_*`), per y value its suppression (`sup_*`,
+    `sup_min` the cheapest pair), per node its suppression (`sx_*`), per (node, y value) the lca."""
+
+    gen_i: np.ndarray
+    gen_a: np.ndarray
+    yshare_i: np.ndarray
+    yshare_a: np.ndarray
+    sup_i: np.ndarray
+    sup_a: np.ndarray
+    sup_min: int
+    sx_i: np.ndarray
+    sx_a: np.ndarray
+    lca_i: np.ndarray
+    lca_a: np.ndarray
+
+    def x_arrays(self, x: Sequence[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """x's ICD nodes, Age nodes and pair suppression costs."""
+        xi = np.fromiter((p[0] for p in x), np.int64, len(x))
+        xa = np.fromiter((p[1] for p in x), np.int64, len(x))
+        return xi, xa, self.sx_i[xi] + self.sx_a[xa]
 
 
-def ags_costs_batch(
-    x: Sequence[tuple[int, int]] | list,
-    pid: np.ndarray,
-    S: np.ndarray,
-    lengths: np.ndarray,
+def ags_align(
+    x: Sequence[tuple[int, int]],
+    ypi: np.ndarray,
+    ypa: np.ndarray,
     tables: PairTables,
-) -> np.ndarray:
-    """A-GS total cost i[m, n] + a[m, n] (without X's own loss) of x against every column of `pid`.
+    ilm_x: int = 0,
+    alm_x: int = 0,
+) -> _Raw:
+    """A-GS of x (node pairs) with y (its values' positions in `tables`' ICD and Age values), compiled
+    and without the matrices (`alignment_kernel.ags_trace`): the same anonymized pairs, traceback and
+    ILM / ALM as `ags_nodes` (which it is tested against)."""
+    from engine.anonymize import alignment_kernel
 
-    Column-major batch: `pid` (L, B) holds the encoded y pairs of B trajectories padded to L;
-    `S` (L+1, B) their cumulative suppression costs (S[0] = 0); `lengths` (B,). Row by row over x,
-    with T' = T - S the left-suppression recurrence T[j] = min(base[j], T[j-1] + sy[j]) becomes a
-    running minimum of base - S down the columns, so each row of the dynamic programme is five
-    array operations over (L, B). Same integers as `ags_nodes`. `x` may come prepared (`prepare_x`).
-    """
-    L, B = pid.shape
-    dtype = S.dtype
-    prepared = x if (len(x) and isinstance(x[0][0], np.ndarray)) else prepare_x(x, tables, dtype)
-    T = np.zeros((L + 1, B), dtype=dtype)
-    diag = np.empty((L, B), dtype=dtype)
-    for lut, sx in prepared:
-        np.take(lut, pid, out=diag)
-        diag += T[:-1]
-        T += sx  # suppress x_h: up
-        np.minimum(T[1:], diag, out=T[1:])
-        for j in range(1, L + 1):  # running minimum (np.minimum.accumulate is ~7x slower here)
-            np.minimum(T[j], T[j - 1], out=T[j])
-    cols = np.arange(B)
-    return T[lengths, cols] + S[lengths, cols]
-
-
-def baseline_costs_batch(
-    x: Sequence[tuple[int, int]], pid: np.ndarray, S: np.ndarray, lengths: np.ndarray, tables: PairTables
-) -> np.ndarray:
-    """Baseline total cost of x against every column (same layout as `ags_costs_batch`; matches
-    `baseline_nodes`)."""
-    L, B = pid.shape
-    m = len(x)
-    cols = np.arange(B)
-    s = np.minimum(lengths, m)
-    total = np.zeros(B, dtype=np.int64)
-    for h, (xi, xa) in enumerate(x[:L]):
-        lut = tables.row(xi, xa)
-        # generalization minus y-suppression; the suppression of matched y pairs is added back via S
-        total += np.where(h < s, lut[pid[h]], 0)
-    total += S[lengths, cols]  # S[s] restores the matched pairs, S[n] - S[s] suppresses y's tail
-    sx = np.array([sum(tables.model.suppress(*p)) for p in x], dtype=np.int64)
-    cum_sx = np.concatenate([[0], np.cumsum(sx)])
-    total += cum_sx[m] - cum_sx[s]  # x's unmatched tail is suppressed
-    return total
+    kt = tables.kernel
+    xi, xa, _ = kt.x_arrays(x)
+    ops, hs, js, ilm, alm = alignment_kernel.ags_trace(
+        xi, xa, kt.sx_i[xi], kt.sx_a[xa], kt.gen_i, kt.gen_a, kt.sup_i, kt.sup_a, ypi, ypa
+    )
+    names = (DIAG, UP, LEFT)
+    trace = [(names[o], h, j) for o, h, j in zip(ops.tolist(), hs.tolist(), js.tolist(), strict=True)]
+    li, la = kt.lca_i, kt.lca_a
+    pairs = [
+        (int(li[xi[h - 1], ypi[j - 1]]), int(la[xa[h - 1], ypa[j - 1]])) for op, h, j in trace if op == DIAG
+    ]
+    return _Raw(pairs, trace, ilm_x + int(ilm), alm_x + int(alm))
 
 
 class TrajectoryTextError(UserError, ValueError):

@@ -25,15 +25,22 @@ Every record of a cluster is released as the cluster's anonymized trajectory: k-
 construction, and verified by `engine.risk` on the `Release` (items `code|age`, repeats counted).
 Patients with no pair (e.g. none of the selected codes) are released as empty records.
 
-The costs of step 2 and 3 for all remaining records are computed at once by
-`alignment.ags_costs_batch` (records grouped into length buckets); only the chosen record is then
-aligned with the readable `alignment.ags_nodes` to obtain the anonymized trajectory.
+Steps 2 and 3 run as compiled loops (`alignment_kernel`, numba): step 3 skips the records that
+exact lower bounds exclude, and the chosen record is aligned with its traceback
+(`alignment.ags_align`, the same result as the readable `alignment.ags_nodes`). What does not depend
+on k is prepared once per input and kept for the next runs (`_prepared`, keyed on the content of
+the trajectories, hierarchies, weights and method): the cost model and tables, the pairs as
+indexes, the whole cost rows of step 2 (x is then an original trajectory, met again at other k)
+and the release's source pairs. `lda(..., kernel="reference")` runs the pure-Python reference.
 """
 
 from __future__ import annotations
 
+import hashlib
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from functools import cached_property
 
 import numpy as np
@@ -43,11 +50,10 @@ from engine.anonymize.alignment import (
     METHODS,
     CostModel,
     PairTables,
-    ags_costs_batch,
+    _Raw,
+    ags_align,
     ags_nodes,
-    baseline_costs_batch,
     baseline_nodes,
-    prepare_x,
     weight_fraction,
 )
 from engine.hierarchy import (
@@ -58,6 +64,7 @@ from engine.hierarchy import (
     age_labels_above_top,
     top_code_ages,
 )
+from engine.io.progress import Progress
 from engine.records import Records
 from engine.release import Release
 from engine.utility.loss import dataset_loss
@@ -179,6 +186,17 @@ class Trajectories:
         return len(self.patient_ids)
 
     @cached_property
+    def fingerprint(self) -> str:
+        """A content hash (patients, pairs): the key of the LDA's memo of prepared inputs."""
+        h = hashlib.sha256()
+        for arr in (self.patient_ids, self.codes):
+            h.update("\x1f".join(map(str, arr.tolist())).encode())
+            h.update(b"\x1e")
+        for arr in (self.ptr, self.ages):
+            h.update(np.ascontiguousarray(arr, dtype=np.int64).tobytes())
+        return h.hexdigest()
+
+    @cached_property
     def lengths(self) -> np.ndarray:
         return np.diff(self.ptr)
 
@@ -263,108 +281,174 @@ def hierarchies_for(
 
 
 # ------------------------------------------------------------------------------ the pool
-def _length_buckets(rec: np.ndarray, lengths: np.ndarray, min_rows: int = 768) -> list[np.ndarray]:
-    """Records grouped by length: one group per distinct length, adjacent groups merged until each
-    holds at least `min_rows` records or spans lengths within 25% (padding waste vs call overhead)."""
-    Ls = lengths[rec]
-    order = np.argsort(Ls, kind="stable")
-    sorted_rec, sorted_L = rec[order], Ls[order]
-    out: list[np.ndarray] = []
-    start = 0
-    n = len(sorted_rec)
-    while start < n:
-        end = start + 1
-        while end < n and (end - start < min_rows or sorted_L[end] <= 1.25 * sorted_L[start]):
-            end += 1
-        # keep equal lengths together
-        while end < n and sorted_L[end] == sorted_L[end - 1]:
-            end += 1
-        out.append(np.sort(sorted_rec[start:end]))
-        start = end
-    return out
+class _Candidates:
+    """The records not yet clustered (`alive`) and MDAV's two questions about them: the record
+    farthest from (step 2) and the record nearest to (step 3) a trajectory x, by alignment cost,
+    the lowest record index on ties."""
 
+    alive: np.ndarray
 
-class _Pool:
-    """The records not yet clustered, grouped by length into padded arrays for the batched kernel.
+    def costs(self, x: Sequence[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+        """(records alive, their alignment cost with x), records in increasing index."""
+        raise NotImplementedError
 
-    Buckets are compacted when fewer than 60% of their rows are alive, so each batch works on
-    mostly-alive rows without gathering them every time.
-    """
+    def nearest(self, x: Sequence[tuple[int, int]]) -> int:
+        recs, costs = self.costs(x)
+        return int(recs[np.flatnonzero(costs == costs.min())[0]])
 
-    def __init__(
-        self,
-        rec: np.ndarray,
-        lengths: np.ndarray,
-        pid_flat: np.ndarray,
-        ptr: np.ndarray,
-        tables: PairTables,
-        dtype,
-    ):
-        self.tables = tables
-        self.dtype = dtype
-        self.alive = np.zeros(len(lengths), dtype=bool)
-        self.alive[rec] = True
-        self.buckets: list[dict] = []
-        for sel in _length_buckets(rec, lengths):
-            L = int(lengths[sel].max())
-            pid = np.full((L, len(sel)), tables.n_values, dtype=np.int64)  # column-major, sentinel-padded
-            for b, r in enumerate(sel):
-                pid[: lengths[r], b] = pid_flat[ptr[r] : ptr[r + 1]]
-            mask = np.arange(L)[:, None] < lengths[sel][None, :]
-            sup = np.where(mask, tables.y_suppress(pid), 0)
-            S = np.concatenate([np.zeros((1, len(sel)), np.int64), np.cumsum(sup, axis=0)], axis=0).astype(
-                dtype
-            )
-            Ls = lengths[sel]
-            self.buckets.append(
-                {"rec": sel, "pid": pid, "S": S, "len": Ls, "Lmin": int(Ls.min()), "Lmax": int(Ls.max())}
-            )
-
-    def costs(self, x: Sequence[tuple[int, int]], method: str) -> tuple[np.ndarray, np.ndarray]:
-        """(records alive, their alignment cost with x), records in increasing index.
-
-        (Lower bounds to skip hopeless records were tried: on D50Pop-shaped data they pruned too
-        little to pay for themselves, so every alive record is aligned.)
-        """
-        xp: Sequence[tuple[int, int]] | list[tuple[np.ndarray, np.ndarray]]
-        if method == "a-gs":
-            fn, xp = ags_costs_batch, prepare_x(x, self.tables, self.dtype)
-        else:
-            fn, xp = baseline_costs_batch, x
-        recs, costs = [], []
-        for b in self.buckets:
-            ok = self.alive[b["rec"]]
-            if not ok.any():
-                continue
-            c = fn(xp, b["pid"], b["S"], b["len"], self.tables)
-            recs.append(b["rec"][ok])
-            costs.append(c[ok].astype(np.int64))
-        if not recs:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        r, c = np.concatenate(recs), np.concatenate(costs)
-        o = np.argsort(r, kind="stable")
-        return r[o], c[o]
+    def farthest(self, x: Sequence[tuple[int, int]]) -> int:
+        recs, costs = self.costs(x)
+        return int(recs[np.flatnonzero(costs == costs.max())[0]])
 
     def remove(self, recs: Sequence[int]) -> None:
         self.alive[np.asarray(recs, dtype=np.int64)] = False
-        for b in self.buckets:
-            ok = self.alive[b["rec"]]
-            if 0 < ok.sum() < 0.6 * len(ok):
-                b["rec"], b["len"] = b["rec"][ok], b["len"][ok]
-                b["pid"], b["S"] = np.ascontiguousarray(b["pid"][:, ok]), np.ascontiguousarray(b["S"][:, ok])
 
 
-class _ReferencePool:
+_ROW_BYTES = 16 * 2**20  # per prepared input: the memo of whole cost rows (`_Prepared.row`)
+
+
+def _kernel():
+    """`alignment_kernel`, imported on first use (numba is loaded only when the LDA runs)."""
+    from engine.anonymize import alignment_kernel
+
+    return alignment_kernel
+
+
+class _Prepared:
+    """What the LDA computes of one input before clustering, none of it depending on k: the cost
+    model, the pairs as node indexes and as positions among the data's values (`PairTables`),
+    identical trajectories grouped, a memo of whole cost rows (x against every record with pairs,
+    `row`, bounded to `_ROW_BYTES`) and of results every run shares (`shared`: `LDAResult.memo`).
+
+    Memoized per content (`_prepared`), so a run at another k starts from here."""
+
+    def __init__(self, traj: Trajectories, icd_h: Hierarchy, age_h: Hierarchy, w: Fraction, method: str):
+        self.traj, self.method = traj, method
+        self.model = model = CostModel(icd_h, age_h, w)
+        nodes_i = icd_h.indexes(traj.codes.astype(str))
+        nodes_a = age_h.indexes([age_h.leaf_of(a) for a in traj.ages.tolist()])
+        self.lengths = lengths = traj.lengths
+        self.ptr = np.ascontiguousarray(traj.ptr, dtype=np.int64)
+        self.rec = np.flatnonzero(lengths > 0)
+        icd_vals, pos_i = np.unique(nodes_i, return_inverse=True)
+        age_vals, pos_a = np.unique(nodes_a, return_inverse=True)
+        self.tables = PairTables(model, icd_vals, age_vals)
+        self.pid_flat = (pos_i * len(age_vals) + pos_a).astype(np.int64)
+        self.ypi, self.ypa = pos_i.astype(np.int64), pos_a.astype(np.int64)
+        # node pairs per record; identical trajectories share a group id (step 1)
+        self.tup = [
+            tuple(zip(nodes_i[s:e].tolist(), nodes_a[s:e].tolist(), strict=True))
+            for s, e in zip(traj.ptr[:-1], traj.ptr[1:], strict=True)
+        ]
+        self.group = pd.factorize(pd.Series([str(t) for t in self.tup], dtype=object))[0]
+        self._rows: dict[tuple, np.ndarray] = {}
+        self._max_rows = max(1, _ROW_BYTES // (8 * max(traj.n, 1)))
+        self._lock = threading.Lock()
+        self.shared: dict = {"nodes": (nodes_i, nodes_a)}  # `LDAResult.memo`
+
+    def costs(self, x: Sequence[tuple[int, int]], recs: np.ndarray) -> np.ndarray:
+        """The alignment costs of x with the records `recs` (`alignment_kernel.costs`)."""
+        kt = self.tables.kernel
+        xi, xa, sx = kt.x_arrays(x)
+        return _kernel().costs(
+            0 if self.method == "a-gs" else 1,
+            xi,
+            xa,
+            sx,
+            kt.gen_i,
+            kt.gen_a,
+            kt.sup_i,
+            kt.sup_a,
+            self.ypi,
+            self.ypa,
+            self.ptr,
+            np.ascontiguousarray(recs, dtype=np.int64),
+        )
+
+    def row(self, x: Sequence[tuple[int, int]]) -> np.ndarray:
+        """x's cost against every record with pairs (-1 for the others), memoized."""
+        key = tuple(x)
+        got = self._rows.get(key)
+        if got is None:
+            got = np.full(self.traj.n, -1, dtype=np.int64)
+            got[self.rec] = self.costs(x, self.rec)
+            with self._lock:
+                self._rows[key] = got
+                while len(self._rows) > self._max_rows:
+                    self._rows.pop(next(iter(self._rows)), None)
+        return got
+
+    def aligned(self, x: Sequence[tuple[int, int]], best: int, ilm: int, alm: int) -> _Raw:
+        """x aligned with record `best` (X carrying ILM `ilm`, ALM `alm`): A-GS or Baseline."""
+        if self.method == "baseline":
+            return baseline_nodes(x, self.tup[best], self.model, ilm, alm)
+        s, e = self.ptr[best], self.ptr[best + 1]
+        return ags_align(x, self.ypi[s:e], self.ypa[s:e], self.tables, ilm, alm)
+
+
+class _Pool(_Candidates):
+    """The records not yet clustered, aligned with x by the compiled loops (`alignment_kernel`).
+
+    Step 2 (farthest) takes x's whole cost row (`_Prepared.row`: x is an original trajectory there,
+    met again at later clusters and at other k). Step 3 (nearest) skips the records that lower
+    bounds exclude (`alignment_kernel.nearest`)."""
+
+    def __init__(self, prep: _Prepared, rec: np.ndarray):
+        self.prep = prep
+        self.alive = np.zeros(prep.traj.n, dtype=bool)
+        self.alive[rec] = True
+        t = prep.tables
+        self._floors = np.zeros((len(t.icd_vals), len(t.age_vals), 2), dtype=np.int64)  # nearest's scratch
+        self._stamp = 0
+
+    def costs(self, x: Sequence[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+        recs = np.flatnonzero(self.alive)
+        return recs, self.prep.costs(x, recs)
+
+    def farthest(self, x: Sequence[tuple[int, int]]) -> int:
+        recs = np.flatnonzero(self.alive)
+        costs = self.prep.row(x)[recs]
+        return int(recs[np.flatnonzero(costs == costs.max())[0]])
+
+    def nearest(self, x: Sequence[tuple[int, int]]) -> int:
+        prep = self.prep
+        kt = prep.tables.kernel
+        xi, xa, sx = kt.x_arrays(x)
+        self._stamp += 1
+        return int(
+            _kernel().nearest(
+                0 if prep.method == "a-gs" else 1,
+                xi,
+                xa,
+                sx,
+                kt.gen_i,
+                kt.gen_a,
+                kt.yshare_i,
+                kt.yshare_a,
+                kt.sup_i,
+                kt.sup_a,
+                kt.sup_min,
+                prep.ypi,
+                prep.ypa,
+                prep.ptr,
+                self.alive,
+                self._floors,
+                self._stamp,
+            )
+        )
+
+
+class _ReferencePool(_Candidates):
     """The plain reference: one pure-Python A-GS / Baseline per remaining record (for benchmarks
     and equivalence tests; same integers, same choices as `_Pool`)."""
 
-    def __init__(self, rec: np.ndarray, n: int, tup: list, model: CostModel):
-        self.alive = np.zeros(n, dtype=bool)
+    def __init__(self, prep: _Prepared, rec: np.ndarray):
+        self.alive = np.zeros(prep.traj.n, dtype=bool)
         self.alive[rec] = True
-        self.tup, self.model = tup, model
+        self.tup, self.model, self.method = prep.tup, prep.model, prep.method
 
-    def costs(self, x: Sequence[tuple[int, int]], method: str) -> tuple[np.ndarray, np.ndarray]:
-        fn = ags_nodes if method == "a-gs" else baseline_nodes
+    def costs(self, x: Sequence[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+        fn = ags_nodes if self.method == "a-gs" else baseline_nodes
         recs = np.flatnonzero(self.alive)
         costs = []
         for r in recs:
@@ -372,8 +456,60 @@ class _ReferencePool:
             costs.append(raw.ilm + raw.alm)
         return recs, np.asarray(costs, dtype=np.int64)
 
-    def remove(self, recs: Sequence[int]) -> None:
-        self.alive[np.asarray(recs, dtype=np.int64)] = False
+
+PoolFactory = Callable[[_Prepared, np.ndarray], _Candidates]
+_KERNELS: dict[str, PoolFactory] = {"batched": _Pool, "reference": _ReferencePool}
+
+# `_prepared`'s memo: the last few inputs, keyed on content (trajectories, hierarchies, weights, method)
+_PREPARED: dict[tuple, _Prepared] = {}
+_PREPARED_MAX = 4
+_HIERARCHY_KEYS: dict[int, tuple[Hierarchy, str]] = {}
+_MEMO_LOCK = threading.Lock()
+
+
+def _hierarchy_key(h: Hierarchy) -> str:
+    """A content hash of a hierarchy (labels, parents, value map), memoized per object."""
+    got = _HIERARCHY_KEYS.get(id(h))
+    if got is not None and got[0] is h:
+        return got[1]
+    d = hashlib.sha256("\x1f".join(h.labels).encode())
+    d.update(np.ascontiguousarray(h.parent_index).tobytes())
+    d.update(repr(sorted(h.value_map.items())).encode())
+    key = d.hexdigest()
+    with _MEMO_LOCK:
+        _HIERARCHY_KEYS[id(h)] = (h, key)
+        while len(_HIERARCHY_KEYS) > 16:
+            _HIERARCHY_KEYS.pop(next(iter(_HIERARCHY_KEYS)), None)
+    return key
+
+
+def _prepared(
+    traj: Trajectories,
+    icd_hierarchy: Hierarchy | None,
+    age_hierarchy: Hierarchy | None,
+    age_domain: tuple[int, int] | None,
+    w: Fraction,
+    method: str,
+) -> _Prepared:
+    """The input prepared for clustering (`_Prepared`), memoized on its content: the last
+    `_PREPARED_MAX` inputs are kept."""
+    key = (
+        traj.fingerprint,
+        None if icd_hierarchy is None else _hierarchy_key(icd_hierarchy),
+        None if age_hierarchy is None else _hierarchy_key(age_hierarchy),
+        age_domain,
+        w,
+        method,
+    )
+    got = _PREPARED.get(key)
+    if got is None:
+        icd_h, age_h = hierarchies_for(traj, icd_hierarchy, age_hierarchy, age_domain)
+        got = _Prepared(traj, icd_h, age_h, w, method)
+        with _MEMO_LOCK:
+            _PREPARED[key] = got
+            while len(_PREPARED) > _PREPARED_MAX:
+                _PREPARED.pop(next(iter(_PREPARED)), None)
+    return got
 
 
 # ------------------------------------------------------------------------------ the LDA
@@ -384,7 +520,8 @@ class LDAResult:
     `clusters[c]`: record indexes of cluster c in the order they joined; `cluster_pairs[c]`: its
     anonymized trajectory as (ICD node, Age node) of `model`'s hierarchies; `pair_icd`, `pair_age`:
     per original pair, the node it is released as (the root when suppressed); `pair_kept`: False
-    for suppressed pairs.
+    for suppressed pairs; `memo`: what depends on the input and the model only (original nodes,
+    source pairs), shared by the runs of one prepared input (`_shared`).
     """
 
     trajectories: Trajectories
@@ -397,6 +534,7 @@ class LDAResult:
     pair_age: np.ndarray
     pair_kept: np.ndarray
     params: dict = field(default_factory=dict)
+    memo: dict = field(default_factory=dict, repr=False)
 
     @cached_property
     def record_cluster(self) -> np.ndarray:
@@ -425,12 +563,32 @@ class LDAResult:
         drop = ~self.pair_kept
         return pd.DataFrame({"patient_id": pid[drop], "code": t.codes[drop], "age": t.ages[drop]})
 
+    def _shared(self, name: str, compute: Callable[[], object]):
+        """A result that depends on the input and the model only (not on k), computed once for all
+        the runs of one prepared input (`memo`)."""
+        got = self.memo.get(name)
+        if got is None:
+            got = self.memo[name] = compute()
+        return got
+
+    def original_nodes(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per original pair, its ICD and Age leaf node of `model`'s hierarchies."""
+
+        def compute() -> tuple[np.ndarray, np.ndarray]:
+            t, model = self.trajectories, self.model
+            icd = model.icd.indexes(t.codes.astype(str))
+            return icd, model.age.indexes([model.age.leaf_of(a) for a in t.ages.tolist()])
+
+        return self._shared("nodes", compute)
+
     def source_pairs(self) -> Records:
         """The LDA's input as `code|age` pair items, one record per cohort patient (those without
         pairs too): what the release's invariant is checked against (`Release.checked`)."""
+        return self._shared("source_pairs", self._source_pairs)
+
+    def _source_pairs(self) -> Records:
         t, model = self.trajectories, self.model
-        icd = model.icd.indexes(t.codes.astype(str))
-        age = model.age.indexes([model.age.leaf_of(a) for a in t.ages.tolist()])
+        icd, age = self.original_nodes()
         labels = [pair_label(model.icd.labels[i], model.age.labels[a]) for i, a in zip(icd, age, strict=True)]
         vocab = np.array(sorted(set(labels)), dtype=object)
         idx = pd.Index(vocab).get_indexer(labels).astype(np.int32) if labels else np.zeros(0, np.int32)
@@ -484,16 +642,20 @@ class LDAResult:
             loss=self.loss_summary(),
         )
 
+    def _present_pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        """The distinct original (ICD, Age) leaf pairs and their labels."""
+        model = self.model
+        present = (
+            pd.DataFrame(dict(zip("ia", self.original_nodes(), strict=True))).drop_duplicates().to_numpy()
+        )
+        plab = [pair_label(model.icd.labels[i], model.age.labels[a]) for i, a in present]
+        return present, np.array(plab, dtype=object)
+
     def _item_codes(self) -> dict[str, frozenset[str]]:
-        model, t = self.model, self.trajectories
-        oi = model.icd.indexes(t.codes.astype(str))
-        oa = model.age.indexes([model.age.leaf_of(a) for a in t.ages.tolist()])
-        present = pd.DataFrame({"i": oi, "a": oa}).drop_duplicates().to_numpy()
+        model = self.model
+        present, plab = self._shared("present", self._present_pairs)
         if len(present) == 0:
             return {}
-        plab = np.array(
-            [pair_label(model.icd.labels[i], model.age.labels[a]) for i, a in present], dtype=object
-        )
         rel = sorted({pa for cp in self.cluster_pairs for pa in cp})
         ti, to = model.icd._tin, model.icd._tout
         ai, ao = model.age._tin, model.age._tout
@@ -526,14 +688,16 @@ def lda(
     icd_hierarchy: Hierarchy | None = None,
     age_hierarchy: Hierarchy | None = None,
     age_domain: tuple[int, int] | None = None,
-    progress: Callable[[float], None] | None = None,
-    kernel: str = "batched",
+    progress: Progress | None = None,
+    kernel: str | PoolFactory = "batched",
 ) -> LDAResult:
     """k-anonymize trajectories with MDAV over A-GS (or Baseline) alignments (module docstring).
 
     The ICD hierarchy is restricted to the codes present; ages use the full configured domain.
-    `kernel`: "batched" (numpy, one trajectory against all remaining at once) or "reference"
-    (pure Python, one alignment at a time; same result, for benchmarks and tests).
+    `kernel`: "batched" (numpy, one trajectory against many at once, with lower bounds) or
+    "reference" (pure Python, one alignment at a time; same result, for benchmarks and tests), or a
+    factory of another pool (`PoolFactory`; the tests' former kernel). `progress(fraction, message)`
+    after every cluster (`engine.io.progress`).
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, not {method!r}")
@@ -541,34 +705,22 @@ def lda(
     if k < 1:
         raise ValueError("k must be at least 1")
     w = weight_fraction(w_icd)
-    icd_h, age_h = hierarchies_for(traj, icd_hierarchy, age_hierarchy, age_domain)
-    model = CostModel(icd_h, age_h, w)
-    nodes_i = icd_h.indexes(traj.codes.astype(str))
-    nodes_a = age_h.indexes([age_h.leaf_of(a) for a in traj.ages.tolist()])
-    lengths = traj.lengths
-    rec = np.flatnonzero(lengths > 0)
+    factory = _KERNELS.get(kernel) if isinstance(kernel, str) else kernel
+    if factory is None:
+        raise ValueError(f"kernel must be 'batched' or 'reference', not {kernel!r}")
+    prep = _prepared(traj, icd_hierarchy, age_hierarchy, age_domain, w, method)
+    model, tup, group = prep.model, prep.tup, prep.group
+    rec = prep.rec
     if 0 < len(rec) < k:
         raise ValueError(f"only {len(rec)} trajectories with pairs: at least k = {k} are needed")
-    icd_vals, pos_i = np.unique(nodes_i, return_inverse=True)
-    age_vals, pos_a = np.unique(nodes_a, return_inverse=True)
-    tables = PairTables(model, icd_vals, age_vals)
-    pid_flat = pos_i * len(age_vals) + pos_a
-    bound = model.scale * 2 * (int(lengths.max(initial=0)) + 1) * 2
-    dtype = np.int32 if bound < 2**31 - 1 else np.int64
-    # identical trajectories share a group id (step 1: the most frequent trajectory)
-    tup = [
-        tuple(zip(nodes_i[s:e].tolist(), nodes_a[s:e].tolist(), strict=True))
-        for s, e in zip(traj.ptr[:-1], traj.ptr[1:], strict=True)
-    ]
-    group = pd.factorize(pd.Series([str(t) for t in tup], dtype=object))[0]
-    pool: _Pool | _ReferencePool
-    if kernel == "batched":
-        pool = _Pool(rec, lengths, pid_flat, traj.ptr, tables, dtype)
-    elif kernel == "reference":
-        pool = _ReferencePool(rec, traj.n, tup, model)
-    else:
-        raise ValueError(f"kernel must be 'batched' or 'reference', not {kernel!r}")
-    align_fn = ags_nodes if method == "a-gs" else baseline_nodes
+    pool = factory(prep, rec)
+    fast = kernel == "batched"  # the others keep the readable alignment (`ags_nodes`) too
+
+    def align_with(cur: list[tuple[int, int]], best: int, ilm: int, alm: int):
+        if fast:
+            return prep.aligned(cur, best, ilm, alm)
+        return (ags_nodes if method == "a-gs" else baseline_nodes)(cur, tup[best], model, ilm, alm)
+
     pair_icd = np.zeros(len(traj.codes), dtype=np.int64)  # root
     pair_age = np.zeros(len(traj.codes), dtype=np.int64)
     pair_kept = np.zeros(len(traj.codes), dtype=bool)
@@ -584,9 +736,8 @@ def lda(
         prov = [[g] for g in range(s, e)]  # original pair ids behind each anonymized pair
         ilm = alm = 0
         for _ in range(size - 1):
-            recs, costs = pool.costs(cur, method)
-            best = int(recs[np.flatnonzero(costs == costs.min())[0]])
-            raw = align_fn(cur, tup[best], model, ilm, alm)
+            best = pool.nearest(cur)
+            raw = align_with(cur, best, ilm, alm)
             ys = traj.ptr[best]
             new_prov = []
             for op, h, j in raw.ops:
@@ -600,19 +751,19 @@ def lda(
         clusters.append(np.asarray(members, dtype=np.int64))
         cluster_pairs.append(list(cur))
         if progress is not None:
-            progress(1.0 - pool.alive.sum() / max(n_total, 1))
+            progress(1.0 - pool.alive.sum() / max(n_total, 1), "LDA: clustering")
 
     def farthest_from_most_frequent() -> int:
         alive = np.flatnonzero(pool.alive)
         cnt = np.bincount(group[alive])
         mf = int(alive[np.flatnonzero(cnt[group[alive]] == cnt.max())[0]])  # step 1, first in cohort order
-        recs, costs = pool.costs(tup[mf], method)
-        return int(recs[np.flatnonzero(costs == costs.max())[0]])  # step 2, lowest index on ties
+        return pool.farthest(tup[mf])  # step 2, lowest index on ties
 
     while pool.alive.sum() >= 2 * k:  # steps 3-4
         grow(farthest_from_most_frequent(), k)
     if pool.alive.any():  # the last k..2k-1 records form the final cluster
         grow(farthest_from_most_frequent(), int(pool.alive.sum()))
+    icd_h, age_h = model.icd, model.age
     params = {
         "k": k,
         "method": method,
@@ -623,4 +774,6 @@ def lda(
         "knowledge": "all_visits (code, age) pairs with repeats",
         "ages_top_coded_at": AGE_TOP_CODE,  # ages above 89 released as one category, 90+
     }
-    return LDAResult(traj, model, method, k, clusters, cluster_pairs, pair_icd, pair_age, pair_kept, params)
+    return LDAResult(
+        traj, model, method, k, clusters, cluster_pairs, pair_icd, pair_age, pair_kept, params, prep.shared
+    )

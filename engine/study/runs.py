@@ -430,6 +430,7 @@ class ProfilesSettings:
 
 # ------------------------------------------------------------------------------------- LDA
 ICD_HIERARCHIES = ("icd9-thesis", "icd9-4digit", "phecode")
+_LDA_INPUTS: dict[tuple, tuple] = {}  # `LDASettings.inputs`' memo (the last few cohorts and selections)
 
 
 @dataclass(frozen=True)
@@ -515,16 +516,28 @@ class LDASettings:
             icd = icd_hierarchy_for(items, levels)
         return icd, Hierarchy.ages(self.age_low, self.age_high, top_code_90=True)  # always (class docstring)
 
+    def inputs(self, cohort: Records, trajectories=None) -> tuple:
+        """(trajectories, ICD hierarchy, age hierarchy) of this cohort, memoized on the cohort's
+        content and the settings that shape them (not k, the weights or the alignment: a run at
+        another k starts from here). `trajectories`: those `self.trajectories(cohort)` gives."""
+        source = cohort.fingerprint if trajectories is None else trajectories.fingerprint
+        key = (source, self.codes, self.roll_up, self.icd_hierarchy, self.age_low, self.age_high)
+        got = _LDA_INPUTS.get(key)
+        if got is None:
+            traj = self.trajectories(cohort) if trajectories is None else trajectories
+            got = (traj, *self.hierarchies(set(map(str, traj.codes))))
+            _LDA_INPUTS[key] = got
+            while len(_LDA_INPUTS) > 4:
+                _LDA_INPUTS.pop(next(iter(_LDA_INPUTS)), None)
+        return got
+
     def run_result(self, inputs: RunInputs, progress: Progress | None = None, *, trajectories=None):
         """The full LDA result (clusters, losses) behind the release. `trajectories`: those
         `self.trajectories(inputs.cohort)` gives, when the caller built them already."""
         from engine.anonymize.trajectories import lda
 
         self.validate()
-        if trajectories is None:
-            trajectories = self.trajectories(inputs.cohort)
-        icd, age = self.hierarchies(set(map(str, trajectories.codes)))
-        step = (lambda f: progress(f, "LDA: clustering")) if progress else None
+        trajectories, icd, age = self.inputs(inputs.cohort, trajectories)
         return lda(
             trajectories,
             self.k,
@@ -532,7 +545,7 @@ class LDASettings:
             method=self.alignment,
             icd_hierarchy=icd,
             age_hierarchy=age,
-            progress=step,
+            progress=progress,
         )
 
     def run(self, inputs: RunInputs, progress: Progress | None = None) -> Release:
