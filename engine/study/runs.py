@@ -484,15 +484,21 @@ class LDASettings:
 
     def trajectories(self, cohort: Records):
         """The cohort's (ICD, Age) trajectories of the selected codes (after the roll-up, if any)."""
+        import pandas as pd
+
         from engine.anonymize.trajectories import Trajectories
+
+        def per_code(fn, codes: pd.Series) -> pd.Series:  # each distinct code mapped once
+            index, distinct = pd.factorize(codes.astype(str))
+            return pd.Series(pd.Index(fn(distinct.tolist()), dtype=object)[index], index=codes.index)
 
         df = cohort.to_frame()
         if self.roll_up:
-            df = df.assign(code=roll_up_codes(df["code"].astype(str).tolist(), self.roll_up))
+            df = df.assign(code=per_code(lambda c: roll_up_codes(c, self.roll_up), df["code"]))
         if self.codes.mode == "all":
             return Trajectories.from_frame(df, patient_ids=cohort.patient_ids)
         if self.codes.mode == "paper":
-            df = df.assign(code=roll_up_to_categories(df["code"].astype(str).tolist()))
+            df = df.assign(code=per_code(roll_up_to_categories, df["code"]))
             codes = list(paper_codes_for(str(x) for x in cohort.items))
             return Trajectories.from_frame(df, patient_ids=cohort.patient_ids, codes=codes)
         if self.codes.mode == "top":
