@@ -13,11 +13,14 @@ from hypothesis import strategies as st
 from engine.anonymize.population import (
     GroupRelease,
     ScopeComparison,
+    _plain_figures,
     anonymize,
     compare_scopes,
+    suppress_rare,
     visit_support,
 )
 from engine.records import Records
+from engine.utility.retention import figures
 from tests.reference_population import _support_of_visits as reference_support
 from tests.reference_population import reference_pass
 from tests.test_population_properties import CONSTRAINTS, to_records
@@ -102,6 +105,27 @@ def test_visit_support_equals_reference(recs, with_visits, data):
     fast = visit_support(group, patients, within_visits=with_visits)
     slow = reference_support(group, visits, None, with_visits)
     assert fast[0].tolist() == slow[0].tolist() and fast[1].tolist() == slow[1].tolist()
+
+
+@settings(max_examples=60, deadline=None)
+@given(recs=populations, k=st.integers(1, 6), data=st.data())
+def test_plain_figures_are_those_of_suppress_rare(recs, k, data):
+    """Tables 1-3's "without generalization" figures, counted without building the records, equal
+    `figures` of `suppress_rare`'s released group and extracted cohort."""
+    group = to_records(recs)
+    ids = data.draw(st.lists(st.sampled_from(group.patient_ids.tolist()), min_size=1, unique=True))
+    plain_group, plain_cohort = suppress_rare(group, ids, k)
+    assert _plain_figures(group, ids, k) == (figures(plain_group), figures(plain_cohort))
+
+
+def test_plain_figures_on_the_sample(sample_dataset):
+    population, cohort = sample_dataset.events, sample_dataset.group_records("cohort")
+    for k in (2, 10):
+        plain_group, plain_cohort = suppress_rare(population, cohort.patient_ids, k)
+        assert _plain_figures(population, cohort.patient_ids, k) == (
+            figures(plain_group),
+            figures(plain_cohort),
+        )
 
 
 @pytest.fixture(scope="module")

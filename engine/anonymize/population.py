@@ -815,6 +815,33 @@ def suppress_rare(group: Records, cohort_ids: Sequence[str] | np.ndarray, k: int
     return released, _compact(released.take(group.index_of(cohort_ids)))
 
 
+def _plain_figures(group: Records, cohort_ids: Sequence[str] | np.ndarray, k: int) -> tuple[Figures, Figures]:
+    """`figures` of both results of `suppress_rare(group, cohort_ids, k)` (released group, extracted
+    cohort), counted from the group's per-record item sets without building them: a record keeps the
+    items held by at least k records; every item is an original code (Code Count = released items)."""
+    sets = group.patient_item_sets
+    kept = np.bincount(sets.indices, minlength=group.n_items) >= k
+    kept_entry = kept[sets.indices]
+    before = np.concatenate([[0], np.cumsum(kept_entry, dtype=np.int64)])
+    per_record = before[sets.indptr[1:]] - before[sets.indptr[:-1]]  # items kept per record
+    cohort_idx = group.index_of(cohort_ids)
+    in_cohort = concat_ranges(sets.indptr[cohort_idx], np.diff(sets.indptr)[cohort_idx])
+    cohort_items = np.zeros(group.n_items, dtype=bool)
+    cohort_items[sets.indices[in_cohort][kept_entry[in_cohort]]] = True
+
+    def figures_of(per: np.ndarray, n_items: int) -> Figures:
+        return Figures(
+            diagnosis_count=int(per.sum()),
+            code_count=n_items,
+            released_items=n_items,
+            population_size=int((per > 0).sum()),
+        )
+
+    return figures_of(per_record, int(kept.sum())), figures_of(
+        per_record[cohort_idx], int(cohort_items.sum())
+    )
+
+
 def _compact(r: Records) -> Records:
     """The same records with the vocabulary reduced to the items present (order kept)."""
     used = np.zeros(r.n_items, dtype=bool)
@@ -900,13 +927,13 @@ def compare_scopes(
             progress=step,
         )
         results[scope] = res
-        plain_group, plain_cohort = suppress_rare(groups[scope], cohort_ids, k)
+        plain_group, plain_cohort = _plain_figures(groups[scope], cohort_ids, k)
         if scope != "cohort":
             rows_group.append(
                 RetentionRow(
                     f"{scope}-Anon",
                     figures(res.released_group, res.release.item_codes),
-                    figures(plain_group),
+                    plain_group,
                     originals[f"{scope}*"],
                     whole,
                 )
@@ -915,7 +942,7 @@ def compare_scopes(
             RetentionRow(
                 SCOPE_NAMES[scope],
                 figures(res.release.records, res.release.item_codes),
-                figures(plain_cohort),
+                plain_cohort,
                 cohort_original,
                 whole,
             )
