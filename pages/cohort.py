@@ -4,9 +4,9 @@ import pandas as pd
 import streamlit as st
 
 from engine.records import Records
+from ui import cache, steps
 from ui import cohort_view as cv
-from ui import steps
-from ui.context import HASH_FUNCS, through_entry_point
+from ui.context import through_entry_point
 from ui.downloads import table_download
 from ui.literal import md
 from ui.teach import intro
@@ -17,25 +17,32 @@ steps.render()  # issue 26: the four steps, where the user stands, teach mode on
 intro("cohort")
 
 
-@st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False)
+_TABLES = 16  # the page's tables held (ui.cache: shared on the shipped sample's groups, else this session)
+
+
+def _memo(what: str, groups: dict[str, Records], compute, *parameters):
+    key = (what, tuple((name, r.fingerprint) for name, r in groups.items()), *parameters)
+    return cache.memo("cohort tables", key, compute, size=_TABLES, data=tuple(groups.values()))
+
+
 def _describe(groups: dict[str, Records]) -> pd.DataFrame:
-    return cv.describe_groups(groups)
+    return _memo("describe", groups, lambda: cv.describe_groups(groups))
 
 
-@st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False)
 def _top(records: Records, n: int) -> pd.DataFrame:
-    return cv.top_codes(records, n)
+    return _memo("top", {"": records}, lambda: cv.top_codes(records, n), n)
 
 
-@st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False)
 def _rank_frequency(groups: dict[str, Records]) -> pd.DataFrame:
-    return cv.rank_frequency_data(groups)
+    return _memo("rank frequency", groups, lambda: cv.rank_frequency_data(groups))
 
 
-@st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False)
 def _distribution(groups: dict[str, Records], measure: str) -> pd.DataFrame:
-    parts = [cv.per_patient(r).assign(group=name) for name, r in groups.items()]
-    return cv.distribution_data(pd.concat(parts, ignore_index=True), measure)
+    def compute() -> pd.DataFrame:
+        parts = [cv.per_patient(r).assign(group=name) for name, r in groups.items()]
+        return cv.distribution_data(pd.concat(parts, ignore_index=True), measure)
+
+    return _memo("distribution", groups, compute, measure)
 
 
 # ------------------------------------------------------------------------------ import

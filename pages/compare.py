@@ -12,18 +12,15 @@ from engine import risk
 from engine.report.glossary import help_for
 from engine.study import compare
 from engine.utility import phewas
-from ui import honest, literal, threshold
+from ui import cache, honest, literal, threshold
 from ui import study as session_study
 from ui.colours import colour_map
 from ui.context import current, warn_if_whole_population
 from ui.downloads import table_download
 from ui.fingerprints import frame_fingerprint, release_key
-from ui.state import ABSENT, declare
 from ui.teach import intro
 
-_MEMO = "_compare_tables"
-_ORIGINAL_MEMO = "_compare_original_measures"
-declare("pages/compare.py", held={_MEMO: ABSENT, _ORIGINAL_MEMO: ABSENT})
+_TABLES, _ORIGINALS = 2, 8  # comparison tables; the original cohort's distinguishability per adversary
 SHARES = {  # chart measure (words) -> table column
     "Records below k": "share below k",
     "Pairs retained": "pairs retained",
@@ -65,8 +62,9 @@ def _phewas_counts(ctx, releases) -> dict[str, tuple[int, int]] | None:
 
 def comparison(ctx, releases, with_phewas: bool, files=None, pseudonyms=None) -> pd.DataFrame:
     """`engine.study.compare.comparison_table` of the study's releases (memoized per release content,
-    data, adversary, k and the PheWAS choice); what each keeps is read from its files (`files`, the
-    gate's, with the study's `pseudonyms`), as in the IRB report."""
+    data, adversary, k and the PheWAS choice, in this session: the session's study); what each keeps
+    is read from its files (`files`, the gate's, with the study's `pseudonyms`), as in the IRB report.
+    Each release's verification is the session's (`ui.study.reverify`: k only thresholds it)."""
     geno = ctx.dataset.genotypes
     key = (
         tuple((n, release_key(r)) for n, r in releases.items()),
@@ -77,32 +75,34 @@ def comparison(ctx, releases, with_phewas: bool, files=None, pseudonyms=None) ->
         tuple(sorted((n, tuple(sorted(f))) for n, f in (files or {}).items())),
         frame_fingerprint(geno) if with_phewas and geno is not None else None,
     )
-    memo: dict = st.session_state.setdefault(_MEMO, {})
-    if key not in memo:
-        counts = _phewas_counts(ctx, releases) if with_phewas else None
-        memo.clear()
-        memo[key] = compare.comparison_table(
+
+    def table() -> pd.DataFrame:
+        return compare.comparison_table(
             releases,
             ctx.cohort,
             ctx.population,
             ctx.adversary,
             int(ctx.k),
-            phewas_lost_false=counts,
+            phewas_lost_false=_phewas_counts(ctx, releases) if with_phewas else None,
+            verifications={n: session_study.reverify(ctx, r) for n, r in releases.items()},
             files=files,
             pseudonyms=pseudonyms,
         )
-    return memo[key]
+
+    return cache.memo("compare tables", key, table, size=_TABLES)
 
 
 def original_measures(ctx) -> risk.RiskMeasures:
-    """`risk.risk_measures` of the original cohort under the study's adversary at 1/k (memoized)."""
-    key = (ctx.key, ctx.adversary.label, int(ctx.k))
-    memo = st.session_state.get(_ORIGINAL_MEMO)
-    if memo is None or memo[0] != key:
-        dis = risk.original_distinguishability(ctx.cohort, ctx.adversary, ctx.population)
-        memo = (key, risk.risk_measures(dis, risk.threshold_of_k(int(ctx.k))))
-        st.session_state[_ORIGINAL_MEMO] = memo
-    return memo[1]
+    """`risk.risk_measures` of the original cohort under the study's adversary at 1/k: the
+    distinguishability is memoized per data and adversary, k only thresholds it."""
+    dis = cache.memo(
+        "original distinguishability",
+        (ctx.key, ctx.adversary.label),
+        lambda: risk.original_distinguishability(ctx.cohort, ctx.adversary, ctx.population),
+        size=_ORIGINALS,
+        data=ctx,
+    )
+    return risk.risk_measures(dis, risk.threshold_of_k(int(ctx.k)))
 
 
 def comparison_chart(table: pd.DataFrame):

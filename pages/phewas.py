@@ -9,12 +9,11 @@ import pandas as pd
 import streamlit as st
 
 from engine.anonymize.population import SCOPE_NAMES
-from engine.records import Records
 from engine.release import Release
 from engine.report.glossary import help_for
 from engine.utility import phewas
+from ui import cache, honest, measures, threshold
 from ui import format as fmt
-from ui import honest, threshold
 from ui import study as session_study
 from ui.context import current, warn_if_whole_population
 from ui.downloads import table_download
@@ -25,30 +24,9 @@ from ui.state import ABSENT, declare
 from ui.teach import intro
 from ui.views.heatherly import compare_three_scopes
 
-_SNP, _MEMBERSHIP = "phewas_snp", "_phewas_membership"  # the SNP shown; membership results by table
-declare("pages/phewas.py", held={_SNP: ABSENT, _MEMBERSHIP: ABSENT})
-
-
-@st.cache_data(show_spinner="Running the original PheWAS…", scope="session", max_entries=8)
-def original_phewas(
-    cohort_key: str, genotypes_key: str, settings_key: tuple, _cohort: Records, _genotypes: pd.DataFrame
-) -> pd.DataFrame:
-    """Keyed on the cohort's and the genotypes' content fingerprints (every row) and the settings;
-    the data themselves are not hashed by Streamlit (which samples large frames)."""
-    return phewas.phewas_of_records(_cohort, _genotypes, phewas.PhewasSettings(*settings_key))
-
-
-@st.cache_data(show_spinner=False, scope="session", max_entries=8)
-def genotyped_count(cohort_key: str, genotypes_key: str, _cohort: Records, _genotypes: pd.DataFrame) -> int:
-    """Cohort patients with genotypes (keyed on both contents' fingerprints: asked on every run)."""
-    return int(_genotypes["patient_id"].astype(str).isin(set(_cohort.patient_ids)).sum())
-
-
-@st.cache_data(show_spinner="Running the released PheWAS…", scope="session", max_entries=32)
-def released_phewas(
-    rel_key: str, genotypes_key: str, settings_key: tuple, _release: Release, _genotypes: pd.DataFrame
-) -> pd.DataFrame:
-    return phewas.phewas_of_release(_release, _genotypes, phewas.PhewasSettings(*settings_key))
+_SNP = "phewas_snp"  # the SNP shown
+declare("pages/phewas.py", held={_SNP: ABSENT})
+_MEMBERSHIPS = 2  # membership attack results held (ui.cache, this session)
 
 
 def r2_note(pairs: pd.DataFrame, snp: str) -> str:
@@ -66,7 +44,7 @@ def r2_note(pairs: pd.DataFrame, snp: str) -> str:
     return ""
 
 
-def _opening_snp(cohort: Records, genotypes: pd.DataFrame, snps: list[str]) -> str:
+def _opening_snp(ctx, snps: list[str]) -> str:
     """The SNP with the most significant associations in the original data at the page's settings
     (the first on a tie, or when none has any): the page no longer opens on an empty table."""
     get = st.session_state.get
@@ -75,9 +53,7 @@ def _opening_snp(cohort: Records, genotypes: pd.DataFrame, snps: list[str]) -> s
         min_cases=int(get("phewas_mincases", 20)),
         test=get("phewas_test", "allelic"),
     )
-    table = original_phewas(
-        cohort.fingerprint, frame_fingerprint(genotypes), astuple(settings), cohort, genotypes
-    )
+    table = measures.original_phewas(ctx, settings)
     p_col = {"none": "p", "bonferroni": "p_bonferroni", "bh": "p_bh"}[get("phewas_correction", "bh")]
     found = table[table[p_col] <= float(get("phewas_alpha", 0.05))].groupby("snp").size()
     return max(snps, key=lambda s: int(found.get(s, 0))) if snps else ""
@@ -95,7 +71,7 @@ if genotypes is None or genotypes.empty:
 
 snps = [c for c in genotypes.columns if c != "patient_id"]
 if _SNP not in st.session_state:  # issue 26: open on the SNP with the most associations
-    st.session_state[_SNP] = _opening_snp(ctx.cohort, genotypes, snps)
+    st.session_state[_SNP] = _opening_snp(ctx, snps)
 c1, c2, c3, c4, c5 = st.columns(5)
 snp = c1.selectbox("SNP", snps, key="phewas_snp")
 test = c2.selectbox(
@@ -120,10 +96,8 @@ with st.expander("Definitions and defaults"):
     st.markdown(phewas.__doc__ or "")
 
 settings = phewas.PhewasSettings(min_code_count=int(min_code_count), min_cases=int(min_cases), test=test)
-settings_key = astuple(settings)
-genotypes_key = frame_fingerprint(genotypes)
-original = original_phewas(ctx.cohort.fingerprint, genotypes_key, settings_key, ctx.cohort, genotypes)
-genotyped = genotyped_count(ctx.cohort.fingerprint, genotypes_key, ctx.cohort, genotypes)
+original = measures.original_phewas(ctx, settings)
+genotyped = measures.genotyped_count(ctx)
 st.caption(
     f"Cohort `{ctx.cohort_group}`: {ctx.cohort.n_patients:,} patients, {genotyped:,} genotyped; "
     f"{original['phecode'].nunique():,} phecodes tested per SNP, {len(original):,} tests in all."
@@ -171,7 +145,7 @@ pairs: dict[str, pd.DataFrame] = {}
 with st.spinner("PheWAS on the releases…"):
     for name in chosen:
         rel = available[name][0]
-        rel_res = released_phewas(release_key(rel), genotypes_key, settings_key, rel, genotypes)
+        rel_res = measures.released_phewas(ctx, rel, settings)
         pairs[name] = phewas.paired(original, rel_res)
         pairs[name]["release"] = name
 
@@ -250,31 +224,28 @@ st.caption(help_for("membership_attack") + "\n\n" + help_for("detection_rate"))
 _mkey = (
     ctx.cohort.fingerprint,
     ctx.population.fingerprint,
-    genotypes_key,
-    settings_key,
+    frame_fingerprint(genotypes),
+    astuple(settings),
     tuple((n, release_key(available[n][0])) for n in chosen),
     session_study.session(ctx).small_cells,
 )
-_memo: dict = st.session_state.setdefault(_MEMBERSHIP, {})
-if _mkey not in _memo and st.button(
+_held = cache.held("phewas membership", _mkey)
+if _held is None and st.button(
     "Run the membership attack (about 15 s on the sample)", key="phewas_membership_run"
 ):
     from engine.utility import membership
 
     with st.spinner("Attacking the original and each release's PheWAS table under every option…"):
         _tables = {"original": original} | {
-            n: released_phewas(
-                release_key(available[n][0]), genotypes_key, settings_key, available[n][0], genotypes
-            )
-            for n in chosen
+            n: measures.released_phewas(ctx, available[n][0], settings) for n in chosen
         }
         _res = membership.assess(
             _tables, ctx.cohort, ctx.population, genotypes, session_study.session(ctx).small_cells
         )
-        _memo.clear()
-        _memo[_mkey] = membership.results_frame(_res)
-if _mkey in _memo:
-    _frame = _memo[_mkey]
+        _held = membership.results_frame(_res)
+        cache.put("phewas membership", _mkey, _held, size=_MEMBERSHIPS)  # the session's study: its own
+if _held is not None:
+    _frame = _held
     st.dataframe(
         _frame.pivot_table(index="option", columns="table", values="power", sort=False),
         key="phewas_membership",

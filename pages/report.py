@@ -10,11 +10,11 @@ from engine.report.bundle import make_bundle
 from engine.report.glossary import help_for
 from engine.report.report import SMALL_CELL_RULE, PhewasResults, ReleaseInput, ReportError, build_report
 from engine.study.study import StudyError, verification_matrix
-from ui import honest, literal, threshold
+from ui import cache, honest, literal, measures, threshold
 from ui import study as session_study
 from ui.context import current, warn_if_whole_population
 from ui.downloads import AUDIT_SESSION, crosswalk_download, report_download
-from ui.fingerprints import frame_fingerprint, release_key
+from ui.fingerprints import release_key
 from ui.state import ABSENT, declare
 from ui.teach import intro
 
@@ -22,12 +22,21 @@ _REOPENED, _REOPEN_RESULT = (
     "_study_reopened",
     "study_reopen_result",
 )  # the study file last reopened; its outcome
-_MATRICES, _LEDGER, _PHEWAS = "_report_matrices", "_report_ledger", "_report_phewas"  # memos by content
 _BUILT = "report_built"  # (key, report, page, pdf, bundle) of the last build, or (key, error)
-declare(
-    "pages/report.py",
-    held=dict.fromkeys((_REOPENED, _REOPEN_RESULT, _MATRICES, _LEDGER, _PHEWAS, _BUILT), ABSENT),
-)
+declare("pages/report.py", held=dict.fromkeys((_REOPENED, _REOPEN_RESULT, _BUILT), ABSENT))
+_LEDGERS = 2  # the study's ledger (ui.cache, this session: the session's study)
+
+
+def _matrix(release):
+    """`verification_matrix` at the sidebar's k, each adversary's distinguishability memoized
+    (`ui.study.verify_under`: k only thresholds it)."""
+    return verification_matrix(
+        release,
+        ctx.population,
+        int(ctx.k),
+        lambda rel, adv, k, _population: session_study.verify_under(rel, ctx, adv, k),
+    )
+
 
 ctx = current()
 st.title("Report")
@@ -112,13 +121,9 @@ if not published:
     )
 else:
     st.caption(f"The study's adversary (the sidebar's): {ctx.adversary.label}.")
-    matrices: dict = st.session_state.setdefault(_MATRICES, {})
     rows = []
     for name, (_entry, held) in published.items():
-        mkey = (release_key(held.release), ctx.population.fingerprint, int(ctx.k))
-        if mkey not in matrices:
-            matrices[mkey] = verification_matrix(held.release, ctx.population, int(ctx.k))
-        m = matrices[mkey]
+        m = _matrix(held.release)
         failing = m.loc[~m["verified"], "adversary"].tolist()
         rows.append(m.assign(release=name)[["release", *m.columns]])
         if failing:
@@ -175,7 +180,6 @@ else:
         session_study.update(study)
 st.caption(literal.md(f"In force: {study.small_cells.describe()}. {SMALL_CELL_RULE}"))
 if len(published) > 1:
-    _memo: dict = st.session_state.setdefault(_LEDGER, {})
     _lkey = (  # everything the ledger reads: each release's content, its recipient, the attacker
         tuple((n, release_key(held.release), e.recipient) for n, (e, held) in published.items()),
         study.determination.recipient,
@@ -183,12 +187,18 @@ if len(published) > 1:
         ctx.adversary,
         int(ctx.k),
     )
-    if _lkey not in _memo:
-        _memo.clear()
-        with st.spinner("Linking every pair of releases sharing patients and verifying each as one…"):
-            _held = study_ledger_releases(study, {n: held.release for n, (_e, held) in published.items()})
-            _memo[_lkey] = _ledger(_held, ctx.adversary, int(ctx.k), ctx.population)
-    _pairs = _memo[_lkey]
+
+    def _linked():
+        _held = study_ledger_releases(study, {n: held.release for n, (_e, held) in published.items()})
+        return _ledger(_held, ctx.adversary, int(ctx.k), ctx.population)
+
+    _pairs = cache.memo(
+        "report ledger",
+        _lkey,
+        _linked,
+        size=_LEDGERS,
+        spinner="Linking every pair of releases sharing patients and verifying each as one…",
+    )
     if _pairs:
         st.dataframe(ledger_frame(_pairs), hide_index=True, key="report_ledger")
         for _p in _pairs:
@@ -225,32 +235,21 @@ key = (
 
 
 def _phewas_results(names: list[str]) -> PhewasResults | None:
-    """The report's PheWAS tables (default settings) of the cohort and of each release, memoized in
-    the session on content (cohort, genotypes, releases): a rebuild does not run them again."""
+    """The report's PheWAS tables (default settings) of the cohort and of each release, the PheWAS
+    page's own memos (`ui.measures`): a rebuild, or the PheWAS page before it, does not run them again."""
     genotypes = ctx.dataset.genotypes
     if genotypes is None or genotypes.empty:
         return None
-    from engine.utility import phewas
+    from engine.utility.phewas import PhewasSettings
 
-    memo: dict = st.session_state.setdefault(_PHEWAS, {})
-    okey = (ctx.cohort.fingerprint, frame_fingerprint(genotypes))
-    if memo.get("key") != okey:
-        memo.clear()
-        memo["key"], memo["original"], memo["released"] = okey, None, {}
-    if memo["original"] is None:
-        memo["original"] = phewas.phewas_of_records(ctx.cohort, genotypes)
-    released: dict = memo["released"]
-    for n in names:
-        rkey = release_key(published[n][1].release)
-        if rkey not in released:
-            released[rkey] = phewas.phewas_of_release(published[n][1].release, genotypes)
-    return PhewasResults(memo["original"], {n: released[release_key(published[n][1].release)] for n in names})
+    settings = PhewasSettings()
+    released = {n: measures.released_phewas(ctx, published[n][1].release, settings) for n in names}
+    return PhewasResults(measures.original_phewas(ctx, settings), released)
 
 
 if st.button("Build the report", type="primary", key="report_build"):
     with st.spinner("Verifying every release under the study's attacker and building the report…"):
         inputs = {}
-        memo_m: dict = st.session_state.get(_MATRICES, {})
         for n in chosen:
             held = published[n][1]
             v = session_study.reverify(ctx, held.release)
@@ -266,12 +265,7 @@ if st.button("Build the report", type="primary", key="report_build"):
                 phewas=_phewas_results(chosen),
                 recipient=recipient,
                 reproducible=reproducible,
-                matrices={  # the verification matrices shown above, not computed again
-                    n: memo_m[m]
-                    for n in chosen
-                    if (m := (release_key(published[n][1].release), ctx.population.fingerprint, int(ctx.k)))
-                    in memo_m
-                },
+                matrices={n: _matrix(published[n][1].release) for n in chosen},  # thresholds only
             )
         except ReportError as exc:
             st.session_state[_BUILT] = (key, exc)

@@ -17,47 +17,64 @@ from engine.estimate import explain, kmap
 from engine.records import Records
 from engine.report.glossary import help_for
 from engine.vocab import describe
-from ui import errors, honest, literal, threshold
+from ui import cache, errors, honest, literal, threshold
 from ui import format as fmt
 from ui import progress as progress_ui
 from ui import study as session_study
-from ui.context import HASH_FUNCS, cohort_is_population, current, warn_if_whole_population
+from ui.context import cohort_is_population, current, warn_if_whole_population
 from ui.downloads import table_download
 from ui.risk_charts import cdf_frame, describe_patterns, distinguishability_cdf_figure
 from ui.teach import intro
 
 
 # ------------------------------------------------------------------------------ cached engine calls
-@st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=16)
+def _memo(what: str, size: int, cohort: Records, population: Records | None, compute, *parameters):
+    """`compute()` memoized per both groups' content and `parameters` (`ui.cache`: shared on the
+    shipped sample's groups, else in this session)."""
+    key = (cohort.fingerprint, None if population is None else population.fingerprint, *parameters)
+    return cache.memo(f"risk {what}", key, compute, size=size, data=(cohort, population))
+
+
 def _original(cohort: Records, population: Records, count_repeats: bool) -> tuple[dict[str, np.ndarray], str]:
     """Distinguishability per adversary, and which backend and kernel counted each (issue 15)."""
-    with risk.record_kernels() as ran:
-        together = risk.all_adversaries(cohort, population, risk.Matching(count_repeats=count_repeats))
-    used = "; ".join(f"{adv.label}: {k}" for adv, k in zip(together, ran, strict=True))
-    return {adv.label: dis for adv, dis in together.items()}, (
-        f"Backend: in process, {risk.thread_count()} threads. Kernel: {used}."
-    )
+
+    def compute() -> tuple[dict[str, np.ndarray], str]:
+        with risk.record_kernels() as ran:
+            together = risk.all_adversaries(cohort, population, risk.Matching(count_repeats=count_repeats))
+        used = "; ".join(f"{adv.label}: {k}" for adv, k in zip(together, ran, strict=True))
+        return {adv.label: dis for adv, dis in together.items()}, (
+            f"Backend: in process, {risk.thread_count()} threads. Kernel: {used}."
+        )
+
+    return _memo("original", 16, cohort, population, compute, count_repeats)
 
 
-@st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=16)
 def _patterns(
     cohort: Records, population: Records, scope: str, knowledge: str, count_repeats: bool, n: int
 ) -> pd.DataFrame:
-    cands = population if scope == "population" else cohort
-    found = risk.riskiest_patterns(cohort, cands, knowledge, risk.Matching(count_repeats=count_repeats), n=n)
-    return describe_patterns(found)  # ICD-9-CM and ICD-10-CM descriptions (engine.vocab.describe)
+    def compute() -> pd.DataFrame:
+        cands = population if scope == "population" else cohort
+        matching = risk.Matching(count_repeats=count_repeats)
+        found = risk.riskiest_patterns(cohort, cands, knowledge, matching, n=n)
+        return describe_patterns(found)  # ICD-9-CM and ICD-10-CM descriptions (engine.vocab.describe)
+
+    return _memo("patterns", 16, cohort, population, compute, scope, knowledge, count_repeats, n)
 
 
-@st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=4)
 def _explanations(cohort: Records, population: Records, scope: str, knowledge: str, k: int, row: int):
     from engine.adversary import Adversary
 
-    return explain.explain_records(cohort, Adversary(scope, knowledge), k, population, rows=[row])[0]  # type: ignore[arg-type]
+    def compute():
+        return explain.explain_records(cohort, Adversary(scope, knowledge), k, population, rows=[row])[0]  # type: ignore[arg-type]
+
+    return _memo("explanations", 4, cohort, population, compute, scope, knowledge, k, row)
 
 
-@st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=8)
 def _estimate(cohort: Records, size: int, knowledge: str, k: int) -> kmap.KMapEstimate:
-    return kmap.estimate_kmap(cohort, size, knowledge, k)  # type: ignore[arg-type]
+    def compute() -> kmap.KMapEstimate:
+        return kmap.estimate_kmap(cohort, size, knowledge, k)  # type: ignore[arg-type]
+
+    return _memo("estimates", 8, cohort, None, compute, size, knowledge, k)
 
 
 def _summary_table(curves: dict[str, np.ndarray], k: int) -> pd.DataFrame:

@@ -49,6 +49,9 @@ def _raising(monkeypatch, exc: Exception) -> None:
         raise exc
 
     monkeypatch.setattr(runs.LDASettings, "run_result", run_result)
+    from ui import cache
+
+    cache.clear()  # the sample's LDA runs are shared by sessions: another test's would show
 
 
 @pytest.mark.skipif(not (ROOT / "sample_data" / "events.parquet").exists(), reason="no shipped sample")

@@ -97,9 +97,9 @@ def test_gccens_verdict_names_the_attacker_add_to_study_records():
 
 def test_run_prompt_asks_the_first_slow_run_and_quotes_no_other_jobs_time():
     """'took 0.0 s' before a 48 s job; the first all-codes run started without asking."""
-    from ui import study
+    from ui import cache
 
-    study._PREVIEW_MEMO.clear()  # previews are shared by the process's sessions
+    cache.clear()  # previews are shared by the process's sessions
     at = run_view("ui.views.gccens", "anonymize", adversary_scope="population", gcc_mode=CODE_MODES[3])
     asked = _prompts(at)
     assert len(asked) == 1 and "Verified" not in page_text(at), asked

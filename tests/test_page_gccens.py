@@ -65,9 +65,9 @@ def test_anonymize_tab_universal_cap_targeted_most_frequent() -> None:
 def test_all_codes_wait_for_run_after_a_change() -> None:
     """Issue 13: a live preview stays under a second; GCCens on every code of the sample takes about
     3 s, so switching to "All codes" waits for "Run", then computes; the paper codes stay live."""
-    from ui import study
+    from ui import cache
 
-    study._PREVIEW_MEMO.clear()  # previews are shared by the process's sessions: another test's would show
+    cache.clear()  # previews are shared by the process's sessions: another test's would show
     at = _app("anonymize")
     at.selectbox(key="gcc_mode").set_value("All codes").run()
     assert not at.exception, [e.value for e in at.exception]

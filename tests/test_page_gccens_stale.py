@@ -39,9 +39,9 @@ def _study_buttons(at: AppTest) -> list:
 
 
 def test_gccens_keeps_the_previous_results_greyed_until_run() -> None:
-    from ui import study
+    from ui import cache
 
-    study._PREVIEW_MEMO.clear()  # previews are shared by the process's sessions: another test's would show
+    cache.clear()  # previews are shared by the process's sessions: another test's would show
     at = run_view("ui.views.gccens", "anonymize")
     at.selectbox(key="gcc_mode").set_value("All codes").run()
     _ok(at)

@@ -31,11 +31,9 @@ def counted(monkeypatch):
             return _original(self, *args, **kwargs)
 
         monkeypatch.setattr(cls, name, counting)
-    from ui import study
-    from ui.views import gccens
+    from ui import cache
 
-    study._PREVIEW_MEMO.clear()  # previews are shared by sessions: start this test from none
-    gccens._MEASURES.clear()
+    cache.clear()  # previews and measures of the sample are shared by sessions: start this test from none
     return calls
 
 
@@ -142,37 +140,3 @@ def test_a_bar_updated_inside_a_cached_function_is_not_replayed():
     at.button(key="again").click().run()  # the cache hit
     _ok(at)
     assert "value: 3" in [m.value for m in at.markdown]
-
-
-def test_shared_memo_computes_each_key_once_and_recovers_from_a_failed_run():
-    import threading
-    import time
-
-    from ui.progress import SharedMemo
-
-    memo = SharedMemo(2)
-    calls: list[str] = []
-    started = threading.Event()
-
-    def slow() -> str:
-        calls.append("slow")
-        started.set()
-        time.sleep(0.2)
-        return "value"
-
-    out: list[str] = []
-    first = threading.Thread(target=lambda: out.append(memo.compute("a", slow)))
-    first.start()
-    started.wait()
-    out.append(memo.compute("a", slow))  # waits for the first caller's computation
-    first.join()
-    assert out == ["value", "value"] and calls == ["slow"]
-
-    def failing() -> str:
-        raise RuntimeError("cancelled")
-
-    with pytest.raises(RuntimeError):
-        memo.compute("b", failing)
-    assert memo.compute("b", lambda: "second") == "second"  # nothing held from the failed run
-    memo.compute("c", lambda: "c")
-    assert memo.get("a") is None and len(memo) == 2  # bounded: least recently used dropped

@@ -67,8 +67,9 @@ def test_the_report_page_offers_the_study_with_its_input_files(uploaded):
     assert any("Includes patient data: events.csv, cohort.csv" in shown(c.value) for c in at.caption)
     # the zip offered is the session's study with the uploaded files, byte for byte
     from engine.study.package import read_study_file
+    from ui.cache import PREFIX
 
-    offered = at.session_state["_study_package"][1]
+    offered = next(reversed(at.session_state[PREFIX + "study package"].values()))  # ui.study's memo
     study, inputs = read_study_file(offered, "offered.zip")
     session = at.session_state["study"]
     assert (study.data, study.pseudonym_key, study.k) == (session.data, session.pseudonym_key, session.k)
@@ -82,7 +83,7 @@ def test_the_report_page_offers_the_study_with_its_input_files(uploaded):
     # a rerun that changes nothing of the study reuses the zip built once (the recipient is part of
     # the study since issue 27: it would change the zip)
     at.run()
-    assert at.session_state["_study_package"][1] is offered
+    assert next(reversed(at.session_state[PREFIX + "study package"].values())) is offered
 
 
 def test_a_study_package_reopens_without_uploading_the_files_again(uploaded):

@@ -64,7 +64,10 @@ def test_every_page_on_a_billing_export_through_the_import_view() -> None:
         assert not at.exception, (page, [e.value for e in at.exception])
     # the import stays loaded across pages and is what the study records (its DataRef's load options)
     assert at.session_state["context"].dataset.events.n_patients == 3
-    options = dict(at.session_state["_study_data"][1].load_options)  # ui.study.data_of's memo
+    from ui.cache import PREFIX
+
+    memo = at.session_state[PREFIX + "study data"]  # ui.study.data_of's memo (this session's: an import)
+    options = dict(next(reversed(memo.values())).load_options)
     assert options["source"] == "long" and options["normalize_codes"] == "true"
     assert options["mapping"].startswith("patient_id=MRN,code=DX_CODE,visit=ENC_DATE")
     assert options["location"].endswith("billing_export.csv")

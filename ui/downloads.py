@@ -16,8 +16,8 @@ the sidebar's adversary and k, and the release offered must carry the cohort it 
 attacker's knowledge from the original visits (`risk.attacker_known_visits`) and understates him on a
 file of one set per patient. The method's own verification is used when it is of that release under
 that adversary and k and the source cannot change it (all-visits knowledge, or visits shown); else
-the risk engine verifies the release with its source again (cached per session on the release's
-content and source).
+the risk engine verifies the release with its source again (`verification`: the distinguishability
+memoized per release content (source included), population and adversary; k only thresholds it).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from engine.io.pseudonyms import Pseudonyms, new_key
 from engine.records import Records
 from engine.release import Release
 from engine.risk import Verification
-from ui import errors, state
+from ui import cache, errors, state
 from ui.fingerprints import release_key
 from ui.literal import md
 from ui.state import ABSENT
@@ -217,15 +217,31 @@ def report_download(
     )
 
 
-@st.cache_resource(
-    scope="session", show_spinner="Verifying the release for the sidebar's adversary…", max_entries=16
-)
-def _verify(
-    rel_key: str, scope: str, knowledge: str, k: int, pop_key: str, _release: Release, _population
+_DISTINGUISHABILITIES = 64  # (release, population, adversary) held
+
+
+def verification(
+    release: Release, adversary: Adversary, k: int, population: Records | None, *, data: Any = None
 ) -> Verification:
-    """`risk.verify` keyed on the release's content (`release_key`), the adversary, k and the
-    population's fingerprint (the objects themselves are not hashed)."""
-    return risk.verify(_release, Adversary(scope, knowledge), k, _population)  # type: ignore[arg-type]
+    """`risk.verify` of `release` under `adversary` at k. The distinguishability does not depend on k:
+    it is memoized per release content (its source included: `release_key`), population and
+    adversary, and k only thresholds it, as `risk.verify` does. `data`: what the release and the
+    population are derived from, for `ui.cache` (shared when the shipped sample's alone)."""
+    key = (
+        release_key(release),
+        population.fingerprint if population is not None else None,
+        adversary.scope,
+        adversary.knowledge,
+    )
+    dis = cache.memo(
+        "distinguishability",
+        key,
+        lambda: risk.release_distinguishability(release, adversary, population),
+        size=_DISTINGUISHABILITIES,
+        data=data,
+        spinner="Verifying the release for the adversary…",
+    )
+    return Verification(adversary, int(k), dis, release.records.patient_ids, release.fingerprint)
 
 
 NO_SOURCE = (
@@ -252,17 +268,7 @@ def sidebar_verification(
     same = v.adversary == adversary and v.k == k and v.release_fingerprint == release.fingerprint
     if same and not _source_matters(release, adversary):
         return v
-    pop_key = population.fingerprint if population is not None else "-"
-    src_key = release.source.fingerprint if release.source is not None else "-"
-    return _verify(
-        f"{release_key(release)}:{src_key}",
-        adversary.scope,
-        adversary.knowledge,
-        int(k),
-        pop_key,
-        release,
-        population,
-    )
+    return verification(release, adversary, k, population, data=(release, population))
 
 
 def export_check(

@@ -2,15 +2,10 @@
 
 Streamlit's own hashing samples large arguments (a DataFrame of 50,000 rows or more is hashed on
 10,000 of them, a numpy array of 500,000 elements or more on a sample too), so two uploads differing
-outside the sample would share a cache entry (issue 12, finding 4). Every cached function that takes
-data derived from an upload therefore receives the data under a leading-underscore parameter (which
-Streamlit does not hash) and one of these fingerprints as its key, and is scoped to the session:
+outside the sample would share a cache entry (issue 12, finding 4). The app's memo (`ui.cache`) hashes
+nothing itself: every key names the data by one of these fingerprints (or `Records.fingerprint`):
 
-    @st.cache_data(scope="session")
-    def f(genotypes_key: str, _genotypes: pd.DataFrame): ...
-    f(frame_fingerprint(genotypes), genotypes)
-
-`Records` have their own `fingerprint` (ui.context.HASH_FUNCS hashes them by it).
+    cache.memo("phewas", (frame_fingerprint(genotypes), ...), lambda: ..., size=8, data=ctx)
 """
 
 from __future__ import annotations
@@ -21,15 +16,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import streamlit as st
 
 from engine.release import Release
-from ui import state
-from ui.state import ABSENT
+from ui import cache
 
-_MEMO = "_frame_fingerprints"
-_MEMO_SIZE = 8
-state.declare(__name__, held={_MEMO: ABSENT})
+_FRAMES = 8  # frames whose fingerprint is held (per session)
 
 
 def _update_column(h: Any, column: pd.Series) -> None:
@@ -54,22 +45,21 @@ def frame_fingerprint(frame: pd.DataFrame) -> str:
     """sha256 over a frame's columns, dtypes, index and every value of every row.
 
     Memoized in this session per frame object (frames held by a loaded Dataset are never modified),
-    so a large table is read once, not on every rerun."""
-    memo: dict[int, tuple[pd.DataFrame, str]] = st.session_state.setdefault(_MEMO, {})
-    hit = memo.get(id(frame))
-    if hit is not None and hit[0] is frame:
-        return hit[1]
+    so a large table is read once, not on every rerun. The entry holds the frame, so its id cannot be
+    reused while memoized."""
+    held, fp = cache.memo("frame fingerprints", id(frame), lambda: (frame, _fingerprint(frame)), size=_FRAMES)
+    assert held is frame
+    return fp
+
+
+def _fingerprint(frame: pd.DataFrame) -> str:
     h = hashlib.sha256()
     h.update(repr((frame.shape, [str(c) for c in frame.columns], [str(t) for t in frame.dtypes])).encode())
     _update_column(h, frame.index.to_series())
     for i in range(frame.shape[1]):
         h.update(b"\x1e")
         _update_column(h, frame.iloc[:, i])
-    fp = h.hexdigest()
-    memo[id(frame)] = (frame, fp)  # the frame is held, so its id cannot be reused while memoized
-    while len(memo) > _MEMO_SIZE:
-        memo.pop(next(iter(memo)))
-    return fp
+    return h.hexdigest()
 
 
 def ids_fingerprint(ids: Any) -> str:

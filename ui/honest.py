@@ -14,38 +14,31 @@ from engine.release import Release
 from engine.report.glossary import help_for
 from engine.study import compare
 from engine.utility.coverage import FileFigures
+from ui import cache, literal
 from ui import format as fmt
-from ui import literal, state
 from ui.fingerprints import release_key
-from ui.state import ABSENT
 
 T = TypeVar("T")
 
-_MEMO, _FILES_MEMO = "_honest_headlines", "_honest_file_figures"
-state.declare(__name__, held={_MEMO: ABSENT, _FILES_MEMO: ABSENT})
-_HELD = 32  # releases memoized per session
+_HELD = 32  # releases memoized (per name)
 
 
 def _memoized(name: str, release: Release, cohort: Records, compute: Callable[[Release, Records], T]) -> T:
-    """`compute(release, cohort)`, memoized in this session per release and cohort content."""
+    """`compute(release, cohort)`, memoized per release and cohort content (`ui.cache`: shared when
+    both are the shipped sample's alone, else in this session)."""
     key = (release_key(release), cohort.fingerprint)
-    memo: dict = st.session_state.setdefault(name, {})
-    if key not in memo:
-        memo[key] = compute(release, cohort)
-        while len(memo) > _HELD:
-            memo.pop(next(iter(memo)))
-    return memo[key]
+    return cache.memo(name, key, lambda: compute(release, cohort), size=_HELD, data=(release, cohort))
 
 
 def figures(release: Release, cohort: Records) -> compare.Headline:
-    """`engine.study.compare.headline`, memoized in this session per release and cohort content."""
-    return _memoized(_MEMO, release, cohort, compare.headline)
+    """`engine.study.compare.headline`, memoized per release and cohort content."""
+    return _memoized("headlines", release, cohort, compare.headline)
 
 
 def file_figures(release: Release, cohort: Records) -> FileFigures:
     """`engine.study.compare.release_figures` (what the release's files keep: the one source of the
-    report's and the Compare page's figures, issue 23), memoized in this session per release and cohort."""
-    return _memoized(_FILES_MEMO, release, cohort, compare.release_figures)
+    report's and the Compare page's figures, issue 23), memoized per release and cohort."""
+    return _memoized("file figures", release, cohort, compare.release_figures)
 
 
 def code_set_caption(h: compare.Headline) -> str:

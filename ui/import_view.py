@@ -38,7 +38,7 @@ from engine.io.groups import SourceGroups
 from engine.io.imports import IMPORT_KINDS, SAMPLE_VARIANTS, ImportSpec, preview, sheet_names, source_groups
 from engine.io.mapping import MODEL_COLUMNS, REQUIRED, ColumnMapping, suggest_mapping
 from engine.io.validation import Finding, ValidationReport
-from ui import errors, literal, state
+from ui import cache, errors, literal, state
 from ui.data_choice import IMPORT, SAMPLE
 from ui.literal import md
 from ui.state import ABSENT, LAZY
@@ -53,7 +53,6 @@ COHORT_COLUMN = "import_cohort_column"  # a long-form file's group column
 COHORT_UPLOAD = "import_cohort_upload"  # the cohort list's file uploader
 COHORT_LIST = "_import_cohort_list"  # (name, bytes) of the list applied by Load, this session only
 COHORT_WANTED = "_import_cohort_wanted"  # a reopened study's list, by name, to be uploaded again
-GROUPS_MEMO = "_import_groups_memo"  # (key, SourceGroups): the groups last read for the view
 NONE = "(none)"
 KIND_LABELS = dict(IMPORT_KINDS)
 MODEL_HELP = {
@@ -78,7 +77,7 @@ KEYS = (
 state.declare(
     __name__,
     kept=dict.fromkeys((*KEYS, *(f"import_map_{m}" for m in MODEL_COLUMNS)), LAZY),
-    held=dict.fromkeys((APPLIED, CONFIRM, NORMALIZATION, COHORT_LIST, COHORT_WANTED, GROUPS_MEMO), ABSENT),
+    held=dict.fromkeys((APPLIED, CONFIRM, NORMALIZATION, COHORT_LIST, COHORT_WANTED), ABSENT),
 )
 # what belongs to one source kind: cleared when the kind changes (`_kind_changed`)
 KIND_KEYS = (
@@ -118,7 +117,6 @@ def _kind_changed() -> None:
     group choices no longer apply (a folder of OMOP tables is no long-form file)."""
     for key in KIND_KEYS:
         st.session_state.pop(key, None)
-    st.session_state.pop(GROUPS_MEMO, None)
 
 
 def load_options() -> dict[str, str]:
@@ -450,24 +448,22 @@ def _group_widgets(
 
 
 def _groups(spec: ImportSpec, name: str, data: bytes | None, column: str) -> SourceGroups:
-    """The source's groups, read once per source and column in this session (`GROUPS_MEMO`)."""
+    """The source's groups, read once per source and column in this session (`ui.cache`, the last
+    source's only)."""
     import hashlib
 
     digest = None if data is None else hashlib.sha256(data).hexdigest()
     key = (replace(spec, cohort=CohortSpec(), normalize=False), name, digest, column)
-    memo = st.session_state.get(GROUPS_MEMO)
-    if memo is None or memo[0] != key:
-        with st.spinner("Reading the source's groups…"):
-            try:
-                got = source_groups(spec, name=name, data=data, column=column)
-            except UserError as exc:  # a limit exceeded while reading: its message, one line
-                report = ValidationReport()
-                report.add(
-                    Finding("error", name or spec.location, None, errors.message(exc), "", kind="refused")
-                )
-                got = SourceGroups(report=report)
-        memo = st.session_state[GROUPS_MEMO] = (key, got)
-    return memo[1]
+
+    def read() -> SourceGroups:
+        try:
+            return source_groups(spec, name=name, data=data, column=column)
+        except UserError as exc:  # a limit exceeded while reading: its message, one line
+            report = ValidationReport()
+            report.add(Finding("error", name or spec.location, None, errors.message(exc), "", kind="refused"))
+            return SourceGroups(report=report)
+
+    return cache.memo("import groups", key, read, size=1, spinner="Reading the source's groups…")
 
 
 def _read_path(location: str) -> bytes | None:

@@ -13,20 +13,17 @@
 
 The bar is redrawn at most every `_REDRAW_S` seconds. It may be drawn from inside an `st.cache_data` /
 `st.cache_resource` function: its updates are kept out of the cached function's replay (a cached
-result replayed later would otherwise redraw a bar of an earlier run: `CacheReplayClosureError`).
+result replayed later would otherwise redraw a bar of an earlier run: `CacheReplayClosureError`); the
+app's own memo (`ui.cache`) replays nothing.
 `tracker(label)` is the same callback without the Cancel control, for runs inside one. `busy(key, text)`
 is a spinner with words over a whole block of work (issue 26, finding 2), `greyed` the previous results
-while changed parameters wait for "Run" (finding 5).
-
-`SharedMemo` holds results the server's sessions share (keyed on data content and parameters): one
-computation per key at a time; a session asking for a key another is computing waits for it.
+while changed parameters wait for "Run" (finding 5). Results are memoized by `ui.cache` (the shared store
+waits on another session's computation with `yield_check`, so a superseded run stops waiting).
 """
 
 from __future__ import annotations
 
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -43,7 +40,7 @@ _CANCELLED = "_progress_cancelled"  # session state: run key -> the job cancelle
 _REDRAW_S = 0.25
 
 
-def _yield_check() -> Callable[[], None]:
+def yield_check() -> Callable[[], None]:
     """Streamlit's stop/rerun check of this script run (a no-op outside one)."""
     try:
         from streamlit.runtime.scriptrunner_utils.script_run_context import get_run_yield_check
@@ -73,7 +70,7 @@ class Tracker:
 
     def __init__(self, bar: Any, label: str) -> None:
         self.bar, self.label = bar, label
-        self.check = _yield_check()
+        self.check = yield_check()
         self.last = 0.0
         self.calls = 0
 
@@ -284,64 +281,3 @@ class _Ran:
     def after(self, job: Hashable, seconds: float) -> _Ran:
         jobs = (*(j for j in self.jobs if j != job), job)
         return _Ran(jobs[-_JOBS_KEPT:], seconds)
-
-
-class SharedMemo:
-    """A bounded memo shared by the server's sessions (least recently used dropped first). Keys must
-    name the data by content (fingerprints) and every parameter; values must be immutable. One
-    computation per key at a time: a second caller waits for the first (and stops waiting when its
-    own script run is superseded); if the first fails or is cancelled, the next caller computes."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._data: OrderedDict = OrderedDict()
-        self._lock = threading.Lock()
-        self._running: dict[Hashable, threading.Lock] = {}
-
-    def get(self, key: Hashable) -> Any:
-        with self._lock:
-            if key in self._data:
-                self._data.move_to_end(key)
-                return self._data[key]
-        return None
-
-    def put(self, key: Hashable, value: Any) -> None:
-        with self._lock:
-            self._data[key] = value
-            self._data.move_to_end(key)
-            while len(self._data) > self.size:
-                self._data.popitem(last=False)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._data.clear()
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-    def compute(self, key: Hashable, fn: Callable[[], T]) -> T:
-        """The value of `key`, computed by `fn()` unless held or being computed by another caller."""
-        while True:
-            with self._lock:
-                if key in self._data:
-                    self._data.move_to_end(key)
-                    return self._data[key]
-                gate = self._running.get(key)
-                mine = gate is None
-                if mine:
-                    gate = self._running[key] = threading.Lock()
-                    gate.acquire()
-            if mine:
-                break
-            check = _yield_check()
-            while not gate.acquire(timeout=0.1):
-                check()
-            gate.release()
-        try:
-            value = fn()
-            self.put(key, value)
-            return value
-        finally:
-            with self._lock:
-                self._running.pop(key, None)
-            gate.release()

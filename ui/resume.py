@@ -32,7 +32,7 @@ import streamlit as st
 
 from engine.io.errors import UserError
 from engine.store import Store, Stored, StoreError, open_store, store_location
-from ui import literal
+from ui import cache, literal
 from ui.state import ABSENT, declare, kept_defaults, kept_keys, restore
 
 OFFER = "_resume_offer"  # None: not asked yet; a Stored summary: offered, unanswered; False: answered
@@ -43,11 +43,11 @@ RESULT = "_resume_result"  # what the last resume did, shown once
 NO_FILES = "_resume_no_files"  # the user deleted the stored files: this session stores no more
 WRITTEN = "_resume_written"  # this user has a record (written by this session, or resumed)
 HAS_FILES = "_resume_has_files"  # the store holds files of this user (the delete button is shown)
-_HASHES = "_resume_hashes"  # (role, file id, name, size) -> sha256: an upload is hashed once
+_HASHES = 32  # (role, file id, name, size) -> sha256 held (ui.cache, this session): an upload is hashed once
 declare(
     __name__,
     held={OFFER: None, PENDING: ABSENT, SAVED: ABSENT, PROBLEM: ABSENT, RESULT: ABSENT, NO_FILES: False}
-    | {WRITTEN: False, HAS_FILES: False, _HASHES: ABSENT},
+    | {WRITTEN: False, HAS_FILES: False},
 )
 _IMPORT, _IMPORT_ROLE = "import", "import"  # the applied import's options, and its uploaded file's role
 _SIMPLE = (str, int, float, bool, type(None))
@@ -59,6 +59,8 @@ def _store() -> Store:
 
 @st.cache_resource(show_spinner=False)
 def _open(location: str) -> Store:
+    """The store's connection per location: the one Streamlit cache left in the app (a server
+    resource, no result, no user's data: `ui.cache.STREAMLIT_CACHES`)."""
     return open_store(location)
 
 
@@ -130,13 +132,8 @@ class _Bytes:
 
 
 def _sha(role: str, f: Any) -> str:
-    memo: dict = st.session_state.setdefault(_HASHES, {})
     key = (role, getattr(f, "file_id", None), f.name, getattr(f, "size", None))
-    if key not in memo:
-        if len(memo) > 32:
-            memo.clear()
-        memo[key] = hashlib.sha256(f.getvalue()).hexdigest()
-    return memo[key]
+    return cache.memo("upload hashes", key, lambda: hashlib.sha256(f.getvalue()).hexdigest(), size=_HASHES)
 
 
 def _study_json() -> str | None:

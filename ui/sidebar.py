@@ -7,8 +7,8 @@ loaded), and the load's validation report in `st.session_state["load_report"]` f
 State: every choice lives under a fixed session-state key (`KEYS`), seeded with its default once and
 re-assigned on each run so that a widget not drawn on the current page (the Cohort page's unknown-code
 decision) keeps its value across page switches. Uploaded files are parsed in memory and memoized in
-this session's state only (never a global cache, never the disk); the shipped sample is one shared,
-read-only object (`st.cache_resource`).
+this session's state only (`ui.cache.memo`: never a global cache, never the disk); the shipped sample
+and its variants are shared, read-only objects (`ui.cache.load_shipped`), and so are their groups.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from engine.io.loaders import DataError, Loaded, load_sample_checked, load_uploa
 from engine.io.validation import Finding, ValidationReport
 from engine.records import Records
 from engine.report.glossary import help_for
-from ui import errors, import_view, literal, state, teach
+from ui import cache, errors, import_view, literal, state, teach
 from ui.context import SIDEBAR_RAN, WHOLE_POPULATION, Context, cohort_is_population
 from ui.data_choice import IMPORT, SAMPLE, SESSION_FILES, UPLOAD
 from ui.state import ABSENT
@@ -54,23 +54,17 @@ KEYS: dict[str, Any] = {
     "unknown_codes": "keep",  # drawn on the Cohort page
     "drop_duplicates": False,  # drawn on the Cohort page
 }
-_UPLOAD_MEMO = "_sidebar_upload_memo"
-_GROUP_MEMO = "_sidebar_group_memo"
 COHORT_LIST_SEEN = "_sidebar_cohort_list"  # fingerprint of the last cohort list seen (see _select_new_cohort)
 KEPT_UPLOADS = "_sidebar_kept_uploads"  # role -> upload kept across a dataset-mode switch
 _REOPENED_NOTE = "_sidebar_reopened_note"
-_WITHIN_MEMO = "_sidebar_within"  # (cohort fingerprint, population fingerprint) -> bool
 CONTEXT, LOAD_REPORT = "context", "load_report"  # the run's Context (ui.context.current) and LoadState
 state.declare(
     __name__,
     kept=KEYS,
     held={
-        _UPLOAD_MEMO: ABSENT,
-        _GROUP_MEMO: ABSENT,
         COHORT_LIST_SEEN: ABSENT,
         KEPT_UPLOADS: ABSENT,
         _REOPENED_NOTE: ABSENT,
-        _WITHIN_MEMO: ABSENT,
         CONTEXT: ABSENT,
         LOAD_REPORT: ABSENT,
         SIDEBAR_RAN: False,
@@ -153,16 +147,31 @@ def seed_state() -> None:
     state.keep()  # every kept key: the sidebar's, the method views' and pages' (ui/persist.py), the import view's
 
 
-@st.cache_resource(show_spinner="Loading and validating the shipped sample…")
+# bounds of the sidebar's memos (ui.cache): the sample's load options (2 x 2), the variants' (5 x 4);
+# one upload or import held per session; a dataset's groups; the cohort-within-population check
+_SAMPLES, _VARIANTS, _LOADED, _GROUPS, _WITHIN = 4, 20, 1, 8, 4
+
+
 def _sample(unknown_codes: str, drop_duplicates: bool) -> Loaded[Dataset]:
-    return load_sample_checked(unknown_codes=unknown_codes, drop_duplicates=drop_duplicates)  # type: ignore[arg-type]
+    return cache.load_shipped(
+        "sample",
+        (unknown_codes, drop_duplicates),
+        lambda: load_sample_checked(unknown_codes=unknown_codes, drop_duplicates=drop_duplicates),  # type: ignore[arg-type]
+        size=_SAMPLES,
+        spinner="Loading and validating the shipped sample…",
+    )
 
 
-@st.cache_resource(show_spinner="Loading and validating the sample variant…")
 def _variant(variant: str, unknown_codes: str, drop_duplicates: bool) -> Loaded[Dataset]:
     from engine.io.imports import load_sample_variant
 
-    return load_sample_variant(variant, unknown_codes=unknown_codes, drop_duplicates=drop_duplicates)
+    return cache.load_shipped(
+        "sample variant",
+        (variant, unknown_codes, drop_duplicates),
+        lambda: load_sample_variant(variant, unknown_codes=unknown_codes, drop_duplicates=drop_duplicates),
+        size=_VARIANTS,
+        spinner="Loading and validating the sample variant…",
+    )
 
 
 def _load_import(options: tuple[str, bool]) -> tuple[Loaded[Dataset] | None, DataError | None, str, str]:
@@ -179,19 +188,17 @@ def _load_import(options: tuple[str, bool]) -> tuple[Loaded[Dataset] | None, Dat
         label = f"imported: {redacted(spec.location) if is_url(spec.location) else spec.location}"
     digest = None if data is None else hashlib.sha256(data).hexdigest()
     key = (spec, name, digest, None if listed is None else hashlib.sha256(listed[1]).hexdigest(), options)
-    memo = st.session_state.setdefault(_UPLOAD_MEMO, {})
-    if key not in memo:
-        memo.clear()
+
+    def read() -> tuple[Loaded[Dataset] | None, DataError | None]:
         try:
-            with st.spinner("Reading and validating the source…"):
-                got = load_import(
-                    spec, name=name, data=data, unknown_codes=options[0], drop_duplicates=options[1]
-                )
+            got = load_import(
+                spec, name=name, data=data, unknown_codes=options[0], drop_duplicates=options[1]
+            )
             import_view.hold_normalization(got)
             upload = None if data is None else (name, data)
-            memo[key] = (import_dataset(got, label, spec, upload=upload, cohort_list=listed), None)
+            return import_dataset(got, label, spec, upload=upload, cohort_list=listed), None
         except DataError as exc:
-            memo[key] = (None, exc)
+            return None, exc
         except Exception as exc:  # a malformed mapping (a UserError's text), else a bug's reference
             report = ValidationReport()
             report.add(
@@ -199,15 +206,12 @@ def _load_import(options: tuple[str, bool]) -> tuple[Loaded[Dataset] | None, Dat
                     "error", name or spec.location, None, errors.message(exc), "a mapping", kind="bad_mapping"
                 )
             )
-            memo[key] = (None, DataError(report))
-    loaded, error = memo[key]
+            return None, DataError(report)
+
+    loaded, error = cache.memo(
+        "loaded", ("import", key), read, size=_LOADED, spinner="Reading and validating the source…"
+    )
     return loaded, error, repr(key), label
-
-
-@st.cache_resource(show_spinner=False)
-def _sample_group(unknown_codes: str, drop_duplicates: bool, group: str) -> Records:
-    dataset = _sample(unknown_codes, drop_duplicates).data
-    return dataset.events if group == "population" else dataset.group_records(group)
 
 
 def _load_uploads(
@@ -215,19 +219,17 @@ def _load_uploads(
 ) -> tuple[Loaded[Dataset] | None, DataError | None, str]:
     """Parse the uploaded files once per (files, options) in this session only."""
     key = (tuple((role, f.file_id, f.name, f.size) for role, f in files.items()), options)
-    memo = st.session_state.setdefault(_UPLOAD_MEMO, {})
-    if key not in memo:
-        memo.clear()
+
+    def read() -> tuple[Loaded[Dataset] | None, DataError | None]:
         try:
-            with st.spinner("Validating the uploaded files…"):
-                loaded = load_uploaded(
-                    **{role: (f.name, f.getvalue()) for role, f in files.items()},
-                    unknown_codes=options[0],  # type: ignore[arg-type]
-                    drop_duplicates=options[1],
-                )
-            memo[key] = (loaded, None)
+            loaded = load_uploaded(
+                **{role: (f.name, f.getvalue()) for role, f in files.items()},
+                unknown_codes=options[0],  # type: ignore[arg-type]
+                drop_duplicates=options[1],
+            )
+            return loaded, None
         except DataError as exc:
-            memo[key] = (None, exc)
+            return None, exc
         except Exception as exc:  # a loader bug must still not show the user a traceback
             report = ValidationReport()
             report.add(
@@ -240,32 +242,35 @@ def _load_uploads(
                     kind="unreadable",
                 )
             )
-            memo[key] = (None, DataError(report))
-    loaded, error = memo[key]
+            return None, DataError(report)
+
+    loaded, error = cache.memo(
+        "loaded", ("upload", key), read, size=_LOADED, spinner="Validating the uploaded files…"
+    )
     return loaded, error, repr(key)
 
 
-def _upload_group(dataset_key: str, dataset: Dataset, group: str) -> Records:
-    memo = st.session_state.setdefault(_GROUP_MEMO, {})
-    if memo.get("_dataset") != dataset_key:
-        memo.clear()
-        memo["_dataset"] = dataset_key
-    if group not in memo:
-        memo[group] = dataset.events if group == "population" else dataset.group_records(group)
-    return memo[group]
+def _group(dataset_key: str, dataset: Dataset, group: str) -> Records:
+    """A group's records, once per dataset and group: shared when the dataset is the shipped sample's
+    (`ui.cache`), else in this session only."""
+
+    def records() -> Records:
+        return dataset.events if group == "population" else dataset.group_records(group)
+
+    return cache.memo("groups", (dataset_key, group), records, size=_GROUPS, data=dataset)
 
 
 def _within(cohort: Records, population: Records) -> bool:
     """Every cohort patient is a population patient (hash lookups; same object: trivially). Memoized
-    per session on both groups' content fingerprints: every run of every page asks."""
+    on both groups' content fingerprints (every run of every page asks): shared for the sample's groups."""
     if cohort is population:
         return True
+
+    def inside() -> bool:
+        return bool((pd.Index(population.patient_ids).get_indexer(cohort.patient_ids) >= 0).all())
+
     key = (cohort.fingerprint, population.fingerprint)
-    memo = st.session_state.get(_WITHIN_MEMO)
-    if memo is None or memo[0] != key:
-        inside = bool((pd.Index(population.patient_ids).get_indexer(cohort.patient_ids) >= 0).all())
-        memo = st.session_state[_WITHIN_MEMO] = (key, inside)
-    return memo[1]
+    return cache.memo("within", key, inside, size=_WITHIN, data=(cohort, population))
 
 
 def group_names(dataset: Dataset) -> list[str]:
@@ -378,7 +383,7 @@ def render() -> Context | None:
         variant_key = f"variant:{variant}:{options}"
 
         def get_group(g: str) -> Records:
-            return _upload_group(variant_key, loaded.data, g)
+            return _group(variant_key, loaded.data, g)
 
     elif choice == IMPORT:
         if import_view.applied() is None:
@@ -393,7 +398,7 @@ def render() -> Context | None:
             return _fail(sb, LoadState(label, error.report, True, True), None)
 
         def get_group(g: str) -> Records:
-            return _upload_group(dataset_key, loaded.data, g)
+            return _group(dataset_key, loaded.data, g)
 
     elif choice == SAMPLE:
         try:
@@ -404,7 +409,7 @@ def render() -> Context | None:
             return _fail(sb, LoadState("shipped sample", exc.report, True, False), str(exc))
 
         def get_group(g: str) -> Records:
-            return _sample_group(*options, g)
+            return _group(f"sample:{options}", loaded.data, g)
 
     else:
         files = _upload_widgets(sb)
@@ -418,7 +423,7 @@ def render() -> Context | None:
             return _fail(sb, LoadState(f"uploaded: {files['events'].name}", error.report, True, True), None)
 
         def get_group(g: str) -> Records:
-            return _upload_group(dataset_key, loaded.data, g)
+            return _group(dataset_key, loaded.data, g)
 
     assert loaded is not None
     dataset = loaded.data

@@ -11,7 +11,9 @@ A release enters the study only through `add` (the "Add to study" button of a me
 a page never adds, replaces or removes one. Releases made from other data or groups stay in the
 study (and in its file) but are not shown as current; the pages say how many there are (`others_note`).
 Every page that shows a release shows it verified again under the sidebar's adversary and k
-(`reverify`, cached per release content, population, adversary and k).
+(`reverify`: the distinguishability memoized per release content, population and adversary, k only
+thresholding it). Memos go through `ui.cache`: a preview of the shipped sample is shared by the
+server's sessions, anything derived from an upload stays in this session.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from engine import risk
 from engine.adversary import Adversary
 from engine.release import Release
 from engine.risk import Verification
@@ -38,11 +39,11 @@ from engine.study.study import (
     rebuild,
     sha256_of,
 )
-from ui import errors, literal, state
+from ui import cache, errors, literal, state
 from ui import progress as progress_ui
 from ui.context import Context
 from ui.data_choice import SESSION_FILES
-from ui.downloads import session_pseudonym_key
+from ui.downloads import session_pseudonym_key, verification
 from ui.fingerprints import release_key
 from ui.state import ABSENT
 
@@ -50,15 +51,12 @@ STUDY, MADE = "study", "study_made"
 REOPENED_ATTACKER = "_study_reopened_attacker"  # (scope, knowledge, k) of a study just reopened
 RESTORED_UPLOADS = "_study_restored_uploads"  # role -> RestoredUpload, from a reopened study package
 _RESTORE_DATA = "_study_restore_data"  # how to load a reopened study's data, applied before the sidebar
-_PACKAGE_MEMO = "_study_package"  # (study JSON, files' ids) -> the study package's bytes
 _PENDING_REOPEN = "_study_pending_reopen"  # (study file bytes, name): rebuilt once its data is loaded
-_DATA_MEMO, _VERIFY_MEMO = "_study_data", "_study_verifications"
-_PREVIEWS, _VERIFICATIONS = 32, 64
-# previews are shared by the sessions of this server: the key is the data's content fingerprint and
-# groups plus the typed settings, and a Release is immutable (eight sessions on the sample compute
-# each release once, not eight times)
-_PREVIEW_MEMO = progress_ui.SharedMemo(_PREVIEWS)
-_LEDGER_MEMO = "_study_ledger_check"
+# bounds of the study's memos (ui.cache): previews (shared by the server's sessions on the sample: the
+# key is the data's content fingerprint and groups plus the typed settings, a Release is immutable, so
+# eight sessions on the sample compute each release once), the data reference, the ledger check
+# before "Add to study" and the study package
+_PREVIEWS, _DATA_REFS, _LEDGER_CHECKS, _PACKAGES = 32, 4, 2, 1
 state.declare(
     __name__,
     held={
@@ -67,11 +65,7 @@ state.declare(
         REOPENED_ATTACKER: ABSENT,
         RESTORED_UPLOADS: ABSENT,
         _RESTORE_DATA: ABSENT,
-        _PACKAGE_MEMO: ABSENT,
         _PENDING_REOPEN: ABSENT,
-        _DATA_MEMO: ABSENT,
-        _VERIFY_MEMO: ABSENT,
-        _LEDGER_MEMO: ABSENT,
     },
 )
 
@@ -111,10 +105,10 @@ def data_of(ctx: Context) -> DataRef:
     """The `DataRef` of the data loaded now (memoized per data, groups and load options)."""
     options = load_options()
     key = (ctx.key, ctx.dataset.events.fingerprint, ctx.population_group, ctx.cohort_group, repr(options))
-    memo = st.session_state.get(_DATA_MEMO)
-    if memo is None or memo[0] != key:
+
+    def ref() -> DataRef:
         inputs = run_inputs(ctx)
-        ref = data_ref(
+        return data_ref(
             ctx.dataset.name,
             ctx.dataset.events,
             inputs,
@@ -124,9 +118,8 @@ def data_of(ctx: Context) -> DataRef:
             sources=dict(ctx.dataset.sources),
             load_options=options,
         )
-        memo = (key, ref)
-        st.session_state[_DATA_MEMO] = memo
-    return memo[1]
+
+    return cache.memo("study data", key, ref, size=_DATA_REFS)
 
 
 def session(ctx: Context) -> Study:
@@ -181,23 +174,35 @@ def others_note(ctx: Context) -> int:
 
 
 # ------------------------------------------------------------------------------- the releases
+def derived_from(ctx: Context, settings: MethodSettings) -> Context | None:
+    """What the release of `settings` is derived from, for `ui.cache`: the loaded data, or nothing
+    shareable when the settings carry a user's file (an uploaded or edited utility policy), so that
+    release stays in this session even on the shipped sample."""
+    return None if getattr(settings, "utility_policy_csv", None) is not None else ctx
+
+
 def preview(ctx: Context, settings: MethodSettings, progress: Callable | None = None) -> Release:
-    """The release of `settings` on the data loaded now (memoized per data and settings, shared by
-    the server's sessions: settings are frozen dataclasses, hashable keys)."""
-    return _PREVIEW_MEMO.compute(
-        (data_of(ctx).key, settings), lambda: settings.run(run_inputs(ctx), progress)
+    """The release of `settings` on the data loaded now (memoized per data and settings: settings are
+    frozen dataclasses, hashable keys; shared by the server's sessions on the shipped sample)."""
+    return cache.memo(
+        "previews",
+        (data_of(ctx).key, settings),
+        lambda: settings.run(run_inputs(ctx), progress),
+        size=_PREVIEWS,
+        data=derived_from(ctx, settings),
     )
 
 
 def remember(ctx: Context, settings: MethodSettings, release: Release) -> None:
     """Record a release a view computed another way (e.g. Heatherly's three-scope comparison) as the
     preview of `settings`, so "Add to study" reuses it. It must be what `settings.run` gives."""
-    _PREVIEW_MEMO.put((data_of(ctx).key, settings), release)
+    key = (data_of(ctx).key, settings)
+    cache.put("previews", key, release, size=_PREVIEWS, data=derived_from(ctx, settings))
 
 
 def previewed(ctx: Context, settings: MethodSettings) -> Release | None:
     """The memoized preview of `settings` on the data loaded now, None when not computed yet."""
-    return _PREVIEW_MEMO.get((data_of(ctx).key, settings))
+    return cache.held("previews", (data_of(ctx).key, settings), data=derived_from(ctx, settings))
 
 
 def live_preview(
@@ -225,21 +230,10 @@ def reverify(ctx: Context, release: Release) -> Verification:
 
 
 def verify_under(release: Release, ctx: Context, adversary: Adversary, k: int) -> Verification:
-    """`risk.verify` of the release under `adversary` and k. The distinguishability does not depend on
-    k: it is memoized per release content, population and adversary, and a change of k only
-    thresholds it (the `Verification` of each k is built from it, as `risk.verify` builds it)."""
-    held = (release_key(release), ctx.population.fingerprint, adversary.scope, adversary.knowledge)
-    key = (*held, int(k))
-    memo: dict = st.session_state.setdefault(_VERIFY_MEMO, {})
-    if key not in memo:
-        dis = next((v.distinguishability for h, v in memo.items() if h[:-1] == held), None)
-        if dis is None:
-            memo[key] = risk.verify(release, adversary, int(k), ctx.population)
-        else:
-            memo[key] = Verification(adversary, int(k), dis, release.records.patient_ids, release.fingerprint)
-        while len(memo) > _VERIFICATIONS:
-            memo.pop(next(iter(memo)))
-    return memo[key]
+    """`risk.verify` of the release under `adversary` and k against the population
+    (`ui.downloads.verification`: the distinguishability memoized per release content, population
+    and adversary, k only thresholding it)."""
+    return verification(release, adversary, int(k), ctx.population, data=(release, ctx.population))
 
 
 def add(ctx: Context, name: str, settings: MethodSettings) -> StudyRelease:
@@ -293,22 +287,21 @@ def ledger_warning(ctx: Context, settings: MethodSettings) -> None:
         ctx.adversary,
         int(ctx.k),
     )
-    memo: dict = st.session_state.setdefault(_LEDGER_MEMO, {})
-    if key not in memo:
+
+    def check() -> list | str:
         study = session(ctx)
         existing = study_ledger_releases(study, {n: m.release for n, (_e, m) in held.items()})
         new = LedgerRelease("", "this release", study.determination.recipient, release)
-        memo.clear()
         try:
-            memo[key] = check_addition(existing, new, ctx.adversary, int(ctx.k), ctx.population)
+            return check_addition(existing, new, ctx.adversary, int(ctx.k), ctx.population)
         except Exception as exc:  # a ReleaseInvariantError is a bug: a reference, not its text
-            memo[key] = errors.message(exc)
-    if isinstance(memo[key], str):
-        literal.warning(
-            f"This release could not be checked with the study's others on the ledger: {memo[key]}"
-        )
+            return errors.message(exc)
+
+    pairs = cache.memo("ledger check", key, check, size=_LEDGER_CHECKS)  # the session's study: its own
+    if isinstance(pairs, str):
+        literal.warning(f"This release could not be checked with the study's others on the ledger: {pairs}")
         return
-    for pair in memo[key]:
+    for pair in pairs:
         if not pair.ok:
             literal.warning(
                 "Adding this release would bring patients it shares with another release below k across "
@@ -382,12 +375,13 @@ def study_package(study: Study) -> bytes:
     study content and set of files in this session (not on every render of the page)."""
     files = st.session_state.get(SESSION_FILES) or {}
     key = (study.to_json(), tuple((role, f.file_id) for role, f in files.items()))
-    held = st.session_state.get(_PACKAGE_MEMO)
-    if held is None or held[0] != key:
-        inputs = {role: StudyInput(role, f.name, f.getvalue()) for role, f in files.items()}
-        held = (key, write_package(study, inputs))
-        st.session_state[_PACKAGE_MEMO] = held
-    return held[1]
+
+    def package() -> bytes:
+        return write_package(
+            study, {role: StudyInput(role, f.name, f.getvalue()) for role, f in files.items()}
+        )
+
+    return cache.memo("study package", key, package, size=_PACKAGES)
 
 
 # ------------------------------------------------------------------------------ reopen a study

@@ -9,7 +9,8 @@ cap from 3 to 10 at k = 5), as tables and charts.
 
 The attacker knows every code of the target with its repeat count (the paper's model); the scope
 (k-map against the population, or k-anonymity within the cohort) is the sidebar's. Engine calls are
-cached per session on the records' fingerprints and the parameters.
+memoized (`ui.cache`) on the records' fingerprints and the parameters: shared by the server's sessions
+on the shipped sample, in this session only on an upload.
 """
 
 from __future__ import annotations
@@ -36,10 +37,10 @@ from engine.study.compare import code_set_text
 from engine.study.experiments import GCCENS_COLUMNS, gccens_point
 from engine.study.runs import CodeSelection, GCCensInput, GCCensSettings, RunInputs, code_frequency_order
 from engine.utility.censoring import censoring_loss, cul_statistics, records_side_by_side, release_cul
+from ui import cache, honest, persist
 from ui import format as fmt
-from ui import honest, persist
 from ui import progress as progress_ui
-from ui.context import HASH_FUNCS, Context
+from ui.context import Context
 from ui.downloads import release_downloads, release_table_download, report_download
 from ui.downloads import table_download as _download
 from ui.fingerprints import release_key
@@ -52,7 +53,7 @@ from ui.gccens_charts import (
 )
 from ui.literal import md
 from ui.risk_charts import cdf_frame, distinguishability_cdf_figure
-from ui.study import add_to_study, data_of, previewed, remember, verify_under
+from ui.study import add_to_study, data_of, derived_from, previewed, remember, verify_under
 
 CODE_MODES = (
     "Tamersoy's four codes: 250, 272, 401, 724 (3-digit; E11, E78, I10, M54 on ICD-10-CM data)",
@@ -76,17 +77,15 @@ for _p in ("gcc_", "gcct_"):
         }
     )
 
-# Measures of a release and the cohort's code order, shared by the server's sessions: releases are
-# immutable and keyed by their content, cohorts by their content fingerprint. Every rerun
-# (a change of k) drew them again: a fifth of the Anonymize page's time under load (bench/load_ws.py).
-_MEASURES = progress_ui.SharedMemo(64)
+# Bounds of the view's memos (ui.cache). Measures of a release and the cohort's code order: every
+# rerun (a change of k) drew them again: a fifth of the Anonymize page's time under load (bench/load_ws.py).
+_MEASURES, _CODE_ORDERS, _RELEASES, _INPUTS, _BASELINES, _SWEEP_ROWS = 32, 8, 32, 6, 24, 256
 
 
 def _release_measures(release):
     """(per-record CUL, CUL statistics against the capped record, against the original record),
     keyed on everything they read (`release_key`): the export fingerprint alone mixed the measures of
     two cohorts' releases (found by `make test` in a loop)."""
-    key = ("measures", release_key(release))
 
     def compute():
         loss = censoring_loss(release)
@@ -96,12 +95,14 @@ def _release_measures(release):
             cul_statistics(release_cul(release, "original"), release, "original"),
         )
 
-    return _MEASURES.compute(key, compute)
+    return cache.memo("gccens measures", release_key(release), compute, size=_MEASURES, data=release)
 
 
 def _code_order(cohort: Records) -> list[str]:
     """`code_frequency_order` of the cohort, memoized on its content."""
-    return _MEASURES.compute(("code order", cohort.fingerprint), lambda: code_frequency_order(cohort))
+    return cache.memo(
+        "code order", cohort.fingerprint, lambda: code_frequency_order(cohort), size=_CODE_ORDERS, data=cohort
+    )
 
 
 def code_set_label(problem: CensorProblem, cohort: Records) -> str:
@@ -111,13 +112,18 @@ def code_set_label(problem: CensorProblem, cohort: Records) -> str:
 
 
 # ------------------------------------------------------------------------- cached engine calls
-@st.cache_resource(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=6)
 def _prepared(cohort: Records, population: Records, scope: str, selection: tuple) -> GCCensInput:
     """The engine's own preparation (`GCCensSettings.prepare_input`) of the selected codes, once per
     data and selection: the view's baseline and cap table and every release of the view (both
     variants, any k and caps) are made from it (issue 24: it was prepared three times on opening)."""
-    return GCCensSettings(scope=scope, codes=_code_selection(selection)).prepare_input(
-        RunInputs(population, cohort)
+    return cache.memo(
+        "gccens inputs",
+        (cohort.fingerprint, population.fingerprint, scope, selection),
+        lambda: GCCensSettings(scope=scope, codes=_code_selection(selection)).prepare_input(
+            RunInputs(population, cohort)
+        ),
+        size=_INPUTS,
+        data=(cohort, population),
     )
 
 
@@ -153,8 +159,12 @@ def _live_preview(
     prepared = _prepared(ctx.cohort, ctx.population, settings.scope, selection)
     release = progress_ui.run(
         label,
-        lambda step: _MEASURES.compute(
-            ("release", *job), lambda: settings.release_of(prepared, ctx.cohort, step)
+        lambda step: cache.memo(
+            "gccens releases",
+            job,
+            lambda: settings.release_of(prepared, ctx.cohort, step),
+            size=_RELEASES,
+            data=derived_from(ctx, settings),
         ),
         key=key,
         job=job,
@@ -200,12 +210,23 @@ def _cap_arguments(cap_key: tuple) -> dict:
     return {"cap": int(value)} if kind == "universal" else {"caps": dict(value)}
 
 
-@st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=24)
 def _baseline(
     cohort: Records, population: Records, scope: str, selection: tuple, cap_key: tuple
 ) -> tuple[np.ndarray, np.ndarray]:
     """The distinguishability of the selected records before and after capping (k = 1: caps only);
     independent of k and the variant, so a change of k does not recompute it."""
+    return cache.memo(
+        "gccens baselines",
+        (cohort.fingerprint, population.fingerprint, scope, selection, cap_key),
+        lambda: _baseline_of(cohort, population, scope, selection, cap_key),
+        size=_BASELINES,
+        data=(cohort, population),
+    )
+
+
+def _baseline_of(
+    cohort: Records, population: Records, scope: str, selection: tuple, cap_key: tuple
+) -> tuple[np.ndarray, np.ndarray]:
     problem, _, sel_cohort = _problem(cohort, population, scope, selection)
     adversary = Adversary(scope, "all_visits")
     sel_pop = problem.population if scope == "population" else None
@@ -216,7 +237,6 @@ def _baseline(
     return before, risk.release_distinguishability(capped, adversary, sel_pop)
 
 
-@st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=256)
 def _sweep_row(
     cohort: Records,
     population: Records,
@@ -225,10 +245,16 @@ def _sweep_row(
     k: int,
     cap: int,
     variant: str,
-    _progress=None,
+    progress=None,
 ) -> dict:
-    problem, _, _ = _problem(cohort, population, scope, selection)
-    return gccens_point(problem, k, cap, variant, progress=_progress)
+    """One point of the Tables 1-2 sweeps (`gccens_point`), memoized per data and parameters."""
+
+    def point() -> dict:
+        problem, _, _ = _problem(cohort, population, scope, selection)
+        return gccens_point(problem, k, cap, variant, progress=progress)
+
+    key = (cohort.fingerprint, population.fingerprint, scope, selection, k, cap, variant)
+    return cache.memo("gccens sweep rows", key, point, size=_SWEEP_ROWS, data=(cohort, population))
 
 
 # ------------------------------------------------------------------------------------ settings

@@ -34,8 +34,8 @@ from engine.records import Records
 from engine.report.glossary import help_for
 from engine.study.experiments import heatherly_sweep_k
 from engine.study.runs import HeatherlySettings, biobank_between
+from ui import cache, honest, persist
 from ui import format as fmt
-from ui import honest, persist
 from ui import progress as progress_ui
 from ui.context import Context
 from ui.downloads import release_downloads, release_table_download, report_download
@@ -104,15 +104,15 @@ def _groups(ctx: Context) -> dict[str, Records]:
     return groups
 
 
-_MEMO = progress_ui.SharedMemo(24)  # shared by the sessions of this server (content-keyed, immutable)
+_COMPARISONS, _BEFORE = 24, 16  # bounds of the view's memos (ui.cache)
 
 
 def scope_comparison(
     ctx: Context, k: int, constraints: str, complete: bool, label: str, with_visits: bool = False
 ) -> ScopeComparison:
-    """`compare_scopes` memoized per groups' content fingerprints and parameters (shared by the
-    server's sessions: the key is the data's content, the result immutable), computed under a
-    progress bar with Cancel (ui/progress.py); a cancelled comparison stops the page's run here."""
+    """`compare_scopes` memoized per groups' content fingerprints and parameters (`ui.cache`: shared by
+    the server's sessions on the shipped sample, else in this session), computed under a progress bar
+    with Cancel (ui/progress.py); a cancelled comparison stops the page's run here."""
     groups = _groups(ctx)
     key = (
         tuple((g, r.fingerprint) for g, r in sorted(groups.items())),
@@ -121,7 +121,7 @@ def scope_comparison(
         bool(complete),
         bool(with_visits),
     )
-    held = _MEMO.get(key)
+    held = cache.held("scope comparisons", key, data=ctx)
     if held is not None:
         return held
 
@@ -137,7 +137,10 @@ def scope_comparison(
         )
 
     result = progress_ui.run(
-        label, lambda step: _MEMO.compute(key, lambda: compute(step)), key=f"hea_cmp_{k}_{complete}", job=key
+        label,
+        lambda step: cache.memo("scope comparisons", key, lambda: compute(step), size=_COMPARISONS, data=ctx),
+        key=f"hea_cmp_{k}_{complete}",
+        job=key,
     )
     if result is None:
         st.stop()
@@ -152,13 +155,16 @@ def compare_three_scopes(
     return scope_comparison(ctx, k, constraints, complete, "Anonymizing the three scopes", with_visits)
 
 
-@st.cache_data(scope="session", show_spinner=False, max_entries=16)
-def _before(
-    cohort_key: str, group_key: str, adversary_label: str, _cohort: Records, _group: Records, _adversary
-) -> np.ndarray:
+def _before(ctx: Context, group: Records, adversary) -> np.ndarray:
     """Distinguishability of the original cohort against the original group (same adversary), keyed
     on both groups' content fingerprints and the adversary."""
-    return risk.original_distinguishability(_cohort, _adversary, _group)
+    return cache.memo(
+        "heatherly before",
+        (ctx.cohort.fingerprint, group.fingerprint, adversary.label),
+        lambda: risk.original_distinguishability(ctx.cohort, adversary, group),
+        size=_BEFORE,
+        data=ctx,
+    )
 
 
 # ------------------------------------------------------------------------------------ views
@@ -311,14 +317,7 @@ def render_anonymize(ctx: Context) -> None:
     with left:
         st.markdown(f"**Risk before and after** ({verification.adversary.label})")
         group = _groups(ctx)[scope]
-        before = _before(
-            ctx.cohort.fingerprint,
-            group.fingerprint,
-            verification.adversary.label,
-            ctx.cohort,
-            group,
-            verification.adversary,
-        )
+        before = _before(ctx, group, verification.adversary)
         curves = {"original": before, shown: verification.distinguishability}
         st.plotly_chart(distinguishability_cdf_figure(curves, k, highlight=shown), key="hea_cdf")
         _download(

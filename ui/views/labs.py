@@ -8,8 +8,9 @@ all visits -> "all days known"; scope cohort -> "99 others", population -> "whol
 Lab orders of the sidebar's population group are analysed, each step run by the page's
 `engine.study.runs.LabRecallSettings` (as the `labs recall` command and bench/labs.py run it). The page
 opens on the raw results; the autoencoder trains when the user presses "Train" (issue 24), once per
-data and training settings (kept for the server's sessions), and torch is imported (engine.labs.vae)
-only then.
+data and training settings, and torch is imported (engine.labs.vae) only then. Every step is memoized
+(`ui.cache`) on the lab orders' content fingerprint and its settings: shared by the server's sessions
+on the shipped sample, in this session only on uploaded lab orders.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from engine.labs import reident as L
 from engine.labs.vae_config import VAEConfig
 from engine.report.glossary import help_for
 from engine.study.runs import LabRecallSettings
-from ui import errors, persist, state
+from ui import cache, errors, persist
 from ui import format as fmt
 from ui import progress as progress_ui
 from ui.context import Context
@@ -47,8 +48,9 @@ from ui.teach import intro
 KNOWLEDGE = {"single_visit": ("one_day", "one day known"), "all_visits": ("all_days", "all days known")}
 SCOPE = {"cohort": ("99", "99 others"), "population": ("population", "whole population")}
 LATENT_SIZES = [2, 4, 8, 16, 32, 64]
-_MEMO_PREFIX = "_labs_memo_"  # one memo per computation name (`_memo`)
-state.declare(__name__, prefixes=(_MEMO_PREFIX,))
+# bounds of the view's memos (ui.cache): patient-days, uniqueness, restrictions, draws, Recall@n runs,
+# trained models, a model's other release
+_DAYS, _UNIQUENESS, _RESTRICTED, _DRAWS, _RECALLS, _MODELS, _OTHER = 4, 4, 8, 16, 16, 4, 4
 # widget keys kept across page switches (ui/persist.py); the two data-dependent ones are seeded below
 persist.register(
     {
@@ -66,73 +68,80 @@ persist.register(
 )
 
 
-@st.cache_resource(scope="session", max_entries=4, show_spinner="Building patient-day vectors…")
-def patient_days(key: str, _labs: pd.DataFrame, _ids: tuple[str, ...] | None) -> L.PatientDays:
+# Every step below takes the Context the lab orders come from (`data`, for ui.cache) and a key that
+# names them by content: `patient_days`' key is the fingerprints of the lab orders and the group's ids,
+# every later key starts from the patient-days' own fingerprint.
+def patient_days(ctx: Context, key: str, labs: pd.DataFrame, ids: tuple[str, ...] | None) -> L.PatientDays:
     """Patient-days of the population group (`key`: content fingerprints of the lab orders and ids)."""
-    labs = _labs if _ids is None else _labs[_labs["patient_id"].astype(str).isin(set(_ids))]
-    return L.patient_days(labs)
+
+    def build() -> L.PatientDays:
+        return L.patient_days(labs if ids is None else labs[labs["patient_id"].astype(str).isin(set(ids))])
+
+    return cache.memo("lab days", key, build, size=_DAYS, data=ctx, spinner="Building patient-day vectors…")
 
 
-@st.cache_resource(scope="session", max_entries=4, show_spinner="Counting unique lab sets…")
-def uniqueness(key: str, _days: L.PatientDays) -> L.Uniqueness:
-    return L.uniqueness(_days)
+def uniqueness(ctx: Context, key: str, days: L.PatientDays) -> L.Uniqueness:
+    return cache.memo(
+        "lab uniqueness",
+        key,
+        lambda: L.uniqueness(days),
+        size=_UNIQUENESS,
+        data=ctx,
+        spinner="Counting unique lab sets…",
+    )
 
 
-@st.cache_resource(scope="session", max_entries=8, show_spinner=False)
-def restricted(
-    key: str, min_orders: int, _settings: LabRecallSettings, _days: L.PatientDays
-) -> L.PatientDays:
-    """`_settings.restricted` (`min_orders`: its min_orders, the cache key's part of the settings)."""
-    return _settings.restricted(_days)
+def restricted(ctx: Context, key: str, settings: LabRecallSettings, days: L.PatientDays) -> L.PatientDays:
+    """`settings.restricted` (keyed on its min_orders, the only one of its fields it reads)."""
+    return cache.memo(
+        "lab restrictions",
+        (key, settings.min_orders),
+        lambda: settings.restricted(days),
+        size=_RESTRICTED,
+        data=ctx,
+    )
 
 
-@st.cache_resource(scope="session", max_entries=16, show_spinner=False)
-def draws(key: str, draw_key: tuple, _settings: LabRecallSettings, _days: L.PatientDays):
-    """`_settings.draws` (`draw_key`: the settings' fields that decide the draws)."""
-    return _settings.draws(_days)
+def draws(ctx: Context, key: str, draw_key: tuple, settings: LabRecallSettings, days: L.PatientDays):
+    """`settings.draws` (`draw_key`: the settings' fields that decide the draws)."""
+    return cache.memo("lab draws", (key, draw_key), lambda: settings.draws(days), size=_DRAWS, data=ctx)
 
 
-def _session_memo(name: str, key: object, max_entries: int, compute: Callable[[], object]):
-    """`compute()` once per `key` in this session's state (the oldest entries dropped past
-    `max_entries`). For the computations that move a progress bar drawn outside them: under
-    `st.cache_*` the bar's updates are recorded with the cached result and replaying them on the next
-    run fails (`CacheReplayClosureError`, issue 13), since the bar is a new element every run."""
-    memo: dict = st.session_state.setdefault(_MEMO_PREFIX + name, {})
-    if key not in memo:
-        memo[key] = compute()
-        while len(memo) > max_entries:
-            memo.pop(next(iter(memo)))
-    return memo[key]
-
-
-def recall(key: object, compute: Callable[[], L.Recall]) -> L.Recall:
+def recall(ctx: Context, key: object, compute: Callable[[], L.Recall]) -> L.Recall:
     """`key` names data, draws and vectors (raw or a trained model); `compute` is a step of
-    `LabRecallSettings` (`raw_recall` or `latent_recall`)."""
-    return _session_memo("recall", key, 16, compute)
+    `LabRecallSettings` (`raw_recall` or `latent_recall`), which may move a progress bar drawn
+    outside it (`ui.cache` replays nothing, unlike `st.cache_*`: issue 13's CacheReplayClosureError)."""
+    return cache.memo("lab recalls", key, compute, size=_RECALLS, data=ctx)
 
 
-# trained autoencoders, shared by the server's sessions: the key is the patient-days' content
-# fingerprint, the labs kept and the training settings (seeded: the same key trains the same model)
-_MODELS = progress_ui.SharedMemo(4)
+def vae(
+    ctx: Context,
+    key: str,
+    settings: LabRecallSettings,
+    days: L.PatientDays,
+    progress: Callable[[float, str], None],
+):
+    """A trained model per data fingerprint and training settings (`settings.train`, torch only here;
+    seeded: the same key trains the same model), trained once and kept (`trained` reads it)."""
+    return cache.memo(
+        "lab models", (key, settings.vae), lambda: settings.train(days, progress), size=_MODELS, data=ctx
+    )
 
 
-def vae(key: str, settings: LabRecallSettings, days: L.PatientDays, progress: Callable[[float, str], None]):
-    """A trained model per data fingerprint and training settings (`settings.train`, torch only here),
-    trained once and kept (`trained` reads it without training)."""
-    return _MODELS.compute((key, settings.vae), lambda: settings.train(days, progress))
-
-
-def trained(key: str, settings: LabRecallSettings):
+def trained(ctx: Context, key: str, settings: LabRecallSettings):
     """The model `vae` trained for this data and these settings, None when not trained yet."""
-    return _MODELS.get((key, settings.vae))
+    return cache.held("lab models", (key, settings.vae), data=ctx)
 
 
-@st.cache_resource(scope="session", max_entries=4, show_spinner=False)
-def other_release(key: str, _model, _days: L.PatientDays, release: str):
+def other_release(ctx: Context, key: str, model, days: L.PatientDays, release: str):
     """The trained model under the other release (`engine.labs.vae.with_release`): its vectors."""
-    from engine.labs.vae import with_release  # torch only here
 
-    return with_release(_model, _days.matrix, release)  # type: ignore[arg-type]
+    def vectors():
+        from engine.labs.vae import with_release  # torch only here
+
+        return with_release(model, days.matrix, release)  # type: ignore[arg-type]
+
+    return cache.memo("lab other releases", (key, release), vectors, size=_OTHER, data=ctx)
 
 
 def progress_bar(text: str) -> tuple[Callable[[float, str], None], Callable[[], None]]:
@@ -168,7 +177,7 @@ def render(ctx: Context) -> None:
         group_label = f"population group `{ctx.population_group}`"
     # every row of the lab orders and every id of the group analysed (never a sampled hash)
     data_key = f"{frame_fingerprint(labs)}:{'all' if ids is None else ids_fingerprint(ids)}"
-    days = patient_days(data_key, labs, ids)
+    days = patient_days(ctx, data_key, labs, ids)
     key = days.fingerprint
     query, query_label = KNOWLEDGE[ctx.adversary.knowledge]
     against, against_label = SCOPE[ctx.adversary.scope]
@@ -179,7 +188,7 @@ def render(ctx: Context) -> None:
 
     # ------------------------------------------------------------------------------------ Figure 3
     st.header("Uniqueness of lab sets (Figure 3)")
-    u = uniqueness(key, days)
+    u = uniqueness(ctx, key, days)
     table = u.by_days()
     c1, c2, c3 = st.columns(3)
     unique_help = help_for("lab_uniqueness")
@@ -219,7 +228,7 @@ def render(ctx: Context) -> None:
     )
     seed = c4.number_input("Seed", 0, 2**31 - 1, key="labs_seed")
     settings = LabRecallSettings(int(min_orders), int(trials), int(simulations), against, query, int(seed))
-    r_days = restricted(key, settings.min_orders, settings, days)
+    r_days = restricted(ctx, key, settings, days)
     st.caption(
         f"{r_days.n_labs:,} labs kept; {r_days.n_patients:,} patients and {r_days.n_days:,} patient-days with at "
         "least one of them. One-day queries need a patient with at least two days."
@@ -227,12 +236,12 @@ def render(ctx: Context) -> None:
     try:
         settings.validate()
         draw_key = (settings.min_orders, settings.trials, settings.simulations, against, query, settings.seed)
-        d = draws(key, draw_key, settings, r_days)
+        d = draws(ctx, key, draw_key, settings, r_days)
     except Exception as exc:  # a UserError's message, else a reference (ui/errors.py)
         errors.show(exc)
         return
     update, done = progress_bar("Ranking the true patients…")
-    raw = recall((key, draw_key, "raw"), lambda: settings.raw_recall(r_days, d, update))
+    raw = recall(ctx, (key, draw_key, "raw"), lambda: settings.raw_recall(r_days, d, update))
     done()
     curves = {"raw": raw.to_frame()}
     c1, c2, c3 = st.columns(3)
@@ -278,7 +287,7 @@ def render(ctx: Context) -> None:
                 seed=settings.seed,
             )
             settings = dataclasses.replace(settings, vae=config)
-            model = trained(f"{key}:{min_orders}", settings)
+            model = trained(ctx, f"{key}:{min_orders}", settings)
             if model is None:  # trained when asked (issue 24): the page opens on the raw results
                 c1, c2 = st.columns([4, 1])
                 c1.info(
@@ -289,7 +298,7 @@ def render(ctx: Context) -> None:
                 if c2.button("Train", key="labs_vae_train", type="primary", help="Train the autoencoder"):
                     model = progress_ui.run(
                         "Training the autoencoder",
-                        lambda step: vae(f"{key}:{min_orders}", settings, r_days, step),
+                        lambda step: vae(ctx, f"{key}:{min_orders}", settings, r_days, step),
                         key="labs_vae_run",
                         job=(key, min_orders, config),
                     )
@@ -297,7 +306,7 @@ def render(ctx: Context) -> None:
             errors.show(exc)
     if model is not None:
         lat = recall(
-            (key, draw_key, "latent", model.config), lambda: settings.latent_recall(r_days, d, model)
+            ctx, (key, draw_key, "latent", model.config), lambda: settings.latent_recall(r_days, d, model)
         )
         curves["latent"] = lat.to_frame()
         c1, c2, c3, c4 = st.columns(4)
@@ -354,8 +363,9 @@ def render(ctx: Context) -> None:
         # what the latent release does and does not protect here, from the measured figures (issue 16):
         # the same model's other release (encoder means or sampled draws), on the same draws
         other = "sampled" if model.config.release == "mean" else "mean"
-        other_model = other_release(f"{key}:{min_orders}:{model.config}", model, r_days, other)
+        other_model = other_release(ctx, f"{key}:{min_orders}:{model.config}", model, r_days, other)
         lat_other = recall(
+            ctx,
             (key, draw_key, "latent", model.config, other),
             lambda: settings.latent_recall(r_days, d, other_model),
         )

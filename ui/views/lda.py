@@ -6,8 +6,9 @@ verified; and the teaching view: two trajectories, the matrices i, a and r of Fi
 traceback path highlighted, the anonymized trajectory, and each cell's three options explained.
 `render_tradeoffs(ctx)`: Baseline against A-GS over k (Figures 9-12) and the weight sweep (Figure 15).
 
-Engine calls are cached per session (`scope="session"`) on the cohort's fingerprint and the
-parameters; the charts (ui/lda_charts.py) take the engine's plain DataFrames.
+Engine calls are memoized (`ui.cache`) on the cohort's fingerprint and the parameters: shared by the
+server's sessions on the shipped sample with a built-in hierarchy, in this session only on an upload or
+with an uploaded hierarchy; the charts (ui/lda_charts.py) take the engine's plain DataFrames.
 """
 
 from __future__ import annotations
@@ -30,10 +31,10 @@ from engine.risk import Verification
 from engine.study.experiments import LDAPoint, lda_measures, lda_sweep_k, lda_sweep_weights
 from engine.study.runs import ICD_HIERARCHIES, CodeSelection, LDASettings, RunInputs
 from engine.utility.loss import avg_re, cluster_table, level_shares, record_losses
-from ui import errors, honest, persist, state
+from ui import cache, errors, honest, persist, state
 from ui import format as fmt
 from ui import progress as progress_ui
-from ui.context import HASH_FUNCS, Context
+from ui.context import Context
 from ui.downloads import release_downloads, release_table_download
 from ui.downloads import table_download as _download
 from ui.lda_charts import level_shares_figure, record_loss_figure, sweep_k_figure, weights_figure
@@ -74,8 +75,26 @@ FIG7_Y = [("401.1", 33), ("401.1", 34), ("401.1", 35)]  # T1 (columns)
 
 
 # ------------------------------------------------------------------------- cached engine calls
-@st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=8)
+_TRAJECTORIES, _RUNS, _MEASURES, _RELEASES = 8, 48, 48, 16  # bounds of the view's memos (ui.cache)
+
+
+def _data(cohort: Records, hier: tuple) -> Records | None:
+    """What a run is derived from, for `ui.cache`: the cohort, or nothing shareable with an uploaded
+    ICD hierarchy (`hier[1]`: the file's name and bytes)."""
+    return cohort if hier[1] is None else None
+
+
 def _trajectories(cohort: Records, selection: tuple) -> Trajectories:
+    return cache.memo(
+        "lda trajectories",
+        (cohort.fingerprint, selection),
+        lambda: _trajectories_of(cohort, selection),
+        size=_TRAJECTORIES,
+        data=cohort,
+    )
+
+
+def _trajectories_of(cohort: Records, selection: tuple) -> Trajectories:
     mode, top_n, codes = selection
     df = cohort.to_frame()
     if mode == CODE_MODES[0]:
@@ -98,15 +117,26 @@ def _icd_hierarchy(choice: str, upload: tuple[str, bytes] | None) -> Hierarchy:
     return Hierarchy.from_csv_bytes(upload[1], upload[0])
 
 
-@st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=48)
 def _run(
-    cohort: Records, selection: tuple, hier: tuple, k: int, w_icd: float, method: str, _progress=None
+    cohort: Records, selection: tuple, hier: tuple, k: int, w_icd: float, method: str, progress=None
 ) -> LDAResult:
     """The LDA result; with recordable parameters it is `LDASettings.run_result` itself, so the study's
-    "Add to study" gets this very release. `_progress`: the progress bar's callback (not hashed)."""
+    "Add to study" gets this very release. `progress`: the progress bar's callback (not in the key)."""
+    return cache.memo(
+        "lda runs",
+        (cohort.fingerprint, selection, hier, k, w_icd, method),
+        lambda: _run_of(cohort, selection, hier, k, w_icd, method, progress),
+        size=_RUNS,
+        data=_data(cohort, hier),
+    )
+
+
+def _run_of(
+    cohort: Records, selection: tuple, hier: tuple, k: int, w_icd: float, method: str, progress=None
+) -> LDAResult:
     settings = settings_of(selection, hier, k, w_icd, method)
     if settings is not None:
-        return settings.run_result(RunInputs(cohort, cohort), _progress)
+        return settings.run_result(RunInputs(cohort, cohort), progress)
     choice, upload, lo, hi, _ = hier
     traj = _trajectories(cohort, selection)
     return lda(
@@ -116,24 +146,36 @@ def _run(
         method=method,
         icd_hierarchy=_icd_hierarchy(choice, upload),
         age_hierarchy=Hierarchy.ages(lo, hi, top_code_90=True),  # ages > 89 always 90+ (issue 23)
-        progress=_progress,
+        progress=progress,
     )
 
 
-@st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=48)
 def _measures(cohort: Records, selection: tuple, hier: tuple, k: int, w_icd: float, method: str) -> dict:
     """`engine.study.experiments.lda_measures` of the run, with AvgRE's query workload."""
-    res = _run(cohort, selection, hier, k, w_icd, method)
-    return lda_measures(res, avgre=False) | {"AvgRE": (are := avg_re(res)).value, "workload": are.workload}
+
+    def compute() -> dict:
+        res = _run(cohort, selection, hier, k, w_icd, method)
+        return lda_measures(res, avgre=False) | {
+            "AvgRE": (are := avg_re(res)).value,
+            "workload": are.workload,
+        }
+
+    key = (cohort.fingerprint, selection, hier, k, w_icd, method)
+    return cache.memo("lda measures", key, compute, size=_MEASURES, data=_data(cohort, hier))
 
 
-@st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=16)
 def _release(
     cohort: Records, selection: tuple, hier: tuple, k: int, w_icd: float, method: str
 ) -> tuple[Release, Verification]:
-    res = _run(cohort, selection, hier, k, w_icd, method)
-    rel = res.release().checked(res.source_pairs())  # with its source, as the download helper requires
-    return rel, risk.verify(rel, ADVERSARY, k)
+    """The run's release with its source (as the download helper requires), verified by the risk engine."""
+
+    def compute() -> tuple[Release, Verification]:
+        res = _run(cohort, selection, hier, k, w_icd, method)
+        rel = res.release().checked(res.source_pairs())
+        return rel, risk.verify(rel, ADVERSARY, k)
+
+    key = (cohort.fingerprint, selection, hier, k, w_icd, method)
+    return cache.memo("lda releases", key, compute, size=_RELEASES, data=_data(cohort, hier))
 
 
 # ------------------------------------------------------------------------------- chart builders

@@ -41,10 +41,10 @@ from engine.utility.queries import (
     satisfaction_table,
     utility_policy_from_frame,
 )
-from ui import errors, honest, literal, persist, state
+from ui import cache, errors, honest, literal, persist, state
 from ui import format as fmt
 from ui import progress as progress_ui
-from ui.context import HASH_FUNCS, Context
+from ui.context import Context
 from ui.downloads import release_downloads
 from ui.downloads import table_download as _download
 from ui.profiles_charts import (
@@ -82,12 +82,22 @@ state.declare(
 
 
 # ------------------------------------------------------------------------- cached engine calls
-@st.cache_resource(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=8)
+# Bounds of the view's memos (ui.cache). The privacy policy and the original risk are derived from the
+# cohort alone (shared on the shipped sample); a run and a sweep point read the user's utility policy
+# (edited or uploaded), so they stay in this session even on the sample.
+_POLICIES, _RUNS, _ORIGINALS, _SWEEP_ROWS = 8, 8, 4, 512
+
+
 def _policy(cohort: Records, k: int, knowledge: str, with_visits: bool = False) -> PrivacyPolicy:
-    return extract_policy(cohort, k, knowledge, within_visits=with_visits)  # type: ignore[arg-type]
+    return cache.memo(
+        "ppe policies",
+        (cohort.fingerprint, k, knowledge, with_visits),
+        lambda: extract_policy(cohort, k, knowledge, within_visits=with_visits),  # type: ignore[arg-type]
+        size=_POLICIES,
+        data=cohort,
+    )
 
 
-@st.cache_resource(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=8)
 def _run(
     cohort: Records,
     k: int,
@@ -96,10 +106,20 @@ def _run(
     policy_csv: str,
     max_suppressed: int | None,
     with_visits: bool = False,
-    _progress=None,
+    progress=None,
 ):
-    """A run, or the SuppressionLimitExceeded it raised (cached too, so the message stays).
-    `_progress`: the progress bar's callback (ui/progress.py; not part of the cache key)."""
+    """A run, or the SuppressionLimitExceeded it raised (memoized too, so the message stays).
+    `progress`: the progress bar's callback (ui/progress.py; not part of the key)."""
+    key = (cohort.fingerprint, k, knowledge, method, policy_csv, max_suppressed, with_visits)
+    return cache.memo(
+        "profiles runs",
+        key,
+        lambda: _run_of(cohort, k, knowledge, method, policy_csv, max_suppressed, with_visits, progress),
+        size=_RUNS,
+    )
+
+
+def _run_of(cohort, k, knowledge, method, policy_csv, max_suppressed, with_visits, progress):
     settings = ProfilesSettings(
         algorithm=method,
         k=k,
@@ -110,21 +130,29 @@ def _run(
     )
     try:  # the settings "Add to study", the CLI and a study run with; PPE shared by both methods
         return settings.run_result(
-            RunInputs(cohort, cohort), _progress, policy=_policy(cohort, k, knowledge, with_visits)
+            RunInputs(cohort, cohort), progress, policy=_policy(cohort, k, knowledge, with_visits)
         )
     except SuppressionLimitExceeded as exc:
         return exc
 
 
-@st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=4)
 def _original(cohort: Records, knowledge: str) -> np.ndarray:
-    return risk.original_distinguishability(cohort, Adversary("cohort", knowledge))  # type: ignore[arg-type]
+    return cache.memo(
+        "profiles original risk",
+        (cohort.fingerprint, knowledge),
+        lambda: risk.original_distinguishability(cohort, Adversary("cohort", knowledge)),  # type: ignore[arg-type]
+        size=_ORIGINALS,
+        data=cohort,
+    )
 
 
-@st.cache_data(hash_funcs=HASH_FUNCS, scope="session", show_spinner=False, max_entries=512)
 def _sweep_row(cohort: Records, k: int, knowledge: str, method: str, policy_csv: str) -> dict:
-    run = _run(cohort, k, knowledge, method, policy_csv, None)
-    return run.summary()
+    return cache.memo(
+        "profiles sweep rows",
+        (cohort.fingerprint, k, knowledge, method, policy_csv),
+        lambda: _run(cohort, k, knowledge, method, policy_csv, None).summary(),
+        size=_SWEEP_ROWS,
+    )
 
 
 # ------------------------------------------------------------------------------ utility policy

@@ -1,0 +1,274 @@
+"""The app's one cache (issue 24): a bounded LRU per name; where an entry lives follows what it is
+derived from.
+
+- `memo(name, key, compute, *, size, data=None)`: `compute()` once per `key`, the least recently
+  used entry dropped past `size`. Held in THIS session's state (`_cache_<name>`, declared here as a
+  family: `ui.state`), never seen by another session: everything derived from an upload or an import
+  lives there and goes with the session. Only when every input the caller names in `data` is shipped
+  (`shipped`) is the entry held in the process-wide store of that name instead: the shipped sample's
+  data are the same for every user, so eight sessions on it compute each result once.
+- `load_shipped(name, key, load, *, size)`: the shipped sample and its variants, loaded once per
+  process. Their datasets are what `shipped` starts from: a `Context` or `Dataset` is shipped when its
+  dataset is one of these objects (by identity: an upload or an import never is, whatever its name or
+  content). Every value the process-wide store holds is shipped too (a release made from the sample,
+  a group's records, the items of a tuple value), so a result derived from it may be shared in turn
+  (`data=(release, cohort)`).
+- `held(name, key, *, data=None)` / `put(name, key, value, *, size, data=None)`: read or record an
+  entry without computing (a release a view made another way, recorded as the study's preview).
+
+The caller states `data`, and names in it everything the result is derived from that could be a
+user's: leave it None (this session only) when a user's file or edited table is among the inputs (an
+uploaded utility policy or hierarchy), even on the sample. Keys name the data by content
+(fingerprints) and every parameter; values are never modified. The process-wide store computes one key
+at a time: a session asking for a key another is computing waits for it (and stops waiting when its
+own run is superseded); if the first fails or is cancelled, the next caller computes. Sizes are stated
+per name (a name asked with two sizes is a programming error).
+
+Streamlit's caches (`st.cache_data`, `st.cache_resource`) are no longer used by ui/ or pages/,
+with one exception (`STREAMLIT_CACHES`, checked by tests/test_cache.py):
+
+- `ui/resume.py` `_open`: the study store's connection per store location (SQLite file or
+  PostgreSQL pool, `engine.store.open_store`): a server resource named by the administrator's setting,
+  shared by every session like any connection pool; it caches no result and no user's data.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from contextlib import nullcontext
+from typing import Any, Protocol, TypeVar
+
+import streamlit as st
+
+from ui import state
+from ui.context import Context
+from ui.progress import yield_check
+
+T = TypeVar("T")
+PREFIX = "_cache_"  # session state: PREFIX + name -> that name's OrderedDict (key -> value)
+state.declare(__name__, prefixes=(PREFIX,))
+
+# the Streamlit caches left in ui/ and pages/, (file, function) -> why (tests/test_cache.py)
+STREAMLIT_CACHES: dict[tuple[str, str], str] = {
+    ("ui/resume.py", "_open"): "the study store's connection per location: a server resource, no results",
+}
+
+_MISSING = object()
+
+
+class Shared:
+    """A bounded memo shared by the server's sessions (least recently used dropped first), one
+    computation per key at a time: a second caller waits for the first (and stops waiting when its
+    own script run is superseded); if the first fails or is cancelled, the next caller computes."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._data: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+        self._running: dict[Hashable, threading.Lock] = {}
+
+    def get(self, key: Hashable, default: Any = None) -> Any:
+        with self._lock:
+            if key in self._data:
+                self._data.move_to_end(key)
+                return self._data[key]
+        return default
+
+    def put(self, key: Hashable, value: Any) -> None:
+        _mark(value)
+        with self._lock:
+            self._data[key] = value
+            self._data.move_to_end(key)
+            while len(self._data) > self.size:
+                self._data.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def compute(self, key: Hashable, fn: Callable[[], T]) -> T:
+        """The value of `key`, computed by `fn()` unless held or being computed by another caller."""
+        while True:
+            with self._lock:
+                if key in self._data:
+                    self._data.move_to_end(key)
+                    return self._data[key]
+                gate = self._running.get(key)
+                mine = gate is None
+                if mine:
+                    gate = self._running[key] = threading.Lock()
+                    gate.acquire()
+            assert gate is not None
+            if mine:
+                break
+            check = yield_check()
+            while not gate.acquire(timeout=0.1):
+                check()
+            gate.release()
+        try:
+            value = fn()
+            self.put(key, value)
+            return value
+        finally:
+            with self._lock:
+                self._running.pop(key, None)
+            gate.release()
+
+
+_SHARED: dict[str, Shared] = {}
+_SIZES: dict[str, int] = {}
+_LOADS: set[str] = set()  # the names `load_shipped` holds the shipped datasets under
+_LOCK = threading.Lock()
+# objects known to be the shipped sample's or derived from it alone: the datasets `load_shipped`
+# loaded and every value the shared stores hold (weakly: an object's id is not reused while it lives)
+_SHIPPED: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+
+
+def _mark(value: Any) -> None:
+    """Record `value` as shipped (and the items of a tuple value: a release and its verification)."""
+    for v in value if isinstance(value, tuple) else (value,):
+        try:
+            with _LOCK:
+                _SHIPPED[id(v)] = v
+        except TypeError:  # strings, numbers: not weakly referable, and never asked about
+            pass
+
+
+def _is_shipped(x: Any) -> bool:
+    if isinstance(x, Context):
+        x = x.dataset
+    with _LOCK:
+        return _SHIPPED.get(id(x)) is x
+
+
+def shipped(data: Any) -> bool:
+    """Whether `data` is the shipped sample's alone: a Context or Dataset of it, an object the
+    shared stores hold, or a tuple of such (None items are no input; a tuple of only None is not)."""
+    items = [x for x in (data if isinstance(data, tuple) else (data,)) if x is not None]
+    return bool(items) and all(_is_shipped(x) for x in items)
+
+
+def _size(name: str, size: int) -> None:
+    with _LOCK:
+        stated = _SIZES.setdefault(name, size)
+    if stated != size:
+        raise ValueError(f"cache {name!r} is bounded at {stated}, asked with size {size}")
+
+
+def _shared(name: str, size: int) -> Shared:
+    _size(name, size)
+    with _LOCK:
+        store = _SHARED.get(name)
+        if store is None:
+            store = _SHARED[name] = Shared(size)
+    return store
+
+
+def _session(name: str, size: int) -> OrderedDict:
+    _size(name, size)
+    store = st.session_state.get(PREFIX + name)
+    if store is None:
+        store = st.session_state[PREFIX + name] = OrderedDict()
+    return store
+
+
+def _spinning(text: str | None):
+    return st.spinner(text) if text else nullcontext()
+
+
+def memo(
+    name: str,
+    key: Hashable,
+    compute: Callable[[], T],
+    *,
+    size: int,
+    data: Any = None,
+    spinner: str | None = None,
+) -> T:
+    """`compute()` once per `key` under `name`, in this session, or shared by the server's sessions
+    when `data` is shipped (module docstring); `spinner`: words shown while it computes."""
+    if shipped(data):
+        store = _shared(name, size)
+        hit = store.get(key, _MISSING)
+        if hit is not _MISSING:
+            return hit
+        with _spinning(spinner):
+            return store.compute(key, compute)
+    held_here = _session(name, size)
+    if key in held_here:
+        held_here.move_to_end(key)
+        return held_here[key]
+    with _spinning(spinner):
+        value = compute()
+    _put(held_here, key, value, size)
+    return value
+
+
+def _put(store: OrderedDict, key: Hashable, value: Any, size: int) -> None:
+    store[key] = value
+    store.move_to_end(key)
+    while len(store) > size:
+        store.popitem(last=False)
+
+
+def held(name: str, key: Hashable, *, data: Any = None) -> Any:
+    """The entry of `key` under `name` (where `memo` with this `data` holds it), None when absent."""
+    if shipped(data):
+        store = _SHARED.get(name)
+        return None if store is None else store.get(key)
+    here = st.session_state.get(PREFIX + name)
+    if here is None or key not in here:
+        return None
+    here.move_to_end(key)
+    return here[key]
+
+
+def put(name: str, key: Hashable, value: Any, *, size: int, data: Any = None) -> None:
+    """Record `value` as the entry of `key` under `name` (where `memo` with this `data` holds it)."""
+    if shipped(data):
+        _shared(name, size).put(key, value)
+    else:
+        _put(_session(name, size), key, value, size)
+
+
+class _Loaded(Protocol):
+    data: Any
+
+
+L = TypeVar("L", bound=_Loaded)
+
+
+def load_shipped(
+    name: str, key: Hashable, load: Callable[[], L], *, size: int, spinner: str | None = None
+) -> L:
+    """The shipped sample or a sample variant (`load()` gives the engine's `Loaded`: data and
+    report), loaded once per process and shared; its dataset is recorded as shipped (`shipped`)."""
+    store = _shared(name, size)
+    _LOADS.add(name)
+    loaded = store.get(key, _MISSING)
+    if loaded is _MISSING:
+        with _spinning(spinner):
+            loaded = store.compute(key, load)
+    _mark(loaded.data)
+    return loaded
+
+
+def clear(name: str | None = None) -> None:
+    """Empty the process-wide store of `name` (when None, every one but the shipped datasets'
+    loads): tests start from no shared result."""
+    with _LOCK:
+        stores = [s for n, s in _SHARED.items() if (n not in _LOADS if name is None else n == name)]
+    for s in stores:
+        s.clear()
+
+
+def shared_size(name: str) -> int:
+    """How many entries the process-wide store of `name` holds now (0 when never used)."""
+    store = _SHARED.get(name)
+    return 0 if store is None else len(store)
