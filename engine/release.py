@@ -17,7 +17,7 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from engine.records import Records
+from engine.records import Records, concat_ranges
 
 SET_LABEL_MAX_CODES = 8
 
@@ -106,8 +106,19 @@ class Release:
         return self if bool(shows) == self.shows_visits else replace(self, shows_visits=bool(shows))
 
     def checked(self, cohort: Records) -> Release:
-        """This release with `source=cohort`: raises `ReleaseInvariantError` unless it stands for it."""
-        return replace(self, source=cohort)
+        """This release with `source=cohort`: raises `ReleaseInvariantError` unless it stands for it.
+
+        Checked once per release and cohort object: the release itself when `cohort` is already its
+        source, and the same checked release when asked again for the same cohort (a page and the
+        study both ask; records are immutable, so the answer cannot change)."""
+        if self.source is cohort:
+            return self
+        done = self.__dict__.get("_checked")
+        if done is not None and done.source is cohort:
+            return done
+        out = replace(self, source=cohort)
+        self.__dict__["_checked"] = out  # frozen: kept beside the fields, as cached_property does
+        return out
 
     def to_frame(self) -> pd.DataFrame:
         """Long-form released events (`patient_id`, (`visit`), `code`, (`age`)), internal structure."""
@@ -213,11 +224,17 @@ def check_invariant(release: Release, cohort: Records) -> None:
     """Raise `ReleaseInvariantError` unless every released patient is a cohort patient and every
     released item of a patient stands for at least one code that patient had, within the same visit
     (matched by visit label) when both the release and the cohort have visits. For `age_pairs`
-    releases the cohort's items must be `code|age` pairs too (the method's input)."""
+    releases the cohort's items must be `code|age` pairs too (the method's input).
+
+    Patients are matched by their id's text and visits by their label's text; both are numbered once
+    (integer units: a cohort patient, or a (cohort patient, visit label) pair), so no per-event text
+    is built. The first failing event in record order is named (tests/reference_release.py keeps the
+    text-keyed check this one equals)."""
     rec = release.records
     pids = rec.patient_ids.astype(str)
     known = pd.Index(cohort.patient_ids.astype(str))
-    outside = pids[known.get_indexer(pids) < 0]
+    at = known.get_indexer(pids)  # each released patient's cohort index
+    outside = pids[at < 0]
     if len(outside):
         raise ReleaseInvariantError(
             f"{release.method}: {len(outside)} released patient(s) are not in the cohort, "
@@ -226,41 +243,35 @@ def check_invariant(release: Release, cohort: Records) -> None:
     if rec.n_events == 0:
         return
     by_visit = rec.has_visits and cohort.has_visits
-
-    def unit_keys(r: Records) -> np.ndarray:
-        """Per event, its unit: the patient, or `patient \\x1f visit label` when matched by visit."""
-        pid = pd.Series(r.patient_ids.astype(str)[r.event_patient])
-        if by_visit:
-            vis = pd.Series([str(v) for v in r.visit_ids], dtype=object)[r.event_visit].reset_index(drop=True)
-            pid = pid + "\x1f" + vis
-        return pid.to_numpy(dtype=object)
-
-    rel_units = unit_keys(rec)
-    src_units = unit_keys(cohort)
-    units = pd.Index(pd.unique(np.concatenate([rel_units, src_units])))
-    present = release.present_items()
-    item_pos = pd.Index(present)
-    # every released item present, and the codes it stands for
-    code_item_rows, code_item_cols = [], []
+    if by_visit:
+        rel_visit, src_visit = _visit_units(rec, cohort, at, known)
+        rel_unit, src_unit = rel_visit[rec.event_visit], src_visit[cohort.event_visit]
+    else:
+        rel_unit, src_unit = at[rec.event_patient].astype(np.int64), cohort.event_patient.astype(np.int64)
+    ordered = np.sort(rec.event_item)
+    present_at = ordered[np.r_[True, ordered[1:] != ordered[:-1]]]  # np.unique's, by a sort
+    present = rec.items[present_at]
+    # each released event's position among the present items, by label (as `pd.Index(present)` reads it)
+    rel_item = pd.Index(present).get_indexer(present)[np.searchsorted(present_at, rec.event_item)]
+    # every released item present -> the codes it stands for, then the cohort's items -> those codes
+    code_rows, item_cols = [], []
     code_index: dict[str, int] = {}
     for j, item in enumerate(present.tolist()):
         for c in release.codes_of(str(item)):
-            code_item_rows.append(code_index.setdefault(c, len(code_index)))
-            code_item_cols.append(j)
-    covered = np.zeros(0, dtype=np.int64)
-    src_code_idx = pd.Index(list(code_index)).get_indexer(cohort.items.astype(str))
-    ev_code = src_code_idx[cohort.event_item]
+            code_rows.append(code_index.setdefault(c, len(code_index)))
+            item_cols.append(j)
+    ev_code = pd.Index(list(code_index)).get_indexer(cohort.items.astype(str))[cohort.event_item]
     ok = ev_code >= 0
-    if ok.any():
-        inv = pd.DataFrame({"code": code_item_rows, "item": code_item_cols})
-        src = pd.DataFrame({"unit": units.get_indexer(src_units[ok]), "code": ev_code[ok]}).drop_duplicates()
-        pairs = src.merge(inv, on="code")
-        covered = np.unique(
-            pairs["unit"].to_numpy(np.int64) * len(present) + pairs["item"].to_numpy(np.int64)
-        )
-    rel_item = item_pos.get_indexer(rec.items[rec.event_item])
-    rel_key = units.get_indexer(rel_units).astype(np.int64) * len(present) + rel_item
-    bad = ~np.isin(rel_key, covered)
+    # the (unit, released item) pairs the cohort covers: each cohort event with a released code, once
+    # per item standing for that code
+    by_code = np.argsort(np.asarray(code_rows, dtype=np.int64), kind="stable")
+    items_of_code = np.asarray(item_cols, dtype=np.int64)[by_code]
+    starts = np.searchsorted(np.asarray(code_rows, dtype=np.int64)[by_code], np.arange(len(code_index) + 1))
+    codes, units = ev_code[ok], src_unit[ok]
+    counts = starts[codes + 1] - starts[codes]
+    n = len(present)
+    covered = np.repeat(units, counts) * n + items_of_code[concat_ranges(starts[codes], counts)]
+    bad = ~_holds(np.sort(covered), rel_unit * n + rel_item)
     if bad.any():
         e = int(np.flatnonzero(bad)[0])
         where = f"visit {rec.visit_ids[rec.event_visit[e]]} of " if by_visit else ""
@@ -269,6 +280,39 @@ def check_invariant(release: Release, cohort: Records) -> None:
             f"{' in that visit' if by_visit else ''}, e.g. item {rec.items[rec.event_item[e]]!r} in "
             f"{where}patient {rec.patient_ids[rec.event_patient[e]]}"
         )
+
+
+def _holds(sorted_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """`np.isin(keys, sorted_keys)` for a sorted array, by a binary search (numpy 2.4's `np.isin`
+    hashes: slow on many distinct values)."""
+    at = np.minimum(np.searchsorted(sorted_keys, keys), max(len(sorted_keys) - 1, 0))
+    return sorted_keys[at] == keys if len(sorted_keys) else np.zeros(len(keys), dtype=bool)
+
+
+_UNIT_SEP = "\x1f"  # the text check's separator between a patient id and a visit label
+
+
+def _visit_units(
+    rec: Records, cohort: Records, at: np.ndarray, known: pd.Index
+) -> tuple[np.ndarray, np.ndarray]:
+    """(release visits' units, cohort visits' units), numbered together: a unit is a cohort patient
+    (`at`: each released patient's cohort index; `known`: the cohort's ids as text) and a visit label
+    as text. The text check joined them as `id \\x1f label`; when an id or a label holds that
+    separator, two different pairs can join to one text, so the units are those texts then."""
+    labels = np.array([str(v) for v in rec.visit_ids] + [str(v) for v in cohort.visit_ids], dtype=object)
+    label, uniq = pd.factorize(labels)
+    patient = np.concatenate([at[rec.visit_patient], cohort.visit_patient]).astype(np.int64)
+    names = known.astype(str).to_numpy(dtype=object)
+    if any(_UNIT_SEP in s for s in uniq.tolist()) or any(_UNIT_SEP in s for s in names.tolist()):
+        key = pd.factorize(
+            np.array(
+                [f"{names[p]}{_UNIT_SEP}{uniq[x]}" for p, x in zip(patient, label, strict=True)], dtype=object
+            )
+        )[0]
+    else:
+        key = pd.factorize(patient * max(len(uniq), 1) + label)[0]
+    key = key.astype(np.int64)
+    return key[: rec.n_visits], key[rec.n_visits :]
 
 
 def release_from_frames(
