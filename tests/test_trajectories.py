@@ -533,3 +533,14 @@ def test_lda_settings_always_top_code() -> None:
         assert not [a for a in rel.exported_frame()["age"] if _age_bounds_above_89(a)]
         assert rel.params["ages_top_coded_at"] == 90 and rel.loss["ages_top_coded"] == 8
         assert "90+" in s.describe()["age hierarchy"]
+
+
+def test_codes_outside_the_icd_hierarchy_are_the_users_choice_not_a_bug() -> None:
+    """LDA on all codes of the shipped sample: 19 codes (042.9, 043.2, ...) are not in the thesis'
+    ICD-9-CM hierarchy. That was a plain ValueError, which the app shows as a bug's reference id
+    (ui/errors.py); it is a UserError naming the codes and what to do."""
+    from engine.io.errors import UserError
+
+    traj = Trajectories.from_pairs([[("042.9", 50), ("401.9", 51)], [("401.9", 60), ("250.00", 61)]])
+    with pytest.raises(UserError, match=r"042\.9.*choose the top codes"):
+        lda(traj, k=2)
