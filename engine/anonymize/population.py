@@ -460,36 +460,49 @@ class _Pool:
         self.lower = _original_support(state.group, targets, within_visits).copy()
         self.exact = np.zeros(len(self.visits), dtype=bool)  # `lower` is the visit's support
         self.other_count = np.full(len(self.visits), -1, dtype=np.int64)  # its others' part; -1 unknown
+        self.target: Records  # the target records
+        self.target_events: np.ndarray  # the group indexes of their events
+        self.others: Records | None  # the other records (None: every record is a target)
         self._rebuild()
 
-    def _code_space(self, base: Records, events: np.ndarray) -> Records:
+    def _code_space(self, base: Records, events: np.ndarray) -> tuple[Records, np.ndarray]:
+        """`base` (records whose events are the group's `events`) in code space, and the group
+        indexes of the events it keeps."""
         rep = self.state.item_of_code[self.state.group.event_item[events]]
         alive = self.state.keep[events] & (rep >= 0)
-        return replace(base, event_item=np.maximum(rep, 0).astype(np.int32)).keep_events(alive)
+        return replace(base, event_item=np.maximum(rep, 0).astype(np.int32)).keep_events(alive), events[alive]
 
     def merged(self, merged_reps: np.ndarray) -> None:
         """Items were merged (`merged_reps`: per code index, the representatives merged with others):
-        rebuild both parts. A visit holding none of them keeps its support (the holders of its items
-        are unchanged), and its others' part; the others only lose what they knew of the rest."""
+        both parts take the new representatives (merging removes no event). A visit holding none of
+        them keeps its support (the holders of its items are unchanged), and its others' part."""
         old = self.target
         hit = np.bincount(old.event_visit, weights=merged_reps[old.event_item], minlength=old.n_visits) > 0
         self.exact[hit] = False
         self.other_count[hit] = -1
-        self._rebuild()
+        ioc = self.state.item_of_code  # a representative is a code of its item: its new representative
+        self.target = replace(old, event_item=ioc[old.event_item].astype(np.int32))
+        if self.others is not None:
+            self.others = replace(self.others, event_item=ioc[self.others.event_item].astype(np.int32))
+        self._derived()
 
     def _rebuild(self) -> None:
-        """Both parts, the label order and the others' supports, from the state's items."""
+        """Both parts from the state."""
+        self.others = None
+        if self.other_base is not None:
+            self.others, _ = self._code_space(self.other_base, self.other_events)
+        self.target, self.target_events = self._code_space(self.target_base, self.events)
+        self._derived()
+
+    def _derived(self) -> None:
+        """The label order and the others' supports."""
         self.label_rank = _label_rank(self.state)
-        self.others = (
-            None if self.other_base is None else self._code_space(self.other_base, self.other_events)
-        )
         n = self.state.group.n_items
         self.other_support = (
             np.zeros(n, dtype=np.int64)
             if self.others is None
             else np.bincount(self.others.patient_item_sets.indices, minlength=n)
         )
-        self.target = self._code_space(self.target_base, self.events)
 
     def suppressed(self) -> np.ndarray:
         """Target events removed: rebuild the targets' part and return, per code index, whether its
@@ -498,7 +511,8 @@ class _Pool:
         the visit's items (a record leaves a set's holders only by losing one of its items), and by
         at most the records that lost any event."""
         old, before = self.target, self.target_units()
-        self.target = self._code_space(self.target_base, self.events)
+        alive = self.state.keep[self.target_events]
+        self.target, self.target_events = old.keep_events(alive), self.target_events[alive]
         lost = before - self.target_units()
         changed = np.diff(old.event_ptr) != np.diff(self.target.event_ptr)
         self.other_count[changed] = -1
