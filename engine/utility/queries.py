@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import io
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from threading import Lock
 
 import numpy as np
 import pandas as pd
@@ -257,14 +258,52 @@ def disease_counts(
     records: Records, codes: frozenset[str], item_codes: Mapping[str, frozenset[str]] | None
 ) -> int:
     """Records holding an item whose codes all belong to `codes` (original data: any code of it)."""
-    cols = [
-        j
-        for j, it in enumerate(records.items.tolist())
-        if (item_codes or {}).get(str(it), frozenset((str(it),))) <= codes
-    ]
-    if not cols:
-        return 0
-    return int((records.patient_item_sets[:, cols].sum(axis=1) > 0).sum())
+    return int(_disease_counts(records, (codes,), item_codes)[0])
+
+
+def _disease_counts(
+    records: Records, diseases: Sequence[frozenset[str]], item_codes: Mapping[str, frozenset[str]] | None
+) -> np.ndarray:
+    """Per disease, the records holding an item whose codes all belong to it (`disease_counts`), all
+    diseases in one product of the records' item sets with an items x diseases 0/1 matrix."""
+    labels = [str(x) for x in records.items.tolist()]
+    generalized = item_codes or {}
+    of_code: dict[str, list[int]] = {}  # code -> the diseases holding it
+    for d, codes in enumerate(diseases):
+        for c in codes:
+            of_code.setdefault(c, []).append(d)
+    counts_for = np.zeros((len(labels), len(diseases)), dtype=np.int64)
+    for j, label in enumerate(labels):
+        stands = generalized.get(label)
+        if stands is None:  # the item stands for itself: it counts for every disease holding it
+            counts_for[j, of_code.get(label, [])] = 1
+        else:
+            counts_for[j] = [stands <= codes for codes in diseases]
+    if not len(diseases) or not len(labels):
+        return np.zeros(len(diseases), dtype=np.int64)
+    return np.asarray((records.patient_item_sets @ counts_for > 0).sum(axis=0), dtype=np.int64)
+
+
+_ORIGINAL_KEPT = 8  # (cohort, policy) pairs whose original counts are kept (least recently used dropped)
+_ORIGINAL: dict[tuple, np.ndarray] = {}
+_ORIGINAL_LOCK = Lock()
+
+
+def original_disease_counts(cohort: Records, diseases: Sequence[frozenset[str]]) -> np.ndarray:
+    """`_disease_counts` of the original cohort (no generalized items), memoized per cohort content
+    (`Records.fingerprint`) and diseases: they depend on neither the release nor k."""
+    key = (cohort.fingerprint, tuple(diseases))
+    with _ORIGINAL_LOCK:
+        if key in _ORIGINAL:
+            _ORIGINAL[key] = _ORIGINAL.pop(key)  # most recently used last
+            return _ORIGINAL[key]
+    counts = _disease_counts(cohort, diseases, None)
+    counts.setflags(write=False)
+    with _ORIGINAL_LOCK:
+        _ORIGINAL[key] = counts
+        while len(_ORIGINAL) > _ORIGINAL_KEPT:
+            _ORIGINAL.pop(next(iter(_ORIGINAL)))
+    return counts
 
 
 def utility_satisfaction(
@@ -272,11 +311,10 @@ def utility_satisfaction(
 ) -> pd.DataFrame:
     """One row per disease: records with it before and after, and whether the constraint is satisfied."""
     diseases = utility.diseases if isinstance(utility, UtilityPolicy) else dict(utility)
-    rows = []
-    for name, codes in diseases.items():
-        before = disease_counts(cohort, codes, None)
-        after = disease_counts(release.records, codes, release.item_codes)
-        rows.append((name, before, after, before == after))
+    sets = list(diseases.values())
+    before = original_disease_counts(cohort, sets).tolist()
+    after = _disease_counts(release.records, sets, release.item_codes).tolist()
+    rows = [(name, b, a, b == a) for name, b, a in zip(diseases, before, after, strict=True)]
     return pd.DataFrame(rows, columns=["disease", "original_records", "released_records", "satisfied"])
 
 
