@@ -76,7 +76,7 @@ ICD9_LEVELS: tuple[str, ...] = ("5-digit", "4-digit", "3-digit", "section", "cha
 COMPLETION_GENERALIZE_ROUNDS = 2
 
 
-_MEMO_KEPT = 16  # entries of per-data work that does not depend on k (least recently used dropped)
+_MEMO_KEPT = 24  # entries of per-data work that does not depend on k (least recently used dropped)
 _MEMO: dict[tuple, Any] = {}
 _MEMO_LOCK = Lock()
 _T = TypeVar("_T")
@@ -96,6 +96,10 @@ def _memoized(key: tuple, make: Callable[[], _T]) -> _T:
         while len(_MEMO) > _MEMO_KEPT:
             _MEMO.pop(next(iter(_MEMO)))
     return value
+
+
+def _frozen_first(pair: tuple[np.ndarray, dict]) -> tuple[np.ndarray, dict]:
+    return _frozen(pair[0]), pair[1]
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:
@@ -786,8 +790,11 @@ def anonymize(
     )
     if progress:
         progress(0.15, f"{SCOPE_NAMES[scope]}: frequency bins of {group.n_patients:,} records")
-    item_of_code, stats = frequency_bin_generalization(group, k, utility)
-    state = _State(group, item_of_code, utility, np.ones(group.n_events, dtype=bool), dict(stats))
+    binned, stats = _memoized(  # shared by the paper's release and the completed one at this k
+        ("bins", group.fingerprint, items_key, constraints, int(k)),
+        lambda: _frozen_first(frequency_bin_generalization(group, k, utility)),
+    )
+    state = _State(group, binned.copy(), utility, np.ones(group.n_events, dtype=bool), dict(stats))
     adversary = Adversary("cohort" if scope == "cohort" else "population", "single_visit")
     if complete:
         if progress:
