@@ -76,7 +76,7 @@ ICD9_LEVELS: tuple[str, ...] = ("5-digit", "4-digit", "3-digit", "section", "cha
 COMPLETION_GENERALIZE_ROUNDS = 2
 
 
-_MEMO_KEPT = 24  # entries of per-data work that does not depend on k (least recently used dropped)
+_MEMO_KEPT = 24  # entries of per-data work (least recently used dropped)
 _MEMO: dict[tuple, Any] = {}
 _MEMO_LOCK = Lock()
 _T = TypeVar("_T")
@@ -84,8 +84,9 @@ _T = TypeVar("_T")
 
 def _memoized(key: tuple, make: Callable[[], _T]) -> _T:
     """`make()`, kept under `key` (a content fingerprint and the parameters it depends on): what the
-    procedure needs of a dataset that does not depend on k is computed once per data. Values are
-    never modified by their users (arrays are read-only)."""
+    procedure needs of a dataset that does not depend on k (utility groups, original figures, the
+    targets' layout and visit supports) is computed once per data, the frequency bins once per k.
+    Values are never modified by their users (arrays are read-only)."""
     with _MEMO_LOCK:
         if key in _MEMO:
             _MEMO[key] = _MEMO.pop(key)  # most recently used last
@@ -98,13 +99,14 @@ def _memoized(key: tuple, make: Callable[[], _T]) -> _T:
     return value
 
 
-def _frozen_first(pair: tuple[np.ndarray, dict]) -> tuple[np.ndarray, dict]:
-    return _frozen(pair[0]), pair[1]
-
-
 def _frozen(a: np.ndarray) -> np.ndarray:
+    """`a`, read-only (a memoized value)."""
     a.setflags(write=False)
     return a
+
+
+def _frozen_first(pair: tuple[np.ndarray, dict]) -> tuple[np.ndarray, dict]:
+    return _frozen(pair[0]), pair[1]
 
 
 def export_label(with_visits: bool) -> str:
