@@ -118,18 +118,18 @@ st.caption(f"Adversary: {ctx.adversary.describe()}  k = {ctx.k}")
 
 with st.spinner("Describing the groups…"):
     table = _describe(groups)
-left, right = st.columns(2)
-for col, label in zip((left, right), groups, strict=True):
+# one group above the other, three figures a row: side by side, six figures in half the page were cut
+# at 1024 px ("30,…" for 30,000; issue 26's screenshots)
+for label in groups:
     stats = table.set_index("measure")[label]
-    with col:
-        st.subheader(label)
-        a, b, c = st.columns(3)
-        a.metric("Patients", f"{int(stats['patients']):,}")
-        b.metric("Visits", f"{int(stats['visits']):,}")
-        c.metric("Distinct codes", f"{int(stats['distinct codes']):,}")
-        a.metric("Codes / patient (mean)", f"{stats['codes per patient, mean']:.2f}")
-        b.metric("Diagnoses / patient (mean)", f"{stats['diagnoses per patient, mean']:.2f}")
-        c.metric("Visits / patient (mean)", f"{stats['visits per patient, mean']:.2f}")
+    st.subheader(label)
+    a, b, c = st.columns(3)
+    a.metric("Patients", f"{int(stats['patients']):,}")
+    b.metric("Visits", f"{int(stats['visits']):,}")
+    c.metric("Distinct codes", f"{int(stats['distinct codes']):,}")
+    a.metric("Codes / patient (mean)", f"{stats['codes per patient, mean']:.2f}")
+    b.metric("Diagnoses / patient (mean)", f"{stats['diagnoses per patient, mean']:.2f}")
+    c.metric("Visits / patient (mean)", f"{stats['visits per patient, mean']:.2f}")
 st.dataframe(table.round(2), hide_index=True, width="stretch")
 table_download(table, "Download the group summary (CSV)", "group_summary.csv", "dl_group_summary")
 

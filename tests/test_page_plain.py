@@ -235,12 +235,13 @@ def test_teach_mode_opens_each_page_with_what_it_shows_and_one_thing_to_try():
     text = "\n".join(i.value for i in at.info)
     assert teach("risk").shows[0] in text and teach("risk").try_this in text
     assert at.sidebar.toggle(key="teach_mode").value is True
-    # off: no teach text; the toggle is one of the sidebar's kept keys (survives page switches)
+    # off: no teach text; the toggle is a kept key (survives page switches), owned by ui.teach
     at.sidebar.toggle(key="teach_mode").set_value(False).run()
     assert teach("risk").try_this not in "\n".join(i.value for i in at.info)
-    from ui.sidebar import KEYS
+    from ui import state
 
-    assert "teach_mode" in KEYS
+    key = state.declared("teach_mode")
+    assert key is not None and key.kept and key.owner == "ui.teach"
 
 
 def test_sidebar_help_is_the_glossary_sentence():

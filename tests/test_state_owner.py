@@ -28,7 +28,6 @@ ON_BEHALF = {
     ("ui.persist", "edited_column"),
     ("ui.sidebar", "_choose"),
     ("ui.import_view", "_kind_changed"),
-    ("ui.honest", "_memoized"),
 }
 
 
