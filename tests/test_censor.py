@@ -211,9 +211,9 @@ def test_sweeps_have_the_table_layout(figure_1):
     pop, sample = figure_1
     problem = prepare(sample, pop)
     seen = []
-    t1 = sweep_k(problem, ks=range(2, 5), cap=2, on_progress=lambda i, n: seen.append((i, n)))
+    t1 = sweep_k(problem, ks=range(2, 5), cap=2, progress=lambda f, m: seen.append((f, m)))
     assert t1["k"].tolist() == [2, 3, 4]
-    assert seen[-1] == (3, 3)
+    assert seen[0] == (0.0, "k = 2, cap = 2: point 1 of 3") and seen[-1] == (1.0, "3 points done")
     assert {"mean", "std", "median", "skewness", "share_modified", "share_codes_retained"} <= set(t1.columns)
     assert t1["verified"].all()
     # each row is the same as a single run with those parameters

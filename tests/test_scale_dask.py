@@ -49,7 +49,7 @@ def test_two_worker_local_cluster_equals_in_process(client, tmp_path: Path) -> N
                 paths,
                 adv.knowledge,
                 client=client,
-                progress=lambda d, n, p: seen.append(p),
+                progress=lambda f, m: seen.append(m.split(": ", 1)[1]),
                 matching=risk.Matching(count_repeats=repeats),
             )
             assert got.tolist() == want.tolist(), (adv, repeats)

@@ -49,8 +49,8 @@ def test_sharded_uniqueness_equals_in_process(labs, n_shards):
     with tempfile.TemporaryDirectory() as d:
         paths = shards.write_lab_shards(labs, d, n_shards)
         seen: list[int] = []
-        got = shards.sharded_uniqueness(paths, progress=lambda done, total, _: seen.append(done))
-    assert seen == list(range(1, n_shards + 1))
+        got = shards.sharded_uniqueness(paths, progress=lambda f, _: seen.append(f))
+    assert seen == [i / n_shards for i in range(1, n_shards + 1)]
     assert sorted(got.patient_ids.tolist()) == sorted(want.patient_ids.tolist())
     w = pd.DataFrame({"days": want.days, "size": want.class_size}, index=want.patient_ids)
     g = pd.DataFrame({"days": got.days, "size": got.class_size}, index=got.patient_ids)

@@ -59,7 +59,7 @@ definition, and Tom's record still forces the same two steps.)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -69,6 +69,7 @@ import scipy.sparse as sp
 
 from engine import risk
 from engine.adversary import Scope
+from engine.io.progress import Progress
 from engine.records import PATIENT, VISIT, Records
 from engine.release import Release
 from engine.utility.censoring import censoring_loss, cul_statistics, release_cul
@@ -447,7 +448,7 @@ def censor_counts(
     caps: np.ndarray,
     variant: Variant = "faithful",
     kernel: Kernel = "dominance",
-    progress: Callable[[float, str], None] | None = None,
+    progress: Progress | None = None,
 ) -> tuple[np.ndarray, np.ndarray, list[dict], bool]:
     """Algorithm 1 on count vectors: (capped counts, released counts, steps, k reached).
 
@@ -577,7 +578,7 @@ def _faithful_by_exit_steps(
     cap: np.ndarray,
     counter: DominanceCounter,
     held: sp.csr_matrix,
-    progress: Callable[[float, str], None] | None,
+    progress: Progress | None,
 ) -> tuple[np.ndarray, list[dict], bool]:
     """The faithful variant in the population scope without stepping (the default kernel).
 
@@ -738,7 +739,7 @@ def gccens_run(
     caps: Mapping[str, int] | None = None,
     variant: Variant = "faithful",
     kernel: Kernel = "dominance",
-    progress: Callable[[float, str], None] | None = None,
+    progress: Progress | None = None,
 ) -> Release:
     """GCCens on a prepared problem (Algorithm 1); see the module docstring for the conventions.
     `progress`: see `censor_counts` (it may raise to cancel)."""

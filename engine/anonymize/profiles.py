@@ -76,7 +76,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import itertools
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TextIO
 
@@ -85,6 +85,7 @@ import pandas as pd
 
 from engine.anonymize.policy import PolicyCheck, PrivacyPolicy, check_policy, extract_policy
 from engine.io.errors import UserError
+from engine.io.progress import Progress
 from engine.records import Records, item_bitsets
 from engine.release import Release, set_item_label
 from engine.risk import Verification
@@ -310,7 +311,7 @@ def anonymize_profiles(
     max_suppressed: int | None = None,
     with_visits: bool = False,
     outside: str = "group",
-    progress: Callable[[float, str], None] | None = None,
+    progress: Progress | None = None,
 ) -> Release:
     """UGACLIP (`utility` given) or ACLIP (`utility` None) on a cohort, for a privacy policy and k.
     `progress(fraction, message)` is called in this thread before the first privacy constraint and
@@ -646,7 +647,7 @@ def run_profiles(
     policy: PrivacyPolicy | None = None,
     max_suppressed: int | None = None,
     with_visits: bool = False,
-    progress: Callable[[float, str], None] | None = None,
+    progress: Progress | None = None,
 ) -> ProfilesRun:
     """PPE (unless `policy` is given), then UGACLIP (`method` "UGACLIP") or ACLIP, then the policy
     check, the risk engine (cohort scope, `knowledge`), utility constraints and relative error.

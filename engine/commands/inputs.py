@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from engine.io.loaders import Action, Loaded, load_events, load_genotypes, load_ids, load_labs
+from engine.io.progress import Progress
 from engine.io.validation import NaIds, ValidationReport
 from engine.records import Records
 
@@ -287,3 +288,14 @@ def load_genotypes_checked(path: str, options: InputOptions | None = None) -> Lo
 def load_labs_checked(path: str, options: InputOptions | None = None) -> Loaded:
     """Lab orders for a command, warnings printed."""
     return announced(load_labs(path, na_ids=(options or InputOptions()).na_ids))
+
+
+def shard_progress(ran: list[str] | None = None) -> Progress:
+    """The sharded commands' progress printer (`engine.io.progress.Progress`: "shard 3/8: <path>"),
+    with the kernel the shard ran when `ran` is this thread's kernel log (`risk`)."""
+
+    def show(fraction: float, message: str) -> None:
+        kernel = f" (kernel: {ran[-1]})" if ran else ""
+        print(f"  {message}{kernel}", flush=True)
+
+    return show

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from engine.commands.inputs import shard_progress
 from engine.commands.paths import path_roles
 from engine.disclosure.cells import add_min_cell_option, min_cell_of
 from engine.io.errors import UserError
@@ -84,7 +85,7 @@ def run_uniqueness(args: argparse.Namespace) -> int:
         if not paths:
             raise UserError(f"--shards: no labs-*.parquet file in {str(args.shards)!r}")
         print(f"backend: {len(paths)} lab shards, one at a time")
-        u = sharded_uniqueness(paths, progress=lambda d, n, p: print(f"  shard {d}/{n}: {Path(p).name}"))
+        u = sharded_uniqueness(paths, progress=shard_progress())
         what = f"{len(u.patient_ids)} patients, {int(u.days.sum())} patient-days"
     else:
         days = _load(args.labs, args)

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from engine.commands.inputs import shard_progress
 from engine.commands.paths import path_roles
 from engine.disclosure.cells import add_min_cell_option
 from engine.io.errors import UserError
@@ -111,7 +112,7 @@ def _sharded(args: argparse.Namespace, genotypes: pd.DataFrame, settings: Phewas
         genotypes,
         settings,
         cohort=cohort,
-        progress=lambda d, n, p: print(f"  shard {d}/{n}: {Path(p).name}"),
+        progress=shard_progress(),
     )
 
 

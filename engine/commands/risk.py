@@ -47,7 +47,7 @@ from typing import Any
 import pandas as pd
 
 from engine.adversary import KNOWLEDGES, SCOPES, Adversary
-from engine.commands.inputs import InputOptions, load_groups
+from engine.commands.inputs import InputOptions, load_groups, shard_progress
 from engine.commands.paths import path_roles
 from engine.estimate.kmap import MODELS
 from engine.io.errors import UserError
@@ -62,16 +62,6 @@ from engine.risk import (
     thread_count,
     threshold_of_k,
 )
-
-
-def _progress(ran: list[str] | None):
-    """Progress printer per shard; with the kernel log of this thread, the kernel the shard ran."""
-
-    def show(done: int, total: int, path: str) -> None:
-        kernel = f" (kernel: {ran[-1]})" if ran else ""
-        print(f"  shard {done}/{total}: {Path(path).name}{kernel}", flush=True)
-
-    return show
 
 
 def _matching(args: argparse.Namespace) -> Matching:
@@ -103,13 +93,13 @@ def _sharded(args: argparse.Namespace, cohort: Records, adversary: Adversary):
             matching,
             scheduler=args.scheduler,
             n_workers=args.dask_workers or 2,
-            progress=_progress(None),
+            progress=shard_progress(),
         )
     else:
         print(f"backend: {len(paths)} shards, one at a time, {thread_count(args.threads)} threads")
         with record_kernels() as ran:
             ks = sharded_known_set_distinguishability(
-                cohort, paths, adversary.knowledge, matching, progress=_progress(ran)
+                cohort, paths, adversary.knowledge, matching, progress=shard_progress(ran)
             )
     return ks.per_record(), ks.n_candidates
 

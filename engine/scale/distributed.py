@@ -23,9 +23,10 @@ from pathlib import Path
 import numpy as np
 
 from engine.adversary import Knowledge
+from engine.io.progress import Progress
 from engine.records import Records
 from engine.risk import DEFAULT_MATCHING, KnownSets, Matching, known_sets
-from engine.scale.shards import Progress, shard_support
+from engine.scale.shards import shard_done, shard_support
 
 
 def dask_known_set_distinguishability(
@@ -86,7 +87,7 @@ def dask_known_set_distinguishability(
                 np.minimum(total, cap, out=total)
             n_cand += n
             if progress is not None:
-                progress(done, len(futures), futures[fut])
+                progress(done / len(futures), shard_done(done, len(futures), futures[fut]))
         return KnownSets(known, owner, total, targets.n_patients, n_cand, cap)
     finally:
         if own_client is not None:

@@ -17,7 +17,7 @@ count as candidates.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from engine.adversary import Knowledge
+from engine.io.progress import Progress
 from engine.records import Records
 from engine.risk import DEFAULT_MATCHING, KnownSets, Matching, count_known_sets, known_sets
 
@@ -38,8 +39,14 @@ if TYPE_CHECKING:
     from engine.utility.phewas import PhewasSettings
 
 N_PATIENTS_KEY = b"cohortshield.n_patients"
+
+
+def shard_done(done: int, total: int, path: str | Path) -> str:
+    """The progress message after a shard (`engine.io.progress.Progress`): "shard 3/8: <path>"."""
+    return f"shard {done}/{total}: {path}"
+
+
 _HASH_KEY = "cohortshield0001"  # 16 characters: fixed, so a patient's shard never changes
-Progress = Callable[[int, int, str], None]  # (shards done, shards in all, shard just counted)
 
 
 def shard_of(patient_ids: np.ndarray | Sequence[str], n_shards: int) -> np.ndarray:
@@ -289,7 +296,7 @@ def sharded_known_set_distinguishability(
             np.minimum(total, cap, out=total)
         n_cand += n
         if progress is not None:
-            progress(done, len(shards), str(path))
+            progress(done / len(shards), shard_done(done, len(shards), path))
     return KnownSets(known, owner, total, targets.n_patients, n_cand, cap)
 
 
@@ -348,7 +355,7 @@ def sharded_population_distinguishability(
                 undecided[i] = undecided[i][total[undecided[i]] < cap]
         del recs
         if progress is not None:
-            progress(done, len(shards), str(path))
+            progress(done / len(shards), shard_done(done, len(shards), path))
     return np.concatenate(
         [KnownSets(known, owner, total, n, n_cand, cap).per_record() for known, owner, n, total in blocks]
         or [np.zeros(0, dtype=np.int64)]
@@ -404,7 +411,7 @@ def sharded_uniqueness(lab_shards: Sequence[str | Path], progress: Progress | No
             days.append(d.days_per_patient)
             keys.append(L.lab_set_keys(d))
         if progress is not None:
-            progress(done, len(lab_shards), str(path))
+            progress(done / len(lab_shards), shard_done(done, len(lab_shards), path))
     words = max(1, -(-len(vocab) // 64))
     return L.uniqueness_of_keys(
         np.concatenate(ids) if ids else np.zeros(0, dtype=object),
@@ -438,7 +445,7 @@ def sharded_phewas(
             part = P.phewas_counts(P.phenotype_matrix(recs), genotypes, settings.min_code_count)
             total = part if total is None else total + part
         if progress is not None:
-            progress(done, len(shards), str(path))
+            progress(done / len(shards), shard_done(done, len(shards), path))
     if total is None:
         return pd.DataFrame(columns=P.RESULT_COLUMNS)
     return P.phewas_of_counts(total, settings)

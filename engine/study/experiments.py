@@ -26,6 +26,7 @@ from engine.anonymize.censor import CensorProblem, gccens_run
 from engine.anonymize.population import ScopeComparison, scope_summary
 from engine.anonymize.profiles import run_profiles
 from engine.anonymize.trajectories import Trajectories, lda
+from engine.io.progress import Progress
 from engine.records import Records
 from engine.utility.censoring import cul_statistics, release_cul
 from engine.utility.loss import avg_re, dataset_loss
@@ -59,7 +60,7 @@ def gccens_point(
     variant: GCCensVariant = "faithful",
     *,
     verify: bool = True,
-    progress: Callable[[float, str], None] | None = None,
+    progress: Progress | None = None,
 ) -> dict[str, Any]:
     """One row of Table 1/2: GCCens at (k, universal cap) on a prepared `CensorProblem`, its CUL
     statistics (Tamersoy's, against the capped record, and against the original record: caps
@@ -96,13 +97,13 @@ def _gccens_sweep(
     settings: list[tuple[int, int]],
     variant: GCCensVariant,
     verify: bool,
-    on_progress: Callable[[int, int], None] | None,
+    progress: Progress | None,
 ) -> pd.DataFrame:
     rows = []
     for i, (k, cap) in enumerate(settings):
+        _step(progress, i, len(settings), f"k = {k}, cap = {cap}")
         rows.append(gccens_point(problem, k, cap, variant, verify=verify))
-        if on_progress is not None:
-            on_progress(i + 1, len(settings))
+    _step(progress, len(settings), len(settings), "done")
     return pd.DataFrame(rows, columns=GCCENS_COLUMNS)
 
 
@@ -113,11 +114,11 @@ def gccens_sweep_k(
     variant: GCCensVariant = "faithful",
     *,
     verify: bool = True,
-    on_progress: Callable[[int, int], None] | None = None,
+    progress: Progress | None = None,
 ) -> pd.DataFrame:
     """Table 1: CUL statistics for each k at a universal cap (paper: caps 3, k from 2 to 25);
-    `verify` adds the risk engine's verdict."""
-    return _gccens_sweep(problem, [(int(k), int(cap)) for k in ks], variant, verify, on_progress)
+    `verify` adds the risk engine's verdict; `progress` as `_step` says."""
+    return _gccens_sweep(problem, [(int(k), int(cap)) for k in ks], variant, verify, progress)
 
 
 def gccens_sweep_caps(
@@ -127,15 +128,14 @@ def gccens_sweep_caps(
     variant: GCCensVariant = "faithful",
     *,
     verify: bool = True,
-    on_progress: Callable[[int, int], None] | None = None,
+    progress: Progress | None = None,
 ) -> pd.DataFrame:
     """Table 2: CUL statistics for each universal cap at a fixed k (paper: k = 5, caps 3 to 10)."""
-    return _gccens_sweep(problem, [(int(k), int(c)) for c in caps], variant, verify, on_progress)
+    return _gccens_sweep(problem, [(int(k), int(c)) for c in caps], variant, verify, progress)
 
 
 # ------------------------------------------------------------------------------------ LDA
 LDAPoint = Callable[[int, float, str], dict[str, Any]]
-SweepStep = Callable[[int, int, str], None]
 
 
 def lda_measures(res: Any, *, avgre: bool = True) -> dict[str, Any]:
@@ -157,13 +157,12 @@ def lda_point(traj: Trajectories, *, avgre: bool = True, **lda_kwargs: Any) -> L
     return point
 
 
-def _steps(
-    progress: Callable[[float], None] | None, on_progress: SweepStep | None, n: int, total: int, label: str
-) -> None:
-    if on_progress is not None:
-        on_progress(n, total, label)
-    if progress is not None and n:
-        progress(n / total)
+def _step(progress: Progress | None, n: int, total: int, label: str) -> None:
+    """Every sweep's progress (`engine.io.progress.Progress`): before point n (0-based) of `total`,
+    `progress(n / total, "<label>: point n+1 of total")`; after the last, `progress(1.0, ...)`."""
+    if progress is not None:
+        what = f"{label}: point {n + 1:,} of {total:,}" if n < total else f"{total:,} points done"
+        progress(n / total if total else 1.0, what)
 
 
 def lda_sweep_k(
@@ -173,26 +172,24 @@ def lda_sweep_k(
     *,
     w_icd: float = 0.5,
     avgre: bool = True,
-    progress: Callable[[float], None] | None = None,
+    progress: Progress | None = None,
     point: LDAPoint | None = None,
-    on_progress: SweepStep | None = None,
     **lda_kwargs: Any,
 ) -> pd.DataFrame:
     """ILM, ALM (and AvgRE) per method and k: thesis Figures 9-12. One row per (method, k), methods
     in the order given, k as given. `point(k, w_icd, method)` computes a point (default
-    `lda_point(traj, ...)`); `on_progress(n, total, label)` is called before point n (0-based),
-    `progress(fraction)` after each."""
+    `lda_point(traj, ...)`); `progress` as `_step` says."""
     point = point or lda_point(_need(traj), avgre=avgre, **lda_kwargs)
     runs = [(m, int(k)) for m in methods for k in ks]
     rows = []
     for n, (m, k) in enumerate(runs):
-        _steps(None, on_progress, n, len(runs), f"{m}, k = {k}")
+        _step(progress, n, len(runs), f"{m}, k = {k}")
         measures = point(k, w_icd, m)
         row: dict[str, Any] = {"method": m, "k": k, "ILM": measures["ILM"], "ALM": measures["ALM"]}
         if avgre:
             row["AvgRE"] = measures["AvgRE"]
         rows.append(row)
-        _steps(progress, None, n + 1, len(runs), "")
+    _step(progress, len(runs), len(runs), "")
     return pd.DataFrame(rows)
 
 
@@ -202,20 +199,19 @@ def lda_sweep_weights(
     weights: Sequence[float] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9),
     *,
     method: str = "a-gs",
-    progress: Callable[[float], None] | None = None,
+    progress: Progress | None = None,
     point: LDAPoint | None = None,
-    on_progress: SweepStep | None = None,
     **lda_kwargs: Any,
 ) -> pd.DataFrame:
-    """ILM and ALM per w_ICD (w_Age = 1 - w_ICD): thesis Figure 15. `point`, `on_progress` and
-    `progress` as in `lda_sweep_k`."""
+    """ILM and ALM per w_ICD (w_Age = 1 - w_ICD): thesis Figure 15. `point` and `progress` as in
+    `lda_sweep_k`."""
     point = point or lda_point(_need(traj), avgre=False, **lda_kwargs)
     rows = []
     for n, w in enumerate(weights):
-        _steps(None, on_progress, n, len(weights), f"w_ICD = {w:g}")
+        _step(progress, n, len(weights), f"w_ICD = {w:g}")
         measures = point(int(k), float(w), method)
         rows.append({"w_icd": w, "w_age": round(1 - w, 6), "ILM": measures["ILM"], "ALM": measures["ALM"]})
-        _steps(progress, None, n + 1, len(weights), "")
+    _step(progress, len(weights), len(weights), "")
     return pd.DataFrame(rows)
 
 
@@ -273,14 +269,14 @@ def profiles_sweep(
     knowledges: Iterable[str],
     methods: Sequence[str] = PROFILES_METHODS,
     *,
-    on_progress: Callable[[int, int, tuple[int, str, str]], None] | None = None,
+    progress: Progress | None = None,
 ) -> pd.DataFrame:
     """PNAS Figures 3-4: one row (`ProfilesRun.summary`) per filtering condition, k (increasing) and
-    method, in that order. `on_progress(n, total, (k, knowledge, method))` is called before point n."""
+    method, in that order; `progress` as `_step` says."""
     jobs = [(int(k), kn, m) for kn in knowledges for k in sorted(ks) for m in methods]
     rows = []
-    for n, job in enumerate(jobs, start=1):
-        if on_progress is not None:
-            on_progress(n, len(jobs), job)
-        rows.append(point(*job))
+    for n, (k, kn, m) in enumerate(jobs):
+        _step(progress, n, len(jobs), f"{m}, {kn.replace('_', ' ')}, k = {k}")
+        rows.append(point(k, kn, m))
+    _step(progress, len(jobs), len(jobs), "")
     return pd.DataFrame(rows)

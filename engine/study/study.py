@@ -28,6 +28,7 @@ from engine import risk
 from engine.adversary import ALL_ADVERSARIES, Adversary
 from engine.disclosure.cells import SmallCellError, SmallCellPolicy
 from engine.io.errors import UserError
+from engine.io.progress import Progress
 from engine.io.pseudonyms import PseudonymKeyError, Pseudonyms, check_key, new_key
 from engine.records import Records
 from engine.release import Release
@@ -495,7 +496,7 @@ def make_release(
     adversary: Adversary,
     k: int,
     *,
-    progress: Callable[[float, str], None] | None = None,
+    progress: Progress | None = None,
     spellings: Mapping[str, tuple[str, ...]] | None = None,
     pseudonyms: Pseudonyms,
     release: Release | None = None,
@@ -592,7 +593,7 @@ def rebuild(
     study: Study,
     inputs: RunInputs,
     data: DataRef,
-    progress: Callable[[float, str], None] | None = None,
+    progress: Progress | None = None,
     *,
     spellings: Mapping[str, tuple[str, ...]] | None = None,
 ) -> list[RebuildCheck]:

@@ -555,7 +555,7 @@ def render_tradeoffs(ctx: Context) -> None:
         weights = [round(0.1 * i, 1) for i in range(1, 10)]
 
         def compute(step) -> pd.DataFrame:  # engine/study/experiments.py's sweep, this view's cached points
-            return lda_sweep_weights(None, k_w, weights, point=_point(ctx, selection, hier), on_progress=step)
+            return lda_sweep_weights(None, k_w, weights, point=_point(ctx, selection, hier), progress=step)
 
         try:
             wdf = progress_ui.run("Weight sweep", compute, key="ldat_wsweep", job=(selection, hier, k_w))
@@ -579,7 +579,7 @@ def _sweep(ctx: Context, selection, hier, w_icd: float, ks: tuple[int, ...]) -> 
 
     def compute(step) -> pd.DataFrame:
         return lda_sweep_k(
-            None, ks, ("baseline", "a-gs"), w_icd=w_icd, point=_point(ctx, selection, hier), on_progress=step
+            None, ks, ("baseline", "a-gs"), w_icd=w_icd, point=_point(ctx, selection, hier), progress=step
         )
 
     try:

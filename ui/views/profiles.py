@@ -443,9 +443,7 @@ def render_tradeoffs(ctx: Context) -> None:
             ks,
             conds,
             METHODS,
-            on_progress=lambda n, total, job: step(
-                n - 1, total, f"{job[2]}, {job[1].replace('_', ' ')}, k = {job[0]}"
-            ),
+            progress=step,
         )
 
     sweep = progress_ui.run(
