@@ -219,7 +219,7 @@ else:
     status = []
     step = progress_ui.tracker("Verifying the study's releases")
     for i, (name, (entry, held)) in enumerate(published.items()):
-        step(i, len(published), name)
+        step(i / len(published), f"{name}: {i + 1} of {len(published)}")
         rel = held.release
         try:
             v = session_study.reverify(ctx, rel)

@@ -75,7 +75,7 @@ job = st.session_state.setdefault("job", 1)
 def compute(step):
     calls.append(job)
     for i in range(3):
-        step(i, 3, "steps")
+        step(i / 3, "steps")
     return f"done {{job}}"
 
 st.write(f"result: {{progress.run('The job', compute, key='job', job=job)}}")
@@ -120,7 +120,7 @@ from ui import progress
 @st.cache_resource(show_spinner=False)
 def slow(n: int, _progress=None) -> int:
     for i in range(n):
-        _progress(i, n, "steps")
+        _progress(i / n, "steps")
     return n
 
 step = progress.tracker("Cached work")

@@ -65,8 +65,8 @@ def _outside_cache_replay():
 
 
 class Tracker:
-    """The progress callback: `tracker(fraction, message="")` (or `tracker(done, total, message)`,
-    as the sharded and Dask runs call it). Raises when the script run was superseded or cancelled."""
+    """The progress callback, the engine's one protocol (`engine.io.progress.Progress`):
+    `tracker(fraction, message="")`. Raises when the script run was superseded or cancelled."""
 
     def __init__(self, bar: Any, label: str) -> None:
         self.bar, self.label = bar, label
@@ -74,8 +74,8 @@ class Tracker:
         self.last = 0.0
         self.calls = 0
 
-    def __call__(self, *args: Any) -> None:
-        fraction, message = _fraction_and_message(args)
+    def __call__(self, fraction: float, message: str = "") -> None:
+        fraction = float(fraction)
         self.calls += 1
         self.check()  # raises StopException / RerunException when this run was superseded
         now = time.monotonic()
@@ -85,15 +85,6 @@ class Tracker:
         text = f"{self.label}: {message} ({fraction:.0%})" if message else f"{self.label}: {fraction:.0%}"
         with _outside_cache_replay():
             self.bar.progress(min(max(fraction, 0.0), 1.0), text=text)
-
-
-def _fraction_and_message(args: tuple) -> tuple[float, str]:
-    if len(args) >= 2 and isinstance(args[1], int | float) and not isinstance(args[1], bool):
-        done, total = float(args[0]), float(args[1])  # (done, total[, label])
-        message = f"{int(done):,} of {int(total):,}" + (f" ({args[2]})" if len(args) > 2 else "")
-        return (done / total if total else 1.0), message
-    fraction = float(args[0]) if args else 0.0
-    return fraction, (str(args[1]) if len(args) > 1 else "")
 
 
 def steps(tracker: Callable[..., None], total: int, message: Callable[[int], str]) -> Callable[[int], None]:
