@@ -185,12 +185,17 @@ def engine_cases(releases) -> dict[str, Callable[[], object]]:
         LDASettings,
         ProfilesSettings,
         RunInputs,
+        biobank_between,
     )
 
     ds = load_sample_checked().data
     population, cohort = ds.events, ds.group_records("cohort")
     inputs = RunInputs(population, cohort)
+    # the groups the app compares (ui.views.heatherly._groups): the biobank between cohort and population
     groups = {"cohort": cohort, "population": population}
+    bio = biobank_between(ds, "population", "cohort", cohort, population)
+    if bio is not None:
+        groups["biobank"] = bio
     days = patient_days(ds.labs)
 
     def labs() -> None:  # what the page computes on opening: uniqueness, draws, raw recall
@@ -208,9 +213,8 @@ def engine_cases(releases) -> dict[str, Callable[[], object]]:
 
     return {
         "labs": labs,
-        "gccens": lambda: GCCensSettings(k=fresh_k(), scope="population", codes=CodeSelection("all")).run(
-            inputs
-        ),
+        # the scope the app runs by default (the sidebar's cohort adversary): the step-by-step loop
+        "gccens": lambda: GCCensSettings(k=fresh_k(), scope="cohort", codes=CodeSelection("all")).run(inputs),
         "profiles": lambda: [
             ProfilesSettings(algorithm=a, k=k).run(inputs) for k in [fresh_k()] for a in ("UGACLIP", "ACLIP")
         ],
