@@ -124,28 +124,19 @@ dis = curves[adv.label]
 s = risk.summarize(dis, k)
 
 st.header("Headline figures")
-c1, c2, c3, c4 = st.columns(4)
-c1.metric("Cohort records", f"{s.n_records:,}")
-c2.metric(
-    "Share unique (distinguishability 1)", fmt.percent(s.share_unique), help=help_for("distinguishability")
-)
-c3.metric(f"Share below k = {k}", fmt.percent(s.share_below_k), help=help_for("k"))
-c4.metric("Median distinguishability", f"{s.median:g}", help=help_for("distinguishability"))
+# three a row, short labels, the definition in the hover: four a row were cut at 1024 px ("1,917 (71…",
+# "Median distingu…"; issue 26's screenshots)
 m = risk.risk_measures(dis, risk.threshold_of_k(k))
-r1, r2, r3 = st.columns(3)  # issue 26: risks as percentages, beside the shares above
-r1.metric(
-    "Maximum risk (1 / smallest distinguishability)",
-    fmt.percent(m.prosecutor_max),
-    help=help_for("prosecutor_risk"),
-)
-r2.metric(
-    "Average risk (mean of 1 / distinguishability)", fmt.percent(m.average), help=help_for("average_risk")
-)
-r3.metric(
-    f"Records at risk (risk above 1/k = {fmt.percent(m.threshold)})",
-    f"{m.records_at_risk:,} ({fmt.percent(m.share_at_risk)})",
-    help=help_for("records_at_risk"),
-)
+above = f"above {fmt.percent(m.threshold)}"
+c1, c2, c3 = st.columns(3)
+c1.metric("Cohort records", f"{s.n_records:,}")
+c2.metric("Share unique", fmt.percent(s.share_unique), help=help_for("distinguishability"))
+c3.metric(f"Share below k = {k}", fmt.percent(s.share_below_k), help=help_for("k"))
+c1.metric("Median distinguishability", f"{s.median:g}", help=help_for("distinguishability"))
+c2.metric("Maximum risk", fmt.percent(m.prosecutor_max), help=help_for("prosecutor_risk"))
+c3.metric("Average risk", fmt.percent(m.average), help=help_for("average_risk"))
+c1.metric(f"Records at risk ({above})", f"{m.records_at_risk:,}", help=help_for("records_at_risk"))
+c2.metric(f"Share at risk ({above})", fmt.percent(m.share_at_risk), help=help_for("records_at_risk"))
 
 st.header("The four adversaries")
 st.caption(

@@ -308,8 +308,10 @@ def test_screenshots_of_every_page(tmp_path):
                 for table in page.locator('[data-testid="stDataFrame"]').all():  # no table cut at the edge
                     box = table.bounding_box()  # (a table in a closed expander keeps its old width)
                     assert not table.is_visible() or box["x"] + box["width"] <= width + 1, (title, width, box)
-                for value in page.locator('[data-testid="stMetricValue"]').all():  # no figure cut ("30,…")
-                    cut = value.evaluate("e => e.scrollWidth > e.clientWidth + 1")
+                for value in page.locator('[data-testid="stMetric"]').all():  # no figure or label cut ("30,…")
+                    cut = value.evaluate(
+                        "e => [e, ...e.querySelectorAll('*')].some(x => x.scrollWidth > x.clientWidth + 1)"
+                    )
                     assert not (value.is_visible() and cut), (title, width, value.inner_text())
             if title == "Compare releases":  # the wide table scrolls: its last columns shown
                 table = page.locator('[data-testid="stDataFrame"]').first

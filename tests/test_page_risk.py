@@ -35,14 +35,12 @@ def test_risk_page_shows_curves_headlines_and_patterns():
     at = _risk_page()
     assert at.title[0].value == "Risk"
     metrics = _metrics(at)
-    assert {"Cohort records", "Share unique (distinguishability 1)", "Median distinguishability"} <= set(
-        metrics
-    )
+    assert {"Cohort records", "Share unique", "Median distinguishability"} <= set(metrics)
     ctx = at.session_state["context"]
     # the headline figures are the engine's, for the sidebar's adversary
     dis = risk.original_distinguishability(ctx.cohort, ctx.adversary, ctx.population)
     s = risk.summarize(dis, ctx.k)
-    assert metrics["Share unique (distinguishability 1)"] == f"{s.share_unique:.1%}"
+    assert metrics["Share unique"] == f"{s.share_unique:.1%}"
     assert metrics[f"Share below k = {ctx.k}"] == f"{s.share_below_k:.1%}"
     charts = at.get("plotly_chart")
     assert len(charts) == 1  # no release yet: the four-adversary chart only
@@ -63,7 +61,7 @@ def test_sidebar_choices_recompute():
     at = _risk_page(k=10, adversary_knowledge="all_visits")
     after = _metrics(at)
     assert "Share below k = 10" in after and "Share below k = 5" in before
-    assert after["Share unique (distinguishability 1)"] != before["Share unique (distinguishability 1)"]
+    assert after["Share unique"] != before["Share unique"]
     ctx = at.session_state["context"]
     assert (ctx.k, ctx.adversary.knowledge) == (10, "all_visits")
     dis = risk.original_distinguishability(ctx.cohort, ctx.adversary, ctx.population)
@@ -99,8 +97,8 @@ def test_risk_page_states_the_threshold_and_the_risk_measures():
     m = risk.risk_measures(dis, risk.threshold_of_k(k))
     metrics = _metrics(at)
     # shares through the one formatter (issue 26: percentages everywhere)
-    assert metrics["Maximum risk (1 / smallest distinguishability)"] == percent(m.prosecutor_max)
-    assert metrics["Average risk (mean of 1 / distinguishability)"] == percent(m.average)
+    assert metrics["Maximum risk"] == percent(m.prosecutor_max)
+    assert metrics["Average risk"] == percent(m.average)
     summary = at.dataframe[0].value.set_index("curve")
     assert summary.loc[ctx.adversary.label, "average risk"] == m.average
     assert summary.loc[ctx.adversary.label, "records at risk"] == m.records_at_risk
