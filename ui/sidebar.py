@@ -26,7 +26,7 @@ from engine.io.loaders import DataError, Loaded, load_sample_checked, load_uploa
 from engine.io.validation import Finding, ValidationReport
 from engine.records import Records
 from engine.report.glossary import help_for
-from ui import cache, errors, import_view, literal, state, teach
+from ui import cache, errors, import_view, literal, state, style, teach
 from ui.context import SIDEBAR_RAN, WHOLE_POPULATION, Context, cohort_is_population
 from ui.data_choice import IMPORT, SAMPLE, SESSION_FILES, UPLOAD
 from ui.state import ABSENT
@@ -353,6 +353,7 @@ def render() -> Context | None:
     """Draw the sidebar and store the Context (or remove it when nothing valid is loaded)."""
     st.session_state[SIDEBAR_RAN] = True  # this session runs through app.py (ui/context.py)
     seed_state()
+    style.apply()  # metric labels and values wrap, never cut (ui/style.py)
     sb = st.sidebar
     sb.toggle("Teach mode (for classes)", key=teach.KEY, help=_TEACH_HELP)  # its owner: ui.teach
     sb.header("Data")
