@@ -34,7 +34,9 @@ knowledge and reports the residual violations. Beyond the paper, `complete=True`
 (`_complete`): for visits of the released cohort still below k it first generalizes further (merges the
 visit's rarest item with the most frequent other item of its constraint group, at most
 `COMPLETION_GENERALIZE_ROUNDS` rounds), then suppresses items of each failing visit, rarest first, until
-the visit's code set is held by at least k candidate records; repeated until no visit fails.
+the visit's code set is held by at least k candidate records; repeated until no visit fails. (How it
+is computed, with the same result as counting every visit in every round: `_Pool`, `_complete`; what
+does not depend on k is kept per data content: `_memoized`.)
 
 Export structure (`with_visits`): by default the release is exported as the paper's Figure 13b shows
 it, one set of items per patient (`Release.shows_visits` False), and a candidate matches a known visit
@@ -613,10 +615,12 @@ def _complete(
     items of failing visits, rarest first (ties by item label): from the visit alone when visits are
     exported, else from the target's whole record.
 
-    Only visits that can have changed are recounted: after a generalization round the failing ones
+    Only visits that can have changed are rechecked: after a generalization round the failing ones
     (merging items never lowers a visit's count), after a suppression round the failing ones and the
-    visits holding an item that lost holding units (records, or visits when `within_visits`). The
-    released group is kept in code space and split (`_Pool`); the release is built once, after."""
+    visits holding an item that lost holding units (records, or visits when `within_visits`). A
+    rechecked visit is counted only when neither its support nor a lower bound of at least k is known
+    (`_Pool.below`), so the decisions, hence the release, are those of counting every one. The released
+    group is kept in code space and split (`_Pool`); the release is built once, after."""
     gen_rounds = suppress_rounds = merges = 0
     events_before = int(state.keep.sum())
     failing_by_round: list[int] = []
