@@ -57,6 +57,16 @@ study's small-cell policy (`engine.disclosure.cells.suppress_phewas`), and all o
 the shipped sample (tests/test_membership_sample.py) fewer rows, bigger cells, the All of Us policy and
 all together lower the detection rate (0.094 -> 0.065, 0.080, 0.084, 0.058); frequencies to 2 decimals
 barely do (0.093): a member moves a pool of n cases by ~1/(2n), 0.025 for the smallest pools of 20.
+
+How it is computed (issue 24). A table's used rows become one phecodes x SNPs matrix of their terms
+logit(f) - logit(q) (`_Terms`), so each target set's weights are one sparse product with its case
+matrix; the non-members' centred genotypes are made distinct once per SNP set (`_Null`), and each
+target's statistic is compared with every distinct null genotype's score in blocks that stay in the
+cache; a target no used row concerns scores 0 as every null genotype does (all tied) and is not scored.
+The results are those of the attack as it was (tests/reference_membership.py, compared in
+tests/test_membership_fast.py): the weights are summed in another order, so scores may differ in the
+last bits, which turns no comparison unless a score difference lies within rounding of the 1e-9 tie
+tolerance.
 """
 
 from __future__ import annotations
@@ -67,10 +77,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+import scipy.sparse as sp
 
 from engine.disclosure.cells import SUPPRESSED, SmallCellPolicy, suppress_phewas
 from engine.records import Records
-from engine.utility.phewas import phenotype_matrix
+from engine.utility.phewas import _item_matrices, phecode_table
 
 FPR = 0.05
 CLIP = 1e-4
@@ -78,7 +89,7 @@ BIG_CELLS = 100  # "bigger cells": a row needs this many cases and controls
 ROUND_MAF = 2  # "coarser statistics": frequencies to 2 decimals
 SIGNIFICANT = 0.05  # "fewer rows": Benjamini-Hochberg adjusted p <= 0.05
 SHRINK = 20  # pseudo-people of the panel's overall frequency added to each case pool's reference
-CHUNK = 512  # targets scored against the null genotypes at a time
+CHUNK = 128  # targets scored against the null genotypes at a time (their scores stay in the cache)
 
 
 @dataclass(frozen=True)
@@ -141,6 +152,18 @@ def split_outside(
     )
 
 
+def _case_matrix(records: Records, maps: dict[tuple[str, ...], sp.csr_matrix]) -> sp.csr_matrix:
+    """Patients x phecodes, 1.0 where the patient is a case (some code of theirs counts toward the
+    phecode: `phenotype_matrix(records).cases(1) > 0`, without its controls' exclusions). The items x
+    phecodes map is made once per item vocabulary and kept in `maps`: the members, non-members and panel
+    are subsets of one data set's records, which share it."""
+    key = tuple(map(str, records.items))
+    items = maps.get(key)
+    if items is None:
+        items = maps[key] = _item_matrices(records.items, None, phecode_table())[0]
+    return ((records.patient_item_sets.astype(np.int32) @ items) > 0).astype(float).tocsr()
+
+
 class _Genotypes:
     """The genotypes of `ids` (in that order), each SNP's column read once (numbers; anything else
     missing) and kept."""
@@ -179,10 +202,14 @@ class _Panel:
     once, on first use. A SNP's frequencies depend on that SNP alone, so a `Reference` of any set of
     SNPs is made of them."""
 
-    def __init__(self, panel: Records, genotypes: pd.DataFrame) -> None:
-        ph = phenotype_matrix(panel)
-        self.phecodes = {str(p): i for i, p in enumerate(ph.phecodes)}
-        self._cases = (ph.cases(1) > 0).astype(float).T.tocsr()
+    def __init__(
+        self,
+        panel: Records,
+        genotypes: pd.DataFrame,
+        maps: dict[tuple[str, ...], sp.csr_matrix] | None = None,
+    ) -> None:
+        self.phecodes = {str(p): i for i, p in enumerate(phecode_table().phecodes)}
+        self._cases = _case_matrix(panel, {} if maps is None else maps).T.tocsr()
         self._geno = _Genotypes(genotypes, np.asarray(panel.patient_ids).astype(str))
         self._freq: dict[str, tuple[float, np.ndarray]] = {}
 
@@ -214,14 +241,26 @@ def _logit(p: np.ndarray) -> np.ndarray:
 
 class _Targets:
     """Targets of the attack (members or non-members), read once: who is a case of each phecode
-    (dense, patients x phecodes) and their genotypes."""
+    (sparse, patients x phecodes) and their genotypes, each SNP's centred column kept."""
 
-    def __init__(self, targets: Records, genotypes: pd.DataFrame) -> None:
-        ph = phenotype_matrix(targets)
+    def __init__(
+        self,
+        targets: Records,
+        genotypes: pd.DataFrame,
+        maps: dict[tuple[str, ...], sp.csr_matrix] | None = None,
+    ) -> None:
         self.n = targets.n_patients
-        self.col = {str(p): i for i, p in enumerate(ph.phecodes)}
-        self._case = ph.cases(1).toarray() > 0
+        self.col = {str(p): i for i, p in enumerate(phecode_table().phecodes)}
+        self._case = _case_matrix(targets, {} if maps is None else maps)
         self._geno = _Genotypes(genotypes, np.asarray(targets.patient_ids).astype(str))
+        self._centred: dict[tuple[str, float], np.ndarray] = {}
+
+    def centred(self, snp: str, q: float) -> np.ndarray:
+        """The genotype less twice the panel's frequency `q`, zero where missing."""
+        y = self._centred.get((snp, q))
+        if y is None:
+            y = self._centred[(snp, q)] = np.nan_to_num(self._geno.column(snp) - 2 * q, nan=0.0)
+        return y
 
     def weights(self, table: pd.DataFrame, ref: Reference) -> tuple[np.ndarray, np.ndarray]:
         """(W, Y), targets x the SNPs of `ref`: W the sum over the target's case rows of
@@ -229,33 +268,51 @@ class _Targets:
         the panel's frequency (zero where missing). The centred statistic is the rows of W * Y summed:
         the log-likelihood ratio x log(f/q) + (2 - x) log((1 - f)/(1 - q)) is 2 log((1 - f)/(1 - q)) +
         x (logit(f) - logit(q)). Suppressed or missing frequencies are skipped."""
+        return self.weights_of(_Terms.of(table, ref, self.col), ref)
+
+    def weights_of(self, terms: _Terms, ref: Reference) -> tuple[np.ndarray, np.ndarray]:
+        """`weights` of the table's `terms`: W is one sparse product, the targets' case matrix times
+        the phecodes x SNPs matrix of the terms."""
         snps = list(ref.case)
-        w = np.zeros((self.n, len(snps)))
         y = np.zeros((self.n, len(snps)))
-        at = {s: j for j, s in enumerate(snps)}
         for j, snp in enumerate(snps):
-            x = self._geno.column(snp)
-            y[:, j] = np.nan_to_num(x - 2 * ref.overall[snp], nan=0.0)
-        if not len(table):
-            return w, y
-        col = self.col
+            y[:, j] = self.centred(snp, ref.overall[snp])
+        if not len(terms.term):
+            return np.zeros((self.n, len(snps))), y
+        m = sp.csr_matrix((terms.term, (terms.phecode, terms.snp)), shape=(self._case.shape[1], len(snps)))
+        w = (self._case @ m).toarray()
+        for j, snp in enumerate(snps):
+            w[np.isnan(self._geno.column(snp)), j] = 0.0
+        return w, y
+
+
+@dataclass(frozen=True, eq=False)
+class _Terms:
+    """The rows of a released table the attack uses, each as (phecode column, SNP column of the
+    `Reference`, logit(f) - logit(q)): what the row adds to the weight of a target who is a case of
+    its phecode (`_Targets.weights`)."""
+
+    phecode: np.ndarray
+    snp: np.ndarray
+    term: np.ndarray
+
+    @classmethod
+    def of(cls, table: pd.DataFrame, ref: Reference, col: Mapping[str, int]) -> _Terms:
+        """The terms of `table`'s rows whose phecode the targets (`col`) and the panel know, whose SNP
+        is the reference's and whose case frequency is a number."""
+        snps = list(ref.case)
+        if not len(table) or not snps:
+            return cls(np.zeros(0, np.intp), np.zeros(0, np.intp), np.zeros(0))
         codes = table["phecode"].astype(str).to_numpy()
-        known = np.array([c in col and c in ref.phecodes for c in codes], dtype=bool)
+        p = pd.Index(list(col)).get_indexer(codes)
+        p_ref = p if ref.phecodes == col else pd.Index(list(ref.phecodes)).get_indexer(codes)
+        k = pd.Index(snps).get_indexer(table["snp"].astype(str).to_numpy())
         f = pd.to_numeric(table["case_maf"].where(table["case_maf"] != SUPPRESSED), errors="coerce")
         f = f.to_numpy(dtype=float)
-        keep = known & ~np.isnan(f)
-        positions = pd.Series(np.arange(len(table)), index=table.index)
-        for snp, rows in positions.groupby(table["snp"].astype(str), sort=False):
-            k = at.get(str(snp))
-            r = rows.to_numpy(dtype=np.intp)
-            r = r[keep[r]]
-            if k is None or not len(r):
-                continue
-            q = ref.case[str(snp)][[ref.phecodes[c] for c in codes[r]]]
-            cases = np.asfortranarray(self._case[:, [col[c] for c in codes[r]]], dtype=float)
-            missing = np.isnan(self._geno.column(str(snp)))
-            w[:, k] = np.where(missing, 0.0, cases @ (_logit(np.clip(f[r], CLIP, 1 - CLIP)) - _logit(q)))
-        return w, y
+        keep = (p >= 0) & (p_ref >= 0) & (k >= 0) & ~np.isnan(f)
+        p, k, f = p[keep], k[keep], f[keep]
+        q = np.stack([ref.case[s] for s in snps])[k, np.asarray(list(ref.phecodes.values()))[p_ref[keep]]]
+        return cls(np.asarray(list(col.values()))[p], k, _logit(np.clip(f, CLIP, 1 - CLIP)) - _logit(q))
 
 
 def lr_statistics(
@@ -267,29 +324,53 @@ def lr_statistics(
     return (w * y).sum(axis=1)
 
 
+@dataclass(frozen=True, eq=False)
+class _Null:
+    """Null genotypes (centred, one per row), each distinct one kept once with how often it occurs."""
+
+    n: int
+    vectors: np.ndarray
+    weight: np.ndarray
+
+    @classmethod
+    def of(cls, null: np.ndarray) -> _Null:
+        vectors, counts = np.unique(null, axis=0, return_counts=True)
+        return cls(len(null), vectors, counts.astype(float))
+
+
 def flag_rates(w: np.ndarray, y: np.ndarray, null: np.ndarray, fpr: float, *, leave_out: bool) -> np.ndarray:
     """Per target (rows of `w`, `y`), the probability that the randomized level-`fpr` test flags it:
     its statistic (w * y summed) against those of the null genotypes (rows of `null`, centred as `y`)
     in its place. With `leave_out`, the targets are the null genotypes themselves, in order, and each
     is left out of its own null. No null genotype: nothing flagged."""
-    n_null = len(null) - (1 if leave_out else 0)
+    return _flag_rates(w, y, _Null.of(null), fpr, leave_out=leave_out)
+
+
+def _flag_rates(w: np.ndarray, y: np.ndarray, null: _Null, fpr: float, *, leave_out: bool) -> np.ndarray:
+    """`flag_rates` against null genotypes made distinct once (`_Null`). Per target, the null weight
+    above its statistic is the total less that at or below it, and the tied weight that at or below
+    less that below: two comparisons of each (distinct null genotype, target) score."""
+    n_null = null.n - (1 if leave_out else 0)
     if n_null <= 0:
         return np.zeros(len(w))
-    vectors, counts = np.unique(null, axis=0, return_counts=True)  # genotypes repeat: score each once
-    weight = counts.astype(float)
     t = (w * y).sum(axis=1)
-    out = np.empty(len(w))
-    for s in range(0, len(w), CHUNK):
-        tt = t[s : s + CHUNK]
-        d = vectors @ w[s : s + CHUNK].T - tt  # (distinct null genotypes, targets): score less the target's
+    total, own = null.weight.sum(), (1 if leave_out else 0)  # `own`: the target itself, tied with itself
+    # a target no used row concerns (weights all zero) scores 0, as every null genotype does: all tied
+    above, tied = np.zeros(len(w)), np.full(len(w), total - own)
+    live = np.flatnonzero(w.any(axis=1))
+    for s in range(0, len(live), CHUNK):
+        i = live[s : s + CHUNK]
+        tt = t[i, None]
+        d = w[i] @ null.vectors.T  # (targets, distinct null genotypes): their scores
+        d -= tt  # less the target's
         tol = 1e-9 * (1 + np.abs(tt))
-        above = weight @ (d > tol).astype(float)
-        tied = weight @ (np.abs(d) <= tol).astype(float) - (1 if leave_out else 0)  # less the target itself
-        p_above, p_tied = above / n_null, tied / n_null
-        with np.errstate(divide="ignore", invalid="ignore"):
-            split = (fpr - p_above) / p_tied
-        out[s : s + CHUNK] = np.where(p_above + p_tied <= fpr, 1.0, np.where(p_above >= fpr, 0.0, split))
-    return out
+        at_most = (d <= tol) @ null.weight
+        above[i] = total - at_most
+        tied[i] = at_most - (d < -tol) @ null.weight - own
+    p_above, p_tied = above / n_null, tied / n_null
+    with np.errstate(divide="ignore", invalid="ignore"):
+        split = (fpr - p_above) / p_tied
+    return np.where(p_above + p_tied <= fpr, 1.0, np.where(p_above >= fpr, 0.0, split))
 
 
 @dataclass(frozen=True, eq=False)
@@ -310,21 +391,27 @@ class Attacker:
     def __init__(
         self, members: Records, non_members: Records, genotypes: pd.DataFrame, panel: Records
     ) -> None:
-        self.members = _Targets(members, genotypes)
-        self.non_members = _Targets(non_members, genotypes)
-        self.panel = _Panel(panel, genotypes)
+        maps: dict[tuple[str, ...], sp.csr_matrix] = {}  # items x phecodes, per item vocabulary
+        self.members = _Targets(members, genotypes, maps)
+        self.non_members = _Targets(non_members, genotypes, maps)
+        self.panel = _Panel(panel, genotypes, maps)
+        self._nulls: dict[tuple[str, ...], _Null] = {}
 
     def flags(self, table: pd.DataFrame, fpr: float = FPR) -> Flags:
         """Each member's and non-member's chance of being flagged from `table` (rows whose case
         frequency is suppressed are not used)."""
         used = table[table["case_maf"].map(lambda v: not isinstance(v, str))] if len(table) else table
         ref = self.panel.reference(sorted({str(s) for s in used["snp"]}) if len(used) else [])
-        w_in, y_in = self.members.weights(used, ref)
-        w_out, y_out = self.non_members.weights(used, ref)
+        terms = _Terms.of(used, ref, self.members.col)  # the same phecode columns for both
+        w_in, y_in = self.members.weights_of(terms, ref)
+        w_out, y_out = self.non_members.weights_of(terms, ref)
+        null = self._nulls.get(tuple(ref.case))
+        if null is None:  # the centred genotypes depend on the SNPs alone: made distinct once per set
+            null = self._nulls[tuple(ref.case)] = _Null.of(y_out)
         return Flags(
             len(used),
-            flag_rates(w_in, y_in, y_out, fpr, leave_out=False),
-            flag_rates(w_out, y_out, y_out, fpr, leave_out=True),
+            _flag_rates(w_in, y_in, null, fpr, leave_out=False),
+            _flag_rates(w_out, y_out, null, fpr, leave_out=True),
         )
 
     def attack(self, table: pd.DataFrame, option: str, fpr: float, reference: str) -> AttackResult:
