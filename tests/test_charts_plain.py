@@ -308,7 +308,9 @@ def test_screenshots_of_every_page(tmp_path):
                 for table in page.locator('[data-testid="stDataFrame"]').all():  # no table cut at the edge
                     box = table.bounding_box()  # (a table in a closed expander keeps its old width)
                     assert not table.is_visible() or box["x"] + box["width"] <= width + 1, (title, width, box)
-                for value in page.locator('[data-testid="stMetric"]').all():  # no figure or label cut ("30,…")
+                for value in page.locator(
+                    '[data-testid="stMetric"]'
+                ).all():  # no figure or label cut ("30,…")
                     cut = value.evaluate(
                         "e => [e, ...e.querySelectorAll('*')].some(x => x.scrollWidth > x.clientWidth + 1)"
                     )
