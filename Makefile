@@ -13,7 +13,7 @@ PIP_INSTALL := $(BIN)/pip install --disable-pip-version-check --progress-bar on
 $(STAMP): requirements.txt pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "make: $(PYTHON) not found; set PYTHON=python3.11-compatible interpreter"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	@echo "make: installing the runtime (requirements.txt: about 1.8 GB, a few minutes on a fresh machine) into $(VENV)"
+	@echo "make: installing the runtime (requirements.txt: about 2.1 GB, a few minutes on a fresh machine) into $(VENV)"
 	$(PIP_INSTALL) -r requirements.txt
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -e .
 	@echo "make: compiling the numba kernels once (UGACLIP / ACLIP, LDA: about 20 s on a fresh machine)"
