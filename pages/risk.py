@@ -152,8 +152,11 @@ st.dataframe(
     summary,
     hide_index=True,
     column_config={
-        "share unique": st.column_config.NumberColumn(format="percent"),
-        f"share below k={k}": st.column_config.NumberColumn(format="percent"),
+        # every share and risk a percentage, as the headline figures above (issue 26: "0.6237" beside "62.4%")
+        **{
+            c: st.column_config.NumberColumn(format="percent")
+            for c in ("share unique", f"share below k={k}", "maximum risk", "average risk")
+        },
     },
     key="risk_summary_table",
 )
