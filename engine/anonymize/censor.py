@@ -442,6 +442,61 @@ def _risk_distinguishability(problem: CensorProblem, y: np.ndarray) -> np.ndarra
     return risk.distinguishability(released, cands, "all_visits", risk.Matching(count_repeats=True))
 
 
+PAIR_BLOCK = 1 << 22  # (record, candidate) pairs per block of `_cohort_below`
+
+
+def _cohort_below(
+    y: np.ndarray, rows: np.ndarray, k: int, held: sp.csr_matrix, by_code: sp.csc_matrix
+) -> np.ndarray:
+    """Cohort scope (the candidates are the release y itself, thesis Algorithm 1 line 2 as
+    k-anonymity): whether fewer than k records of y hold every code of each record of `rows` at least
+    as many times (the record itself included). A record's only possible dominators are the holders
+    of its rarest code (`by_code`: who held each code after capping, a superset of who holds it
+    now); the candidates are checked code by code from the rarest up, those that fall short dropped,
+    all records of `rows` together (in blocks of at most `PAIR_BLOCK` record-candidate pairs). Same counts as `DominanceCounter(y, live=True)`, whose per-record
+    bitset intersections the loop used before (tests/reference_censor.py)."""
+    n = len(rows)
+    out = np.full(n, len(y) < k)  # a record with no code: every record dominates it
+    lengths = np.diff(held.indptr)[rows]
+    b = np.repeat(np.arange(n), lengths)
+    j = held.indices[
+        np.repeat(held.indptr[rows] - np.cumsum(lengths) + lengths, lengths) + np.arange(lengths.sum())
+    ]
+    level = y[rows[b], j]
+    nz = level > 0
+    b, j, level = b[nz], j[nz], level[nz]
+    if not len(b):
+        return out
+    holders = np.diff(by_code.indptr)
+    order = np.lexsort((holders[j], b))  # per record, its rarest code first
+    b, j, level = b[order], j[order], level[order]
+    n_feat = np.bincount(b, minlength=n)
+    start = np.cumsum(n_feat) - n_feat
+    has = np.flatnonzero(n_feat)
+    n_cand = holders[j[start[has]]]
+    block = np.cumsum(n_cand) // PAIR_BLOCK
+    count = np.zeros(n, dtype=np.int64)  # dominators other than the record itself
+    for g in np.unique(block).tolist():
+        part = has[block == g]
+        rare, nc = j[start[part]], n_cand[block == g]
+        pt = np.repeat(part, nc)  # (record, candidate) pairs still possibly dominating
+        pc = by_code.indices[np.repeat(by_code.indptr[rare] - np.cumsum(nc) + nc, nc) + np.arange(nc.sum())]
+        other = pc != rows[pt]  # the record itself dominates: counted once below, not checked
+        pt, pc = pt[other], pc[other]
+        r = 0
+        while len(pt):  # the records' codes from the rarest up, dropping candidates that fall short
+            done = n_feat[pt] <= r
+            if done.any():
+                count += np.bincount(pt[done], minlength=n)
+                pt, pc = pt[~done], pc[~done]
+            f = start[pt] + r
+            keep = y[pc, j[f]] >= level[f]
+            pt, pc = pt[keep], pc[keep]
+            r += 1
+    out[has] = count[has] + 1 < k
+    return out
+
+
 def censor_counts(
     problem: CensorProblem,
     k: int,
@@ -482,8 +537,11 @@ def censor_counts(
     sparse_rows = (
         kernel != "risk" and problem.scope == "population" and counter is not None and not counter.dense
     )
+    batched = kernel == "dominance" and problem.scope == "cohort"  # else the live bitset counter
 
     def still_below(rows: np.ndarray) -> np.ndarray:
+        if batched:
+            return _cohort_below(y, rows, k, held, by_code)
         assert (
             counter is not None
         )  # every kernel but "risk" has one (population scope: shared; cohort: built below)
@@ -498,7 +556,7 @@ def censor_counts(
 
     if kernel == "risk":
         below = _risk_distinguishability(problem, y) < k
-    elif sparse_rows:
+    elif sparse_rows or batched:
         below = still_below(np.arange(m))
     else:
         if problem.scope == "cohort":  # candidates: the release itself, edited in place below
@@ -558,8 +616,8 @@ def censor_counts(
             # record that met k still does (fewer codes: as many dominating candidates or more)
             rows = rows[below[rows]]
         else:  # only records that held o at the censored level can gain or lose dominators
-            assert counter is not None
-            counter.changed(o)
+            if counter is not None:
+                counter.changed(o)
             rows = at_level
         if not len(rows):
             continue
