@@ -109,24 +109,15 @@ def _table_groups(
 ) -> SourceGroups:
     """OMOP's cohort table or i2b2's patient sets, from a folder, a DuckDB file or a URL."""
     from engine.io import i2b2, omop
-    from engine.io.sql import DatabaseReadError, connect, is_url
+    from engine.io.sql import DatabaseReadError
 
     table, id_col, patient_col, names_table, name_col, called = TABLE_GROUPS[kind]
     tables = {table: ((id_col, patient_col), ()), names_table: ((id_col,), (name_col,))}
     keys = {table: (id_col, patient_col), names_table: (id_col,)}
     standard = "OMOP CDM v5.4" if kind == "omop" else i2b2.STANDARD
     expected = f"an {standard} folder, DuckDB file or database"
-    if is_url(str(location)) or Path(location).is_file():
-        db = connect(location, schema, report, expected)
-        if db is None:
-            return SourceGroups(report=report)
-        reader = omop._Reader(location, schema, db, tables=tables, keys=keys, standard=standard)
-    elif Path(location).is_dir():
-        reader = omop._Reader(Path(location), schema, tables=tables, keys=keys, standard=standard)
-    else:
-        FileCheck(Path(location).name, np.zeros(0, dtype=np.int64), report).note(
-            "error", None, "no such file or folder", expected, "missing_source"
-        )
+    reader = omop.open_reader(location, schema, report, expected, tables=tables, keys=keys, standard=standard)
+    if reader is None:
         return SourceGroups(report=report)
     try:
         if not reader.has(table):

@@ -37,8 +37,8 @@ import pandas as pd
 
 from engine.io.events import Action, SourceData, check_events
 from engine.io.normalize import split_prefix
-from engine.io.omop import _dates, _ids, _iso, _Reader
-from engine.io.sql import DatabaseReadError, connect, is_url
+from engine.io.omop import _dates, _ids, _iso, _Reader, open_reader
+from engine.io.sql import DatabaseReadError
 from engine.io.validation import (
     MAX_ROWS,
     FileCheck,
@@ -94,20 +94,9 @@ def read_i2b2(
     expected = (
         "an i2b2 folder (observation_fact.csv, patient_dimension.csv, ...), a DuckDB file or a database URL"
     )
-    opts = {"tables": TABLES, "keys": KEYS, "standard": STANDARD}
-    if is_url(str(location)) or Path(location).is_file():
-        db = connect(location, schema, report, expected)
-        if db is None:
-            return SourceData(None, report)
-        reader = _Reader(location, schema, db, **opts)  # type: ignore[arg-type]
-    else:
-        loc = Path(location)
-        if not loc.exists():
-            FileCheck(loc.name, np.zeros(0, dtype=np.int64), report).note(
-                "error", None, "no such file or folder", expected, "missing_source"
-            )
-            return SourceData(None, report)
-        reader = _Reader(loc, schema, **opts)  # type: ignore[arg-type]
+    reader = open_reader(location, schema, report, expected, tables=TABLES, keys=KEYS, standard=STANDARD)
+    if reader is None:
+        return SourceData(None, report)
     try:
         return _read(reader, report, labs, normalize, unknown_codes, drop_duplicates, na_ids)
     except DatabaseReadError as exc:  # a file that is no database, a query the server refused

@@ -102,6 +102,31 @@ KEYS: dict[str, tuple[str, ...]] = {
 }
 
 
+def open_reader(
+    location: str | Path,
+    schema: str | None,
+    report: ValidationReport,
+    expected: str,
+    *,
+    tables: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] | None = None,
+    keys: dict[str, tuple[str, ...]] | None = None,
+    standard: str = "OMOP CDM v5.4",
+) -> _Reader | None:
+    """A reader of tables from a database URL, a DuckDB file or a folder of CSV/Parquet files (OMOP's,
+    i2b2's and the groups they define: `engine.io.groups`); None, with the reason in `report`, when the
+    location is neither or the database cannot be opened. The caller closes it."""
+    opts = {"tables": tables or TABLES, "keys": keys or KEYS, "standard": standard}
+    if is_url(str(location)) or Path(location).is_file():
+        db = connect(location, schema, report, expected)
+        return None if db is None else _Reader(location, schema, db, **opts)  # type: ignore[arg-type]
+    if not Path(location).exists():
+        FileCheck(Path(location).name, np.zeros(0, dtype=np.int64), report).note(
+            "error", None, "no such file or folder", expected, "missing_source"
+        )
+        return None
+    return _Reader(Path(location), schema, **opts)  # type: ignore[arg-type]
+
+
 class _Reader:
     """Reads tables from a folder of files or a database (DuckDB file or SQLAlchemy URL), only the
     columns asked for (`engine.io.sql`)."""
@@ -336,19 +361,9 @@ def read_omop(
     (module docstring). Never raises on bad data: the findings are in `SourceData.report`."""
     report = ValidationReport()
     expected = "an OMOP CDM folder (CSV/Parquet), a DuckDB file or a database URL"
-    if is_url(str(location)) or Path(location).is_file():
-        db = connect(location, schema, report, expected)
-        if db is None:
-            return SourceData(None, report)
-        reader = _Reader(location, schema, db)
-    else:
-        loc = Path(location)
-        if not loc.exists():
-            FileCheck(loc.name, np.zeros(0, dtype=np.int64), report).note(
-                "error", None, "no such file or folder", expected, "missing_source"
-            )
-            return SourceData(None, report)
-        reader = _Reader(loc, schema)
+    reader = open_reader(location, schema, report, expected)
+    if reader is None:
+        return SourceData(None, report)
     try:
         return _read(reader, report, visits, labs, normalize, unknown_codes, drop_duplicates, na_ids)
     except DatabaseReadError as exc:  # a file that is no database, a query the server refused
