@@ -13,6 +13,8 @@ import pytest
 from apptest_support import run_prompts, run_view
 from streamlit.testing.v1 import AppTest
 
+from engine.report.markdown import escape
+
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(
     not (ROOT / "sample_data" / "events.parquet").exists(), reason="the shipped sample is not there yet"
@@ -57,7 +59,7 @@ def test_gccens_keeps_the_previous_results_greyed_until_run() -> None:
     assert len(run_prompts(at)) == 1 and at.button(key="gcc_run_start")
     captions = [c.value for c in at.caption if PREVIOUS in c.value]
     assert len(captions) == 1, captions
-    assert "all codes" in captions[0] and "per-code caps" in captions[0], captions
+    assert "all codes" in captions[0] and escape("per-code caps") in captions[0], captions  # shown literally
     assert "press Run to update" in captions[0], captions
     box = _greyed(at)
     assert box is not None, "the previous results are not drawn in the greyed container"

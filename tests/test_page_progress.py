@@ -140,3 +140,24 @@ def test_a_bar_updated_inside_a_cached_function_is_not_replayed():
     at.button(key="again").click().run()  # the cache hit
     _ok(at)
     assert "value: 3" in [m.value for m in at.markdown]
+
+
+def test_the_greyed_results_caption_is_shown_literally():
+    """The greyed results' caption names the previous parameters, GCCens' codes among them, which may
+    come from an upload: Markdown in it is escaped (`engine.report.markdown.escape`), not rendered."""
+    from streamlit.testing.v1 import AppTest
+
+    from engine.report.markdown import escape
+
+    def script() -> None:
+        import streamlit as st
+
+        from ui import progress
+
+        with progress.greyed("t", "Results of the previous parameters (codes *x*, [a](http://e)): press Run"):
+            st.write("old results")
+
+    at = AppTest.from_function(script).run()
+    assert not at.exception
+    raw = "Results of the previous parameters (codes *x*, [a](http://e)): press Run"
+    assert at.caption[0].value == escape(raw) != raw

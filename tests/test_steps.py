@@ -12,6 +12,7 @@ import pytest
 from apptest_support import add_release, full_app, page_text, run_prompts, run_view
 from streamlit.testing.v1 import AppTest
 
+from engine.report.markdown import escape
 from ui.steps import Facts, states
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -121,7 +122,10 @@ def test_lda_keeps_the_previous_results_greyed_until_run() -> None:
     assert len(run_prompts(at)) == 1
     assert at.button(key="lda_run_start")
     captions = [c.value for c in at.caption if "Results of the previous parameters" in c.value]
-    assert captions and "w_ICD = 0.5" in captions[0] and "press Run to update" in captions[0], captions
+    # the caption is shown literally (ui.progress.greyed): its Markdown source is escaped
+    assert captions and escape("w_ICD = 0.5") in captions[0] and "press Run to update" in captions[0], (
+        captions
+    )
     assert "Clusters (MDAV)" in {m.label for m in at.metric}  # the previous results, still there
     assert not [b for b in at.button if b.key == "lda_study_add"]  # nothing added from stale results
     at.button(key="lda_run_start").click().run()
@@ -139,6 +143,6 @@ def test_profiles_keep_the_previous_results_greyed_until_run() -> None:
     assert not at.exception, [e.value for e in at.exception]
     assert len(run_prompts(at)) == 1
     captions = [c.value for c in at.caption if "Results of the previous parameters" in c.value]
-    assert captions and "k = 5" in captions[0], captions
+    assert captions and escape("k = 5") in captions[0], captions
     assert not [b for b in at.button if b.key == "profiles_UGACLIP_study_add"]
     assert at.get("plotly_chart")  # the previous risk curves, still there

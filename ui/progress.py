@@ -32,6 +32,7 @@ from typing import Any, Generic, Literal, TypeVar, overload
 import streamlit as st
 
 from ui import state
+from ui.literal import md
 from ui.state import ABSENT
 
 T = TypeVar("T")
@@ -126,9 +127,10 @@ _GREY_CSS = '<style>div[class*="st-key-stale_"] { opacity: 0.45; filter: graysca
 
 @contextmanager
 def greyed(key: str, caption: str):
-    """Draw the previous parameters' results greyed, under a caption that says so."""
+    """Draw the previous parameters' results greyed, under a caption that says so, shown literally
+    (it names the parameters, which may quote codes from the data)."""
     st.html(_GREY_CSS)
-    st.caption(caption)
+    st.caption(md(caption))
     with st.container(key=f"stale_{key}"):
         yield
 
