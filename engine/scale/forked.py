@@ -1,0 +1,147 @@
+"""Long work in a worker process of its own (issue 24: "long work off the script thread").
+
+`call(work, check=...)` forks the calling process, runs `work(progress)` in the child and returns its
+result (or raises its exception) in the parent. The child is a copy of the parent at the moment of
+the call: `work` may be any closure (nothing is pickled on the way in, and the data it reads are the
+parent's pages, shared copy-on-write); only what comes back is pickled (the result, the progress
+reports, and what `finish()` in the child returns, e.g. the entries the app's cache recorded).
+
+The parent waits without holding the GIL (it polls the pipe every `_POLL_S` seconds): other threads,
+e.g. the server's other sessions, run on meanwhile, and the work itself runs on another core. Between
+polls the parent calls `check()`, which raises when the run is no longer wanted (the app: a superseded
+script run or the user's Cancel); the child is then killed at once (SIGKILL), whatever it was doing, and
+what `check` raised propagates. A child that dies (out of memory, a crash) raises `WorkerDied`.
+
+Only where `fork` exists (Linux, macOS) and `COHORTSHIELD_WORKERS` is not "0": elsewhere, or nested
+inside a worker, `work(progress)` runs in the caller's thread (`enabled()`), the engine's cancellation
+at its progress calls still holding. Torch, if the parent imported it, is told to use one thread in the
+child: GNU OpenMP's thread pool does not survive a fork.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from engine.io.progress import Progress
+
+T = TypeVar("T")
+_POLL_S = 0.05
+_SEND_EVERY_S = 0.1  # progress reports from the child, at most this often (the last one always)
+_IN_CHILD = False
+
+
+class WorkerDied(RuntimeError):
+    """The worker process ended without a result (killed by the system, out of memory, a crash)."""
+
+
+def _no_progress(fraction: float, message: str = "") -> None:
+    pass
+
+
+def enabled() -> bool:
+    """Whether `call` runs its work in a child process here."""
+    return hasattr(os, "fork") and os.environ.get("COHORTSHIELD_WORKERS", "1") != "0" and not _IN_CHILD
+
+
+def call(
+    work: Callable[[Progress], T],
+    *,
+    progress: Progress | None = None,
+    check: Callable[[], None] | None = None,
+    in_child: Callable[[], None] | None = None,
+    finish: Callable[[], Any] | None = None,
+    on_finish: Callable[[Any], None] | None = None,
+) -> T:
+    """`work(progress)` in a forked child; its result here.
+
+    `progress(fraction, message)` is called here with the child's reports; `check()` between polls
+    (what it raises kills the child and propagates); `in_child()` runs first in the child (e.g. to
+    start recording what a cache stores); `finish()` runs last in the child, after `work`, and its
+    value is given to `on_finish` here before the result is returned (only when `work` succeeded)."""
+    report: Progress = progress or _no_progress
+    if not enabled():
+        value = work(report)
+        if on_finish is not None and finish is not None:
+            on_finish(finish())
+        return value
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    parent_end, child_end = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_child, args=(work, child_end, in_child, finish), daemon=True)
+    child.start()
+    child_end.close()
+    try:
+        while True:
+            if check is not None:
+                check()
+            if not parent_end.poll(_POLL_S):
+                if not child.is_alive() and not parent_end.poll(0):
+                    raise WorkerDied(
+                        f"the worker process ended without a result (exit code {child.exitcode})"
+                    )
+                continue
+            try:
+                kind, *payload = parent_end.recv()
+            except EOFError:
+                child.join(1.0)
+                raise WorkerDied(
+                    f"the worker process ended without a result (exit code {child.exitcode})"
+                ) from None
+            if kind == "progress":
+                report(*payload)
+            elif kind == "done":
+                value, extra = payload
+                if on_finish is not None and extra is not None:
+                    on_finish(extra)
+                return value
+            else:  # "error"
+                exc, text = payload
+                if isinstance(exc, BaseException):
+                    exc.add_note(f"raised in the worker process:\n{text}")  # the bug's log keeps where
+                    raise exc
+                raise RuntimeError(f"the worker's run failed:\n{text}")
+    finally:
+        if child.is_alive():
+            child.kill()
+        child.join(5.0)
+        parent_end.close()
+
+
+def _child(
+    work: Callable[[Progress], Any], conn: Any, in_child: Callable | None, finish: Callable | None
+) -> None:
+    global _IN_CHILD
+    _IN_CHILD = True
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(1)
+    last = [0.0]
+
+    def progress(fraction: float, message: str = "") -> None:
+        now = time.monotonic()
+        if now - last[0] >= _SEND_EVERY_S or fraction >= 1.0:
+            last[0] = now
+            conn.send(("progress", float(fraction), str(message)))
+
+    try:
+        if in_child is not None:
+            in_child()
+        value = work(progress)
+        extra = finish() if finish is not None else None
+        conn.send(("done", value, extra))
+    except BaseException as exc:  # every failure goes back to the parent, which raises it
+        text = traceback.format_exc()
+        try:
+            pickle.dumps(exc)
+            conn.send(("error", exc, text))
+        except Exception:  # an exception that cannot be pickled: its text
+            conn.send(("error", None, text))
+    finally:
+        conn.close()
+        os._exit(0)  # no atexit handlers, no flushing of the parent's copied buffers
