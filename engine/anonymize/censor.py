@@ -42,8 +42,10 @@ from their codes alone (not the d columns), intersecting features "at least l of
 rarest up and stopping once fewer than k candidates are left. In the population scope only the
 records just censored that were still below k are recounted (a record that met k still does: fewer
 codes, as many dominating candidates or more); in the cohort scope only the records that held the censored code at the
-censored level (no other record gains or loses a dominating candidate). Either way the result is
-verified by `engine.risk.verify` (tests and callers), never by these counters.
+censored level (no other record gains or loses a dominating candidate). The cohort scope's loop is
+compiled (`censor_kernel`, numba): a record's dominators are counted among the holders of its rarest
+code, stopping at k (the `stepwise` kernel keeps the live bitset counter, the plain loop). Either way
+the result is verified by `engine.risk.verify` (tests and callers), never by these counters.
 
 The faithful variant in the population scope does not step at all with the default kernel: its step
 sequence does not depend on k and is listed at once, and each record's exit step is binary-searched
@@ -442,59 +444,67 @@ def _risk_distinguishability(problem: CensorProblem, y: np.ndarray) -> np.ndarra
     return risk.distinguishability(released, cands, "all_visits", risk.Matching(count_repeats=True))
 
 
-PAIR_BLOCK = 1 << 22  # (record, candidate) pairs per block of `_cohort_below`
+STEP_BUDGET = 256  # cohort-scope steps between two progress calls (`_cohort_steps`)
 
 
-def _cohort_below(
-    y: np.ndarray, rows: np.ndarray, k: int, held: sp.csr_matrix, by_code: sp.csc_matrix
-) -> np.ndarray:
-    """Cohort scope (the candidates are the release y itself, thesis Algorithm 1 line 2 as
-    k-anonymity): whether fewer than k records of y hold every code of each record of `rows` at least
-    as many times (the record itself included). A record's only possible dominators are the holders
-    of its rarest code (`by_code`: who held each code after capping, a superset of who holds it
-    now); the candidates are checked code by code from the rarest up, those that fall short dropped,
-    all records of `rows` together (in blocks of at most `PAIR_BLOCK` record-candidate pairs). Same counts as `DominanceCounter(y, live=True)`, whose per-record
-    bitset intersections the loop used before (tests/reference_censor.py)."""
-    n = len(rows)
-    out = np.full(n, len(y) < k)  # a record with no code: every record dominates it
-    lengths = np.diff(held.indptr)[rows]
-    b = np.repeat(np.arange(n), lengths)
-    j = held.indices[
-        np.repeat(held.indptr[rows] - np.cumsum(lengths) + lengths, lengths) + np.arange(lengths.sum())
+def _kernel():
+    """The compiled cohort-scope loop, imported on first use (numba loads in about half a second)."""
+    from engine.anonymize import censor_kernel
+
+    return censor_kernel
+
+
+def _cohort_steps(
+    problem: CensorProblem,
+    k: int,
+    y: np.ndarray,
+    cap: np.ndarray,
+    sizes: np.ndarray,
+    held: sp.csr_matrix,
+    by_code: sp.csc_matrix,
+    variant: Variant,
+    progress: Progress | None,
+) -> tuple[list[dict], bool]:
+    """The cohort scope's loop (the candidates are the release y itself, thesis Algorithm 1 line 2 as
+    k-anonymity) in `censor_kernel.run`, y censored in place: (steps, k reached). Each record's
+    dominators are counted among the holders of its rarest code (`by_code`: who held each code after
+    capping), stopping at k; the same steps and counts as the live bitset counter the loop used
+    before (tests/reference_censor.py). Returns to Python every `STEP_BUDGET` steps for `progress`."""
+    ck = _kernel()
+    csr = (np.asarray(held.indptr, np.int64), np.asarray(held.indices, np.int64))
+    csc = (np.asarray(by_code.indptr, np.int64), np.asarray(by_code.indices, np.int64))
+    below = ck.below_all(y, int(k), *csr, *csc)
+    level = cap.astype(np.int64, copy=True)
+    sizes = sizes.astype(np.int64, copy=True)
+    targeted = variant == "targeted"
+    if targeted:
+        hist = ck.level_histogram(y, below, int(cap.max()) if len(cap) else 0, *csr, level, sizes)
+    else:
+        hist = np.zeros((1, 1), dtype=np.int64)
+    ctrl = np.zeros(ck.N_CTRL, dtype=np.int64)
+    ctrl[ck.N_BELOW] = int(below.sum())
+    first_below = int(ctrl[ck.N_BELOW])
+    # every step removes at least one instance: at most as many steps as instances after capping
+    room = int(held.data.sum()) + 1
+    steps_out = [np.zeros(room, dtype=np.int64) for _ in range(4)]
+    budget = STEP_BUDGET if progress is not None else room
+    while True:
+        if progress is not None:
+            met = first_below - int(ctrl[ck.N_BELOW])
+            progress(
+                met / first_below if first_below else 1.0,
+                f"{met:,} of {first_below:,} records below k meet it (step {int(ctrl[ck.N_STEPS]) + 1})",
+            )
+        status = ck.run(y, level, sizes, below, hist, targeted, int(k), *csr, *csc, ctrl, *steps_out, budget)
+        if status != ck.BUDGET:
+            break
+    n = int(ctrl[ck.N_STEPS])
+    labels = problem.code_labels
+    steps = [
+        {"code": labels[o], "from_count": lv, "records": r, "below_k_before": nb}
+        for o, lv, r, nb in zip(*(a[:n].tolist() for a in steps_out), strict=True)
     ]
-    level = y[rows[b], j]
-    nz = level > 0
-    b, j, level = b[nz], j[nz], level[nz]
-    if not len(b):
-        return out
-    holders = np.diff(by_code.indptr)
-    order = np.lexsort((holders[j], b))  # per record, its rarest code first
-    b, j, level = b[order], j[order], level[order]
-    n_feat = np.bincount(b, minlength=n)
-    start = np.cumsum(n_feat) - n_feat
-    has = np.flatnonzero(n_feat)
-    n_cand = holders[j[start[has]]]
-    block = np.cumsum(n_cand) // PAIR_BLOCK
-    count = np.zeros(n, dtype=np.int64)  # dominators other than the record itself
-    for g in np.unique(block).tolist():
-        part = has[block == g]
-        rare, nc = j[start[part]], n_cand[block == g]
-        pt = np.repeat(part, nc)  # (record, candidate) pairs still possibly dominating
-        pc = by_code.indices[np.repeat(by_code.indptr[rare] - np.cumsum(nc) + nc, nc) + np.arange(nc.sum())]
-        other = pc != rows[pt]  # the record itself dominates: counted once below, not checked
-        pt, pc = pt[other], pc[other]
-        r = 0
-        while len(pt):  # the records' codes from the rarest up, dropping candidates that fall short
-            done = n_feat[pt] <= r
-            if done.any():
-                count += np.bincount(pt[done], minlength=n)
-                pt, pc = pt[~done], pc[~done]
-            f = start[pt] + r
-            keep = y[pc, j[f]] >= level[f]
-            pt, pc = pt[keep], pc[keep]
-            r += 1
-    out[has] = count[has] + 1 < k
-    return out
+    return steps, status == ck.DONE
 
 
 def censor_counts(
@@ -537,11 +547,11 @@ def censor_counts(
     sparse_rows = (
         kernel != "risk" and problem.scope == "population" and counter is not None and not counter.dense
     )
-    batched = kernel == "dominance" and problem.scope == "cohort"  # else the live bitset counter
+    if kernel == "dominance" and problem.scope == "cohort" and m:
+        cohort_steps, reached = _cohort_steps(problem, k, y, cap, sizes, held, by_code, variant, progress)
+        return capped, y, cohort_steps, reached
 
     def still_below(rows: np.ndarray) -> np.ndarray:
-        if batched:
-            return _cohort_below(y, rows, k, held, by_code)
         assert (
             counter is not None
         )  # every kernel but "risk" has one (population scope: shared; cohort: built below)
@@ -556,7 +566,7 @@ def censor_counts(
 
     if kernel == "risk":
         below = _risk_distinguishability(problem, y) < k
-    elif sparse_rows or batched:
+    elif sparse_rows:
         below = still_below(np.arange(m))
     else:
         if problem.scope == "cohort":  # candidates: the release itself, edited in place below
