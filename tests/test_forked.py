@@ -138,3 +138,32 @@ def test_a_raised_exception_carries_the_workers_traceback() -> None:
     with pytest.raises(ValueError) as info:
         forked.call(deep_in_the_engine)
     assert any("deep_in_the_engine" in note for note in info.value.__notes__)
+
+
+def test_a_worker_left_by_a_check_is_taken_up_again_where_it_is() -> None:
+    """The app's rerun for the same job: the first wait is interrupted, the worker runs on, the second
+    wait shows its last report at once and gets the result of the same process."""
+
+    def work(progress) -> int:
+        for i in range(6):
+            progress(i / 6, f"step {i}")
+            time.sleep(0.15)
+        return os.getpid()
+
+    worker = forked.Worker(work)
+    started = time.monotonic()
+
+    def impatient() -> None:
+        if time.monotonic() - started > 0.4:
+            raise Stop
+
+    with pytest.raises(Stop):
+        worker.wait(check=impatient)
+    assert worker.alive()
+    seen: list[tuple[float, str]] = []
+    try:
+        pid = worker.wait(lambda f, m="": seen.append((f, m)))
+    finally:
+        worker.kill()
+    assert pid == worker.pid
+    assert seen[0][1] != "step 0" and seen[-1] == (5 / 6, "step 5")

@@ -1,6 +1,6 @@
 """Long work in a worker process of its own (issue 24: "long work off the script thread").
 
-`call(work, check=...)` forks the calling process, runs `work(progress)` in the child and returns its
+`call(work, check=...)` (or a `Worker` taken up across waits) forks the calling process, runs `work(progress)` in the child and returns its
 result (or raises its exception) in the parent. The child is a copy of the parent at the moment of
 the call: `work` may be any closure (nothing is pickled on the way in, and the data it reads are the
 parent's pages, shared copy-on-write); only what comes back is pickled (the result, the progress
@@ -49,6 +49,83 @@ def enabled() -> bool:
     return hasattr(os, "fork") and os.environ.get("COHORTSHIELD_WORKERS", "1") != "0" and not _IN_CHILD
 
 
+class Worker:
+    """One worker process running `work(progress)`, started at construction (`enabled()` must hold).
+
+    `wait(progress, check)` waits for its result, drawing its reports with `progress` and calling
+    `check()` between polls; what `check` raises propagates and leaves the worker running, so a later
+    `wait` can take it up again (the app: a rerun for the same job). `kill()` stops it at once.
+    `in_child()` runs first in the child; `finish()` last, after `work` succeeded, and its value is
+    `extra` once the result came back. `fraction` and `message` are its last report."""
+
+    def __init__(
+        self,
+        work: Callable[[Progress], Any],
+        *,
+        in_child: Callable[[], None] | None = None,
+        finish: Callable[[], Any] | None = None,
+    ) -> None:
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("fork")
+        self._conn, child_end = ctx.Pipe(duplex=False)
+        self._process = ctx.Process(target=_child, args=(work, child_end, in_child, finish), daemon=True)
+        self._process.start()
+        child_end.close()
+        self.fraction, self.message = 0.0, ""
+        self.extra: Any = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid
+
+    def alive(self) -> bool:
+        return self._process.is_alive()
+
+    def _died(self) -> WorkerDied:
+        self._process.join(1.0)
+        self.kill()
+        return WorkerDied(f"the worker process ended without a result (exit code {self._process.exitcode})")
+
+    def wait(self, progress: Progress | None = None, check: Callable[[], None] | None = None) -> Any:
+        """Its result (its exception raised here), reports drawn by `progress` meanwhile."""
+        report: Progress = progress or _no_progress
+        if self.message or self.fraction:
+            report(self.fraction, self.message)  # taken up again: where it is
+        while True:
+            if check is not None:
+                check()
+            if not self._conn.poll(_POLL_S):
+                if not self._process.is_alive() and not self._conn.poll(0):
+                    raise self._died()
+                continue
+            try:
+                kind, *payload = self._conn.recv()
+            except EOFError:
+                raise self._died() from None
+            if kind == "progress":
+                self.fraction, self.message = payload
+                report(*payload)
+                continue
+            self._process.join(5.0)
+            self._conn.close()
+            if kind == "done":
+                value, self.extra = payload
+                return value
+            exc, text = payload  # "error"
+            if isinstance(exc, BaseException):
+                exc.add_note(f"raised in the worker process:\n{text}")  # the bug's log keeps where
+                raise exc
+            raise RuntimeError(f"the worker's run failed:\n{text}")
+
+    def kill(self) -> None:
+        """Stop it at once (SIGKILL), wherever it is, and reap it."""
+        if self._process.is_alive():
+            self._process.kill()
+        self._process.join(5.0)
+        self._conn.close()
+
+
 def call(
     work: Callable[[Progress], T],
     *,
@@ -70,48 +147,14 @@ def call(
         if on_finish is not None and finish is not None:
             on_finish(finish())
         return value
-    import multiprocessing
-
-    ctx = multiprocessing.get_context("fork")
-    parent_end, child_end = ctx.Pipe(duplex=False)
-    child = ctx.Process(target=_child, args=(work, child_end, in_child, finish), daemon=True)
-    child.start()
-    child_end.close()
+    worker = Worker(work, in_child=in_child, finish=finish)
     try:
-        while True:
-            if check is not None:
-                check()
-            if not parent_end.poll(_POLL_S):
-                if not child.is_alive() and not parent_end.poll(0):
-                    raise WorkerDied(
-                        f"the worker process ended without a result (exit code {child.exitcode})"
-                    )
-                continue
-            try:
-                kind, *payload = parent_end.recv()
-            except EOFError:
-                child.join(1.0)
-                raise WorkerDied(
-                    f"the worker process ended without a result (exit code {child.exitcode})"
-                ) from None
-            if kind == "progress":
-                report(*payload)
-            elif kind == "done":
-                value, extra = payload
-                if on_finish is not None and extra is not None:
-                    on_finish(extra)
-                return value
-            else:  # "error"
-                exc, text = payload
-                if isinstance(exc, BaseException):
-                    exc.add_note(f"raised in the worker process:\n{text}")  # the bug's log keeps where
-                    raise exc
-                raise RuntimeError(f"the worker's run failed:\n{text}")
+        value = worker.wait(report, check)
     finally:
-        if child.is_alive():
-            child.kill()
-        child.join(5.0)
-        parent_end.close()
+        worker.kill()
+    if on_finish is not None and worker.extra is not None:
+        on_finish(worker.extra)
+    return value
 
 
 def _child(
