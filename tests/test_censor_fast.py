@@ -1,7 +1,8 @@
-"""The cohort scope's batched dominance counts (`engine.anonymize.censor._cohort_below`) against the
-loop as it was (tests/reference_censor.py, the live bitset counter): same capped and released counts,
-same steps (order, sizes, tie-breaks by code order), same release, on the shipped sample and on
-small random cohorts."""
+"""GCCens' fast paths against the loop as it was (tests/reference_censor.py, the live bitset counter
+in the cohort scope): the cohort scope's compiled loop (`engine.anonymize.censor_kernel`, issue 24)
+and the population scope's exit-step search and dominance counts give the same capped and released
+counts, the same steps (order, sizes, tie-breaks by code order) and the same release, on the shipped
+sample and on small random cohorts, in both scopes and both variants."""
 
 from __future__ import annotations
 
@@ -11,13 +12,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import engine.anonymize.censor as censor
 from engine.anonymize.censor import censor_counts, gccens_run, prepare
 from engine.records import Records
 from tests.reference_censor import reference_censor_counts
 
 
-def _same(problem, k, caps, variant):
-    new = censor_counts(problem, k, caps, variant)
+def _same(problem, k, caps, variant, progress=None):
+    new = censor_counts(problem, k, caps, variant, progress=progress)
     old = reference_censor_counts(problem, k, caps, variant)
     np.testing.assert_array_equal(new[0], old[0])
     np.testing.assert_array_equal(new[1], old[1])
@@ -27,28 +29,62 @@ def _same(problem, k, caps, variant):
 
 
 @pytest.fixture(scope="module")
-def sample_problem():
+def sample_problems():
+    """The app's prepared problems on the shipped sample, per (scope, code selection)."""
     from engine.io.loaders import load_sample_checked
     from engine.study.runs import CodeSelection, GCCensSettings, RunInputs
 
     ds = load_sample_checked().data
-    s = GCCensSettings(k=5, scope="cohort", codes=CodeSelection("all"))
-    return s.prepare_input(RunInputs(ds.events, ds.group_records("cohort"))).problem
+    inputs = RunInputs(ds.events, ds.group_records("cohort"), ds.group_records("biobank"))
+    return {
+        (scope, mode): GCCensSettings(k=5, scope=scope, codes=CodeSelection(mode))
+        .prepare_input(inputs)
+        .problem
+        for scope in ("cohort", "population")
+        for mode in ("all", "paper")
+    }
 
 
-@pytest.mark.parametrize("k", [3, 7])
-def test_sample_cohort_scope_all_codes_equals_reference(sample_problem, k):
-    caps = sample_problem.cap_vector()
-    _, _, steps, _ = _same(sample_problem, k, caps, "faithful")
-    assert len(steps) > 100  # the step loop ran (thousands of steps on the sample)
+@pytest.mark.parametrize("k", [3, 5, 7])
+@pytest.mark.parametrize("mode", ["all", "paper"])
+@pytest.mark.parametrize("scope", ["cohort", "population"])
+def test_sample_equals_reference(sample_problems, scope, mode, k):
+    problem = sample_problems[scope, mode]
+    _, _, steps, reached = _same(problem, k, problem.cap_vector(), "faithful")
+    assert reached
+    assert len(steps) > (1000 if mode == "all" else 10)  # the step loop ran (thousands on all codes)
 
 
-def test_sample_release_bytes_equal_reference(sample_problem, monkeypatch):
-    import engine.anonymize.censor as censor
+@pytest.mark.parametrize("scope", ["cohort", "population"])
+def test_sample_targeted_equals_reference(sample_problems, scope):
+    problem = sample_problems[scope, "all"]
+    _, _, steps, _ = _same(problem, 5, problem.cap_vector(), "targeted")
+    assert len(steps) > 1000
 
-    new = gccens_run(sample_problem, 4)
+
+@pytest.mark.parametrize("variant", ["faithful", "targeted"])
+def test_sample_resumed_every_step_equals_one_run(sample_problems, monkeypatch, variant):
+    """The compiled loop returning to Python (progress, cancellation) after every step resumes
+    exactly where it stopped (the run without progress, in one call, is compared with the reference
+    above); progress is called once per return, before the loop goes on."""
+    problem = sample_problems["cohort", "all"]
+    caps = problem.cap_vector()
+    whole = censor_counts(problem, 5, caps, variant)
+    monkeypatch.setattr(censor, "STEP_BUDGET", 1)
+    calls: list[tuple[float, str]] = []
+    resumed = censor_counts(problem, 5, caps, variant, progress=lambda f, m: calls.append((f, m)))
+    np.testing.assert_array_equal(resumed[1], whole[1])
+    assert resumed[2:] == whole[2:]
+    steps = resumed[2]
+    assert len(calls) == len(steps) + 2  # the start, one per step, the last check (every record meets k)
+    assert calls[-1][0] == 1.0 and f"(step {len(steps) + 1})" in calls[-1][1]
+
+
+def test_sample_release_bytes_equal_reference(sample_problems, monkeypatch):
+    problem = sample_problems["cohort", "all"]
+    new = gccens_run(problem, 4)
     monkeypatch.setattr(censor, "censor_counts", reference_censor_counts)
-    old = gccens_run(sample_problem, 4)
+    old = gccens_run(problem, 4)
     assert (
         new.exported_frame().to_csv(index=False).encode() == old.exported_frame().to_csv(index=False).encode()
     )
@@ -58,15 +94,22 @@ def test_sample_release_bytes_equal_reference(sample_problem, monkeypatch):
 
 
 @st.composite
-def cohorts(draw):
+def cohorts(draw, extra: int = 0):
+    """Small records over five codes; with `extra`, up to that many more records after them (the
+    population of which the first n are the cohort)."""
     n = draw(st.integers(1, 14))
+    total = n + draw(st.integers(0, extra))
     rows = []
-    for p in range(n):
+    for p in range(total):
         for _ in range(draw(st.integers(0, 7))):
             rows.append({"patient_id": f"p{p:02d}", "code": draw(st.sampled_from(["a", "b", "c", "d", "e"]))})
     if not rows:
         rows.append({"patient_id": "p00", "code": "a"})
-    return Records.from_frame(pd.DataFrame(rows))
+    records = Records.from_frame(pd.DataFrame(rows))
+    if not extra:
+        return records
+    ids = [str(x) for x in records.patient_ids]
+    return records.subset(ids[: max(1, min(n, len(ids)))]), records
 
 
 @given(
@@ -77,4 +120,16 @@ def cohorts(draw):
 )
 def test_random_cohorts_equal_reference(cohort, k, variant, cap):
     problem = prepare(cohort, None, "cohort")
+    _same(problem, k, problem.cap_vector(cap), variant)
+
+
+@given(
+    cohorts(extra=10),
+    st.integers(1, 5),
+    st.sampled_from(["faithful", "targeted"]),
+    st.one_of(st.none(), st.integers(0, 4)),
+)
+def test_random_populations_equal_reference(drawn, k, variant, cap):
+    cohort, population = drawn
+    problem = prepare(cohort, population, "population")
     _same(problem, k, problem.cap_vector(cap), variant)
