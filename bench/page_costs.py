@@ -50,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     import engine.utility.queries as queries
+    from engine import memo
     from engine.io.loaders import load_sample_checked
     from engine.release import check_invariant
     from engine.study.runs import (
@@ -115,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, (rel, source) in made.items():
         if source is not cohort:
             continue
-        queries._ORIGINAL.clear()  # the first call counts the cohort
+        memo.clear("utility original counts")  # the first call counts the cohort
         t = time.perf_counter()
         got = queries.utility_satisfaction(cohort, rel, policy)
         first = time.perf_counter() - t

@@ -25,8 +25,8 @@ import time
 
 import numpy as np
 
+from engine import memo
 from engine.adversary import Adversary
-from engine.anonymize import trajectories as tr
 from engine.anonymize.trajectories import Trajectories, lda
 from engine.risk import verify
 from engine.utility.loss import dataset_loss
@@ -110,8 +110,8 @@ def _state(state: str, method: str, k: int, inputs) -> None:
     from engine.study import runs
 
     if state == "fresh":
-        tr._PREPARED.clear()
-        runs._LDA_INPUTS.clear()
+        memo.clear("trajectories prepared")
+        memo.clear("runs lda inputs")
     else:
         runs.LDASettings(k=k - 1, alignment=method).run(inputs)
 

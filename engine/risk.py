@@ -34,6 +34,7 @@ import scipy.sparse as sp
 
 from engine.adversary import ALL_ADVERSARIES, Adversary, Knowledge
 from engine.io.errors import UserError
+from engine.memo import memo
 from engine.records import Records, concat_ranges
 from engine.release import Release, codes_of
 
@@ -936,27 +937,21 @@ def original_distinguishability(
 
 
 _KNOWN_VISITS_KEPT = 16  # releases whose attacker-known visits are memoized (least recently used dropped)
-_KNOWN_VISITS: dict[str, Records | None] = {}  # Release.content_fingerprint -> attacker_known_visits
-_KNOWN_VISITS_LOCK = Lock()
 
 
 def attacker_known_visits(release: Release) -> Records | None:
     """`_attacker_known_visits`, memoized per release content (`Release.content_fingerprint`, which
-    covers the records, the item -> codes map and the source it reads): it depends on neither k nor
-    the adversary's scope, so a change of either re-thresholds without recomputing it."""
+    covers the records, the item -> codes map and the source it reads) where the caller's scope says
+    (`engine.memo`: the app's session): it depends on neither k nor the adversary's scope, so a change
+    of either re-thresholds without recomputing it."""
     if release.source is None or release.shows_visits:
         return None
-    key = release.content_fingerprint
-    with _KNOWN_VISITS_LOCK:
-        if key in _KNOWN_VISITS:
-            _KNOWN_VISITS[key] = _KNOWN_VISITS.pop(key)  # most recently used last
-            return _KNOWN_VISITS[key]
-    known = _attacker_known_visits(release)
-    with _KNOWN_VISITS_LOCK:
-        _KNOWN_VISITS[key] = known
-        while len(_KNOWN_VISITS) > _KNOWN_VISITS_KEPT:
-            _KNOWN_VISITS.pop(next(iter(_KNOWN_VISITS)))
-    return known
+    return memo(
+        "risk known visits",
+        release.content_fingerprint,
+        lambda: _attacker_known_visits(release),
+        size=_KNOWN_VISITS_KEPT,
+    )
 
 
 def _attacker_known_visits(release: Release) -> Records | None:

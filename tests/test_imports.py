@@ -18,9 +18,21 @@ UI = ENGINE.parent / "ui"
 
 # The only modules at engine/'s top level (issue 17): the package and `python -m engine`'s entry, the data
 # model (records, dataset, and vocab: which vocabulary an item label belongs to, read by every layer),
-# the hierarchy, risk (with adversary, the attacker model it is measured under) and release.
+# the hierarchy, risk (with adversary, the attacker model it is measured under) and release; and memo,
+# the engine's one memo, whose store the caller's scope gives (issue 24: read by every layer, risk too).
 TOP_LEVEL = frozenset(
-    {"__init__", "__main__", "records", "dataset", "vocab", "hierarchy", "risk", "adversary", "release"}
+    {
+        "__init__",
+        "__main__",
+        "records",
+        "dataset",
+        "vocab",
+        "hierarchy",
+        "risk",
+        "adversary",
+        "release",
+        "memo",
+    }
 )
 
 

@@ -312,11 +312,11 @@ def sample_trajectories():
 def test_sample_releases_equal_the_former_kernel(sample_trajectories, method: str) -> None:
     """On the shipped sample (paper codes), the release at k = 5 with a fresh prepared state, then at
     k = 3 reusing it, is byte for byte the former batched kernel's (tests/reference_lda.py)."""
-    from engine.anonymize import trajectories as tr
+    from engine import memo
     from tests.reference_lda import reference_bucket_pool
 
     traj, icd, age = sample_trajectories
-    tr._PREPARED.clear()
+    memo.clear("trajectories prepared")
     for k in (5, 3):
         new = lda(traj, k, method=method, icd_hierarchy=icd, age_hierarchy=age)
         old = lda(traj, k, method=method, icd_hierarchy=icd, age_hierarchy=age, kernel=reference_bucket_pool)
@@ -361,6 +361,7 @@ def test_lda_settings_prepare_trajectories_once_per_cohort_and_selection() -> No
 
 
 def test_prepared_inputs_are_remembered_within_bounds() -> None:
+    from engine import memo
     from engine.anonymize import trajectories as tr
 
     base = Trajectories.from_pairs(FIG3A)
@@ -370,7 +371,7 @@ def test_prepared_inputs_are_remembered_within_bounds() -> None:
     for shift in range(tr._PREPARED_MAX + 2):  # other contents
         other = [*FIG3A, [("401.1", 33 + shift)]]
         lda(Trajectories.from_pairs(other), 2, icd_hierarchy=HYP, age_hierarchy=AGES)
-    assert len(tr._PREPARED) <= tr._PREPARED_MAX
+    assert memo.held_count("trajectories prepared") == tr._PREPARED_MAX
 
 
 def test_from_records_keeps_patients_without_pairs_as_empty_records() -> None:

@@ -48,6 +48,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
+from engine.memo import memo
 from engine.records import Records
 from engine.release import Release, released_item_of
 from engine.risk import Matching, distinguishability
@@ -218,7 +219,7 @@ def least_superset_support(sets: Sequence[Itemset], support: np.ndarray) -> np.n
     return out
 
 
-_PROTECTION: dict[tuple, tuple[list[Itemset], np.ndarray, np.ndarray]] = {}  # the last few cohorts'
+_PROTECTION_KEPT = 4  # cohorts whose protection is kept (`engine.memo`, "policy protection")
 
 
 def _protection(
@@ -229,18 +230,18 @@ def _protection(
 ) -> tuple[list[Itemset], np.ndarray, np.ndarray]:
     """What PPE needs that does not depend on k: the filtering condition's constraints, their support
     in the records and the least support of a constraint containing each (`least_superset_support`).
-    Memoized per the records' content (`Records.fingerprint`) for the visit and record conditions."""
-    key = (records.fingerprint, condition, bool(within_visits)) if condition != "custom" else None
-    if key is not None and key in _PROTECTION:
-        return _PROTECTION[key]
-    collected = collect_constraints(records, condition, code_sets)
-    sup = supports(collected, records, within_visits=within_visits)
-    out = (collected, sup, least_superset_support(collected, sup))
-    if key is not None:
-        _PROTECTION[key] = out
-        while len(_PROTECTION) > 4:
-            _PROTECTION.pop(next(iter(_PROTECTION)))
-    return out
+    Memoized per the records' content (`Records.fingerprint`) for the visit and record conditions,
+    where the caller's scope says (`engine.memo`: the app's session)."""
+
+    def make() -> tuple[list[Itemset], np.ndarray, np.ndarray]:
+        collected = collect_constraints(records, condition, code_sets)
+        sup = supports(collected, records, within_visits=within_visits)
+        return collected, sup, least_superset_support(collected, sup)
+
+    if condition == "custom":
+        return make()
+    key = (records.fingerprint, condition, bool(within_visits))
+    return memo("policy protection", key, make, size=_PROTECTION_KEPT)
 
 
 @dataclass(frozen=True)

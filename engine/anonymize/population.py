@@ -57,8 +57,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from threading import Lock
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import numpy as np
 import pandas as pd
@@ -67,6 +66,7 @@ from scipy.sparse.csgraph import connected_components
 
 from engine.adversary import Adversary, Knowledge
 from engine.io.progress import Progress
+from engine.memo import memo
 from engine.records import CODE, PATIENT, VISIT, Records, concat_ranges
 from engine.release import Release, set_item_label
 from engine.risk import Matching, Verification, count_known_sets, verify
@@ -79,8 +79,6 @@ COMPLETION_GENERALIZE_ROUNDS = 2
 
 
 _MEMO_KEPT = 24  # entries of per-data work (least recently used dropped)
-_MEMO: dict[tuple, Any] = {}
-_MEMO_LOCK = Lock()
 _T = TypeVar("_T")
 
 
@@ -88,17 +86,9 @@ def _memoized(key: tuple, make: Callable[[], _T]) -> _T:
     """`make()`, kept under `key` (a content fingerprint and the parameters it depends on): what the
     procedure needs of a dataset that does not depend on k (utility groups, original figures, the
     targets' layout and visit supports) is computed once per data, the frequency bins once per k.
-    Values are never modified by their users (arrays are read-only)."""
-    with _MEMO_LOCK:
-        if key in _MEMO:
-            _MEMO[key] = _MEMO.pop(key)  # most recently used last
-            return _MEMO[key]
-    value = make()
-    with _MEMO_LOCK:
-        _MEMO[key] = value
-        while len(_MEMO) > _MEMO_KEPT:
-            _MEMO.pop(next(iter(_MEMO)))
-    return value
+    Held where the caller's scope says (`engine.memo`: the app's session). Values are never modified
+    by their users (arrays are read-only)."""
+    return memo("population", key, make, size=_MEMO_KEPT)
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:

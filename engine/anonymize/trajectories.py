@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -66,6 +67,7 @@ from engine.hierarchy import (
     top_code_ages,
 )
 from engine.io.progress import Progress
+from engine.memo import memo
 from engine.records import Records
 from engine.release import Release
 from engine.utility.loss import dataset_loss
@@ -465,26 +467,24 @@ class _ReferencePool(_Candidates):
 PoolFactory = Callable[[_Prepared, np.ndarray], _Candidates]
 _KERNELS: dict[str, PoolFactory] = {"batched": _Pool, "reference": _ReferencePool}
 
-# `_prepared`'s memo: the last few inputs, keyed on content (trajectories, hierarchies, weights, method)
-_PREPARED: dict[tuple, _Prepared] = {}
-_PREPARED_MAX = 4
-_HIERARCHY_KEYS: dict[int, tuple[Hierarchy, str]] = {}
-_MEMO_LOCK = threading.Lock()
+_PREPARED_MAX = 4  # `_prepared`'s memo: the last few inputs (`engine.memo`, "trajectories prepared")
+# a hierarchy's content hash per object, held weakly: it goes with the hierarchy (engine.memo.PROCESS_WIDE)
+_HIERARCHY_KEYS: weakref.WeakKeyDictionary[Hierarchy, str] = weakref.WeakKeyDictionary()
+_HIERARCHY_KEYS_LOCK = threading.Lock()
 
 
 def _hierarchy_key(h: Hierarchy) -> str:
     """A content hash of a hierarchy (labels, parents, value map), memoized per object."""
-    got = _HIERARCHY_KEYS.get(id(h))
-    if got is not None and got[0] is h:
-        return got[1]
+    with _HIERARCHY_KEYS_LOCK:
+        got = _HIERARCHY_KEYS.get(h)
+    if got is not None:
+        return got
     d = hashlib.sha256("\x1f".join(h.labels).encode())
     d.update(np.ascontiguousarray(h.parent_index).tobytes())
     d.update(repr(sorted(h.value_map.items())).encode())
     key = d.hexdigest()
-    with _MEMO_LOCK:
-        _HIERARCHY_KEYS[id(h)] = (h, key)
-        while len(_HIERARCHY_KEYS) > 16:
-            _HIERARCHY_KEYS.pop(next(iter(_HIERARCHY_KEYS)), None)
+    with _HIERARCHY_KEYS_LOCK:
+        _HIERARCHY_KEYS[h] = key
     return key
 
 
@@ -496,8 +496,8 @@ def _prepared(
     w: Fraction,
     method: str,
 ) -> _Prepared:
-    """The input prepared for clustering (`_Prepared`), memoized on its content: the last
-    `_PREPARED_MAX` inputs are kept."""
+    """The input prepared for clustering (`_Prepared`), memoized on its content where the caller's
+    scope says (`engine.memo`: the app's session): the last `_PREPARED_MAX` inputs are kept."""
     key = (
         traj.fingerprint,
         None if icd_hierarchy is None else _hierarchy_key(icd_hierarchy),
@@ -506,15 +506,12 @@ def _prepared(
         w,
         method,
     )
-    got = _PREPARED.get(key)
-    if got is None:
+
+    def make() -> _Prepared:
         icd_h, age_h = hierarchies_for(traj, icd_hierarchy, age_hierarchy, age_domain)
-        got = _Prepared(traj, icd_h, age_h, w, method)
-        with _MEMO_LOCK:
-            _PREPARED[key] = got
-            while len(_PREPARED) > _PREPARED_MAX:
-                _PREPARED.pop(next(iter(_PREPARED)), None)
-    return got
+        return _Prepared(traj, icd_h, age_h, w, method)
+
+    return memo("trajectories prepared", key, make, size=_PREPARED_MAX)
 
 
 # ------------------------------------------------------------------------------ the LDA

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from engine.adversary import Adversary
 from engine.io.errors import UserError
 from engine.io.progress import Progress
+from engine.memo import memo
 from engine.records import Records
 from engine.release import Release
 
@@ -66,7 +67,7 @@ class RunInputs:
     biobank: Records | None = None
 
 
-_BIOBANKS: dict[tuple, Records | None] = {}  # `biobank_between`'s memo (the last few data and groups)
+_BIOBANKS_KEPT = 4  # `biobank_between`'s memo (`engine.memo`): the last few data and groups
 
 
 def biobank_between(
@@ -74,7 +75,8 @@ def biobank_between(
 ) -> Records | None:
     """The dataset's `biobank` group when it lies between the cohort and the population (Heatherly
     2013, Figure 14: DEMO_B): named, neither the population nor the cohort group, holding every cohort
-    patient and held in the population. None otherwise. Memoized per the events' and groups' content."""
+    patient and held in the population. None otherwise. Memoized per the events' and groups' content
+    where the caller's scope says (`engine.memo`: the app's session)."""
     import hashlib
 
     if "biobank" not in dataset.groups or "biobank" in (population_group, cohort_group):
@@ -82,13 +84,13 @@ def biobank_between(
     listed = dataset.group_ids("biobank")
     digest = hashlib.sha256("\x1f".join(map(str, listed)).encode()).hexdigest()
     key = (dataset.events.fingerprint, cohort.fingerprint, population.fingerprint, digest)
-    if key not in _BIOBANKS:
+
+    def make() -> Records | None:
         bio = set(map(str, listed))
         inside = set(map(str, cohort.patient_ids)) <= bio <= set(map(str, population.patient_ids))
-        _BIOBANKS[key] = dataset.group_records("biobank") if inside else None
-        while len(_BIOBANKS) > 4:
-            _BIOBANKS.pop(next(iter(_BIOBANKS)))
-    return _BIOBANKS[key]
+        return dataset.group_records("biobank") if inside else None
+
+    return memo("runs biobanks", key, make, size=_BIOBANKS_KEPT)
 
 
 def check_k(k: int, *, least: int = 2) -> None:
@@ -430,7 +432,7 @@ class ProfilesSettings:
 
 # ------------------------------------------------------------------------------------- LDA
 ICD_HIERARCHIES = ("icd9-thesis", "icd9-4digit", "phecode")
-_LDA_INPUTS: dict[tuple, tuple] = {}  # `LDASettings.inputs`' memo (the last few cohorts and selections)
+_LDA_INPUTS_KEPT = 4  # `LDASettings.inputs`' memo (`engine.memo`): the last few cohorts and selections
 
 
 @dataclass(frozen=True)
@@ -525,17 +527,16 @@ class LDASettings:
     def inputs(self, cohort: Records, trajectories=None) -> tuple:
         """(trajectories, ICD hierarchy, age hierarchy) of this cohort, memoized on the cohort's
         content and the settings that shape them (not k, the weights or the alignment: a run at
-        another k starts from here). `trajectories`: those `self.trajectories(cohort)` gives."""
+        another k starts from here), where the caller's scope says (`engine.memo`: the app's
+        session). `trajectories`: those `self.trajectories(cohort)` gives."""
         source = cohort.fingerprint if trajectories is None else trajectories.fingerprint
         key = (source, self.codes, self.roll_up, self.icd_hierarchy, self.age_low, self.age_high)
-        got = _LDA_INPUTS.get(key)
-        if got is None:
+
+        def make() -> tuple:
             traj = self.trajectories(cohort) if trajectories is None else trajectories
-            got = (traj, *self.hierarchies(set(map(str, traj.codes))))
-            _LDA_INPUTS[key] = got
-            while len(_LDA_INPUTS) > 4:
-                _LDA_INPUTS.pop(next(iter(_LDA_INPUTS)), None)
-        return got
+            return (traj, *self.hierarchies(set(map(str, traj.codes))))
+
+        return memo("runs lda inputs", key, make, size=_LDA_INPUTS_KEPT)
 
     def run_result(self, inputs: RunInputs, progress: Progress | None = None, *, trajectories=None):
         """The full LDA result (clusters, losses) behind the release. `trajectories`: those

@@ -21,7 +21,6 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from threading import Lock
 
 import numpy as np
 import pandas as pd
@@ -35,6 +34,7 @@ from engine.io.validation import (
     match_columns,
     report_unknown_codes,
 )
+from engine.memo import memo
 from engine.records import Records, item_bitsets
 from engine.release import Release, released_item_of
 from engine.vocab import REFERENCE_DIR, icd10cm_item
@@ -285,25 +285,19 @@ def _disease_counts(
 
 
 _ORIGINAL_KEPT = 8  # (cohort, policy) pairs whose original counts are kept (least recently used dropped)
-_ORIGINAL: dict[tuple, np.ndarray] = {}
-_ORIGINAL_LOCK = Lock()
 
 
 def original_disease_counts(cohort: Records, diseases: Sequence[frozenset[str]]) -> np.ndarray:
     """`_disease_counts` of the original cohort (no generalized items), memoized per cohort content
-    (`Records.fingerprint`) and diseases: they depend on neither the release nor k."""
-    key = (cohort.fingerprint, tuple(diseases))
-    with _ORIGINAL_LOCK:
-        if key in _ORIGINAL:
-            _ORIGINAL[key] = _ORIGINAL.pop(key)  # most recently used last
-            return _ORIGINAL[key]
-    counts = _disease_counts(cohort, diseases, None)
-    counts.setflags(write=False)
-    with _ORIGINAL_LOCK:
-        _ORIGINAL[key] = counts
-        while len(_ORIGINAL) > _ORIGINAL_KEPT:
-            _ORIGINAL.pop(next(iter(_ORIGINAL)))
-    return counts
+    (`Records.fingerprint`) and diseases where the caller's scope says (`engine.memo`: the app's
+    session): they depend on neither the release nor k."""
+
+    def make() -> np.ndarray:
+        counts = _disease_counts(cohort, diseases, None)
+        counts.setflags(write=False)
+        return counts
+
+    return memo("utility original counts", (cohort.fingerprint, tuple(diseases)), make, size=_ORIGINAL_KEPT)
 
 
 def utility_satisfaction(
