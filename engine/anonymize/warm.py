@@ -4,7 +4,8 @@ UGACLIP / ACLIP's greedy (`profiles_kernel`), the LDA's alignment and clustering
 (`alignment_kernel`) and GCCens' cohort-scope loop (`censor_kernel`) are numba-compiled with
 `cache=True`: the first call after an install compiles them (some seconds) and writes the machine
 code beside the sources; every later process loads it. `make run` and `make test` run this once
-after installing, so no officer's first run waits for the compiler. It runs each method on the shipped sample's first 60 cohort patients and prints the time.
+after installing, so no officer's first run waits for the compiler. It runs each method on the
+shipped sample's first 60 cohort patients and prints the time.
 """
 
 from __future__ import annotations
