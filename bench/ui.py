@@ -5,7 +5,8 @@ at a k this process has not computed before (every measurement takes the next un
 the median is printed beside the issue's target. The same work is then timed through the engine alone
 (the entry points the views call), so a row's gap between the two is the page's own cost.
 
-    .venv/bin/python -m bench.ui [--repeat 3] [--rows load,labs,gccens,profiles,lda,heatherly,rekey]
+    .venv/bin/python -m bench.ui [--repeat 3] [--rows load,labs,gccens,profiles,lda,heatherly,rekey,
+        sweep_profiles,sweep_lda,report]
 
 Rows:
   load       first load of the sample (the app's sidebar and the Cohort page, `page_app`) in a fresh
@@ -16,6 +17,19 @@ Rows:
   lda        LDA opened at a new k (the same)
   heatherly  Heatherly: the completion pass ticked at a new k
   rekey      a change of k on the Risk page with four releases in the study (every release re-verified)
+  sweep_profiles  Trade-offs, clinical profiles: "Run the sweep" pressed with the page's defaults (k 2, 5,
+             10, 15, 20, 25, both filtering conditions, UGACLIP and ACLIP: 24 runs)
+  sweep_lda  Trade-offs, LDA: "Run the weight sweep" pressed at the thesis' k = 2 (w_ICD 0.1 to 0.9: 9 runs)
+  report     Report: "Build the report" pressed with three releases in the study (bench/report.py's study:
+             GCCens paper codes, Heatherly DEMO_D, LDA top 10; cohort / single visit, k = 5), the page
+             opened once before (its verification matrices), the PheWAS page never visited
+
+The last three run at their own parameters (the issue's 24 and 9 runs, the study's k), not at a new k:
+instead, every result the server's sessions share is dropped first (`ui.cache.clear`) and the session is
+new, so nothing of the timed work was computed before. For the sweeps the bar's texts are recorded as
+drawn (`ui.progress.Tracker`'s bar, at most every 0.25 s): how many distinct texts it showed and the
+longest stretch without a new one (issue 24: "the same progress text for 4-5 s"). For the report, the
+build's time by part (bench/report.py's `Parts`).
 
 Not a test: figures only (never part of `make test`).
 """
@@ -23,11 +37,15 @@ Not a test: figures only (never part of `make test`).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import itertools
 import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
 
 TARGETS = {
     "load": ("first load of the sample (fresh process)", 3.0),
@@ -37,6 +55,9 @@ TARGETS = {
     "lda": ("LDA: open at a new k", 1.0),
     "heatherly": ("Heatherly: completion pass", 1.0),
     "rekey": ("a change of k with 4 releases in the study", 1.0),
+    "sweep_profiles": ("Trade-offs: UGACLIP sweep (24 runs)", 10.0),
+    "sweep_lda": ("Trade-offs: LDA weight sweep (9 runs)", 10.0),
+    "report": ("Report: build with three releases", 1.5),
 }
 METHODS = {
     "gccens": "GCCens (censoring)",
@@ -156,6 +177,141 @@ def app_rekey(releases) -> float:
     return took
 
 
+# ------------------------------------------------------------------------------ the bar's texts
+@dataclass
+class Shown:
+    """What one progress bar showed: (time, text) as drawn, from its start to the run's end."""
+
+    start: float
+    texts: list[tuple[float, str]] = field(default_factory=list)
+    end: float = 0.0
+
+    def changes(self) -> list[float]:
+        """Times at which the text changed (the start's "starting…" the first)."""
+        out, last = [self.start], None
+        for t, text in self.texts:
+            if text != last:
+                out.append(t)
+                last = text
+        return out
+
+    def distinct(self) -> int:
+        return len({text for _, text in self.texts}) + 1  # and "starting…"
+
+    def longest_still(self) -> float:
+        """The longest stretch of the run with the same text on the bar."""
+        times = [*self.changes(), self.end]
+        return max(b - a for a, b in itertools.pairwise(times))
+
+
+class _Recording:
+    """A progress bar that notes each text drawn (`st.progress`'s `progress(value, text=...)`)."""
+
+    def __init__(self, bar: Any, shown: Shown) -> None:
+        self._bar, self._shown = bar, shown
+
+    def progress(self, value: float, text: str | None = None) -> Any:
+        self._shown.texts.append((time.perf_counter(), str(text)))
+        return self._bar.progress(value, text=text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._bar, name)
+
+
+@contextlib.contextmanager
+def bars_watched() -> Iterator[list[Shown]]:
+    """Every `ui.progress.run` bar drawn inside, as `Shown` (the tracker lives in the script's
+    thread, wherever `compute` runs)."""
+    from ui import progress
+
+    log: list[Shown] = []
+    init, run = progress.Tracker.__init__, progress.run
+
+    def watched_init(self: Any, bar: Any, *args: Any, **kwargs: Any) -> None:
+        log.append(Shown(time.perf_counter()))
+        init(self, _Recording(bar, log[-1]), *args, **kwargs)
+
+    def watched_run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return run(*args, **kwargs)
+        finally:
+            for s in log:
+                s.end = s.end or time.perf_counter()
+
+    progress.Tracker.__init__ = watched_init  # type: ignore[method-assign]
+    progress.run = watched_run
+    try:
+        yield log
+    finally:
+        progress.Tracker.__init__ = init  # type: ignore[method-assign]
+        progress.run = run
+
+
+# ------------------------------------------------------------------------------ the last three rows
+NOTES: dict[str, list[str]] = {}  # row -> what each run's bar showed, or the build's parts
+
+
+def _fresh_tradeoffs(method: str):
+    """A new session of the sidebar and the Trade-offs page on `method`, opened once (untimed), after
+    every shared result was dropped."""
+    from tests.apptest_support import page_app
+    from ui import cache
+
+    cache.clear()
+    at = page_app("pages/tradeoffs.py", state={"method_render_tradeoffs": METHODS[method]})
+    at.run()
+    _ok(at)
+    return at
+
+
+def _sweep(row: str, method: str, button: str) -> float:
+    at = _fresh_tradeoffs(method)
+    with bars_watched() as shown:
+        took = _timed(lambda: at.button(key=button).click().run())
+    _ok(at)
+    if not shown:
+        raise RuntimeError(f"{row}: no progress bar was drawn")
+    s = shown[-1]
+    NOTES.setdefault(row, []).append(
+        f"{s.distinct()} texts in {s.end - s.start:.1f} s, longest without a change {s.longest_still():.1f} s"
+    )
+    return took
+
+
+def app_sweep_profiles() -> float:
+    return _sweep("sweep_profiles", "profiles", "profiles_sweep_run")
+
+
+def app_sweep_lda() -> float:
+    return _sweep("sweep_lda", "lda", "ldat_run_w")
+
+
+def app_report(study: dict[str, Any]) -> float:
+    """bench/report.py's three releases added to a new session's study, the Report page opened, then
+    "Build the report" pressed (timed, by part)."""
+    from bench.report import PARTS, Parts, patched
+    from tests.apptest_support import add_release, page_app
+    from ui import cache
+
+    cache.clear()
+    at = page_app("pages/report.py")
+    at.run()
+    _ok(at)
+    for name, m in study["made"].items():
+        add_release(at, name, m.release, m.entry.settings)
+    at.run()
+    _ok(at)
+    parts = Parts()
+    with patched(parts, reference=False):
+        took = _timed(lambda: at.button(key="report_build").click().run())
+    _ok(at)
+    if any("cannot be built" in e.value for e in at.error):
+        raise RuntimeError([e.value for e in at.error])
+    spent = ", ".join(f"{p} {parts.times[p]:.2f}" for p in PARTS[:-1] if parts.times.get(p, 0) >= 0.005)
+    NOTES.setdefault("report", []).append(f"build parts (s): {spent}")
+    return took
+
+
 # ------------------------------------------------------------------------------ the engine alone
 _ENGINE_LOAD = """
 import time
@@ -172,7 +328,7 @@ def engine_load() -> float:
     return float(out.stdout.strip().splitlines()[-1])
 
 
-def engine_cases(releases) -> dict[str, Callable[[], object]]:
+def engine_cases(releases, study: dict[str, Any] | None) -> dict[str, Callable[[], object]]:
     from engine import risk
     from engine.adversary import Adversary
     from engine.anonymize.population import compare_scopes
@@ -211,7 +367,40 @@ def engine_cases(releases) -> dict[str, Callable[[], object]]:
         for _settings, release in releases:
             risk.verify(release, Adversary("population", "single_visit"), k, population)
 
+    def sweep_profiles() -> None:  # ui.views.profiles' defaults, the engine's uncached point
+        from engine.io.imports import default_utility_policy
+        from engine.study.experiments import profiles_point, profiles_sweep
+
+        policy = default_utility_policy(cohort.items)[0]
+        point = profiles_point(cohort, policy)  # type: ignore[arg-type]
+        profiles_sweep(point, (2, 5, 10, 15, 20, 25), ("single_visit", "all_visits"))
+
+    def sweep_lda() -> None:  # the view's point: LDASettings' run and its ILM, ALM and AvgRE
+        from engine.anonymize.trajectories import default_age_domain
+        from engine.study.experiments import lda_measures, lda_sweep_weights
+
+        assert cohort.event_age is not None  # the sample has ages
+        lo, hi = default_age_domain(cohort.event_age)
+        alone = RunInputs(cohort, cohort)  # the view's inputs: the cohort its own population
+        lda_sweep_weights(
+            None,
+            2,
+            [round(0.1 * i, 1) for i in range(1, 10)],
+            point=lambda k, w, m: lda_measures(
+                LDASettings(k=k, w_icd=w, alignment=m, age_low=lo, age_high=hi).run_result(alone)
+            ),
+        )
+
+    def report() -> None:  # bench/report.py's session path: the build and each format once
+        from bench.report import run, session_memos
+
+        assert study is not None
+        run(study, "session", session_memos(study))
+
     return {
+        "sweep_profiles": sweep_profiles,
+        "sweep_lda": sweep_lda,
+        "report": report,
         "labs": labs,
         # the scope the app runs by default (the sidebar's cohort adversary): the step-by-step loop
         "gccens": lambda: GCCensSettings(k=fresh_k(), scope="cohort", codes=CodeSelection("all")).run(inputs),
@@ -232,6 +421,13 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     rows = args.rows.split(",")
     releases = _study_releases()[1] if "rekey" in rows else []
+    study = None
+    if "report" in rows:
+        from bench.report import sample_study
+        from engine.utility.phewas import phecode_table
+
+        phecode_table()  # read once per process, as in the app
+        study = sample_study()
     app: dict[str, Callable[[], float]] = {
         "load": app_load,
         "labs": app_labs,
@@ -240,6 +436,9 @@ def main(argv: list[str] | None = None) -> int:
         "lda": lambda: app_open("lda"),
         "heatherly": app_heatherly_completion,
         "rekey": lambda: app_rekey(releases),
+        "sweep_profiles": app_sweep_profiles,
+        "sweep_lda": app_sweep_lda,
+        "report": lambda: app_report(study),  # type: ignore[arg-type]
     }
     print(f"median of {args.repeat}, each at a k this process had not computed before\n")
     print(f"| {'interaction (AppTest)':<45} | {'median':>8} | {'runs':<20} | target |")
@@ -251,11 +450,14 @@ def main(argv: list[str] | None = None) -> int:
         flag = "" if med <= target else " over"
         runs = " ".join(f"{t:.2f}" for t in times)
         print(f"| {label:<45} | {med:6.2f} s | {runs:<20} | ≤ {target:g} s{flag}", flush=True)
+    for row in rows:
+        for i, note in enumerate(NOTES.get(row, []), 1):
+            print(f"  {row}, run {i}: {note}")
     if args.no_engine:
         return 0
     print(f"\n| {'the same through the engine alone':<45} | {'median':>8} | {'runs':<20} |")
     print(f"|{'-' * 47}|{'-' * 10}|{'-' * 22}|")
-    cases: dict[str, Callable[[], object]] = {"load": engine_load, **engine_cases(releases)}
+    cases: dict[str, Callable[[], object]] = {"load": engine_load, **engine_cases(releases, study)}
     for row in rows:
         fn = cases[row]
         times = [fn() if row == "load" else _timed(fn) for _ in range(args.repeat)]  # type: ignore[misc]
