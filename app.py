@@ -9,7 +9,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from ui import auth, resume, sidebar
+from ui import auth, cache, resume, sidebar
 from ui.context import follow_deep_link
 
 # The favicon from the checkout's assets/ (found through ui/, also when AppTest runs a copy of this
@@ -34,6 +34,7 @@ if user.admin:  # COHORTSHIELD_ADMINS, or the single user of local mode
     PAGES.append(st.Page("pages/audit.py", title="Audit log", icon=":material/policy:"))
 
 navigation = st.navigation(PAGES)
-follow_deep_link()
-sidebar.render()
-resume.serve(navigation)  # the Resume offer, the page, then the save of the work (ui/resume.py)
+with cache.engine_scope():  # the engine's memos of this run are this session's (issue 24: ui/cache.py)
+    follow_deep_link()
+    sidebar.render()
+    resume.serve(navigation)  # the Resume offer, the page, then the save of the work (ui/resume.py)

@@ -64,10 +64,11 @@ def page_app(
             f"def _page():\n    _view.{function}(_current())\n\n"
         )
         target = "st.Page(_page, title='view')"
-    text = (
-        "import streamlit as st\nfrom ui import sidebar\n"
+    text = (  # as app.py: the sidebar and the page with the engine's memos in this session
+        "import streamlit as st\nfrom ui import cache, sidebar\n"
         + body
-        + f"navigation = st.navigation([{target}])\nsidebar.render()\nnavigation.run()\n"
+        + f"navigation = st.navigation([{target}])\n"
+        + "with cache.engine_scope():\n    sidebar.render()\n    navigation.run()\n"
     )
     at = AppTest.from_string(text, default_timeout=timeout)
     for key, value in (state or {}).items():

@@ -1,6 +1,7 @@
 """Issue 24, "one cache mechanism, bounded": `ui.cache` is the app's one memo. A bounded LRU per name;
 the same key computes once; results derived from an upload stay in their session (two sessions on one
 upload compute it twice), results of the shipped sample are shared (two sessions compute them once);
+the engine's own memos of a run are the session's too (`engine_scope`: tests/test_engine_memo.py);
 and ui/ and pages/ hold no other cache (no SharedMemo, no dict memo in session state, no Streamlit
 cache outside `ui.cache.STREAMLIT_CACHES`)."""
 
@@ -16,6 +17,7 @@ import pandas as pd
 import pytest
 from apptest_support import page_app, page_text
 
+from engine import memo as engine_memo
 from engine.study import runs
 from ui import cache
 from ui.context import Context
@@ -135,6 +137,7 @@ def counted(monkeypatch):
     monkeypatch.setattr(runs.GCCensSettings, "release_of", counting_release)
     monkeypatch.setattr(ui.sidebar, "load_uploaded", counting_load)
     cache.clear()
+    engine_memo.clear()
     return calls
 
 
@@ -165,6 +168,7 @@ def test_two_sessions_on_an_upload_share_nothing(counted):
     made = counted["releases"]
     assert made > 0 and counted["uploads"] == 1
     assert all(cache.shared_size(name) == 0 for name in SHAREABLE), "an upload's result was shared"
+    assert engine_memo.held_count() == 0, "the engine kept an upload's work in the process"
     assert "_cache_previews" in first.session_state  # held in the session
 
     second = _gccens_session(_events_csv())

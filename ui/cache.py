@@ -16,6 +16,18 @@ derived from.
 - `held(name, key, *, data=None)` / `put(name, key, value, *, size, data=None)`: read or record an
   entry without computing (a release a view made another way, recorded as the study's preview).
 
+The engine's own memos (`engine.memo`: the work a method does once per data, e.g. Heatherly's
+utility groups, the LDA's prepared input) are kept the same way: `engine_scope()` installs this
+session's store for them (app.py, around every script run), under names prefixed "engine " (declared
+by the same `_cache_` family), so nothing an upload gives the engine outlives its session or reaches
+another. Outside a script run (the command line, engine tests) the engine keeps them in its process.
+
+`recording()` / `replay(entries)`: the journal of a worker process (ui/worker.py). Inside
+`recording()`, every entry `memo`, `put` and the engine's store keep in this thread is recorded, in
+order, as an `Entry` (picklable when its value is); `replay` stores the entries again where they were
+stored (this session, or the process-wide store for the shipped sample's). `load_shipped` records
+nothing: every process loads the shipped sample from its files.
+
 The caller states `data`, and names in it everything the result is derived from that could be a
 user's: leave it None (this session only) when a user's file or edited table is among the inputs (an
 uploaded utility policy or hierarchy), even on the sample. Keys name the data by content
@@ -34,21 +46,26 @@ with one exception (`STREAMLIT_CACHES`, checked by tests/test_cache.py):
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
+from contextvars import ContextVar, Token
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 import streamlit as st
 
+from engine import memo as engine_memo
 from ui import state
 from ui.context import Context
 from ui.progress import yield_check
 
 T = TypeVar("T")
 PREFIX = "_cache_"  # session state: PREFIX + name -> that name's OrderedDict (key -> value)
+ENGINE = "engine "  # the names of the engine's memos in this session (`engine_scope`)
 state.declare(__name__, prefixes=(PREFIX,))
 
 # the Streamlit caches left in ui/ and pages/, (file, function) -> why (tests/test_cache.py)
@@ -91,6 +108,12 @@ class Shared:
 
     def __len__(self) -> int:
         return len(self._data)
+
+    def after_fork(self) -> None:
+        """In a forked worker: new locks, and no computation under way (the parent's threads that
+        were computing will never store their results in the child's copy)."""
+        self._lock = threading.Lock()
+        self._running = {}
 
     def compute(self, key: Hashable, fn: Callable[[], T]) -> T:
         """The value of `key`, computed by `fn()` unless held or being computed by another caller."""
@@ -182,6 +205,48 @@ def _spinning(text: str | None):
     return st.spinner(text) if text else nullcontext()
 
 
+@dataclass(frozen=True)
+class Entry:
+    """One entry a cache stored: under `name` and `key`, bounded at `size`, in the process-wide store
+    (`shared`) or this session's (`recording`, `replay`)."""
+
+    name: str
+    key: Hashable
+    value: Any
+    size: int
+    shared: bool
+
+
+_JOURNALS: ContextVar[tuple[list[Entry], ...]] = ContextVar("ui_cache_journals", default=())
+
+
+def _record(name: str, key: Hashable, value: Any, size: int, shared: bool) -> None:
+    journals = _JOURNALS.get()
+    if journals:
+        entry = Entry(name, key, value, size, shared)
+        for journal in journals:
+            journal.append(entry)
+
+
+def _store_session(name: str, key: Hashable, value: Any, size: int) -> None:
+    _put(_session(name, size), key, value, size)
+    _record(name, key, value, size, False)
+
+
+def _store_shared(name: str, key: Hashable, value: Any, size: int) -> None:
+    _shared(name, size).put(key, value)
+    _record(name, key, value, size, True)
+
+
+def _held_here(name: str, key: Hashable, default: Any) -> Any:
+    """This session's entry of `key` under `name` (now the most recently used), `default` when absent."""
+    here = st.session_state.get(PREFIX + name)
+    if here is None or key not in here:
+        return default
+    here.move_to_end(key)
+    return here[key]
+
+
 def memo(
     name: str,
     key: Hashable,
@@ -198,15 +263,24 @@ def memo(
         hit = store.get(key, _MISSING)
         if hit is not _MISSING:
             return hit
+        computed: list[T] = []
+
+        def computing() -> T:
+            computed.append(compute())
+            return computed[0]
+
         with _spinning(spinner):
-            return store.compute(key, compute)
-    held_here = _session(name, size)
-    if key in held_here:
-        held_here.move_to_end(key)
-        return held_here[key]
+            value = store.compute(key, computing)
+        if computed:  # computed here, not by another session this one waited for
+            _record(name, key, value, size, True)
+        return value
+    _session(name, size)
+    hit = _held_here(name, key, _MISSING)
+    if hit is not _MISSING:
+        return hit
     with _spinning(spinner):
         value = compute()
-    _put(held_here, key, value, size)
+    _store_session(name, key, value, size)
     return value
 
 
@@ -222,19 +296,62 @@ def held(name: str, key: Hashable, *, data: Any = None) -> Any:
     if shipped(data):
         store = _SHARED.get(name)
         return None if store is None else store.get(key)
-    here = st.session_state.get(PREFIX + name)
-    if here is None or key not in here:
-        return None
-    here.move_to_end(key)
-    return here[key]
+    return _held_here(name, key, None)
 
 
 def put(name: str, key: Hashable, value: Any, *, size: int, data: Any = None) -> None:
     """Record `value` as the entry of `key` under `name` (where `memo` with this `data` holds it)."""
     if shipped(data):
-        _shared(name, size).put(key, value)
+        _store_shared(name, key, value, size)
     else:
-        _put(_session(name, size), key, value, size)
+        _store_session(name, key, value, size)
+
+
+class _EngineStore:
+    """`engine.memo`'s store during a script run (`engine_scope`): this session's state, under the
+    engine's names prefixed `ENGINE`. Stateless: it reads the session of the run it is called in."""
+
+    def get(self, name: str, key: Hashable, default: Any) -> Any:
+        return _held_here(ENGINE + name, key, default)
+
+    def put(self, name: str, key: Hashable, value: Any, size: int) -> None:
+        _store_session(ENGINE + name, key, value, size)
+
+
+def engine_scope() -> AbstractContextManager[engine_memo.Store]:
+    """Keep the engine's memos (`engine.memo`) of the code run inside in this session (app.py wraps
+    every script run in it)."""
+    return engine_memo.scope(_EngineStore())
+
+
+class _Recording:
+    """`recording()`'s context manager: records from `__enter__` until `__exit__` (a worker that
+    records until it ends calls only `__enter__`: nothing stops the recording when this object goes)."""
+
+    def __init__(self) -> None:
+        self.journal: list[Entry] = []
+        self._token: Token | None = None
+
+    def __enter__(self) -> list[Entry]:
+        self._token = _JOURNALS.set((*_JOURNALS.get(), self.journal))
+        return self.journal
+
+    def __exit__(self, *exc: object) -> None:
+        if self._token is not None:
+            _JOURNALS.reset(self._token)
+            self._token = None
+
+
+def recording() -> AbstractContextManager[list[Entry]]:
+    """A list of every entry stored in this thread while inside, in order (module docstring)."""
+    return _Recording()
+
+
+def replay(entries: list[Entry]) -> None:
+    """Store `entries` (a `recording`'s) again where they were stored: this session, or the
+    process-wide store of their name."""
+    for e in entries:
+        (_store_shared if e.shared else _store_session)(e.name, e.key, e.value, e.size)
 
 
 class _Loaded(Protocol):
@@ -272,3 +389,18 @@ def shared_size(name: str) -> int:
     """How many entries the process-wide store of `name` holds now (0 when never used)."""
     store = _SHARED.get(name)
     return 0 if store is None else len(store)
+
+
+def after_fork() -> None:
+    """In a worker forked from the server (ui/worker.py): new locks, since another thread of the
+    server may have held one at the fork, and no shared computation under way (the threads computing
+    are the server's, and never store in the child's copy). Run at every fork (`os.register_at_fork`);
+    calling it again is harmless."""
+    global _LOCK
+    _LOCK = threading.Lock()
+    for store in list(_SHARED.values()):
+        store.after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=after_fork)
