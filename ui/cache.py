@@ -61,7 +61,7 @@ import streamlit as st
 from engine import memo as engine_memo
 from ui import state
 from ui.context import Context
-from ui.progress import yield_check
+from ui.script_run import yield_check
 
 T = TypeVar("T")
 PREFIX = "_cache_"  # session state: PREFIX + name -> that name's OrderedDict (key -> value)
