@@ -28,6 +28,7 @@ are dropped, and so are patients left without days. All draws come from `numpy.r
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal
@@ -122,10 +123,26 @@ class PatientDays:
         """(n_labs,) number of patient-days on which each lab was ordered."""
         return np.bincount(self.matrix.indices, minlength=self.n_labs)
 
+    def _unchanged_by(self, keep: np.ndarray) -> bool:
+        """Whether `restrict_labs` keeping the labs `keep` would rebuild exactly these patient-days: every
+        lab kept, every day and patient non-empty, the matrix canonical (sorted, no duplicate entries),
+        int64 pointers."""
+        m = self.matrix
+        return (
+            len(keep) == self.n_labs
+            and bool(np.all(np.diff(m.indptr) > 0))
+            and bool(np.all(self.days_per_patient > 0))
+            and m.has_canonical_format
+            and self.patient_ptr.dtype == np.int64
+        )
+
     def restrict_labs(self, min_orders: int) -> PatientDays:
         """Keep labs ordered on at least `min_orders` patient-days (section 2.3), then drop empty days
-        and patients left without days."""
+        and patients left without days. Nothing to drop (every lab kept, no day or patient left empty):
+        these patient-days themselves, as the restriction would build them again."""
         keep = np.flatnonzero(self.lab_orders() >= min_orders)
+        if self._unchanged_by(keep):
+            return self
         m = self.matrix[:, keep].tocsr()
         m.sort_indices()
         nonempty = np.diff(m.indptr) > 0
@@ -145,28 +162,29 @@ class PatientDays:
 def patient_days(labs: pd.DataFrame) -> PatientDays:
     """Collapse lab orders to binary patient-day vectors (section 2.3.1).
 
-    `labs` is a validated frame (`engine.io.loaders.load_labs`, or `Dataset.labs`)."""
+    `labs` is a validated frame (`engine.io.loaders.load_labs`, or `Dataset.labs`). Integer days are
+    keyed by their offset from the first day, not ranked; a file sorted by patient, day and lab (as
+    the loaders' and the sample's are) is taken as it stands, with no sort (`_sorted_unique`)."""
     missing = [c for c in LAB_COLUMNS if c not in labs.columns]
     if missing:
         raise ValueError(f"lab orders need columns {list(LAB_COLUMNS)}; missing {missing}")
     if len(labs) == 0:
         raise ValueError("no lab orders to analyse")
     p_code, patient_ids = _codes(labs[PATIENT], sort=False)
-    day_values = labs[DAY]
-    if not (pd.api.types.is_numeric_dtype(day_values) or pd.api.types.is_datetime64_any_dtype(day_values)):
-        day_values = day_values.astype(str)
-    d_code, day_uniques = _codes(day_values, sort=True)
     lab_values = labs[LAB]
     if not isinstance(lab_values.dtype, pd.CategoricalDtype):
         lab_values = lab_values.astype(str)
     l_code, lab_labels = _codes(lab_values, sort=True)
-    n_day_values = max(len(day_uniques), 1)
+    d_code, n_day_values, day_label = _day_codes(labs[DAY], len(patient_ids))
     uniq_day_key, day_row = _sorted_unique(p_code * n_day_values + d_code)
     n_days = len(uniq_day_key)
     row_patient = uniq_day_key // n_day_values
     n_labs = len(lab_labels)
-    cell, _ = _sorted_unique(day_row * n_labs + l_code)
-    rows, cols = np.divmod(cell, n_labs)
+    cell = day_row * n_labs + l_code
+    if len(cell) and bool(np.all(cell[1:] > cell[:-1])):  # sorted, no same-day repeat: the rows as they are
+        rows, cols = day_row, l_code
+    else:
+        rows, cols = np.divmod(_sorted_unique(cell)[0], n_labs)
     indptr = np.zeros(n_days + 1, dtype=np.int64)
     np.cumsum(np.bincount(rows, minlength=n_days), out=indptr[1:])
     matrix = sp.csr_matrix(
@@ -178,9 +196,29 @@ def patient_days(labs: pd.DataFrame) -> PatientDays:
         patient_ids=np.asarray(patient_ids).astype(str).astype(object),
         labs=np.asarray(lab_labels).astype(str).astype(object),
         patient_ptr=patient_ptr,
-        day_labels=np.asarray(day_uniques)[uniq_day_key % n_day_values],
+        day_labels=day_label(uniq_day_key % n_day_values),
         matrix=matrix,
     )
+
+
+def _day_codes(
+    values: pd.Series, n_patients: int
+) -> tuple[np.ndarray, int, Callable[[np.ndarray], np.ndarray]]:
+    """(codes, number of code values, code -> day label) of the day column, codes in day order (numeric
+    days numerically, other labels as text). Integer days: their offset from the first day when
+    patients x day span fits in int64 (no ranking); otherwise each distinct day's rank."""
+    if isinstance(values.dtype, np.dtype) and values.dtype.kind in "iu" and values.dtype.itemsize <= 8:
+        days = values.to_numpy()
+        first, last = int(days.min()), int(days.max())
+        span = last - first + 1
+        if span * max(n_patients, 1) < 2**62 and last < 2**63:
+            codes = days.astype(np.int64) - first
+            return codes, span, lambda c: (c + first).astype(values.dtype)
+    if not (pd.api.types.is_numeric_dtype(values) or pd.api.types.is_datetime64_any_dtype(values)):
+        values = values.astype(str)
+    codes, uniques = _codes(values, sort=True)
+    labels = np.asarray(uniques)
+    return codes, max(len(uniques), 1), lambda c: labels[c]
 
 
 def concat_patient_days(parts: list[PatientDays]) -> PatientDays:
@@ -499,13 +537,16 @@ def _row_dots(a, rows_a: np.ndarray, b, rows_b: np.ndarray, chunk: int = 20_000)
 
 def _candidate_sims(centroid, cand: np.ndarray, q) -> np.ndarray:
     """(m, n_o) centroid[cand[i, j]] . q[i]. With dense centroids and sparse queries only the query's
-    nonzero columns are gathered (a day orders a few dozen of the labs)."""
+    nonzero columns are gathered (a day orders a few dozen of the labs), by flat position in the
+    centroids (one index array, not two broadcast ones)."""
     m, n_o = cand.shape
     if sp.issparse(q) and not sp.issparse(centroid):
         q = sp.csr_matrix(q)
         lens = np.diff(q.indptr)
         trial = np.repeat(np.arange(m), lens)
-        vals = centroid[cand[trial], q.indices[:, None]] * q.data[:, None]  # (nnz, n_o)
+        flat = np.ascontiguousarray(centroid).ravel()
+        at = cand[trial] * centroid.shape[1] + q.indices[:, None]
+        vals = np.take(flat, at) * q.data[:, None]  # (nnz, n_o)
         out = np.zeros((m, n_o))
         has = lens > 0
         if q.nnz:

@@ -31,7 +31,7 @@ from ui import format as fmt
 from ui import progress as progress_ui
 from ui.context import Context
 from ui.downloads import table_download
-from ui.fingerprints import frame_fingerprint, ids_fingerprint
+from ui.fingerprints import ids_fingerprint
 from ui.labs_charts import (
     curve_frame,
     paired_figure,
@@ -69,15 +69,41 @@ persist.register(
 
 
 # Every step below takes the Context the lab orders come from (`data`, for ui.cache) and a key that
-# names them by content: `patient_days`' key is the fingerprints of the lab orders and the group's ids,
-# every later key starts from the patient-days' own fingerprint.
-def patient_days(ctx: Context, key: str, labs: pd.DataFrame, ids: tuple[str, ...] | None) -> L.PatientDays:
-    """Patient-days of the population group (`key`: content fingerprints of the lab orders and ids)."""
+# names them: the patient-days are keyed on the lab-order frame itself and the group's ids (`lab_days`),
+# every later key starts from the patient-days' own content fingerprint.
+def lab_days(ctx: Context, labs: pd.DataFrame, ids: tuple[str, ...] | None) -> L.PatientDays:
+    """Patient-days of the lab orders: of every row (`ids` None) or of the rows of the patients `ids`.
 
-    def build() -> L.PatientDays:
-        return L.patient_days(labs if ids is None else labs[labs["patient_id"].astype(str).isin(set(ids))])
+    Keyed on the frame by identity (the entry holds the frame, so its id is not reused while the entry
+    lives; a loaded Dataset's frames are never modified, as `ui.fingerprints.frame_fingerprint` assumes)
+    and the ids' content fingerprint: naming the sample's 6.9 million rows by their content took a
+    second in every new session (issue 24). What follows is keyed on the patient-days' content."""
 
-    return cache.memo("lab days", key, build, size=_DAYS, data=ctx, spinner="Building patient-day vectors…")
+    def build() -> tuple[pd.DataFrame, L.PatientDays]:
+        rows = labs if ids is None else labs[labs["patient_id"].astype(str).isin(set(ids))]
+        return labs, L.patient_days(rows)
+
+    key = (id(labs), "all" if ids is None else ids_fingerprint(ids))
+    held, days = cache.memo(
+        "lab days", key, build, size=_DAYS, data=ctx, spinner="Building patient-day vectors…"
+    )
+    assert held is labs
+    return days
+
+
+def population_days(ctx: Context, labs: pd.DataFrame, population_ids) -> tuple[L.PatientDays, str]:
+    """The patient-days analysed and which: "all" (every lab order belongs to the population group),
+    "none" (none does: every lab order is analysed) or "group" (the group's lab orders only).
+    Membership is read on the patients with lab orders, not on every row."""
+    every = lab_days(ctx, labs, None)
+    ids = tuple(map(str, population_ids))
+    wanted = set(ids)
+    member = np.fromiter((p in wanted for p in every.patient_ids), dtype=bool, count=every.n_patients)
+    if member.all():
+        return every, "all"
+    if not member.any():
+        return every, "none"
+    return lab_days(ctx, labs, ids), "group"
 
 
 def uniqueness(ctx: Context, key: str, days: L.PatientDays) -> L.Uniqueness:
@@ -165,19 +191,14 @@ def render(ctx: Context) -> None:
         )
         return
 
-    population_ids = ctx.dataset.group_ids(ctx.population_group)
-    in_population = labs["patient_id"].astype(str).isin(set(map(str, population_ids)))
-    if not in_population.any():
+    days, which = population_days(ctx, labs, ctx.dataset.group_ids(ctx.population_group))
+    if which == "none":
         st.warning(
             f"No lab orders belong to the population group `{ctx.population_group}`: analysing every lab order."
         )
-        ids, group_label = None, "all patients with lab orders"
+        group_label = "all patients with lab orders"
     else:
-        ids = None if in_population.all() else tuple(map(str, population_ids))
         group_label = f"population group `{ctx.population_group}`"
-    # every row of the lab orders and every id of the group analysed (never a sampled hash)
-    data_key = f"{frame_fingerprint(labs)}:{'all' if ids is None else ids_fingerprint(ids)}"
-    days = patient_days(ctx, data_key, labs, ids)
     key = days.fingerprint
     query, query_label = KNOWLEDGE[ctx.adversary.knowledge]
     against, against_label = SCOPE[ctx.adversary.scope]
