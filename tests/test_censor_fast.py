@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+import scipy.sparse as sp
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -121,6 +122,22 @@ def cohorts(draw, extra: int = 0):
 def test_random_cohorts_equal_reference(cohort, k, variant, cap):
     problem = prepare(cohort, None, "cohort")
     _same(problem, k, problem.cap_vector(cap), variant)
+    _sparse_counts_agree(problem)
+
+
+def _sparse_counts_agree(problem):
+    """`held` (read from the cohort) and `maxima` are the dense counts' own."""
+    dense = sp.csr_matrix(problem.counts)
+    assert problem.held.shape == dense.shape and problem.held.has_sorted_indices
+    np.testing.assert_array_equal(problem.held.indptr, dense.indptr)
+    np.testing.assert_array_equal(problem.held.indices, dense.indices)
+    np.testing.assert_array_equal(problem.held.data, dense.data)
+    np.testing.assert_array_equal(problem.maxima, problem.counts.max(axis=0))
+
+
+def test_sample_sparse_counts_agree(sample_problems):
+    for problem in sample_problems.values():
+        _sparse_counts_agree(problem)
 
 
 @given(

@@ -63,6 +63,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Literal
 
 import numpy as np
@@ -360,6 +361,22 @@ class CensorProblem:
     def code_labels(self) -> list[str]:
         return [str(c) for c in self.cohort.items[self.codes]]
 
+    @cached_property
+    def maxima(self) -> np.ndarray:
+        """(d,) each code's largest repeat count in the sample (zeros without records); read-only."""
+        top = self.counts.max(axis=0) if len(self.counts) else np.zeros(len(self.codes), np.int64)
+        top = top.astype(np.int64)
+        top.flags.writeable = False
+        return top
+
+    @cached_property
+    def held(self) -> sp.csr_matrix:
+        """`counts` as a sparse matrix (records x codes, sorted indices, no explicit zeros), read from
+        the cohort's own counts rather than scanning the dense matrix."""
+        m = sp.csr_matrix(self.cohort.patient_item_counts[:, self.codes], dtype=np.int64)
+        m.sort_indices()
+        return m
+
     def default_caps(self) -> dict[str, int]:
         """The paper's automatic caps: each code's maximum repeat count in the sample."""
         return dict(zip(self.code_labels, self.counts.max(axis=0).tolist(), strict=True))
@@ -367,8 +384,7 @@ class CensorProblem:
     def cap_vector(self, cap: int | None = None, caps: Mapping[str, int] | None = None) -> np.ndarray:
         """(d,) caps: the universal `cap`, else per-code `caps`, else (and for codes not named) the
         sample maximum. Codes named but absent from the sample are ignored."""
-        top = self.counts.max(axis=0) if len(self.counts) else np.zeros(len(self.codes), np.int64)
-        out = top.astype(np.int64).copy()
+        out = self.maxima.copy()
         if cap is not None:
             if int(cap) < 0:
                 raise ValueError(f"the cap must be >= 0, not {cap}")
@@ -466,19 +482,20 @@ def _cohort_steps(
     progress: Progress | None,
 ) -> tuple[list[dict], bool]:
     """The cohort scope's loop (the candidates are the release y itself, thesis Algorithm 1 line 2 as
-    k-anonymity) in `censor_kernel.run`, y censored in place: (steps, k reached). Each record's
+    k-anonymity) in `censor_kernel.run`, y (column-major) censored in place: (steps, k reached). Each record's
     dominators are counted among the holders of its rarest code (`by_code`: who held each code after
     capping), stopping at k; the same steps and counts as the live bitset counter the loop used
     before (tests/reference_censor.py). Returns to Python every `STEP_BUDGET` steps for `progress`."""
     ck = _kernel()
     csr = (np.asarray(held.indptr, np.int64), np.asarray(held.indices, np.int64))
     csc = (np.asarray(by_code.indptr, np.int64), np.asarray(by_code.indices, np.int64))
-    below = ck.below_all(y, int(k), *csr, *csc)
+    yt = y.T  # codes x records, C-contiguous: y is column-major
+    below = ck.below_all(yt, int(k), *csr, *csc)
     level = cap.astype(np.int64, copy=True)
     sizes = sizes.astype(np.int64, copy=True)
     targeted = variant == "targeted"
     if targeted:
-        hist = ck.level_histogram(y, below, int(cap.max()) if len(cap) else 0, *csr, level, sizes)
+        hist = ck.level_histogram(yt, below, int(cap.max()) if len(cap) else 0, *csr, level, sizes)
     else:
         hist = np.zeros((1, 1), dtype=np.int64)
     ctrl = np.zeros(ck.N_CTRL, dtype=np.int64)
@@ -495,7 +512,7 @@ def _cohort_steps(
                 met / first_below if first_below else 1.0,
                 f"{met:,} of {first_below:,} records below k meet it (step {int(ctrl[ck.N_STEPS]) + 1})",
             )
-        status = ck.run(y, level, sizes, below, hist, targeted, int(k), *csr, *csc, ctrl, *steps_out, budget)
+        status = ck.run(yt, level, sizes, below, hist, targeted, int(k), *csr, *csc, ctrl, *steps_out, budget)
         if status != ck.BUDGET:
             break
     n = int(ctrl[ck.N_STEPS])
@@ -515,7 +532,8 @@ def censor_counts(
     kernel: Kernel = "dominance",
     progress: Progress | None = None,
 ) -> tuple[np.ndarray, np.ndarray, list[dict], bool]:
-    """Algorithm 1 on count vectors: (capped counts, released counts, steps, k reached).
+    """Algorithm 1 on count vectors: (capped counts, released counts, steps, k reached). The capped
+    counts are read-only (`problem.counts` itself when no cap is below a sample maximum).
 
     `progress(fraction, message)` is called before every censoring step, in this thread, with the
     share of the records first below k that meet it now (the faithful k-map path, which does not
@@ -529,21 +547,28 @@ def censor_counts(
         raise ValueError(f"k must be >= 1, not {k}")
     if progress is not None:
         progress(0.0, "capping, then counting the records below k")
-    capped = np.minimum(problem.counts, caps[None, :])  # line 1: preprocess
-    y = capped.copy()
-    m = len(y)
-    cap = np.minimum(caps, y.max(axis=0)) if m else caps.copy()  # working caps (see docstring)
-    sizes = (y == cap[None, :]).sum(axis=0) * (cap > 0)
+    m = len(problem.counts)
+    top = problem.maxima
+    if (caps >= top).all():  # line 1: preprocess (no cap below a sample maximum: nothing to cap)
+        capped = problem.counts.view()
+        capped.flags.writeable = False
+    else:
+        capped = np.minimum(problem.counts, caps[None, :])
+    cap = np.minimum(caps, top) if m else caps.copy()  # working caps (see docstring)
     counter = problem.counter_for(caps)
     # who holds each code (after capping; censoring only empties entries), so that the loop's column
     # and row work is proportional to the holders and the records' codes, not to the cohort or d
-    held = sp.csr_matrix(capped)
-    by_code = held.tocsc()
-    row_lengths = np.diff(held.indptr)
+    h = problem.held
+    held = sp.csr_matrix((np.minimum(h.data, caps[h.indices]), h.indices, h.indptr), shape=h.shape, copy=True)
+    held.eliminate_zeros()  # in place: on copies of `problem.held`'s index arrays
+    sizes = np.bincount(held.indices[held.data == cap[held.indices]], minlength=len(cap)) * (cap > 0)
     if kernel == "dominance" and variant == "faithful" and problem.scope == "population" and m:
         assert counter is not None
         y, exit_steps, reached = _faithful_by_exit_steps(problem, k, capped, cap, counter, held, progress)
         return capped, y, exit_steps, reached
+    y = np.array(capped, order="F")  # column-major, as `problem.counts`: a plain copy
+    by_code = held.tocsc()
+    row_lengths = np.diff(held.indptr)
     sparse_rows = (
         kernel != "risk" and problem.scope == "population" and counter is not None and not counter.dense
     )
@@ -796,7 +821,7 @@ def _release_mask(problem: CensorProblem, keep_counts: np.ndarray) -> tuple[np.n
     group_start = np.repeat(starts, np.diff(np.append(starts, len(sk))))
     rank = np.empty(len(key), dtype=np.int64)
     rank[order] = np.arange(len(sk)) - group_start
-    return rank < keep_counts.ravel()[key], rank
+    return rank < keep_counts[cohort.event_patient, col_of_item[cohort.event_item]], rank
 
 
 def gccens_run(
@@ -818,9 +843,7 @@ def gccens_run(
     removed = ~keep
     col_of_item = np.full(cohort.n_items, -1, dtype=np.int64)
     col_of_item[problem.codes] = np.arange(len(problem.codes))
-    ev_cap = capped.ravel()[
-        cohort.event_patient.astype(np.int64) * max(len(problem.codes), 1) + col_of_item[cohort.event_item]
-    ]
+    ev_cap = capped[cohort.event_patient, col_of_item[cohort.event_item]]  # any memory order
     stage = np.where(rank >= ev_cap, "cap", "censor")
     sup = {PATIENT: cohort.patient_ids[cohort.event_patient[removed]]}
     if cohort.has_visits:

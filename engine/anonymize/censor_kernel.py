@@ -13,7 +13,8 @@ Numba compiles these loops (`cache=True`: once per installation, then loaded fro
 `python -m engine.anonymize.warm`). A run returns to Python every `budget` steps (progress,
 cancellation) with the state left in its arrays, and resumes from it.
 
-State: `y` (records x codes, the release being censored, edited in place), `level` (faithful: each
+State: `yt` (codes x records, the release being censored, edited in place: the transpose of the
+caller's column-major matrix, so that a code's holders are read from one row), `level` (faithful: each
 code's working cap; targeted: the largest count of the code among the records below k), `sizes`
 (records at that level; 0: not a candidate), `below` (records below k), `hist` (targeted only:
 records below k holding code j exactly l times, `hist[j, l]`), `ctrl` (`N_BELOW`, `N_STEPS`) and the
@@ -36,7 +37,7 @@ _jit = njit(cache=True, nogil=True)
 
 @_jit
 def below_one(
-    y: np.ndarray,
+    yt: np.ndarray,
     r: int,
     k: int,
     held_ptr: np.ndarray,
@@ -45,19 +46,19 @@ def below_one(
     code_idx: np.ndarray,
     feats: np.ndarray,
 ) -> bool:
-    """Whether fewer than k records of y hold every code of record r at least as many times (r
+    """Whether fewer than k records of the release hold every code of record r at least as many times (r
     itself included); `feats` is scratch space of at least r's length."""
     n = 0
     rare = -1
     for p in range(held_ptr[r], held_ptr[r + 1]):
         j = held_idx[p]
-        if y[r, j] > 0:
+        if yt[j, r] > 0:
             feats[n] = j
             if rare < 0 or code_ptr[j + 1] - code_ptr[j] < code_ptr[rare + 1] - code_ptr[rare]:
                 rare = j
             n += 1
     if n == 0:  # no code: every record dominates it
-        return y.shape[0] < k
+        return yt.shape[1] < k
     count = 1  # the record itself
     if count >= k:
         return False
@@ -68,7 +69,7 @@ def below_one(
         ok = True
         for f in range(n):
             j = feats[f]
-            if y[c, j] < y[r, j]:
+            if yt[j, c] < yt[j, r]:
                 ok = False
                 break
         if ok:
@@ -80,19 +81,19 @@ def below_one(
 
 @_jit
 def below_all(
-    y: np.ndarray,
+    yt: np.ndarray,
     k: int,
     held_ptr: np.ndarray,
     held_idx: np.ndarray,
     code_ptr: np.ndarray,
     code_idx: np.ndarray,
 ) -> np.ndarray:
-    """`below_one` of every record of y."""
-    m = y.shape[0]
+    """`below_one` of every record."""
+    m = yt.shape[1]
     out = np.zeros(m, dtype=np.bool_)
-    feats = np.empty(max(y.shape[1], 1), dtype=np.int64)
+    feats = np.empty(max(yt.shape[0], 1), dtype=np.int64)
     for r in range(m):
-        out[r] = below_one(y, r, k, held_ptr, held_idx, code_ptr, code_idx, feats)
+        out[r] = below_one(yt, r, k, held_ptr, held_idx, code_ptr, code_idx, feats)
     return out
 
 
@@ -110,7 +111,7 @@ def _refresh(hist: np.ndarray, level: np.ndarray, sizes: np.ndarray, j: int) -> 
 
 @_jit
 def level_histogram(
-    y: np.ndarray,
+    yt: np.ndarray,
     below: np.ndarray,
     top: int,
     held_ptr: np.ndarray,
@@ -120,14 +121,14 @@ def level_histogram(
 ) -> np.ndarray:
     """Targeted: hist[j, l] = records below k holding code j exactly l times (l >= 1), with `level`
     and `sizes` filled from it."""
-    d = y.shape[1]
+    d = yt.shape[0]
     hist = np.zeros((d, top + 1), dtype=np.int64)
-    for r in range(y.shape[0]):
+    for r in range(yt.shape[1]):
         if below[r]:
             for p in range(held_ptr[r], held_ptr[r + 1]):
                 j = held_idx[p]
-                if y[r, j] > 0:
-                    hist[j, y[r, j]] += 1
+                if yt[j, r] > 0:
+                    hist[j, yt[j, r]] += 1
     for j in range(d):
         _refresh(hist, level, sizes, j)
     return hist
@@ -135,7 +136,7 @@ def level_histogram(
 
 @_jit
 def run(
-    y: np.ndarray,
+    yt: np.ndarray,
     level: np.ndarray,
     sizes: np.ndarray,
     below: np.ndarray,
@@ -156,9 +157,9 @@ def run(
     """Algorithm 1's loop from the state given, at most `budget` steps: DONE (no record below k),
     STUCK (records below k, no code left to censor) or BUDGET (call again to go on). The step
     arrays must have room for every step (at most the sum of the caps)."""
-    d = y.shape[1]
+    d = yt.shape[0]
     feats = np.empty(max(d, 1), dtype=np.int64)
-    at = np.empty(y.shape[0], dtype=np.int64)
+    at = np.empty(yt.shape[1], dtype=np.int64)
     big = np.iinfo(np.int64).max
     for _ in range(budget):
         if ctrl[N_BELOW] == 0:  # line 2
@@ -176,13 +177,13 @@ def run(
         censored = 0
         for p in range(code_ptr[o], code_ptr[o + 1]):
             h = code_idx[p]
-            if y[h, o] == lo:
+            if yt[o, h] == lo:
                 at[n_at] = h
                 n_at += 1
         for i in range(n_at):  # lines 12-14
             h = at[i]
             if not targeted or below[h]:
-                y[h, o] -= 1
+                yt[o, h] -= 1
                 censored += 1
         s = ctrl[N_STEPS]
         step_code[s] = o
@@ -197,18 +198,18 @@ def run(
         else:  # line 15, then the working cap drops to what is present
             top = 0
             for p in range(code_ptr[o], code_ptr[o + 1]):
-                top = max(top, y[code_idx[p], o])
+                top = max(top, yt[o, code_idx[p]])
             new = min(lo - 1, top)
             level[o] = new
             n_new = 0
             if new > 0:
                 for p in range(code_ptr[o], code_ptr[o + 1]):
-                    if y[code_idx[p], o] == new:
+                    if yt[o, code_idx[p]] == new:
                         n_new += 1
             sizes[o] = n_new
         for i in range(n_at):  # only these records can gain or lose dominators
             r = at[i]
-            now = below_one(y, r, k, held_ptr, held_idx, code_ptr, code_idx, feats)
+            now = below_one(yt, r, k, held_ptr, held_idx, code_ptr, code_idx, feats)
             if now == below[r]:
                 continue
             below[r] = now
@@ -217,7 +218,7 @@ def run(
                 sign = 1 if now else -1
                 for p in range(held_ptr[r], held_ptr[r + 1]):
                     j = held_idx[p]
-                    if y[r, j] > 0:
-                        hist[j, y[r, j]] += sign
+                    if yt[j, r] > 0:
+                        hist[j, yt[j, r]] += sign
                         _refresh(hist, level, sizes, j)
     return BUDGET
