@@ -13,14 +13,23 @@ Then "all codes on the sample" (issue 16): GCCens as the app runs it (`engine.st
 `engine/anonymize/censor.py` as of commit e6fef49 loaded from git, in the same run; both must give
 the same release.
 
-    .venv/bin/python bench/gccens.py [--quick] [--sample-only]
+Then "live" (issue 24, "Live means live"; `--live` prints only this): GCCens on all codes of the
+shipped sample as the app runs it (`GCCensSettings.run`, the engine alone) in both scopes, at k 5
+(and 3, 7), with the loop of today (the cohort scope's compiled loop, `engine.anonymize.censor_kernel`)
+against the loop as it was (tests/reference_censor.py) in the same run: the loop alone
+(`censor_counts`) and the whole engine run, medians of 3, the ratio, and whether the counts, steps
+and release are equal. The machine's load average is printed beside the figures.
+
+    .venv/bin/python -m bench.gccens [--quick] [--sample-only] [--live]
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -121,12 +130,12 @@ def tables(population: Records, sample: Records) -> None:
 OLD_COMMIT = "e6fef49"  # main before issue 16's kernel (per-target exact counts of every censored record)
 
 
-def _old_censor():
-    """engine/anonymize/censor.py as of OLD_COMMIT, loaded as its own module (None without git)."""
+def _old_censor(commit: str = OLD_COMMIT):
+    """engine/anonymize/censor.py as of `commit`, loaded as its own module (None without git)."""
     root = Path(__file__).resolve().parent.parent
     try:
         src = subprocess.run(
-            ["git", "show", f"{OLD_COMMIT}:engine/anonymize/censor.py"],
+            ["git", "show", f"{commit}:engine/anonymize/censor.py"],
             cwd=root,
             capture_output=True,
             text=True,
@@ -134,10 +143,10 @@ def _old_censor():
         ).stdout
     except (OSError, subprocess.CalledProcessError):
         return None
-    spec = importlib.util.spec_from_loader("censor_before_issue_16", loader=None)
+    spec = importlib.util.spec_from_loader(f"censor_at_{commit}", loader=None)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
-    exec(compile(src, f"{OLD_COMMIT}:engine/anonymize/censor.py", "exec"), module.__dict__)
+    exec(compile(src, f"{commit}:engine/anonymize/censor.py", "exec"), module.__dict__)
     return module
 
 
@@ -193,6 +202,84 @@ def all_codes_on_the_sample(variant: str = "faithful", old: bool = True) -> None
     )
 
 
+def _median(fn, repeat: int = 3):
+    """(last result, median wall seconds of `repeat` calls)."""
+    times, out = [], None
+    for _ in range(repeat):
+        out, t = timed(fn)
+        times.append(t)
+    return out, statistics.median(times)
+
+
+def _load() -> str:
+    return "load average " + " / ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+BEFORE_COMMIT = "bb4bcfb"  # main before issue 24's compiled cohort loop (eba19fb's numpy batches)
+
+
+def live(ks: tuple[int, ...] = (5, 3, 7), repeat: int = 3) -> None:
+    """Issue 24: all codes on the sample in both scopes, today's code against censor.py as it was
+    before (BEFORE_COMMIT, loaded from git) and against tests/reference_censor.py's loop, same
+    process: the loop alone (`censor_counts`) and the engine's whole run (`GCCensSettings.run`)."""
+    import functools
+    from unittest import mock
+
+    from engine.anonymize import censor
+    from engine.io import loaders
+    from engine.study.runs import CodeSelection, GCCensSettings, RunInputs
+    from tests.reference_censor import reference_censor_counts
+
+    before = _old_censor(BEFORE_COMMIT)
+    if before is None:
+        print("  live: git not available, not measured")
+        return
+    ds = loaders.load_sample_checked().data
+    inputs = RunInputs(ds.events, ds.group_records("cohort"), ds.group_records("biobank"))
+    # the compiled loop's first call in a process loads numba and the cached machine code
+    _, t_first = timed(GCCensSettings(k=2, scope="cohort", codes=CodeSelection("all")).run, inputs)
+    print(
+        f"\n== live (issue 24): GCCens on all codes of the sample, {inputs.cohort.n_patients:,} cohort "
+        f"records, population {inputs.population.n_patients:,}; median of {repeat} (seconds); {_load()}"
+    )
+    print(f"  first run in this process (numba loaded, kernels from their cache): {t_first:.2f} s")
+    print(
+        f"  loop alone (censor_counts): reference = tests/reference_censor.py, before = censor.py at "
+        f"{BEFORE_COMMIT}; engine = GCCensSettings.run (codes selected, prepared, censored, checked)"
+    )
+    print(
+        f"  {'scope':<11}{'k':>3}{'steps':>7}  {'reference':>10}{'before':>8}{'new':>7}{'before/new':>11}  "
+        f"{'engine before':>14}{'new':>7}{'before/new':>11}  equal"
+    )
+    patched = {
+        "prepare": before.prepare,
+        "select_codes": before.select_codes,
+        "gccens_run": before.gccens_run,
+    }
+    for scope in ("cohort", "population"):
+        for k in ks:
+            settings = GCCensSettings(k=k, scope=scope, codes=CodeSelection("all"))
+            problem = settings.prepare_input(inputs).problem
+            caps = problem.cap_vector()
+            new, t_new = _median(functools.partial(censor.censor_counts, problem, k, caps), repeat)
+            ref, t_ref = _median(functools.partial(reference_censor_counts, problem, k, caps), repeat)
+            old, t_old = _median(functools.partial(before.censor_counts, problem, k, caps), repeat)
+            same = all(
+                all(np.array_equal(a, b) for a, b in zip(new[:2], other[:2], strict=True))
+                and new[2:] == other[2:]
+                for other in (ref, old)
+            )
+            rel_new, e_new = _median(functools.partial(settings.run, inputs), repeat)
+            with mock.patch.multiple(censor, **patched):
+                rel_old, e_old = _median(functools.partial(settings.run, inputs), repeat)
+            same = same and rel_new.fingerprint == rel_old.fingerprint and rel_new.loss == rel_old.loss
+            print(
+                f"  {scope:<11}{k:>3}{len(new[2]):>7}  {t_ref:>10.3f}{t_old:>8.3f}{t_new:>7.3f}"
+                f"{t_old / t_new:>10.1f}x  {e_old:>14.3f}{e_new:>7.3f}{e_old / e_new:>10.1f}x  {same}"
+            )
+    print(f"  ({_load()})")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a tenth of the sizes")
@@ -204,7 +291,13 @@ def main() -> None:
     ap.add_argument(
         "--no-old", action="store_true", help="--sample-only without the old path (targeted: minutes)"
     )
+    ap.add_argument(
+        "--live", action="store_true", help="only issue 24's line: today's loop against the reference"
+    )
     args = ap.parse_args()
+    if args.live:
+        live()
+        return
     if args.sample_only:
         all_codes_on_the_sample(args.variant, not args.no_old)
         return
@@ -223,6 +316,7 @@ def main() -> None:
     population, sample = build(n_pop, n_sample, codes50, args.seed)
     run_case("50 codes", population, sample, k=5, cap=3, reference=True)
     all_codes_on_the_sample()
+    live()
     print(f"\npeak RSS {peak_mb():.0f} MB")
 
 

@@ -537,8 +537,9 @@ def censor_counts(
 
     `progress(fraction, message)` is called before every censoring step, in this thread, with the
     share of the records first below k that meet it now (the faithful k-map path, which does not
-    step: once per round of its exit-step search); it may raise to cancel the run (nothing is left
-    running: the loop holds no threads between steps)."""
+    step: once per round of its exit-step search; the cohort scope's compiled loop: every
+    `STEP_BUDGET` steps); it may raise to cancel the run (nothing is left running: the loop holds
+    no threads between steps)."""
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}, not {variant!r}")
     if kernel not in KERNELS:
