@@ -226,3 +226,24 @@ def reopen_in_new_session(name: str, data: bytes, mime: str = "application/json"
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     return at
+
+
+class Counts:
+    """Calls counted across processes (a file per name, a byte per call): the app's long runs happen
+    in worker processes forked from the test (ui/worker.py), whose in-memory counters the test never
+    sees. `counts.add(name)`; `counts[name]` / `counts.get(name, 0)` read the count."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+
+    def add(self, name: str) -> None:
+        with open(self.folder / name, "ab") as f:
+            f.write(b"x")
+
+    def __getitem__(self, name: str) -> int:
+        path = self.folder / name
+        return path.stat().st_size if path.exists() else 0
+
+    def get(self, name: str, default: int = 0) -> int:
+        return self[name] or default

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from apptest_support import page_app, page_text
+from apptest_support import Counts, page_app, page_text
 
 from engine import memo as engine_memo
 from engine.study import runs
@@ -118,20 +118,21 @@ def test_shipped_is_the_loaded_sample_by_identity_and_what_the_shared_store_deri
 
 # ------------------------------------------------------------------------- two sessions, AppTest
 @pytest.fixture
-def counted(monkeypatch):
+def counted(monkeypatch, tmp_path):
     """GCCens releases made (`GCCensSettings.release_of`, every release of the view) and uploads
-    parsed (`ui.sidebar.load_uploaded`) in this process, across AppTest sessions."""
+    parsed (`ui.sidebar.load_uploaded`), across AppTest sessions and the worker processes their runs
+    happen in (`apptest_support.Counts`)."""
     import ui.sidebar
 
-    calls = {"releases": 0, "uploads": 0}
+    calls = Counts(tmp_path / "counts")
     release_of, load_uploaded = runs.GCCensSettings.release_of, ui.sidebar.load_uploaded
 
     def counting_release(self, *args, **kwargs):
-        calls["releases"] += 1
+        calls.add("releases")
         return release_of(self, *args, **kwargs)
 
     def counting_load(*args, **kwargs):
-        calls["uploads"] += 1
+        calls.add("uploads")
         return load_uploaded(*args, **kwargs)
 
     monkeypatch.setattr(runs.GCCensSettings, "release_of", counting_release)
@@ -203,6 +204,7 @@ NOT_MEMOS = {
     ("ui/study.py", "MADE"): "the study's releases and their files (the user's work)",
     ("ui/downloads.py", "AUDIT_SESSION"): "this session's audit entries",
     ("ui/downloads.py", "PSEUDONYM_KEY"): "the session study's pseudonym key",
+    ("ui/worker.py", "_WORKERS"): "the worker processes running per place (killed when left)",
 }
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from apptest_support import page_app
+from apptest_support import Counts, page_app
 
 from engine.study import runs
 
@@ -18,16 +18,16 @@ pytestmark = pytest.mark.skipif(
 
 
 @pytest.fixture
-def counted(monkeypatch):
-    """Counts every release made per method (AppTest runs the script in this process): Heatherly's
-    `settings.run`, GCCens' `release_of` (its `run` calls it; the view makes its releases with it from
-    one preparation, issue 24)."""
-    calls: dict[str, int] = {}
+def counted(monkeypatch, tmp_path):
+    """Counts every release made per method, in this process and the worker processes the views'
+    runs happen in (`apptest_support.Counts`): Heatherly's `settings.run`, GCCens' `release_of` (its
+    `run` calls it; the view makes its releases with it from one preparation, issue 24)."""
+    calls = Counts(tmp_path / "counts")
     for cls, name in ((runs.GCCensSettings, "release_of"), (runs.HeatherlySettings, "run")):
         original = getattr(cls, name)
 
         def counting(self, *args, _original=original, **kwargs):
-            calls[self.method] = calls.get(self.method, 0) + 1
+            calls.add(self.method)
             return _original(self, *args, **kwargs)
 
         monkeypatch.setattr(cls, name, counting)
@@ -69,11 +69,11 @@ sys.path.insert(0, {root!r})
 import streamlit as st
 from ui import progress
 
-calls = st.session_state.setdefault("calls", [])
 job = st.session_state.setdefault("job", 1)
 
-def compute(step):
-    calls.append(job)
+def compute(step):  # runs in a worker process (ui/worker.py): the calls are counted in a file
+    with open({calls!r}, "a") as f:
+        f.write(f"{{job}} ")
     for i in range(3):
         step(i / 3, "steps")
     return f"done {{job}}"
@@ -82,32 +82,38 @@ st.write(f"result: {{progress.run('The job', compute, key='job', job=job)}}")
 """
 
 
-def test_a_cancelled_run_is_not_started_again_until_asked():
+def test_a_cancelled_run_is_not_started_again_until_asked(tmp_path):
     from streamlit.testing.v1 import AppTest
 
     from ui import progress
 
-    at = AppTest.from_string(_SCRIPT.format(root=str(ROOT)), default_timeout=60)
+    log = tmp_path / "calls"
+    log.write_text("")
+
+    def calls() -> list[int]:
+        return [int(j) for j in log.read_text().split()]
+
+    at = AppTest.from_string(_SCRIPT.format(root=str(ROOT), calls=str(log)), default_timeout=60)
     at.run()
     _ok(at)
-    assert at.session_state["calls"] == [1]
+    assert calls() == [1]
     assert "result: done 1" in [m.value for m in at.markdown]
     # what the Cancel button's on_click records (AppTest cannot click while the script runs)
     at.session_state[progress._CANCELLED] = {"job": 1}
     at.run()
     _ok(at)
-    assert at.session_state["calls"] == [1], "a cancelled job was started again"
+    assert calls() == [1], "a cancelled job was started again"
     assert "result: None" in [m.value for m in at.markdown]
     assert any("cancelled" in i.value for i in at.info)
     at.button(key="job_again").click().run()
     _ok(at)
-    assert at.session_state["calls"] == [1, 1]
+    assert calls() == [1, 1]
     # another job (the parameters changed) runs without asking
     at.session_state[progress._CANCELLED] = {"job": 1}
     at.session_state["job"] = 2
     at.run()
     _ok(at)
-    assert at.session_state["calls"] == [1, 1, 2]
+    assert calls() == [1, 1, 2]
     assert "result: done 2" in [m.value for m in at.markdown]
 
 

@@ -1,15 +1,20 @@
 """Progress and cancel for every long run of the app (issue 13, "Long work").
 
-`run(label, compute, key=..., job=...)` draws a progress bar and a Cancel button, then calls
-`compute(progress)`; the engine calls `progress(fraction, message)` in the script's thread (engine.study.runs
-`run(inputs, progress)`, the sweeps, the VAE). That callback is the cancellation point:
+`run(label, compute, key=..., job=...)` draws a progress bar and a Cancel button, then runs
+`compute(progress)` in a worker process (issue 24, ui/worker.py): the script thread waits without the
+GIL, so the server's other sessions are not held up, and the engine's `progress(fraction, message)`
+reports come back to move the bar. While it waits, the script asks Streamlit whether this run is
+still wanted:
 
-- it asks Streamlit whether this script run was superseded (a widget changed: with `runner.fastReruns`
-  the old run is told to stop and a new one starts at once) and raises Streamlit's StopException /
-  RerunException when it was, so superseded work stops at the engine's next step instead of running
-  on as an orphan (Streamlit itself only checks at its own calls, and an engine loop makes none);
-- the Cancel button is such a widget: its click stops the run the same way and records the job as
-  cancelled, so the next run shows "cancelled" and a "Run again" button instead of starting it again.
+- a rerun (a widget changed: with `runner.fastReruns` the old run is told to stop and a new one
+  starts at once) makes Streamlit's check raise RerunException; the worker runs on, and the new run
+  takes it up where it is when it asks for the same job at the same place, or kills it when it asks
+  for another (the superseded run is cancelled);
+- the Cancel button kills the worker at once and records the job as cancelled, so the next run
+  shows "cancelled" and a "Run again" button instead of starting it again.
+
+Where no worker can be forked (`engine.scale.forked.enabled`), `compute` runs in the script thread and
+the same check is made at each of the engine's progress calls.
 
 The bar is redrawn at most every `_REDRAW_S` seconds. It may be drawn from inside an `st.cache_data` /
 `st.cache_resource` function: its updates are kept out of the cached function's replay (a cached
@@ -32,22 +37,15 @@ from typing import Any, Generic, Literal, TypeVar, overload
 import streamlit as st
 
 from ui import state
+from ui import worker as workers
 from ui.literal import md
+from ui.script_run import yield_check
 from ui.state import ABSENT
 
 T = TypeVar("T")
 Progress = Callable[..., None]
 _CANCELLED = "_progress_cancelled"  # session state: run key -> the job cancelled there
 _REDRAW_S = 0.25
-
-
-def yield_check() -> Callable[[], None]:
-    """Streamlit's stop/rerun check of this script run (a no-op outside one)."""
-    try:
-        from streamlit.runtime.scriptrunner_utils.script_run_context import get_run_yield_check
-    except ImportError:  # an older Streamlit: its own calls (the bar) are the only yield points
-        return lambda: None
-    return get_run_yield_check() or (lambda: None)
 
 
 @contextmanager
@@ -101,6 +99,7 @@ def tracker(label: str, box: Any = None) -> Tracker:
 
 def _cancel(key: str, job: Hashable) -> None:
     st.session_state.setdefault(_CANCELLED, {})[key] = job
+    workers.cancel(key)  # the worker stops now, not when this rerun reaches it
 
 
 def cancelled(key: str, job: Hashable) -> bool:
@@ -167,6 +166,7 @@ def run(
     ask: bool = ...,
     ask_first: bool = ...,
     stale: Literal[False] = ...,
+    worker: bool = ...,
 ) -> T | None: ...
 
 
@@ -180,6 +180,7 @@ def run(
     ask: bool = ...,
     ask_first: bool = ...,
     stale: Literal[True],
+    worker: bool = ...,
 ) -> T | Stale[T] | None: ...
 
 
@@ -192,6 +193,7 @@ def run(
     ask: bool = False,
     ask_first: bool = False,
     stale: bool = False,
+    worker: bool = True,
 ) -> T | Stale[T] | None:
     """`compute(progress)` under a progress bar with a Cancel button; None when the user cancelled
     this `job` (the parameters of the run: another job at `key` starts afresh) and has not asked to
@@ -203,7 +205,9 @@ def run(
     message names the last run's time only when it took a second or more (issue 26: "took 0.0 s"
     before a 48 s run). A job run before starts by itself (its result is normally still cached).
     `stale` (issue 26, finding 5): while a changed job waits for "Run", the last job's result at `key`
-    comes back as `Stale(result, job)` for the view to draw greyed, instead of None."""
+    comes back as `Stale(result, job)` for the view to draw greyed, instead of None.
+    `worker` (issue 24): `compute` runs in a worker process (ui/worker.py); False keeps it in this
+    thread (a `compute` that must write more than the app's cache)."""
     memo: dict = st.session_state.setdefault(_CANCELLED, {})
     if key in memo and memo[key] != job:
         memo.pop(key)  # the parameters changed since the cancel: a new job
@@ -216,7 +220,7 @@ def run(
     ran: dict[str, _Ran] = st.session_state.setdefault(_RAN, {})
     last = ran.get(key)
     new_job = last is None or job not in last.jobs
-    if new_job and (ask_first or (ask and last is not None)):
+    if new_job and (ask_first or (ask and last is not None)) and not workers.underway(key, job):
         # issue 26: a run too slow even for a first preview (`ask_first`) asks too, and no other job's
         # time is quoted as this one's ("took 0.0 s" before a 48 s run): only a second or more is named
         took = f" The last run here took {last.seconds:.0f} s." if last and last.seconds >= 1 else ""
@@ -243,13 +247,20 @@ def run(
         c2.button("Cancel", key=f"{key}_cancel", on_click=_cancel, args=(key, job), help="Stop this run")
     start = time.monotonic()
     try:
-        result = compute(Tracker(bar, label))
+        tracker = Tracker(bar, label)
+        result = workers.run(compute, tracker, key=key, job=job) if worker else compute(tracker)
     finally:
         holder.empty()
     ran[key] = (last or _Ran()).after(job, time.monotonic() - start)
     if stale:
         hold(key, job, result)
     return result
+
+
+def underway(key: str, job: Hashable) -> bool:
+    """Whether a run of `job` at `key` is under way in a worker, left there by a rerun: a page whose
+    run starts on a button click calls `run` again for it on the next run, and so waits on."""
+    return workers.underway(key, job)
 
 
 def hold(key: str, job: Hashable, result: Any) -> None:

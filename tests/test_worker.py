@@ -1,0 +1,173 @@
+"""The app's long runs in worker processes (issue 24, ui/worker.py and ui/progress.py): a rerun leaves
+the worker running and the next run for the same job takes it up; a run for another job, or Cancel,
+kills it; what the worker stored in the app's cache comes back; the page's run happens elsewhere."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+from apptest_support import page_app
+
+from engine.scale import forked
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.skipif(not forked.enabled(), reason="no fork on this platform")
+
+
+class _Tracker:
+    """ui.progress.Tracker's two faces: called with reports, `check` deciding whether to wait on."""
+
+    def __init__(self, patience: float | None = None) -> None:
+        self.seen: list[tuple[float, str]] = []
+        self.start = time.monotonic()
+        self.patience = patience
+
+    def __call__(self, fraction: float, message: str = "") -> None:
+        self.seen.append((fraction, message))
+
+    def check(self) -> None:
+        from streamlit.runtime.scriptrunner_utils.exceptions import RerunException
+
+        if self.patience is not None and time.monotonic() - self.start > self.patience:
+            raise RerunException(None)
+
+
+def _slow(progress) -> int:
+    for i in range(8):
+        progress(i / 8, f"step {i}")
+        time.sleep(0.1)
+    return os.getpid()
+
+
+@pytest.fixture
+def session():
+    import streamlit as st
+
+    from ui import worker
+
+    yield st.session_state
+    for key in list(st.session_state.get(worker._WORKERS, {})):
+        worker.cancel(key)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_a_rerun_leaves_the_worker_running_and_the_same_job_takes_it_up(session) -> None:
+    from streamlit.runtime.scriptrunner_utils.exceptions import RerunException
+
+    from ui import worker
+
+    with pytest.raises(RerunException):
+        worker.run(_slow, _Tracker(patience=0.3), key="k", job=("data", 5))
+    assert worker.underway("k", ("data", 5))
+    first = session[worker._WORKERS]["k"].worker.pid
+    again = _Tracker()
+    pid = worker.run(_slow, again, key="k", job=("data", 5))
+    assert pid == first, "the run was started again instead of taken up"
+    assert again.seen[0][1] != "step 0"  # it showed where the worker was
+    assert not worker.underway("k", ("data", 5))
+
+
+def test_another_job_at_the_same_place_kills_the_superseded_worker(session) -> None:
+    from streamlit.runtime.scriptrunner_utils.exceptions import RerunException
+
+    from ui import worker
+
+    with pytest.raises(RerunException):
+        worker.run(_slow, _Tracker(patience=0.2), key="k", job=("data", 5))
+    old = session[worker._WORKERS]["k"].worker.pid
+    pid = worker.run(_slow, _Tracker(), key="k", job=("data", 6))
+    assert pid != old and not _alive(old)
+
+
+def test_cancel_kills_the_worker_at_once(session) -> None:
+    from streamlit.runtime.scriptrunner_utils.exceptions import RerunException
+
+    from ui import worker
+
+    with pytest.raises(RerunException):
+        worker.run(_slow, _Tracker(patience=0.2), key="k", job=1)
+    pid = session[worker._WORKERS]["k"].worker.pid
+    worker.cancel("k")
+    assert not _alive(pid) and not worker.underway("k", 1)
+
+
+def test_an_abandoned_worker_is_killed_by_the_next_run(session, monkeypatch) -> None:
+    from streamlit.runtime.scriptrunner_utils.exceptions import RerunException
+
+    from ui import worker
+
+    with pytest.raises(RerunException):
+        worker.run(_slow, _Tracker(patience=0.2), key="away", job=1)
+    pid = session[worker._WORKERS]["away"].worker.pid
+    monkeypatch.setattr(worker, "_ABANDONED_S", 0.0)
+    worker.run(lambda progress: 1, _Tracker(), key="elsewhere", job=2)
+    assert not _alive(pid)
+
+
+_SCRIPT = """
+import os, sys
+sys.path.insert(0, {root!r})
+import streamlit as st
+from ui import cache, progress
+
+def compute(step):
+    def work():
+        with open({count!r}, "a") as f:
+            f.write("x")
+        step(0.5, "half")
+        return os.getpid()
+    return cache.memo("worker test", "the key", work, size=2)
+
+st.write(f"pid: {{progress.run('The job', compute, key='job', job=1)}}")
+st.write(f"here: {{os.getpid()}}")
+st.button("again", key="again")
+"""
+
+
+def test_a_pages_run_happens_in_a_worker_and_its_cache_entry_comes_back(tmp_path: Path) -> None:
+    from streamlit.testing.v1 import AppTest
+
+    count = tmp_path / "count"
+    at = AppTest.from_string(_SCRIPT.format(root=str(ROOT), count=str(count)), default_timeout=60)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    texts = [m.value for m in at.markdown]
+    pid = next(t for t in texts if t.startswith("pid: ")).split()[-1]
+    here = next(t for t in texts if t.startswith("here: ")).split()[-1]
+    assert pid != here, "the run was not in a worker"
+    assert count.read_text() == "x"
+    at.button(key="again").click().run()
+    assert not at.exception
+    assert count.read_text() == "x", "the worker's cache entry did not come back: computed again"
+    assert f"pid: {pid}" in [m.value for m in at.markdown]
+
+
+def test_the_method_views_run_in_workers_and_agree_with_the_script_thread(monkeypatch) -> None:
+    """GCCens' view on the sample: the same release whether its run is in a worker or in this thread."""
+    from ui import cache
+
+    out = {}
+    for workers in ("1", "0"):
+        monkeypatch.setenv("COHORTSHIELD_WORKERS", workers)
+        cache.clear()
+        at = page_app(view=("ui.views.gccens", "render_anonymize"))
+        at.run()
+        assert not at.exception, [e.value for e in at.exception]
+        at.button(key="gcc_study_add").click().run()
+        assert not at.exception, [e.value for e in at.exception]
+        release = at.session_state["study"].releases[0]
+        # release.csv names patients by the session's own pseudonyms: its sha256 differs by session
+        code_map = dict(release.files)["code_map.csv"]
+        out[workers] = (code_map, release.verification, release.settings, release.data)
+    assert out["1"] == out["0"]
+    assert out["1"][1] is not None and out["1"][1].ok

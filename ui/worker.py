@@ -1,0 +1,146 @@
+"""The app's long runs in worker processes (issue 24): `run(compute, tracker, key=..., job=...)`.
+
+`compute(progress)` runs in a child process forked from the server (`engine.scale.forked.Worker`), so
+the script thread only waits, without the GIL: the server's other sessions are not held up and the
+work has a core of its own. The progress bar moves with the child's reports.
+
+While it waits, the script asks Streamlit whether this run is still wanted (`tracker.check`):
+- a rerun of the page (the user changed something: Streamlit's RerunException) leaves the worker running: the next run that asks
+  for the same job at the same place takes it up where it is, so a change elsewhere on the page loses
+  no work; a run that asks for another job there kills it (the superseded run is cancelled);
+- `cancel(key)` (the Cancel button) kills it at once;
+- a worker nobody took up again for `_ABANDONED_S` seconds (the user went to another page, or closed
+  the tab) is killed at the next run of any session.
+
+The child is a copy of this session at the call: `compute` reads the session's state and caches as they
+are. What it stores in the app's cache (`ui.cache`) is recorded there and stored again here when it
+succeeds (`cache.recording` / `cache.replay`), so the next run finds it as if it had run in this thread;
+every other write the child makes is lost with it, so a `compute` must write nothing else.
+"""
+
+from __future__ import annotations
+
+import pickle
+import threading
+import time
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import streamlit as st
+
+from engine.io.progress import Progress
+from engine.scale import forked
+from ui import cache, state
+from ui.script_run import mute_in_child
+from ui.state import ABSENT
+
+T = TypeVar("T")
+_WORKERS = "_workers"  # session state: run key -> the worker running there (`_Running`)
+state.declare(__name__, held={_WORKERS: ABSENT})
+_ABANDONED_S = 60.0
+_JOURNAL: list[list] = []  # in the child: the cache entries `compute` stored
+_ALL: dict[int, _Running] = {}  # every session's workers, for the sweep of abandoned ones
+_ALL_LOCK = threading.Lock()
+
+
+@dataclass
+class _Running:
+    worker: forked.Worker
+    job: Hashable
+    seen: float = field(default_factory=time.monotonic)
+
+
+def _start_child() -> None:
+    mute_in_child()
+    cache.after_fork()
+    _JOURNAL.append(cache.recording().__enter__())
+
+
+def _picklable(entries: list) -> list:
+    """The entries that can travel back (a value that cannot be pickled is computed again here)."""
+    out = []
+    for e in entries:
+        try:
+            pickle.dumps(e)
+        except Exception:
+            continue
+        out.append(e)
+    return out
+
+
+def _finish_child() -> list:
+    return _picklable(_JOURNAL[-1]) if _JOURNAL else []
+
+
+def _sweep() -> None:
+    """Kill the workers no run took up again for `_ABANDONED_S` seconds (any session's)."""
+    now = time.monotonic()
+    with _ALL_LOCK:
+        gone = [k for k, r in _ALL.items() if now - r.seen > _ABANDONED_S]
+        dropped = [_ALL.pop(k) for k in gone]
+    for r in dropped:
+        r.worker.kill()
+
+
+def _forget(key: str) -> _Running | None:
+    running = st.session_state.get(_WORKERS, {}).pop(key, None)
+    if running is not None:
+        with _ALL_LOCK:
+            _ALL.pop(id(running), None)
+    return running
+
+
+def cancel(key: str) -> None:
+    """Kill the worker running at `key` in this session, if any (the Cancel button)."""
+    running = _forget(key)
+    if running is not None:
+        running.worker.kill()
+
+
+def underway(key: str, job: Hashable) -> bool:
+    """Whether a worker of this session runs `job` at `key` (a run left by a rerun, to take up)."""
+    running = st.session_state.get(_WORKERS, {}).get(key)
+    return running is not None and running.job == job and running.worker.alive()
+
+
+def run(compute: Callable[[Progress], T], tracker: Any, *, key: str, job: Hashable) -> T:
+    """`compute(progress)` in a worker process for `job` at `key`: the one already running there
+    for this job taken up again, any other killed; `tracker` (ui.progress.Tracker) draws its progress
+    and decides (its `check`) whether this script run still waits."""
+    _sweep()
+    if not forked.enabled():
+        return compute(tracker)
+    mine: dict[str, _Running] = st.session_state.setdefault(_WORKERS, {})
+    running = mine.get(key)
+    if running is not None and running.job != job:
+        cancel(key)
+        running = None
+    if running is None:
+        running = mine[key] = _Running(
+            forked.Worker(compute, in_child=_start_child, finish=_finish_child), job
+        )
+        with _ALL_LOCK:
+            _ALL[id(running)] = running
+    try:
+        value = running.worker.wait(tracker, tracker.check)
+    except BaseException as exc:
+        if _left_running(exc):
+            running.seen = time.monotonic()  # a rerun: the next run for this job takes it up
+        else:
+            cancel(key)
+        raise
+    _forget(key)
+    running.worker.kill()
+    cache.replay(running.worker.extra or [])
+    return value
+
+
+def _left_running(exc: BaseException) -> bool:
+    """Whether `exc` is Streamlit stopping this script run for a rerun (the worker is left running;
+    a stop of the session, or anything else, kills it)."""
+    try:
+        from streamlit.runtime.scriptrunner_utils.exceptions import RerunException
+    except ImportError:
+        return False
+    return isinstance(exc, RerunException)
