@@ -10,7 +10,7 @@ from engine.report.bundle import make_bundle
 from engine.report.glossary import help_for
 from engine.report.report import SMALL_CELL_RULE, PhewasResults, ReleaseInput, ReportError, build_report
 from engine.study.study import StudyError, verification_matrix
-from ui import cache, honest, literal, measures, threshold
+from ui import cache, honest, literal, measures, progress, threshold
 from ui import study as session_study
 from ui.context import current, warn_if_whole_population
 from ui.downloads import AUDIT_SESSION, crosswalk_download, report_download
@@ -247,31 +247,42 @@ def _phewas_results(names: list[str]) -> PhewasResults | None:
     return PhewasResults(measures.original_phewas(ctx, settings), released)
 
 
-if st.button("Build the report", type="primary", key="report_build"):
-    with st.spinner("Verifying every release under the study's attacker and building the report…"):
-        inputs = {}
-        for n in chosen:
-            held = published[n][1]
-            v = session_study.reverify(ctx, held.release)
-            # the gate's files of this session (made when added), checked against the study's sha256
-            inputs[n] = ReleaseInput(held.release, v, (held.files or None) if v.ok else None)
-        try:
-            report = build_report(
-                study,
-                inputs,
-                ctx.population,
-                ctx.cohort,
-                genotypes=ctx.dataset.genotypes,
-                phewas=_phewas_results(chosen),
-                recipient=recipient,
-                reproducible=reproducible,
-                matrices={n: _matrix(published[n][1].release) for n in chosen},  # thresholds only
-            )
-        except ReportError as exc:
-            st.session_state[_BUILT] = (key, exc)
-        else:  # each format rendered once: the preview, the downloads and the bundle share the bytes
-            page = report.to_html()
-            st.session_state[_BUILT] = (key, report, page, report.to_pdf(), make_bundle(report))
+def _build(step) -> tuple | ReportError:
+    """The report and its files, each format rendered once (the preview, the downloads and the
+    bundle share the bytes); run in a worker process (issue 24), so it may write only the app's cache."""
+    inputs = {}
+    for i, n in enumerate(chosen):
+        step(0.5 * i / max(len(chosen), 1), f"verifying {n!r} under the study's attacker")
+        held = published[n][1]
+        v = session_study.reverify(ctx, held.release)
+        # the gate's files of this session (made when added), checked against the study's sha256
+        inputs[n] = ReleaseInput(held.release, v, (held.files or None) if v.ok else None)
+    step(0.5, "the PheWAS tables and the four-adversary matrices")
+    phewas = _phewas_results(chosen)
+    matrices = {n: _matrix(published[n][1].release) for n in chosen}  # thresholds only
+    step(0.7, "writing the report")
+    try:
+        report = build_report(
+            study,
+            inputs,
+            ctx.population,
+            ctx.cohort,
+            genotypes=ctx.dataset.genotypes,
+            phewas=phewas,
+            recipient=recipient,
+            reproducible=reproducible,
+            matrices=matrices,
+        )
+    except ReportError as exc:
+        return exc
+    step(0.8, "rendering the HTML and the PDF, packing the bundle")
+    return report, report.to_html(), report.to_pdf(), make_bundle(report)
+
+
+if st.button("Build the report", type="primary", key="report_build") or progress.underway("report_run", key):
+    made = progress.run("Building the report", _build, key="report_run", job=key)
+    if made is not None:
+        st.session_state[_BUILT] = (key, made) if isinstance(made, ReportError) else (key, *made)
 built = st.session_state.get(_BUILT)
 if built is None or built[0] != key:
     st.info("Build the report to download it; it reflects the releases and settings chosen above.")
