@@ -4,8 +4,9 @@ Plotly figures out; column identifiers shown in words (`LABELS`, issue 16)."""
 from __future__ import annotations
 
 import pandas as pd
-import plotly.express as px
 import plotly.graph_objects as go
+import plotly.io as pio
+from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from ui.colours import PALETTE, colour_map
@@ -44,9 +45,49 @@ def labelled(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.rename(columns=LABELS)
 
 
+def _express_template():
+    """The template plotly.express draws with: the default one, the "plotly" template when none is set."""
+    return pio.templates[pio.templates.default or "plotly"]
+
+
+def _express_layout() -> dict:
+    """The layout plotly.express gives a single plot: its axes, and its template when no default is
+    set (a figure takes the default one by itself; setting it costs milliseconds)."""
+    layout: dict = {
+        "xaxis": {"anchor": "y", "domain": [0.0, 1.0]},
+        "yaxis": {"anchor": "x", "domain": [0.0, 1.0]},
+    }
+    if not pio.templates.default:
+        layout["template"] = _express_template()
+    return layout
+
+
+def _first_colour() -> str:
+    """The colour plotly.express gives a single series: the template's first colour, else D3's."""
+    colorway = _express_template().layout.colorway
+    return colorway[0] if colorway else qualitative.D3[0]
+
+
 def cul_histogram(loss: pd.DataFrame) -> go.Figure:
-    """Distribution of per-record CUL (Tamersoy's CUL column, Figure 3)."""
-    fig = px.histogram(loss, x="cul", nbins=20)
+    """Distribution of per-record CUL (Tamersoy's CUL column, Figure 3). Built as graph objects: the
+    figure `plotly.express.histogram(loss, x="cul", nbins=20)` made, trace and layout alike, without its
+    several tens of milliseconds per rerun (issue 24; tests/reference_gccens_charts.py)."""
+    fig = go.Figure(
+        go.Histogram(
+            x=loss["cul"],
+            nbinsx=20,
+            bingroup="x",
+            hovertemplate="cul=%{x}<br>count=%{y}<extra></extra>",
+            legendgroup="",
+            marker={"color": _first_colour(), "pattern": {"shape": ""}},
+            name="",
+            orientation="v",
+            showlegend=False,
+            xaxis="x",
+            yaxis="y",
+        )
+    )
+    fig.update_layout(_express_layout(), legend={"tracegroupgap": 0}, barmode="relative")
     fig.update_layout(
         height=340,
         margin={"t": 30, "b": 10},
@@ -111,15 +152,36 @@ def retention_figure(compare: pd.DataFrame) -> go.Figure:
     ]
     long = compare.melt(id_vars=["variant"], value_vars=columns, var_name="measure", value_name="share")
     long["measure"] = long["measure"].map(LABELS)
-    fig = px.bar(
-        long,
-        y="measure",
-        x="share",
-        color="variant",
+    # graph objects, one bar trace per variant: what plotly.express.bar(long, y="measure", x="share",
+    # color="variant", barmode="group", orientation="h") made, without its cost (issue 24)
+    variants = list(long["variant"].unique())
+    colours = colour_map(variants)
+    fig = go.Figure()
+    for v in variants:
+        rows = long[long["variant"] == v]
+        fig.add_trace(
+            go.Bar(
+                alignmentgroup="True",
+                hovertemplate=f"Variant={v}<br>Share=%{{x}}<br>Measure=%{{y}}<extra></extra>",
+                legendgroup=v,
+                marker={"color": colours[v], "pattern": {"shape": ""}},
+                name=v,
+                offsetgroup=v,
+                orientation="h",
+                showlegend=True,
+                textposition="auto",
+                x=rows["share"].to_numpy(),
+                xaxis="x",
+                y=rows["measure"].to_numpy(),
+                yaxis="y",
+            )
+        )
+    fig.update_layout(
+        _express_layout(),
+        xaxis_title_text="Share",
+        yaxis_title_text="Measure",
+        legend={"title": {"text": "Variant"}, "tracegroupgap": 0},
         barmode="group",
-        orientation="h",
-        color_discrete_map=colour_map(long["variant"].unique()),
-        labels={"measure": "Measure", "share": "Share", "variant": "Variant"},
     )
     n = max(len(columns), 1) * max(long["variant"].nunique(), 1)
     fig.update_layout(
