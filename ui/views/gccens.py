@@ -36,7 +36,13 @@ from engine.report.glossary import help_for
 from engine.study.compare import code_set_text
 from engine.study.experiments import GCCENS_COLUMNS, gccens_point
 from engine.study.runs import CodeSelection, GCCensInput, GCCensSettings, RunInputs, code_frequency_order
-from engine.utility.censoring import censoring_loss, cul_statistics, records_side_by_side, release_cul
+from engine.utility.censoring import (
+    CULStatistics,
+    censoring_loss,
+    cul_statistics,
+    records_side_by_side,
+    release_cul,
+)
 from ui import cache, honest, persist
 from ui import format as fmt
 from ui import progress as progress_ui
@@ -85,17 +91,25 @@ _MEASURES, _CODE_ORDERS, _RELEASES, _INPUTS, _BASELINES, _SWEEP_ROWS = 32, 8, 32
 def _release_measures(release):
     """(per-record CUL, CUL statistics against the capped record, against the original record),
     keyed on everything they read (`release_key`): the export fingerprint alone mixed the measures of
-    two cohorts' releases (found by `make test` in a loop)."""
+    two cohorts' releases (found by `make test` in a loop). The statistics are those `gccens_run`
+    measured on this release (`loss["cul"]`, `loss["cul_vs_original"]`: the same function on the same
+    records), computed here only for a release that lacks them (issue 24: they were computed twice)."""
 
     def compute():
         loss = censoring_loss(release)
-        return (
-            loss,
-            cul_statistics(loss["cul"].to_numpy(), release),
-            cul_statistics(release_cul(release, "original"), release, "original"),
-        )
+        return loss, *_statistics(release, loss)
 
     return cache.memo("gccens measures", release_key(release), compute, size=_MEASURES, data=release)
+
+
+def _statistics(release, loss: pd.DataFrame) -> tuple[CULStatistics, CULStatistics]:
+    held = release.loss
+    if "cul" in held and "cul_vs_original" in held:
+        return CULStatistics(**held["cul"]), CULStatistics(**held["cul_vs_original"])
+    return (
+        cul_statistics(loss["cul"].to_numpy(), release),
+        cul_statistics(release_cul(release, "original"), release, "original"),
+    )
 
 
 def _code_order(cohort: Records) -> list[str]:
@@ -279,13 +293,9 @@ def _selection(ctx: Context, prefix: str) -> tuple | None:
     return mode, top_n, chosen
 
 
-def _caps(problem: CensorProblem, prefix: str) -> tuple | None:
-    kind = st.radio("Caps", CAP_MODES, horizontal=True, key=f"{prefix}capmode", help=help_for("cap"))
-    if kind == CAP_MODES[1]:
-        cap = int(
-            st.number_input("Universal cap (paper: 3)", 0, 100, key=f"{prefix}cap", help=help_for("cap"))
-        )
-        return ("universal", cap)
+def _cap_table(problem: CensorProblem) -> pd.DataFrame:
+    """Each code's records, mean and maximum repeats, and its default cap (the paper's scan of S: the
+    maximum repeat count in the cohort). Never modified by its readers."""
     counts = problem.counts
     table = pd.DataFrame(
         {
@@ -296,6 +306,19 @@ def _caps(problem: CensorProblem, prefix: str) -> tuple | None:
         }
     )
     table["cap"] = table["max repeats"]  # default: the paper's scan of S
+    return table
+
+
+def _caps(problem: CensorProblem, prefix: str) -> tuple | None:
+    kind = st.radio("Caps", CAP_MODES, horizontal=True, key=f"{prefix}capmode", help=help_for("cap"))
+    if kind == CAP_MODES[1]:
+        cap = int(
+            st.number_input("Universal cap (paper: 3)", 0, 100, key=f"{prefix}cap", help=help_for("cap"))
+        )
+        return ("universal", cap)
+    table = cache.memo(
+        "gccens cap tables", id(problem), lambda: (problem, _cap_table(problem)), size=_INPUTS
+    )[1]
     st.caption(
         "Per-code caps (default: each code's maximum repeat count in the cohort). Edit the cap column."
     )
