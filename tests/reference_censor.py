@@ -2,7 +2,12 @@
 8a2a106, `engine.anonymize.censor.censor_counts`), kept verbatim as the plain reference that
 tests/test_censor_fast.py and bench/gccens.py compare the current loop against (the cohort scope
 counted each record's dominators with `DominanceCounter(live=True)`, one bitset intersection per
-record)."""
+record).
+
+`_faithful_by_exit_steps` below is the population scope's faithful path as it was before its
+compiled search (issue 24; `engine.anonymize.censor._faithful_by_exit_steps` at commit 737f6e3),
+verbatim: each record's exit step by binary search in numpy batches, the dominance counts by
+`DominanceCounter.below_sparse`."""
 
 from __future__ import annotations
 
@@ -16,7 +21,6 @@ from engine.anonymize.censor import (
     DominanceCounter,
     Kernel,
     Variant,
-    _faithful_by_exit_steps,
     _level_histogram,
     _risk_distinguishability,
 )
@@ -150,3 +154,104 @@ def reference_censor_counts(
         n_below += int(below[flipped].sum()) - int((~below[flipped]).sum())
         if hist is not None and len(flipped):
             hist.flip(y, flipped, below[flipped])
+
+
+def _faithful_by_exit_steps(
+    problem: CensorProblem,
+    k: int,
+    capped: np.ndarray,
+    cap: np.ndarray,
+    counter: DominanceCounter,
+    held: sp.csr_matrix,
+    progress: Progress | None,
+) -> tuple[np.ndarray, list[dict], bool]:
+    """The faithful variant in the population scope without stepping (the default kernel).
+
+    The faithful step sequence does not depend on k: the step at level l of code j censors every
+    record holding j at least l times (all of them sit at the working cap then), so its size is
+    S_j(l) = #{records with capped count >= l} and the working cap drops to l - 1. As S_j(l) grows
+    while l falls, line 11's choice (fewest records, ties by code order) is the whole list of
+    (S_j(l), j, -l) sorted. After s steps a record holds min(capped, working cap) of each code, its
+    distinguishability can only grow with s (k-map: fewer codes, as many candidates or more), so each
+    record's exit step (the first s at which it meets k) is found by binary search, all records in
+    one batch per round; the loop stops at the largest exit step. Same release and steps as the
+    stepwise loop (`kernel="stepwise"`), which tests check."""
+    m, d = capped.shape
+    # the whole step sequence: one step per (code, level), level = cap .. 1
+    r, j = held.nonzero()
+    c = np.minimum(capped[r, j], cap[j])
+    top = int(cap.max()) if d else 0
+    at = np.bincount(j * (top + 1) + c, minlength=d * (top + 1)).reshape(d, top + 1)
+    at_least = np.cumsum(at[:, ::-1], axis=1)[:, ::-1]  # [j, l] = records holding j >= l times
+    step_code = np.repeat(np.arange(d), cap)
+    step_level = np.concatenate([np.arange(x, 0, -1) for x in cap.tolist()]) if d else np.zeros(0, np.int64)
+    step_level = step_level.astype(np.int64)
+    step_size = at_least[step_code, step_level]
+    order = np.lexsort((-step_level, step_code, step_size))
+    step_code, step_level, step_size = step_code[order], step_level[order], step_size[order]
+    n_steps = len(order)
+    # per code, the positions of its steps in increasing order (a global sorted key)
+    key = np.sort(step_code.astype(np.int64) * (n_steps + 1) + np.arange(n_steps))
+    code_start = np.searchsorted(key, np.arange(d, dtype=np.int64) * (n_steps + 1))
+
+    def working_cap(codes: np.ndarray, s: np.ndarray) -> np.ndarray:
+        """Each code's working cap after s steps (codes and s aligned)."""
+        done = np.searchsorted(key, codes.astype(np.int64) * (n_steps + 1) + s) - code_start[codes]
+        return cap[codes] - done
+
+    row_ptr, code_of = held.indptr, held.indices
+
+    def below_at(rows: np.ndarray, s: np.ndarray) -> np.ndarray:
+        """Whether each record of `rows` is below k after s[i] steps."""
+        lengths = row_ptr[rows + 1] - row_ptr[rows]
+        idx = np.repeat(row_ptr[rows] - np.cumsum(lengths) + lengths, lengths) + np.arange(lengths.sum())
+        b = np.repeat(np.arange(len(rows)), lengths)
+        jj = code_of[idx]
+        level = np.minimum(capped[rows[b], jj], working_cap(jj, s[b]))
+        nz = level > 0
+        return counter.below_sparse(b[nz], jj[nz], level[nz], len(rows), k)
+
+    rounds = max(int(n_steps).bit_length(), 1) + 2
+    if progress is not None:
+        progress(0.0, f"{n_steps:,} censoring steps listed; finding each record's exit step")
+    everyone = np.arange(m)
+    exit_step = np.zeros(m, dtype=np.int64)
+    first = below_at(everyone, np.zeros(m, dtype=np.int64))
+    lo_rows = everyone[first]
+    never = below_at(lo_rows, np.full(len(lo_rows), n_steps, dtype=np.int64))
+    unreachable = lo_rows[never]
+    rows = lo_rows[~never]
+    lo = np.zeros(len(rows), dtype=np.int64)  # below k after lo steps
+    hi = np.full(len(rows), n_steps, dtype=np.int64)  # meets k after hi steps
+    done_rounds = 2
+    while len(rows):
+        if progress is not None:
+            progress(min(done_rounds / rounds, 1.0), f"exit steps: round {done_rounds} of at most {rounds}")
+        mid = (lo + hi) // 2
+        still = below_at(rows, mid)
+        lo = np.where(still, mid, lo)
+        hi = np.where(still, hi, mid)
+        settled = hi - lo <= 1
+        exit_step[rows[settled]] = hi[settled]
+        rows, lo, hi = rows[~settled], lo[~settled], hi[~settled]
+        done_rounds += 1
+    reached = len(unreachable) == 0
+    exit_step[unreachable] = n_steps + 1
+    taken = int(exit_step.max()) if reached else n_steps
+    sorted_exit = np.sort(exit_step)
+    below_before = m - np.searchsorted(sorted_exit, np.arange(taken), side="right")
+    labels = problem.code_labels
+    steps = [
+        {"code": labels[o], "from_count": lv, "records": n, "below_k_before": nb}
+        for o, lv, n, nb in zip(
+            step_code[:taken].tolist(),
+            step_level[:taken].tolist(),
+            step_size[:taken].tolist(),
+            below_before.tolist(),
+            strict=True,
+        )
+    ]
+    y = np.minimum(capped, working_cap(np.arange(d), np.full(d, taken, dtype=np.int64))[None, :])
+    if progress is not None:
+        progress(1.0, f"{m - len(unreachable):,} of {m:,} records meet k after {taken:,} steps")
+    return y, steps, reached
