@@ -94,16 +94,25 @@ def lab_days(ctx: Context, labs: pd.DataFrame, ids: tuple[str, ...] | None) -> L
 def population_days(ctx: Context, labs: pd.DataFrame, population_ids) -> tuple[L.PatientDays, str]:
     """The patient-days analysed and which: "all" (every lab order belongs to the population group),
     "none" (none does: every lab order is analysed) or "group" (the group's lab orders only).
-    Membership is read on the patients with lab orders, not on every row."""
-    every = lab_days(ctx, labs, None)
-    ids = tuple(map(str, population_ids))
-    wanted = set(ids)
-    member = np.fromiter((p in wanted for p in every.patient_ids), dtype=bool, count=every.n_patients)
-    if member.all():
-        return every, "all"
-    if not member.any():
-        return every, "none"
-    return lab_days(ctx, labs, ids), "group"
+    Membership is read on the patients with lab orders, not on every row, once per lab-order frame
+    and group ids (both by identity, held in the entry, as `lab_days`)."""
+
+    def decide() -> tuple[pd.DataFrame, object, L.PatientDays, str]:
+        every = lab_days(ctx, labs, None)
+        ids = tuple(map(str, population_ids))
+        wanted = set(ids)
+        member = np.fromiter((p in wanted for p in every.patient_ids), dtype=bool, count=every.n_patients)
+        if member.all():
+            return labs, population_ids, every, "all"
+        if not member.any():
+            return labs, population_ids, every, "none"
+        return labs, population_ids, lab_days(ctx, labs, ids), "group"
+
+    held_labs, held_ids, days, which = cache.memo(
+        "lab population days", (id(labs), id(population_ids)), decide, size=_DAYS, data=ctx
+    )
+    assert held_labs is labs and held_ids is population_ids
+    return days, which
 
 
 def uniqueness(ctx: Context, key: str, days: L.PatientDays) -> L.Uniqueness:
