@@ -56,6 +56,18 @@ def test_sample_equals_reference(sample_problems, scope, mode, k):
     assert len(steps) > (1000 if mode == "all" else 10)  # the step loop ran (thousands on all codes)
 
 
+@pytest.mark.parametrize("bitsets", [0, 200, None], ids=["no-bitsets", "200-bitsets", "all-bitsets"])
+def test_sample_population_bitset_budget_equals_reference(sample_problems, monkeypatch, bitsets):
+    """The population scope's exit-step search gives the same counts whether every record is counted
+    by intersecting bitsets, by checking its rarest feature's holders (no bitset fits in the budget)
+    or by either (the widest features only)."""
+    problem = sample_problems["population", "all"]
+    if bitsets is not None:
+        words = (problem.projected.shape[0] + 63) // 64
+        monkeypatch.setattr(censor, "BITSET_BYTES", bitsets * words * 8)
+    _same(problem, 5, problem.cap_vector(), "faithful")
+
+
 @pytest.mark.parametrize("scope", ["cohort", "population"])
 def test_sample_targeted_equals_reference(sample_problems, scope):
     problem = sample_problems[scope, "all"]
@@ -150,3 +162,13 @@ def test_random_populations_equal_reference(drawn, k, variant, cap):
     cohort, population = drawn
     problem = prepare(cohort, population, "population")
     _same(problem, k, problem.cap_vector(cap), variant)
+
+
+@given(cohorts(extra=10), st.integers(1, 5), st.one_of(st.none(), st.integers(0, 4)), st.integers(0, 3))
+def test_random_populations_any_bitset_budget_equal_reference(drawn, k, cap, bitsets):
+    cohort, population = drawn
+    problem = prepare(cohort, population, "population")
+    words = (population.n_patients + 63) // 64
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(censor, "BITSET_BYTES", bitsets * words * 8)
+        _same(problem, k, problem.cap_vector(cap), "faithful")

@@ -370,6 +370,15 @@ class CensorProblem:
         return top
 
     @cached_property
+    def projected_rows(self) -> sp.csr_matrix | None:
+        """Population scope: `projected` by record (sorted indices), for the exit-step search."""
+        if self.projected is None:
+            return None
+        m = sp.csr_matrix(self.projected, dtype=np.int64, copy=True)
+        m.sum_duplicates()
+        return m
+
+    @cached_property
     def held(self) -> sp.csr_matrix:
         """`counts` as a sparse matrix (records x codes, sorted indices, no explicit zeros), read from
         the cohort's own counts rather than scanning the dense matrix."""
@@ -461,6 +470,8 @@ def _risk_distinguishability(problem: CensorProblem, y: np.ndarray) -> np.ndarra
 
 
 STEP_BUDGET = 256  # cohort-scope steps between two progress calls (`_cohort_steps`)
+EXIT_BUDGET = 512  # population scope: records between two progress calls (`_faithful_by_exit_steps`)
+BITSET_BYTES = 1 << 26  # population scope: the exit-step search's feature bitsets, at most
 
 
 def _kernel():
@@ -565,7 +576,7 @@ def censor_counts(
     sizes = np.bincount(held.indices[held.data == cap[held.indices]], minlength=len(cap)) * (cap > 0)
     if kernel == "dominance" and variant == "faithful" and problem.scope == "population" and m:
         assert counter is not None
-        y, exit_steps, reached = _faithful_by_exit_steps(problem, k, capped, cap, counter, held, progress)
+        y, exit_steps, reached = _faithful_by_exit_steps(problem, k, capped, cap, held, progress)
         return capped, y, exit_steps, reached
     y = np.array(capped, order="F")  # column-major, as `problem.counts`: a plain copy
     by_code = held.tocsc()
@@ -670,7 +681,6 @@ def _faithful_by_exit_steps(
     k: int,
     capped: np.ndarray,
     cap: np.ndarray,
-    counter: DominanceCounter,
     held: sp.csr_matrix,
     progress: Progress | None,
 ) -> tuple[np.ndarray, list[dict], bool]:
@@ -682,9 +692,10 @@ def _faithful_by_exit_steps(
     while l falls, line 11's choice (fewest records, ties by code order) is the whole list of
     (S_j(l), j, -l) sorted. After s steps a record holds min(capped, working cap) of each code, its
     distinguishability can only grow with s (k-map: fewer codes, as many candidates or more), so each
-    record's exit step (the first s at which it meets k) is found by binary search, all records in
-    one batch per round; the loop stops at the largest exit step. Same release and steps as the
-    stepwise loop (`kernel="stepwise"`), which tests check."""
+    record's exit step (the first s at which it meets k) is found by binary search, record by record
+    in `censor_kernel.exit_steps` (compiled; progress every `EXIT_BUDGET` records); the loop stops at
+    the largest exit step. Same release and steps as the stepwise loop (`kernel="stepwise"`) and as
+    the numpy batches this search replaced (tests/reference_censor.py), which tests check."""
     m, d = capped.shape
     # the whole step sequence: one step per (code, level), level = cap .. 1
     r, j = held.nonzero()
@@ -708,44 +719,50 @@ def _faithful_by_exit_steps(
         done = np.searchsorted(key, codes.astype(np.int64) * (n_steps + 1) + s) - code_start[codes]
         return cap[codes] - done
 
-    row_ptr, code_of = held.indptr, held.indices
-
-    def below_at(rows: np.ndarray, s: np.ndarray) -> np.ndarray:
-        """Whether each record of `rows` is below k after s[i] steps."""
-        lengths = row_ptr[rows + 1] - row_ptr[rows]
-        idx = np.repeat(row_ptr[rows] - np.cumsum(lengths) + lengths, lengths) + np.arange(lengths.sum())
-        b = np.repeat(np.arange(len(rows)), lengths)
-        jj = code_of[idx]
-        level = np.minimum(capped[rows[b], jj], working_cap(jj, s[b]))
-        nz = level > 0
-        return counter.below_sparse(b[nz], jj[nz], level[nz], len(rows), k)
-
-    rounds = max(int(n_steps).bit_length(), 1) + 2
+    # the compiled search's tables (`censor_kernel.exit_steps`)
+    pop = problem.projected
+    rows = problem.projected_rows
+    assert pop is not None and rows is not None
+    off = np.concatenate([[0], np.cumsum(cap + 1)]).astype(np.int64)
+    flat = np.repeat(off[:-1], np.diff(pop.indptr)) + np.minimum(
+        pop.data, np.repeat(cap, np.diff(pop.indptr))
+    )
+    suffix = np.cumsum(np.bincount(flat, minlength=int(off[-1]) + 1)[::-1])[::-1]
+    size = suffix[:-1] - np.repeat(suffix[off[1:]], cap + 1)  # [off[j] + l]: holders of j >= l times
+    by_code_steps = np.argsort(step_code, kind="stable")  # each code's step positions, ascending
+    code_steps_ptr = np.concatenate([[0], np.cumsum(np.bincount(step_code, minlength=d))])
+    # bitsets over the population for the features a target may be counted by (held by k or more),
+    # the widest first within BITSET_BYTES (a size threshold: features of equal size all or none); a
+    # record whose rarest feature has one is counted by intersections, else by checking the holders
+    col = np.repeat(np.arange(d), np.diff(pop.indptr))
+    larger_first = np.lexsort((-pop.data, col))  # a feature's holders: a prefix of its column
+    pop_idx, pop_val = pop.indices[larger_first], pop.data[larger_first]
+    level_of = np.arange(len(size)) - np.repeat(off[:-1], cap + 1)
+    sizes = np.sort(size[(level_of > 0) & (size >= k)])[::-1]
+    room = BITSET_BYTES // (8 * ((pop.shape[0] + 63) // 64))
+    least = max(int(k), int(sizes[room]) + 1 if room < len(sizes) else 0)
+    wide = np.flatnonzero((level_of > 0) & (size >= least))
+    slot = np.full(len(size), -1, dtype=np.int64)
+    slot[wide] = np.arange(len(wide))
+    tables = tuple(
+        np.ascontiguousarray(a, dtype=np.int64)
+        for a in (
+            *(held.indptr, held.indices, held.data, cap, code_steps_ptr, by_code_steps, off, size),
+            *(pop.indptr, pop_idx, pop_val, rows.indptr, rows.indices, rows.data, slot),
+        )
+    )
+    ck = _kernel()
+    bits = ck.feature_bits(tables, len(wide), pop.shape[0])
     if progress is not None:
         progress(0.0, f"{n_steps:,} censoring steps listed; finding each record's exit step")
-    everyone = np.arange(m)
     exit_step = np.zeros(m, dtype=np.int64)
-    first = below_at(everyone, np.zeros(m, dtype=np.int64))
-    lo_rows = everyone[first]
-    never = below_at(lo_rows, np.full(len(lo_rows), n_steps, dtype=np.int64))
-    unreachable = lo_rows[never]
-    rows = lo_rows[~never]
-    lo = np.zeros(len(rows), dtype=np.int64)  # below k after lo steps
-    hi = np.full(len(rows), n_steps, dtype=np.int64)  # meets k after hi steps
-    done_rounds = 2
-    while len(rows):
-        if progress is not None:
-            progress(min(done_rounds / rounds, 1.0), f"exit steps: round {done_rounds} of at most {rounds}")
-        mid = (lo + hi) // 2
-        still = below_at(rows, mid)
-        lo = np.where(still, mid, lo)
-        hi = np.where(still, hi, mid)
-        settled = hi - lo <= 1
-        exit_step[rows[settled]] = hi[settled]
-        rows, lo, hi = rows[~settled], lo[~settled], hi[~settled]
-        done_rounds += 1
+    chunk = EXIT_BUDGET if progress is not None else max(m, 1)
+    for start in range(0, m, chunk):
+        if progress is not None and start:
+            progress(start / m, f"exit steps: {start:,} of {m:,} records")
+        ck.exit_steps(tables, bits, start, min(start + chunk, m), n_steps, int(k), pop.shape[0], exit_step)
+    unreachable = np.flatnonzero(exit_step > n_steps)
     reached = len(unreachable) == 0
-    exit_step[unreachable] = n_steps + 1
     taken = int(exit_step.max()) if reached else n_steps
     sorted_exit = np.sort(exit_step)
     below_before = m - np.searchsorted(sorted_exit, np.arange(taken), side="right")

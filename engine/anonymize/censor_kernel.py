@@ -26,6 +26,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from engine.anonymize.profiles_kernel import _ONE, _popcount
+
 # statuses of `run`
 DONE, STUCK, BUDGET = 0, 1, 2
 # `ctrl` slots: records below k now, steps taken
@@ -222,3 +224,156 @@ def run(
                         hist[j, yt[j, r]] += sign
                         _refresh(hist, level, sizes, j)
     return BUDGET
+
+
+# ------------------------------------------------------------------------------ population scope
+# `exit_steps`' tables, one tuple: the sample's capped counts (CSR: `held_ptr`, `held_idx`,
+# `held_val`), the working caps before any step (`cap`), each code's steps in the step sequence
+# (`cs_ptr`, `cs_pos`: positions, ascending), the population's holders of each feature "at least l
+# of code j" (`size[off[j] + l]`), its counts by code (CSC: `pop_ptr`, `pop_idx`, `pop_val`, each
+# column's larger counts first, so that the holders of a feature are a prefix) and by
+# record (CSR, sorted: `row_ptr`, `row_idx`, `row_val`), and each feature's row of `bits` (`slot`,
+# -1: none; the features held widely, `censor._faithful_by_exit_steps`)
+(
+    HELD_PTR, HELD_IDX, HELD_VAL, CAP, CS_PTR, CS_POS, OFF, SIZE,
+    POP_PTR, POP_IDX, POP_VAL, ROW_PTR, ROW_IDX, ROW_VAL, SLOT,
+) = range(15)  # fmt: skip
+
+
+@_jit
+def feature_bits(t: tuple, n_slots: int, n_pop: int) -> np.ndarray:
+    """(n_slots, words) bitsets over the population of the features given a slot in `t[SLOT]`."""
+    words = (n_pop + 63) // 64
+    bits = np.zeros((n_slots, words), dtype=np.uint64)
+    pop_ptr, pop_idx, pop_val, cap, off, slot = t[POP_PTR], t[POP_IDX], t[POP_VAL], t[CAP], t[OFF], t[SLOT]
+    for j in range(len(pop_ptr) - 1):
+        for p in range(pop_ptr[j], pop_ptr[j + 1]):
+            c = pop_idx[p]
+            for lv in range(1, min(pop_val[p], cap[j]) + 1):
+                q = slot[off[j] + lv]
+                if q >= 0:
+                    bits[q, c >> 6] |= _ONE << np.uint64(c & 63)
+    return bits
+
+
+@_jit
+def _steps_of(t: tuple, j: int, s: int) -> int:
+    """How many of code j's steps are among the first s of the step sequence."""
+    cs_ptr, cs_pos = t[CS_PTR], t[CS_POS]
+    a, b = cs_ptr[j], cs_ptr[j + 1]
+    while a < b:
+        mid = (a + b) // 2
+        if cs_pos[mid] < s:
+            a = mid + 1
+        else:
+            b = mid
+    return a - cs_ptr[j]
+
+
+@_jit
+def _holds(t: tuple, c: int, j: int, level: int) -> bool:
+    """Whether population record c holds code j at least `level` times."""
+    row_ptr, row_idx = t[ROW_PTR], t[ROW_IDX]
+    a, b = row_ptr[c], row_ptr[c + 1]
+    while a < b:
+        mid = (a + b) // 2
+        if row_idx[mid] < j:
+            a = mid + 1
+        else:
+            b = mid
+    return a < row_ptr[c + 1] and row_idx[a] == j and t[ROW_VAL][a] >= level
+
+
+@_jit
+def _below_after(
+    t: tuple, bits: np.ndarray, r: int, s: int, k: int, n_pop: int, scratch: np.ndarray, acc: np.ndarray
+) -> bool:
+    """Faithful k-map: whether fewer than k population records dominate sample record r after s steps
+    (each code's working cap is its cap less its steps among the first s). With its rarest feature
+    ("at least l of code j") without a bitset, its holders are the candidates, each other feature
+    looked up in its bitset or the candidate's row, counting stopped at k; else (every feature has
+    a bitset) the features' bitsets are intersected from the rarest up, stopping once
+    fewer than k are left (a feature without a bitset is rarer than any with one). `scratch`: (3,
+    r's length) feature, code, level; `acc`: a bitset."""
+    held_ptr, held_idx, held_val, cap, off, size = (
+        t[HELD_PTR], t[HELD_IDX], t[HELD_VAL], t[CAP], t[OFF], t[SIZE],
+    )  # fmt: skip
+    fid, fj, fl = scratch[0], scratch[1], scratch[2]
+    n = 0
+    for p in range(held_ptr[r], held_ptr[r + 1]):
+        j = held_idx[p]
+        lv = min(held_val[p], cap[j] - _steps_of(t, j, s))
+        if lv > 0:  # insert feature off[j] + lv, rarest first
+            f = off[j] + lv
+            i = n
+            while i > 0 and size[fid[i - 1]] > size[f]:
+                fid[i], fj[i], fl[i] = fid[i - 1], fj[i - 1], fl[i - 1]
+                i -= 1
+            fid[i], fj[i], fl[i] = f, j, lv
+            n += 1
+    if n == 0:  # no code: every candidate dominates
+        return n_pop < k
+    if size[fid[0]] < k:
+        return True
+    slot = t[SLOT]
+    if slot[fid[0]] < 0:  # few candidates: check them one by one
+        pop_ptr, pop_idx = t[POP_PTR], t[POP_IDX]
+        count = 0
+        for p in range(pop_ptr[fj[0]], pop_ptr[fj[0]] + size[fid[0]]):  # larger counts first
+            c = pop_idx[p]
+            ok = True
+            for i in range(1, n):
+                q = slot[fid[i]]
+                if q >= 0:
+                    held_it = (bits[q, c >> 6] >> np.uint64(c & 63)) & _ONE
+                    if held_it == 0:
+                        ok = False
+                        break
+                elif not _holds(t, c, fj[i], fl[i]):
+                    ok = False
+                    break
+            if ok:
+                count += 1
+                if count >= k:
+                    return False
+        return True
+    acc[:] = bits[slot[fid[0]]]
+    for i in range(1, n):
+        row = bits[slot[fid[i]]]
+        count = 0
+        for w in range(len(acc)):
+            acc[w] &= row[w]
+            count += _popcount(acc[w])
+        if count < k:
+            return True
+    return False
+
+
+@_jit
+def exit_steps(
+    t: tuple, bits: np.ndarray, start: int, end: int, n_steps: int, k: int, n_pop: int, out: np.ndarray
+) -> None:
+    """Each sample record's exit step, records [start, end), into `out`: 0 if it meets k before any
+    step, n_steps + 1 if it is still below k after them all, else the first s after which it meets
+    k, by the binary search of `censor._faithful_by_exit_steps` (lo below k, hi meeting it, mid =
+    (lo + hi) // 2 until they are adjacent)."""
+    held_ptr = t[HELD_PTR]
+    width = 1
+    for r in range(start, end):
+        width = max(width, held_ptr[r + 1] - held_ptr[r])
+    scratch = np.empty((3, width), dtype=np.int64)
+    acc = np.empty(bits.shape[1], dtype=np.uint64)
+    for r in range(start, end):
+        if not _below_after(t, bits, r, 0, k, n_pop, scratch, acc):
+            out[r] = 0
+        elif _below_after(t, bits, r, n_steps, k, n_pop, scratch, acc):
+            out[r] = n_steps + 1
+        else:
+            lo, hi = 0, n_steps
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if _below_after(t, bits, r, mid, k, n_pop, scratch, acc):
+                    lo = mid
+                else:
+                    hi = mid
+            out[r] = hi

@@ -1,11 +1,11 @@
 """Compile the numba kernels once per installation (issue 24): `python -m engine.anonymize.warm`.
 
 UGACLIP / ACLIP's greedy (`profiles_kernel`), the LDA's alignment and clustering
-(`alignment_kernel`) and GCCens' cohort-scope loop (`censor_kernel`) are numba-compiled with
-`cache=True`: the first call after an install compiles them (some seconds) and writes the machine
-code beside the sources; every later process loads it. `make run` and `make test` run this once
-after installing, so no officer's first run waits for the compiler. It runs each method on the
-shipped sample's first 60 cohort patients and prints the time.
+(`alignment_kernel`) and GCCens' cohort-scope loop and population-scope exit-step search
+(`censor_kernel`) are numba-compiled with `cache=True`: the first call after an install compiles
+them (some seconds) and writes the machine code beside the sources; every later process loads it.
+`make run` and `make test` run this once after installing, so no officer's first run waits for the
+compiler. It runs each method on the shipped sample's first 60 cohort patients and prints the time.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ def main() -> int:
     for algorithm in ("UGACLIP", "ACLIP"):
         ProfilesSettings(algorithm=algorithm, k=2).run(inputs)
     LDASettings(k=2).run(inputs)
-    for variant in ("faithful", "targeted"):
-        GCCensSettings(k=2, scope="cohort", codes=CodeSelection("all"), variant=variant).run(inputs)
+    for scope, variant in (("cohort", "faithful"), ("cohort", "targeted"), ("population", "faithful")):
+        GCCensSettings(k=2, scope=scope, codes=CodeSelection("all"), variant=variant).run(inputs)
     print(f"numba kernels compiled or loaded from their cache in {time.perf_counter() - t:.1f} s")
     return 0
 
