@@ -353,6 +353,8 @@ def engine_cases(releases, study: dict[str, Any] | None) -> dict[str, Callable[[
     if bio is not None:
         groups["biobank"] = bio
     days = patient_days(ds.labs)
+    all_codes = GCCensSettings(scope="cohort", codes=CodeSelection("all")).prepare_input(inputs).problem
+    gccens_caps = tuple((str(c), int(v)) for c, v in all_codes.default_caps().items())
 
     def labs() -> None:  # what the page computes on opening: uniqueness, draws, raw recall
         from engine.labs.reident import uniqueness
@@ -402,8 +404,12 @@ def engine_cases(releases, study: dict[str, Any] | None) -> dict[str, Callable[[
         "sweep_lda": sweep_lda,
         "report": report,
         "labs": labs,
-        # the scope the app runs by default (the sidebar's cohort adversary): the step-by-step loop
-        "gccens": lambda: GCCensSettings(k=fresh_k(), scope="cohort", codes=CodeSelection("all")).run(inputs),
+        # the scope the app runs by default (the sidebar's cohort adversary): the step-by-step loop; with
+        # the per-code caps the view passes by default (its cap table: each code's maximum, the paper's
+        # scan of S; ui.views.gccens._caps), as the app's run does
+        "gccens": lambda: GCCensSettings(
+            k=fresh_k(), scope="cohort", codes=CodeSelection("all"), caps=gccens_caps
+        ).run(inputs),
         "profiles": lambda: [
             ProfilesSettings(algorithm=a, k=k).run(inputs) for k in [fresh_k()] for a in ("UGACLIP", "ACLIP")
         ],
