@@ -13,8 +13,9 @@ In one run, every measurement in a fresh subprocess (so each peak memory, ru_max
    trie walk (`risk._SubsetCounter`), its steps, lookups and the sum of the supports it counted;
    each kernel of `--kernels` on the same data (`index`: the inverted index with bitmaps, the kernel
    before the walk; `walk`; `auto`: the choice `risk._kernel` makes; `capK`, e.g. `cap5`: counts
-   only up to K, `cap=K`, the walk dropping decided sets), results compared (a capped kernel with
-   min(the first full kernel's result, K));
+   only up to K, `cap=K`, by the compiled walk (`engine.risk_trie`, issue 24); `walkcapK`: the same by
+   the vectorized walk, the capped kernel before issue 24, its reference: the ratio capK / walkcapK is
+   printed), results compared (a capped kernel with min(the first full kernel's result, K));
 2. the growth exponent of each kernel: least-squares slope of log(time) on log(patients), wall and CPU;
 3. the speed-up from threads: the middle size with 1 thread against every core (results equal);
 4. at the largest size, the cohort's single-visit risk against the population in process (the whole
@@ -229,6 +230,19 @@ def _instrument(stats: dict) -> None:
     wrap(risk._SubsetCounter, "__init__", "trie_s")
     wrap(risk._SubsetCounter, "count", "walk_s", walk_sizes)
 
+    from engine import risk_trie  # the compiled walk's stages (its steps: `count_rows`)
+
+    def compiled_sizes(a, out):
+        stats["rows"] = stats.get("rows", 0) + len(a[6])  # known sets of two or more atoms
+        stats["walk_steps"] = stats.get("walk_steps", 0) + out[1]
+
+    wrap(risk_trie, "count_rows", "compiled_s", compiled_sizes)
+    wrap(risk_trie, "build_trie", "trie_s")
+    wrap(risk_trie, "breadth_first", "trie_s")
+    wrap(risk_trie, "node_table", "trie_s")
+    wrap(risk_trie, "held_ranks", "held_s")
+    wrap(risk_trie, "walk", "walk_s")
+
 
 def _cohort_ids(work: Path, n: int) -> np.ndarray:
     import pandas as pd
@@ -237,8 +251,17 @@ def _cohort_ids(work: Path, n: int) -> np.ndarray:
 
 
 def _kernel_cap(kernel: str) -> tuple[str, int | None]:
-    """`capK` -> ("auto", K); any other name -> (name, None)."""
+    """`capK` -> ("auto", K): the compiled walk (`engine.risk_trie`); `walkcapK` -> ("walk", K): the
+    vectorized walk (`risk._SubsetCounter`), the capped kernel before issue 24; any other name ->
+    (name, None)."""
+    if kernel.startswith("walkcap"):
+        return "walk", int(kernel[7:])
     return ("auto", int(kernel[3:])) if kernel.startswith("cap") else (kernel, None)
+
+
+def _reference_of(kernel: str) -> str | None:
+    """The kernel `kernel` is compared with (ratio printed): `walkcapK` for `capK`."""
+    return f"walk{kernel}" if kernel.startswith("cap") else None
 
 
 def step_kernel(n: int, work: Path, threads: int, targets: str, kernel: str = "auto") -> dict:
@@ -353,7 +376,9 @@ def _stages_line(k: dict) -> str:
         f"    stages (s, summed over threads): projection {k.get('projection_s', 0):.1f}, atoms "
         f"{k.get('atoms_s', 0):.1f}, bitmaps {k.get('bitmaps_s', 0):.1f}, count {k.get('count_s', 0):.1f} "
         f"(AND {k.get('and_s', 0):.1f}, pairs {k.get('pairs_s', 0):.1f}), trie {k.get('trie_s', 0):.1f}, "
-        f"walk {k.get('walk_s', 0):.1f}; distinct sets {k.get('sets', 0):,}, bitmap words "
+        f"walk {k.get('walk_s', 0):.1f}, compiled walk in all {k.get('compiled_s', 0):.1f} (held atoms "
+        f"{k.get('held_s', 0):.1f}, known sets of 2+ atoms {k.get('rows', 0):,}); distinct sets "
+        f"{k.get('sets', 0):,}, bitmap words "
         f"{k.get('words', 0):,}, pairs from rarest atoms {k.get('pairs_rarest', 0):,}, walk steps "
         f"{k.get('walk_steps', 0):,}, lookups {k.get('lookups', 0):,}, supports {k.get('supports', 0):,}"
     )
@@ -451,6 +476,16 @@ def main() -> int:
                 print(_stages_line(k), flush=True)
             if not ks:
                 continue
+            for kern, k in ks.items():
+                ref = ks.get(_reference_of(kern) or "")
+                if ref is not None:
+                    print(
+                        f"    [{kern}] against [{_reference_of(kern)}]: wall {k['wall_s']:.1f} / "
+                        f"{ref['wall_s']:.1f} s = {k['wall_s'] / ref['wall_s']:.2f}x, cpu {k['cpu_s']:.1f} / "
+                        f"{ref['cpu_s']:.1f} s = {k['cpu_s'] / ref['cpu_s']:.2f}x, peak {k['peak_gb']:.2f} / "
+                        f"{ref['peak_gb']:.2f} GB",
+                        flush=True,
+                    )
             full = [kern for kern in ks if _kernel_cap(kern)[1] is None]
             first = np.load(work / f"dis_{n}_population_{cores}_{(full or list(ks))[0]}.npy")
             same = all(

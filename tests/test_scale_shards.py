@@ -222,10 +222,10 @@ def test_cli_up_to_k_prints_the_kernel_and_equals_capped(tmp_path: Path, capsys)
         if extra:
             assert (
                 "shard 2/2: " in printed
-                and "shard-00001.parquet (kernel: walk, counts capped at 4)" in printed
+                and "shard-00001.parquet (kernel: compiled walk, counts capped at 4)" in printed
             )
         else:
-            assert "kernel: walk, counts capped at 4" in printed
+            assert "kernel: compiled walk, counts capped at 4" in printed
         assert "a median of k means k or more" in printed
 
 

@@ -1,9 +1,10 @@
 """Compile the numba kernels once per installation (issue 24): `python -m engine.anonymize.warm`.
 
 UGACLIP / ACLIP's greedy (`profiles_kernel`), the LDA's alignment and clustering
-(`alignment_kernel`) and GCCens' cohort-scope loop and population-scope exit-step search
-(`censor_kernel`) are numba-compiled with `cache=True`: the first call after an install compiles
-them (some seconds) and writes the machine code beside the sources; every later process loads it.
+(`alignment_kernel`), GCCens' cohort-scope loop and population-scope exit-step search
+(`censor_kernel`) and the capped risk count (`engine.risk_trie`) are numba-compiled with
+`cache=True`: the first call after an install compiles them (some seconds) and writes the machine
+code beside the sources; every later process loads it.
 `make run` and `make test` run this once after installing, so no officer's first run waits for the
 compiler. It runs each method on the shipped sample's first 60 cohort patients and prints the time.
 """
@@ -14,6 +15,7 @@ import time
 
 
 def main() -> int:
+    from engine import risk
     from engine.io.loaders import load_sample_checked
     from engine.study.runs import CodeSelection, GCCensSettings, LDASettings, ProfilesSettings, RunInputs
 
@@ -25,6 +27,7 @@ def main() -> int:
     for algorithm in ("UGACLIP", "ACLIP"):
         ProfilesSettings(algorithm=algorithm, k=2).run(inputs)
     LDASettings(k=2).run(inputs)
+    risk.distinguishability(few, few, "single_visit", risk.Matching(cap=2))
     for scope, variant in (("cohort", "faithful"), ("cohort", "targeted"), ("population", "faithful")):
         GCCensSettings(k=2, scope=scope, codes=CodeSelection("all"), variant=variant).run(inputs)
     print(f"numba kernels compiled or loaded from their cache in {time.perf_counter() - t:.1f} s")
