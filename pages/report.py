@@ -280,7 +280,7 @@ def _build(step) -> tuple | ReportError:
 
 
 if st.button("Build the report", type="primary", key="report_build") or progress.underway("report_run", key):
-    made = progress.run("Building the report", _build, key="report_run", job=key)
+    made = progress.run("Building the report", _build, key="report_run", job=key, probe=False)
     if made is not None:
         st.session_state[_BUILT] = (key, made) if isinstance(made, ReportError) else (key, *made)
 built = st.session_state.get(_BUILT)

@@ -134,8 +134,19 @@ st.button("again", key="again")
 """
 
 
-def test_a_pages_run_happens_in_a_worker_and_its_cache_entry_comes_back(tmp_path: Path) -> None:
+def test_a_pages_run_happens_in_a_worker_and_its_cache_entry_comes_back(tmp_path: Path, monkeypatch) -> None:
+    """The first run starts a worker; the rerun finds the worker's cache entry here and shows it
+    without starting another (the probe, `ui.cache.only_held`)."""
     from streamlit.testing.v1 import AppTest
+
+    started = []
+    original = forked.Worker.__init__
+
+    def counting(self, *args, **kwargs):
+        started.append(1)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(forked.Worker, "__init__", counting)
 
     count = tmp_path / "count"
     at = AppTest.from_string(_SCRIPT.format(root=str(ROOT), count=str(count)), default_timeout=60)
@@ -150,6 +161,7 @@ def test_a_pages_run_happens_in_a_worker_and_its_cache_entry_comes_back(tmp_path
     assert not at.exception
     assert count.read_text() == "x", "the worker's cache entry did not come back: computed again"
     assert f"pid: {pid}" in [m.value for m in at.markdown]
+    assert len(started) == 1, "a worker was started for a result already held"
 
 
 def test_the_method_views_run_in_workers_and_agree_with_the_script_thread(monkeypatch) -> None:

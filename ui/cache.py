@@ -263,6 +263,7 @@ def memo(
         hit = store.get(key, _MISSING)
         if hit is not _MISSING:
             return hit
+        _miss(name)
         computed: list[T] = []
 
         def computing() -> T:
@@ -278,10 +279,38 @@ def memo(
     hit = _held_here(name, key, _MISSING)
     if hit is not _MISSING:
         return hit
+    _miss(name)
     with _spinning(spinner):
         value = compute()
     _store_session(name, key, value, size)
     return value
+
+
+class NotHeld(Exception):
+    """Inside `only_held`: an entry the code asked for is not held (it would be computed)."""
+
+
+_ONLY_HELD: ContextVar[bool] = ContextVar("ui_cache_only_held", default=False)
+
+
+def _miss(name: str) -> None:
+    if _ONLY_HELD.get():
+        raise NotHeld(name)
+
+
+class _OnlyHeld:
+    def __enter__(self) -> None:
+        self._token = _ONLY_HELD.set(True)
+
+    def __exit__(self, *exc: object) -> None:
+        _ONLY_HELD.reset(self._token)
+
+
+def only_held() -> AbstractContextManager[None]:
+    """Inside, `memo` (and the engine's memos in `engine_scope`) only read: an entry not held
+    raises `NotHeld` instead of being computed. `ui.progress.run` tries a run this way in the script
+    thread first, so a result already computed is shown without starting a worker (issue 24)."""
+    return _OnlyHeld()
 
 
 def _put(store: OrderedDict, key: Hashable, value: Any, size: int) -> None:
@@ -312,7 +341,10 @@ class _EngineStore:
     engine's names prefixed `ENGINE`. Stateless: it reads the session of the run it is called in."""
 
     def get(self, name: str, key: Hashable, default: Any) -> Any:
-        return _held_here(ENGINE + name, key, default)
+        hit = _held_here(ENGINE + name, key, default)
+        if hit is default:
+            _miss(ENGINE + name)
+        return hit
 
     def put(self, name: str, key: Hashable, value: Any, size: int) -> None:
         _store_session(ENGINE + name, key, value, size)

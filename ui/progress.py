@@ -36,7 +36,7 @@ from typing import Any, Generic, Literal, TypeVar, overload
 
 import streamlit as st
 
-from ui import state
+from ui import cache, state
 from ui import worker as workers
 from ui.literal import md
 from ui.script_run import yield_check
@@ -95,6 +95,10 @@ def tracker(label: str, box: Any = None) -> Tracker:
     """A progress bar (in `box`, default here) and its callback, without a Cancel control."""
     bar = (box or st).progress(0.0, text=f"{label}: starting…")
     return Tracker(bar, label)
+
+
+def _quiet(fraction: float, message: str = "") -> None:
+    """The progress callback of a probe (nothing to draw: it only reads the cache)."""
 
 
 def _cancel(key: str, job: Hashable) -> None:
@@ -167,6 +171,7 @@ def run(
     ask_first: bool = ...,
     stale: Literal[False] = ...,
     worker: bool = ...,
+    probe: bool = ...,
 ) -> T | None: ...
 
 
@@ -181,6 +186,7 @@ def run(
     ask_first: bool = ...,
     stale: Literal[True],
     worker: bool = ...,
+    probe: bool = ...,
 ) -> T | Stale[T] | None: ...
 
 
@@ -194,6 +200,7 @@ def run(
     ask_first: bool = False,
     stale: bool = False,
     worker: bool = True,
+    probe: bool = True,
 ) -> T | Stale[T] | None:
     """`compute(progress)` under a progress bar with a Cancel button; None when the user cancelled
     this `job` (the parameters of the run: another job at `key` starts afresh) and has not asked to
@@ -207,7 +214,9 @@ def run(
     `stale` (issue 26, finding 5): while a changed job waits for "Run", the last job's result at `key`
     comes back as `Stale(result, job)` for the view to draw greyed, instead of None.
     `worker` (issue 24): `compute` runs in a worker process (ui/worker.py); False keeps it in this
-    thread (a `compute` that must write more than the app's cache)."""
+    thread (a `compute` that must write more than the app's cache). `probe`: `compute` is first tried
+    here with the app's cache only read (`ui.cache.only_held`): when every step it asks for is held,
+    its result is shown at once; False for a `compute` with uncached work of its own (the report)."""
     memo: dict = st.session_state.setdefault(_CANCELLED, {})
     if key in memo and memo[key] != job:
         memo.pop(key)  # the parameters changed since the cancel: a new job
@@ -219,6 +228,17 @@ def run(
         memo.pop(key)
     ran: dict[str, _Ran] = st.session_state.setdefault(_RAN, {})
     last = ran.get(key)
+    if probe:
+        try:
+            with cache.only_held():
+                result = compute(_quiet)  # every step held: shown at once, no worker, no bar
+        except cache.NotHeld:
+            pass
+        else:
+            ran[key] = (last or _Ran()).after(job, last.seconds if last else 0.0)
+            if stale:
+                hold(key, job, result)
+            return result
     new_job = last is None or job not in last.jobs
     if new_job and (ask_first or (ask and last is not None)) and not workers.underway(key, job):
         # issue 26: a run too slow even for a first preview (`ask_first`) asks too, and no other job's
