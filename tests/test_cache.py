@@ -63,6 +63,21 @@ def test_a_memo_computes_a_key_once_and_drops_the_least_recently_used():
     assert calls == ["a", "b", "c", "b"]
 
 
+def test_only_held_reads_and_raises_on_what_it_would_compute():
+    """The probe of ui.progress.run: held entries come back, a missing one raises instead of running,
+    in the app's memo (session and shared) and the engine's (through the session's engine scope)."""
+    cache.memo("test probe", "held", lambda: "v", size=2)
+    ran: list[str] = []
+    with cache.only_held():
+        assert cache.memo("test probe", "held", lambda: ran.append("held") or "w", size=2) == "v"
+        with pytest.raises(cache.NotHeld):
+            cache.memo("test probe", "missing", lambda: ran.append("missing") or "w", size=2)
+        with cache.engine_scope(), pytest.raises(cache.NotHeld):
+            engine_memo.memo("test probe", "missing", lambda: ran.append("engine") or "w", size=2)
+    assert ran == []
+    assert cache.memo("test probe", "missing", lambda: "computed", size=2) == "computed"  # outside: as ever
+
+
 def test_a_name_has_one_size():
     cache.memo("test one size", 1, lambda: 1, size=3)
     with pytest.raises(ValueError, match="bounded at 3"):
