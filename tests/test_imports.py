@@ -187,3 +187,38 @@ def test_the_top_level_check_finds_a_stray_module(tmp_path: Path) -> None:
 def test_engine_top_level_holds_only_the_core() -> None:
     assert (ENGINE / "records.py").is_file()
     assert top_level_strays() == []
+
+
+# Modules that take a second or more to import and that drawing the sidebar and the Cohort page never
+# uses (issue 24: the first load of the sample). Each is imported where it is used, not at module level.
+HEAVY = ("scipy.stats", "scipy.spatial", "sklearn", "torch", "plotly.express", "numba")
+
+
+def _first_load_modules() -> list[str]:
+    """The modules app.py and the Cohort page import (their own `import` lines, read with `ast`) and
+    the engine modules the first load reaches: the loaders and the study file's modules."""
+    root = ENGINE.parent
+    names: set[str] = set()
+    for script in (root / "app.py", root / "pages" / "cohort.py"):
+        imported = _imported_names(ast.parse(script.read_text()), "", False)
+        names.update(n for n in imported if n.split(".")[0] in ("engine", "ui"))
+    names.update({"engine.io.loaders", "engine.study.package", "engine.utility.phewas"})
+    modules = set(_modules(ENGINE)) | set(_modules(UI))
+    return sorted(n for n in names if n in modules)
+
+
+def test_the_first_load_imports_no_heavy_module() -> None:
+    import subprocess
+    import sys
+
+    wanted = _first_load_modules()
+    assert {"ui.sidebar", "ui.cache", "engine.io.loaders", "engine.utility.phewas"} <= set(wanted)
+    code = (
+        "import importlib, sys\n"
+        f"for m in {wanted!r}: importlib.import_module(m)\n"
+        f"print(sorted(h for h in {HEAVY!r} if h in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ENGINE.parent, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout

@@ -52,7 +52,6 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
-from scipy import stats
 
 from engine.records import Records
 from engine.release import Release, codes_of
@@ -288,6 +287,15 @@ def unmapped_codes(records: Records, item_codes: Mapping[str, frozenset[str]] | 
 
 
 # ------------------------------------------------------------------------------------- testing
+def _chi2_sf(chi2: np.ndarray, dof: int | np.ndarray) -> np.ndarray:
+    """Upper tail of the chi-square distribution (`scipy.stats.chi2.sf`). scipy.stats is imported
+    here, when a test runs, not with the module: it takes about a second to import, and drawing the
+    sidebar or the Cohort page imports this module without testing anything (issue 24)."""
+    from scipy import stats
+
+    return stats.chi2.sf(chi2, dof)
+
+
 def _chi2_allelic(a, b, c, d):
     """Pearson chi-square (no continuity correction) of [[a, b], [c, d]], vectorized."""
     n = a + b + c + d
@@ -295,7 +303,7 @@ def _chi2_allelic(a, b, c, d):
     den = (a + b) * (c + d) * (a + c) * (b + d)
     with np.errstate(divide="ignore", invalid="ignore"):
         chi2 = np.where(den > 0, num / den, 0.0)
-    return chi2, stats.chi2.sf(chi2, 1)
+    return chi2, _chi2_sf(chi2, 1)
 
 
 def _chi2_genotypic(case_g: np.ndarray, ctrl_g: np.ndarray):
@@ -309,7 +317,7 @@ def _chi2_genotypic(case_g: np.ndarray, ctrl_g: np.ndarray):
         contrib = np.where(expected > 0, (table - expected) ** 2 / expected, 0.0)
     chi2 = contrib.sum(axis=(1, 2))
     dof = (col[:, 0, :] > 0).sum(axis=1) - 1
-    p = np.where(dof > 0, stats.chi2.sf(chi2, np.maximum(dof, 1)), 1.0)
+    p = np.where(dof > 0, _chi2_sf(chi2, np.maximum(dof, 1)), 1.0)
     return chi2, p
 
 
