@@ -78,6 +78,48 @@ def test_only_held_reads_and_raises_on_what_it_would_compute():
     assert cache.memo("test probe", "missing", lambda: "computed", size=2) == "computed"  # outside: as ever
 
 
+def test_a_probe_claims_a_shared_key_and_other_sessions_wait_for_its_worker():
+    """Issue 24: eight sessions on the sample asking for the same new k start one worker, not eight.
+    The first probe claims the shared key (NotHeld.end); another session's probe waits for it and gets
+    what the worker stored; a claim ended without a value lets the next one claim it."""
+    sample = cache.load_shipped("test sample", "options", lambda: _Loaded(_Data()), size=1).data
+    with cache.only_held(), pytest.raises(cache.NotHeld) as miss:
+        cache.memo("test claim", 1, lambda: "computed by the probe", size=2, data=sample)
+    end = miss.value.end
+    assert end is not None
+    got: list[object] = []
+
+    def other_session(key: int = 1) -> None:
+        with cache.only_held():
+            try:
+                got.append(cache.memo("test claim", key, lambda: "computed twice", size=2, data=sample))
+            except cache.NotHeld as again:
+                got.append(again)
+
+    waiter = threading.Thread(target=other_session)
+    waiter.start()
+    time.sleep(0.3)
+    assert waiter.is_alive() and not got, "the other session did not wait for the claimed key"
+    cache.put("test claim", 1, "stored by the worker", size=2, data=sample)  # the worker's replay
+    end()
+    waiter.join(5)
+    assert got == ["stored by the worker"]
+
+    with cache.only_held(), pytest.raises(cache.NotHeld) as first:
+        cache.memo("test claim", 2, lambda: "x", size=2, data=sample)
+    got.clear()
+    waiter = threading.Thread(target=other_session, args=(2,))
+    waiter.start()
+    time.sleep(0.2)
+    assert waiter.is_alive() and not got
+    assert first.value.end is not None
+    first.value.end()  # the worker failed or was cancelled: nothing stored
+    waiter.join(5)
+    # the waiter looked again, found nothing and claimed the key itself (a worker of its own)
+    assert len(got) == 1 and isinstance(got[0], cache.NotHeld) and got[0].end is not None
+    got[0].end()
+
+
 def test_a_name_has_one_size():
     cache.memo("test one size", 1, lambda: 1, size=3)
     with pytest.raises(ValueError, match="bounded at 3"):

@@ -115,6 +115,39 @@ class Shared:
         self._lock = threading.Lock()
         self._running = {}
 
+    def claim(self, key: Hashable) -> Callable[[], None] | None:
+        """Mark `key` as being computed elsewhere (a worker process, `ui.progress.run`), so other
+        callers wait for it as for a computation here; the function returned ends the claim (call it
+        once the value is stored, or the work failed). None when the key is held or already claimed."""
+        with self._lock:
+            if key in self._data or key in self._running:
+                return None
+            gate = self._running[key] = threading.Lock()
+            gate.acquire()
+        ended: list[bool] = []
+
+        def end() -> None:
+            with self._lock:
+                if ended:
+                    return
+                ended.append(True)
+                if self._running.get(key) is gate:
+                    self._running.pop(key)
+            gate.release()
+
+        return end
+
+    def wait(self, key: Hashable) -> None:
+        """Wait while `key` is being computed by another caller (stops when this run is superseded)."""
+        with self._lock:
+            gate = self._running.get(key)
+        if gate is None:
+            return
+        check = yield_check()
+        while not gate.acquire(timeout=0.1):
+            check()
+        gate.release()
+
     def compute(self, key: Hashable, fn: Callable[[], T]) -> T:
         """The value of `key`, computed by `fn()` unless held or being computed by another caller."""
         while True:
@@ -263,7 +296,14 @@ def memo(
         hit = store.get(key, _MISSING)
         if hit is not _MISSING:
             return hit
-        _miss(name)
+        while _ONLY_HELD.get():  # a probe: claim the key for the worker that will compute it, or wait
+            end = store.claim(key)
+            if end is not None:
+                raise NotHeld(name, end)
+            store.wait(key)  # another session's computation of it
+            hit = store.get(key, _MISSING)
+            if hit is not _MISSING:
+                return hit
         computed: list[T] = []
 
         def computing() -> T:
@@ -287,7 +327,13 @@ def memo(
 
 
 class NotHeld(Exception):
-    """Inside `only_held`: an entry the code asked for is not held (it would be computed)."""
+    """Inside `only_held`: an entry the code asked for is not held (it would be computed). For an
+    entry of a shared store, `end` ends the claim on its key taken meanwhile (`Shared.claim`): other
+    sessions wait for the worker computing it instead of computing it too; None for this session's."""
+
+    def __init__(self, name: str, end: Callable[[], None] | None = None) -> None:
+        super().__init__(name)
+        self.end = end
 
 
 _ONLY_HELD: ContextVar[bool] = ContextVar("ui_cache_only_held", default=False)
@@ -308,8 +354,9 @@ class _OnlyHeld:
 
 def only_held() -> AbstractContextManager[None]:
     """Inside, `memo` (and the engine's memos in `engine_scope`) only read: an entry not held
-    raises `NotHeld` instead of being computed. `ui.progress.run` tries a run this way in the script
-    thread first, so a result already computed is shown without starting a worker (issue 24)."""
+    raises `NotHeld` instead of being computed (an entry of a shared store another session is
+    computing is waited for). `ui.progress.run` tries a run this way in the script thread first, so
+    a result already computed is shown without starting a worker (issue 24)."""
     return _OnlyHeld()
 
 

@@ -36,6 +36,7 @@ from typing import Any, Generic, Literal, TypeVar, overload
 
 import streamlit as st
 
+from engine.scale import forked
 from ui import cache, state
 from ui import worker as workers
 from ui.literal import md
@@ -228,17 +229,40 @@ def run(
         memo.pop(key)
     ran: dict[str, _Ran] = st.session_state.setdefault(_RAN, {})
     last = ran.get(key)
-    if probe:
+    claim: list[Callable[[], None]] = []  # the probe's claim on a shared key, for the worker
+    if probe and not workers.underway(key, job):
         try:
             with cache.only_held():
                 result = compute(_quiet)  # every step held: shown at once, no worker, no bar
-        except cache.NotHeld:
-            pass
+        except cache.NotHeld as miss:
+            claim.extend([miss.end] if miss.end is not None else [])
         else:
             ran[key] = (last or _Ran()).after(job, last.seconds if last else 0.0)
             if stale:
                 hold(key, job, result)
             return result
+    try:
+        return _started(label, compute, key, job, ask, ask_first, stale, worker, claim)
+    finally:
+        for end in claim:  # not handed to a worker (asked to wait for Run, cancelled, failed)
+            end()
+
+
+def _started(
+    label: str,
+    compute: Callable[[Tracker], T],
+    key: str,
+    job: Hashable,
+    ask: bool,
+    ask_first: bool,
+    stale: bool,
+    worker: bool,
+    claim: list[Callable[[], None]],
+) -> T | Stale[T] | None:
+    """`run` after the probe: the Run prompt when asked, else the run under its bar; a claim in
+    `claim` is handed to the worker (which ends it when its results are stored) and removed."""
+    ran: dict[str, _Ran] = st.session_state.setdefault(_RAN, {})
+    last = ran.get(key)
     new_job = last is None or job not in last.jobs
     if new_job and (ask_first or (ask and last is not None)) and not workers.underway(key, job):
         # issue 26: a run too slow even for a first preview (`ask_first`) asks too, and no other job's
@@ -268,7 +292,14 @@ def run(
     start = time.monotonic()
     try:
         tracker = Tracker(bar, label)
-        result = workers.run(compute, tracker, key=key, job=job) if worker else compute(tracker)
+        if worker and forked.enabled():
+            end = claim.pop() if claim else None
+            result = workers.run(compute, tracker, key=key, job=job, end=end)
+        else:
+            for end in claim:  # computed here: this thread takes the shared key itself
+                end()
+            claim.clear()
+            result = compute(tracker)
     finally:
         holder.empty()
     ran[key] = (last or _Ran()).after(job, time.monotonic() - start)

@@ -48,7 +48,15 @@ _ALL_LOCK = threading.Lock()
 class _Running:
     worker: forked.Worker
     job: Hashable
+    end: Callable[[], None] | None = None  # ends the claim on a shared cache key (`ui.cache.Shared`)
     seen: float = field(default_factory=time.monotonic)
+
+    def stop(self) -> None:
+        """Kill the worker (if it still runs) and end its claim."""
+        self.worker.kill()
+        if self.end is not None:
+            self.end()
+            self.end = None
 
 
 def _start_child() -> None:
@@ -80,7 +88,7 @@ def _sweep() -> None:
         gone = [k for k, r in _ALL.items() if now - r.seen > _ABANDONED_S]
         dropped = [_ALL.pop(k) for k in gone]
     for r in dropped:
-        r.worker.kill()
+        r.stop()
 
 
 def _forget(key: str) -> _Running | None:
@@ -95,7 +103,7 @@ def cancel(key: str) -> None:
     """Kill the worker running at `key` in this session, if any (the Cancel button)."""
     running = _forget(key)
     if running is not None:
-        running.worker.kill()
+        running.stop()
 
 
 def underway(key: str, job: Hashable) -> bool:
@@ -104,12 +112,22 @@ def underway(key: str, job: Hashable) -> bool:
     return running is not None and running.job == job and running.worker.alive()
 
 
-def run(compute: Callable[[Progress], T], tracker: Any, *, key: str, job: Hashable) -> T:
+def run(
+    compute: Callable[[Progress], T],
+    tracker: Any,
+    *,
+    key: str,
+    job: Hashable,
+    end: Callable[[], None] | None = None,
+) -> T:
     """`compute(progress)` in a worker process for `job` at `key`: the one already running there
     for this job taken up again, any other killed; `tracker` (ui.progress.Tracker) draws its progress
-    and decides (its `check`) whether this script run still waits."""
+    and decides (its `check`) whether this script run still waits. `end`: a claim on a shared cache
+    key (`ui.cache.NotHeld.end`) the worker holds until its results are stored or it is killed."""
     _sweep()
     if not forked.enabled():
+        if end is not None:
+            end()
         return compute(tracker)
     mine: dict[str, _Running] = st.session_state.setdefault(_WORKERS, {})
     running = mine.get(key)
@@ -117,11 +135,12 @@ def run(compute: Callable[[Progress], T], tracker: Any, *, key: str, job: Hashab
         cancel(key)
         running = None
     if running is None:
-        running = mine[key] = _Running(
-            forked.Worker(compute, in_child=_start_child, finish=_finish_child), job
-        )
+        worker = forked.Worker(compute, in_child=_start_child, finish=_finish_child)
+        running = mine[key] = _Running(worker, job, end)
         with _ALL_LOCK:
             _ALL[id(running)] = running
+    elif end is not None:
+        end()  # the worker taken up holds its own claim, if any
     try:
         value = running.worker.wait(tracker, tracker.check)
     except BaseException as exc:
@@ -132,7 +151,8 @@ def run(compute: Callable[[Progress], T], tracker: Any, *, key: str, job: Hashab
         raise
     _forget(key)
     running.worker.kill()
-    cache.replay(running.worker.extra or [])
+    cache.replay(running.worker.extra or [])  # stored before the claim ends: waiters find it
+    running.stop()
     return value
 
 
