@@ -471,7 +471,7 @@ def _risk_distinguishability(problem: CensorProblem, y: np.ndarray) -> np.ndarra
 
 STEP_BUDGET = 256  # cohort-scope steps between two progress calls (`_cohort_steps`)
 EXIT_BUDGET = 512  # population scope: records between two progress calls (`_faithful_by_exit_steps`)
-BITSET_BYTES = 1 << 26  # population scope: the exit-step search's feature bitsets, at most
+BITSET_BYTES = 1 << 26  # the compiled loops' feature bitsets (cohort: all or none), at most
 
 
 def _kernel():
@@ -493,20 +493,34 @@ def _cohort_steps(
     progress: Progress | None,
 ) -> tuple[list[dict], bool]:
     """The cohort scope's loop (the candidates are the release y itself, thesis Algorithm 1 line 2 as
-    k-anonymity) in `censor_kernel.run`, y (column-major) censored in place: (steps, k reached). Each record's
-    dominators are counted among the holders of its rarest code (`by_code`: who held each code after
-    capping), stopping at k; the same steps and counts as the live bitset counter the loop used
-    before (tests/reference_censor.py). Returns to Python every `STEP_BUDGET` steps for `progress`."""
+    k-anonymity) in `censor_kernel.run`, y (column-major) censored in place: (steps, k reached).
+    Each record's features "at least l of code j" are intersected as bitsets kept up to date (within
+    BITSET_BYTES), else its dominators are counted among the holders of its rarest code (`by_code`:
+    who held each code after capping), stopping at k either way; the same steps and counts as the
+    live bitset counter the loop used before (tests/reference_censor.py). Returns to Python every
+    `STEP_BUDGET` steps for `progress`."""
     ck = _kernel()
-    csr = (np.asarray(held.indptr, np.int64), np.asarray(held.indices, np.int64))
-    csc = (np.asarray(by_code.indptr, np.int64), np.asarray(by_code.indices, np.int64))
+    m, d = y.shape
     yt = y.T  # codes x records, C-contiguous: y is column-major
-    below = ck.below_all(yt, int(k), *csr, *csc)
+    off = np.concatenate([[0], np.cumsum(cap + 1)]).astype(np.int64)
+    nnz = len(held.data)
+    place = sp.csr_matrix((np.arange(1, nnz + 1), held.indices, held.indptr), shape=held.shape).tocsc()
+    tables = tuple(
+        np.array(a, dtype=np.int64)  # copies: the kernel keeps the counts (held.data's copy) up to date
+        for a in (
+            *(held.indptr, held.indices, held.data, by_code.indptr, by_code.indices, place.data - 1, off),
+        )
+    )
+    if int(off[-1]) * ((m + 63) // 64) * 8 <= BITSET_BYTES:
+        bits, fsize = ck.cohort_bits(tables, m)
+    else:  # the holders of each record's rarest code checked one by one
+        bits, fsize = np.zeros((0, 1), dtype=np.uint64), np.zeros(0, dtype=np.int64)
+    below = ck.below_all(tables, yt, bits, fsize, int(k))
     level = cap.astype(np.int64, copy=True)
     sizes = sizes.astype(np.int64, copy=True)
     targeted = variant == "targeted"
     if targeted:
-        hist = ck.level_histogram(yt, below, int(cap.max()) if len(cap) else 0, *csr, level, sizes)
+        hist = ck.level_histogram(tables, below, int(cap.max()) if d else 0, d, level, sizes)
     else:
         hist = np.zeros((1, 1), dtype=np.int64)
     ctrl = np.zeros(ck.N_CTRL, dtype=np.int64)
@@ -514,7 +528,7 @@ def _cohort_steps(
     first_below = int(ctrl[ck.N_BELOW])
     # every step removes at least one instance: at most as many steps as instances after capping
     room = int(held.data.sum()) + 1
-    steps_out = [np.zeros(room, dtype=np.int64) for _ in range(4)]
+    steps_out = np.zeros((4, room), dtype=np.int64)
     budget = STEP_BUDGET if progress is not None else room
     while True:
         if progress is not None:
@@ -523,7 +537,9 @@ def _cohort_steps(
                 met / first_below if first_below else 1.0,
                 f"{met:,} of {first_below:,} records below k meet it (step {int(ctrl[ck.N_STEPS]) + 1})",
             )
-        status = ck.run(yt, level, sizes, below, hist, targeted, int(k), *csr, *csc, ctrl, *steps_out, budget)
+        status = ck.run(
+            tables, yt, bits, fsize, level, sizes, below, hist, targeted, int(k), ctrl, steps_out, budget
+        )
         if status != ck.BUDGET:
             break
     n = int(ctrl[ck.N_STEPS])

@@ -1,24 +1,28 @@
-"""GCCens' cohort-scope step loop (`engine.anonymize.censor`, Tamersoy 2010 Figure 2; thesis
-Algorithm 1 lines 2-15 with the release as its own population) as one compiled loop.
+"""GCCens' compiled loops (`engine.anonymize.censor`, Tamersoy 2010 Figure 2; thesis Algorithm 1):
+the cohort scope's step loop (lines 2-15 with the release as its own population) and the
+population scope's exit-step search (faithful k-map).
 
-The rules are those of `engine.anonymize.censor` (module docstring): line 11 picks the code with the
-fewest records at its working level (ties: code order), one instance is removed from each of them,
-and only the records that held the code at that level are recounted (no other record gains or loses
-a dominator). A record's dominators are counted among the holders of its rarest code (`code_ptr` /
-`code_idx`: who held each code after capping, a superset of who holds it now), and counting stops
-at k: the loop only asks whether a record is below k. Same steps, counts and release as the numpy
-loop it replaces (tests/reference_censor.py, tests/test_censor_fast.py).
+Cohort scope (`run`): the rules are those of `engine.anonymize.censor` (module docstring): line 11
+picks the code with the fewest records at its working level (ties: code order), one instance is
+removed from each of them, and only the records that held the code at that level are recounted (no
+other record gains or loses a dominator). A record is below k when fewer than k records hold each of
+its codes at least as often (itself included): its features "at least l of code j" are intersected
+as bitsets from the rarest up, stopping once fewer than k are left (`_below_bits`); when the bitsets
+would not fit the caller's budget, the holders of its rarest code are checked one by one instead,
+stopping at k (`below_one`). Same steps, counts and release as the loop it replaces
+(tests/reference_censor.py, tests/test_censor_fast.py).
 
 Numba compiles these loops (`cache=True`: once per installation, then loaded from the cache;
 `python -m engine.anonymize.warm`). A run returns to Python every `budget` steps (progress,
 cancellation) with the state left in its arrays, and resumes from it.
 
 State: `yt` (codes x records, the release being censored, edited in place: the transpose of the
-caller's column-major matrix, so that a code's holders are read from one row), `level` (faithful: each
-code's working cap; targeted: the largest count of the code among the records below k), `sizes`
-(records at that level; 0: not a candidate), `below` (records below k), `hist` (targeted only:
-records below k holding code j exactly l times, `hist[j, l]`), `ctrl` (`N_BELOW`, `N_STEPS`) and the
-steps taken (`step_code`, `step_from`, `step_records`, `step_below`, one row per step).
+caller's column-major matrix, so that a code's holders are read from one row), `level` (faithful:
+each code's working cap; targeted: the largest count of the code among the records below k),
+`sizes` (records at that level; 0: not a candidate), `below` (records below k), `hist` (targeted
+only: records below k holding code j exactly l times, `hist[j, l]`), the feature bitsets (`bits`,
+row off[j] + l; `size`: how many records each holds; no rows: not used), the tables `t` (the counts
+now, by record, also kept up to date), `ctrl` (`N_BELOW`, `N_STEPS`) and the steps taken (`steps`).
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from engine.anonymize.profiles_kernel import _ONE, _popcount
+from engine.anonymize.profiles_kernel import _popcount
 
 # statuses of `run`
 DONE, STUCK, BUDGET = 0, 1, 2
@@ -35,27 +39,48 @@ N_BELOW, N_STEPS = 0, 1
 N_CTRL = 2
 
 _jit = njit(cache=True, nogil=True)
+_ONE = np.uint64(1)
 
 
 @_jit
-def below_one(
-    yt: np.ndarray,
-    r: int,
-    k: int,
-    held_ptr: np.ndarray,
-    held_idx: np.ndarray,
-    code_ptr: np.ndarray,
-    code_idx: np.ndarray,
-    feats: np.ndarray,
-) -> bool:
-    """Whether fewer than k records of the release hold every code of record r at least as many times (r
-    itself included); `feats` is scratch space of at least r's length."""
+def _fewer_than_k(bits: np.ndarray, rows: np.ndarray, n: int, k: int, acc: np.ndarray) -> bool:
+    """Whether fewer than k bits are set in the intersection of bits[rows[0]], ..., bits[rows[n -
+    1]] (n >= 1; the first holds k or more), intersecting in that order into `acc` (scratch of a
+    bitset's length) and stopping once fewer than k are left."""
+    acc[:] = bits[rows[0]]
+    for i in range(1, n):
+        row = bits[rows[i]]
+        count = 0
+        for w in range(len(acc)):
+            acc[w] &= row[w]
+            count += _popcount(acc[w])
+        if count < k:
+            return True
+    return False
+
+
+# `run`'s tables, one tuple: the release's entries by record (CSR of the capped counts: `held_ptr`,
+# `held_idx`, and `held_val`, their counts now, kept up to date), who held each code after capping
+# (CSC: `code_ptr`, `code_idx`, and `code_pos`, each entry's place in the CSR) and where each code's
+# features start in `bits` / `size` (`off`: feature "at least l of code j" is off[j] + l)
+C_HELD_PTR, C_HELD_IDX, C_HELD_VAL, C_CODE_PTR, C_CODE_IDX, C_CODE_POS, C_OFF = range(7)
+
+
+@_jit
+def below_one(t: tuple, yt: np.ndarray, r: int, k: int, feats: np.ndarray) -> bool:
+    """Whether fewer than k records of the release hold every code of record r at least as many
+    times (r itself included), counted among the holders of its rarest code and stopping at k.
+    `feats`: (2, r's length) scratch."""
+    held_ptr, held_idx, held_val, code_ptr, code_idx = (
+        t[C_HELD_PTR], t[C_HELD_IDX], t[C_HELD_VAL], t[C_CODE_PTR], t[C_CODE_IDX],
+    )  # fmt: skip
     n = 0
     rare = -1
     for p in range(held_ptr[r], held_ptr[r + 1]):
         j = held_idx[p]
-        if yt[j, r] > 0:
-            feats[n] = j
+        if held_val[p] > 0:
+            feats[0, n] = j
+            feats[1, n] = held_val[p]
             if rare < 0 or code_ptr[j + 1] - code_ptr[j] < code_ptr[rare + 1] - code_ptr[rare]:
                 rare = j
             n += 1
@@ -70,8 +95,7 @@ def below_one(
             continue
         ok = True
         for f in range(n):
-            j = feats[f]
-            if yt[j, c] < yt[j, r]:
+            if yt[feats[0, f], c] < feats[1, f]:
                 ok = False
                 break
         if ok:
@@ -82,20 +106,65 @@ def below_one(
 
 
 @_jit
-def below_all(
+def cohort_bits(t: tuple, m: int) -> tuple:
+    """(bits, size): row off[j] + l of `bits` is the bitset of the records holding code j at least l
+    times (l >= 1), `size` its count."""
+    held_ptr, held_idx, held_val, off = t[C_HELD_PTR], t[C_HELD_IDX], t[C_HELD_VAL], t[C_OFF]
+    bits = np.zeros((off[-1], (m + 63) // 64), dtype=np.uint64)
+    size = np.zeros(off[-1], dtype=np.int64)
+    for r in range(m):
+        for p in range(held_ptr[r], held_ptr[r + 1]):
+            j = held_idx[p]
+            for lv in range(1, held_val[p] + 1):
+                bits[off[j] + lv, r >> 6] |= _ONE << np.uint64(r & 63)
+                size[off[j] + lv] += 1
+    return bits, size
+
+
+@_jit
+def _below(
+    t: tuple,
     yt: np.ndarray,
+    bits: np.ndarray,
+    size: np.ndarray,
+    r: int,
     k: int,
-    held_ptr: np.ndarray,
-    held_idx: np.ndarray,
-    code_ptr: np.ndarray,
-    code_idx: np.ndarray,
-) -> np.ndarray:
-    """`below_one` of every record."""
+    feats: np.ndarray,
+    acc: np.ndarray,
+) -> bool:
+    """Record r below k. With bitsets (`bits` has rows: `cohort_bits`, kept up to date by `run`), its
+    features "at least y[r, j] of code j" intersected from the rarest up, stopping once fewer than k
+    are left; else `below_one`. `feats`: (2, r's length) scratch; `acc`: a bitset's."""
+    if not bits.shape[0]:
+        return below_one(t, yt, r, k, feats)
+    held_ptr, held_val, off = t[C_HELD_PTR], t[C_HELD_VAL], t[C_OFF]
+    rows = feats[0]
+    n = 0
+    for p in range(held_ptr[r], held_ptr[r + 1]):
+        if held_val[p] > 0:  # insert feature off[j] + y[r, j], rarest first
+            f = off[t[C_HELD_IDX][p]] + held_val[p]
+            i = n
+            while i > 0 and size[rows[i - 1]] > size[f]:
+                rows[i] = rows[i - 1]
+                i -= 1
+            rows[i] = f
+            n += 1
+    if n == 0:  # no code: every record dominates it
+        return yt.shape[1] < k
+    if size[rows[0]] < k:
+        return True
+    return _fewer_than_k(bits, rows, n, k, acc)
+
+
+@_jit
+def below_all(t: tuple, yt: np.ndarray, bits: np.ndarray, size: np.ndarray, k: int) -> np.ndarray:
+    """`_below` of every record."""
     m = yt.shape[1]
     out = np.zeros(m, dtype=np.bool_)
-    feats = np.empty(max(yt.shape[0], 1), dtype=np.int64)
+    feats = np.empty((2, max(yt.shape[0], 1)), dtype=np.int64)
+    acc = np.empty(bits.shape[1], dtype=np.uint64)
     for r in range(m):
-        out[r] = below_one(yt, r, k, held_ptr, held_idx, code_ptr, code_idx, feats)
+        out[r] = _below(t, yt, bits, size, r, k, feats, acc)
     return out
 
 
@@ -112,25 +181,28 @@ def _refresh(hist: np.ndarray, level: np.ndarray, sizes: np.ndarray, j: int) -> 
 
 
 @_jit
+def _histogram_add(
+    t: tuple, hist: np.ndarray, level: np.ndarray, sizes: np.ndarray, r: int, sign: int
+) -> None:
+    """Targeted: record r's codes enter (sign 1) or leave (-1) the histogram."""
+    held_ptr, held_idx, held_val = t[C_HELD_PTR], t[C_HELD_IDX], t[C_HELD_VAL]
+    for p in range(held_ptr[r], held_ptr[r + 1]):
+        if held_val[p] > 0:
+            j = held_idx[p]
+            hist[j, held_val[p]] += sign
+            _refresh(hist, level, sizes, j)
+
+
+@_jit
 def level_histogram(
-    yt: np.ndarray,
-    below: np.ndarray,
-    top: int,
-    held_ptr: np.ndarray,
-    held_idx: np.ndarray,
-    level: np.ndarray,
-    sizes: np.ndarray,
+    t: tuple, below: np.ndarray, top: int, d: int, level: np.ndarray, sizes: np.ndarray
 ) -> np.ndarray:
     """Targeted: hist[j, l] = records below k holding code j exactly l times (l >= 1), with `level`
     and `sizes` filled from it."""
-    d = yt.shape[0]
     hist = np.zeros((d, top + 1), dtype=np.int64)
-    for r in range(yt.shape[1]):
+    for r in range(len(below)):
         if below[r]:
-            for p in range(held_ptr[r], held_ptr[r + 1]):
-                j = held_idx[p]
-                if yt[j, r] > 0:
-                    hist[j, yt[j, r]] += 1
+            _histogram_add(t, hist, level, sizes, r, 1)
     for j in range(d):
         _refresh(hist, level, sizes, j)
     return hist
@@ -138,30 +210,32 @@ def level_histogram(
 
 @_jit
 def run(
+    t: tuple,
     yt: np.ndarray,
+    bits: np.ndarray,
+    size: np.ndarray,
     level: np.ndarray,
     sizes: np.ndarray,
     below: np.ndarray,
     hist: np.ndarray,
     targeted: bool,
     k: int,
-    held_ptr: np.ndarray,
-    held_idx: np.ndarray,
-    code_ptr: np.ndarray,
-    code_idx: np.ndarray,
     ctrl: np.ndarray,
-    step_code: np.ndarray,
-    step_from: np.ndarray,
-    step_records: np.ndarray,
-    step_below: np.ndarray,
+    steps: np.ndarray,
     budget: int,
 ) -> int:
     """Algorithm 1's loop from the state given, at most `budget` steps: DONE (no record below k),
-    STUCK (records below k, no code left to censor) or BUDGET (call again to go on). The step
-    arrays must have room for every step (at most the sum of the caps)."""
+    STUCK (records below k, no code left to censor) or BUDGET (call again to go on). `steps` (4,
+    room for every step: at most the instances after capping) gets each step's code, count before,
+    records censored and records below k before."""
+    held_val, code_ptr, code_idx, code_pos, off = (
+        t[C_HELD_VAL], t[C_CODE_PTR], t[C_CODE_IDX], t[C_CODE_POS], t[C_OFF],
+    )  # fmt: skip
     d = yt.shape[0]
-    feats = np.empty(max(d, 1), dtype=np.int64)
+    feats = np.empty((2, max(d, 1)), dtype=np.int64)
+    acc = np.empty(bits.shape[1], dtype=np.uint64)
     at = np.empty(yt.shape[1], dtype=np.int64)
+    at_pos = np.empty(yt.shape[1], dtype=np.int64)
     big = np.iinfo(np.int64).max
     for _ in range(budget):
         if ctrl[N_BELOW] == 0:  # line 2
@@ -181,17 +255,22 @@ def run(
             h = code_idx[p]
             if yt[o, h] == lo:
                 at[n_at] = h
+                at_pos[n_at] = code_pos[p]
                 n_at += 1
         for i in range(n_at):  # lines 12-14
             h = at[i]
             if not targeted or below[h]:
                 yt[o, h] -= 1
+                held_val[at_pos[i]] -= 1
                 censored += 1
+                if bits.shape[0]:  # h no longer holds o lo times
+                    bits[off[o] + lo, h >> 6] &= ~(_ONE << np.uint64(h & 63))
+                    size[off[o] + lo] -= 1
         s = ctrl[N_STEPS]
-        step_code[s] = o
-        step_from[s] = lo
-        step_records[s] = censored
-        step_below[s] = ctrl[N_BELOW]
+        steps[0, s] = o
+        steps[1, s] = lo
+        steps[2, s] = censored
+        steps[3, s] = ctrl[N_BELOW]
         ctrl[N_STEPS] = s + 1
         if targeted:
             hist[o, lo] -= censored
@@ -211,18 +290,13 @@ def run(
             sizes[o] = n_new
         for i in range(n_at):  # only these records can gain or lose dominators
             r = at[i]
-            now = below_one(yt, r, k, held_ptr, held_idx, code_ptr, code_idx, feats)
+            now = _below(t, yt, bits, size, r, k, feats, acc)
             if now == below[r]:
                 continue
             below[r] = now
             ctrl[N_BELOW] += 1 if now else -1
             if targeted:  # the record's codes enter or leave the histogram
-                sign = 1 if now else -1
-                for p in range(held_ptr[r], held_ptr[r + 1]):
-                    j = held_idx[p]
-                    if yt[j, r] > 0:
-                        hist[j, yt[j, r]] += sign
-                        _refresh(hist, level, sizes, j)
+                _histogram_add(t, hist, level, sizes, r, 1 if now else -1)
     return BUDGET
 
 
@@ -286,7 +360,14 @@ def _holds(t: tuple, c: int, j: int, level: int) -> bool:
 
 @_jit
 def _below_after(
-    t: tuple, bits: np.ndarray, r: int, s: int, k: int, n_pop: int, scratch: np.ndarray, acc: np.ndarray
+    t: tuple,
+    bits: np.ndarray,
+    r: int,
+    s: int,
+    k: int,
+    n_pop: int,
+    scratch: np.ndarray,
+    acc: np.ndarray,
 ) -> bool:
     """Faithful k-map: whether fewer than k population records dominate sample record r after s steps
     (each code's working cap is its cap less its steps among the first s). With its rarest feature
@@ -294,7 +375,7 @@ def _below_after(
     looked up in its bitset or the candidate's row, counting stopped at k; else (every feature has
     a bitset) the features' bitsets are intersected from the rarest up, stopping once
     fewer than k are left (a feature without a bitset is rarer than any with one). `scratch`: (3,
-    r's length) feature, code, level; `acc`: a bitset."""
+    r's length) feature, code, level (then bitset row); `acc`: a bitset."""
     held_ptr, held_idx, held_val, cap, off, size = (
         t[HELD_PTR], t[HELD_IDX], t[HELD_VAL], t[CAP], t[OFF], t[SIZE],
     )  # fmt: skip
@@ -337,16 +418,9 @@ def _below_after(
                 if count >= k:
                     return False
         return True
-    acc[:] = bits[slot[fid[0]]]
-    for i in range(1, n):
-        row = bits[slot[fid[i]]]
-        count = 0
-        for w in range(len(acc)):
-            acc[w] &= row[w]
-            count += _popcount(acc[w])
-        if count < k:
-            return True
-    return False
+    for i in range(n):  # every feature has a bitset: none is rarer than the first
+        fj[i] = slot[fid[i]]
+    return _fewer_than_k(bits, fj, n, k, acc)
 
 
 @_jit
