@@ -203,11 +203,14 @@ def all_codes_on_the_sample(variant: str = "faithful", old: bool = True) -> None
 
 
 def _median(fn, repeat: int = 3):
-    """(last result, median wall seconds of `repeat` calls)."""
-    times, out = [], None
+    """(last result, median wall seconds of `repeat` calls); their median CPU seconds in `_median.cpu`
+    (on a shared machine the CPU time moves less with the load than the wall time)."""
+    times, cpus, out = [], [], None
     for _ in range(repeat):
         out, t = timed(fn)
         times.append(t)
+        cpus.append(timed.cpu)
+    _median.cpu = statistics.median(cpus)
     return out, statistics.median(times)
 
 
@@ -249,7 +252,7 @@ def live(ks: tuple[int, ...] = (5, 3, 7), repeat: int = 3) -> None:
     )
     print(
         f"  {'scope':<11}{'k':>3}{'steps':>7}  {'reference':>10}{'before':>8}{'new':>7}{'before/new':>11}  "
-        f"{'engine before':>14}{'new':>7}{'before/new':>11}  equal"
+        f"{'engine before':>14}{'new':>7}{'before/new':>11}  {'CPU before':>10}{'new':>7}  equal"
     )
     patched = {
         "prepare": before.prepare,
@@ -270,12 +273,15 @@ def live(ks: tuple[int, ...] = (5, 3, 7), repeat: int = 3) -> None:
                 for other in (ref, old)
             )
             rel_new, e_new = _median(functools.partial(settings.run, inputs), repeat)
+            c_new = _median.cpu
             with mock.patch.multiple(censor, **patched):
                 rel_old, e_old = _median(functools.partial(settings.run, inputs), repeat)
+            c_old = _median.cpu
             same = same and rel_new.fingerprint == rel_old.fingerprint and rel_new.loss == rel_old.loss
             print(
                 f"  {scope:<11}{k:>3}{len(new[2]):>7}  {t_ref:>10.3f}{t_old:>8.3f}{t_new:>7.3f}"
-                f"{t_old / t_new:>10.1f}x  {e_old:>14.3f}{e_new:>7.3f}{e_old / e_new:>10.1f}x  {same}"
+                f"{t_old / t_new:>10.1f}x  {e_old:>14.3f}{e_new:>7.3f}{e_old / e_new:>10.1f}x  "
+                f"{c_old:>10.3f}{c_new:>7.3f}  {same}"
             )
     print(f"  ({_load()})")
 
