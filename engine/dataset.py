@@ -7,17 +7,80 @@ name any group as population or cohort; `group_records` extracts the records of 
 An imported source (`engine.io.imports`) has no cohort file of its own: `CohortSpec` says which of its
 patients are the cohort (the whole source, an uploaded id list, or a group the source defines), and
 `Dataset.with_cohort` makes that the `cohort` group; the population stays every patient of the source.
+
+Lab orders may be given `Deferred`: read and validated when `labs` is first read (issue 24: the shipped
+sample's 6.9 million lab orders are read by the Lab orders page and a few measures, not by the first
+load). Every reader of `Dataset.labs` gets the frame (or None), as when it was given read.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any, Generic, TypeAlias, TypeVar, overload
 
 import numpy as np
 import pandas as pd
 
 from engine.records import Records
+
+T = TypeVar("T")
+
+
+class Deferred(Generic[T]):
+    """A value computed on its first use, once, under a lock (the shipped sample's dataset is shared
+    by the server's sessions, so by threads); an exception the computation raises is raised again at
+    every use, never computed twice."""
+
+    def __init__(self, compute: Callable[[], T]) -> None:
+        self._compute: Callable[[], T] | None = compute
+        self._lock = threading.Lock()
+        self._value: T | None = None
+        self._error: BaseException | None = None
+
+    @property
+    def done(self) -> bool:
+        """Whether the value was computed (or its computation failed)."""
+        return self._compute is None
+
+    def get(self) -> T:
+        with self._lock:
+            if self._compute is not None:
+                try:
+                    self._value = self._compute()
+                except BaseException as exc:
+                    self._error = exc
+                    raise
+                finally:
+                    self._compute = None  # the closure (and the bytes it holds) let go
+            if self._error is not None:
+                raise self._error
+            return self._value  # type: ignore[return-value]
+
+
+LabsValue: TypeAlias = "pd.DataFrame | Deferred[pd.DataFrame | None] | None"
+
+
+class _MaybeDeferred:
+    """`Dataset.labs`: a frame, None, or a `Deferred` frame resolved on read (its field's default,
+    read on the class, is None). The value as given is kept in the instance under `_labs`."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.slot = f"_{name}"
+
+    @overload
+    def __get__(self, obj: None, owner: Any = None) -> None: ...
+    @overload
+    def __get__(self, obj: object, owner: Any = None) -> pd.DataFrame | None: ...
+    def __get__(self, obj: object | None, owner: Any = None) -> pd.DataFrame | None:
+        if obj is None:
+            return None
+        value = obj.__dict__[self.slot]
+        return value.get() if isinstance(value, Deferred) else value
+
+    def __set__(self, obj: object, value: LabsValue) -> None:
+        obj.__dict__[self.slot] = value
 
 
 @dataclass(frozen=True, eq=False)
@@ -26,10 +89,16 @@ class Dataset:
     events: Records  # every patient with events
     groups: dict[str, np.ndarray] = field(default_factory=dict)  # group name -> patient ids (str)
     genotypes: pd.DataFrame | None = None  # patient_id + one column per SNP (0/1/2, NaN missing)
-    labs: pd.DataFrame | None = None  # patient_id, day, lab
+    labs: _MaybeDeferred = _MaybeDeferred()  # patient_id, day, lab (a frame, None or Deferred: see above)
     sources: dict[str, str] = field(default_factory=dict)  # file name -> sha256, for the report
     # code -> its spellings in the source, when normalization rewrote any (the export's code map)
     spellings: dict[str, tuple[str, ...]] | None = None
+
+    @property
+    def labs_read(self) -> bool:
+        """Whether the lab orders are read (given read, or given `Deferred` and read since)."""
+        value = self.__dict__["_labs"]
+        return not isinstance(value, Deferred) or value.done
 
     def group_ids(self, name: str) -> np.ndarray:
         if name == "population" and "population" not in self.groups:
@@ -49,7 +118,7 @@ class Dataset:
         groups = {g: v for g, v in self.groups.items() if g != "cohort"}
         if ids is not None:
             groups["cohort"] = np.asarray(ids, dtype=object)
-        return replace(self, groups=groups)
+        return replace(self, groups=groups, labs=self.__dict__["_labs"])  # deferred lab orders stay so
 
 
 COHORT_KINDS: tuple[tuple[str, str], ...] = (

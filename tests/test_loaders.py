@@ -328,6 +328,83 @@ def test_sample_loads_clean(sample_dataset) -> None:
     }
 
 
+# ------------------------------------------------------------------------------ deferred lab orders
+def _findings(report) -> list[tuple]:
+    return [(f.severity, f.kind, f.file, f.rows, f.n_rows, f.column, f.message) for f in report.findings]
+
+
+LAB_FILES = {
+    "good": b"patient_id,day,lab\nP1,1,Glucose\nP1,1,Sodium\nP2,5,Glucose\nP1,1,Glucose\nP9,2,HbA1c\n",
+    "bad": b"patient_id,day,lab\nP1,1,Glucose\nP1,yesterday,Sodium\n,2,\n",
+}
+
+
+@pytest.mark.parametrize("drop", [False, True])
+@pytest.mark.parametrize("which", sorted(LAB_FILES))
+def test_deferred_labs_give_what_a_load_gives(data_dir: Path, which: str, drop: bool) -> None:
+    """`defer_labs`: nothing is parsed at load; on first read, the same frame (or the same DataError:
+    same findings, file, rows and columns) as the load that reads them at once, the findings then in
+    the load's report after the other files' (issue 24)."""
+    files = {
+        "events": data_dir / "events_good.csv",
+        "cohort": data_dir / "cohort_good.csv",
+        "labs": Source("labs.csv", LAB_FILES[which]),
+    }
+    deferred = load_dataset(**files, drop_duplicates=drop, defer_labs=True)
+    ds = deferred.data
+    assert not ds.labs_read and deferred.report.findings == []
+    assert ds.sources["labs.csv"] == hashlib.sha256(LAB_FILES[which]).hexdigest()
+    cohort = ds.with_cohort(np.array(["P1"], dtype=object))
+    assert not cohort.labs_read  # a dataset made from it defers them still, and shares them
+    if which == "bad":
+        with pytest.raises(DataError) as eager:
+            load_dataset(**files, drop_duplicates=drop)
+        for _ in range(2):  # the error again at every read, never a second parse
+            with pytest.raises(DataError) as late:
+                cohort.labs  # noqa: B018
+            assert _findings(late.value.report) == _findings(eager.value.report)
+        assert error_of(late, "day_invalid").rows == (3,)
+        assert _findings(deferred.report) == _findings(eager.value.report)
+        return
+    eager_load = load_dataset(**files, drop_duplicates=drop)
+    assert eager_load.data.labs is not None
+    labs = ds.labs
+    assert ds.labs_read and cohort.labs is labs and ds.labs is labs
+    pd.testing.assert_frame_equal(labs, eager_load.data.labs)
+    assert len(labs) == (4 if drop else 5)
+    assert _findings(deferred.report) == _findings(eager_load.report)
+    assert {f.kind for f in deferred.report.findings} == {"duplicate_rows", "outside_population"}
+
+
+def test_the_sample_defers_its_lab_orders(sample_dataset) -> None:
+    """The shipped sample's lab orders: read when first asked for, equal to reading them at once; the
+    same files, fingerprints and report."""
+    import subprocess
+    import sys
+
+    from engine.io.loaders import sample_paths
+
+    fresh = subprocess.run(  # a fresh process: the memoized sample, its lab orders not yet read
+        [sys.executable, "-c", "from engine.io.loaders import load_sample; print(load_sample().labs_read)"],
+        cwd=Path(__file__).resolve().parent.parent,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert fresh.stdout.split() == ["False"]
+    paths = sample_paths()
+    eager = load_dataset(**paths, name="sample")
+    deferred = load_dataset(**paths, name="sample", defer_labs=True)
+    assert eager.data.labs_read and not deferred.data.labs_read
+    assert eager.data.labs is not None and deferred.data.labs is not None
+    for ds in (deferred.data, sample_dataset):
+        assert ds.labs is not None
+        pd.testing.assert_frame_equal(ds.labs, eager.data.labs)
+        assert ds.sources == eager.data.sources
+        assert ds.events.fingerprint == eager.data.events.fingerprint
+    assert _findings(deferred.report) == _findings(eager.report)
+
+
 CELL = st.text(alphabet=st.sampled_from(list('PV E0123456789.,-"; \t\nabcé')), max_size=8)
 
 

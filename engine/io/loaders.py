@@ -34,14 +34,14 @@ import re
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
+from functools import cached_property, lru_cache, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 import numpy as np
 import pandas as pd
 
-from engine.dataset import Dataset
+from engine.dataset import Dataset, Deferred
 from engine.io.errors import DataError, InputFileError, MissingFileError
 from engine.io.validation import (
     AGE_RANGE,
@@ -836,6 +836,7 @@ def load_dataset(
     drop_duplicates: bool = False,
     na_ids: NaIds = "error",
     normalize: bool = False,
+    defer_labs: bool = False,
 ) -> Loaded[Dataset]:
     """Load and cross-check a dataset's files; every file's findings before any DataError.
 
@@ -843,6 +844,10 @@ def load_dataset(
     the given id lists (each must lie within the population; a cohort outside the biobank is a
     warning). Genotype or lab patients without events are reported as warnings. With `normalize`,
     the codes' original spellings are kept in `Dataset.spellings` (and `Loaded.spellings`).
+
+    `defer_labs` (the shipped sample, issue 24): the lab orders' file is read now (its sha256 is in
+    `sources`) but parsed and validated when `Dataset.labs` is first read, by the same checks; their
+    findings are then added to this load's report, and an error raises the `DataError` there.
     """
     report = ValidationReport()
     srcs = {
@@ -877,24 +882,45 @@ def load_dataset(
                 "cohort_outside_biobank",
             )
     geno = _genotypes(srcs["genotypes"], report, na_ids) if "genotypes" in srcs else None
-    lab = _labs(srcs["labs"], report, drop_duplicates, na_ids) if "labs" in srcs else None
+    read_now = "labs" in srcs and not defer_labs
+    lab = _labs(srcs["labs"], report, drop_duplicates, na_ids) if read_now else None
     if population is not None:
         for role, table in (("genotypes", geno), ("labs", lab)):
             if table is not None:
                 _warn_outside(srcs[role].name, table, population, report, role)
     report.raise_if_errors()
-    assert records is not None and events_ is not None
+    assert records is not None and events_ is not None and population is not None
     sources, spellings = _source_hashes(srcs), events_.spelling_map()
+    labs_value: pd.DataFrame | Deferred[pd.DataFrame | None] | None = lab
+    if "labs" in srcs and defer_labs:
+        labs_value = Deferred(
+            partial(_deferred_labs, srcs["labs"], report, population, drop_duplicates, na_ids)
+        )
     dataset = Dataset(
         name=name,
         events=records,
         groups=groups,
         genotypes=geno,
-        labs=lab,
+        labs=labs_value,
         sources=sources,
         spellings=spellings,
     )
     return Loaded(dataset, report, sources, spellings)
+
+
+def _deferred_labs(
+    src: Source, report: ValidationReport, population: pd.Index, drop_duplicates: bool, na_ids: NaIds
+) -> pd.DataFrame | None:
+    """A dataset's deferred lab orders (`load_dataset(defer_labs=True)`): the checks `load_dataset`
+    runs on them at once (`_labs`, then patients without events), their findings added to the load's
+    `report`, their errors raised as a `DataError` of their own."""
+    own = ValidationReport()
+    lab = _labs(src, own, drop_duplicates, na_ids)
+    if lab is not None:
+        _warn_outside(src.name, lab, population, own, "labs")
+    report.extend(own)
+    own.raise_if_errors()
+    return lab
 
 
 def _warn_outside(
@@ -970,7 +996,9 @@ def load_sample_checked(
     """The shipped sample with its validation report (population = every patient with events).
 
     Memoized per process on the files' paths, sizes and modification times (the sample is read-only
-    shared data; a regenerated sample is read again). Uploaded files are never memoized here.
+    shared data; a regenerated sample is read again). Uploaded files are never memoized here. The lab
+    orders are validated when first read (`load_dataset(defer_labs=True)`, issue 24: the first load
+    draws the sidebar and the Cohort page, which read none of them).
     """
     paths = sample_paths(directory)
     stamp = tuple((role, str(p), p.stat().st_size, p.stat().st_mtime_ns) for role, p in sorted(paths.items()))
@@ -992,6 +1020,7 @@ def _sample_memo(
         unknown_codes=unknown_codes,
         drop_duplicates=drop_duplicates,
         na_ids=na_ids,
+        defer_labs=True,
     )
 
 
