@@ -546,7 +546,8 @@ def _candidate_sims(centroid, cand: np.ndarray, q) -> np.ndarray:
         trial = np.repeat(np.arange(m), lens)
         flat = np.ascontiguousarray(centroid).ravel()
         at = cand[trial] * centroid.shape[1] + q.indices[:, None]
-        vals = np.take(flat, at) * q.data[:, None]  # (nnz, n_o)
+        vals = np.take(flat, at)  # (nnz, n_o)
+        vals *= q.data[:, None]
         out = np.zeros((m, n_o))
         has = lens > 0
         if q.nnz:
