@@ -43,14 +43,15 @@ rarest up and stopping once fewer than k candidates are left. In the population 
 records just censored that were still below k are recounted (a record that met k still does: fewer
 codes, as many dominating candidates or more); in the cohort scope only the records that held the censored code at the
 censored level (no other record gains or loses a dominating candidate). The cohort scope's loop is
-compiled (`censor_kernel`, numba): a record's dominators are counted among the holders of its rarest
-code, stopping at k (the `stepwise` kernel keeps the live bitset counter, the plain loop). Either way
-the result is verified by `engine.risk.verify` (tests and callers), never by these counters.
+compiled (`censor_kernel.run`, numba; issue 24): each record's features are intersected as bitsets
+over the release kept up to date as records are censored, rarest first and stopping once fewer than
+k are left (the `stepwise` kernel keeps the live bitset counter, the plain loop). Either way the
+result is verified by `engine.risk.verify` (tests and callers), never by these counters.
 
 The faithful variant in the population scope does not step at all with the default kernel: its step
 sequence does not depend on k and is listed at once, and each record's exit step is binary-searched
-(`_faithful_by_exit_steps`); `kernel="stepwise"` runs the same dominance counts step by step (the
-plain loop, kept as the tests' and the benchmark's reference).
+(`_faithful_by_exit_steps`, compiled: `censor_kernel.exit_steps`); `kernel="stepwise"` runs the same
+dominance counts step by step (the plain loop, kept as the tests' and the benchmark's reference).
 
 Worked example (Figures 1-3): population Dan {250}, Bella {250,250,272}, John {250,250,272,272},
 Ada {401 x4}, Tom {272,272,724}, Alan {250}, Eric {272,724}; sample Alan, Tom, Bella; k = 2, caps
@@ -475,7 +476,7 @@ BITSET_BYTES = 1 << 26  # the compiled loops' feature bitsets (cohort: all or no
 
 
 def _kernel():
-    """The compiled cohort-scope loop, imported on first use (numba loads in about half a second)."""
+    """GCCens' compiled loops, imported on first use (numba loads in about half a second)."""
     from engine.anonymize import censor_kernel
 
     return censor_kernel
@@ -563,9 +564,9 @@ def censor_counts(
     counts are read-only (`problem.counts` itself when no cap is below a sample maximum).
 
     `progress(fraction, message)` is called before every censoring step, in this thread, with the
-    share of the records first below k that meet it now (the faithful k-map path, which does not
-    step: once per round of its exit-step search; the cohort scope's compiled loop: every
-    `STEP_BUDGET` steps); it may raise to cancel the run (nothing is left running: the loop holds
+    share of the records first below k that meet it now (the cohort scope's compiled loop: every
+    `STEP_BUDGET` steps; the faithful k-map path, which does not step: every `EXIT_BUDGET` records
+    of its exit-step search); it may raise to cancel the run (nothing is left running: the loop holds
     no threads between steps)."""
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}, not {variant!r}")
@@ -692,6 +693,43 @@ def censor_counts(
             hist.flip(y, flipped, below[flipped])
 
 
+def _exit_step_tables(
+    problem: CensorProblem, k: int, cap: np.ndarray, held: sp.csr_matrix, step_code: np.ndarray
+) -> tuple[tuple[np.ndarray, ...], int]:
+    """`censor_kernel.exit_steps`' tables (see there) for the step sequence's codes `step_code`, and
+    how many features get a bitset: those a target may be counted by (held by k or more population
+    records), the widest first within BITSET_BYTES (a size threshold: features of equal size all or
+    none). A record whose rarest feature has one is counted by intersections, else by checking the
+    holders of its rarest feature."""
+    d = len(cap)
+    pop, rows = problem.projected, problem.projected_rows
+    assert pop is not None and rows is not None
+    off = np.concatenate([[0], np.cumsum(cap + 1)]).astype(np.int64)
+    per_code = np.diff(pop.indptr)
+    flat = np.repeat(off[:-1], per_code) + np.minimum(pop.data, np.repeat(cap, per_code))
+    suffix = np.cumsum(np.bincount(flat, minlength=int(off[-1]) + 1)[::-1])[::-1]
+    size = suffix[:-1] - np.repeat(suffix[off[1:]], cap + 1)  # [off[j] + l]: holders of j >= l times
+    by_code_steps = np.argsort(step_code, kind="stable")  # each code's step positions, ascending
+    code_steps_ptr = np.concatenate([[0], np.cumsum(np.bincount(step_code, minlength=d))])
+    larger_first = np.lexsort((-pop.data, np.repeat(np.arange(d), per_code)))  # holders: a prefix
+    level = np.arange(len(size)) - np.repeat(off[:-1], cap + 1)
+    widths = np.sort(size[(level > 0) & (size >= k)])[::-1]
+    room = BITSET_BYTES // (8 * ((pop.shape[0] + 63) // 64))
+    least = max(int(k), int(widths[room]) + 1 if room < len(widths) else 0)
+    wide = np.flatnonzero((level > 0) & (size >= least))
+    slot = np.full(len(size), -1, dtype=np.int64)
+    slot[wide] = np.arange(len(wide))
+    tables = tuple(
+        np.ascontiguousarray(a, dtype=np.int64)
+        for a in (
+            *(held.indptr, held.indices, held.data, cap, code_steps_ptr, by_code_steps, off, size),
+            *(pop.indptr, pop.indices[larger_first], pop.data[larger_first]),
+            *(rows.indptr, rows.indices, rows.data, slot),
+        )
+    )
+    return tables, len(wide)
+
+
 def _faithful_by_exit_steps(
     problem: CensorProblem,
     k: int,
@@ -735,40 +773,11 @@ def _faithful_by_exit_steps(
         done = np.searchsorted(key, codes.astype(np.int64) * (n_steps + 1) + s) - code_start[codes]
         return cap[codes] - done
 
-    # the compiled search's tables (`censor_kernel.exit_steps`)
     pop = problem.projected
-    rows = problem.projected_rows
-    assert pop is not None and rows is not None
-    off = np.concatenate([[0], np.cumsum(cap + 1)]).astype(np.int64)
-    flat = np.repeat(off[:-1], np.diff(pop.indptr)) + np.minimum(
-        pop.data, np.repeat(cap, np.diff(pop.indptr))
-    )
-    suffix = np.cumsum(np.bincount(flat, minlength=int(off[-1]) + 1)[::-1])[::-1]
-    size = suffix[:-1] - np.repeat(suffix[off[1:]], cap + 1)  # [off[j] + l]: holders of j >= l times
-    by_code_steps = np.argsort(step_code, kind="stable")  # each code's step positions, ascending
-    code_steps_ptr = np.concatenate([[0], np.cumsum(np.bincount(step_code, minlength=d))])
-    # bitsets over the population for the features a target may be counted by (held by k or more),
-    # the widest first within BITSET_BYTES (a size threshold: features of equal size all or none); a
-    # record whose rarest feature has one is counted by intersections, else by checking the holders
-    col = np.repeat(np.arange(d), np.diff(pop.indptr))
-    larger_first = np.lexsort((-pop.data, col))  # a feature's holders: a prefix of its column
-    pop_idx, pop_val = pop.indices[larger_first], pop.data[larger_first]
-    level_of = np.arange(len(size)) - np.repeat(off[:-1], cap + 1)
-    sizes = np.sort(size[(level_of > 0) & (size >= k)])[::-1]
-    room = BITSET_BYTES // (8 * ((pop.shape[0] + 63) // 64))
-    least = max(int(k), int(sizes[room]) + 1 if room < len(sizes) else 0)
-    wide = np.flatnonzero((level_of > 0) & (size >= least))
-    slot = np.full(len(size), -1, dtype=np.int64)
-    slot[wide] = np.arange(len(wide))
-    tables = tuple(
-        np.ascontiguousarray(a, dtype=np.int64)
-        for a in (
-            *(held.indptr, held.indices, held.data, cap, code_steps_ptr, by_code_steps, off, size),
-            *(pop.indptr, pop_idx, pop_val, rows.indptr, rows.indices, rows.data, slot),
-        )
-    )
+    assert pop is not None
+    tables, n_bits = _exit_step_tables(problem, k, cap, held, step_code)
     ck = _kernel()
-    bits = ck.feature_bits(tables, len(wide), pop.shape[0])
+    bits = ck.feature_bits(tables, n_bits, pop.shape[0])
     if progress is not None:
         progress(0.0, f"{n_steps:,} censoring steps listed; finding each record's exit step")
     exit_step = np.zeros(m, dtype=np.int64)
