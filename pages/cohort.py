@@ -4,7 +4,11 @@ import pandas as pd
 import streamlit as st
 
 from engine.records import Records
-from ui import cache, steps
+from ui import (
+    cache,
+    persist,  # noqa: F401 - declares this page's kept widgets (their defaults) before they are drawn
+    steps,
+)
 from ui import cohort_view as cv
 from ui.context import through_entry_point
 from ui.downloads import table_download
@@ -134,7 +138,7 @@ st.dataframe(table.round(2), hide_index=True, width="stretch")
 table_download(table, "Download the group summary (CSV)", "group_summary.csv", "dl_group_summary")
 
 st.subheader("Most frequent codes")
-n_top = st.slider("Codes to list", 5, 100, 20, step=5, key="cohort_top_n")
+n_top = st.slider("Codes to list", 5, 100, step=5, key="cohort_top_n")  # 20: persist.PAGE_DEFAULTS
 left, right = st.columns(2)
 for col, (label, records) in zip((left, right), groups.items(), strict=True):
     with col:

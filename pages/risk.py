@@ -17,7 +17,14 @@ from engine.estimate import explain, kmap
 from engine.records import Records
 from engine.report.glossary import help_for
 from engine.vocab import describe
-from ui import cache, errors, honest, literal, threshold
+from ui import (
+    cache,
+    errors,
+    honest,
+    literal,
+    persist,  # noqa: F401 - declares this page's kept widgets (their defaults) before they are drawn
+    threshold,
+)
 from ui import format as fmt
 from ui import progress as progress_ui
 from ui import study as session_study
@@ -185,7 +192,7 @@ st.caption(
     "single-visit knowledge, the whole record under all-visits), grouped by pattern. Codes only: no "
     "patient identifiers are shown."
 )
-n_patterns = st.slider("Patterns to show", 5, 100, 20, step=5, key="risk_n_patterns")
+n_patterns = st.slider("Patterns to show", 5, 100, step=5, key="risk_n_patterns")  # 20: persist.PAGE_DEFAULTS
 with st.spinner("Finding the riskiest code patterns..."):
     patterns = _patterns(
         ctx.cohort,

@@ -54,8 +54,11 @@ def register(keys: Mapping[str, Any]) -> None:
     state.declare(sys._getframe(1).f_globals["__name__"], kept=keys)
 
 
+# the sliders among them, seeded with their default here and drawn without one (a widget given a
+# default and a value set through session state makes Streamlit warn on every page switch)
+PAGE_DEFAULTS = {"cohort_top_n": 20, "risk_n_patterns": 20}
 for _page, _keys in PAGE_KEYS.items():
-    state.declare(_page, kept=dict.fromkeys(_keys, LAZY))
+    state.declare(_page, kept={k: PAGE_DEFAULTS.get(k, LAZY) for k in _keys})
 
 
 def seed(key: str, default: Any, options: Iterable[Any] | None = None) -> None:
