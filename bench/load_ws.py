@@ -12,7 +12,7 @@ widget among the elements it was sent (the widget whose id ends with the user ke
 rerun with k's new value, as the browser does when the user types a value and presses Enter. A change
 superseded by the next one before a run finished counts until the run that finally finished.
 
-    .venv/bin/python -m bench.load_ws --sessions 8 --duration 30 [--rate 2] [--pages anonymize,phewas,,risk]
+    .venv/bin/python -m bench.load_ws --sessions 8 --duration 30 [--rate 1] [--pages anonymize,phewas,,risk]
 """
 
 from __future__ import annotations
@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sessions", type=int, default=8)
     ap.add_argument("--duration", type=float, default=30.0, help="seconds of k changes (at most 300)")
-    ap.add_argument("--rate", type=float, default=2.0, help="k changes per second per session")
+    ap.add_argument("--rate", type=float, default=1.0, help="k changes per second per session (issue 24: 1)")
     ap.add_argument("--pages", default="anonymize,phewas,,risk", help="URL paths, cycled over sessions")
     ap.add_argument(
         "--config", action="append", default=[], help="server option, e.g. runner.fastReruns=true"
