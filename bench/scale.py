@@ -266,9 +266,10 @@ def _reference_of(kernel: str) -> str | None:
 
 def step_kernel(n: int, work: Path, threads: int, targets: str, kernel: str = "auto") -> dict:
     from engine import risk
-    from engine.scale.shards import records_from_table
+    from engine.scale.shards import records_from_table, release_arrow_memory
 
     pop = records_from_table(pq.read_table(work / f"events_{n}.parquet"))  # Arrow: no string per event
+    release_arrow_memory()  # the table's memory, kept by Arrow's allocator, back to the system
     tg = pop if targets == "population" else pop.subset(_cohort_ids(work, n))
     stats: dict = {}
     _instrument(stats)

@@ -75,9 +75,9 @@ class MissingPopulationError(UserError, ValueError):
 # sets still live. Each step is a binary search (log n). Projection, atoms, deduplication and the
 # trie are sorts (n log n). Measured (bench/scale.py, cap5): CPU exponent 1.04 over 0.2-0.8 M patients.
 # Capped counts are counted by the compiled walk (`engine.risk_trie`, issue 24): the same walk, root child
-# by root child, each set dropped the moment it reaches the cap, without the deduplication above. 1.37 M
-# patients against themselves (bench/scale.py, cap5 against walkcap5, one run): CPU 8.2 s against 22.0 s,
-# peak memory 3.5 GB against 6.2 GB.
+# by root child, each set dropped the moment it reaches the cap, without the deduplication above, the
+# children of nodes of common codes met as bitmasks. 1.37 M patients against themselves (bench/scale.py,
+# cap5 against walkcap5, one run): CPU 5.2 s against 23.4 s, peak memory 2.8 GB against 5.4 GB.
 
 THREADS_ENV = "COHORTSHIELD_THREADS"  # environment variable: default thread count of the kernel
 _PAIR_CHUNK = 1 << 21  # (set, candidate) pairs expanded at once

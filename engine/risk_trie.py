@@ -2,25 +2,26 @@
 
 The same count as `risk._SubsetCounter` (Tamersoy 2010, "Risk Measure": the candidates holding every
 atom of a known set; within visits, the distinct patients with one visit holding them), as loops
-numba compiles once per installation (`cache=True`; `python -m engine.anonymize.warm` loads them):
+numba compiles once per installation (`cache=True`; `python -m engine.anonymize.warm` compiles them):
 
 1. `held_ranks`: per candidate, the needed atoms it holds as ranks (rarest atom first, ties by atom id),
-   ascending: one pass over the postings in rank order.
+   ascending; and per posting entry, where that candidate's later ranks start.
 2. `build_trie`: the known sets (rows of atoms) as a trie of their rank sequences, inserted row by row
-   through an open-addressing table keyed (parent node, rank); identical sets end at the same node, so
-   no set is sorted or deduplicated apart. `row_node` is the node of each row.
-3. `walk`: every candidate, in order, walks the trie depth first along the prefixes it holds (at a node,
-   the shorter of its children, tested against the candidate's atoms, and the candidate's remaining
-   atoms, looked up among the children) and adds one to each set node it reaches (within visits: once
-   per patient, the visits of a patient being consecutive).
+   through an open-addressing table keyed (parent node, rank); equal sets end at one node, so no set is
+   sorted or deduplicated apart. `breadth_first` renumbers the nodes level by level, a node's children
+   contiguous and by rank; `node_table` holds what a step reads of a node in one row.
+3. `walk`: root child by root child (a set's rarest atom), every candidate holding that atom walks its
+   subtree depth first along the prefixes of its later atoms, adding one to each set node it reaches
+   (within visits, once per patient: a patient's visits are consecutive). At a node of one of the
+   `_MASKED` most common ranks (`child_masks`: on engine.synth most of the work is under the hundred most
+   common codes) the children it holds are an AND of two bitmasks; elsewhere a merge of two ascending
+   lists, or a binary search per atom when the children are many.
 
 With a cap, a set node is decided when its count reaches the cap: every ancestor's number of undecided
-sets below it drops by one, and no walk enters a subtree with none left, at once (not between rounds,
-as the vectorized walk does). The work is then about cap steps per set plus one root step per held atom,
-linear in the data (issue 15: the capped CPU exponent was 1.04); full counts (no cap) take the same walk
-without dropping anything. Candidates are split into contiguous parts (whole patients within visits),
-one per thread, each counting with its own counters up to the cap: min(sum of min(part, cap), cap) is
-min(support, cap), so the result never depends on the split.
+sets below it drops by one, and no walk enters a subtree with none left, at once (the vectorized walk
+drops sets between rounds). The work is then about cap steps per set plus one root step per held atom,
+linear in the data; full counts (no cap) take the same walk without dropping anything. Root children are
+split among threads: their subtrees are disjoint, so the counts never depend on the split or the order.
 """
 
 from __future__ import annotations
@@ -35,6 +36,12 @@ _MIX = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: the key times 2^64 / 
 _PARTS_PER_THREAD = 32  # parts of the roots per thread (`_parts`)
 _SIZES = (1 << 16, 16, 256)  # first lengths: trie nodes, table slots (log2), walk stack; they grow as needed
 _SEARCH = 8  # a node's children are searched for each remaining atom when more than this many per atom
+_MASKED = 256  # nodes of the this many most common ranks meet a candidate's atoms as bitmasks (`child_masks`)
+_ONE = np.uint64(1)
+_M1 = np.uint64(0x5555555555555555)  # popcount (SWAR)
+_M2 = np.uint64(0x3333333333333333)
+_M4 = np.uint64(0x0F0F0F0F0F0F0F0F)
+_H01 = np.uint64(0x0101010101010101)
 
 
 @njit(cache=True, nogil=True)
@@ -197,24 +204,24 @@ def breadth_first(parent: np.ndarray, rank: np.ndarray, n_r: int) -> np.ndarray:
     return new_id
 
 
-# the node table's columns (`node_table`): one row of int32 per node, read together at every step
-RANK, BELOW, KID0, KID1, COUNT, LAST = range(6)
+# the node table's columns (`node_table`): one row of int32 per node, read together at a step
+BELOW, KID0, KID1, COUNT, LAST = range(5)
 
 
 @njit(cache=True, nogil=True)
-def node_table(parent, rank, row_node):
-    """Per node (breadth-first ids), one row: its rank, its number of undecided sets below (itself
-    included), its children `KID0` .. `KID1` - 1, its count (-1: no set ends there) and the last
-    candidate or patient counted there (-1: none yet)."""
+def node_table(parent, row_node):
+    """Per node (breadth-first ids), one row: its number of undecided sets below (itself included),
+    its children `KID0` .. `KID1` - 1, its count (-1: no set ends there) and the last candidate or
+    patient counted there (-1: none yet). The ranks stay apart (`rank`): a node's children's ranks are
+    read together, contiguous."""
     n = len(parent)
-    nd = np.zeros((n, 6), dtype=np.int32)
+    nd = np.zeros((n, 5), dtype=np.int32)
     nd[:, COUNT] = -1
     nd[:, LAST] = -1
     for u in row_node:
         nd[u, COUNT] = 0
     nd[0, KID0] = 1
     for u in range(n - 1, 0, -1):  # children after parents: deepest first
-        nd[u, RANK] = rank[u]
         if nd[u, COUNT] == 0:
             nd[u, BELOW] += 1
         nd[parent[u], BELOW] += nd[u, BELOW]
@@ -230,16 +237,52 @@ def node_table(parent, rank, row_node):
 
 
 @njit(cache=True, nogil=True)
+def _popcount(x):
+    x = x - ((x >> _ONE) & _M1)
+    x = (x & _M2) + ((x >> np.uint64(2)) & _M2)
+    x = (x + (x >> np.uint64(4))) & _M4
+    return np.int64((x * _H01) >> np.uint64(56))
+
+
+@njit(cache=True, nogil=True)
+def child_masks(rank, nd, base, words):
+    """The children of every node of rank `base` or more, as a bitmask of `words` 64-bit words (bit
+    rank - base): row `mask_row[v]` of `masks` (-1: none). Such a node's children rank above it, so
+    inside the window too; a candidate's later atoms as the same mask meet them in `words` ANDs."""
+    n = len(rank)
+    mask_row = np.full(n, -1, dtype=np.int32)
+    rows = 0
+    for v in range(1, n):
+        if rank[v] >= base and nd[v, KID1] > nd[v, KID0]:
+            mask_row[v] = rows
+            rows += 1
+    masks = np.zeros((rows, max(words, 1)), dtype=np.uint64)
+    for v in range(1, n):
+        m = mask_row[v]
+        if m >= 0:
+            for q in range(nd[v, KID0], nd[v, KID1]):
+                b = rank[q] - base
+                masks[m, b >> 6] |= _ONE << np.uint64(b & 63)
+    return mask_row, masks
+
+
+@njit(cache=True, nogil=True)
 def walk(
-    roots, post_ptr, post_rows, used, held_rank, after, n_after, owner, has_owner, parent, root_child, nd, cap, stack,
-    search,
+    roots, post_ptr, post_rows, used, held_rank, after, n_after, owner, has_owner, parent, rank, root_child, nd,
+    mask_row, masks, base, cap, stack, search,
 ):  # fmt: skip
     """For each rank r of `roots`, every candidate holding atom `used[r]` (in order) walks the subtree
     of the root's child of rank r along the prefixes it holds, adding one to each set node it reaches
     (within visits, once per patient), each set up to `cap` (0: no cap). Subtrees are disjoint, so
-    parts of `roots` may run at once on the shared table. At a node, its children and the candidate's
-    remaining ranks (both ascending) are merged, or with more than `search` children per remaining rank,
-    each rank is searched among the children. `stack`: the stack's first length. Returns the steps."""
+    parts of `roots` may run at once on the shared table.
+
+    At a node, the children the candidate holds: at a node with a mask (`child_masks`), the AND of its
+    children's mask and the candidate's atoms of rank `base` or more; elsewhere its children and the
+    candidate's remaining ranks (both ascending) merged, or with more than `search` children per
+    remaining rank, each rank searched among the children. `stack`: the stack's first length. Returns
+    the steps taken."""
+    words = masks.shape[1]
+    mine = np.zeros(words, dtype=np.uint64)  # the candidate's atoms of rank `base` or more
     stack_node = np.empty(max(stack, 1), dtype=np.int64)
     stack_pos = np.empty(max(stack, 1), dtype=np.int64)
     steps = 0
@@ -256,6 +299,11 @@ def walk(
                 continue
             s = after[i]
             who = owner[post_rows[i]] if has_owner else post_rows[i]
+            mine[:] = 0
+            for j in range(n):
+                b = held_rank[s + j] - base
+                if b >= 0:
+                    mine[b >> 6] |= _ONE << np.uint64(b & 63)
             stack_node[0], stack_pos[0] = u0, 0
             top = 1
             while top > 0:
@@ -278,11 +326,28 @@ def walk(
                             continue
                 cs, ce = nd[v, KID0], nd[v, KID1]
                 k = ce - cs
-                if k == 0 or p >= n:
+                if k == 0:
                     continue
-                if top + min(k, n - p) > len(stack_node):
-                    stack_node = _grow(stack_node, top + min(k, n - p))
-                    stack_pos = _grow(stack_pos, top + min(k, n - p))
+                if top + k > len(stack_node):
+                    stack_node = _grow(stack_node, top + k)
+                    stack_pos = _grow(stack_pos, top + k)
+                m_row = mask_row[v]
+                if m_row >= 0:  # children and the candidate's atoms as masks
+                    first = cs
+                    for x in range(words):
+                        kw = masks[m_row, x]
+                        hit = kw & mine[x]
+                        while hit:
+                            low = hit & (~hit + _ONE)
+                            q = first + _popcount(kw & (low - _ONE))
+                            if nd[q, BELOW] > 0:
+                                stack_node[top], stack_pos[top] = q, 0  # below a masked node, masks
+                                top += 1
+                            hit ^= low
+                        first += _popcount(kw)
+                    continue
+                if p >= n:
+                    continue
                 if k > search * (n - p):  # each remaining atom searched among the children
                     lo = cs
                     for j in range(p, n):
@@ -290,19 +355,19 @@ def walk(
                         hi = ce
                         while lo < hi:
                             mid = (lo + hi) >> 1
-                            if nd[mid, RANK] < x:
+                            if rank[mid] < x:
                                 lo = mid + 1
                             else:
                                 hi = mid
                         if lo == ce:
                             break
-                        if nd[lo, RANK] == x and nd[lo, BELOW] > 0:
+                        if rank[lo] == x and nd[lo, BELOW] > 0:
                             stack_node[top], stack_pos[top] = lo, j + 1
                             top += 1
                 else:  # children and remaining atoms merged
                     q, j = cs, p
                     while q < ce and j < n:
-                        x, y = nd[q, RANK], held_rank[s + j]
+                        x, y = rank[q], held_rank[s + j]
                         if x < y:
                             q += 1
                         elif y < x:
@@ -353,7 +418,9 @@ def count_rows(
     row_node = new_id[row0]
     root_child = np.where(root0 >= 0, new_id[np.maximum(root0, 0)], -1)
     del parent0, rank0, row0, root0, new_id
-    nd = node_table(parent, rank, row_node)
+    nd = node_table(parent, row_node)
+    base = max(n_r - _MASKED, 0)
+    mask_row, masks = child_masks(rank, nd, base, (n_r - base + 63) // 64)
     held_rank, after, n_after = held_ranks(post_ptr, post_rows, used, n_cand)
     has_owner = owner is not None
     own = owner.astype(np.int32) if owner is not None else np.zeros(1, dtype=np.int32)
@@ -362,8 +429,8 @@ def count_rows(
 
     def run(part: np.ndarray) -> int:
         steps = walk(
-            part, post_ptr, post_rows, used, held_rank, after, n_after, own, has_owner, parent, root_child, nd,
-            limit, _SIZES[2], _SEARCH,
+            part, post_ptr, post_rows, used, held_rank, after, n_after, own, has_owner, parent, rank, root_child,
+            nd, mask_row, masks, base, limit, _SIZES[2], _SEARCH,
         )  # fmt: skip
         return int(steps)
 

@@ -5,7 +5,7 @@ Hypothesis on random small cohorts with up to 24 codes and visits of up to 9 (de
 children: both ways of meeting a node's children), capped and full counts, both knowledges, repeats,
 generalized items of a release, within-visit matching, 1 or 3 threads, the compiled walk's buffers
 started at one element (every table, array and stack grows) and each way of meeting a node's children
-forced; then the shipped sample under the four
+(bitmasks, merge, search) forced; then the shipped sample under the four
 adversaries and a synthetic population against the vectorized walk."""
 
 from __future__ import annotations
@@ -30,12 +30,28 @@ SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[Healt
 
 
 @contextlib.contextmanager
-def compiled(kernel: str = "auto", tiny: bool = False, parts: int | None = None, search: int | None = None):
+def compiled(
+    kernel: str = "auto",
+    tiny: bool = False,
+    parts: int | None = None,
+    search: int | None = None,
+    masks: int | None = None,
+):
     """`kernel` "auto" (the compiled walk for capped counts) or "trie" (for full counts too); `tiny`:
     the compiled walk's node arrays, table and stack start at one element; `parts`: root parts per
-    thread; `search`: 0 searches every node's children for each remaining atom, a large value merges."""
-    saved = risk._KERNEL, risk_trie._SIZES, risk_trie._PARTS_PER_THREAD, risk_trie._SEARCH
+    thread; `search`: 0 searches every node's children for each remaining atom, a large value merges
+    (where no mask serves); `masks`: how many of the most common ranks' nodes meet the candidate's atoms
+    as bitmasks (0: none; 3: a few, the others merged or searched; 64: every node here)."""
+    saved = (
+        risk._KERNEL,
+        risk_trie._SIZES,
+        risk_trie._PARTS_PER_THREAD,
+        risk_trie._SEARCH,
+        risk_trie._MASKED,
+    )
     risk._KERNEL = kernel
+    if masks is not None:
+        risk_trie._MASKED = masks
     if tiny:
         risk_trie._SIZES = (1, 1, 1)
     if parts is not None:
@@ -45,7 +61,13 @@ def compiled(kernel: str = "auto", tiny: bool = False, parts: int | None = None,
     try:
         yield
     finally:
-        risk._KERNEL, risk_trie._SIZES, risk_trie._PARTS_PER_THREAD, risk_trie._SEARCH = saved
+        (
+            risk._KERNEL,
+            risk_trie._SIZES,
+            risk_trie._PARTS_PER_THREAD,
+            risk_trie._SEARCH,
+            risk_trie._MASKED,
+        ) = saved
 
 
 @st.composite
@@ -98,8 +120,9 @@ KNOWLEDGES = (("single_visit", False), ("all_visits", False), ("single_visit", T
     tiny=st.booleans(),
     parts=st.sampled_from([None, 1]),
     search=st.sampled_from([None, 0, 10**6]),
+    masks=st.sampled_from([None, 0, 3, 64]),
 )
-def test_compiled_walk_equals_the_reference(case, cap, threads, tiny, parts, search):
+def test_compiled_walk_equals_the_reference(case, cap, threads, tiny, parts, search, masks):
     """min(distinguishability, cap) exactly (full counts with no cap), for the original cohort against
     the population and for the release (its items' codes, its repeats), every knowledge."""
     pop, cohort, release = case

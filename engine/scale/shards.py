@@ -230,7 +230,16 @@ def read_shard(path: str | Path, items: np.ndarray | None = None) -> tuple[Recor
         n = int(meta[N_PATIENTS_KEY])
     if table.num_rows == 0:
         return None, n
-    return records_from_table(table, items), n
+    records = records_from_table(table, items)
+    del table
+    release_arrow_memory()
+    return records, n
+
+
+def release_arrow_memory() -> None:
+    """Give back to the system what Arrow's allocator keeps of freed tables: after a table of a
+    1.37-million-patient population is turned into records, 1.1 GB of the process's memory."""
+    pa.default_memory_pool().release_unused()
 
 
 def shards_vocabulary(shards: Sequence[str | Path]) -> np.ndarray:
