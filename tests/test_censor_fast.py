@@ -185,3 +185,16 @@ def test_random_populations_any_bitset_budget_equal_reference(drawn, k, cap, bit
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(censor, "BITSET_BYTES", bitsets * words * 8)
         _same(problem, k, problem.cap_vector(cap), "faithful")
+
+
+def test_sample_per_code_caps_by_label(sample_problems):
+    """`cap_vector` with a cap named for every code (as the GCCens view passes them), some lowered,
+    plus codes the sample does not hold: each code's cap, found by its label."""
+    problem = sample_problems["cohort", "all"]
+    labels = problem.code_labels
+    caps = {c: int(v) - (j % 3 == 0) for j, (c, v) in enumerate(problem.default_caps().items())}
+    got = problem.cap_vector(caps={**caps, "not a code": 0, "also absent": 1})
+    expected = np.array([min(int(problem.maxima[j]), caps[c]) for j, c in enumerate(labels)])
+    np.testing.assert_array_equal(got, expected)
+    assert (got < problem.maxima).sum() == len(range(0, len(labels), 3))
+    np.testing.assert_array_equal(problem.cap_vector(2, caps={labels[0]: 1})[:1], [min(1, problem.maxima[0])])

@@ -360,7 +360,16 @@ class CensorProblem:
 
     @property
     def code_labels(self) -> list[str]:
-        return [str(c) for c in self.cohort.items[self.codes]]
+        return list(self._labels)
+
+    @cached_property
+    def _labels(self) -> tuple[str, ...]:
+        return tuple(str(c) for c in self.cohort.items[self.codes])
+
+    @cached_property
+    def _column_of(self) -> dict[str, int]:
+        """Code label -> its column."""
+        return {c: j for j, c in enumerate(self._labels)}
 
     @cached_property
     def maxima(self) -> np.ndarray:
@@ -402,7 +411,7 @@ class CensorProblem:
         for code, c in (caps or {}).items():
             if int(c) < 0:
                 raise ValueError(f"the cap of code {code} must be >= 0, not {c}")
-            j = self.code_labels.index(code) if code in self.code_labels else -1
+            j = self._column_of.get(code, -1)
             if j >= 0:
                 out[j] = min(out[j], int(c))
         return out
