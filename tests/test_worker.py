@@ -5,6 +5,7 @@ kills it; what the worker stored in the app's cache comes back; the page's run h
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -162,6 +163,10 @@ def test_a_pages_run_happens_in_a_worker_and_its_cache_entry_comes_back(tmp_path
     assert count.read_text() == "x", "the worker's cache entry did not come back: computed again"
     assert f"pid: {pid}" in [m.value for m in at.markdown]
     assert len(started) == 1, "a worker was started for a result already held"
+    from ui import worker
+
+    # the kernels every worker would otherwise import again were imported here, before the fork
+    assert all(name in sys.modules for name in worker.PRELOAD)
 
 
 def test_the_method_views_run_in_workers_and_agree_with_the_script_thread(monkeypatch) -> None:

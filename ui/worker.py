@@ -59,6 +59,29 @@ class _Running:
             self.end = None
 
 
+# what the runs import when first needed and every worker would otherwise import again (numba and the
+# compiled kernels, about 0.5 s; scipy.stats for PheWAS): imported once here, before the first fork,
+# so every worker inherits them (torch, for the VAE alone, is imported by its first training)
+PRELOAD = (
+    "engine.anonymize.censor_kernel",
+    "engine.anonymize.profiles_kernel",
+    "engine.anonymize.alignment_kernel",
+    "engine.risk_trie",
+    "scipy.stats",
+)
+_PRELOADED: list[bool] = []
+
+
+def _preload() -> None:
+    if _PRELOADED:
+        return
+    import importlib
+
+    for name in PRELOAD:
+        importlib.import_module(name)
+    _PRELOADED.append(True)
+
+
 def _start_child() -> None:
     mute_in_child()
     cache.after_fork()
@@ -135,6 +158,7 @@ def run(
         cancel(key)
         running = None
     if running is None:
+        _preload()
         worker = forked.Worker(compute, in_child=_start_child, finish=_finish_child)
         running = mine[key] = _Running(worker, job, end)
         with _ALL_LOCK:
