@@ -29,7 +29,7 @@ instead, every result the server's sessions share is dropped first (`ui.cache.cl
 new, so nothing of the timed work was computed before. For the sweeps the bar's texts are recorded as
 drawn (`ui.progress.Tracker`'s bar, at most every 0.25 s): how many distinct texts it showed and the
 longest stretch without a new one (issue 24: "the same progress text for 4-5 s"). For the report, the
-build's time by part (bench/report.py's `Parts`).
+build's time by part (bench/report.py's `Parts`) when it runs in this process.
 
 Not a test: figures only (never part of `make test`).
 """
@@ -308,7 +308,11 @@ def app_report(study: dict[str, Any]) -> float:
     if any("cannot be built" in e.value for e in at.error):
         raise RuntimeError([e.value for e in at.error])
     spent = ", ".join(f"{p} {parts.times[p]:.2f}" for p in PARTS[:-1] if parts.times.get(p, 0) >= 0.005)
-    NOTES.setdefault("report", []).append(f"build parts (s): {spent}")
+    NOTES.setdefault("report", []).append(
+        f"build parts (s): {spent}"
+        if spent
+        else "the build ran in a worker process: its parts are not seen here (bench/report.py times them)"
+    )
     return took
 
 
