@@ -13,7 +13,7 @@ In one run, every measurement in a fresh subprocess (so each peak memory, ru_max
    trie walk (`risk._SubsetCounter`), its steps, lookups and the sum of the supports it counted;
    each kernel of `--kernels` on the same data (`index`: the inverted index with bitmaps, the kernel
    before the walk; `walk`; `auto`: the choice `risk._kernel` makes; `capK`, e.g. `cap5`: counts
-   only up to K, `cap=K`, by the compiled walk (`engine.risk_trie`, issue 24); `walkcapK`: the same by
+   only up to K, `cap=K`, by the compiled walk (`engine.scale.trie`, issue 24); `walkcapK`: the same by
    the vectorized walk, the capped kernel before issue 24, its reference: the ratio capK / walkcapK is
    printed), results compared (a capped kernel with min(the first full kernel's result, K));
 2. the growth exponent of each kernel: least-squares slope of log(time) on log(patients), wall and CPU;
@@ -230,18 +230,18 @@ def _instrument(stats: dict) -> None:
     wrap(risk._SubsetCounter, "__init__", "trie_s")
     wrap(risk._SubsetCounter, "count", "walk_s", walk_sizes)
 
-    from engine import risk_trie  # the compiled walk's stages (its steps: `count_rows`)
+    from engine.scale import trie  # the compiled walk's stages (its steps: `count_rows`)
 
     def compiled_sizes(a, out):
         stats["rows"] = stats.get("rows", 0) + len(a[6])  # known sets of two or more atoms
         stats["walk_steps"] = stats.get("walk_steps", 0) + out[1]
 
-    wrap(risk_trie, "count_rows", "compiled_s", compiled_sizes)
-    wrap(risk_trie, "build_trie", "trie_s")
-    wrap(risk_trie, "breadth_first", "trie_s")
-    wrap(risk_trie, "node_table", "trie_s")
-    wrap(risk_trie, "held_ranks", "held_s")
-    wrap(risk_trie, "walk", "walk_s")
+    wrap(trie, "count_rows", "compiled_s", compiled_sizes)
+    wrap(trie, "build_trie", "trie_s")
+    wrap(trie, "breadth_first", "trie_s")
+    wrap(trie, "node_table", "trie_s")
+    wrap(trie, "held_ranks", "held_s")
+    wrap(trie, "walk", "walk_s")
 
 
 def _cohort_ids(work: Path, n: int) -> np.ndarray:
@@ -251,7 +251,7 @@ def _cohort_ids(work: Path, n: int) -> np.ndarray:
 
 
 def _kernel_cap(kernel: str) -> tuple[str, int | None]:
-    """`capK` -> ("auto", K): the compiled walk (`engine.risk_trie`); `walkcapK` -> ("walk", K): the
+    """`capK` -> ("auto", K): the compiled walk (`engine.scale.trie`); `walkcapK` -> ("walk", K): the
     vectorized walk (`risk._SubsetCounter`), the capped kernel before issue 24; any other name ->
     (name, None)."""
     if kernel.startswith("walkcap"):

@@ -74,7 +74,7 @@ class MissingPopulationError(UserError, ValueError):
 # and rounds double), summing to 2 cap n^0.81 + C0 n^0.36; (c) steps through the inner nodes of
 # sets still live. Each step is a binary search (log n). Projection, atoms, deduplication and the
 # trie are sorts (n log n). Measured (bench/scale.py, cap5): CPU exponent 1.04 over 0.2-0.8 M patients.
-# Capped counts are counted by the compiled walk (`engine.risk_trie`, issue 24): the same walk, root child
+# Capped counts are counted by the compiled walk (`engine.scale.trie`, issue 24): the same walk, root child
 # by root child, each set dropped the moment it reaches the cap, without the deduplication above, the
 # children of nodes of common codes met as bitmasks. 1.37 M patients against themselves (bench/scale.py,
 # cap5 against walkcap5, one run): CPU 5.2 s against 23.4 s, peak memory 2.8 GB against 5.4 GB.
@@ -87,7 +87,7 @@ _AND_FULL_COLUMNS = 16  # whole-bitmap ANDs per set before continuing on non-zer
 _BITMAP_MIN_POSTING = 256  # atoms held by at least this many candidates get a bitmap ...
 _BITMAP_MAX_BYTES = 1 << 30  # ... within this much memory (most frequent first)
 _BITMAP_ALL_BYTES = 1 << 26  # every atom gets a bitmap when all of them fit in this much
-_KERNEL = "auto"  # "walk" (_SubsetCounter), "index" (_Intersector), "trie" (`engine.risk_trie`, compiled)
+_KERNEL = "auto"  # "walk" (_SubsetCounter), "index" (_Intersector), "trie" (`engine.scale.trie`, compiled)
 # or "auto": capped counts by the compiled walk, full counts as `_kernel` chooses
 _WALK_CHUNK = 1 << 17  # candidates' held atoms walked at once (about 0.2 GB of walk state)
 _WALK_WEIGHT = 600.0  # cost of a pair of held atoms in the walk, in bitmap words AND-ed (measured, `_kernel`)
@@ -834,7 +834,7 @@ def count_known_sets(
     `matching.cap` (a positive whole number, or None for full counts): every value is min(support, cap),
     exactly; enough for every verdict at k <= cap (below k, unique, failing records), and capped sums
     still add (min(a + b, cap) = min(min(a, cap) + min(b, cap), cap)). Capped counts go to the compiled
-    walk (`engine.risk_trie`, issue 24), which stops counting a set once it has `cap` supporters, so
+    walk (`engine.scale.trie`, issue 24), which stops counting a set once it has `cap` supporters, so
     its work no longer grows with the supports of common sets (issue 15); a CDF or median above `cap`
     needs full counts. Every verdict (below k, unique, the records failing k) needs only min(support,
     k), so at population scale the capped count is the kernel for verdicts: its work per set is bounded
@@ -857,10 +857,10 @@ def count_known_sets(
     multi = lens >= 2
     ran = "posting lengths"
     if multi.any() and (_KERNEL == "trie" or (_KERNEL == "auto" and cap is not None)):
-        from engine import risk_trie  # numba is loaded only when a compiled walk counts
+        from engine.scale import trie  # numba is loaded only when a compiled walk counts
 
         rows = np.flatnonzero(multi)
-        values[rows] = risk_trie.count_rows(
+        values[rows] = trie.count_rows(
             post.ptr, post.rows, post.length, post.n_cand, known.indptr, entry_atom, rows, cand_owner, cap,
             thread_count(threads),
         )[0]  # fmt: skip

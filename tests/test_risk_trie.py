@@ -1,4 +1,4 @@
-"""The compiled walk (engine/risk_trie.py, issue 24) equals the plain reference (tests/reference_risk.py)
+"""The compiled walk (engine/scale/trie.py, issue 24) equals the plain reference (tests/reference_risk.py)
 and the kernels it replaces for capped counts (`risk._SubsetCounter`, the vectorized walk).
 
 Hypothesis on random small cohorts with up to 24 codes and visits of up to 9 (deep tries, nodes with many
@@ -18,10 +18,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine import risk, risk_trie
+from engine import risk
 from engine.adversary import ALL_ADVERSARIES
 from engine.records import Records
 from engine.release import Release, set_item_label
+from engine.scale import trie
 from engine.synth.generator import generate
 from tests.reference_risk import reference_distinguishability
 
@@ -44,29 +45,29 @@ def compiled(
     as bitmasks (0: none; 3: a few, the others merged or searched; 64: every node here)."""
     saved = (
         risk._KERNEL,
-        risk_trie._SIZES,
-        risk_trie._PARTS_PER_THREAD,
-        risk_trie._SEARCH,
-        risk_trie._MASKED,
+        trie._SIZES,
+        trie._PARTS_PER_THREAD,
+        trie._SEARCH,
+        trie._MASKED,
     )
     risk._KERNEL = kernel
     if masks is not None:
-        risk_trie._MASKED = masks
+        trie._MASKED = masks
     if tiny:
-        risk_trie._SIZES = (1, 1, 1)
+        trie._SIZES = (1, 1, 1)
     if parts is not None:
-        risk_trie._PARTS_PER_THREAD = parts
+        trie._PARTS_PER_THREAD = parts
     if search is not None:
-        risk_trie._SEARCH = search
+        trie._SEARCH = search
     try:
         yield
     finally:
         (
             risk._KERNEL,
-            risk_trie._SIZES,
-            risk_trie._PARTS_PER_THREAD,
-            risk_trie._SEARCH,
-            risk_trie._MASKED,
+            trie._SIZES,
+            trie._PARTS_PER_THREAD,
+            trie._SEARCH,
+            trie._MASKED,
         ) = saved
 
 
@@ -205,7 +206,7 @@ def test_count_rows_steps_fall_with_the_cap() -> None:
     post, entry_atom = risk._atoms(proj, known)
     rows = np.flatnonzero(np.diff(known.indptr) >= 2)
     args = (post.ptr, post.rows, post.length, post.n_cand, known.indptr, entry_atom, rows, None)
-    full, full_steps = risk_trie.count_rows(*args, None, 1)
-    capped, capped_steps = risk_trie.count_rows(*args, 3, 2)
+    full, full_steps = trie.count_rows(*args, None, 1)
+    capped, capped_steps = trie.count_rows(*args, 3, 2)
     assert capped.tolist() == np.minimum(full, 3).tolist()
     assert capped_steps < full_steps

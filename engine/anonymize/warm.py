@@ -2,7 +2,7 @@
 
 UGACLIP / ACLIP's greedy (`profiles_kernel`), the LDA's alignment and clustering
 (`alignment_kernel`), GCCens' cohort-scope loop and population-scope exit-step search
-(`censor_kernel`) and the capped risk count (`engine.risk_trie`) are numba-compiled with
+(`censor_kernel`) and the capped risk count (`engine.scale.trie`) are numba-compiled with
 `cache=True`: the first call after an install compiles them (some seconds) and writes the machine
 code beside the sources; every later process loads it.
 `make run` and `make test` run this once after installing, so no officer's first run waits for the

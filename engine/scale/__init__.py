@@ -2,4 +2,6 @@
 
 - `shards`: populations split by patients into Parquet shards; supports counted per shard and added
 - `distributed`: the same shard-and-add plan scheduled on `dask.distributed`
+- `trie`: the compiled walk `engine.risk` counts capped supports with (issue 24: a population of 1.37 M
+  in process, or a shard, against every known set, up to k)
 """
