@@ -61,6 +61,14 @@ threads 39.0 s: 1.29x (1.30x in the second run), results equal. Cohort of 7,184 
 against itself (`shards.sharded_population_distinguishability`) 356 s wall, 515 s CPU, peak 8.09 GB
 (195,984 unique, 315,048 below 5). Whole run 1,201 s; largest step 13.33 GB (the 4 M in-process
 kernel), within 24 GB.
+
+Issue 24 ("risk, 1.37 M patients, single visit, capped at k: 28.7 s wall, 6.6 GB peak"; target 15 s and
+4 GB), `--sizes 1366786 --kernels cap5,walkcap5 --skip threads,sharded`, load 2.2-2.6: the compiled walk
+5.4 s wall, 5.3 s CPU, peak 2.87 GB; the vectorized walk in the same run 24.4 s, 24.1 s, 5.38 GB (0.22x),
+results equal. Before the change, the same command's cap5: 27.9 s, 24.6 s, 6.63 GB. Capped growth
+exponent over 0.34-1.37 M (`--sizes 341696,683393,1366786`): wall 0.98, CPU 0.98. Full counts by the
+compiled walk (`--kernels trie`), 1.37 M: 62 s wall, 67 s CPU, 2.88 GB (not the default: `_kernel` picks
+the index or the vectorized walk for full counts).
 """
 
 from __future__ import annotations
