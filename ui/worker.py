@@ -66,7 +66,7 @@ PRELOAD = (
     "engine.anonymize.censor_kernel",
     "engine.anonymize.profiles_kernel",
     "engine.anonymize.alignment_kernel",
-    "engine.risk_trie",
+    "engine.scale.trie",
     "scipy.stats",
 )
 _PRELOADED: list[bool] = []
