@@ -22,7 +22,7 @@ _REOPENED, _REOPEN_RESULT = (
     "_study_reopened",
     "study_reopen_result",
 )  # the study file last reopened; its outcome
-_BUILT = "report_built"  # (key, report, page, pdf, bundle) of the last build, or (key, error)
+_BUILT = "report_built"  # (key, report, its HTML page) of the last build, or (key, error)
 declare("pages/report.py", held=dict.fromkeys((_REOPENED, _REOPEN_RESULT, _BUILT), ABSENT))
 _LEDGERS = 2  # the study's ledger (ui.cache, this session: the session's study)
 
@@ -248,8 +248,9 @@ def _phewas_results(names: list[str]) -> PhewasResults | None:
 
 
 def _build(step) -> tuple | ReportError:
-    """The report and its files, each format rendered once (the preview, the downloads and the
-    bundle share the bytes); run in a worker process (issue 24), so it may write only the app's cache."""
+    """The report and its HTML page (the preview; the other formats are rendered when downloaded, each
+    once: `Report` keeps their bytes); run in a worker process (issue 24), so it may write only the
+    app's cache."""
     inputs = {}
     for i, n in enumerate(chosen):
         step(0.5 * i / max(len(chosen), 1), f"verifying {n!r} under the study's attacker")
@@ -275,8 +276,8 @@ def _build(step) -> tuple | ReportError:
         )
     except ReportError as exc:
         return exc
-    step(0.8, "rendering the HTML and the PDF, packing the bundle")
-    return report, report.to_html(), report.to_pdf(), make_bundle(report)
+    step(0.8, "rendering the HTML")
+    return report, report.to_html()  # the PDF and the bundle when their download is clicked
 
 
 if st.button("Build the report", type="primary", key="report_build") or progress.underway("report_run", key):
@@ -289,12 +290,17 @@ if built is None or built[0] != key:
 elif len(built) == 2:
     literal.error(f"The report cannot be built: {built[1]}")
 else:
-    _, report, page, pdf, bundle = built
+    _, report, page = built
     c1, c2, c3, c4, c5 = st.columns(5)
+    # the PDF (fpdf2: most of a build's time) and the bundle that holds it are rendered when clicked,
+    # once (`Report.to_pdf` keeps its bytes: the bundle's PDF is the downloaded one)
     report_download(
-        bundle, "Release bundle (zip: verified files, report, manifest)", "cohortshield_release.zip", where=c1
+        lambda: make_bundle(report),
+        "Release bundle (zip: verified files, report, manifest)",
+        "cohortshield_release.zip",
+        where=c1,
     )
-    report_download(pdf, "IRB report (PDF)", "cohortshield_report.pdf", where=c2)
+    report_download(report.to_pdf, "IRB report (PDF)", "cohortshield_report.pdf", where=c2)
     report_download(page, "IRB report (HTML)", "cohortshield_report.html", where=c3)
     report_download(report.to_json, "IRB report (JSON)", "cohortshield_report.json", where=c4)
     report_download(report.to_markdown, "IRB report (Markdown)", "cohortshield_report.md", where=c5)

@@ -11,6 +11,8 @@ import pytest
 from apptest_support import full_app, page_path, reopen_in_new_session, shown
 from streamlit.testing.v1 import AppTest
 
+from engine.report.bundle import make_bundle
+
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(
     not (ROOT / "sample_data" / "events.parquet").exists(), reason="the shipped sample is not there yet"
@@ -105,7 +107,8 @@ def test_changing_k_reverifies_on_risk_and_report(walked):
     assert set(matrix["release"]) == set(made) and len(matrix) == 8  # four adversaries each
     at.button(key="report_build").click().run()
     _ok(at)
-    _, report, _, pdf, bundle = at.session_state["report_built"]
+    _, report, _ = at.session_state["report_built"]
+    pdf, bundle = report.to_pdf(), make_bundle(report)  # what the PDF and bundle downloads serve on click
     assert pdf.startswith(b"%PDF") and bundle.startswith(b"PK")
     assert {r["verification"]["k"] for r in report.data["releases"]} == {10}
     labels = [b.proto.label for b in at.get("download_button")]
