@@ -289,6 +289,9 @@ def _resume() -> None:
     if stored is None:
         state[RESULT] = ("warning", "Your stored study is no longer there: nothing was resumed.")
         return
+    from ui.views import import_all
+
+    import_all()  # every method's kept settings declared before they are put back
     keys = set(choice_keys()) | {sidebar.COHORT_LIST_SEEN}
     restore({key: value for key, value in stored.choices.items() if key in keys})
     roles = {r for r, _ in UPLOAD_ROLES}

@@ -10,19 +10,20 @@ method on every rerun.
 
 from __future__ import annotations
 
-from types import ModuleType
+import importlib
 
 import streamlit as st
 
 from ui import persist
 from ui.context import Context
-from ui.views import gccens, heatherly, lda, profiles
 
-METHODS: dict[str, ModuleType] = {
-    "GCCens (censoring)": gccens,
-    "Generalization (Heatherly)": heatherly,
-    "Clinical profiles (UGACLIP / ACLIP)": profiles,
-    "Trajectories (LDA)": lda,
+# each method's view module, imported when its method is first picked (issue 24: a page that draws one
+# view, e.g. Lab orders through `ui.views.labs`, does not import the four methods and what they need)
+METHODS: dict[str, str] = {
+    "GCCens (censoring)": "ui.views.gccens",
+    "Generalization (Heatherly)": "ui.views.heatherly",
+    "Clinical profiles (UGACLIP / ACLIP)": "ui.views.profiles",
+    "Trajectories (LDA)": "ui.views.lda",
 }
 
 
@@ -34,4 +35,11 @@ def render_method(ctx: Context, function: str) -> None:
     `function(ctx)`."""
     titles = list(METHODS)
     choice = st.segmented_control("Method", titles, key=f"method_{function}", selection_mode="single")
-    getattr(METHODS[choice or titles[0]], function)(ctx)
+    getattr(importlib.import_module(METHODS[choice or titles[0]]), function)(ctx)
+
+
+def import_all() -> None:
+    """Import every method view, declaring its kept settings (`ui.persist.register`): a resumed
+    session's settings of a method not opened yet in this server are then restored too."""
+    for name in METHODS.values():
+        importlib.import_module(name)
