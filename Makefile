@@ -16,7 +16,7 @@ $(STAMP): requirements.txt pyproject.toml
 	@echo "make: installing the runtime (requirements.txt: about 2.1 GB, a few minutes on a fresh machine) into $(VENV)"
 	$(PIP_INSTALL) -r requirements.txt
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -e .
-	@echo "make: compiling the numba kernels once (UGACLIP / ACLIP, LDA: about 20 s on a fresh machine)"
+	@echo "make: compiling the numba kernels once (UGACLIP / ACLIP, LDA, GCCens, the risk walk: about 30 s on a fresh machine)"
 	$(BIN)/python -m engine.anonymize.warm
 	touch $(STAMP)
 
