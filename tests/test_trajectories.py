@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -545,3 +546,33 @@ def test_codes_outside_the_icd_hierarchy_are_the_users_choice_not_a_bug() -> Non
     traj = Trajectories.from_pairs([[("042.9", 50), ("401.9", 51)], [("401.9", 60), ("250.00", 61)]])
     with pytest.raises(UserError, match=r"042\.9.*choose the top codes"):
         lda(traj, k=2)
+
+
+def _same_cluster_table(res) -> None:
+    from engine.utility.loss import cluster_table
+    from tests.reference_loss import reference_cluster_table
+
+    try:
+        old = reference_cluster_table(res)
+    except KeyError:  # a member without pairs: both refuse
+        with pytest.raises(KeyError):
+            cluster_table(res)
+        return
+    pd.testing.assert_frame_equal(cluster_table(res), old, check_exact=True)
+
+
+@settings(max_examples=40, deadline=None)
+@given(pairs=cohorts(max_n=16), k=st.integers(2, 4), method=st.sampled_from(["a-gs", "baseline"]))
+def test_cluster_table_equals_the_former_one(pairs, k: int, method: str) -> None:
+    """The cluster table (one lookup of every trajectory, numpy means) is exactly the former `.loc`
+    one (tests/reference_loss.py), same rows, order and floats."""
+    t = Trajectories.from_pairs(pairs)
+    if 0 < int((t.lengths > 0).sum()) < k:
+        return  # no release (test_every_release_is_k_anonymous)
+    _same_cluster_table(lda(t, k, method=method, icd_hierarchy=ICD, age_domain=(30, 45)))
+
+
+@pytest.mark.parametrize("k", [2, 5, 12])
+def test_sample_cluster_table_equals_the_former_one(sample_trajectories, k: int) -> None:
+    traj, icd, age = sample_trajectories
+    _same_cluster_table(lda(traj, k, icd_hierarchy=icd, age_hierarchy=age))

@@ -184,10 +184,17 @@ def cluster_table(res: LDAResult) -> pd.DataFrame:
     ILM / ALM of its members and up to ten of its patients. Order: clusters that keep at least two
     pairs yet hold generalized values first (most pairs, then most loss), then the rest; ties by
     cluster number."""
-    rl = record_losses(res).set_index("patient_id")
+    rl = record_losses(res)
+    # each trajectory's row in `rl`, looked up once (a member without pairs has none: KeyError, as
+    # `.loc` raised); the means are numpy's, which is what pandas' `Series.mean` computes
+    row_of = pd.Index(rl["patient_id"]).get_indexer(res.trajectories.patient_ids)
+    ilm, alm = rl["ILM"].to_numpy(), rl["ALM"].to_numpy()
     rows = []
     for c, members in enumerate(res.clusters):
         ids = res.trajectories.patient_ids[members]
+        at = row_of[members]
+        if (at < 0).any():
+            raise KeyError(f"trajectories without pairs in cluster {c + 1}: {list(ids[at < 0])}")
         traj = " ".join(f"({code}, {age})" for code, age in res.cluster_labels(c))
         rows.append(
             {
@@ -195,8 +202,8 @@ def cluster_table(res: LDAResult) -> pd.DataFrame:
                 "size": len(members),
                 "pairs": len(res.cluster_pairs[c]),
                 "anonymized trajectory": traj or "(all pairs suppressed)",
-                "ILM": float(rl.loc[ids, "ILM"].mean()),
-                "ALM": float(rl.loc[ids, "ALM"].mean()),
+                "ILM": float(ilm[at].mean()),
+                "ALM": float(alm[at].mean()),
                 "patients": ", ".join(map(str, ids[:10])) + (" …" if len(ids) > 10 else ""),
             }
         )
