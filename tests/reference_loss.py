@@ -1,8 +1,9 @@
-"""The former `engine.utility.loss.cluster_table` (a `.loc` lookup per cluster), kept verbatim to
+"""The former `engine.utility.loss.cluster_table` (a `.loc` lookup per cluster) and `_original_nodes`, kept verbatim to
 prove the current one gives the same table (tests/test_trajectories.py)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from engine.utility.loss import LDAResult, record_losses
@@ -36,3 +37,11 @@ def reference_cluster_table(res: LDAResult) -> pd.DataFrame:
             .reset_index(drop=True)
         )
     return df
+
+
+def reference_original_nodes(result: LDAResult) -> tuple[np.ndarray, np.ndarray]:
+    """The former `engine.utility.loss._original_nodes`: every pair looked up again per measure."""
+    model, t = result.model, result.trajectories
+    oi = model.icd.indexes(t.codes.astype(str))
+    oa = model.age.indexes([model.age.leaf_of(a) for a in t.ages.tolist()])
+    return oi, oa

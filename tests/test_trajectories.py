@@ -549,8 +549,14 @@ def test_codes_outside_the_icd_hierarchy_are_the_users_choice_not_a_bug() -> Non
 
 
 def _same_cluster_table(res) -> None:
-    from engine.utility.loss import cluster_table
-    from tests.reference_loss import reference_cluster_table
+    """The cluster table and the original pairs' nodes the measures read (the result's own, no
+    longer looked up per measure) equal the former ones (tests/reference_loss.py)."""
+    from engine.utility.loss import _original_nodes, cluster_table
+    from tests.reference_loss import reference_cluster_table, reference_original_nodes
+
+    for new, old_nodes in zip(_original_nodes(res), reference_original_nodes(res), strict=True):
+        np.testing.assert_array_equal(new, old_nodes)
+        assert new.dtype == old_nodes.dtype
 
     try:
         old = reference_cluster_table(res)

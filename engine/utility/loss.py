@@ -56,12 +56,13 @@ class LDAResult(Protocol):
 
     def cluster_labels(self, c: int) -> list[tuple[str, str]]: ...
 
+    def original_nodes(self) -> tuple[np.ndarray, np.ndarray]: ...
+
 
 def _original_nodes(result: LDAResult) -> tuple[np.ndarray, np.ndarray]:
-    model, t = result.model, result.trajectories
-    oi = model.icd.indexes(t.codes.astype(str))
-    oa = model.age.indexes([model.age.leaf_of(a) for a in t.ages.tolist()])
-    return oi, oa
+    """Per original pair, its ICD and Age leaf node: the result's own (computed once per prepared
+    input, before clustering), not looked up again for every measure."""
+    return result.original_nodes()
 
 
 def record_losses(result: LDAResult) -> pd.DataFrame:
