@@ -47,9 +47,10 @@ from typing import Literal
 
 import numpy as np
 import pandas as pd
+import scipy.sparse as sp
 
 from engine.memo import memo
-from engine.records import Records
+from engine.records import Records, concat_ranges, item_bitsets
 from engine.release import Release, released_item_of
 from engine.risk import Matching, distinguishability
 
@@ -146,6 +147,166 @@ def _apriori_gen(frequent: set[frozenset[str]]) -> list[frozenset[str]]:
     return sorted(out, key=sorted)
 
 
+# ------------------------------------------------------------------- vectorized set algebra
+def _row_ids(m: sp.csr_matrix) -> np.ndarray:
+    """The row of each stored entry of a CSR matrix."""
+    return np.repeat(np.arange(m.shape[0], dtype=np.int64), np.diff(m.indptr))
+
+
+def _hash_weights(n_cols: int) -> tuple[np.ndarray, np.ndarray]:
+    """Two fixed random 64-bit weights per column: a set's hash is the (wrapping) sum over its columns."""
+    w = np.random.default_rng(20100215).integers(1, 2**63, size=(2, n_cols), dtype=np.int64)
+    return w[0].astype(np.uint64), w[1].astype(np.uint64)
+
+
+def _distinct_rows(m: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
+    """The nonempty rows of a 0/1 CSR matrix (sorted indices) whose column set differs from every
+    earlier row's, ascending (first appearances), and each row's position among them (-1: empty).
+    Rows are grouped by a 64-bit hash (`_hash_weights`), and every row is then compared with its
+    group's first row (same length, same columns); should two different rows ever share a group, they are grouped exactly by
+    their bytes instead."""
+    n = m.shape[0]
+    lengths = np.diff(m.indptr).astype(np.int64)
+    group = np.full(n, -1, dtype=np.int64)
+    nonempty = np.flatnonzero(lengths)
+    if not len(nonempty):
+        return np.zeros(0, dtype=np.int64), group
+    w1, _ = _hash_weights(m.shape[1])
+    cols = m.indices.astype(np.int64)
+    starts = m.indptr[:-1].astype(np.int64)[nonempty]
+    key = np.add.reduceat(w1[cols], starts)
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    inverse = inverse.ravel()
+    rep = nonempty[first][inverse]  # each nonempty row's group representative
+    same = np.array_equal(lengths[rep], lengths[nonempty]) and np.array_equal(
+        cols[concat_ranges(starts, lengths[nonempty])],
+        cols[concat_ranges(m.indptr[rep], lengths[nonempty])],
+    )
+    if same:
+        firsts = nonempty[first]
+        rank = np.empty(len(firsts), dtype=np.int64)
+        rank[np.argsort(firsts)] = np.arange(len(firsts))
+        group[nonempty] = rank[inverse]
+        return np.sort(firsts), group
+    seen: dict[bytes, int] = {}  # a hash collision (never seen): exact grouping
+    for r in nonempty.tolist():
+        group[r] = seen.setdefault(m.indices[m.indptr[r] : m.indptr[r + 1]].tobytes(), len(seen))
+    firsts = np.full(len(seen), -1, dtype=np.int64)
+    for r in nonempty.tolist()[::-1]:
+        firsts[group[r]] = r
+    return firsts, group
+
+
+_SUBSETS_MAX = 1 << 22  # proper subsets enumerated by `_superset_pairs` (else `_contained_pairs`)
+
+
+def _superset_pairs(m: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
+    """Every pair (i, j) of rows of a 0/1 CSR matrix of distinct nonempty rows (sorted indices) with
+    row i's columns a proper subset of row j's, ordered by i then j. Each row's proper subsets are
+    enumerated (short rows: 2 ** length - 2 of them), hashed (`_hash_weights`), looked up among the
+    rows' hashes and checked column by column; long rows fall back to `_contained_pairs`."""
+    lengths = np.diff(m.indptr).astype(np.int64)
+    n_cols = m.shape[1]
+    cols = m.indices.astype(np.int64)
+    w1, _ = _hash_weights(n_cols)
+    top = int(lengths.max(initial=0))
+    hashes = np.add.reduceat(w1[cols], m.indptr[:-1]) if len(cols) and lengths.all() else None
+    big = top > 22 or int((np.left_shift(1, lengths) - 2).sum()) > _SUBSETS_MAX
+    table = np.sort(hashes) if hashes is not None else None
+    if hashes is None or big or table is None or (len(table) > 1 and not np.all(table[1:] != table[:-1])):
+        q, h = _contained_pairs(m, m)
+        other = q != h
+        return q[other], h[other]
+    by_hash = np.argsort(hashes)
+    out_i: list[np.ndarray] = []
+    out_j: list[np.ndarray] = []
+    for size in np.unique(lengths[lengths > 1]).tolist():
+        rows = np.flatnonzero(lengths == size)
+        c = cols[m.indptr[rows][:, None] + np.arange(size)]  # (rows, size)
+        masks = np.arange(1, (1 << size) - 1, dtype=np.int64)
+        bits = (masks[:, None] >> np.arange(size)) & 1  # (masks, size)
+        sub = w1[c] @ bits.T.astype(np.uint64)  # (rows, masks): each proper subset's hash
+        at = np.minimum(np.searchsorted(table, sub), len(table) - 1)
+        hit_r, hit_m = np.nonzero(table[at] == sub)
+        i = by_hash[at[hit_r, hit_m]]
+        # check: row i's columns are exactly row j's columns under the mask
+        n_sel = bits[hit_m].sum(1)
+        sel = np.where(bits[hit_m] == 1, c[hit_r], n_cols)
+        sel.sort(axis=1)
+        pos = m.indptr[i][:, None] + np.arange(size)
+        ok_len = lengths[i] == n_sel
+        mine = np.where(np.arange(size) < lengths[i][:, None], cols[np.minimum(pos, len(cols) - 1)], n_cols)
+        ok = ok_len & (mine == sel).all(1)
+        out_i.append(i[ok])
+        out_j.append(rows[hit_r[ok]])
+    if not out_i:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    i_all, j_all = np.concatenate(out_i), np.concatenate(out_j)
+    order = np.lexsort((j_all, i_all))
+    return i_all[order], j_all[order]
+
+
+def _contained_pairs(queries: sp.csr_matrix, hosts: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
+    """Every pair (q, h) of a nonempty query row and a host row (0/1 CSR matrices, sorted indices, same
+    columns) whose column set contains the query's, ordered by q then h. Candidates are the hosts of
+    each query's rarest column (fewest hosts), filtered by its other columns from the rarest up."""
+    n_cols = queries.shape[1]
+    counts = np.bincount(hosts.indices, minlength=n_cols).astype(np.int64)
+    q_rows = _row_ids(queries)
+    q_cols = queries.indices.astype(np.int64)
+    order = np.lexsort((q_cols, counts[q_cols], q_rows))  # each query's columns, rarest first
+    q_cols = q_cols[order]
+    lengths = np.diff(queries.indptr).astype(np.int64)
+    starts = queries.indptr[:-1].astype(np.int64)
+    q = np.flatnonzero(lengths)
+    rarest = q_cols[starts[q]]
+    csc = hosts.tocsc()
+    csc.sort_indices()
+    n_cand = counts[rarest]
+    pair_q = np.repeat(q, n_cand)
+    pair_h = csc.indices[concat_ranges(csc.indptr[rarest], n_cand)].astype(np.int64)
+    host_keys = _row_ids(hosts) * n_cols + hosts.indices.astype(np.int64)  # ascending
+    for t in range(1, int(lengths.max(initial=0))):
+        if not len(pair_q):
+            break
+        open_ = lengths[pair_q] > t
+        if not open_.any():
+            break
+        col = q_cols[starts[pair_q[open_]] + t]
+        wanted = pair_h[open_] * n_cols + col
+        at = np.minimum(np.searchsorted(host_keys, wanted), len(host_keys) - 1)
+        keep = np.ones(len(pair_q), dtype=bool)
+        keep[open_] = host_keys[at] == wanted
+        pair_q, pair_h = pair_q[keep], pair_h[keep]
+    return pair_q, pair_h
+
+
+def _indicator(sets: Sequence[Itemset]) -> tuple[sp.csr_matrix, list[str]]:
+    """0/1 CSR matrix of a list of code sets over their own sorted vocabulary, and that vocabulary."""
+    vocab = sorted(set().union(*sets)) if sets else []
+    index = {c: i for i, c in enumerate(vocab)}
+    cols = [sorted(index[c] for c in s) for s in sets]
+    indptr = np.zeros(len(sets) + 1, dtype=np.int64)
+    np.cumsum([len(c) for c in cols], out=indptr[1:])
+    flat = np.fromiter((c for row in cols for c in row), dtype=np.int64, count=int(indptr[-1]))
+    m = sp.csr_matrix((np.ones(len(flat), dtype=np.int8), flat, indptr), shape=(len(sets), len(vocab)))
+    return m, vocab
+
+
+def _least_superset(
+    matrix: sp.csr_matrix, support: np.ndarray, pairs: tuple[np.ndarray, np.ndarray] | None = None
+) -> np.ndarray:
+    """`least_superset_support` on the sets' 0/1 matrix (distinct rows); `pairs`: its
+    `_superset_pairs`, when already known."""
+    out = np.full(matrix.shape[0], np.iinfo(np.int64).max, dtype=np.int64)
+    q, h = _superset_pairs(matrix) if pairs is None else pairs
+    values = np.asarray(support, dtype=np.int64)[h]
+    if len(q):  # pairs come ordered by q: one minimum per run
+        first = np.flatnonzero(np.concatenate([[True], q[1:] != q[:-1]]))
+        out[q[first]] = np.minimum.reduceat(values, first)
+    return out
+
+
 # --------------------------------------------------------------------------------------- PPE
 def collect_constraints(
     records: Records, condition: FilteringCondition, code_sets: Iterable[Iterable[str]] | None = None
@@ -156,21 +317,92 @@ def collect_constraints(
     if condition == "custom":
         if code_sets is None:
             raise ValueError("the custom filtering condition needs a list of code sets")
-        raw: Iterable[Iterable[str]] = code_sets
-    elif condition == "single_visit":
+        seen: dict[Itemset, None] = {}
+        for s in code_sets:
+            fs = frozenset(str(c) for c in s)
+            if fs:
+                seen.setdefault(fs, None)
+        return list(seen)
+    return _condition_constraints(records, condition)[0]
+
+
+def _condition_constraints(
+    records: Records, condition: FilteringCondition
+) -> tuple[list[Itemset], sp.csr_matrix, np.ndarray]:
+    """The visit (`single_visit`) or record (`all_visits`) condition's constraints, distinct, in order
+    of first appearance, their 0/1 matrix over the records' items (one row per constraint) and each
+    visit's (record's) constraint (-1: empty)."""
+    if condition == "single_visit":
         m = records.visit_item_sets
-        raw = (records.items[m.indices[m.indptr[v] : m.indptr[v + 1]]] for v in range(m.shape[0]))
     elif condition == "all_visits":
         m = records.patient_item_sets
-        raw = (records.items[m.indices[m.indptr[p] : m.indptr[p + 1]]] for p in range(m.shape[0]))
     else:
         raise ValueError(f"filtering condition must be one of {FILTERING_CONDITIONS}, not {condition!r}")
-    seen: dict[Itemset, None] = {}
-    for s in raw:
-        fs = frozenset(str(c) for c in s)
-        if fs:
-            seen.setdefault(fs, None)
-    return list(seen)
+    firsts, group = _distinct_rows(m)
+    rows = m[firsts]
+    rows.sort_indices()
+    names = [str(c) for c in records.items.tolist()]
+    ind, ptr = rows.indices.tolist(), rows.indptr.tolist()
+    sets = [frozenset([names[c] for c in ind[ptr[r] : ptr[r + 1]]]) for r in range(rows.shape[0])]
+    return sets, rows, group
+
+
+_BITSETS_MAX = 1 << 28  # bytes of item -> record bitsets `_record_supports` may build
+
+
+def _record_supports(queries: sp.csr_matrix, records: Records) -> np.ndarray:
+    """`supports` of the code sets of a 0/1 matrix over the records' items (records holding every
+    item): popcounts of ANDs of the items' record bitsets (`item_bitsets`), or, when those would be
+    large, counts of `_contained_pairs`."""
+    holders = records.patient_item_sets
+    n_words = max(1, (records.n_patients + 63) // 64)
+    if records.n_items * n_words * 8 > _BITSETS_MAX:
+        q, _ = _contained_pairs(queries, holders)
+        return np.bincount(q, minlength=queries.shape[0]).astype(np.int64)
+    bits = item_bitsets(holders)
+    lengths = np.diff(queries.indptr).astype(np.int64)
+    starts = queries.indptr[:-1].astype(np.int64)
+    out = np.full(queries.shape[0], records.n_patients, dtype=np.int64)
+    live = np.flatnonzero(lengths)
+    if not len(live):
+        return out
+    acc = bits[queries.indices[starts[live]]]
+    for t in range(1, int(lengths.max())):
+        sel = np.flatnonzero(lengths[live] > t)
+        acc[sel] &= bits[queries.indices[starts[live[sel]] + t]]
+    out[live] = np.bitwise_count(acc).sum(axis=1, dtype=np.int64)
+    return out
+
+
+def _visit_set_supports(
+    sets: sp.csr_matrix, group: np.ndarray, records: Records, pairs: tuple[np.ndarray, np.ndarray]
+) -> np.ndarray:
+    """`supports` within visits of the records' distinct visit code sets (`sets`, each visit's set in
+    `group`, `pairs` = `_superset_pairs(sets)`): the distinct records of the visits whose set is the
+    set itself or one of its supersets."""
+    n = sets.shape[0]
+    q = np.concatenate([np.arange(n, dtype=np.int64), pairs[0]])
+    h = np.concatenate([np.arange(n, dtype=np.int64), pairs[1]])
+    visits = np.flatnonzero(group >= 0)
+    visits = visits[np.argsort(group[visits], kind="stable")]
+    count = np.bincount(group[visits], minlength=n).astype(np.int64)
+    start = np.concatenate([[0], np.cumsum(count)[:-1]])
+    per = count[h]
+    patient = records.visit_patient[visits[concat_ranges(start[h], per)]].astype(np.int64)
+    n_p = max(records.n_patients, 1)
+    distinct = np.unique(np.repeat(q, per) * n_p + patient)
+    return np.bincount(distinct // n_p, minlength=n).astype(np.int64)
+
+
+def _support_rows(queries: sp.csr_matrix, records: Records, within_visits: bool) -> np.ndarray:
+    """`supports` of the code sets of a 0/1 matrix over the records' items: records holding every
+    item (`within_visits`: records with one visit holding every item)."""
+    if not within_visits:
+        return _record_supports(queries, records)
+    q, v = _contained_pairs(queries, records.visit_item_sets)
+    n = max(records.n_patients, 1)
+    distinct = np.unique(q * n + records.visit_patient[v].astype(np.int64))
+    return np.bincount(distinct // n, minlength=queries.shape[0]).astype(np.int64)
 
 
 def maximal_sets(sets: Sequence[Itemset]) -> list[int]:
@@ -199,24 +431,7 @@ def least_superset_support(sets: Sequence[Itemset], support: np.ndarray) -> np.n
     """For each set of the list (distinct sets), the least support among the other sets that contain
     it (int64 max when none does). With it, the sets not contained in another set of support < k
     (`maximal_sets` over those of support < k) are read off for every k at once."""
-    posting: dict[str, set[int]] = {}
-    for i, s in enumerate(sets):
-        for c in s:
-            posting.setdefault(c, set()).add(i)
-    out = np.full(len(sets), np.iinfo(np.int64).max, dtype=np.int64)
-    for i, s in enumerate(sets):
-        lists = sorted((posting[c] for c in s), key=len)
-        if not lists or len(lists[0]) == 1:
-            continue  # no other set holds its rarest code
-        holders = set(lists[0])
-        for lst in lists[1:]:
-            holders &= lst
-            if len(holders) == 1:
-                break
-        holders.discard(i)
-        if holders:
-            out[i] = min(int(support[j]) for j in holders)
-    return out
+    return _least_superset(_indicator(sets)[0], support)
 
 
 _PROTECTION_KEPT = 4  # cohorts whose protection is kept (`engine.memo`, "policy protection")
@@ -234,12 +449,18 @@ def _protection(
     where the caller's scope says (`engine.memo`: the app's session)."""
 
     def make() -> tuple[list[Itemset], np.ndarray, np.ndarray]:
+        collected, rows, group = _condition_constraints(records, condition)
+        pairs = _superset_pairs(rows)
+        if within_visits and condition == "single_visit":
+            sup = _visit_set_supports(rows, group, records, pairs)
+        else:
+            sup = _support_rows(rows, records, within_visits)
+        return collected, sup, _least_superset(rows, sup, pairs)
+
+    if condition == "custom":
         collected = collect_constraints(records, condition, code_sets)
         sup = supports(collected, records, within_visits=within_visits)
         return collected, sup, least_superset_support(collected, sup)
-
-    if condition == "custom":
-        return make()
     key = (records.fingerprint, condition, bool(within_visits))
     return memo("policy protection", key, make, size=_PROTECTION_KEPT)
 
