@@ -235,6 +235,10 @@ def test_sample_membership_ledger_and_small_cells(sample_dataset, capsys):
     for rows in power.values():
         assert "as computed" in rows and "all options together" in rows
         assert any(o.startswith("small-cell policy") for o in rows)
+    # the section's paragraph is a sentence (it began "a likelihood-ratio presence test")
+    section = rep.to_markdown().decode().split("Membership attack on the released PheWAS statistics", 1)[1]
+    first = section.strip().split("\n", 1)[0].replace("\\", "")  # markdown escapes
+    assert first.startswith("A likelihood-ratio presence test"), first[:60]
     with capsys.disabled():
         print("\nledger:", pair["message"])
         for name, rows in power.items():

@@ -775,7 +775,10 @@ def _disclosure(d: dict[str, Any]) -> list[Block]:
         ]
     m = d.get("membership")
     if m is not None:
-        out += [Heading(2, "Membership attack on the released PheWAS statistics"), Para(m["status"] + ".")]
+        out += [
+            Heading(2, "Membership attack on the released PheWAS statistics"),
+            Para(m["status"][:1].upper() + m["status"][1:] + "."),
+        ]  # a sentence
         if m.get("original"):
             out += [
                 Para(f"Reference and non-members: {m['reference']}."),
