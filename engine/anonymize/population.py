@@ -85,7 +85,7 @@ _T = TypeVar("_T")
 def _memoized(key: tuple, make: Callable[[], _T]) -> _T:
     """`make()`, kept under `key` (a content fingerprint and the parameters it depends on): what the
     procedure needs of a dataset that does not depend on k (utility groups, original figures, the
-    targets' layout and visit supports) is computed once per data, the frequency bins once per k.
+    visit supports of the targets) is computed once per data, the frequency bins once per k.
     Held where the caller's scope says (`engine.memo`: the app's session). Values are never modified
     by their users (arrays are read-only)."""
     return memo("population", key, make, size=_MEMO_KEPT)
@@ -391,39 +391,37 @@ class _Layout:
 
 
 def _split_layout(group: Records, targets: np.ndarray) -> _Layout:
-    """The group split into its target records and the others; memoized per the group's content and
-    the targets (`_memoized`)."""
+    """The group split into its target records and the others. Not memoized: it is a few index arrays
+    and two `take`s (15 ms for the sample's three scopes), while a memoized copy is as large as the
+    group (15 MB on the sample), which a worker would pickle back to the app's session after every
+    completion pass (ui/worker.py) at a greater cost than making it again."""
     targets = np.asarray(targets, dtype=np.int64)
-    key = ("layout", group.fingerprint, hashlib.sha256(targets.tobytes()).hexdigest())
-
-    def make() -> _Layout:
-        g = group
-        visits = concat_ranges(g.visit_ptr[targets], np.diff(g.visit_ptr)[targets])
-        local = np.full(g.n_visits, -1, dtype=np.int64)
-        local[visits] = np.arange(len(visits))
-        is_target = np.zeros(g.n_patients, dtype=bool)
-        is_target[targets] = True
-        others = np.flatnonzero(~is_target)
-        o_visits = concat_ranges(g.visit_ptr[others], np.diff(g.visit_ptr)[others])
-        return _Layout(
-            visits=_frozen(visits),
-            local=_frozen(local),
-            events=_frozen(concat_ranges(g.event_ptr[visits], np.diff(g.event_ptr)[visits])),
-            other_events=_frozen(concat_ranges(g.event_ptr[o_visits], np.diff(g.event_ptr)[o_visits])),
-            target_base=replace(g.take(targets), event_age=None),
-            other_base=replace(g.take(others), event_age=None) if len(others) else None,
-        )
-
-    return _memoized(key, make)
+    g = group
+    visits = concat_ranges(g.visit_ptr[targets], np.diff(g.visit_ptr)[targets])
+    local = np.full(g.n_visits, -1, dtype=np.int64)
+    local[visits] = np.arange(len(visits))
+    is_target = np.zeros(g.n_patients, dtype=bool)
+    is_target[targets] = True
+    others = np.flatnonzero(~is_target)
+    o_visits = concat_ranges(g.visit_ptr[others], np.diff(g.visit_ptr)[others])
+    return _Layout(
+        visits=_frozen(visits),
+        local=_frozen(local),
+        events=_frozen(concat_ranges(g.event_ptr[visits], np.diff(g.event_ptr)[visits])),
+        other_events=_frozen(concat_ranges(g.event_ptr[o_visits], np.diff(g.event_ptr)[o_visits])),
+        target_base=replace(g.take(targets), event_age=None),
+        other_base=replace(g.take(others), event_age=None) if len(others) else None,
+    )
 
 
-def _original_support(group: Records, targets: np.ndarray, within_visits: bool) -> np.ndarray:
-    """Per visit of the target records (`_split_layout`'s order), the group's records holding its
-    original code set (within one visit when `within_visits`); memoized per the group's content and
-    the targets (`_memoized`)."""
+def _original_support(
+    group: Records, targets: np.ndarray, within_visits: bool, layout: _Layout
+) -> np.ndarray:
+    """Per visit of the target records (`layout`: `_split_layout(group, targets)`), the group's
+    records holding its original code set (within one visit when `within_visits`); memoized per the
+    group's content and the targets (`_memoized`)."""
     targets = np.asarray(targets, dtype=np.int64)
     key = ("support", group.fingerprint, hashlib.sha256(targets.tobytes()).hexdigest(), within_visits)
-    layout = _split_layout(group, targets)
 
     def make() -> np.ndarray:
         sets = _item_sets(group, layout.visits)
@@ -455,7 +453,7 @@ class _Pool:
         # per target visit, a lower bound of its support: the original visit's (generalizing never
         # lowers a support and the frequency bins suppress whole codes), then the last count, less the
         # records that lost events since
-        self.lower = _original_support(state.group, targets, within_visits).copy()
+        self.lower = _original_support(state.group, targets, within_visits, layout).copy()
         self.exact = np.zeros(len(self.visits), dtype=bool)  # `lower` is the visit's support
         self.other_count = np.full(len(self.visits), -1, dtype=np.int64)  # its others' part; -1 unknown
         self.target: Records  # the target records
