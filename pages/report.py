@@ -201,10 +201,15 @@ if len(published) > 1:
     )
     if _pairs:
         st.dataframe(ledger_frame(_pairs), hide_index=True, key="report_ledger")
+        # the table says it of every pair: a sentence for each pair not verified together, one line for the rest
+        _together = sum(_p.ok for _p in _pairs)
+        if _together:
+            st.caption(
+                f"{_together} of {len(_pairs)} pairs sharing patients are verified together at k = {ctx.k} "
+                "(the table's 'verified' column)."
+            )
         for _p in _pairs:
-            if _p.ok:
-                st.caption(literal.md(_p.message()))
-            else:
+            if not _p.ok:
                 literal.warning(_p.message())
     else:
         st.caption("No two releases of the study share a patient.")

@@ -129,3 +129,34 @@ def test_report_page_policy_select_and_ledger_table():
     report = at.session_state["report_built"][1]
     assert report.data["small cells"]["policy"] == SmallCellPolicy.min_cell(7).to_dict()
     assert len(report.data["ledger"]) == len(table)
+
+
+def test_report_page_says_verified_pairs_once_and_warns_of_each_failing_pair():
+    """The ledger's pairs verified together are one line under the table (there was a sentence per pair,
+    dozens on a study of a few releases); each pair not verified together keeps its warning."""
+    import numpy as np
+    import pytest
+    from apptest_support import add_release, page_app
+
+    from engine.release import Release
+
+    if not (ROOT / "sample_data" / "events.parquet").exists():
+        pytest.skip("the shipped sample is not there yet")
+    at = page_app("pages/report.py", state={"k": 10})
+    at.run()
+    ctx = at.session_state["context"]
+    for name in ("Suppress all", "Suppress all (2)", "Suppress all (3)"):
+        add_release(
+            at, name, Release(name, ctx.cohort.keep_events(np.zeros(ctx.cohort.n_events, dtype=bool)))
+        )
+    add_release(at, "Unchanged", Release("unchanged", ctx.cohort))
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    (table,) = [d.value for d in at.dataframe if "shared patients" in d.value.columns]
+    assert len(table) == 6 and int(table["verified"].sum()) == 3
+    captions = [shown(c.value) for c in at.caption]
+    assert sum("together verified" in c for c in captions) == 0
+    assert any(
+        c.startswith("3 of 6 pairs sharing patients are verified together at k = 10") for c in captions
+    )
+    assert sum("together NOT verified" in shown(w.value) for w in at.warning) == 3
