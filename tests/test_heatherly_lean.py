@@ -32,6 +32,9 @@ def test_lean_comparison_keeps_every_content_and_drops_derived_arrays() -> None:
         assert got.released_group.fingerprint == res.released_group.fingerprint
         for f in ("patient_ids", "items", "visit_ptr", "event_ptr", "event_item"):
             np.testing.assert_array_equal(getattr(got.released_group, f), getattr(res.released_group, f))
+        assert got.release.records.fingerprint == res.release.records.fingerprint
+        for f in ("patient_ids", "items", "visit_ptr", "event_ptr", "event_item"):
+            np.testing.assert_array_equal(getattr(got.release.records, f), getattr(res.release.records, f))
         if res.release.population is not None:
             assert got.release.population is got.released_group
     assert scope_summary(lean).equals(scope_summary(full))

@@ -169,19 +169,18 @@ def _bare(obj: T, **same: Any) -> T:
 
 
 def _lean(cmp_: ScopeComparison) -> ScopeComparison:
-    """`cmp_` with the biobank's and the population's released groups bare (`_bare`): the whole
-    group anonymized, with its derived arrays (per-record sets, event owners: about 60% of a worker's
-    result on the sample), which the page reads only to verify that release under a population
-    adversary. The cohort's result, the one shown first, is kept as computed."""
+    """`cmp_` with the biobank's and the population's released groups and released cohorts bare
+    (`_bare`): the whole group anonymized, with its derived arrays (per-record sets, event owners:
+    about 70% of a worker's result on the sample), which the page reads only when that release is
+    shown. The cohort's result, the one shown first, is kept as computed."""
     results = {}
     for scope, res in cmp_.results.items():
         if scope == "cohort":
             results[scope] = res
             continue
         group = _bare(res.released_group)
-        release = res.release
-        if release.population is res.released_group:
-            release = _bare(release, population=group)
+        same = {"population": group} if res.release.population is res.released_group else {}
+        release = _bare(res.release, records=_bare(res.release.records), **same)
         results[scope] = GroupRelease(release, group, res.verification)
     return ScopeComparison(results, cmp_.originals, cmp_.rows)
 
