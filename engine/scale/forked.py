@@ -20,6 +20,7 @@ child: GNU OpenMP's thread pool does not survive a fork.
 
 from __future__ import annotations
 
+import gc
 import os
 import pickle
 import sys
@@ -162,6 +163,9 @@ def _child(
 ) -> None:
     global _IN_CHILD
     _IN_CHILD = True
+    # the inherited heap is the parent's: a collection would walk (and so copy, page by page) all of it;
+    # frozen, the collector sees only what the child makes (about 0.2 s of an LDA run on the sample)
+    gc.freeze()
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(1)
     last = [0.0]
