@@ -16,23 +16,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-
-def timed(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
-    times, out = [], None
-    for _ in range(repeat):
-        t = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times), out
+from bench.membership import timed  # median of `repeat` runs and the last output
 
 
 def _same_days(a, b) -> bool:
