@@ -187,3 +187,20 @@ def test_the_method_views_run_in_workers_and_agree_with_the_script_thread(monkey
         out[workers] = (code_map, release.verification, release.settings, release.data)
     assert out["1"] == out["0"]
     assert out["1"][1] is not None and out["1"][1].ok
+
+
+def test_a_worker_waited_on_is_never_taken_for_abandoned(session, monkeypatch) -> None:
+    """A long run (minutes on a large cohort) is not killed by another session's sweep while its own
+    session waits for it: only a worker nobody waits on or took up ages."""
+    import threading
+
+    from ui import worker
+
+    monkeypatch.setattr(worker, "_ABANDONED_S", 0.2)
+    sweeps = threading.Timer(0.6, worker._sweep)  # another session's run, 0.6 s into this one
+    sweeps.start()
+    try:
+        pid = worker.run(_slow, _Tracker(), key="long", job=1)  # 0.8 s
+    finally:
+        sweeps.join()
+    assert pid != os.getpid()

@@ -165,8 +165,14 @@ def run(
             _ALL[id(running)] = running
     elif end is not None:
         end()  # the worker taken up holds its own claim, if any
+    waiting = running
+
+    def check() -> None:
+        waiting.seen = time.monotonic()  # waited on: not abandoned, however long it runs
+        tracker.check()
+
     try:
-        value = running.worker.wait(tracker, tracker.check)
+        value = running.worker.wait(tracker, check)
     except BaseException as exc:
         if _left_running(exc):
             running.seen = time.monotonic()  # a rerun: the next run for this job takes it up
