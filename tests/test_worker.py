@@ -204,3 +204,18 @@ def test_a_worker_waited_on_is_never_taken_for_abandoned(session, monkeypatch) -
     finally:
         sweeps.join()
     assert pid != os.getpid()
+
+
+def test_a_worker_that_cannot_start_ends_its_claim(session, monkeypatch) -> None:
+    """A failed fork (no memory for the process) must not leave a shared key claimed: other sessions
+    would wait for a worker that never stores it."""
+    from ui import worker
+
+    def no_fork(*args, **kwargs):
+        raise OSError("Cannot allocate memory")
+
+    monkeypatch.setattr(forked, "Worker", no_fork)
+    ended: list[bool] = []
+    with pytest.raises(OSError, match="allocate memory"):
+        worker.run(_slow, _Tracker(), key="k", job=1, end=lambda: ended.append(True))
+    assert ended == [True] and not worker.underway("k", 1)

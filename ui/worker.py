@@ -158,8 +158,13 @@ def run(
         cancel(key)
         running = None
     if running is None:
-        _preload()
-        worker = forked.Worker(compute, in_child=_start_child, finish=_finish_child)
+        try:
+            _preload()
+            worker = forked.Worker(compute, in_child=_start_child, finish=_finish_child)
+        except BaseException:
+            if end is not None:
+                end()  # no worker will store the key: other sessions must not wait for it
+            raise
         running = mine[key] = _Running(worker, job, end)
         with _ALL_LOCK:
             _ALL[id(running)] = running
