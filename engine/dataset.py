@@ -15,7 +15,9 @@ load). Every reader of `Dataset.labs` gets the frame (or None), as when it was g
 
 from __future__ import annotations
 
+import os
 import threading
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeAlias, TypeVar, overload
@@ -38,6 +40,12 @@ class Deferred(Generic[T]):
         self._lock = threading.Lock()
         self._value: T | None = None
         self._error: BaseException | None = None
+        _LIVE.add(self)
+
+    def _after_fork(self) -> None:
+        """In a forked child (a worker, issue 24): a new lock. Another thread of the parent may have
+        been computing the value at the fork; it does not exist here, so the child computes it itself."""
+        self._lock = threading.Lock()
 
     @property
     def done(self) -> bool:
@@ -57,6 +65,18 @@ class Deferred(Generic[T]):
             if self._error is not None:
                 raise self._error
             return self._value  # type: ignore[return-value]
+
+
+_LIVE: weakref.WeakSet[Deferred] = weakref.WeakSet()
+
+
+def _deferred_after_fork() -> None:
+    for deferred in list(_LIVE):
+        deferred._after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_deferred_after_fork)
 
 
 LabsValue: TypeAlias = "pd.DataFrame | Deferred[pd.DataFrame | None] | None"

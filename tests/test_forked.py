@@ -167,3 +167,36 @@ def test_a_worker_left_by_a_check_is_taken_up_again_where_it_is() -> None:
         worker.kill()
     assert pid == worker.pid
     assert seen[0][1] != "step 0" and seen[-1] == (5 / 6, "step 5")
+
+
+def test_a_value_being_computed_by_another_thread_at_the_fork_is_computed_by_the_worker() -> None:
+    """The shipped sample's lab orders are read on first use under a lock (engine.dataset.Deferred);
+    a worker forked while another session's thread reads them must not wait on a lock whose holder
+    it does not have: it computes the value itself."""
+    from engine.dataset import Deferred
+
+    reading, release = threading.Event(), threading.Event()
+
+    def read() -> str:
+        if forked._IN_CHILD:
+            return "read in the worker"
+        reading.set()
+        release.wait(10)  # the parent's reader holds the lock meanwhile
+        return "read in the parent"
+
+    labs = Deferred(read)
+    reader = threading.Thread(target=labs.get)
+    reader.start()
+    reading.wait(5)
+    started = time.monotonic()
+
+    def patience() -> None:
+        if time.monotonic() - started > 20:
+            raise Stop
+
+    try:
+        assert forked.call(lambda progress: labs.get(), check=patience) == "read in the worker"
+    finally:
+        release.set()
+        reader.join()
+    assert labs.get() == "read in the parent"
