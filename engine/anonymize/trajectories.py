@@ -37,6 +37,7 @@ and the release's source pairs. `lda(..., kernel="reference")` runs the pure-Pyt
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -471,6 +472,16 @@ _PREPARED_MAX = 4  # `_prepared`'s memo: the last few inputs (`engine.memo`, "tr
 # a hierarchy's content hash per object, held weakly: it goes with the hierarchy (engine.memo.PROCESS_WIDE)
 _HIERARCHY_KEYS: weakref.WeakKeyDictionary[Hierarchy, str] = weakref.WeakKeyDictionary()
 _HIERARCHY_KEYS_LOCK = threading.Lock()
+
+
+def _new_hierarchy_keys_lock() -> None:
+    """In a forked worker: a new lock (another thread of the parent may have held it at the fork)."""
+    global _HIERARCHY_KEYS_LOCK
+    _HIERARCHY_KEYS_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_hierarchy_keys_lock)
 
 
 def _hierarchy_key(h: Hierarchy) -> str:
