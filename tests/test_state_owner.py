@@ -207,3 +207,23 @@ def test_every_key_in_session_state_is_declared_or_a_drawn_widgets():
         for key in _undeclared(at):
             seen.setdefault(key, []).append(where)
     assert not seen, seen
+
+
+def test_kept_sliders_keep_their_default_without_streamlits_warning(caplog):
+    """The Risk and Cohort pages' kept sliders were drawn with a default while ui.state re-assigned their
+    value through session state: Streamlit logged "created with a default value but also had its value
+    set via the Session State API" on every page switch. They start at 20 and are drawn without one."""
+    import logging
+
+    from apptest_support import page_app
+
+    for page, key in (("pages/risk.py", "risk_n_patterns"), ("pages/cohort.py", "cohort_top_n")):
+        at = page_app(page)
+        at.run()
+        assert at.slider(key=key).value == 20
+        at.session_state[key] = 30  # a value kept across a page switch, put back by ui.state.keep
+        with caplog.at_level(logging.WARNING, logger="streamlit"):
+            at.run()
+        assert not at.exception, [e.value for e in at.exception]
+        assert at.slider(key=key).value == 30
+        assert not [r for r in caplog.records if "default value" in r.getMessage()], page
