@@ -314,3 +314,24 @@ def test_the_listed_streamlit_caches_exist():
         defs = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == function]
         assert len(defs) == 1 and defs[0].decorator_list, (rel, function)
         assert why and function in (cache.__doc__ or ""), (rel, function)
+
+
+def test_a_shipped_frames_fingerprint_is_read_once_for_the_server(monkeypatch):
+    """The sample's lab orders (6.9 million rows) are named by content in every key, but read once per
+    server: `frame_fingerprint(frame, data=...)` of the shipped sample is held in the shared store; an
+    upload's stays in its session (issue 24)."""
+    from ui import fingerprints
+
+    reads: list[int] = []
+    original = fingerprints._fingerprint
+    monkeypatch.setattr(fingerprints, "_fingerprint", lambda f: reads.append(1) or original(f))
+    sample = cache.load_shipped("test sample", "options", lambda: _Loaded(_Data()), size=1).data
+    frame = pd.DataFrame({"patient_id": ["a", "b"], "code": ["x", "y"]})
+    first = fingerprints.frame_fingerprint(frame, data=_context(sample))
+    import streamlit as st
+
+    for key in [k for k in st.session_state if str(k).startswith(cache.PREFIX + "frame fingerprints")]:
+        del st.session_state[key]  # another session: nothing of this one's
+    assert fingerprints.frame_fingerprint(frame, data=_context(sample)) == first
+    assert reads == [1]
+    assert fingerprints.frame_fingerprint(frame.copy()) == first  # by content: an equal frame, same name

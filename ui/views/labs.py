@@ -31,7 +31,7 @@ from ui import format as fmt
 from ui import progress as progress_ui
 from ui.context import Context
 from ui.downloads import table_download
-from ui.fingerprints import ids_fingerprint
+from ui.fingerprints import frame_fingerprint, ids_fingerprint
 from ui.labs_charts import (
     curve_frame,
     paired_figure,
@@ -69,50 +69,39 @@ persist.register(
 
 
 # Every step below takes the Context the lab orders come from (`data`, for ui.cache) and a key that
-# names them: the patient-days are keyed on the lab-order frame itself and the group's ids (`lab_days`),
-# every later key starts from the patient-days' own content fingerprint.
-def lab_days(ctx: Context, labs: pd.DataFrame, ids: tuple[str, ...] | None) -> L.PatientDays:
-    """Patient-days of the lab orders: of every row (`ids` None) or of the rows of the patients `ids`.
+# names them by content: the patient-days' key is the lab orders' content fingerprint (once per frame,
+# and once for the server on the shipped sample: `frame_fingerprint`) and the group's ids'; every later
+# key starts from the patient-days' own content fingerprint.
+def lab_days(ctx: Context, labs_key: str, labs: pd.DataFrame, ids: tuple[str, ...] | None) -> L.PatientDays:
+    """Patient-days of the lab orders (`labs_key`: their content fingerprint): of every row (`ids`
+    None) or of the rows of the patients `ids`."""
 
-    Keyed on the frame by identity (the entry holds the frame, so its id is not reused while the entry
-    lives; a loaded Dataset's frames are never modified, as `ui.fingerprints.frame_fingerprint` assumes)
-    and the ids' content fingerprint: naming the sample's 6.9 million rows by their content took a
-    second in every new session (issue 24). What follows is keyed on the patient-days' content."""
+    def build() -> L.PatientDays:
+        return L.patient_days(labs if ids is None else labs[labs["patient_id"].astype(str).isin(set(ids))])
 
-    def build() -> tuple[pd.DataFrame, L.PatientDays]:
-        rows = labs if ids is None else labs[labs["patient_id"].astype(str).isin(set(ids))]
-        return labs, L.patient_days(rows)
-
-    key = (id(labs), "all" if ids is None else ids_fingerprint(ids))
-    held, days = cache.memo(
-        "lab days", key, build, size=_DAYS, data=ctx, spinner="Building patient-day vectors…"
-    )
-    assert held is labs
-    return days
+    key = (labs_key, "all" if ids is None else ids_fingerprint(ids))
+    return cache.memo("lab days", key, build, size=_DAYS, data=ctx, spinner="Building patient-day vectors…")
 
 
 def population_days(ctx: Context, labs: pd.DataFrame, population_ids) -> tuple[L.PatientDays, str]:
     """The patient-days analysed and which: "all" (every lab order belongs to the population group),
     "none" (none does: every lab order is analysed) or "group" (the group's lab orders only).
-    Membership is read on the patients with lab orders, not on every row, once per lab-order frame
-    and group ids (both by identity, held in the entry, as `lab_days`)."""
+    Membership is read on the patients with lab orders, not on every row, once per lab orders and group
+    (both by content)."""
+    labs_key = frame_fingerprint(labs, data=ctx)
+    ids = tuple(map(str, population_ids))
 
-    def decide() -> tuple[pd.DataFrame, object, L.PatientDays, str]:
-        every = lab_days(ctx, labs, None)
-        ids = tuple(map(str, population_ids))
+    def decide() -> tuple[L.PatientDays, str]:
+        every = lab_days(ctx, labs_key, labs, None)
         wanted = set(ids)
         member = np.fromiter((p in wanted for p in every.patient_ids), dtype=bool, count=every.n_patients)
         if member.all():
-            return labs, population_ids, every, "all"
+            return every, "all"
         if not member.any():
-            return labs, population_ids, every, "none"
-        return labs, population_ids, lab_days(ctx, labs, ids), "group"
+            return every, "none"
+        return lab_days(ctx, labs_key, labs, ids), "group"
 
-    held_labs, held_ids, days, which = cache.memo(
-        "lab population days", (id(labs), id(population_ids)), decide, size=_DAYS, data=ctx
-    )
-    assert held_labs is labs and held_ids is population_ids
-    return days, which
+    return cache.memo("lab population days", (labs_key, ids_fingerprint(ids)), decide, size=_DAYS, data=ctx)
 
 
 def uniqueness(ctx: Context, key: str, days: L.PatientDays) -> L.Uniqueness:
