@@ -355,3 +355,16 @@ def test_phewas_changes_reads_the_total_row():
     )
     released = original.assign(p=[0.5, 0.001], p_bonferroni=[1.0, 0.002], p_bh=[0.5, 0.002])
     assert compare.phewas_changes(original, {"r": released}) == {"r": (1, 1)}
+
+
+def test_a_series_outside_the_study_avoids_its_colours_when_every_colour_was_handed_out(monkeypatch):
+    """Found by `make test` in a fresh clone: after many other series had been drawn in the process,
+    a series outside the study was given a study release's colour (the fallback cycled the palette)."""
+    palette = colours.PALETTE
+    # 18 earlier series holding every colour: with the study's 3, the old cycle's pick was a study colour
+    earlier = {f"earlier series {i}": palette[i % len(palette)] for i in range(18)}
+    monkeypatch.setattr(colours, "_FALLBACK", earlier)
+    study = ["GCCens k=5", "DEMO_D", "DEMO_S"]
+    app = colours.colour_map(study, study)
+    extra = colours.colour_map(["DEMO_B"], study)["DEMO_B"]
+    assert extra not in {app[n] for n in study}

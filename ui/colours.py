@@ -71,7 +71,10 @@ def colour_of(name: str, study: Sequence[str] | None = None) -> str:
     taken = {release_colour(n, names) for n in names}
     if name not in assigned or assigned[name] in taken:
         used = taken | {c for n, c in assigned.items() if n != name and n not in names}
-        free = [c for c in reversed(PALETTE) if c not in used]
+        # a colour nobody holds; when every one is held by some series, one no study release holds
+        free = [c for c in reversed(PALETTE) if c not in used] or [
+            c for c in reversed(PALETTE) if c not in taken
+        ]
         assigned[name] = free[0] if free else PALETTE[::-1][len(assigned) % len(PALETTE)]
     return assigned[name]
 
