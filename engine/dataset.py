@@ -33,10 +33,15 @@ T = TypeVar("T")
 class Deferred(Generic[T]):
     """A value computed on its first use, once, under a lock (the shipped sample's dataset is shared
     by the server's sessions, so by threads); an exception the computation raises is raised again at
-    every use, never computed twice."""
+    every use, never computed twice.
 
-    def __init__(self, compute: Callable[[], T]) -> None:
+    `fingerprint`: a fingerprint of the value's whole content known before it is computed, or None
+    (the shipped sample's lab orders: the sha256 of the bytes they are parsed from and of the read's
+    options, `engine.io.loaders.load_dataset(defer_labs=True)`)."""
+
+    def __init__(self, compute: Callable[[], T], fingerprint: str | None = None) -> None:
         self._compute: Callable[[], T] | None = compute
+        self.fingerprint = fingerprint
         self._lock = threading.Lock()
         self._value: T | None = None
         self._error: BaseException | None = None
@@ -119,6 +124,14 @@ class Dataset:
         """Whether the lab orders are read (given read, or given `Deferred` and read since)."""
         value = self.__dict__["_labs"]
         return not isinstance(value, Deferred) or value.done
+
+    @property
+    def labs_fingerprint(self) -> str | None:
+        """A fingerprint of the lab orders' whole content known without reading them: the `Deferred`'s
+        (the shipped sample's, from its file's bytes), else None (lab orders given read, an upload's,
+        are fingerprinted by their values: `ui.fingerprints.labs_fingerprint`)."""
+        value = self.__dict__["_labs"]
+        return value.fingerprint if isinstance(value, Deferred) else None
 
     def group_ids(self, name: str) -> np.ndarray:
         if name == "population" and "population" not in self.groups:

@@ -31,7 +31,7 @@ from ui import format as fmt
 from ui import progress as progress_ui
 from ui.context import Context
 from ui.downloads import table_download
-from ui.fingerprints import frame_fingerprint, ids_fingerprint
+from ui.fingerprints import ids_fingerprint, labs_fingerprint
 from ui.labs_charts import (
     curve_frame,
     paired_figure,
@@ -69,8 +69,8 @@ persist.register(
 
 
 # Every step below takes the Context the lab orders come from (`data`, for ui.cache) and a key that
-# names them by content: the patient-days' key is the lab orders' content fingerprint (once per frame,
-# and once for the server on the shipped sample: `frame_fingerprint`) and the group's ids'; every later
+# names them by content: the patient-days' key is the lab orders' content fingerprint (`labs_fingerprint`:
+# the shipped sample's from its file's bytes, an upload's once per frame) and the group's ids'; every later
 # key starts from the patient-days' own content fingerprint.
 def lab_days(ctx: Context, labs_key: str, labs: pd.DataFrame, ids: tuple[str, ...] | None) -> L.PatientDays:
     """Patient-days of the lab orders (`labs_key`: their content fingerprint): of every row (`ids`
@@ -87,8 +87,8 @@ def population_days(ctx: Context, labs: pd.DataFrame, population_ids) -> tuple[L
     """The patient-days analysed and which: "all" (every lab order belongs to the population group),
     "none" (none does: every lab order is analysed) or "group" (the group's lab orders only).
     Membership is read on the patients with lab orders, not on every row, once per lab orders and group
-    (both by content)."""
-    labs_key = frame_fingerprint(labs, data=ctx)
+    (both by content). `labs` are `ctx.dataset.labs`."""
+    labs_key = labs_fingerprint(ctx.dataset, data=ctx)
     ids = tuple(map(str, population_ids))
 
     def decide() -> tuple[L.PatientDays, str]:

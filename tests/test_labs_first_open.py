@@ -1,0 +1,90 @@
+"""Issue 24: the first opening of the Lab orders page in a server process.
+
+The shipped sample's lab orders are named in the page's keys by the bytes of their file (and the read's
+options), not by hashing the 6.9 million rows they parse to; an upload's lab orders keep their
+content fingerprint (every value of every row). Timings: bench/labs_first_open.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine.io.loaders import Source, load_dataset, load_uploaded
+from ui import cache
+from ui import fingerprints as fp
+from ui.context import Context
+
+LABS = b"patient_id,day,lab\nP1,1,Glucose\nP1,1,Sodium\nP2,5,Glucose\nP1,1,Glucose\nP1,2,HbA1c\n"
+
+
+def _files(data_dir: Path, labs: bytes = LABS) -> dict:
+    return {
+        "events": data_dir / "events_good.csv",
+        "cohort": data_dir / "cohort_good.csv",
+        "labs": Source("labs.csv", labs),
+    }
+
+
+def _no_content_hash(monkeypatch) -> list[int]:
+    calls: list[int] = []
+    original = fp._fingerprint
+    monkeypatch.setattr(fp, "_fingerprint", lambda f: calls.append(len(f)) or original(f))
+    return calls
+
+
+def test_deferred_lab_orders_are_named_by_their_file_without_being_read(data_dir, monkeypatch):
+    calls = _no_content_hash(monkeypatch)
+    ds = load_dataset(**_files(data_dir), defer_labs=True).data
+    key = fp.labs_fingerprint(ds)
+    assert not ds.labs_read and calls == []  # neither parsed nor hashed
+    assert key.startswith("lab orders file:")
+    again = load_dataset(**_files(data_dir), defer_labs=True).data
+    assert fp.labs_fingerprint(again) == key  # the same bytes and options: the same name
+    cohort = ds.with_cohort(np.array(["P1"], dtype=object))
+    assert fp.labs_fingerprint(cohort) == key  # a dataset made from it shares its lab orders
+
+
+def test_the_file_name_changes_with_every_byte_and_with_the_read_options(data_dir):
+    base = fp.labs_fingerprint(load_dataset(**_files(data_dir), defer_labs=True).data)
+    one_byte = LABS.replace(b"P2,5", b"P2,6")
+    assert fp.labs_fingerprint(load_dataset(**_files(data_dir, one_byte), defer_labs=True).data) != base
+    dropped = load_dataset(**_files(data_dir), defer_labs=True, drop_duplicates=True).data
+    assert fp.labs_fingerprint(dropped) != base  # another frame (the repeated row dropped)
+    assert len(dropped.labs) == 4
+
+
+def test_uploaded_lab_orders_keep_their_content_fingerprint(data_dir, monkeypatch):
+    calls = _no_content_hash(monkeypatch)
+    events = (data_dir / "events_good.csv").read_bytes()
+    ds = load_uploaded(("events.csv", events), labs=("labs.csv", LABS)).data
+    assert ds.labs_fingerprint is None
+    assert fp.labs_fingerprint(ds) == fp.frame_fingerprint(ds.labs.copy())
+    assert calls == [5, 5]  # every row hashed: the upload's frame, then the equal copy
+
+
+@pytest.mark.parametrize("drop", [False, True])
+def test_the_page_keys_the_shipped_lab_orders_on_their_file(data_dir, monkeypatch, drop):
+    """The view's patient-days of the shipped sample: keyed on the file, its frame never hashed, and the
+    patient-days those of the frame read (`population_days`, as the page calls it)."""
+    from engine.labs.reident import patient_days
+    from ui.views import labs as view
+
+    calls = _no_content_hash(monkeypatch)
+    name = f"test labs first open {drop}"
+    loaded = cache.load_shipped(
+        name,
+        "options",
+        lambda: load_dataset(**_files(data_dir), defer_labs=True, drop_duplicates=drop),
+        size=1,
+    )
+    ds = loaded.data
+    ctx = Context(ds, "population", "cohort", None, None, None, 5)  # type: ignore[arg-type]
+    days, which = view.population_days(ctx, ds.labs, ds.group_ids("population"))
+    assert calls == [] and which == "all"
+    expected = patient_days(ds.labs)
+    assert days.fingerprint == expected.fingerprint
+    held = cache.held("lab days", (fp.labs_fingerprint(ds), "all"), data=ctx)
+    assert held is days  # shared by the server's sessions under the file's name
