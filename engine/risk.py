@@ -977,34 +977,79 @@ def _attacker_known_visits(release: Release) -> Records | None:
     release's `source` (the original cohort); None without it, or when the release shows visits
     (then each released visit is matched on its own and the released visits' sets dominate).
     One visit per original visit, items in the release's vocabulary; a patient with nothing left to
-    know is absent (consistent with every candidate)."""
+    know is absent (consistent with every candidate).
+
+    Integer-coded (tests/reference_known_visits.py keeps the text-keyed merge this equals): patients
+    matched by their id's text once, each source code -> the released items standing for it, the
+    patient's released items tested on sorted (patient, item) keys."""
     src = release.source
     if src is None or release.shows_visits:
         return None
     rec = release.records
-    item_code = pd.DataFrame(
-        [(j, c) for j, item in enumerate(rec.items.tolist()) for c in release.codes_of(str(item))],
-        columns=["item", "code"],
+    n_items = rec.n_items
+    to_rel = pd.Index(rec.patient_ids.astype(str)).get_indexer(src.patient_ids.astype(str))
+    items_of_code, starts = _released_items_of_codes(release, src)
+    ev_code, ev_patient = src.event_item, src.event_patient
+    counts = np.diff(starts)[ev_code]
+    events = np.flatnonzero((to_rel[ev_patient] >= 0) & (counts > 0))
+    counts = counts[events]
+    # one row per (source event, released item standing for its code): event order, items ascending,
+    # the order of the reference's inner merges (which keep the left rows' order)
+    row_event = np.repeat(events, counts)
+    row_item = items_of_code[concat_ranges(starts[ev_code[events]], counts)]
+    held = rec.patient_item_sets
+    held_key = np.repeat(np.arange(rec.n_patients, dtype=np.int64), np.diff(held.indptr)) * n_items
+    held_key += held.indices
+    if len(held_key) > 1 and (held_key[1:] <= held_key[:-1]).any():
+        held_key = np.unique(held_key)
+    key = to_rel[ev_patient[row_event]].astype(np.int64) * n_items + row_item
+    at = np.minimum(np.searchsorted(held_key, key), max(len(held_key) - 1, 0))
+    shown = (held_key[at] == key) if len(held_key) else np.zeros(len(key), dtype=bool)
+    row_event, row_item = row_event[shown], row_item[shown]
+    # each (visit, item) once, at its first row
+    row_visit = src.event_visit[row_event].astype(np.int64)
+    _, first = np.unique(row_visit * n_items + row_item, return_index=True)
+    first.sort()
+    row_visit, row_item, row_patient = row_visit[first], row_item[first], ev_patient[row_event[first]]
+    # The rows are in source event order, so sorted by (patient, visit) already: `Records.from_frame`
+    # of them (patients by first appearance, visits by index, events in row order) keeps this order.
+    n = len(row_visit)
+    visit_starts = (
+        np.flatnonzero(np.r_[True, row_visit[1:] != row_visit[:-1]]) if n else np.zeros(0, np.int64)
     )
-    held = rec.patient_item_sets.tocoo()
-    shown = pd.DataFrame({"patient_id": rec.patient_ids[held.row].astype(str), "item": held.col})
-    ev = pd.DataFrame(
-        {
-            "patient_id": src.patient_ids[src.event_patient].astype(str),
-            "visit": src.event_visit.astype(np.int64),
-            "code": src.items[src.event_item].astype(str),
-        }
-    ).drop_duplicates()
-    known = ev.merge(item_code, on="code").merge(shown, on=["patient_id", "item"])
-    known = known[["patient_id", "visit", "item"]].drop_duplicates()
-    frame = pd.DataFrame(
-        {
-            "patient_id": known["patient_id"].to_numpy(dtype=object),
-            "visit": known["visit"].to_numpy(),
-            "code": rec.items[known["item"].to_numpy(dtype=np.int64)],
-        }
+    visit_patient = row_patient[visit_starts]
+    patient_starts = (
+        np.flatnonzero(np.r_[True, visit_patient[1:] != visit_patient[:-1]])
+        if len(visit_patient)
+        else np.zeros(0, np.int64)
     )
-    return Records.from_frame(frame, items=rec.items)
+    return Records(
+        patient_ids=np.asarray(src.patient_ids[visit_patient[patient_starts]].astype(str), dtype=object),
+        items=np.array(list(rec.items), dtype=object),
+        visit_ptr=np.append(patient_starts, len(visit_starts)).astype(np.int64),
+        visit_ids=np.asarray(row_visit[visit_starts], dtype=object),
+        event_ptr=np.append(visit_starts, n).astype(np.int64),
+        event_item=row_item.astype(np.int32),
+        event_age=None,
+        has_visits=True,
+    )
+
+
+def _released_items_of_codes(release: Release, src: Records) -> tuple[np.ndarray, np.ndarray]:
+    """CSR over the source's items: `items_of[starts[s]:starts[s + 1]]` are the released items
+    (ascending) that stand for source item s's code."""
+    item_list: list[int] = []
+    code_list: list[str] = []
+    for j, item in enumerate(release.records.items.tolist()):
+        codes = release.codes_of(str(item))
+        item_list.extend([j] * len(codes))
+        code_list.extend(codes)
+    code = pd.Index(src.items.astype(str)).get_indexer(code_list) if code_list else np.zeros(0, np.intp)
+    ok = code >= 0
+    code, item = code[ok], np.asarray(item_list, dtype=np.int64)[ok]
+    order = np.argsort(code, kind="stable")  # items stay ascending within a code
+    starts = np.searchsorted(code[order], np.arange(src.n_items + 1)).astype(np.int64)
+    return item[order], starts
 
 
 def release_distinguishability(
