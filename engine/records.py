@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -46,6 +47,13 @@ class Records:
     event_item: np.ndarray  # (n_events,) int32
     event_age: np.ndarray | None = None  # (n_events,) int32
     has_visits: bool = True
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (a worker's or a fan-out process's result, engine/scale/forked.py): the fields and
+        the content hash, not what `cached_property` derived from them (per-record item sets, event
+        owners, indexes: on a released group, about as many bytes as the records), which are made
+        again when first read."""
+        return {name: value for name, value in self.__dict__.items() if name in _PICKLED}
 
     # ---------------------------------------------------------------- construction
     @classmethod
@@ -305,6 +313,9 @@ class Records:
             f"Records({self.n_patients} patients, {self.n_visits} visits, "
             f"{self.n_events} events, {self.n_items} items)"
         )
+
+
+_PICKLED = frozenset({f.name for f in fields(Records)} | {"fingerprint"})  # `Records.__getstate__`
 
 
 def concat_ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:

@@ -57,6 +57,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TypeVar
 
 import numpy as np
@@ -70,6 +71,7 @@ from engine.memo import memo
 from engine.records import CODE, PATIENT, VISIT, Records, concat_ranges
 from engine.release import Release, set_item_label
 from engine.risk import Matching, Verification, count_known_sets, verify
+from engine.scale.forked import fan_out, fan_out_enabled
 from engine.utility.retention import Figures, RetentionRow, count_table, figures, summary_table
 
 METHOD = "Heatherly"
@@ -415,17 +417,17 @@ def _split_layout(group: Records, targets: np.ndarray) -> _Layout:
 
 
 def _original_support(
-    group: Records, targets: np.ndarray, within_visits: bool, layout: _Layout
+    group: Records, targets: np.ndarray, within_visits: bool, layout: _Layout | None = None
 ) -> np.ndarray:
-    """Per visit of the target records (`layout`: `_split_layout(group, targets)`), the group's
-    records holding its original code set (within one visit when `within_visits`); memoized per the
-    group's content and the targets (`_memoized`)."""
+    """Per visit of the target records (`layout`: `_split_layout(group, targets)`, made here when
+    not given), the group's records holding its original code set (within one visit when
+    `within_visits`); memoized per the group's content and the targets (`_memoized`)."""
     targets = np.asarray(targets, dtype=np.int64)
     key = ("support", group.fingerprint, hashlib.sha256(targets.tobytes()).hexdigest(), within_visits)
 
     def make() -> np.ndarray:
-        sets = _item_sets(group, layout.visits)
-        return _frozen(_holders(group, sets, None, within_visits))
+        visits = (layout or _split_layout(group, targets)).visits
+        return _frozen(_holders(group, _item_sets(group, visits), None, within_visits))
 
     return _memoized(key, make)
 
@@ -751,6 +753,27 @@ class GroupRelease:
     verification: Verification
 
 
+def _prepared(
+    group: Records, cohort_idx: np.ndarray, k: int, constraints: str, support: bool, with_visits: bool
+) -> tuple[np.ndarray, tuple[np.ndarray, dict]]:
+    """What `anonymize` reads of `_memoized` work: the utility groups, the frequency bins at k (shared
+    by the paper's release and the completed one at this k) and, with `support`, the original
+    supports of the cohort's visits that the completion pass reads (`_Pool`, which otherwise makes
+    them itself). `compare_scopes` calls it before it fans the scopes out, so the entries are kept in
+    the caller's scope rather than in a fan-out process that ends."""
+    items_key = hashlib.sha256("\x1f".join(map(str, group.items.tolist())).encode()).hexdigest()
+    utility = _memoized(
+        ("utility", items_key, constraints), lambda: _frozen(utility_groups(group.items, constraints))
+    )
+    bins = _memoized(
+        ("bins", group.fingerprint, items_key, constraints, int(k)),
+        lambda: _frozen_first(frequency_bin_generalization(group, k, utility)),
+    )
+    if support:
+        _original_support(group, cohort_idx, with_visits)
+    return utility, bins
+
+
 def anonymize(
     group: Records,
     cohort_ids: Sequence[str] | np.ndarray,
@@ -777,17 +800,10 @@ def anonymize(
     constraints = parse_constraints(constraints)
     cohort_idx = group.index_of(cohort_ids)
     if progress:
-        progress(0.05, f"{SCOPE_NAMES[scope]}: utility groups")
-    items_key = hashlib.sha256("\x1f".join(map(str, group.items.tolist())).encode()).hexdigest()
-    utility = _memoized(
-        ("utility", items_key, constraints), lambda: _frozen(utility_groups(group.items, constraints))
-    )
-    if progress:
-        progress(0.15, f"{SCOPE_NAMES[scope]}: frequency bins of {group.n_patients:,} records")
-    binned, stats = _memoized(  # shared by the paper's release and the completed one at this k
-        ("bins", group.fingerprint, items_key, constraints, int(k)),
-        lambda: _frozen_first(frequency_bin_generalization(group, k, utility)),
-    )
+        progress(
+            0.05, f"{SCOPE_NAMES[scope]}: utility groups and frequency bins of {group.n_patients:,} records"
+        )
+    utility, (binned, stats) = _prepared(group, cohort_idx, k, constraints, False, with_visits)
     state = _State(group, binned.copy(), utility, np.ones(group.n_events, dtype=bool), dict(stats))
     adversary = Adversary("cohort" if scope == "cohort" else "population", "single_visit")
     if complete:
@@ -909,10 +925,16 @@ def compare_scopes(
     complete: bool = False,
     with_visits: bool = False,
     progress: Progress | None = None,
+    parallel: bool = False,
 ) -> ScopeComparison:
     """Anonymize each group of `groups` (keys among "cohort", "biobank", "population"; the cohort is
     required), extract the cohort from each (DEMO_D, DEMO_B, DEMO_S) and build Tables 1-3, with the
-    "without generalization" variant (codes below k removed instead of grouped)."""
+    "without generalization" variant (codes below k removed instead of grouped).
+
+    `parallel`: the scopes after the first are anonymized in forked processes while this one does
+    the cohort's (`engine.scale.forked.fan_out`; one after the other where it cannot fork). The
+    scopes are independent, so the comparison is the same either way; the progress shown is the
+    cohort's, then the others' as they come back."""
     if "cohort" not in groups:
         raise ValueError("compare_scopes needs the cohort's records")
     scopes = [s for s in ("cohort", "biobank", "population") if s in groups]
@@ -922,13 +944,15 @@ def compare_scopes(
     }
     whole = _original_figures(whole_records)
     cohort_original = originals["cohort*"]
-    results: dict[str, GroupRelease] = {}
-    rows_group: list[RetentionRow] = []
-    rows_cohort: list[RetentionRow] = []
-    for n, scope in enumerate(scopes):
+    fanned = parallel and fan_out_enabled() and len(scopes) > 1
+    if fanned:  # the memoized work, made here: a fan-out process's entries end with it
+        parsed = parse_constraints(constraints)
+        for scope in scopes:
+            _prepared(groups[scope], groups[scope].index_of(cohort_ids), k, parsed, complete, with_visits)
 
-        def step(frac: float, msg: str, n: int = n) -> None:
-            if progress:
+    def scope_part(n: int, scope: str) -> tuple[GroupRelease, RetentionRow | None, RetentionRow]:
+        def step(frac: float, msg: str) -> None:
+            if progress and (n == 0 or not fanned):
                 progress((n + frac) / len(scopes), msg)
 
         res = anonymize(
@@ -941,27 +965,37 @@ def compare_scopes(
             with_visits=with_visits,
             progress=step,
         )
-        results[scope] = res
         plain_group, plain_cohort = _plain_figures(groups[scope], cohort_ids, k)
+        group_row = None
         if scope != "cohort":
-            rows_group.append(
-                RetentionRow(
-                    f"{scope}-Anon",
-                    figures(res.released_group, res.release.item_codes),
-                    plain_group,
-                    originals[f"{scope}*"],
-                    whole,
-                )
-            )
-        rows_cohort.append(
-            RetentionRow(
-                SCOPE_NAMES[scope],
-                figures(res.release.records, res.release.item_codes),
-                plain_cohort,
-                cohort_original,
+            group_row = RetentionRow(
+                f"{scope}-Anon",
+                figures(res.released_group, res.release.item_codes),
+                plain_group,
+                originals[f"{scope}*"],
                 whole,
             )
+        cohort_row = RetentionRow(
+            SCOPE_NAMES[scope],
+            figures(res.release.records, res.release.item_codes),
+            plain_cohort,
+            cohort_original,
+            whole,
         )
+        if fanned and progress and n == 0:
+            progress(1 / len(scopes), f"{SCOPE_NAMES[scope]} done; waiting for the other scopes")
+        return res, group_row, cohort_row
+
+    parts = fan_out([partial(scope_part, n, s) for n, s in enumerate(scopes)]) if fanned else None
+    results: dict[str, GroupRelease] = {}
+    rows_group: list[RetentionRow] = []
+    rows_cohort: list[RetentionRow] = []
+    for n, scope in enumerate(scopes):
+        res, group_row, cohort_row = parts[n] if parts is not None else scope_part(n, scope)
+        results[scope] = res
+        if group_row is not None:
+            rows_group.append(group_row)
+        rows_cohort.append(cohort_row)
     # Table order of the paper: SD-Anon, BioVU-Anon, DEMO_D, DEMO_S, DEMO_B
     rows_group.sort(key=lambda r: r.name != "population-Anon")
     order = {"DEMO_D": 0, "DEMO_S": 1, "DEMO_B": 2}

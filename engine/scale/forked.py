@@ -26,7 +26,7 @@ import pickle
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from engine.io.progress import Progress
@@ -192,3 +192,110 @@ def _child(
     finally:
         conn.close()
         os._exit(0)  # no atexit handlers, no flushing of the parent's copied buffers
+
+
+# ------------------------------------------------------------------------------ fan-out
+_IN_FAN_OUT = False
+_PR_SET_PDEATHSIG = 1
+
+
+def fan_out_enabled() -> bool:
+    """Whether `fan_out` forks here: fork exists, `COHORTSHIELD_WORKERS` is not "0", the machine has
+    more than one core, and this is not itself a fan-out child (a worker may fan out: it is the
+    point, since the worker is the app's one process for a job)."""
+    return (
+        hasattr(os, "fork")
+        and os.environ.get("COHORTSHIELD_WORKERS", "1") != "0"
+        and (os.cpu_count() or 1) > 1
+        and not _IN_FAN_OUT
+    )
+
+
+def _die_with_parent(parent: int) -> None:
+    """Linux: this child is killed when its parent dies (a cancelled worker is SIGKILLed, and its
+    fan-out children must not run on for nobody)."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: the child ends with its work
+        pass
+    if os.getppid() != parent:  # the parent died before the request above
+        os._exit(1)
+
+
+def _fan_child(call: Callable[[], Any], fd: int, parent: int) -> None:
+    global _IN_FAN_OUT
+    _IN_FAN_OUT = True
+    gc.freeze()  # as `_child`: the inherited heap is not walked (nor copied) by the collector
+    _die_with_parent(parent)
+    try:
+        try:
+            data = pickle.dumps(("done", call()), protocol=pickle.HIGHEST_PROTOCOL)
+        except BaseException as exc:
+            text = traceback.format_exc()
+            try:
+                data = pickle.dumps(("error", exc, text), protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception:
+                data = pickle.dumps(("error", None, text), protocol=pickle.HIGHEST_PROTOCOL)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os._exit(0)
+
+
+def _collect(pid: int, fd: int) -> Any:
+    """The result a fan-out child wrote to `fd` (its exception raised here)."""
+    chunks = []
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    os.waitpid(pid, 0)
+    if not chunks:
+        raise WorkerDied("a fan-out process ended without a result")
+    kind, *payload = pickle.loads(b"".join(chunks))
+    if kind == "done":
+        return payload[0]
+    exc, text = payload
+    if isinstance(exc, BaseException):
+        exc.add_note(f"raised in a fan-out process:\n{text}")
+        raise exc
+    raise RuntimeError(f"a fan-out process failed:\n{text}")
+
+
+def fan_out(calls: Sequence[Callable[[], T]]) -> list[T]:
+    """`[c() for c in calls]`, the calls after the first each in a forked child while this process
+    runs the first (`fan_out_enabled()`; else one after the other, here). Each child is a copy of
+    this process at the fork (nothing is pickled on the way in); its result comes back pickled. The
+    results, and the exception raised (the first call's, else the earliest child's), are those of
+    the calls run here one after the other. The children are killed if this process stops waiting
+    (an exception, a cancellation) or dies."""
+    if len(calls) <= 1 or not fan_out_enabled():
+        return [c() for c in calls]
+    parent = os.getpid()
+    kids: list[tuple[int, int]] = []
+    try:
+        for call in calls[1:]:
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover (the child's coverage is not collected)
+                os.close(r)
+                _fan_child(call, w, parent)
+            os.close(w)
+            kids.append((pid, r))
+        out = [calls[0]()]
+        while kids:
+            pid, r = kids[0]
+            out.append(_collect(pid, r))
+            os.close(r)
+            kids.pop(0)
+        return out
+    finally:
+        for pid, r in kids:  # still running: this process stopped waiting
+            try:
+                os.kill(pid, 9)
+                os.waitpid(pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+            os.close(r)

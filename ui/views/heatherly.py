@@ -14,8 +14,6 @@ Engine calls are cached per session on the records' fingerprints and the paramet
 from __future__ import annotations
 
 import json
-from dataclasses import replace
-from typing import Any, TypeVar
 
 import numpy as np
 import streamlit as st
@@ -24,7 +22,6 @@ from engine import risk
 from engine.anonymize.population import (
     ICD9_LEVELS,
     SCOPE_NAMES,
-    GroupRelease,
     ScopeComparison,
     compare_scopes,
     example_patients,
@@ -53,7 +50,6 @@ CONSTRAINT_MODES = {
     "No constraint": "none",
 }
 TRADEOFF_KS = (2, 3, 5, 10, 20)
-T = TypeVar("T")
 LOCAL_HELP = {  # the paper's measures, explained where their columns are shown (issue 16)
     "release": st.column_config.TextColumn("release", help=help_for("demo"), pinned=True),
     "DC Local %": st.column_config.NumberColumn("DC Local %", help=help_for("dc_local"), format="%.1f"),
@@ -129,17 +125,16 @@ def scope_comparison(
     if held is not None:
         return held
 
-    def compute(step) -> ScopeComparison:
-        return _lean(
-            compare_scopes(
-                groups,
-                ctx.cohort.patient_ids,
-                k,
-                constraints=constraints,
-                complete=complete,
-                with_visits=with_visits,
-                progress=step,
-            )
+    def compute(step) -> ScopeComparison:  # the scopes in processes of their own (fan-out)
+        return compare_scopes(
+            groups,
+            ctx.cohort.patient_ids,
+            k,
+            constraints=constraints,
+            complete=complete,
+            with_visits=with_visits,
+            progress=step,
+            parallel=True,
         )
 
     result = progress_ui.run(
@@ -151,38 +146,6 @@ def scope_comparison(
     if result is None:
         st.stop()
     return result
-
-
-_CONTENT_KEYS = ("fingerprint", "content_fingerprint")  # cached hashes of content a copy keeps
-
-
-def _bare(obj: T, **same: Any) -> T:
-    """A copy of a frozen dataclass (`Records`, `Release`) without what it derived and cached
-    (`functools.cached_property`), its content hashes kept: the same content, a fraction of the
-    bytes a worker pickles back (ui/worker.py); what the page reads again is derived again. `same`:
-    fields replaced by objects of the same content (a bare copy of the released group)."""
-    out = replace(obj, **same)  # type: ignore[type-var]
-    for name in _CONTENT_KEYS:
-        if name in obj.__dict__:
-            out.__dict__[name] = obj.__dict__[name]
-    return out
-
-
-def _lean(cmp_: ScopeComparison) -> ScopeComparison:
-    """`cmp_` with the biobank's and the population's released groups and released cohorts bare
-    (`_bare`): the whole group anonymized, with its derived arrays (per-record sets, event owners:
-    about 70% of a worker's result on the sample), which the page reads only when that release is
-    shown. The cohort's result, the one shown first, is kept as computed."""
-    results = {}
-    for scope, res in cmp_.results.items():
-        if scope == "cohort":
-            results[scope] = res
-            continue
-        group = _bare(res.released_group)
-        same = {"population": group} if res.release.population is res.released_group else {}
-        release = _bare(res.release, records=_bare(res.release.records), **same)
-        results[scope] = GroupRelease(release, group, res.verification)
-    return ScopeComparison(results, cmp_.originals, cmp_.rows)
 
 
 def compare_three_scopes(

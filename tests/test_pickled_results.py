@@ -1,0 +1,81 @@
+"""What a worker or a fan-out process hands back (issue 24, engine/scale/forked.py): a pickled
+`Records` keeps its content and content hash and leaves out what was derived from it
+(`Records.__getstate__`), and the Heatherly comparison made with its scopes fanned out is the one
+made in this process."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+from engine.anonymize.population import compare_scopes, scope_summary
+from engine.io.loaders import load_sample_checked
+from engine.records import Records
+from engine.scale import forked
+from engine.study.runs import biobank_between
+
+_FIELDS = ("patient_ids", "items", "visit_ptr", "visit_ids", "event_ptr", "event_item", "event_age")
+
+
+def _same_records(a: Records, b: Records) -> None:
+    for f in _FIELDS:
+        x, y = getattr(a, f), getattr(b, f)
+        assert (x is None) == (y is None), f
+        if x is not None:
+            np.testing.assert_array_equal(x, y, err_msg=f)
+    assert a.has_visits == b.has_visits
+
+
+@pytest.fixture(scope="module")
+def groups() -> dict[str, Records]:
+    ds = load_sample_checked().data
+    pop, coh = ds.events, ds.group_records("cohort")
+    out = {"cohort": coh, "population": pop}
+    bio = biobank_between(ds, "population", "cohort", coh, pop)
+    if bio is not None:
+        out["biobank"] = bio
+    return out
+
+
+def test_a_pickled_records_leaves_out_derived_arrays_and_keeps_its_content(groups) -> None:
+    r = groups["population"]
+    derived = (r.patient_item_sets, r.visit_item_sets, r.event_patient, r.fingerprint)
+    assert "patient_item_sets" in r.__dict__
+    back = pickle.loads(pickle.dumps(r))
+    assert "patient_item_sets" not in back.__dict__ and "event_patient" not in back.__dict__
+    assert back.__dict__["fingerprint"] == r.fingerprint  # kept, not hashed again
+    _same_records(back, r)
+    assert (back.patient_item_sets != derived[0]).nnz == 0  # derived again, the same
+    assert (back.visit_item_sets != derived[1]).nnz == 0
+    np.testing.assert_array_equal(back.event_patient, derived[2])
+    fresh = Records(**{f: getattr(back, f) for f in back.__dataclass_fields__})
+    assert fresh.fingerprint == r.fingerprint
+    assert len(pickle.dumps(r)) < 0.6 * len(pickle.dumps(r.__dict__))  # the arrays did not go
+
+
+def _same_comparison(a, b) -> None:
+    assert list(a.results) == list(b.results)
+    for scope, res in b.results.items():
+        got = a.results[scope]
+        assert got.release.content_fingerprint == res.release.content_fingerprint
+        _same_records(got.released_group, res.released_group)
+        _same_records(got.release.records, res.release.records)
+        np.testing.assert_array_equal(
+            got.verification.distinguishability, res.verification.distinguishability
+        )
+        assert got.release.loss == res.release.loss
+    assert scope_summary(a).equals(scope_summary(b))
+    for table in ("table1", "table2", "table3"):
+        assert getattr(a, table)().equals(getattr(b, table)())
+
+
+@pytest.mark.parametrize("complete", [False, True])
+def test_scopes_fanned_out_give_the_comparison_made_here(groups, complete: bool) -> None:
+    coh = groups["cohort"]
+    here = compare_scopes(groups, coh.patient_ids, 6, complete=complete)
+    assert forked.fan_out_enabled()  # this machine forks: the comparison below is made in processes
+    fanned = compare_scopes(groups, coh.patient_ids, 6, complete=complete, parallel=True)
+    _same_comparison(fanned, here)
+    _same_comparison(pickle.loads(pickle.dumps(fanned)), here)  # as a worker hands it back
