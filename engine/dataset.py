@@ -42,6 +42,7 @@ class Deferred(Generic[T]):
     def __init__(self, compute: Callable[[], T], fingerprint: str | None = None) -> None:
         self._compute: Callable[[], T] | None = compute
         self.fingerprint = fingerprint
+        self._warming: threading.Thread | None = None
         self._lock = threading.Lock()
         self._value: T | None = None
         self._error: BaseException | None = None
@@ -56,6 +57,27 @@ class Deferred(Generic[T]):
     def done(self) -> bool:
         """Whether the value was computed (or its computation failed)."""
         return self._compute is None
+
+    def warm(self, after: threading.Thread, then: Callable[[T], object] | None = None) -> threading.Thread:
+        """Compute the value in a daemon thread once `after` has ended (issue 24: the shipped sample's
+        lab orders, read in the server after the page that loaded the sample has drawn), then
+        `then(value)`; once per value (later calls return the same thread). A failure is kept for the
+        value's users (`get` raises it); `then`'s is dropped (its users compute what it would have)."""
+        with _WARM_LOCK:
+            if self._warming is None:
+
+                def run() -> None:
+                    after.join()
+                    try:
+                        value = self.get()
+                        if then is not None:
+                            then(value)
+                    except Exception:  # get() keeps it for the value's users
+                        pass
+
+                self._warming = threading.Thread(target=run, name="cohortshield-warm", daemon=True)
+                self._warming.start()
+            return self._warming
 
     def get(self) -> T:
         with self._lock:
@@ -73,9 +95,12 @@ class Deferred(Generic[T]):
 
 
 _LIVE: weakref.WeakSet[Deferred] = weakref.WeakSet()
+_WARM_LOCK = threading.Lock()
 
 
 def _deferred_after_fork() -> None:
+    global _WARM_LOCK
+    _WARM_LOCK = threading.Lock()  # a warming thread of the parent is not here
     for deferred in list(_LIVE):
         deferred._after_fork()
 

@@ -88,3 +88,105 @@ def test_the_page_keys_the_shipped_lab_orders_on_their_file(data_dir, monkeypatc
     assert days.fingerprint == expected.fingerprint
     held = cache.held("lab days", (fp.labs_fingerprint(ds), "all"), data=ctx)
     assert held is days  # shared by the server's sessions under the file's name
+
+
+# ------------------------------------------------------------------------------ read ahead in the server
+def test_a_deferred_value_warms_once_after_the_thread_it_waits_for():
+    import threading
+
+    from engine.dataset import Deferred
+
+    computed: list[int] = []
+    thens: list[int] = []
+    release = threading.Event()
+    page = threading.Thread(target=release.wait)  # the script run that loaded the sample
+    page.start()
+    value = Deferred(lambda: computed.append(1) or 42)
+    warming = value.warm(page, thens.append)
+    assert value.warm(page, thens.append) is warming  # once per value
+    warming.join(0.2)
+    assert warming.is_alive() and computed == [] and not value.done  # nothing before the page ends
+    release.set()
+    warming.join(10)
+    assert computed == [1] and thens == [42] and value.get() == 42 and computed == [1]
+
+
+def test_a_failed_warm_up_leaves_the_error_to_the_values_users():
+    import threading
+
+    from engine.dataset import Deferred
+
+    def fail() -> int:
+        raise ValueError("bad lab orders")
+
+    done = threading.Thread(target=lambda: None)
+    done.start()
+    value: Deferred[int] = Deferred(fail)
+    value.warm(done).join(10)
+    assert value.done
+    with pytest.raises(ValueError, match="bad lab orders"):
+        value.get()
+
+
+def test_the_sample_is_read_ahead_only_in_a_server_or_when_asked(monkeypatch):
+    import sys
+    import threading
+
+    from engine.io import loaders
+
+    monkeypatch.delenv("COHORTSHIELD_WARM_LABS", raising=False)
+    monkeypatch.delitem(sys.modules, "streamlit.web.bootstrap", raising=False)
+    assert not loaders.warm_labs_here()  # the tests, the command line
+    monkeypatch.setitem(sys.modules, "streamlit.web.bootstrap", sys)
+    assert not loaders.warm_labs_here()  # a server, but the main thread
+    seen: list[bool] = []
+    script = threading.Thread(target=lambda: seen.append(loaders.warm_labs_here()))
+    script.start()
+    script.join()
+    assert seen == [True]  # a server's script run
+    monkeypatch.setenv("COHORTSHIELD_WARM_LABS", "0")
+    script = threading.Thread(target=lambda: seen.append(loaders.warm_labs_here()))
+    script.start()
+    script.join()
+    assert seen == [True, False]
+    monkeypatch.setenv("COHORTSHIELD_WARM_LABS", "1")
+    assert loaders.warm_labs_here()
+
+
+@pytest.mark.parametrize("drop", [False, True])
+def test_lab_orders_read_ahead_are_the_pages_patient_days(data_dir, monkeypatch, drop):
+    """`warm_sample_labs`: the lab orders read and their patient-days built after the loading thread
+    ends; the page's patient-days are those very ones, equal to building them from the frame."""
+    import threading
+
+    from engine.io.loaders import warm_sample_labs
+    from engine.labs import reident as L
+    from ui.views import labs as view
+
+    loaded = cache.load_shipped(
+        f"test labs read ahead {drop}",
+        "options",
+        lambda: load_dataset(**_files(data_dir), defer_labs=True, drop_duplicates=drop),
+        size=1,
+    )
+    ds = loaded.data
+    done = threading.Thread(target=lambda: None)
+    done.start()
+    warming = warm_sample_labs(ds, after=done)
+    assert warming is not None
+    warming.join(30)
+    assert ds.labs_read
+    warmed = L.warmed_patient_days(ds.labs)
+    assert warmed is not None and warmed.fingerprint == L.patient_days(ds.labs).fingerprint
+    assert L.warmed_patient_days(ds.labs.copy()) is None  # by the frame object only
+    ctx = Context(ds, "population", "cohort", None, None, None, 5)  # type: ignore[arg-type]
+    for name in ("lab days", "lab population days"):
+        cache.clear(name)  # the same file's patient-days, held by another test under the same key
+    days, which = view.population_days(ctx, ds.labs, ds.group_ids("population"))
+    assert which == "all" and days is warmed
+    assert (
+        warm_sample_labs(
+            load_uploaded(("e.csv", b"patient_id,code\nP1,250.00\n"), labs=("l.csv", LABS)).data, done
+        )
+        is None
+    )

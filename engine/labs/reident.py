@@ -28,6 +28,7 @@ are dropped, and so are patients left without days. All draws come from `numpy.r
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
@@ -199,6 +200,27 @@ def patient_days(labs: pd.DataFrame) -> PatientDays:
         day_labels=day_label(uniq_day_key % n_day_values),
         matrix=matrix,
     )
+
+
+# The patient-days of every row of one frame built ahead of use (`warm_patient_days`: the shipped sample's
+# lab orders, in the server after its first page), by the frame object: a dataset's frames are never
+# modified. One entry: the sample's.
+_WARMED: list[tuple[pd.DataFrame, PatientDays]] = []
+_WARMED_LOCK = threading.Lock()
+
+
+def warm_patient_days(labs: pd.DataFrame) -> PatientDays:
+    """`patient_days(labs)`, held for `warmed_patient_days(labs)` (the last frame warmed only)."""
+    days = patient_days(labs)
+    with _WARMED_LOCK:
+        _WARMED[:] = [(labs, days)]
+    return days
+
+
+def warmed_patient_days(labs: pd.DataFrame) -> PatientDays | None:
+    """The patient-days `warm_patient_days` built of this very frame object, or None."""
+    with _WARMED_LOCK:
+        return next((days for frame, days in _WARMED if frame is labs), None)
 
 
 def _day_codes(

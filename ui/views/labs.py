@@ -77,7 +77,11 @@ def lab_days(ctx: Context, labs_key: str, labs: pd.DataFrame, ids: tuple[str, ..
     None) or of the rows of the patients `ids`."""
 
     def build() -> L.PatientDays:
-        return L.patient_days(labs if ids is None else labs[labs["patient_id"].astype(str).isin(set(ids))])
+        if (
+            ids is None
+        ):  # built ahead in the server for the shipped sample (engine.io.loaders.warm_sample_labs)
+            return L.warmed_patient_days(labs) or L.patient_days(labs)
+        return L.patient_days(labs[labs["patient_id"].astype(str).isin(set(ids))])
 
     key = (labs_key, "all" if ids is None else ids_fingerprint(ids))
     return cache.memo("lab days", key, build, size=_DAYS, data=ctx, spinner="Building patient-day vectors…")
