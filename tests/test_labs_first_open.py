@@ -130,27 +130,33 @@ def test_a_failed_warm_up_leaves_the_error_to_the_values_users():
 
 def test_the_sample_is_read_ahead_only_in_a_server_or_when_asked(monkeypatch):
     import sys
+
+    from ui import sidebar
+
+    monkeypatch.delenv("COHORTSHIELD_WARM_LABS", raising=False)
+    monkeypatch.delitem(sys.modules, "streamlit.web.bootstrap", raising=False)
+    assert not sidebar.warm_labs_here()  # the tests (AppTest), a script
+    monkeypatch.setitem(sys.modules, "streamlit.web.bootstrap", sys)
+    assert sidebar.warm_labs_here()  # `streamlit run`
+    monkeypatch.setenv("COHORTSHIELD_WARM_LABS", "0")
+    assert not sidebar.warm_labs_here()
+    monkeypatch.setenv("COHORTSHIELD_WARM_LABS", "1")
+    monkeypatch.delitem(sys.modules, "streamlit.web.bootstrap")
+    assert sidebar.warm_labs_here()
+
+
+def test_the_engine_does_not_read_the_lab_orders_ahead_by_itself(monkeypatch):
+    """Only the app asks for the warm-up (`ui.sidebar`): the command line's load starts no thread."""
+    import sys
     import threading
 
     from engine.io import loaders
 
-    monkeypatch.delenv("COHORTSHIELD_WARM_LABS", raising=False)
-    monkeypatch.delitem(sys.modules, "streamlit.web.bootstrap", raising=False)
-    assert not loaders.warm_labs_here()  # the tests, the command line
     monkeypatch.setitem(sys.modules, "streamlit.web.bootstrap", sys)
-    assert not loaders.warm_labs_here()  # a server, but the main thread
-    seen: list[bool] = []
-    script = threading.Thread(target=lambda: seen.append(loaders.warm_labs_here()))
-    script.start()
-    script.join()
-    assert seen == [True]  # a server's script run
-    monkeypatch.setenv("COHORTSHIELD_WARM_LABS", "0")
-    script = threading.Thread(target=lambda: seen.append(loaders.warm_labs_here()))
-    script.start()
-    script.join()
-    assert seen == [True, False]
     monkeypatch.setenv("COHORTSHIELD_WARM_LABS", "1")
-    assert loaders.warm_labs_here()
+    before = set(threading.enumerate())
+    loaders.load_sample_checked(unknown_codes="warn", drop_duplicates=True)
+    assert not [t for t in set(threading.enumerate()) - before if t.name == "cohortshield-warm"]
 
 
 @pytest.mark.parametrize("drop", [False, True])

@@ -14,6 +14,9 @@ and its variants are shared, read-only objects (`ui.cache.load_shipped`), and so
 from __future__ import annotations
 
 import hashlib
+import os
+import sys
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +25,7 @@ import streamlit as st
 
 from engine.adversary import KNOWLEDGES, SCOPES, Adversary
 from engine.dataset import Dataset
-from engine.io.loaders import DataError, Loaded, load_sample_checked, load_uploaded
+from engine.io.loaders import DataError, Loaded, load_sample_checked, load_uploaded, warm_sample_labs
 from engine.io.validation import Finding, ValidationReport
 from engine.records import Records
 from engine.report.glossary import help_for
@@ -152,11 +155,29 @@ def seed_state() -> None:
 _SAMPLES, _VARIANTS, _LOADED, _GROUPS, _WITHIN = 4, 20, 1, 8, 4
 
 
+def warm_labs_here() -> bool:
+    """Whether the shipped sample's lab orders are read ahead once it is loaded
+    (`engine.io.loaders.warm_sample_labs`, issue 24: the first opening of Lab orders in a server then
+    finds them): `COHORTSHIELD_WARM_LABS` 1 or 0 says; unset, in a Streamlit server (`streamlit run`
+    loaded its bootstrap; the tests' AppTest does not, and reads them on first use)."""
+    setting = os.environ.get("COHORTSHIELD_WARM_LABS", "")
+    if setting in ("0", "1"):
+        return setting == "1"
+    return "streamlit.web.bootstrap" in sys.modules
+
+
+def _load_sample(unknown_codes: str, drop_duplicates: bool) -> Loaded[Dataset]:
+    loaded = load_sample_checked(unknown_codes=unknown_codes, drop_duplicates=drop_duplicates)  # type: ignore[arg-type]
+    if warm_labs_here():  # after this script run has drawn its page
+        warm_sample_labs(loaded.data, after=threading.current_thread())
+    return loaded
+
+
 def _sample(unknown_codes: str, drop_duplicates: bool) -> Loaded[Dataset]:
     return cache.load_shipped(
         "sample",
         (unknown_codes, drop_duplicates),
-        lambda: load_sample_checked(unknown_codes=unknown_codes, drop_duplicates=drop_duplicates),  # type: ignore[arg-type]
+        lambda: _load_sample(unknown_codes, drop_duplicates),
         size=_SAMPLES,
         spinner="Loading and validating the shipped sample…",
     )

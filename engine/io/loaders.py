@@ -30,9 +30,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
-import os
 import re
-import sys
 import threading
 import warnings
 from collections.abc import Mapping
@@ -1035,29 +1033,15 @@ def _sample_memo(
         na_ids=na_ids,
         defer_labs=True,
     )
-    if warm_labs_here():
-        warm_sample_labs(loaded.data, after=threading.current_thread())
     return loaded
-
-
-def warm_labs_here() -> bool:
-    """Whether the shipped sample's lab orders are read ahead (`warm_sample_labs`) in this process:
-    `COHORTSHIELD_WARM_LABS` 1 or 0 says; unset, in a Streamlit server (`streamlit run` loaded its
-    bootstrap; the tests' AppTest does not) when the sample is loaded outside the main thread (a
-    script run's thread). The command line and the tests read them on first use."""
-    setting = os.environ.get("COHORTSHIELD_WARM_LABS", "")
-    if setting in ("0", "1"):
-        return setting == "1"
-    return (
-        "streamlit.web.bootstrap" in sys.modules and threading.current_thread() is not threading.main_thread()
-    )
 
 
 def warm_sample_labs(dataset: Dataset, after: threading.Thread) -> threading.Thread | None:
     """Read and validate the dataset's deferred lab orders and build the patient-days of every row
     (`engine.labs.reident.warm_patient_days`) in a daemon thread, once, after `after` ends (the server's
     script run that loaded the shipped sample: its first page drawn first, issue 24), so the first
-    opening of the Lab orders page finds them. None when the lab orders are not deferred."""
+    opening of the Lab orders page finds them. None when the lab orders are not deferred. The app
+    decides where this is worth it (`ui.sidebar`: in a Streamlit server, not in tests)."""
     value = dataset.__dict__["_labs"]
     if not isinstance(value, Deferred):
         return None
