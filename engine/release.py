@@ -13,6 +13,7 @@ import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -96,6 +97,11 @@ class Release:
             raise ValueError(f"{self.method}: the released records have no visits to show")
         if self.source is not None:
             check_invariant(self, self.source)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (a worker's result): the fields and the content hashes, not the checked copy
+        `checked` keeps (its source is the caller's cohort object, which a copy cannot be)."""
+        return {name: value for name, value in self.__dict__.items() if name != "_checked"}
 
     # ------------------------------------------------------------------ structure
     def codes_of(self, item: str) -> frozenset[str]:

@@ -926,6 +926,7 @@ def compare_scopes(
     with_visits: bool = False,
     progress: Progress | None = None,
     parallel: bool = False,
+    while_waiting: Callable[[GroupRelease], object] | None = None,
 ) -> ScopeComparison:
     """Anonymize each group of `groups` (keys among "cohort", "biobank", "population"; the cohort is
     required), extract the cohort from each (DEMO_D, DEMO_B, DEMO_S) and build Tables 1-3, with the
@@ -934,7 +935,9 @@ def compare_scopes(
     `parallel`: the scopes after the first are anonymized in forked processes while this one does
     the cohort's (`engine.scale.forked.fan_out`; one after the other where it cannot fork). The
     scopes are independent, so the comparison is the same either way; the progress shown is the
-    cohort's, then the others' as they come back."""
+    cohort's. `while_waiting(cohort's result)` is then called here while the other scopes are made
+    (only when they are fanned out; its value is ignored): the app reads what its page shows first of
+    that release in the time it would otherwise wait."""
     if "cohort" not in groups:
         raise ValueError("compare_scopes needs the cohort's records")
     scopes = [s for s in ("cohort", "biobank", "population") if s in groups]
@@ -982,8 +985,11 @@ def compare_scopes(
             cohort_original,
             whole,
         )
-        if fanned and progress and n == 0:
-            progress(1 / len(scopes), f"{SCOPE_NAMES[scope]} done; waiting for the other scopes")
+        if fanned and n == 0:
+            if progress:
+                progress(1 / len(scopes), f"{SCOPE_NAMES[scope]} done; waiting for the other scopes")
+            if while_waiting is not None:
+                while_waiting(res)
         return res, group_row, cohort_row
 
     parts = fan_out([partial(scope_part, n, s) for n, s in enumerate(scopes)]) if fanned else None

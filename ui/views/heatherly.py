@@ -22,6 +22,7 @@ from engine import risk
 from engine.anonymize.population import (
     ICD9_LEVELS,
     SCOPE_NAMES,
+    GroupRelease,
     ScopeComparison,
     compare_scopes,
     example_patients,
@@ -38,7 +39,7 @@ from ui import cache, honest, persist
 from ui import format as fmt
 from ui import progress as progress_ui
 from ui.context import Context
-from ui.downloads import release_downloads, release_table_download, report_download
+from ui.downloads import export_check, release_downloads, release_table_download, report_download
 from ui.downloads import table_download as _download
 from ui.heatherly_charts import tradeoff_figure
 from ui.risk_charts import cdf_frame, distinguishability_cdf_figure
@@ -135,6 +136,7 @@ def scope_comparison(
             with_visits=with_visits,
             progress=step,
             parallel=True,
+            while_waiting=lambda res: _shown_first(ctx, k, res),
         )
 
     result = progress_ui.run(
@@ -146,6 +148,20 @@ def scope_comparison(
     if result is None:
         st.stop()
     return result
+
+
+def _shown_first(ctx: Context, k: int, res: GroupRelease) -> None:
+    """What the tab reads of DEMO_D, the release it shows first under a cohort adversary, once the
+    comparison is back: its headline and file figures and the download's verification under the
+    sidebar's adversary (`render_anonymize`). Made while the other scopes are anonymized
+    (`compare_scopes(while_waiting=...)`, in the worker) and kept in the cache, so the page's run
+    finds them; nothing when another release will be shown first."""
+    if ctx.adversary.scope != "cohort" or st.session_state.get("hea_shown_cohort", "DEMO_D") != "DEMO_D":
+        return
+    release = res.release.checked(ctx.cohort)
+    honest.figures(release, ctx.cohort)
+    honest.file_figures(release, ctx.cohort)
+    export_check(release, res.verification, ctx.adversary, k, ctx.population)
 
 
 def compare_three_scopes(
