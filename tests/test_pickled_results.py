@@ -79,3 +79,21 @@ def test_scopes_fanned_out_give_the_comparison_made_here(groups, complete: bool)
     fanned = compare_scopes(groups, coh.patient_ids, 6, complete=complete, parallel=True)
     _same_comparison(fanned, here)
     _same_comparison(pickle.loads(pickle.dumps(fanned)), here)  # as a worker hands it back
+
+
+def test_while_waiting_gets_the_cohorts_result_here_while_the_others_are_made(groups) -> None:
+    import os
+
+    coh = groups["cohort"]
+    seen: list[tuple[int, str]] = []
+    fanned = compare_scopes(
+        groups,
+        coh.patient_ids,
+        7,
+        parallel=True,
+        while_waiting=lambda res: seen.append((os.getpid(), res.release.content_fingerprint)),
+    )
+    assert seen == [(os.getpid(), fanned.results["cohort"].release.content_fingerprint)]
+    plain: list[object] = []
+    compare_scopes(groups, coh.patient_ids, 7, while_waiting=plain.append)  # nothing to wait for
+    assert plain == []
