@@ -19,10 +19,10 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 T = TypeVar("T")
 _MISSING = object()
@@ -138,6 +138,43 @@ def current() -> Store:
     """The store `memo` uses here: the innermost `scope`'s, else `LOCAL`."""
     store = _SCOPE.get()
     return LOCAL if store is None else store
+
+
+Entry = tuple[str, Hashable, Any, int]  # (name, key, value, size): one `Store.put`
+
+
+class _Recorder:
+    """The current store, every `put` also noted in order (`recording`)."""
+
+    def __init__(self, inner: Store) -> None:
+        self.inner, self.entries = inner, cast("list[Entry]", [])
+
+    def get(self, name: str, key: Hashable, default: Any) -> Any:
+        return self.inner.get(name, key, default)
+
+    def put(self, name: str, key: Hashable, value: Any, size: int) -> None:
+        self.inner.put(name, key, value, size)
+        self.entries.append((name, key, value, size))
+
+
+@contextmanager
+def recording() -> Iterator[list[Entry]]:
+    """The entries `memo` stores in this thread's code inside the block, in order: a forked process
+    (engine.scale.forked.fan_out) sends them back, and its parent stores them again (`replay`), so
+    the work a fan-out process memoized is not lost with it."""
+    recorder = _Recorder(current())
+    token = _SCOPE.set(recorder)
+    try:
+        yield recorder.entries
+    finally:
+        _SCOPE.reset(token)
+
+
+def replay(entries: Iterable[Entry]) -> None:
+    """Store `entries` (from `recording`) where the current scope says."""
+    store = current()
+    for name, key, value, size in entries:
+        store.put(name, key, value, size)
 
 
 def memo(name: str, key: Hashable, compute: Callable[[], T], *, size: int) -> T:

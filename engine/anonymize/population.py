@@ -417,17 +417,17 @@ def _split_layout(group: Records, targets: np.ndarray) -> _Layout:
 
 
 def _original_support(
-    group: Records, targets: np.ndarray, within_visits: bool, layout: _Layout | None = None
+    group: Records, targets: np.ndarray, within_visits: bool, layout: _Layout
 ) -> np.ndarray:
-    """Per visit of the target records (`layout`: `_split_layout(group, targets)`, made here when
-    not given), the group's records holding its original code set (within one visit when
-    `within_visits`); memoized per the group's content and the targets (`_memoized`)."""
+    """Per visit of the target records (`layout`: `_split_layout(group, targets)`), the group's
+    records holding its original code set (within one visit when `within_visits`); memoized per the
+    group's content and the targets (`_memoized`)."""
     targets = np.asarray(targets, dtype=np.int64)
     key = ("support", group.fingerprint, hashlib.sha256(targets.tobytes()).hexdigest(), within_visits)
 
     def make() -> np.ndarray:
-        visits = (layout or _split_layout(group, targets)).visits
-        return _frozen(_holders(group, _item_sets(group, visits), None, within_visits))
+        sets = _item_sets(group, layout.visits)
+        return _frozen(_holders(group, sets, None, within_visits))
 
     return _memoized(key, make)
 
@@ -753,27 +753,6 @@ class GroupRelease:
     verification: Verification
 
 
-def _prepared(
-    group: Records, cohort_idx: np.ndarray, k: int, constraints: str, support: bool, with_visits: bool
-) -> tuple[np.ndarray, tuple[np.ndarray, dict]]:
-    """What `anonymize` reads of `_memoized` work: the utility groups, the frequency bins at k (shared
-    by the paper's release and the completed one at this k) and, with `support`, the original
-    supports of the cohort's visits that the completion pass reads (`_Pool`, which otherwise makes
-    them itself). `compare_scopes` calls it before it fans the scopes out, so the entries are kept in
-    the caller's scope rather than in a fan-out process that ends."""
-    items_key = hashlib.sha256("\x1f".join(map(str, group.items.tolist())).encode()).hexdigest()
-    utility = _memoized(
-        ("utility", items_key, constraints), lambda: _frozen(utility_groups(group.items, constraints))
-    )
-    bins = _memoized(
-        ("bins", group.fingerprint, items_key, constraints, int(k)),
-        lambda: _frozen_first(frequency_bin_generalization(group, k, utility)),
-    )
-    if support:
-        _original_support(group, cohort_idx, with_visits)
-    return utility, bins
-
-
 def anonymize(
     group: Records,
     cohort_ids: Sequence[str] | np.ndarray,
@@ -800,10 +779,17 @@ def anonymize(
     constraints = parse_constraints(constraints)
     cohort_idx = group.index_of(cohort_ids)
     if progress:
-        progress(
-            0.05, f"{SCOPE_NAMES[scope]}: utility groups and frequency bins of {group.n_patients:,} records"
-        )
-    utility, (binned, stats) = _prepared(group, cohort_idx, k, constraints, False, with_visits)
+        progress(0.05, f"{SCOPE_NAMES[scope]}: utility groups")
+    items_key = hashlib.sha256("\x1f".join(map(str, group.items.tolist())).encode()).hexdigest()
+    utility = _memoized(
+        ("utility", items_key, constraints), lambda: _frozen(utility_groups(group.items, constraints))
+    )
+    if progress:
+        progress(0.15, f"{SCOPE_NAMES[scope]}: frequency bins of {group.n_patients:,} records")
+    binned, stats = _memoized(  # shared by the paper's release and the completed one at this k
+        ("bins", group.fingerprint, items_key, constraints, int(k)),
+        lambda: _frozen_first(frequency_bin_generalization(group, k, utility)),
+    )
     state = _State(group, binned.copy(), utility, np.ones(group.n_events, dtype=bool), dict(stats))
     adversary = Adversary("cohort" if scope == "cohort" else "population", "single_visit")
     if complete:
@@ -933,11 +919,11 @@ def compare_scopes(
     "without generalization" variant (codes below k removed instead of grouped).
 
     `parallel`: the scopes after the first are anonymized in forked processes while this one does
-    the cohort's (`engine.scale.forked.fan_out`; one after the other where it cannot fork). The
-    scopes are independent, so the comparison is the same either way; the progress shown is the
-    cohort's. `while_waiting(cohort's result)` is then called here while the other scopes are made
-    (only when they are fanned out; its value is ignored): the app reads what its page shows first of
-    that release in the time it would otherwise wait."""
+    the cohort's (`engine.scale.forked.fan_out`, which stores here what they memoized; one after the
+    other where it cannot fork). The scopes are independent, so the comparison is the same either
+    way; the progress shown is the cohort's. `while_waiting(cohort's result)` is then called here
+    while the other scopes are made (only when they are fanned out; its value is ignored): the app
+    reads what its page shows first of that release in the time it would otherwise wait."""
     if "cohort" not in groups:
         raise ValueError("compare_scopes needs the cohort's records")
     scopes = [s for s in ("cohort", "biobank", "population") if s in groups]
@@ -948,10 +934,6 @@ def compare_scopes(
     whole = _original_figures(whole_records)
     cohort_original = originals["cohort*"]
     fanned = parallel and fan_out_enabled() and len(scopes) > 1
-    if fanned:  # the memoized work, made here: a fan-out process's entries end with it
-        parsed = parse_constraints(constraints)
-        for scope in scopes:
-            _prepared(groups[scope], groups[scope].index_of(cohort_ids), k, parsed, complete, with_visits)
 
     def scope_part(n: int, scope: str) -> tuple[GroupRelease, RetentionRow | None, RetentionRow]:
         def step(frac: float, msg: str) -> None:

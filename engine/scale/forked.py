@@ -29,6 +29,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from engine import memo
 from engine.io.progress import Progress
 
 T = TypeVar("T")
@@ -196,6 +197,7 @@ def _child(
 
 # ------------------------------------------------------------------------------ fan-out
 _IN_FAN_OUT = False
+_THREADS_ENV = "COHORTSHIELD_THREADS"  # engine.risk.THREADS_ENV (not imported: the kernel is not needed here)
 _PR_SET_PDEATHSIG = 1
 
 
@@ -225,20 +227,30 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _fan_child(call: Callable[[], Any], fd: int, parent: int) -> None:
+def _fan_child(calls: Sequence[Callable[[], Any]], fd: int, parent: int) -> None:
+    """Run `calls` in order in this (forked) child, stopping at the first exception, and write
+    ("done", results) or ("error", results so far, exception, traceback) to `fd`."""
     global _IN_FAN_OUT
     _IN_FAN_OUT = True
     gc.freeze()  # as `_child`: the inherited heap is not walked (nor copied) by the collector
     _die_with_parent(parent)
+    os.environ[_THREADS_ENV] = "1"  # the cores are the fan-out's processes' (engine.risk.thread_count)
     try:
+        results: list[Any] = []
         try:
-            data = pickle.dumps(("done", call()), protocol=pickle.HIGHEST_PROTOCOL)
+            with memo.recording() as stored:
+                for call in calls:
+                    results.append(call())
+            try:
+                data = pickle.dumps(("done", results, stored), protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception:  # a memo entry that cannot be pickled is left out
+                data = pickle.dumps(("done", results, _picklable(stored)), protocol=pickle.HIGHEST_PROTOCOL)
         except BaseException as exc:
             text = traceback.format_exc()
             try:
-                data = pickle.dumps(("error", exc, text), protocol=pickle.HIGHEST_PROTOCOL)
+                data = pickle.dumps(("error", results, [], exc, text), protocol=pickle.HIGHEST_PROTOCOL)
             except Exception:
-                data = pickle.dumps(("error", None, text), protocol=pickle.HIGHEST_PROTOCOL)
+                data = pickle.dumps(("error", [], [], None, text), protocol=pickle.HIGHEST_PROTOCOL)
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
@@ -246,51 +258,77 @@ def _fan_child(call: Callable[[], Any], fd: int, parent: int) -> None:
         os._exit(0)
 
 
-def _collect(pid: int, fd: int) -> Any:
-    """The result a fan-out child wrote to `fd` (its exception raised here)."""
+def _picklable(entries: list[memo.Entry]) -> list[memo.Entry]:
+    """The memo entries that can be sent back (an entry that cannot is computed again if asked)."""
+    out = []
+    for entry in entries:
+        try:
+            pickle.dumps(entry[1:3])
+        except Exception:
+            continue
+        out.append(entry)
+    return out
+
+
+def _collect(pid: int, fd: int) -> tuple[list[Any], BaseException | None]:
+    """What a fan-out child wrote to `fd`: its results in order, and the exception that stopped it
+    (with where it was raised as a note) or None. The memo entries it stored are stored here
+    (`engine.memo.replay`)."""
     chunks = []
     while chunk := os.read(fd, 1 << 20):
         chunks.append(chunk)
     os.waitpid(pid, 0)
     if not chunks:
-        raise WorkerDied("a fan-out process ended without a result")
-    kind, *payload = pickle.loads(b"".join(chunks))
+        return [], WorkerDied("a fan-out process ended without a result")
+    kind, results, stored, *failure = pickle.loads(b"".join(chunks))
+    memo.replay(stored)
     if kind == "done":
-        return payload[0]
-    exc, text = payload
-    if isinstance(exc, BaseException):
-        exc.add_note(f"raised in a fan-out process:\n{text}")
-        raise exc
-    raise RuntimeError(f"a fan-out process failed:\n{text}")
+        return results, None
+    exc, text = failure
+    if not isinstance(exc, BaseException):
+        return results, RuntimeError(f"a fan-out process failed:\n{text}")
+    exc.add_note(f"raised in a fan-out process:\n{text}")
+    return results, exc
 
 
 def fan_out(calls: Sequence[Callable[[], T]]) -> list[T]:
-    """`[c() for c in calls]`, the calls after the first each in a forked child while this process
-    runs the first (`fan_out_enabled()`; else one after the other, here). Each child is a copy of
-    this process at the fork (nothing is pickled on the way in); its result comes back pickled. The
-    results, and the exception raised (the first call's, else the earliest child's), are those of
-    the calls run here one after the other. The children are killed if this process stops waiting
-    (an exception, a cancellation) or dies."""
+    """`[c() for c in calls]`, the calls after the first in forked children while this process runs
+    the first (`fan_out_enabled()`; else one after the other, here). One process per core at most:
+    this one and up to (cores - 1) children, child j running calls 1 + j, 1 + j + n, ... in order
+    (n children), so the cores are not shared among more processes than they can run. Each child is
+    a copy of this process at the fork (nothing is pickled on the way in); its results come back
+    pickled. The results, and the exception raised (that of the earliest call in `calls` that
+    raised), are those of the calls run here one after the other. The children are killed if this
+    process stops waiting (an exception, a cancellation) or dies."""
     if len(calls) <= 1 or not fan_out_enabled():
         return [c() for c in calls]
+    n = min(len(calls) - 1, max((os.cpu_count() or 2) - 1, 1))
+    shares = [list(range(1 + j, len(calls), n)) for j in range(n)]
     parent = os.getpid()
     kids: list[tuple[int, int]] = []
     try:
-        for call in calls[1:]:
+        for share in shares:
             r, w = os.pipe()
             pid = os.fork()
             if pid == 0:  # pragma: no cover (the child's coverage is not collected)
                 os.close(r)
-                _fan_child(call, w, parent)
+                _fan_child([calls[i] for i in share], w, parent)
             os.close(w)
             kids.append((pid, r))
-        out = [calls[0]()]
+        out: dict[int, Any] = {0: calls[0]()}
+        failed: dict[int, BaseException] = {}
         while kids:
             pid, r = kids[0]
-            out.append(_collect(pid, r))
+            results, exc = _collect(pid, r)
             os.close(r)
             kids.pop(0)
-        return out
+            share = shares[len(shares) - len(kids) - 1]
+            out.update(zip(share, results, strict=False))
+            if exc is not None:
+                failed[share[len(results)] if len(results) < len(share) else share[-1]] = exc
+        if failed:
+            raise failed[min(failed)]
+        return [out[i] for i in range(len(calls))]
     finally:
         for pid, r in kids:  # still running: this process stopped waiting
             try:

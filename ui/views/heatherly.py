@@ -32,6 +32,7 @@ from engine.anonymize.population import (
     scope_summary,
 )
 from engine.records import Records
+from engine.release import Release
 from engine.report.glossary import help_for
 from engine.study.experiments import heatherly_sweep_k
 from engine.study.runs import HeatherlySettings, biobank_between
@@ -136,7 +137,7 @@ def scope_comparison(
             with_visits=with_visits,
             progress=step,
             parallel=True,
-            while_waiting=lambda res: _shown_first(ctx, k, res),
+            while_waiting=lambda res: _shown_first(ctx, k, constraints, complete, with_visits, res),
         )
 
     result = progress_ui.run(
@@ -150,7 +151,19 @@ def scope_comparison(
     return result
 
 
-def _shown_first(ctx: Context, k: int, res: GroupRelease) -> None:
+def shown_release(ctx: Context, settings: HeatherlySettings, res: GroupRelease) -> Release:
+    """The release of `settings` as the tab shows it: checked against the cohort it was made from,
+    and recorded as the preview of `settings` (`ui.study.remember`: "Add to study" reuses it). Recorded
+    first, so that every figure of it the run memoizes is held where the study's preview is (the
+    server's store on the shipped sample, else the session's)."""
+    release = res.release.checked(ctx.cohort)
+    remember(ctx, settings, release)
+    return release
+
+
+def _shown_first(
+    ctx: Context, k: int, constraints: str, complete: bool, with_visits: bool, res: GroupRelease
+) -> None:
     """What the tab reads of DEMO_D, the release it shows first under a cohort adversary, once the
     comparison is back: its headline and file figures and the download's verification under the
     sidebar's adversary (`render_anonymize`). Made while the other scopes are anonymized
@@ -158,7 +171,10 @@ def _shown_first(ctx: Context, k: int, res: GroupRelease) -> None:
     finds them; nothing when another release will be shown first."""
     if ctx.adversary.scope != "cohort" or st.session_state.get("hea_shown_cohort", "DEMO_D") != "DEMO_D":
         return
-    release = res.release.checked(ctx.cohort)
+    settings = HeatherlySettings(
+        k=k, scope="cohort", constraints=constraints, complete=complete, with_visits=with_visits
+    )
+    release = shown_release(ctx, settings, res)
     honest.figures(release, ctx.cohort)
     honest.file_figures(release, ctx.cohort)
     export_check(release, res.verification, ctx.adversary, k, ctx.population)
@@ -284,8 +300,12 @@ def render_anonymize(ctx: Context) -> None:
     shown = st.radio("Release shown", names, horizontal=True, key=f"hea_shown_{ctx.adversary.scope}")
     scope = next(s for s in cmp_.results if SCOPE_NAMES[s] == shown)
     res = cmp_.results[scope]
-    # the release with the cohort it was made from (the download helper and the study need it)
-    release, verification = res.release.checked(ctx.cohort), res.verification
+    settings = HeatherlySettings(
+        k=k, scope=scope, constraints=constraints, complete=complete, with_visits=with_visits
+    )
+    # the release with the cohort it was made from (the download helper and the study need it), the
+    # comparison's run recorded as the preview: Add does not rerun it
+    release, verification = shown_release(ctx, settings, res), res.verification
     st.caption(f"Export: {export_label(release.shows_visits)}.")
     row = summary.set_index("release").loc[shown]
     honest.headline(
@@ -319,10 +339,6 @@ def render_anonymize(ctx: Context) -> None:
             f"heatherly_{shown}_report.json",
             "hea_dl_report",
         )
-    settings = HeatherlySettings(
-        k=k, scope=scope, constraints=constraints, complete=complete, with_visits=with_visits
-    )
-    remember(ctx, settings, release)  # the comparison's run: Add does not rerun it
     add_to_study(
         ctx,
         settings,
