@@ -9,6 +9,7 @@ this mapping, so what is exported and what is verified are the same thing.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -99,8 +100,9 @@ class Release:
             check_invariant(self, self.source)
 
     def __getstate__(self) -> dict[str, Any]:
-        """Pickled (a worker's result): the fields and the content hashes, not the checked copy
-        `checked` keeps (its source is the caller's cohort object, which a copy cannot be)."""
+        """Pickled (a worker's result): the fields, the content hashes and the content hash of the
+        cohort it was checked against (`checked`), not the checked copy itself (its source is the
+        caller's cohort object, which a copy cannot be)."""
         return {name: value for name, value in self.__dict__.items() if name != "_checked"}
 
     # ------------------------------------------------------------------ structure
@@ -116,13 +118,24 @@ class Release:
 
         Checked once per release and cohort object: the release itself when `cohort` is already its
         source, and the same checked release when asked again for the same cohort (a page and the
-        study both ask; records are immutable, so the answer cannot change)."""
+        study both ask; records are immutable, so the answer cannot change). Once per cohort content
+        across processes: a release checked in a worker against a cohort of the same fingerprint
+        (`_checked_against`, pickled with it) is not checked again here; the export's `fingerprint`,
+        which the source is no part of, is carried to the copy."""
         if self.source is cohort:
             return self
         done = self.__dict__.get("_checked")
         if done is not None and done.source is cohort:
             return done
-        out = replace(self, source=cohort)
+        if self.__dict__.get("_checked_against") == cohort.fingerprint:
+            out = copy.copy(self)  # the same content, checked against this content: no second check
+            object.__setattr__(out, "source", cohort)
+        else:
+            out = replace(self, source=cohort)
+            if "fingerprint" in self.__dict__:
+                out.__dict__["fingerprint"] = self.__dict__["fingerprint"]
+        out.__dict__["_checked_against"] = self.__dict__["_checked_against"] = cohort.fingerprint
+        out.__dict__.pop("content_fingerprint", None)  # it covers the source
         self.__dict__["_checked"] = out  # frozen: kept beside the fields, as cached_property does
         return out
 

@@ -97,3 +97,32 @@ def test_while_waiting_gets_the_cohorts_result_here_while_the_others_are_made(gr
     plain: list[object] = []
     compare_scopes(groups, coh.patient_ids, 7, while_waiting=plain.append)  # nothing to wait for
     assert plain == []
+
+
+def test_a_release_checked_in_a_worker_is_not_checked_again_for_the_same_cohort_content(
+    groups, monkeypatch
+) -> None:
+    import engine.release as rel
+    from engine.anonymize.population import anonymize
+
+    coh = groups["cohort"]
+    res = anonymize(coh, coh.patient_ids, 5, scope="cohort")
+    in_worker = res.release.checked(coh)
+    back = pickle.loads(pickle.dumps(res.release))  # as a worker hands it back
+    assert "_checked" not in back.__dict__ and back.__dict__["_checked_against"] == coh.fingerprint
+    calls: list[int] = []
+    real = rel.check_invariant
+    monkeypatch.setattr(rel, "check_invariant", lambda r, c: calls.append(1) or real(r, c))
+    same_content = pickle.loads(pickle.dumps(coh))  # another object, the same cohort
+    here = back.checked(same_content)
+    assert calls == [] and here.source is same_content
+    assert here.fingerprint == in_worker.fingerprint
+    assert here.content_fingerprint == in_worker.content_fingerprint  # the source's content is the same
+    fresh = rel.Release(**{f: getattr(here, f) for f in here.__dataclass_fields__})  # nothing carried
+    assert fresh.fingerprint == here.fingerprint and fresh.content_fingerprint == here.content_fingerprint
+    calls.clear()  # (making `fresh` checked it)
+    # another cohort's content: checked, and refused when the release does not stand for it
+    other = coh.take(np.arange(coh.n_patients // 2))
+    with pytest.raises(rel.ReleaseInvariantError):
+        back.checked(other)
+    assert calls == [1]

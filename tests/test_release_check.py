@@ -164,7 +164,10 @@ def test_checked_checks_once_per_cohort(monkeypatch):
     assert first.source is cohort and rel.source is None
     assert rel.checked(cohort) is first and first.checked(cohort) is first
     assert len(calls) == 1
-    other = records([("p", 1, "a"), ("q", 2, "b")], True)  # another cohort object: checked again
+    same = records([("p", 1, "a"), ("q", 2, "b")], True)  # another object, the same content (a worker's)
+    assert rel.checked(same).source is same
+    assert len(calls) == 1  # checked once per cohort content
+    other = records([("p", 1, "a"), ("q", 2, "c")], True)  # other content: checked again
     assert rel.checked(other).source is other
     assert len(calls) == 2
 
