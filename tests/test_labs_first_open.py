@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from engine.io.loaders import Source, load_dataset, load_uploaded
@@ -196,3 +197,16 @@ def test_lab_orders_read_ahead_are_the_pages_patient_days(data_dir, monkeypatch,
         )
         is None
     )
+
+
+def test_a_sample_variant_reads_its_lab_orders_when_first_asked_for():
+    """The ICD-10-CM and mixed variants carry the sample's lab orders: deferred as the sample's, so
+    switching to a variant does not read 6.9 M orders before its first page."""
+    from engine.io.imports import load_sample_variant
+    from engine.io.loaders import load_sample_checked
+
+    ds = load_sample_variant("icd10cm", unknown_codes="warn").data
+    assert not ds.labs_read
+    labs = ds.labs
+    assert ds.labs_read and labs is not None
+    pd.testing.assert_frame_equal(labs, load_sample_checked(unknown_codes="warn").data.labs)

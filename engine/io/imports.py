@@ -530,6 +530,7 @@ def _variant_memo(stamp: tuple, directory: str) -> Loaded[Dataset]:
             name=label,
             unknown_codes=unknown_codes,
             drop_duplicates=drop_duplicates,
+            defer_labs=True,  # as the sample's: read when first asked for (issue 24)
         )
     from engine.io import read_source
 
