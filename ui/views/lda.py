@@ -105,6 +105,20 @@ def _trajectories_of(cohort: Records, selection: tuple) -> Trajectories:
     return Trajectories.from_frame(df, patient_ids=cohort.patient_ids, codes=list(codes))
 
 
+def _settings_trajectories(cohort: Records, settings: LDASettings) -> Trajectories:
+    """`settings.trajectories(cohort)`, memoized on the cohort's content and what shapes them (the codes
+    and their roll-up; not k, the hierarchies, the weights or the alignment) in `ui.cache`: shared by
+    the server's sessions on the shipped sample, where the engine's own memo of them (`LDASettings.inputs`)
+    lives in one session and a new session at a new k built them again (issue 24)."""
+    return cache.memo(
+        "lda settings trajectories",
+        (cohort.fingerprint, settings.codes, settings.roll_up),
+        lambda: settings.trajectories(cohort),
+        size=_TRAJECTORIES,
+        data=cohort,
+    )
+
+
 def _icd_hierarchy(choice: str, upload: tuple[str, bytes] | None) -> Hierarchy:
     if choice == ICD_CHOICES[0]:
         return Hierarchy.icd9(ICD9_THESIS_LEVELS)
@@ -136,7 +150,8 @@ def _run_of(
 ) -> LDAResult:
     settings = settings_of(selection, hier, k, w_icd, method)
     if settings is not None:
-        return settings.run_result(RunInputs(cohort, cohort), progress)
+        trajectories = _settings_trajectories(cohort, settings)
+        return settings.run_result(RunInputs(cohort, cohort), progress, trajectories=trajectories)
     choice, upload, lo, hi, _ = hier
     traj = _trajectories(cohort, selection)
     return lda(
