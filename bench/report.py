@@ -13,8 +13,9 @@ in the app):
              page and the bundle rendered them (HTML twice, PDF twice, JSON twice, Markdown).
   cold       today's `build_report` given nothing (the CLI's `study report`, a first build), each
              format rendered once.
-  session    today's Report page: the PheWAS tables, the verification matrices and the gate's files
-             the session already holds are handed over; each format rendered once.
+  session    today's Report page: the PheWAS tables, the verification matrices, the ledger's pairs,
+             the release figures and headlines and the gate's files the session already holds are
+             handed over; each format rendered once.
 
 Parts (exclusive time; a part called inside another counts as itself only): PheWAS, matrices (the
 verification under the four adversaries), membership, ledger, files (the export gate), figures (the
@@ -147,14 +148,22 @@ def sample_study() -> dict[str, Any]:
 
 
 def session_memos(s: Mapping[str, Any]) -> dict[str, Any]:
-    """What the session holds before the build: PheWAS tables (PheWAS page / Report page memo) and
-    the verification matrices (Report page memo); the files are the gate's from Add to study."""
+    """What the session holds before the build: PheWAS tables (PheWAS page / Report page memo), the
+    verification matrices and the ledger's pairs (Report page memos), each release's file figures and
+    headline (`ui.honest`'s memos, the release warnings of every page showing it); the files are the
+    gate's from Add to study."""
     from engine.report.report import PhewasResults
+    from engine.study import compare
+    from engine.study.ledger import ledger, study_ledger_releases
     from engine.study.study import verification_matrix
     from engine.utility import phewas
 
-    geno, inputs = s["ds"].genotypes, s["inputs"]
+    geno, inputs, study = s["ds"].genotypes, s["inputs"], s["study"]
+    releases = {n: m.release for n, m in s["made"].items()}
     return {
+        "ledger": ledger(study_ledger_releases(study, releases), study.adversary, 5, inputs.population),
+        "figures": {n: compare.release_figures(r, inputs.cohort) for n, r in releases.items()},
+        "headlines": {n: compare.headline(r, inputs.cohort) for n, r in releases.items()},
         "phewas": PhewasResults(
             phewas.phewas_of_records(inputs.cohort, geno),
             {n: phewas.phewas_of_release(m.release, geno) for n, m in s["made"].items()},

@@ -179,6 +179,7 @@ else:
         study = _replace(study, small_cells=_policy)
         session_study.update(study)
 st.caption(literal.md(f"In force: {study.small_cells.describe()}. {SMALL_CELL_RULE}"))
+_pairs = None  # the ledger's pairs, when the study has two releases or more (handed to the build)
 if len(published) > 1:
     _lkey = (  # everything the ledger reads: each release's content, its recipient, the attacker
         tuple((n, release_key(held.release), e.recipient) for n, (e, held) in published.items()),
@@ -266,6 +267,10 @@ def _build(step) -> tuple | ReportError:
     step(0.5, "the PheWAS tables and the four-adversary matrices")
     phewas = _phewas_results(chosen)
     matrices = {n: _matrix(published[n][1].release) for n in chosen}  # thresholds only
+    # what this page already measured (the release warnings' memos, the ledger above): not again
+    rels = {n: published[n][1].release for n in chosen}
+    figures = {n: honest.file_figures(r, ctx.cohort) for n, r in rels.items()}
+    headlines = {n: honest.figures(r, ctx.cohort) for n, r in rels.items()}
     step(0.7, "writing the report")
     try:
         report = build_report(
@@ -278,6 +283,9 @@ def _build(step) -> tuple | ReportError:
             recipient=recipient,
             reproducible=reproducible,
             matrices=matrices,
+            ledger=_pairs,
+            figures=figures,
+            headlines=headlines,
         )
     except ReportError as exc:
         return exc

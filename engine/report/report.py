@@ -541,6 +541,7 @@ def release_comparison(
     k: int,
     phewas_rows: Mapping[str, dict[str, Any] | None],
     figures: Mapping[str, FileFigures] | None = None,
+    headlines: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Every release of the report side by side (`engine.study.compare.comparison_table`, the app's Compare
     page): risk under the study's adversary and k (the report's verifications), pairs retained and
@@ -562,6 +563,7 @@ def release_comparison(
         phewas_lost_false=counts,
         verifications={e.name: releases[e.name].verification for e in entries},
         figures=figures,
+        headlines=headlines,
     )
     out = compare.comparison_data(table)
     out["utility policy"] = "the PNAS Table 1 policy (Loukides 2010), the same for every release"
@@ -623,14 +625,23 @@ def build_report(
     reproducible: bool = False,
     membership: bool = True,
     matrices: Mapping[str, pd.DataFrame] | None = None,
+    ledger: Sequence[Any] | None = None,
+    figures: Mapping[str, FileFigures] | None = None,
+    headlines: Mapping[str, Any] | None = None,
 ) -> Report:
     """The report of `study` on the given current releases (by name; study order), against the
     original `cohort` and the `population` it was drawn from. PheWAS figures come from `phewas`,
     else are computed from `genotypes` (once, for the figures and the membership attack alike), else
     the report says no genotypes were loaded. `matrices`: a release's `verification_matrix` at the
     study's k against `population` when already computed (the Report page's), by name; the others
-    are computed here. `recipient` (to whom the data goes) is left to the officer. Raises
-    ReportError for inconsistent inputs."""
+    are computed here. `ledger`: pairs of releases already verified as one against `population`
+    (`engine.study.ledger.ledger`, the Report page's), used for the same two releases under the study's
+    adversary and k; the others are verified here. `figures`: a release's `FileFigures` when already
+    measured (`engine.study.compare.release_figures`), by name; the others are read from its files
+    here (relabelling patients changes no count: the figures of the gate's files are those of the same
+    files naming patients by source ids, `compare.measuring_files`). `headlines`: a release's
+    `engine.study.compare.headline` when already made, by name. `recipient` (to whom the data goes) is left to the officer. Raises ReportError for
+    inconsistent inputs."""
     entries = _check_inputs(study, releases)
     adv, k = study.adversary, study.k
     before_cache: dict[bool, np.ndarray] = {}
@@ -650,11 +661,11 @@ def build_report(
         if membership
         else ({"status": "not computed for this report", "original": None}, dict.fromkeys(reported))
     )
-    ledger_pairs, ledger_rows = _ledger(study, reported, population)
+    ledger_pairs, ledger_rows = _ledger(study, reported, population, ledger)
     cell_notes: list[dict[str, Any]] = []
     from engine.study import compare
 
-    figures: dict[str, FileFigures] = {}
+    measured: dict[str, FileFigures] = {}
     used: set[str] = set()
     appendix: dict[str, bytes] = {}
     release_files: dict[str, dict[str, bytes]] = {}
@@ -673,7 +684,10 @@ def build_report(
         if matrix is None:
             matrix = verification_matrix(rel, population, k)
         rec = e.verification
-        fig = figures[e.name] = compare.release_figures(rel, cohort, files or None, study.pseudonyms)
+        fig = (figures or {}).get(e.name)
+        if fig is None:
+            fig = compare.release_figures(rel, cohort, files or None, study.pseudonyms)
+        measured[e.name] = fig
         below = int((np.asarray(v.distinguishability) < k).sum())
         row: dict[str, Any] = {
             "name": e.name,
@@ -736,7 +750,9 @@ def build_report(
         }
         rel_rows.append(row)
 
-    comparison = release_comparison(entries, releases, cohort, population, adv, k, phewas_rows, figures)
+    comparison = release_comparison(
+        entries, releases, cohort, population, adv, k, phewas_rows, measured, headlines
+    )
     by_name = {r["release"]: r for r in comparison["rows"]}
     for row in rel_rows:  # one figure of utility constraints everywhere: the comparison's shared policy
         c = by_name[row["name"]]
@@ -877,13 +893,34 @@ def small_cells_data(policy: Any, notes: list[dict[str, Any]]) -> dict[str, Any]
     }
 
 
+def _given_pair(given: Sequence[Any], a: Any, b: Any, adversary: Adversary, k: int) -> Any:
+    """The pair of `given` (`engine.study.ledger.PairResult`s already verified) that is `a` and `b`
+    verified as one under `adversary` at k: the same names, recipients and release contents; None
+    when there is none."""
+    for p in given:
+        if (
+            p.adversary == adversary
+            and int(p.k) == int(k)
+            and (p.a.name, p.a.recipient, p.a.release.fingerprint)
+            == (a.name, a.recipient, a.release.fingerprint)
+            and (p.b.name, p.b.recipient, p.b.release.fingerprint)
+            == (b.name, b.recipient, b.release.fingerprint)
+        ):
+            return p
+    return None
+
+
 def _ledger(
-    study: Study, inputs: Mapping[str, ReleaseInput], population: Records
+    study: Study,
+    inputs: Mapping[str, ReleaseInput],
+    population: Records,
+    given: Sequence[Any] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]]]:
     """Every pair of the report's releases sharing patients, verified as one under the study's
     adversary and k (`engine.study.ledger`): the pairs, and per release the pairs it is in. A pair the
     ledger cannot combine (e.g. an LDA release of code|age items) is reported as not verified, with
-    the reason, and no figures."""
+    the reason, and no figures. `given`: pairs already verified against `population` (the Report
+    page's ledger), used for the same two releases under the same adversary and k."""
     from engine.release import ReleaseInvariantError
     from engine.study.ledger import PairCache, study_ledger_releases, verify_pair
 
@@ -899,7 +936,9 @@ def _ledger(
             if not shared:
                 continue
             try:
-                p = verify_pair(a, b, study.adversary, study.k, population, cache)
+                p = _given_pair(given or (), a, b, study.adversary, study.k)
+                if p is None:
+                    p = verify_pair(a, b, study.adversary, study.k, population, cache)
                 row = p.to_dict() | {"message": p.message()}
             except ReleaseInvariantError as exc:
                 row = {

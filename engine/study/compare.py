@@ -247,12 +247,13 @@ def comparison_table(
     figures: Mapping[str, FileFigures] | None = None,
     files: Mapping[str, Mapping[str, bytes]] | None = None,
     pseudonyms: Pseudonyms | None = None,
+    headlines: Mapping[str, Headline] | None = None,
 ) -> pd.DataFrame:
     """One row per release (study order): the columns of the module docstring, key columns first.
     `verifications`: a release's verification under `adversary` and `k` when already made (the
     report's); the others are verified here. `figures`: a release's `release_figures` when already
     measured (the report's); the others are measured here, from `files` (the gate's, read with the
-    crosswalk of `pseudonyms`) when given."""
+    crosswalk of `pseudonyms`) when given. `headlines`: a release's `headline` when already made."""
     from engine.utility.queries import default_utility_policy, utility_satisfaction
 
     if utility is None:
@@ -264,7 +265,9 @@ def comparison_table(
             v = risk.verify(release, adversary, int(k), population)
         dis = np.asarray(v.distinguishability)
         measures = risk.risk_measures(dis, risk.threshold_of_k(int(k)))
-        h = headline(release, cohort)
+        h = (headlines or {}).get(name)
+        if h is None:
+            h = headline(release, cohort)
         f = (figures or {}).get(name)
         if f is None:
             f = release_figures(release, cohort, (files or {}).get(name), pseudonyms)
