@@ -81,3 +81,26 @@ def test_a_new_session_at_a_new_k_reuses_the_cohorts_trajectories(monkeypatch):
     assert shown["Pairs suppressed"] == f"{len(res.release().suppressed):,}"
     assert shown["Trajectories"] == f"{res.trajectories.summary()['trajectories']:,}"
     assert {m.label for m in first.metric} == set(shown)
+
+
+def test_an_uploads_data_reference_stays_in_its_session():
+    """On an upload the data reference is this session's alone (ui.cache: nothing of a user's file is
+    shared), however many sessions ran on the sample before."""
+    import pandas as pd
+
+    from ui import cache
+
+    rows = [(f"U{p:03d}", v, ("401.1", "250.00")[(p + v) % 2]) for p in range(40) for v in (1, 2)]
+    upload = pd.DataFrame(rows, columns=["patient_id", "visit", "code"]).to_csv(index=False).encode()
+    _caption_app()  # a session on the sample: its reference is the server's
+    shared = cache.shared_size("study data")
+    at = page_app(view=("ui.threshold", "caption"))
+    at.session_state["dataset_choice"] = "Upload files"
+    at.run()
+    at.sidebar.file_uploader(key="upload_events").upload("my_events.csv", upload, "text/csv")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.session_state["context"].dataset.name == "uploaded: my_events.csv"
+    assert cache.shared_size("study data") == shared, "an upload's data reference was shared"
+    held = at.session_state[cache.PREFIX + "study data"]
+    assert [ref.name for ref in held.values()] == ["uploaded: my_events.csv"]
