@@ -93,7 +93,11 @@ def streamlit_server(tmp: Path, env: dict[str, str] | None = None) -> Iterator[s
 @contextmanager
 def served_app(port: int, log: Path, *, cwd: Path = ROOT, env: dict[str, str] | None = None) -> Iterator[str]:
     """`streamlit run <checkout>/app.py` on `port` from `cwd` with the environment `env` (this process's
-    when None), its output in `log`; yields the base URL once healthy, stops the server on exit."""
+    when None), its output in `log`; yields the base URL once healthy, stops the server on exit.
+    The shipped sample's lab orders are not read ahead (`COHORTSHIELD_WARM_LABS=0`, unless `env` says):
+    a production server's head start, which in the tests would have every server read 6.9 M orders
+    beside the browsers on two cores (tests/test_labs_first_open.py serves one that does)."""
+    env = {"COHORTSHIELD_WARM_LABS": "0", **(os.environ if env is None else env)}
     cmd = [
         sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"),
         "--server.port", str(port), "--server.headless", "true",

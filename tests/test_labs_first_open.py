@@ -210,3 +210,25 @@ def test_a_sample_variant_reads_its_lab_orders_when_first_asked_for():
     labs = ds.labs
     assert ds.labs_read and labs is not None
     pd.testing.assert_frame_equal(labs, load_sample_checked(unknown_codes="warn").data.labs)
+
+
+@pytest.mark.e2e
+@pytest.mark.xdist_group("browser")
+def test_a_server_reading_the_lab_orders_ahead_serves_the_pages_meanwhile(tmp_path):
+    """`streamlit run` with the read-ahead on (as in production): the Cohort page, then Lab orders
+    opened while the lab orders may still be read, draw without an exception."""
+    from browser_support import WAIT_MS, act, chromium, no_exception, settle, streamlit_server
+    from playwright.sync_api import expect
+
+    with streamlit_server(tmp_path, env={"COHORTSHIELD_WARM_LABS": "1"}) as url, chromium() as browser:
+        page = browser.new_page(viewport={"width": 1440, "height": 1000})
+        page.set_default_timeout(WAIT_MS)
+        page.goto(url)
+        expect(page.get_by_role("heading", name="Cohort").first).to_be_visible(timeout=WAIT_MS)
+        settle(page)
+        nav = page.locator('[data-testid="stSidebarNav"]')
+        act(page, nav.get_by_text("Lab orders", exact=True).click)
+        expect(page.get_by_role("heading", name="Lab orders").first).to_be_visible(timeout=WAIT_MS)
+        expect(page.get_by_text("Uniqueness of lab sets").first).to_be_visible(timeout=WAIT_MS)
+        settle(page)
+        no_exception(page)
