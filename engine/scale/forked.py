@@ -229,7 +229,8 @@ def _die_with_parent(parent: int) -> None:
 
 def _fan_child(calls: Sequence[Callable[[], Any]], fd: int, parent: int) -> None:
     """Run `calls` in order in this (forked) child, stopping at the first exception, and write
-    ("done", results) or ("error", results so far, exception, traceback) to `fd`."""
+    ("done", results, memo entries stored) or ("error", results so far, [], exception, traceback)
+    to `fd`."""
     global _IN_FAN_OUT
     _IN_FAN_OUT = True
     gc.freeze()  # as `_child`: the inherited heap is not walked (nor copied) by the collector
