@@ -55,9 +55,6 @@ PROCESS_WIDE: dict[tuple[str, str], str] = {
     ("engine/synth/icd10.py", "_gems_candidates"): "the vendored GEMs file's candidates",
     ("engine/synth/icd10.py", "_nearest_in_category"): "keyed on phecodes of the shipped map",
     ("engine/synth/icd10.py", "_categories"): "the shipped phecode map's categories",
-    ("engine/labs/reident.py", "_WARMED"): (
-        "the shipped sample's lab orders' patient-days, read ahead in the server (one entry, by frame)"
-    ),
     ("engine/anonymize/trajectories.py", "_HIERARCHY_KEYS"): (
         "a hierarchy's content hash per object, held weakly: it goes with the hierarchy"
     ),

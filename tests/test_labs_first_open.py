@@ -162,12 +162,14 @@ def test_the_engine_does_not_read_the_lab_orders_ahead_by_itself(monkeypatch):
 
 @pytest.mark.parametrize("drop", [False, True])
 def test_lab_orders_read_ahead_are_the_pages_patient_days(data_dir, monkeypatch, drop):
-    """`warm_sample_labs`: the lab orders read and their patient-days built after the loading thread
-    ends; the page's patient-days are those very ones, equal to building them from the frame."""
+    """`ui.sidebar.read_labs_ahead`: the lab orders read and their patient-days built into the app's
+    cache after the loading thread ends; the page's patient-days are those very ones (built once),
+    equal to building them from the frame."""
     import threading
 
     from engine.io.loaders import warm_sample_labs
     from engine.labs import reident as L
+    from ui import sidebar
     from ui.views import labs as view
 
     loaded = cache.load_shipped(
@@ -177,20 +179,21 @@ def test_lab_orders_read_ahead_are_the_pages_patient_days(data_dir, monkeypatch,
         size=1,
     )
     ds = loaded.data
-    done = threading.Thread(target=lambda: None)
-    done.start()
-    warming = warm_sample_labs(ds, after=done)
-    assert warming is not None
-    warming.join(30)
-    assert ds.labs_read
-    warmed = L.warmed_patient_days(ds.labs)
-    assert warmed is not None and warmed.fingerprint == L.patient_days(ds.labs).fingerprint
-    assert L.warmed_patient_days(ds.labs.copy()) is None  # by the frame object only
-    ctx = Context(ds, "population", "cohort", None, None, None, 5)  # type: ignore[arg-type]
     for name in ("lab days", "lab population days"):
         cache.clear(name)  # the same file's patient-days, held by another test under the same key
+    built: list[int] = []
+    real = L.patient_days
+    monkeypatch.setattr(L, "patient_days", lambda labs: built.append(len(labs)) or real(labs))
+    done = threading.Thread(target=lambda: None)
+    done.start()
+    warming = sidebar.read_labs_ahead(ds, after=done)
+    assert warming is not None
+    warming.join(30)
+    assert ds.labs_read and built == [len(ds.labs)]  # read ahead, outside any script run
+    ctx = Context(ds, "population", "cohort", None, None, None, 5)  # type: ignore[arg-type]
     days, which = view.population_days(ctx, ds.labs, ds.group_ids("population"))
-    assert which == "all" and days is warmed
+    assert which == "all" and built == [len(ds.labs)]  # the page built nothing again
+    assert days.fingerprint == real(ds.labs).fingerprint
     assert (
         warm_sample_labs(
             load_uploaded(("e.csv", b"patient_id,code\nP1,250.00\n"), labs=("l.csv", LABS)).data, done

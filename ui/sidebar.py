@@ -166,10 +166,23 @@ def warm_labs_here() -> bool:
     return "streamlit.web.bootstrap" in sys.modules
 
 
+def read_labs_ahead(dataset: Dataset, after: threading.Thread) -> threading.Thread | None:
+    """Read the shipped sample's lab orders once `after` (the script run that loaded it) has ended,
+    and build the patient-days the Lab orders page opens on into the app's cache
+    (`ui.views.labs.read_ahead`); the thread, or None when they are not deferred."""
+
+    def days(frame: pd.DataFrame) -> None:
+        from ui.views.labs import read_ahead  # the page's module, imported by the reading thread
+
+        read_ahead(dataset)
+
+    return warm_sample_labs(dataset, after, days)
+
+
 def _load_sample(unknown_codes: str, drop_duplicates: bool) -> Loaded[Dataset]:
     loaded = load_sample_checked(unknown_codes=unknown_codes, drop_duplicates=drop_duplicates)  # type: ignore[arg-type]
     if warm_labs_here():  # after this script run has drawn its page
-        warm_sample_labs(loaded.data, after=threading.current_thread())
+        read_labs_ahead(loaded.data, threading.current_thread())
     return loaded
 
 

@@ -33,7 +33,7 @@ import io
 import re
 import threading
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache, partial
 from pathlib import Path
@@ -1021,7 +1021,7 @@ def _sample_memo(
     stamp: tuple[tuple[str, str, int, int], ...], unknown_codes: Action, drop_duplicates: bool, na_ids: NaIds
 ) -> Loaded[Dataset]:
     paths = {role: Path(p) for role, p, _, _ in stamp}
-    loaded = load_dataset(
+    return load_dataset(
         paths["events"],
         paths.get("biobank"),
         paths.get("cohort"),
@@ -1033,26 +1033,25 @@ def _sample_memo(
         na_ids=na_ids,
         defer_labs=True,
     )
-    return loaded
 
 
-def warm_sample_labs(dataset: Dataset, after: threading.Thread) -> threading.Thread | None:
-    """Read and validate the dataset's deferred lab orders and build the patient-days of every row
-    (`engine.labs.reident.warm_patient_days`) in a daemon thread, once, after `after` ends (the server's
-    script run that loaded the shipped sample: its first page drawn first, issue 24), so the first
-    opening of the Lab orders page finds them. None when the lab orders are not deferred. The app
-    decides where this is worth it (`ui.sidebar`: in a Streamlit server, not in tests)."""
+def warm_sample_labs(
+    dataset: Dataset, after: threading.Thread, then: Callable[[pd.DataFrame], object] | None = None
+) -> threading.Thread | None:
+    """Read and validate the dataset's deferred lab orders in a daemon thread, once, after `after`
+    ends (the server's script run that loaded the shipped sample: its first page drawn first, issue
+    24), then `then(frame)` when there are any (the app builds what the Lab orders page opens on).
+    None when the lab orders are not deferred. The app decides where this is worth it (`ui.sidebar`:
+    in a Streamlit server, not in tests)."""
     value = dataset.__dict__["_labs"]
     if not isinstance(value, Deferred):
         return None
 
-    def days(frame: pd.DataFrame | None) -> None:
-        if frame is not None and len(frame):
-            from engine.labs.reident import warm_patient_days
+    def read(frame: pd.DataFrame | None) -> None:
+        if then is not None and frame is not None and len(frame):
+            then(frame)
 
-            warm_patient_days(frame)
-
-    return value.warm(after, days)
+    return value.warm(after, read)
 
 
 def load_sample(directory: str | Path = SAMPLE_DIR) -> Dataset:

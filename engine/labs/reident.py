@@ -28,8 +28,6 @@ are dropped, and so are patients left without days. All draws come from `numpy.r
 from __future__ import annotations
 
 import hashlib
-import os
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
@@ -201,39 +199,6 @@ def patient_days(labs: pd.DataFrame) -> PatientDays:
         day_labels=day_label(uniq_day_key % n_day_values),
         matrix=matrix,
     )
-
-
-# The patient-days of every row of one frame built ahead of use (`warm_patient_days`: the shipped sample's
-# lab orders, in the server after its first page), by the frame object: a dataset's frames are never
-# modified. One entry: the sample's.
-_WARMED: dict[int, tuple[pd.DataFrame, PatientDays]] = {}  # id(frame) -> (frame, its patient-days)
-_WARMED_LOCK = threading.Lock()
-
-
-def warm_patient_days(labs: pd.DataFrame) -> PatientDays:
-    """`patient_days(labs)`, held for `warmed_patient_days(labs)` (the last frame warmed only)."""
-    days = patient_days(labs)
-    with _WARMED_LOCK:
-        _WARMED.clear()
-        _WARMED[id(labs)] = (labs, days)  # the frame is held too: its id names no other
-    return days
-
-
-def warmed_patient_days(labs: pd.DataFrame) -> PatientDays | None:
-    """The patient-days `warm_patient_days` built of this very frame object, or None."""
-    with _WARMED_LOCK:
-        frame, days = _WARMED.get(id(labs), (None, None))
-        return days if frame is labs else None
-
-
-def _new_warmed_lock() -> None:
-    """In a forked worker: a new lock (the warming thread that may have held it is not there)."""
-    global _WARMED_LOCK
-    _WARMED_LOCK = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_new_warmed_lock)
 
 
 def _day_codes(

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from engine.dataset import Dataset
 from engine.labs import reident as L
 from engine.labs.vae_config import VAEConfig
 from engine.report.glossary import help_for
@@ -72,19 +73,27 @@ persist.register(
 # names them by content: the patient-days' key is the lab orders' content fingerprint (`labs_fingerprint`:
 # the shipped sample's from its file's bytes, an upload's once per frame) and the group's ids'; every later
 # key starts from the patient-days' own content fingerprint.
-def lab_days(ctx: Context, labs_key: str, labs: pd.DataFrame, ids: tuple[str, ...] | None) -> L.PatientDays:
-    """Patient-days of the lab orders (`labs_key`: their content fingerprint): of every row (`ids`
-    None) or of the rows of the patients `ids`."""
+def lab_days(
+    data: Context | Dataset,
+    labs_key: str,
+    labs: pd.DataFrame,
+    ids: tuple[str, ...] | None,
+    spinner: str | None = "Building patient-day vectors…",
+) -> L.PatientDays:
+    """Patient-days of the lab orders (`labs_key`: their content fingerprint; `data`: what they come
+    from, for ui.cache): of every row (`ids` None) or of the rows of the patients `ids`."""
 
     def build() -> L.PatientDays:
-        if (
-            ids is None
-        ):  # built ahead in the server for the shipped sample (engine.io.loaders.warm_sample_labs)
-            return L.warmed_patient_days(labs) or L.patient_days(labs)
-        return L.patient_days(labs[labs["patient_id"].astype(str).isin(set(ids))])
+        return L.patient_days(labs if ids is None else labs[labs["patient_id"].astype(str).isin(set(ids))])
 
     key = (labs_key, "all" if ids is None else ids_fingerprint(ids))
-    return cache.memo("lab days", key, build, size=_DAYS, data=ctx, spinner="Building patient-day vectors…")
+    return cache.memo("lab days", key, build, size=_DAYS, data=data, spinner=spinner)
+
+
+def read_ahead(dataset: Dataset) -> L.PatientDays:
+    """The patient-days of every lab order of `dataset` (the shipped sample's, read ahead in the server
+    by `ui.sidebar.read_labs_ahead`), kept where the page's `lab_days` finds them: the server's store."""
+    return lab_days(dataset, labs_fingerprint(dataset, data=dataset), dataset.labs, None, spinner=None)
 
 
 def population_days(ctx: Context, labs: pd.DataFrame, population_ids) -> tuple[L.PatientDays, str]:
