@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 
 from engine import memo
 from engine.io.progress import Progress
+from engine.risk import THREADS_ENV
 
 T = TypeVar("T")
 _POLL_S = 0.05
@@ -197,7 +198,6 @@ def _child(
 
 # ------------------------------------------------------------------------------ fan-out
 _IN_FAN_OUT = False
-_THREADS_ENV = "COHORTSHIELD_THREADS"  # engine.risk.THREADS_ENV (not imported: the kernel is not needed here)
 _PR_SET_PDEATHSIG = 1
 
 
@@ -235,7 +235,7 @@ def _fan_child(calls: Sequence[Callable[[], Any]], fd: int, parent: int) -> None
     _IN_FAN_OUT = True
     gc.freeze()  # as `_child`: the inherited heap is not walked (nor copied) by the collector
     _die_with_parent(parent)
-    os.environ[_THREADS_ENV] = "1"  # the cores are the fan-out's processes' (engine.risk.thread_count)
+    os.environ[THREADS_ENV] = "1"  # the cores are the fan-out's processes' (engine.risk.thread_count)
     try:
         results: list[Any] = []
         try:
