@@ -9,7 +9,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from ui import auth, cache, resume, sidebar
+from ui import auth, cache, heap, resume, sidebar
 from ui.context import follow_deep_link
 
 # The favicon from the checkout's assets/ (found through ui/, also when AppTest runs a copy of this
@@ -36,5 +36,8 @@ if user.admin:  # COHORTSHIELD_ADMINS, or the single user of local mode
 navigation = st.navigation(PAGES)
 with cache.engine_scope():  # the engine's memos of this run are this session's (issue 24: ui/cache.py)
     follow_deep_link()
-    sidebar.render()
-    resume.serve(navigation)  # the Resume offer, the page, then the save of the work (ui/resume.py)
+    ctx = sidebar.render()
+    try:
+        resume.serve(navigation)  # the Resume offer, the page, then the save of the work (ui/resume.py)
+    finally:  # also when the page stops or reruns
+        heap.settle(data_loaded=ctx is not None)  # once per process (ui/heap.py)

@@ -65,10 +65,11 @@ def page_app(
         )
         target = "st.Page(_page, title='view')"
     text = (  # as app.py: the sidebar and the page with the engine's memos in this session
-        "import streamlit as st\nfrom ui import cache, sidebar\n"
+        "import streamlit as st\nfrom ui import cache, heap, sidebar\n"
         + body
         + f"navigation = st.navigation([{target}])\n"
-        + "with cache.engine_scope():\n    sidebar.render()\n    navigation.run()\n"
+        + "with cache.engine_scope():\n    ctx = sidebar.render()\n    try:\n        navigation.run()\n"
+        + "    finally:\n        heap.settle(data_loaded=ctx is not None)\n"
     )
     at = AppTest.from_string(text, default_timeout=timeout)
     for key, value in (state or {}).items():
