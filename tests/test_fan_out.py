@@ -85,9 +85,38 @@ def test_children_are_killed_when_this_process_stops_waiting(tmp_path) -> None:
     assert not mark.exists()
 
 
+def test_a_memo_entry_that_cannot_be_pickled_is_left_out() -> None:
+    """What a child memoized travels back with its results; an entry that cannot be pickled (a
+    lambda) is left out and the others are stored here."""
+    from engine import memo
+
+    store: dict = {}
+
+    def child_work() -> int:
+        memo.memo("test fan-out", "bad", lambda: lambda: 0, size=4)
+        return memo.memo("test fan-out", "good", lambda: os.getpid(), size=4)
+
+    with memo.scope(_Plain(store)):
+        pids = forked.fan_out([lambda: 0, child_work])
+    assert store == {("test fan-out", "good"): pids[1]}
+
+
 def test_a_result_that_cannot_be_pickled_is_an_error_not_a_hang() -> None:
     with pytest.raises(Exception, match=r"pickle|lambda|local"):
         forked.fan_out([lambda: 1, lambda: lambda: 2])
+
+
+class _Plain:
+    """A memo store over a dict (`engine.memo.scope`)."""
+
+    def __init__(self, store: dict) -> None:
+        self.store = store
+
+    def get(self, name, key, default):
+        return self.store.get((name, key), default)
+
+    def put(self, name, key, value, size):
+        self.store[(name, key)] = value
 
 
 def test_what_a_child_memoized_is_stored_here() -> None:
@@ -95,17 +124,10 @@ def test_what_a_child_memoized_is_stored_here() -> None:
 
     store: dict = {}
 
-    class Plain:
-        def get(self, name, key, default):
-            return store.get((name, key), default)
-
-        def put(self, name, key, value, size):
-            store[(name, key)] = value
-
     def child_work() -> int:
         return memo.memo("test fan-out", "k", lambda: os.getpid(), size=4)
 
-    with memo.scope(Plain()):
+    with memo.scope(_Plain(store)):
         pids = forked.fan_out([lambda: 0, child_work])
         assert store[("test fan-out", "k")] == pids[1] != os.getpid()  # the child's value, kept here
         assert memo.memo("test fan-out", "k", lambda: -1, size=4) == pids[1]  # not computed again

@@ -115,6 +115,14 @@ def test_finish_runs_in_the_worker_and_its_value_comes_here() -> None:
     assert out == 7 and got and got[0] != os.getpid()
 
 
+def test_finish_entries_that_cannot_be_pickled_are_left_out_and_the_rest_kept() -> None:
+    """The worker's recorded cache entries travel with the result, pickled once with it; an entry
+    that cannot be pickled (a lambda) is left out, the others kept in order."""
+    got: list = []
+    out = forked.call(lambda progress: 7, finish=lambda: [1, lambda: 0, 2], on_finish=got.append)
+    assert out == 7 and got == [[1, 2]]
+
+
 def test_in_child_runs_first_in_the_worker() -> None:
     marks: list[str] = []  # the child's list: the parent's stays empty
     out = forked.call(lambda progress: list(marks), in_child=lambda: marks.append("first"))

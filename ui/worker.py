@@ -20,7 +20,6 @@ every other write the child makes is lost with it, so a `compute` must write not
 
 from __future__ import annotations
 
-import pickle
 import threading
 import time
 from collections.abc import Callable, Hashable
@@ -88,20 +87,10 @@ def _start_child() -> None:
     _JOURNAL.append(cache.recording().__enter__())
 
 
-def _picklable(entries: list) -> list:
-    """The entries that can travel back (a value that cannot be pickled is computed again here)."""
-    out = []
-    for e in entries:
-        try:
-            pickle.dumps(e)
-        except Exception:
-            continue
-        out.append(e)
-    return out
-
-
 def _finish_child() -> list:
-    return _picklable(_JOURNAL[-1]) if _JOURNAL else []
+    """The cache entries `compute` stored, sent back with its result (those that cannot be pickled
+    are left out by `engine.scale.forked` and computed again here if asked)."""
+    return _JOURNAL[-1] if _JOURNAL else []
 
 
 def _sweep() -> None:

@@ -183,7 +183,7 @@ def _child(
             in_child()
         value = work(progress)
         extra = finish() if finish is not None else None
-        conn.send(("done", value, extra))
+        conn.send_bytes(_pickled("done", value, extra))
     except BaseException as exc:  # every failure goes back to the parent, which raises it
         text = traceback.format_exc()
         try:
@@ -242,10 +242,7 @@ def _fan_child(calls: Sequence[Callable[[], Any]], fd: int, parent: int) -> None
             with memo.recording() as stored:
                 for call in calls:
                     results.append(call())
-            try:
-                data = pickle.dumps(("done", results, stored), protocol=pickle.HIGHEST_PROTOCOL)
-            except Exception:  # a memo entry that cannot be pickled is left out
-                data = pickle.dumps(("done", results, _picklable(stored)), protocol=pickle.HIGHEST_PROTOCOL)
+            data = _pickled("done", results, stored)
         except BaseException as exc:
             text = traceback.format_exc()
             try:
@@ -259,12 +256,24 @@ def _fan_child(calls: Sequence[Callable[[], Any]], fd: int, parent: int) -> None
         os._exit(0)
 
 
-def _picklable(entries: list[memo.Entry]) -> list[memo.Entry]:
-    """The memo entries that can be sent back (an entry that cannot is computed again if asked)."""
+def _pickled(kind: str, value: Any, entries: list | None) -> bytes:
+    """(kind, value, entries) pickled once, to send back; when an entry (of a cache the child
+    recorded) cannot be pickled, with the entries that can (one left out is computed again if asked).
+    What `value` cannot be pickled raises."""
+    try:
+        return pickle.dumps((kind, value, entries), protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:
+        if not entries:
+            raise
+    return pickle.dumps((kind, value, _picklable(entries)), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _picklable(entries: list) -> list:
+    """The entries that can be pickled, in order."""
     out = []
     for entry in entries:
         try:
-            pickle.dumps(entry[1:3])
+            pickle.dumps(entry)
         except Exception:
             continue
         out.append(entry)
