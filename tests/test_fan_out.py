@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import time
 
+import numpy as np
 import pytest
 
 from engine.scale import forked
@@ -22,6 +23,23 @@ def test_results_come_back_in_order_and_from_other_processes() -> None:
     assert me not in out[1:3]  # each call after the first: in a child
     assert len(set(out[1:3])) <= max((os.cpu_count() or 2) - 1, 1)  # one process per core at most
     assert out[3:] == ["text", [1, 2, 3]]
+
+
+@pytest.mark.parametrize("in_file", [True, False], ids=["memory file", "pipe"])
+def test_a_large_result_comes_back_whole(monkeypatch, in_file: bool) -> None:
+    """Results of several megabytes come back whole, in a memory-backed file where the system has one
+    (`forked._result_file`), else through the pipe; and the files are closed after."""
+    if not in_file:
+        monkeypatch.setattr(forked, "_result_file", lambda: None)
+    elif forked._result_file() is None:
+        pytest.skip("no memory-backed files here")
+    big = np.arange(3_000_000, dtype=np.int64)
+    fds = len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else None
+    out = forked.fan_out([lambda: 0, lambda: (big * 2, "x" * 100_000)])
+    np.testing.assert_array_equal(out[1][0], big * 2)
+    assert out[1][1] == "x" * 100_000
+    if fds is not None:
+        assert len(os.listdir("/proc/self/fd")) == fds
 
 
 def test_a_child_running_several_calls_keeps_their_order(monkeypatch) -> None:

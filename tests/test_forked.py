@@ -36,6 +36,22 @@ def test_the_result_and_the_progress_come_back() -> None:
     assert seen == [(0.0, "step 0"), (1 / 3, "step 1"), (2 / 3, "step 2"), (1.0, "done")]
 
 
+@pytest.mark.parametrize("in_file", [True, False], ids=["memory file", "pipe"])
+def test_a_large_result_comes_back_whole(monkeypatch: pytest.MonkeyPatch, in_file: bool) -> None:
+    """A result of megabytes, with the finish's entries, comes back whole: in a memory-backed file
+    where the system has one (`forked._result_file`), else through the pipe; the file is closed."""
+    if not in_file:
+        monkeypatch.setattr(forked, "_result_file", lambda: None)
+    elif forked._result_file() is None:
+        pytest.skip("no memory-backed files here")
+    fds = len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else None
+    got: list = []
+    out = forked.call(lambda progress: bytes(range(256)) * 40_000, finish=lambda: ["e"], on_finish=got.append)
+    assert out == bytes(range(256)) * 40_000 and got == [["e"]]
+    if fds is not None:
+        assert len(os.listdir("/proc/self/fd")) == fds
+
+
 def test_the_parent_waits_without_the_gil() -> None:
     """Another thread of the server runs on while the worker computes."""
     ticks = []
