@@ -368,16 +368,23 @@ def _item_sets(released: Records, visits: np.ndarray) -> sp.csr_matrix:
 
 
 def _holders(
-    released: Records, sets: sp.csr_matrix, candidates: Records | None = None, within_visits: bool = False
+    released: Records,
+    sets: sp.csr_matrix,
+    candidates: Records | None = None,
+    within_visits: bool = False,
+    cap: int | None = None,
 ) -> np.ndarray:
     """Per row of `sets` (item sets over `released.items`), the candidate records (default:
     `released`) holding every item, in one visit when `within_visits` (distinct patients); an empty
-    set is held by every candidate. Counted by the risk engine (`engine.risk.count_known_sets`)."""
+    set is held by every candidate. Counted by the risk engine (`engine.risk.count_known_sets`), up
+    to `cap` when given (min(support, cap))."""
     cand = released if candidates is None else candidates
     if sets.shape[0] == 0:
         return np.zeros(0, dtype=np.int64)
     knowledge: Knowledge = "single_visit" if within_visits else "all_visits"
-    return count_known_sets(released.items, sets, cand, knowledge, Matching(within_visits=within_visits))
+    return count_known_sets(
+        released.items, sets, cand, knowledge, Matching(within_visits=within_visits, cap=cap)
+    )
 
 
 @dataclass(frozen=True, eq=False)
@@ -456,7 +463,8 @@ class _Pool:
         # lowers a support and the frequency bins suppress whole codes), then the last count, less the
         # records that lost events since
         self.lower = _original_support(state.group, targets, within_visits, layout).copy()
-        self.exact = np.zeros(len(self.visits), dtype=bool)  # `lower` is the visit's support
+        # `lower` is the visit's support (or, counted up to k within visits, both are at least k)
+        self.exact = np.zeros(len(self.visits), dtype=bool)
         self.other_count = np.full(len(self.visits), -1, dtype=np.int64)  # its others' part; -1 unknown
         self.target: Records  # the target records
         self.target_events: np.ndarray  # the group indexes of their events
@@ -520,13 +528,22 @@ class _Pool:
         self.exact &= (at_most == 0) & ~changed  # a visit holding no item that lost units keeps its support
         return lost > 0
 
+    def _count(self, sets: sp.csr_matrix, candidates: Records | None, k: int) -> np.ndarray:
+        """`_holders` of the pool's records: within visits counted only up to k (the compiled capped
+        walk: 0.42 to 0.30 s for the sample's population scope; every decision here compares a
+        support, or a sum of the targets' and the others' parts, with k, and min(a, k) + min(b, k)
+        >= k exactly when a + b >= k, so the release is the same). Across a record's visits the full
+        count is kept: there the bitmap intersections are faster than the capped walk."""
+        cap = k if self.within_visits else None
+        return _holders(self.target, sets, candidates, self.within_visits, cap)
+
     def held(self, sets: sp.csr_matrix, k: int) -> np.ndarray:
         """Per row of `sets` (over code indexes): is it held by at least k records of the released
         group? The others are counted only for the sets the targets alone leave below k."""
-        count = _holders(self.target, sets, None, self.within_visits)
+        count = self._count(sets, None, k)
         if self.others is not None:
             low = np.flatnonzero(count < k)
-            count[low] += _holders(self.target, sets[low], self.others, self.within_visits)
+            count[low] += self._count(sets[low], self.others, k)
         return count >= k
 
     def below(self, visits: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -540,14 +557,12 @@ class _Pool:
         need = ~self.exact[local] & (self.lower[local] < k)
         counted = local[need]
         sets = _item_sets(self.target, counted)
-        count = _holders(self.target, sets, None, self.within_visits)
+        count = self._count(sets, None, k)
         exact = np.full(len(counted), self.others is None)
         if self.others is not None:
             low = count < k
             unknown = np.flatnonzero(low & (self.other_count[counted] < 0))
-            self.other_count[counted[unknown]] = _holders(
-                self.target, sets[unknown], self.others, self.within_visits
-            )
+            self.other_count[counted[unknown]] = self._count(sets[unknown], self.others, k)
             count[low] += self.other_count[counted[low]]
             exact = low
         self.lower[counted] = count
