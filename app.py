@@ -5,11 +5,12 @@ the population and which the cohort, the adversary's scope and knowledge, and k.
 `ui.context.Context` in session state for the pages.
 """
 
+import threading
 from pathlib import Path
 
 import streamlit as st
 
-from ui import auth, cache, heap, resume, sidebar
+from ui import auth, cache, heap, resume, sidebar, worker
 from ui.context import follow_deep_link
 
 # The favicon from the checkout's assets/ (found through ui/, also when AppTest runs a copy of this
@@ -40,4 +41,5 @@ with cache.engine_scope():  # the engine's memos of this run are this session's 
     try:
         resume.serve(navigation)  # the Resume offer, the page, then the save of the work (ui/resume.py)
     finally:  # also when the page stops or reruns
-        heap.settle(data_loaded=ctx is not None)  # once per process (ui/heap.py)
+        if heap.settle(data_loaded=ctx is not None):  # once per process (ui/heap.py)
+            worker.preload_ahead(threading.current_thread())  # the kernels, before the first worker

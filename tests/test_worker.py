@@ -219,3 +219,65 @@ def test_a_worker_that_cannot_start_ends_its_claim(session, monkeypatch) -> None
     with pytest.raises(OSError, match="allocate memory"):
         worker.run(_slow, _Tracker(), key="k", job=1, end=lambda: ended.append(True))
     assert ended == [True] and not worker.underway("k", 1)
+
+
+def test_a_worker_inherits_the_loaded_kernels() -> None:
+    """Bug report (issue 24): every worker loaded numba's target and each kernel again (0.2-0.3 s of
+    every UGACLIP / ACLIP, LDA and GCCens run through the app). After `_preload`, a worker forked
+    from this process holds every kernel entry the methods call, without calling any."""
+    from engine.anonymize import alignment_kernel, censor_kernel, profiles_kernel
+    from engine.scale import trie
+    from ui import worker
+
+    worker._preload()
+    entries = {
+        "profiles run": profiles_kernel.run,
+        "constraint supports": profiles_kernel.constraint_supports,
+        "alignment": alignment_kernel.ags_trace,
+        "censor run": censor_kernel.run,
+        "censor exit steps": censor_kernel.exit_steps,
+        "risk walk": trie.walk,
+    }
+    loaded = forked.call(lambda progress: {name: len(d.signatures) for name, d in entries.items()})
+    assert all(n >= 1 for n in loaded.values()), loaded
+
+
+def test_the_preload_waits_for_the_run_then_runs_once(monkeypatch) -> None:
+    """`preload_ahead`: the kernels are loaded after the script run that loaded the data has ended,
+    once per process (a worker started meanwhile waits for it: `_preload` holds its lock)."""
+    import threading
+
+    from engine.anonymize import warm
+    from ui import worker
+
+    calls: list[int] = []
+    monkeypatch.setattr(worker, "_PRELOADED", [])
+    monkeypatch.setattr(warm, "load_kernels", lambda: calls.append(1) or 0.0)
+    release = threading.Event()
+    run = threading.Thread(target=release.wait)
+    run.start()
+    ahead = worker.preload_ahead(run)
+    assert ahead is not None
+    time.sleep(0.2)
+    assert calls == []  # the run is still going
+    release.set()
+    ahead.join(10)
+    assert calls == [1] and worker.preload_ahead(run) is None
+    worker._preload()
+    assert calls == [1]
+
+
+def test_a_failed_preload_leaves_the_workers_working(monkeypatch, caplog) -> None:
+    """Without the shipped sample (or any failure of the warm-up) the workers still run: they load
+    their kernels themselves, and the failure is logged."""
+    from engine.anonymize import warm
+    from ui import worker
+
+    def broken() -> float:
+        raise FileNotFoundError("sample_data/events.csv")
+
+    monkeypatch.setattr(worker, "_PRELOADED", [])
+    monkeypatch.setattr(warm, "load_kernels", broken)
+    worker._preload()
+    assert worker._PRELOADED == [True]
+    assert "not loaded ahead" in caplog.text
