@@ -232,9 +232,12 @@ class Loaded(Generic[T]):
 
 # ------------------------------------------------------------------------------------ reading
 def read_table(
-    src: Source, report: ValidationReport, header: bool = True
+    src: Source, report: ValidationReport, header: bool = True, *, text_codes: bool = False
 ) -> tuple[pd.DataFrame, FileCheck] | None:
-    """Parse a CSV (as text cells) or Parquet file; None after reporting an unreadable file."""
+    """Parse a CSV (as text cells) or Parquet file; None after reporting an unreadable file.
+
+    `text_codes`: a Parquet file's text columns come as pandas categoricals (`_read_parquet`), for a
+    reader that only factorizes them (`Text.of` gives the same codes and values either way)."""
     fc = FileCheck(src.name, np.zeros(0, dtype=np.int64), report)
     if len(src.data) == 0:
         fc.note(
@@ -246,7 +249,7 @@ def read_table(
         )
         return None
     if src.is_parquet:
-        return _read_parquet(src, fc)
+        return _read_parquet(src, fc, text_codes)
     if src.data[:2] == b"PK":
         from engine.io.excel import is_xlsx, read_xlsx
 
@@ -392,11 +395,28 @@ def _exact_integers(arrow_type: Any) -> Any:
     return None
 
 
-def _read_parquet(src: Source, fc: FileCheck) -> tuple[pd.DataFrame, FileCheck] | None:
+def _text_columns(data: bytes) -> list[str]:
+    """The names of a Parquet file's top-level text (string, large_string) columns."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pq.read_schema(io.BytesIO(data))
+    return [f.name for f in schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)]
+
+
+def _read_parquet(
+    src: Source, fc: FileCheck, text_codes: bool = False
+) -> tuple[pd.DataFrame, FileCheck] | None:
+    """A Parquet file as a frame, integers nullable (`_exact_integers`). With `text_codes`, text
+    columns are read as dictionaries (pandas categoricals): Parquet stores them dictionary-encoded, so
+    no string is decoded nor hashed; on the shipped lab orders that halves the read and its
+    factorizing (issue 24)."""
     try:
         import pyarrow.parquet as pq
 
-        df = pq.read_table(io.BytesIO(src.data)).to_pandas(types_mapper=_exact_integers)
+        codes = _text_columns(src.data) if text_codes else None
+        table = pq.read_table(io.BytesIO(src.data), read_dictionary=codes)
+        df = table.to_pandas(types_mapper=_exact_integers)
     except Exception as exc:  # pyarrow raises several types for a corrupt or non-Parquet file
         fc.note(
             "error",
@@ -517,7 +537,7 @@ def load_events(
 
 # ------------------------------------------------------------------------------------ labs
 def _labs(src: Source, report: ValidationReport, drop_duplicates: bool, na_ids: NaIds) -> pd.DataFrame | None:
-    read = read_table(src, report)
+    read = read_table(src, report, text_codes=True)  # every text column is only factorized
     if read is None:
         return None
     df, fc = read
@@ -535,7 +555,7 @@ def _labs(src: Source, report: ValidationReport, drop_duplicates: bool, na_ids: 
         return None
     day_key = day.view(np.int64) if day.dtype.kind == "M" else day
     dup = check_duplicates(
-        [pid.codes, day_key, lab.codes],
+        [pid.codes, day_key, _by_value(lab)],
         fc,
         [cols[PATIENT], cols["day"], cols["lab"]],
         "drop" if drop_duplicates else "keep",
@@ -544,6 +564,15 @@ def _labs(src: Source, report: ValidationReport, drop_duplicates: bool, na_ids: 
     if drop_duplicates and dup.any():
         frame = frame.loc[~dup].reset_index(drop=True)
     return frame
+
+
+def _by_value(text: Text) -> np.ndarray:
+    """`text`'s codes renumbered in the order of its values (-1 stays -1). The duplicate check only
+    compares codes; so numbered, a file sorted by patient, day and lab (as the shipped sample) packs
+    into keys already in order, and its sort is skipped (issue 24: 0.05 s of 6.9 million rows)."""
+    rank = np.empty(len(text.uniques), dtype=np.int64)
+    rank[np.argsort(text.uniques.astype(str))] = np.arange(len(text.uniques))
+    return np.append(rank, -1)[text.codes]
 
 
 def _days(values: pd.Series, fc: FileCheck, column: str) -> np.ndarray | None:

@@ -432,37 +432,52 @@ def check_blank(text: Text, fc: FileCheck, column: str, expected: str) -> np.nda
     return blank
 
 
+def _packed(arrays: list[np.ndarray], spare: np.ndarray) -> np.ndarray | None:
+    """The int64 keys packed into one int64 (mixed radix), or None when their ranges need 62 bits or
+    more. Packed in place, `spare` holding each key's offset: on 6.9 million lab orders every fresh
+    55 MB temporary costs its page faults (issue 24)."""
+    bounds = [(int(k.min()), int(k.max())) for k in arrays]
+    span = 1
+    for lo, hi in bounds:
+        span *= hi - lo + 1
+    if span >= 2**62:
+        return None
+    packed = arrays[0] - bounds[0][0]
+    for k, (lo, hi) in zip(arrays[1:], bounds[1:], strict=True):
+        np.subtract(k, lo, out=spare)
+        packed *= hi - lo + 1
+        packed += spare
+    return packed
+
+
 def first_occurrence_duplicates(keys: Sequence[np.ndarray]) -> np.ndarray:
     """True for rows equal on every key array to an earlier row (the first occurrence is kept).
 
     Integer keys are packed into one int64 (mixed radix) when their ranges allow, then one stable
-    sort finds the repeats; otherwise a stable lexsort over the keys.
+    sort finds the repeats (none when they are already in order, as in a file sorted on its keys);
+    otherwise a stable lexsort over the keys. A hash of the packed keys (pandas `duplicated`) was
+    measured 6x slower than the sort on the shipped lab orders (issue 24).
     """
     arrays = [np.asarray(k, dtype=np.int64) for k in keys]
     n = len(arrays[0])
     if n < 2:
         return np.zeros(n, dtype=bool)
-    packed = np.zeros(n, dtype=np.int64)
-    fits, span = True, 1  # fits: the keys pack into 62 bits
-    for k in arrays:
-        lo, hi = int(k.min()), int(k.max())
-        width = hi - lo + 1
-        if span * width >= 2**62:
-            fits = False
-            break
-        packed = packed * width + (k - lo)
-        span *= width
-    if fits:
-        order = np.argsort(packed, kind="stable")
-        ks = packed[order]
-        same = ks[1:] == ks[:-1]
-    else:
+    spare = np.empty(n, dtype=np.int64)
+    packed = _packed(arrays, spare)
+    dup = np.zeros(n, dtype=bool)
+    if packed is None:
         order = np.lexsort(tuple(reversed(arrays)))
         same = np.ones(n - 1, dtype=bool)
         for k in arrays:
-            ks = k[order]
+            ks = np.take(k, order, out=spare, mode="clip")  # mode "raise" would buffer `out`
             same &= ks[1:] == ks[:-1]
-    dup = np.zeros(n, dtype=bool)
+    elif (packed[1:] < packed[:-1]).any():
+        order = np.argsort(packed, kind="stable")
+        ks = np.take(packed, order, out=spare, mode="clip")
+        same = ks[1:] == ks[:-1]
+    else:  # already in order (a file sorted on its keys): no sort
+        dup[1:] = packed[1:] == packed[:-1]
+        return dup
     dup[order[1:][same]] = True
     return dup
 
