@@ -396,11 +396,17 @@ def _exact_integers(arrow_type: Any) -> Any:
 
 
 def _text_columns(data: bytes) -> list[str]:
-    """The names of a Parquet file's top-level text (string, large_string) columns."""
+    """The names of a Parquet file's top-level text (string, large_string) columns; none when a name
+    is repeated (pyarrow then refuses `read_dictionary`) or the file is unreadable."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    schema = pq.read_schema(io.BytesIO(data))
+    try:
+        schema = pq.read_schema(io.BytesIO(data))
+    except Exception:  # not readable: read as text, whose error (as before) names the problem
+        return []
+    if len(set(schema.names)) < len(schema.names):
+        return []
     return [f.name for f in schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)]
 
 
@@ -414,8 +420,8 @@ def _read_parquet(
     try:
         import pyarrow.parquet as pq
 
-        codes = _text_columns(src.data) if text_codes else None
-        table = pq.read_table(io.BytesIO(src.data), read_dictionary=codes)
+        codes = _text_columns(src.data) if text_codes else []
+        table = pq.read_table(io.BytesIO(src.data), read_dictionary=codes or None)
         df = table.to_pandas(types_mapper=_exact_integers)
     except Exception as exc:  # pyarrow raises several types for a corrupt or non-Parquet file
         fc.note(
