@@ -202,6 +202,27 @@ def _files_read_as_before() -> dict[str, bytes]:
             ),
             2,
         ),
+        "integer ids": _parquet(
+            pa.table({"patient_id": [7, 2**62, 7], "day": [1, 2, 1], "lab": ["A"] * 3}), 2
+        ),
+        "unsigned ids": _parquet(
+            pa.table({"patient_id": pa.array([2**64 - 1, 3], pa.uint64()), "day": [1, 2], "lab": ["A"] * 2}),
+            2,
+        ),
+        "integer ids, a null": _parquet(
+            pa.table({"patient_id": [7, None, 7], "day": [1, 2, 1], "lab": ["A"] * 3}), 2
+        ),
+        "small days, a null elsewhere": _parquet(
+            pa.table(
+                {
+                    "patient_id": ["P1"] * 3,
+                    "day": pa.array([1, 2, 1], pa.int8()),
+                    "lab": ["A"] * 3,
+                    "n": [1, None, 2],
+                }
+            ),
+            2,
+        ),
         "text days": _parquet(
             pa.table({"patient_id": ["P1"] * 3, "day": ["2010-01-01", "x", ""], "lab": ["A"] * 3}), 2
         ),

@@ -410,6 +410,16 @@ def _text_columns(data: bytes) -> list[str]:
     return [f.name for f in schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)]
 
 
+def _integers_of(table: Any) -> Callable[[Any], Any] | None:
+    """`_exact_integers` when an integer column of `table` has a null; else None: numpy integers,
+    whose values a reader that only factorizes or takes whole numbers sees alike, without the
+    nullable copy and its mask (issue 24)."""
+    import pyarrow as pa
+
+    nulls = any(c.null_count for c in table.columns if pa.types.is_integer(c.type))
+    return _exact_integers if nulls else None
+
+
 def _read_parquet(
     src: Source, fc: FileCheck, text_codes: bool = False
 ) -> tuple[pd.DataFrame, FileCheck] | None:
@@ -422,7 +432,7 @@ def _read_parquet(
 
         codes = _text_columns(src.data) if text_codes else []
         table = pq.read_table(io.BytesIO(src.data), read_dictionary=codes or None)
-        df = table.to_pandas(types_mapper=_exact_integers)
+        df = table.to_pandas(types_mapper=_integers_of(table) if text_codes else _exact_integers)
     except Exception as exc:  # pyarrow raises several types for a corrupt or non-Parquet file
         fc.note(
             "error",
