@@ -210,7 +210,7 @@ def _files_read_as_before() -> dict[str, bytes]:
             2,
         ),
         "integer ids, a null": _parquet(
-            pa.table({"patient_id": [7, None, 7], "day": [1, 2, 1], "lab": ["A"] * 3}), 2
+            pa.table({"patient_id": [2**62 + 1, None, 7], "day": [1, 2, 1], "lab": ["A"] * 3}), 2
         ),
         "small days, a null elsewhere": _parquet(
             pa.table(
