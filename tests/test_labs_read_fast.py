@@ -38,7 +38,14 @@ def _same_labs(
     else:
         assert new is not None
         pd.testing.assert_frame_equal(new, old, check_exact=True)
+        _writable(new)
     return new
+
+
+def _writable(frame: pd.DataFrame) -> None:
+    """Every column takes a value, as the old read's frame (never a read-only view of Arrow memory)."""
+    for j in range(frame.shape[1]):
+        frame.iloc[0, j] = frame.iloc[-1, j]
 
 
 # ------------------------------------------------------------------------------------ duplicates
@@ -253,16 +260,26 @@ def test_sample_labs_equal_reference(drop_duplicates):
 
 def test_sample_lab_codes_by_value_put_the_sample_in_key_order():
     """The shipped sample is sorted by patient, day and lab: numbered by value, its packed keys need
-    no sort (the reason for `_by_value`); numbered by first appearance they would."""
+    no sort (the reason for `_by_value`); numbered by first appearance they would. The renumbered
+    codes stand for the same values row by row."""
     from engine.io.validation import _packed
 
-    table = pq.read_table(SAMPLE_DIR / "labs.parquet")
-    df = table.to_pandas()
+    df = pq.read_table(SAMPLE_DIR / "labs.parquet").to_pandas()
     pid, lab = Text.of(df["patient_id"]), Text.of(df["lab"])
     day = df["day"].to_numpy(np.int64)
-    spare = np.empty(len(day), dtype=np.int64)
-    by_value = _packed([pid.codes, day, loaders._by_value(lab)], spare)
-    by_appearance = _packed([pid.codes, day, lab.codes], spare.copy())
-    assert by_value is not None and by_appearance is not None
-    assert not (by_value[1:] < by_value[:-1]).any()
+    by_appearance = _packed([pid.codes, day, lab.codes])
+    values = lab.values()
+    by_value = loaders._by_value(lab)
+    np.testing.assert_array_equal(by_value.values(), values)
+    assert sorted(by_value.uniques) == by_value.uniques.tolist()
+    packed = _packed([pid.codes, day, by_value.codes])
+    assert by_appearance is not None and packed is not None
     assert (by_appearance[1:] < by_appearance[:-1]).any()
+    assert not (packed[1:] < packed[:-1]).any()
+
+
+def test_by_value_keeps_missing_cells_and_values():
+    text = Text.of(pd.Series(["b", None, "a", "c", "a", None], dtype="str"))
+    renumbered = loaders._by_value(text)
+    assert renumbered.uniques.tolist() == ["a", "b", "c"]
+    np.testing.assert_array_equal(renumbered.codes, [1, -1, 0, 2, 0, -1])

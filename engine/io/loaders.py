@@ -46,6 +46,7 @@ from engine.dataset import Dataset, Deferred
 from engine.io.errors import DataError, InputFileError, MissingFileError
 from engine.io.validation import (
     AGE_RANGE,
+    BLOCK_ROWS,
     MAX_ROWS,
     FileCheck,
     NaIds,
@@ -570,8 +571,9 @@ def _labs(src: Source, report: ValidationReport, drop_duplicates: bool, na_ids: 
     if len(report.errors) > n_err or day is None:
         return None
     day_key = day.view(np.int64) if day.dtype.kind == "M" else day
+    lab = _by_value(lab)
     dup = check_duplicates(
-        [pid.codes, day_key, _by_value(lab)],
+        [pid.codes, day_key, lab.codes],
         fc,
         [cols[PATIENT], cols["day"], cols["lab"]],
         "drop" if drop_duplicates else "keep",
@@ -582,13 +584,19 @@ def _labs(src: Source, report: ValidationReport, drop_duplicates: bool, na_ids: 
     return frame
 
 
-def _by_value(text: Text) -> np.ndarray:
-    """`text`'s codes renumbered in the order of its values (-1 stays -1). The duplicate check only
+def _by_value(text: Text) -> Text:
+    """`text` with its distinct values in sorted order, its codes renumbered in place (a block at a
+    time: no fresh 55 MB array, issue 24); the same values row by row. The duplicate check only
     compares codes; so numbered, a file sorted by patient, day and lab (as the shipped sample) packs
-    into keys already in order, and its sort is skipped (issue 24: 0.05 s of 6.9 million rows)."""
-    rank = np.empty(len(text.uniques), dtype=np.int64)
-    rank[np.argsort(text.uniques.astype(str))] = np.arange(len(text.uniques))
-    return np.append(rank, -1)[text.codes]
+    into keys already in order, and its sort is skipped (0.05 s of 6.9 million rows)."""
+    order = np.argsort(text.uniques.astype(str))
+    rank = np.empty(len(order) + 1, dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    rank[-1] = -1  # a missing cell stays missing
+    for start in range(0, len(text.codes), BLOCK_ROWS):
+        part = text.codes[start : start + BLOCK_ROWS]
+        part[:] = rank[part]
+    return Text(text.codes, text.uniques[order], text.original)
 
 
 def _days(values: pd.Series, fc: FileCheck, column: str) -> np.ndarray | None:

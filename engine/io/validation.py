@@ -432,10 +432,13 @@ def check_blank(text: Text, fc: FileCheck, column: str, expected: str) -> np.nda
     return blank
 
 
-def _packed(arrays: list[np.ndarray], spare: np.ndarray) -> np.ndarray | None:
+BLOCK_ROWS = 1 << 20  # rows per block of an in-place pass over a key: its temporaries stay small
+
+
+def _packed(arrays: list[np.ndarray]) -> np.ndarray | None:
     """The int64 keys packed into one int64 (mixed radix), or None when their ranges need 62 bits or
-    more. Packed in place, `spare` holding each key's offset: on 6.9 million lab orders every fresh
-    55 MB temporary costs its page faults (issue 24)."""
+    more. Packed in place, a block at a time: on a first read, each fresh 55 MB array of 6.9 million
+    lab orders costs up to 0.12 s of page faults (issue 24)."""
     bounds = [(int(k.min()), int(k.max())) for k in arrays]
     span = 1
     for lo, hi in bounds:
@@ -444,9 +447,10 @@ def _packed(arrays: list[np.ndarray], spare: np.ndarray) -> np.ndarray | None:
         return None
     packed = arrays[0] - bounds[0][0]
     for k, (lo, hi) in zip(arrays[1:], bounds[1:], strict=True):
-        np.subtract(k, lo, out=spare)
-        packed *= hi - lo + 1
-        packed += spare
+        for start in range(0, len(packed), BLOCK_ROWS):
+            part = packed[start : start + BLOCK_ROWS]
+            part *= hi - lo + 1
+            part += k[start : start + BLOCK_ROWS] - lo
     return packed
 
 
@@ -462,21 +466,20 @@ def first_occurrence_duplicates(keys: Sequence[np.ndarray]) -> np.ndarray:
     n = len(arrays[0])
     if n < 2:
         return np.zeros(n, dtype=bool)
-    spare = np.empty(n, dtype=np.int64)
-    packed = _packed(arrays, spare)
+    packed = _packed(arrays)
     dup = np.zeros(n, dtype=bool)
     if packed is None:
         order = np.lexsort(tuple(reversed(arrays)))
         same = np.ones(n - 1, dtype=bool)
         for k in arrays:
-            ks = np.take(k, order, out=spare, mode="clip")  # mode "raise" would buffer `out`
+            ks = k[order]
             same &= ks[1:] == ks[:-1]
     elif (packed[1:] < packed[:-1]).any():
         order = np.argsort(packed, kind="stable")
-        ks = np.take(packed, order, out=spare, mode="clip")
+        ks = packed[order]
         same = ks[1:] == ks[:-1]
     else:  # already in order (a file sorted on its keys): no sort
-        dup[1:] = packed[1:] == packed[:-1]
+        np.equal(packed[1:], packed[:-1], out=dup[1:])
         return dup
     dup[order[1:][same]] = True
     return dup
