@@ -427,7 +427,7 @@ def _read_parquet(
     """A Parquet file as a frame, integers nullable (`_exact_integers`). With `text_codes`, text
     columns are read as dictionaries (pandas categoricals): Parquet stores them dictionary-encoded, so
     no string is decoded nor hashed; on the shipped lab orders that halves the read and its
-    factorizing (issue 24)."""
+    factorizing (issue 24). Integers are then nullable only when one has a null (`_integers_of`)."""
     try:
         import pyarrow.parquet as pq
 
