@@ -281,3 +281,34 @@ def test_a_failed_preload_leaves_the_workers_working(monkeypatch, caplog) -> Non
     worker._preload()
     assert worker._PRELOADED == [True]
     assert "not loaded ahead" in caplog.text
+
+
+def test_a_fork_waits_for_a_preload_under_way(monkeypatch) -> None:
+    """A fork while the kernels are being loaded (the read-ahead thread) waits until they are: the
+    child must not inherit numba's compiler lock held by that thread."""
+    import threading
+
+    from engine.anonymize import warm
+    from ui import worker
+
+    loading, release, order = threading.Event(), threading.Event(), []
+
+    def slow_load() -> float:
+        loading.set()
+        release.wait(10)
+        order.append("loaded")
+        return 0.0
+
+    monkeypatch.setattr(worker, "_PRELOADED", [])
+    monkeypatch.setattr(warm, "load_kernels", slow_load)
+    ahead = threading.Thread(target=worker._preload)
+    ahead.start()
+    assert loading.wait(10)
+    forking = threading.Thread(target=lambda: order.append(forked.call(lambda progress: "forked")))
+    forking.start()
+    time.sleep(0.3)
+    assert order == []  # the fork waits
+    release.set()
+    ahead.join(10)
+    forking.join(30)
+    assert order == ["loaded", "forked"]

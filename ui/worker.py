@@ -21,6 +21,7 @@ every other write the child makes is lost with it, so a `compute` must write not
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Hashable
@@ -72,13 +73,20 @@ PRELOAD = (
     "scipy.stats",
 )
 _PRELOADED: list[bool] = []
-_PRELOAD_LOCK = threading.Lock()
+_PRELOAD_LOCK = threading.RLock()
+# Every fork of this process waits for a preload under way: a child must not inherit numba's compiler
+# lock held by the preloading thread (a child loading a kernel would then wait for it forever).
+os.register_at_fork(
+    before=_PRELOAD_LOCK.acquire,
+    after_in_parent=_PRELOAD_LOCK.release,
+    after_in_child=_PRELOAD_LOCK.release,
+)
 
 
 def _preload() -> None:
-    """`PRELOAD` and the kernels, once per process, before the first fork (a fork waits for a preload
-    under way: a child must not inherit numba's compiler lock held by another thread). The kernels
-    run in an empty context, so the warm-up's memo entries are the process's, not a session's."""
+    """`PRELOAD` and the kernels, once per process, before the first worker (any fork meanwhile waits
+    for it: `os.register_at_fork` above). The kernels run in an empty context, so the warm-up's memo
+    entries are the process's, not a session's."""
     with _PRELOAD_LOCK:
         if _PRELOADED:
             return
