@@ -376,6 +376,26 @@ def test_deferred_labs_give_what_a_load_gives(data_dir: Path, which: str, drop: 
     assert {f.kind for f in deferred.report.findings} == {"duplicate_rows", "outside_population"}
 
 
+@pytest.mark.parametrize("defer", [False, True])
+@pytest.mark.parametrize("drop", [False, True])
+def test_lab_patients_without_events_are_named_by_their_file_rows(
+    data_dir: Path, drop: bool, defer: bool
+) -> None:
+    """Bug report: with duplicates dropped, the warning on lab patients without events named the row of
+    the deduplicated frame (P9, the file's row 6, was reported as row 5, one duplicate above it
+    having been dropped). It names the file's row, whether duplicates are kept or dropped."""
+    files = {
+        "events": data_dir / "events_good.csv",
+        "cohort": data_dir / "cohort_good.csv",
+        "labs": Source("labs.csv", LAB_FILES["good"]),
+    }
+    loaded = load_dataset(**files, drop_duplicates=drop, defer_labs=defer)
+    assert loaded.data.labs is not None
+    (outside,) = [f for f in loaded.report.findings if f.kind == "outside_population"]
+    assert (outside.file, outside.column, outside.rows, outside.n_rows) == ("labs.csv", "patient_id", (6,), 1)
+    assert "P9" in outside.message
+
+
 def test_the_sample_defers_its_lab_orders(sample_dataset) -> None:
     """The shipped sample's lab orders: read when first asked for, equal to reading them at once; the
     same files, fingerprints and report."""

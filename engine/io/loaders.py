@@ -553,7 +553,15 @@ def load_events(
 
 
 # ------------------------------------------------------------------------------------ labs
-def _labs(src: Source, report: ValidationReport, drop_duplicates: bool, na_ids: NaIds) -> pd.DataFrame | None:
+def _labs(
+    src: Source,
+    report: ValidationReport,
+    drop_duplicates: bool,
+    na_ids: NaIds,
+    population: pd.Index | None = None,
+) -> pd.DataFrame | None:
+    """The lab orders' frame after their checks; with `population`, a warning names the rows (of the
+    file, before any duplicate is dropped) whose patient has no events."""
     read = read_table(src, report, text_codes=True)  # every text column is only factorized
     if read is None:
         return None
@@ -578,6 +586,8 @@ def _labs(src: Source, report: ValidationReport, drop_duplicates: bool, na_ids: 
         [cols[PATIENT], cols["day"], cols["lab"]],
         "drop" if drop_duplicates else "keep",
     )
+    if population is not None:
+        _flag_outside(fc, cols[PATIENT], pid, population, "labs")
     frame = pd.DataFrame({PATIENT: pid.array(), "day": day, "lab": lab.array()})
     if drop_duplicates and dup.any():
         frame = frame.loc[~dup].reset_index(drop=True)
@@ -937,11 +947,11 @@ def load_dataset(
             )
     geno = _genotypes(srcs["genotypes"], report, na_ids) if "genotypes" in srcs else None
     read_now = "labs" in srcs and not defer_labs
-    lab = _labs(srcs["labs"], report, drop_duplicates, na_ids) if read_now else None
-    if population is not None:
-        for role, table in (("genotypes", geno), ("labs", lab)):
-            if table is not None:
-                _warn_outside(srcs[role].name, table, population, report, role)
+    lab = _labs(srcs["labs"], report, drop_duplicates, na_ids, population) if read_now else None
+    if population is not None and geno is not None:
+        text = Text.of(geno[PATIENT])
+        fc = FileCheck(srcs["genotypes"].name, np.arange(len(geno), dtype=np.int64) + 2, report)
+        _flag_outside(fc, PATIENT, text, population, "genotypes")
     report.raise_if_errors()
     assert records is not None and events_ is not None and population is not None
     sources, spellings = _source_hashes(srcs), events_.spelling_map()
@@ -979,24 +989,19 @@ def _deferred_labs(
     runs on them at once (`_labs`, then patients without events), their findings added to the load's
     `report`, their errors raised as a `DataError` of their own."""
     own = ValidationReport()
-    lab = _labs(src, own, drop_duplicates, na_ids)
-    if lab is not None:
-        _warn_outside(src.name, lab, population, own, "labs")
+    lab = _labs(src, own, drop_duplicates, na_ids, population)
     report.extend(own)
     own.raise_if_errors()
     return lab
 
 
-def _warn_outside(
-    file: str, table: pd.DataFrame, population: pd.Index, report: ValidationReport, role: str
-) -> None:
-    text = Text.of(table[PATIENT])
+def _flag_outside(fc: FileCheck, column: str, text: Text, population: pd.Index, role: str) -> None:
+    """Warning for the rows of `fc`'s file whose patient id (`text`, of `column`) has no events."""
     outside = _absent(text, population)
     if outside.any():
-        fc = FileCheck(file, np.arange(len(table), dtype=np.int64) + 2, report)
         fc.flag(
             "warning",
-            PATIENT,
+            column,
             outside,
             f"{role} of patient(s) without events: {text.examples(population.get_indexer(text.uniques) < 0)}",
             "patients of the population (the events file)",
