@@ -396,6 +396,17 @@ def test_lab_patients_without_events_are_named_by_their_file_rows(
     assert "P9" in outside.message
 
 
+def test_genotype_patients_without_events_are_warned_by_their_rows(data_dir: Path) -> None:
+    """A genotyped patient without events: a warning naming the file, its patient column and row."""
+    good = (data_dir / "genotypes_good.csv").read_bytes()
+    extra = good.rstrip(b"\n") + b"\n" + b"P99" + b",0" * (good.split(b"\n")[0].count(b","))
+    loaded = load_dataset(data_dir / "events_good.csv", genotypes=Source("geno.csv", extra + b"\n"))
+    (outside,) = [f for f in loaded.report.findings if f.kind == "outside_population"]
+    n_rows = len(extra.rstrip(b"\n").split(b"\n"))
+    assert (outside.file, outside.column, outside.rows) == ("geno.csv", "patient_id", (n_rows,))
+    assert "genotypes of patient(s) without events" in outside.message and "P99" in outside.message
+
+
 def test_the_sample_defers_its_lab_orders(sample_dataset) -> None:
     """The shipped sample's lab orders: read when first asked for, equal to reading them at once; the
     same files, fingerprints and report."""

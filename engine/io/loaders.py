@@ -661,7 +661,11 @@ def load_labs(
 
 
 # ------------------------------------------------------------------------------------ genotypes
-def _genotypes(src: Source, report: ValidationReport, na_ids: NaIds) -> pd.DataFrame | None:
+def _genotypes(
+    src: Source, report: ValidationReport, na_ids: NaIds, population: pd.Index | None = None
+) -> pd.DataFrame | None:
+    """The genotypes' frame after their checks; with `population` and no error, a warning names the
+    rows whose patient has no events (as `_labs`)."""
     read = read_table(src, report)
     if read is None:
         return None
@@ -722,6 +726,8 @@ def _genotypes(src: Source, report: ValidationReport, na_ids: NaIds) -> pd.DataF
         out[snp] = num
     if len(report.errors) > n_err:
         return None
+    if population is not None:
+        _flag_outside(fc, cols[PATIENT], pid, population, "genotypes")
     return pd.DataFrame(out)
 
 
@@ -945,13 +951,9 @@ def load_dataset(
                 "a research cohort drawn from the biobank (Heatherly's Figure 14)",
                 "cohort_outside_biobank",
             )
-    geno = _genotypes(srcs["genotypes"], report, na_ids) if "genotypes" in srcs else None
+    geno = _genotypes(srcs["genotypes"], report, na_ids, population) if "genotypes" in srcs else None
     read_now = "labs" in srcs and not defer_labs
     lab = _labs(srcs["labs"], report, drop_duplicates, na_ids, population) if read_now else None
-    if population is not None and geno is not None:
-        text = Text.of(geno[PATIENT])
-        fc = FileCheck(srcs["genotypes"].name, np.arange(len(geno), dtype=np.int64) + 2, report)
-        _flag_outside(fc, PATIENT, text, population, "genotypes")
     report.raise_if_errors()
     assert records is not None and events_ is not None and population is not None
     sources, spellings = _source_hashes(srcs), events_.spelling_map()
