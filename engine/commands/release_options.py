@@ -11,6 +11,7 @@ import os
 import sys
 from pathlib import Path
 
+from engine.adversary import k_argument
 from engine.io.errors import UserError
 from engine.io.pseudonyms import PseudonymKeyError, Pseudonyms, new_key
 
@@ -82,9 +83,9 @@ def code_selection_of(args: argparse.Namespace):
 def add_k_option(parser: argparse.ArgumentParser, *, study: bool) -> None:
     """`--k`: required for `anonymize`; for `study add` it defaults to the study's k."""
     if study:
-        parser.add_argument("--k", type=int, help="the method's k (default: the study's k)")
+        parser.add_argument("--k", type=k_argument, help="the method's k (default: the study's k)")
     else:
-        parser.add_argument("--k", type=int, required=True, help="privacy parameter k (>= 2)")
+        parser.add_argument("--k", type=k_argument, required=True, help="privacy parameter k (>= 2)")
 
 
 def check_release_k(k: int) -> None:

@@ -67,7 +67,7 @@ def _data_options(p: argparse.ArgumentParser) -> None:
 
 
 def register(sub) -> None:
-    from engine.adversary import KNOWLEDGES, SCOPES
+    from engine.adversary import KNOWLEDGES, SCOPES, k_argument
 
     parser = sub.add_parser("study", help="studies: make, rebuild, report and package a study's releases")
     cmds = parser.add_subparsers(dest="study_command", required=True)
@@ -80,7 +80,7 @@ def register(sub) -> None:
     new.add_argument("--biobank", help="biobank id list (Heatherly's DEMO_B scope)")
     new.add_argument("--scope", required=True, choices=SCOPES, help="the attacker's candidates")
     new.add_argument("--knowledge", required=True, choices=KNOWLEDGES, help="what the attacker knows")
-    new.add_argument("--k", type=int, required=True, help="privacy parameter k (>= 2)")
+    new.add_argument("--k", type=k_argument, required=True, help="privacy parameter k (>= 2)")
     new.set_defaults(func=new_study, **path_roles(DATA, ("STUDY:study",)))
 
     add = cmds.add_parser("add", help="make a release with a method and append it to the study")

