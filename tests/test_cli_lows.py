@@ -78,3 +78,74 @@ def test_risk_outputs_are_spreadsheet_safe(tmp_path: Path) -> None:
         ids = _ids(path)
         assert "'" + FORMULA in ids, path.name
         assert not any(i.startswith("=") for i in ids), path.name
+
+
+KILL_AT = """
+import os, signal, sys
+from engine.commands.cli import main
+real = os.replace
+def replace(a, b):
+    if os.path.basename(str(b)) == sys.argv[1]:
+        if sys.argv[2] == "after":
+            real(a, b)
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real(a, b)
+os.replace = replace
+main(sys.argv[3:])
+"""
+
+
+def _killed(at: str, when: str, argv: list[str]) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    child = subprocess.run([sys.executable, "-c", KILL_AT, at, when, *argv], capture_output=True, timeout=600)
+    assert child.returncode == -signal.SIGKILL, child.stderr.decode()
+
+
+def _study(tmp_path: Path) -> tuple[Path, list[str]]:
+    rows = [(f"P{i}{t}", "1", c, "40") for i, c in enumerate(["401.1", "250.00", "272.4"]) for t in (1, 2)]
+    events, cohort = tmp_path / "events.csv", tmp_path / "cohort.csv"
+    pd.DataFrame(rows, columns=["patient_id", "visit", "code", "age"]).to_csv(events, index=False)
+    pd.DataFrame({"patient_id": [r[0] for r in rows]}).to_csv(cohort, index=False)
+    study = tmp_path / "study.json"
+    data = ["--events", str(events), "--cohort", str(cohort)]
+    new = ["study", "new", str(study), *data, "--scope", "cohort", "--knowledge", "all_visits", "--k", "2"]
+    assert main(new) == 0
+    return study, data
+
+
+def test_a_killed_study_write_leaves_no_key_behind(tmp_path: Path) -> None:
+    """A study file's temporary holds the pseudonym key: a killed writer's temporary is removed by the
+    next write of the study (it stayed)."""
+    study, data = _study(tmp_path)
+    add = ["study", "add", str(study), "--name", "G", "gccens", *data, "--scope", "cohort"]
+    _killed("study.json", "before", add)
+    left = [p for p in tmp_path.iterdir() if p.name.startswith(".study.json.") and p.name.endswith(".tmp")]
+    assert left and "pseudonym_key" in left[0].read_text()
+    assert main(add) == 0
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_killed_report_is_an_incomplete_set_not_a_mixed_one(tmp_path: Path) -> None:
+    """`study report` writes its files as one set with a manifest: a kill after the first file leaves
+    no manifest (the mixed set of a new report.html beside the old json/pdf/bundle is found), and the
+    next report is whole."""
+    from engine.commands.study import REPORT_FILES
+    from engine.io.export import check_manifest
+
+    study, data = _study(tmp_path)
+    assert main(["study", "add", str(study), "--name", "G", "gccens", *data, "--scope", "cohort"]) == 0
+    out = tmp_path / "report"
+    report = ["study", "report", str(study), "--out", str(out), *data]
+    assert main(report) == 0
+    paths = {n: out / n for n in REPORT_FILES}
+    assert check_manifest(paths) == []
+    _killed("report.html", "after", [*report, "--recipient", "another recipient"])
+    assert "another recipient" in (out / "report.html").read_text()  # the new one, beside the old others
+    problems = check_manifest(paths)
+    assert problems and "incomplete" in problems[0]
+    assert main(report) == 0
+    assert check_manifest(paths) == []
+    assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]

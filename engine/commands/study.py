@@ -112,7 +112,9 @@ def register(sub) -> None:
     _data_options(report)
     report.set_defaults(
         func=report_study,
-        **path_roles(("STUDY:study", *DATA, "--genotypes"), folders=(("--out", REPORT_FILES),)),
+        **path_roles(
+            ("STUDY:study", *DATA, "--genotypes"), folders=(("--out", (*REPORT_FILES, "report.html.sha256")),)
+        ),
     )
 
     package = cmds.add_parser("package", help="the study file, with its input files (zip) when asked")
@@ -157,13 +159,17 @@ def register(sub) -> None:
 # ------------------------------------------------------------------------------------ files
 def write_file(path: str | Path, data: bytes, *, private: bool = False) -> None:
     """Write `data` to `path` atomically (a temporary file in the same folder, then `os.replace`);
-    `private`: readable by the owner only (mode 600), else as the umask allows."""
+    `private`: readable by the owner only (mode 600), else as the umask allows. The temporaries a killed
+    writer left are removed first (a study file's holds the pseudonym key; issue 40)."""
+    from engine.io.export import sweep_temporaries
+
     target = Path(path)
     folder = target.parent if str(target.parent) else Path(".")
     if not folder.is_dir():
         raise UserError(f"{path}: the folder {folder} does not exist")
     if target.is_dir():
         raise UserError(f"{path}: is a folder; give a file name")
+    sweep_temporaries(target)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp", dir=folder)
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -495,6 +501,7 @@ def run_study(args: argparse.Namespace) -> int:
 
 def report_study(args: argparse.Namespace) -> int:
     from engine.commands.inputs import InputOptions, load_genotypes_checked
+    from engine.io.export import write_release_files
     from engine.report.bundle import make_bundle
     from engine.report.report import ReleaseInput, build_report
 
@@ -540,8 +547,9 @@ def report_study(args: argparse.Namespace) -> int:
         "report.md": report.to_markdown(),
         "bundle.zip": make_bundle(report),
     }
-    for name, data in files.items():
-        write_file(out / name, data)
+    # one set with its manifest (report.html.sha256), as the export gate writes a release: a kill
+    # midway leaves no manifest, never a new report.html silently beside the old others (issue 40)
+    write_release_files(files, {name: out / name for name in files})
     failed = [c.name for c in checks if not c.passed]
     print(f"wrote {', '.join(files)} to {out}: {len(releases)} release(s) in the report")
     if failed:
