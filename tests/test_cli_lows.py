@@ -149,3 +149,19 @@ def test_a_killed_report_is_an_incomplete_set_not_a_mixed_one(tmp_path: Path) ->
     assert main(report) == 0
     assert check_manifest(paths) == []
     assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_the_audit_entry_of_study_add_names_the_study_adversary(tmp_path: Path, monkeypatch) -> None:
+    """`study add ... gccens` (whose own default scope is population) under a cohort / all-visits study:
+    the entry named the method's default scope, not the study's adversary."""
+    import json
+
+    log = tmp_path / "audit.log"
+    monkeypatch.setenv("COHORTSHIELD_AUDIT_LOG", str(log))
+    study, data = _study(tmp_path)
+    assert main(["study", "add", str(study), "--name", "G", "gccens", *data]) == 0
+    entries = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    added = [e for e in entries if e.get("what", "").startswith("cli study add")]
+    assert added, entries
+    assert added[-1]["adversary"] == "cohort / all visits"
+    assert added[-1]["release"] == "G" and added[-1]["k"] == 2

@@ -456,6 +456,8 @@ def add_release(args: argparse.Namespace) -> int:
         raise
     except ValueError as exc:  # what the data lacks for these settings (e.g. no trajectory)
         raise UserError(f"study add {args.method}: {exc}") from None
+    # the entry names the study's adversary and k, never the method's own --scope default (issue 40)
+    args.audit = {**audit_context(updated), "release": name}
     write_file(args.study, updated.to_json().encode("utf-8"), private=True)
     print(f"{name} ({settings.method}): {made.entry.verdict_message()}")
     if not made.entry.exportable:
