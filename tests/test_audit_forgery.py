@@ -210,3 +210,101 @@ def test_a_full_disk_refuses_the_entry_then_the_log_works_once_space_is_freed(
     assert path.read_bytes() == before and log.verify(path).ok
     log.append("bundle", "b.zip", b"zip", user="ann", path=path)
     assert log.verify(path).ok and [e["seq"] for e in _read(path)] == [1, 2, 3]
+
+
+# ------------------------------------------------------------------ finding 3: the CLI fails closed
+def _gccens(tmp_path: Path) -> tuple[list[str], list[Path]]:
+    events, cohort = tmp_path / "events.csv", tmp_path / "cohort.csv"
+    events.write_text(
+        "patient_id,code\n" + "".join(f"p{i},250.00\np{i},401.9\n" for i in range(6)) + "p6,724.2\n"
+    )
+    cohort.write_text("patient_id\n" + "".join(f"p{i}\n" for i in range(7)))
+    outs = [tmp_path / "r.csv", tmp_path / "m.csv", tmp_path / "IDENTIFYING_walk.csv"]
+    argv = ["anonymize", "gccens", "--events", str(events), "--cohort", str(cohort), "--k", "2"]
+    return [*argv, "--out", str(outs[0]), "--codemap", str(outs[1]), "--crosswalk", str(outs[2])], outs
+
+
+def test_an_unwritable_log_refuses_the_cli_export_and_writes_nothing(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    blocker = tmp_path / "not_a_folder"
+    blocker.write_text("a file where the log's folder should be")
+    monkeypatch.setenv(log.ENV, str(blocker / "audit.log"))
+    argv, outs = _gccens(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: audit log ") and "nothing was exported" in err
+    assert [p for p in outs if p.exists()] == [] and not list(tmp_path.glob("*.sha256"))
+
+
+def test_a_full_disk_refuses_the_cli_export_then_it_works_once_space_is_freed(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    path = tmp_path / "logs" / "audit.log"
+    monkeypatch.setenv(log.ENV, str(path))
+    _write(path, 1)
+    argv, outs = _gccens(tmp_path)
+    with monkeypatch.context() as full:
+        _short_writes(full, per_call=30, fail_after=0)
+        assert main(argv) == 2
+    assert "No space left on device" in capsys.readouterr().err
+    assert [p for p in outs if p.exists()] == [] and log.verify(path).ok and len(_read(path)) == 1
+    assert main(argv) == 0, capsys.readouterr().err
+    got = _read(path)
+    begins = [e for e in got if e["what"].startswith("begin: cli anonymize gccens")]
+    done = {Path(e["file_name"]).name: e for e in got[1 + len(begins) :]}
+    assert {Path(e["file_name"]).name for e in begins} >= {p.name for p in outs}
+    assert all(e["sha256"] is None for e in begins)  # named before the command made its bytes
+    assert {p.name for p in outs} <= set(done)
+    assert all(done[p.name]["sha256"] == hashlib.sha256(p.read_bytes()).hexdigest() for p in outs)
+    assert log.verify(path).ok
+
+
+def test_a_completion_the_log_cannot_take_removes_the_cli_files(tmp_path: Path, monkeypatch, capsys) -> None:
+    """The disk fills while the command runs: its begin entries are in, its completion cannot be."""
+    from engine.audit import exports
+
+    path = tmp_path / "logs" / "audit.log"
+    monkeypatch.setenv(log.ENV, str(path))
+    argv, outs = _gccens(tmp_path)
+    real = exports.append
+
+    def append(what, *a, **kw):
+        if not what.startswith(("begin:", "failed:")):
+            raise log.AuditLogUnavailable(path, "cannot be written (No space left on device)")
+        return real(what, *a, **kw)
+
+    monkeypatch.setattr(exports, "append", append)
+    assert main(argv) == 2
+    assert "No space left on device" in capsys.readouterr().err
+    assert [p for p in outs if p.exists()] == [] and not list(tmp_path.glob("*.sha256"))
+
+
+# ------------------------------------------------------------------ the app's downloads, the same way
+def test_a_download_is_logged_before_its_bytes_leave_and_refused_when_it_cannot_be(
+    tmp_path, monkeypatch
+) -> None:
+    from ui.downloads import audited
+
+    path = tmp_path / "logs" / "audit.log"
+    monkeypatch.setenv(log.ENV, str(path))
+    session: list = []
+    context = {"user": "ann", "study": None, "release": "r1", "adversary": "a", "k": 5, "session": session}
+    seen: list[list[dict]] = []
+
+    def data() -> bytes:
+        seen.append(log.entries(path))
+        return b"released,rows\n"
+
+    assert audited(data, "release file", "r1_release.csv", context)() == b"released,rows\n"
+    begin, done = log.entries(path)
+    assert seen == [[]]  # the bytes are built first, logged, then handed over
+    assert begin["what"] == "begin: release file" and done["what"] == "release file"
+    assert begin["sha256"] == done["sha256"] == hashlib.sha256(b"released,rows\n").hexdigest()
+    assert session == [done]
+    blocker = tmp_path / "blocker"
+    blocker.write_text("")
+    monkeypatch.setenv(log.ENV, str(blocker / "audit.log"))
+    with pytest.raises(UserError, match="nothing was exported"):
+        audited(data, "release file", "r1_release.csv", context)()
+    assert session == [done]
