@@ -96,6 +96,60 @@ def test_a_forged_entry_appended_is_found(tmp_path: Path, head) -> None:
         assert "MAC does not match" in found[6] and "signature does not verify" in found[7]
 
 
+def test_no_append_chains_onto_a_forged_line_or_an_emptied_log(tmp_path: Path) -> None:
+    """The next append would sign a head over the forgery: it is refused, and the forgery stays found."""
+    path = tmp_path / "logs" / "audit.log"
+    _write(path, 3)
+    entries = _read(path)
+    entries.append({**entries[-1], "file_name": "never_logged.csv"})
+    path.write_text(_rechain(entries))
+    with pytest.raises(UserError, match="its end does not match its signed head"):
+        log.append("bundle", "b.zip", b"zip", user="ann", path=path)
+    assert "appended after the signed head" in _problems(path)[4] and len(_read(path)) == 4
+    path.write_text("")  # emptied, its head kept
+    with pytest.raises(UserError, match="empty but its signed head records entries"):
+        log.append("bundle", "b.zip", b"zip", user="ann", path=path)
+    assert "3 last entries removed" in _problems(path)[1]
+
+
+def test_an_append_killed_before_its_head_is_covered_by_the_next(tmp_path: Path) -> None:
+    """Killed between its fsynced line and its head: verify names the line; the next append's head
+    (the line's MAC checked against the old head) covers it."""
+    path = tmp_path / "logs" / "audit.log"
+    _write(path, 3)
+    head = log.head_path(path).read_bytes()
+    log.append("bundle", "b.zip", b"zip", user="ann", path=path)
+    log.head_path(path).write_bytes(head)  # the state the kill left
+    assert "appended after the signed head" in _problems(path)[4]
+    log.append("bundle", "c.zip", b"zip", user="ann", path=path)
+    assert log.verify(path).ok and len(_read(path)) == 5
+
+
+def test_a_legacy_log_is_said_unproven_and_continued_keyed(tmp_path: Path) -> None:
+    """A log written before the keyed chain (no `mac`, an unsigned head): verify says it cannot be
+    proven; an append continues it keyed and signs its head, which then vouches for what it holds."""
+    path = tmp_path / "logs" / "audit.log"
+    legacy = []
+    for i in range(2):
+        e = {f: None for f in log.FIELDS} | {"seq": i + 1, "what": "report", "file_name": f"r{i}.json"}
+        e["prev_hash"] = legacy[-1]["hash"] if legacy else log.GENESIS
+        e["hash"] = log.entry_hash(e)
+        legacy.append(e)
+    path.parent.mkdir()
+    path.write_text("".join(json.dumps(e, sort_keys=True, separators=(",", ":")) + "\n" for e in legacy))
+    log.head_path(path).write_text(json.dumps({"count": 2, "hash": legacy[-1]["hash"]}))
+    found = _problems(path)
+    assert list(found) == [3] and "not signed" in found[3]
+    assert "an unkeyed legacy log cannot be proven" in log.verify(path).message()
+    log.append("bundle", "b.zip", b"zip", user="ann", path=path)
+    result = log.verify(path)
+    assert (
+        result.ok
+        and result.count == 3
+        and "lines 1-2 were written before the keyed chain" in result.message()
+    )
+
+
 def test_the_last_lines_cut_with_the_head_deleted_are_found(tmp_path: Path) -> None:
     path = tmp_path / "logs" / "audit.log"
     _write(path, 5)
@@ -278,6 +332,19 @@ def test_a_completion_the_log_cannot_take_removes_the_cli_files(tmp_path: Path, 
     assert main(argv) == 2
     assert "No space left on device" in capsys.readouterr().err
     assert [p for p in outs if p.exists()] == [] and not list(tmp_path.glob("*.sha256"))
+
+
+def test_a_cli_run_that_fails_logs_its_begin_and_its_failure(tmp_path: Path, monkeypatch, capsys) -> None:
+    path = tmp_path / "logs" / "audit.log"
+    monkeypatch.setenv(log.ENV, str(path))
+    argv, _ = _gccens(tmp_path)
+    argv[argv.index("--k") + 1] = "1"  # k = 1 protects nobody: refused
+    assert main(argv) == 2
+    got = _read(path)
+    begins = [e for e in got if e["what"].startswith("begin:")]
+    failed = [e for e in got if e["what"].startswith("failed:")]
+    assert begins and [e["file_name"] for e in failed] == [e["file_name"] for e in begins]
+    assert all(e["what"].endswith("(UserError)") for e in failed) and log.verify(path).ok
 
 
 # ------------------------------------------------------------------ the app's downloads, the same way

@@ -15,7 +15,8 @@ write is retried, an error rolls the file back) and fsynced, and the head rewrit
 sessions and any CLI run on the same machine chain one after another. The head, `<log>.head`, holds
 the count, the last hash and the last MAC, signed with Ed25519 by the signing key. A partial last line
 (a crash or a full disk during an append) is cut by the next append, which first records a `repair`
-entry naming what it cut. An entry that cannot be written whole raises `AuditLogUnavailable`
+entry naming what it cut; it refuses to chain onto an end its signed head does not name (`_check_tail`).
+An entry that cannot be written whole raises `AuditLogUnavailable`
 (a `UserError`): the export it was for does not happen (`engine.audit.exports`).
 
 Checking: `engine.audit.verify` (`python -m engine audit verify`).
@@ -54,11 +55,10 @@ REPAIR = "repair"  # the `what` of the entry recording a cut partial line
 class AuditLogUnavailable(UserError):
     """The audit log cannot take an entry (unwritable, full, its key missing): nothing is exported."""
 
-    def __init__(self, path: Path, why: str) -> None:
-        super().__init__(
-            f"audit log {path}: {why}; nothing was exported (no file leaves unlogged: free space or fix the "
-            f"log's permissions, then retry)"
-        )
+    def __init__(
+        self, path: Path, why: str, hint: str = "free space or fix its permissions, then retry"
+    ) -> None:
+        super().__init__(f"audit log {path}: {why}; nothing was exported (no file leaves unlogged: {hint})")
 
 
 def log_path() -> Path:
@@ -233,6 +233,7 @@ def _append_locked(
         chain_key, signing = keys.load_chain_key(target), keys.load_signing_key(target)
         if chain_key is None or signing is None:
             raise AuditLogUnavailable(target, f"its keys cannot be made in {keys.key_folder(target)}")
+    _check_tail(target, prev, chain_key, signing)
     k = fields.get("k")
     entry: dict[str, Any] = {
         "seq": int(prev.get("seq", 0)) + 1,
@@ -263,6 +264,43 @@ def _append_locked(
             pass  # the next append cuts the partial line
         raise
     return entry
+
+
+def _check_tail(target: Path, prev: Mapping[str, Any], chain_key: bytes, signing: Any) -> None:
+    """Refuse to chain onto a log whose end is not the one its signed head names (a forged line
+    appended, the log emptied with its head kept): signing a new head would vouch for it. One line
+    beyond the head with a good MAC is an append killed before its head, which the new head covers."""
+    try:
+        head = json.loads(head_path(target).read_text("utf-8"))
+    except FileNotFoundError:
+        head = None
+    except (OSError, ValueError):
+        head = {}
+    tampered = "its end does not match its signed head (run `audit verify`)"
+    hint = "an administrator must examine the log and start a new one"
+    if not prev:
+        if head is not None:
+            raise AuditLogUnavailable(
+                target, f"it is empty but its signed head records entries; {tampered}", hint
+            )
+        return
+    if "mac" not in prev:  # a log from before the keyed chain: its head is not signed
+        return
+    if not isinstance(head, dict) or not keys.signature_ok(
+        signing.public_key(), str(head.get("signature", "")), head_message(head)
+    ):
+        raise AuditLogUnavailable(
+            target, f"its signed head is missing or not signed by its key; {tampered}", hint
+        )
+    if head.get("count") == prev.get("seq") and head.get("hash") == prev.get("hash"):
+        return
+    if (
+        head.get("count") == int(prev.get("seq", 0)) - 1
+        and head.get("hash") == prev.get("prev_hash")
+        and entry_mac(chain_key, str(head.get("mac")), prev) == prev.get("mac")
+    ):
+        return
+    raise AuditLogUnavailable(target, tampered, hint)
 
 
 def _write_head(target: Path, entry: Mapping[str, Any], signing: Any) -> None:
