@@ -24,8 +24,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from engine.io.deployment import PathRefused
 from engine.io.errors import UserError
 from engine.io.redact import redact, redact_text
+from engine.io.roots import opened
 from engine.io.validation import FileCheck, ValidationReport
 
 DUCKDB_SUFFIXES = (".duckdb", ".ddb", ".db")
@@ -119,11 +121,11 @@ class Database:
         else:
             import duckdb
 
-            path = Path(location)
+            path = opened(location)  # inside the data roots while the app reads (engine.io.roots)
             self.kind = "duckdb"
-            self.label = path.name
+            self.label = Path(location).name
             self._duck = duckdb.connect(str(path), read_only=True)
-            self.sources[path.name] = sha256_file(path)
+            self.sources[self.label] = sha256_file(path)
 
     def close(self) -> None:
         if self._duck is not None:
@@ -237,6 +239,8 @@ def connect(
         return None
     try:
         return Database(location, schema)
+    except PathRefused:  # a link out of the data roots: refused, not "unreachable"
+        raise
     except ImportError as exc:
         reason = f"the database driver is not installed ({exc})"
     except Exception as exc:  # SQLAlchemy and DuckDB raise many types: all reported
