@@ -130,3 +130,88 @@ def test_every_reader_checks_its_files_not_only_the_app_s_typed_path(root) -> No
     with confined(), pytest.raises(PathRefused, match=f"cdm.duckdb: outside the data folders.*{root}"):
         read_source(root / "cdm.duckdb", source="omop")
     assert read_source(root / "cdm.duckdb", source="omop").report.ok  # the CLI keeps free paths
+
+
+# ------------------------------------------------------------------ finding 2: DuckDB reading other files
+def _views(db: Path, views: dict[str, str]) -> Path:
+    """A DuckDB file whose tables are the given views (name -> SELECT)."""
+    import duckdb
+
+    con = duckdb.connect(str(db))
+    try:
+        for name, select in views.items():
+            con.execute(f"CREATE VIEW {name} AS {select}")
+    finally:
+        con.close()
+    return db
+
+
+def _secret_views(root: Path) -> dict[str, str]:
+    out = root.parent / "outside"
+    return {
+        "read_text": f"SELECT * FROM read_text('{out / 'secrets.toml'}')",
+        "read_blob": f"SELECT * FROM read_blob('{out / 'secrets.toml'}')",
+        "environ": "SELECT * FROM read_text('/proc/self/environ')",
+        "read_csv": f"SELECT * FROM read_csv('{out / 'secrets.toml'}', header = false, sep = '|')",
+        "read_parquet": f"SELECT * FROM read_parquet('{out / 'meds' / 'data' / 'train' / '0.parquet'}')",
+    }
+
+
+@pytest.mark.parametrize("how", list(_secret_views(Path("/r/root"))))
+def test_a_duckdb_view_over_another_file_is_not_shown_in_the_preview(root, how) -> None:
+    db = _views(root / "cdm.duckdb", {"condition_occurrence": _secret_views(root)[how]})
+    with pytest.raises(UserError, match=r"cdm\.duckdb: the database cannot be read.*disabled") as got:
+        preview("omop", location=str(db))
+    assert "FORGES" not in str(got.value) and "PATH=" not in str(got.value)
+
+
+def test_a_duckdb_of_views_over_outside_csv_files_is_not_loaded(root) -> None:
+    out = root.parent / "outside" / "omop"
+    views = {  # a view has no rowid, so it makes one
+        t: f"SELECT *, row_number() OVER () AS rowid FROM read_csv('{out / (t + '.csv')}', all_varchar = true)"
+        for t in ("person", "condition_occurrence")
+    }
+    db = _views(root / "cdm.duckdb", views)
+    errors = _errors(ImportSpec(source="omop", location=str(db)))
+    assert errors and "cdm.duckdb: the database cannot be read" in errors[0] and "disabled" in errors[0]
+
+
+def test_the_cli_opens_duckdb_without_external_access(root, tmp_path, capsys) -> None:
+    """The CLI keeps free paths (it runs as its user), but a database file never reads other files:
+    here the secret's line came back as a code in the CLI's error about codes of no vocabulary."""
+    from engine.commands.cli import main
+
+    secret = root.parent / "outside" / "secrets.toml"
+    db = _views(
+        tmp_path / "cdm.duckdb",
+        {
+            "person": "SELECT 1 AS person_id, 1980 AS year_of_birth, 1 AS rowid",
+            "condition_occurrence": "SELECT 1 AS person_id, DATE '2014-03-01' AS condition_start_date, "
+            f"content AS condition_source_value, 1 AS rowid FROM read_text('{secret}')",
+        },
+    )
+    args = ["--events", str(db), "--source", "omop", "--scope", "cohort", "--knowledge", "single_visit"]
+    status = main(["risk", *args, "--out", str(tmp_path / "risk.csv")])
+    out, err = capsys.readouterr()
+    assert status == 2
+    assert "cdm.duckdb: the database cannot be read" in err and "disabled" in err and "Traceback" not in err
+    assert "FORGES" not in out + err
+
+
+def test_the_duckdb_connection_refuses_attach_load_and_settings(root, tmp_path) -> None:
+    from engine.io.sql import Database
+
+    db = _views(root / "cdm.duckdb", {"person": "SELECT 1 AS person_id"})
+    other = _views(tmp_path / "other.duckdb", {"x": "SELECT 1 AS x"})
+    con = Database(db)
+    try:
+        assert con.head("person").iloc[0, 0] == "1"  # the file itself is read
+        for sql in (
+            f"ATTACH '{other}'",
+            "LOAD sqlite",
+            "SET enable_external_access = true",
+        ):
+            with pytest.raises(Exception, match=r"disabled|locked"):
+                con._duck.execute(sql)
+    finally:
+        con.close()

@@ -31,6 +31,14 @@ from engine.io.roots import opened
 from engine.io.validation import FileCheck, ValidationReport
 
 DUCKDB_SUFFIXES = (".duckdb", ".ddb", ".db")
+# A database file never reads other files (issue #40, finding 2): a view over read_text('/proc/self/
+# environ'), read_csv, read_parquet, ATTACH, extensions are refused; the settings cannot be changed back.
+DUCKDB_CONFIG: dict[str, str | bool | int | float | list[str]] = {
+    "enable_external_access": False,
+    "autoload_known_extensions": False,
+    "autoinstall_known_extensions": False,
+    "lock_configuration": True,
+}
 
 
 def is_url(location: str | Path) -> bool:
@@ -124,7 +132,7 @@ class Database:
             path = opened(location)  # inside the data roots while the app reads (engine.io.roots)
             self.kind = "duckdb"
             self.label = Path(location).name
-            self._duck = duckdb.connect(str(path), read_only=True)
+            self._duck = duckdb.connect(str(path), read_only=True, config=DUCKDB_CONFIG)
             self.sources[self.label] = sha256_file(path)
 
     def close(self) -> None:
