@@ -19,7 +19,9 @@ names; the CLI runs as its user and keeps free paths and URLs. Settings, first f
 
 Default data roots: `sample_data/` and `data/` of the checkout. Every path is resolved (symlinks
 followed, `..` removed) before it is compared with the roots, so a link inside a root that points
-outside is refused.
+outside is refused: the path typed (`server_path`) and every file a source then opens (an OMOP or
+i2b2 folder's tables, MEDS shards and splits: `engine.io.roots`). A DuckDB file never reads other
+files, in the app and the CLI (`engine.io.sql.DUCKDB_CONFIG`).
 """
 
 from __future__ import annotations

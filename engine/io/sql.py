@@ -12,6 +12,10 @@ Rows are numbered so that a finding can name them:
 A URL is shown with its password hidden, in findings and in the study (`sources`). A database that
 cannot be reached, a missing driver or a malformed URL is a finding (kind `unreachable`), never a
 traceback.
+
+A DuckDB file is opened read-only with external access off (`DUCKDB_CONFIG`, issue #40): its views
+and macros cannot read other files (`read_text`, `read_csv`, `read_parquet`, `/proc/self/environ`),
+attach databases or load extensions; such a view is a `DatabaseReadError` naming the database.
 """
 
 from __future__ import annotations
