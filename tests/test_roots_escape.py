@@ -215,3 +215,30 @@ def test_the_duckdb_connection_refuses_attach_load_and_settings(root, tmp_path) 
                 con._duck.execute(sql)
     finally:
         con.close()
+
+
+def test_the_import_view_shows_neither_a_linked_table_nor_a_view_over_another_file(root) -> None:
+    """The page a user sees: an error naming the file, no preview, nothing of the secret."""
+    from tests.apptest_support import page_app
+
+    folder = root / "cdm"
+    shutil.copytree(OMOP_DIR, folder)
+    (folder / "condition_occurrence.csv").unlink()
+    (folder / "condition_occurrence.csv").symlink_to(root.parent / "outside" / "secrets.toml")
+    db = _views(root / "cdm.duckdb", {"condition_occurrence": _secret_views(root)["read_text"]})
+    for location, named in (
+        (folder, "outside the data folders"),
+        (db, "the database cannot be read"),
+    ):
+        at = page_app(
+            "pages/cohort.py",
+            state={
+                "dataset_choice": "Import a source",
+                "import_kind": "omop",
+                "import_location": str(location),
+            },
+        )
+        at.run()
+        assert not at.exception and not at.dataframe
+        assert any(named in e.value.replace("\\", "") for e in at.error), [e.value for e in at.error]
+        assert "FORGES" not in str(at)
