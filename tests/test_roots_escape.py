@@ -242,3 +242,29 @@ def test_the_import_view_shows_neither_a_linked_table_nor_a_view_over_another_fi
         assert not at.exception and not at.dataframe
         assert any(named in e.value.replace("\\", "") for e in at.error), [e.value for e in at.error]
         assert "FORGES" not in str(at)
+
+
+def test_an_sqlite_file_typed_as_a_database_is_named_and_loads_no_extension(root) -> None:
+    """A SQLite file given as a path was opened by DuckDB, which went to fetch its sqlite_scanner
+    extension from extensions.duckdb.org: the server downloading and loading code for a user's file.
+    Now no extension is loaded and the message says how a SQLite database is read."""
+    import sqlite3
+
+    db = root / "cdm.sqlite"
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE condition_occurrence (person_id INTEGER)")
+    con.commit()
+    con.close()
+    with pytest.raises(UserError, match=r"cdm\.sqlite: .*SQLite database.*sqlite:///"):
+        preview("omop", location=str(db))
+
+
+def test_a_connection_that_cannot_be_opened_is_named_by_its_name_not_its_url(monkeypatch, tmp_path) -> None:
+    """The preview's error now names the source; for a connection that is its name (the app never
+    shows an administrator's URL)."""
+    from engine.io.imports import ImportSourceError
+
+    monkeypatch.setenv("COHORTSHIELD_CONNECTIONS", f'{{"cdm": "sqlite:///{tmp_path}/hidden-host/cdm.db"}}')
+    with pytest.raises(ImportSourceError, match=r"^connection:cdm: cannot open the database") as got:
+        preview("omop", location="connection:cdm")
+    assert "hidden-host" not in str(got.value)

@@ -259,7 +259,10 @@ def preview(
         report = ValidationReport()
         db = connect(location, schema, report, "a database")
         if db is None:
-            raise ImportSourceError(report.errors[0].message)
+            first = report.errors[0]  # named as the user gave it: a connection's URL is never shown
+            raise ImportSourceError(
+                f"{shown_location if is_connection(shown_location) else first.file}: {first.message}"
+            )
         if is_connection(shown_location):
             db.label = shown_location
         try:

@@ -239,6 +239,16 @@ class Database:
         return pd.read_sql_query(sa.text(sql), self._conn).astype("string")
 
 
+def _is_sqlite(path: Path) -> bool:
+    """True for an SQLite database file (its header), which DuckDB would read only through its
+    sqlite extension, fetched from the internet (issue #40): such a file is read through a URL."""
+    try:
+        with opened(path).open("rb") as fh:
+            return fh.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
+
+
 def connect(
     location: str | Path, schema: str | None, report: ValidationReport, expected: str
 ) -> Database | None:
@@ -248,6 +258,16 @@ def connect(
     fc = FileCheck(label, np.zeros(0, dtype=np.int64), report)
     if not is_url(str(location)) and not Path(location).exists():
         fc.note("error", None, "no such file or folder", expected, "missing_source")
+        return None
+    if not is_url(str(location)) and _is_sqlite(Path(location)):
+        fc.note(
+            "error",
+            None,
+            "an SQLite database: read it through a URL, sqlite:///<path> (in the app, a connection an "
+            "administrator names)",
+            expected,
+            "unreachable",
+        )
         return None
     try:
         return Database(location, schema)
