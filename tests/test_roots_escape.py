@@ -98,10 +98,16 @@ def test_an_omop_cohort_table_linked_out_of_the_root_is_refused(root) -> None:
     )
 
 
-def test_a_meds_shard_linked_out_of_the_root_is_refused(root) -> None:
-    shard = root / "meds" / "data" / "train" / "0.parquet"
-    shard.parent.mkdir(parents=True)
-    shard.symlink_to(root.parent / "outside" / "meds" / "data" / "train" / "0.parquet")
+@pytest.mark.parametrize("linked", ["shard", "data folder"])
+def test_a_meds_shard_linked_out_of_the_root_is_refused(root, linked) -> None:
+    outside = root.parent / "outside" / "meds" / "data"
+    if linked == "shard":
+        shard = root / "meds" / "data" / "train" / "0.parquet"
+        shard.parent.mkdir(parents=True)
+        shard.symlink_to(outside / "train" / "0.parquet")
+    else:
+        (root / "meds").mkdir()
+        (root / "meds" / "data").symlink_to(outside)
     with pytest.raises(UserError, match=f"0.parquet.*outside the data folders.*{root}"):
         preview("meds", location=str(root / "meds"))
     errors = _errors(ImportSpec(source="meds", location=str(root / "meds")))
