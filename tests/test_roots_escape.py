@@ -274,3 +274,19 @@ def test_a_connection_that_cannot_be_opened_is_named_by_its_name_not_its_url(mon
     with pytest.raises(ImportSourceError, match=r"^connection:cdm: cannot open the database") as got:
         preview("omop", location="connection:cdm")
     assert "hidden-host" not in str(got.value)
+
+
+def test_a_parquet_table_linked_out_of_the_root_is_refused_and_one_inside_previewed(root) -> None:
+    from tests.omop_support import build_duckdb, export_parquet
+
+    outside = export_parquet(
+        build_duckdb(root.parent / "outside" / "cdm.duckdb"), root.parent / "outside" / "pq"
+    )
+    inside = shutil.copytree(outside, root / "inside")
+    shown, head = preview("omop", location=str(inside))
+    assert shown == "condition_occurrence.parquet" and len(head) > 0
+    folder = _linked(root / "cdm", outside)
+    with pytest.raises(UserError, match=f"condition_occurrence.parquet: outside the data folders.*{root}"):
+        preview("omop", location=str(folder))
+    errors = _errors(ImportSpec(source="omop", location=str(folder)))
+    assert errors and "outside the data folders" in errors[0]

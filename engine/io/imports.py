@@ -281,9 +281,8 @@ def preview(
             from engine.io.omop import check_parquet_file
 
             check_parquet_file(p, listed.name)  # limits from the metadata (LimitExceeded)
-            return listed.name, next(pq.ParquetFile(p).iter_batches(batch_size=n)).to_pandas().astype(
-                "string"
-            )
+            head = next(pq.ParquetFile(p).iter_batches(batch_size=n)).to_pandas()
+            return listed.name, head.astype("string")
     raise ImportSourceError(f"{location or '(no folder)'}: no {table}.csv or {table}.parquet")
 
 
