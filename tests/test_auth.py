@@ -33,7 +33,12 @@ st.write(f"page drawn for {user.name}, admin={user.admin}")
 def _signed_in(email: str, **claims: object) -> dict:
     """A signed-in user's claims (ui/auth.py keys them on iss and sub; the e-mail counts if verified)."""
     sub = "s-" + email.split("@")[0].lower()
-    return {"is_logged_in": True, "iss": "https://login.hospital.example", "sub": sub} | {
+    return {
+        "is_logged_in": True,
+        "iss": "https://login.hospital.example",
+        "sub": sub,
+        "iat": 1_800_000_000,
+    } | {
         "email": email,
         "email_verified": True,
         **claims,

@@ -5,6 +5,8 @@
 - Header mode: the proxy's header is believed only from COHORTSHIELD_TRUSTED_PROXIES, and the app
   serves no page in header mode on a non-loopback `server.address` without that setting.
 - Users are namespaced by mode: a header user named `local:<OS user>` is not the single user.
+- Sign out revokes the cookie's ID token (the store's revocation list): the same token signs no one
+  in again (tests/test_e2e_signout_replay.py replays the cookie in a browser).
 
 Each AppTest runs the gate and reports the user and whether the study store (ui/resume.py's key)
 holds a record for them; `peer` fakes the connection's address as Streamlit reports it.
@@ -32,7 +34,8 @@ AUTH = {
     "client_secret": "x",
     "server_metadata_url": "http://127.0.0.1:9/.well-known/openid-configuration",
 }
-ADMIN = {"is_logged_in": True, "iss": ISSUER, "sub": "s-admin", "email": "admin@hospital.example"}
+IAT = 1_800_000_000  # the token's issue time (ui.auth.token_id needs one)
+ADMIN = {"is_logged_in": True, "iss": ISSUER, "iat": IAT, "sub": "s-admin", "email": "admin@hospital.example"}
 ADMIN_VERIFIED = ADMIN | {"email_verified": True}
 
 GATE = """
@@ -96,7 +99,13 @@ def test_a_name_claim_equal_to_the_admins_address_is_neither_the_admin_nor_their
     assert "admin=True" in _said(admin) and "stored=True" in _said(admin)
 
     mallory = _oidc(
-        {"is_logged_in": True, "iss": ISSUER, "sub": "s-mallory", "name": "admin@hospital.example"}
+        {
+            "is_logged_in": True,
+            "iss": ISSUER,
+            "iat": IAT,
+            "sub": "s-mallory",
+            "name": "admin@hospital.example",
+        }
     )
     said = _said(mallory)
     assert "admin=False" in said
@@ -109,7 +118,13 @@ def test_a_name_claim_equal_to_the_admins_address_is_neither_the_admin_nor_their
 def test_an_unverified_email_is_not_the_user(own_store, monkeypatch, verified) -> None:
     monkeypatch.setenv("COHORTSHIELD_ADMINS", "admin@hospital.example")
     _oidc(ADMIN_VERIFIED, save=True)
-    claims = {"is_logged_in": True, "iss": ISSUER, "sub": "s-mallory", "email": "admin@hospital.example"}
+    claims = {
+        "is_logged_in": True,
+        "iss": ISSUER,
+        "iat": IAT,
+        "sub": "s-mallory",
+        "email": "admin@hospital.example",
+    }
     if verified is not None:
         claims["email_verified"] = verified
     said = _said(_oidc(claims))
@@ -134,14 +149,16 @@ def test_the_verified_email_names_the_user_and_the_key_stays_issuer_and_subject(
 
 def test_administrators_can_be_named_by_their_key(monkeypatch) -> None:
     monkeypatch.setenv("COHORTSHIELD_ADMINS", f"oidc:{ISSUER}#s-root")
-    assert "admin=True" in _said(_oidc({"is_logged_in": True, "iss": ISSUER, "sub": "s-root"}))
-    assert "admin=False" in _said(_oidc({"is_logged_in": True, "iss": ISSUER, "sub": "S-ROOT"}))
+    assert "admin=True" in _said(_oidc({"is_logged_in": True, "iss": ISSUER, "iat": IAT, "sub": "s-root"}))
+    assert "admin=False" in _said(_oidc({"is_logged_in": True, "iss": ISSUER, "iat": IAT, "sub": "S-ROOT"}))
 
 
 def test_a_token_without_issuer_or_subject_signs_no_one_in() -> None:
-    at = _oidc({"is_logged_in": True, "email": "ann@hospital.example", "email_verified": True})
+    at = _oidc({"is_logged_in": True, "iat": IAT, "email": "ann@hospital.example", "email_verified": True})
     assert not at.markdown
     assert "issuer" in shown(at.error[0].value) and "subject" in shown(at.error[0].value)
+    at = _oidc({"is_logged_in": True, "iss": ISSUER, "sub": "s-ann"})
+    assert not at.markdown and "issue time (iat)" in shown(at.error[0].value)
 
 
 # ------------------------------------------------------------------------------------ low: namespaces
@@ -237,3 +254,24 @@ def test_peer_is_proxy(peer, proxies, trusted) -> None:
 )
 def test_loopback_server_address(address, loopback) -> None:
     assert auth.loopback_address(address) is loopback
+
+
+# ------------------------------------------------------------------------------------ sign-out
+def test_sign_out_revokes_the_token_and_a_new_sign_in_is_another_token(own_store) -> None:
+    alice = {"is_logged_in": True, "iss": ISSUER, "sub": "s-alice", "iat": IAT, "nonce": "n1"}
+    at = _oidc(alice)
+    assert "key=oidc:" in _said(at)
+    at.sidebar.button(key="auth_sign_out").click().run()
+    at.run()  # the same cookie (its token) again
+    assert not at.markdown and [b.label for b in at.button] == ["Sign in"]
+    assert "key=oidc:" in _said(_oidc(alice | {"iat": IAT + 60, "nonce": "n2"}))  # signed in again
+    assert auth.token_id(alice) != auth.token_id(alice | {"nonce": "n2"})
+
+
+def test_an_unreadable_revocation_list_signs_no_one_in(tmp_path, monkeypatch) -> None:
+    folder = tmp_path / "open"
+    folder.mkdir(mode=0o755)
+    folder.chmod(0o755)  # the store refuses a folder others can read
+    monkeypatch.setenv("COHORTSHIELD_STORE", str(folder / "store.sqlite3"))
+    at = _oidc({"is_logged_in": True, "iss": ISSUER, "sub": "s-alice", "iat": IAT})
+    assert not at.markdown and "readable by others" in shown(at.error[0].value)

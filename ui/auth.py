@@ -3,6 +3,8 @@ drawn for a session without a user. Three modes, decided by the server's setting
 
 - `oidc`: `.streamlit/secrets.toml` has an `[auth]` section. Streamlit's `st.login` signs the user in
   at the OpenID Connect provider; until `st.user.is_logged_in`, the app shows only a sign-in button.
+  Sign out puts the cookie's ID token on the store's revocation list (`token_id`) before `st.logout`,
+  which only deletes the browser's cookie: a copy of the cookie then signs no one in (issue 40).
 - `header`: `server.trustedUserHeaders` maps a header of the reverse proxy that authenticated the user
   (e.g. `{"X-Forwarded-User" = "email"}`); the user is that `st.user` key (`st.context.headers` as a
   fallback). A session without the header gets no page. The proxy must strip the header from the
@@ -27,7 +29,9 @@ the single user is one.
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
+import json
 import os
 import sys
 from collections.abc import Mapping
@@ -95,12 +99,40 @@ def oidc_identity(claims: Mapping[str, Any]) -> tuple[str, str | None]:
     return f"oidc:{iss}#{sub}", (str(email) if email and verified else None)
 
 
+def token_id(claims: Mapping[str, Any]) -> str:
+    """The id of the ID token a sign-in cookie holds, for the store's revocation list (issue 40: a
+    cookie replayed after sign-out): sha256 of its issuer, subject, issue time, nonce and `jti`, which
+    differ at every sign-in. UserError without `iat` (OIDC Core 1.0 section 2 requires it)."""
+    if claims.get("iat") is None:
+        raise UserError("the identity provider's token has no issue time (iat): no one is signed in")
+    fields = [claims.get(name) for name in ("iss", "sub", "iat", "nonce", "jti")]
+    return hashlib.sha256(json.dumps(fields, default=str).encode()).hexdigest()
+
+
 def _oidc_user() -> User | None:
+    """The signed-in user, or None: not signed in, or signed in with a token revoked at sign-out."""
     info = st.user.to_dict()
     if not info.get("is_logged_in"):
         return None
     key, email = oidc_identity(info)
+    from ui.resume import shared_store
+
+    if shared_store().revoked(token_id(info)):
+        return None
     return User(key, email or key, "oidc", _is_admin(key, email))
+
+
+def _sign_out() -> None:
+    """The sidebar's Sign out: the cookie's token goes on the revocation list, then Streamlit signs out
+    (which only deletes this browser's cookie). A revocation that cannot be written is logged; the
+    sign-out goes on."""
+    from ui.resume import shared_store
+
+    try:
+        shared_store().revoke(token_id(st.user.to_dict()))
+    except UserError as exc:
+        print(f"cohortshield: sign-out: the token could not be revoked: {exc}", file=sys.stderr)
+    st.logout()
 
 
 # ------------------------------------------------------------------------------------ header
@@ -286,7 +318,7 @@ def _show(user: User) -> None:
 
         side.caption(md(f"Signed in as {user.name}" + (" (administrator)" if user.admin else "")))
         if user.mode == "oidc":
-            side.button("Sign out", key="auth_sign_out", on_click=st.logout)
+            side.button("Sign out", key="auth_sign_out", on_click=_sign_out)
 
 
 def current_user() -> str:

@@ -55,6 +55,12 @@ _SIMPLE = (str, int, float, bool, type(None))
 
 
 def _store() -> Store:
+    return shared_store()
+
+
+def shared_store() -> Store:
+    """The server's store (one connection per location): the users' records, and ui/auth.py's
+    revocation list."""
     return _open(store_location())
 
 
