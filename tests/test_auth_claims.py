@@ -185,13 +185,18 @@ def _header(peer: str | None, name: str = "admin@hospital.example") -> AppTest:
     return at
 
 
-def test_a_forged_header_sent_around_the_proxy_is_refused(header_mode, monkeypatch) -> None:
+def test_a_forged_header_sent_around_the_proxy_is_refused(header_mode, monkeypatch, capsys) -> None:
     monkeypatch.setenv("COHORTSHIELD_ADMINS", "admin@hospital.example")
     monkeypatch.delenv(PROXIES, raising=False)
+    monkeypatch.setattr(auth, "_LOGGED", set())
     config.set_option("server.address", "0.0.0.0")
     at = _header("198.51.100.7")
     assert not at.markdown  # no page
     assert PROXIES in shown(at.error[0].value) and "0.0.0.0" in shown(at.error[0].value)
+    logged = capsys.readouterr().err
+    assert "cohortshield: sign-in: The server listens on 0.0.0.0" in logged and PROXIES in logged
+    _header("198.51.100.7")
+    assert "cohortshield: sign-in:" not in capsys.readouterr().err  # once per message
 
     monkeypatch.setenv(PROXIES, "192.0.2.10, 2001:db8::/64")
     at = _header("198.51.100.7")
