@@ -91,17 +91,26 @@ def streamlit_server(tmp: Path, env: dict[str, str] | None = None) -> Iterator[s
 
 
 @contextmanager
-def served_app(port: int, log: Path, *, cwd: Path = ROOT, env: dict[str, str] | None = None) -> Iterator[str]:
-    """`streamlit run <checkout>/app.py` on `port` from `cwd` with the environment `env` (this process's
-    when None), its output in `log`; yields the base URL once healthy, stops the server on exit.
+def served_app(
+    port: int,
+    log: Path,
+    *,
+    cwd: Path = ROOT,
+    env: dict[str, str] | None = None,
+    script: Path = ROOT / "app.py",
+    address: str = "localhost",
+) -> Iterator[str]:
+    """`streamlit run <checkout>/app.py` (or `script`) on `port` of `address` from `cwd` with the
+    environment `env` (this process's when None), its output in `log`; yields the base URL (on
+    localhost) once healthy, stops the server on exit.
     The shipped sample's lab orders are not read ahead (`COHORTSHIELD_WARM_LABS=0`, unless `env` says):
     a production server's head start, which in the tests would have every server read 6.9 M orders
     beside the browsers on two cores (tests/test_labs_first_open.py serves one that does)."""
     env = {"COHORTSHIELD_WARM_LABS": "0", **(os.environ if env is None else env)}
     cmd = [
-        sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"),
+        sys.executable, "-m", "streamlit", "run", str(script),
         "--server.port", str(port), "--server.headless", "true",
-        "--server.address", "localhost", "--browser.gatherUsageStats", "false",
+        "--server.address", address, "--browser.gatherUsageStats", "false",
     ]  # fmt: skip
     with log.open("w") as out:
         proc = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, env=env)

@@ -30,6 +30,21 @@ st.write(f"page drawn for {user.name}, admin={user.admin}")
 """
 
 
+def _signed_in(email: str, **claims: object) -> dict:
+    """A signed-in user's claims (ui/auth.py keys them on iss and sub; the e-mail counts if verified)."""
+    sub = "s-" + email.split("@")[0].lower()
+    return {
+        "is_logged_in": True,
+        "iss": "https://login.hospital.example",
+        "sub": sub,
+        "iat": 1_800_000_000,
+    } | {
+        "email": email,
+        "email_verified": True,
+        **claims,
+    }
+
+
 def _captions(at: AppTest) -> str:
     return "\n".join(c.value for c in at.sidebar.caption)
 
@@ -57,7 +72,7 @@ def test_signed_in_shows_the_user_and_the_page(monkeypatch) -> None:
     monkeypatch.delenv("COHORTSHIELD_ADMINS", raising=False)
     at = full_app(timeout=300)
     at.secrets["auth"] = AUTH
-    at.user = {"is_logged_in": True, "email": "ann@hospital.example", "name": "Ann"}
+    at.user = _signed_in("ann@hospital.example", name="Ann")
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     assert "Signed in as ann@hospital.example" in shown(_captions(at))
@@ -70,10 +85,10 @@ def test_admins_are_named_by_the_environment(monkeypatch) -> None:
     monkeypatch.setenv("COHORTSHIELD_ADMINS", "root@hospital.example, ann@hospital.example")
     at = AppTest.from_string(GATE_ONLY, default_timeout=60)
     at.secrets["auth"] = AUTH
-    at.user = {"is_logged_in": True, "email": "Ann@hospital.example"}
+    at.user = _signed_in("Ann@hospital.example")
     at.run()
     assert "admin=True" in at.markdown[0].value
-    at.user = {"is_logged_in": True, "email": "bob@hospital.example"}
+    at.user = _signed_in("bob@hospital.example")
     at.run()
     assert "admin=False" in at.markdown[0].value
 

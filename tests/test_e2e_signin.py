@@ -17,7 +17,7 @@ from oidc_support import oidc_provider, signin_server
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("browser")]
 
-ALICE = ("alice", {"email": "alice@hospital.example", "name": "Alice Example"})
+ALICE = ("alice", {"email": "alice@hospital.example", "email_verified": True, "name": "Alice Example"})
 # the caption as drawn: ui.literal.md puts a word joiner after "@" (no autolink)
 SIGNED_IN = re.compile(r"Signed in as alice@\u2060?hospital\.example")
 

@@ -133,3 +133,22 @@ def test_postgresql_url_spellings() -> None:
     s = open_store("postgresql://u:secret@127.0.0.1:1/db")
     assert isinstance(s, SqlAlchemyStore)
     assert "secret" not in repr(s) and "secret" not in str(s)
+
+
+def test_the_revocation_list(store: Store) -> None:
+    """Sign-out's revoked tokens (issue 40, ui.auth.token_id); entries older than REVOKED_DAYS go."""
+    from datetime import UTC, datetime, timedelta
+    from unittest import mock
+
+    from engine.store import store as module
+
+    token = hashlib.sha256(os.urandom(8)).hexdigest()
+    assert not store.revoked(token)
+    store.revoke(token)
+    store.revoke(token)  # twice: no error
+    assert store.revoked(token) and not store.revoked(token[::-1])
+    later = datetime.now(UTC) + timedelta(days=module.REVOKED_DAYS + 1)
+    with mock.patch.object(module, "datetime", wraps=datetime) as clock:
+        clock.now.return_value = later
+        store.revoke(token[::-1])
+    assert not store.revoked(token) and store.revoked(token[::-1])

@@ -3,43 +3,73 @@ drawn for a session without a user. Three modes, decided by the server's setting
 
 - `oidc`: `.streamlit/secrets.toml` has an `[auth]` section. Streamlit's `st.login` signs the user in
   at the OpenID Connect provider; until `st.user.is_logged_in`, the app shows only a sign-in button.
-  The user is `st.user.email` (else its name, else its subject).
+  Sign out puts the cookie's ID token on the store's revocation list (`token_id`) before `st.logout`,
+  which only deletes the browser's cookie: a copy of the cookie then signs no one in (issue 40).
 - `header`: `server.trustedUserHeaders` maps a header of the reverse proxy that authenticated the user
   (e.g. `{"X-Forwarded-User" = "email"}`); the user is that `st.user` key (`st.context.headers` as a
   fallback). A session without the header gets no page. The proxy must strip the header from the
-  client's requests (docs/deployment.md).
+  client's requests (docs/deployment.md), and the header is believed only from the proxy (issue 40,
+  finding 4): from a peer in `COHORTSHIELD_TRUSTED_PROXIES` (addresses or networks, comma-separated),
+  or, without that setting, on a server bound to loopback only; on any other `server.address` the
+  gate refuses every session until the setting is made.
 - `local`: neither is set: single-user mode, for `make run` (bound to localhost by
   .streamlit/config.toml). A client connecting from another machine (`st.context.ip_address` not
-  loopback) gets no page. The user is `local:<OS user>`.
+  loopback) gets no page.
 
-Administrators (`is_admin`): the users listed in `COHORTSHIELD_ADMINS` (comma-separated, as the user
-appears: an e-mail address or the header's value); in local mode the single user is one.
+Every user has a key (`User.key`: the store's record and the audit log's user), namespaced by mode so
+that no name claimed in one mode equals a key of another (issue 40, low finding):
+`oidc:<iss>#<sub>` (the ID token's issuer and subject, never a claim the user can edit: finding 3),
+`header:<value>` and `local:<OS user>`. The name shown is the token's `email` only when
+`email_verified` is true (else the key), the header's value, or the OS user.
+
+Administrators (`is_admin`): `COHORTSHIELD_ADMINS` (comma-separated) names them by key (exact), by a
+verified e-mail address (OIDC) or by the header's value (case is ignored for those two); in local mode
+the single user is one.
 """
 
 from __future__ import annotations
 
+import hashlib
+import ipaddress
+import json
 import os
+import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, NoReturn
 
 import streamlit as st
 
+from engine.io.errors import UserError
 from ui import state
 from ui.state import ABSENT
 
 ADMINS_ENV = "COHORTSHIELD_ADMINS"
+PROXIES_ENV = "COHORTSHIELD_TRUSTED_PROXIES"
 USER_KEY = "_auth_user"  # the run's User, for ui/downloads.py and the pages
 state.declare(__name__, held={USER_KEY: ABSENT})
 
 
 @dataclass(frozen=True)
 class User:
-    name: str
+    key: str  # `<mode>:...` (module docstring): the store's and the audit log's user
+    name: str  # shown in the sidebar
     mode: str  # "oidc", "header" or "local"
     admin: bool
 
 
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
 def admins() -> set[str]:
-    return {a.strip().lower() for a in os.environ.get(ADMINS_ENV, "").split(",") if a.strip()}
+    return {a.strip() for a in os.environ.get(ADMINS_ENV, "").split(",") if a.strip()}
+
+
+def _is_admin(key: str, name: str | None) -> bool:
+    """Named in COHORTSHIELD_ADMINS by its key (exact) or by `name` (an attested e-mail or header
+    value, case ignored)."""
+    named = admins()
+    return key in named or (name is not None and name.lower() in {a.lower() for a in named})
 
 
 def mode() -> str:
@@ -54,42 +84,190 @@ def mode() -> str:
     return "local"
 
 
-def _oidc_user() -> str | None:
+# ------------------------------------------------------------------------------------ OIDC
+def oidc_identity(claims: Mapping[str, Any]) -> tuple[str, str | None]:
+    """(key, verified e-mail or None) of a signed-in user's ID-token claims (issue 40, finding 3): the
+    key is `oidc:<iss>#<sub>`, the pair OIDC Core 1.0 section 5.7 names as the only stable identifier;
+    `email` counts only with `email_verified` true, and `name` never. UserError without `iss`/`sub`."""
+    iss, sub = claims.get("iss"), claims.get("sub")
+    if not iss or not sub:
+        raise UserError(
+            "the identity provider's token names no issuer (iss) or subject (sub): no one is signed in"
+        )
+    email = claims.get("email")
+    verified = claims.get("email_verified") is True or str(claims.get("email_verified")).lower() == "true"
+    return f"oidc:{iss}#{sub}", (str(email) if email and verified else None)
+
+
+def token_id(claims: Mapping[str, Any]) -> str:
+    """The id of the ID token a sign-in cookie holds, for the store's revocation list (issue 40: a
+    cookie replayed after sign-out): sha256 of its issuer, subject, issue time, nonce and `jti`, which
+    differ at every sign-in. UserError without `iat` (OIDC Core 1.0 section 2 requires it)."""
+    if claims.get("iat") is None:
+        raise UserError("the identity provider's token has no issue time (iat): no one is signed in")
+    fields = [claims.get(name) for name in ("iss", "sub", "iat", "nonce", "jti")]
+    return hashlib.sha256(json.dumps(fields, default=str).encode()).hexdigest()
+
+
+def _oidc_user() -> User | None:
+    """The signed-in user, or None: not signed in, or signed in with a token revoked at sign-out."""
     info = st.user.to_dict()
     if not info.get("is_logged_in"):
         return None
-    return str(info.get("email") or info.get("name") or info.get("sub") or "signed-in user")
+    key, email = oidc_identity(info)
+    from ui.resume import shared_store
+
+    if shared_store().revoked(token_id(info)):
+        return None
+    return User(key, email or key, "oidc", _is_admin(key, email))
 
 
-def _header_user() -> str | None:
+def _sign_out() -> None:
+    """The sidebar's Sign out: the cookie's token goes on the revocation list, then Streamlit signs out
+    (which only deletes this browser's cookie). A revocation that cannot be written is logged; the
+    sign-out goes on."""
+    from ui.resume import shared_store
+
+    try:
+        shared_store().revoke(token_id(st.user.to_dict()))
+    except UserError as exc:
+        print(f"cohortshield: sign-out: the token could not be revoked: {exc}", file=sys.stderr)
+    st.logout()
+
+
+# ------------------------------------------------------------------------------------ header
+def parse_proxies(text: str) -> list[Network]:
+    """The networks of a comma-separated list of addresses or CIDR networks; UserError naming an entry
+    that is neither."""
+    out = []
+    for entry in (e.strip() for e in text.split(",")):
+        if not entry:
+            continue
+        try:
+            out.append(ipaddress.ip_network(entry, strict=False))
+        except ValueError:
+            raise UserError(
+                f"{PROXIES_ENV}: {entry!r} is not an IP address or network (e.g. 10.0.0.5, 10.0.0.0/24)"
+            ) from None
+    return out
+
+
+def trusted_proxies() -> list[Network]:
+    """COHORTSHIELD_TRUSTED_PROXIES, parsed (`parse_proxies`)."""
+    return parse_proxies(os.environ.get(PROXIES_ENV, ""))
+
+
+def peer_is_proxy(peer: str | None, proxies: list[Network]) -> bool:
+    """Whether the connection's peer as `st.context.ip_address` reports it is one of `proxies`. Streamlit
+    1.67 reports the loopback peers 127.0.0.1 and ::1 as None: None matches a network holding either."""
+    if peer is None:
+        candidates = [ipaddress.ip_address("127.0.0.1"), ipaddress.ip_address("::1")]
+    else:
+        try:
+            ip = ipaddress.ip_address(peer)
+        except ValueError:
+            return False
+        mapped = getattr(ip, "ipv4_mapped", None)  # an IPv4 client on a dual-stack socket
+        candidates = [ip] if mapped is None else [ip, mapped]
+    return any(ip in net for ip in candidates for net in proxies if ip.version == net.version)
+
+
+def loopback_address(address: str) -> bool:
+    """Whether Streamlit's `server.address` binds loopback only (`""` binds every address)."""
+    if address == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
+
+
+def _peer() -> str | None:
+    """The connection's peer (`st.context.ip_address`: None for loopback); None also without a
+    client (AppTest), as Streamlit itself reports it."""
+    ip = st.context.ip_address
+    return ip if isinstance(ip, str) and ip else None
+
+
+def _proxy_refusal() -> str | None:
+    """Why this session's header cannot be believed (module docstring), or None."""
+    try:
+        proxies = trusted_proxies()
+    except UserError as exc:
+        return str(exc)
+    address = str(st.config.get_option("server.address") or "")
+    if not proxies:
+        if loopback_address(address):
+            return None
+        return (
+            f"The server listens on {address or 'every address'} and takes the user from a proxy's header, "
+            f"but {PROXIES_ENV} names no proxy: any client could send the header. Set it to the proxy's "
+            "address (docs/deployment.md) or bind the server to localhost."
+        )
+    peer = _peer()
+    if peer_is_proxy(peer, proxies):
+        return None
+    return (
+        f"This connection comes from {peer or 'this machine (loopback)'}, not from a proxy named by "
+        f"{PROXIES_ENV}: its user header is not believed. Open the app through the proxy's address."
+    )
+
+
+def _header_user() -> User | None:
     mapping: dict = st.config.get_option("server.trustedUserHeaders") or {}
     info = st.user.to_dict()
     for header, key in mapping.items():
         value = info.get(key) or st.context.headers.get(header)
         if value:
-            return str(value)
+            return User(f"header:{value}", str(value), "header", _is_admin(f"header:{value}", str(value)))
     return None
 
 
-def _local_user() -> str:
+def _local_user() -> User:
     from engine.audit.log import os_user
 
-    return f"local:{os_user()}"
+    key = f"local:{os_user()}"
+    return User(key, key, "local", True)
+
+
+_LOGGED: set[str] = set()
+
+
+def _refuse(message: str, sign_out: bool = False) -> NoReturn:
+    """The gate's refusal: on the page (with a sign-out button when asked), once per message in the
+    server's log, and no page."""
+    from ui import literal
+
+    if message not in _LOGGED:
+        _LOGGED.add(message)
+        print(f"cohortshield: sign-in: {message}", file=sys.stderr)
+    st.title("CohortShield")
+    literal.error(message)
+    if sign_out:
+        st.button("Sign out", key="auth_sign_out", on_click=st.logout)
+    _no_page()
 
 
 def gate() -> User:
     """The session's user, shown in the sidebar; without one, a sign-in (or a refusal) and `st.stop()`."""
     how = mode()
+    user: User | None
     if how == "oidc":
-        name = _oidc_user()
-        if name is None:
+        try:
+            user = _oidc_user()
+        except UserError as exc:
+            _refuse(str(exc), sign_out=True)
+        if user is None:
             st.title("CohortShield")
             st.info("Sign in to use CohortShield: this server holds patient data and keeps an audit log.")
             st.button("Sign in", type="primary", key="auth_sign_in", on_click=st.login)
             _no_page()
     elif how == "header":
-        name = _header_user()
-        if name is None:
+        refusal = _proxy_refusal()
+        if refusal is not None:
+            _refuse(refusal)
+        user = _header_user()
+        if user is None:
             st.title("CohortShield")
             st.error(
                 "No signed-in user: this server takes the user from its reverse proxy's header, and the "
@@ -107,9 +285,8 @@ def gate() -> User:
                 "the server to localhost."
             )
             _no_page()
-        name = _local_user()
-    assert name is not None
-    user = User(name, how, how == "local" or name.lower() in admins())
+        user = _local_user()
+    assert user is not None
     st.session_state[USER_KEY] = user
     _show(user)
     return user
@@ -119,7 +296,7 @@ def _signed_out() -> None:
     """The one page of a run without a user (`_no_page`); never run: the gate has drawn the refusal."""
 
 
-def _no_page() -> None:
+def _no_page() -> NoReturn:
     """End a run without a user. Until some session's app.py has called `st.navigation`, Streamlit 1.67
     serves the app in its legacy `pages/` mode (ui/context.py), which lists every file of pages/ in the
     sidebar: replace that list by a hidden one-page navigation, so that the refusal is all that shows.
@@ -141,10 +318,11 @@ def _show(user: User) -> None:
 
         side.caption(md(f"Signed in as {user.name}" + (" (administrator)" if user.admin else "")))
         if user.mode == "oidc":
-            side.button("Sign out", key="auth_sign_out", on_click=st.logout)
+            side.button("Sign out", key="auth_sign_out", on_click=_sign_out)
 
 
 def current_user() -> str:
-    """The name of this run's user (set by `gate`); `local:<OS user>` when no gate ran (tests)."""
+    """The key of this run's user (`User.key`, set by `gate`): the store's record and the audit log's
+    user; `local:<OS user>` when no gate ran (tests)."""
     user = st.session_state.get(USER_KEY)
-    return user.name if isinstance(user, User) else _local_user()
+    return user.key if isinstance(user, User) else _local_user().key

@@ -18,7 +18,8 @@ sidebar has loaded its data; then `ui.study.reopen` rebuilds every release from 
 re-verifies it (a verdict read from the store is never believed). The study JSON holds the study's
 pseudonym key: it is stored nowhere else (the store is as sensitive as the data: docs/deployment.md).
 
-The user is `ui.auth.current_user()` (single-user local mode: `local:<OS user>`).
+The user is `ui.auth.current_user()`, the key of the signed-in user (`oidc:<iss>#<sub>`, `header:<value>`,
+single-user local mode: `local:<OS user>`), never a name the user can claim (issue 40).
 """
 
 from __future__ import annotations
@@ -54,6 +55,12 @@ _SIMPLE = (str, int, float, bool, type(None))
 
 
 def _store() -> Store:
+    return shared_store()
+
+
+def shared_store() -> Store:
+    """The server's store (one connection per location): the users' records, and ui/auth.py's
+    revocation list."""
     return _open(store_location())
 
 

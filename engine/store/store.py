@@ -15,6 +15,10 @@ Where (`open_store`): `COHORTSHIELD_STORE`, else `.cohortshield/store.sqlite3` i
 - a `postgresql://` URL (or `postgresql+psycopg://`): PostgreSQL through SQLAlchemy (`SqlAlchemyStore`),
   its tables created when missing; the password never appears in `repr` or errors.
 
+The store also keeps the sign-in's revocation list (issue 40): the ids of the ID tokens whose user
+signed out (`revoke`, `revoked`; `ui.auth.token_id`), so that a copy of a signed-out cookie signs no one
+in; an entry is dropped after `REVOKED_DAYS`, when Streamlit no longer accepts the cookie anyway.
+
 Verdicts are not this module's business: the study JSON is stored as given, and a reopened study is
 rebuilt and re-verified (`ui.study.reopen`), never believed.
 """
@@ -29,7 +33,7 @@ import stat
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +43,9 @@ ENV = "COHORTSHIELD_STORE"
 ROOT = Path(__file__).resolve().parent.parent.parent
 DEFAULT = ROOT / ".cohortshield" / "store.sqlite3"
 STUDY_TABLE, FILE_TABLE = "cohortshield_study", "cohortshield_file"
+REVOKED_TABLE = "cohortshield_revoked"
+# How long a revoked token is kept: Streamlit 1.67 accepts its sign-in cookie for 30 days (+1 of grace).
+REVOKED_DAYS = 32
 
 
 class StoreError(UserError, RuntimeError):
@@ -83,6 +90,10 @@ def _choices_text(choices: Mapping[str, Any]) -> str:
         raise StoreError(f"the choices cannot be stored as JSON: {exc}") from None
 
 
+def _cutoff() -> str:
+    return (datetime.now(UTC) - timedelta(days=REVOKED_DAYS)).isoformat(timespec="microseconds")
+
+
 def _checked(user: str) -> str:
     if not isinstance(user, str) or not user.strip():
         raise StoreError("the store needs a user")
@@ -118,6 +129,15 @@ class Store(ABC):
     @abstractmethod
     def delete(self, user: str) -> None:
         """Remove the user's whole record."""
+
+    @abstractmethod
+    def revoke(self, token: str) -> None:
+        """Put a signed-out sign-in token (an opaque id: `ui.auth.token_id`) on the revocation list,
+        and drop the entries older than `REVOKED_DAYS` (issue 40: a cookie replayed after sign-out)."""
+
+    @abstractmethod
+    def revoked(self, token: str) -> bool:
+        """Whether `token` is on the revocation list."""
 
     @staticmethod
     def _stored(
@@ -157,6 +177,7 @@ CREATE TABLE IF NOT EXISTS {STUDY_TABLE} (
 CREATE TABLE IF NOT EXISTS {FILE_TABLE} (
     user_name TEXT NOT NULL, role TEXT NOT NULL, name TEXT NOT NULL, sha256 TEXT NOT NULL,
     data BLOB NOT NULL, PRIMARY KEY (user_name, role));
+CREATE TABLE IF NOT EXISTS {REVOKED_TABLE} (token TEXT PRIMARY KEY, revoked_at TEXT NOT NULL);
 """
 
 
@@ -287,6 +308,31 @@ class SqliteStore(Store):
         finally:
             con.close()
 
+    def revoke(self, token: str) -> None:
+        con = self._connect()
+        try:
+            con.execute("BEGIN IMMEDIATE")
+            con.execute(f"DELETE FROM {REVOKED_TABLE} WHERE revoked_at < ?", (_cutoff(),))
+            con.execute(
+                f"INSERT INTO {REVOKED_TABLE} (token, revoked_at) VALUES (?, ?) ON CONFLICT (token) DO NOTHING",
+                (_checked(token), _now()),
+            )
+            con.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot write the study store {self.path}: {exc}") from None
+        finally:
+            con.close()
+
+    def revoked(self, token: str) -> bool:
+        con = self._connect()
+        try:
+            row = con.execute(f"SELECT 1 FROM {REVOKED_TABLE} WHERE token = ?", (_checked(token),)).fetchone()
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot read the study store {self.path}: {exc}") from None
+        finally:
+            con.close()
+        return row is not None
+
 
 # ------------------------------------------------------------------------- PostgreSQL (SQLAlchemy)
 class SqlAlchemyStore(Store):
@@ -317,6 +363,12 @@ class SqlAlchemyStore(Store):
             sa.Column("name", sa.Text, nullable=False),
             sa.Column("sha256", sa.Text, nullable=False),
             sa.Column("data", sa.LargeBinary, nullable=False),
+        )
+        self.revocations = sa.Table(
+            REVOKED_TABLE,
+            meta,
+            sa.Column("token", sa.Text, primary_key=True),
+            sa.Column("revoked_at", sa.Text, nullable=False),
         )
         self._meta = meta
         self._ready = False
@@ -413,6 +465,32 @@ class SqlAlchemyStore(Store):
         with self._begin() as con:
             con.execute(sa.delete(self.files).where(self.files.c.user_name == _checked(user)))
             con.execute(sa.delete(self.studies).where(self.studies.c.user_name == user))
+
+    def revoke(self, token: str) -> None:
+        import sqlalchemy as sa
+        from sqlalchemy.dialects.postgresql import insert
+
+        r = self.revocations
+        try:
+            with self._begin() as con:
+                con.execute(sa.delete(r).where(r.c.revoked_at < _cutoff()))
+                con.execute(
+                    insert(r).values(token=_checked(token), revoked_at=_now()).on_conflict_do_nothing()
+                )
+        except sa.exc.SQLAlchemyError as exc:
+            raise StoreError(f"cannot write the study store {self._shown}: {type(exc).__name__}") from None
+
+    def revoked(self, token: str) -> bool:
+        import sqlalchemy as sa
+
+        r = self.revocations
+        try:
+            with self._begin() as con:
+                return (
+                    con.execute(sa.select(r.c.token).where(r.c.token == _checked(token))).first() is not None
+                )
+        except sa.exc.SQLAlchemyError as exc:
+            raise StoreError(f"cannot read the study store {self._shown}: {type(exc).__name__}") from None
 
 
 # ------------------------------------------------------------------------------------ opening
