@@ -6,13 +6,20 @@ through their settings, or the expansion floor); bench/bombs.py measures them at
 
 from __future__ import annotations
 
+import hashlib
 import io
+import json
+import time
+import zipfile
 
 import pytest
 
 from engine.io import limits as limits_module
 from engine.io.errors import DataError
 from engine.io.loaders import load_events, load_uploaded
+from engine.study.package import read_study_file, write_package
+from engine.study.study import StudyError
+from tests.test_study_package import _inputs, _study
 
 
 def _rle_parquet(rows: int, **columns: object) -> bytes:
@@ -81,3 +88,89 @@ def test_the_command_line_names_a_parquet_bomb_and_exits_2(monkeypatch, tmp_path
     err = capsys.readouterr().err
     assert "events.parquet: 60,000 cells" in err and "COHORTSHIELD_MAX_CELLS" in err
     assert "Traceback" not in err
+
+
+# ---------------------------------------------------------------------------------- packages
+def _members(pkg: bytes) -> dict[str, bytes]:
+    zf = zipfile.ZipFile(io.BytesIO(pkg))
+    return {n: zf.read(n) for n in zf.namelist()}
+
+
+def _zip(members: list[tuple[str, bytes]]) -> bytes:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, body in members:
+            zf.writestr(zipfile.ZipInfo(name, date_time=(2000, 1, 1, 0, 0, 0)), body, zipfile.ZIP_DEFLATED)
+    return out.getvalue()
+
+
+def _recording(events: bytes) -> list[tuple[str, bytes]]:
+    """A package's members whose study.json records the real sha256 of `events` as inputs/0: the
+    issue's bomb, which no sha256 mismatch stops."""
+    m = _members(write_package(_study(), _inputs()))
+    study = json.loads(m["study.json"])
+    study["data"]["inputs"]["events.csv"] = hashlib.sha256(events).hexdigest()
+    m["study.json"], m["inputs/0"] = json.dumps(study).encode(), events
+    return list(m.items())
+
+
+def _declare(pkg: bytes, member: str, size: int) -> bytes:
+    """`member`'s uncompressed size in its local header and central directory entry set to `size`."""
+    out, name = bytearray(pkg), member.encode()
+    for sig, off in ((b"PK\x03\x04", 22), (b"PK\x01\x02", 24)):
+        pos = out.find(sig)
+        while pos >= 0:
+            start = pos + (30 if sig == b"PK\x03\x04" else 46)
+            if out[start : start + len(name)] == name:
+                out[pos + off : pos + off + 4] = size.to_bytes(4, "little")
+            pos = out.find(sig, pos + 4)
+    return bytes(out)
+
+
+def test_a_member_declaring_600_mib_is_refused_by_the_default_limit_before_it_is_inflated():
+    pkg = _declare(_zip(_recording(b"patient_id,code\np1,250.00\n")), "inputs/0", 600 << 20)
+    with pytest.raises(
+        StudyError,
+        match=r"big\.zip: the member 'inputs/0' inflates to 629,145,600 bytes, more than 536,870,912 "
+        r"\(the limit COHORTSHIELD_MAX_MEMBER_BYTES\); not read",
+    ):
+        read_study_file(pkg, "big.zip")
+
+
+def test_a_member_of_zeros_whose_sha256_the_study_records_is_refused_by_its_expansion(monkeypatch):
+    monkeypatch.setattr(limits_module, "EXPANSION_FLOOR", 1 << 20)  # the issue's 1.9 GiB, scaled down
+    pkg = _zip(_recording(b"\0" * (4 << 20)))
+    with pytest.raises(
+        StudyError,
+        match=r"zeros\.zip: the member 'inputs/0' inflates [\d,]+ bytes to 4,194,304, [\d,]+ times, more "
+        r"than 250 \(the limit COHORTSHIELD_MAX_EXPANSION\); not read",
+    ):
+        read_study_file(pkg, "zeros.zip")
+
+
+def _many(n: int) -> bytes:
+    """A package of `n` members besides its own, the last one's name given twice."""
+    members = [*_members(write_package(_study(), _inputs())).items()]
+    members += [(f"extra/{i}", b"x") for i in range(n - 1)] + [(f"extra/{n - 2}", b"x")]
+    with pytest.warns(UserWarning):  # zipfile warns about the duplicate name it writes
+        return _zip(members)
+
+
+def test_a_package_of_too_many_members_is_refused_before_its_directory_is_parsed(monkeypatch):
+    pkg = _many(1_200)
+    monkeypatch.setattr(zipfile, "ZipFile", lambda *a, **k: pytest.fail("the directory was parsed"))
+    with pytest.raises(
+        StudyError,
+        match=r"many\.zip: 1,204 zip members, more than 1,000 \(the limit COHORTSHIELD_MAX_ZIP_MEMBERS\)",
+    ):
+        read_study_file(pkg, "many.zip")
+
+
+def test_a_duplicate_among_40000_members_is_found_in_linear_time(monkeypatch):
+    """The issue's 100,000 members took 214 s of CPU (a count per name); 40,000 took 15 s here."""
+    monkeypatch.setenv("COHORTSHIELD_MAX_ZIP_MEMBERS", "1000000")
+    pkg = _many(40_000)
+    start = time.process_time()
+    with pytest.raises(StudyError, match=r"dup\.zip: the package holds 'extra/39998' more than once"):
+        read_study_file(pkg, "dup.zip")
+    assert time.process_time() - start < 3

@@ -143,13 +143,13 @@ def check_member(info: zipfile.ZipInfo, where: str, most: int, field: str, lim: 
     `EXPANSION_FLOOR`, its inflation within `max_expansion` times its compressed size; before it is
     inflated."""
     lim = lim or limits()
-    name = f"{where}: the member {info.filename!r}"
+    name = f"the member {info.filename!r}"
     if info.file_size > most:
-        raise refuse(name, f"inflates to {info.file_size:,} bytes", most, field, "; not read")
+        raise refuse(where, f"{name} inflates to {info.file_size:,} bytes", most, field, "; not read")
     if info.file_size > EXPANSION_FLOOR and info.file_size > lim.max_expansion * max(info.compress_size, 1):
         raise refuse(
-            name,
-            f"inflates {info.compress_size:,} bytes to {info.file_size:,}, "
+            where,
+            f"{name} inflates {info.compress_size:,} bytes to {info.file_size:,}, "
             f"{info.file_size // max(info.compress_size, 1):,} times",
             lim.max_expansion,
             "max_expansion",
