@@ -15,6 +15,7 @@ import zipfile
 import pytest
 
 from engine.io import limits as limits_module
+from engine.io.deployment import LimitExceeded
 from engine.io.errors import DataError
 from engine.io.loaders import load_events, load_uploaded
 from engine.study.package import read_study_file, write_package
@@ -174,3 +175,44 @@ def test_a_duplicate_among_40000_members_is_found_in_linear_time(monkeypatch):
     with pytest.raises(StudyError, match=r"dup\.zip: the package holds 'extra/39998' more than once"):
         read_study_file(pkg, "dup.zip")
     assert time.process_time() - start < 3
+
+
+# ---------------------------------------------------------------------------------------- MEDS
+def test_a_meds_shard_of_run_length_encoded_rows_is_refused_from_its_footer(
+    monkeypatch, tmp_path, no_row_group_read
+):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from engine.io.meds import read_meds
+
+    monkeypatch.setattr(limits_module, "EXPANSION_FLOOR", 1 << 20)  # the 0.62 MB shard, scaled down
+    n = 200_000
+    table = pa.table(
+        {
+            "subject_id": pa.array([1] * n, pa.int64()),
+            "time": pa.array([0] * n, pa.timestamp("us")),
+            "code": pa.array(["ICD//9//25000"] * n),
+        }
+    )
+    (tmp_path / "data").mkdir()
+    pq.write_table(table, tmp_path / "data" / "0.parquet", compression="zstd")
+    with pytest.raises(
+        LimitExceeded,
+        match=r"data/0\.parquet: 4,\d{3},\d{3} bytes decoded from [\d,]+ stored, [\d,]+ times, more than 250 "
+        r"\(the limit COHORTSHIELD_MAX_EXPANSION\)",
+    ):
+        read_meds(tmp_path)
+
+
+def test_meds_shards_each_within_the_cell_limit_are_refused_together(monkeypatch, no_row_group_read):
+    from engine.io.meds import read_meds
+    from tests.meds_support import MEDS_DIR
+
+    monkeypatch.setenv("COHORTSHIELD_MAX_CELLS", "40")  # shards of 33 and 9 cells (3 columns read)
+    with pytest.raises(
+        LimitExceeded,
+        match=r"meds: 42 cells \(rows x columns read\) in its shards, more than 40 \(the limit "
+        r"COHORTSHIELD_MAX_CELLS\); no row was read",
+    ):
+        read_meds(MEDS_DIR)
