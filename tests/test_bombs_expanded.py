@@ -216,3 +216,80 @@ def test_meds_shards_each_within_the_cell_limit_are_refused_together(monkeypatch
         r"COHORTSHIELD_MAX_CELLS\); no row was read",
     ):
         read_meds(MEDS_DIR)
+
+
+# ---------------------------------------------------------------------------------------- xlsx
+def _workbook(rows: int, extra: dict[str, bytes] | None = None, dimension: str | None = "keep") -> bytes:
+    """An xlsx of a header and `rows` rows of (patient_id, code), with `extra` parts; its sheet's
+    `<dimension>` kept, replaced by `dimension` or (None) removed."""
+    import re
+
+    from openpyxl import Workbook
+
+    wb = Workbook()
+    ws = wb.active
+    ws.append(["patient_id", "code"])
+    for i in range(rows):
+        ws.append([f"p{i}", "250.00"])
+    buf = io.BytesIO()
+    wb.save(buf)
+    out = io.BytesIO()
+    with zipfile.ZipFile(buf) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            body = src.read(info)
+            if info.filename == "xl/worksheets/sheet1.xml" and dimension != "keep":
+                tag = b"" if dimension is None else f'<dimension ref="{dimension}"/>'.encode()
+                body = re.sub(rb"<dimension [^>]*/>", tag, body)
+            dst.writestr(info.filename, body)
+        for name, body in (extra or {}).items():
+            dst.writestr(name, body)
+    return out.getvalue()
+
+
+@pytest.fixture
+def no_workbook_parsed(monkeypatch):
+    import openpyxl
+
+    monkeypatch.setattr(openpyxl, "load_workbook", lambda *a, **k: pytest.fail("the workbook was parsed"))
+
+
+def test_an_xlsx_part_that_inflates_a_thousandfold_is_refused_before_the_workbook_is_parsed(
+    monkeypatch, no_workbook_parsed
+):
+    monkeypatch.setattr(limits_module, "EXPANSION_FLOOR", 1 << 20)  # within max_xlsx_bytes, scaled down
+    bomb = _workbook(2, {"xl/media/pad.bin": b"\0" * (4 << 20)})
+    with pytest.raises(
+        DataError,
+        match=r"pad\.xlsx: the member 'xl/media/pad\.bin' inflates [\d,]+ bytes to 4,194,304, [\d,]+ times, "
+        r"more than 250 \(the limit COHORTSHIELD_MAX_EXPANSION\)",
+    ):
+        load_events(("pad.xlsx", bomb))
+
+
+def test_an_xlsx_of_too_many_parts_is_refused_before_the_workbook_is_parsed(monkeypatch, no_workbook_parsed):
+    monkeypatch.setenv("COHORTSHIELD_MAX_ZIP_MEMBERS", "20")
+    bomb = _workbook(2, {f"xl/media/{i}.bin": b"x" for i in range(20)})
+    with pytest.raises(DataError, match=r"parts\.xlsx: 2\d zip members, more than 20 .*MAX_ZIP_MEMBERS"):
+        load_events(("parts.xlsx", bomb))
+
+
+def test_an_xlsx_declaring_more_cells_than_the_limit_is_refused_before_its_rows_are_read(monkeypatch):
+    """openpyxl yields empty rows up to the declared dimension: 2 M rows declared by 3 cells took
+    seconds, and a sheet's rows are padded to its declared columns."""
+    monkeypatch.setenv("COHORTSHIELD_MAX_CELLS", "1000000")
+    bomb = _workbook(1, dimension="A1:C2000000")
+    start = time.process_time()
+    with pytest.raises(
+        DataError,
+        match=r"declares 2,000,000 rows x 3 columns \(A1:C2000000\): 6,000,000 cells, more than 1,000,000 "
+        r"\(the limit COHORTSHIELD_MAX_CELLS\)",
+    ):
+        load_events(("tall.xlsx", bomb))
+    assert time.process_time() - start < 1
+
+
+def test_an_xlsx_without_a_dimension_is_counted_while_its_rows_are_read(monkeypatch):
+    monkeypatch.setenv("COHORTSHIELD_MAX_CELLS", "100")
+    assert load_events(("ok.xlsx", _workbook(49, dimension=None))).data.shape[0] == 49  # 100 cells
+    with pytest.raises(DataError, match=r"row 51: more than 100 cells \(the limit COHORTSHIELD_MAX_CELLS\)"):
+        load_events(("wide.xlsx", _workbook(50, dimension=None)))
