@@ -14,7 +14,9 @@ encoded rows, 0.1 MB, uploaded in the app: `load_uploaded`), `parquet_rle_cli` (
 to `python -m engine risk`), `meds_shard` (a MEDS shard of 50 M run-length encoded rows),
 `package_sha` (a package whose study.json records the real sha256 of its 1.9 GiB input) and
 `package_duplicates` (100,000 members, one name twice; the old check was quadratic: measure the old
-code at `--scale 0.2`, 20,000 members, to stay within a minute).
+code at `--scale 0.2`, 20,000 members, to stay within a minute; the new refuses the count first, so set
+`COHORTSHIELD_MAX_ZIP_MEMBERS=1000000` to time its duplicate check) and `xlsx_padded` (50,000 rows of 2
+cells whose sheet declares 10,000 columns, `A1:NTP50001`: openpyxl padded each row to them).
 """
 
 from __future__ import annotations
@@ -137,6 +139,28 @@ def build(case: str, folder: Path, code: Path, scale: float) -> tuple[Path, str]
             warnings.simplefilter("ignore")  # zipfile warns of the duplicate name it is asked to write
             _package(path, json.loads(_study_bytes(code)), members)
         read = "from engine.study.package import read_study_file; read_study_file(open(P,'rb').read(), P)"
+    elif case == "xlsx_padded":
+        import re
+
+        from openpyxl import Workbook
+
+        rows = int(50_000 * scale)
+        wb = Workbook()
+        wb.active.append(["patient_id", "code"])
+        for i in range(rows):
+            wb.active.append([f"p{i}", "250.00"])
+        buf = io.BytesIO()
+        wb.save(buf)
+        path = folder / "padded.xlsx"
+        with zipfile.ZipFile(buf) as src, zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as dst:
+            for info in src.infolist():
+                body = src.read(info)
+                if info.filename == "xl/worksheets/sheet1.xml":  # 10,000 columns declared, 2 written
+                    body = re.sub(
+                        rb"<dimension [^>]*/>", f'<dimension ref="A1:NTP{rows + 1}"/>'.encode(), body
+                    )
+                dst.writestr(info.filename, body)
+        read = "from engine.io.loaders import load_events; load_events(P)"
     elif case == "package_member":
         study = _study_bytes(code)
         manifest = {
@@ -256,6 +280,7 @@ CASES = (
     "meds_shard",
     "package_sha",
     "package_duplicates",
+    "xlsx_padded",
 )
 
 CHILD = """

@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import io
 from datetime import date, datetime, time
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from engine.io.deployment import Limits
 from engine.io.validation import FileCheck, ValidationReport
 
 XLSX_SIGNATURE = b"PK\x03\x04"
@@ -57,24 +55,6 @@ def check_xlsx(name: str, data: bytes) -> None:
         )
     for info in infos:  # each within the total by now: its expansion
         check_member(info, name, most, "max_xlsx_bytes", lim)
-
-
-def _declared(ws: Any, lim: Limits) -> str | None:
-    """What a read-only sheet's `<dimension>` declares beyond the row or cell limit (openpyxl yields
-    empty rows up to its last row and pads every row to its last column), before a row is read;
-    None within them or without a dimension (the rows are then counted as they are read)."""
-    rows, cols = ws.max_row, ws.max_column
-    if not rows or not cols:
-        return None
-    span = f"{rows:,} rows x {cols:,} columns ({ws.calculate_dimension()})"
-    if rows > lim.max_rows + 1:
-        return f"declares {span}, more than {lim.max_rows:,} rows (the limit {Limits.setting('max_rows')})"
-    if rows * cols > lim.max_cells:
-        return (
-            f"declares {span}: {rows * cols:,} cells, more than {lim.max_cells:,} "
-            f"(the limit {Limits.setting('max_cells')})"
-        )
-    return None
 
 
 def _text(value: object) -> str:
@@ -131,10 +111,9 @@ def read_xlsx(
             return None
         ws = wb[sheet] if sheet is not None else wb.worksheets[0]
         fc.file = f"{name}, sheet {ws.title}"
-        declared = _declared(ws, lim)  # openpyxl pads rows to the dimension and yields rows up to it
-        if declared:
-            fc.note("error", None, declared, "a sheet within the input limits", "limit", (1,))
-            return None
+        # the sheet's <dimension> is only what the file claims: openpyxl pads every row to its last
+        # column (A1:NTP2: 10,000 values a row) and stops at its last row (rows after it dropped)
+        ws.reset_dimensions()
         rows: list[tuple] = []
         numbers: list[int] = []
         seen = 0  # cells yielded, empty ones too
