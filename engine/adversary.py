@@ -19,6 +19,23 @@ Scope = Literal["cohort", "population"]
 Knowledge = Literal["single_visit", "all_visits"]
 SCOPES: tuple[Scope, ...] = ("cohort", "population")
 KNOWLEDGES: tuple[Knowledge, ...] = ("single_visit", "all_visits")
+# The largest k anywhere (a study file, the CLI): a group of a million records is beyond any cohort, and
+# larger values overflow the compiled kernels' integers (issue 40: --k 99999999999999999999 crashed).
+MAX_K = 1_000_000
+
+
+def k_argument(text: str) -> int:
+    """An argparse `type` for `--k`: a whole number 1..MAX_K, else argparse's error (exit 2) naming it."""
+    import argparse
+
+    try:
+        k = int(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"k must be a whole number, not {text!r}") from None
+    if not 1 <= k <= MAX_K:
+        raise argparse.ArgumentTypeError(f"k must be a whole number from 1 to {MAX_K:,}, not {text}")
+    return k
+
 
 _DESCRIPTIONS: dict[tuple[str, str], str] = {
     ("cohort", "single_visit"): (

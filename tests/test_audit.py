@@ -47,7 +47,7 @@ def test_a_good_chain_verifies_and_counts(tmp_path: Path) -> None:
     assert got[0]["prev_hash"] == log.GENESIS and got[1]["prev_hash"] == got[0]["hash"]
     assert got[0]["sha256"] == __import__("hashlib").sha256(b"bytes 0").hexdigest()
     assert got[0]["time"].endswith("Z") and got[0]["user"] == "ann" and got[0]["k"] == 5
-    assert set(got[0]) == {*log.FIELDS, "prev_hash", "hash"}
+    assert set(got[0]) == {*log.FIELDS, "prev_hash", "mac", "hash"}
     result = log.verify(path)
     assert result.ok and result.count == 4 and result.last_hash == got[-1]["hash"]
 
@@ -184,4 +184,4 @@ def test_cli_writes_append_entries_with_the_os_user(tmp_path: Path, monkeypatch,
     run = subprocess.run(
         [sys.executable, "-m", "engine", "audit", "verify", str(audit)], capture_output=True, text=True
     )
-    assert run.returncode == 0 and f"{len(got)} entries" in run.stdout
+    assert run.returncode == 0 and f"{2 * len(got)} entries" in run.stdout  # each file: begin, done

@@ -177,6 +177,8 @@ def test_an_interrupted_set_is_incomplete(files, monkeypatch) -> None:
     real, calls = os.replace, []
 
     def flaky(a, b):
+        if str(b).endswith(".head"):  # the audit log's signed head (its own failures: test_audit_forgery)
+            return real(a, b)
         calls.append(b)
         if len(calls) > 1:
             raise OSError("disk full")
@@ -197,6 +199,8 @@ from engine.commands.cli import main
 real = os.replace
 def replace(a, b):
     real(a, b)
+    if str(b).endswith(".head"):  # the audit log's signed head, written before the set
+        return
     os.kill(os.getpid(), signal.SIGKILL)  # killed between the first file and the rest of the set
 os.replace = replace
 main(sys.argv[1:])

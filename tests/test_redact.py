@@ -22,6 +22,12 @@ SECRET = "S3cr3t"
         f"mssql+pyodbc:///?odbc_connect=DRIVER%3D%7BX%7D%3BUID%3Du%3BPWD%3D{SECRET}%3B",
         f"postgresql+psycopg://alice:{SECRET}@db/cdm?sslpassword={SECRET}",
         f"not a url: password={SECRET}",
+        # issue 40 (low): a percent-encoded key, and an ODBC string whose first pair is the password
+        f"postgresql://db/cdm?%70assword={SECRET}",
+        f"postgresql://db/cdm?%50%57%44={SECRET}",
+        f"mssql+pyodbc:///?odbc_connect=PWD={SECRET};DRIVER=x",
+        f"mssql+pyodbc:///?odbc_connect=PWD%3D{SECRET}%3BDRIVER%3Dx",
+        f"mssql+pyodbc:///?odbc_connect=Pwd%253D{SECRET}",
     ],
 )
 def test_every_form_is_hidden(url: str) -> None:

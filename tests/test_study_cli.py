@@ -183,7 +183,14 @@ def test_report_package_crosswalk_and_run_of_the_package(data, tmp_path, capsys)
             == 0
         )
     names = sorted(p.name for p in out1.iterdir())
-    assert names == ["bundle.zip", "report.html", "report.json", "report.md", "report.pdf"]
+    assert names == [
+        "bundle.zip",
+        "report.html",
+        "report.html.sha256",
+        "report.json",
+        "report.md",
+        "report.pdf",
+    ]
     for n in names:  # reproducible: the same study and data give the same bytes
         assert (out1 / n).read_bytes() == (out2 / n).read_bytes(), n
     report = json.loads((out1 / "report.json").read_text())

@@ -84,25 +84,18 @@ def audit_context(
 
 
 def audited(data_fn: Callable[[], bytes], what: str, file_name: str, context: dict) -> Callable[[], bytes]:
-    """`data_fn` for a download button, with one audit entry (engine/audit/log.py) written when the
-    bytes are built on click: their sha256, the file name and `context` (`audit_context`). An entry
-    that cannot be written fails the download: nothing leaves unlogged."""
+    """`data_fn` for a download button, through the audit log's write-ahead export
+    (`engine.audit.exports.audited_export`, the CLI's too) when the bytes are built on click: a `begin`
+    entry with their sha256 and the file name, then the bytes are handed over, then the completion
+    entry (this session's list), all under `context` (`audit_context`). An entry that cannot be written
+    (unwritable or full log: a `UserError`) fails the download: nothing leaves unlogged."""
 
     def build() -> bytes:
-        from engine.audit.log import append
+        from engine.audit.exports import audited_export
 
         data = data_fn()
-        entry = append(
-            what,
-            file_name,
-            data,
-            user=context["user"],
-            study=context.get("study"),
-            release=context.get("release"),
-            adversary=context.get("adversary"),
-            k=context.get("k"),
-        )
-        context["session"].append(entry)
+        done = audited_export(what, {file_name: data}, lambda: {file_name: data}, context)
+        context["session"].extend(done)
         return data
 
     return build

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-import time
 from collections.abc import Iterator
 
 from engine.commands.paths import check_paths
@@ -52,12 +51,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         check_paths(args)  # no output overwrites an input or another output, before any work
-        started = time.time_ns() - 50_000_000  # file times run on a coarser clock
-        status = int(args.func(args) or 0)
-        from engine.commands.release_options import audit_outputs
+        from engine.commands.release_options import run_audited
 
-        audit_outputs(args, started)  # one audit entry per file written (engine/audit/log.py)
-        return status
+        # its outputs logged before it runs and each file written after (engine/audit/exports.py)
+        return run_audited(args, lambda: int(args.func(args) or 0))
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

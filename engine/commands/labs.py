@@ -69,10 +69,9 @@ def _load(path: str, args: argparse.Namespace | None = None) -> L.PatientDays:
 
 
 def _write(frame: pd.DataFrame, out: str) -> None:
-    try:
-        frame.to_csv(out, index=False)
-    except OSError as exc:
-        raise UserError(f"{out}: cannot write ({exc.strerror})") from exc
+    from engine.io.export import write_table_csv
+
+    write_table_csv(out, frame)
 
 
 def run_uniqueness(args: argparse.Namespace) -> int:

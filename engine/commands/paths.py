@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import os
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,14 +88,45 @@ def _inside(path: str, folder: str, patterns: tuple[str, ...]) -> bool:
     return in_folder and any(fnmatch.fnmatch(p.name, pat) for pat in patterns)
 
 
+def _writable_folder(label: str, path: str, folder: Path) -> None:
+    """Refuse (UserError) an output whose folder cannot take a new file: a probe file is created and
+    removed, so a read-only folder or file system, a full disk's quota or a path under /proc is named
+    before any work (issue 40: a read-only output folder ended in an OSError traceback). A folder that
+    does not exist yet is left to the command (some create it)."""
+    if not folder.is_dir():
+        return
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".cohortshield-probe-", dir=folder)
+    except OSError as exc:
+        raise UserError(
+            f"{label} {path}: cannot write in the folder {str(folder)!r} ({exc.strerror or exc}); "
+            "choose a folder you can write to"
+        ) from None
+    os.close(fd)
+    os.unlink(probe)
+
+
+def _no_nul(label: str, path: str) -> None:
+    if "\x00" in path:
+        raise UserError(f"{label}: the path {path!r} holds a NUL byte, which no file name can hold")
+
+
 def check_paths(args: argparse.Namespace) -> None:
-    """Refuse (UserError) an output of the command that is one of its inputs or another output,
-    before any work. Commands without declared roles are not checked."""
+    """Refuse (UserError) an output of the command that is one of its inputs or another output, a path
+    holding a NUL byte, or an output whose folder cannot be written, before any work. Commands without
+    declared roles are not checked."""
     roles: PathRoles | None = getattr(args, "path_roles", None)
     if roles is None:
         return
     inputs = list(_given(args, roles.inputs))
     outputs = list(_given(args, roles.outputs))
+    folders = [(label, f) for entry, _ in roles.folders for label, f in _given(args, (entry,))]
+    for label, p in [*inputs, *outputs, *folders]:
+        _no_nul(label, p)
+    for label, p in outputs:
+        _writable_folder(label, p, Path(p).parent)
+    for label, f in folders:
+        _writable_folder(label, f, Path(f))
     if roles.manifest_of is not None:
         from engine.io.export import manifest_path
 

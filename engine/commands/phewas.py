@@ -31,6 +31,7 @@ from engine.commands.inputs import shard_progress
 from engine.commands.paths import path_roles
 from engine.disclosure.cells import add_min_cell_option
 from engine.io.errors import UserError
+from engine.io.export import write_table_csv
 
 if TYPE_CHECKING:
     from engine.utility.phewas import PhewasSettings
@@ -158,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"small cells ({policy.describe()}): {rel_note.rows_withheld:,} released row(s) withheld")
         out = out.merge(rel, on=["snp", "phecode"], how="outer", suffixes=("", "_released"))
         out = out.drop(columns=["phenotype_released"])
-    out.to_csv(args.out, index=False)
+    write_table_csv(args.out, out)
     n_sig = int((result["p"] <= 0.05).sum())
     if policy.active:
         print(f"small cells ({policy.describe()}): {note.rows_withheld:,} of {len(result):,} row(s) withheld")

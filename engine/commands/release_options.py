@@ -9,8 +9,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
+from engine.adversary import k_argument
 from engine.io.errors import UserError
 from engine.io.pseudonyms import PseudonymKeyError, Pseudonyms, new_key
 
@@ -82,9 +85,9 @@ def code_selection_of(args: argparse.Namespace):
 def add_k_option(parser: argparse.ArgumentParser, *, study: bool) -> None:
     """`--k`: required for `anonymize`; for `study add` it defaults to the study's k."""
     if study:
-        parser.add_argument("--k", type=int, help="the method's k (default: the study's k)")
+        parser.add_argument("--k", type=k_argument, help="the method's k (default: the study's k)")
     else:
-        parser.add_argument("--k", type=int, required=True, help="privacy parameter k (>= 2)")
+        parser.add_argument("--k", type=k_argument, required=True, help="privacy parameter k (>= 2)")
 
 
 def check_release_k(k: int) -> None:
@@ -127,59 +130,106 @@ RELEASE_OUTPUTS = ("--out", "--codemap", "--report", "--crosswalk", "--key-file"
 NOT_AUDITED = ("--key-file",)  # a secret, not an export
 
 
-def audit_outputs(args: argparse.Namespace, started_ns: int) -> list[dict]:
-    """One audit entry (`engine.audit.log.append`, user = the OS user) for every file the command
-    declares as an output (`path_roles`: options, manifests, files in output folders) and wrote since
-    `started_ns` (`time.time_ns()` before it ran). A command may name its study, release, adversary
-    and k in `args.audit` (a dict); else `--k`, `--scope`/`--knowledge` are used."""
-    from engine.audit.log import append, os_user
+def _outputs(args: argparse.Namespace) -> tuple[dict[str, str], list[tuple[str, str, str]]]:
+    """The command's declared outputs (`path_roles`): {path: label} of its options and manifests, and
+    (label, folder, pattern) of the files it writes into output folders."""
     from engine.commands.paths import _given
 
     roles = getattr(args, "path_roles", None)
     if roles is None:
-        return []
-    found: dict[str, str] = {}
+        return {}, []
+    files: dict[str, str] = {}
     for label, p in _given(args, tuple(o for o in roles.outputs if o not in NOT_AUDITED)):
-        found.setdefault(p, label)
+        files.setdefault(p, label)
     if roles.manifest_of is not None:
         from engine.io.export import manifest_path
 
         for label, p in _given(args, (roles.manifest_of,)):
-            found.setdefault(str(manifest_path({"f": p})), f"the manifest of {label}")
-    for entry, patterns in roles.folders:
-        for label, folder in _given(args, (entry,)):
-            for pattern in patterns:
-                for f in sorted(Path(folder).glob(pattern)):
-                    found.setdefault(str(f), label)
-    context = dict(getattr(args, "audit", None) or {})
-    scope, knowledge = getattr(args, "scope", None), getattr(args, "knowledge", None)
-    adversary = context.get("adversary") or (
-        "/".join(str(x) for x in (scope, knowledge) if x) if scope or knowledge else None
-    )
-    command = " ".join(
-        str(v)
-        for k, v in vars(args).items()
-        if (k == "command" or k.endswith("_command") or k == "method") and v
-    )
-    written = []
+            files.setdefault(str(manifest_path({"f": p})), f"the manifest of {label}")
+    folders = [
+        (label, folder, pattern)
+        for entry, patterns in roles.folders
+        for label, folder in _given(args, (entry,))
+        for pattern in patterns
+    ]
+    return files, folders
+
+
+def _written(args: argparse.Namespace, started_ns: int) -> dict[str, tuple[str, bytes]]:
+    """{path: (label, bytes)} of the declared outputs written since `started_ns`."""
+    files, folders = _outputs(args)
+    found = dict(files)
+    for label, folder, pattern in folders:
+        for f in sorted(Path(folder).glob(pattern)):
+            found.setdefault(str(f), label)
+    written = {}
     for p, label in found.items():
         path = Path(p)
         try:
             if not path.is_file() or path.stat().st_mtime_ns < started_ns:
                 continue  # not written by this run
-            data = path.read_bytes()
+            written[str(path.resolve())] = (label, path.read_bytes())
         except OSError:
             continue
-        written.append(
-            append(
-                f"cli {command} {label}",
-                str(path.resolve()),
-                data,
-                user=os_user(),
-                study=context.get("study"),
-                release=context.get("release") or getattr(args, "name", None),
-                adversary=adversary,
-                k=context.get("k", getattr(args, "k", None)),
-            )
-        )
     return written
+
+
+def run_audited(args: argparse.Namespace, run: Callable[[], int]) -> int:
+    """Run a command whose declared outputs (`path_roles`) leave only through the audit log
+    (`engine.audit.exports.audited_export`, user = the OS user): a `begin` entry naming every output
+    before the command runs, so an unwritable or full log refuses the run before any file is written
+    (`AuditLogUnavailable`, exit 2); then one entry per file written, with its sha256, and when those
+    cannot be written the files are removed. A command may name its study, release, adversary and k
+    in `args.audit` (a dict); else `--k`, `--scope`/`--knowledge` are used. Issue 40, finding 6."""
+    files, folders = _outputs(args)
+    if not files and not folders:
+        return run()
+    from engine.audit.exports import audited_export
+    from engine.audit.log import os_user
+
+    planned = {str(Path(p).resolve()): label for p, label in files.items()}
+    planned.update({str(Path(folder).resolve() / pattern): label for label, folder, pattern in folders})
+
+    def context() -> dict:  # read again after the run: a study command names its study then
+        given = dict(getattr(args, "audit", None) or {})
+        scope, knowledge = getattr(args, "scope", None), getattr(args, "knowledge", None)
+        adversary = given.get("adversary") or (
+            "/".join(str(x) for x in (scope, knowledge) if x) if scope or knowledge else None
+        )
+        return {
+            "user": os_user(),
+            "study": given.get("study"),
+            "release": given.get("release") or getattr(args, "name", None),
+            "adversary": adversary,
+            "k": given.get("k", getattr(args, "k", None)),
+        }
+
+    command = " ".join(
+        str(v)
+        for k, v in vars(args).items()
+        if (k == "command" or k.endswith("_command") or k == "method") and v
+    )
+    started = time.time_ns() - 50_000_000  # file times run on a coarser clock
+    status = 0
+    labels = dict(planned)
+
+    def deliver() -> dict[str, bytes]:
+        nonlocal status
+        status = int(run() or 0)
+        written = _written(args, started)
+        labels.update({p: label for p, (label, _) in written.items()})
+        return {p: data for p, (_, data) in written.items()}
+
+    def undo() -> None:
+        for p in _written(args, started):
+            Path(p).unlink(missing_ok=True)
+
+    audited_export(
+        f"cli {command}",
+        dict.fromkeys(planned),
+        deliver,
+        context,
+        labels=labels,
+        undo=undo,
+    )
+    return status

@@ -46,11 +46,12 @@ from typing import Any
 
 import pandas as pd
 
-from engine.adversary import KNOWLEDGES, SCOPES, Adversary
+from engine.adversary import KNOWLEDGES, SCOPES, Adversary, k_argument
 from engine.commands.inputs import InputOptions, load_groups, shard_progress
 from engine.commands.paths import path_roles
 from engine.estimate.kmap import MODELS
 from engine.io.errors import UserError
+from engine.io.export import write_table_csv
 from engine.records import Records
 from engine.risk import (
     KnownSets,
@@ -119,7 +120,7 @@ def register(sub) -> None:
     p.add_argument("--cohort", help="file of patient ids: the cohort (default: the population)")
     p.add_argument("--scope", required=True, choices=SCOPES, help="candidates: the cohort or the population")
     p.add_argument("--knowledge", required=True, choices=KNOWLEDGES, help="one visit's codes or all codes")
-    p.add_argument("--k", type=int, default=5, help="k for the share below k (default 5)")
+    p.add_argument("--k", type=k_argument, default=5, help="k for the share below k (default 5)")
     p.add_argument(
         "--count-repeats",
         action="store_true",
@@ -229,15 +230,18 @@ def _estimate(args: argparse.Namespace, cohort: Records) -> int:
             "confidence": share.confidence,
         }
     if args.out:
-        pd.DataFrame(
-            {
-                "patient_id": cohort.patient_ids.astype(str),
-                "cohort_distinguishability": est.sample_distinguishability,
-                "expected_population_distinguishability": est.expected_population,
-                "p_unique": est.p_unique,
-                "p_below_k": est.p_below_k,
-            }
-        ).to_csv(args.out, index=False)
+        write_table_csv(
+            args.out,
+            pd.DataFrame(
+                {
+                    "patient_id": cohort.patient_ids.astype(str),
+                    "cohort_distinguishability": est.sample_distinguishability,
+                    "expected_population_distinguishability": est.expected_population,
+                    "p_unique": est.p_unique,
+                    "p_below_k": est.p_below_k,
+                }
+            ),
+        )
         print(f"wrote {cohort.n_patients} rows to {args.out}")
     _write_report(
         args.report,
@@ -268,7 +272,7 @@ def _explain(
         file=sys.stderr,
     )
     found = explain_records(cohort, adversary, args.k, population, distinguishability=dis)
-    explanations_frame(found, with_ids=True).to_csv(args.explain, index=False)
+    write_table_csv(args.explain, explanations_frame(found, with_ids=True))
     print(f"wrote {len(found)} explanations (records below k = {args.k}) to {args.explain}")
 
 
@@ -310,8 +314,8 @@ def run(args: argparse.Namespace) -> int:
             dis = original_distinguishability(cohort, adversary, population, _matching(args))
         print(f"kernel: {', '.join(ran)}")
         n_cand = cohort.n_patients if args.scope == "cohort" else population.n_patients
-    pd.DataFrame({"patient_id": cohort.patient_ids.astype(str), "distinguishability": dis}).to_csv(
-        out, index=False
+    write_table_csv(
+        out, pd.DataFrame({"patient_id": cohort.patient_ids.astype(str), "distinguishability": dis})
     )
     s = summarize(dis, args.k)
     print(f"adversary: {adversary.label}{' (repeats counted)' if args.count_repeats else ''}")

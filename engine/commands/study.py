@@ -67,7 +67,7 @@ def _data_options(p: argparse.ArgumentParser) -> None:
 
 
 def register(sub) -> None:
-    from engine.adversary import KNOWLEDGES, SCOPES
+    from engine.adversary import KNOWLEDGES, SCOPES, k_argument
 
     parser = sub.add_parser("study", help="studies: make, rebuild, report and package a study's releases")
     cmds = parser.add_subparsers(dest="study_command", required=True)
@@ -80,7 +80,7 @@ def register(sub) -> None:
     new.add_argument("--biobank", help="biobank id list (Heatherly's DEMO_B scope)")
     new.add_argument("--scope", required=True, choices=SCOPES, help="the attacker's candidates")
     new.add_argument("--knowledge", required=True, choices=KNOWLEDGES, help="what the attacker knows")
-    new.add_argument("--k", type=int, required=True, help="privacy parameter k (>= 2)")
+    new.add_argument("--k", type=k_argument, required=True, help="privacy parameter k (>= 2)")
     new.set_defaults(func=new_study, **path_roles(DATA, ("STUDY:study",)))
 
     add = cmds.add_parser("add", help="make a release with a method and append it to the study")
@@ -112,7 +112,9 @@ def register(sub) -> None:
     _data_options(report)
     report.set_defaults(
         func=report_study,
-        **path_roles(("STUDY:study", *DATA, "--genotypes"), folders=(("--out", REPORT_FILES),)),
+        **path_roles(
+            ("STUDY:study", *DATA, "--genotypes"), folders=(("--out", (*REPORT_FILES, "report.html.sha256")),)
+        ),
     )
 
     package = cmds.add_parser("package", help="the study file, with its input files (zip) when asked")
@@ -157,13 +159,17 @@ def register(sub) -> None:
 # ------------------------------------------------------------------------------------ files
 def write_file(path: str | Path, data: bytes, *, private: bool = False) -> None:
     """Write `data` to `path` atomically (a temporary file in the same folder, then `os.replace`);
-    `private`: readable by the owner only (mode 600), else as the umask allows."""
+    `private`: readable by the owner only (mode 600), else as the umask allows. The temporaries a killed
+    writer left are removed first (a study file's holds the pseudonym key; issue 40)."""
+    from engine.io.export import sweep_temporaries
+
     target = Path(path)
     folder = target.parent if str(target.parent) else Path(".")
     if not folder.is_dir():
         raise UserError(f"{path}: the folder {folder} does not exist")
     if target.is_dir():
         raise UserError(f"{path}: is a folder; give a file name")
+    sweep_temporaries(target)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp", dir=folder)
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -450,6 +456,8 @@ def add_release(args: argparse.Namespace) -> int:
         raise
     except ValueError as exc:  # what the data lacks for these settings (e.g. no trajectory)
         raise UserError(f"study add {args.method}: {exc}") from None
+    # the entry names the study's adversary and k, never the method's own --scope default (issue 40)
+    args.audit = {**audit_context(updated), "release": name}
     write_file(args.study, updated.to_json().encode("utf-8"), private=True)
     print(f"{name} ({settings.method}): {made.entry.verdict_message()}")
     if not made.entry.exportable:
@@ -495,6 +503,7 @@ def run_study(args: argparse.Namespace) -> int:
 
 def report_study(args: argparse.Namespace) -> int:
     from engine.commands.inputs import InputOptions, load_genotypes_checked
+    from engine.io.export import write_release_files
     from engine.report.bundle import make_bundle
     from engine.report.report import ReleaseInput, build_report
 
@@ -540,8 +549,9 @@ def report_study(args: argparse.Namespace) -> int:
         "report.md": report.to_markdown(),
         "bundle.zip": make_bundle(report),
     }
-    for name, data in files.items():
-        write_file(out / name, data)
+    # one set with its manifest (report.html.sha256), as the export gate writes a release: a kill
+    # midway leaves no manifest, never a new report.html silently beside the old others (issue 40)
+    write_release_files(files, {name: out / name for name in files})
     failed = [c.name for c in checks if not c.passed]
     print(f"wrote {', '.join(files)} to {out}: {len(releases)} release(s) in the report")
     if failed:

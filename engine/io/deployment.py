@@ -21,7 +21,9 @@ names; the CLI runs as its user and keeps free paths and URLs. Settings, first f
 
 Default data roots: `sample_data/` and `data/` of the checkout. Every path is resolved (symlinks
 followed, `..` removed) before it is compared with the roots, so a link inside a root that points
-outside is refused.
+outside is refused: the path typed (`server_path`) and every file a source then opens (an OMOP or
+i2b2 folder's tables, MEDS shards and splits: `engine.io.roots`). A DuckDB file never reads other
+files, in the app and the CLI (`engine.io.sql.DUCKDB_CONFIG`).
 """
 
 from __future__ import annotations
@@ -143,11 +145,17 @@ def server_path(text: str | Path) -> Path:
         raise PathRefused("no path given")
     path = Path(raw).expanduser()
     resolved = (path if path.is_absolute() else CHECKOUT / path).resolve()
-    roots = data_roots()
+    return refuse_outside(resolved, raw, data_roots())
+
+
+def refuse_outside(resolved: Path, shown: str, roots: tuple[Path, ...]) -> Path:
+    """`resolved` when it lies inside one of `roots`; else a `PathRefused` naming it as `shown` and the
+    roots (where a link leads is not shown). One check for the typed path (`server_path`) and every
+    file a source opens (`engine.io.roots.opened`)."""
     if any(resolved == r or resolved.is_relative_to(r) for r in roots):
         return resolved
     raise PathRefused(
-        f"{raw}: outside the data folders this server reads from ({roots_text(roots)}); an administrator "
+        f"{shown}: outside the data folders this server reads from ({roots_text(roots)}); an administrator "
         f"lists them in {DATA_ROOTS_ENV} or data_roots of cohortshield.toml"
     )
 
@@ -220,5 +228,6 @@ __all__ = [
     "data_roots",
     "is_connection",
     "limits",
+    "refuse_outside",
     "server_path",
 ]

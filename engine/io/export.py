@@ -87,6 +87,16 @@ def safe_csv_bytes(frame: pd.DataFrame) -> bytes:
     return buf.getvalue().encode("utf-8")
 
 
+def write_table_csv(path: str | Path, frame: pd.DataFrame) -> None:
+    """Write a table the command line produces (risk per patient, explanations, PheWAS, lab tables) as
+    spreadsheet-safe CSV (`safe_csv_bytes`: an id `=HYPERLINK(...)` is written `'=HYPERLINK(...)`,
+    issue 40); a file that cannot be written is a UserError naming it."""
+    try:
+        Path(path).write_bytes(safe_csv_bytes(frame))
+    except OSError as exc:
+        raise UserError(f"{path}: cannot write ({exc.strerror or exc})") from None
+
+
 # ------------------------------------------------------------------------------------- gate
 def gate(release: Release, verification: Verification | None, adversary: Adversary, k: int) -> None:
     """Raise ExportRefused unless `verification` verified exactly this release (same fingerprint)

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from engine.io.roots import opened
 from engine.io.validation import FileCheck, Text, ValidationReport, check_blank
 
 MAX_GROUPS = 200  # distinct values of a long-form group column (more is no grouping: refused, named)
@@ -158,9 +159,9 @@ def _meds_groups(location: Path, report: ValidationReport) -> SourceGroups:
     from engine.io.omop import check_parquet_file
 
     root = location if (location / "data").is_dir() else location.parent
-    path = root / MEDS_SPLITS
-    if not path.is_file():
+    if not (root / MEDS_SPLITS).is_file():
         return SourceGroups(report=report)
+    path = opened(root / MEDS_SPLITS)  # inside the data roots (engine.io.roots)
     where = f"{root.name}/{MEDS_SPLITS.as_posix()}"
     fc = FileCheck(where, np.zeros(0, dtype=np.int64), report)
     try:

@@ -31,6 +31,7 @@ from engine.dataset import CohortSpec, Dataset
 from engine.io.errors import DataError, UserError
 from engine.io.groups import SourceGroups, read_groups
 from engine.io.loaders import SAMPLE_DIR, Loaded, load_dataset, load_ids
+from engine.io.roots import confined, opened
 from engine.io.validation import MAX_ROWS, FileCheck, ValidationReport
 
 # source kinds of the import view: (key, label)
@@ -199,6 +200,7 @@ def sheet_names(name: str, data: bytes) -> list[str]:
         wb.close()
 
 
+@confined()  # a fresh context per call: the roots are read when the preview runs
 def preview(
     source: str,
     *,
@@ -214,7 +216,8 @@ def preview(
     shard. Raises ValueError with a plain message when nothing can be read.
 
     The app's function: a path must lie inside the data roots and a database is a named connection
-    (`engine.io.deployment.app_location`; `PathRefused`, `ConnectionRefused`, both ValueErrors)."""
+    (`engine.io.deployment.app_location`; `PathRefused`, `ConnectionRefused`, both ValueErrors), and
+    so must every file it opens (`engine.io.roots`)."""
     from engine.io.deployment import LimitExceeded, app_location, is_connection
 
     shown_location = location
@@ -245,8 +248,9 @@ def preview(
 
         from engine.io.omop import check_parquet_file
 
-        check_parquet_file(files[0], files[0].name)  # limits from the metadata (LimitExceeded)
-        pf = pq.ParquetFile(files[0])
+        shard = opened(files[0])
+        check_parquet_file(shard, files[0].name)  # limits from the metadata (LimitExceeded)
+        pf = pq.ParquetFile(shard)
         return files[0].name, next(pf.iter_batches(batch_size=n)).to_pandas().astype("string")
     table = PREVIEW_TABLES[source]
     from engine.io.sql import connect, is_url
@@ -255,7 +259,10 @@ def preview(
         report = ValidationReport()
         db = connect(location, schema, report, "a database")
         if db is None:
-            raise ImportSourceError(report.errors[0].message)
+            first = report.errors[0]  # named as the user gave it: a connection's URL is never shown
+            raise ImportSourceError(
+                f"{shown_location if is_connection(shown_location) else first.file}: {first.message}"
+            )
         if is_connection(shown_location):
             db.label = shown_location
         try:
@@ -264,16 +271,18 @@ def preview(
             db.close()
     folder = Path(location)
     for suffix in (".csv", ".parquet", ".pq"):
-        p = folder / f"{table}{suffix}"
-        if p.is_file():
+        listed = folder / f"{table}{suffix}"
+        if listed.is_file():
+            p = opened(listed)
             if suffix == ".csv":
-                return p.name, _csv_head(p, n)
+                return listed.name, _csv_head(p, n)
             import pyarrow.parquet as pq
 
             from engine.io.omop import check_parquet_file
 
-            check_parquet_file(p, p.name)  # limits from the metadata (LimitExceeded)
-            return p.name, next(pq.ParquetFile(p).iter_batches(batch_size=n)).to_pandas().astype("string")
+            check_parquet_file(p, listed.name)  # limits from the metadata (LimitExceeded)
+            head = next(pq.ParquetFile(p).iter_batches(batch_size=n)).to_pandas()
+            return listed.name, head.astype("string")
     raise ImportSourceError(f"{location or '(no folder)'}: no {table}.csv or {table}.parquet")
 
 
@@ -303,29 +312,34 @@ def load_import(
             drop_duplicates=drop_duplicates,
         )
     from engine.io.errors import DataError
-    from engine.io.validation import Finding
 
     try:  # the app reads inside the data roots and named connections only; limits while reading
         location = app_location(spec.location)
-        return read_source(
-            location,
-            source="long" if spec.source == "excel" else spec.source,  # type: ignore[arg-type]
-            mapping=spec.mapping or None,
-            normalize=spec.normalize,
-            unknown_codes=unknown_codes,  # type: ignore[arg-type]
-            drop_duplicates=drop_duplicates,
-            sheet=spec.sheet or None,
-            schema=spec.schema or None,
-        )
+        with confined():
+            return read_source(
+                location,
+                source="long" if spec.source == "excel" else spec.source,  # type: ignore[arg-type]
+                mapping=spec.mapping or None,
+                normalize=spec.normalize,
+                unknown_codes=unknown_codes,  # type: ignore[arg-type]
+                drop_duplicates=drop_duplicates,
+                sheet=spec.sheet or None,
+                schema=spec.schema or None,
+            )
     except DataError:
         raise
     except UserError as exc:
-        from engine.io.redact import redact
+        raise DataError(_refused(spec.location, exc)) from None
 
-        report = ValidationReport()
-        where = redact(spec.location) or "(no location)"
-        report.add(Finding("error", where, None, str(exc), "", kind="refused"))
-        raise DataError(report) from None
+
+def _refused(location: str, exc: UserError) -> ValidationReport:
+    """A report of one error naming the location (its password hidden): what the app refused to read."""
+    from engine.io.redact import redact
+    from engine.io.validation import Finding
+
+    report = ValidationReport()
+    report.add(Finding("error", redact(location) or "(no location)", None, str(exc), "", kind="refused"))
+    return report
 
 
 def import_dataset(
@@ -361,32 +375,29 @@ def source_groups(
     """The groups an import's source defines (`engine.io.groups`), read like `load_import` reads the
     source: an uploaded file's bytes, else `spec.location` inside the data roots and named
     connections (a refusal is an error finding naming the location)."""
-    from engine.io.deployment import app_location
+    from engine.io.deployment import PathRefused, app_location
 
     if data is None:
         try:
             location = app_location(spec.location)
         except UserError as exc:
-            from engine.io.redact import redact
-            from engine.io.validation import Finding
-
-            report = ValidationReport()
-            report.add(
-                Finding("error", redact(spec.location) or "(no location)", None, str(exc), "", kind="refused")
-            )
-            return SourceGroups(report=report)
+            return SourceGroups(report=_refused(spec.location, exc))
     else:
         location = ""
-    return read_groups(
-        spec.source,
-        location,
-        schema=spec.schema or None,
-        name=name,
-        data=data,
-        mapping=spec.mapping,
-        sheet=spec.sheet or None,
-        column=column,
-    )
+    try:
+        with confined():
+            return read_groups(
+                spec.source,
+                location,
+                schema=spec.schema or None,
+                name=name,
+                data=data,
+                mapping=spec.mapping,
+                sheet=spec.sheet or None,
+                column=column,
+            )
+    except PathRefused as exc:  # a table or split file linked out of the data roots
+        return SourceGroups(report=_refused(spec.location, exc))
 
 
 def cohort_ids(

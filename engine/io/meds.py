@@ -27,6 +27,7 @@ import pandas as pd
 
 from engine.io.events import Action, SourceData, check_events
 from engine.io.normalize import split_prefix
+from engine.io.roots import opened
 from engine.io.validation import MAX_ROWS, FileCheck, Finding, NaIds, Severity, ValidationReport
 
 BIRTH_CODE = "MEDS_BIRTH"  # meds.birth_code
@@ -108,17 +109,18 @@ def read_meds(
 
     sources = {}
     named = {path: f"{loc.name}/{path.relative_to(base)}" if loc.is_dir() else path.name for path in files}
-    valid = [path for path in files if _check_schema(path, named[path], report)]
+    real = {path: opened(path) for path in files}  # every shard inside the data roots (engine.io.roots)
+    valid = [path for path in files if _check_schema(real[path], named[path], report)]
     total = Footprint()
     for path in valid:  # every shard's limits from its metadata, before any row group is read
-        total = total.add(check_parquet(path, named[path], COLUMNS))
+        total = total.add(check_parquet(real[path], named[path], COLUMNS))
     check_footprint(loc.name, total, of=" in its shards")  # rows, cells, decoded bytes of them all
     for path in files:
         where = named[path]
-        sources[where] = _sha256(path)
+        sources[where] = _sha256(real[path])
         if path not in valid:
             continue
-        df = pq.read_table(path, columns=list(COLUMNS)).to_pandas()
+        df = pq.read_table(real[path], columns=list(COLUMNS)).to_pandas()
         fc = FileCheck(where, np.arange(len(df), dtype=np.int64) + 2, report)
         for col in ("subject_id", "code"):
             null = df[col].isna().to_numpy()

@@ -43,6 +43,7 @@ import numpy as np
 import pandas as pd
 
 from engine.io.events import Action, SourceData, check_events
+from engine.io.roots import opened
 from engine.io.sql import Database, DatabaseReadError, connect, is_url, sha256_file
 from engine.io.validation import (
     MAX_ROWS,
@@ -172,15 +173,16 @@ class _Reader:
     def read(self, table: str, report: ValidationReport, where_sql: str = "") -> Table | None:
         """The table's required and present optional columns; None after reporting a problem."""
         required, optional = self.tables[table]
-        path = None
+        path = real = None
         if self.db is not None:
             columns = self.db.columns(table)
             where = self.db.where(table, self.keys.get(table, ()))
         else:
             assert self.location is not None
             path = self.file_of(table)
+            real = None if path is None else opened(path)  # inside the data roots (engine.io.roots)
             where = f"{self.location.name}/{path.name}" if path else f"{self.location.name}/{table}"
-            columns = None if path is None else _file_columns(path, where)
+            columns = None if real is None else _file_columns(real, where)
         fc = FileCheck(where, np.zeros(0, dtype=np.int64), report)
         if columns is None:
             fc.note(
@@ -207,9 +209,9 @@ class _Reader:
         if self.db is not None:
             frame, rownum = self.db.read(table, wanted, where_sql, self.keys.get(table, ()))
         else:
-            assert path is not None and self.location is not None
-            self.sources[f"{self.location.name}/{path.name}"] = sha256_file(path)
-            frame, rownum = _read_file(path, wanted, where)
+            assert path is not None and real is not None and self.location is not None
+            self.sources[f"{self.location.name}/{path.name}"] = sha256_file(real)
+            frame, rownum = _read_file(real, wanted, where)
         frame.columns = [c.lower() for c in frame.columns]
         return Table(table, frame, rownum, where)
 

@@ -6,7 +6,9 @@ sources, the IRB report's records, the sidebar's label, findings, the CLI's stde
 - the userinfo password (`postgresql://alice:***@host/db`), also when the password holds `@`, `/`,
   `:` or `?` (everything up to the last `@` of the authority is userinfo);
 - query parameters that carry a secret (`password=`, `passwd=`, `pwd=`, `sslpassword=`, `secret=`,
-  `token=`, `api_key=`, any case, also inside an url-encoded ODBC string, `PWD%3D...%3B`);
+  `token=`, `api_key=`, any case, also inside an url-encoded ODBC string, `PWD%3D...%3B`, also
+  when the key itself is percent-encoded (`?%70assword=`, issue 40) or is the first pair of a value
+  (`odbc_connect=PWD=...`);
 - a service file (`?service=name`, libpq's pg_service.conf) is named, never read.
 
 It never parses with a library that might give up on a malformed URL: the text is rewritten by the
@@ -20,17 +22,33 @@ import re
 
 MASK = "***"
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*://)(.*)$", re.S)
-# a secret-bearing key, then `=` (or its url-encoded form), then the value up to a separator
-_SECRET_KEYS = r"(?:ssl)?password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key"
+_KEYS = (
+    "password", "sslpassword", "passwd", "pwd", "secret", "token",
+    "api_key", "api-key", "apikey", "access_key", "access-key", "accesskey",
+)  # fmt: skip
+_ENC = "%(?:25)*"  # a percent sign, itself percent-encoded any number of times (`%2570` is `%70`)
+
+
+def _char(c: str) -> str:
+    """`c` written literally or percent-encoded (either case of a letter): a URL may spell `p` `%70`."""
+    forms = {c.lower(), c.upper()}
+    codes = "|".join(sorted(f"{ord(f):02X}" for f in forms))
+    return f"(?:{re.escape(c)}|{_ENC}(?:{codes}))"
+
+
+# a secret-bearing key, after a separator (also `=`: `odbc_connect=PWD=...` puts the password first,
+# and encoded separators), then `=` or its encoded form, then the value up to the next separator
 _QUERY_SECRET = re.compile(
-    rf"(?i)(?P<key>(?:^|(?<=[?&;\s])|(?<=%3B)|(?<=%26)|(?<=%3F))(?:{_SECRET_KEYS}))(?P<eq>=|%3D)"
-    r"(?P<value>(?:(?!%26|%3B)[^&;#])*)"
+    r"(?i)(?P<pre>^|[?&;=\s]|" + _ENC + r"(?:3B|26|3F|3D))"
+    r"(?P<key>" + "|".join("".join(_char(c) for c in k) for k in sorted(_KEYS, key=len, reverse=True)) + r")"
+    r"(?P<eq>=|" + _ENC + r"3D)"
+    r"(?P<value>(?:(?!" + _ENC + r"(?:26|3B))[^&;#])*)"
 )
 _URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>]+")
 
 
 def _redact_query(text: str) -> str:
-    return _QUERY_SECRET.sub(lambda m: f"{m.group('key')}{m.group('eq')}{MASK}", text)
+    return _QUERY_SECRET.sub(lambda m: f"{m.group('pre')}{m.group('key')}{m.group('eq')}{MASK}", text)
 
 
 def redact(url: str) -> str:

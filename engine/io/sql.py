@@ -12,6 +12,10 @@ Rows are numbered so that a finding can name them:
 A URL is shown with its password hidden, in findings and in the study (`sources`). A database that
 cannot be reached, a missing driver or a malformed URL is a finding (kind `unreachable`), never a
 traceback.
+
+A DuckDB file is opened read-only with external access off (`DUCKDB_CONFIG`, issue #40): its views
+and macros cannot read other files (`read_text`, `read_csv`, `read_parquet`, `/proc/self/environ`),
+attach databases or load extensions; such a view is a `DatabaseReadError` naming the database.
 """
 
 from __future__ import annotations
@@ -24,11 +28,21 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from engine.io.deployment import PathRefused
 from engine.io.errors import UserError
 from engine.io.redact import redact, redact_text
+from engine.io.roots import opened
 from engine.io.validation import FileCheck, ValidationReport
 
 DUCKDB_SUFFIXES = (".duckdb", ".ddb", ".db")
+# A database file never reads other files (issue #40, finding 2): a view over read_text('/proc/self/
+# environ'), read_csv, read_parquet, ATTACH, extensions are refused; the settings cannot be changed back.
+DUCKDB_CONFIG: dict[str, str | bool | int | float | list[str]] = {
+    "enable_external_access": False,
+    "autoload_known_extensions": False,
+    "autoinstall_known_extensions": False,
+    "lock_configuration": True,
+}
 
 
 def is_url(location: str | Path) -> bool:
@@ -119,11 +133,11 @@ class Database:
         else:
             import duckdb
 
-            path = Path(location)
+            path = opened(location)  # inside the data roots while the app reads (engine.io.roots)
             self.kind = "duckdb"
-            self.label = path.name
-            self._duck = duckdb.connect(str(path), read_only=True)
-            self.sources[path.name] = sha256_file(path)
+            self.label = Path(location).name
+            self._duck = duckdb.connect(str(path), read_only=True, config=DUCKDB_CONFIG)
+            self.sources[self.label] = sha256_file(path)
 
     def close(self) -> None:
         if self._duck is not None:
@@ -225,6 +239,16 @@ class Database:
         return pd.read_sql_query(sa.text(sql), self._conn).astype("string")
 
 
+def _is_sqlite(path: Path) -> bool:
+    """True for an SQLite database file (its header), which DuckDB would read only through its
+    sqlite extension, fetched from the internet (issue #40): such a file is read through a URL."""
+    try:
+        with opened(path).open("rb") as fh:
+            return fh.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
+
+
 def connect(
     location: str | Path, schema: str | None, report: ValidationReport, expected: str
 ) -> Database | None:
@@ -235,8 +259,20 @@ def connect(
     if not is_url(str(location)) and not Path(location).exists():
         fc.note("error", None, "no such file or folder", expected, "missing_source")
         return None
+    if not is_url(str(location)) and _is_sqlite(Path(location)):
+        fc.note(
+            "error",
+            None,
+            "an SQLite database: read it through a URL, sqlite:///<path> (in the app, a connection an "
+            "administrator names)",
+            expected,
+            "unreachable",
+        )
+        return None
     try:
         return Database(location, schema)
+    except PathRefused:  # a link out of the data roots: refused, not "unreachable"
+        raise
     except ImportError as exc:
         reason = f"the database driver is not installed ({exc})"
     except Exception as exc:  # SQLAlchemy and DuckDB raise many types: all reported

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from engine.adversary import Adversary
+from engine.adversary import MAX_K, Adversary
 from engine.io.errors import UserError
 from engine.io.progress import Progress
 from engine.memo import memo
@@ -696,7 +696,7 @@ def settings_to_dict(settings: MethodSettings) -> dict[str, Any]:
 
 
 # the range of each whole-number setting read from a study file (others: 0..MAX_COUNT)
-READ_RANGES: dict[str, tuple[int, int]] = {"k": (2, 1_000_000), "age_low": (0, 150), "age_high": (0, 150)}
+READ_RANGES: dict[str, tuple[int, int]] = {"k": (2, MAX_K), "age_low": (0, 150), "age_high": (0, 150)}
 MAX_COUNT = 1_000_000_000
 
 

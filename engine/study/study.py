@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from engine import risk
-from engine.adversary import ALL_ADVERSARIES, Adversary
+from engine.adversary import ALL_ADVERSARIES, MAX_K, Adversary
 from engine.disclosure.cells import SmallCellError, SmallCellPolicy
 from engine.io.errors import UserError
 from engine.io.progress import Progress
@@ -41,9 +41,6 @@ EARLIER_FORMATS = ("cohortshield-study/1",)
 
 class StudyError(UserError, ValueError):
     """A study file or action that cannot be honoured; the message says why in plain words."""
-
-
-MAX_K = 1_000_000  # a study's k, as read from a file: a whole number 2..MAX_K, never coerced
 
 
 def _whole(value: object, name: str, lo: int, hi: int) -> int:
