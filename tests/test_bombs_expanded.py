@@ -301,3 +301,11 @@ def test_an_xlsx_without_a_dimension_is_counted_while_its_rows_are_read(monkeypa
     assert load_events(("ok.xlsx", _workbook(49, dimension=None))).data.shape[0] == 49  # 100 cells
     with pytest.raises(DataError, match=r"row 51: more than 100 cells \(the limit COHORTSHIELD_MAX_CELLS\)"):
         load_events(("wide.xlsx", _workbook(50, dimension=None)))
+
+
+def test_the_import_preview_of_an_uploaded_parquet_bomb_is_refused_from_its_footer(monkeypatch):
+    from engine.io.imports import preview
+
+    monkeypatch.setenv("COHORTSHIELD_MAX_CELLS", "1000")
+    with pytest.raises(LimitExceeded, match=r"events\.parquet: 60,000 cells .*COHORTSHIELD_MAX_CELLS"):
+        preview("long", name="events.parquet", data=_rle_parquet(20_000))
