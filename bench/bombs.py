@@ -17,6 +17,16 @@ to `python -m engine risk`), `meds_shard` (a MEDS shard of 50 M run-length encod
 code at `--scale 0.2`, 20,000 members, to stay within a minute; the new refuses the count first, so set
 `COHORTSHIELD_MAX_ZIP_MEMBERS=1000000` to time its duplicate check) and `xlsx_padded` (50,000 rows of 2
 cells whose sheet declares 10,000 columns, `A1:NTP50001`: openpyxl padded each row to them).
+
+Measured on a shared 2-core machine (times include the child's imports), before (8eef457) -> after:
+    parquet_rle_app     0.2 MB   4.25 GB 43.9 s MemoryError -> 0.12 GB 2.4 s, max_expansion (2,223 times)
+    parquet_rle_cli     0.2 MB   4.15 GB 78.9 s MemoryError -> 0.17 GB 4.9 s, exit 2
+    meds_shard          0.6 MB   4.22 GB 87.1 s ArrowMemoryError -> 0.13 GB 4.7 s, max_expansion (1,827)
+    package_sha         1.9 MB   > 150 s -> 0.12 GB 3.6 s, max_member_bytes (2,030,043,136 bytes)
+      --scale 0.25      0.5 MB   1.05 GB 18.8 s accepted -> 0.11 GB 4.3 s, max_expansion (1,028 times)
+    package_duplicates  9.8 MB   (20,000 members: 41.5 s) -> 0.12 GB 4.2 s, max_zip_members (100,002);
+                                 with the limit raised, the duplicate named: 0.18 GB 5.3 s
+    xlsx_padded         0.5 MB   > 150 s -> 0.17 GB, read like the honest workbook (5.65 s vs 5.62 s)
 """
 
 from __future__ import annotations
