@@ -1,4 +1,4 @@
-"""Small inputs that would take gigabytes (issue 25): peak memory and time of each refusal.
+"""Small inputs that would take gigabytes (issues 25 and 40): peak memory and time of each refusal.
 
 Each bomb is built in a temporary folder, then read in a fresh subprocess, whose peak resident memory
 (`VmHWM` of /proc/self/status: the exec'd reader's own, not the builder's) and time are printed, by
@@ -8,6 +8,25 @@ The child runs under an address-space cap (`--mem-cap`, GiB) and a time limit (`
 that the old code's blow-ups end there instead of taking the server down.
 
     .venv/bin/python bench/bombs.py [--code /tmp/old] [--only csv_columns,json_spaces] [--scale 1.0]
+
+Issue 40's cases (scale 1.0: the issue's sizes): `parquet_rle_app` (a Parquet of 20 M run-length
+encoded rows, 0.1 MB, uploaded in the app: `load_uploaded`), `parquet_rle_cli` (the same file given
+to `python -m engine risk`), `meds_shard` (a MEDS shard of 50 M run-length encoded rows),
+`package_sha` (a package whose study.json records the real sha256 of its 1.9 GiB input) and
+`package_duplicates` (100,000 members, one name twice; the old check was quadratic: measure the old
+code at `--scale 0.2`, 20,000 members, to stay within a minute; the new refuses the count first, so set
+`COHORTSHIELD_MAX_ZIP_MEMBERS=1000000` to time its duplicate check) and `xlsx_padded` (50,000 rows of 2
+cells whose sheet declares 10,000 columns, `A1:NTP50001`: openpyxl padded each row to them).
+
+Measured on a shared 2-core machine (times include the child's imports), before (8eef457) -> after:
+    parquet_rle_app     0.2 MB   4.25 GB 43.9 s MemoryError -> 0.12 GB 2.4 s, max_expansion (2,223 times)
+    parquet_rle_cli     0.2 MB   4.15 GB 78.9 s MemoryError -> 0.17 GB 4.9 s, exit 2
+    meds_shard          0.6 MB   4.22 GB 87.1 s ArrowMemoryError -> 0.13 GB 4.7 s, max_expansion (1,827)
+    package_sha         1.9 MB   > 150 s -> 0.12 GB 3.6 s, max_member_bytes (2,030,043,136 bytes)
+      --scale 0.25      0.5 MB   1.05 GB 18.8 s accepted -> 0.11 GB 4.3 s, max_expansion (1,028 times)
+    package_duplicates  9.8 MB   (20,000 members: 41.5 s) -> 0.12 GB 4.2 s, max_zip_members (100,002);
+                                 with the limit raised, the duplicate named: 0.18 GB 5.3 s
+    xlsx_padded         0.5 MB   > 150 s -> 0.17 GB, read like the honest workbook (5.65 s vs 5.62 s)
 """
 
 from __future__ import annotations
@@ -41,10 +60,118 @@ def _study_bytes(code: Path) -> bytes:
     return out.stdout
 
 
+def _rle_parquet(path: Path, rows: int, columns: dict[str, object]) -> None:
+    """`rows` rows repeating one value per column, in row groups of 1 M: dictionary- and run-length
+    encoded, a few hundred bytes a row group."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    block = min(rows, 1 << 20)
+    table = pa.table({k: pa.array([v] * block) for k, v in columns.items()})
+    with pq.ParquetWriter(path, table.schema, compression="zstd") as w:
+        left = rows
+        while left > 0:
+            w.write_table(table.slice(0, min(block, left)), row_group_size=block)
+            left -= block
+
+
+def _package(path: Path, study: dict, members: list[tuple[str, object]]) -> None:
+    """A study package: study.json, a manifest naming `inputs/0` as the events, then `members`
+    (name, bytes or an iterable of blocks)."""
+    manifest = {
+        "format": "cohortshield-study-package/1",
+        "inputs": [{"role": "events", "name": "events.csv", "member": "inputs/0", "sha256": "0" * 64}],
+    }
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("study.json", json.dumps(study))
+        zf.writestr("manifest.json", json.dumps(manifest))
+        for name, body in members:
+            if isinstance(body, bytes):
+                zf.writestr(name, body)
+                continue
+            member = zipfile.ZipInfo(name)
+            member.compress_type = zipfile.ZIP_DEFLATED
+            with zf.open(member, "w", force_zip64=True) as fh:
+                for block in body:  # type: ignore[attr-defined]
+                    fh.write(block)
+
+
 def build(case: str, folder: Path, code: Path, scale: float) -> tuple[Path, str]:
     """(the bomb's file, the Python that reads it as the app or CLI would)."""
     big = int(scale * GiB)
-    if case == "package_member":
+    if case in ("parquet_rle_app", "parquet_rle_cli"):
+        path = folder / "events.parquet"
+        _rle_parquet(path, int(20_000_000 * scale), {"patient_id": "p1", "visit": 1, "code": "250.00"})
+        read = (
+            "from engine.io.loaders import load_uploaded; load_uploaded(('events.parquet', open(P,'rb').read()))"
+            if case == "parquet_rle_app"
+            else "from engine.commands.cli import main\n"
+            "raise SystemExit(main(['risk', '--events', P, '--scope', 'cohort', '--knowledge', 'single_visit', '--out', P + '.csv']))"
+        )
+    elif case == "meds_shard":
+        import pyarrow as pa
+
+        path = folder / "shard.parquet"
+        rows = int(50_000_000 * scale)
+        block = 1 << 20
+        table = pa.table(
+            {
+                "subject_id": pa.array([1] * block, pa.int64()),
+                "time": pa.array([0] * block, pa.timestamp("us")),
+                "code": pa.array(["ICD//9//25000"] * block),
+            }
+        )
+        import pyarrow.parquet as pq
+
+        with pq.ParquetWriter(path, table.schema, compression="zstd") as w:
+            for start in range(0, rows, block):
+                w.write_table(table.slice(0, min(block, rows - start)), row_group_size=block)
+        read = "from engine.io.meds import read_meds; read_meds(P)"
+    elif case == "package_sha":
+        import hashlib
+
+        size, block = int(1.9 * big), b"\0" * (16 << 20)
+        h = hashlib.sha256()
+        for _ in range(size // len(block)):
+            h.update(block)
+        study = json.loads(_study_bytes(code))
+        study["data"]["inputs"] = {"events.csv": h.hexdigest()}
+        path = folder / "bomb.zip"
+        _package(path, study, [("inputs/0", (block for _ in range(size // len(block))))])
+        read = "from engine.study.package import read_study_file; read_study_file(open(P,'rb').read(), P)"
+    elif case == "package_duplicates":
+        n = int(100_000 * scale)
+        members = [(f"inputs/{i}", b"x") for i in range(1, n)] + [("inputs/1", b"x")]
+        path = folder / "many.zip"
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # zipfile warns of the duplicate name it is asked to write
+            _package(path, json.loads(_study_bytes(code)), members)
+        read = "from engine.study.package import read_study_file; read_study_file(open(P,'rb').read(), P)"
+    elif case == "xlsx_padded":
+        import re
+
+        from openpyxl import Workbook
+
+        rows = int(50_000 * scale)
+        wb = Workbook()
+        wb.active.append(["patient_id", "code"])
+        for i in range(rows):
+            wb.active.append([f"p{i}", "250.00"])
+        buf = io.BytesIO()
+        wb.save(buf)
+        path = folder / "padded.xlsx"
+        with zipfile.ZipFile(buf) as src, zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as dst:
+            for info in src.infolist():
+                body = src.read(info)
+                if info.filename == "xl/worksheets/sheet1.xml":  # 10,000 columns declared, 2 written
+                    body = re.sub(
+                        rb"<dimension [^>]*/>", f'<dimension ref="A1:NTP{rows + 1}"/>'.encode(), body
+                    )
+                dst.writestr(info.filename, body)
+        read = "from engine.io.loaders import load_events; load_events(P)"
+    elif case == "package_member":
         study = _study_bytes(code)
         manifest = {
             "format": "cohortshield-study-package/1",
@@ -151,7 +278,20 @@ def build(case: str, folder: Path, code: Path, scale: float) -> tuple[Path, str]
     return path, read
 
 
-CASES = ("package_member", "json_spaces", "lda_age_high", "xlsx_shared_strings", "csv_columns", "csv_line")
+CASES = (
+    "package_member",
+    "json_spaces",
+    "lda_age_high",
+    "xlsx_shared_strings",
+    "csv_columns",
+    "csv_line",
+    "parquet_rle_app",
+    "parquet_rle_cli",
+    "meds_shard",
+    "package_sha",
+    "package_duplicates",
+    "xlsx_padded",
+)
 
 CHILD = """
 import resource, sys, time

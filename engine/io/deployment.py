@@ -11,11 +11,13 @@ names; the CLI runs as its user and keeps free paths and URLs. Settings, first f
      non-alphanumerics as `_`);
    - limits: `COHORTSHIELD_MAX_MEMBER_BYTES`, `COHORTSHIELD_MAX_JSON_BYTES`, `COHORTSHIELD_MAX_JSON_DEPTH`,
      `COHORTSHIELD_MAX_COLUMNS`, `COHORTSHIELD_MAX_LINE_BYTES`, `COHORTSHIELD_MAX_ROWS`,
-     `COHORTSHIELD_MAX_XLSX_BYTES` (whole numbers);
+     `COHORTSHIELD_MAX_XLSX_BYTES`, `COHORTSHIELD_MAX_CELLS`, `COHORTSHIELD_MAX_DECODED_BYTES`,
+     `COHORTSHIELD_MAX_EXPANSION`, `COHORTSHIELD_MAX_ZIP_MEMBERS` (whole numbers; defaults and what
+     each bounds in `Limits`, how compressed inputs are measured in `engine.io.limits`);
 2. a TOML file: `COHORTSHIELD_CONFIG` (a path), else `cohortshield.toml` in the checkout, else the
    `[cohortshield]` table of `.streamlit/secrets.toml` in the checkout. Keys: `data_roots` (a list
    of folders, relative ones from the checkout), `[connections]` (name = URL) and `[limits]`
-   (`max_member_bytes = 2147483648`, ...).
+   (`max_member_bytes = 536870912`, ...).
 
 Default data roots: `sample_data/` and `data/` of the checkout. Every path is resolved (symlinks
 followed, `..` removed) before it is compared with the roots, so a link inside a root that points
@@ -61,13 +63,20 @@ class LimitExceeded(UserError, ValueError):
 class Limits:
     """Input limits (module docstring); each is a setting `COHORTSHIELD_<FIELD upper-cased>`."""
 
-    max_member_bytes: int = 2 << 30  # a study package's input file, uncompressed
+    # a study package's input file, uncompressed; a Parquet file's columns read, uncompressed pages
+    # (issue 40: 2 GiB let a 1.9 GiB member be read whole; the shipped sample's files are < 10 MiB)
+    max_member_bytes: int = 512 << 20
     max_json_bytes: int = 16 << 20  # study.json, manifest.json, a study file
     max_json_depth: int = 64  # nesting of objects and lists in a study file
-    max_columns: int = 10_000  # columns of a CSV / xlsx sheet
+    max_columns: int = 10_000  # columns of a CSV / xlsx sheet / Parquet file
     max_line_bytes: int = 1 << 20  # one line of a CSV file
-    max_rows: int = 100_000_000  # rows of a CSV file
+    max_rows: int = 100_000_000  # rows of a CSV file, xlsx sheet, Parquet file, MEDS dataset
     max_xlsx_bytes: int = 512 << 20  # an xlsx workbook's parts (sheets, shared strings), uncompressed
+    # what a compressed input decodes to (`engine.io.limits`); the shipped labs: 20.8 M cells, 176 MB
+    max_cells: int = 200_000_000  # rows x columns read of a Parquet file / MEDS dataset / xlsx sheet
+    max_decoded_bytes: int = 2 << 30  # a Parquet file's / MEDS dataset's columns read, decoded
+    max_expansion: int = 250  # decoded over stored bytes (past 64 MiB); the shipped labs: 38
+    max_zip_members: int = 1_000  # members of a study package or an xlsx workbook
 
     @staticmethod
     def setting(name: str) -> str:

@@ -29,15 +29,19 @@ def is_xlsx(name: str, data: bytes) -> bool:
 
 
 def check_xlsx(name: str, data: bytes) -> None:
-    """The workbook's parts are read from the zip's directory before anything is parsed: their
-    uncompressed sizes together (shared strings, sheets, ...) must stay within `max_xlsx_bytes`
-    (`LimitExceeded` naming the largest part). zipfile never inflates a part beyond its recorded size,
-    so the recorded sizes bound what openpyxl can read."""
+    """The workbook's parts are read from the zip's directory before anything is parsed: their count
+    within `max_zip_members` (from the zip's end record), each part's inflation within
+    `max_expansion` (`engine.io.limits`, issue 40), and their uncompressed sizes together (shared
+    strings, sheets, ...) within `max_xlsx_bytes` (`LimitExceeded` naming the largest part). zipfile
+    never inflates a part beyond its recorded size, so the recorded sizes bound what openpyxl reads."""
     import zipfile
 
     from engine.io.deployment import LimitExceeded, Limits, limits
+    from engine.io.limits import check_member, check_zip_entries
 
-    most = limits().max_xlsx_bytes
+    lim = limits()
+    most = lim.max_xlsx_bytes
+    check_zip_entries(data, name, lim)
     try:
         infos = zipfile.ZipFile(io.BytesIO(data)).infolist()
     except (zipfile.BadZipFile, ValueError, OSError):
@@ -49,6 +53,8 @@ def check_xlsx(name: str, data: bytes) -> None:
             f"{name}: the workbook's parts inflate to {total:,} bytes ({big.filename}: {big.file_size:,}), "
             f"more than {most:,} (the limit {Limits.setting('max_xlsx_bytes')}); it was not read"
         )
+    for info in infos:  # each within the total by now: its expansion
+        check_member(info, name, most, "max_xlsx_bytes", lim)
 
 
 def _text(value: object) -> str:
@@ -105,15 +111,22 @@ def read_xlsx(
             return None
         ws = wb[sheet] if sheet is not None else wb.worksheets[0]
         fc.file = f"{name}, sheet {ws.title}"
+        # the sheet's <dimension> is only what the file claims: openpyxl pads every row to its last
+        # column (A1:NTP2: 10,000 values a row) and stops at its last row (rows after it dropped)
+        ws.reset_dimensions()
         rows: list[tuple] = []
         numbers: list[int] = []
+        seen = 0  # cells yielded, empty ones too
         for r, values in enumerate(ws.iter_rows(values_only=True), start=1):
-            if (values and len(values) > lim.max_columns) or r > lim.max_rows + 1:
+            seen += len(values or ())
+            if (values and len(values) > lim.max_columns) or r > lim.max_rows + 1 or seen > lim.max_cells:
                 over = (
                     f"{len(values or ()):,} columns, more than {lim.max_columns:,} (the limit "
                     f"{Limits.setting('max_columns')})"
                     if len(values or ()) > lim.max_columns
                     else f"more than {lim.max_rows:,} rows (the limit {Limits.setting('max_rows')})"
+                    if r > lim.max_rows + 1
+                    else f"more than {lim.max_cells:,} cells (the limit {Limits.setting('max_cells')})"
                 )
                 fc.note("error", None, over, "a sheet within the input limits", "limit", (r,))
                 return None

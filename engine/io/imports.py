@@ -145,6 +145,9 @@ def _frame_head(name: str, data: bytes, n: int, sheet: str | None) -> pd.DataFra
     if data[:4] == b"PAR1":
         import pyarrow.parquet as pq
 
+        from engine.io.limits import check_parquet
+
+        check_parquet(data, name)  # from the footer before a row group is read (LimitExceeded)
         pf = pq.ParquetFile(io.BytesIO(data))
         return (
             next(pf.iter_batches(batch_size=n)).to_pandas().astype("string")

@@ -427,7 +427,21 @@ def _read_parquet(
     """A Parquet file as a frame, integers nullable (`_exact_integers`). With `text_codes`, text
     columns are read as dictionaries (pandas categoricals): Parquet stores them dictionary-encoded, so
     no string is decoded nor hashed; on the shipped lab orders that halves the read and its
-    factorizing (issue 24). Integers are then nullable only when one has a null (`_integers_of`)."""
+    factorizing (issue 24). Integers are then nullable only when one has a null (`_integers_of`).
+
+    First the input limits from the footer (`engine.io.limits.check_parquet`: rows, cells, decoded
+    bytes and expansion), so that a bomb is refused by name before a row group is read (issue 40)."""
+    from engine.io.deployment import LimitExceeded, limits
+    from engine.io.limits import check_parquet
+
+    lim = limits()  # a bad setting is its own UserError, never taken for an unreadable file
+    try:
+        check_parquet(src.data, src.name, lim=lim)
+    except LimitExceeded as exc:
+        fc.note("error", None, str(exc), "a file within the input limits", "limit")
+        return None
+    except Exception:  # pyarrow's error for an unreadable footer: the read below names it, as before
+        pass
     try:
         import pyarrow.parquet as pq
 

@@ -104,23 +104,17 @@ def read_meds(
     base = loc if loc.is_dir() else loc.parent
     frames, checks = [], []
     seen: dict[object, str] = {}  # subject_id -> the shard that holds it
-    from engine.io.deployment import LimitExceeded, Limits, limits
-    from engine.io.omop import check_parquet_file
+    from engine.io.limits import Footprint, check_footprint, check_parquet
     from engine.io.sql import sha256_file as _sha256
 
     sources = {}
     named = {path: f"{loc.name}/{path.relative_to(base)}" if loc.is_dir() else path.name for path in files}
     real = {path: opened(path) for path in files}  # every shard inside the data roots (engine.io.roots)
     valid = [path for path in files if _check_schema(real[path], named[path], report)]
-    rows, most = 0, limits().max_rows
+    total = Footprint()
     for path in valid:  # every shard's limits from its metadata, before any row group is read
-        check_parquet_file(real[path], named[path], COLUMNS)
-        rows += pq.read_metadata(real[path]).num_rows
-    if rows > most:
-        raise LimitExceeded(
-            f"{loc.name}: {rows:,} rows in its shards, more than {most:,} (the limit "
-            f"{Limits.setting('max_rows')}); no row was read"
-        )
+        total = total.add(check_parquet(real[path], named[path], COLUMNS))
+    check_footprint(loc.name, total, of=" in its shards")  # rows, cells, decoded bytes of them all
     for path in files:
         where = named[path]
         sources[where] = _sha256(real[path])

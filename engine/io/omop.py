@@ -242,38 +242,12 @@ def check_csv_file(path: Path, where: str) -> None:
 
 def check_parquet_file(path: Path, where: str, columns: Sequence[str] | None = None) -> None:
     """The input limits of a Parquet file from its metadata (the footer), before a row group is read:
-    rows (`max_rows`), columns (`max_columns`) and the uncompressed size of the columns to be read
-    (all when `columns` is None) against `max_member_bytes`. A `LimitExceeded` names `where` and the
+    rows, columns, and the cells, uncompressed and decoded size of the columns to be read (all when
+    `columns` is None): `engine.io.limits.check_parquet`. A `LimitExceeded` names `where` and the
     limit."""
-    import pyarrow.parquet as pq
+    from engine.io.limits import check_parquet
 
-    from engine.io.deployment import LimitExceeded, Limits, limits
-
-    lim = limits()
-    meta = pq.read_metadata(path)
-    if meta.num_columns > lim.max_columns:
-        raise LimitExceeded(
-            f"{where}: {meta.num_columns:,} columns, more than {lim.max_columns:,} (the limit "
-            f"{Limits.setting('max_columns')})"
-        )
-    if meta.num_rows > lim.max_rows:
-        raise LimitExceeded(
-            f"{where}: {meta.num_rows:,} rows, more than {lim.max_rows:,} (the limit "
-            f"{Limits.setting('max_rows')}); no row was read"
-        )
-    wanted = None if columns is None else {c.lower() for c in columns}
-    size = 0
-    for g in range(meta.num_row_groups):
-        group = meta.row_group(g)
-        for c in range(group.num_columns):
-            chunk = group.column(c)
-            if wanted is None or chunk.path_in_schema.split(".")[0].lower() in wanted:
-                size += chunk.total_uncompressed_size
-    if size > lim.max_member_bytes:
-        raise LimitExceeded(
-            f"{where}: the columns read are {size:,} bytes uncompressed, more than "
-            f"{lim.max_member_bytes:,} (the limit {Limits.setting('max_member_bytes')}); no row was read"
-        )
+    check_parquet(path, where, columns)
 
 
 def _file_columns(path: Path, where: str) -> list[str]:
