@@ -1,0 +1,113 @@
+"""Small cells closed under derivation (issue #35, finding 4): what leaves under a cell policy admits
+no count 1..N-1 by any linear combination a reader forms from everything released together
+(tests/cell_attack.py bounds every group by integer programs)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from engine.disclosure.cells import (
+    SUPPRESSED,
+    SmallCellPolicy,
+    phewas_allele_counts,
+    suppress_phewas,
+    suppress_phewas_tables,
+)
+from engine.utility import phewas
+from tests.cell_attack import Derived, phewas_attack
+
+CMS = SmallCellPolicy.parse("cms")
+
+
+def _row(snp: str, phecode: str, cases: int, case_minor: int, controls: int = 900, control_minor: int = 300):
+    return {
+        "snp": snp,
+        "phecode": phecode,
+        "phenotype": f"phenotype {phecode}",
+        "n_cases": cases,
+        "n_controls": controls,
+        "case_maf": case_minor / (2 * cases),
+        "control_maf": control_minor / (2 * controls),
+        "odds_ratio": 1.0,
+        "p": 0.5,
+    }
+
+
+def _old_publishing(table: pd.DataFrame, policy: SmallCellPolicy) -> pd.DataFrame:
+    """The publishing before the fix: a row is withheld only when a count of its own is small."""
+    small = phewas_allele_counts(table).apply(lambda s: s.map(policy.is_small)).any(axis=1)
+    out = table.astype(object)
+    out.loc[small, ["n_cases", "n_controls", "case_maf", "control_maf", "odds_ratio", "p"]] = SUPPRESSED
+    return out
+
+
+@pytest.fixture(scope="module")
+def sample_phewas(sample_dataset) -> pd.DataFrame:
+    return phewas.phewas_of_records(sample_dataset.group_records("cohort"), sample_dataset.genotypes)
+
+
+def test_the_attack_finds_a_parent_minus_its_child_on_the_old_publishing(sample_phewas):
+    """Finding 1: `phewas --min-cell cms` published 110 and 110.1 of rs1333049, which differ by one
+    patient with 0 minor alleles (2 major alleles): the attack pins both."""
+    t = sample_phewas[(sample_phewas.snp == "rs1333049") & sample_phewas.phecode.str.startswith("110")]
+    found = phewas_attack({"original": _old_publishing(t, CMS)})
+    assert Derived("rs1333049", "110 minus 110.1", "patients", 1, 1) in found
+    assert Derived("rs1333049", "110 minus 110.1", "major alleles", 2, 2) in found
+    assert phewas_attack({"original": suppress_phewas(t, CMS)[0]}) == []
+
+
+def test_parent_minus_one_child_is_withheld():
+    t = pd.DataFrame([_row("s", "110", 31, 12), _row("s", "110.1", 30, 12), _row("s", "120", 25, 11)])
+    assert [f.region for f in phewas_attack({"o": _old_publishing(t, CMS)})] == ["110 minus 110.1"] * 2
+    out, note = suppress_phewas(t, CMS)
+    assert out["p"].tolist() == [SUPPRESSED, 0.5, 0.5]  # the ancestor goes, the specific phenotype stays
+    assert note.rows_withheld == 1 and phewas_attack({"o": out}) == []
+
+
+def test_parent_minus_published_siblings_is_withheld():
+    """Finding 2: 250.2 is withheld (5 minor alleles), 250 minus 250.1 and 250.3 leaves it (siblings
+    read as disjoint): 60 - 25 - 30 = 5 cases."""
+    rows = [_row("s", "250", 60, 30), _row("s", "250.1", 25, 12), _row("s", "250.2", 20, 5)]
+    t = pd.DataFrame([*rows, _row("s", "250.3", 30, 13)])
+    old = phewas_attack({"o": _old_publishing(t, CMS)})
+    assert any(f.region == "250 minus the sum of 250.1, 250.3" for f in old)
+    out, _ = suppress_phewas(t, CMS)
+    assert phewas_attack({"o": out}) == []
+    assert out.loc[0, "p"] == 0.5  # the parent stays; a child goes
+    assert (out["p"] == SUPPRESSED).sum() == 2
+
+
+def test_no_derived_small_cell_in_the_sample_phewas(sample_phewas):
+    """Findings 1 and 2 on the shipped sample: every group of every SNP's phecode families (1,842 rows)
+    is bounded; before the fix `phewas --min-cell cms` gave 242 parent-minus-child groups of 1-10."""
+    policy = CMS
+    before = phewas_attack({"original": _old_publishing(sample_phewas, policy)}, policy.high + 1)
+    pairs = {(f.snp, f.region) for f in before if f.quantity == "patients" and " minus " in f.region}
+    assert len(pairs) >= 242
+    out, note = suppress_phewas(sample_phewas, policy)
+    assert phewas_attack({"original": out}, policy.high + 1) == []
+    planted = {"rs2476601": "714.1", "rs17234657": "555.1", "rs3135388": "335"}
+    for snp, pc in planted.items():  # the planted associations stay published
+        assert out.loc[(out.snp == snp) & (out.phecode == pc), "p"].iloc[0] != SUPPRESSED
+    assert note.rows_withheld == int((out["p"] == SUPPRESSED).sum())
+
+
+def test_original_and_release_published_together():
+    """Finding 3: a release's row lies inside the original's (released items count toward a phecode
+    only when every code does); 40 - 33 = 7 patients lost, a small cell between the two tables."""
+    o = pd.DataFrame([_row("s", "401", 40, 20), _row("s", "402", 50, 20)])
+    r = pd.DataFrame([_row("s", "401", 33, 16), _row("s", "402", 50, 20)])
+    tables = {"original": o, "released": r}
+    old = phewas_attack({k: _old_publishing(v, CMS) for k, v in tables.items()})
+    assert Derived("s", "original 401 minus released 401", "patients", 7, 7) in old
+    (o2, _), (r2, rnote) = suppress_phewas_tables([o, r], CMS)
+    assert o2["p"].tolist() == [0.5, 0.5] and r2["p"].tolist() == [SUPPRESSED, 0.5]
+    assert rnote.rows_withheld == 1
+    assert phewas_attack({"original": o2, "released": r2}) == []
+
+
+def test_no_policy_withholds_nothing(sample_phewas):
+    out, note = suppress_phewas(sample_phewas, SmallCellPolicy())
+    assert note.rows_withheld == 0 and not np.any(out["p"] == SUPPRESSED)
