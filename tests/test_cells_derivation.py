@@ -111,3 +111,38 @@ def test_original_and_release_published_together():
 def test_no_policy_withholds_nothing(sample_phewas):
     out, note = suppress_phewas(sample_phewas, SmallCellPolicy())
     assert note.rows_withheld == 0 and not np.any(out["p"] == SUPPRESSED)
+
+
+def _counts_from_shares(written: pd.DataFrame, policy: SmallCellPolicy) -> list[tuple[str, int]]:
+    """Counts 1..N-1 a reader forms from `labs uniqueness`' written rows: a shown share times its shown
+    count gives the unique and the non-unique patients with at least d days; those and their
+    differences (patients with d to d' - 1 days) are counts of people."""
+    shown = written[(written["patients"] != SUPPRESSED) & (written["share_unique"] != SUPPRESSED)]
+    n = shown["patients"].astype(int).to_numpy()
+    unique = np.rint(shown["share_unique"].astype(float).to_numpy() * n).astype(int)
+    found = []
+    for name, col in (("unique", unique), ("not unique", n - unique)):
+        for i in range(len(col)):
+            found += [(name, int(x)) for x in [col[i], *(col[i] - col[i + 1 :])] if policy.is_small(x)]
+    return found
+
+
+def test_labs_uniqueness_shares_give_no_small_count(tmp_path, capsys):
+    """Finding 4: `labs uniqueness --min-cell cms` on the sample wrote shares beside published counts
+    from which 6 counts of 1-10 followed (share x patients: 10, 8, 4, 3, 2, 1 non-unique patients with
+    at least 10..15 days)."""
+    from pathlib import Path
+
+    from engine.commands.cli import main
+
+    labs = Path(__file__).resolve().parents[1] / "sample_data" / "labs.parquet"
+    out = tmp_path / "u.csv"
+    assert main(["labs", "uniqueness", "--labs", str(labs), "--min-cell", "cms", "--out", str(out)]) == 0
+    written = pd.read_csv(out, dtype=str)
+    assert _counts_from_shares(written, CMS) == []
+    assert "share(s) unique" in capsys.readouterr().out
+    shown = written["share_unique"] != SUPPRESSED
+    assert (
+        shown.sum() > 100
+        and (written.loc[written["patients"] == SUPPRESSED, "share_unique"] == SUPPRESSED).all()
+    )

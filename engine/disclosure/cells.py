@@ -574,6 +574,23 @@ def suppress_cumulative(
     return hide
 
 
+def suppress_cumulative_share(
+    values: Sequence[int], parts: Sequence[int], policy: SmallCellPolicy, total: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Masks (counts, shares) of a column of counts "at least d" (`suppress_cumulative`) written beside
+    the share of them that has a property (`parts / values`, e.g. the unique patients with at least d
+    days: nonincreasing too). A share times its count gives the part and the rest (count - part), two
+    more columns of counts "at least d" (issue #35: `labs uniqueness` gave non-unique counts 1-10 so):
+    a share is withheld where its count is, or where `suppress_cumulative` withholds the part or the
+    rest. Withholding more cells of such a column keeps every difference of two shown cells a sum of
+    differences that are zero or not small."""
+    v = np.asarray(values, dtype=np.int64)
+    p = np.asarray(parts, dtype=np.int64)
+    counts = suppress_cumulative(v.tolist(), policy, total)
+    shares = counts | suppress_cumulative(p.tolist(), policy) | suppress_cumulative((v - p).tolist(), policy)
+    return counts, shares
+
+
 # ------------------------------------------------------------------------ the commands' option
 MIN_CELL_HELP = "N (counts 1..N-1 suppressed) or cms, aou, ohdsi, none (default: none)"
 
