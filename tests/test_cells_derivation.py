@@ -146,3 +146,102 @@ def test_labs_uniqueness_shares_give_no_small_count(tmp_path, capsys):
         shown.sum() > 100
         and (written.loc[written["patients"] == SUPPRESSED, "share_unique"] == SUPPRESSED).all()
     )
+
+
+def _steps_leaks(steps: list[dict], policy: SmallCellPolicy) -> list[tuple[str, int]]:
+    """Counts 1..N-1 in GCCens' steps as a reader forms them: a shown `records` cell, and the difference
+    of two shown cells of a code (records at level l are those holding it at least l times)."""
+    by_code: dict[str, list[tuple[int, int]]] = {}
+    for s in steps:
+        if str(s["records"]) != SUPPRESSED:
+            by_code.setdefault(str(s["code"]), []).append((int(s["from_count"]), int(s["records"])))
+    found = []
+    for code, cells in by_code.items():
+        v = [r for _, r in sorted(cells)]
+        found += [
+            (code, x)
+            for i in range(len(v))
+            for x in [v[i], *(v[i] - np.array(v[i + 1 :]))]
+            if policy.is_small(x)
+        ]
+    return found
+
+
+def _gccens_report(policy: SmallCellPolicy):
+    from dataclasses import replace
+
+    from test_report import KEY, _entry, _toy
+
+    from engine.release import Release
+    from engine.report.report import build_report
+    from engine.study.runs import GCCensSettings, RunInputs
+    from engine.study.study import Study, data_ref
+
+    _, _, pop, cohort = _toy()
+    data = data_ref("toy", pop, RunInputs(pop, cohort), sources={"events.csv": "abc"})
+    keep = cohort.items[cohort.event_item] == "401.1"
+    steps = [{"code": "002.1", "from_count": 1, "records": 1, "below_k_before": 90}]  # finding 5's first step
+    steps += [
+        {"code": "401.1", "from_count": lv, "records": n, "below_k_before": 80}
+        for lv, n in [(3, 40), (2, 43), (1, 70)]
+    ]
+    steps += [
+        {"code": f"{c:03d}.9", "from_count": 1, "records": 50, "below_k_before": 70} for c in range(100, 160)
+    ]
+    caps = {
+        f"{c:03d}.{d}": 1 + c % 7 for c in range(100, 200) for d in range(2)
+    }  # each code's sample maximum
+    release = Release(
+        "GCCens", cohort.keep_events(keep), params={"k": 2, "caps": caps}, loss={"steps": steps}
+    )
+    entry, inp = _entry("GCCens", release, GCCensSettings(k=2), data, pop)
+    study = replace(Study(data, ADV_OF_TOY, 2, pseudonym_key=KEY).add(entry), small_cells=policy)
+    return build_report(study, {"GCCens": inp}, pop, cohort, reproducible=True)
+
+
+ADV_OF_TOY = __import__("test_report").ADV
+
+
+def test_gccens_appendix_under_the_policy():
+    """Finding 5: the bundle's appendix (`appendix/gccens/steps.csv`, `caps.json`) listed the cohort's
+    per-code figures down to one record (`002.1,1,1,...`) under no cell policy."""
+    import io
+
+    plain = _gccens_report(SmallCellPolicy())
+    assert set(plain.appendix) == {"appendix/gccens/steps.csv", "appendix/gccens/caps.json"}
+    old = pd.read_csv(io.BytesIO(plain.appendix["appendix/gccens/steps.csv"]), dtype=str)
+    assert old.iloc[0].tolist()[:3] == ["002.1", "1", "1"]
+    assert _steps_leaks(old.to_dict("records"), CMS)  # what the policy must remove
+
+    rep = _gccens_report(CMS)
+    assert "appendix/gccens/caps.json" not in rep.appendix  # per-code maxima of the cohort
+    r = rep.data["releases"][0]
+    assert isinstance(r["method parameters"]["caps"], str) and "withheld" in r["method parameters"]["caps"]
+    steps = pd.read_csv(io.BytesIO(rep.appendix["appendix/gccens/steps.csv"]), dtype=str)
+    assert _steps_leaks(steps.to_dict("records"), CMS) == []
+    assert steps.iloc[0].tolist()[:3] == ["002.1", SUPPRESSED, SUPPRESSED]
+    shown = steps[steps["code"] == "401.1"]["records"].tolist()
+    assert shown == ["40", SUPPRESSED, "70"]  # 43 - 40 = 3 patients held 401.1 exactly twice
+    notes = rep.data["small cells"]["suppressed"]
+    assert notes == [
+        {
+            "release": "GCCens",
+            "table": "GCCens steps",
+            "columns": ["records"],
+            "primary": 1,
+            "complementary": 1,
+            "rows withheld": 0,
+        }
+    ]
+
+
+def test_gccens_steps_of_the_sample_under_cms(sample_dataset):
+    """The shipped sample's GCCens (k = 5 against the population): its 4,058 steps through the report's rule."""
+    from engine.anonymize.censor import gccens
+    from engine.report.report import cohort_figures_under
+
+    release = gccens(sample_dataset.group_records("cohort"), sample_dataset.group_records("population"), 5)
+    assert _steps_leaks(release.loss["steps"], CMS)
+    params, loss, note = cohort_figures_under(release.params, release.loss, CMS, "GCCens")
+    assert _steps_leaks(loss["steps"], CMS) == [] and params["caps"] != release.params["caps"]
+    assert note is not None and note["primary"] > 0 and len(loss["steps"]) == len(release.loss["steps"])
