@@ -310,3 +310,23 @@ def test_cli_phewas_released_beside_the_original(tmp_path, capsys):
     ]
     d = (shown["n_cases"].astype(int) - shown["n_cases_released"].astype(int)).abs()
     assert not d.between(1, 10).any()
+
+
+def test_app_pairs_download_judges_original_and_release_together(sample_phewas, demo_d_phewas):
+    """Finding 3 in the app: the PheWAS page's "QQ-plot and change data" download (phewas_pairs.csv,
+    `phewas.paired` of every release) suppressed its case counts cell by cell, so the original's and
+    DEMO_D's cases of a phecode were written side by side 1-10 apart."""
+    from ui.downloads import small_cells_of
+
+    pairs = phewas.paired(sample_phewas, demo_d_phewas).assign(release="DEMO_D")
+    derived = [c for c in pairs.columns if c.startswith(("odds_ratio", "p_", "neglog10")) or c == "change"]
+    out, caption = small_cells_of(pairs, ("n_cases_original", "n_cases_released"), derived, policy=CMS)
+    shown = (out["n_cases_original"] != SUPPRESSED) & (out["n_cases_released"] != SUPPRESSED)
+    both = out[shown & pairs["n_cases_original"].notna() & pairs["n_cases_released"].notna()]
+    d = (both["n_cases_original"].astype(float) - both["n_cases_released"].astype(float)).abs()
+    assert len(both) > 100 and not d.between(1, 10).any()
+    withheld = out["n_cases_released"] == SUPPRESSED
+    assert (out.loc[withheld, ["p_released", "odds_ratio_released", "change"]] == SUPPRESSED).all().all()
+    kept = (out["n_cases_original"] != SUPPRESSED) & withheld
+    assert kept.any() and (out.loc[kept, "p_original"] != SUPPRESSED).all()  # the original's side stays
+    assert "withheld" in caption

@@ -544,6 +544,49 @@ def suppress_phewas(table: pd.DataFrame, policy: SmallCellPolicy) -> tuple[pd.Da
     return suppress_phewas_tables([table], policy)[0]
 
 
+PAIRED_SIDES = ("_original", "_released")  # `engine.utility.phewas.paired`'s column suffixes
+
+
+def suppress_paired_phewas(
+    paired: pd.DataFrame, policy: SmallCellPolicy
+) -> tuple[pd.DataFrame, SuppressionNote]:
+    """Original and released PheWAS results side by side (`engine.utility.phewas.paired`, one release or
+    several by a `release` column) under the policy: per release, the two tables' cases judged together
+    (`withheld_phewas`: a release's row whose cases differ by 1..N-1 from the original's, and rows of
+    the phecode hierarchy), a withheld side's columns (`n_cases_released`, `p_released`, ...) and
+    `change` read `SUPPRESSED`. The note counts the withheld sides as rows."""
+    out = paired.copy()
+    for col in out.columns:
+        if str(col).endswith(PAIRED_SIDES) or col == "change":
+            out[col] = out[col].astype(object)
+    groups = (
+        paired.groupby("release", sort=False).indices if "release" in paired else {"": np.arange(len(paired))}
+    )
+    small = withheld = 0
+    for rows in groups.values():
+        part = paired.iloc[rows]
+        sides = [
+            pd.DataFrame(
+                {
+                    "snp": part["snp"].to_numpy(),
+                    "phecode": part["phecode"].astype(str).to_numpy(),
+                    "n_cases": pd.to_numeric(part[f"n_cases{side}"], errors="coerce").to_numpy(),
+                    "n_controls": np.nan,
+                }
+            )
+            for side in PAIRED_SIDES
+        ]
+        for side, table, mask in zip(PAIRED_SIDES, sides, withheld_phewas(sides, policy), strict=True):
+            small += int(table["n_cases"].map(policy.is_small).sum())
+            withheld += int(mask.sum())
+            hit = out.index[rows[mask]]
+            cols = [c for c in out.columns if str(c).endswith(side)] + (["change"] if "change" in out else [])
+            out.loc[hit, cols] = SUPPRESSED
+    return out, SuppressionNote(
+        policy, "PheWAS pairs", ("n_cases_original", "n_cases_released"), small, 0, withheld
+    )
+
+
 def suppress_cumulative(
     values: Sequence[int], policy: SmallCellPolicy, total: int | None = None
 ) -> np.ndarray:
