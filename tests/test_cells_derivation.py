@@ -79,6 +79,7 @@ def test_parent_minus_published_siblings_is_withheld():
     assert (out["p"] == SUPPRESSED).sum() == 2
 
 
+@pytest.mark.slow
 def test_no_derived_small_cell_in_the_sample_phewas(sample_phewas):
     """Findings 1 and 2 on the shipped sample: every group of every SNP's phecode families (1,842 rows)
     is bounded; before the fix `phewas --min-cell cms` gave 242 parent-minus-child groups of 1-10."""

@@ -32,7 +32,15 @@ Nonnegativity bounds remain (a suppressed cell lies between 0 and its line's pub
 they say a cell is small, which its suppression says anyway.
 
 Tables without published totals (`suppress_frame(..., margins=False)`) need no complement: no
-equation ties their cells. A table of a release whose figures can be recomputed from the release
+equation ties their cells.
+
+Tables whose rows nest (issue #35): a PheWAS row is a set of patients, a descendant phecode's inside its
+ancestor's and a release's inside the original's, so the difference of two shown rows is a group of
+patients too. `withheld_phewas` withholds, per SNP and phecode family, rows until no shown row, no
+difference of two nested shown rows and no parent-minus-its-children remainder is small (the
+ancestor of a near-equal pair goes, the specific phenotype stays); a share beside a count is withheld
+with it or when the part it gives is small (`suppress_cumulative_share`). tests/cell_attack.py checks
+it: every group a reader can form is bounded by integer programs over the unknown cells. A table of a release whose figures can be recomputed from the release
 file itself (e.g. released patients per disease) gains nothing from suppression; the caller says so.
 """
 
