@@ -115,8 +115,16 @@ def small_cells_of(frame: pd.DataFrame, counts: Sequence[str], derived: Sequence
     of `counts` (counts of patients) in the policy's range read "suppressed", and the `derived` cells of
     their rows (figures that would give them back, e.g. a share of patients). A PheWAS result table
     (`n_cases`, `n_controls` and the allele frequencies) loses its whole row when any count or allele
-    count is small (`engine.disclosure.cells.suppress_phewas`)."""
-    from engine.disclosure.cells import SUPPRESSED, suppress_frame, suppress_phewas
+    count is small, or differs by a small amount from a nested row's (`engine.disclosure.cells.suppress_phewas`);
+    original and released results side by side (`engine.utility.phewas.paired`) are judged together,
+    a release's row a small amount from the original's withheld (`suppress_paired_phewas`, issue #35)."""
+    from engine.disclosure.cells import (
+        PAIRED_SIDES,
+        SUPPRESSED,
+        suppress_frame,
+        suppress_paired_phewas,
+        suppress_phewas,
+    )
 
     policy = session_small_cells() if policy is None else policy
     cols = [c for c in counts if c in frame.columns]
@@ -124,6 +132,9 @@ def small_cells_of(frame: pd.DataFrame, counts: Sequence[str], derived: Sequence
         return frame, ""
     if {"n_cases", "n_controls"} <= set(cols) and {"case_maf", "control_maf"} <= set(frame.columns):
         out, note = suppress_phewas(frame, policy)
+    elif {"n_cases_original", "n_cases_released"} <= set(cols) and {"snp", "phecode"} <= set(frame.columns):
+        out, note = suppress_paired_phewas(frame, policy)  # each side's statistics with its cases
+        derived = [c for c in derived if not str(c).endswith(PAIRED_SIDES) and c != "change"]
     else:
         out, note = suppress_frame(frame, policy, cols)
     hit = out[cols].eq(SUPPRESSED).any(axis=1).to_numpy()

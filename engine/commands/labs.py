@@ -4,6 +4,9 @@ labs uniqueness (--labs LABS | --shards DIR) --out OUT.csv
     rows: days, patients (with at least that many days), share_unique (Figure 3); with --shards the
     lab orders are read one shard at a time from DIR/labs-NNNNN.parquet (`python -m engine shards
     EVENTS DIR N --labs LABS` writes them; engine.scale.shards.sharded_uniqueness), same result
+    --min-cell N|cms|...: counts of patients suppressed with a complement against the printed total,
+    and the share unique beside a count withheld too when the unique or non-unique patients it gives
+    (share x patients) would be (engine.disclosure.cells.suppress_cumulative_share)
 labs recall --labs LABS [--min-orders N] [--trials T] [--simulations S] [--against 99|population]
             [--query one_day|all_days] [--latent DIM] [--epochs E] [--seed S] --out OUT.csv
     rows: n, recall, random (Figure 4); with --latent the recall of the VAE's latent vectors on the
@@ -90,17 +93,22 @@ def run_uniqueness(args: argparse.Namespace) -> int:
         days = _load(args.labs, args)
         u = L.uniqueness(days)
         what = f"{days.n_patients} patients, {days.n_days} patient-days, {days.n_labs} labs"
-    table = u.by_days()[["days", "patients", "share_unique"]]
+    table = u.by_days()
     if policy.active:  # patients with at least d days: counts of people (the total is printed below)
-        from engine.disclosure.cells import SUPPRESSED, suppress_cumulative
+        from engine.disclosure.cells import SUPPRESSED, suppress_cumulative_share
 
-        hide = suppress_cumulative(table["patients"].tolist(), policy, len(u.patient_ids))
-        table = table.astype({"patients": object})
+        hide, hide_share = suppress_cumulative_share(
+            table["patients"].tolist(), table["unique"].tolist(), policy, len(u.patient_ids)
+        )
+        table = table.astype({"patients": object, "share_unique": object})
         table.loc[hide, "patients"] = SUPPRESSED
+        table.loc[hide_share, "share_unique"] = SUPPRESSED
         print(
             f"small cells ({policy.describe()}): {int(hide.sum()):,} of {len(hide):,} count(s) of patients "
-            "suppressed (small, or a small difference to another count or to the total)"
+            f"suppressed (small, or a small difference to another count or to the total), and "
+            f"{int(hide_share.sum()):,} share(s) unique (times the count: unique and non-unique patients)"
         )
+    table = table[["days", "patients", "share_unique"]]
     _write(table, args.out)
     print(f"{what}: {100 * u.share_unique:.1f}% unique; {time.perf_counter() - t0:.1f} s -> {args.out}")
     return 0

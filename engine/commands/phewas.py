@@ -7,8 +7,11 @@
 `--min-cell` (issue 28): the small-cell policy of what is written; N is the smallest publishable count
 (counts 1..N-1 suppressed; 11 = CMS, 21 = All of Us, 5 = OHDSI) or a preset's name. A row any of
 whose counts (cases, controls, minor and major alleles of cases and of controls) is small is written
-with its counts and statistics as `suppressed` (`engine.disclosure.cells.suppress_phewas`); zeros are
-published. The line printed says how many rows were withheld.
+with its counts and statistics as `suppressed`, and so is a row whose counts differ by a small amount
+from those of a nested row (a parent phecode and its child; the original and the release's row of a
+phecode, written side by side) or leave a small remainder below its children
+(`engine.disclosure.cells.suppress_phewas_tables`, issue #35); zeros are published. The line printed
+says how many rows were withheld.
 
 With `--shards DIR` the original data are the event shards of DIR (`python -m engine shards`), read
 one at a time: each shard's case and control genotype counts add up
@@ -128,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--released and --codemap go together")
     if args.shards and args.released:
         raise UserError("--released needs --events: a release is compared with the original in memory")
-    from engine.disclosure.cells import min_cell_of, suppress_phewas
+    from engine.disclosure.cells import min_cell_of, suppress_phewas_tables
 
     policy = min_cell_of(args)
     options = InputOptions.of(args)
@@ -141,8 +144,7 @@ def run(args: argparse.Namespace) -> int:
         _warn_unmapped(phewas.unmapped_codes(records), "the events")
         result = phewas.phewas_of_records(records, genotypes, settings)
     cols = ["snp", "phecode", "phenotype", "n_cases", "n_controls", "odds_ratio", "p"]
-    shown, note = suppress_phewas(result, policy)
-    out = shown[cols]
+    tables = [result]
     if args.released:
         released, code_map = _read_csv(args.released), _read_csv(args.codemap)
         try:
@@ -153,11 +155,15 @@ def run(args: argparse.Namespace) -> int:
         if outside:
             raise UserError(f"{args.released}: {len(outside)} released patient(s) are not in the cohort")
         _warn_unmapped(phewas.unmapped_codes(release.records, release.item_codes), "the release")
-        rel_shown, rel_note = suppress_phewas(phewas.phewas_of_release(release, genotypes, settings), policy)
-        rel = rel_shown[cols]
+        tables.append(phewas.phewas_of_release(release, genotypes, settings))
+    # one file: the released rows are judged beside the original's (suppress_phewas_tables)
+    (shown, note), *rel = suppress_phewas_tables(tables, policy)
+    out = shown[cols]
+    if rel:
+        rel_shown, rel_note = rel[0]
         if rel_note.rows_withheld:
             print(f"small cells ({policy.describe()}): {rel_note.rows_withheld:,} released row(s) withheld")
-        out = out.merge(rel, on=["snp", "phecode"], how="outer", suffixes=("", "_released"))
+        out = out.merge(rel_shown[cols], on=["snp", "phecode"], how="outer", suffixes=("", "_released"))
         out = out.drop(columns=["phenotype_released"])
     write_table_csv(args.out, out)
     n_sig = int((result["p"] <= 0.05).sum())

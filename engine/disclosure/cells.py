@@ -32,7 +32,15 @@ Nonnegativity bounds remain (a suppressed cell lies between 0 and its line's pub
 they say a cell is small, which its suppression says anyway.
 
 Tables without published totals (`suppress_frame(..., margins=False)`) need no complement: no
-equation ties their cells. A table of a release whose figures can be recomputed from the release
+equation ties their cells.
+
+Tables whose rows nest (issue #35): a PheWAS row is a set of patients, a descendant phecode's inside its
+ancestor's and a release's inside the original's, so the difference of two shown rows is a group of
+patients too. `withheld_phewas` withholds, per SNP and phecode family, rows until no shown row, no
+difference of two nested shown rows and no parent-minus-its-children remainder is small (the
+ancestor of a near-equal pair goes, the specific phenotype stays); a share beside a count is withheld
+with it or when the part it gives is small (`suppress_cumulative_share`). tests/cell_attack.py checks
+it: every group a reader can form is bounded by integer programs over the unknown cells. A table of a release whose figures can be recomputed from the release
 file itself (e.g. released patients per disease) gains nothing from suppression; the caller says so.
 """
 
@@ -414,6 +422,11 @@ def _with_total_frame(
 PHEWAS_COUNTS = ("n_cases", "n_controls")
 # every statistic of a PheWAS result row after its counts (`engine.utility.phewas.RESULT_COLUMNS`)
 PHEWAS_DERIVED = tuple(RESULT_COLUMNS[RESULT_COLUMNS.index(PHEWAS_COUNTS[-1]) + 1 :])
+# `phewas_allele_counts`' columns: the cases' three first (sets that nest with the phecodes)
+PHEWAS_CELL_KINDS = (
+    *("n_cases", "case minor alleles", "case major alleles"),
+    *("n_controls", "control minor alleles", "control major alleles"),
+)
 
 
 def phewas_allele_counts(table: pd.DataFrame) -> pd.DataFrame:
@@ -430,30 +443,155 @@ def phewas_allele_counts(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, index=table.index)
 
 
-def suppress_phewas(table: pd.DataFrame, policy: SmallCellPolicy) -> tuple[pd.DataFrame, SuppressionNote]:
-    """A PheWAS table (`engine.utility.phewas.RESULT_COLUMNS`) under the policy: a row any of whose
-    counts (cases, controls, case and control minor / major alleles, `phewas_allele_counts`) is small
-    is withheld whole (its counts and every statistic computed from them, which would give them back).
-    The rows are not summed to published totals, so no complement is needed within the table; nested
-    phecodes (a parent's cases include its children's) are not an equation (a patient may be in
-    several children) and are not treated."""
-    if not policy.active or table.empty:
-        return table.copy(), SuppressionNote(policy, "PheWAS", PHEWAS_COUNTS)
-    counts = phewas_allele_counts(table)
-    small = counts.apply(lambda s: s.map(policy.is_small)).to_numpy(dtype=bool)
-    rows = small.any(axis=1)
+def _is_descendant(d: str, a: str) -> bool:
+    """Phecode `d` is a strict descendant of `a` by truncation of decimals (`250.11` of `250.1` and `250`)."""
+    return d != a and (d.startswith(a + ".") if "." not in a else d.startswith(a))
+
+
+@dataclass
+class _Row:
+    table: int
+    index: int
+    phecode: str
+    counts: np.ndarray  # PHEWAS_CELL_KINDS
+    withheld: bool
+
+
+def _inside(d: _Row, a: _Row) -> bool:
+    """The cases of row `d` are a subset of row `a`'s: a descendant phecode of the same table, or a
+    release's row (table > 0) of the original's phecode (table 0) or of a descendant of it."""
+    if d.table == a.table:
+        return _is_descendant(d.phecode, a.phecode)
+    return a.table == 0 and (d.phecode == a.phecode or _is_descendant(d.phecode, a.phecode))
+
+
+def _first_leak(rows: list[_Row], policy: SmallCellPolicy) -> _Row | None:
+    """The row to withhold next in one SNP's phecode family (`withheld_phewas`), or None."""
+    shown = [r for r in rows if not r.withheld]
+    for a in shown:
+        inner = [d for d in shown if _inside(d, a)]
+        for d in inner:  # a set minus a subset of it is a group of patients
+            if any(policy.is_small(abs(x)) for x in a.counts - d.counts):
+                return a if a.table == d.table else d
+        near = [d for d in inner if d.table == a.table and not any(_inside(d, b) for b in inner)]
+        if near:  # read as disjoint, the children leave a remainder of patients
+            rest = a.counts[:3] - sum(d.counts[:3] for d in near)
+            if any(policy.is_small(x) for x in rest):
+                return min(near, key=lambda d: (d.counts[0], -float(d.phecode)))  # ties: most specific
+    return None
+
+
+def withheld_phewas(tables: Sequence[pd.DataFrame], policy: SmallCellPolicy) -> list[np.ndarray]:
+    """Rows to withhold whole in PheWAS tables published together (issue 28; issue #35 finding 4): the
+    first the original cohort's, the others releases of it. Rule, per SNP and phecode family (the
+    phecodes sharing the part before the dot):
+
+    1. a row any of whose counts (`phewas_allele_counts`: cases, controls, their minor and major
+       alleles) is small;
+    2. then, to a fixed point, one row at a time: of two shown rows whose cases nest (an ancestor
+       phecode and its descendant, `411` and `411.2`; the original's phecode and a release's same or
+       descendant phecode) and any of whose counts differ by a small amount (the difference is a group
+       of patients: `411` minus `411.2`, the patients a release lost), the ancestor (the specific
+       phenotype stays, as when leaves are published first) or the release's row;
+    3. and of a shown row's nearest shown descendants in its table, the one with the fewest cases when
+       the row's cases, minor or major alleles minus theirs is small (a reader taking siblings as
+       disjoint reads it as the patients of the withheld children and of the row's own codes).
+
+    So no shown row, difference of nested shown rows or parent-minus-children remainder is a count
+    1..N-1 (tests/cell_attack.py bounds every other group of a family by integer programs)."""
+    rows_of: dict[tuple[str, str], list[_Row]] = {}
+    masks = []
+    for t, table in enumerate(tables):
+        counts = (
+            phewas_allele_counts(table).reindex(columns=PHEWAS_CELL_KINDS, fill_value=0.0).to_numpy(float)
+        )
+        small = np.vectorize(policy.is_small, otypes=[bool])(counts) if len(table) else counts > 0
+        masks.append(small.any(axis=1))
+        if not policy.active:
+            continue
+        for i, (snp, pc) in enumerate(zip(table["snp"], table["phecode"], strict=True)):
+            key = (str(snp), str(pc).split(".")[0])
+            rows_of.setdefault(key, []).append(_Row(t, i, str(pc), counts[i], bool(masks[t][i])))
+    for rows in rows_of.values():
+        while (leak := _first_leak(rows, policy)) is not None:
+            leak.withheld = True
+            masks[leak.table][leak.index] = True
+    return masks
+
+
+def _withhold(table: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
     out = table.copy()
     for col in (*PHEWAS_COUNTS, *PHEWAS_DERIVED):
         if col in out:
             out[col] = out[col].astype(object)
             out.loc[rows, col] = SUPPRESSED
+    return out
+
+
+def suppress_phewas_tables(
+    tables: Sequence[pd.DataFrame], policy: SmallCellPolicy
+) -> list[tuple[pd.DataFrame, SuppressionNote]]:
+    """PheWAS tables published together (the original's first, then releases of it) under the policy:
+    the rows of `withheld_phewas` written with their counts and every statistic computed from them
+    (which would give them back) as `SUPPRESSED`."""
+    if not policy.active:
+        return [(t.copy(), SuppressionNote(policy, "PheWAS", PHEWAS_COUNTS)) for t in tables]
+    masks = withheld_phewas(tables, policy)
+    out = []
+    for table, rows in zip(tables, masks, strict=True):
+        counts = phewas_allele_counts(table)
+        small = counts.apply(lambda s: s.map(policy.is_small)).to_numpy(dtype=bool)
+        note = SuppressionNote(policy, "PheWAS", tuple(counts.columns), int(small.sum()), 0, int(rows.sum()))
+        out.append((_withhold(table, rows), note))
+    return out
+
+
+def suppress_phewas(table: pd.DataFrame, policy: SmallCellPolicy) -> tuple[pd.DataFrame, SuppressionNote]:
+    """One PheWAS table (`engine.utility.phewas.RESULT_COLUMNS`) under the policy: `suppress_phewas_tables`
+    of it alone."""
+    return suppress_phewas_tables([table], policy)[0]
+
+
+PAIRED_SIDES = ("_original", "_released")  # `engine.utility.phewas.paired`'s column suffixes
+
+
+def suppress_paired_phewas(
+    paired: pd.DataFrame, policy: SmallCellPolicy
+) -> tuple[pd.DataFrame, SuppressionNote]:
+    """Original and released PheWAS results side by side (`engine.utility.phewas.paired`, one release or
+    several by a `release` column) under the policy: per release, the two tables' cases judged together
+    (`withheld_phewas`: a release's row whose cases differ by 1..N-1 from the original's, and rows of
+    the phecode hierarchy), a withheld side's columns (`n_cases_released`, `p_released`, ...) and
+    `change` read `SUPPRESSED`. The note counts the withheld sides as rows."""
+    out = paired.copy()
+    for col in out.columns:
+        if str(col).endswith(PAIRED_SIDES) or col == "change":
+            out[col] = out[col].astype(object)
+    groups = (
+        paired.groupby("release", sort=False).indices if "release" in paired else {"": np.arange(len(paired))}
+    )
+    small = withheld = 0
+    for rows in groups.values():
+        part = paired.iloc[rows]
+        sides = [
+            pd.DataFrame(
+                {
+                    "snp": part["snp"].to_numpy(),
+                    "phecode": part["phecode"].astype(str).to_numpy(),
+                    "n_cases": pd.to_numeric(part[f"n_cases{side}"], errors="coerce").to_numpy(),
+                    "n_controls": np.nan,
+                }
+            )
+            for side in PAIRED_SIDES
+        ]
+        for side, table, mask in zip(PAIRED_SIDES, sides, withheld_phewas(sides, policy), strict=True):
+            small += int(table["n_cases"].map(policy.is_small).sum())
+            withheld += int(mask.sum())
+            hit = out.index[rows[mask]]
+            cols = [c for c in out.columns if str(c).endswith(side)] + (["change"] if "change" in out else [])
+            out.loc[hit, cols] = SUPPRESSED
     return out, SuppressionNote(
-        policy,
-        "PheWAS",
-        tuple(counts.columns),
-        int(small.sum()),
-        0,
-        int(rows.sum()),
+        policy, "PheWAS pairs", ("n_cases_original", "n_cases_released"), small, 0, withheld
     )
 
 
@@ -485,6 +623,23 @@ def suppress_cumulative(
                 break
             hide[i] = True
     return hide
+
+
+def suppress_cumulative_share(
+    values: Sequence[int], parts: Sequence[int], policy: SmallCellPolicy, total: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Masks (counts, shares) of a column of counts "at least d" (`suppress_cumulative`) written beside
+    the share of them that has a property (`parts / values`, e.g. the unique patients with at least d
+    days: nonincreasing too). A share times its count gives the part and the rest (count - part), two
+    more columns of counts "at least d" (issue #35: `labs uniqueness` gave non-unique counts 1-10 so):
+    a share is withheld where its count is, or where `suppress_cumulative` withholds the part or the
+    rest. Withholding more cells of such a column keeps every difference of two shown cells a sum of
+    differences that are zero or not small."""
+    v = np.asarray(values, dtype=np.int64)
+    p = np.asarray(parts, dtype=np.int64)
+    counts = suppress_cumulative(v.tolist(), policy, total)
+    shares = counts | suppress_cumulative(p.tolist(), policy) | suppress_cumulative((v - p).tolist(), policy)
+    return counts, shares
 
 
 # ------------------------------------------------------------------------ the commands' option

@@ -404,6 +404,53 @@ def _rows_frame(key: str, rows: list) -> pd.DataFrame | None:
     return None
 
 
+CAPS_WITHHELD = (
+    "withheld under the small-cell policy: a code's cap is its cohort maximum of repeats (a figure of the "
+    "patients holding it) unless the settings set a smaller one"
+)
+
+
+def cohort_figures_under(
+    params: Mapping[str, Any], loss: Mapping[str, Any], policy: Any, release: str
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None]:
+    """A method's per-code figures of the original cohort under the study's small-cell policy (issue #35
+    finding 4; they reach the report and its appendix, `appendix/<release>/steps.csv`, `caps.json`):
+    GCCens' `caps` are withheld (`CAPS_WITHHELD`; the settings the officer chose are shown apart), and
+    of its `steps` the records censored at a code's level: faithfully, all records holding the code at
+    that level, so along a code's steps they are counts "at least l repeats", whose differences are
+    patients too (`suppress_cumulative`, per code). A withheld step reads `SUPPRESSED` in `records`
+    and `from_count` (the level of those few patients). Returns (params, loss, the note of what was
+    withheld or None)."""
+    from engine.disclosure.cells import SUPPRESSED, suppress_cumulative
+
+    params, loss = dict(params), dict(loss)
+    steps = loss.get("steps")
+    if not policy.active:
+        return params, loss, None
+    if isinstance(params.get("caps"), Mapping) and params["caps"]:
+        params["caps"] = CAPS_WITHHELD
+    if not (
+        isinstance(steps, list) and steps and all(isinstance(x, Mapping) and "records" in x for x in steps)
+    ):
+        return params, loss, None
+    rows = [dict(x) for x in steps]
+    by_code: dict[str, list[int]] = {}
+    for i, x in enumerate(rows):
+        by_code.setdefault(str(x.get("code")), []).append(i)
+    small = other = 0
+    for idx in by_code.values():
+        order = sorted(idx, key=lambda i: int(rows[i].get("from_count", 0)))  # at least 1, 2, ... repeats
+        records = [int(rows[i]["records"]) for i in order]
+        for i, n, hide in zip(order, records, suppress_cumulative(records, policy), strict=True):
+            if hide:
+                small, other = small + policy.is_small(n), other + (not policy.is_small(n))
+                rows[i] |= {"records": SUPPRESSED, "from_count": SUPPRESSED}
+    loss["steps"] = rows
+    note = {"release": release, "table": "GCCens steps", "columns": ["records"], "primary": small}
+    note |= {"complementary": other, "rows withheld": 0}
+    return params, loss, note if small + other else None
+
+
 def _split_large(
     values: Mapping[str, Any], folder: str, files: dict[str, bytes]
 ) -> tuple[dict[str, Any], dict[str, str]]:
@@ -677,8 +724,13 @@ def build_report(
         files = _files_of(e, inp, study)
         if files:
             release_files[folder] = files
-        inline, refs = _split_large(rel.params, folder, appendix)
-        loss, loss_refs = _split_large(rel.loss, folder, appendix)
+        params, figures_loss, steps_note = cohort_figures_under(
+            rel.params, rel.loss, study.small_cells, e.name
+        )
+        if steps_note is not None:
+            cell_notes.append(steps_note)
+        inline, refs = _split_large(params, folder, appendix)
+        loss, loss_refs = _split_large(figures_loss, folder, appendix)
         repeats = rel.counts_repeats and adv.knowledge == "all_visits"
         matrix = (matrices or {}).get(e.name)
         if matrix is None:
@@ -838,7 +890,8 @@ def release_folder_files(report: Report) -> dict[str, bytes]:
 SMALL_CELL_RULE = (
     "The study's small-cell policy applies to every count of patients in a cell of an aggregate table "
     "that describes people by a clinical attribute (a diagnosis, phenotype or disease): in this report "
-    "the patients per disease of a method's utility policy (original and released records); in the "
+    "the patients per disease of a method's utility policy (original and released records) and GCCens' "
+    "censoring steps (records per code and level; its per-code caps are withheld); in the "
     "app's downloads the PheWAS cases and controls (a row with a small count of cases, controls or of "
     "their alleles is withheld whole), code frequencies and Heatherly's per-group counts. A suppressed "
     "cell reads 'suppressed'; zeros are published. Totals (patients of the cohort, rows and patients of "
