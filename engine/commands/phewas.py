@@ -1,7 +1,8 @@
 """`python -m engine phewas`: PheWAS on original data, and on a release when one is given.
 
     python -m engine phewas (--events EVENTS | --shards DIR) --genotypes GENOTYPES [--cohort IDS]
-        [--released RELEASED.csv --codemap CODEMAP.csv] [--min-code-count N] [--min-cases N]
+        [--released RELEASED.csv --codemap CODEMAP.csv [--crosswalk CROSSWALK.csv]] [--min-code-count N]
+        [--min-cases N]
         [--test allelic|genotypic] [--min-cell N|cms|aou|ohdsi|none] --out OUT.csv
 
 `--min-cell` (issue 28): the small-cell policy of what is written; N is the smallest publishable count
@@ -14,6 +15,11 @@ With `--shards DIR` the original data are the event shards of DIR (`python -m en
 one at a time: each shard's case and control genotype counts add up
 (engine.scale.shards.sharded_phewas), and the table equals the in-process one. A release is compared
 in memory, so `--released` needs `--events`.
+
+A release file names its patients by release ids (`engine.io.pseudonyms`), the cohort by source ids:
+the steward compares the two through the identifying crosswalk the release was written with
+(`--crosswalk`, from `anonymize ... --crosswalk` or `study crosswalk`); without it a release in release
+ids is an error that says so (issue #35, finding 2).
 
 OUT.csv: snp, phecode, phenotype, n_cases, n_controls, odds_ratio, p (original), and with a release
 the same columns suffixed `_released`.
@@ -47,6 +53,11 @@ def register(sub) -> None:
     p.add_argument("--cohort", help="patient ids of the cohort (default: every patient in EVENTS)")
     p.add_argument("--released", help="released events CSV (from `anonymize ... --out`)")
     p.add_argument("--codemap", help="code map CSV of the release (released_item, original_code)")
+    p.add_argument(
+        "--crosswalk",
+        help="the release's crosswalk (release_id, source_id; IDENTIFYING): joins the release ids of "
+        "--released to the cohort's ids",
+    )
     p.add_argument("--min-code-count", type=int, default=1, help="occurrences for a case (default 1)")
     p.add_argument("--min-cases", type=int, default=20, help="cases needed before a test runs (default 20)")
     p.add_argument("--test", choices=("allelic", "genotypic"), default="allelic")
@@ -55,7 +66,8 @@ def register(sub) -> None:
     p.set_defaults(
         func=run,
         **path_roles(
-            ("--events", "--shards", "--genotypes", "--cohort", "--released", "--codemap"), ("--out",)
+            ("--events", "--shards", "--genotypes", "--cohort", "--released", "--codemap", "--crosswalk"),
+            ("--out",),
         ),
     )
 
@@ -70,6 +82,47 @@ def _read_csv(path: str) -> pd.DataFrame:
     report.raise_if_errors()
     assert read is not None
     return read[0]
+
+
+def _in_source_ids(released: pd.DataFrame, records, args: argparse.Namespace) -> pd.DataFrame:
+    """The released rows with patients named by the cohort's ids: through `--crosswalk` when given;
+    else as read, when every released patient is a cohort patient. A UserError names the file and
+    what to give otherwise (issue #35, finding 2: a release names patients by release ids)."""
+    from engine.commands.inputs import literal
+    from engine.io.export import unneutralize_column
+    from engine.io.pseudonyms import CROSSWALK_COLUMNS
+
+    if args.crosswalk:
+        walk = _read_csv(args.crosswalk)
+        missing = [c for c in CROSSWALK_COLUMNS if c not in walk.columns]
+        if missing:
+            raise UserError(
+                f"{args.crosswalk}: no column {', '.join(missing)} (a crosswalk has release_id, source_id)"
+            )
+        walk = walk.apply(unneutralize_column)
+        to_source = dict(zip(walk["release_id"], walk["source_id"], strict=True))
+        source = released["patient_id"].map(to_source)
+        unknown = released.loc[source.isna(), "patient_id"].unique()
+        if len(unknown):
+            raise UserError(
+                f"{args.crosswalk}: {len(unknown)} released patient(s) of {args.released} have no row, "
+                f"e.g. {', '.join(literal(str(x)) for x in unknown[:5])}: not this release's crosswalk"
+            )
+        released = released.assign(patient_id=source)
+    ids = released["patient_id"].astype(str)
+    outside = ids[~ids.isin(set(records.patient_ids.astype(str)))].unique()
+    if not len(outside):
+        return released
+    if not args.crosswalk and ids.str.fullmatch(r"R\d+").all():
+        raise UserError(
+            f"{args.released}: its patients are named by release ids (R001, ...), the cohort by its own "
+            f"ids: give --crosswalk CROSSWALK.csv (the identifying table `anonymize ... --crosswalk` or "
+            f"`study crosswalk` wrote with this release) to compare the release with the original"
+        )
+    raise UserError(
+        f"{args.released}: {len(outside)} released patient(s) are not in the cohort, "
+        f"e.g. {', '.join(literal(str(x)) for x in outside[:5])}"
+    )
 
 
 def _warn_unmapped(unmapped: pd.DataFrame, where: str) -> None:
@@ -125,6 +178,8 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--min-code-count and --min-cases must be at least 1")
     if (args.released is None) != (args.codemap is None):
         raise UserError("--released and --codemap go together")
+    if args.crosswalk and not args.released:
+        raise UserError("--crosswalk joins a release to the cohort: it needs --released and --codemap")
     if args.shards and args.released:
         raise UserError("--released needs --events: a release is compared with the original in memory")
     from engine.disclosure.cells import min_cell_of, suppress_phewas
@@ -144,13 +199,12 @@ def run(args: argparse.Namespace) -> int:
     out = shown[cols]
     if args.released:
         released, code_map = _read_csv(args.released), _read_csv(args.codemap)
+        if "patient_id" in released.columns:
+            released = _in_source_ids(released, records, args)
         try:
             release = release_from_frames(released, code_map)
         except ValueError as exc:
             raise UserError(f"{args.released}: {exc}") from None
-        outside = set(release.records.patient_ids) - set(records.patient_ids)
-        if outside:
-            raise UserError(f"{args.released}: {len(outside)} released patient(s) are not in the cohort")
         _warn_unmapped(phewas.unmapped_codes(release.records, release.item_codes), "the release")
         rel_shown, rel_note = suppress_phewas(phewas.phewas_of_release(release, genotypes, settings), policy)
         rel = rel_shown[cols]
