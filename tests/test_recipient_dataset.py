@@ -50,7 +50,7 @@ def test_finding2_released_file_in_release_ids_is_a_clear_error(generalized, tmp
     assert main(_phewas_released(generalized["release"], generalized["code_map"], out)) == 2
     err = capsys.readouterr().err
     assert "not in the cohort" not in err
-    assert "release ids" in err and "--crosswalk" in err
+    assert "release ids" in err and "--crosswalk" in err and "--dataset" in err
     assert str(generalized["release"]) in err
     assert not out.exists()
 
@@ -87,3 +87,152 @@ def test_finding2_a_crosswalk_missing_released_patients_is_named(generalized, tm
     assert main([*argv, "--crosswalk", str(short)]) == 2
     err = capsys.readouterr().err
     assert str(short) in err and "1 released patient(s)" in err
+
+
+# ------------------------------------------------------------------------ the recipient's dataset
+KEY = "0f" * 32
+
+
+@pytest.fixture(scope="module")
+def made(sample_dataset):
+    """Two verified releases of the sample: Heatherly (DEMO_D, k = 5, completed) and GCCens (k = 5,
+    Tamersoy's four codes: 252 cohort records keep no released row)."""
+    from engine import risk
+    from engine.study.runs import GCCensSettings, HeatherlySettings, RunInputs
+
+    population, cohort = sample_dataset.events, sample_dataset.group_records("cohort")
+    out = {}
+    for name, settings in (("heatherly", HeatherlySettings(k=5)), ("gccens", GCCensSettings(k=5))):
+        release = settings.run(RunInputs(population, cohort)).checked(cohort)
+        verification = risk.verify(release, settings.adversary, 5, population)
+        assert verification.ok
+        out[name] = (release, verification, settings.adversary)
+    return out
+
+
+def _files(made, name, genotypes):
+    from engine.io.dataset_export import dataset_files
+    from engine.io.pseudonyms import Pseudonyms
+
+    release, verification, adversary = made[name]
+    return dataset_files(release, verification, adversary, 5, genotypes, pseudonyms=Pseudonyms(KEY))
+
+
+def _write(files, folder: Path) -> Path:
+    from engine.io.dataset_export import write_dataset
+
+    folder.mkdir()
+    write_dataset(files, folder)
+    return folder
+
+
+@pytest.mark.parametrize("name", ["heatherly", "gccens"])
+def test_finding1_dataset_holds_the_released_patients_genotypes_under_the_release_ids(
+    made, name, sample_dataset
+):
+    """Finding 1: the genotypes of exactly the released patients leave, under the release file's ids;
+    patients outside the cohort and genotyped patients without a released record never appear."""
+    from engine.io import export
+    from engine.io.dataset_export import DATASET_FILES, subject_ids
+    from engine.io.pseudonyms import Pseudonyms
+
+    release, verification, adversary = made[name]
+    genotypes = sample_dataset.genotypes
+    files = _files(made, name, genotypes)
+    assert tuple(files) == DATASET_FILES
+    gate = export.release_files(release, verification, adversary, 5, pseudonyms=Pseudonyms(KEY))
+    assert files["phenotypes.csv"] == gate["release.csv"] and files["code_map.csv"] == gate["code_map.csv"]
+    subjects = export.read_text_csv(files["subjects.csv"])
+    geno = export.read_text_csv(files["genotypes.csv"])
+    shown = export.read_text_csv(gate["release.csv"])["patient_id"]
+    ids = subject_ids(release, Pseudonyms(KEY))
+    # every released record is a subject, the file's patients by the file's ids
+    assert sorted(ids) == sorted(map(str, release.records.patient_ids))
+    assert set(subjects["patient_id"]) == set(ids.values()) and len(subjects) == release.records.n_patients
+    assert set(shown) == set(subjects.loc[subjects["has_codes"] == "1", "patient_id"])
+    assert export.release_ids(release, Pseudonyms(KEY)).items() <= ids.items()
+    # genotypes: the released patients who have them, nobody else, values as the source's
+    genotyped = genotypes[genotypes["patient_id"].astype(str).isin(ids)]
+    assert len(geno) == len(genotyped) and set(geno["patient_id"]) <= set(subjects["patient_id"])
+    outside = set(genotypes["patient_id"].astype(str)) - set(ids)
+    assert len(outside) > 5000  # the biobank beyond the cohort: genotyped, never released
+    back = {r: s for s, r in ids.items()}
+    source = genotyped.set_index(genotyped["patient_id"].astype(str)).drop(columns="patient_id")
+    written = geno.set_index(geno["patient_id"].map(back)).drop(columns="patient_id")
+    written = written.apply(pd.to_numeric).reindex(source.index)
+    pd.testing.assert_frame_equal(written, source.astype(float), check_names=False)
+    assert set(subjects["has_genotypes"]) <= {"0", "1"}
+    assert (subjects["consent"] == "1").all() and (subjects["affection_status"] == "0").all()
+    if name == "gccens":
+        assert (subjects["has_codes"] == "0").sum() == release.records.n_patients - shown.nunique() > 0
+
+
+@pytest.mark.parametrize("name", ["heatherly", "gccens"])
+def test_data_dictionary_describes_every_variable_of_every_file(made, name, sample_dataset):
+    from engine.io import export
+
+    files = _files(made, name, sample_dataset.genotypes)
+    dictionary = export.read_text_csv(files["data_dictionary.csv"])
+    assert list(dictionary.columns) == ["file", "variable", "description", "type", "units", "values"]
+    described = set(zip(dictionary["file"], dictionary["variable"], strict=True))
+    for file, data in files.items():
+        if file != "data_dictionary.csv":
+            assert {(file, c) for c in export.read_text_csv(data).columns} <= described, file
+    assert len(described) == len(dictionary) and (dictionary["description"] != "").all()
+    assert ("genotypes.csv", "rs1333049") in described
+
+
+@pytest.mark.parametrize("name", ["heatherly", "gccens"])
+def test_recipient_phewas_on_the_dataset_equals_the_stewards_phewas_of_the_release(
+    made, name, sample_dataset, tmp_path, capsys
+):
+    """The recipient's PheWAS, from the dataset's files alone through `phewas --dataset DIR`, equals
+    `engine.utility.phewas` on the Release object: same associations, counts and p-values."""
+    from engine.io.dataset_export import read_dataset
+    from engine.utility.phewas import RESULT_COLUMNS, phewas_of_release
+
+    release = made[name][0]
+    folder = _write(_files(made, name, sample_dataset.genotypes), tmp_path / "dataset")
+    steward = phewas_of_release(release, sample_dataset.genotypes)
+    assert len(steward) >= {"heatherly": 1000, "gccens": 18}[name]  # GCCens: Tamersoy's four codes
+    recipient = read_dataset(folder)
+    assert recipient.release.records.n_patients == release.records.n_patients
+    inside = phewas_of_release(recipient.release, recipient.genotypes)
+    pd.testing.assert_frame_equal(inside[RESULT_COLUMNS], steward[RESULT_COLUMNS])
+    out = tmp_path / "recipient.csv"
+    assert main(["phewas", "--dataset", str(folder), "--out", str(out)]) == 0
+    got = pd.read_csv(out, dtype={"phecode": str})
+    assert list(got[["snp", "phecode"]].itertuples(index=False)) == list(
+        steward[["snp", "phecode"]].itertuples(index=False)
+    )
+    for col in ("n_cases", "n_controls"):
+        assert (got[col].to_numpy() == steward[col].to_numpy()).all()
+    for col in ("odds_ratio", "p"):
+        assert got[col].to_numpy() == pytest.approx(steward[col].to_numpy(), rel=1e-12)
+    assert f"{len(steward):,} tests" in capsys.readouterr().out
+
+
+def test_the_dataset_passes_the_export_gate(made, sample_dataset):
+    """No dataset of a release the gate would not write: another k, or no verification."""
+    from engine.io.dataset_export import dataset_files
+    from engine.io.export import ExportRefused
+    from engine.io.pseudonyms import Pseudonyms
+
+    release, verification, adversary = made["heatherly"]
+    for v, k in ((verification, 6), (None, 5)):
+        with pytest.raises(ExportRefused):
+            dataset_files(release, v, adversary, k, sample_dataset.genotypes, pseudonyms=Pseudonyms(KEY))
+
+
+def test_a_changed_or_incomplete_dataset_is_a_one_line_error(made, sample_dataset, tmp_path, capsys):
+    folder = _write(_files(made, "heatherly", sample_dataset.genotypes), tmp_path / "dataset")
+    out = str(tmp_path / "o.csv")
+    genotypes = folder / "genotypes.csv"
+    assert main(["phewas", "--dataset", str(folder), "--genotypes", str(GENOTYPES), "--out", out]) == 2
+    assert "--genotypes" in capsys.readouterr().err
+    genotypes.write_bytes(genotypes.read_bytes().replace(b"\n", b"\nR9999,0,0,0,0,0,0\n", 1))
+    assert main(["phewas", "--dataset", str(folder), "--out", out]) == 2
+    assert f"{genotypes}: not the file the manifest names" in capsys.readouterr().err
+    genotypes.unlink()
+    assert main(["phewas", "--dataset", str(folder), "--out", out]) == 2
+    assert f"no file {genotypes}" in capsys.readouterr().err

@@ -5,6 +5,13 @@
         [--min-cases N]
         [--test allelic|genotypic] [--min-cell N|cms|aou|ohdsi|none] --out OUT.csv
 
+    python -m engine phewas --dataset DIR [--min-code-count N] [--min-cases N] [--test ...] --out OUT.csv
+
+`--dataset DIR` (issue #35): the PheWAS of a recipient's dataset as its recipient holds it
+(`engine.io.dataset_export`: subjects, released codes, code map and genotypes, all in release ids,
+checked against the folder's manifest); no original data, no crosswalk. It equals the steward's
+PheWAS of the release (`engine.utility.phewas.phewas_of_release`).
+
 `--min-cell` (issue 28): the small-cell policy of what is written; N is the smallest publishable count
 (counts 1..N-1 suppressed; 11 = CMS, 21 = All of Us, 5 = OHDSI) or a preset's name. A row any of
 whose counts (cases, controls, minor and major alleles of cases and of controls) is small is written
@@ -47,9 +54,10 @@ def register(sub) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--events", help="events file (CSV or Parquet): patient_id, code[, visit]")
     src.add_argument("--shards", help="folder of event shards (shard-NNNNN.parquet), read one at a time")
-    p.add_argument(
-        "--genotypes", required=True, help="genotype file: patient_id + one column per SNP (0/1/2)"
+    src.add_argument(
+        "--dataset", help="a recipient's dataset folder (subjects, phenotypes, code map, genotypes)"
     )
+    p.add_argument("--genotypes", help="genotype file: patient_id + one column per SNP (0/1/2)")
     p.add_argument("--cohort", help="patient ids of the cohort (default: every patient in EVENTS)")
     p.add_argument("--released", help="released events CSV (from `anonymize ... --out`)")
     p.add_argument("--codemap", help="code map CSV of the release (released_item, original_code)")
@@ -66,7 +74,16 @@ def register(sub) -> None:
     p.set_defaults(
         func=run,
         **path_roles(
-            ("--events", "--shards", "--genotypes", "--cohort", "--released", "--codemap", "--crosswalk"),
+            (
+                "--events",
+                "--shards",
+                "--dataset",
+                "--genotypes",
+                "--cohort",
+                "--released",
+                "--codemap",
+                "--crosswalk",
+            ),
             ("--out",),
         ),
     )
@@ -117,7 +134,8 @@ def _in_source_ids(released: pd.DataFrame, records, args: argparse.Namespace) ->
         raise UserError(
             f"{args.released}: its patients are named by release ids (R001, ...), the cohort by its own "
             f"ids: give --crosswalk CROSSWALK.csv (the identifying table `anonymize ... --crosswalk` or "
-            f"`study crosswalk` wrote with this release) to compare the release with the original"
+            f"`study crosswalk` wrote with this release) to compare the release with the original, or "
+            f"run `phewas --dataset DIR` on the recipient's dataset"
         )
     raise UserError(
         f"{args.released}: {len(outside)} released patient(s) are not in the cohort, "
@@ -169,6 +187,39 @@ def _sharded(args: argparse.Namespace, genotypes: pd.DataFrame, settings: Phewas
     )
 
 
+RECIPIENT_ONLY = ("--genotypes", "--cohort", "--released", "--codemap", "--crosswalk")
+
+
+def _recipient(args: argparse.Namespace, settings: PhewasSettings, policy) -> int:
+    """`--dataset DIR`: the released PheWAS from the dataset's files alone (module docstring)."""
+    from engine.disclosure.cells import suppress_phewas
+    from engine.io.dataset_export import read_dataset
+    from engine.utility import phewas
+
+    given = [o for o in RECIPIENT_ONLY if getattr(args, o[2:].replace("-", "_"), None)]
+    if given:
+        raise UserError(
+            f"--dataset holds the codes and genotypes: {', '.join(given)} cannot be given with it"
+        )
+    data = read_dataset(args.dataset)
+    release = data.release
+    _warn_unmapped(phewas.unmapped_codes(release.records, release.item_codes), "the dataset")
+    result = phewas.phewas_of_release(release, data.genotypes, settings)
+    shown, note = suppress_phewas(result, policy)
+    shown[OUT_COLUMNS].to_csv(args.out, index=False)
+    if policy.active:
+        print(f"small cells ({policy.describe()}): {note.rows_withheld:,} of {len(result):,} row(s) withheld")
+    n_sig = int((result["p"] <= 0.05).sum())
+    print(
+        f"{len(result):,} tests, {n_sig:,} at p <= 0.05 in the dataset's {release.records.n_patients:,} "
+        f"subjects; written to {args.out}"
+    )
+    return 0
+
+
+OUT_COLUMNS = ["snp", "phecode", "phenotype", "n_cases", "n_controls", "odds_ratio", "p"]
+
+
 def run(args: argparse.Namespace) -> int:
     from engine.commands.inputs import InputOptions, load_genotypes_checked, load_groups
     from engine.release import release_from_frames
@@ -185,16 +236,20 @@ def run(args: argparse.Namespace) -> int:
     from engine.disclosure.cells import min_cell_of, suppress_phewas
 
     policy = min_cell_of(args)
+    settings = phewas.PhewasSettings(args.min_code_count, args.min_cases, args.test)
+    if args.dataset:
+        return _recipient(args, settings, policy)
+    if not args.genotypes:
+        raise UserError("--genotypes is needed with --events or --shards")
     options = InputOptions.of(args)
     genotypes = load_genotypes_checked(args.genotypes, options).data
-    settings = phewas.PhewasSettings(args.min_code_count, args.min_cases, args.test)
     if args.shards:
         result = _sharded(args, genotypes, settings)
     else:
         records = load_groups(args.events, cohort=args.cohort, options=options).cohort
         _warn_unmapped(phewas.unmapped_codes(records), "the events")
         result = phewas.phewas_of_records(records, genotypes, settings)
-    cols = ["snp", "phecode", "phenotype", "n_cases", "n_controls", "odds_ratio", "p"]
+    cols = OUT_COLUMNS
     shown, note = suppress_phewas(result, policy)
     out = shown[cols]
     if args.released:

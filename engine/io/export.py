@@ -156,10 +156,14 @@ def release_files(
     }
 
 
-def _read_text_csv(data: bytes) -> pd.DataFrame:
+def read_text_csv(data: bytes) -> pd.DataFrame:
+    """A CSV the gate wrote, as text cells with the apostrophes of `NEUTRALIZE_RULE` removed."""
     frame = pd.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False, na_filter=False)
     frame.columns = unneutralize_column(pd.Series(frame.columns, dtype=object)).tolist()
     return frame.apply(unneutralize_column)
+
+
+_read_text_csv = read_text_csv  # its earlier name, which tests/pseudonym_support.py reads
 
 
 def read_release_bytes(
@@ -167,12 +171,12 @@ def read_release_bytes(
 ) -> Release:
     """A release read back from the bytes `release_files` wrote (apostrophes removed; a `visit`
     column whose every value is a plain integer is read as integers, so visits keep their order)."""
-    frame = _read_text_csv(release_csv)
+    frame = read_text_csv(release_csv)
     if "visit" in frame.columns:
         as_int = pd.to_numeric(frame["visit"], errors="coerce")
         if as_int.notna().all() and (as_int.astype("Int64").astype(str) == frame["visit"]).all():
             frame["visit"] = as_int.astype(np.int64)
-    cmap = _read_text_csv(code_map_csv) if code_map_csv is not None else None
+    cmap = read_text_csv(code_map_csv) if code_map_csv is not None else None
     return release_from_frames(frame, cmap, method)
 
 
