@@ -32,7 +32,8 @@ def generalized(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     argv = ["anonymize", "generalize", "--events", str(EVENTS), "--cohort", str(COHORT), "--k", "5"]
     argv += ["--complete", "--out", str(paths["release"]), "--codemap", str(paths["code_map"])]
     argv += ["--crosswalk", str(paths["crosswalk"]), "--key-file", str(paths["key"])]
-    assert main(argv) == 0
+    paths["dataset"] = tmp / "dataset"
+    assert main([*argv, "--genotypes", str(GENOTYPES), "--dataset", str(paths["dataset"])]) == 0
     return paths
 
 
@@ -77,6 +78,44 @@ def test_finding2_with_the_crosswalk_the_steward_compares_the_release(generalize
     assert len(merged) == len(expected)
     assert (merged["n_cases_released"] == merged["n_cases_expected"]).all()
     assert merged["p_released"].to_numpy() == pytest.approx(merged["p_expected"].to_numpy(), rel=1e-9)
+
+
+def test_anonymize_writes_the_dataset_beside_the_release(generalized, tmp_path, capsys):
+    """`anonymize generalize --genotypes G --dataset DIR`: the dataset's phenotypes are the release
+    file, its manifest holds, and the recipient's PheWAS of DIR equals the steward's check of the
+    release through the crosswalk (the same 2,700 patients)."""
+    from engine.io.dataset_export import dataset_paths
+    from engine.io.export import check_manifest
+
+    folder = generalized["dataset"]
+    assert (folder / "phenotypes.csv").read_bytes() == generalized["release"].read_bytes()
+    assert (folder / "code_map.csv").read_bytes() == generalized["code_map"].read_bytes()
+    assert check_manifest(dataset_paths(folder)) == []
+    recipient, steward = tmp_path / "recipient.csv", tmp_path / "steward.csv"
+    assert main(["phewas", "--dataset", str(folder), "--out", str(recipient)]) == 0
+    argv = _phewas_released(generalized["release"], generalized["code_map"], steward)
+    assert main([*argv, "--crosswalk", str(generalized["crosswalk"])]) == 0
+    mine = pd.read_csv(recipient, dtype={"phecode": str})
+    theirs = pd.read_csv(steward, dtype={"phecode": str}).dropna(subset=["p_released"])
+    both = mine.merge(theirs, on=["snp", "phecode"], suffixes=("", "_steward"))
+    assert len(mine) == len(theirs) == len(both) > 1000
+    for col in ("n_cases", "n_controls", "p"):
+        assert (both[col].to_numpy() == both[f"{col}_released"].to_numpy()).all(), col
+
+
+def test_dataset_options_are_checked_and_a_refused_run_removes_the_dataset(generalized, tmp_path, capsys):
+    import shutil
+
+    folder = tmp_path / "dataset"
+    shutil.copytree(generalized["dataset"], folder)
+    base = ["anonymize", "generalize", "--events", str(EVENTS), "--cohort", str(COHORT)]
+    base += ["--out", str(tmp_path / "r.csv"), "--dataset", str(folder)]
+    assert main([*base, "--k", "5"]) == 2
+    assert "--dataset needs --genotypes" in capsys.readouterr().err
+    assert main([*base, "--k", "5", "--genotypes", str(GENOTYPES)]) == 2  # no --complete: refused
+    err = capsys.readouterr().err
+    assert "No release written" in err and str(folder / "genotypes.csv") in err
+    assert sorted(p.name for p in folder.iterdir()) == []
 
 
 def test_finding2_a_crosswalk_missing_released_patients_is_named(generalized, tmp_path, capsys):

@@ -30,6 +30,7 @@ import numpy as np
 from engine.commands.paths import path_roles
 from engine.commands.release_options import (
     DATA_INPUTS,
+    RELEASE_FOLDERS,
     RELEASE_OUTPUTS,
     add_data_options,
     add_k_option,
@@ -77,7 +78,7 @@ def register(methods, *, study=None) -> argparse.ArgumentParser:
     )
     p.add_argument("--report", help="JSON report: parameters, DC / CC figures, verification")
     add_release_options(p)
-    p.set_defaults(func=run, **path_roles(DATA_INPUTS, RELEASE_OUTPUTS, manifest_of="--out"))
+    p.set_defaults(func=run, **path_roles(DATA_INPUTS, RELEASE_OUTPUTS, RELEASE_FOLDERS, "--out"))
     return p
 
 

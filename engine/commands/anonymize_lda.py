@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from engine.commands.paths import path_roles
 from engine.commands.release_options import (
     DATA_INPUTS,
+    RELEASE_FOLDERS,
     RELEASE_OUTPUTS,
     add_code_options,
     add_data_options,
@@ -87,7 +88,7 @@ def register(methods, *, study=None) -> argparse.ArgumentParser:
     )
     p.add_argument("--report", help="JSON report")
     add_release_options(p)
-    p.set_defaults(func=run, **path_roles(DATA_INPUTS, RELEASE_OUTPUTS, manifest_of="--out"))
+    p.set_defaults(func=run, **path_roles(DATA_INPUTS, RELEASE_OUTPUTS, RELEASE_FOLDERS, "--out"))
     return p
 
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from engine.commands.paths import path_roles
 from engine.commands.release_options import (
     DATA_INPUTS,
+    RELEASE_FOLDERS,
     RELEASE_OUTPUTS,
     add_data_options,
     add_k_option,
@@ -93,7 +94,7 @@ def register(methods, *, study=None) -> list[argparse.ArgumentParser]:
             p.set_defaults(
                 func=run,
                 profiles_method=name.upper(),
-                **path_roles(inputs, RELEASE_OUTPUTS, manifest_of="--out"),
+                **path_roles(inputs, RELEASE_OUTPUTS, RELEASE_FOLDERS, "--out"),
             )
         out.append(p)
     return out

@@ -28,6 +28,16 @@ def add_release_options(parser: argparse.ArgumentParser) -> None:
         help="also write the crosswalk (release id -> source id) here. IDENTIFYING: keep it with the "
         "steward, never with the release",
     )
+    parser.add_argument(
+        "--genotypes", help="genotype file of the data (patient_id + one column per SNP), for --dataset"
+    )
+    parser.add_argument(
+        "--dataset",
+        metavar="DIR",
+        help="also write the recipient's dataset into this folder (created when missing): subjects, the "
+        "released codes, code map, the released patients' genotypes (--genotypes) and a data dictionary, "
+        "all in the release's ids (issue #35)",
+    )
 
 
 def pseudonyms_of(args: argparse.Namespace) -> Pseudonyms:
@@ -119,8 +129,39 @@ def add_data_options(
     parser.add_argument("--cohort", required=need, help=cohort_help)
 
 
-DATA_INPUTS = ("--events", "--population", "--cohort", "--biobank")
+DATA_INPUTS = ("--events", "--population", "--cohort", "--biobank", "--genotypes")
 RELEASE_OUTPUTS = ("--out", "--codemap", "--report", "--crosswalk", "--key-file")
+# the recipient's dataset folder and the files written into it (engine.io.dataset_export)
+RELEASE_FOLDERS = (
+    (
+        "--dataset",
+        (
+            "subjects.csv",
+            "phenotypes.csv",
+            "code_map.csv",
+            "genotypes.csv",
+            "data_dictionary.csv",
+            "subjects.csv.sha256",
+        ),
+    ),
+)
+
+
+def dataset_folder_of(args: argparse.Namespace) -> Path | None:
+    """`--dataset DIR` checked (a folder or a new one in an existing folder; `--genotypes` given), or
+    None without it."""
+    folder = getattr(args, "dataset", None)
+    if not folder:
+        return None
+    if not getattr(args, "genotypes", None):
+        raise UserError("--dataset needs --genotypes: the dataset holds the released patients' genotypes")
+    p = Path(folder)
+    if p.exists() and not p.is_dir():
+        raise UserError(f"--dataset {folder}: is a file; give a folder")
+    parent = p.parent if str(p.parent) else Path(".")
+    if not p.exists() and not parent.is_dir():
+        raise UserError(f"--dataset {folder}: the folder {parent} does not exist")
+    return p
 
 
 # ------------------------------------------------------------------------ the audit trail (issue 25)
