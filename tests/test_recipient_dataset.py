@@ -275,3 +275,32 @@ def test_a_changed_or_incomplete_dataset_is_a_one_line_error(made, sample_datase
     genotypes.unlink()
     assert main(["phewas", "--dataset", str(folder), "--out", out]) == 2
     assert f"no file {genotypes}" in capsys.readouterr().err
+
+
+def test_study_report_bundle_holds_each_verified_releases_dataset(tmp_path, capsys):
+    """`study report --genotypes`: the bundle holds releases/<folder>/dataset/ beside the gate's files,
+    listed in MANIFEST.sha256, with the dataset's own manifest; extracted, `phewas --dataset` reads it."""
+    import io
+    import zipfile
+
+    from engine.report.bundle import BUNDLE_ROOT, check_bundle
+
+    study = str(tmp_path / "study.json")
+    data = ["--events", str(EVENTS), "--cohort", str(COHORT)]
+    new = ["study", "new", study, *data, "--scope", "cohort", "--knowledge", "single_visit", "--k", "5"]
+    assert main(new) == 0
+    assert main(["study", "add", study, "--name", "heatherly", "generalize", "--complete", *data]) == 0
+    report = ["study", "report", study, "--out", str(tmp_path / "out"), *data, "--genotypes", str(GENOTYPES)]
+    assert main(report) == 0
+    bundle = (tmp_path / "out" / "bundle.zip").read_bytes()
+    listed = check_bundle(bundle)
+    names = ("subjects.csv", "phenotypes.csv", "code_map.csv", "genotypes.csv", "data_dictionary.csv")
+    for name in (*names, "subjects.csv.sha256"):
+        assert f"releases/heatherly/dataset/{name}" in listed
+    with zipfile.ZipFile(io.BytesIO(bundle)) as zf:
+        zf.extractall(tmp_path / "x")
+    root = tmp_path / "x" / BUNDLE_ROOT / "releases" / "heatherly"
+    assert (root / "dataset" / "phenotypes.csv").read_bytes() == (root / "release.csv").read_bytes()
+    capsys.readouterr()
+    assert main(["phewas", "--dataset", str(root / "dataset"), "--out", str(tmp_path / "p.csv")]) == 0
+    assert "in the dataset's 2,700 subjects" in capsys.readouterr().out

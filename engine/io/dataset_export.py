@@ -26,6 +26,7 @@ cohort, or genotyped and not released) never appear. The files are made only aft
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -176,12 +177,17 @@ def dataset_files(
     spellings: Mapping[str, Sequence[str]] | None = None,
     *,
     pseudonyms: Pseudonyms,
+    gated: Mapping[str, bytes] | None = None,
 ) -> dict[str, bytes]:
     """The dataset's files (`DATASET_FILES`, module docstring) after the export gate
     (`export.release_files` raises `ExportRefused` for a release it would not write): the release
     file as `phenotypes.csv`, its code map, and the subjects, genotypes and data dictionary under
-    `subject_ids`."""
-    gated = export.release_files(release, verification, adversary, k, spellings, pseudonyms=pseudonyms)
+    `subject_ids`. `gated`: the gate's files of this release already made (a study's, checked against
+    the sha256 it recorded), taken as they are after `export.gate` passes again."""
+    if gated is None:
+        gated = export.release_files(release, verification, adversary, k, spellings, pseudonyms=pseudonyms)
+    else:
+        export.gate(release, verification, adversary, k)
     ids = subject_ids(release, pseudonyms)
     geno = _genotype_frame(genotypes, ids)
     coded = set(export.release_ids(release, pseudonyms).values())
@@ -194,6 +200,13 @@ def dataset_files(
     columns = {name: _header(data) for name, data in files.items()}
     files[DICTIONARY_FILE] = export.safe_csv_bytes(_dictionary(columns))
     return {name: files[name] for name in DATASET_FILES}
+
+
+def manifest_file(files: Mapping[str, bytes]) -> tuple[str, bytes]:
+    """The name and bytes of the dataset's manifest (`sha256sum` format, as `write_dataset` writes it
+    beside the files), for a copy of the dataset that is not written to a folder (the bundle's)."""
+    name = export.manifest_path(dataset_paths(".")).name
+    return name, export.manifest_text({n: hashlib.sha256(b).hexdigest() for n, b in files.items()}).encode()
 
 
 def dataset_paths(folder: str | Path) -> dict[str, Path]:

@@ -290,7 +290,7 @@ def write_release_files(files: Mapping[str, bytes], paths: Mapping[str, Path | s
             data = _encoded(files[name], target)
             staged.append((_stage(data, target), target))
             digests[str(target)] = hashlib.sha256(data).hexdigest()
-        lines = "".join(f"{digests[str(t)]}  {_relative(t, manifest.parent)}\n" for t in targets.values())
+        lines = manifest_text({_relative(t, manifest.parent): digests[str(t)] for t in targets.values()})
         staged_manifest = _stage(lines.encode("utf-8"), manifest)
         staged.append((staged_manifest, manifest))
         manifest.unlink(missing_ok=True)
@@ -302,6 +302,11 @@ def write_release_files(files: Mapping[str, bytes], paths: Mapping[str, Path | s
         for tmp, _ in staged:
             Path(tmp).unlink(missing_ok=True)
     return digests
+
+
+def manifest_text(digests: Mapping[str, str]) -> str:
+    """A manifest in `sha256sum` format: one line `<sha256>  <name>` per file, in the given order."""
+    return "".join(f"{sha}  {name}\n" for name, sha in digests.items())
 
 
 def _relative(path: Path, folder: Path) -> str:
