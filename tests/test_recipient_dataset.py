@@ -304,3 +304,36 @@ def test_study_report_bundle_holds_each_verified_releases_dataset(tmp_path, caps
     capsys.readouterr()
     assert main(["phewas", "--dataset", str(root / "dataset"), "--out", str(tmp_path / "p.csv")]) == 0
     assert "in the dataset's 2,700 subjects" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("structure", ["visits", "age pairs"])
+def test_the_dictionary_describes_releases_with_visits_and_ages(structure):
+    """Every structure the gate writes has its dictionary: `visit` (Heatherly --with-visits) and
+    `age` (the LDA's code|age items); a released record without a row is a subject without codes."""
+    from engine import risk
+    from engine.adversary import Adversary
+    from engine.io import export
+    from engine.io.dataset_export import dataset_files
+    from engine.io.pseudonyms import Pseudonyms
+    from engine.records import Records
+    from engine.release import Release
+
+    ids = [f"P{i}" for i in range(6)]
+    item = "401.1|45" if structure == "age pairs" else "401.1"
+    frame = pd.DataFrame({"patient_id": ids, "visit": 1, "code": [item] * 4 + ["724.2"] * 2})
+    records = Records.from_frame(frame)
+    kept = records.keep_events(frame["code"].ne("724.2").to_numpy())  # P4, P5: every code suppressed
+    release = Release("toy", kept, shows_visits=structure == "visits", age_pairs=structure == "age pairs")
+    adversary = Adversary("cohort", "all_visits")
+    verification = risk.verify(release, adversary, 2)
+    assert verification.ok
+    genotypes = pd.DataFrame({"patient_id": [*ids, "P9"], "rsX": [0, 1, 2, None, 1, 0, 2]})
+    files = dataset_files(release, verification, adversary, 2, genotypes, pseudonyms=Pseudonyms(KEY))
+    dictionary = export.read_text_csv(files["data_dictionary.csv"])
+    column = "visit" if structure == "visits" else "age"
+    assert ("phenotypes.csv", column) in set(zip(dictionary["file"], dictionary["variable"], strict=True))
+    subjects = export.read_text_csv(files["subjects.csv"])
+    assert subjects["patient_id"].tolist() == ["R001", "R002", "R003", "R004", "R005", "R006"]
+    assert subjects["has_codes"].tolist() == ["1"] * 4 + ["0"] * 2
+    geno = export.read_text_csv(files["genotypes.csv"])
+    assert len(geno) == 6 and sorted(geno["rsX"]) == ["", "0", "0", "1", "1", "2"]  # not P9; P3 missing

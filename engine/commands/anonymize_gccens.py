@@ -3,6 +3,7 @@
     python -m engine anonymize gccens --events EVENTS [--population IDS] --cohort IDS --k K
         [--codes paper|all|C1,C2,... | --top-codes N] [--cap C | --caps 250=2,272=2,...]
         [--scope population|cohort] [--variant faithful|targeted] --out RELEASED.csv [--codemap CODEMAP.csv] [--report REPORT.json]
+        [--genotypes GENOTYPES --dataset DIR]
 
 The options become `engine.study.runs.GCCensSettings` through `settings_of`, the one function
 `anonymize gccens` and `study add ... gccens` share, the settings the app and a study run with

@@ -4,6 +4,7 @@
         --cohort IDS --k K [--scope cohort|biobank|population]
         [--constraints phecode|icd9:LEVEL|none] [--complete] [--with-visits]
         --out RELEASED.csv [--codemap CODEMAP.csv] [--report REPORT.json]
+        [--genotypes GENOTYPES --dataset DIR]
 
 The options become `engine.study.runs.HeatherlySettings` through `settings_of`, the one function
 `anonymize generalize` and `study add ... generalize` share, the settings the app and a study run with.

@@ -4,7 +4,7 @@
         [--method a-gs|baseline] [--age-domain LO-HI]
         [--codes paper|all|C1,C2,... | --top-codes N] [--roll-up 3-digit]
         [--icd-levels thesis|full|phecode] --out RELEASED.csv [--codemap CODEMAP.csv]
-        [--report REPORT.json]
+        [--report REPORT.json] [--genotypes GENOTYPES --dataset DIR]
 
 The options become `engine.study.runs.LDASettings` through `settings_of`, the one function `anonymize
 lda` and `study add ... lda` share, the settings the app and a study run with, so the same settings

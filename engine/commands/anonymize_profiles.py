@@ -3,6 +3,7 @@
     python -m engine anonymize ugaclip|aclip --events EVENTS --cohort IDS --k K
         --knowledge single_visit|all_visits [--utility-policy POLICY.csv] [--max-suppressed N] [--with-visits]
         --out RELEASED.csv --codemap CODEMAP.csv [--report REPORT.json]
+        [--genotypes GENOTYPES --dataset DIR]
 
 The options become `engine.study.runs.ProfilesSettings` through `settings_of`, the one function
 `anonymize ugaclip|aclip` and `study add ... ugaclip|aclip` share. PPE extracts the privacy policy from the cohort (filtering condition = the attacker's knowledge);

@@ -135,7 +135,7 @@ def _in_source_ids(released: pd.DataFrame, records, args: argparse.Namespace) ->
             f"{args.released}: its patients are named by release ids (R001, ...), the cohort by its own "
             f"ids: give --crosswalk CROSSWALK.csv (the identifying table `anonymize ... --crosswalk` or "
             f"`study crosswalk` wrote with this release) to compare the release with the original, or "
-            f"run `phewas --dataset DIR` on the recipient's dataset"
+            f"run `phewas --dataset DIR` on the recipient's dataset (`anonymize ... --dataset DIR`)"
         )
     raise UserError(
         f"{args.released}: {len(outside)} released patient(s) are not in the cohort, "

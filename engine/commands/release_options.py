@@ -1,5 +1,6 @@
 """The options the method commands share (issue 23): the key of the release ids (`--key-file`) and
-the identifying crosswalk (`--crosswalk`) with the `Pseudonyms` they give, and the definitions both
+the identifying crosswalk (`--crosswalk`) with the `Pseudonyms` they give, the recipient's dataset
+(`--genotypes G --dataset DIR`, issue #35: `engine.io.dataset_export`), and the definitions both
 `anonymize METHOD` and `study add ... METHOD` use (data options, `--k`, the code selection
 `--codes paper|all|C1,C2,...` / `--top-codes N` as `engine.study.runs.CodeSelection`), so that no
 parser code is copied between the two."""
@@ -16,7 +17,8 @@ from engine.io.pseudonyms import PseudonymKeyError, Pseudonyms, new_key
 
 
 def add_release_options(parser: argparse.ArgumentParser) -> None:
-    """The options of every command that writes a release: the pseudonym key and the crosswalk."""
+    """The options of every command that writes a release: the pseudonym key, the crosswalk and the
+    recipient's dataset (`--genotypes`, `--dataset`)."""
     parser.add_argument(
         "--key-file",
         help="file holding the secret key of the release ids (64 hex digits; created with a fresh key "

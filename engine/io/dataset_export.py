@@ -71,6 +71,11 @@ def subject_ids(release: Release, pseudonyms: Pseudonyms) -> dict[str, str]:
     return shown | pseudonyms.mapping(rest, release.fingerprint, first=len(shown) + 1, width=width)
 
 
+def _by_number(release_id: str) -> tuple[int, str]:
+    """Release ids in numeric order (`R999` before `R1000`, which `subject_ids` may add)."""
+    return len(release_id), release_id
+
+
 def _genotype_frame(genotypes: pd.DataFrame, ids: Mapping[str, str]) -> pd.DataFrame:
     """The genotype rows of the patients of `ids` relabelled, sorted by release id; counts as integers
     (missing left empty)."""
@@ -79,11 +84,12 @@ def _genotype_frame(genotypes: pd.DataFrame, ids: Mapping[str, str]) -> pd.DataF
     rows[_ID] = source[rows.index].map(ids).to_numpy()
     for snp in rows.columns.drop(_ID):
         rows[snp] = pd.to_numeric(rows[snp]).astype("Int64")
-    return rows.sort_values(_ID, kind="stable").reset_index(drop=True)
+    order = sorted(range(len(rows)), key=lambda i: _by_number(rows[_ID].iat[i]))
+    return rows.iloc[order].reset_index(drop=True)
 
 
 def _subject_frame(ids: Mapping[str, str], coded: set[str], genotyped: set[str]) -> pd.DataFrame:
-    rids = sorted(ids.values())
+    rids = sorted(ids.values(), key=_by_number)
     return pd.DataFrame(
         {
             _ID: rids,
