@@ -337,3 +337,29 @@ def test_the_dictionary_describes_releases_with_visits_and_ages(structure):
     assert subjects["has_codes"].tolist() == ["1"] * 4 + ["0"] * 2
     geno = export.read_text_csv(files["genotypes.csv"])
     assert len(geno) == 6 and sorted(geno["rsX"]) == ["", "0", "0", "1", "1", "2"]  # not P9; P3 missing
+
+
+def test_gccens_crosswalk_names_every_subject_and_the_stewards_check_equals_the_recipients(tmp_path, capsys):
+    """GCCens (all codes, k-map) leaves 135 released records without a row. The crosswalk the
+    command writes maps every subject of the dataset back (the steward can answer about any id that
+    left), and the steward's `phewas --released --crosswalk` counts those records as the recipient's
+    `phewas --dataset` does (and `phewas_of_release`): the same tests, counts and p-values."""
+    from engine.io.export import read_text_csv
+
+    release, walk, folder = tmp_path / "release.csv", tmp_path / "crosswalk.csv", tmp_path / "dataset"
+    argv = ["anonymize", "gccens", "--events", str(EVENTS), "--cohort", str(COHORT), "--k", "5"]
+    argv += ["--codemap", str(tmp_path / "code_map.csv"), "--out", str(release), "--crosswalk", str(walk)]
+    assert main([*argv, "--genotypes", str(GENOTYPES), "--dataset", str(folder)]) == 0
+    subjects = read_text_csv((folder / "subjects.csv").read_bytes())
+    assert (subjects["has_codes"] == "0").sum() == 135
+    assert sorted(read_text_csv(walk.read_bytes())["release_id"]) == sorted(subjects["patient_id"])
+    recipient, steward = tmp_path / "recipient.csv", tmp_path / "steward.csv"
+    assert main(["phewas", "--dataset", str(folder), "--out", str(recipient)]) == 0
+    argv = _phewas_released(release, tmp_path / "code_map.csv", steward)
+    assert main([*argv, "--crosswalk", str(walk)]) == 0
+    mine = pd.read_csv(recipient, dtype={"phecode": str})
+    theirs = pd.read_csv(steward, dtype={"phecode": str}).dropna(subset=["p_released"])
+    both = mine.merge(theirs, on=["snp", "phecode"], suffixes=("", "_steward"))
+    assert len(mine) == len(theirs) == len(both) >= 18
+    for col in ("n_cases", "n_controls", "p"):
+        assert (both[col].to_numpy() == both[f"{col}_released"].to_numpy()).all(), col

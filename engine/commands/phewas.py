@@ -101,10 +101,14 @@ def _read_csv(path: str) -> pd.DataFrame:
     return read[0]
 
 
-def _in_source_ids(released: pd.DataFrame, records, args: argparse.Namespace) -> pd.DataFrame:
+def _in_source_ids(
+    released: pd.DataFrame, records, args: argparse.Namespace
+) -> tuple[pd.DataFrame, list[str]]:
     """The released rows with patients named by the cohort's ids: through `--crosswalk` when given;
     else as read, when every released patient is a cohort patient. A UserError names the file and
-    what to give otherwise (issue #35, finding 2: a release names patients by release ids)."""
+    what to give otherwise (issue #35, finding 2: a release names patients by release ids). Also the
+    crosswalk's patients without a row (released records whose every code was censored or
+    suppressed: controls of every phecode, as in `phewas_of_release`)."""
     from engine.commands.inputs import literal
     from engine.io.export import unneutralize_column
     from engine.io.pseudonyms import CROSSWALK_COLUMNS
@@ -127,9 +131,11 @@ def _in_source_ids(released: pd.DataFrame, records, args: argparse.Namespace) ->
             )
         released = released.assign(patient_id=source)
     ids = released["patient_id"].astype(str)
+    rowless = sorted(set(to_source.values()) - set(ids)) if args.crosswalk else []
+    ids = pd.concat([ids, pd.Series(rowless, dtype=object)], ignore_index=True)
     outside = ids[~ids.isin(set(records.patient_ids.astype(str)))].unique()
     if not len(outside):
-        return released
+        return released, rowless
     if not args.crosswalk and ids.str.fullmatch(r"R\d+").all():
         raise UserError(
             f"{args.released}: its patients are named by release ids (R001, ...), the cohort by its own "
@@ -222,6 +228,7 @@ OUT_COLUMNS = ["snp", "phecode", "phenotype", "n_cases", "n_controls", "odds_rat
 
 def run(args: argparse.Namespace) -> int:
     from engine.commands.inputs import InputOptions, load_genotypes_checked, load_groups
+    from engine.io.dataset_export import with_subjects
     from engine.release import release_from_frames
     from engine.utility import phewas
 
@@ -254,10 +261,11 @@ def run(args: argparse.Namespace) -> int:
     out = shown[cols]
     if args.released:
         released, code_map = _read_csv(args.released), _read_csv(args.codemap)
+        rowless: list[str] = []
         if "patient_id" in released.columns:
-            released = _in_source_ids(released, records, args)
+            released, rowless = _in_source_ids(released, records, args)
         try:
-            release = release_from_frames(released, code_map)
+            release = with_subjects(release_from_frames(released, code_map), rowless)
         except ValueError as exc:
             raise UserError(f"{args.released}: {exc}") from None
         _warn_unmapped(phewas.unmapped_codes(release.records, release.item_codes), "the release")

@@ -18,8 +18,8 @@ each file a spreadsheet-safe CSV (`export.safe_csv_bytes`):
 One id space: the release file's ids are `export.release_ids` (same key, same HMAC order, same salt).
 A released record with no row in the release file (every code censored or suppressed: GCCens on
 selected codes) is still a released patient, a control of every phecode in the steward's PheWAS of
-the release; it is numbered after the file's patients in the same keyed order (`subject_ids`), so the
-release file's ids stay exactly what they are. Patients outside the released records (outside the
+the release; it is numbered after the file's patients in the same keyed order (`export.subject_ids`,
+which the crosswalk maps back too), so the release file's ids stay exactly what they are. Patients outside the released records (outside the
 cohort, or genotyped and not released) never appear. The files are made only after the export gate
 (`export.release_files`) passed, and written as one set with their manifest (`write_dataset`).
 """
@@ -37,6 +37,7 @@ import pandas as pd
 from engine.adversary import Adversary
 from engine.io import export
 from engine.io.errors import UserError
+from engine.io.export import subject_ids
 from engine.io.pseudonyms import Pseudonyms
 from engine.records import Records
 from engine.release import Release
@@ -59,18 +60,6 @@ class DatasetError(UserError, ValueError):
 
 
 # ------------------------------------------------------------------------------------- writing
-def subject_ids(release: Release, pseudonyms: Pseudonyms) -> dict[str, str]:
-    """Source id -> release id of every released record's patient: the release file's ids
-    (`export.release_ids`), then the records with no row in the file numbered after them in the order
-    of the same keyed hash (`Pseudonyms.mapping`), at the file's width."""
-    shown = export.release_ids(release, pseudonyms)
-    rest = [str(p) for p in release.records.patient_ids if str(p) not in shown]
-    if not rest:
-        return shown
-    width = len(next(iter(shown.values()))) - 1 if shown else None
-    return shown | pseudonyms.mapping(rest, release.fingerprint, first=len(shown) + 1, width=width)
-
-
 def _by_number(release_id: str) -> tuple[int, str]:
     """Release ids in numeric order (`R999` before `R1000`, which `subject_ids` may add)."""
     return len(release_id), release_id
@@ -231,19 +220,23 @@ class RecipientDataset:
     subjects: pd.DataFrame
 
 
-def _with_patients(records: Records, ids: Sequence[str]) -> Records:
-    """`records` with the patients `ids` appended as records without visits or events."""
-    n = len(ids)
-    return Records(
-        patient_ids=np.concatenate([records.patient_ids, np.asarray(ids, dtype=object)]),
-        items=records.items,
-        visit_ptr=np.concatenate([records.visit_ptr, np.full(n, records.visit_ptr[-1])]).astype(np.int64),
-        visit_ids=records.visit_ids,
-        event_ptr=records.event_ptr,
-        event_item=records.event_item,
-        event_age=records.event_age,
-        has_visits=records.has_visits,
+def with_subjects(release: Release, ids: Sequence[str]) -> Release:
+    """`release` with the patients `ids` added as released records without visits or events: the
+    subjects without codes of a dataset (`has_codes` 0), or of a crosswalk (`phewas --crosswalk`)."""
+    if not len(ids):
+        return release
+    r, n = release.records, len(ids)
+    records = Records(
+        patient_ids=np.concatenate([r.patient_ids, np.asarray(ids, dtype=object)]),
+        items=r.items,
+        visit_ptr=np.concatenate([r.visit_ptr, np.full(n, r.visit_ptr[-1])]).astype(np.int64),
+        visit_ids=r.visit_ids,
+        event_ptr=r.event_ptr,
+        event_item=r.event_item,
+        event_age=r.event_age,
+        has_visits=r.has_visits,
     )
+    return replace(release, records=records)
 
 
 def read_dataset(folder: str | Path) -> RecipientDataset:
@@ -274,9 +267,7 @@ def read_dataset(folder: str | Path) -> RecipientDataset:
     _only_subjects(coded, known, paths[PHENOTYPES_FILE])
     genotypes = load_genotypes(paths[GENOTYPES_FILE]).data
     _only_subjects(genotypes[_ID].astype(str).tolist(), known, paths[GENOTYPES_FILE])
-    without = sorted(known - set(coded))
-    if without:
-        release = replace(release, records=_with_patients(release.records, without))
+    release = with_subjects(release, sorted(known - set(coded), key=_by_number))
     return RecipientDataset(release, genotypes, subjects)
 
 

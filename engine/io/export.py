@@ -117,6 +117,19 @@ def release_ids(release: Release, pseudonyms: Pseudonyms) -> dict[str, str]:
     return pseudonyms.mapping(release.exported_frame()["patient_id"], release.fingerprint)
 
 
+def subject_ids(release: Release, pseudonyms: Pseudonyms) -> dict[str, str]:
+    """Source id -> release id of every released record's patient: the release file's ids
+    (`release_ids`), then the records with no row in the file (every code censored or suppressed)
+    numbered after them in the order of the same keyed hash, at the file's width (issue #35: the
+    recipient's dataset names them, `engine.io.dataset_export`; the crosswalk maps them back)."""
+    shown = release_ids(release, pseudonyms)
+    rest = [str(p) for p in release.records.patient_ids if str(p) not in shown]
+    if not rest:
+        return shown
+    width = len(next(iter(shown.values()))) - 1 if shown else None
+    return shown | pseudonyms.mapping(rest, release.fingerprint, first=len(shown) + 1, width=width)
+
+
 def pseudonymous_frame(release: Release, pseudonyms: Pseudonyms) -> pd.DataFrame:
     """Exactly the rows of the release file as they leave: `Release.exported_frame` with release ids
     for patients, visits numbered per patient, rows in release-id order."""
@@ -124,8 +137,10 @@ def pseudonymous_frame(release: Release, pseudonyms: Pseudonyms) -> pd.DataFrame
 
 
 def crosswalk(release: Release, pseudonyms: Pseudonyms) -> pd.DataFrame:
-    """Release id -> source id for the release file's patients. Identifying: the steward's only."""
-    return crosswalk_frame(release_ids(release, pseudonyms))
+    """Release id -> source id for every released record's patient (`subject_ids`: the release
+    file's, then those without a row, whom the recipient's dataset names). Identifying: the steward's
+    only."""
+    return crosswalk_frame(subject_ids(release, pseudonyms))
 
 
 def crosswalk_bytes(release: Release, pseudonyms: Pseudonyms) -> bytes:
