@@ -7,6 +7,7 @@ Finding 2: `phewas --released REL.csv --codemap MAP.csv` on an `anonymize` outpu
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pandas as pd
@@ -80,7 +81,7 @@ def test_finding2_with_the_crosswalk_the_steward_compares_the_release(generalize
     assert merged["p_released"].to_numpy() == pytest.approx(merged["p_expected"].to_numpy(), rel=1e-9)
 
 
-def test_anonymize_writes_the_dataset_beside_the_release(generalized, tmp_path, capsys):
+def test_anonymize_writes_the_dataset_beside_the_release(generalized, tmp_path, capsys, audit_log):
     """`anonymize generalize --genotypes G --dataset DIR`: the dataset's phenotypes are the release
     file, its manifest holds, and the recipient's PheWAS of DIR equals the steward's check of the
     release through the crosswalk (the same 2,700 patients)."""
@@ -91,6 +92,11 @@ def test_anonymize_writes_the_dataset_beside_the_release(generalized, tmp_path, 
     assert (folder / "phenotypes.csv").read_bytes() == generalized["release"].read_bytes()
     assert (folder / "code_map.csv").read_bytes() == generalized["code_map"].read_bytes()
     assert check_manifest(dataset_paths(folder)) == []
+    from engine.audit import log  # every file that left is in the audit log, with its sha256
+
+    audited = {e["file_name"]: e["sha256"] for e in log.entries(audit_log)}
+    for path in [*dataset_paths(folder).values(), folder / "subjects.csv.sha256"]:
+        assert audited[str(path.resolve())] == hashlib.sha256(path.read_bytes()).hexdigest()
     recipient, steward = tmp_path / "recipient.csv", tmp_path / "steward.csv"
     assert main(["phewas", "--dataset", str(folder), "--out", str(recipient)]) == 0
     argv = _phewas_released(generalized["release"], generalized["code_map"], steward)
