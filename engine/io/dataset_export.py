@@ -73,7 +73,8 @@ def _genotype_frame(genotypes: pd.DataFrame, ids: Mapping[str, str]) -> pd.DataF
     rows[_ID] = source[rows.index].map(ids).to_numpy()
     for snp in rows.columns.drop(_ID):
         rows[snp] = pd.to_numeric(rows[snp]).astype("Int64")
-    order = sorted(range(len(rows)), key=lambda i: _by_number(rows[_ID].iat[i]))
+    rid = rows[_ID].to_numpy(dtype=str)
+    order = np.lexsort((rid, np.char.str_len(rid)))  # `_by_number`, vectorized
     return rows.iloc[order].reset_index(drop=True)
 
 
@@ -185,7 +186,9 @@ def dataset_files(
         export.gate(release, verification, adversary, k)
     ids = subject_ids(release, pseudonyms)
     geno = _genotype_frame(genotypes, ids)
-    coded = set(export.release_ids(release, pseudonyms).values())
+    r = release.records
+    with_events = np.bincount(r.event_patient, minlength=r.n_patients) > 0  # a row in the file
+    coded = {ids[str(p)] for p in r.patient_ids[with_events]}
     files = {
         SUBJECTS_FILE: export.safe_csv_bytes(_subject_frame(ids, coded, set(geno[_ID]))),
         PHENOTYPES_FILE: gated[export.RELEASE_FILE],
