@@ -369,3 +369,16 @@ def test_gccens_crosswalk_names_every_subject_and_the_stewards_check_equals_the_
     assert len(mine) == len(theirs) == len(both) >= 18
     for col in ("n_cases", "n_controls", "p"):
         assert (both[col].to_numpy() == both[f"{col}_released"].to_numpy()).all(), col
+
+
+def test_genotypes_in_release_ids_against_the_cohort_are_a_clear_error(generalized, tmp_path, capsys):
+    """The dataset's genotypes (release ids) given with the original events (source ids) genotype no
+    cohort patient: a one-line error naming the file and `--dataset`, not an empty PheWAS."""
+    out = tmp_path / "o.csv"
+    genotypes = generalized["dataset"] / "genotypes.csv"
+    argv = _phewas_released(generalized["release"], generalized["code_map"], out)
+    argv[argv.index(str(GENOTYPES))] = str(genotypes)
+    assert main([*argv, "--crosswalk", str(generalized["crosswalk"])]) == 2
+    err = capsys.readouterr().err
+    assert str(genotypes) in err and "release ids" in err and "--dataset" in err
+    assert not out.exists()

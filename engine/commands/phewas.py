@@ -149,6 +149,21 @@ def _in_source_ids(
     )
 
 
+def _genotyped_somebody(genotypes: pd.DataFrame, records, path: str) -> None:
+    """A UserError when no patient of the cohort has a genotype row: the PheWAS would test nobody
+    (e.g. a recipient's dataset's genotypes, named by release ids, against the source's events)."""
+    if len(genotypes) and not genotypes["patient_id"].astype(str).isin(set(records.patient_ids)).any():
+        named = (
+            " (they are named by release ids)"
+            if genotypes["patient_id"].astype(str).str.fullmatch(r"R\d+").all()
+            else ""
+        )
+        raise UserError(
+            f"{path}: no patient of the cohort has a genotype row{named}; give the genotypes of the "
+            f"cohort's patients, or run `phewas --dataset DIR` on a recipient's dataset"
+        )
+
+
 def _warn_unmapped(unmapped: pd.DataFrame, where: str) -> None:
     """One stderr line: codes absent from the phecode map, and whose controls their patients leave."""
     from engine.commands.inputs import literal
@@ -254,6 +269,7 @@ def run(args: argparse.Namespace) -> int:
         result = _sharded(args, genotypes, settings)
     else:
         records = load_groups(args.events, cohort=args.cohort, options=options).cohort
+        _genotyped_somebody(genotypes, records, args.genotypes)
         _warn_unmapped(phewas.unmapped_codes(records), "the events")
         result = phewas.phewas_of_records(records, genotypes, settings)
     cols = OUT_COLUMNS
