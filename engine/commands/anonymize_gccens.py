@@ -3,6 +3,7 @@
     python -m engine anonymize gccens --events EVENTS [--population IDS] --cohort IDS --k K
         [--codes paper|all|C1,C2,... | --top-codes N] [--cap C | --caps 250=2,272=2,...]
         [--scope population|cohort] [--variant faithful|targeted] --out RELEASED.csv [--codemap CODEMAP.csv] [--report REPORT.json]
+        [--genotypes GENOTYPES --dataset DIR]
 
 The options become `engine.study.runs.GCCensSettings` through `settings_of`, the one function
 `anonymize gccens` and `study add ... gccens` share, the settings the app and a study run with
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING
 from engine.commands.paths import path_roles
 from engine.commands.release_options import (
     DATA_INPUTS,
+    RELEASE_FOLDERS,
     RELEASE_OUTPUTS,
     add_code_options,
     add_data_options,
@@ -67,7 +69,7 @@ def register(methods, *, study=None) -> argparse.ArgumentParser:
     )
     p.add_argument("--report", help="JSON report with parameters, CUL and verification")
     add_release_options(p)
-    p.set_defaults(func=run, **path_roles(DATA_INPUTS, RELEASE_OUTPUTS, manifest_of="--out"))
+    p.set_defaults(func=run, **path_roles(DATA_INPUTS, RELEASE_OUTPUTS, RELEASE_FOLDERS, "--out"))
     return p
 
 

@@ -4,6 +4,7 @@
         --cohort IDS --k K [--scope cohort|biobank|population]
         [--constraints phecode|icd9:LEVEL|none] [--complete] [--with-visits]
         --out RELEASED.csv [--codemap CODEMAP.csv] [--report REPORT.json]
+        [--genotypes GENOTYPES --dataset DIR]
 
 The options become `engine.study.runs.HeatherlySettings` through `settings_of`, the one function
 `anonymize generalize` and `study add ... generalize` share, the settings the app and a study run with.
@@ -30,6 +31,7 @@ import numpy as np
 from engine.commands.paths import path_roles
 from engine.commands.release_options import (
     DATA_INPUTS,
+    RELEASE_FOLDERS,
     RELEASE_OUTPUTS,
     add_data_options,
     add_k_option,
@@ -77,7 +79,7 @@ def register(methods, *, study=None) -> argparse.ArgumentParser:
     )
     p.add_argument("--report", help="JSON report: parameters, DC / CC figures, verification")
     add_release_options(p)
-    p.set_defaults(func=run, **path_roles(DATA_INPUTS, RELEASE_OUTPUTS, manifest_of="--out"))
+    p.set_defaults(func=run, **path_roles(DATA_INPUTS, RELEASE_OUTPUTS, RELEASE_FOLDERS, "--out"))
     return p
 
 

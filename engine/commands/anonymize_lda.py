@@ -4,7 +4,7 @@
         [--method a-gs|baseline] [--age-domain LO-HI]
         [--codes paper|all|C1,C2,... | --top-codes N] [--roll-up 3-digit]
         [--icd-levels thesis|full|phecode] --out RELEASED.csv [--codemap CODEMAP.csv]
-        [--report REPORT.json]
+        [--report REPORT.json] [--genotypes GENOTYPES --dataset DIR]
 
 The options become `engine.study.runs.LDASettings` through `settings_of`, the one function `anonymize
 lda` and `study add ... lda` share, the settings the app and a study run with, so the same settings
@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from engine.commands.paths import path_roles
 from engine.commands.release_options import (
     DATA_INPUTS,
+    RELEASE_FOLDERS,
     RELEASE_OUTPUTS,
     add_code_options,
     add_data_options,
@@ -87,7 +88,7 @@ def register(methods, *, study=None) -> argparse.ArgumentParser:
     )
     p.add_argument("--report", help="JSON report")
     add_release_options(p)
-    p.set_defaults(func=run, **path_roles(DATA_INPUTS, RELEASE_OUTPUTS, manifest_of="--out"))
+    p.set_defaults(func=run, **path_roles(DATA_INPUTS, RELEASE_OUTPUTS, RELEASE_FOLDERS, "--out"))
     return p
 
 

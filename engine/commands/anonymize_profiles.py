@@ -3,6 +3,7 @@
     python -m engine anonymize ugaclip|aclip --events EVENTS --cohort IDS --k K
         --knowledge single_visit|all_visits [--utility-policy POLICY.csv] [--max-suppressed N] [--with-visits]
         --out RELEASED.csv --codemap CODEMAP.csv [--report REPORT.json]
+        [--genotypes GENOTYPES --dataset DIR]
 
 The options become `engine.study.runs.ProfilesSettings` through `settings_of`, the one function
 `anonymize ugaclip|aclip` and `study add ... ugaclip|aclip` share. PPE extracts the privacy policy from the cohort (filtering condition = the attacker's knowledge);
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING
 from engine.commands.paths import path_roles
 from engine.commands.release_options import (
     DATA_INPUTS,
+    RELEASE_FOLDERS,
     RELEASE_OUTPUTS,
     add_data_options,
     add_k_option,
@@ -93,7 +95,7 @@ def register(methods, *, study=None) -> list[argparse.ArgumentParser]:
             p.set_defaults(
                 func=run,
                 profiles_method=name.upper(),
-                **path_roles(inputs, RELEASE_OUTPUTS, manifest_of="--out"),
+                **path_roles(inputs, RELEASE_OUTPUTS, RELEASE_FOLDERS, "--out"),
             )
         out.append(p)
     return out

@@ -262,12 +262,18 @@ def publish(
     """`engine.io.export.publish` for a command: the code map keeps the original spellings of the codes
     `inputs` were read with (`--normalize-codes`; a `source_spelling` column, as the app's exports),
     whichever loader read them; patients are named by the release ids of `--key-file` and the
-    crosswalk written to `--crosswalk` when given (`engine.commands.release_options`). Returns the
-    JSON-ready export record."""
-    from engine.commands.release_options import pseudonyms_of
-    from engine.io import export
+    crosswalk written to `--crosswalk` when given (`engine.commands.release_options`). With
+    `--dataset DIR` the recipient's dataset (`engine.io.dataset_export`: the released patients'
+    `--genotypes` in the same release ids) is written there as one set once the release is, and a
+    refused release removes the dataset an earlier run left. Returns the JSON-ready export record
+    (`dataset`: the folder and the sha256 of its files, when asked)."""
+    from engine.commands.release_options import dataset_folder_of, pseudonyms_of
+    from engine.io import dataset_export, export
 
-    return export.publish(
+    folder = dataset_folder_of(args)
+    genotypes = load_genotypes_checked(args.genotypes, InputOptions.of(args)).data if folder else None
+    pseudonyms = pseudonyms_of(args)
+    outcome = export.publish(
         release,
         verification,
         adversary,
@@ -275,9 +281,23 @@ def publish(
         paths,
         blocked=blocked,
         spellings=inputs.spellings,
-        pseudonyms=pseudonyms_of(args),
+        pseudonyms=pseudonyms,
         crosswalk_path=getattr(args, "crosswalk", None),
     )
+    if folder is None:
+        return outcome
+    targets = dataset_export.dataset_paths(folder)
+    if not outcome["written"]:
+        outcome["removed_stale"] += [str(p) for p in export.remove_stale(targets)]
+        return outcome
+    assert genotypes is not None
+    files = dataset_export.dataset_files(
+        release, verification, adversary, k, genotypes, inputs.spellings, pseudonyms=pseudonyms
+    )
+    folder.mkdir(exist_ok=True)
+    outcome["dataset"] = {"folder": str(folder), "files": dataset_export.write_dataset(files, folder)}
+    print(f"recipient's dataset ({', '.join(files)}) written to {folder}")
+    return outcome
 
 
 def load_genotypes_checked(path: str, options: InputOptions | None = None) -> Loaded:

@@ -1,8 +1,16 @@
 """`python -m engine phewas`: PheWAS on original data, and on a release when one is given.
 
     python -m engine phewas (--events EVENTS | --shards DIR) --genotypes GENOTYPES [--cohort IDS]
-        [--released RELEASED.csv --codemap CODEMAP.csv] [--min-code-count N] [--min-cases N]
+        [--released RELEASED.csv --codemap CODEMAP.csv [--crosswalk CROSSWALK.csv]] [--min-code-count N]
+        [--min-cases N]
         [--test allelic|genotypic] [--min-cell N|cms|aou|ohdsi|none] --out OUT.csv
+
+    python -m engine phewas --dataset DIR [--min-code-count N] [--min-cases N] [--test ...] --out OUT.csv
+
+`--dataset DIR` (issue #35): the PheWAS of a recipient's dataset as its recipient holds it
+(`engine.io.dataset_export`: subjects, released codes, code map and genotypes, all in release ids,
+checked against the folder's manifest); no original data, no crosswalk. It equals the steward's
+PheWAS of the release (`engine.utility.phewas.phewas_of_release`).
 
 `--min-cell` (issue 28): the small-cell policy of what is written; N is the smallest publishable count
 (counts 1..N-1 suppressed; 11 = CMS, 21 = All of Us, 5 = OHDSI) or a preset's name. A row any of
@@ -17,6 +25,11 @@ With `--shards DIR` the original data are the event shards of DIR (`python -m en
 one at a time: each shard's case and control genotype counts add up
 (engine.scale.shards.sharded_phewas), and the table equals the in-process one. A release is compared
 in memory, so `--released` needs `--events`.
+
+A release file names its patients by release ids (`engine.io.pseudonyms`), the cohort by source ids:
+the steward compares the two through the identifying crosswalk the release was written with
+(`--crosswalk`, from `anonymize ... --crosswalk` or `study crosswalk`); without it a release in release
+ids is an error that says so (issue #35, finding 2).
 
 OUT.csv: snp, phecode, phenotype, n_cases, n_controls, odds_ratio, p (original), and with a release
 the same columns suffixed `_released`.
@@ -45,12 +58,18 @@ def register(sub) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--events", help="events file (CSV or Parquet): patient_id, code[, visit]")
     src.add_argument("--shards", help="folder of event shards (shard-NNNNN.parquet), read one at a time")
-    p.add_argument(
-        "--genotypes", required=True, help="genotype file: patient_id + one column per SNP (0/1/2)"
+    src.add_argument(
+        "--dataset", help="a recipient's dataset folder (subjects, phenotypes, code map, genotypes)"
     )
+    p.add_argument("--genotypes", help="genotype file: patient_id + one column per SNP (0/1/2)")
     p.add_argument("--cohort", help="patient ids of the cohort (default: every patient in EVENTS)")
     p.add_argument("--released", help="released events CSV (from `anonymize ... --out`)")
     p.add_argument("--codemap", help="code map CSV of the release (released_item, original_code)")
+    p.add_argument(
+        "--crosswalk",
+        help="the release's crosswalk (release_id, source_id; IDENTIFYING): joins the release ids of "
+        "--released to the cohort's ids",
+    )
     p.add_argument("--min-code-count", type=int, default=1, help="occurrences for a case (default 1)")
     p.add_argument("--min-cases", type=int, default=20, help="cases needed before a test runs (default 20)")
     p.add_argument("--test", choices=("allelic", "genotypic"), default="allelic")
@@ -59,7 +78,17 @@ def register(sub) -> None:
     p.set_defaults(
         func=run,
         **path_roles(
-            ("--events", "--shards", "--genotypes", "--cohort", "--released", "--codemap"), ("--out",)
+            (
+                "--events",
+                "--shards",
+                "--dataset",
+                "--genotypes",
+                "--cohort",
+                "--released",
+                "--codemap",
+                "--crosswalk",
+            ),
+            ("--out",),
         ),
     )
 
@@ -74,6 +103,69 @@ def _read_csv(path: str) -> pd.DataFrame:
     report.raise_if_errors()
     assert read is not None
     return read[0]
+
+
+def _in_source_ids(
+    released: pd.DataFrame, records, args: argparse.Namespace
+) -> tuple[pd.DataFrame, list[str]]:
+    """The released rows with patients named by the cohort's ids: through `--crosswalk` when given;
+    else as read, when every released patient is a cohort patient. A UserError names the file and
+    what to give otherwise (issue #35, finding 2: a release names patients by release ids). Also the
+    crosswalk's patients without a row (released records whose every code was censored or
+    suppressed: controls of every phecode, as in `phewas_of_release`)."""
+    from engine.commands.inputs import literal
+    from engine.io.export import unneutralize_column
+    from engine.io.pseudonyms import CROSSWALK_COLUMNS
+
+    if args.crosswalk:
+        walk = _read_csv(args.crosswalk)
+        missing = [c for c in CROSSWALK_COLUMNS if c not in walk.columns]
+        if missing:
+            raise UserError(
+                f"{args.crosswalk}: no column {', '.join(missing)} (a crosswalk has release_id, source_id)"
+            )
+        walk = walk.apply(unneutralize_column)
+        to_source = dict(zip(walk["release_id"], walk["source_id"], strict=True))
+        source = released["patient_id"].map(to_source)
+        unknown = released.loc[source.isna(), "patient_id"].unique()
+        if len(unknown):
+            raise UserError(
+                f"{args.crosswalk}: {len(unknown)} released patient(s) of {args.released} have no row, "
+                f"e.g. {', '.join(literal(str(x)) for x in unknown[:5])}: not this release's crosswalk"
+            )
+        released = released.assign(patient_id=source)
+    ids = released["patient_id"].astype(str)
+    rowless = sorted(set(to_source.values()) - set(ids)) if args.crosswalk else []
+    ids = pd.concat([ids, pd.Series(rowless, dtype=object)], ignore_index=True)
+    outside = ids[~ids.isin(set(records.patient_ids.astype(str)))].unique()
+    if not len(outside):
+        return released, rowless
+    if not args.crosswalk and ids.str.fullmatch(r"R\d+").all():
+        raise UserError(
+            f"{args.released}: its patients are named by release ids (R001, ...), the cohort by its own "
+            f"ids: give --crosswalk CROSSWALK.csv (the identifying table `anonymize ... --crosswalk` or "
+            f"`study crosswalk` wrote with this release) to compare the release with the original, or "
+            f"run `phewas --dataset DIR` on the recipient's dataset (`anonymize ... --dataset DIR`)"
+        )
+    raise UserError(
+        f"{args.released}: {len(outside)} released patient(s) are not in the cohort, "
+        f"e.g. {', '.join(literal(str(x)) for x in outside[:5])}"
+    )
+
+
+def _genotyped_somebody(genotypes: pd.DataFrame, records, path: str) -> None:
+    """A UserError when no patient of the cohort has a genotype row: the PheWAS would test nobody
+    (e.g. a recipient's dataset's genotypes, named by release ids, against the source's events)."""
+    if len(genotypes) and not genotypes["patient_id"].astype(str).isin(set(records.patient_ids)).any():
+        named = (
+            " (they are named by release ids)"
+            if genotypes["patient_id"].astype(str).str.fullmatch(r"R\d+").all()
+            else ""
+        )
+        raise UserError(
+            f"{path}: no patient of the cohort has a genotype row{named}; give the genotypes of the "
+            f"cohort's patients, or run `phewas --dataset DIR` on a recipient's dataset"
+        )
 
 
 def _warn_unmapped(unmapped: pd.DataFrame, where: str) -> None:
@@ -120,8 +212,42 @@ def _sharded(args: argparse.Namespace, genotypes: pd.DataFrame, settings: Phewas
     )
 
 
+RECIPIENT_ONLY = ("--genotypes", "--cohort", "--released", "--codemap", "--crosswalk")
+
+
+def _recipient(args: argparse.Namespace, settings: PhewasSettings, policy) -> int:
+    """`--dataset DIR`: the released PheWAS from the dataset's files alone (module docstring)."""
+    from engine.disclosure.cells import suppress_phewas
+    from engine.io.dataset_export import read_dataset
+    from engine.utility import phewas
+
+    given = [o for o in RECIPIENT_ONLY if getattr(args, o[2:].replace("-", "_"), None)]
+    if given:
+        raise UserError(
+            f"--dataset holds the codes and genotypes: {', '.join(given)} cannot be given with it"
+        )
+    data = read_dataset(args.dataset)
+    release = data.release
+    _warn_unmapped(phewas.unmapped_codes(release.records, release.item_codes), "the dataset")
+    result = phewas.phewas_of_release(release, data.genotypes, settings)
+    shown, note = suppress_phewas(result, policy)
+    write_table_csv(args.out, shown[OUT_COLUMNS])
+    if policy.active:
+        print(f"small cells ({policy.describe()}): {note.rows_withheld:,} of {len(result):,} row(s) withheld")
+    n_sig = int((result["p"] <= 0.05).sum())
+    print(
+        f"{len(result):,} tests, {n_sig:,} at p <= 0.05 in the dataset's {release.records.n_patients:,} "
+        f"subjects; written to {args.out}"
+    )
+    return 0
+
+
+OUT_COLUMNS = ["snp", "phecode", "phenotype", "n_cases", "n_controls", "odds_ratio", "p"]
+
+
 def run(args: argparse.Namespace) -> int:
     from engine.commands.inputs import InputOptions, load_genotypes_checked, load_groups
+    from engine.io.dataset_export import with_subjects
     from engine.release import release_from_frames
     from engine.utility import phewas
 
@@ -129,31 +255,38 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--min-code-count and --min-cases must be at least 1")
     if (args.released is None) != (args.codemap is None):
         raise UserError("--released and --codemap go together")
+    if args.crosswalk and not args.released:
+        raise UserError("--crosswalk joins a release to the cohort: it needs --released and --codemap")
     if args.shards and args.released:
         raise UserError("--released needs --events: a release is compared with the original in memory")
     from engine.disclosure.cells import min_cell_of, suppress_phewas_tables
 
     policy = min_cell_of(args)
+    settings = phewas.PhewasSettings(args.min_code_count, args.min_cases, args.test)
+    if args.dataset:
+        return _recipient(args, settings, policy)
+    if not args.genotypes:
+        raise UserError("--genotypes is needed with --events or --shards")
     options = InputOptions.of(args)
     genotypes = load_genotypes_checked(args.genotypes, options).data
-    settings = phewas.PhewasSettings(args.min_code_count, args.min_cases, args.test)
     if args.shards:
         result = _sharded(args, genotypes, settings)
     else:
         records = load_groups(args.events, cohort=args.cohort, options=options).cohort
+        _genotyped_somebody(genotypes, records, args.genotypes)
         _warn_unmapped(phewas.unmapped_codes(records), "the events")
         result = phewas.phewas_of_records(records, genotypes, settings)
-    cols = ["snp", "phecode", "phenotype", "n_cases", "n_controls", "odds_ratio", "p"]
+    cols = OUT_COLUMNS
     tables = [result]
     if args.released:
         released, code_map = _read_csv(args.released), _read_csv(args.codemap)
+        rowless: list[str] = []
+        if "patient_id" in released.columns:
+            released, rowless = _in_source_ids(released, records, args)
         try:
-            release = release_from_frames(released, code_map)
+            release = with_subjects(release_from_frames(released, code_map), rowless)
         except ValueError as exc:
             raise UserError(f"{args.released}: {exc}") from None
-        outside = set(release.records.patient_ids) - set(records.patient_ids)
-        if outside:
-            raise UserError(f"{args.released}: {len(outside)} released patient(s) are not in the cohort")
         _warn_unmapped(phewas.unmapped_codes(release.records, release.item_codes), "the release")
         tables.append(phewas.phewas_of_release(release, genotypes, settings))
     # one file: the released rows are judged beside the original's (suppress_phewas_tables)

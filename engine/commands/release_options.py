@@ -1,5 +1,6 @@
 """The options the method commands share (issue 23): the key of the release ids (`--key-file`) and
-the identifying crosswalk (`--crosswalk`) with the `Pseudonyms` they give, and the definitions both
+the identifying crosswalk (`--crosswalk`) with the `Pseudonyms` they give, the recipient's dataset
+(`--genotypes G --dataset DIR`, issue #35: `engine.io.dataset_export`), and the definitions both
 `anonymize METHOD` and `study add ... METHOD` use (data options, `--k`, the code selection
 `--codes paper|all|C1,C2,...` / `--top-codes N` as `engine.study.runs.CodeSelection`), so that no
 parser code is copied between the two."""
@@ -19,7 +20,8 @@ from engine.io.pseudonyms import PseudonymKeyError, Pseudonyms, new_key
 
 
 def add_release_options(parser: argparse.ArgumentParser) -> None:
-    """The options of every command that writes a release: the pseudonym key and the crosswalk."""
+    """The options of every command that writes a release: the pseudonym key, the crosswalk and the
+    recipient's dataset (`--genotypes`, `--dataset`)."""
     parser.add_argument(
         "--key-file",
         help="file holding the secret key of the release ids (64 hex digits; created with a fresh key "
@@ -30,6 +32,16 @@ def add_release_options(parser: argparse.ArgumentParser) -> None:
         "--crosswalk",
         help="also write the crosswalk (release id -> source id) here. IDENTIFYING: keep it with the "
         "steward, never with the release",
+    )
+    parser.add_argument(
+        "--genotypes", help="genotype file of the data (patient_id + one column per SNP), for --dataset"
+    )
+    parser.add_argument(
+        "--dataset",
+        metavar="DIR",
+        help="also write the recipient's dataset into this folder (created when missing): subjects, the "
+        "released codes, code map, the released patients' genotypes (--genotypes) and a data dictionary, "
+        "all in the release's ids (issue #35)",
     )
 
 
@@ -122,8 +134,39 @@ def add_data_options(
     parser.add_argument("--cohort", required=need, help=cohort_help)
 
 
-DATA_INPUTS = ("--events", "--population", "--cohort", "--biobank")
+DATA_INPUTS = ("--events", "--population", "--cohort", "--biobank", "--genotypes")
 RELEASE_OUTPUTS = ("--out", "--codemap", "--report", "--crosswalk", "--key-file")
+# the recipient's dataset folder and the files written into it (engine.io.dataset_export)
+RELEASE_FOLDERS = (
+    (
+        "--dataset",
+        (
+            "subjects.csv",
+            "phenotypes.csv",
+            "code_map.csv",
+            "genotypes.csv",
+            "data_dictionary.csv",
+            "subjects.csv.sha256",
+        ),
+    ),
+)
+
+
+def dataset_folder_of(args: argparse.Namespace) -> Path | None:
+    """`--dataset DIR` checked (a folder or a new one in an existing folder; `--genotypes` given), or
+    None without it."""
+    folder = getattr(args, "dataset", None)
+    if not folder:
+        return None
+    if not getattr(args, "genotypes", None):
+        raise UserError("--dataset needs --genotypes: the dataset holds the released patients' genotypes")
+    p = Path(folder)
+    if p.exists() and not p.is_dir():
+        raise UserError(f"--dataset {folder}: is a file; give a folder")
+    parent = p.parent if str(p.parent) else Path(".")
+    if not p.exists() and not parent.is_dir():
+        raise UserError(f"--dataset {folder}: the folder {parent} does not exist")
+    return p
 
 
 # ------------------------------------------------------------------------ the audit trail (issue 25)

@@ -127,6 +127,19 @@ def release_ids(release: Release, pseudonyms: Pseudonyms) -> dict[str, str]:
     return pseudonyms.mapping(release.exported_frame()["patient_id"], release.fingerprint)
 
 
+def subject_ids(release: Release, pseudonyms: Pseudonyms) -> dict[str, str]:
+    """Source id -> release id of every released record's patient: the release file's ids
+    (`release_ids`), then the records with no row in the file (every code censored or suppressed)
+    numbered after them in the order of the same keyed hash, at the file's width (issue #35: the
+    recipient's dataset names them, `engine.io.dataset_export`; the crosswalk maps them back)."""
+    shown = release_ids(release, pseudonyms)
+    rest = [str(p) for p in release.records.patient_ids if str(p) not in shown]
+    if not rest:
+        return shown
+    width = len(next(iter(shown.values()))) - 1 if shown else None
+    return shown | pseudonyms.mapping(rest, release.fingerprint, first=len(shown) + 1, width=width)
+
+
 def pseudonymous_frame(release: Release, pseudonyms: Pseudonyms) -> pd.DataFrame:
     """Exactly the rows of the release file as they leave: `Release.exported_frame` with release ids
     for patients, visits numbered per patient, rows in release-id order."""
@@ -134,8 +147,10 @@ def pseudonymous_frame(release: Release, pseudonyms: Pseudonyms) -> pd.DataFrame
 
 
 def crosswalk(release: Release, pseudonyms: Pseudonyms) -> pd.DataFrame:
-    """Release id -> source id for the release file's patients. Identifying: the steward's only."""
-    return crosswalk_frame(release_ids(release, pseudonyms))
+    """Release id -> source id for every released record's patient (`subject_ids`: the release
+    file's, then those without a row, whom the recipient's dataset names). Identifying: the steward's
+    only."""
+    return crosswalk_frame(subject_ids(release, pseudonyms))
 
 
 def crosswalk_bytes(release: Release, pseudonyms: Pseudonyms) -> bytes:
@@ -166,10 +181,14 @@ def release_files(
     }
 
 
-def _read_text_csv(data: bytes) -> pd.DataFrame:
+def read_text_csv(data: bytes) -> pd.DataFrame:
+    """A CSV the gate wrote, as text cells with the apostrophes of `NEUTRALIZE_RULE` removed."""
     frame = pd.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False, na_filter=False)
     frame.columns = unneutralize_column(pd.Series(frame.columns, dtype=object)).tolist()
     return frame.apply(unneutralize_column)
+
+
+_read_text_csv = read_text_csv  # its earlier name, which tests/pseudonym_support.py reads
 
 
 def read_release_bytes(
@@ -177,12 +196,12 @@ def read_release_bytes(
 ) -> Release:
     """A release read back from the bytes `release_files` wrote (apostrophes removed; a `visit`
     column whose every value is a plain integer is read as integers, so visits keep their order)."""
-    frame = _read_text_csv(release_csv)
+    frame = read_text_csv(release_csv)
     if "visit" in frame.columns:
         as_int = pd.to_numeric(frame["visit"], errors="coerce")
         if as_int.notna().all() and (as_int.astype("Int64").astype(str) == frame["visit"]).all():
             frame["visit"] = as_int.astype(np.int64)
-    cmap = _read_text_csv(code_map_csv) if code_map_csv is not None else None
+    cmap = read_text_csv(code_map_csv) if code_map_csv is not None else None
     return release_from_frames(frame, cmap, method)
 
 
@@ -296,7 +315,7 @@ def write_release_files(files: Mapping[str, bytes], paths: Mapping[str, Path | s
             data = _encoded(files[name], target)
             staged.append((_stage(data, target), target))
             digests[str(target)] = hashlib.sha256(data).hexdigest()
-        lines = "".join(f"{digests[str(t)]}  {_relative(t, manifest.parent)}\n" for t in targets.values())
+        lines = manifest_text({_relative(t, manifest.parent): digests[str(t)] for t in targets.values()})
         staged_manifest = _stage(lines.encode("utf-8"), manifest)
         staged.append((staged_manifest, manifest))
         manifest.unlink(missing_ok=True)
@@ -308,6 +327,11 @@ def write_release_files(files: Mapping[str, bytes], paths: Mapping[str, Path | s
         for tmp, _ in staged:
             Path(tmp).unlink(missing_ok=True)
     return digests
+
+
+def manifest_text(digests: Mapping[str, str]) -> str:
+    """A manifest in `sha256sum` format: one line `<sha256>  <name>` per file, in the given order."""
+    return "".join(f"{sha}  {name}\n" for name, sha in digests.items())
 
 
 def _relative(path: Path, folder: Path) -> str:

@@ -69,14 +69,19 @@ class Pseudonyms:
         msg = salt.encode("utf-8") + b"\x1f" + source_id.encode("utf-8")
         return hmac.new(bytes.fromhex(self.key), msg, hashlib.sha256).digest()
 
-    def mapping(self, source_ids: Iterable[str], salt: str) -> dict[str, str]:
-        """Source id -> release id for the distinct `source_ids`: numbered 1..n in the order of their
-        keyed hash under `salt` (ties, which need a hash collision, by source id), zero-padded to the
-        width of n, prefixed `R`."""
+    def mapping(
+        self, source_ids: Iterable[str], salt: str, *, first: int = 1, width: int | None = None
+    ) -> dict[str, str]:
+        """Source id -> release id for the distinct `source_ids`: numbered `first`, `first` + 1, ... in
+        the order of their keyed hash under `salt` (ties, which need a hash collision, by source id),
+        zero-padded to `width` (default: the width of n, at least 3), prefixed `R`. `first` and
+        `width` number patients after those of another mapping under the same salt (the recipient's
+        dataset: released records with no row in the release file, `engine.io.dataset_export`)."""
         ids = sorted({str(x) for x in source_ids})
         order = sorted(ids, key=lambda s: (self._token(salt, s), s))
-        width = max(len(str(len(order))), 3)
-        return {s: f"{RELEASE_ID_PREFIX}{i:0{width}d}" for i, s in enumerate(order, start=1)}
+        if width is None:
+            width = max(len(str(len(order))), 3)
+        return {s: f"{RELEASE_ID_PREFIX}{i:0{width}d}" for i, s in enumerate(order, start=first)}
 
 
 def relabel(frame: pd.DataFrame, mapping: dict[str, str]) -> pd.DataFrame:

@@ -38,6 +38,7 @@ import pandas as pd
 
 from engine import __version__, risk
 from engine.adversary import ALL_ADVERSARIES, Adversary
+from engine.io.dataset_export import dataset_files, manifest_file
 from engine.io.errors import UserError
 from engine.io.export import CODE_MAP_FILE, RELEASE_FILE, safe_csv_bytes
 from engine.io.redact import redact_text
@@ -129,13 +130,15 @@ class PhewasResults:
 @dataclass(frozen=True, eq=False)
 class Report:
     """The report: `data` (JSON-ready; HTML and PDF are rendered from it alone), `appendix` (path in
-    the bundle -> bytes), `release_files` (release folder -> the gate's files, verified releases)
-    and the study file."""
+    the bundle -> bytes), `release_files` (release folder -> the gate's files, verified releases),
+    the study file and `dataset_files` (release folder -> the recipient's dataset of a verified
+    release, `engine.io.dataset_export`, when genotypes were given; issue #35)."""
 
     data: dict[str, Any]
     appendix: dict[str, bytes]
     release_files: dict[str, dict[str, bytes]]
     study_json: str = ""  # the study file (`Study.to_json`) the report was built from
+    dataset_files: dict[str, dict[str, bytes]] = field(default_factory=dict)
     # each format rendered once (issue 24): the page's download, its preview and the bundle share the bytes
     _rendered: dict[str, bytes] = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -716,6 +719,7 @@ def build_report(
     used: set[str] = set()
     appendix: dict[str, bytes] = {}
     release_files: dict[str, dict[str, bytes]] = {}
+    datasets: dict[str, dict[str, bytes]] = {}
     rel_rows = []
     for e in entries:
         inp = releases[e.name]
@@ -724,6 +728,8 @@ def build_report(
         files = _files_of(e, inp, study)
         if files:
             release_files[folder] = files
+            if genotypes is not None:
+                datasets[folder] = _dataset_of(inp, files, genotypes, study)
         params, figures_loss, steps_note = cohort_figures_under(
             rel.params, rel.loss, study.small_cells, e.name
         )
@@ -872,18 +878,39 @@ def build_report(
             {"path": p, "sha256": sha256_of(b), "bytes": len(b)} for p, b in sorted(appendix.items())
         ],
     }
-    return Report(data, dict(sorted(appendix.items())), release_files, study.to_json(with_key=False))
+    return Report(
+        data, dict(sorted(appendix.items())), release_files, study.to_json(with_key=False), datasets
+    )
 
 
 def release_folder_files(report: Report) -> dict[str, bytes]:
-    """Every verified release's files by their path in the bundle (`releases/<folder>/<file>`)."""
-    return {
-        f"releases/{folder}/{name}": data
-        for folder, files in report.release_files.items()
+    """Every verified release's files by their path in the bundle (`releases/<folder>/<file>`), then
+    its recipient's dataset when there is one (`releases/<folder>/dataset/<file>`, with the dataset's
+    own manifest so that the folder alone is checked: `phewas --dataset`)."""
+    out: dict[str, bytes] = {}
+    for folder, files in report.release_files.items():
         for name, data in sorted(
             files.items(), key=lambda t: (t[0] != RELEASE_FILE, t[0] != CODE_MAP_FILE, t[0])
-        )
-    }
+        ):
+            out[f"releases/{folder}/{name}"] = data
+        dataset = report.dataset_files.get(folder)
+        if dataset:
+            for name, data in (*dataset.items(), manifest_file(dataset)):
+                out[f"releases/{folder}/{DATASET_FOLDER}/{name}"] = data
+    return out
+
+
+DATASET_FOLDER = "dataset"  # a release's recipient's dataset in the bundle
+
+
+def _dataset_of(
+    inp: ReleaseInput, files: Mapping[str, bytes], genotypes: pd.DataFrame, study: Study
+) -> dict[str, bytes]:
+    """The recipient's dataset of a verified release, its phenotypes and code map the gate's `files`."""
+    v = inp.verification
+    return dataset_files(
+        inp.release, v, v.adversary, v.k, genotypes, pseudonyms=study.pseudonyms, gated=files
+    )
 
 
 # ------------------------------------------------------------- disclosure: small cells, ledger, membership
