@@ -45,6 +45,8 @@ from engine.records import Records
 from engine.release import AGE_PAIR_SEP, Release
 from engine.report.glossary import term
 from engine.risk import Verification
+from engine.study.joint import JointVerdict, as_held, joint_verdict
+from engine.study.ledger import PairCache, PairResult, given_pair, study_ledger_releases, verify_pair
 from engine.study.runs import ProfilesSettings
 from engine.study.study import (
     Study,
@@ -136,6 +138,7 @@ class Report:
     appendix: dict[str, bytes]
     release_files: dict[str, dict[str, bytes]]
     study_json: str = ""  # the study file (`Study.to_json`) the report was built from
+    joint: JointVerdict | None = None  # issue 35: its verified releases judged together (the bundle's gate)
     # each format rendered once (issue 24): the page's download, its preview and the bundle share the bytes
     _rendered: dict[str, bytes] = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -661,7 +664,18 @@ def build_report(
         if membership
         else ({"status": "not computed for this report", "original": None}, dict.fromkeys(reported))
     )
-    ledger_pairs, ledger_rows = _ledger(study, reported, population, ledger)
+    cache = PairCache()  # each release read once for the ledger and the joint verdict
+    ledger_pairs, ledger_rows, verified_pairs = _ledger(study, reported, population, ledger, cache)
+    exported = {n: i.release for n, i in reported.items() if i.verification.ok}  # what the bundle hands over
+    joint = joint_verdict(
+        as_held(study, exported),
+        adv,
+        k,
+        population,
+        recipient=recipient or study.determination.recipient,
+        given=[*(ledger or ()), *verified_pairs],
+        cache=cache,
+    )
     cell_notes: list[dict[str, Any]] = []
     from engine.study import compare
 
@@ -814,13 +828,14 @@ def build_report(
         "small cells": small_cells_data(study.small_cells, cell_notes),
         "membership": membership_top,
         "ledger": ledger_pairs,
+        "joint": joint.to_dict(),  # issue 35: the releases handed over together, the bundle's gate
         "headlines": dict(HEADLINES),
         "records": records,
         "appendix": [
             {"path": p, "sha256": sha256_of(b), "bytes": len(b)} for p, b in sorted(appendix.items())
         ],
     }
-    return Report(data, dict(sorted(appendix.items())), release_files, study.to_json(with_key=False))
+    return Report(data, dict(sorted(appendix.items())), release_files, study.to_json(with_key=False), joint)
 
 
 def release_folder_files(report: Report) -> dict[str, bytes]:
@@ -893,39 +908,24 @@ def small_cells_data(policy: Any, notes: list[dict[str, Any]]) -> dict[str, Any]
     }
 
 
-def _given_pair(given: Sequence[Any], a: Any, b: Any, adversary: Adversary, k: int) -> Any:
-    """The pair of `given` (`engine.study.ledger.PairResult`s already verified) that is `a` and `b`
-    verified as one under `adversary` at k: the same names, recipients and release contents; None
-    when there is none."""
-    for p in given:
-        if (
-            p.adversary == adversary
-            and int(p.k) == int(k)
-            and (p.a.name, p.a.recipient, p.a.release.fingerprint)
-            == (a.name, a.recipient, a.release.fingerprint)
-            and (p.b.name, p.b.recipient, p.b.release.fingerprint)
-            == (b.name, b.recipient, b.release.fingerprint)
-        ):
-            return p
-    return None
-
-
 def _ledger(
     study: Study,
     inputs: Mapping[str, ReleaseInput],
     population: Records,
     given: Sequence[Any] | None = None,
-) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]]]:
+    cache: PairCache | None = None,
+) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]], list[PairResult]]:
     """Every pair of the report's releases sharing patients, verified as one under the study's
     adversary and k (`engine.study.ledger`): the pairs, and per release the pairs it is in. A pair the
     ledger cannot combine (e.g. an LDA release of code|age items) is reported as not verified, with
     the reason, and no figures. `given`: pairs already verified against `population` (the Report
-    page's ledger), used for the same two releases under the same adversary and k."""
+    page's ledger), used for the same two releases under the same adversary and k. Also returns the
+    pairs verified (for the joint verdict); `cache`: work shared with it."""
     from engine.release import ReleaseInvariantError
-    from engine.study.ledger import PairCache, study_ledger_releases, verify_pair
 
     held = study_ledger_releases(study, {n: i.release for n, i in inputs.items()})
-    cache = PairCache()  # each release read once for all its pairs
+    cache = cache if cache is not None else PairCache()  # each release read once for all its pairs
+    verified: list[PairResult] = []
     shown = ("shared patients", "records", "below k", "unique", "verified")
     rows: list[dict[str, Any]] = []
     per: dict[str, list[dict[str, Any]]] = {n: [] for n in inputs}
@@ -936,9 +936,10 @@ def _ledger(
             if not shared:
                 continue
             try:
-                p = _given_pair(given or (), a, b, study.adversary, study.k)
+                p = given_pair(given or (), a, b, study.adversary, study.k)
                 if p is None:
                     p = verify_pair(a, b, study.adversary, study.k, population, cache)
+                verified.append(p)
                 row = p.to_dict() | {"message": p.message()}
             except ReleaseInvariantError as exc:
                 row = {
@@ -964,7 +965,7 @@ def _ledger(
                         "message": row["message"],
                     }
                 )
-    return rows, per
+    return rows, per, verified
 
 
 MEMBERSHIP_WORDS = (

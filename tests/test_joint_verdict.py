@@ -1,0 +1,162 @@
+"""Releases judged together per recipient (issue 35, finding 2 and "Judged as a whole";
+engine/study/joint.py): a set of releases that each meet k and together do not is refused by the one
+joint gate, before any bundle leaves; the report says so before the sign-off.
+
+Finding 2 on the shipped sample: GCCens (paper codes), Heatherly DEMO_D (completed), UGACLIP and LDA,
+each verified at k = 5 (cohort / single visit) and all four to one recipient; the ledger fails five of
+six pairs (DEMO_D + LDA worst) yet the report said "verified, exported" and the bundle held all four.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from engine.adversary import Adversary
+from engine.commands.cli import main
+from engine.records import Records
+from engine.release import Release
+from engine.study.joint import JointRefused, held_by, joint_verdict, refuse_unless_verified
+from engine.study.ledger import LedgerRelease, combine_all, set_distinguishability
+from tests.test_ledger import brute_force_min_k
+
+ADV = Adversary("cohort", "all_visits")
+# eight patients, every combination of three yes/no facts x, y, z (one code each)
+CUBE = {
+    f"P{i}": {f"x{x}", f"y{y}", f"z{z}"} for i, (x, y, z) in enumerate(itertools.product((0, 1), repeat=3))
+}
+
+
+def _records(sets: dict[str, set[str]]) -> Records:
+    return Records.from_frame(
+        pd.DataFrame([{"patient_id": p, "code": c} for p, codes in sets.items() for c in sorted(codes)])
+    )
+
+
+def _keeping(fact: str) -> Release:
+    cohort = _records(CUBE)
+    return Release(fact, _records({p: {c for c in s if c[0] == fact} for p, s in CUBE.items()})).checked(
+        cohort
+    )
+
+
+def _held(*facts: str, recipient: str = "lab X") -> list[LedgerRelease]:
+    return [LedgerRelease("", f, recipient, _keeping(f)) for f in facts]
+
+
+def test_every_pair_passes_and_the_three_together_fail() -> None:
+    """Each pair of x, y, z leaves every patient with 2 candidates (k = 2 met); the three together
+    single out all eight: only the whole set, verified as one, finds it (`combine_all`)."""
+    cohort = _records(CUBE)
+    verdict = joint_verdict(_held("x", "y", "z"), ADV, 2, cohort, recipient="lab X")
+    assert [p.ok for p in verdict.pairs] == [True, True, True]
+    assert verdict.whole is not None and verdict.whole.below_k == 8 and verdict.whole.unique == 8
+    assert not verdict.ok
+    releases = [_keeping(f) for f in "xyz"]
+    bf = brute_force_min_k([{p: {c for c in s if c[0] == f} for p, s in CUBE.items()} for f in "xyz"])
+    assert set_distinguishability(releases, ADV, cohort) == bf == dict.fromkeys(CUBE, 1)
+    assert combine_all(releases, cohort).records.n_patients == 8
+    with pytest.raises(JointRefused) as exc:
+        refuse_unless_verified(verdict, "The release bundle")
+    msg = str(exc.value)
+    assert "The release bundle refused" in msg and "lab X" in msg
+    assert "all 3 together (x + y + z): 8 of 8 patients below k (8 unique)" in msg
+    assert "withdraw a release" in msg and "derive the releases from one anonymization" in msg
+
+
+def test_a_pair_that_fails_is_named_and_two_alone_pass() -> None:
+    cohort = _records(CUBE)
+    two = joint_verdict(_held("x", "y"), ADV, 2, cohort)
+    assert two.ok and two.whole is None and "every pair sharing patients" in two.message()
+    refuse_unless_verified(two, "a download")  # passes: nothing raised
+    four = joint_verdict(_held("x", "y"), ADV, 3, cohort)  # 2 candidates each: below k = 3
+    assert not four.ok and "x + y: 8 of 8 patients below k (0 unique)" in four.refusal("a download")
+
+
+def test_held_by_a_recipient_counts_every_public_release() -> None:
+    class _Det:
+        recipient = "lab X"
+
+    class _Entry:
+        def __init__(self, name: str, recipient: str = "", public: bool = False) -> None:
+            self.name, self.recipient, self.public = name, recipient, public
+
+    class _Study:
+        determination = _Det()
+
+        def current(self):
+            return (_Entry("x"), _Entry("y", "lab Y"), _Entry("z", "lab Y", public=True))
+
+    rels = {f: _keeping(f) for f in "xyz"}
+    assert [r.name for r in held_by(_Study(), rels)] == ["x", "z"]  # the study's recipient: x, public z
+    assert [r.name for r in held_by(_Study(), rels, "lab Y")] == ["y", "z"]
+    assert [r.public for r in held_by(_Study(), rels, "lab Y")] == [False, True]
+
+
+# ----------------------------------------------------------------------------- the sample (finding 2)
+SAMPLE = Path(__file__).resolve().parent.parent / "sample_data" / "events.parquet"
+
+
+@pytest.fixture(scope="module")
+def four_release_study(tmp_path_factory) -> Path:
+    """The finding's study, made as `study add` makes it (`make_release` on the sample)."""
+    from engine.io.loaders import load_sample
+    from engine.study.runs import GCCensSettings, HeatherlySettings, LDASettings, ProfilesSettings, RunInputs
+    from engine.study.study import Determination, Study, data_ref, make_release
+
+    ds = load_sample()
+    inputs = RunInputs(ds.group_records("population"), ds.group_records("cohort"), None)
+    data = data_ref(ds.name, ds.events, inputs, sources=ds.sources)
+    adv = Adversary("cohort", "single_visit")
+    study = Study(data, adv, 5).with_determination(Determination(recipient="lab X"))
+    for name, settings in (
+        ("GCCens", GCCensSettings(k=5, scope="cohort")),
+        ("DEMO_D", HeatherlySettings(k=5, scope="cohort", complete=True)),
+        ("UGACLIP", ProfilesSettings(k=5)),
+        ("LDA", LDASettings(k=5)),
+    ):
+        made = make_release(
+            name, settings, inputs, data, adv, 5, spellings=ds.spellings, pseudonyms=study.pseudonyms
+        )
+        assert made.entry.exportable, made.entry.verdict_message()  # each alone meets k
+        study = study.admit(made.entry)
+    path = tmp_path_factory.mktemp("joint") / "study.json"
+    path.write_text(study.to_json())
+    return path
+
+
+@pytest.mark.skipif(not SAMPLE.exists(), reason="the shipped sample is not there yet")
+def test_study_report_refuses_the_bundle_of_releases_that_fail_together(
+    four_release_study: Path, tmp_path: Path, capsys
+) -> None:
+    out = tmp_path / "report"
+    assert main(["study", "report", str(four_release_study), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "bundle.zip" in err and "refused" in err and "DEMO_D + LDA:" in err
+    assert "patients below k" in err and "withdraw a release" in err
+    assert not (out / "bundle.zip").exists()
+    joint = json.loads((out / "report.json").read_text())["joint"]
+    assert not joint["verified"] and joint["whole set"] is not None and not joint["whole set"]["verified"]
+    worst = {(p["a"], p["b"]): p["below k"] for p in joint["failing pairs"]}
+    assert len(worst) == 5 and max(worst, key=worst.get) == ("DEMO_D", "LDA")
+    page = (out / "report.html").read_text()
+    # page 1 (before the risk table) and again before the sign-off; no release reads "verified, exported"
+    stated = page.index("Releases judged together: NOT verified together")
+    assert stated < page.index("Risk before and after") and "verified, exported" not in page
+    assert page.index("Releases judged together", page.index("Does not assure")) < page.index("Sign-off")
+
+    for name in ("DEMO_D", "LDA"):
+        assert main(["study", "remove", str(four_release_study), name]) == 0
+    capsys.readouterr()
+    assert main(["study", "report", str(four_release_study), "--out", str(out)]) == 0
+    assert (out / "bundle.zip").exists()
+    joint = json.loads((out / "report.json").read_text())["joint"]
+    assert joint["verified"] and joint["releases"] == ["GCCens", "UGACLIP"]
+    assert (
+        joint["failing pairs"] == []
+        and "Releases judged together: Verified together" in (out / "report.html").read_text()
+    )
