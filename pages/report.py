@@ -9,6 +9,7 @@ import streamlit as st
 from engine.report.bundle import make_bundle
 from engine.report.glossary import help_for
 from engine.report.report import SMALL_CELL_RULE, PhewasResults, ReleaseInput, ReportError, build_report
+from engine.study.joint import JointRefused, refuse_unless_verified
 from engine.study.study import StudyError, verification_matrix
 from ui import cache, honest, literal, measures, progress, threshold
 from ui import study as session_study
@@ -111,6 +112,11 @@ with st.expander("Study file: save, or reopen one (every release is rebuilt and 
                 st.success(literal.md(f"{name}: rebuilt byte-identical and verified again at k = {ctx.k}."))
             else:  # a changed or stale file, or a release that fails the study's k: never exportable
                 literal.error(f"Release {name!r} is not exportable: " + "; ".join(differences) + ".")
+
+# ------------------------------------------------- the study's releases: remove, public, undo / redo
+if study.current() or session_study.can_undo() or session_study.can_redo():
+    st.subheader("The study's releases")
+    session_study.edit_panel(ctx)  # issue 35, finding 6: a study one can edit
 
 # ------------------------------------------------------------------ verification, four adversaries
 st.subheader(f"Verification of every release at k = {ctx.k} under the four adversaries")
@@ -307,12 +313,17 @@ else:
     c1, c2, c3, c4, c5 = st.columns(5)
     # the PDF (fpdf2: most of a build's time) and the bundle that holds it are rendered when clicked,
     # once (`Report.to_pdf` keeps its bytes: the bundle's PDF is the downloaded one)
-    report_download(
-        lambda: make_bundle(report),
-        "Release bundle (zip: verified files, report, manifest)",
-        "cohortshield_release.zip",
-        where=c1,
-    )
+    try:  # the joint gate (issue 35): no bundle of releases that fail together under linkage
+        refuse_unless_verified(report.joint, "The release bundle")
+    except JointRefused as exc:
+        literal.error(exc)
+    else:
+        report_download(
+            lambda: make_bundle(report),
+            "Release bundle (zip: verified files, report, manifest)",
+            "cohortshield_release.zip",
+            where=c1,
+        )
     report_download(report.to_pdf, "IRB report (PDF)", "cohortshield_report.pdf", where=c2)
     report_download(page, "IRB report (HTML)", "cohortshield_report.html", where=c3)
     report_download(report.to_json, "IRB report (JSON)", "cohortshield_report.json", where=c4)

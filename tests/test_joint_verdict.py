@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -160,3 +161,36 @@ def test_study_report_refuses_the_bundle_of_releases_that_fail_together(
         joint["failing pairs"] == []
         and "Releases judged together: Verified together" in (out / "report.html").read_text()
     )
+
+
+@pytest.mark.skipif(not SAMPLE.exists(), reason="the shipped sample is not there yet")
+def test_the_report_page_offers_no_bundle_of_releases_that_fail_together() -> None:
+    """The app warned of the ledger's failing pairs and offered the bundle all the same: GCCens and
+    Heatherly DEMO_D (completed) each meet k = 5 (cohort / single visit), together 42 patients do not."""
+    from apptest_support import add_release, download_labels, page_app, shown
+
+    from engine.study.runs import GCCensSettings, HeatherlySettings, RunInputs
+
+    at = page_app("pages/report.py")
+    at.run()
+    ctx = at.session_state["context"]
+    inputs = RunInputs(ctx.population, ctx.cohort)
+    for name, settings in (
+        ("GCCens", GCCensSettings(k=5, scope="cohort")),
+        ("DEMO_D", HeatherlySettings(k=5, scope="cohort", complete=True)),
+    ):
+        add_release(at, name, settings.run(inputs).checked(ctx.cohort), settings)
+    at.run()
+    at.button(key="report_build").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    _, report, _ = at.session_state["report_built"]
+    assert [r["verification"]["verified"] for r in report.data["releases"]] == [True, True]
+    assert "Release bundle (zip: verified files, report, manifest)" not in download_labels(at)
+    assert "IRB report (PDF)" in download_labels(at)  # the report itself says why
+    said = " ".join(shown(e.value) for e in at.error)
+    assert "The release bundle refused" in said
+    assert re.search(r"GCCens \+ DEMO_D: [\d,]+ of 2,700 patients below k", said)
+    with pytest.raises(JointRefused):
+        from engine.report.bundle import make_bundle
+
+        make_bundle(report)
