@@ -292,6 +292,11 @@ def _build(step) -> tuple | ReportError:
             ledger=_pairs,
             figures=figures,
             headlines=headlines,
+            public={  # held by every recipient even when left out (issue 35)
+                n: published[n][1].release
+                for n in left_out
+                if published[n][0].public and published[n][0].exportable
+            },
         )
     except ReportError as exc:
         return exc

@@ -194,3 +194,40 @@ def test_the_report_page_offers_no_bundle_of_releases_that_fail_together() -> No
         from engine.report.bundle import make_bundle
 
         make_bundle(report)
+
+
+def test_a_public_release_left_out_of_the_report_is_judged_with_the_bundle() -> None:
+    """y is public: every recipient holds it, so a bundle of x alone is x + y for whoever receives it
+    (2 candidates each, below k = 3), though each alone leaves 4."""
+    from engine.report.bundle import make_bundle
+    from engine.report.report import ReleaseInput, UnrecordedSettings, build_report
+    from engine.risk import verify
+    from engine.study.runs import RunInputs
+    from engine.study.study import Study, data_ref, make_release
+
+    cohort, adv = _records(CUBE), Adversary("cohort", "all_visits")
+    inputs = RunInputs(cohort, cohort)
+    data = data_ref("cube", cohort, inputs)
+    study = Study(data, adv, 3)
+    for fact in "xy":
+        made = make_release(
+            fact,
+            UnrecordedSettings(fact),
+            inputs,
+            data,
+            adv,
+            3,
+            pseudonyms=study.pseudonyms,
+            release=_keeping(fact),
+        )
+        study = study.admit(made.entry)
+    study = study.with_public("y")
+    x = _keeping("x")
+    only_x = {"x": ReleaseInput(x, verify(x, adv, 3, cohort))}
+    alone = build_report(study, only_x, cohort, cohort, reproducible=True, membership=False)
+    assert alone.joint is not None and alone.joint.ok and make_bundle(alone).startswith(b"PK")
+    y = _keeping("y")
+    report = build_report(study, only_x, cohort, cohort, reproducible=True, membership=False, public={"y": y})
+    assert report.data["joint"]["public"] == ["y"] and not report.data["joint"]["verified"]
+    with pytest.raises(JointRefused, match="x \\+ y: 8 of 8 patients below k"):
+        make_bundle(report)

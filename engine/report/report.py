@@ -631,6 +631,7 @@ def build_report(
     ledger: Sequence[Any] | None = None,
     figures: Mapping[str, FileFigures] | None = None,
     headlines: Mapping[str, Any] | None = None,
+    public: Mapping[str, Release] | None = None,
 ) -> Report:
     """The report of `study` on the given current releases (by name; study order), against the
     original `cohort` and the `population` it was drawn from. PheWAS figures come from `phewas`,
@@ -643,8 +644,9 @@ def build_report(
     measured (`engine.study.compare.release_figures`), by name; the others are read from its files
     here (relabelling patients changes no count: the figures of the gate's files are those of the same
     files naming patients by source ids, `compare.measuring_files`). `headlines`: a release's
-    `engine.study.compare.headline` when already made, by name. `recipient` (to whom the data goes) is left to the officer. Raises ReportError for
-    inconsistent inputs."""
+    `engine.study.compare.headline` when already made, by name. `recipient` (to whom the data goes) is left to the officer. `public`:
+    the study's public releases left out of this report, by name (held by every recipient, so judged
+    with the bundle's releases: issue 35). Raises ReportError for inconsistent inputs."""
     entries = _check_inputs(study, releases)
     adv, k = study.adversary, study.k
     before_cache: dict[bool, np.ndarray] = {}
@@ -666,7 +668,8 @@ def build_report(
     )
     cache = PairCache()  # each release read once for the ledger and the joint verdict
     ledger_pairs, ledger_rows, verified_pairs = _ledger(study, reported, population, ledger, cache)
-    exported = {n: i.release for n, i in reported.items() if i.verification.ok}  # what the bundle hands over
+    # what the bundle hands over, and what every recipient holds already
+    exported = {n: i.release for n, i in reported.items() if i.verification.ok} | dict(public or {})
     joint = joint_verdict(
         as_held(study, exported),
         adv,
