@@ -14,16 +14,20 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from engine.adversary import Adversary
+from engine.adversary import ALL_ADVERSARIES, Adversary
 from engine.commands.cli import main
 from engine.records import Records
 from engine.release import Release
 from engine.study.joint import JointRefused, held_by, joint_verdict, refuse_unless_verified
 from engine.study.ledger import LedgerRelease, combine_all, set_distinguishability
 from tests.test_ledger import brute_force_min_k
+from tests.test_ledger_fast import KINDS, outcome, population_of, release_of
 
 ADV = Adversary("cohort", "all_visits")
 # eight patients, every combination of three yes/no facts x, y, z (one code each)
@@ -114,14 +118,14 @@ def four_release_study(tmp_path_factory) -> Path:
     data = data_ref(ds.name, ds.events, inputs, sources=ds.sources)
     adv = Adversary("cohort", "single_visit")
     study = Study(data, adv, 5).with_determination(Determination(recipient="lab X"))
-    for name, settings in (
+    for name, method in (
         ("GCCens", GCCensSettings(k=5, scope="cohort")),
         ("DEMO_D", HeatherlySettings(k=5, scope="cohort", complete=True)),
         ("UGACLIP", ProfilesSettings(k=5)),
         ("LDA", LDASettings(k=5)),
     ):
         made = make_release(
-            name, settings, inputs, data, adv, 5, spellings=ds.spellings, pseudonyms=study.pseudonyms
+            name, method, inputs, data, adv, 5, spellings=ds.spellings, pseudonyms=study.pseudonyms
         )
         assert made.entry.exportable, made.entry.verdict_message()  # each alone meets k
         study = study.admit(made.entry)
@@ -175,11 +179,11 @@ def test_the_report_page_offers_no_bundle_of_releases_that_fail_together() -> No
     at.run()
     ctx = at.session_state["context"]
     inputs = RunInputs(ctx.population, ctx.cohort)
-    for name, settings in (
+    for name, method in (
         ("GCCens", GCCensSettings(k=5, scope="cohort")),
         ("DEMO_D", HeatherlySettings(k=5, scope="cohort", complete=True)),
     ):
-        add_release(at, name, settings.run(inputs).checked(ctx.cohort), settings)
+        add_release(at, name, method.run(inputs).checked(ctx.cohort), method)
     at.run()
     at.button(key="report_build").click().run()
     assert not at.exception, [e.value for e in at.exception]
@@ -231,3 +235,42 @@ def test_a_public_release_left_out_of_the_report_is_judged_with_the_bundle() -> 
     assert report.data["joint"]["public"] == ["y"] and not report.data["joint"]["verified"]
     with pytest.raises(JointRefused, match="x \\+ y: 8 of 8 patients below k"):
         make_bundle(report)
+
+
+# ------------------------------------------------------- the whole set read per file (`combine_all`)
+@settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 10**6),
+    n=st.integers(2, 8),
+    size=st.integers(3, 4),
+    adv=st.sampled_from(ALL_ADVERSARIES),
+)
+def test_a_set_read_per_file_equals_the_set_combined_with_its_source(seed, n, size, adv) -> None:
+    """Three or four releases of every kind of tests/test_ledger_fast.py (codes, generalized, a
+    released pool, LDA-like, without source): `set_distinguishability` (the linked file and the
+    attacker's known visits composed per file, no source built) equals `combine_all`'s release, with
+    its source built, verified by `risk.release_distinguishability` (with `candidate_pool_all` under
+    population scope), each patient's figure the least of it and each release's alone; a set that
+    breaks `combine_all`'s invariant raises the same error both ways."""
+    from dataclasses import replace
+
+    from engine import risk
+    from engine.study.ledger import candidate_pool_all
+
+    rng = np.random.default_rng(seed)
+    pop = population_of(rng, n + 3)
+    cohort = pop.take(np.arange(n))
+    rels = [release_of(str(kind), rng, pop, cohort) for kind in rng.choice(KINDS, size=size)]
+
+    def slow() -> dict[str, int]:
+        combined = combine_all(rels, pop)
+        pool = candidate_pool_all(rels, pop) if adv.scope == "population" else None
+        out: dict[str, int] = {}
+        linked = risk.release_distinguishability(replace(combined, population=pool), adv, pop)
+        alone = [(r.records.patient_ids, risk.release_distinguishability(r, adv, pop)) for r in rels]
+        for ids, v in ((combined.records.patient_ids, linked), *alone):
+            for pid, d in zip(map(str, ids), np.asarray(v).tolist(), strict=True):
+                out[pid] = min(out.get(pid, d), int(d))
+        return out
+
+    assert outcome(lambda: set_distinguishability(rels, adv, pop)) == outcome(slow)

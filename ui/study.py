@@ -592,6 +592,7 @@ def reopen(ctx: Context, loaded: Study, source: str) -> list[RebuildCheck]:
     session_pseudonym_key(adopt=loaded.pseudonym_key)
     st.session_state[STUDY] = loaded.with_data(data).reverified(checks)
     st.session_state[MADE] = held
+    st.session_state[HISTORY] = {"undo": [], "redo": []}  # a study reopened: nothing of the last to undo
     st.session_state[REOPENED_ATTACKER] = (loaded.adversary.scope, loaded.adversary.knowledge, loaded.k)
     return checks
 
