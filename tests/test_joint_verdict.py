@@ -274,3 +274,32 @@ def test_a_set_read_per_file_equals_the_set_combined_with_its_source(seed, n, si
         return out
 
     assert outcome(lambda: set_distinguishability(rels, adv, pop)) == outcome(slow)
+
+
+def test_study_public_marks_a_release_held_by_every_recipient(tmp_path: Path, capsys) -> None:
+    """`study add --recipient --public` and `study public [--off]` record who holds a release; the
+    study file refuses a public flag that is not true or false."""
+    from engine.study.study import Study, StudyError
+    from tests.test_study_ledger_cli import COHORT, A, B, C, D, _study
+
+    ev, co = tmp_path / "events.csv", tmp_path / "cohort.csv"
+    rows = [(p, 1, code) for p, codes in COHORT.items() for code in codes]
+    pd.DataFrame(rows, columns=["patient_id", "visit", "code"]).to_csv(ev, index=False)
+    pd.DataFrame({"patient_id": list(COHORT)}).to_csv(co, index=False)
+    study = _study(tmp_path, ev, co, "s", {"A": f"{A},{D}"})
+    common = ["--events", str(ev), "--cohort", str(co)]
+    add = ["study", "add", str(study), "--name", "B", "--recipient", "lab Y", "--public", "gccens", *common]
+    assert main([*add, "--k", "2", "--scope", "cohort", "--codes", f"{B},{C}"]) == 0
+    held = {r.name: (r.recipient, r.public) for r in Study.from_json(study.read_text()).releases}
+    assert held == {"A": ("", False), "B": ("lab Y", True)}
+    assert main(["study", "public", str(study), "B", "--off"]) == 0
+    assert main(["study", "public", str(study), "A"]) == 0
+    held = {r.name: r.public for r in Study.from_json(study.read_text()).releases}
+    assert held == {"A": True, "B": False}
+    capsys.readouterr()
+    assert main(["study", "public", str(study), "nobody"]) == 2
+    assert "no release named 'nobody'" in capsys.readouterr().err
+    d = json.loads(study.read_text())
+    d["releases"][0]["public"] = "yes"
+    with pytest.raises(StudyError, match="public must be true or false, not 'yes'"):
+        Study.from_json(json.dumps(d))
