@@ -46,7 +46,7 @@ from engine.release import AGE_PAIR_SEP, Release
 from engine.report.glossary import term
 from engine.risk import Verification
 from engine.study.joint import JointVerdict, as_held, joint_verdict
-from engine.study.ledger import PairCache, PairResult, given_pair, study_ledger_releases, verify_pair
+from engine.study.ledger import PairCache, PairResult
 from engine.study.runs import ProfilesSettings
 from engine.study.study import (
     Study,
@@ -925,6 +925,7 @@ def _ledger(
     page's ledger), used for the same two releases under the same adversary and k. Also returns the
     pairs verified (for the joint verdict); `cache`: work shared with it."""
     from engine.release import ReleaseInvariantError
+    from engine.study.ledger import given_pair, study_ledger_releases, verify_pair
 
     held = study_ledger_releases(study, {n: i.release for n, i in inputs.items()})
     cache = cache if cache is not None else PairCache()  # each release read once for all its pairs
