@@ -218,6 +218,12 @@ if len(published) > 1:
         for _p in _pairs:
             if not _p.ok:
                 literal.warning(_p.message())
+        if not all(_p.ok for _p in _pairs):
+            st.caption(
+                "A set of releases one recipient would hold that fails together is refused: no bundle of "
+                "it and no download of one of its releases (issue 35). Withdraw a release (Remove above, "
+                "or leave it out of the report), or derive the releases from one anonymization."
+            )
     else:
         st.caption("No two releases of the study share a patient.")
 
@@ -227,7 +233,8 @@ st.caption(
     "One page of plain-language summary, one section per release (parameters, risk, utility, the "
     "verification under all four adversaries), the records (version, commit, sha256 of every input and "
     "released file, load options) and the appendix. Every release is verified again under the sidebar's "
-    "adversary and k; only verified releases' files go into the bundle."
+    "adversary and k; only verified releases' files go into the bundle, and none when they fail "
+    "together under linkage (every pair sharing patients, and the whole set, verified as one)."
 )
 left_out = st.multiselect(
     "Releases to leave out (every other release is reported)", list(published), key="report_left_out"
