@@ -45,8 +45,8 @@ from engine.records import Records
 from engine.release import AGE_PAIR_SEP, Release
 from engine.report.glossary import term
 from engine.risk import Verification
-from engine.study.joint import JointVerdict, as_held, joint_verdict
-from engine.study.ledger import PairCache, PairResult
+from engine.study.joint import JointVerdict, joint_verdict
+from engine.study.ledger import PairCache, PairResult, study_ledger_releases
 from engine.study.runs import ProfilesSettings
 from engine.study.study import (
     Study,
@@ -671,7 +671,7 @@ def build_report(
     # what the bundle hands over, and what every recipient holds already
     exported = {n: i.release for n, i in reported.items() if i.verification.ok} | dict(public or {})
     joint = joint_verdict(
-        as_held(study, exported),
+        study_ledger_releases(study, exported),  # a bundle hands each of them to whoever receives it
         adv,
         k,
         population,
@@ -925,7 +925,7 @@ def _ledger(
     page's ledger), used for the same two releases under the same adversary and k. Also returns the
     pairs verified (for the joint verdict); `cache`: work shared with it."""
     from engine.release import ReleaseInvariantError
-    from engine.study.ledger import given_pair, study_ledger_releases, verify_pair
+    from engine.study.ledger import given_pair, verify_pair
 
     held = study_ledger_releases(study, {n: i.release for n, i in inputs.items()})
     cache = cache if cache is not None else PairCache()  # each release read once for all its pairs

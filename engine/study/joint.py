@@ -28,6 +28,7 @@ from engine.study.ledger import (
     PairResult,
     SetResult,
     given_pair,
+    study_ledger_releases,
     verify_pair,
     verify_set,
 )
@@ -140,24 +141,8 @@ def held_by(study: Any, releases: Mapping[str, Release], recipient: str | None =
     """The study's current releases in `releases` (by name) that `recipient` holds: those going to
     them (a release's own recipient, else the study's: `study.determination.recipient`, the default of
     `recipient`) and every public one."""
-    default = study.determination.recipient
-    who = default if recipient is None else recipient
-    return [
-        LedgerRelease("", e.name, e.recipient or default, releases[e.name], e.public)
-        for e in study.current()
-        if e.name in releases and (e.public or (e.recipient or default) == who)
-    ]
-
-
-def as_held(study: Any, releases: Mapping[str, Release]) -> list[LedgerRelease]:
-    """Every one of the study's current releases in `releases`, as held by one recipient (a bundle
-    hands each of its releases to whoever receives it)."""
-    default = study.determination.recipient
-    return [
-        LedgerRelease("", e.name, e.recipient or default, releases[e.name], e.public)
-        for e in study.current()
-        if e.name in releases
-    ]
+    who = study.determination.recipient if recipient is None else recipient
+    return [r for r in study_ledger_releases(study, releases) if r.public or r.recipient == who]
 
 
 def joint_verdict(

@@ -731,10 +731,11 @@ def check_addition(
 def study_ledger_releases(
     study, releases: Mapping[str, Release], study_name: str = ""
 ) -> list[LedgerRelease]:
-    """A study's releases on the ledger, each with its recipient (its own, else the study's)."""
+    """A study's releases on the ledger, each with its recipient (its own, else the study's) and
+    whether it is public."""
     default = study.determination.recipient
     return [
-        LedgerRelease(study_name, e.name, e.recipient or default, releases[e.name])
+        LedgerRelease(study_name, e.name, e.recipient or default, releases[e.name], e.public)
         for e in study.current()
         if e.name in releases
     ]
