@@ -119,3 +119,34 @@ def test_a_release_download_is_refused_when_the_set_its_recipient_holds_fails() 
     said = " ".join(shown(e.value) for e in refused.error)
     assert "This download refused" in said and "lab X" in said
     assert "all 3 together (x + y + this release): 8 of 8 patients below k" in said
+
+
+def test_the_history_keeps_the_last_twenty_edits_and_a_new_edit_forgets_the_redo() -> None:
+    def page() -> None:
+        import streamlit as st
+
+        from engine.study.runs import RunInputs
+        from engine.study.study import Study, data_ref
+        from tests.test_joint_verdict import CUBE, _records
+        from ui import study as s
+
+        cohort = _records(CUBE)
+        study = Study(data_ref("cube", cohort, RunInputs(cohort, cohort)), k=2)
+        st.session_state[s.STUDY], st.session_state[s.MADE] = study, {}
+        for k in range(3, 3 + s.HISTORY_SIZE + 5):  # 25 edits: the study's k stands for each
+            s._edited(study.with_attacker(study.adversary, k), {})
+        undone = 0
+        while s.undo():
+            undone += 1
+        st.session_state["undone"] = undone
+        st.session_state["k after undo"] = st.session_state[s.STUDY].k
+        assert s.redo() and s.can_redo()
+        s._edited(study, {})
+        st.session_state["redo after an edit"] = s.can_redo()
+
+    at = AppTest.from_function(page)
+    at.run()
+    _ok(at)
+    assert at.session_state["undone"] == 20
+    assert at.session_state["k after undo"] == 3 + 5 - 1  # the state before the 6th edit: the 5th's
+    assert at.session_state["redo after an edit"] is False
