@@ -512,8 +512,16 @@ class LDASettings:
         trajectories' codes; None: ICD-9-CM): `icd9-thesis` / `icd9-4digit` name the ICD-9-CM levels
         kept, which on ICD-10-CM or mixed data keep their ICD-10-CM counterparts
         (`engine.hierarchy.icd_hierarchy_for`; the thesis' 3-digit level is the category, E11);
-        `phecode` hangs ICD-10-CM codes under their phecode too when the data has any."""
-        from engine.hierarchy import ICD9_LEVELS, ICD9_THESIS_LEVELS, Hierarchy, icd_hierarchy_for
+        `phecode` hangs ICD-10-CM codes under their phecode too when the data has any. Codes of `items`
+        the hierarchy lacks get their place by their own digits (`engine.hierarchy.with_codes`), so
+        the LDA runs on all codes of any data (issue 35, finding 6)."""
+        from engine.hierarchy import (
+            ICD9_LEVELS,
+            ICD9_THESIS_LEVELS,
+            Hierarchy,
+            icd_hierarchy_for,
+            with_codes,
+        )
         from engine.vocab import ICD10CM, vocabulary_of_item
 
         items = [] if items is None else [str(x) for x in items]
@@ -522,7 +530,9 @@ class LDASettings:
         else:
             levels = ICD9_THESIS_LEVELS if self.icd_hierarchy == "icd9-thesis" else ICD9_LEVELS
             icd = icd_hierarchy_for(items, levels)
-        return icd, Hierarchy.ages(self.age_low, self.age_high, top_code_90=True)  # always (class docstring)
+        return with_codes(icd, items), Hierarchy.ages(
+            self.age_low, self.age_high, top_code_90=True
+        )  # always (class docstring)
 
     def inputs(self, cohort: Records, trajectories=None) -> tuple:
         """(trajectories, ICD hierarchy, age hierarchy) of this cohort, memoized on the cohort's
