@@ -93,9 +93,11 @@ def test_each_method_opens_on_a_setting_that_verifies_on_the_sample(sample_datas
     release = settings.run(RunInputs(population, cohort))
     verdict = risk.verify(release, adversary, k, population)
     assert verdict.ok, verdict.message()
-    if method in ("GCCens", "LDA"):  # more than the paper's four codes keep (9.0%, 7.5% of pairs)
+    if method == "GCCens":  # more than the paper's four codes keep (9.0% of pairs)
         assert settings.codes.mode == "all"
         assert release_figures(release, cohort).pairs_share > 0.15
+    if method == "LDA":  # the thesis' codes: all codes verify too, but take ~34 s, not a live page
+        assert settings.codes.mode == "paper"
     if method == "Heatherly":
         assert settings.complete  # without it, 1,805 of the 2,700 records were below k
 
@@ -111,7 +113,7 @@ def _pairs_retained(at) -> float:
         ("Generalization (Heatherly)", None),
         ("GCCens (censoring)", "gcc_mode"),
         ("Clinical profiles (UGACLIP / ACLIP)", None),
-        ("Trajectories (LDA)", "lda_mode"),
+        ("Trajectories (LDA)", None),
     ],
 )
 def test_each_method_tab_opens_on_a_verified_release(method, codes_key) -> None:
