@@ -107,3 +107,59 @@ def test_compare_headline_of_lda_reads_its_code_part():
     assert h.codes_kept == pytest.approx(3 / 4)
     assert h.codes_as_themselves == pytest.approx(2 / 4)
     assert h.code_set == ("250.00", "401.1", "401.9")
+
+
+# ---------------------------------------------------------------- issue 35: pairs of usable items only
+def _figures(cohort: Records, release: Release):
+    from engine.study.compare import release_figures
+
+    return release_figures(release, cohort)
+
+
+def test_a_catch_all_item_keeps_no_pair_but_a_generalization_within_one_phecode_does():
+    """Issue 35, finding 3: UGACLIP showed 99.9% and ACLIP 100% of pairs retained while one item stood
+    for 4,921 codes. A pair now counts only when its item stands for codes of one phecode family."""
+    cohort = _records({"a": ["401.1", "250.00"], "b": ["401.9", "272.4"], "c": ["401.1", "724.2"]})
+    every = frozenset({"401.1", "401.9", "250.00", "272.4", "724.2"})
+    catch = _generalized({p: ["{all}"] for p in "abc"}, {"{all}": every})
+    f = _figures(cohort, catch)
+    assert (f.pairs_kept, f.pairs_of, f.pairs_in_broad_items) == (0, 6, 6)
+    assert f.codes_kept == 0
+    # 401.1 and 401.9 share phecode 401.1 (401.0's is 401.3, the same family): their set keeps both
+    within = _generalized(
+        {"a": ["{401.1,401.9}", "250.00"], "b": ["{401.1,401.9}", "272.4"], "c": ["{401.1,401.9}", "724.2"]},
+        {"{401.1,401.9}": {"401.1", "401.9"}},
+    )
+    f = _figures(cohort, within)
+    assert (f.pairs_kept, f.pairs_of, f.pairs_in_broad_items) == (6, 6, 0)
+    # 250.00 and 272.4 lie in two phecode families (250, 272): their set keeps neither pair
+    across = _generalized(
+        {"a": ["401.1", "{250.00,272.4}"], "b": ["401.9", "{250.00,272.4}"], "c": ["401.1", "724.2"]},
+        {"{250.00,272.4}": {"250.00", "272.4"}},
+    )
+    f = _figures(cohort, across)
+    assert (f.pairs_kept, f.pairs_in_broad_items) == (4, 2)
+    assert f.codes_kept == 3  # 401.1, 401.9, 724.2
+
+
+def test_a_release_with_a_catch_all_item_is_never_best():
+    from engine import risk
+    from engine.adversary import Adversary
+    from engine.study import compare
+
+    cohort = _records({p: ["401.1", "250.00", "272.4"] for p in "abcdef"})
+    every = frozenset({"401.1", "250.00", "272.4"})
+    catch = _generalized({p: ["{all}"] for p in "abcdef"}, {"{all}": every})
+    half = _generalized(
+        {p: ["401.1", "{250.00,272.4}"] for p in "abcdef"}, {"{250.00,272.4}": {"250.00", "272.4"}}
+    )
+    adversary = Adversary("cohort", "all_visits")
+    assert risk.verify(catch, adversary, 2, None).ok and risk.verify(half, adversary, 2, None).ok
+    table = compare.comparison_table(
+        {"catch-all": catch, "half": half}, cohort, None, adversary, 2, utility={}
+    )
+    best = compare.best_rows(table)
+    assert best["pairs retained"] == {"half"}
+    assert "catch-all" not in best.get("distinct codes kept", set())
+    row = table.set_index("release").loc["catch-all"]
+    assert row["pairs retained"] == 0.0 and "catch-all" in row["warnings"]

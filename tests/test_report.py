@@ -515,13 +515,24 @@ def test_sample_report_with_ugaclip_and_heatherly_stays_small(sample_dataset, ca
 
 
 def _pairs_reference(cohort: Records, release: Release) -> tuple[int, int]:
-    """The definition, spelled out with sets of (patient, code)."""
+    """The definition, spelled out with sets of (patient, code): an item keeps the pairs of the cohort's
+    codes it stands for when those codes lie in one phecode family (issue 35; a code without a phecode
+    is a family of its own)."""
+    from engine.vocab import phecode_map
+
+    family = {str(c): str(p).split(".")[0] for c, p in zip(phecode_map()["icd9"], phecode_map()["phecode"])}
+    held = {str(c) for c in cohort.items}
     before = set(zip(cohort.patient_ids[cohort.event_patient], cohort.items[cohort.event_item], strict=True))
     rel = release.records
+
+    def kept_by(item: str) -> set[str]:
+        codes = set(release.codes_of(item)) & held
+        return codes if len({family.get(c, "own: " + c) for c in codes}) <= 1 else set()
+
     after = {
         (p, c)
         for p, item in zip(rel.patient_ids[rel.event_patient], rel.items[rel.event_item], strict=True)
-        for c in release.codes_of(str(item))
+        for c in kept_by(str(item))
     }
     return len(before & after), len(before)
 

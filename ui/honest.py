@@ -83,6 +83,11 @@ def headline(
         help=help_for("pairs_retained"),
     )
     cols[0].caption(fmt.of(f.pairs_kept, f.pairs_of, "(patient, code) pairs"))
+    if f.pairs_in_broad_items:  # issue 35: kept only inside items too broad to use, so not counted
+        cols[0].caption(
+            f"{f.pairs_in_broad_items:,} more pairs are released only inside items spanning several "
+            "phecode families (not counted)"
+        )
     cols[1].metric(
         "Distinct codes kept, of the original cohort",
         fmt.percent(f.codes_kept / f.codes_of if f.codes_of else 1.0),

@@ -188,11 +188,14 @@ _TERMS: tuple[Term, ...] = (
         "pairs_retained",
         "Pairs retained",
         "Of the cohort's distinct (patient, original code) pairs, the share still represented in the "
-        "release file, by the code itself or by a released item standing for it (the code map), so "
-        "repeats, caps and generalization neither inflate nor hide it.",
+        "release file, by the code itself or by a released item standing for it (the code map) that is "
+        "specific enough to use: every code it stands for in one phecode family (250.1 and 250.2 under "
+        "250), so a catch-all item keeps no pair; repeats, caps and generalization neither inflate nor "
+        "hide it.",
         PROJECT,
         "pairs retained, read from the files written",
-        "Patient 17's codes 250.00 and 401.9, released as {250.00, 250.01} and 401.9: both pairs retained.",
+        "Patient 17's codes 250.00 and 401.9, released as {250.00, 250.01} and 401.9: both pairs retained; "
+        "released inside one item standing for 4,921 codes of every chapter: neither.",
     ),
     Term(
         "rows_released",

@@ -189,7 +189,8 @@ def _phewas_cell(r: dict[str, Any]) -> str:
     p = r["phewas"]
     if p is None:
         return "no genotypes loaded"
-    return f"{p['lost']:,} lost, {p['false']:,} false (of {p['original']:,})"
+    kept = p["original"] - p["lost"]
+    return f"{kept:,} of {p['original']:,} kept; {p['lost']:,} lost, {p['false']:,} false"
 
 
 def constraints_cell(r: dict[str, Any]) -> str:
@@ -339,26 +340,28 @@ def _summary(d: dict[str, Any]) -> list[Block]:
     if rels:
         blocks.append(
             Table(
+                # what the research keeps first (issue 35): the PheWAS (Heatherly's Table 4), the
+                # utility constraints, then the counts of what the files hold
                 (
                     "Release",
+                    "PheWAS associations",
+                    "Utility constraints met",
                     "Pairs retained",
                     "Rows released",
                     "Distinct codes retained",
-                    "PheWAS associations",
-                    "Utility constraints met",
                 ),
                 tuple(
                     (
                         r["name"],
+                        _phewas_cell(r),
+                        constraints_cell(r),
                         pairs_cell(r["pairs_retained"]["kept"], r["pairs_retained"]["of"]),
                         rows_cell(r["utility"]),
                         codes_cell(r["utility"]),
-                        _phewas_cell(r),
-                        constraints_cell(r),
                     )
                     for r in rels
                 ),
-                (1.5, 1.5, 1.3, 2.0, 1.5, 1.0),
+                (1.5, 2.0, 1.0, 1.5, 1.5, 1.3),
             )
         )
     else:

@@ -6,17 +6,18 @@ adversary and k (`engine.risk.verify`, never the method's own bookkeeping):
 - risk: verified or not, records below k and their share; maximum risk (1 / the smallest
   distinguishability), average risk (mean of 1 / distinguishability) and records at risk (risk above the
   threshold 1/k), all from `engine.risk.risk_measures` of the verification's distinguishability;
+- what the research keeps, first (issue 35): PheWAS associations lost and false (Heatherly Table 4),
+  when genotypes are given, and the utility constraints met;
 - what is kept, read from the release's files (`release_figures`, `engine.utility.coverage.file_figures`,
   the one source of these figures for this table, the IRB report and its JSON): pairs retained
-  (distinct (patient, original code) pairs of the cohort still represented) and distinct codes kept,
+  (distinct (patient, original code) pairs of the cohort still represented by an item specific enough
+  to use, `coverage.SPECIFIC_RULE`) and distinct codes kept,
   the rows and patients of the release file;
 - records modified: cohort records whose released codes differ from their original codes (a code
   removed or generalized, or the record dropped; for LDA, its `code|age` pairs against the source pairs);
 - utility constraints met: diseases of one utility policy (default: the PNAS Table 1 policy) whose
   record count is unchanged (`engine.utility.queries.utility_satisfaction`), the same policy for every
-  release;
-- PheWAS associations lost and false (Heatherly Table 4; Benjamini-Hochberg by default), when
-  genotypes are given.
+  release; PheWAS associations: Benjamini-Hochberg by default.
 
 `headline` gives the same figures for one release (the pages' headlines) and `flags` the warnings a
 release must carry wherever it is shown (a catch-all item; a fraction of the cohort's codes).
@@ -283,6 +284,11 @@ def comparison_table(
                 "maximum risk": measures.prosecutor_max,
                 "average risk": measures.average,
                 "records at risk": measures.records_at_risk,
+                # what the research keeps first (issue 35), then what the files hold
+                "PheWAS associations lost": lost,
+                "PheWAS associations false": false,
+                "utility constraints met": int(sat["satisfied"].sum()),
+                "utility constraints": len(sat),
                 "pairs retained": f.pairs_share,
                 "pairs kept": f.pairs_kept,
                 "pairs in the cohort": f.pairs_of,
@@ -290,10 +296,6 @@ def comparison_table(
                 "patients released": f.patients,
                 "distinct codes kept": f.codes_share,
                 "records modified": h.records_modified,
-                "utility constraints met": int(sat["satisfied"].sum()),
-                "utility constraints": len(sat),
-                "PheWAS associations lost": lost,
-                "PheWAS associations false": false,
                 "warnings": " ".join(flags(h, f)),
             }
         )
@@ -308,14 +310,26 @@ def comparison_table(
     return table
 
 
+# what is kept can never be "best" in a release that carries a catch-all item (issue 35: ACLIP's one item
+# standing for 4,921 codes was "(best)" at 100% of pairs retained)
+KEPT_COLUMNS = ("pairs retained", "distinct codes kept")
+
+
 def best_rows(table: pd.DataFrame) -> dict[str, set[str]]:
     """Column -> the releases with its best value (`BEST` says min or max); columns without values
-    are left out."""
+    are left out, and a release flagged for a catch-all item is never best in `KEPT_COLUMNS`."""
     out: dict[str, set[str]] = {}
+    catch_all = (
+        table["warnings"].astype(str).str.contains("catch-all", regex=False)
+        if "warnings" in table.columns
+        else pd.Series(False, index=table.index)
+    )
     for col, how in BEST.items():
         if col not in table.columns:
             continue
         values = pd.to_numeric(table[col], errors="coerce")
+        if col in KEPT_COLUMNS:
+            values = values.where(~catch_all)
         if values.notna().sum() == 0:
             continue
         target = values.min() if how == "min" else values.max()

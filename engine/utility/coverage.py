@@ -155,10 +155,12 @@ class FileFigures:
 
     - `rows`: data rows of `release.csv`; `patients`: distinct patients in it;
     - `pairs_kept` of `pairs_of`: distinct (patient, original code) pairs of the cohort still
-      represented in the file, by the code itself or by an item standing for it (the code map), of
-      all such pairs of the cohort (`pairs_retained`);
+      represented in the file, by the code itself or by an item standing for it (the code map) that is
+      specific enough to be used (`SPECIFIC_RULE`, `specific_item`: a catch-all never counts; issue 35),
+      of all such pairs of the cohort (`pairs_retained`); `pairs_in_broad_items`: the pairs represented
+      only by items too broad to count;
     - `codes_kept` of `codes_of`: distinct codes of the cohort that some released row stands for (as
-      itself or inside a generalized item, whoever's row it is);
+      itself or inside a generalized item specific enough to be used, whoever's row it is);
       `codes_as_themselves`: those released as themselves (the item is the code, or for LDA a
       `code|age` pair of the code)."""
 
@@ -169,6 +171,7 @@ class FileFigures:
     codes_kept: int
     codes_of: int
     codes_as_themselves: int
+    pairs_in_broad_items: int = 0
 
     @property
     def pairs_share(self) -> float:
@@ -177,6 +180,31 @@ class FileFigures:
     @property
     def codes_share(self) -> float:
         return self.codes_kept / self.codes_of if self.codes_of else 1.0
+
+
+SPECIFIC_RULE = (
+    "a (patient, code) pair counts as retained when the released item standing for it is the code itself "
+    "or stands only for codes of one phecode family (their phecodes share the integer part, as 250.1 and "
+    "250.2 lie under 250: a PheWAS can still use the item at that phecode); an item spanning several "
+    "families, a catch-all above all, keeps no pair"
+)
+
+
+def _phecode_family(code: str) -> str:
+    from engine.vocab import primary_phecode_of_item
+
+    phecode = primary_phecode_of_item(code)
+    return phecode.split(".", 1)[0] if phecode else f"no phecode: {code}"
+
+
+def specific_item(codes: list[str]) -> bool:
+    """Whether an item standing for `codes` (the cohort's codes under it) is specific enough to count
+    as keeping them (`SPECIFIC_RULE`): one code, or codes of one phecode family
+    (`engine.vocab.primary_phecode_of_item`, its integer part; a code without a phecode is its own)."""
+    if len(codes) <= 1:
+        return True
+    first = _phecode_family(codes[0])
+    return all(_phecode_family(c) == first for c in codes[1:])
 
 
 def codes_under(cohort_codes: list[str], originals: set[str]) -> dict[str, list[int]]:
@@ -200,6 +228,26 @@ def codes_under(cohort_codes: list[str], originals: set[str]) -> dict[str, list[
     for o in rest:
         out[o] = under.get(o, [])
     return out
+
+
+def _pairs_represented(
+    stands: list[np.ndarray], cohort_keys: np.ndarray, n_c: int, released: np.ndarray, n_j: int
+) -> np.ndarray:
+    """The cohort's (patient, code) keys (`patient * n_c + code`) that a released (patient, item) key
+    (`patient * n_j + item`) represents, item j standing for the cohort codes `stands[j]`."""
+    # (cohort code, released item standing for it), by code; then per cohort pair its candidates
+    pair_c = np.concatenate(stands) if stands else np.zeros(0, np.int64)
+    pair_j = np.repeat(np.arange(len(stands), dtype=np.int64), [len(x) for x in stands])
+    order = np.argsort(pair_c, kind="stable")
+    pair_c, pair_j = pair_c[order], pair_j[order]
+    p_before, c_before = np.divmod(cohort_keys, n_c)
+    start = np.searchsorted(pair_c, c_before, side="left")
+    count = np.searchsorted(pair_c, c_before, side="right") - start
+    row = np.repeat(np.arange(len(cohort_keys)), count)
+    offs = np.arange(len(row)) - np.repeat(np.cumsum(count) - count, count)
+    want = p_before[row] * n_j + pair_j[start[row] + offs]
+    hit = np.isin(want, released, assume_unique=False)
+    return distinct(cohort_keys[row[hit]])
 
 
 def file_figures(
@@ -245,25 +293,22 @@ def file_figures(
             if code == own and code in code_set:
                 themselves.update(found)
         stands.append(np.fromiter(sorted(cs), dtype=np.int64, count=len(cs)))
+    # an item spanning several phecodes keeps no pair (SPECIFIC_RULE); the broad pairs are counted apart
+    plain = {c: code_part(c, rel.age_pairs) for c in cohort_codes} if rel.age_pairs else None
+    usable = np.array(
+        [specific_item([plain[cohort_codes[c]] if plain else cohort_codes[c] for c in x]) for x in stands],
+        dtype=bool,
+    )
+    broad = [np.zeros(0, np.int64) if ok else x for ok, x in zip(usable, stands, strict=True)]
+    stands = [x if ok else np.zeros(0, np.int64) for ok, x in zip(usable, stands, strict=True)]
     # released (patient, item) pairs, patients as the cohort's indexes (a patient outside it: -1)
     patient_index = pd.Index(cohort.patient_ids.astype(str)).get_indexer(pd.Index(ids))
     ev_p = patient_index[recs.event_patient].astype(np.int64) if recs.n_events else np.zeros(0, np.int64)
     ok = ev_p >= 0
     n_j = max(len(items), 1)
     released = distinct(ev_p[ok] * n_j + recs.event_item[ok])
-    # (cohort code, released item standing for it), by code; then per cohort pair its candidates
-    pair_c = np.concatenate(stands) if stands else np.zeros(0, np.int64)
-    pair_j = np.repeat(np.arange(len(stands), dtype=np.int64), [len(x) for x in stands])
-    order = np.argsort(pair_c, kind="stable")
-    pair_c, pair_j = pair_c[order], pair_j[order]
-    p_before, c_before = np.divmod(cohort_keys, n_c)
-    start = np.searchsorted(pair_c, c_before, side="left")
-    count = np.searchsorted(pair_c, c_before, side="right") - start
-    row = np.repeat(np.arange(len(cohort_keys)), count)
-    offs = np.arange(len(row)) - np.repeat(np.cumsum(count) - count, count)
-    want = p_before[row] * n_j + pair_j[start[row] + offs]
-    hit = np.isin(want, released, assume_unique=False)
-    kept = distinct(cohort_keys[row[hit]])
+    kept = _pairs_represented(stands, cohort_keys, n_c, released, n_j)
+    broad_kept = _pairs_represented(broad, cohort_keys, n_c, released, n_j) if not usable.all() else kept[:0]
     present = distinct(recs.event_item)
     codes_kept = (
         np.intersect1d(distinct(np.concatenate([stands[j] for j in present])), held, assume_unique=True)
@@ -278,6 +323,7 @@ def file_figures(
         codes_kept=len(codes_kept),
         codes_of=len(held),
         codes_as_themselves=len(themselves & set(codes_kept.tolist())),
+        pairs_in_broad_items=len(np.setdiff1d(broad_kept, kept, assume_unique=True)),
     )
 
 
