@@ -520,7 +520,8 @@ def _pairs_reference(cohort: Records, release: Release) -> tuple[int, int]:
     is a family of its own)."""
     from engine.vocab import phecode_map
 
-    family = {str(c): str(p).split(".")[0] for c, p in zip(phecode_map()["icd9"], phecode_map()["phecode"])}
+    m = phecode_map()
+    family = {str(c): str(p).split(".")[0] for c, p in zip(m["icd9"], m["phecode"], strict=True)}
     held = {str(c) for c in cohort.items}
     before = set(zip(cohort.patient_ids[cohort.event_patient], cohort.items[cohort.event_item], strict=True))
     rel = release.records
