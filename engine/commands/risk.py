@@ -22,8 +22,11 @@ Every run also prints the maximum risk (1 / the smallest distinguishability), th
 k-map without the population (issue 27): `--scope population --population-size N` with no population at
 hand (EVENTS need hold only the cohort's events) estimates the share of cohort records unique and below
 k in a population of N patients from the cohort alone (`engine.estimate.kmap`, `--model`), with their 95 %
-intervals, headed by its warning: the estimate assumes the cohort is a simple random sample of the
-population and underestimates the risk of a cohort selected by its codes. `--out` then holds each
+spread under the model (not a measured error) and the model-free upper bound of the cohort alone,
+headed by its warning. `--selected-by random` (or none) assumes the cohort is a simple random sample of
+the population, which underestimates the risk of a cohort selected by its codes; `--selected-by 250,401`
+states that every population patient with a code starting with 250 or 401 is in the cohort: known sets
+holding such a code are then counted exactly, the rest estimated (issue #36, finding 4). `--out` then holds each
 record's estimate (patient_id, cohort distinguishability, expected population distinguishability,
 probability unique, probability below k). `--report R.json` writes the figures printed as JSON.
 
@@ -150,6 +153,12 @@ def register(sub) -> None:
         "a population of N patients (assumes the cohort is a simple random sample of it)",
     )
     p.add_argument(
+        "--selected-by",
+        help="with --population-size: how the cohort was selected, 'random' (a simple random sample) or "
+        "comma-separated code prefixes (e.g. 250,401: every population patient with a code starting with "
+        "one is in the cohort); known sets holding such a code are then counted exactly",
+    )
+    p.add_argument(
         "--model",
         choices=MODELS,
         default="negative_binomial",
@@ -201,33 +210,64 @@ def _measures_lines(dis, k: int) -> dict[str, Any]:
     return m.as_dict()
 
 
+def _selection(value: str | None) -> tuple[str, ...] | None:
+    """`--selected-by`: None for 'random' (or not given), else the code prefixes."""
+    if value is None or value.strip().lower() == "random":
+        return None
+    codes = tuple(c.strip() for c in value.split(","))
+    if not all(codes):
+        raise UserError(
+            f"--selected-by: an empty code in {value!r} (give codes separated by commas, or random)"
+        )
+    return codes
+
+
 def _estimate(args: argparse.Namespace, cohort: Records) -> int:
     """k-map without the population (`engine.estimate.kmap`): printed, and written to --out / --report."""
-    from engine.estimate.kmap import estimate_kmap
+    from engine.estimate.kmap import SelectionError, estimate_kmap
 
+    selected_by = _selection(args.selected_by)
     try:
         est = estimate_kmap(
-            cohort, args.population_size, args.knowledge, args.k, model=args.model, matching=_matching(args)
+            cohort,
+            args.population_size,
+            args.knowledge,
+            args.k,
+            model=args.model,
+            matching=_matching(args),
+            selected_by=selected_by,
         )
+    except SelectionError as exc:
+        raise UserError(f"--selected-by: {exc}") from None
     except ValueError as exc:
         raise UserError(f"--population-size: {exc}") from None
     print(f"WARNING: {est.warning}")
+    how = (
+        "a simple random sample (assumed)" if selected_by is None else "selected by " + ", ".join(selected_by)
+    )
     print(
         f"k-map estimated without the population ({est.model}): cohort {est.cohort_size} patients of a "
-        f"population of {est.population_size} (sampling fraction {est.sampling_fraction:.4f}); "
+        f"population of {est.population_size} (sampling fraction {est.sampling_fraction:.4f}), {how}; "
         f"knowledge {args.knowledge.replace('_', ' ')}"
     )
-    shares = {}
+    if selected_by is not None:
+        print(f"known sets counted exactly (holding a selection code): {est.exact_sets} of {est.n_sets}")
+    shares: dict[str, Any] = {}
+    bound = {"share unique": est.cohort_only.share_unique, "share below k": est.cohort_only.share_below_k}
     for name, share in (("share unique", est.share_unique), (f"share below k = {args.k}", est.share_below_k)):
+        key = name.split(" = ")[0]
         print(
-            f"estimated {name}: {share.estimate:.2%} "
-            f"({share.confidence:.0%} interval {share.low:.2%} to {share.high:.2%})"
+            f"estimated {name}: {share.estimate:.2%} (spread under the model, {share.confidence:.0%}: "
+            f"{share.low:.2%} to {share.high:.2%}; not a measured error); at most {bound[key]:.2%} "
+            "(the cohort alone: an upper bound whatever the selection)"
         )
-        shares[name.split(" = ")[0]] = {
+        shares[key] = {
             "estimate": share.estimate,
             "low": share.low,
             "high": share.high,
             "confidence": share.confidence,
+            "interval": "spread under the model",
+            "cohort-only upper bound": bound[key],
         }
     if args.out:
         write_table_csv(
@@ -255,6 +295,9 @@ def _estimate(args: argparse.Namespace, cohort: Records) -> int:
             "population size": est.population_size,
             "cohort size": est.cohort_size,
             "sampling fraction": est.sampling_fraction,
+            "selected by": list(selected_by) if selected_by is not None else "random sample (assumed)",
+            "exact known sets": est.exact_sets,
+            "known sets": est.n_sets,
             **shares,
         },
     )
@@ -286,6 +329,8 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(
             "--population-size estimates without the population: give no --shards or --population"
         )
+    if args.selected_by is not None and not estimating:
+        raise UserError("--selected-by states how the cohort was selected: it goes with --population-size")
     if estimating and args.explain:
         raise UserError("--explain needs the population's records: it cannot go with --population-size")
     if not estimating and not args.out:

@@ -1,0 +1,185 @@
+"""k-map without the population for a cohort selected by its codes (issue #36, finding 4).
+
+The finding: told nothing of how the cohort was selected, the estimate is 10-22 points too low on disease
+cohorts (every patient with a code of 250, 401, 427, ...). Told the selection codes, every known set
+holding one has an exact population count (all its holders are in the cohort); the rest is estimated.
+Checked here: on the shipped sample, within 3 points of the truth (the real population's distinguishability,
+`engine.risk`) for disease cohorts; on tiny random data, the exact part equals the brute-force population
+count, and the cohort-only share is an upper bound on the population share."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from engine import risk
+from engine.adversary import Adversary
+from engine.estimate import kmap
+from engine.io.loaders import load_sample
+from engine.records import Records
+from tests.reference_risk import consistent, known_sets
+
+CODES = ["250.00", "250.01", "272.4", "401.1", "724.2", "427.31"]
+SETTINGS = settings(max_examples=60, deadline=None)
+
+
+def disease_cohort(population: Records, prefixes: tuple[str, ...]) -> Records:
+    """Every population patient with a code starting with one of `prefixes`."""
+    items = population.items.astype(str)
+    held = np.zeros(len(items), dtype=bool)
+    for pre in prefixes:
+        held |= np.char.startswith(items, pre)
+    sets = population.patient_item_sets.tocsc()
+    has = np.asarray(sets[:, np.flatnonzero(held)].sum(axis=1)).ravel() > 0
+    return population.take(np.flatnonzero(has))
+
+
+@pytest.fixture(scope="module")
+def sample_population() -> Records:
+    return load_sample().events
+
+
+@pytest.mark.parametrize("code", ["714", "555", "296", "493"])
+@pytest.mark.parametrize("knowledge", ["single_visit", "all_visits"])
+def test_told_the_selection_codes_the_estimate_is_within_3_points(sample_population, code, knowledge) -> None:
+    population = sample_population
+    cohort = disease_cohort(population, (code,))
+    k = 5
+    truth = risk.original_distinguishability(cohort, Adversary("population", knowledge), population)
+    exact_below = float(np.mean(truth < k))
+    exact_unique = float(np.mean(truth <= 1))
+    N = population.n_patients
+    blind = kmap.estimate_kmap(cohort, N, knowledge, k)
+    told = kmap.estimate_kmap(cohort, N, knowledge, k, selected_by=(code,))
+    if knowledge == "single_visit":  # the finding: a random-sample model is 10+ points too low
+        assert exact_below - blind.share_below_k.estimate > 0.10
+    assert abs(told.share_below_k.estimate - exact_below) <= 0.03
+    assert abs(told.share_unique.estimate - exact_unique) <= 0.03
+    # the model-free bound from the cohort alone holds, and is exact under all-visits knowledge
+    assert told.cohort_only.share_below_k >= exact_below
+    assert told.cohort_only.share_unique >= exact_unique
+    if knowledge == "all_visits":
+        assert told.cohort_only.share_below_k == exact_below
+        assert told.share_below_k.estimate == pytest.approx(exact_below, abs=1e-12)
+        assert told.share_below_k.low == told.share_below_k.high
+
+
+@st.composite
+def populations(draw, max_patients: int = 10) -> tuple[Records, tuple[str, ...], list[int]]:
+    """A tiny population, selection prefixes, and a cohort: every holder of a selection code and any
+    other patients."""
+    rows = []
+    n = draw(st.integers(1, max_patients))
+    for p in range(n):
+        for v in range(draw(st.integers(1, 3))):
+            for c in draw(st.lists(st.sampled_from(CODES), min_size=1, max_size=3)):
+                rows.append((f"p{p}", v, c))
+    pop = Records.from_frame(pd.DataFrame(rows, columns=["patient_id", "visit", "code"]))
+    prefixes = tuple(draw(st.lists(st.sampled_from(["250", "250.01", "401", "427"]), min_size=1, max_size=2)))
+    holders = [q for q in range(pop.n_patients) if any(c.startswith(prefixes) for c in pop.patient_codes(q))]
+    others = draw(st.lists(st.integers(0, pop.n_patients - 1), max_size=3))
+    return pop, prefixes, sorted(set(holders) | set(others))
+
+
+@given(
+    data=populations(),
+    knowledge=st.sampled_from(["single_visit", "all_visits"]),
+    k=st.integers(1, 5),
+)
+@example(
+    data=(
+        Records.from_frame(
+            pd.DataFrame(
+                [("p0", 0, "250.00"), ("p0", 1, "272.4"), ("p1", 0, "272.4"), ("p1", 0, "250.01")],
+                columns=["patient_id", "visit", "code"],
+            )
+        ),
+        ("250.01",),
+        [1],
+    ),
+    knowledge="single_visit",
+    k=2,
+)
+@SETTINGS
+def test_sets_holding_a_selection_code_have_the_population_count(data, knowledge, k) -> None:
+    pop, prefixes, members = data
+    if not members:
+        return
+    cohort = pop.take(np.array(members))
+    if not all(any(str(c).startswith(pre) for c in cohort.items) for pre in prefixes):
+        with pytest.raises(ValueError, match="no cohort code starts with"):
+            kmap.estimate_kmap(cohort, pop.n_patients, knowledge, k, selected_by=prefixes)
+        return
+    counts = kmap.set_counts(cohort, knowledge, selected_by=prefixes)
+    cands = [Counter(pop.patient_codes(q)) for q in range(pop.n_patients)]
+    brute_sets = known_sets(cohort, knowledge, False)
+    seen: dict[int, list[Counter]] = {}
+    for row in range(len(counts.owner)):
+        p = int(counts.owner[row])
+        items = counts.items_of(row, cohort.items)
+        s = Counter(set(items))
+        assert s in brute_sets[p]
+        seen.setdefault(p, []).append(s)
+        holds = any(i.startswith(prefixes) for i in items)
+        assert bool(counts.exact[row]) == holds
+        if holds:  # exact: the brute-force count over the WHOLE population
+            assert counts.counts[row] == sum(consistent(s, c, None) for c in cands)
+    est = kmap.estimate_kmap(cohort, pop.n_patients, knowledge, k, selected_by=prefixes)
+    truth = np.array(
+        [
+            min(sum(consistent(s, c, None) for c in cands) for s in brute_sets[p])
+            for p in range(len(brute_sets))
+        ]
+    )
+    # a record with an exact set below k is certainly below k; the cohort-only share bounds the truth
+    for p in range(cohort.n_patients):
+        exact_rows = (counts.owner == p) & counts.exact
+        if exact_rows.any() and counts.counts[exact_rows].min() < k:
+            assert est.p_below_k[p] == 1.0
+    assert est.cohort_only.share_below_k >= float(np.mean(truth < k))
+    assert est.cohort_only.share_unique >= float(np.mean(truth <= 1))
+    assert est.share_below_k.estimate <= est.cohort_only.share_below_k + 1e-12
+
+
+def test_a_selection_code_the_cohort_lacks_is_refused() -> None:
+    cohort = Records.from_frame(
+        pd.DataFrame([("p0", 0, "250.00"), ("p1", 0, "401.1")], columns=["patient_id", "visit", "code"])
+    )
+    with pytest.raises(ValueError, match="no cohort code starts with '714'"):
+        kmap.estimate_kmap(cohort, 100, "single_visit", 2, selected_by=("250", "714"))
+    with pytest.raises(ValueError, match="selection code"):
+        kmap.estimate_kmap(cohort, 100, "single_visit", 2, selected_by=(" ",))
+
+
+def test_risk_cli_takes_the_selection_and_prints_the_bound_and_the_spread(tmp_path, capsys) -> None:
+    from engine.commands.cli import main
+
+    rows = [("P1", 1, "250.00"), ("P1", 2, "272.4"), ("P2", 1, "250.01"), ("P2", 1, "401.1")]
+    rows += [("P3", 1, "250.00"), ("P3", 2, "272.4"), ("P3", 2, "401.1")]
+    ev, co, rep = tmp_path / "ev.csv", tmp_path / "co.csv", tmp_path / "r.json"
+    pd.DataFrame(rows, columns=["patient_id", "visit", "code"]).to_csv(ev, index=False)
+    pd.DataFrame({"patient_id": ["P1", "P2", "P3"]}).to_csv(co, index=False)
+    args = ["risk", "--events", str(ev), "--cohort", str(co), "--scope", "population"]
+    args += ["--knowledge", "single_visit", "--k", "2", "--population-size", "300"]
+    assert main([*args, "--selected-by", "250", "--report", str(rep)]) == 0
+    printed = capsys.readouterr().out
+    cohort = Records.from_frame(pd.DataFrame(rows, columns=["patient_id", "visit", "code"]))
+    est = kmap.estimate_kmap(cohort, 300, "single_visit", 2, selected_by=("250",))
+    assert printed.startswith("WARNING: " + kmap.SELECTED_WARNING)
+    assert "known sets counted exactly (holding a selection code): 3 of 5" in printed
+    assert "spread under the model, 95%" in printed and "95% interval" not in printed
+    assert f"at most {est.cohort_only.share_below_k:.2%} (the cohort alone" in printed
+    report = json.loads(rep.read_text("utf-8"))
+    assert report["selected by"] == ["250"]
+    assert report["share below k"]["cohort-only upper bound"] == est.cohort_only.share_below_k
+    assert report["share below k"]["estimate"] == pytest.approx(est.share_below_k.estimate)
+    assert main([*args, "--selected-by", "714"]) == 2
+    assert "--selected-by: no cohort code starts with '714'" in capsys.readouterr().err
+    assert main([*args, "--selected-by", "250,"]) == 2
+    assert "--selected-by: an empty code" in capsys.readouterr().err
