@@ -10,6 +10,7 @@ count, and the cohort-only share is an upper bound on the population share."""
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 
 import numpy as np
@@ -183,3 +184,75 @@ def test_risk_cli_takes_the_selection_and_prints_the_bound_and_the_spread(tmp_pa
     assert "--selected-by: no cohort code starts with '714'" in capsys.readouterr().err
     assert main([*args, "--selected-by", "250,"]) == 2
     assert "--selected-by: an empty code" in capsys.readouterr().err
+
+
+def population_code_counts(population: Records) -> dict[str, int]:
+    """Patients holding each code: the aggregate counts an officer can obtain without patient data."""
+    held = np.asarray(population.patient_item_sets.sum(axis=0)).ravel()
+    return dict(zip(population.items.astype(str).tolist(), held.tolist(), strict=True))
+
+
+@pytest.mark.parametrize("code", ["250", "401", "427"])
+def test_the_population_code_counts_bring_the_rest_within_3_points(sample_population, code) -> None:
+    """Selection codes alone leave these 3.0-5.0 points low under single-visit knowledge (the sets without
+    a selection code are estimated at the cohort's sampling fraction); with the code counts, each set at
+    its rarest code's fraction and bounded by its count, within 3 points."""
+    population, k = sample_population, 5
+    cohort = disease_cohort(population, (code,))
+    truth = risk.original_distinguishability(cohort, Adversary("population", "single_visit"), population)
+    told = kmap.estimate_kmap(
+        cohort,
+        population.n_patients,
+        "single_visit",
+        k,
+        selected_by=(code,),
+        population_code_counts=population_code_counts(population),
+    )
+    assert abs(told.share_below_k.estimate - float(np.mean(truth < k))) <= 0.03
+    assert abs(told.share_unique.estimate - float(np.mean(truth <= 1))) <= 0.03
+    assert told.code_counts
+
+
+@given(data=populations(), knowledge=st.sampled_from(["single_visit", "all_visits"]), k=st.integers(1, 5))
+@SETTINGS
+def test_the_code_counts_bound_every_set_and_fix_sets_of_one_code(data, knowledge, k) -> None:
+    pop, _, members = data
+    if not members:
+        return
+    cohort = pop.take(np.array(members))
+    counts = population_code_counts(pop)
+    sets = kmap.set_counts(cohort, knowledge)
+    bounds = kmap.set_bounds(cohort, sets, counts)
+    cands = [Counter(pop.patient_codes(q)) for q in range(pop.n_patients)]
+    est = kmap.estimate_kmap(cohort, pop.n_patients, knowledge, k, population_code_counts=counts)
+    for row in range(len(sets.owner)):
+        items = sets.items_of(row, cohort.items)
+        F = sum(consistent(Counter(set(items)), c, None) for c in cands)
+        assert bounds.upper[row] == min(counts[i] for i in items) >= F
+        if len(items) == 1:
+            assert bounds.single[row] and bounds.upper[row] == F
+        if bounds.upper[row] < k:  # certainly below k in the population
+            assert est.p_below_k[sets.owner[row]] == 1.0
+    assert est.share_below_k.estimate <= est.cohort_only.share_below_k + 1e-12
+
+
+def test_code_counts_below_the_cohorts_are_refused() -> None:
+    cohort = Records.from_frame(
+        pd.DataFrame(
+            [("p0", 0, "250.00"), ("p1", 0, "250.00"), ("p1", 1, "401.1")],
+            columns=["patient_id", "visit", "code"],
+        )
+    )
+    with pytest.raises(
+        kmap.CodeCountsError, match=re.escape("code '250.00': 1 population patients, fewer than the 2")
+    ):
+        kmap.estimate_kmap(cohort, 100, "single_visit", 2, population_code_counts={"250.00": 1, "401.1": 9})
+    with pytest.raises(kmap.CodeCountsError, match="poisson or negative_binomial"):
+        kmap.estimate_kmap(
+            cohort,
+            100,
+            "single_visit",
+            2,
+            model="zero_truncated_poisson",
+            population_code_counts={"250.00": 9},
+        )

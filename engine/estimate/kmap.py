@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -105,7 +105,7 @@ class KMapEstimate:
     cohort_only: the model-free upper bound from the cohort alone (`CohortOnly`).
     prior: the fitted gamma prior (`negative_binomial` model, f < 1, some set estimated), else None.
     selected_by: the selection codes stated, or None (a random sample assumed); exact_sets of n_sets
-    distinct known sets have an exact population count."""
+    distinct known sets have an exact population count; code_counts: the population's code counts used."""
 
     model: Model
     combine: Combine
@@ -125,6 +125,7 @@ class KMapEstimate:
     selected_by: tuple[str, ...] | None = None
     exact_sets: int = 0
     n_sets: int = 0
+    code_counts: bool = False
     warning: str = RANDOM_SAMPLE_WARNING
 
 
@@ -367,6 +368,87 @@ def set_counts(
     return SetCounts(matrix, sets.owner[keep], sets.values[keep], exact)
 
 
+class CodeCountsError(ValueError):
+    """The population's code counts contradict the cohort (a code held by more cohort patients than by
+    the population)."""
+
+
+@dataclass(frozen=True, eq=False)
+class SetBounds:
+    """What the population's code counts (patients holding each code) tell of each known set S: `upper`,
+    the fewest population holders of one of its codes (F_S <= upper; inf when no code of S is counted),
+    and `fraction`, the cohort's share of the holders of that rarest code (the set's own sampling
+    fraction; NaN when none is counted). A set of one code (held once) has F_S = upper exactly."""
+
+    upper: np.ndarray
+    fraction: np.ndarray
+    single: np.ndarray
+
+
+def set_bounds(cohort: Records, sets: SetCounts, code_counts: Mapping[str, int]) -> SetBounds:
+    """`SetBounds` of every known set from the population's code counts (codes not in `code_counts` are
+    not counted, e.g. suppressed small cells: they bound nothing)."""
+    in_cohort = np.asarray(cohort.patient_item_sets.sum(axis=0)).ravel().astype(np.float64)
+    pop = np.full(cohort.n_items, np.inf)
+    for j, item in enumerate(cohort.items.astype(str).tolist()):
+        if item in code_counts:
+            pop[j] = float(code_counts[item])
+            if pop[j] < in_cohort[j]:
+                raise CodeCountsError(
+                    f"code {item!r}: {int(pop[j])} population patients, fewer than the {int(in_cohort[j])} "
+                    "cohort patients holding it (the cohort is part of the population)"
+                )
+    m = sets.matrix
+    lens = np.diff(m.indptr)
+    upper = np.full(len(lens), np.inf)
+    fraction = np.full(len(lens), np.nan)
+    rarest = np.full(len(lens), -1, dtype=np.int64)
+    nonempty = np.flatnonzero(lens > 0)
+    if len(nonempty):
+        # per set, its rarest counted code: the first cell of its block once sorted by (set, count)
+        order = np.lexsort((pop[m.indices], np.repeat(np.arange(len(lens)), lens)))
+        rarest[nonempty] = m.indices[order[m.indptr[nonempty]]]
+        upper[nonempty] = pop[rarest[nonempty]]
+    counted = np.isfinite(upper)
+    fraction[counted] = in_cohort[rarest[counted]] / upper[counted]
+    once = np.zeros(len(lens), dtype=bool)
+    once[nonempty] = m.data[m.indptr[nonempty]] == 1  # a set of one code known held once (not repeats)
+    single = (lens == 1) & counted & once
+    return SetBounds(upper, fraction, single)
+
+
+def bounded_probabilities(
+    counts: np.ndarray,
+    f: np.ndarray,
+    k: int,
+    model: Model,
+    prior: GammaPrior | None,
+    upper: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """P(F = 1), P(F < k), E[F] of sets seen c times, each with its own sampling fraction f (< 1), under
+    the `poisson` or `negative_binomial` model (`set_probabilities`) conditioned on F <= upper."""
+    c = np.asarray(counts, dtype=np.float64)
+    room = np.where(np.isfinite(upper), upper - c, np.inf)
+    below = np.minimum(k - 1 - c, room)
+    if model == "poisson":
+        dist = stats.poisson(c * (1.0 - f) / f)
+        mean = c / f
+    elif model == "negative_binomial":
+        if prior is None:
+            raise ValueError("the negative binomial model needs its prior")
+        n_succ = prior.shape + c - 1.0
+        dist = stats.nbinom(n_succ, (prior.rate + f) / (prior.rate + 1.0))
+        mean = c + n_succ * (1.0 - f) / (prior.rate + f)
+    else:
+        raise ValueError(
+            f"the population's code counts need the poisson or negative_binomial model, not {model!r}"
+        )
+    z = np.where(np.isfinite(room), dist.cdf(np.where(np.isfinite(room), room, 0.0)), 1.0)
+    pk = np.where(c < k, dist.cdf(np.maximum(below, 0.0)) / z, 0.0)
+    p1 = np.where(c == 1, dist.pmf(0) / z, 0.0)
+    return np.clip(p1, 0.0, 1.0), np.clip(pk, 0.0, 1.0), np.minimum(mean, upper)
+
+
 @dataclass(frozen=True)
 class CohortOnly:
     """The model-free bound from the cohort alone: the shares unique and below k with the cohort as the
@@ -390,6 +472,7 @@ def estimate_kmap(
     matching: Matching = DEFAULT_MATCHING,
     confidence: float = 0.95,
     selected_by: Sequence[str] | None = None,
+    population_code_counts: Mapping[str, int] | None = None,
 ) -> KMapEstimate:
     """Estimate each cohort record's population distinguishability, and the probability that it is 1 and
     below k, from the cohort alone and the stated population size (k-map without the population).
@@ -398,7 +481,11 @@ def estimate_kmap(
     for a cohort selected by its codes the risk is underestimated. `selected_by` (code prefixes): the
     cohort holds every population patient with a code starting with one of them; a known set holding such
     a code then has its population count exactly (its cohort count, `set_counts`), the other sets are
-    estimated by the model, its prior fitted to all sets (issue #36, finding 4). `matching` as for the kernel (its `cap` is not used:
+    estimated by the model, its prior fitted to all sets (issue #36, finding 4). `population_code_counts`
+    (code -> population patients holding it, aggregate counts): a set of one code has that count exactly,
+    a set whose rarest code's holders are all in the cohort has its cohort count exactly, and any other
+    set is estimated at its own sampling fraction (the cohort's share of its rarest code's holders) with
+    F at most that code's count (`set_bounds`, `bounded_probabilities`). `matching` as for the kernel (its `cap` is not used:
     the expected population counts need full cohort counts). Defaults: the negative binomial model, sets combined as independent (bench/estimate.py)."""
     if isinstance(k, bool) or int(k) != k or k < 1:
         raise ValueError(f"k must be a positive whole number, not {k!r}")
@@ -406,22 +493,41 @@ def estimate_kmap(
         raise ValueError(f"model must be one of {MODELS}, not {model!r}")
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), not {confidence!r}")
+    if population_code_counts is not None and model == "zero_truncated_poisson":
+        raise CodeCountsError("the population's code counts need the poisson or negative_binomial model")
     n = cohort.n_patients
     f = sampling_fraction(n, population_size)
     sets = set_counts(cohort, knowledge, matching, selected_by)
     owner, counts, exact = sets.owner, sets.counts, sets.exact
-    guessed = counts[~exact]
-    # the prior is fitted to every set (exact ones too: how rare combinations are); on the sample's disease
-    # cohorts 0.1-1.2 points closer than fitted to the estimated sets alone (bench/estimate.py)
-    prior = fit_prior(counts, f) if model == "negative_binomial" and f < 1.0 and len(guessed) else None
     p1, pk, mean = (
         (counts == 1).astype(np.float64),
         (counts < k).astype(np.float64),
         counts.astype(np.float64),
     )
-    if len(guessed):
-        p1[~exact], pk[~exact], mean[~exact] = set_probabilities(
-            guessed, f, int(k), model, upper=int(population_size) - n, prior=prior
+    bounds = None
+    if population_code_counts is not None:
+        bounds = set_bounds(cohort, sets, population_code_counts)
+        known = bounds.single & ~exact  # F is the code's population count
+        p1[known], pk[known], mean[known] = (
+            bounds.upper[known] == 1,
+            bounds.upper[known] < k,
+            bounds.upper[known],
+        )
+        exact = exact | known | (bounds.fraction >= 1.0)  # every holder of its rarest code is in the cohort
+    guessed = ~exact
+    # the prior is fitted to every set (exact ones too: how rare combinations are); on the sample's disease
+    # cohorts 0.1-1.2 points closer than fitted to the estimated sets alone (bench/estimate.py)
+    prior = fit_prior(counts, f) if model == "negative_binomial" and f < 1.0 and guessed.any() else None
+    own = guessed & np.isfinite(bounds.upper) if bounds is not None and f < 1.0 else np.zeros_like(guessed)
+    if own.any():
+        assert bounds is not None
+        p1[own], pk[own], mean[own] = bounded_probabilities(
+            counts[own], bounds.fraction[own], int(k), model, prior, bounds.upper[own]
+        )
+        guessed &= ~own
+    if guessed.any():
+        p1[guessed], pk[guessed], mean[guessed] = set_probabilities(
+            counts[guessed], f, int(k), model, upper=int(population_size) - n, prior=prior
         )
     # a record with no known set is consistent with the whole population
     p_unique, p_below = combine_records(
@@ -453,6 +559,7 @@ def estimate_kmap(
         prior=prior,
         selected_by=tuple(str(c).strip() for c in selected_by) if selected_by is not None else None,
         exact_sets=int(exact.sum()),
+        code_counts=population_code_counts is not None,
         n_sets=len(counts),
         warning=RANDOM_SAMPLE_WARNING if selected_by is None else SELECTED_WARNING,
     )
