@@ -256,3 +256,38 @@ def test_code_counts_below_the_cohorts_are_refused() -> None:
             model="zero_truncated_poisson",
             population_code_counts={"250.00": 9},
         )
+
+
+def test_risk_cli_reads_the_population_code_counts(tmp_path, capsys) -> None:
+    from engine.commands.cli import main
+
+    rows = [("P1", 1, "250.00"), ("P1", 2, "272.4"), ("P2", 1, "250.01"), ("P2", 1, "401.1")]
+    ev, cc, rep = tmp_path / "ev.csv", tmp_path / "cc.csv", tmp_path / "r.json"
+    pd.DataFrame(rows, columns=["patient_id", "visit", "code"]).to_csv(ev, index=False)
+    counts = {"250.00": 4, "250.01": 1, "272.4": 30, "401.1": 50}
+    pd.DataFrame({"code": list(counts), "count": list(counts.values())}).to_csv(cc, index=False)
+    args = ["risk", "--events", str(ev), "--scope", "population", "--knowledge", "single_visit", "--k", "5"]
+    args += ["--population-size", "200"]
+    assert main([*args, "--population-code-counts", str(cc), "--report", str(rep)]) == 0
+    printed = capsys.readouterr().out
+    cohort = Records.from_frame(pd.DataFrame(rows, columns=["patient_id", "visit", "code"]))
+    est = kmap.estimate_kmap(cohort, 200, "single_visit", 5, population_code_counts=counts)
+    # {250.00}, {272.4}: one code each; {250.01, 401.1}: the one holder of 250.01 is in the cohort
+    assert "known sets counted exactly (by the code counts): 3 of 3" in printed
+    assert printed.startswith("WARNING: " + kmap.CODE_COUNTS_WARNING)
+    assert est.p_below_k.tolist() == [1.0, 1.0]
+    report = json.loads(rep.read_text("utf-8"))
+    assert report["population code counts"] is True
+    assert report["share below k"]["estimate"] == pytest.approx(est.share_below_k.estimate)
+    for text, words in (
+        ("code,count\n250.00,4\n272.4,many\n", "cc.csv, row 3, column 'count': 'many' is not a whole number"),
+        ("code,count\n250.00,4\n250.00,5\n", "cc.csv, row 3, column 'code': '250.00' is listed twice"),
+        ("code,n\n250.00,4\n", "cc.csv: no column 'count'"),
+        ("code,count\n250.00,0\n", "code '250.00': 0 population patients, fewer than the 1"),
+    ):
+        cc.write_text(text, encoding="utf-8")
+        assert main([*args, "--population-code-counts", str(cc)]) == 2
+        assert words in capsys.readouterr().err
+    out = tmp_path / "o.csv"
+    assert main([*args[:-2], "--population-code-counts", str(cc), "--out", str(out)]) == 2
+    assert "--population-code-counts is for the estimate without the population" in capsys.readouterr().err

@@ -79,6 +79,10 @@ RANDOM_SAMPLE_WARNING = (
     "selected by its codes (a disease cohort) is not, and its risk is then underestimated: state its "
     "selection codes."
 )
+CODE_COUNTS_WARNING = (
+    "Partly estimated: sets of one code are counted from the population's code counts; every other set is "
+    "estimated at its rarest code's share in the cohort, at most that code's count."
+)
 SELECTED_WARNING = (
     "Partly estimated: known sets holding a selection code are counted exactly (every patient with that "
     "code is in the cohort, as stated); the other sets are estimated by a model of the population."
@@ -561,5 +565,9 @@ def estimate_kmap(
         exact_sets=int(exact.sum()),
         code_counts=population_code_counts is not None,
         n_sets=len(counts),
-        warning=RANDOM_SAMPLE_WARNING if selected_by is None else SELECTED_WARNING,
+        warning=SELECTED_WARNING
+        if selected_by is not None
+        else CODE_COUNTS_WARNING
+        if population_code_counts is not None
+        else RANDOM_SAMPLE_WARNING,
     )
