@@ -291,3 +291,24 @@ def test_risk_cli_reads_the_population_code_counts(tmp_path, capsys) -> None:
     out = tmp_path / "o.csv"
     assert main([*args[:-2], "--population-code-counts", str(cc), "--out", str(out)]) == 2
     assert "--population-code-counts is for the estimate without the population" in capsys.readouterr().err
+
+
+def test_risk_page_takes_the_selection_and_shows_the_bound_and_the_spread() -> None:
+    from test_page_risk import _metrics, _risk_page
+
+    at = _risk_page()
+    at.selectbox(key="cohort_group").set_value("population").run()
+    ctx = at.session_state["context"]
+    at.number_input(key="risk_population_size").set_value(100_000).run()
+    at.text_input(key="risk_selected_by").set_value("250, 401").run()
+    assert not at.exception, [e.value for e in at.exception]
+    est = kmap.estimate_kmap(ctx.cohort, 100_000, ctx.adversary.knowledge, ctx.k, selected_by=("250", "401"))
+    assert _metrics(at)["Estimated share unique"] == f"{est.share_unique.estimate:.1%}"
+    captions = " ".join(c.value for c in at.caption)
+    assert f"At most {est.cohort_only.share_below_k:.1%}: the cohort alone" in captions
+    assert "Spread under the model (95%)" in captions and "interval" not in captions
+    assert any(f"Known sets counted exactly: {est.exact_sets:,}" in i.value for i in at.info)
+    at.text_input(key="risk_selected_by").set_value("*bold*").run()
+    assert not at.exception
+    assert any("no cohort code starts with" in e.value and "\\*bold\\*" in e.value for e in at.error)
+    assert "Why a record is at risk, and what would fix it" in [h.value for h in at.header]
