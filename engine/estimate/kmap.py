@@ -1,17 +1,38 @@
 """k-map without the population: population risk estimated from the cohort and the sampling fraction.
 
-READ THIS FIRST: every figure here assumes that the cohort is a SIMPLE RANDOM SAMPLE of the population
-(each patient of the institution equally likely to be in it, independently of their codes). A disease
-cohort is the opposite: it is selected BY its codes (every member holds the phenotype's codes, and
-with them the comorbidities that go with the disease). Its code patterns are then much more frequent in
-the cohort than in the population, a pattern seen c times in the cohort is seen far fewer than c/f times
-in the population, and the estimate UNDERSTATES the risk. Measured on the shipped sample
-(bench/estimate.py, k = 5, default model): random cohorts at f = 0.01-0.35 are estimated within 0.0-6.1
-points (mean absolute error 2.7 points single visit, 0.7 all visits); the shipped phenotype cohort is
-underestimated by 9.8 points (share unique) and 14.8 points (share below k) under single-visit
-knowledge, and every shipped group is estimated too low. Use the estimate only when the population is
-not available, say that it is an estimate under this assumption, and prefer `risk.original_distinguishability` with the real population
-(scope population) whenever the population can be had.
+READ THIS FIRST: told nothing else, every figure here assumes that the cohort is a SIMPLE RANDOM SAMPLE of
+the population (each patient of the institution equally likely to be in it, independently of their
+codes). A disease cohort is the opposite: it is selected BY its codes (every member holds the phenotype's
+codes, and with them the comorbidities that go with the disease). Its code patterns are then much more
+frequent in the cohort than in the population, a pattern seen c times in the cohort is seen far fewer than
+c/f times in the population, and the estimate UNDERSTATES the risk: on the shipped sample's eight disease
+cohorts (every patient with a code of 250, 401, 427, 714, 340, 555, 296 or 493; bench/estimate.py, k = 5)
+the share below k is 10.4-22.1 points too low under single-visit knowledge, 5.7-11.8 under all visits.
+
+How the cohort was selected (issue #36, finding 4; `estimate_kmap(selected_by=...)`, `risk --selected-by`):
+the officer states the codes that define the cohort (prefixes: every population patient holding a code
+that starts with one is in the cohort). A known set holding such a code then has an EXACT population
+count: every candidate consistent with it holds the code, so is in the cohort, and F = c (`set_counts`).
+Under all-visits knowledge every member's one set holds a selection code: the figures are exact. The other
+sets (single-visit sets without a selection code) are estimated by the model below. Measured: the disease
+cohorts' share below k within 0.3-5.0 points single visit (6 of 8 within 3), 0.0 all visits.
+
+The population's code counts (`population_code_counts`, `risk --population-code-counts`: patients holding
+each code, aggregate counts far easier to obtain than patient data): a set of one code has that code's
+count exactly; every set is at most its rarest code's count U; a set is estimated at its own sampling
+fraction, the cohort's share of its rarest code's holders (a set whose rarest code's holders are all in
+the cohort is exact), conditioned on F <= U (`set_bounds`, `bounded_probabilities`; poisson and negative
+binomial models). A heuristic: the share of a set's holders in the cohort is taken as its rarest code's.
+Measured: disease cohorts within 0.7-3.5 points (share below k) single visit, 7 of 8 within 3.
+
+The cohort-only bound (`CohortOnly`, always printed): the shares with the cohort as the candidates. The
+cohort is part of the population, so c <= F for every set: a record unique (below k) in the population is
+so in the cohort, and the cohort-only shares are UPPER bounds on the population's, model-free and whatever
+the selection; every estimate here is at most that bound, record by record. It is exact for a cohort
+selected by its codes under all-visits knowledge.
+
+Prefer `risk.original_distinguishability` with the real population (scope population) whenever the
+population can be had.
 
 The sample count. For every known set S of a record (one per visit under single-visit knowledge, the
 whole record under all-visits knowledge), c_S is its number of consistent records IN THE COHORT: the
@@ -48,8 +69,10 @@ between the two, closer to the riskiest the more nested the sets). The record's 
 distinguishability (`expected_population`) is E[F] of its set with the fewest cohort records.
 
 The shares (unique, below k) are the means of the records' probabilities, with a normal interval of
-the Poisson-binomial sum (records taken as independent Bernoulli trials): it states the sampling
-spread under the model, NOT the error of the model, and says nothing of the random-sample assumption.
+the Poisson-binomial sum (records taken as independent Bernoulli trials): it is the SPREAD UNDER THE MODEL,
+NOT the error of the model, and is shown under that name. Its coverage, measured (bench/estimate.py): it
+holds the exact share in 4 of 8 random cohort x knowledge cases and in 0 of 16 disease ones told nothing;
+told the selection, in the 8 all-visits cases (exact: no spread) and 2 of 8 single-visit ones.
 """
 
 from __future__ import annotations
