@@ -247,6 +247,16 @@ def test_code_counts_below_the_cohorts_are_refused() -> None:
         kmap.CodeCountsError, match=re.escape("code '250.00': 1 population patients, fewer than the 2")
     ):
         kmap.estimate_kmap(cohort, 100, "single_visit", 2, population_code_counts={"250.00": 1, "401.1": 9})
+    with pytest.raises(
+        kmap.SelectionError, match=re.escape("code '250.00' is held by 3 population patients but 2")
+    ):
+        kmap.estimate_kmap(
+            cohort, 100, "single_visit", 2, selected_by=("250",), population_code_counts={"250.00": 3}
+        )
+    told = kmap.estimate_kmap(
+        cohort, 100, "single_visit", 2, selected_by=("250",), population_code_counts={"250.00": 2, "401.1": 1}
+    )
+    assert told.p_below_k.tolist() == [0.0, 1.0]  # {250.00}: 2 holders, exact; {401.1}: 1 holder
     with pytest.raises(kmap.CodeCountsError, match="poisson or negative_binomial"):
         kmap.estimate_kmap(
             cohort,

@@ -400,6 +400,19 @@ class CodeCountsError(ValueError):
     the population)."""
 
 
+def _check_selection(cohort: Records, selected_by: Sequence[str], code_counts: Mapping[str, int]) -> None:
+    """The stated selection against the population's code counts: every population patient holding a
+    selection code is in the cohort, so a counted selection code's count is its cohort count."""
+    in_cohort = np.asarray(cohort.patient_item_sets.sum(axis=0)).ravel()
+    for j in np.flatnonzero(_selected_items(cohort.items, selected_by)).tolist():
+        item = str(cohort.items[j])
+        if item in code_counts and int(code_counts[item]) != int(in_cohort[j]):
+            raise SelectionError(
+                f"code {item!r} is held by {int(code_counts[item])} population patients but {int(in_cohort[j])} "
+                "cohort patients: the cohort does not hold every patient with it, as its selection states"
+            )
+
+
 @dataclass(frozen=True, eq=False)
 class SetBounds:
     """What the population's code counts (patients holding each code) tell of each known set S: `upper`,
@@ -533,6 +546,8 @@ def estimate_kmap(
     )
     bounds = None
     if population_code_counts is not None:
+        if selected_by is not None:
+            _check_selection(cohort, selected_by, population_code_counts)
         bounds = set_bounds(cohort, sets, population_code_counts)
         known = bounds.single & ~exact  # F is the code's population count
         p1[known], pk[known], mean[known] = (
