@@ -10,6 +10,7 @@ count, and the cohort-only share is an upper bound on the population share."""
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections import Counter
 
@@ -322,3 +323,40 @@ def test_risk_page_takes_the_selection_and_shows_the_bound_and_the_spread() -> N
     assert not at.exception
     assert any("no cohort code starts with" in e.value and "\\*bold\\*" in e.value for e in at.error)
     assert "Why a record is at risk, and what would fix it" in [h.value for h in at.header]
+
+
+@given(
+    c=st.integers(1, 6),
+    f=st.floats(0.01, 0.99),
+    k=st.integers(1, 8),
+    extra=st.integers(0, 12),
+    model=st.sampled_from(["poisson", "negative_binomial"]),
+)
+@SETTINGS
+def test_bounded_probabilities_are_the_model_conditioned_on_the_bound(c, f, k, extra, model) -> None:
+    """P(F < k | F <= U) and P(F = 1 | F <= U), summed term by term from the model's pmf of F - c."""
+    prior = kmap.GammaPrior(shape=0.7, rate=0.05)
+    upper = c + extra
+    if model == "poisson":
+        lam = c * (1 - f) / f
+
+        def pmf(u: int) -> float:
+            return math.exp(-lam + u * math.log(lam) - math.lgamma(u + 1)) if lam > 0 else float(u == 0)
+    else:
+        r, q = prior.shape + c - 1, (prior.rate + f) / (prior.rate + 1)
+
+        def pmf(u: int) -> float:
+            return (
+                math.exp(math.lgamma(r + u) - math.lgamma(r) - math.lgamma(u + 1) + r * math.log(q))
+                * (1 - q) ** u
+            )
+
+    z = math.fsum(pmf(u) for u in range(extra + 1))
+    p1, pk, mean = kmap.bounded_probabilities(
+        np.array([c]), np.array([f]), k, model, prior, np.array([float(upper)])
+    )
+    assert pk[0] == pytest.approx(
+        min(1.0, math.fsum(pmf(u) for u in range(extra + 1) if c + u < k) / z), abs=1e-9
+    )
+    assert p1[0] == pytest.approx(min(1.0, pmf(0) / z) if c == 1 else 0.0, abs=1e-9)
+    assert c <= mean[0] <= upper
