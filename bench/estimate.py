@@ -12,6 +12,14 @@ the cohort and the population size only (every model x combination of a record's
 interval and its error (estimate - exact, in points). Then the error table: mean absolute error in
 points per model over the random cohorts against the same over the shipped, non-random cohorts.
 Times are wall seconds of one call.
+
+Then (issue #36, finding 4) the cohorts as selected: random cohorts and the eight disease cohorts (every
+population patient with a code starting with 250, 401, 427, 714, 340, 555, 296 or 493). For each, the
+default model (negative binomial, sets independent) told nothing (a random sample assumed), told the
+selection codes (`--selected-by`), and told them with the population's code counts (`--population-code-counts`,
+here counted from the sample's population), beside the model-free cohort-only upper bound; the error
+table (points, estimate - exact, single visit and all visits) and how often the spread under the model
+holds the exact share. `--selection-only` skips the per-model comparison above.
 """
 
 from __future__ import annotations
@@ -44,6 +52,7 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=5)
     ap.add_argument("--fractions", default="0.01,0.03,0.09,0.35")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--selection-only", action="store_true", help="only the cohorts-as-selected table")
     args = ap.parse_args()
     k = args.k
     data = load_sample()
@@ -60,6 +69,90 @@ def main() -> None:
     for f in (float(x) for x in args.fractions.split(",")):
         ids = rng.choice(population.patient_ids, round(f * N), replace=False)
         cohorts.append((f"random f={f:g}", True, population.subset(ids)))
+    if not args.selection_only:
+        compare_models(cohorts, population, k)
+    selection_table(population, k, [(name, cohort) for name, is_random, cohort in cohorts if is_random])
+
+
+DISEASES = ("250", "401", "427", "714", "340", "555", "296", "493")
+
+
+def disease_cohort(population: Records, prefix: str) -> Records:
+    """Every population patient holding a code that starts with `prefix`."""
+    held = np.flatnonzero(np.char.startswith(population.items.astype(str), prefix))
+    has = np.asarray(population.patient_item_sets.tocsc()[:, held].sum(axis=1)).ravel() > 0
+    return population.take(np.flatnonzero(has))
+
+
+def selection_table(population: Records, k: int, randoms: list[tuple[str, Records]]) -> None:
+    """Errors of the estimate told how the cohort was selected (module docstring, second part)."""
+    N = population.n_patients
+    held = np.asarray(population.patient_item_sets.sum(axis=0)).ravel()
+    code_counts = dict(zip(population.items.astype(str).tolist(), held.tolist(), strict=True))
+    cases: list[tuple[str, Records, tuple[str, ...] | None]] = [(name, c, None) for name, c in randoms]
+    cases += [(f"disease {code}", disease_cohort(population, code), (code,)) for code in DISEASES]
+    variants = (
+        ("random assumed", {}),
+        ("selection told", {"selected": True}),
+        ("+ code counts", {"counts": True}),
+    )
+    print(
+        f"\n== cohorts as selected (k = {k}; negative binomial, sets independent); points, estimate - exact"
+    )
+    head = "| cohort | n | knowledge | exact below k | cohort-only bound | " + " | ".join(
+        f"{v}: below k (unique)" for v, _ in variants
+    )
+    print(head + " |")
+    print("|---" * (5 + len(variants)) + "|")
+    covered: dict[tuple[str, bool], list[bool]] = defaultdict(list)
+    worst: dict[tuple[str, str, bool], float] = defaultdict(float)
+    for name, cohort, selected in cases:
+        for knowledge in KNOWLEDGES:
+            exact = risk.original_distinguishability(cohort, Adversary("population", knowledge), population)
+            ex_k, ex_u = float(np.mean(exact < k)), float(np.mean(exact <= 1))
+            cells = []
+            bound = 0.0
+            for label, how in variants:
+                t0 = time.perf_counter()
+                est = kmap.estimate_kmap(
+                    cohort,
+                    N,
+                    knowledge,
+                    k,
+                    selected_by=selected if how else None,
+                    population_code_counts=code_counts if how.get("counts") else None,
+                )
+                dt = time.perf_counter() - t0
+                b, u = est.share_below_k, est.share_unique
+                eb, eu = 100 * (b.estimate - ex_k), 100 * (u.estimate - ex_u)
+                bound = est.cohort_only.share_below_k
+                cells.append(f"{eb:+.1f} ({eu:+.1f}) {dt:.2f} s")
+                is_random = selected is None
+                covered[(label, is_random)].append(b.low <= ex_k <= b.high)
+                key = (label, knowledge, is_random)
+                worst[key] = max(worst[key], abs(eb), abs(eu))
+            print(
+                f"| {name} | {cohort.n_patients:,} | {knowledge.replace('_', ' ')} | {pct(ex_k)} % | "
+                f"{pct(bound)} % | " + " | ".join(cells) + " |"
+            )
+    print(
+        "\n== worst absolute error, points (below k or unique), and how often the 95 % spread holds the exact"
+    )
+    print("| estimate | cohorts | single visit | all visits | spread holds the exact |")
+    print("|---|---|---|---|---|")
+    for label, _ in variants:
+        for is_random in (True, False):
+            hold = covered[(label, is_random)]
+            print(
+                f"| {label} | {'random' if is_random else 'disease'} | "
+                f"{worst[(label, 'single_visit', is_random)]:.1f} | {worst[(label, 'all_visits', is_random)]:.1f} | "
+                f"{sum(hold)} of {len(hold)} |"
+            )
+
+
+def compare_models(cohorts: list[tuple[str, bool, Records]], population: Records, k: int) -> None:
+    """Every model x combination on the shipped groups and the random cohorts (module docstring)."""
+    N = population.n_patients
     combos = [(m, c) for m in kmap.MODELS for c in kmap.COMBINES]
     errors: dict[tuple[bool, str, str, str], list[float]] = defaultdict(list)
     for name, is_random, cohort in cohorts:

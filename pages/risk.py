@@ -16,6 +16,7 @@ from engine.adversary import ALL_ADVERSARIES
 from engine.estimate import explain, kmap
 from engine.records import Records
 from engine.report.glossary import help_for
+from engine.report.markdown import escape
 from engine.vocab import describe
 from ui import (
     cache,
@@ -77,11 +78,13 @@ def _explanations(cohort: Records, population: Records, scope: str, knowledge: s
     return _memo("explanations", 4, cohort, population, compute, scope, knowledge, k, row)
 
 
-def _estimate(cohort: Records, size: int, knowledge: str, k: int) -> kmap.KMapEstimate:
+def _estimate(
+    cohort: Records, size: int, knowledge: str, k: int, selected_by: tuple[str, ...] | None
+) -> kmap.KMapEstimate:
     def compute() -> kmap.KMapEstimate:
-        return kmap.estimate_kmap(cohort, size, knowledge, k)  # type: ignore[arg-type]
+        return kmap.estimate_kmap(cohort, size, knowledge, k, selected_by=selected_by)  # type: ignore[arg-type]
 
-    return _memo("estimates", 8, cohort, None, compute, size, knowledge, k)
+    return _memo("estimates", 8, cohort, None, compute, size, knowledge, k, selected_by)
 
 
 def _summary_table(curves: dict[str, np.ndarray], k: int) -> pd.DataFrame:
@@ -287,17 +290,33 @@ if cohort_is_population(ctx.cohort, ctx.population):
             help=help_for("kmap_estimate"),
         )
     )
-    with st.spinner("Estimating population risk from the cohort alone..."):
-        est = _estimate(ctx.cohort, size, adv.knowledge, k)
-    e1, e2 = st.columns(2)
-    for col, name, share in (
-        (e1, "Estimated share unique", est.share_unique),
-        (e2, f"Estimated share below k = {k}", est.share_below_k),
-    ):
-        col.metric(name, f"{share.estimate:.1%}", help=help_for("kmap_estimate"))
-        col.caption(
-            f"{share.confidence:.0%} interval {share.low:.1%} to {share.high:.1%} (model: {est.model})."
-        )
+    typed = st.text_input(
+        "How the cohort was selected: the codes that define it (comma-separated prefixes; empty: a random sample)",
+        key="risk_selected_by",
+        help="E.g. 250,401: every patient of the population with a code starting with 250 or 401 is in the "
+        "cohort. Known sets holding such a code are then counted exactly.",
+    )
+    selected_by = tuple(c.strip() for c in typed.split(",") if c.strip()) or None
+    est: kmap.KMapEstimate | None = None
+    try:
+        with st.spinner("Estimating population risk from the cohort alone..."):
+            est = _estimate(ctx.cohort, size, adv.knowledge, k, selected_by)
+    except kmap.SelectionError as exc:
+        st.error(f"Selection codes: {escape(exc)}")
+    if est is not None and selected_by is not None:
+        st.info(f"{est.warning} Known sets counted exactly: {est.exact_sets:,} of {est.n_sets:,}.")
+    if est is not None:
+        e1, e2 = st.columns(2)
+        for col, name, share, bound in (
+            (e1, "Estimated share unique", est.share_unique, est.cohort_only.share_unique),
+            (e2, f"Estimated share below k = {k}", est.share_below_k, est.cohort_only.share_below_k),
+        ):
+            col.metric(name, f"{share.estimate:.1%}", help=help_for("kmap_estimate"))
+            col.caption(
+                f"Spread under the model ({share.confidence:.0%}): {share.low:.1%} to {share.high:.1%}, not "
+                f"a measured error (model: {est.model}). At most {bound:.1%}: the cohort alone, an upper "
+                "bound whatever the selection."
+            )
 
 st.header("Why a record is at risk, and what would fix it")
 below = np.flatnonzero(dis < k)

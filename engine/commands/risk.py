@@ -22,8 +22,14 @@ Every run also prints the maximum risk (1 / the smallest distinguishability), th
 k-map without the population (issue 27): `--scope population --population-size N` with no population at
 hand (EVENTS need hold only the cohort's events) estimates the share of cohort records unique and below
 k in a population of N patients from the cohort alone (`engine.estimate.kmap`, `--model`), with their 95 %
-intervals, headed by its warning: the estimate assumes the cohort is a simple random sample of the
-population and underestimates the risk of a cohort selected by its codes. `--out` then holds each
+spread under the model (not a measured error) and the model-free upper bound of the cohort alone,
+headed by its warning. `--selected-by random` (or none) assumes the cohort is a simple random sample of
+the population, which underestimates the risk of a cohort selected by its codes; `--selected-by 250,401`
+states that every population patient with a code starting with 250 or 401 is in the cohort: known sets
+holding such a code are then counted exactly, the rest estimated (issue #36, finding 4).
+`--population-code-counts FILE` (CSV code,count: the population's patients holding each code, aggregate
+counts far easier to obtain than patient data) makes sets of one code exact, bounds every set by its
+rarest code's count and estimates it at that code's share in the cohort. `--out` then holds each
 record's estimate (patient_id, cohort distinguishability, expected population distinguishability,
 probability unique, probability below k). `--report R.json` writes the figures printed as JSON.
 
@@ -150,6 +156,18 @@ def register(sub) -> None:
         "a population of N patients (assumes the cohort is a simple random sample of it)",
     )
     p.add_argument(
+        "--selected-by",
+        help="with --population-size: how the cohort was selected, 'random' (a simple random sample) or "
+        "comma-separated code prefixes (e.g. 250,401: every population patient with a code starting with "
+        "one is in the cohort); known sets holding such a code are then counted exactly",
+    )
+    p.add_argument(
+        "--population-code-counts",
+        help="with --population-size: CSV code,count of the population's patients holding each code "
+        "(aggregate counts; codes left out bound nothing): sets of one code are then exact, every set "
+        "bounded by its rarest code's count",
+    )
+    p.add_argument(
         "--model",
         choices=MODELS,
         default="negative_binomial",
@@ -167,7 +185,8 @@ def register(sub) -> None:
     p.set_defaults(
         func=run,
         **path_roles(
-            ("--events", "--population", "--cohort", "--shards"), ("--out", "--report", "--explain")
+            ("--events", "--population", "--cohort", "--shards", "--population-code-counts"),
+            ("--out", "--report", "--explain"),
         ),
     )
 
@@ -201,33 +220,109 @@ def _measures_lines(dis, k: int) -> dict[str, Any]:
     return m.as_dict()
 
 
+def _selection(value: str | None) -> tuple[str, ...] | None:
+    """`--selected-by`: None for 'random' (or not given), else the code prefixes."""
+    if value is None or value.strip().lower() == "random":
+        return None
+    codes = tuple(c.strip() for c in value.split(","))
+    if not all(codes):
+        raise UserError(
+            f"--selected-by: an empty code in {value!r} (give codes separated by commas, or random)"
+        )
+    return codes
+
+
+def _code_counts(path: str | None) -> dict[str, int] | None:
+    """`--population-code-counts`: a CSV (or Parquet) of code,count, read and checked by the loaders'
+    reader; errors name the file, row and column."""
+    if path is None:
+        return None
+    from engine.io.loaders import as_source, read_table
+    from engine.io.validation import ValidationReport
+
+    report = ValidationReport()
+    src = as_source(path)
+    got = read_table(src, report)
+    report.raise_if_errors()
+    if got is None:
+        raise UserError(f"--population-code-counts: {src.name}: nothing read")
+    frame, check = got
+    frame.columns = [str(c).strip().lower() for c in frame.columns]
+    missing = [c for c in ("code", "count") if c not in frame.columns]
+    if missing:
+        raise UserError(
+            f"--population-code-counts: {src.name}: no column {missing[0]!r} (columns code,count)"
+        )
+    out: dict[str, int] = {}
+    for row, code, count in zip(check.rownum.tolist(), frame["code"], frame["count"], strict=True):
+        where = f"--population-code-counts: {src.name}, row {row}"
+        text = "" if pd.isna(code) else str(code).strip()
+        if not text:
+            raise UserError(f"{where}, column 'code': empty")
+        number = "" if pd.isna(count) else str(count).strip()
+        if not number.isdigit():
+            raise UserError(f"{where}, column 'count': {number!r} is not a whole number of patients")
+        if text in out:
+            raise UserError(f"{where}, column 'code': {text!r} is listed twice")
+        out[text] = int(number)
+    return out
+
+
 def _estimate(args: argparse.Namespace, cohort: Records) -> int:
     """k-map without the population (`engine.estimate.kmap`): printed, and written to --out / --report."""
-    from engine.estimate.kmap import estimate_kmap
+    from engine.estimate.kmap import CodeCountsError, SelectionError, estimate_kmap
 
+    selected_by = _selection(args.selected_by)
+    code_counts = _code_counts(args.population_code_counts)
     try:
         est = estimate_kmap(
-            cohort, args.population_size, args.knowledge, args.k, model=args.model, matching=_matching(args)
+            cohort,
+            args.population_size,
+            args.knowledge,
+            args.k,
+            model=args.model,
+            matching=_matching(args),
+            selected_by=selected_by,
+            population_code_counts=code_counts,
         )
+    except SelectionError as exc:
+        raise UserError(f"--selected-by: {exc}") from None
+    except CodeCountsError as exc:
+        raise UserError(f"--population-code-counts: {exc}") from None
     except ValueError as exc:
         raise UserError(f"--population-size: {exc}") from None
     print(f"WARNING: {est.warning}")
+    how = (
+        "a simple random sample (assumed)" if selected_by is None else "selected by " + ", ".join(selected_by)
+    )
     print(
         f"k-map estimated without the population ({est.model}): cohort {est.cohort_size} patients of a "
-        f"population of {est.population_size} (sampling fraction {est.sampling_fraction:.4f}); "
+        f"population of {est.population_size} (sampling fraction {est.sampling_fraction:.4f}), {how}; "
         f"knowledge {args.knowledge.replace('_', ' ')}"
     )
-    shares = {}
-    for name, share in (("share unique", est.share_unique), (f"share below k = {args.k}", est.share_below_k)):
-        print(
-            f"estimated {name}: {share.estimate:.2%} "
-            f"({share.confidence:.0%} interval {share.low:.2%} to {share.high:.2%})"
+    if selected_by is not None or code_counts is not None:
+        why = " and ".join(
+            w
+            for w, on in (("holding a selection code", selected_by), ("by the code counts", code_counts))
+            if on is not None
         )
-        shares[name.split(" = ")[0]] = {
+        print(f"known sets counted exactly ({why}): {est.exact_sets} of {est.n_sets}")
+    shares: dict[str, Any] = {}
+    bound = {"share unique": est.cohort_only.share_unique, "share below k": est.cohort_only.share_below_k}
+    for name, share in (("share unique", est.share_unique), (f"share below k = {args.k}", est.share_below_k)):
+        key = name.split(" = ")[0]
+        print(
+            f"estimated {name}: {share.estimate:.2%} (spread under the model, {share.confidence:.0%}: "
+            f"{share.low:.2%} to {share.high:.2%}; not a measured error); at most {bound[key]:.2%} "
+            "(the cohort alone: an upper bound whatever the selection)"
+        )
+        shares[key] = {
             "estimate": share.estimate,
             "low": share.low,
             "high": share.high,
             "confidence": share.confidence,
+            "interval": "spread under the model",
+            "cohort-only upper bound": bound[key],
         }
     if args.out:
         write_table_csv(
@@ -255,6 +350,10 @@ def _estimate(args: argparse.Namespace, cohort: Records) -> int:
             "population size": est.population_size,
             "cohort size": est.cohort_size,
             "sampling fraction": est.sampling_fraction,
+            "selected by": list(selected_by) if selected_by is not None else "random sample (assumed)",
+            "population code counts": args.population_code_counts is not None,
+            "exact known sets": est.exact_sets,
+            "known sets": est.n_sets,
             **shares,
         },
     )
@@ -286,6 +385,11 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(
             "--population-size estimates without the population: give no --shards or --population"
         )
+    for option in ("--selected-by", "--population-code-counts"):
+        if getattr(args, option[2:].replace("-", "_")) is not None and not estimating:
+            raise UserError(
+                f"{option} is for the estimate without the population: it goes with --population-size"
+            )
     if estimating and args.explain:
         raise UserError("--explain needs the population's records: it cannot go with --population-size")
     if not estimating and not args.out:

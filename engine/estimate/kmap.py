@@ -1,17 +1,38 @@
 """k-map without the population: population risk estimated from the cohort and the sampling fraction.
 
-READ THIS FIRST: every figure here assumes that the cohort is a SIMPLE RANDOM SAMPLE of the population
-(each patient of the institution equally likely to be in it, independently of their codes). A disease
-cohort is the opposite: it is selected BY its codes (every member holds the phenotype's codes, and
-with them the comorbidities that go with the disease). Its code patterns are then much more frequent in
-the cohort than in the population, a pattern seen c times in the cohort is seen far fewer than c/f times
-in the population, and the estimate UNDERSTATES the risk. Measured on the shipped sample
-(bench/estimate.py, k = 5, default model): random cohorts at f = 0.01-0.35 are estimated within 0.0-6.1
-points (mean absolute error 2.7 points single visit, 0.7 all visits); the shipped phenotype cohort is
-underestimated by 9.8 points (share unique) and 14.8 points (share below k) under single-visit
-knowledge, and every shipped group is estimated too low. Use the estimate only when the population is
-not available, say that it is an estimate under this assumption, and prefer `risk.original_distinguishability` with the real population
-(scope population) whenever the population can be had.
+READ THIS FIRST: told nothing else, every figure here assumes that the cohort is a SIMPLE RANDOM SAMPLE of
+the population (each patient of the institution equally likely to be in it, independently of their
+codes). A disease cohort is the opposite: it is selected BY its codes (every member holds the phenotype's
+codes, and with them the comorbidities that go with the disease). Its code patterns are then much more
+frequent in the cohort than in the population, a pattern seen c times in the cohort is seen far fewer than
+c/f times in the population, and the estimate UNDERSTATES the risk: on the shipped sample's eight disease
+cohorts (every patient with a code of 250, 401, 427, 714, 340, 555, 296 or 493; bench/estimate.py, k = 5)
+the share below k is 10.4-22.1 points too low under single-visit knowledge, 5.7-11.8 under all visits.
+
+How the cohort was selected (issue #36, finding 4; `estimate_kmap(selected_by=...)`, `risk --selected-by`):
+the officer states the codes that define the cohort (prefixes: every population patient holding a code
+that starts with one is in the cohort). A known set holding such a code then has an EXACT population
+count: every candidate consistent with it holds the code, so is in the cohort, and F = c (`set_counts`).
+Under all-visits knowledge every member's one set holds a selection code: the figures are exact. The other
+sets (single-visit sets without a selection code) are estimated by the model below. Measured: the disease
+cohorts' share below k within 0.3-5.0 points single visit (6 of 8 within 3), 0.0 all visits.
+
+The population's code counts (`population_code_counts`, `risk --population-code-counts`: patients holding
+each code, aggregate counts far easier to obtain than patient data): a set of one code has that code's
+count exactly; every set is at most its rarest code's count U; a set is estimated at its own sampling
+fraction, the cohort's share of its rarest code's holders (a set whose rarest code's holders are all in
+the cohort is exact), conditioned on F <= U (`set_bounds`, `bounded_probabilities`; poisson and negative
+binomial models). A heuristic: the share of a set's holders in the cohort is taken as its rarest code's.
+Measured: disease cohorts within 0.7-3.5 points (share below k) single visit, 7 of 8 within 3.
+
+The cohort-only bound (`CohortOnly`, always printed): the shares with the cohort as the candidates. The
+cohort is part of the population, so c <= F for every set: a record unique (below k) in the population is
+so in the cohort, and the cohort-only shares are UPPER bounds on the population's, model-free and whatever
+the selection; every estimate here is at most that bound, record by record. It is exact for a cohort
+selected by its codes under all-visits knowledge.
+
+Prefer `risk.original_distinguishability` with the real population (scope population) whenever the
+population can be had.
 
 The sample count. For every known set S of a record (one per visit under single-visit knowledge, the
 whole record under all-visits knowledge), c_S is its number of consistent records IN THE COHORT: the
@@ -48,18 +69,22 @@ between the two, closer to the riskiest the more nested the sets). The record's 
 distinguishability (`expected_population`) is E[F] of its set with the fewest cohort records.
 
 The shares (unique, below k) are the means of the records' probabilities, with a normal interval of
-the Poisson-binomial sum (records taken as independent Bernoulli trials): it states the sampling
-spread under the model, NOT the error of the model, and says nothing of the random-sample assumption.
+the Poisson-binomial sum (records taken as independent Bernoulli trials): it is the SPREAD UNDER THE MODEL,
+NOT the error of the model, and is shown under that name. Its coverage, measured (bench/estimate.py): it
+holds the exact share in 4 of 8 random cohort x knowledge cases and in 0 of 16 disease ones told nothing;
+told the selection, in the 8 all-visits cases (exact: no spread) and 2 of 8 single-visit ones.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+import scipy.sparse as sp
 from scipy import optimize, stats
 from scipy.special import logsumexp
 
@@ -74,7 +99,16 @@ COMBINES: tuple[Combine, ...] = ("independent", "riskiest")
 
 RANDOM_SAMPLE_WARNING = (
     "Estimated, not measured: assumes the cohort is a simple random sample of the population. A cohort "
-    "selected by its codes (a disease cohort) is not, and its risk is then underestimated."
+    "selected by its codes (a disease cohort) is not, and its risk is then underestimated: state its "
+    "selection codes."
+)
+CODE_COUNTS_WARNING = (
+    "Partly estimated: sets of one code are counted from the population's code counts; every other set is "
+    "estimated at its rarest code's share in the cohort, at most that code's count."
+)
+SELECTED_WARNING = (
+    "Partly estimated: known sets holding a selection code are counted exactly (every patient with that "
+    "code is in the cohort, as stated); the other sets are estimated by a model of the population."
 )
 
 
@@ -95,7 +129,10 @@ class KMapEstimate:
     sample_distinguishability: per record, its cohort-scope distinguishability (min over its sets of c).
     expected_population: per record, E[F] of its set with the fewest cohort records.
     p_unique, p_below_k: per record, the probability that its population distinguishability is 1, < k.
-    prior: the fitted gamma prior (`negative_binomial` model, f < 1), else None."""
+    cohort_only: the model-free upper bound from the cohort alone (`CohortOnly`).
+    prior: the fitted gamma prior (`negative_binomial` model, f < 1, some set estimated), else None.
+    selected_by: the selection codes stated, or None (a random sample assumed); exact_sets of n_sets
+    distinct known sets have an exact population count; code_counts: the population's code counts used."""
 
     model: Model
     combine: Combine
@@ -110,7 +147,12 @@ class KMapEstimate:
     p_below_k: np.ndarray
     share_unique: Share
     share_below_k: Share
+    cohort_only: CohortOnly
     prior: GammaPrior | None = None
+    selected_by: tuple[str, ...] | None = None
+    exact_sets: int = 0
+    n_sets: int = 0
+    code_counts: bool = False
     warning: str = RANDOM_SAMPLE_WARNING
 
 
@@ -293,6 +335,172 @@ def combine_records(
     return out[0], out[1]
 
 
+class SelectionError(ValueError):
+    """The stated selection codes do not fit the cohort (a code no member holds, an empty code)."""
+
+
+def _selected_items(items: np.ndarray, selected_by: Sequence[str]) -> np.ndarray:
+    """Boolean mask over `items`: the item starts with one of the selection codes. Every code must start
+    some item of the cohort (a code no member holds is a typo, or not how the cohort was selected)."""
+    labels = np.asarray(items).astype(str)
+    mask = np.zeros(len(labels), dtype=bool)
+    for code in selected_by:
+        code = str(code).strip()
+        if not code:
+            raise SelectionError("a selection code is empty")
+        hit = np.char.startswith(labels, code)
+        if not hit.any():
+            raise SelectionError(
+                f"no cohort code starts with {code!r}: the cohort cannot hold every patient selected by it"
+            )
+        mask |= hit
+    return mask
+
+
+@dataclass(frozen=True, eq=False)
+class SetCounts:
+    """The distinct known sets of the cohort's records (`matrix` rows over the cohort's items, `owner[r]`
+    the record of row r), their cohort counts c, and which are `exact`: sets holding a selection code,
+    whose population count is c (every population patient holding that code is in the cohort, so every
+    candidate consistent with the set is)."""
+
+    matrix: sp.csr_matrix
+    owner: np.ndarray
+    counts: np.ndarray
+    exact: np.ndarray
+
+    def items_of(self, row: int, items: np.ndarray) -> list[str]:
+        """The items of set `row` (by name, `items` the cohort's vocabulary)."""
+        return [
+            str(items[j]) for j in self.matrix.indices[self.matrix.indptr[row] : self.matrix.indptr[row + 1]]
+        ]
+
+
+def set_counts(
+    cohort: Records,
+    knowledge: Knowledge,
+    matching: Matching = DEFAULT_MATCHING,
+    selected_by: Sequence[str] | None = None,
+) -> SetCounts:
+    """Every record's distinct known sets with their cohort counts (the risk kernel, cohort scope, full
+    counts) and, for a cohort selected by `selected_by` (code prefixes: every population patient holding a
+    code that starts with one is in the cohort), the sets whose count is exact (issue #36, finding 4)."""
+    sets = known_set_distinguishability(cohort, cohort, knowledge, dataclasses.replace(matching, cap=None))
+    keep = _distinct_rows(sets.owner, sets.matrix)
+    matrix = sets.matrix[np.flatnonzero(keep)]
+    exact = np.zeros(matrix.shape[0], dtype=bool)
+    if selected_by is not None:
+        selected = _selected_items(cohort.items, selected_by).astype(np.int32)
+        exact = (matrix @ selected) > 0
+    return SetCounts(matrix, sets.owner[keep], sets.values[keep], exact)
+
+
+class CodeCountsError(ValueError):
+    """The population's code counts contradict the cohort (a code held by more cohort patients than by
+    the population)."""
+
+
+def _check_selection(cohort: Records, selected_by: Sequence[str], code_counts: Mapping[str, int]) -> None:
+    """The stated selection against the population's code counts: every population patient holding a
+    selection code is in the cohort, so a counted selection code's count is its cohort count."""
+    in_cohort = np.asarray(cohort.patient_item_sets.sum(axis=0)).ravel()
+    for j in np.flatnonzero(_selected_items(cohort.items, selected_by)).tolist():
+        item = str(cohort.items[j])
+        if item in code_counts and int(code_counts[item]) != int(in_cohort[j]):
+            raise SelectionError(
+                f"code {item!r} is held by {int(code_counts[item])} population patients but {int(in_cohort[j])} "
+                "cohort patients: the cohort does not hold every patient with it, as its selection states"
+            )
+
+
+@dataclass(frozen=True, eq=False)
+class SetBounds:
+    """What the population's code counts (patients holding each code) tell of each known set S: `upper`,
+    the fewest population holders of one of its codes (F_S <= upper; inf when no code of S is counted),
+    and `fraction`, the cohort's share of the holders of that rarest code (the set's own sampling
+    fraction; NaN when none is counted). A set of one code (held once) has F_S = upper exactly."""
+
+    upper: np.ndarray
+    fraction: np.ndarray
+    single: np.ndarray
+
+
+def set_bounds(cohort: Records, sets: SetCounts, code_counts: Mapping[str, int]) -> SetBounds:
+    """`SetBounds` of every known set from the population's code counts (codes not in `code_counts` are
+    not counted, e.g. suppressed small cells: they bound nothing)."""
+    in_cohort = np.asarray(cohort.patient_item_sets.sum(axis=0)).ravel().astype(np.float64)
+    pop = np.full(cohort.n_items, np.inf)
+    for j, item in enumerate(cohort.items.astype(str).tolist()):
+        if item in code_counts:
+            pop[j] = float(code_counts[item])
+            if pop[j] < in_cohort[j]:
+                raise CodeCountsError(
+                    f"code {item!r}: {int(pop[j])} population patients, fewer than the {int(in_cohort[j])} "
+                    "cohort patients holding it (the cohort is part of the population)"
+                )
+    m = sets.matrix
+    lens = np.diff(m.indptr)
+    upper = np.full(len(lens), np.inf)
+    fraction = np.full(len(lens), np.nan)
+    rarest = np.full(len(lens), -1, dtype=np.int64)
+    nonempty = np.flatnonzero(lens > 0)
+    if len(nonempty):
+        # per set, its rarest counted code: the first cell of its block once sorted by (set, count)
+        order = np.lexsort((pop[m.indices], np.repeat(np.arange(len(lens)), lens)))
+        rarest[nonempty] = m.indices[order[m.indptr[nonempty]]]
+        upper[nonempty] = pop[rarest[nonempty]]
+    counted = np.isfinite(upper)
+    fraction[counted] = in_cohort[rarest[counted]] / upper[counted]
+    once = np.zeros(len(lens), dtype=bool)
+    once[nonempty] = m.data[m.indptr[nonempty]] == 1  # a set of one code known held once (not repeats)
+    single = (lens == 1) & counted & once
+    return SetBounds(upper, fraction, single)
+
+
+def bounded_probabilities(
+    counts: np.ndarray,
+    f: np.ndarray,
+    k: int,
+    model: Model,
+    prior: GammaPrior | None,
+    upper: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """P(F = 1), P(F < k), E[F] of sets seen c times, each with its own sampling fraction f (< 1), under
+    the `poisson` or `negative_binomial` model (`set_probabilities`) conditioned on F <= upper."""
+    c = np.asarray(counts, dtype=np.float64)
+    room = np.where(np.isfinite(upper), upper - c, np.inf)
+    below = np.minimum(k - 1 - c, room)
+    if model == "poisson":
+        dist = stats.poisson(c * (1.0 - f) / f)
+        mean = c / f
+    elif model == "negative_binomial":
+        if prior is None:
+            raise ValueError("the negative binomial model needs its prior")
+        n_succ = prior.shape + c - 1.0
+        dist = stats.nbinom(n_succ, (prior.rate + f) / (prior.rate + 1.0))
+        mean = c + n_succ * (1.0 - f) / (prior.rate + f)
+    else:
+        raise ValueError(
+            f"the population's code counts need the poisson or negative_binomial model, not {model!r}"
+        )
+    z = np.where(np.isfinite(room), dist.cdf(np.where(np.isfinite(room), room, 0.0)), 1.0)
+    pk = np.where(c < k, dist.cdf(np.maximum(below, 0.0)) / z, 0.0)
+    p1 = np.where(c == 1, dist.pmf(0) / z, 0.0)
+    return np.clip(p1, 0.0, 1.0), np.clip(pk, 0.0, 1.0), np.minimum(mean, upper)
+
+
+@dataclass(frozen=True)
+class CohortOnly:
+    """The model-free bound from the cohort alone: the shares unique and below k with the cohort as the
+    candidates. The cohort is part of the population, so a set's cohort count c is at most its population
+    count F: a record unique (below k) in the population is so in the cohort, and these shares are UPPER
+    bounds on the population's, whatever the selection. Exact when every set is exact (a cohort selected
+    by its codes, all-visits knowledge)."""
+
+    share_unique: float
+    share_below_k: float
+
+
 def estimate_kmap(
     cohort: Records,
     population_size: int,
@@ -303,34 +511,72 @@ def estimate_kmap(
     combine: Combine = "independent",
     matching: Matching = DEFAULT_MATCHING,
     confidence: float = 0.95,
+    selected_by: Sequence[str] | None = None,
+    population_code_counts: Mapping[str, int] | None = None,
 ) -> KMapEstimate:
     """Estimate each cohort record's population distinguishability, and the probability that it is 1 and
     below k, from the cohort alone and the stated population size (k-map without the population).
 
-    ASSUMES THE COHORT IS A SIMPLE RANDOM SAMPLE OF THE POPULATION (module docstring): for a cohort
-    selected by its codes the risk is underestimated. `matching` as for the kernel (its `cap` is not
-    used: the expected population counts need full cohort counts). Defaults: the negative binomial model
-    (its prior fitted to all the records' sets), sets combined as independent: on the shipped sample's
-    random cohorts the closest to the exact figures, and above them rather than below
-    (bench/estimate.py)."""
+    `selected_by` None: ASSUMES THE COHORT IS A SIMPLE RANDOM SAMPLE OF THE POPULATION (module docstring):
+    for a cohort selected by its codes the risk is underestimated. `selected_by` (code prefixes): the
+    cohort holds every population patient with a code starting with one of them; a known set holding such
+    a code then has its population count exactly (its cohort count, `set_counts`), the other sets are
+    estimated by the model, its prior fitted to all sets (issue #36, finding 4). `population_code_counts`
+    (code -> population patients holding it, aggregate counts): a set of one code has that count exactly,
+    a set whose rarest code's holders are all in the cohort has its cohort count exactly, and any other
+    set is estimated at its own sampling fraction (the cohort's share of its rarest code's holders) with
+    F at most that code's count (`set_bounds`, `bounded_probabilities`). `matching` as for the kernel (its `cap` is not used:
+    the expected population counts need full cohort counts). Defaults: the negative binomial model, sets combined as independent (bench/estimate.py)."""
     if isinstance(k, bool) or int(k) != k or k < 1:
         raise ValueError(f"k must be a positive whole number, not {k!r}")
     if model not in MODELS:
         raise ValueError(f"model must be one of {MODELS}, not {model!r}")
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), not {confidence!r}")
+    if population_code_counts is not None and model == "zero_truncated_poisson":
+        raise CodeCountsError("the population's code counts need the poisson or negative_binomial model")
     n = cohort.n_patients
     f = sampling_fraction(n, population_size)
-    sets = known_set_distinguishability(cohort, cohort, knowledge, dataclasses.replace(matching, cap=None))
-    keep = _distinct_rows(sets.owner, sets.matrix)
-    owner, counts = sets.owner[keep], sets.values[keep]
-    prior = fit_prior(counts, f) if model == "negative_binomial" and f < 1.0 and len(counts) else None
-    p1, pk, mean = set_probabilities(counts, f, int(k), model, upper=int(population_size) - n, prior=prior)
+    sets = set_counts(cohort, knowledge, matching, selected_by)
+    owner, counts, exact = sets.owner, sets.counts, sets.exact
+    p1, pk, mean = (
+        (counts == 1).astype(np.float64),
+        (counts < k).astype(np.float64),
+        counts.astype(np.float64),
+    )
+    bounds = None
+    if population_code_counts is not None:
+        if selected_by is not None:
+            _check_selection(cohort, selected_by, population_code_counts)
+        bounds = set_bounds(cohort, sets, population_code_counts)
+        known = bounds.single & ~exact  # F is the code's population count
+        p1[known], pk[known], mean[known] = (
+            bounds.upper[known] == 1,
+            bounds.upper[known] < k,
+            bounds.upper[known],
+        )
+        exact = exact | known | (bounds.fraction >= 1.0)  # every holder of its rarest code is in the cohort
+    guessed = ~exact
+    # the prior is fitted to every set (exact ones too: how rare combinations are); on the sample's disease
+    # cohorts 0.1-1.2 points closer than fitted to the estimated sets alone (bench/estimate.py)
+    prior = fit_prior(counts, f) if model == "negative_binomial" and f < 1.0 and guessed.any() else None
+    own = guessed & np.isfinite(bounds.upper) if bounds is not None and f < 1.0 else np.zeros_like(guessed)
+    if own.any():
+        assert bounds is not None
+        p1[own], pk[own], mean[own] = bounded_probabilities(
+            counts[own], bounds.fraction[own], int(k), model, prior, bounds.upper[own]
+        )
+        guessed &= ~own
+    if guessed.any():
+        p1[guessed], pk[guessed], mean[guessed] = set_probabilities(
+            counts[guessed], f, int(k), model, upper=int(population_size) - n, prior=prior
+        )
     # a record with no known set is consistent with the whole population
     p_unique, p_below = combine_records(
         owner, p1, pk, n, combine, float(population_size <= 1), float(population_size < k)
     )
-    sample = sets.per_record()
+    sample = np.full(n, n, dtype=np.int64)
+    np.minimum.at(sample, owner, counts)
     expected = np.full(n, float(population_size))
     if len(owner):
         order = np.lexsort((counts, owner))  # per record, its set with the fewest cohort records first
@@ -351,5 +597,15 @@ def estimate_kmap(
         p_below_k=p_below,
         share_unique=_share(p_unique, confidence),
         share_below_k=_share(p_below, confidence),
+        cohort_only=CohortOnly(float(np.mean(sample <= 1)), float(np.mean(sample < k))),
         prior=prior,
+        selected_by=tuple(str(c).strip() for c in selected_by) if selected_by is not None else None,
+        exact_sets=int(exact.sum()),
+        code_counts=population_code_counts is not None,
+        n_sets=len(counts),
+        warning=SELECTED_WARNING
+        if selected_by is not None
+        else CODE_COUNTS_WARNING
+        if population_code_counts is not None
+        else RANDOM_SAMPLE_WARNING,
     )

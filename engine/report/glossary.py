@@ -454,8 +454,9 @@ _TERMS: tuple[Term, ...] = (
         "kmap_estimate",
         "k-map estimate",
         "The share of records unique, or below k, in the population, estimated from the cohort and the "
-        "population's size alone; it assumes the cohort is a random sample and underestimates the risk of "
-        "a cohort selected by its codes.",
+        "population's size alone; told nothing else it assumes the cohort is a random sample and "
+        "underestimates the risk of a cohort selected by its codes, which stating the selection codes "
+        "corrects. The share in the cohort alone is an upper bound.",
         PROJECT,
         "after Benedetti and Franconi 1998; El Emam and Dankar 2008",
         "2% of cohort records estimated unique in a population of 30,000.",
