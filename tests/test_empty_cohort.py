@@ -37,6 +37,15 @@ def _snomed_only_omop(folder: Path) -> Path:
     return folder
 
 
+def _loinc_only_i2b2(folder: Path) -> Path:
+    """The i2b2 fixture with every fact a lab (LOINC): no diagnosis code."""
+    shutil.copytree(DATA / "i2b2", folder)
+    facts = pd.read_csv(folder / "observation_fact.csv", dtype=str, keep_default_na=False)
+    facts["concept_cd"] = "LOINC:4548-4"
+    facts.to_csv(folder / "observation_fact.csv", index=False)
+    return folder
+
+
 def _labs_only_meds(root: Path) -> Path:
     """The MEDS fixture with lab results and births only: no diagnosis code."""
     build_meds(root)
@@ -64,6 +73,7 @@ def sources(tmp_path_factory) -> dict[str, tuple[list[str], Path]]:
     omop = _snomed_only_omop(tmp / "omop")
     duck = build_duckdb(tmp / "cdm.duckdb", source=omop)
     meds = _labs_only_meds(tmp / "meds")
+    i2b2 = _loinc_only_i2b2(tmp / "i2b2")
     return {
         # every code unknown to ICD-9-CM, dropped by --drop-unknown
         "csv": (["--events", str(tmp / "unknown.csv"), "--drop-unknown"], tmp / "p_ids.csv"),
@@ -71,6 +81,7 @@ def sources(tmp_path_factory) -> dict[str, tuple[list[str], Path]]:
         "omop-files": (["--events", str(omop), "--source", "omop"], tmp / "person_ids.csv"),
         "omop-duckdb": (["--events", str(duck), "--source", "omop"], tmp / "person_ids.csv"),
         "meds": (["--events", str(meds), "--source", "meds"], tmp / "person_ids.csv"),
+        "i2b2": (["--events", str(i2b2), "--source", "i2b2"], tmp / "person_ids.csv"),
         # good events; the cohort list names nobody of them
         "cohort-list": (["--events", str(DATA / "events_good.csv")], tmp / "nobody.csv"),
     }
@@ -144,7 +155,9 @@ def study(tmp_path_factory) -> Path:
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-@pytest.mark.parametrize("source", ["csv", "parquet", "omop-files", "omop-duckdb", "meds", "cohort-list"])
+@pytest.mark.parametrize(
+    "source", ["csv", "parquet", "omop-files", "omop-duckdb", "meds", "i2b2", "cohort-list"]
+)
 def test_an_empty_cohort_is_refused_by_name(sources, study, source, command, tmp_path, capsys) -> None:
     """Exit 2 with one line naming the empty group; no output file written (no verdict at all)."""
     events, cohort = sources[source]
@@ -218,3 +231,17 @@ def test_the_apps_import_refuses_a_source_of_no_patient(tmp_path, monkeypatch) -
     assert "the population and the cohort hold no patient" in errors[0].message
     shown = " ".join(e.value for e in at.sidebar.error).replace("\\", "")
     assert "hold no patient" in shown, shown
+
+
+def test_an_upload_of_no_patient_is_refused(tmp_path) -> None:
+    """The app's "Upload files" (and a study package's files, `study run STUDY.zip`) read through
+    `load_dataset`: events whose every row was dropped gave a dataset of 0 patients."""
+    from engine.io.errors import DataError
+    from engine.io.loaders import load_uploaded
+
+    events = b"patient_id,visit,code\nP1,1,999.99\nP2,1,999.99\n"
+    with pytest.raises(DataError) as refused:
+        load_uploaded(("events.csv", events), unknown_codes="drop")
+    errors = refused.value.report.errors
+    assert [(e.kind, e.file) for e in errors] == [("empty_group", "events.csv")], errors
+    assert "the population holds no patient" in errors[0].message
