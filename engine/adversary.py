@@ -15,13 +15,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from engine.io.errors import UserError
+
 Scope = Literal["cohort", "population"]
 Knowledge = Literal["single_visit", "all_visits"]
 SCOPES: tuple[Scope, ...] = ("cohort", "population")
 KNOWLEDGES: tuple[Knowledge, ...] = ("single_visit", "all_visits")
-# The largest k anywhere (a study file, the CLI): a group of a million records is beyond any cohort, and
-# larger values overflow the compiled kernels' integers (issue 40: --k 99999999999999999999 crashed).
+# The largest k anywhere (the CLI, a study file, the app's sidebar): a group of a million records is
+# beyond any cohort, and larger values overflow the compiled kernels' integers (issue 40: --k
+# 99999999999999999999 crashed). One bound for every layer (issue 38): a study made with --k 150
+# reopened with k = 2 when the sidebar stopped at 100.
 MAX_K = 1_000_000
+MIN_RELEASE_K = 2  # a release, a study and the app's k: k = 1 protects nobody (`risk --k` takes 1)
+
+
+def check_k(k: object, *, least: int = MIN_RELEASE_K) -> int:
+    """`k` when it is a whole number from `least` to MAX_K, else a UserError naming it: a k that a
+    layer cannot hold is refused, never changed (issue 38, finding 1)."""
+    if isinstance(k, bool) or not isinstance(k, int) or not least <= k <= MAX_K:
+        raise UserError(f"k must be a whole number from {least} to {MAX_K:,}, not k = {k!r}")
+    return k
 
 
 def k_argument(text: str) -> int:
@@ -32,9 +45,10 @@ def k_argument(text: str) -> int:
         k = int(text.strip())
     except ValueError:
         raise argparse.ArgumentTypeError(f"k must be a whole number, not {text!r}") from None
-    if not 1 <= k <= MAX_K:
-        raise argparse.ArgumentTypeError(f"k must be a whole number from 1 to {MAX_K:,}, not {text}")
-    return k
+    try:
+        return check_k(k, least=1)
+    except UserError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 _DESCRIPTIONS: dict[tuple[str, str], str] = {

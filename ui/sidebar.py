@@ -23,7 +23,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from engine.adversary import KNOWLEDGES, SCOPES, Adversary
+from engine.adversary import KNOWLEDGES, MAX_K, MIN_RELEASE_K, SCOPES, Adversary, check_k
 from engine.dataset import Dataset
 from engine.io.loaders import DataError, Loaded, load_sample_checked, load_uploaded, warm_sample_labs
 from engine.io.validation import Finding, ValidationReport
@@ -43,7 +43,8 @@ UPLOAD_ROLES: tuple[tuple[str, str], ...] = (
     ("labs", "Lab orders (patient_id, day, lab, optional)"),
 )
 UPLOAD_TYPES = ["csv", "tsv", "txt", "parquet", "pq"]
-K_MIN, K_MAX, K_DEFAULT = 2, 100, 5
+# the k input holds every k of a study file or the command line (issue 38: one range, engine.adversary)
+K_MIN, K_MAX, K_DEFAULT = MIN_RELEASE_K, MAX_K, 5
 
 # session-state key -> default; all survive page switches (see module docstring)
 KEYS: dict[str, Any] = {
@@ -117,15 +118,16 @@ def apply_reopened() -> None:
     wanted = take_reopened_attacker()
     if wanted is not None:
         scope, knowledge, k = wanted
-        st.session_state.update(adversary_scope=scope, adversary_knowledge=knowledge, k=int(k))
+        k = check_k(k)  # a study file's k is in range (engine.study.study): never reset by the input
+        st.session_state.update(adversary_scope=scope, adversary_knowledge=knowledge, k=k)
         st.session_state[_REOPENED_NOTE] = wanted
 
 
 def hand_over_k(k: int) -> None:
     """Set the sidebar's k (issue 27: a release context chosen on the Report page sets its precedent's
     k). Called from a widget callback, so the value is in place before the k input draws on the next
-    run; clamped to the input's range."""
-    st.session_state["k"] = max(K_MIN, min(K_MAX, int(k)))
+    run. A k outside the input's range is a UserError naming it, never clamped (issue 38)."""
+    st.session_state["k"] = check_k(int(k))
 
 
 def _reopened_note(sb: Any) -> None:

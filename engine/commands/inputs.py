@@ -26,8 +26,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from engine.io.loaders import Action, Loaded, load_events, load_genotypes, load_ids, load_labs
+from engine.io.loaders import (
+    Action,
+    Loaded,
+    load_events,
+    load_genotypes,
+    load_ids,
+    load_labs,
+    require_patients,
+)
 from engine.io.progress import Progress
+from engine.io.redact import redact
 from engine.io.validation import NaIds, ValidationReport
 from engine.records import Records
 
@@ -228,11 +237,16 @@ def load_groups(
 ) -> GroupInputs:
     """Load EVENTS and the id lists. The population defaults to every patient in EVENTS and the cohort
     to the population; each list must lie within the population (a DataError names the file and the
-    patients that do not). Warnings are printed on stderr as each file is read."""
+    patients that do not). EVENTS without a patient (every row left out, e.g. OMOP conditions coded
+    in SNOMED only) is a DataError naming the empty groups (`engine.io.loaders.require_patients`);
+    a list is never empty (`load_ids`), so no group is. Warnings are printed on stderr as each file
+    is read."""
     opts = options or InputOptions()
     report = ValidationReport()
     loaded = announced(load_events_input(events, opts), report)
     records = Records.from_frame(loaded.data)
+    # the events' patients are the population every group lies within (issue 37)
+    require_patients(redact(events), {"population": records.n_patients, "cohort": records.n_patients})
     sources = dict(loaded.sources)
 
     def ids(path: str, within: Records, group: str) -> Records:

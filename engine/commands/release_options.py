@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from engine.adversary import k_argument
+from engine.adversary import MIN_RELEASE_K, k_argument
 from engine.io.errors import UserError
 from engine.io.pseudonyms import PseudonymKeyError, Pseudonyms, new_key
 
@@ -103,8 +103,8 @@ def add_k_option(parser: argparse.ArgumentParser, *, study: bool) -> None:
 
 
 def check_release_k(k: int) -> None:
-    if k < 2:
-        raise UserError(f"--k must be >= 2 for a release (k = 1 protects nobody), not {k}")
+    if k < MIN_RELEASE_K:
+        raise UserError(f"--k must be >= {MIN_RELEASE_K} for a release (k = 1 protects nobody), not {k}")
 
 
 def add_data_options(

@@ -415,7 +415,7 @@ def _say_checks(study: Study, checks: list[RebuildCheck]) -> int:
 
 # -------------------------------------------------------------------------------- commands
 def new_study(args: argparse.Namespace) -> int:
-    from engine.adversary import Adversary
+    from engine.adversary import MIN_RELEASE_K, Adversary
     from engine.commands.inputs import InputOptions, load_groups
     from engine.io.redact import redact
     from engine.study.study import Study
@@ -423,8 +423,8 @@ def new_study(args: argparse.Namespace) -> int:
     path = Path(args.study)
     if path.exists():
         raise UserError(f"{path}: exists already; a new study needs a new file (study add adds releases)")
-    if args.k < 2:
-        raise UserError(f"--k must be >= 2 for a study (k = 1 protects nobody), not {args.k}")
+    if args.k < MIN_RELEASE_K:
+        raise UserError(f"--k must be >= {MIN_RELEASE_K} for a study (k = 1 protects nobody), not {args.k}")
     options = InputOptions.of(args)
     g = load_groups(
         args.events, population=args.population, cohort=args.cohort, biobank=args.biobank, options=options

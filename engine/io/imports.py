@@ -30,7 +30,8 @@ import pandas as pd
 from engine.dataset import CohortSpec, Dataset
 from engine.io.errors import DataError, UserError
 from engine.io.groups import SourceGroups, read_groups
-from engine.io.loaders import SAMPLE_DIR, Loaded, load_dataset, load_ids
+from engine.io.loaders import SAMPLE_DIR, Loaded, check_patients, load_dataset, load_ids
+from engine.io.redact import redact
 from engine.io.roots import confined, opened
 from engine.io.validation import MAX_ROWS, FileCheck, ValidationReport
 
@@ -367,6 +368,10 @@ def import_dataset(
         return source_groups(spec, name=up_name, data=up_data, column=cohort.column)
 
     ids, read = cohort_ids(cohort, ds.events.patient_ids, report, cohort_list=cohort_list, groups=groups)
+    if report.ok:  # a source of no patient is refused by name, as on the command line (issue 37)
+        n = ds.events.n_patients
+        where = redact(spec.location) if spec is not None and spec.location else name
+        check_patients(report, where, {"population": n, "cohort": n if ids is None else len(ids)})
     report.raise_if_errors()
     ds = replace(ds.with_cohort(ids), sources={**ds.sources, **read})
     return Loaded(ds, report, dict(ds.sources), ds.spellings)

@@ -907,6 +907,38 @@ def load_ids(
     return Loaded(ids, report, {s.name: s.sha256})
 
 
+# ------------------------------------------------------------------------------------ empty groups
+EMPTY_WHY = (
+    "no patient with an ICD-9-CM or ICD-10-CM code was read (the warnings say which rows were left out)"
+)
+
+
+def check_patients(
+    report: ValidationReport, source: str, sizes: Mapping[str, int], why: str = EMPTY_WHY
+) -> None:
+    """An error in `report` naming every group of `sizes` (group -> number of patients) that holds
+    no patient (issue 37): measured, an empty cohort read "0 records at risk" and exited 0, which a
+    pipeline takes for "no risk". Every command that measures or releases, and the app's import,
+    reads its groups through this check."""
+    empty = [group for group, n in sizes.items() if n == 0]
+    if empty:
+        FileCheck(source, np.zeros(0, dtype=np.int64), report).note(
+            "error",
+            None,
+            f"the {' and the '.join(empty)} {'holds' if len(empty) == 1 else 'hold'} no patient: {why}; "
+            "nothing is measured or released for an empty group",
+            "at least one patient in every group",
+            "empty_group",
+        )
+
+
+def require_patients(source: str, sizes: Mapping[str, int], why: str = EMPTY_WHY) -> None:
+    """`check_patients` raising its DataError (a UserError: exit 2 on the command line)."""
+    report = ValidationReport()
+    check_patients(report, source, sizes, why)
+    report.raise_if_errors()
+
+
 # ------------------------------------------------------------------------------------ datasets
 def load_dataset(
     events: SourceLike,
@@ -968,6 +1000,9 @@ def load_dataset(
     geno = _genotypes(srcs["genotypes"], report, na_ids, population) if "genotypes" in srcs else None
     read_now = "labs" in srcs and not defer_labs
     lab = _labs(srcs["labs"], report, drop_duplicates, na_ids, population) if read_now else None
+    if records is not None:
+        sizes = {"population": records.n_patients, **{role: len(ids) for role, ids in groups.items()}}
+        check_patients(report, srcs["events"].name, sizes)
     report.raise_if_errors()
     assert records is not None and events_ is not None and population is not None
     sources, spellings = _source_hashes(srcs), events_.spelling_map()

@@ -440,7 +440,8 @@ def sharded_phewas(
     """`engine.utility.phewas.phewas_of_records` of the patients held in `shards` (those of `cohort`
     when given), one shard in memory at a time: each shard's case and control genotype counts
     (`phewas_counts`) add up, and the tests run on the sums. Patients without any event are not in a
-    shard's rows and are left out (in process, such a patient counts as a control)."""
+    shard's rows and are left out (in process, such a patient counts as a control). No patient to
+    test is a DataError naming the empty group (`engine.io.loaders.require_patients`)."""
     from engine.utility import phewas as P
 
     settings = settings or P.PhewasSettings()
@@ -455,6 +456,17 @@ def sharded_phewas(
             total = part if total is None else total + part
         if progress is not None:
             progress(done / len(shards), shard_done(done, len(shards), path))
-    if total is None:
-        return pd.DataFrame(columns=P.RESULT_COLUMNS)
+    if total is None:  # nobody to test: a table of 0 tests would read as "no association" (issue 37)
+        from engine.io.loaders import require_patients
+
+        group, why = (
+            ("cohort", "none of its patients is in the shards")
+            if keep is not None
+            else (
+                "population",
+                "the shards hold no patient",
+            )
+        )
+        require_patients(str(Path(shards[0]).parent) if shards else "the shards", {group: 0}, why)
+    assert total is not None
     return P.phewas_of_counts(total, settings)

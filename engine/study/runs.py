@@ -24,7 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from engine.adversary import MAX_K, Adversary
+from engine.adversary import MAX_K, MIN_RELEASE_K, Adversary
+from engine.adversary import check_k as check_k_range
 from engine.io.errors import UserError
 from engine.io.progress import Progress
 from engine.memo import memo
@@ -93,10 +94,13 @@ def biobank_between(
     return memo("runs biobanks", key, make, size=_BIOBANKS_KEPT)
 
 
-def check_k(k: int, *, least: int = 2) -> None:
-    """k is a whole number of at least `least` (2 for releases: k = 1 protects nobody)."""
-    if isinstance(k, bool) or not isinstance(k, int) or k < least:
-        raise SettingsError(f"k must be a whole number of at least {least}, not {k!r}")
+def check_k(k: int, *, least: int = MIN_RELEASE_K) -> None:
+    """k is a whole number from `least` (2 for releases: k = 1 protects nobody) to MAX_K
+    (`engine.adversary.check_k`, the one range of every layer), else SettingsError."""
+    try:
+        check_k_range(k, least=least)
+    except UserError as exc:
+        raise SettingsError(str(exc)) from None
 
 
 def _check_choice(name: str, value: object, allowed: tuple) -> None:
@@ -732,7 +736,11 @@ def settings_to_dict(settings: MethodSettings) -> dict[str, Any]:
 
 
 # the range of each whole-number setting read from a study file (others: 0..MAX_COUNT)
-READ_RANGES: dict[str, tuple[int, int]] = {"k": (2, MAX_K), "age_low": (0, 150), "age_high": (0, 150)}
+READ_RANGES: dict[str, tuple[int, int]] = {
+    "k": (MIN_RELEASE_K, MAX_K),
+    "age_low": (0, 150),
+    "age_high": (0, 150),
+}
 MAX_COUNT = 1_000_000_000
 
 

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from engine import risk
-from engine.adversary import ALL_ADVERSARIES, MAX_K, Adversary
+from engine.adversary import ALL_ADVERSARIES, MAX_K, MIN_RELEASE_K, Adversary
 from engine.disclosure.cells import SmallCellError, SmallCellPolicy
 from engine.io.errors import UserError
 from engine.io.progress import Progress
@@ -297,7 +297,7 @@ def _verification(rec: object) -> VerificationRecord:
         raise StudyError(f"verification: {exc}") from None
     if not isinstance(r["ok"], bool):
         raise StudyError(f"verification.ok must be true or false, not {r['ok']!r}")
-    _whole(r["k"], "verification.k", 2, MAX_K)
+    _whole(r["k"], "verification.k", MIN_RELEASE_K, MAX_K)
     for name in ("records", "below_k", "unique"):
         _whole(r[name], f"verification.{name}", 0, 10**12)
     return VerificationRecord(**r)
@@ -460,7 +460,7 @@ class Study:
             return cls(
                 data=DataRef.from_dict(d["data"]),
                 adversary=Adversary(adversary["scope"], adversary["knowledge"]),
-                k=_whole(d["k"], "k", 2, MAX_K),
+                k=_whole(d["k"], "k", MIN_RELEASE_K, MAX_K),
                 releases=tuple(StudyRelease.from_dict(r) for r in releases),
                 pseudonym_key=str(d["pseudonym_key"]),
                 determination=Determination.from_dict(d.get("determination", {})),
