@@ -12,7 +12,7 @@ Lab orders page's (`engine.study.runs.LabRecallSettings`).
 
 Columns: the model's reconstruction (ROC AUC from the means, Figure 5), the release's own
 reconstruction (decoded from the released vectors), Recall@1 / @10 / @50 (%), the paired t-test p at
-n = 1 against raw (Figure 6), and the training CPU seconds. Then `engine.labs.reident.latent_release_statement`
+n = 1 against raw (Figure 6), and the training CPU seconds. Then `engine.labs.latent_verdict.verdict_lines`
 for the paper's setting (16 dimensions), as the Lab orders page states it.
 """
 
@@ -26,6 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from engine.labs import reident as L
+from engine.labs.latent_verdict import verdict_lines
 from engine.study.runs import LabRecallSettings
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_data" / "labs.parquet"
@@ -85,7 +86,7 @@ def main() -> None:
     print()
     print(pd.DataFrame(rows).to_string(index=False, na_rep=""))
     print("\nThe page's statement (16 dimensions, one hidden layer of 128 units):")
-    for line in L.latent_release_statement(raw, paper, 16):
+    for line in verdict_lines(raw, paper, 16):
         print(f"- {line}")
 
 
