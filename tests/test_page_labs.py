@@ -102,7 +102,7 @@ def test_page_imports_the_vae_module_only_inside_a_function():
 
 def test_page_states_what_the_latent_release_protects():
     """Issue 16: the page states, from the measured figures, what releasing means and sampled latent
-    vectors does to Recall@n (engine.labs.reident.latent_release_statement), both read from the one model."""
+    vectors does to Recall@n at every n (engine.labs.latent_verdict), both read from the one model."""
     at = labs_page(labs_release="sampled")
     if "labs_vae_train" in [b.key for b in at.button]:  # trained when asked (issue 24)
         at.button(key="labs_vae_train").click().run()

@@ -120,6 +120,11 @@ class LatentVerdict:
             f"Holm p = {r.p_holm:.2g}"
         )
 
+    def _headline(self, *extra: int) -> str:
+        """Figures at n = 1, n = 10 (the paper's two headline n) and `extra`, each once."""
+        tested = set(self.table.n.astype(int))
+        return "; ".join(self._figures(n) for n in sorted({1, 10, *extra} & tested))
+
     def _largest(self, ns: list[int]) -> int:
         t = self.table.set_index("n").loc[ns]
         return int((t.recall_latent - t.recall_raw).abs().idxmax())
@@ -135,31 +140,31 @@ class LatentVerdict:
         )
         if self.outcome == "untested":
             return (
-                f"{what}: not tested, a paired test needs at least 2 simulations; {self._figures(1)}. "
+                f"{what}: not tested, a paired test needs at least 2 simulations; {self._headline()}. "
                 f"{NOT_MITIGATION} until it is shown below raw at every n."
             )
         if self.outcome == "lowers":
             worst = self._largest(self.lower)
-            return f"{what} lowers re-identification at every {span} ({rule}); {self._figures(1)}; {self._figures(worst)}."
+            return f"{what} lowers re-identification at every {span} ({rule}); {self._headline(worst)}."
         if self.outcome == "raises":
             top = self._largest(self.higher)
             text = (
                 f"{what} raises re-identification: Recall@n is significantly above raw at {len(self.higher)} of "
-                f"{tested} n (n = {n_ranges(self.higher)}), most at n = {top}: {self._figures(top)}"
+                f"{tested} n (n = {n_ranges(self.higher)}), most at n = {top}"
             )
             if self.lower:
                 text += f"; below raw at {len(self.lower)} (n = {n_ranges(self.lower)}), so it does not lower it at every n"
-            return f"{text}; {self._figures(1)} ({rule}). {NOT_MITIGATION}."
+            return f"{text}; {self._headline(top)} ({rule}). {NOT_MITIGATION}."
         if self.outcome == "lowers_somewhere":
             return (
                 f"{what} does not lower re-identification at every n: significantly below raw at "
                 f"{len(self.lower)} of {tested} n (n = {n_ranges(self.lower)}), above at none; "
-                f"{self._figures(1)} ({rule}). {NOT_MITIGATION}."
+                f"{self._headline()} ({rule}). {NOT_MITIGATION}."
             )
         return (
             f"{what} does not lower re-identification: no significant difference from raw at any {span}; "
-            f"{self._figures(1)}; {self._figures(10) if tested >= 10 else ''} ({rule}). {NOT_MITIGATION}."
-        ).replace(";  (", " (")
+            f"{self._headline()} ({rule}). {NOT_MITIGATION}."
+        )
 
 
 def latent_verdict(
