@@ -7,6 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from engine.labs import reident as L
 from engine.labs.latent_verdict import (
@@ -124,3 +126,24 @@ def test_sample_latent_release_is_said_not_to_mitigate():
     line = verdict_lines(res.raw, {"mean": res.latent}, 16)[0]
     assert line.startswith("Releasing the encoder means (16 dimensions) raises re-identification")
     assert line.endswith(f"{NOT_MITIGATION}.")
+
+
+@given(st.lists(st.one_of(st.floats(0, 1), st.just(float("nan"))), min_size=1, max_size=30))
+def test_holm_never_below_p_and_keeps_the_order(ps):
+    p = np.array(ps)
+    adj = holm(p)
+    ok = np.isfinite(p)
+    assert np.array_equal(np.isnan(adj), ~ok)
+    assert (adj[ok] >= p[ok] - 1e-12).all() and (adj[ok] <= 1).all()
+    order = np.argsort(p[ok], kind="stable")
+    assert (np.diff(adj[ok][order]) >= -1e-12).all()
+
+
+def test_few_candidates_test_only_the_n_below_their_number():
+    """Against 3 candidates Recall@3 is always 100%: only n = 1-2 are tested."""
+    base = _base()
+    raw = L.Recall(np.arange(1, L.MAX_N + 1), base, 3, 100, "99", "one_day")
+    lat = L.Recall(np.arange(1, L.MAX_N + 1), _shifted(base, {1: -0.1, 2: -0.1}), 3, 100, "99", "one_day")
+    v = latent_verdict(raw, lat, "mean", 16)
+    assert v.table.n.tolist() == [1, 2] and v.outcome == "lowers"
+    assert "at every n = 1-2" in v.sentence()
