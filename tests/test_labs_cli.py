@@ -42,12 +42,20 @@ def test_recall_writes_n_recall_random_and_is_reproducible(labs_csv, tmp_path, a
     assert got.recall.iloc[0] > got.random.iloc[0]  # the structured cohort is re-identifiable
 
 
-def test_recall_with_latent_adds_raw_and_paired_test(labs_csv, tmp_path):
+def test_recall_with_latent_adds_raw_and_paired_test(labs_csv, tmp_path, capsys):
+    """With --latent: bands and the Holm-adjusted test per n in the CSV, and the verdict over every n
+    printed (issue #36, finding 2: never n = 1 alone)."""
     out = tmp_path / "lat.csv"
     argv = ["labs", "recall", "--labs", str(labs_csv), "--trials", "10", "--simulations", "3"]
     assert main([*argv, "--latent", "2", "--epochs", "1", "--out", str(out)]) == 0
     got = pd.read_csv(out)
-    assert list(got.columns) == ["n", "recall", "random", "recall_raw", "p"]
+    assert list(got.columns) == [
+        *("n", "recall", "random", "recall_raw", "p", "recall_low", "recall_high"),
+        *("recall_raw_low", "recall_raw_high", "p_holm", "significant"),
+    ]
+    assert (got.recall_low <= got.recall).iloc[:99].all() and (got.recall <= got.recall_high).iloc[:99].all()
+    printed = capsys.readouterr().out
+    assert "- Releasing the encoder means (2 dimensions) " in printed and "Holm-adjusted over the" in printed
 
 
 @pytest.mark.parametrize(

@@ -160,7 +160,8 @@ def pr_figure(pr: pd.DataFrame, auc: float, prevalence: float) -> go.Figure:
 
 
 def paired_figure(table: pd.DataFrame) -> go.Figure:
-    """Figure 6: latent against raw Recall@n, one point per n, with the line of equal recall."""
+    """Figure 6: latent against raw Recall@n, one point per n with its 95% bands (the verdict's table,
+    engine.labs.latent_verdict), and the line of equal recall."""
     fig = go.Figure(
         [
             go.Scatter(
@@ -168,8 +169,20 @@ def paired_figure(table: pd.DataFrame) -> go.Figure:
                 y=100 * table["recall_latent"],
                 mode="markers",
                 marker={"color": LATENT_COLOR},
-                customdata=np.stack([table["n"], table["p"]], axis=1),
-                hovertemplate="n = %{customdata[0]}: raw %{x:.1f}%, latent %{y:.1f}%<br>p = %{customdata[1]:.2g}"
+                error_x={
+                    "type": "data",
+                    "symmetric": False,
+                    "array": 100 * (table["raw_high"] - table["recall_raw"]),
+                    "arrayminus": 100 * (table["recall_raw"] - table["raw_low"]),
+                },
+                error_y={
+                    "type": "data",
+                    "symmetric": False,
+                    "array": 100 * (table["latent_high"] - table["recall_latent"]),
+                    "arrayminus": 100 * (table["recall_latent"] - table["latent_low"]),
+                },
+                customdata=np.stack([table["n"], table["p_holm"]], axis=1),
+                hovertemplate="n = %{customdata[0]}: raw %{x:.1f}%, latent %{y:.1f}%<br>Holm p = %{customdata[1]:.2g}"
                 "<extra></extra>",
                 name="Recall@n",
             ),

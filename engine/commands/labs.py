@@ -10,7 +10,9 @@ labs uniqueness (--labs LABS | --shards DIR) --out OUT.csv
 labs recall --labs LABS [--min-orders N] [--trials T] [--simulations S] [--against 99|population]
             [--query one_day|all_days] [--latent DIM] [--epochs E] [--seed S] --out OUT.csv
     rows: n, recall, random (Figure 4); with --latent the recall of the VAE's latent vectors on the
-    same draws, plus recall_raw and the paired t-test's p (Figure 6)
+    same draws, plus recall_raw and the paired t-test's p (Figure 6), each recall's 95% band, the
+    Holm-adjusted p and whether the difference is significant at that n; the verdict over every n is
+    printed (engine.labs.latent_verdict: "lowers" only when below raw at every n)
 """
 
 from __future__ import annotations
@@ -147,10 +149,16 @@ def run_recall(args: argparse.Namespace) -> int:
     raw, days, n_min = res.raw, res.days, settings.min_orders_for(full)
     frame = res.curves()
     note = f"raw Recall@1 {raw.at(1):.3f}, @10 {raw.at(10):.3f}"
+    lines: list[str] = []
     if res.model is not None and res.latent is not None:
+        from engine.labs.latent_verdict import latent_verdict, verdict_lines
+
         model, lat = res.model, res.latent
         note += f"; latent ({model.config.latent_dim} dims, ROC AUC {model.roc_auc:.3f}, PR AUC {model.pr_auc:.3f}) "
         note += f"Recall@1 {lat.at(1):.3f}, @10 {lat.at(10):.3f}"
+        verdict = latent_verdict(raw, lat, model.config.release, model.config.latent_dim)
+        frame = frame.merge(verdict_columns(verdict.table), on="n", how="left")
+        lines = verdict_lines(raw, {model.config.release: lat}, model.config.latent_dim)
     _write(frame, args.out)
     print(
         f"{days.n_patients} patients, {days.n_days} patient-days, {days.n_labs} labs ordered on >= {n_min} "
@@ -158,4 +166,18 @@ def run_recall(args: argparse.Namespace) -> int:
         f"{'99 others' if args.against == '99' else 'the whole population'}: {note}; "
         f"{time.perf_counter() - t0:.1f} s -> {args.out}"
     )
+    for line in lines:  # the verdict at every n (issue #36), as the Lab orders page states it
+        print(f"- {line}")
     return 0
+
+
+def verdict_columns(table: pd.DataFrame) -> pd.DataFrame:
+    """The verdict's bands and Holm-adjusted test per n, named for the CSV (`recall` is the latent's)."""
+    return table[["n", "latent_low", "latent_high", "raw_low", "raw_high", "p_holm", "significant"]].rename(
+        columns={
+            "latent_low": "recall_low",
+            "latent_high": "recall_high",
+            "raw_low": "recall_raw_low",
+            "raw_high": "recall_raw_high",
+        }
+    )

@@ -605,7 +605,8 @@ _TERMS: tuple[Term, ...] = (
         "vae",
         "VAE (variational autoencoder)",
         "A neural network that compresses each patient-day of lab orders into a few numbers (the latent "
-        "encoding), meant to hide who the patient is while keeping what the labs predict.",
+        "encoding), meant to hide who the patient is while keeping what the labs predict; on the shipped "
+        "sample it does not hide them (the Lab orders page's verdict).",
         JOHNSON_2018,
         "Methods, the latent representation",
         "A day of 12 lab orders encoded as 8 numbers.",
@@ -800,7 +801,7 @@ TEACH: dict[str, Teach] = {
             "How unique patients are by the lab tests ordered on a few days, and a latent encoding meant to hide them.",
             "Recall@1 is how often the right patient comes first among 100; chance is 1%.",
         ),
-        "Compare the raw and the latent Recall@1 and decide whether the encoding protects anyone.",
+        "Compare raw and latent Recall@n at every n, not n = 1 alone: the verdict names where the encoding raises it.",
     ),
     "report": Teach(
         (

@@ -24,6 +24,7 @@ import streamlit as st
 
 from engine.dataset import Dataset
 from engine.labs import reident as L
+from engine.labs.latent_verdict import latent_verdict, verdict_lines
 from engine.labs.vae_config import VAEConfig
 from engine.report.glossary import help_for
 from engine.study.runs import LabRecallSettings
@@ -383,17 +384,9 @@ def render(ctx: Context) -> None:
     table_download(spread, "Recall per simulation (CSV)", "labs_spread.csv", "labs_dl_spread")
 
     if model is not None:
-        st.subheader("Raw against latent Recall@n, paired t-test over simulations (Figure 6)")
-        paired = L.paired_test(raw, lat)
-        st.plotly_chart(paired_figure(paired), width="stretch", key="labs_paired_chart")
-        better = paired[(paired["recall_latent"] < paired["recall_raw"]) & (paired["p"] < 0.05)]
-        worse = paired[(paired["recall_latent"] > paired["recall_raw"]) & (paired["p"] < 0.05)]
-        st.caption(
-            f"Of n = 1..99, the latent release lowers Recall@n significantly (p < 0.05) at {len(better[better.n < 100])} "
-            f"and raises it at {len(worse[worse.n < 100])}; min p = {np.nanmin(paired['p']) if paired['p'].notna().any() else float('nan'):.2g}."
-        )
-        # what the latent release does and does not protect here, from the measured figures (issue 16):
-        # the same model's other release (encoder means or sampled draws), on the same draws
+        st.subheader("Raw against latent Recall@n at every n, paired t-test over simulations (Figure 6)")
+        # one verdict for every n (issue #36): the same model's other release (encoder means or
+        # sampled draws) too, on the same draws; the sentences are the engine's (latent_verdict)
         other = "sampled" if model.config.release == "mean" else "mean"
         other_model = other_release(ctx, f"{key}:{min_orders}:{model.config}", model, r_days, other)
         lat_other = recall(
@@ -401,12 +394,14 @@ def render(ctx: Context) -> None:
             (key, draw_key, "latent", model.config, other),
             lambda: settings.latent_recall(r_days, d, other_model),
         )
-        for line in L.latent_release_statement(
-            raw, {model.config.release: lat, other: lat_other}, model.config.latent_dim
-        ):
+        verdict = latent_verdict(raw, lat, model.config.release, model.config.latent_dim)
+        st.plotly_chart(paired_figure(verdict.table), width="stretch", key="labs_paired_chart")
+        lines = verdict_lines(raw, {model.config.release: lat, other: lat_other}, model.config.latent_dim)
+        (st.success if verdict.mitigates else st.warning)(lines[0])
+        for line in lines[1:]:
             st.caption(line)
-        st.dataframe(paired, hide_index=True, width="stretch", key="labs_paired_table")
-        table_download(paired, "Paired test (CSV)", "labs_paired.csv", "labs_dl_paired")
+        st.dataframe(verdict.table, hide_index=True, width="stretch", key="labs_paired_table")
+        table_download(verdict.table, "Paired test (CSV)", "labs_paired.csv", "labs_dl_paired")
 
     with st.expander("Definitions and conventions"):
         st.markdown(L.__doc__ or "")
