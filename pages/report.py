@@ -9,6 +9,7 @@ import streamlit as st
 from engine.report.bundle import make_bundle
 from engine.report.glossary import help_for
 from engine.report.report import SMALL_CELL_RULE, PhewasResults, ReleaseInput, ReportError, build_report
+from engine.study.joint import JointRefused, refuse_unless_verified
 from engine.study.study import StudyError, verification_matrix
 from ui import cache, honest, literal, measures, progress, threshold
 from ui import study as session_study
@@ -112,6 +113,11 @@ with st.expander("Study file: save, or reopen one (every release is rebuilt and 
             else:  # a changed or stale file, or a release that fails the study's k: never exportable
                 literal.error(f"Release {name!r} is not exportable: " + "; ".join(differences) + ".")
 
+# ------------------------------------------------- the study's releases: remove, public, undo / redo
+if study.current() or session_study.can_undo() or session_study.can_redo():
+    st.subheader("The study's releases")
+    session_study.edit_panel(ctx)  # issue 35, finding 6: a study one can edit
+
 # ------------------------------------------------------------------ verification, four adversaries
 st.subheader(f"Verification of every release at k = {ctx.k} under the four adversaries")
 if not published:
@@ -212,6 +218,12 @@ if len(published) > 1:
         for _p in _pairs:
             if not _p.ok:
                 literal.warning(_p.message())
+        if not all(_p.ok for _p in _pairs):
+            st.caption(
+                "A set of releases one recipient would hold that fails together is refused: no bundle of "
+                "it and no download of one of its releases (issue 35). Withdraw a release (Remove above, "
+                "or leave it out of the report), or derive the releases from one anonymization."
+            )
     else:
         st.caption("No two releases of the study share a patient.")
 
@@ -221,7 +233,8 @@ st.caption(
     "One page of plain-language summary, one section per release (parameters, risk, utility, the "
     "verification under all four adversaries), the records (version, commit, sha256 of every input and "
     "released file, load options) and the appendix. Every release is verified again under the sidebar's "
-    "adversary and k; only verified releases' files go into the bundle."
+    "adversary and k; only verified releases' files go into the bundle, and none when they fail "
+    "together under linkage (every pair sharing patients, and the whole set, verified as one)."
 )
 left_out = st.multiselect(
     "Releases to leave out (every other release is reported)", list(published), key="report_left_out"
@@ -286,6 +299,11 @@ def _build(step) -> tuple | ReportError:
             ledger=_pairs,
             figures=figures,
             headlines=headlines,
+            public={  # held by every recipient even when left out (issue 35)
+                n: published[n][1].release
+                for n in left_out
+                if published[n][0].public and published[n][0].exportable
+            },
         )
     except ReportError as exc:
         return exc
@@ -307,12 +325,17 @@ else:
     c1, c2, c3, c4, c5 = st.columns(5)
     # the PDF (fpdf2: most of a build's time) and the bundle that holds it are rendered when clicked,
     # once (`Report.to_pdf` keeps its bytes: the bundle's PDF is the downloaded one)
-    report_download(
-        lambda: make_bundle(report),
-        "Release bundle (zip: verified files, report, manifest)",
-        "cohortshield_release.zip",
-        where=c1,
-    )
+    try:  # the joint gate (issue 35): no bundle of releases that fail together under linkage
+        refuse_unless_verified(report.joint, "The release bundle")
+    except JointRefused as exc:
+        literal.error(exc)
+    else:
+        report_download(
+            lambda: make_bundle(report),
+            "Release bundle (zip: verified files, report, manifest)",
+            "cohortshield_release.zip",
+            where=c1,
+        )
     report_download(report.to_pdf, "IRB report (PDF)", "cohortshield_report.pdf", where=c2)
     report_download(page, "IRB report (HTML)", "cohortshield_report.html", where=c3)
     report_download(report.to_json, "IRB report (JSON)", "cohortshield_report.json", where=c4)

@@ -41,7 +41,10 @@ def test_a_new_session_on_the_sample_reuses_the_data_reference(monkeypatch):
 
 def _lda_opened_at(k: int):
     """A new session opening the Anonymize page on the LDA view at `k` (the thesis' D4 codes)."""
-    at = page_app("pages/anonymize.py", state={"method_render_anonymize": "Trajectories (LDA)", "k": k})
+    from ui.views.lda import CODE_MODES
+
+    state = {"method_render_anonymize": "Trajectories (LDA)", "k": k, "lda_mode": CODE_MODES[0]}
+    at = page_app("pages/anonymize.py", state=state)
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     return at

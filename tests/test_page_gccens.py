@@ -20,8 +20,10 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _app(page: str, scope: str = "population") -> AppTest:
-    return run_view("ui.views.gccens", page, adversary_scope=scope)
+def _app(page: str, scope: str = "population", **state) -> AppTest:
+    """The view on Tamersoy's four codes unless `state` says otherwise (the Anonymize tab opens on all
+    codes, which in the population scope of the sample waits for "Run": tests/test_defaults_verify.py)."""
+    return run_view("ui.views.gccens", page, adversary_scope=scope, **{"gcc_mode": CODE_MODES[0], **state})
 
 
 def test_anonymize_tab_verifies_and_offers_the_release() -> None:
@@ -68,7 +70,7 @@ def test_all_codes_wait_for_run_after_a_change() -> None:
     from ui import cache
 
     cache.clear()  # previews are shared by the process's sessions: another test's would show
-    at = _app("anonymize")
+    at = _app("anonymize")  # the paper's codes first
     at.selectbox(key="gcc_mode").set_value("All codes").run()
     assert not at.exception, [e.value for e in at.exception]
     asked = run_prompts(at)
@@ -110,7 +112,8 @@ def test_the_view_draws_the_codes_its_release_is_made_of_on_icd10cm_data():
     """The view prepared its own problem with the ICD-9-CM paper codes and roll-up, so on the ICD-10-CM
     sample it said "None of the chosen codes occurs in the cohort" while "Add to study" released
     E11, E78, I10, M54: the view now draws the engine's preparation (GCCensSettings.prepare_input)."""
-    at = page_app(view=("ui.views.gccens", "render_anonymize"), state={"sample_variant": "icd10cm"})
+    state = {"sample_variant": "icd10cm", "gcc_mode": CODE_MODES[0]}
+    at = page_app(view=("ui.views.gccens", "render_anonymize"), state=state)
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     assert not any("None of the chosen codes" in w.value for w in at.warning)

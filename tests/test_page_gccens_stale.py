@@ -14,6 +14,7 @@ from apptest_support import run_prompts, run_view
 from streamlit.testing.v1 import AppTest
 
 from engine.report.markdown import escape
+from ui.views.gccens import CODE_MODES
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(
@@ -44,7 +45,7 @@ def test_gccens_keeps_the_previous_results_greyed_until_run() -> None:
     from ui import cache
 
     cache.clear()  # previews are shared by the process's sessions: another test's would show
-    at = run_view("ui.views.gccens", "anonymize")
+    at = run_view("ui.views.gccens", "anonymize", gcc_mode=CODE_MODES[0])  # the paper's codes first
     at.selectbox(key="gcc_mode").set_value("All codes").run()
     _ok(at)
     at.button(key="gcc_run_start").click().run()

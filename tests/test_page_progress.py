@@ -54,7 +54,8 @@ def test_gccens_add_to_study_reuses_the_preview(counted):
 
 
 def test_heatherly_add_to_study_reuses_the_comparisons_release(counted):
-    at = page_app(view=("ui.views.heatherly", "render_anonymize"))
+    # completed: verified at k = 5, so it may enter the study (issue 35: the default is refused)
+    at = page_app(view=("ui.views.heatherly", "render_anonymize"), state={"hea_complete": True})
     at.run()
     _ok(at)
     at.button(key="hea_study_add").click().run()

@@ -73,7 +73,7 @@ def test_page_takes_interactions_and_a_return(page, changes):
             "GCCens (censoring)",
             [("radio", "gcc_capmode", "Universal cap"), ("radio", "gcc_variant", "targeted")],
         ),
-        ("Generalization (Heatherly)", [("checkbox", "hea_complete", True)]),
+        ("Generalization (Heatherly)", [("checkbox", "hea_complete", False)]),
         ("Clinical profiles (UGACLIP / ACLIP)", [("radio", "profiles_method", "ACLIP")]),
         ("Trajectories (LDA)", [("slider", "lda_w", 0.3)]),
     ],

@@ -69,20 +69,32 @@ def _edit(study: Path, change) -> None:
 def test_a_failing_release_with_a_forged_verdict_fails_the_run(data, tmp_path, capsys) -> None:
     ev, co = data
     study = tmp_path / "study.json"
-    _new(study, ev, co, 5)
-    assert _add(study, ev, co, "G2", "gccens", "--k", "2", "--scope", "cohort") == 1  # added, not verified
-    err = capsys.readouterr()
-    assert "not verified: 78 of 78 records below k = 5" in err.out and "not verified" in err.err
+    _new(study, ev, co, 2)
+    assert _add(study, ev, co, "G2", "gccens", "--k", "2", "--scope", "cohort") == 0
+    capsys.readouterr()
 
-    def forge(d):
-        d["releases"][0]["verification"]["ok"] = True
-        d["releases"][0]["verification"]["below_k"] = 0
+    def forge(d):  # k raised to 5, the verdict at k = 2 passed off as one at k = 5
+        d["k"] = 5
+        d["releases"][0]["verification"]["k"] = 5
 
     _edit(study, forge)
     assert _run(study, ev, co) == 1
     out = capsys.readouterr().out
     assert "G2: FAILED" in out and "the recorded verdict" in out and "fails re-verification" in out
     assert "0 of 1 releases rebuilt byte-identical and verified" in out
+
+
+def test_a_release_not_verified_never_enters_the_study(data, tmp_path, capsys) -> None:
+    """Issue 35, finding 6: `study add` of a release below the study's k refuses it with its verdict
+    (it used to enter the study without files, exit 1, and fail every `study run` until removed)."""
+    ev, co = data
+    study = tmp_path / "study.json"
+    _new(study, ev, co, 5)
+    before = study.read_text()
+    assert _add(study, ev, co, "G2", "gccens", "--k", "2", "--scope", "cohort") == 2
+    err = capsys.readouterr().err
+    assert "'G2' is not added to the study: not verified: 78 of 78 records below k = 5" in err
+    assert study.read_text() == before
 
 
 def test_k_edited_upwards_fails_the_run(data, tmp_path, capsys) -> None:

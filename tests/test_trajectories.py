@@ -18,7 +18,7 @@ from engine.anonymize.alignment import (
     weight_fraction,
 )
 from engine.anonymize.trajectories import Trajectories, lda
-from engine.hierarchy import Hierarchy
+from engine.hierarchy import ICD9_THESIS_LEVELS, Hierarchy
 from engine.risk import verify
 from engine.utility.loss import avg_re, dataset_loss, level_shares, record_losses
 
@@ -540,12 +540,14 @@ def test_lda_settings_always_top_code() -> None:
 def test_codes_outside_the_icd_hierarchy_are_the_users_choice_not_a_bug() -> None:
     """LDA on all codes of the shipped sample: 19 codes (042.9, 043.2, ...) are not in the thesis'
     ICD-9-CM hierarchy. That was a plain ValueError, which the app shows as a bug's reference id
-    (ui/errors.py); it is a UserError naming the codes and what to do."""
+    (ui/errors.py); with a given hierarchy that lacks them it is a UserError naming the codes and what
+    to do. The default hierarchy gives them a place (issue 35, finding 6: tests/test_defaults_verify.py)."""
     from engine.io.errors import UserError
 
     traj = Trajectories.from_pairs([[("042.9", 50), ("401.9", 51)], [("401.9", 60), ("250.00", 61)]])
-    with pytest.raises(UserError, match=r"042\.9.*choose the top codes"):
-        lda(traj, k=2)
+    assert lda(traj, k=2).release().records.n_patients == 2
+    with pytest.raises(UserError, match=r"042\.9.*choose a built-in hierarchy"):
+        lda(traj, k=2, icd_hierarchy=Hierarchy.icd9(ICD9_THESIS_LEVELS))
 
 
 def _same_cluster_table(res) -> None:

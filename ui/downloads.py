@@ -306,7 +306,9 @@ def export_check(
         gate(release, v, adversary, k)
     except ExportRefused as exc:
         return v, f"{exc} (the sidebar's adversary and k; no download)"
-    return v, None
+    from ui.study import joint_block  # issue 35: with the releases its recipient holds, judged together
+
+    return v, joint_block(release, adversary, k, population)
 
 
 def loaded_spellings() -> dict[str, tuple[str, ...]] | None:

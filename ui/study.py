@@ -7,8 +7,12 @@ content fingerprint, the groups chosen (their ids' fingerprints), the inputs' sh
 (`Dataset.sources`) and the load options (unknown codes, duplicates); its adversary and k are the
 sidebar's, re-read on every run.
 
-A release enters the study only through `add` (the "Add to study" button of a method view): viewing
-a page never adds, replaces or removes one. Releases made from other data or groups stay in the
+A release enters the study only through `add` (the "Add to study" button of a method view), and only
+when verified under the sidebar's adversary and k (`Study.admit`: one that is not is refused with its
+verdict); it leaves through `remove` (the Report page's "Remove" per release); `undo` and `redo`
+step through the last `HISTORY_SIZE` edits (add, remove, public). Viewing a page never adds, replaces
+or removes one. Every release download of a method view passes the joint gate (`joint_block`, issue
+35): the release with those of the study the study's recipient holds, judged together under linkage. Releases made from other data or groups stay in the
 study (and in its file) but are not shown as current; the pages say how many there are (`others_note`).
 Every page that shows a release shows it verified again under the sidebar's adversary and k
 (`reverify`: the distinguishability memoized per release content, population and adversary, k only
@@ -52,11 +56,13 @@ REOPENED_ATTACKER = "_study_reopened_attacker"  # (scope, knowledge, k) of a stu
 RESTORED_UPLOADS = "_study_restored_uploads"  # role -> RestoredUpload, from a reopened study package
 _RESTORE_DATA = "_study_restore_data"  # how to load a reopened study's data, applied before the sidebar
 _PENDING_REOPEN = "_study_pending_reopen"  # (study file bytes, name): rebuilt once its data is loaded
+HISTORY = "_study_history"  # {"undo": [...], "redo": [...]}: (study, made) before / after each edit
+HISTORY_SIZE = 20  # edits kept for undo (issue 35, finding 6)
 # bounds of the study's memos (ui.cache): previews (shared by the server's sessions on the sample: the
 # key is the data's content fingerprint and groups plus the typed settings, a Release is immutable, so
 # eight sessions on the sample compute each release once), the data reference, the ledger check
 # before "Add to study" and the study package
-_PREVIEWS, _DATA_REFS, _LEDGER_CHECKS, _PACKAGES = 32, 4, 2, 1
+_PREVIEWS, _DATA_REFS, _LEDGER_CHECKS, _PACKAGES, _JOINT_CHECKS = 32, 4, 2, 1, 4
 state.declare(
     __name__,
     held={
@@ -66,6 +72,7 @@ state.declare(
         RESTORED_UPLOADS: ABSENT,
         _RESTORE_DATA: ABSENT,
         _PENDING_REOPEN: ABSENT,
+        HISTORY: ABSENT,
     },
 )
 
@@ -261,14 +268,133 @@ def add(ctx: Context, name: str, settings: MethodSettings) -> StudyRelease:
         pseudonyms=study.pseudonyms,
         release=release,
     )
-    st.session_state[STUDY] = study.add(m.entry)
-    made()[name] = MadeFiles(release, m.files)
+    admitted = study.admit(m.entry)  # refused when not verified (issue 35, finding 6)
+    _edited(admitted, {**made(), name: MadeFiles(release, m.files)})
     return m.entry
 
 
 def remove(ctx: Context, name: str) -> None:
-    st.session_state[STUDY] = session(ctx).remove(name)
-    made().pop(name, None)
+    """Withdraw release `name` from the study (undone by `undo`)."""
+    study = session(ctx).remove(name)
+    _edited(study, {n: m for n, m in made().items() if n != name})
+
+
+def set_public(ctx: Context, name: str, public: bool) -> None:
+    """Mark release `name` public (held by every recipient: `engine.study.joint`) or not."""
+    _edited(session(ctx).with_public(name, public), dict(made()))
+
+
+# ------------------------------------------------------------------------- undo / redo (finding 6)
+def _history() -> dict[str, list[tuple[Study, dict[str, MadeFiles]]]]:
+    return st.session_state.setdefault(HISTORY, {"undo": [], "redo": []})
+
+
+def _edited(study: Study, held: dict[str, MadeFiles]) -> None:
+    """The session's study becomes `study` with `held`, the state before kept for `undo` (the last
+    `HISTORY_SIZE`); a new edit forgets what was undone."""
+    h = _history()
+    before = st.session_state.get(STUDY)
+    if before is not None:
+        h["undo"] = [*h["undo"], (before, dict(made()))][-HISTORY_SIZE:]
+    h["redo"] = []
+    st.session_state[STUDY] = study
+    st.session_state[MADE] = held
+
+
+def _step(back: bool) -> bool:
+    """Undo (`back`) or redo the last edit; False when there is none."""
+    h = _history()
+    source, target = ("undo", "redo") if back else ("redo", "undo")
+    if not h[source]:
+        return False
+    study, held = h[source][-1]
+    h[source] = h[source][:-1]
+    h[target] = [*h[target], (st.session_state[STUDY], dict(made()))][-HISTORY_SIZE:]
+    st.session_state[STUDY] = study
+    st.session_state[MADE] = held
+    return True
+
+
+def undo() -> bool:
+    return _step(True)
+
+
+def redo() -> bool:
+    return _step(False)
+
+
+def can_undo() -> bool:
+    return bool(_history()["undo"])
+
+
+def can_redo() -> bool:
+    return bool(_history()["redo"])
+
+
+def edit_panel(ctx: Context) -> None:
+    """The study's releases of the data loaded now, each with its verdict, a "Public" box and a
+    "Remove" button, and Undo / Redo of the last edits (issue 35, finding 6)."""
+    study = session(ctx)
+    u, r, _ = st.columns([1, 1, 4])
+    if u.button("Undo", key="study_undo", disabled=not can_undo(), help="Undo the last change to the study"):
+        undo()
+        st.rerun()
+    if r.button("Redo", key="study_redo", disabled=not can_redo(), help="Redo the change undone"):
+        redo()
+        st.rerun()
+    for i, entry in enumerate(study.current()):
+        c1, c2, c3 = st.columns([4, 1, 1])
+        c1.markdown(literal.md(f"**{entry.name}** ({entry.settings.method}): {entry.verdict_message()}"))
+        public = c2.checkbox(
+            "Public",
+            value=entry.public,
+            key=f"study_public_{i}:{entry.name}:{entry.public}",
+            help="A public release is held by every recipient: it is judged with each one's releases.",
+        )
+        if public != entry.public:
+            set_public(ctx, entry.name, public)
+            st.rerun()
+        if c3.button(
+            "Remove", key=f"study_remove_{i}:{entry.name}", help="Withdraw this release from the study"
+        ):
+            remove(ctx, entry.name)
+            st.rerun()
+
+
+# ------------------------------------------------------------------------- the joint gate (issue 35)
+def joint_block(release: Release, adversary: Adversary, k: int, population) -> str | None:
+    """Why a download of `release` may not leave (`engine.study.joint.refuse_unless_verified`): the
+    releases of the session's study that its recipient holds (their own, else the study's, and every
+    public one: exportable ones only), with this one when it is not among them, fail jointly under
+    linkage; None when they pass or there is nothing to judge it with. Memoized per the releases'
+    contents, population, adversary and k."""
+    from engine.study.joint import JointRefused, held_by, joint_verdict, refuse_unless_verified
+    from engine.study.ledger import LedgerRelease
+
+    study: Study | None = st.session_state.get(STUDY)
+    if study is None or population is None:
+        return None
+    exportable = {e.name for e in study.current() if e.exportable}
+    have = {n: m.release for n, m in made().items() if n in exportable}
+    held = held_by(study, have)
+    mine = release_key(release)
+    if all(release_key(h.release) != mine for h in held):
+        held.append(LedgerRelease("", "this release", study.determination.recipient, release))
+    if len(held) < 2:
+        return None
+    key = (tuple((h.name, release_key(h.release)) for h in held), population.fingerprint, adversary, int(k))
+
+    def check() -> str | None:
+        verdict = joint_verdict(held, adversary, int(k), population, recipient=study.determination.recipient)
+        try:
+            refuse_unless_verified(verdict, "This download")
+        except JointRefused as exc:
+            return str(exc)
+        return None
+
+    return cache.memo(
+        "joint check", key, check, size=_JOINT_CHECKS, spinner="Judging the release with the study's others…"
+    )
 
 
 def ledger_warning(ctx: Context, settings: MethodSettings) -> None:
@@ -466,6 +592,7 @@ def reopen(ctx: Context, loaded: Study, source: str) -> list[RebuildCheck]:
     session_pseudonym_key(adopt=loaded.pseudonym_key)
     st.session_state[STUDY] = loaded.with_data(data).reverified(checks)
     st.session_state[MADE] = held
+    st.session_state[HISTORY] = {"undo": [], "redo": []}  # a study reopened: nothing of the last to undo
     st.session_state[REOPENED_ATTACKER] = (loaded.adversary.scope, loaded.adversary.knowledge, loaded.k)
     return checks
 

@@ -66,6 +66,7 @@ from engine.hierarchy import (
     HierarchyError,
     age_labels_above_top,
     top_code_ages,
+    with_codes,
 )
 from engine.io.progress import Progress
 from engine.memo import memo
@@ -257,15 +258,17 @@ def hierarchies_for(
     default) restricted to the codes present (|ICD| = distinct codes, as the thesis' Table 3), and
     the age hierarchy over the whole configured domain (Figure 5; the thesis' 1-128), top-coded:
     ages above 89 are the one leaf `90+`, so the 1-128 domain has 90 leaves. A given age hierarchy
-    with a label above 89 other than `90+` is refused (ValueError); codes the ICD hierarchy lacks
-    are a `HierarchyError` naming them (a UserError: the officer's choice of codes)."""
-    icd = icd or Hierarchy.icd9(ICD9_THESIS_LEVELS)
+    with a label above 89 other than `90+` is refused (ValueError). Codes the default ICD hierarchy
+    lacks get their place by their own digits (`engine.hierarchy.with_codes`); codes a given ICD
+    hierarchy lacks are a `HierarchyError` naming them (a UserError: the officer's hierarchy)."""
+    if icd is None:
+        icd = with_codes(Hierarchy.icd9(ICD9_THESIS_LEVELS), np.unique(traj.codes.astype(str)).tolist())
     try:
         icd_r = icd.restrict(np.unique(traj.codes.astype(str)).tolist())
     except KeyError as exc:  # a user's choice of codes, not a bug: said as a UserError (HierarchyError)
         raise HierarchyError(
-            f"codes not in the ICD hierarchy the LDA measures loss with ({exc.args[0]}): choose the top codes "
-            "or the paper's codes instead of all codes, or give a hierarchy that holds them"
+            f"codes not in the ICD hierarchy the LDA measures loss with ({exc.args[0]}): choose a built-in "
+            "hierarchy, or the top codes or the paper's codes, or give a hierarchy that holds them"
         ) from None
     if age is None:
         lo, hi = age_domain or default_age_domain(traj.ages)

@@ -4,8 +4,9 @@
 
     study new STUDY.json --events E --cohort C [--population P] [--biobank B]
         --scope cohort|population --knowledge single_visit|all_visits --k N [input options]
-    study add STUDY.json --name NAME METHOD [the options of `anonymize METHOD`, without outputs]
+    study add STUDY.json --name NAME [--recipient R] [--public] METHOD [the options of `anonymize METHOD`, without outputs]
     study remove STUDY.json NAME
+    study public STUDY.json NAME [--off]
     study run STUDY.json|STUDY.zip [--events E --cohort C ...]
     study report STUDY.json|STUDY.zip --out DIR [--genotypes G] [--recipient TEXT] [--events E ...]
     study package STUDY.json --out STUDY.zip [--with-inputs --events E --cohort C ...]
@@ -17,7 +18,9 @@ the input files' sha256 and the load options, computed as `run` computes it) wit
 holds the key). `add` turns METHOD's options into its typed settings with the method module's
 `settings_of` (the one function `anonymize METHOD` uses too; `--k` defaults to the study's k), makes
 the release (`make_release`: verified under the study's adversary and k, its files through the
-export gate), prints the verdict and appends it to the study.
+export gate), prints the verdict and appends it to the study; a release not verified under the
+study's attacker is refused with its verdict and never enters (issue 35, finding 6). `public` marks a
+release public: held by every recipient, so judged with each recipient's releases.
 
 The data of `add`, `run`, `report` and `crosswalk` is the input files of a study package (a zip
 saved with its inputs), the shipped sample when the study was made on it, else the files given with
@@ -31,7 +34,9 @@ every one rebuilt byte-identical and passed re-verification; 1 otherwise, each f
 why (`RebuildCheck.differences`); 2 for a problem with the inputs. `report` rebuilds the same way
 first and writes report.html, report.pdf, report.json, report.md and bundle.zip of the releases that
 passed (`build_report(..., reproducible=True)`: the same study and data give the same bytes); a
-failure is named and the exit status is 1. `crosswalk` writes a release's release id -> source id
+failure is named and the exit status is 1. When the releases the bundle would hand over fail jointly
+under linkage (`engine.study.joint`, issue 35) the report is written without bundle.zip (an earlier
+one is deleted) and the refusal is an error (exit 2) naming the pairs or the set. `crosswalk` writes a release's release id -> source id
 table: identifying, for the steward only.
 """
 
@@ -86,6 +91,12 @@ def register(sub) -> None:
     add = cmds.add_parser("add", help="make a release with a method and append it to the study")
     add.add_argument("study", help="the study file (JSON) to add the release to")
     add.add_argument("--name", required=True, help="the release's name in the study")
+    add.add_argument(
+        "--recipient", default="", help="to whom this release goes (default: the study's recipient)"
+    )
+    add.add_argument(
+        "--public", action="store_true", help="a public release: held by every recipient (judged with each)"
+    )
     methods = add.add_subparsers(dest="method", required=True, metavar="METHOD")
     from engine.commands.anonymize import METHOD_MODULES
 
@@ -96,6 +107,14 @@ def register(sub) -> None:
     remove.add_argument("study", help="the study file (JSON)")
     remove.add_argument("name", help="the release's name")
     remove.set_defaults(func=remove_release, **path_roles((), ("STUDY:study",)))
+
+    public = cmds.add_parser(
+        "public", help="mark a release public (held by every recipient), or not public with --off"
+    )
+    public.add_argument("study", help="the study file (JSON)")
+    public.add_argument("name", help="the release's name")
+    public.add_argument("--off", action="store_true", help="no longer public")
+    public.set_defaults(func=public_release, **path_roles((), ("STUDY:study",)))
 
     run = cmds.add_parser("run", help="rebuild every release of STUDY, re-verify it and compare its files")
     run.add_argument(
@@ -451,7 +470,8 @@ def add_release(args: argparse.Namespace) -> int:
             spellings=spellings,
             pseudonyms=study.pseudonyms,
         )
-        updated = study.add(made.entry)
+        entry = dataclasses.replace(made.entry, recipient=args.recipient.strip(), public=args.public)
+        updated = study.admit(entry)  # a release not verified never enters (issue 35, finding 6)
     except StudyError:
         raise
     except ValueError as exc:  # what the data lacks for these settings (e.g. no trajectory)
@@ -460,13 +480,6 @@ def add_release(args: argparse.Namespace) -> int:
     args.audit = {**audit_context(updated), "release": name}
     write_file(args.study, updated.to_json().encode("utf-8"), private=True)
     print(f"{name} ({settings.method}): {made.entry.verdict_message()}")
-    if not made.entry.exportable:
-        print(
-            f"{name} was added but is not verified under the study's attacker: it has no files, and "
-            f"`study run` fails until it is removed (`study remove {args.study} {name!r}`)",
-            file=sys.stderr,
-        )
-        return 1
     print(f"added to {args.study}: {len(made.files)} files verified ({', '.join(sorted(made.files))})")
     return 0
 
@@ -481,6 +494,19 @@ def remove_release(args: argparse.Namespace) -> int:
         raise UserError(f"{args.study}: {exc}") from None
     write_file(args.study, updated.to_json().encode("utf-8"), private=True)
     print(f"removed {args.name!r} from {args.study}")
+    return 0
+
+
+def public_release(args: argparse.Namespace) -> int:
+    from engine.study.study import StudyError
+
+    study = _read_json_study(args.study)
+    try:
+        updated = study.with_public(args.name, not args.off)
+    except StudyError as exc:
+        raise UserError(f"{args.study}: {exc}") from None
+    write_file(args.study, updated.to_json().encode("utf-8"), private=True)
+    print(f"{args.name!r} is {'not ' if args.off else ''}public in {args.study}")
     return 0
 
 
@@ -506,6 +532,7 @@ def report_study(args: argparse.Namespace) -> int:
     from engine.io.export import write_release_files
     from engine.report.bundle import make_bundle
     from engine.report.report import ReleaseInput, build_report
+    from engine.study.joint import JointRefused
 
     study, packaged = _read(args.study)
     args.audit = audit_context(study)  # the audit entries of the files written (engine/audit/log.py)
@@ -547,11 +574,18 @@ def report_study(args: argparse.Namespace) -> int:
         "report.pdf": report.to_pdf(),
         "report.json": report.to_json(),
         "report.md": report.to_markdown(),
-        "bundle.zip": make_bundle(report),
     }
+    refused = None
+    try:  # the joint gate (issue 35): no bundle of releases that fail together
+        files["bundle.zip"] = make_bundle(report)
+    except JointRefused as exc:
+        refused = exc
+        (out / "bundle.zip").unlink(missing_ok=True)  # never an earlier run's bundle beside this report
     # one set with its manifest (report.html.sha256), as the export gate writes a release: a kill
     # midway leaves no manifest, never a new report.html silently beside the old others (issue 40)
     write_release_files(files, {name: out / name for name in files})
+    if refused is not None:
+        raise UserError(f"wrote the report to {out}, not bundle.zip: {refused}")
     failed = [c.name for c in checks if not c.passed]
     print(f"wrote {', '.join(files)} to {out}: {len(releases)} release(s) in the report")
     if failed:

@@ -9,6 +9,8 @@ A zip holding, under one folder (`BUNDLE_ROOT`):
 - `appendix/<folder>/...`: long method outputs kept out of the report (e.g. UGACLIP's trace);
 - `study.json`: the study file (settings, input hashes, release manifests; no patient data), which
   `python -m engine study run` rebuilds;
+- (no bundle at all when the releases it would hand over fail jointly under linkage: issue 35,
+  `engine.study.joint`; the report states why)
 - `manifest.json`: what the bundle holds (releases, their folders and verdicts, every file's sha256
   and size; the inputs' hashes, code version, adversary, k, and the joint verdict where the report
   has one), and `MANIFEST.sha256`: every other file's sha256 in `sha256sum` format, so that
@@ -36,6 +38,7 @@ from engine.audit.keys import fingerprint
 from engine.io.errors import UserError
 from engine.report.report import Report, release_folder_files
 from engine.report.signing import office_key, signature_file, signature_problem
+from engine.study.joint import refuse_unless_verified
 from engine.study.study import sha256_of
 
 BUNDLE_FORMAT = "cohortshield-bundle/1"
@@ -119,7 +122,10 @@ def zip_bytes(files: dict[str, bytes], root: str = BUNDLE_ROOT) -> bytes:
 
 
 def make_bundle(report: Report) -> bytes:
-    """The release bundle of a report, as zip bytes (module docstring)."""
+    """The release bundle of a report, as zip bytes (module docstring). Refused
+    (`engine.study.joint.JointRefused`) when the releases it would hand over fail jointly under
+    linkage (issue 35: `Report.joint`, the joint gate)."""
+    refuse_unless_verified(report.joint, "The release bundle")
     return zip_bytes(bundle_files(report))
 
 

@@ -151,10 +151,38 @@ def figure_rows(values: dict[str, Any], prefix: str = "") -> list[tuple[str, str
 
 
 # ------------------------------------------------------------------------------------- document
-def _status(r: dict[str, Any]) -> str:
-    if r["verification"]["verified"]:
-        return "verified, exported"
-    return "NOT verified, not exported"
+def _jointly_ok(d: dict[str, Any]) -> bool:
+    """Whether the releases the bundle hands over are verified together (issue 35; a report without
+    a joint verdict: its releases are judged one by one)."""
+    return bool((d.get("joint") or {}).get("verified", True))
+
+
+def _status(r: dict[str, Any], d: dict[str, Any]) -> str:
+    if not r["verification"]["verified"]:
+        return "NOT verified, not exported"
+    if not _jointly_ok(d):
+        return "verified alone, NOT exported: the set fails jointly"
+    return "verified, exported"
+
+
+def _joint(d: dict[str, Any]) -> list[Block]:
+    """The joint verdict of the releases handed over together (engine.study.joint), said before the
+    sign-off: a failing set has no bundle."""
+    j = d.get("joint")
+    if not j:
+        return []
+    if j["verified"]:
+        return [Para("Releases judged together: " + j["message"], strong=True)]
+    return [
+        Para(
+            "Releases judged together: "
+            + j["message"]
+            + " The bundle is refused: nothing of these releases is handed over together. Remedies: "
+            + j["remedies"]
+            + ".",
+            strong=True,
+        )
+    ]
 
 
 def _phewas_cell(r: dict[str, Any]) -> str:
@@ -259,7 +287,7 @@ def _comparison(d: dict[str, Any]) -> list[Block]:
 def _summary(d: dict[str, Any]) -> list[Block]:
     att, coh, pop, rels = d["attacker"], d["cohort"], d["population"], d["releases"]
     k = att["k"]
-    names = "; ".join(f"{r['name']} ({r['algorithm']}: {_status(r)})" for r in rels) or "no release"
+    names = "; ".join(f"{r['name']} ({r['algorithm']}: {_status(r, d)})" for r in rels) or "no release"
     blocks: list[Block] = [
         Heading(1, d["title"]),
         Para(
@@ -285,6 +313,7 @@ def _summary(d: dict[str, Any]) -> list[Block]:
                 ),
             )
         ),
+        *_joint(d),
         Heading(2, f"Risk before and after (under {att['label']}, k = {k})"),
         Table(
             ("Data", "Records", "Share unique", "Share below k", "Verified"),
@@ -384,6 +413,7 @@ def _sign_off(d: dict[str, Any]) -> list[Block]:
         Heading(2, "What the verification assures, and what it does not"),
         Para("Assures: " + ASSURES),
         Para("Does not assure: " + DOES_NOT_ASSURE),
+        *_joint(d),
         Heading(2, "Sign-off"),
         Table(
             ("Role", "Name", "Date", "Signature"),
@@ -415,7 +445,15 @@ def _release(r: dict[str, Any], i: int, d: dict[str, Any]) -> list[Block]:
     k = att["k"]
     v, made, u = r["verification"], r["made"], r["utility"]
     blocks: list[Block] = [PageBreak(), Heading(2, f"Release: {r['name']}")]
-    if v["verified"]:
+    if v["verified"] and not _jointly_ok(d):
+        blocks.append(
+            Para(
+                f"{v['message']} It is verified alone, but the releases handed over with it fail jointly "
+                "(see 'Releases judged together'): no bundle is made of them.",
+                strong=True,
+            )
+        )
+    elif v["verified"]:
         blocks.append(Para(f"{v['message']} Its files are exported and are in the bundle.", strong=True))
     else:
         blocks.append(

@@ -46,6 +46,8 @@ from engine.records import Records
 from engine.release import AGE_PAIR_SEP, Release
 from engine.report.glossary import term
 from engine.risk import Verification
+from engine.study.joint import JointVerdict, joint_verdict
+from engine.study.ledger import PairCache, PairResult, study_ledger_releases
 from engine.study.runs import ProfilesSettings
 from engine.study.study import (
     Study,
@@ -139,6 +141,7 @@ class Report:
     release_files: dict[str, dict[str, bytes]]
     study_json: str = ""  # the study file (`Study.to_json`) the report was built from
     dataset_files: dict[str, dict[str, bytes]] = field(default_factory=dict)
+    joint: JointVerdict | None = None  # issue 35: its verified releases judged together (the bundle's gate)
     # each format rendered once (issue 24): the page's download, its preview and the bundle share the bytes
     _rendered: dict[str, bytes] = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -678,6 +681,7 @@ def build_report(
     ledger: Sequence[Any] | None = None,
     figures: Mapping[str, FileFigures] | None = None,
     headlines: Mapping[str, Any] | None = None,
+    public: Mapping[str, Release] | None = None,
 ) -> Report:
     """The report of `study` on the given current releases (by name; study order), against the
     original `cohort` and the `population` it was drawn from. PheWAS figures come from `phewas`,
@@ -690,8 +694,9 @@ def build_report(
     measured (`engine.study.compare.release_figures`), by name; the others are read from its files
     here (relabelling patients changes no count: the figures of the gate's files are those of the same
     files naming patients by source ids, `compare.measuring_files`). `headlines`: a release's
-    `engine.study.compare.headline` when already made, by name. `recipient` (to whom the data goes) is left to the officer. Raises ReportError for
-    inconsistent inputs."""
+    `engine.study.compare.headline` when already made, by name. `recipient` (to whom the data goes) is left to the officer. `public`:
+    the study's public releases left out of this report, by name (held by every recipient, so judged
+    with the bundle's releases: issue 35). Raises ReportError for inconsistent inputs."""
     entries = _check_inputs(study, releases)
     adv, k = study.adversary, study.k
     before_cache: dict[bool, np.ndarray] = {}
@@ -711,7 +716,19 @@ def build_report(
         if membership
         else ({"status": "not computed for this report", "original": None}, dict.fromkeys(reported))
     )
-    ledger_pairs, ledger_rows = _ledger(study, reported, population, ledger)
+    cache = PairCache()  # each release read once for the ledger and the joint verdict
+    ledger_pairs, ledger_rows, verified_pairs = _ledger(study, reported, population, ledger, cache)
+    # what the bundle hands over, and what every recipient holds already
+    exported = {n: i.release for n, i in reported.items() if i.verification.ok} | dict(public or {})
+    joint = joint_verdict(
+        study_ledger_releases(study, exported),  # a bundle hands each of them to whoever receives it
+        adv,
+        k,
+        population,
+        recipient=recipient or study.determination.recipient,
+        given=[*(ledger or ()), *verified_pairs],
+        cache=cache,
+    )
     cell_notes: list[dict[str, Any]] = []
     from engine.study import compare
 
@@ -872,6 +889,7 @@ def build_report(
         "small cells": small_cells_data(study.small_cells, cell_notes),
         "membership": membership_top,
         "ledger": ledger_pairs,
+        "joint": joint.to_dict(),  # issue 35: the releases handed over together, the bundle's gate
         "headlines": dict(HEADLINES),
         "records": records,
         "appendix": [
@@ -879,7 +897,12 @@ def build_report(
         ],
     }
     return Report(
-        data, dict(sorted(appendix.items())), release_files, study.to_json(with_key=False), datasets
+        data,
+        dict(sorted(appendix.items())),
+        release_files,
+        study.to_json(with_key=False),
+        dataset_files=datasets,
+        joint=joint,
     )
 
 
@@ -973,39 +996,25 @@ def small_cells_data(policy: Any, notes: list[dict[str, Any]]) -> dict[str, Any]
     }
 
 
-def _given_pair(given: Sequence[Any], a: Any, b: Any, adversary: Adversary, k: int) -> Any:
-    """The pair of `given` (`engine.study.ledger.PairResult`s already verified) that is `a` and `b`
-    verified as one under `adversary` at k: the same names, recipients and release contents; None
-    when there is none."""
-    for p in given:
-        if (
-            p.adversary == adversary
-            and int(p.k) == int(k)
-            and (p.a.name, p.a.recipient, p.a.release.fingerprint)
-            == (a.name, a.recipient, a.release.fingerprint)
-            and (p.b.name, p.b.recipient, p.b.release.fingerprint)
-            == (b.name, b.recipient, b.release.fingerprint)
-        ):
-            return p
-    return None
-
-
 def _ledger(
     study: Study,
     inputs: Mapping[str, ReleaseInput],
     population: Records,
     given: Sequence[Any] | None = None,
-) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]]]:
+    cache: PairCache | None = None,
+) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]], list[PairResult]]:
     """Every pair of the report's releases sharing patients, verified as one under the study's
     adversary and k (`engine.study.ledger`): the pairs, and per release the pairs it is in. A pair the
     ledger cannot combine (e.g. an LDA release of code|age items) is reported as not verified, with
     the reason, and no figures. `given`: pairs already verified against `population` (the Report
-    page's ledger), used for the same two releases under the same adversary and k."""
+    page's ledger), used for the same two releases under the same adversary and k. Also returns the
+    pairs verified (for the joint verdict); `cache`: work shared with it."""
     from engine.release import ReleaseInvariantError
-    from engine.study.ledger import PairCache, study_ledger_releases, verify_pair
+    from engine.study.ledger import given_pair, verify_pair
 
     held = study_ledger_releases(study, {n: i.release for n, i in inputs.items()})
-    cache = PairCache()  # each release read once for all its pairs
+    cache = cache if cache is not None else PairCache()  # each release read once for all its pairs
+    verified: list[PairResult] = []
     shown = ("shared patients", "records", "below k", "unique", "verified")
     rows: list[dict[str, Any]] = []
     per: dict[str, list[dict[str, Any]]] = {n: [] for n in inputs}
@@ -1016,9 +1025,10 @@ def _ledger(
             if not shared:
                 continue
             try:
-                p = _given_pair(given or (), a, b, study.adversary, study.k)
+                p = given_pair(given or (), a, b, study.adversary, study.k)
                 if p is None:
                     p = verify_pair(a, b, study.adversary, study.k, population, cache)
+                verified.append(p)
                 row = p.to_dict() | {"message": p.message()}
             except ReleaseInvariantError as exc:
                 row = {
@@ -1044,7 +1054,7 @@ def _ledger(
                         "message": row["message"],
                     }
                 )
-    return rows, per
+    return rows, per, verified
 
 
 MEMBERSHIP_WORDS = (

@@ -16,8 +16,9 @@ and each release's alone (`pair_distinguishability`): the pair never shows less 
 
 This is done for every pair, whoever the recipients are (they are shown): two recipients may share
 what they hold. A pair is flagged when the combined release has records below k: releases that each
-meet k and together do not (`combine`'s docstring has the smallest example). Pairs of three or more
-releases are not combined here.
+meet k and together do not (`combine`'s docstring has the smallest example). Three or more releases
+are linked the same way by `combine_all` / `verify_set` (prefixes `A:`, `B:`, `C:`, ...), which the
+joint gate uses for the releases one recipient holds (`engine.study.joint`, issue 35).
 
 How a pair is counted (issue 24): `combine` builds the combined release with its source, as defined
 above; the ledger computes the same figures without building that source. Each release is read once
@@ -30,7 +31,7 @@ and tests/test_ledger_fast.py checks both agree, errors included.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from itertools import pairwise
 from typing import Any
@@ -45,18 +46,26 @@ from engine.records import Records, concat_ranges
 from engine.release import Release
 from engine.utility.coverage import distinct
 
-PREFIXES = ("A:", "B:")
+
+def prefixes(n: int) -> tuple[str, ...]:
+    """The labels' prefixes of `n` linked files: `A:`, `B:`, ... `Z:`, then `F27:`, `F28:`, ..."""
+    return tuple(chr(ord("A") + i) + ":" if i < 26 else f"F{i + 1}:" for i in range(n))
+
+
+PREFIXES = prefixes(2)
 LONE_VISIT = "lda"  # the one visit of a patient whose combined source has only LDA pairs
 
 
 @dataclass(frozen=True)
 class LedgerRelease:
-    """One release on the ledger: its study, name, recipient and the release itself."""
+    """One release on the ledger: its study, name, recipient and the release itself; `public` when
+    it is held by every recipient (`engine.study.joint`)."""
 
     study: str
     name: str
     recipient: str
     release: Release
+    public: bool = False
 
     @property
     def label(self) -> str:
@@ -219,13 +228,21 @@ def _link(files: list[_Events]) -> _Linked:
     return _Linked(records, patient_map, item_map)
 
 
-def _sides(a: Release, b: Release) -> list[tuple[str, Release]]:
-    return list(zip(PREFIXES, (a, b), strict=True))
+def _sides(releases: Sequence[Release]) -> list[tuple[str, Release]]:
+    return list(zip(prefixes(len(releases)), releases, strict=True))
 
 
 def combine(a: Release, b: Release, population: Records | None = None) -> Release:
-    """The release a recipient holding `a` and `b` has after linking them per source patient: one
-    record per patient, the union of both releases' items (labels prefixed `A:` / `B:`).
+    """The release a recipient holding `a` and `b` has after linking them per source patient
+    (`combine_all` of the two)."""
+    return combine_all((a, b), population)
+
+
+def combine_all(releases: Sequence[Release], population: Records | None = None) -> Release:
+    """The release a recipient holding every one of `releases` has after linking them per source
+    patient (issue 35: a set is judged as a whole, not only by pairs): one record per patient, the
+    union of the releases' items (labels prefixed `A:`, `B:`, `C:`, ... by file). For two releases
+    `a` and `b` (`combine`):
 
     Items and codes. Each item stands for the codes of its own code map, prefixed by its release
     (`A:401.1` stands for `A:401.1`; an LDA item `A:401|[35-36]` for the `A:code|age` pairs it covers):
@@ -247,16 +264,15 @@ def combine(a: Release, b: Release, population: Records | None = None) -> Releas
     Smallest example of releases that add up: P1 {a,b}, P2 {a,c}, P3 {d,b}, P4 {d,c}; release A
     keeps {a, d}, release B keeps {b, c}: each has every record shared by 2 patients (k = 2 in the
     cohort), together every record is unique."""
-    records = _link(
-        [_events(rel.records, prefix, rel.counts_repeats) for prefix, rel in _sides(a, b)]
-    ).records
+    sides = _sides(releases)
+    records = _link([_events(rel.records, prefix, rel.counts_repeats) for prefix, rel in sides]).records
     codes: dict[str, frozenset[str]] = {}
-    for prefix, rel in _sides(a, b):
+    for prefix, rel in sides:
         codes.update(_side_codes(prefix, rel))
     ids = set(np.asarray(records.patient_ids).astype(str).tolist())
     plain: list[pd.DataFrame] = []
     pairs: list[pd.DataFrame] = []
-    for prefix, rel in _sides(a, b):
+    for prefix, rel in sides:
         src, pooled = _source_of(rel, population)
         (pairs if pooled else plain).append(_frame(src, prefix, ids, not pooled))
     base = (
@@ -277,8 +293,8 @@ def combine(a: Release, b: Release, population: Records | None = None) -> Releas
         method="combined",
         records=records,
         item_codes=codes,
-        counts_repeats=a.counts_repeats or b.counts_repeats,
-        params={"combined": [a.method, b.method]},
+        counts_repeats=any(rel.counts_repeats for rel in releases),
+        params={"combined": [rel.method for rel in releases]},
     ).checked(source)
 
 
@@ -298,6 +314,13 @@ def _pool_of(rel: Release, population: Records) -> Records | None:
 
 
 def candidate_pool(a: Release, b: Release, population: Records, cache: PairCache | None = None) -> Records:
+    """`candidate_pool_all` of the two releases."""
+    return candidate_pool_all((a, b), population, cache)
+
+
+def candidate_pool_all(
+    releases: Sequence[Release], population: Records, cache: PairCache | None = None
+) -> Records:
     """The population adversary's candidates for the combined release: every person of the pool as
     each file would show them, prefixed like `combine`'s items: for a release of codes its released
     pool (`Release.population`, Heatherly's DEMO_B / DEMO_S) or else `population`, repeats as the release
@@ -305,7 +328,7 @@ def candidate_pool(a: Release, b: Release, population: Records, cache: PairCache
     matches an LDA item: the same as the LDA release alone against the population)."""
     cache = cache if cache is not None else PairCache()
     files = []
-    for prefix, rel in _sides(a, b):
+    for prefix, rel in _sides(releases):
         pool = _pool_of(rel, population)
         if pool is not None:
             files.append(cache.events(pool, prefix, rel.counts_repeats))
@@ -535,33 +558,34 @@ def _label_union(names: list[np.ndarray]) -> tuple[np.ndarray, list[np.ndarray]]
 
 
 def _linked_distinguishability(
-    a: Release, b: Release, adversary: Adversary, population: Records, cache: PairCache
+    releases: Sequence[Release], adversary: Adversary, population: Records, cache: PairCache
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The patients of `combine(a, b, population)` and their distinguishability as
-    `risk.release_distinguishability` gives it (with `candidate_pool` under population scope), read
+    """The patients of `combine_all(releases, population)` and their distinguishability as
+    `risk.release_distinguishability` gives it (with `candidate_pool_all` under population scope), read
     per file (`PairCache.reading`): the linked records on integer codes (`_link`), `combine`'s
     invariant from each file's reading, the attacker-known visits composed of each file's
     (`_known_visits`); the combined source is never built. When the invariant fails, `combine`
     raises its error (naming the first event that breaks it)."""
-    link = _link([cache.events(rel.records, prefix, rel.counts_repeats) for prefix, rel in _sides(a, b)])
-    readings = [cache.reading(rel, population) for _, rel in _sides(a, b)]
+    sides = _sides(releases)
+    link = _link([cache.events(rel.records, prefix, rel.counts_repeats) for prefix, rel in sides])
+    readings = [cache.reading(rel, population) for _, rel in sides]
     where = _sourced(link, readings, cache)
     sourced = np.zeros(link.records.n_patients, dtype=bool)
     for rd, at in zip(readings, where, strict=True):
         sourced |= _has_events(rd.src, at)
     codes: dict[str, frozenset[str]] = {}
-    for prefix, rel in _sides(a, b):
+    for prefix, rel in sides:
         codes.update(_side_codes(prefix, rel))
     combined = Release(
         method="combined",
         records=link.records,
         item_codes=codes,
-        counts_repeats=a.counts_repeats or b.counts_repeats,
-        params={"combined": [a.method, b.method]},
+        counts_repeats=any(rel.counts_repeats for rel in releases),
+        params={"combined": [rel.method for rel in releases]},
     )
     if not (sourced.all() and all(rd.complete for rd in readings)):
-        combined = combine(a, b, population)  # raises the invariant's error
-    pool = candidate_pool(a, b, population, cache) if adversary.scope == "population" else None
+        combined = combine_all(releases, population)  # raises the invariant's error
+    pool = candidate_pool_all(releases, population, cache) if adversary.scope == "population" else None
     if combined.source is not None:  # not reached unless the readings and `combine` disagree
         return link.records.patient_ids, risk.release_distinguishability(
             replace(combined, population=pool), adversary, population
@@ -581,20 +605,25 @@ def _linked_distinguishability(
 def pair_distinguishability(
     a: Release, b: Release, adversary: Adversary, population: Records, cache: PairCache | None = None
 ) -> dict[str, int]:
-    """Per patient of either release, the fewest candidates the recipient holding both is left with:
-    the minimum of the linked release's distinguishability (`combine`, verified as `risk.verify`
-    would, `_linked_distinguishability`) and each release's alone (the recipient may attack either
-    file on its own: a release showing its visits, or a patient with nothing in the other file, can be
-    riskier alone than linked). So the pair never reports less risk than either release alone.
-    `cache`: work shared with the other pairs of a ledger (`PairCache`)."""
+    """Per patient of either release, the fewest candidates the recipient holding both is left with
+    (`set_distinguishability` of the two)."""
+    return set_distinguishability((a, b), adversary, population, cache)
+
+
+def set_distinguishability(
+    releases: Sequence[Release], adversary: Adversary, population: Records, cache: PairCache | None = None
+) -> dict[str, int]:
+    """Per patient of any of `releases`, the fewest candidates the recipient holding them all is left
+    with: the minimum of the linked release's distinguishability (`combine_all`, verified as
+    `risk.verify` would, `_linked_distinguishability`) and each release's alone (the recipient may
+    attack any file on its own: a release showing its visits, or a patient with nothing in the other
+    files, can be riskier alone than linked). So the set never reports less risk than any release
+    alone. `cache`: work shared with the other pairs of a ledger (`PairCache`)."""
     cache = cache if cache is not None else PairCache()
-    linked = _linked_distinguishability(a, b, adversary, population, cache)
+    linked = _linked_distinguishability(releases, adversary, population, cache)
     out: dict[str, int] = {}
-    for ids, v in (
-        linked,
-        (a.records.patient_ids, cache.alone(a, adversary, population)),
-        (b.records.patient_ids, cache.alone(b, adversary, population)),
-    ):
+    alone = [(rel.records.patient_ids, cache.alone(rel, adversary, population)) for rel in releases]
+    for ids, v in (linked, *alone):
         for pid, d in zip(map(str, ids), np.asarray(v).tolist(), strict=True):
             out[pid] = min(out.get(pid, d), int(d))
     return out
@@ -617,6 +646,59 @@ def verify_pair(
     return PairResult(
         a, b, len(ids_a & ids_b), len(dis), int((dis < k).sum()), int((dis <= 1).sum()), k, adversary
     )
+
+
+@dataclass(frozen=True, eq=False)
+class SetResult:
+    """Every release of a set verified as one (`combine_all`, `set_distinguishability`)."""
+
+    releases: tuple[LedgerRelease, ...]
+    records: int  # patients in any
+    below_k: int
+    unique: int
+    k: int
+    adversary: Adversary
+
+    @property
+    def ok(self) -> bool:
+        return self.below_k == 0
+
+    @property
+    def label(self) -> str:
+        return " + ".join(r.label for r in self.releases)
+
+
+def verify_set(
+    releases: Sequence[LedgerRelease],
+    adversary: Adversary,
+    k: int,
+    population: Records,
+    cache: PairCache | None = None,
+) -> SetResult:
+    """The releases verified as one release, under perfect linkage of them all (`set_distinguishability`)."""
+    dis = np.fromiter(
+        set_distinguishability([r.release for r in releases], adversary, population, cache).values(),
+        dtype=np.int64,
+    )
+    return SetResult(tuple(releases), len(dis), int((dis < k).sum()), int((dis <= 1).sum()), k, adversary)
+
+
+def given_pair(
+    given: Sequence[PairResult], a: LedgerRelease, b: LedgerRelease, adversary: Adversary, k: int
+) -> PairResult | None:
+    """The pair of `given` (pairs already verified) that is `a` and `b` verified as one under
+    `adversary` at k: the same names, recipients and release contents; None when there is none."""
+    for p in given:
+        if (
+            p.adversary == adversary
+            and int(p.k) == int(k)
+            and (p.a.name, p.a.recipient, p.a.release.fingerprint)
+            == (a.name, a.recipient, a.release.fingerprint)
+            and (p.b.name, p.b.recipient, p.b.release.fingerprint)
+            == (b.name, b.recipient, b.release.fingerprint)
+        ):
+            return p
+    return None
 
 
 def ledger(
@@ -649,10 +731,11 @@ def check_addition(
 def study_ledger_releases(
     study, releases: Mapping[str, Release], study_name: str = ""
 ) -> list[LedgerRelease]:
-    """A study's releases on the ledger, each with its recipient (its own, else the study's)."""
+    """A study's releases on the ledger, each with its recipient (its own, else the study's) and
+    whether it is public."""
     default = study.determination.recipient
     return [
-        LedgerRelease(study_name, e.name, e.recipient or default, releases[e.name])
+        LedgerRelease(study_name, e.name, e.recipient or default, releases[e.name], e.public)
         for e in study.current()
         if e.name in releases
     ]

@@ -239,6 +239,7 @@ class StudyRelease:
     files: tuple[tuple[str, str], ...] = ()  # (file name, sha256); empty when not verified
     claimed: VerificationRecord | None = field(default=None, compare=False)  # as read from a file
     recipient: str = ""  # to whom this release goes (issue 28's ledger); "" = the study's recipient
+    public: bool = False  # issue 35: published for anyone, so held by every recipient (engine.study.joint)
 
     @property
     def exportable(self) -> bool:
@@ -257,6 +258,7 @@ class StudyRelease:
             "verification": None if self.verification is None else self.verification.__dict__.copy(),
             "files": dict(self.files),
             "recipient": self.recipient,
+            "public": self.public,
         }
 
     @classmethod
@@ -264,6 +266,9 @@ class StudyRelease:
         d = _mapping(d, "a release")
         rec = d.get("verification")
         claimed = None if rec is None else _verification(rec)
+        public = d.get("public", False)
+        if not isinstance(public, bool):
+            raise StudyError(f"release {d.get('name')!r}: public must be true or false, not {public!r}")
         return cls(
             name=str(d["name"]),
             settings=settings_from_dict(_mapping(d["settings"], "settings")),
@@ -272,6 +277,7 @@ class StudyRelease:
             files=_texts(d.get("files", {}), "files"),
             claimed=claimed,
             recipient=str(d.get("recipient", "")),
+            public=public,
         )
 
 
@@ -361,6 +367,24 @@ class Study:
         if release.data.key != self.data.key:
             raise StudyError(f"release {release.name!r} was made from other data or groups than the study's")
         return replace(self, releases=(*self.releases, release))
+
+    def admit(self, release: StudyRelease) -> Study:
+        """`add` for a release the user just made (the app's "Add to study", `study add`): one that is
+        not verified under the study's attacker never enters the study (issue 35, finding 6: it would
+        sit in the study without files and fail every rebuild); refused with its verdict."""
+        if not release.exportable:
+            raise StudyError(
+                f"{release.name!r} is not added to the study: {release.verdict_message()}; "
+                "change its settings until it is verified"
+            )
+        return self.add(release)
+
+    def with_public(self, name: str, public: bool = True) -> Study:
+        """The study with release `name` marked public (held by every recipient) or not."""
+        self.get(name)
+        return replace(
+            self, releases=tuple(replace(r, public=public) if r.name == name else r for r in self.releases)
+        )
 
     def remove(self, name: str) -> Study:
         self.get(name)

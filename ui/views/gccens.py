@@ -35,7 +35,14 @@ from engine.release import Release
 from engine.report.glossary import help_for
 from engine.study.compare import code_set_text
 from engine.study.experiments import GCCENS_COLUMNS, gccens_point
-from engine.study.runs import CodeSelection, GCCensInput, GCCensSettings, RunInputs, code_frequency_order
+from engine.study.runs import (
+    OPENING_CODES,
+    CodeSelection,
+    GCCensInput,
+    GCCensSettings,
+    RunInputs,
+    code_frequency_order,
+)
 from engine.utility.censoring import (
     CULStatistics,
     censoring_loss,
@@ -67,14 +74,21 @@ CODE_MODES = (
     "Chosen codes",
     "All codes",
 )
+_MODE_NAMES = dict(zip(CODE_MODES, ("paper", "top", "chosen", "all"), strict=True))
 CAP_MODES = ("Per-code caps", "Universal cap")  # per-code first: the paper's scan of S is the default
 TABLE1_KS = tuple(range(2, 26))
 TABLE2_CAPS = tuple(range(3, 11))
 # widget keys kept across page switches (ui/persist.py); per-code cap edits too (`_caps`)
+# the Anonymize tab opens on `runs.OPENING_CODES` (all codes, issue 35 finding 6); the Trade-offs tab's
+# Tables 1-2 sweep Tamersoy's four codes, as the paper
+_FIRST_MODE = {
+    "gcc_": next(m for m, n in _MODE_NAMES.items() if n == OPENING_CODES.mode),
+    "gcct_": CODE_MODES[0],
+}
 for _p in ("gcc_", "gcct_"):
     persist.register(
         {
-            f"{_p}mode": CODE_MODES[0],
+            f"{_p}mode": _FIRST_MODE[_p],
             f"{_p}top": 10,
             f"{_p}codes": persist.LAZY,
             f"{_p}variant": VARIANTS[0],
@@ -161,7 +175,9 @@ def _live_preview(
     stale: bool = False,
 ) -> Release | progress_ui.Stale[Release] | None:
     """`ui.study.live_preview` of `settings`, made from the view's prepared input
-    (`settings.release_of`, what `settings.run` gives) and recorded as the study's preview. `stale`
+    (`settings.release_of`, what `settings.run` gives) and recorded as the study's preview. `ask`
+    (every code): a change waits for "Run", and so does the first run when it reads many events
+    (`_asks_first`). `stale`
     (issue 26, finding 5): while changed settings wait for "Run", the last release drawn at `key`
     comes back as `progress.Stale(release, job)`, its job `(data key, settings)`."""
     job = (data_of(ctx).key, settings)
@@ -183,7 +199,7 @@ def _live_preview(
         key=key,
         job=job,
         ask=ask,
-        ask_first=ask,  # every code: a minute on a large cohort, never started unasked (issue 26)
+        ask_first=ask and _asks_first(ctx, settings.scope),
         stale=stale,
     )
     if isinstance(release, Release):
@@ -191,7 +207,16 @@ def _live_preview(
     return release
 
 
-_MODE_NAMES = dict(zip(CODE_MODES, ("paper", "top", "chosen", "all"), strict=True))
+_UNASKED_EVENTS = 100_000  # the shipped sample's cohort: 78,972 events, all codes in 1-3 s
+
+
+def _asks_first(ctx: Context, scope: str) -> bool:
+    """Whether GCCens on every code waits for "Run" before its first run: when it reads more than
+    `_UNASKED_EVENTS` events (the cohort's, and the population's in the population scope), a minute on
+    a large cohort never started unasked (issue 26); the sample's cohort runs at once, the view opening
+    on all codes (issue 35, finding 6)."""
+    read = ctx.cohort.n_events + (ctx.population.n_events if scope == "population" else 0)
+    return read > _UNASKED_EVENTS
 
 
 def _code_selection(selection: tuple) -> CodeSelection:

@@ -62,7 +62,7 @@ persist.register(
     {
         "hea_constraints": "PheWAS codes (the paper's)",
         "hea_level": ICD9_LEVELS[2],
-        "hea_complete": False,
+        "hea_complete": HeatherlySettings.complete,  # on: the paper's procedure left records below k
         "hea_export": "One set of codes per patient (papers' form)",
         "hea_shown_cohort": persist.LAZY,
         "hea_shown_population": persist.LAZY,
@@ -237,7 +237,8 @@ def render_anonymize(ctx: Context) -> None:
         complete = st.checkbox(
             "Completion pass (beyond the paper)",
             key="hea_complete",
-            help="Generalize further, then suppress, until every visit of the cohort meets k.",
+            help="Generalize further, then suppress, until every visit of the cohort meets k. Off: the "
+            "paper's procedure alone, which guarantees single codes only: records may stay below k.",
         )
     with_visits = export_choice("hea_export", allowed=ctx.cohort.has_visits)
     k = int(ctx.k)

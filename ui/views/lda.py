@@ -43,18 +43,22 @@ from ui.state import ABSENT
 from ui.study import add_to_study, remember
 
 D4_CODES = ("250", "272", "401", "724")
-CODE_MODES = ("Thesis D4: 250, 272, 401, 724 (3-digit)", "Most frequent codes", "Chosen codes")
+CODE_MODES = ("Thesis D4: 250, 272, 401, 724 (3-digit)", "Most frequent codes", "Chosen codes", "All codes")
+_MODE_NAMES = dict(zip(CODE_MODES, ("paper", "top", "chosen", "all"), strict=True))
 ICD_CHOICES = (
     "ICD-9-CM, thesis 5 levels",
     "ICD-9-CM with 4-digit level",
     "PheWAS codes",
     "Custom (CSV upload)",
 )
-# widget keys kept across page switches (ui/persist.py); age bounds and chosen codes follow the data
+# widget keys kept across page switches (ui/persist.py); age bounds and chosen codes follow the data.
+# Both tabs open on the thesis' D4 codes (`runs.opening_settings`: they verify on the sample; all codes
+# verify too but take ~34 s there, not a live page); the sweeps as its Figures 9-12 and 15
+_FIRST_MODE = {"lda_": CODE_MODES[0], "ldat_": CODE_MODES[0]}
 for _p in ("lda_", "ldat_"):
     persist.register(
         {
-            f"{_p}mode": CODE_MODES[0],
+            f"{_p}mode": _FIRST_MODE[_p],
             f"{_p}top": 10,
             f"{_p}codes": persist.LAZY,
             f"{_p}icd": ICD_CHOICES[0],
@@ -102,6 +106,8 @@ def _trajectories_of(cohort: Records, selection: tuple) -> Trajectories:
         return Trajectories.from_frame(df, patient_ids=cohort.patient_ids, codes=D4_CODES)
     if mode == CODE_MODES[1]:
         return Trajectories.from_frame(df, patient_ids=cohort.patient_ids, top_codes=int(top_n))
+    if mode == CODE_MODES[3]:
+        return Trajectories.from_frame(df, patient_ids=cohort.patient_ids)
     return Trajectories.from_frame(df, patient_ids=cohort.patient_ids, codes=list(codes))
 
 
@@ -205,7 +211,8 @@ def _settings(ctx: Context, prefix: str, *, with_method: bool = True) -> tuple |
         return None
     c1, c2, c3 = st.columns([2, 2, 2])
     with c1:
-        mode = st.selectbox("Codes in the trajectories", CODE_MODES, key=f"{prefix}mode")
+        modes = CODE_MODES if prefix == "lda_" else CODE_MODES[:3]  # no sweep over every code
+        mode = st.selectbox("Codes in the trajectories", modes, key=f"{prefix}mode")
         top_n, codes = 50, ()
         if mode == CODE_MODES[1]:
             top_n = st.number_input("Number of codes (thesis D50: 50)", 1, 500, key=f"{prefix}top")
@@ -263,10 +270,9 @@ def settings_of(selection: tuple, hier: tuple, k: int, w_icd: float, method: str
     icd = dict(zip(ICD_CHOICES[:3], ICD_HIERARCHIES, strict=True)).get(choice)
     if icd is None:
         return None
-    modes = dict(zip(CODE_MODES, ("paper", "top", "chosen"), strict=True))
     return LDASettings(
         k=int(k),
-        codes=CodeSelection(modes[mode], int(top_n), tuple(map(str, codes))),
+        codes=CodeSelection(_MODE_NAMES[mode], int(top_n), tuple(map(str, codes))),
         icd_hierarchy=icd,
         age_low=int(lo),
         age_high=int(hi),
