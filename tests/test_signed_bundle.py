@@ -177,6 +177,7 @@ def test_a_missing_signature_is_refused(made, tmp_path, capsys) -> None:
     del files[MANIFEST_SIG]
     code, out = _verify(tmp_path, files, made[1], capsys)
     assert code == 1
+    assert "NOT verified (1 problem(s))" in out  # not MANIFEST.sha256 again for its line of the signature
     assert f"{MANIFEST_SIG}: missing: the bundle is not signed" in out
 
 
@@ -253,3 +254,13 @@ def test_the_office_key_is_made_mode_600_once_and_a_bad_one_is_refused(tmp_path,
     with pytest.raises(OfficeKeyError, match=r"office\.key: not a readable Ed25519 private key"):
         office_key()
     assert path.read_text() == "not a key\n"  # never replaced: recipients hold its public key
+
+
+def test_a_missing_manifest_or_listing_is_named(made, tmp_path, capsys) -> None:
+    files = _files(made[0].read_bytes())
+    no_listing = {p: b for p, b in files.items() if p != MANIFEST_SHA256}
+    code, out = _verify(tmp_path, no_listing, made[1], capsys)
+    assert code == 1 and "NOT verified (1 problem(s))" in out and f"{MANIFEST_SHA256}: missing" in out
+    no_manifest = {p: b for p, b in files.items() if p != MANIFEST_JSON}
+    code, out = _verify(tmp_path, no_manifest, made[1], capsys)
+    assert code == 1 and f"{MANIFEST_JSON}: missing: nothing to check the files against" in out

@@ -168,16 +168,22 @@ def _file_problems(contents: dict[str, bytes], listed: dict[str, str], also: tup
     return problems
 
 
+def _read_listing(listing: bytes) -> dict[str, str]:
+    """path -> sha256 of a `MANIFEST.sha256`."""
+    out: dict[str, str] = {}
+    for line in listing.decode("utf-8", errors="replace").splitlines():
+        sha, _, path = line.partition("  ")
+        out[path] = sha
+    return out
+
+
 def check_bundle(data: bytes) -> dict[str, str]:
     """Read a bundle and check every file against `MANIFEST.sha256` (and that nothing is unlisted);
     returns path -> sha256. Raises BundleError naming the files that differ, are missing or extra."""
     contents, problems = _members(data)
     if MANIFEST_SHA256 not in contents:
         raise BundleError(f"no {MANIFEST_SHA256} in the bundle")
-    listed: dict[str, str] = {}
-    for line in contents[MANIFEST_SHA256].decode("utf-8").splitlines():
-        sha, _, path = line.partition("  ")
-        listed[path] = sha
+    listed = _read_listing(contents[MANIFEST_SHA256])
     problems += _file_problems(contents, listed, (MANIFEST_SHA256,))
     if problems:
         raise BundleError("; ".join(problems))
@@ -230,10 +236,16 @@ def verify_bundle(data: bytes, public: Ed25519PublicKey) -> BundleVerification:
         problems.append(f"{MANIFEST_JSON}: not a {BUNDLE_FORMAT} manifest")
         return BundleVerification(fingerprint(public), 0, problems)
     problems += _file_problems(contents, listed, (MANIFEST_JSON, MANIFEST_SIG, MANIFEST_SHA256))
-    # the listing the signed manifest implies (a changed file is named above, not here again)
-    expected = listed | {p: sha256_of(contents[p]) for p in (MANIFEST_JSON, MANIFEST_SIG) if p in contents}
     if MANIFEST_SHA256 not in contents:
         problems.append(f"{MANIFEST_SHA256}: missing")
-    elif contents[MANIFEST_SHA256] != sha256_listing(expected):
+        return BundleVerification(fingerprint(public), len(contents), problems)
+    # the listing the signed manifest implies (a changed or missing file is named above, not here again)
+    expected = listed | {MANIFEST_JSON: sha256_of(manifest)}
+    given = _read_listing(contents[MANIFEST_SHA256])
+    if sig is not None:
+        expected[MANIFEST_SIG] = sha256_of(sig)
+    elif MANIFEST_SIG in given:
+        expected[MANIFEST_SIG] = given[MANIFEST_SIG]
+    if contents[MANIFEST_SHA256] != sha256_listing(expected):
         problems.append(f"{MANIFEST_SHA256}: changed (not the listing of the signed manifest's files)")
     return BundleVerification(fingerprint(public), len(contents), problems)
