@@ -264,3 +264,17 @@ def test_a_missing_manifest_or_listing_is_named(made, tmp_path, capsys) -> None:
     no_manifest = {p: b for p, b in files.items() if p != MANIFEST_JSON}
     code, out = _verify(tmp_path, no_manifest, made[1], capsys)
     assert code == 1 and f"{MANIFEST_JSON}: missing: nothing to check the files against" in out
+
+
+def test_a_member_inflating_past_the_limit_is_refused_before_it_is_read(made, tmp_path, capsys, monkeypatch):
+    """A received bundle is untrusted: a member of zeros that inflates past `max_member_bytes`
+    (engine/io/limits.py) is refused by name (exit 2), not inflated into memory."""
+    files = _files(made[0].read_bytes())
+    files["appendix/zeros.bin"] = bytes(2 << 20)
+    monkeypatch.setenv("COHORTSHIELD_MAX_MEMBER_BYTES", str(1 << 20))
+    code, out = _verify(tmp_path, files, made[1], capsys)
+    assert code == 2
+    assert (
+        f"the member '{BUNDLE_ROOT}/appendix/zeros.bin' inflates to 2,097,152 bytes, more than 1,048,576 "
+        "(the limit COHORTSHIELD_MAX_MEMBER_BYTES); not read"
+    ) in out

@@ -45,7 +45,7 @@ def verify_bundle_file(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise UserError(f"{args.bundle}: cannot read the bundle: {exc.strerror or exc}") from None
     try:
-        result = verify_bundle(data, public)
+        result = verify_bundle(data, public, args.bundle)
     except BundleError as exc:
         raise UserError(f"{args.bundle}: {exc}") from None
     if result.ok:

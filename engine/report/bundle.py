@@ -25,6 +25,7 @@ can hold), fixed permissions and compression level, so the same report gives the
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import zipfile
@@ -35,7 +36,9 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from engine.audit.keys import fingerprint
+from engine.io.deployment import limits
 from engine.io.errors import UserError
+from engine.io.limits import check_member, check_zip_entries
 from engine.report.report import Report, release_folder_files
 from engine.report.signing import office_key, signature_file, signature_problem
 from engine.study.joint import refuse_unless_verified
@@ -129,41 +132,62 @@ def make_bundle(report: Report) -> bytes:
     return zip_bytes(bundle_files(report))
 
 
-def _members(data: bytes) -> tuple[dict[str, bytes], list[str]]:
-    """A bundle's files by their path inside `BUNDLE_ROOT`, and the members that cannot count as one
-    (outside the folder, a second entry of one name, unreadable). BundleError when it is no zip."""
+MANIFESTS = (MANIFEST_JSON, MANIFEST_SIG, MANIFEST_SHA256)  # the members read whole; others only hashed
+
+
+def _members(data: bytes, where: str = "the bundle") -> tuple[dict[str, str], dict[str, bytes], list[str]]:
+    """A bundle's files by their path inside `BUNDLE_ROOT`: every file's sha256 (read in chunks), the
+    bytes of its manifests, and the members that cannot count as a file (outside the folder, a second
+    entry of one name, unreadable). Each member's recorded size is checked before it is inflated
+    (engine/io/limits.py, refusals naming `where`: a received bundle is untrusted). BundleError when it
+    is no zip."""
+    check_zip_entries(data, where)
     try:
         zf = zipfile.ZipFile(io.BytesIO(data))
     except zipfile.BadZipFile:
         raise BundleError("not a zip file") from None
-    contents: dict[str, bytes] = {}
+    hashes: dict[str, str] = {}
+    manifests: dict[str, bytes] = {}
     problems: list[str] = []
     with zf:
-        for name in zf.namelist():
+        for info in zf.infolist():
+            name = info.filename
             if name.endswith("/"):
                 continue
             path = name.removeprefix(f"{BUNDLE_ROOT}/")
             if path == name:
                 problems.append(f"{name}: added (outside the bundle's folder {BUNDLE_ROOT}/)")
-            elif path in contents:
+                continue
+            if path in hashes:
                 problems.append(f"{path}: added (a second entry of the same name)")
-            else:
-                try:
-                    contents[path] = zf.read(name)
-                except (zipfile.BadZipFile, zlib.error, OSError) as exc:
-                    problems.append(f"{path}: changed (unreadable: {exc})")
-    return contents, problems
+                continue
+            check_member(info, where, limits().max_member_bytes, "max_member_bytes")
+            digest = hashlib.sha256()
+            kept = bytearray()
+            try:
+                with zf.open(info) as member:
+                    while chunk := member.read(1 << 20):
+                        digest.update(chunk)
+                        if path in MANIFESTS:
+                            kept += chunk
+            except (zipfile.BadZipFile, zlib.error, OSError) as exc:
+                problems.append(f"{path}: changed (unreadable: {exc})")
+                continue
+            hashes[path] = digest.hexdigest()
+            if path in MANIFESTS:
+                manifests[path] = bytes(kept)
+    return hashes, manifests, problems
 
 
-def _file_problems(contents: dict[str, bytes], listed: dict[str, str], also: tuple[str, ...]) -> list[str]:
+def _file_problems(hashes: dict[str, str], listed: dict[str, str], also: tuple[str, ...]) -> list[str]:
     """Every listed file that is missing or whose sha256 differs, and every file neither listed nor in
     `also`, each named."""
-    problems = [f"{p}: missing (listed in the manifest)" for p in listed if p not in contents]
-    problems += [f"{p}: added (not in the manifest)" for p in contents if p not in listed and p not in also]
+    problems = [f"{p}: missing (listed in the manifest)" for p in listed if p not in hashes]
+    problems += [f"{p}: added (not in the manifest)" for p in hashes if p not in listed and p not in also]
     problems += [
-        f"{p}: changed (sha256 {sha256_of(contents[p])[:12]}… differs from the listed {sha[:12]}…)"
+        f"{p}: changed (sha256 {hashes[p][:12]}… differs from the listed {sha[:12]}…)"
         for p, sha in listed.items()
-        if p in contents and sha256_of(contents[p]) != sha
+        if p in hashes and hashes[p] != sha
     ]
     return problems
 
@@ -180,11 +204,11 @@ def _read_listing(listing: bytes) -> dict[str, str]:
 def check_bundle(data: bytes) -> dict[str, str]:
     """Read a bundle and check every file against `MANIFEST.sha256` (and that nothing is unlisted);
     returns path -> sha256. Raises BundleError naming the files that differ, are missing or extra."""
-    contents, problems = _members(data)
-    if MANIFEST_SHA256 not in contents:
+    hashes, manifests, problems = _members(data)
+    if MANIFEST_SHA256 not in manifests:
         raise BundleError(f"no {MANIFEST_SHA256} in the bundle")
-    listed = _read_listing(contents[MANIFEST_SHA256])
-    problems += _file_problems(contents, listed, (MANIFEST_SHA256,))
+    listed = _read_listing(manifests[MANIFEST_SHA256])
+    problems += _file_problems(hashes, listed, (MANIFEST_SHA256,))
     if problems:
         raise BundleError("; ".join(problems))
     return listed
@@ -215,13 +239,14 @@ def _signed_listing(manifest: bytes) -> dict[str, str] | None:
         return None
 
 
-def verify_bundle(data: bytes, public: Ed25519PublicKey) -> BundleVerification:
+def verify_bundle(data: bytes, public: Ed25519PublicKey, where: str = "the bundle") -> BundleVerification:
     """Check a bundle offline against the office's public key (issue 39): `MANIFEST.sig` is `public`'s
     signature of `manifest.json`, every file the manifest lists is there with its sha256, no other file
-    is (but `MANIFEST.sig` and `MANIFEST.sha256`, which must be the listing of exactly those files)."""
-    contents, problems = _members(data)
-    manifest = contents.get(MANIFEST_JSON)
-    sig = contents.get(MANIFEST_SIG)
+    is (but `MANIFEST.sig` and `MANIFEST.sha256`, which must be the listing of exactly those files).
+    `where` (the bundle's file name) is named by a refusal of engine/io/limits.py."""
+    hashes, manifests, problems = _members(data, where)
+    manifest = manifests.get(MANIFEST_JSON)
+    sig = manifests.get(MANIFEST_SIG)
     if sig is None:
         problems.append(f"{MANIFEST_SIG}: missing: the bundle is not signed")
     elif manifest is not None:
@@ -235,17 +260,18 @@ def verify_bundle(data: bytes, public: Ed25519PublicKey) -> BundleVerification:
     if listed is None:
         problems.append(f"{MANIFEST_JSON}: not a {BUNDLE_FORMAT} manifest")
         return BundleVerification(fingerprint(public), 0, problems)
-    problems += _file_problems(contents, listed, (MANIFEST_JSON, MANIFEST_SIG, MANIFEST_SHA256))
-    if MANIFEST_SHA256 not in contents:
+    problems += _file_problems(hashes, listed, (MANIFEST_JSON, MANIFEST_SIG, MANIFEST_SHA256))
+    listing = manifests.get(MANIFEST_SHA256)
+    if listing is None:
         problems.append(f"{MANIFEST_SHA256}: missing")
-        return BundleVerification(fingerprint(public), len(contents), problems)
+        return BundleVerification(fingerprint(public), len(hashes), problems)
     # the listing the signed manifest implies (a changed or missing file is named above, not here again)
     expected = listed | {MANIFEST_JSON: sha256_of(manifest)}
-    given = _read_listing(contents[MANIFEST_SHA256])
+    given = _read_listing(listing)
     if sig is not None:
         expected[MANIFEST_SIG] = sha256_of(sig)
     elif MANIFEST_SIG in given:
         expected[MANIFEST_SIG] = given[MANIFEST_SIG]
-    if contents[MANIFEST_SHA256] != sha256_listing(expected):
+    if listing != sha256_listing(expected):
         problems.append(f"{MANIFEST_SHA256}: changed (not the listing of the signed manifest's files)")
-    return BundleVerification(fingerprint(public), len(contents), problems)
+    return BundleVerification(fingerprint(public), len(hashes), problems)
