@@ -278,3 +278,12 @@ def test_a_member_inflating_past_the_limit_is_refused_before_it_is_read(made, tm
         f"the member '{BUNDLE_ROOT}/appendix/zeros.bin' inflates to 2,097,152 bytes, more than 1,048,576 "
         "(the limit COHORTSHIELD_MAX_MEMBER_BYTES); not read"
     ) in out
+
+
+def test_an_added_file_is_named_literally(made, tmp_path, capsys) -> None:
+    """A member's name is untrusted: a terminal escape in it is printed as text, not sent to the terminal."""
+    files = _files(made[0].read_bytes())
+    files["appendix/\x1b[2Jok.csv"] = b"x\n"
+    code, out = _verify(tmp_path, files, made[1], capsys)
+    assert code == 1 and "\x1b" not in out
+    assert "appendix/\\x1b[2Jok.csv: added (not in the manifest)" in out
