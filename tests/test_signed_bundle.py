@@ -13,6 +13,7 @@ import base64
 import io
 import json
 import stat
+import struct
 import zipfile
 from hashlib import sha256
 from pathlib import Path
@@ -287,3 +288,22 @@ def test_an_added_file_is_named_literally(made, tmp_path, capsys) -> None:
     code, out = _verify(tmp_path, files, made[1], capsys)
     assert code == 1 and "\x1b" not in out
     assert "appendix/\\x1b[2Jok.csv: added (not in the manifest)" in out
+
+
+def test_a_damaged_member_is_named_once(made, tmp_path, capsys) -> None:
+    """A byte of a member's compressed data changed in the zip: the member fails its CRC (or inflating)
+    and is named unreadable, not also as missing."""
+    files = _files(made[0].read_bytes())
+    damaged = _release_file(files, "release.csv")
+    data = bytearray(zip_bytes(files))
+    with zipfile.ZipFile(io.BytesIO(bytes(data))) as zf:
+        info = zf.getinfo(f"{BUNDLE_ROOT}/{damaged}")
+    name_len, extra_len = struct.unpack_from("<HH", data, info.header_offset + 26)  # local file header
+    at = info.header_offset + 30 + name_len + extra_len + info.compress_size // 2
+    data[at] ^= 0xFF
+    bundle = tmp_path / "damaged.zip"
+    bundle.write_bytes(bytes(data))
+    assert main(["verify", str(bundle), "--key", str(made[1])]) == 1
+    err = capsys.readouterr().err
+    assert "NOT verified (1 problem(s))" in err, err
+    assert f"{damaged}: unreadable (a damaged zip entry:" in err

@@ -133,6 +133,7 @@ def make_bundle(report: Report) -> bytes:
 
 
 MANIFESTS = (MANIFEST_JSON, MANIFEST_SIG, MANIFEST_SHA256)  # the members read whole; others only hashed
+UNREADABLE = ""  # the sha256 of a member that could not be inflated
 
 
 def _members(data: bytes, where: str = "the bundle") -> tuple[dict[str, str], dict[str, bytes], list[str]]:
@@ -149,6 +150,7 @@ def _members(data: bytes, where: str = "the bundle") -> tuple[dict[str, str], di
     hashes: dict[str, str] = {}
     manifests: dict[str, bytes] = {}
     problems: list[str] = []
+    lim = limits()
     with zf:
         for info in zf.infolist():
             name = info.filename
@@ -161,7 +163,7 @@ def _members(data: bytes, where: str = "the bundle") -> tuple[dict[str, str], di
             if path in hashes:
                 problems.append(f"{path}: added (a second entry of the same name)")
                 continue
-            check_member(info, where, limits().max_member_bytes, "max_member_bytes")
+            check_member(info, where, lim.max_member_bytes, "max_member_bytes", lim)
             digest = hashlib.sha256()
             kept = bytearray()
             try:
@@ -171,7 +173,8 @@ def _members(data: bytes, where: str = "the bundle") -> tuple[dict[str, str], di
                         if path in MANIFESTS:
                             kept += chunk
             except (zipfile.BadZipFile, zlib.error, OSError) as exc:
-                problems.append(f"{path}: changed (unreadable: {exc})")
+                problems.append(f"{path}: unreadable (a damaged zip entry: {exc})")
+                hashes[path] = UNREADABLE  # there, but with no sha256: named once, above
                 continue
             hashes[path] = digest.hexdigest()
             if path in MANIFESTS:
@@ -187,7 +190,7 @@ def _file_problems(hashes: dict[str, str], listed: dict[str, str], also: tuple[s
     problems += [
         f"{p}: changed (sha256 {hashes[p][:12]}… differs from the listed {sha[:12]}…)"
         for p, sha in listed.items()
-        if p in hashes and hashes[p] != sha
+        if p in hashes and hashes[p] not in (sha, UNREADABLE)
     ]
     return problems
 
