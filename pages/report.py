@@ -9,6 +9,7 @@ import streamlit as st
 from engine.report.bundle import make_bundle
 from engine.report.glossary import help_for
 from engine.report.report import SMALL_CELL_RULE, PhewasResults, ReleaseInput, ReportError, build_report
+from engine.report.signing import office_public_pem
 from engine.study.joint import JointRefused, refuse_unless_verified
 from engine.study.study import StudyError, verification_matrix
 from ui import cache, honest, literal, measures, progress, threshold
@@ -340,6 +341,13 @@ else:
     report_download(page, "IRB report (HTML)", "cohortshield_report.html", where=c3)
     report_download(report.to_json, "IRB report (JSON)", "cohortshield_report.json", where=c4)
     report_download(report.to_markdown, "IRB report (Markdown)", "cohortshield_report.md", where=c5)
+    # issue 39: the bundle is signed with the office key; its public half is what recipients check it with
+    report_download(office_public_pem, "Office public key (PEM, for verify)", "cohortshield_office.pub")
+    st.caption(
+        "The bundle's manifest is signed with the office's key. Give recipients the office public key "
+        "once; they check a bundle offline with `python -m engine verify cohortshield_release.zip "
+        "--key cohortshield_office.pub` (every file, and the signature)."
+    )
     unverified = [r["name"] for r in report.data["releases"] if not r["verification"]["verified"]]
     if unverified:
         literal.warning(

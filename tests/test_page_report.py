@@ -10,9 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from apptest_support import add_release, download_labels, page_app
+from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
 from engine.release import Release
-from engine.report.bundle import BUNDLE_ROOT, check_bundle, make_bundle
+from engine.report.bundle import BUNDLE_ROOT, check_bundle, make_bundle, verify_bundle
+from engine.report.signing import office_public_pem
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(
@@ -65,7 +67,10 @@ def test_report_page_builds_the_report_and_the_bundle_under_the_sidebar_k():
         "IRB report (HTML)",
         "IRB report (JSON)",
         "IRB report (Markdown)",
+        "Office public key (PEM, for verify)",  # issue 39: what a recipient checks the bundle with
     ]
+    # the key the download serves on click checks the bundle the page serves
+    assert verify_bundle(bundle, load_pem_public_key(office_public_pem())).ok
     assert "Every release side by side" in report.to_markdown().decode("utf-8")
     # issue 23: the release's figures are its files' (rows, patients, pairs retained)
     row = rows["Suppress all"]

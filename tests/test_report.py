@@ -377,7 +377,7 @@ def test_check_bundle_names_a_tampered_file():
     study, inputs, pop, cohort = _toy()
     files = bundle_files(build_report(study, inputs, pop, cohort, reproducible=True))
     files["releases/good/release.csv"] += b"x,401.1\n"
-    with pytest.raises(BundleError, match=r"releases/good/release.csv: sha256 .* differs"):
+    with pytest.raises(BundleError, match=r"releases/good/release.csv: changed \(sha256 .* differs"):
         check_bundle(zip_bytes(files))
 
 

@@ -183,6 +183,7 @@ REPORT_MIME = {
     ".html": "text/html",
     ".pdf": "application/pdf",
     ".zip": "application/zip",
+    ".pub": "application/x-pem-file",
 }
 
 
@@ -190,6 +191,7 @@ REPORT_WHAT = {  # the audit log's `what` of the Report page's files; any other 
     "cohortshield_release.zip": "release bundle",
     "cohortshield_study.json": "study file",
     "cohortshield_study.zip": "study file with its input package",
+    "cohortshield_office.pub": "office public key",
 }
 
 

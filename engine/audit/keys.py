@@ -58,8 +58,9 @@ def public_key_path(log: Path) -> Path:
     return signing.with_name(signing.name + ".pub")
 
 
-def _create(path: Path, data: bytes, mode: int) -> None:
-    """Write `path` once, whole (a temporary file linked into place: a concurrent creator's key wins)."""
+def create_file(path: Path, data: bytes, mode: int) -> None:
+    """Write `path` once, whole, with `mode` (a temporary file linked into place: a concurrent creator's
+    key wins); a missing folder is made mode 700. Also the office's bundle key (engine/report/signing.py)."""
     if not path.parent.exists():
         path.parent.mkdir(parents=True, mode=0o700)
         (path.parent / ".gitignore").write_text("*\n")  # the default folder may lie in a checkout
@@ -79,15 +80,11 @@ def _create(path: Path, data: bytes, mode: int) -> None:
 def create_keys(log: Path) -> None:
     """Make the chain key and the signing key (and its public key) where missing."""
     if not chain_key_path(log).exists():
-        _create(chain_key_path(log), secrets.token_hex(32).encode() + b"\n", 0o600)
+        create_file(chain_key_path(log), secrets.token_hex(32).encode() + b"\n", 0o600)
     if not signing_key_path(log).exists():
-        private = Ed25519PrivateKey.generate()
-        pem = private.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-        _create(signing_key_path(log), pem, 0o600)
+        create_file(signing_key_path(log), new_private_pem(), 0o600)
     if not public_key_path(log).exists():
-        _create(public_key_path(log), public_pem(load_signing_key(log)), 0o644)
+        create_file(public_key_path(log), public_pem(load_signing_key(log)), 0o644)
 
 
 def load_chain_key(log: Path) -> bytes | None:
@@ -98,12 +95,25 @@ def load_chain_key(log: Path) -> bytes | None:
         return None
 
 
-def load_signing_key(log: Path) -> Ed25519PrivateKey | None:
+def new_private_pem() -> bytes:
+    """A fresh Ed25519 private key, PEM (PKCS8, unencrypted: the file's mode 600 guards it)."""
+    private = Ed25519PrivateKey.generate()
+    return private.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+
+
+def load_private_key(path: Path) -> Ed25519PrivateKey | None:
+    """The Ed25519 private key in the PEM file `path`, or None when missing, unreadable or another kind."""
     try:
-        key = serialization.load_pem_private_key(signing_key_path(log).read_bytes(), password=None)
+        key = serialization.load_pem_private_key(path.read_bytes(), password=None)
     except (OSError, ValueError, TypeError):
         return None
     return key if isinstance(key, Ed25519PrivateKey) else None
+
+
+def load_signing_key(log: Path) -> Ed25519PrivateKey | None:
+    return load_private_key(signing_key_path(log))
 
 
 def public_pem(key: Ed25519PrivateKey | None) -> bytes:
@@ -123,6 +133,12 @@ def load_public_key(path: Path) -> Ed25519PublicKey:
     if not isinstance(key, Ed25519PublicKey):
         raise ValueError(f"{path}: not an Ed25519 public key")
     return key
+
+
+def fingerprint(public: Ed25519PublicKey) -> str:
+    """`sha256:` and the sha256 (hex) of the public key's 32 raw bytes: how a key is named to a person."""
+    raw = public.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return "sha256:" + hashlib.sha256(raw).hexdigest()
 
 
 def mac(key: bytes, prev_mac: str, message: str) -> str:

@@ -20,7 +20,7 @@ from engine.commands.paths import check_paths
 from engine.io.errors import UserError
 
 # module name under engine.commands -> registered in this order
-COMMAND_MODULES = ("sample", "risk", "anonymize", "phewas", "labs", "study", "shards", "audit")
+COMMAND_MODULES = ("sample", "risk", "anonymize", "phewas", "labs", "study", "shards", "audit", "verify")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -12,8 +12,12 @@ A zip holding, under one folder (`BUNDLE_ROOT`):
 - (no bundle at all when the releases it would hand over fail jointly under linkage: issue 35,
   `engine.study.joint`; the report states why)
 - `manifest.json`: what the bundle holds (releases, their folders and verdicts, every file's sha256
-  and size), and `MANIFEST.sha256`: every other file's sha256 in `sha256sum` format, so that
-  `sha256sum -c MANIFEST.sha256` inside the folder checks the whole bundle.
+  and size; the inputs' hashes, code version, adversary, k, and the joint verdict where the report
+  has one), and `MANIFEST.sha256`: every other file's sha256 in `sha256sum` format, so that
+  `sha256sum -c MANIFEST.sha256` inside the folder checks the whole bundle;
+- `MANIFEST.sig`: the office's Ed25519 signature of `manifest.json` and its key's fingerprint
+  (engine/report/signing.py; issue 39), which `python -m engine verify BUNDLE --key OFFICE.pub`
+  checks offline (`verify_bundle`). The private key is never in the bundle.
 
 The zip is deterministic: entries in a fixed order, fixed time stamps (1980-01-01, the earliest a zip
 can hold), fixed permissions and compression level, so the same report gives the same bytes.
@@ -21,13 +25,22 @@ can hold), fixed permissions and compression level, so the same report gives the
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import zipfile
+import zlib
+from dataclasses import dataclass, field
 from typing import Any
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from engine.audit.keys import fingerprint
+from engine.io.deployment import limits
 from engine.io.errors import UserError
+from engine.io.limits import check_member, check_zip_entries
 from engine.report.report import Report, release_folder_files
+from engine.report.signing import office_key, signature_file, signature_problem
 from engine.study.joint import refuse_unless_verified
 from engine.study.study import sha256_of
 
@@ -35,6 +48,7 @@ BUNDLE_FORMAT = "cohortshield-bundle/1"
 BUNDLE_ROOT = "cohortshield-release"
 MANIFEST_JSON = "manifest.json"
 MANIFEST_SHA256 = "MANIFEST.sha256"
+MANIFEST_SIG = "MANIFEST.sig"
 ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 
 
@@ -42,8 +56,9 @@ class BundleError(UserError, ValueError):
     """A bundle whose files do not match its manifest (the message names the files)."""
 
 
-def bundle_files(report: Report) -> dict[str, bytes]:
-    """Every file of the bundle by its path inside `BUNDLE_ROOT`, in the bundle's order."""
+def bundle_files(report: Report, key: Ed25519PrivateKey | None = None) -> dict[str, bytes]:
+    """Every file of the bundle by its path inside `BUNDLE_ROOT`, in the bundle's order; the manifest
+    signed with `key` (default: the office key, `engine.report.signing.office_key`)."""
     files: dict[str, bytes] = {
         "report.pdf": report.to_pdf(),
         "report.html": report.to_html(),
@@ -64,6 +79,12 @@ def bundle_files(report: Report) -> dict[str, bytes]:
         manifest["generated at"] = d["records"]["generated at"]
     manifest |= {
         "attacker": {"adversary": d["attacker"]["label"], "k": d["attacker"]["k"]},
+        # issue 39: what the releases were made from, under the signature (report.json: "records")
+        "inputs": {
+            name: d["records"][name]
+            for name in ("input files sha256", "events fingerprint", "group fingerprints")
+            if name in d["records"]
+        },
         # issue 28: the policy every aggregate table of the bundle is under (report.json: "small cells")
         "small cells": d["small cells"]["description"] if "small cells" in d else None,
         "releases": [
@@ -77,9 +98,17 @@ def bundle_files(report: Report) -> dict[str, bytes]:
         ],
         "files": [{"path": p, "sha256": sha256_of(b), "bytes": len(b)} for p, b in files.items()],
     }
+    if "joint" in d:  # the releases judged together (issue 35), where the report has the verdict
+        manifest["joint verdict"] = d["joint"]
     files[MANIFEST_JSON] = (json.dumps(manifest, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
-    files[MANIFEST_SHA256] = "".join(f"{sha256_of(b)}  {p}\n" for p, b in files.items()).encode("utf-8")
+    files[MANIFEST_SIG] = signature_file(files[MANIFEST_JSON], key or office_key(), MANIFEST_JSON)
+    files[MANIFEST_SHA256] = sha256_listing({p: sha256_of(b) for p, b in files.items()})
     return files
+
+
+def sha256_listing(hashes: dict[str, str]) -> bytes:
+    """`MANIFEST.sha256`: every file's sha256 and path (path -> sha256), `sha256sum` format, in order."""
+    return "".join(f"{sha}  {p}\n" for p, sha in hashes.items()).encode("utf-8")
 
 
 def zip_bytes(files: dict[str, bytes], root: str = BUNDLE_ROOT) -> bytes:
@@ -103,30 +132,149 @@ def make_bundle(report: Report) -> bytes:
     return zip_bytes(bundle_files(report))
 
 
+MANIFESTS = (MANIFEST_JSON, MANIFEST_SIG, MANIFEST_SHA256)  # the members read whole; others only hashed
+UNREADABLE = ""  # the sha256 of a member that could not be inflated
+
+
+def _members(data: bytes, where: str = "the bundle") -> tuple[dict[str, str], dict[str, bytes], list[str]]:
+    """A bundle's files by their path inside `BUNDLE_ROOT`: every file's sha256 (read in chunks), the
+    bytes of its manifests, and the members that cannot count as a file (outside the folder, a second
+    entry of one name, unreadable). Each member's recorded size is checked before it is inflated
+    (engine/io/limits.py, refusals naming `where`: a received bundle is untrusted). BundleError when it
+    is no zip."""
+    check_zip_entries(data, where)
+    try:
+        zf = zipfile.ZipFile(io.BytesIO(data))
+    except zipfile.BadZipFile:
+        raise BundleError("not a zip file") from None
+    hashes: dict[str, str] = {}
+    manifests: dict[str, bytes] = {}
+    problems: list[str] = []
+    lim = limits()
+    with zf:
+        for info in zf.infolist():
+            name = info.filename
+            if name.endswith("/"):
+                continue
+            path = name.removeprefix(f"{BUNDLE_ROOT}/")
+            if path == name:
+                problems.append(f"{name}: added (outside the bundle's folder {BUNDLE_ROOT}/)")
+                continue
+            if path in hashes:
+                problems.append(f"{path}: added (a second entry of the same name)")
+                continue
+            check_member(info, where, lim.max_member_bytes, "max_member_bytes", lim)
+            digest = hashlib.sha256()
+            kept = bytearray()
+            try:
+                with zf.open(info) as member:
+                    while chunk := member.read(1 << 20):
+                        digest.update(chunk)
+                        if path in MANIFESTS:
+                            kept += chunk
+            except (zipfile.BadZipFile, zlib.error, OSError) as exc:
+                problems.append(f"{path}: unreadable (a damaged zip entry: {exc})")
+                hashes[path] = UNREADABLE  # there, but with no sha256: named once, above
+                continue
+            hashes[path] = digest.hexdigest()
+            if path in MANIFESTS:
+                manifests[path] = bytes(kept)
+    return hashes, manifests, problems
+
+
+def _file_problems(hashes: dict[str, str], listed: dict[str, str], also: tuple[str, ...]) -> list[str]:
+    """Every listed file that is missing or whose sha256 differs, and every file neither listed nor in
+    `also`, each named."""
+    problems = [f"{p}: missing (listed in the manifest)" for p in listed if p not in hashes]
+    problems += [f"{p}: added (not in the manifest)" for p in hashes if p not in listed and p not in also]
+    problems += [
+        f"{p}: changed (sha256 {hashes[p][:12]}… differs from the listed {sha[:12]}…)"
+        for p, sha in listed.items()
+        if p in hashes and hashes[p] not in (sha, UNREADABLE)
+    ]
+    return problems
+
+
+def _read_listing(listing: bytes) -> dict[str, str]:
+    """path -> sha256 of a `MANIFEST.sha256`."""
+    out: dict[str, str] = {}
+    for line in listing.decode("utf-8", errors="replace").splitlines():
+        sha, _, path = line.partition("  ")
+        out[path] = sha
+    return out
+
+
 def check_bundle(data: bytes) -> dict[str, str]:
     """Read a bundle and check every file against `MANIFEST.sha256` (and that nothing is unlisted);
     returns path -> sha256. Raises BundleError naming the files that differ, are missing or extra."""
-    with zipfile.ZipFile(io.BytesIO(data)) as zf:
-        contents = {
-            name.removeprefix(f"{BUNDLE_ROOT}/"): zf.read(name)
-            for name in zf.namelist()
-            if not name.endswith("/")
-        }
-    if MANIFEST_SHA256 not in contents:
+    hashes, manifests, problems = _members(data)
+    if MANIFEST_SHA256 not in manifests:
         raise BundleError(f"no {MANIFEST_SHA256} in the bundle")
-    listed: dict[str, str] = {}
-    for line in contents[MANIFEST_SHA256].decode("utf-8").splitlines():
-        sha, _, path = line.partition("  ")
-        listed[path] = sha
-    problems = [f"{p}: listed but missing" for p in listed if p not in contents]
-    problems += [
-        f"{p}: in the bundle but not listed" for p in contents if p not in listed and p != MANIFEST_SHA256
-    ]
-    problems += [
-        f"{p}: sha256 {sha256_of(contents[p])[:12]}… differs from the listed {sha[:12]}…"
-        for p, sha in listed.items()
-        if p in contents and sha256_of(contents[p]) != sha
-    ]
+    listed = _read_listing(manifests[MANIFEST_SHA256])
+    problems += _file_problems(hashes, listed, (MANIFEST_SHA256,))
     if problems:
         raise BundleError("; ".join(problems))
     return listed
+
+
+@dataclass(frozen=True)
+class BundleVerification:
+    """What `verify_bundle` found: the key it checked with, the files the signed manifest vouches for,
+    and every problem (none: the bundle is exactly what the key's owner signed)."""
+
+    key_fingerprint: str
+    files: int
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def _signed_listing(manifest: bytes) -> dict[str, str] | None:
+    """path -> sha256 of every file `manifest.json` lists, or None when it is not a bundle manifest."""
+    try:
+        body = json.loads(manifest.decode("utf-8"))
+        if body.get("format") != BUNDLE_FORMAT:
+            return None
+        return {str(f["path"]): str(f["sha256"]) for f in body["files"]}
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def verify_bundle(data: bytes, public: Ed25519PublicKey, where: str = "the bundle") -> BundleVerification:
+    """Check a bundle offline against the office's public key (issue 39): `MANIFEST.sig` is `public`'s
+    signature of `manifest.json`, every file the manifest lists is there with its sha256, no other file
+    is (but `MANIFEST.sig` and `MANIFEST.sha256`, which must be the listing of exactly those files).
+    `where` (the bundle's file name) is named by a refusal of engine/io/limits.py."""
+    hashes, manifests, problems = _members(data, where)
+    manifest = manifests.get(MANIFEST_JSON)
+    sig = manifests.get(MANIFEST_SIG)
+    if sig is None:
+        problems.append(f"{MANIFEST_SIG}: missing: the bundle is not signed")
+    elif manifest is not None:
+        why = signature_problem(manifest, sig, public)
+        if why:
+            problems.append(f"{MANIFEST_SIG}: {why}")
+    if manifest is None:
+        problems.append(f"{MANIFEST_JSON}: missing: nothing to check the files against")
+        return BundleVerification(fingerprint(public), 0, problems)
+    listed = _signed_listing(manifest)
+    if listed is None:
+        problems.append(f"{MANIFEST_JSON}: not a {BUNDLE_FORMAT} manifest")
+        return BundleVerification(fingerprint(public), 0, problems)
+    problems += _file_problems(hashes, listed, (MANIFEST_JSON, MANIFEST_SIG, MANIFEST_SHA256))
+    listing = manifests.get(MANIFEST_SHA256)
+    if listing is None:
+        problems.append(f"{MANIFEST_SHA256}: missing")
+        return BundleVerification(fingerprint(public), len(hashes), problems)
+    # the listing the signed manifest implies (a changed or missing file is named above, not here again)
+    expected = listed | {MANIFEST_JSON: sha256_of(manifest)}
+    given = _read_listing(listing)
+    if sig is not None:
+        expected[MANIFEST_SIG] = sha256_of(sig)
+    elif MANIFEST_SIG in given:
+        expected[MANIFEST_SIG] = given[MANIFEST_SIG]
+    if listing != sha256_listing(expected):
+        problems.append(f"{MANIFEST_SHA256}: changed (not the listing of the signed manifest's files)")
+    return BundleVerification(fingerprint(public), len(hashes), problems)
