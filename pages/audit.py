@@ -6,7 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from engine.audit.log import entries, log_path, verify
+from engine.audit.log import entries, log_path
+from engine.audit.verify import verify
 from ui import literal
 from ui.auth import USER_KEY
 from ui.context import through_entry_point

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from engine.audit import log
+from engine.audit import verify as audit_verify
 from engine.commands.cli import main
 
 
@@ -48,7 +49,7 @@ def test_a_good_chain_verifies_and_counts(tmp_path: Path) -> None:
     assert got[0]["sha256"] == __import__("hashlib").sha256(b"bytes 0").hexdigest()
     assert got[0]["time"].endswith("Z") and got[0]["user"] == "ann" and got[0]["k"] == 5
     assert set(got[0]) == {*log.FIELDS, "prev_hash", "mac", "hash"}
-    result = log.verify(path)
+    result = audit_verify.verify(path)
     assert result.ok and result.count == 4 and result.last_hash == got[-1]["hash"]
 
 
@@ -58,7 +59,7 @@ def test_a_changed_line_is_named(tmp_path: Path) -> None:
     lines = _lines(path)
     lines[2] = lines[2].replace('"user":"ann"', '"user":"bob"')
     _put(path, lines)
-    result = log.verify(path)
+    result = audit_verify.verify(path)
     assert [n for n, _ in result.problems] == [3] and "changed" in result.problems[0][1]
 
 
@@ -68,7 +69,7 @@ def test_a_changed_line_with_a_recomputed_hash_is_named(tmp_path: Path) -> None:
     lines = _lines(path)
     lines[1] = _forge(entries[1], entries[0]["hash"], file_name="other.csv")
     _put(path, lines)
-    result = log.verify(path)
+    result = audit_verify.verify(path)
     assert [n for n, _ in result.problems] == [2] and "changed" in result.problems[0][1]
 
 
@@ -79,7 +80,7 @@ def test_a_removed_line_is_named(tmp_path: Path, removed: int) -> None:
     lines = _lines(path)
     del lines[removed]
     _put(path, lines)
-    result = log.verify(path)
+    result = audit_verify.verify(path)
     assert [n for n, _ in result.problems] == [removed + 1], result.message()
     assert "removed before it" in result.problems[0][1]
 
@@ -88,7 +89,7 @@ def test_removed_last_lines_are_found_against_the_head(tmp_path: Path) -> None:
     path = tmp_path / "audit.log"
     _write(path, 5)
     _put(path, _lines(path)[:3])
-    result = log.verify(path)
+    result = audit_verify.verify(path)
     assert [n for n, _ in result.problems] == [4] and "2 last entries removed" in result.problems[0][1]
 
 
@@ -98,7 +99,7 @@ def test_reordered_lines_are_named(tmp_path: Path) -> None:
     lines = _lines(path)
     lines[1], lines[2] = lines[2], lines[1]
     _put(path, lines)
-    result = log.verify(path)
+    result = audit_verify.verify(path)
     assert [n for n, _ in result.problems] == [2, 3], result.message()
     assert all("reordered" in text for _, text in result.problems)
 
@@ -109,12 +110,12 @@ def test_an_inserted_line_is_named(tmp_path: Path) -> None:
     lines = _lines(path)
     lines.insert(2, _forge(entries[1], entries[1]["hash"], seq=3, file_name="forged.csv"))
     _put(path, lines)
-    result = log.verify(path)
+    result = audit_verify.verify(path)
     assert [n for n, _ in result.problems] == [3] and "inserted" in result.problems[0][1], result.message()
     garbage = tmp_path / "g.log"
     _write(garbage, 3)
     _put(garbage, [*_lines(garbage)[:1], "not json", *_lines(garbage)[1:]])
-    assert [n for n, _ in log.verify(garbage).problems] == [2]
+    assert [n for n, _ in audit_verify.verify(garbage).problems] == [2]
 
 
 def test_audit_verify_command(tmp_path: Path, capsys) -> None:
@@ -148,7 +149,7 @@ def test_concurrent_writers_keep_one_chain(tmp_path: Path) -> None:
         for _ in range(4)
     ]
     assert [p.wait(120) for p in procs] == [0, 0, 0, 0]
-    result = log.verify(path)
+    result = audit_verify.verify(path)
     assert result.ok and result.count == 100, result.message()
 
 
@@ -180,7 +181,7 @@ def test_cli_writes_append_entries_with_the_os_user(tmp_path: Path, monkeypatch,
     assert got["r.csv"]["user"] == log.os_user() and got["r.csv"]["k"] == 2
     assert got["r.csv"]["what"].startswith("cli anonymize gccens --out")
     assert "walk.csv" in got and got["walk.csv"]["what"].endswith("--crosswalk")
-    assert log.verify(audit).ok
+    assert audit_verify.verify(audit).ok
     run = subprocess.run(
         [sys.executable, "-m", "engine", "audit", "verify", str(audit)], capture_output=True, text=True
     )

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from engine.audit import log
+from engine.audit import verify as audit_verify
 from engine.commands.cli import main
 from engine.io.errors import UserError
 
@@ -58,7 +59,7 @@ def _rewrite_head(path: Path) -> None:
 
 
 def _problems(path: Path, **kw) -> dict[int, str]:
-    result = log.verify(path, **kw)
+    result = audit_verify.verify(path, **kw)
     assert not result.ok, result.message()
     return dict(result.problems)
 
@@ -122,7 +123,7 @@ def test_an_append_killed_before_its_head_is_covered_by_the_next(tmp_path: Path)
     log.head_path(path).write_bytes(head)  # the state the kill left
     assert "appended after the signed head" in _problems(path)[4]
     log.append("bundle", "c.zip", b"zip", user="ann", path=path)
-    assert log.verify(path).ok and len(_read(path)) == 5
+    assert audit_verify.verify(path).ok and len(_read(path)) == 5
 
 
 def test_a_legacy_log_is_said_unproven_and_continued_keyed(tmp_path: Path) -> None:
@@ -140,9 +141,9 @@ def test_a_legacy_log_is_said_unproven_and_continued_keyed(tmp_path: Path) -> No
     log.head_path(path).write_text(json.dumps({"count": 2, "hash": legacy[-1]["hash"]}))
     found = _problems(path)
     assert list(found) == [3] and "not signed" in found[3]
-    assert "an unkeyed legacy log cannot be proven" in log.verify(path).message()
+    assert "an unkeyed legacy log cannot be proven" in audit_verify.verify(path).message()
     log.append("bundle", "b.zip", b"zip", user="ann", path=path)
-    result = log.verify(path)
+    result = audit_verify.verify(path)
     assert (
         result.ok
         and result.count == 3
@@ -182,7 +183,7 @@ def test_the_public_key_alone_checks_the_signed_head(tmp_path: Path, monkeypatch
     public.write_bytes(keys.public_key_path(path).read_bytes())
     monkeypatch.setenv(keys.KEY_ENV, str(tmp_path / "no-such-key"))
     monkeypatch.setenv(keys.SIGNING_ENV, str(tmp_path / "no-such-signing-key"))
-    result = log.verify(path, public_key=public)
+    result = audit_verify.verify(path, public_key=public)
     assert result.ok and result.head_checked and not result.macs_checked
     assert "MACs were not checked" in result.message()
     assert main(["audit", "verify", "--public-key", str(public), str(path)]) == 0
@@ -211,7 +212,7 @@ def test_a_partial_last_line_is_reported_then_repaired_by_the_next_append(tmp_pa
     torn = path.read_text().splitlines()[-1][:57].encode()  # the fourth entry cut by a full disk
     with open(path, "ab") as fh:
         fh.write(torn)
-    result = log.verify(path)
+    result = audit_verify.verify(path)
     assert result.ok and "line 4: a partial line of 57 bytes" in result.message()
     entry = log.append("release file", "r.csv", b"rows", user="bob", path=path)
     got = _read(path)
@@ -219,7 +220,7 @@ def test_a_partial_last_line_is_reported_then_repaired_by_the_next_append(tmp_pa
     repair = got[3]
     assert repair["what"].startswith("repair: line 4 was a partial line of 57 bytes")
     assert repair["sha256"] == hashlib.sha256(torn).hexdigest() and repair["file_name"] == torn.decode()
-    assert log.verify(path).ok, log.verify(path).message()
+    assert audit_verify.verify(path).ok, audit_verify.verify(path).message()
 
 
 def _short_writes(monkeypatch, per_call: int, fail_after: int | None = None) -> list[int]:
@@ -246,7 +247,7 @@ def test_a_short_write_is_completed(tmp_path: Path, monkeypatch) -> None:
     log.append("bundle", "b.zip", b"zip", user="ann", path=path)
     monkeypatch.undo()
     assert len(calls) > 3
-    assert log.verify(path).ok and len(_read(path)) == 3
+    assert audit_verify.verify(path).ok and len(_read(path)) == 3
 
 
 def test_a_full_disk_refuses_the_entry_then_the_log_works_once_space_is_freed(
@@ -261,9 +262,9 @@ def test_a_full_disk_refuses_the_entry_then_the_log_works_once_space_is_freed(
     ):
         log.append("bundle", "b.zip", b"zip", user="ann", path=path)
     monkeypatch.undo()  # space freed
-    assert path.read_bytes() == before and log.verify(path).ok
+    assert path.read_bytes() == before and audit_verify.verify(path).ok
     log.append("bundle", "b.zip", b"zip", user="ann", path=path)
-    assert log.verify(path).ok and [e["seq"] for e in _read(path)] == [1, 2, 3]
+    assert audit_verify.verify(path).ok and [e["seq"] for e in _read(path)] == [1, 2, 3]
 
 
 # ------------------------------------------------------------------ finding 3: the CLI fails closed
@@ -302,7 +303,7 @@ def test_a_full_disk_refuses_the_cli_export_then_it_works_once_space_is_freed(
         _short_writes(full, per_call=30, fail_after=0)
         assert main(argv) == 2
     assert "No space left on device" in capsys.readouterr().err
-    assert [p for p in outs if p.exists()] == [] and log.verify(path).ok and len(_read(path)) == 1
+    assert [p for p in outs if p.exists()] == [] and audit_verify.verify(path).ok and len(_read(path)) == 1
     assert main(argv) == 0, capsys.readouterr().err
     got = _read(path)
     begins = [e for e in got if e["what"].startswith("begin: cli anonymize gccens")]
@@ -311,7 +312,7 @@ def test_a_full_disk_refuses_the_cli_export_then_it_works_once_space_is_freed(
     assert all(e["sha256"] is None for e in begins)  # named before the command made its bytes
     assert {p.name for p in outs} <= set(done)
     assert all(done[p.name]["sha256"] == hashlib.sha256(p.read_bytes()).hexdigest() for p in outs)
-    assert log.verify(path).ok
+    assert audit_verify.verify(path).ok
 
 
 def test_a_completion_the_log_cannot_take_removes_the_cli_files(tmp_path: Path, monkeypatch, capsys) -> None:
@@ -344,7 +345,7 @@ def test_a_cli_run_that_fails_logs_its_begin_and_its_failure(tmp_path: Path, mon
     begins = [e for e in got if e["what"].startswith("begin:")]
     failed = [e for e in got if e["what"].startswith("failed:")]
     assert begins and [e["file_name"] for e in failed] == [e["file_name"] for e in begins]
-    assert all(e["what"].endswith("(UserError)") for e in failed) and log.verify(path).ok
+    assert all(e["what"].endswith("(UserError)") for e in failed) and audit_verify.verify(path).ok
 
 
 # ------------------------------------------------------------------ the app's downloads, the same way

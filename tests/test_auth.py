@@ -13,6 +13,7 @@ from streamlit import config
 from streamlit.testing.v1 import AppTest
 
 from engine.audit import log
+from engine.audit import verify as audit_verify
 
 AUTH = {
     "redirect_uri": "http://localhost:8501/oauth2callback",
@@ -130,7 +131,7 @@ def test_a_download_writes_its_entry_when_its_bytes_are_built(audit_log) -> None
         "r1",
         5,
     )
-    assert log.verify(audit_log).ok
+    assert audit_verify.verify(audit_log).ok
 
 
 def test_the_audit_page_lists_every_entry_and_verifies_the_chain(audit_log) -> None:

@@ -260,7 +260,7 @@ NOT_MEMOS = {
     ("ui/progress.py", "_RESULTS"): "the result last drawn per place, drawn greyed while Run waits",
     ("ui/study.py", "MADE"): "the study's releases and their files (the user's work)",
     ("ui/downloads.py", "AUDIT_SESSION"): "this session's audit entries",
-    ("ui/downloads.py", "PSEUDONYM_KEY"): "the session study's pseudonym key",
+    ("ui/verifications.py", "PSEUDONYM_KEY"): "the session study's pseudonym key",
     ("ui/worker.py", "_WORKERS"): "the worker processes running per place (killed when left)",
 }
 

@@ -115,7 +115,7 @@ def _oidc_user() -> User | None:
     if not info.get("is_logged_in"):
         return None
     key, email = oidc_identity(info)
-    from ui.resume import shared_store
+    from ui.server_store import shared_store
 
     if shared_store().revoked(token_id(info)):
         return None
@@ -126,7 +126,7 @@ def _sign_out() -> None:
     """The sidebar's Sign out: the cookie's token goes on the revocation list, then Streamlit signs out
     (which only deletes this browser's cookie). A revocation that cannot be written is logged; the
     sign-out goes on."""
-    from ui.resume import shared_store
+    from ui.server_store import shared_store
 
     try:
         shared_store().revoke(token_id(st.user.to_dict()))

@@ -39,7 +39,7 @@ per name (a name asked with two sizes is a programming error).
 Streamlit's caches (`st.cache_data`, `st.cache_resource`) are no longer used by ui/ or pages/,
 with one exception (`STREAMLIT_CACHES`, checked by tests/test_cache.py):
 
-- `ui/resume.py` `_open`: the study store's connection per store location (SQLite file or
+- `ui/server_store.py` `_open`: the study store's connection per store location (SQLite file or
   PostgreSQL pool, `engine.store.open_store`): a server resource named by the administrator's setting,
   shared by every session like any connection pool; it caches no result and no user's data.
 """
@@ -70,7 +70,10 @@ state.declare(__name__, prefixes=(PREFIX,))
 
 # the Streamlit caches left in ui/ and pages/, (file, function) -> why (tests/test_cache.py)
 STREAMLIT_CACHES: dict[tuple[str, str], str] = {
-    ("ui/resume.py", "_open"): "the study store's connection per location: a server resource, no results",
+    (
+        "ui/server_store.py",
+        "_open",
+    ): "the study store's connection per location: a server resource, no results",
 }
 
 _MISSING = object()

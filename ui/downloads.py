@@ -29,7 +29,6 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from engine import risk
 from engine.adversary import Adversary
 from engine.io.export import (
     CODE_MAP_FILE,
@@ -40,18 +39,17 @@ from engine.io.export import (
     release_files,
     safe_csv_bytes,
 )
-from engine.io.pseudonyms import Pseudonyms, new_key
+from engine.io.pseudonyms import Pseudonyms
 from engine.records import Records
 from engine.release import Release
 from engine.risk import Verification
-from ui import cache, errors, state
-from ui.fingerprints import release_key
+from ui import errors, state
 from ui.literal import md
 from ui.state import ABSENT
+from ui.verifications import session_pseudonyms, verification
 
-PSEUDONYM_KEY = "_pseudonym_key"  # the session study's key before the study exists (ui/study.py)
 AUDIT_SESSION = "_audit_entries"  # this session's audit entries (the Report page lists them)
-state.declare(__name__, held={PSEUDONYM_KEY: ABSENT, AUDIT_SESSION: ABSENT})
+state.declare(__name__, held={AUDIT_SESSION: ABSENT})
 
 CSV, GZIP = "text/csv", "application/gzip"
 # a download reruns nothing (it changes no state): twice in `make test` the browser study walk's next
@@ -223,33 +221,6 @@ def report_download(
     )
 
 
-_DISTINGUISHABILITIES = 64  # (release, population, adversary) held
-
-
-def verification(
-    release: Release, adversary: Adversary, k: int, population: Records | None, *, data: Any = None
-) -> Verification:
-    """`risk.verify` of `release` under `adversary` at k. The distinguishability does not depend on k:
-    it is memoized per release content (its source included: `release_key`), population and
-    adversary, and k only thresholds it, as `risk.verify` does. `data`: what the release and the
-    population are derived from, for `ui.cache` (shared when the shipped sample's alone)."""
-    key = (
-        release_key(release),
-        population.fingerprint if population is not None else None,
-        adversary.scope,
-        adversary.knowledge,
-    )
-    dis = cache.memo(
-        "distinguishability",
-        key,
-        lambda: risk.release_distinguishability(release, adversary, population),
-        size=_DISTINGUISHABILITIES,
-        data=data,
-        spinner="Verifying the release for the adversary…",
-    )
-    return Verification(adversary, int(k), dis, release.records.patient_ids, release.fingerprint)
-
-
 NO_SOURCE = (
     "This release does not carry the cohort it was made from, so the risk engine cannot take a "
     "single-visit attacker's knowledge from the original visits; it is not offered. (A page passes "
@@ -318,23 +289,6 @@ def loaded_spellings() -> dict[str, tuple[str, ...]] | None:
     any), for the code map of every export."""
     ctx = st.session_state.get("context")
     return None if ctx is None else getattr(ctx.dataset, "spellings", None)
-
-
-def session_pseudonyms() -> Pseudonyms:
-    """The release ids of this session's files: the session study's key (one per study, kept in the
-    study file only), so a download and the study's own files name a patient alike."""
-    study = st.session_state.get("study")
-    if study is None:
-        return Pseudonyms(session_pseudonym_key())
-    return study.pseudonyms
-
-
-def session_pseudonym_key(adopt: str | None = None) -> str:
-    """The session's pseudonym key: made once (a download before the study exists and the study
-    itself use the same one); `adopt` replaces it with a reopened study's."""
-    if adopt is not None:
-        st.session_state[PSEUDONYM_KEY] = adopt
-    return st.session_state.setdefault(PSEUDONYM_KEY, new_key())
 
 
 def crosswalk_download(

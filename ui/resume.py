@@ -32,8 +32,9 @@ from typing import Any
 import streamlit as st
 
 from engine.io.errors import UserError
-from engine.store import Store, Stored, StoreError, open_store, store_location
+from engine.store import Store, Stored, StoreError
 from ui import cache, literal
+from ui.server_store import shared_store
 from ui.state import ABSENT, declare, kept_defaults, kept_keys, restore
 
 OFFER = "_resume_offer"  # None: not asked yet; a Stored summary: offered, unanswered; False: answered
@@ -56,19 +57,6 @@ _SIMPLE = (str, int, float, bool, type(None))
 
 def _store() -> Store:
     return shared_store()
-
-
-def shared_store() -> Store:
-    """The server's store (one connection per location): the users' records, and ui/auth.py's
-    revocation list."""
-    return _open(store_location())
-
-
-@st.cache_resource(show_spinner=False)
-def _open(location: str) -> Store:
-    """The store's connection per location: the one Streamlit cache left in the app (a server
-    resource, no result, no user's data: `ui.cache.STREAMLIT_CACHES`)."""
-    return open_store(location)
 
 
 def _user() -> str:

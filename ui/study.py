@@ -47,9 +47,9 @@ from ui import cache, errors, literal, state
 from ui import progress as progress_ui
 from ui.context import Context
 from ui.data_choice import SESSION_FILES
-from ui.downloads import session_pseudonym_key, verification
 from ui.fingerprints import release_key
 from ui.state import ABSENT
+from ui.verifications import session_pseudonym_key, verification
 
 STUDY, MADE = "study", "study_made"
 REOPENED_ATTACKER = "_study_reopened_attacker"  # (scope, knowledge, k) of a study just reopened
@@ -286,7 +286,10 @@ def set_public(ctx: Context, name: str, public: bool) -> None:
 
 # ------------------------------------------------------------------------- undo / redo (finding 6)
 def _history() -> dict[str, list[tuple[Study, dict[str, MadeFiles]]]]:
-    return st.session_state.setdefault(HISTORY, {"undo": [], "redo": []})
+    """The undo / redo lists, read only (a view draws the buttons from them); an edit stores a new dict
+    (`_edited`, `_step`), so viewing never writes the session's state."""
+    h = st.session_state.get(HISTORY)
+    return {"undo": list(h["undo"]), "redo": list(h["redo"])} if h else {"undo": [], "redo": []}
 
 
 def _edited(study: Study, held: dict[str, MadeFiles]) -> None:
@@ -297,6 +300,7 @@ def _edited(study: Study, held: dict[str, MadeFiles]) -> None:
     if before is not None:
         h["undo"] = [*h["undo"], (before, dict(made()))][-HISTORY_SIZE:]
     h["redo"] = []
+    st.session_state[HISTORY] = h
     st.session_state[STUDY] = study
     st.session_state[MADE] = held
 
@@ -310,6 +314,7 @@ def _step(back: bool) -> bool:
     study, held = h[source][-1]
     h[source] = h[source][:-1]
     h[target] = [*h[target], (st.session_state[STUDY], dict(made()))][-HISTORY_SIZE:]
+    st.session_state[HISTORY] = h
     st.session_state[STUDY] = study
     st.session_state[MADE] = held
     return True

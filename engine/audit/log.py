@@ -36,13 +36,10 @@ import os
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from engine.audit import keys
 from engine.io.errors import UserError
-
-if TYPE_CHECKING:
-    from engine.audit.verify import Verification
 
 ENV = "COHORTSHIELD_AUDIT_LOG"
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -334,10 +331,3 @@ def entries(path: Path | str | None = None) -> list[dict[str, Any]]:
         if isinstance(value, dict):
             out.append(value)
     return out
-
-
-def verify(path: Path | str | None = None, public_key: Path | str | None = None) -> Verification:
-    """`engine.audit.verify.verify` (kept here for the log's callers)."""
-    from engine.audit.verify import verify as check
-
-    return check(path, public_key=public_key)

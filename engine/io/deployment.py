@@ -197,6 +197,12 @@ def connection_url(name: str) -> str:
     return url
 
 
+def is_url(location: str | Path) -> bool:
+    """True for an SQLAlchemy URL (`dialect[+driver]://...`), False for a path (`engine.io.sql` reads
+    it from here: the roots and the readers below both)."""
+    return isinstance(location, str) and "://" in location and not Path(location).exists()
+
+
 def is_connection(location: str) -> bool:
     return str(location).startswith(CONNECTION_PREFIX)
 
@@ -204,8 +210,6 @@ def is_connection(location: str) -> bool:
 def app_location(location: str) -> str:
     """What the app may open for a location typed or recorded in the app: a named connection's URL
     (`connection:NAME`), or a path inside the data roots. A free URL is refused (`ConnectionRefused`)."""
-    from engine.io.sql import is_url
-
     if is_connection(location):
         return connection_url(location[len(CONNECTION_PREFIX) :])
     if is_url(location):

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from engine.io.deployment import PathRefused
+from engine.io.deployment import PathRefused, is_url
 from engine.io.errors import UserError
 from engine.io.redact import redact, redact_text
 from engine.io.roots import opened
@@ -43,11 +43,6 @@ DUCKDB_CONFIG: dict[str, str | bool | int | float | list[str]] = {
     "autoinstall_known_extensions": False,
     "lock_configuration": True,
 }
-
-
-def is_url(location: str | Path) -> bool:
-    """True for an SQLAlchemy URL (`dialect[+driver]://...`), False for a path."""
-    return isinstance(location, str) and "://" in location and not Path(location).exists()
 
 
 def redacted(url: str) -> str:
