@@ -970,14 +970,14 @@ def compare_scopes(
         if scope != "cohort":
             group_row = RetentionRow(
                 f"{scope}-Anon",
-                figures(res.released_group, res.release.item_codes),
+                figures(res.released_group, res.release.item_codes, groups[scope]),
                 plain_group,
                 originals[f"{scope}*"],
                 whole,
             )
         cohort_row = RetentionRow(
             SCOPE_NAMES[scope],
-            figures(res.release.records, res.release.item_codes),
+            figures(res.release.records, res.release.item_codes, groups["cohort"]),
             plain_cohort,
             cohort_original,
             whole,
@@ -1024,7 +1024,7 @@ def scope_summary(cmp_: ScopeComparison) -> pd.DataFrame:
                 "DC Local %": 100
                 * ret.with_generalization.diagnosis_count
                 / max(ret.local.diagnosis_count, 1),
-                "CC Local %": 100 * ret.with_generalization.code_count / max(ret.local.code_count, 1),
+                "CC Local %": 100 * ret.with_generalization.own_code_count / max(ret.local.code_count, 1),
                 "generalized items": res.release.loss.get("generalized items", 0),
                 "codes suppressed": res.release.loss.get("codes suppressed", 0),
                 "cohort events suppressed": len(res.release.suppressed),

@@ -13,7 +13,10 @@ Figure 15; the layouts of Tables 1, 2 and 3).
   `released_items` (the number of distinct released items) is reported beside it.
 - Population size: records that still hold at least one item (Table 1).
 - SD %: a count as a share of the whole population's original figure; Local %: as a share of the
-  same records' original figure (e.g. DEMO_B against DEMO).
+  same records' original figure (e.g. DEMO_B against DEMO). For Code Count, Local % counts only the
+  codes the records' own original held (`Figures.codes_of_original`): the paper's count, which may
+  cover codes they never held (DEMO_S 8,747 against 8,734), stays the count, and every share lies in
+  0-100% (issue 35: "CC Local %" read up to 127%).
 """
 
 from __future__ import annotations
@@ -36,6 +39,14 @@ class Figures:
     code_count: int
     released_items: int
     population_size: int
+    # of a release: the codes of its own records' original still represented (`code_count` restricted
+    # to them); None for an original (its code_count). The Local % of Code Count reads this (issue 35)
+    codes_of_original: int | None = None
+
+    @property
+    def own_code_count(self) -> int:
+        """The codes counted against the records' own original: `codes_of_original` when known."""
+        return self.code_count if self.codes_of_original is None else self.codes_of_original
 
 
 def diagnosis_count(records: Records) -> int:
@@ -48,12 +59,17 @@ def present_items(records: Records) -> np.ndarray:
     return records.items[np.unique(records.event_item)]
 
 
-def code_count(records: Records, item_codes: Mapping[str, frozenset[str]] | None = None) -> int:
-    """Number of original codes some present item stands for (Figure 15, "Code Count")."""
+def covered_codes(records: Records, item_codes: Mapping[str, frozenset[str]] | None = None) -> set[str]:
+    """The original codes some present item stands for."""
     covered: set[str] = set()
     for item in present_items(records).tolist():
         covered |= codes_of(str(item), item_codes)
-    return len(covered)
+    return covered
+
+
+def code_count(records: Records, item_codes: Mapping[str, frozenset[str]] | None = None) -> int:
+    """Number of original codes some present item stands for (Figure 15, "Code Count")."""
+    return len(covered_codes(records, item_codes))
 
 
 def population_size(records: Records) -> int:
@@ -62,13 +78,21 @@ def population_size(records: Records) -> int:
     return int((per_patient > 0).sum())
 
 
-def figures(records: Records, item_codes: Mapping[str, frozenset[str]] | None = None) -> Figures:
-    """All of Table 1's figures for one dataset."""
+def figures(
+    records: Records,
+    item_codes: Mapping[str, frozenset[str]] | None = None,
+    original: Records | None = None,
+) -> Figures:
+    """All of Table 1's figures for one dataset; for a release, with `original` (its records' own
+    original), also the codes of that original it still represents (`Figures.codes_of_original`)."""
+    covered = covered_codes(records, item_codes)
+    own = None if original is None else len(covered & {str(c) for c in present_items(original).tolist()})
     return Figures(
         diagnosis_count=diagnosis_count(records),
-        code_count=code_count(records, item_codes),
+        code_count=len(covered),
         released_items=len(present_items(records)),
         population_size=population_size(records),
+        codes_of_original=own,
     )
 
 
@@ -111,7 +135,7 @@ def summary_table(originals: Mapping[str, Figures], rows: list[RetentionRow]) ->
                 "dataset": r.name,
                 "original": False,
                 "Code Count": f.code_count,
-                "CC %": 100 * _share(f.code_count, r.local.code_count),
+                "CC %": 100 * _share(f.own_code_count, r.local.code_count),
                 "Diagnosis Count": f.diagnosis_count,
                 "DC %": 100 * _share(f.diagnosis_count, r.local.diagnosis_count),
                 "Population Size": f.population_size,
@@ -136,6 +160,7 @@ def count_table(rows: list[RetentionRow], measure: str) -> pd.DataFrame:
             c = getattr(f, measure)
             row[f"{label}: count"] = c
             row[f"{label}: SD %"] = 100 * _share(c, getattr(r.whole, measure))
-            row[f"{label}: Local %"] = 100 * _share(c, getattr(r.local, measure))
+            own = f.own_code_count if measure == "code_count" else c
+            row[f"{label}: Local %"] = 100 * _share(own, getattr(r.local, measure))
         out.append(row)
     return pd.DataFrame(out)
