@@ -75,6 +75,13 @@ def headline(
     help), each labelled as such; the code set (when the method restricts it) and the warnings."""
     h = figures(release, cohort)
     f = file_figures(release, cohort)  # the figures the report and the Compare page show (issue 23)
+    # what the research keeps first (issue 35): the utility constraints, as the report and Compare
+    met, of = _memoized("constraints met", release, cohort, compare.constraints_met)
+    st.metric(
+        "Utility constraints met (diseases whose record count is kept)",
+        f"{met:,} of {of:,}",
+        help=help_for("utility_constraint"),
+    )
     cols = st.columns(3)
     # issue 26: the counts under the figure in words, not as a delta badge (an arrow, green for a loss)
     cols[0].metric(

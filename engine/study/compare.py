@@ -235,6 +235,20 @@ def phewas_changes(
     return {name: (int(total[f"{name}: lost"]), int(total[f"{name}: false"])) for name in released}
 
 
+def constraints_met(
+    release: Release, cohort: Records, utility: Mapping[str, frozenset[str]] | None = None
+) -> tuple[int, int]:
+    """(met, of) the utility constraints (`engine.utility.queries.utility_satisfaction`): diseases whose
+    record count the release keeps; `utility` defaults to the cohort's default policy (the PNAS Table 1
+    diseases in the cohort's vocabulary), the comparison's for every release."""
+    from engine.utility.queries import default_utility_policy, utility_satisfaction
+
+    if utility is None:
+        utility = default_utility_policy([str(x) for x in cohort.items]).as_mapping()
+    sat = utility_satisfaction(cohort, release, utility)
+    return int(sat["satisfied"].sum()), len(sat)
+
+
 def comparison_table(
     releases: Mapping[str, Release],
     cohort: Records,
@@ -255,7 +269,7 @@ def comparison_table(
     report's); the others are verified here. `figures`: a release's `release_figures` when already
     measured (the report's); the others are measured here, from `files` (the gate's, read with the
     crosswalk of `pseudonyms`) when given. `headlines`: a release's `headline` when already made."""
-    from engine.utility.queries import default_utility_policy, utility_satisfaction
+    from engine.utility.queries import default_utility_policy
 
     if utility is None:
         utility = default_utility_policy([str(x) for x in cohort.items]).as_mapping()
@@ -272,7 +286,7 @@ def comparison_table(
         f = (figures or {}).get(name)
         if f is None:
             f = release_figures(release, cohort, (files or {}).get(name), pseudonyms)
-        sat = utility_satisfaction(cohort, release, utility)
+        met, of = constraints_met(release, cohort, utility)
         lost, false = (phewas_lost_false or {}).get(name, (None, None))
         rows.append(
             {
@@ -287,8 +301,8 @@ def comparison_table(
                 # what the research keeps first (issue 35), then what the files hold
                 "PheWAS associations lost": lost,
                 "PheWAS associations false": false,
-                "utility constraints met": int(sat["satisfied"].sum()),
-                "utility constraints": len(sat),
+                "utility constraints met": met,
+                "utility constraints": of,
                 "pairs retained": f.pairs_share,
                 "pairs kept": f.pairs_kept,
                 "pairs in the cohort": f.pairs_of,
