@@ -216,11 +216,10 @@ class _State:
         return _State(self.generalized, self.suppressed | {what})
 
 
-def _shown(codes: Iterable[str], state: _State, categories: dict[str, str]) -> frozenset[str]:
-    """The generalized categories whose item the record still shows (for a code it keeps)."""
-    return frozenset(
-        categories[c] for c in codes if c not in state.suppressed and categories.get(c) in state.generalized
-    )
+def _shown(state: _State, under: dict[str, list[str]]) -> frozenset[str]:
+    """The generalized categories whose item the record still shows (for a code it keeps); `under`:
+    the record's codes per category."""
+    return frozenset(g for g in state.generalized if any(c not in state.suppressed for c in under[g]))
 
 
 def _tokens(
@@ -294,11 +293,15 @@ def _fix(
         return state, steps
 
     views: dict[_State, frozenset[str]] = {}
+    under: dict[str, list[str]] = {}
+    for c in codes:
+        if c in categories:
+            under.setdefault(categories[c], []).append(c)
 
     def lacking(st: _State, j: int) -> int:
         shown = views.get(st)
         if shown is None:
-            shown = views[st] = _shown(codes, st, categories)
+            shown = views[st] = _shown(st, under)
         return max(0, k - support.count(_tokens(sets[j], st, categories, shown)))
 
     moves = [(GENERALIZE, g) for g in sorted({categories[c] for c in codes if c in categories})]
@@ -329,7 +332,7 @@ def _fix(
                 if best is None or key < best:
                     best = key
         if best is None:  # no single change helps: suppress the rarest code of the riskiest set
-            shown = _shown(codes, state, categories)
+            shown = _shown(state, under)
             counts = [support.count(_tokens(s, state, categories, shown)) for s in sets]
             worst = sets[int(np.argmin(counts))]
             left = [c for c in worst if c not in state.suppressed]
