@@ -174,6 +174,10 @@ class _Support:
             self.post[("g", cat)] = frozenset(held)
         self._memo: dict[frozenset[tuple[str, str]], int] = {}
 
+    def forget(self) -> None:
+        """Drop the counts kept (one record's trial sets are of no use to the next: memory)."""
+        self._memo.clear()
+
     def count(self, tokens: Iterable[tuple[str, str]]) -> int:
         key = frozenset(tokens)
         hit = self._memo.get(key)
@@ -230,8 +234,10 @@ def _tokens(
     the attacker matches what it knows of a visit against every released item of the record that
     stands for it (`risk.attacker_known_visits`)."""
     out: set[tuple[str, str]] = set()
+    if not state.generalized and not state.suppressed:
+        return {("c", c) for c in codes}
     for c in codes:
-        cat = categories.get(c, "")
+        cat = categories.get(c, "") if state.generalized else ""
         generalized = cat in state.generalized  # never "": no category
         if c not in state.suppressed:
             out.add(("g", cat) if generalized else ("c", c))
@@ -435,6 +441,7 @@ def explain_records(
     for p in (int(r) for r in rows):
         sets, visits = _known_sets(cohort, p, adversary.knowledge)
         state, steps = _fix(sets, support, categories, recoding, k)
+        support.forget()
         found.append((p, sets, visits, state, steps))
     codes_of_record = {p: sorted({c for s in sets for c in s}) for p, sets, *_ in found}
     fixable = support.n >= k
