@@ -160,6 +160,20 @@ def check_cost(cohort_frame: pd.DataFrame, e: explain.Explanation) -> None:
     adv=Adversary("cohort", "single_visit"),
     k=2,
 )  # 250.00 suppressed stays known through P0's item 250* (for its 250.01): suppressing it fixes nothing
+@example(
+    d=(
+        pd.DataFrame(
+            {
+                "patient_id": ["P0", "P1", "P1", "P1", "P1", "P2", "P3", "P4"],
+                "visit": ["v0", "v0", "v1", "v1", "v1", "v0", "v0", "v0"],
+                "code": ["401.1", "250.00", "250.00", "250.01", "250.02", "250.00", "250.00", "250.00"],
+            }
+        ),
+    )
+    * 2,
+    adv=Adversary("cohort", "single_visit"),
+    k=5,
+)  # the riskiest visit's codes all suppressed, its category item still shown by the record's others
 @SETTINGS
 def test_suggested_change_brings_the_record_to_k(d, adv: Adversary, k: int) -> None:
     check(d[0], d[1], adv, k)

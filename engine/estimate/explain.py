@@ -30,8 +30,8 @@ support). The rule, greedy: at each step, among the single changes (generalize o
 categories, suppress one of its codes) that reduce the shortfall, take the one suppressing the fewest
 pairs, then changing the fewest pairs of the release (recoded, or suppressed), then reducing the
 shortfall most, then the first; when no single change reduces it, suppress the rarest remaining code
-of the riskiest set still below k. Stop at shortfall 0.
-Then, from the last change back, undo each change the record stays at k without. The supports here are
+the riskiest set still below k shows (its own, or one showing a category item it holds). Stop at
+shortfall 0. Then, from the last change back, undo each change the record stays at k without. The supports here are
 exact for that release: a category's support is the candidates holding any code of it, which are the
 candidates holding its item once every record is recoded.
 
@@ -337,11 +337,15 @@ def _fix(
                 key = (len(trial.suppressed), recoding.changed_pairs(trial, categories), gain, i)
                 if best is None or key < best:
                     best = key
-        if best is None:  # no single change helps: suppress the rarest code of the riskiest set
+        if best is None:  # no single change helps: suppress the rarest code the riskiest set shows
             shown = _shown(state, under)
             counts = [support.count(_tokens(s, state, categories, shown)) for s in sets]
-            worst = sets[int(np.argmin(counts))]
-            left = [c for c in worst if c not in state.suppressed]
+            seen = _tokens(sets[int(np.argmin(counts))], state, categories, shown)
+            left = [  # its codes kept, or the record's codes that show its category items
+                c
+                for c in codes
+                if c not in state.suppressed and (("c", c) in seen or ("g", categories.get(c, "")) in seen)
+            ]
             move = (
                 SUPPRESS,
                 min(left, key=lambda x: (support.count(_tokens([x], state, categories, shown)), x)),
