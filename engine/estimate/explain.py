@@ -328,11 +328,14 @@ def _fix(
     while sum(current) > 0:
         best: tuple[int, int, int, int] | None = None
         for i, move in enumerate(moves):
-            short = [j for j in touches[i] if current[j]]  # a change never lowers a support
-            if not short or move[1] in (state.generalized if move[0] == GENERALIZE else state.suppressed):
+            touched = touches[i]
+            if not any(current[j] for j in touched) or move[1] in (
+                state.generalized if move[0] == GENERALIZE else state.suppressed
+            ):
                 continue
             trial = state.with_(move)
-            gain = sum(lacking(trial, j) - current[j] for j in short)
+            # every set it touches: generalizing can show a suppressed code again (its category item)
+            gain = sum(lacking(trial, j) - current[j] for j in touched)
             if gain < 0:
                 key = (len(trial.suppressed), recoding.changed_pairs(trial, categories), gain, i)
                 if best is None or key < best:
