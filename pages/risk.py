@@ -326,9 +326,12 @@ else:
     st.caption(
         "Records are named by their position in the cohort, not by their ids. The codes that single the "
         "record out: the smallest part of its riskiest known set held by fewer than k candidates (rarest "
-        "code first, then every code not needed dropped). The change: generalize a code to its 3-digit "
-        "code / category where that is enough (no pair lost), else suppress it, fewest pairs lost first; "
-        "applied to this record alone (others may need their own)."
+        "code first, then every code not needed dropped). The change: generalize a code to its 3-digit code / "
+        "category where that is enough (no pair suppressed), else suppress codes, fewest pairs suppressed "
+        "first. A generalization recodes the category to one item in EVERY record of the release (a "
+        "release cannot recode one record alone: the others' specific codes would single it out); a "
+        "suppression removes the code from this record. Each change is counted again by engine.risk on "
+        "the release it makes, and its cost covers every record it touches."
     )
     row = st.selectbox(
         f"Record below k ({len(below):,})",
@@ -349,7 +352,9 @@ else:
     )
     st.markdown(
         literal.md(
-            f"Cheapest change: {e.change_text()}. Distinguishability after: {e.distinguishability_after}; "
-            f"pairs lost: {e.pairs_lost} of the record's {e.record_pairs}."
+            f"Cheapest change: {e.change_text()}. Distinguishability after, counted by engine.risk on the "
+            f"release this change makes: {e.distinguishability_after}. Cost: {e.pairs_lost} of the "
+            f"record's {e.record_pairs} pairs ({e.events_lost} events) suppressed; {e.records_recoded} "
+            f"records, {e.pairs_recoded} pairs and {e.events_recoded} events recoded in the release."
         )
     )

@@ -121,6 +121,16 @@ def test_risk_page_explains_a_chosen_record_below_k():
     (codes,) = [d.value for d in at.dataframe if list(d.value.columns) == ["code", "description"]]
     assert codes["code"].tolist() == list(e.singling_out)
     assert any(f"Cheapest change: {e.change_text()}" in shown(md.value) for md in at.markdown)
+    # issue 35 finding 5: the count is engine.risk's on the release the change makes, the cost over
+    # every record the change touches
+    cost = (
+        f"Distinguishability after, counted by engine.risk on the release this change makes: "
+        f"{e.distinguishability_after}. Cost: {e.pairs_lost} of the record's {e.record_pairs} pairs "
+        f"({e.events_lost} events) suppressed; {e.records_recoded} records, {e.pairs_recoded} pairs and "
+        f"{e.events_recoded} events recoded in the release."
+    )
+    assert e.verified and any(cost in shown(md.value) for md in at.markdown)
+    assert not any("this record alone" in c.value for c in at.caption)
     ids = set(ctx.cohort.patient_ids.astype(str).tolist())
     assert not ids & {o for o in box.options}  # records by position, never by id
 

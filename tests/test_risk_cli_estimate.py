@@ -111,6 +111,27 @@ def test_explain_writes_every_record_below_k_and_warns_on_stderr(files, tmp_path
     assert table["change"].tolist() == expected["change"].tolist()
 
 
+def test_explain_states_each_fix_re_verified_and_its_cost_over_the_release(files, tmp_path, capsys) -> None:
+    """Issue 35 finding 5: each change is counted again by engine.risk on the release it makes (its
+    category recoded in every record) and states its cost over every record it touches; the run says
+    how many re-verify."""
+    ev, co = files
+    out, why = tmp_path / "d.csv", tmp_path / "why.csv"
+    args = ["risk", "--events", str(ev), "--cohort", str(co), "--scope", "population", "--knowledge"]
+    assert main([*args, "all_visits", "--k", "2", "--out", str(out), "--explain", str(why)]) == 0
+    printed = capsys.readouterr().out
+    table = pd.read_csv(why, dtype={"patient_id": str})
+    pop = Records.from_frame(pd.DataFrame(ROWS, columns=["patient_id", "visit", "code"]))
+    found = explain.explain_records(_cohort(), Adversary("population", "all_visits"), 2, pop)
+    cost = ["pairs lost", "events lost", "records recoded", "pairs recoded", "events recoded"]
+    assert table[cost].to_numpy().tolist() == [
+        [e.pairs_lost, e.events_lost, e.records_recoded, e.pairs_recoded, e.events_recoded] for e in found
+    ]
+    assert (table["distinguishability after"] >= 2).all() and all(e.verified for e in found)
+    assert any("in every record" in c for c in table["change"])
+    assert f"re-verified by engine.risk: {len(found)} of {len(found)} changes bring" in printed
+
+
 def test_explain_may_not_overwrite_an_input(files, capsys) -> None:
     ev, co = files
     args = [

@@ -35,7 +35,10 @@ probability unique, probability below k). `--report R.json` writes the figures p
 
 `--explain FILE` (steward only: it names SOURCE patient ids) writes, for every record below k, the
 minimal part of what the attacker knows that singles it out and the cheapest change that brings it to
-k (`engine.estimate.explain`), as CSV.
+k (`engine.estimate.explain`), as CSV: a generalization recodes its category in every record, a
+suppression removes the code from the record; each change is counted again by `engine.risk` on the
+release it makes ("distinguishability after"; the number that reach k is printed) and states its cost
+over every record it touches (pairs and events lost, records, pairs and events recoded).
 
 `--up-to-k` counts every known set only up to k (`Matching(cap=k)`, engine/risk.py `count_known_sets`): the
 share unique, the share below k and every record below k are exact, values of k or more read k, and
@@ -373,6 +376,12 @@ def _explain(
     found = explain_records(cohort, adversary, args.k, population, distinguishability=dis)
     write_table_csv(args.explain, explanations_frame(found, with_ids=True))
     print(f"wrote {len(found)} explanations (records below k = {args.k}) to {args.explain}")
+    fixable = [e for e in found if e.fixable]
+    print(
+        f"re-verified by engine.risk: {sum(e.verified for e in fixable)} of {len(fixable)} changes bring "
+        f"their record to k = {args.k} on the release they make (a generalization recodes every record)"
+        + (f"; {len(found) - len(fixable)} records cannot be fixed" if len(fixable) < len(found) else "")
+    )
 
 
 def run(args: argparse.Namespace) -> int:
