@@ -22,6 +22,7 @@ from streamlit import config
 from streamlit.testing.v1 import AppTest
 
 from engine.audit.log import os_user
+from engine.io import deployment
 from engine.io.errors import UserError
 from ui import auth
 
@@ -223,7 +224,7 @@ def test_a_misspelt_proxy_address_is_named(header_mode, monkeypatch) -> None:
     at = _header(None)
     assert not at.markdown and "'proxy.hospital'" in shown(at.error[0].value)
     with pytest.raises(UserError, match=r"proxy\.hospital"):
-        auth.trusted_proxies()
+        deployment.trusted_proxies()
 
 
 @pytest.mark.parametrize(
@@ -241,7 +242,7 @@ def test_a_misspelt_proxy_address_is_named(header_mode, monkeypatch) -> None:
     ],
 )
 def test_peer_is_proxy(peer, proxies, trusted) -> None:
-    assert auth.peer_is_proxy(peer, auth.parse_proxies(proxies)) is trusted
+    assert deployment.peer_is_proxy(peer, deployment.parse_proxies(proxies)) is trusted
 
 
 @pytest.mark.parametrize(
@@ -258,7 +259,7 @@ def test_peer_is_proxy(peer, proxies, trusted) -> None:
     ],
 )
 def test_loopback_server_address(address, loopback) -> None:
-    assert auth.loopback_address(address) is loopback
+    assert deployment.loopback_address(address) is loopback
 
 
 # ------------------------------------------------------------------------------------ sign-out

@@ -93,34 +93,26 @@ def test_each_method_opens_on_a_setting_that_verifies_on_the_sample(sample_datas
     release = settings.run(RunInputs(population, cohort))
     verdict = risk.verify(release, adversary, k, population)
     assert verdict.ok, verdict.message()
-    if method == "GCCens":  # more than the paper's four codes keep (9.0% of pairs)
-        assert settings.codes.mode == "all"
-        assert release_figures(release, cohort).pairs_share > 0.15
-    if method == "LDA":  # the thesis' codes: all codes verify too, but take ~34 s, not a live page
+    if method in ("GCCens", "LDA"):  # the papers' codes: all codes verify too, but are not live
         assert settings.codes.mode == "paper"
+        assert release_figures(release, cohort).pairs_kept > 0
     if method == "Heatherly":
         assert settings.complete  # without it, 1,805 of the 2,700 records were below k
 
 
-def _pairs_retained(at) -> float:
-    metric = next(m for m in at.metric if m.label == "Pairs retained, of the original cohort")
-    return float(str(metric.value).rstrip("%")) / 100
-
-
 @pytest.mark.parametrize(
-    ("method", "codes_key"),
+    "method",
     [
-        ("Generalization (Heatherly)", None),
-        ("GCCens (censoring)", "gcc_mode"),
-        ("Clinical profiles (UGACLIP / ACLIP)", None),
-        ("Trajectories (LDA)", None),
+        "Generalization (Heatherly)",
+        "GCCens (censoring)",
+        "Clinical profiles (UGACLIP / ACLIP)",
+        "Trajectories (LDA)",
     ],
 )
-def test_each_method_tab_opens_on_a_verified_release(method, codes_key) -> None:
+def test_each_method_tab_opens_on_a_verified_release(method) -> None:
     """The Anonymize page's method tab, first visit of a fresh session on the shipped sample, the
-    sidebar's default adversary and k: the release shown is verified (the page's own verdict) and,
-    for GCCens and the LDA, keeps more than Tamersoy's four codes did (9.0% and 7.5% of the pairs),
-    the paper's codes being one choice away, named as the paper's."""
+    sidebar's default adversary and k: the release shown is verified (the page's own verdict; Heatherly
+    opened "Not verified: 1,805 of 2,700")."""
     from apptest_support import page_app, shown
 
     from ui import cache
@@ -134,6 +126,3 @@ def test_each_method_tab_opens_on_a_verified_release(method, codes_key) -> None:
     assert verdicts, texts
     assert any("Verified: every one of 2700 records" in v for v in verdicts), verdicts
     assert not [v for v in verdicts if "Not verified" in v], verdicts
-    if codes_key is not None:
-        assert _pairs_retained(at) > 0.15
-        assert any("250, 272, 401, 724" in o for o in at.selectbox(key=codes_key).options)

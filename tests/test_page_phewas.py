@@ -65,8 +65,10 @@ def test_report_page_lists_verified_release(published):
     )
     assert row["phewas"] is not None  # the sample's genotypes: associations lost and false are reported
     labels = [b.proto.label for b in at.get("download_button")]
-    # the study file, the release's crosswalk (identifying); bundle, PDF, HTML, JSON, Markdown
-    assert len(labels) == 7 and labels[1] == "Heatherly DEMO_D: crosswalk (CSV, IDENTIFYING)"
+    # the study file, the release's crosswalk (identifying); bundle, PDF, HTML, JSON, Markdown; the office's
+    # public key the bundle is signed with (issue 39)
+    assert len(labels) == 8 and labels[1] == "Heatherly DEMO_D: crosswalk (CSV, IDENTIFYING)"
+    assert "Office public key (PEM, for verify)" in labels
 
 
 def test_phewas_page_compares_heatherlys_three_scopes_at_the_sidebar_k(sample_dataset):

@@ -286,7 +286,9 @@ def test_cli_bad_input_exits_with_one_line(tmp_path, capsys):
     pd.DataFrame({"patient_id": ["a"], "diagnosis": ["250"]}).to_csv(no_code, index=False)
     assert main([*base[:2], str(no_code), *base[3:]]) == 2
     assert "code" in capsys.readouterr().err
-    assert main([*base, "--k", "0"]) == 2
+    with pytest.raises(SystemExit) as exit_:  # --k is checked by the parser (engine.adversary.k_argument)
+        main([*base, "--k", "0"])
+    assert exit_.value.code == 2
     assert "--k" in capsys.readouterr().err
     assert main([*base[:-1], str(tmp_path / "missing_dir" / "x.csv")]) == 2
     assert "does not exist" in capsys.readouterr().err

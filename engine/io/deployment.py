@@ -28,6 +28,7 @@ files, in the app and the CLI (`engine.io.sql.DUCKDB_CONFIG`).
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import re
@@ -235,3 +236,54 @@ __all__ = [
     "refuse_outside",
     "server_path",
 ]
+
+
+# ------------------------------------------------------------------ the trusted proxies (header sign-in)
+PROXIES_ENV = "COHORTSHIELD_TRUSTED_PROXIES"
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def parse_proxies(text: str) -> list[Network]:
+    """The networks of a comma-separated list of addresses or CIDR networks; UserError naming an entry
+    that is neither."""
+    out = []
+    for entry in (e.strip() for e in text.split(",")):
+        if not entry:
+            continue
+        try:
+            out.append(ipaddress.ip_network(entry, strict=False))
+        except ValueError:
+            raise UserError(
+                f"{PROXIES_ENV}: {entry!r} is not an IP address or network (e.g. 10.0.0.5, 10.0.0.0/24)"
+            ) from None
+    return out
+
+
+def trusted_proxies() -> list[Network]:
+    """COHORTSHIELD_TRUSTED_PROXIES, parsed (`parse_proxies`)."""
+    return parse_proxies(os.environ.get(PROXIES_ENV, ""))
+
+
+def peer_is_proxy(peer: str | None, proxies: list[Network]) -> bool:
+    """Whether the connection's peer as `st.context.ip_address` reports it is one of `proxies`. Streamlit
+    1.67 reports the loopback peers 127.0.0.1 and ::1 as None: None matches a network holding either."""
+    if peer is None:
+        candidates = [ipaddress.ip_address("127.0.0.1"), ipaddress.ip_address("::1")]
+    else:
+        try:
+            ip = ipaddress.ip_address(peer)
+        except ValueError:
+            return False
+        mapped = getattr(ip, "ipv4_mapped", None)  # an IPv4 client on a dual-stack socket
+        candidates = [ip] if mapped is None else [ip, mapped]
+    return any(ip in net for ip in candidates for net in proxies if ip.version == net.version)
+
+
+def loopback_address(address: str) -> bool:
+    """Whether Streamlit's `server.address` binds loopback only (`""` binds every address)."""
+    if address == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False

@@ -79,7 +79,8 @@ CAP_MODES = ("Per-code caps", "Universal cap")  # per-code first: the paper's sc
 TABLE1_KS = tuple(range(2, 26))
 TABLE2_CAPS = tuple(range(3, 11))
 # widget keys kept across page switches (ui/persist.py); per-code cap edits too (`_caps`)
-# the Anonymize tab opens on `runs.OPENING_CODES` (all codes, issue 35 finding 6); the Trade-offs tab's
+# the Anonymize tab opens on `runs.OPENING_CODES` (the paper's codes: they verify and stay live, issue 35
+# finding 6); the Trade-offs tab's
 # Tables 1-2 sweep Tamersoy's four codes, as the paper
 _FIRST_MODE = {
     "gcc_": next(m for m, n in _MODE_NAMES.items() if n == OPENING_CODES.mode),
