@@ -52,6 +52,8 @@ def test_the_report_page_removes_a_release_and_undoes_and_redoes() -> None:
     at.run()
     _ok(at)
     assert at.button(key="study_undo").disabled and at.button(key="study_redo").disabled
+    # each release's name in bold, its characters literal (the markers were escaped: "**First**" showed)
+    assert any(m.value.startswith("**First** ") for m in at.markdown), [m.value for m in at.markdown]
     at.button(key="study_remove_0:First").click().run()
     _ok(at)
     assert _names(at) == ["Second"] and list(at.session_state["study_made"]) == ["Second"]

@@ -349,7 +349,11 @@ def edit_panel(ctx: Context) -> None:
         st.rerun()
     for i, entry in enumerate(study.current()):
         c1, c2, c3 = st.columns([4, 1, 1])
-        c1.markdown(literal.md(f"**{entry.name}** ({entry.settings.method}): {entry.verdict_message()}"))
+        # the name is untrusted text, shown literally inside the bold markers (escaped, not the markers)
+        c1.markdown(
+            f"**{literal.md(entry.name)}** "
+            + literal.md(f"({entry.settings.method}): {entry.verdict_message()}")
+        )
         public = c2.checkbox(
             "Public",
             value=entry.public,
