@@ -182,6 +182,20 @@ def test_report_page_flags_releases(releases):
     assert "UGACLIP k=5: One catch-all item holds 86%" in _warnings(at)
 
 
+def test_phewas_page_says_over_how_many_tests_its_r2_is_taken(releases):
+    """Issue 35, finding 3: GCCens showed r² 0.994 beside 13 of 13 associations lost: the r² is taken over
+    the few tests its release still allows, and now says over how many of the original's."""
+    import re
+
+    at = _with("pages/phewas.py", releases, ["GCCens cap 3"], phewas_heatherly=False)
+    r2 = next(d.value for d in at.dataframe if "r² of -log10 p" in d.value.columns)
+    over = r2.set_index("release").loc["GCCens cap 3", "over tests"]
+    m = re.fullmatch(r"([\d,]+) of ([\d,]+) of the original's tests", over)
+    assert m, over
+    both, original = (int(x.replace(",", "")) for x in m.groups())
+    assert 0 < both < original / 10  # four codes' phenotypes against every phenotype of the cohort
+
+
 def test_phewas_page_explains_empty_panels_and_keeps_release_colours(releases):
     at = _with("pages/phewas.py", releases, ["UGACLIP k=5"], phewas_heatherly=False)
     assert at.radio(key="phewas_correction").value == "bh"  # a correction by default
