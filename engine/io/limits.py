@@ -68,15 +68,8 @@ def check_footprint(where: str, fp: Footprint, lim: Limits | None = None, of: st
     if fp.decoded > lim.max_decoded_bytes:
         what = f"{fp.decoded:,} bytes decoded{of}"
         raise refuse(where, what, lim.max_decoded_bytes, "max_decoded_bytes", tail)
-    if fp.decoded > EXPANSION_FLOOR and fp.decoded > lim.max_expansion * max(fp.stored, 1):
-        raise refuse(
-            where,
-            f"{fp.decoded:,} bytes decoded from {fp.stored:,} stored{of}, "
-            f"{fp.decoded // max(fp.stored, 1):,} times",
-            lim.max_expansion,
-            "max_expansion",
-            tail,
-        )
+    what = f"{fp.decoded:,} bytes decoded from {fp.stored:,} stored{of}"
+    _check_expansion(fp.decoded, fp.stored, where, what, lim, tail)
 
 
 def check_parquet(
@@ -146,15 +139,16 @@ def check_member(info: zipfile.ZipInfo, where: str, most: int, field: str, lim: 
     name = f"the member {info.filename!r}"
     if info.file_size > most:
         raise refuse(where, f"{name} inflates to {info.file_size:,} bytes", most, field, "; not read")
-    if info.file_size > EXPANSION_FLOOR and info.file_size > lim.max_expansion * max(info.compress_size, 1):
-        raise refuse(
-            where,
-            f"{name} inflates {info.compress_size:,} bytes to {info.file_size:,}, "
-            f"{info.file_size // max(info.compress_size, 1):,} times",
-            lim.max_expansion,
-            "max_expansion",
-            "; not read",
-        )
+    what = f"{name} inflates {info.compress_size:,} bytes to {info.file_size:,}"
+    _check_expansion(info.file_size, info.compress_size, where, what, lim, "; not read")
+
+
+def _check_expansion(decoded: int, stored: int, where: str, what: str, lim: Limits, tail: str) -> None:
+    """Refuse `decoded` bytes from `stored` once past `EXPANSION_FLOOR` and over `max_expansion` times
+    (a Parquet file's pages, a zip member), saying '<what>, <ratio> times'."""
+    if decoded > EXPANSION_FLOOR and decoded > lim.max_expansion * max(stored, 1):
+        ratio = f"{decoded // max(stored, 1):,} times"
+        raise refuse(where, f"{what}, {ratio}", lim.max_expansion, "max_expansion", tail)
 
 
 __all__ = [
