@@ -7,7 +7,7 @@ DEV_STAMP := $(VENV)/.requirements-dev-installed
 # pip's own progress (what it collects, downloads and installs): a first set-up takes minutes
 PIP_INSTALL := $(BIN)/pip install --disable-pip-version-check --progress-bar on
 
-.PHONY: run test setup setup-dev browser postgres clean
+.PHONY: run test test-fast setup setup-dev browser postgres clean
 
 # `make run`: the runtime only (requirements.txt)
 $(STAMP): requirements.txt pyproject.toml
@@ -57,6 +57,11 @@ test: setup-dev browser postgres
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -n auto --maxprocesses 4
+
+# The fast tier (issue 38): the engine's unit, property and reference tests; no AppTest, no served app,
+# no browser (tests/conftest.py marks those `app`), nothing marked slow. `make test` stays CI's command.
+test-fast: setup-dev
+	$(BIN)/python -m pytest -n auto --maxprocesses 4 -m "not app and not slow"
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -34,9 +34,52 @@ def undeterministic_property_tests(items: list[pytest.Item]) -> list[str]:
     return found
 
 
+# A test module that uses any of these runs the app (AppTest, a served app, a browser, an OIDC provider):
+# its tests are marked `app` and left out of `make test-fast` (issue 38, finding 6).
+APP_SUPPORT = (
+    "streamlit.testing",
+    *(
+        f"{package}{support}"
+        for package in ("", "tests.")
+        for support in ("apptest_support", "browser_support", "oidc_support")
+    ),
+)
+
+
+def runs_the_app(module: object) -> bool:
+    """Whether a test module imports one of APP_SUPPORT (a module, or a name taken from one)."""
+    for value in vars(module).values():
+        name = (
+            getattr(value, "__name__", "")
+            if isinstance(value, type(os))
+            else getattr(value, "__module__", "")
+        )
+        if isinstance(name, str) and name.startswith(APP_SUPPORT):
+            return True
+    return False
+
+
+def mark_app_tests(items: list[pytest.Item]) -> None:
+    """Mark `app` every test of a module that runs the app (APP_SUPPORT), every test function that imports
+    one of them itself, and every browser test."""
+    seen: dict[str, bool] = {}
+    for item in items:
+        module = getattr(item, "module", None)
+        if module is None:
+            continue
+        if module.__name__ not in seen:
+            seen[module.__name__] = runs_the_app(module)
+        function = getattr(item, "function", None)
+        code_names = getattr(getattr(function, "__code__", None), "co_names", ())
+        imports_support = any(name.startswith(APP_SUPPORT) for name in code_names)  # a local import
+        if seen[module.__name__] or imports_support or item.get_closest_marker("e2e") is not None:
+            item.add_marker(pytest.mark.app)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under the "ci" profile every collected property test runs derandomized, without a database:
-    `make test` gives the same result every time (issue 13)."""
+    `make test` gives the same result every time (issue 13). Tests that run the app are marked `app`."""
+    mark_app_tests(items)
     if settings.get_current_profile_name() != "ci":  # HYPOTHESIS_PROFILE=explore searches on purpose
         return
     found = undeterministic_property_tests(items)
