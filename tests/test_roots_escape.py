@@ -87,6 +87,25 @@ def test_links_that_stay_inside_the_root_are_read(root) -> None:
     assert sorted(set(got.events.frame["patient_id"])) == ["1", "2", "3", "4", "5"]
 
 
+def test_a_hard_link_to_a_file_outside_the_root_is_refused(root) -> None:
+    """Left open by the last session: a hard link is no symlink, `resolve()` keeps it inside the root,
+    yet it is the outside file (the server's secrets here)."""
+    folder = root / "cdm"
+    shutil.copytree(OMOP_DIR, folder)
+    (folder / "person.csv").unlink()
+    (folder / "person.csv").hardlink_to(root.parent / "outside" / "secrets.toml")
+    errors = _errors(ImportSpec(source="omop", location=str(folder)))
+    assert any("person.csv" in e and "hard link" in e for e in errors), errors
+    assert not any("FORGES" in e for e in errors)
+
+
+def test_a_file_with_one_link_inside_the_root_is_read(root) -> None:
+    folder = root / "cdm"
+    shutil.copytree(OMOP_DIR, folder)
+    got = load_import(ImportSpec(source="omop", location=str(folder)))
+    assert got.report.ok and got.events is not None
+
+
 def test_an_omop_cohort_table_linked_out_of_the_root_is_refused(root) -> None:
     folder = root / "cdm"
     shutil.copytree(OMOP_DIR, folder)

@@ -32,6 +32,7 @@ import ipaddress
 import json
 import os
 import re
+import stat
 import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -149,11 +150,27 @@ def server_path(text: str | Path) -> Path:
     return refuse_outside(resolved, raw, data_roots())
 
 
+def refuse_hard_link(resolved: Path, shown: str) -> None:
+    """A `PathRefused` for a regular file with more than one hard link: resolving a path follows symbolic
+    links, not hard ones, and a second name of a file may lie outside every root (issue #40, finding 1).
+    Which other names a file has cannot be asked of the file system, so every such file is refused."""
+    try:
+        info = resolved.stat()
+    except OSError:
+        return  # a missing file is named by the reader that opens it
+    if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+        raise PathRefused(
+            f"{shown}: a file with {info.st_nlink} hard links, one of which may lie outside the data folders "
+            "this server reads from; copy the file into the data folder instead of linking it"
+        )
+
+
 def refuse_outside(resolved: Path, shown: str, roots: tuple[Path, ...]) -> Path:
     """`resolved` when it lies inside one of `roots`; else a `PathRefused` naming it as `shown` and the
     roots (where a link leads is not shown). One check for the typed path (`server_path`) and every
     file a source opens (`engine.io.roots.opened`)."""
     if any(resolved == r or resolved.is_relative_to(r) for r in roots):
+        refuse_hard_link(resolved, shown)
         return resolved
     raise PathRefused(
         f"{shown}: outside the data folders this server reads from ({roots_text(roots)}); an administrator "
