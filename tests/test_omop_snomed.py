@@ -115,3 +115,230 @@ def test_sample_command_writes_the_snomed_cdm(tmp_path):
     ) == ("date32[day]")
     person = pd.read_parquet(folder / "person.parquet")
     assert len(person) == 200 and np.array_equal(person["person_id"], np.arange(1, 201))
+
+
+# ------------------------------------------------------------------------------------ reading
+def test_standard_concepts_are_read_with_their_vocabulary(cdm, tables):
+    """Issue 37: a CDM whose conditions are SNOMED only gave 0 patients (every row's source concept
+    'not ICD'); read in standard concepts, every condition is an event `SNOMED:<code>`."""
+    from engine.io.omop import read_omop
+
+    data = read_omop(cdm, codes="standard", labs=False)
+    assert data.report.errors == []
+    events = data.events.frame
+    cond = tables["condition_occurrence"]
+    assert len(events) == len(cond)
+    code = dict(zip(tables["concept"]["concept_id"], tables["concept"]["concept_code"], strict=True))
+    assert events["code"].tolist() == [f"SNOMED:{code[c]}" for c in cond["condition_concept_id"]]
+    assert set(data.events.vocabulary) == {"SNOMED"}
+    assert events["patient_id"].tolist() == cond["person_id"].astype(str).tolist()
+
+
+def test_icd_standard_concepts_keep_their_item_labels():
+    from engine.vocab import concept_item
+
+    assert concept_item("ICD10CM", "E11.9") == "E11.9"
+    assert concept_item("ICD10CM", "V45.5") == "ICD10CM:V45.5"
+    assert concept_item("ICD9CM", "250.00") == "250.00"
+    assert concept_item("SNOMED", "44054006") == "SNOMED:44054006"
+
+
+def test_domains_are_one_visit_set(cdm, tables):
+    """Procedures and drugs (at ingredient level) of a visit join its conditions: one known set."""
+    from engine.io.omop import read_omop
+
+    data = read_omop(cdm, codes="standard", domains=("condition", "procedure", "drug"), labs=False)
+    assert data.report.errors == []
+    events = data.events.frame
+    n = {t: len(tables[t]) for t in ("condition_occurrence", "procedure_occurrence", "drug_exposure")}
+    assert len(events) == sum(n.values())  # one ingredient per drug in the sample
+    assert set(data.events.vocabulary) == {"SNOMED", "CPT4", "RxNorm"}
+    visit = tables["visit_occurrence"].set_index("visit_occurrence_id")["visit_start_date"]
+    proc = tables["procedure_occurrence"]
+    got = events[events["code"].isin(events["code"][data.events.vocabulary == "CPT4"])]
+    assert len(got) == (proc["procedure_source_value"].str.len() == 5).sum()
+    first = proc.iloc[0]
+    code = dict(zip(tables["concept"]["concept_id"], tables["concept"]["concept_code"], strict=True))
+    vocab = dict(zip(tables["concept"]["concept_id"], tables["concept"]["vocabulary_id"], strict=True))
+    label = f"{vocab[first['procedure_concept_id']]}:{code[first['procedure_concept_id']]}"
+    day = pd.Timestamp(visit[first["visit_occurrence_id"]]).date().isoformat()
+    hit = events[(events["patient_id"] == str(first["person_id"])) & (events["visit"] == day)]
+    assert label in set(hit["code"])
+    assert len(set(hit["code"])) > 1  # with the visit's conditions
+    drugs = events[data.events.vocabulary == "RxNorm"]["code"]
+    klass = dict(zip(tables["concept"]["concept_code"], tables["concept"]["concept_class_id"], strict=True))
+    assert {klass[c.split(":", 1)[1]] for c in drugs} == {"Ingredient"}
+
+
+def test_domains_need_standard_codes(cdm):
+    from engine.io.errors import UserError
+    from engine.io.omop import read_omop
+
+    with pytest.raises(UserError, match="--omop-codes standard"):
+        read_omop(cdm, domains=("condition", "drug"))
+    with pytest.raises(UserError, match="unknown domain"):
+        read_omop(cdm, codes="standard", domains=("condition", "labs"))
+
+
+def test_risk_command_on_standard_concepts(cdm, tmp_path, capsys):
+    from engine.commands.cli import main
+
+    shares = {}
+    for domains in ("condition", "condition,procedure,drug"):
+        out = tmp_path / "r.csv"
+        code = main(["risk", "--events", str(cdm), "--source", "omop", "--omop-codes", "standard",
+                     "--domains", domains, "--scope", "cohort", "--knowledge", "all_visits", "--k", "5",
+                     "--out", str(out)])  # fmt: skip
+        assert code == 0
+        text = capsys.readouterr().out
+        shares[domains] = float(text.split("share unique (distinguishability 1): ")[1].split("%")[0])
+        assert len(pd.read_csv(out)) == 150
+    assert shares["condition,procedure,drug"] > shares["condition"]
+    assert main(["risk", "--events", str(cdm), "--source", "omop", "--domains", "drug", "--scope", "cohort",
+                 "--knowledge", "all_visits", "--k", "5"]) == 2  # fmt: skip
+
+
+# ------------------------------------------------------------------------------------ brute force
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from engine import risk  # noqa: E402
+from engine.records import Records  # noqa: E402
+from tests.reference_risk import reference_distinguishability  # noqa: E402
+
+# a tiny vocabulary: 3 SNOMED conditions, 2 SNOMED and 1 CPT4 procedures, 3 drugs of 2 ingredients
+# (drug 33 holds both), concept ids 1..; ingredients 41, 42
+_CONCEPTS = [
+    (1, "SNOMED", "101", "Clinical Finding"),
+    (2, "SNOMED", "102", "Clinical Finding"),
+    (3, "SNOMED", "103", "Clinical Finding"),
+    (11, "SNOMED", "201", "Procedure"),
+    (12, "SNOMED", "202", "Procedure"),
+    (13, "CPT4", "99213", "CPT4"),
+    (31, "RxNorm", "301", "Clinical Drug"),
+    (32, "RxNorm", "302", "Clinical Drug"),
+    (33, "RxNorm", "303", "Clinical Drug"),
+    (41, "RxNorm", "401", "Ingredient"),
+    (42, "RxNorm", "402", "Ingredient"),
+]
+_INGREDIENTS = {31: (41,), 32: (42,), 33: (41, 42)}
+_LABEL = {cid: f"{v}:{c}" for cid, v, c, _ in _CONCEPTS}
+
+
+@st.composite
+def multi_domain_cdms(draw):
+    """Persons with 1-3 visits, each with 0-2 conditions, procedures and drugs (some visit holds one)."""
+    rows = {"condition": [], "procedure": [], "drug": []}
+    n_persons = draw(st.integers(1, 7))
+    n_visits = 0
+    for p in range(1, n_persons + 1):
+        for _ in range(draw(st.integers(1, 3))):
+            n_visits += 1
+            for domain, ids in (
+                ("condition", [1, 2, 3]),
+                ("procedure", [11, 12, 13]),
+                ("drug", [31, 32, 33]),
+            ):
+                for cid in draw(st.lists(st.sampled_from(ids), max_size=2)):
+                    rows[domain].append((p, n_visits, cid))
+            if not any(r[1] == n_visits for rs in rows.values() for r in rs):
+                rows["condition"].append((p, n_visits, 1))
+    return n_persons, n_visits, rows
+
+
+def _write_cdm(target: Path, n_persons: int, n_visits: int, rows: dict) -> None:
+    day = {v: np.datetime64("2020-01-01") + np.timedelta64(v, "D") for v in range(1, n_visits + 1)}
+    visit_person = {v: p for rs in rows.values() for p, v, _ in rs}
+    frames = {
+        "person": pd.DataFrame({"person_id": range(1, n_persons + 1), "year_of_birth": 1960}),
+        "visit_occurrence": pd.DataFrame(
+            {
+                "visit_occurrence_id": list(visit_person),
+                "person_id": list(visit_person.values()),
+                "visit_start_date": [day[v] for v in visit_person],
+            }
+        ),
+        "concept": pd.DataFrame(
+            _CONCEPTS, columns=["concept_id", "vocabulary_id", "concept_code", "concept_class_id"]
+        ),
+        "concept_ancestor": pd.DataFrame(
+            [(a, d, 1) for d, ings in _INGREDIENTS.items() for a in ings] + [(41, 41, 0), (42, 42, 0)],
+            columns=["ancestor_concept_id", "descendant_concept_id", "min_levels_of_separation"],
+        ),
+    }
+    for domain, table, date, concept in (
+        ("condition", "condition_occurrence", "condition_start_date", "condition_concept_id"),
+        ("procedure", "procedure_occurrence", "procedure_date", "procedure_concept_id"),
+        ("drug", "drug_exposure", "drug_exposure_start_date", "drug_concept_id"),
+    ):
+        rs = rows[domain]
+        frames[table] = pd.DataFrame(
+            {
+                "person_id": pd.array([p for p, _, _ in rs], dtype="int64"),
+                date: pd.array([day[v] for _, v, _ in rs], dtype="datetime64[s]"),
+                "visit_occurrence_id": pd.array([v for _, v, _ in rs], dtype="int64"),
+                concept: pd.array([c for _, _, c in rs], dtype="int64"),
+            }
+        )
+    target.mkdir(parents=True, exist_ok=True)
+    for name, frame in frames.items():
+        frame.to_parquet(target / f"{name}.parquet", index=False)
+
+
+def _expected_records(rows: dict) -> Records:
+    """The visits' items by hand: each row's label, a drug once per ingredient."""
+    out = []
+    for domain, rs in rows.items():
+        for p, v, cid in rs:
+            for c in _INGREDIENTS[cid] if domain == "drug" else (cid,):
+                out.append((str(p), v, _LABEL[c]))
+    return Records.from_frame(pd.DataFrame(out, columns=["patient_id", "visit", "code"]))
+
+
+@given(cdm=multi_domain_cdms())
+@settings(max_examples=30, deadline=None)
+def test_multi_domain_distinguishability_equals_brute_force(cdm, tmp_path_factory):
+    """The CDM read over three domains is, visit by visit, the hand-built union of their items, and
+    its distinguishability under both knowledges is the brute force's count."""
+    from engine.io.omop import read_omop
+
+    n_persons, n_visits, rows = cdm
+    folder = tmp_path_factory.mktemp("cdm")
+    _write_cdm(folder, n_persons, n_visits, rows)
+    data = read_omop(folder, codes="standard", domains=("condition", "procedure", "drug"), labs=False)
+    assert data.report.errors == []
+    got = data.dataset("cdm").events
+    want = _expected_records(rows)
+
+    def visit_sets(r: Records) -> list[tuple[str, list[frozenset[str]]]]:
+        return sorted(
+            (str(r.patient_ids[p]), sorted(map(frozenset, r.patient_visits(p)), key=sorted))
+            for p in range(r.n_patients)
+        )
+
+    assert visit_sets(got) == visit_sets(want)
+    for knowledge in ("single_visit", "all_visits"):
+        dis = risk.distinguishability(got, got, knowledge)
+        order = [list(map(str, want.patient_ids)).index(str(x)) for x in got.patient_ids]
+        ref = reference_distinguishability(want, want, knowledge)
+        assert dis.tolist() == [ref[i] for i in order]
+
+
+def test_standard_concepts_from_duckdb_equal_the_folder(cdm, tables, tmp_path):
+    """The same CDM in DuckDB: concept and concept_ancestor read in SQL, only the rows used."""
+    import duckdb
+
+    from engine.io.omop import read_omop
+
+    db = tmp_path / "cdm.duckdb"
+    con = duckdb.connect(str(db))
+    for name, frame in tables.items():
+        con.register("frame", frame)
+        con.execute(f"CREATE TABLE {name} AS SELECT * FROM frame")
+        con.unregister("frame")
+    con.close()
+    domains = ("condition", "procedure", "drug")
+    a = read_omop(cdm, codes="standard", domains=domains, labs=False)
+    b = read_omop(db, codes="standard", domains=domains, labs=False)
+    assert b.report.errors == []
+    pd.testing.assert_frame_equal(a.events.frame, b.events.frame)

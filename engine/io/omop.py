@@ -9,7 +9,10 @@ these columns, selected in SQL for a database:
 | `condition_occurrence` | `condition_occurrence_id`, `person_id`, `condition_start_date`, `visit_occurrence_id`, `condition_source_value`, `condition_source_concept_id` | required (the last three optional) |
 | `visit_occurrence` | `visit_occurrence_id`, `person_id`, `visit_start_date` | optional |
 | `measurement` | `person_id`, `measurement_date`, `measurement_source_value`, `measurement_concept_id` | optional: lab orders |
-| `concept` | `concept_id`, `vocabulary_id` | optional: the vocabulary of each source concept |
+| `concept` | `concept_id`, `vocabulary_id` (standard: `concept_code`, `concept_class_id`) | optional: the vocabulary of each source concept; required for standard concepts |
+| `procedure_occurrence` | `person_id`, `procedure_date`, `procedure_concept_id`, `visit_occurrence_id` | standard concepts, domain `procedure` |
+| `drug_exposure` | `person_id`, `drug_exposure_start_date`, `drug_concept_id`, `visit_occurrence_id` | standard concepts, domain `drug` |
+| `concept_ancestor` | `ancestor_concept_id`, `descendant_concept_id`, `min_levels_of_separation` | drugs' ingredients |
 
 The long form (ARCHITECTURE section 2):
 - `patient_id` = `person_id`;
@@ -18,6 +21,12 @@ The long form (ARCHITECTURE section 2):
   (`ICD9CM`, `ICD10CM`) when the `concept` table is there, else decided by `engine.io.normalize`
   (event date against 2015-10-01 for codes both vocabularies read); rows whose source concept is of
   another vocabulary (SNOMED, ...) or that have no source value are left out, counted in a warning;
+- with `codes="standard"` (issue 37; `--omop-codes standard`): `code` = the item label of each row's
+  standard concept (`condition_concept_id`, and, as `domains` chooses, `procedure_concept_id` and
+  `drug_concept_id` at RxNorm ingredient level through `concept_ancestor`), `SNOMED:<concept_code>`,
+  `CPT4:99213`, `RxNorm:<code>` (`engine.vocab.concept_item`; ICD concepts as today), its vocabulary
+  the concept's `vocabulary_id`; the rows of all domains are one long form, so a visit's conditions,
+  procedures and drugs are one known set; rows whose concept is 0 or unknown are left out, warned;
 - `visit` = the visit's start date (`visit_start_date` through `visit_occurrence_id`), else
   `condition_start_date`, written ISO (`2014-03-01`): the visits are service days, in time order
   (`visits="occurrence"` uses `visit_occurrence_id` instead, falling back to the date);
@@ -70,7 +79,16 @@ TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "visit_occurrence_id",
             "condition_source_value",
             "condition_source_concept_id",
+            "condition_concept_id",
         ),
+    ),
+    "procedure_occurrence": (
+        ("person_id", "procedure_date", "procedure_concept_id"),
+        ("procedure_occurrence_id", "visit_occurrence_id"),
+    ),
+    "drug_exposure": (
+        ("person_id", "drug_exposure_start_date", "drug_concept_id"),
+        ("drug_exposure_id", "visit_occurrence_id"),
     ),
     "visit_occurrence": (("visit_occurrence_id", "person_id", "visit_start_date"), ()),
     "measurement": (
@@ -78,6 +96,7 @@ TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("measurement_source_value", "measurement_concept_id"),
     ),
     "concept": (("concept_id", "vocabulary_id"), ()),
+    "concept_ancestor": (("ancestor_concept_id", "descendant_concept_id", "min_levels_of_separation"), ()),
 }
 REQUIRED_TABLES = ("person", "condition_occurrence")
 _FILE_SUFFIXES = (".parquet", ".pq", ".csv")
@@ -100,6 +119,26 @@ KEYS: dict[str, tuple[str, ...]] = {
     "visit_occurrence": ("visit_occurrence_id",),
     "measurement": ("measurement_id",),
     "concept": ("concept_id",),
+    "procedure_occurrence": ("procedure_occurrence_id",),
+    "drug_exposure": ("drug_exposure_id",),
+    "concept_ancestor": ("ancestor_concept_id", "descendant_concept_id"),
+}
+Codes = Literal["source", "standard"]
+
+
+@dataclass(frozen=True)
+class Domain:
+    """A clinical table read in standard concepts (issue 37): its date and concept columns."""
+
+    table: str
+    date: str
+    concept: str
+
+
+DOMAINS: dict[str, Domain] = {
+    "condition": Domain("condition_occurrence", "condition_start_date", "condition_concept_id"),
+    "procedure": Domain("procedure_occurrence", "procedure_date", "procedure_concept_id"),
+    "drug": Domain("drug_exposure", "drug_exposure_start_date", "drug_concept_id"),
 }
 
 
@@ -170,9 +209,13 @@ class _Reader:
         return self.label
 
     # ------------------------------------------------------------------ reading
-    def read(self, table: str, report: ValidationReport, where_sql: str = "") -> Table | None:
-        """The table's required and present optional columns; None after reporting a problem."""
+    def read(
+        self, table: str, report: ValidationReport, where_sql: str = "", extra: tuple[str, ...] = ()
+    ) -> Table | None:
+        """The table's required and present optional columns (and the `extra` ones when present);
+        None after reporting a problem."""
         required, optional = self.tables[table]
+        optional = (*optional, *extra)
         path = real = None
         if self.db is not None:
             columns = self.db.columns(table)
@@ -332,16 +375,24 @@ def read_omop(
     unknown_codes: Action = "keep",
     drop_duplicates: bool = False,
     na_ids: NaIds = "error",
+    codes: Codes = "source",
+    domains: Sequence[str] = ("condition",),
 ) -> SourceData:
     """Events (and lab orders) from an OMOP CDM v5.4 folder of CSV/Parquet files or a DuckDB file
-    (module docstring). Never raises on bad data: the findings are in `SourceData.report`."""
+    (module docstring). `codes`: the conditions' ICD source values (`source`) or the standard
+    concepts of the `domains` (`standard`: `DOMAINS`, read by `_standard_rows`). Never raises on bad
+    data: the findings are in `SourceData.report`; a domain other than condition with source codes is
+    a `UserError`."""
+    check_domains(codes, domains)
     report = ValidationReport()
     expected = "an OMOP CDM folder (CSV/Parquet), a DuckDB file or a database URL"
     reader = open_reader(location, schema, report, expected)
     if reader is None:
         return SourceData(None, report)
     try:
-        return _read(reader, report, visits, labs, normalize, unknown_codes, drop_duplicates, na_ids)
+        return _read(
+            reader, report, visits, labs, normalize, unknown_codes, drop_duplicates, na_ids, codes, domains
+        )
     except DatabaseReadError as exc:  # a file that is no database, a query the server refused
         FileCheck(reader.label, np.zeros(0, dtype=np.int64), report).note(
             "error", None, str(exc), expected, "unreadable"
@@ -360,6 +411,8 @@ def _read(
     unknown_codes: Action,
     drop_duplicates: bool,
     na_ids: NaIds = "error",
+    codes: Codes = "source",
+    domains: Sequence[str] = ("condition",),
 ) -> SourceData:
     person = reader.read("person", report)
     cond = reader.read("condition_occurrence", report)
@@ -382,6 +435,13 @@ def _read(
     yob = parse_integers(person.frame["year_of_birth"], pf, "year_of_birth", 1800, 2200)
     mob = _int_or_none(person, pf, "month_of_birth", 1, 12) if "month_of_birth" in person.frame else None
     dob = _int_or_none(person, pf, "day_of_birth", 1, 31) if "day_of_birth" in person.frame else None
+    if codes == "standard":  # the chosen domains' standard concepts, as one table (`_standard_rows`)
+        if len(report.errors) > n_err:
+            return SourceData(None, report, sources=reader.sources)
+        union = _standard_rows(reader, report, cond, domains, pids)
+        if union is None:
+            return SourceData(None, report, sources=reader.sources)
+        cond = union
     # ------------------------------------------------------------------ conditions
     cf = FileCheck(cond.where, cond.rownum, report)
     c_pid = _ids(cond, cf, "person_id")
@@ -414,7 +474,9 @@ def _read(
         )
         keep &= ~no_code
     vocabulary = np.full(len(cond.frame), "", dtype=object)
-    if "condition_source_concept_id" in cond.frame and reader.has("concept"):
+    if codes == "standard":
+        vocabulary = cond.frame["vocabulary_id"].to_numpy(dtype=object)
+    elif "condition_source_concept_id" in cond.frame and reader.has("concept"):
         vocabulary = _concept_vocabularies(reader, cond, cf, report, keep)
         other = vocabulary == "other"
         if other.any():
@@ -497,6 +559,7 @@ def _read(
         unknown_codes=unknown_codes,
         drop_duplicates=drop_duplicates,
         na_ids=na_ids,
+        concepts=codes == "standard",
     )
     lab_frame = _labs(reader, report) if with_labs and reader.has("measurement") else None
     return SourceData(events, report, lab_frame, reader.sources)
@@ -570,6 +633,196 @@ def _concept_vocabularies(
             {str(k): int(v) for k, v in counts.items()},
         )
     return per
+
+
+def check_domains(codes: str, domains: Sequence[str]) -> None:
+    """The domain list of `read_omop`: known names, at least one, and beyond `condition` only with
+    standard concepts (source values of procedures and drugs are no ICD codes). UserError otherwise."""
+    from engine.io.errors import UserError
+
+    bad = [d for d in domains if d not in DOMAINS]
+    if bad or not domains:
+        raise UserError(
+            f"--domains: unknown domain(s) {', '.join(bad) or '(none given)'}; use any of {', '.join(DOMAINS)}"
+        )
+    if codes != "standard" and list(domains) != ["condition"]:
+        raise UserError(
+            f"--domains {','.join(domains)}: procedures and drugs are read in standard concepts; add --omop-codes standard"
+        )
+
+
+def _standard_rows(
+    reader: _Reader, report: ValidationReport, cond: Table, domains: Sequence[str], pids: Text
+) -> Table | None:
+    """The rows of the chosen domains (`DOMAINS`) in standard concepts, as one table of
+    condition_occurrence's shape (issue 37): `person_id`, `condition_start_date` (the domain's date),
+    `visit_occurrence_id` (as text, '' when absent), `condition_source_value` the concept's item label
+    (`engine.vocab.concept_item`), `vocabulary_id`. Drugs at ingredient level: each exposure counts
+    once per RxNorm ingredient among its concept's ancestors (`concept_ancestor`). Rows whose concept
+    is 0, unknown to `concept` or (drugs) has no ingredient are left out, counted per table in a
+    warning. Each table's ids, dates and persons are checked first, naming its own rows; None after
+    an error. With several tables, later findings name them all (their row numbers are each table's)."""
+    n_err = len(report.errors)
+    parts: list[tuple[Domain, Table, FileCheck, Text, np.ndarray]] = []
+    for name in domains:
+        d = DOMAINS[name]
+        t = cond if d.table == cond.name else reader.read(d.table, report)
+        if t is None:
+            continue
+        fc = FileCheck(t.where, t.rownum, report)
+        if d.concept not in t.frame:
+            fc.note(
+                "error",
+                d.concept,
+                f"no {d.concept} column: standard concepts were asked for (--omop-codes standard)",
+                f"the standard concept of every row in {d.concept}",
+                "missing_column",
+                (1,),
+            )
+            continue
+        pid = _ids(t, fc, "person_id")
+        day = _dates(t, fc, d.date)
+        patients_of(pid, pids, fc, "person_id", "person", f"every {d.table} row's person in table person")
+        parts.append((d, t, fc, pid, day))
+    if len(report.errors) > n_err or not reader.has("concept"):
+        if not reader.has("concept"):
+            FileCheck(reader.label, np.zeros(0, dtype=np.int64), report).note(
+                "error",
+                None,
+                "table concept not found: standard concepts are named through it",
+                "the CDM's vocabulary table concept (concept_id, vocabulary_id, concept_code)",
+                "missing_table",
+            )
+        return None
+    concept = _concept_table(reader, report, [(d.table, d.concept) for d, *_ in parts])
+    if concept is None:
+        return None
+    ingredient = (
+        _ingredients(reader, report, concept) if any(d.table == "drug_exposure" for d, *_ in parts) else {}
+    )
+    frames, rownums, wheres = [], [], []
+    for d, t, fc, pid, day in parts:
+        cid = Text.of(t.frame[d.concept]).values()
+        row = np.arange(len(cid))
+        if d.table == "drug_exposure":  # one row per ingredient of the drug
+            found = [ingredient.get(str(c), ()) for c in cid]
+            row = np.repeat(row, [max(len(f), 1) for f in found])
+            cid = np.array([i for f in found for i in (f or ("",))], dtype=object)
+        label, vocab = concept.label(cid)
+        missing = label == ""
+        if missing.any():
+            shown = ", ".join(sorted({str(c) or "(empty)" for c in cid[missing]})[:MAX_ROWS])
+            what = (
+                "no RxNorm ingredient, 0 or unknown to table concept"
+                if d.table == "drug_exposure"
+                else "0 or unknown to table concept"
+            )
+            fc.flag(
+                "warning",
+                d.concept,
+                np.bincount(row[missing], minlength=len(t.frame)) > 0,
+                f"{int(missing.sum())} row(s) whose standard concept is {what} left out: {shown}",
+                "a standard concept of the CDM's concept table in every row",
+                "no_standard_concept",
+            )
+        keep = row[~missing]
+        visit = (
+            Text.of(t.frame["visit_occurrence_id"]).values()[keep] if "visit_occurrence_id" in t.frame else ""
+        )
+        frames.append(
+            pd.DataFrame(
+                {
+                    "person_id": pid.values()[keep],
+                    "condition_start_date": day[keep],
+                    "visit_occurrence_id": visit,
+                    "condition_source_value": label[~missing],
+                    "vocabulary_id": vocab[~missing],
+                }
+            )
+        )
+        rownums.append(t.rownum[keep])
+        wheres.append(t.where)
+    frame = pd.concat(frames, ignore_index=True)
+    return Table(cond.name, frame, np.concatenate(rownums), ", ".join(wheres))
+
+
+@dataclass(frozen=True)
+class Concepts:
+    """The concept table's rows read (ids as text): vocabulary, code and class of each."""
+
+    frame: pd.DataFrame  # index: concept_id as text; columns vocabulary_id, concept_code, concept_class_id
+
+    def label(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(item label, vocabulary id) per concept id (text), '' for 0, blank or unknown ids."""
+        from engine.vocab import concept_item
+
+        known = self.frame.reindex(pd.Index(ids.astype(str)))
+        vocab = known["vocabulary_id"].fillna("").to_numpy(dtype=object)
+        code = known["concept_code"].fillna("").to_numpy(dtype=object)
+        u = pd.DataFrame({"v": vocab, "c": code}).drop_duplicates()
+        labels = {(v, c): concept_item(v, c) if v and c else "" for v, c in zip(u["v"], u["c"], strict=True)}
+        label = np.array([labels[(v, c)] for v, c in zip(vocab, code, strict=True)], dtype=object)
+        zero = (ids.astype(str) == "0") | (label == "")
+        return np.where(zero, "", label), np.where(zero, "", vocab)
+
+
+def _concept_table(reader: _Reader, report: ValidationReport, used: list[tuple[str, str]]) -> Concepts | None:
+    """The concepts of the (table, column) pairs `used` and, for drugs, their ancestors (in SQL for a
+    database, only those rows; a folder's concept file is read whole)."""
+    where_sql = ""
+    if reader.db is not None:
+        subqueries = [f"SELECT {col} FROM {reader.qualified(table)}" for table, col in used]
+        if any(table == "drug_exposure" for table, _ in used) and reader.has("concept_ancestor"):
+            subqueries.append(
+                f"SELECT ancestor_concept_id FROM {reader.qualified('concept_ancestor')} WHERE "
+                f"descendant_concept_id IN (SELECT drug_concept_id FROM {reader.qualified('drug_exposure')})"
+            )
+        where_sql = f"WHERE concept_id IN ({' UNION '.join(subqueries)})"
+    t = reader.read("concept", report, where_sql, extra=("concept_code", "concept_class_id"))
+    if t is None:
+        return None
+    if "concept_code" not in t.frame:
+        FileCheck(t.where, t.rownum, report).note(
+            "error",
+            "concept_code",
+            "no concept_code column: the standard concepts are named by their code",
+            "the OMOP CDM v5.4 column concept_code in table concept",
+            "missing_column",
+            (1,),
+        )
+        return None
+    ids = Text.of(t.frame["concept_id"]).values()
+    frame = pd.DataFrame(
+        {
+            "vocabulary_id": Text.of(t.frame["vocabulary_id"]).values(),
+            "concept_code": Text.of(t.frame["concept_code"]).values(),
+            "concept_class_id": Text.of(t.frame["concept_class_id"]).values()
+            if "concept_class_id" in t.frame
+            else "",
+        },
+        index=pd.Index(ids),
+    )
+    return Concepts(frame[~frame.index.duplicated()])
+
+
+def _ingredients(reader: _Reader, report: ValidationReport, concept: Concepts) -> dict[str, tuple[str, ...]]:
+    """Drug concept id -> its RxNorm ingredients' ids (concept_ancestor, the concept itself when it is
+    one), sorted; empty when the CDM has no concept_ancestor (every drug row is then left out)."""
+    if not reader.has("concept_ancestor"):
+        return {}
+    where_sql = ""
+    if reader.db is not None:
+        where_sql = f"WHERE descendant_concept_id IN (SELECT drug_concept_id FROM {reader.qualified('drug_exposure')})"
+    t = reader.read("concept_ancestor", report, where_sql)
+    if t is None:
+        return {}
+    anc = Text.of(t.frame["ancestor_concept_id"]).values()
+    desc = Text.of(t.frame["descendant_concept_id"]).values()
+    klass = concept.frame["concept_class_id"].reindex(pd.Index(anc.astype(str))).fillna("").to_numpy()
+    vocab = concept.frame["vocabulary_id"].reindex(pd.Index(anc.astype(str))).fillna("").to_numpy()
+    hit = (klass == "Ingredient") & (vocab == "RxNorm")
+    pairs = pd.DataFrame({"d": desc[hit], "a": anc[hit]}).drop_duplicates().sort_values(["d", "a"])
+    return {str(d): tuple(map(str, g["a"])) for d, g in pairs.groupby("d", sort=False)}
 
 
 def _labs(reader: _Reader, report: ValidationReport) -> pd.DataFrame | None:
