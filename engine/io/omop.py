@@ -825,6 +825,85 @@ def _ingredients(reader: _Reader, report: ValidationReport, concept: Concepts) -
     return {str(d): tuple(map(str, g["a"])) for d, g in pairs.groupby("d", sort=False)}
 
 
+@dataclass(frozen=True)
+class ConceptParents:
+    """A CDM's own hierarchy over item labels (issue 37): each concept's parents
+    (`concept_ancestor` rows of `min_levels_of_separation` 1), its concept id (the tie rule of
+    `Hierarchy.from_poly_parents`) and its name (`concept_name`, for descriptions)."""
+
+    parents: dict[str, list[str]]
+    concept_id: dict[str, int]
+    names: dict[str, str]
+
+    def hierarchy(self, items: Sequence[str]):
+        """The generalization tree of these items (`engine.hierarchy.Hierarchy.from_poly_parents`)."""
+        from engine.hierarchy import Hierarchy
+
+        return Hierarchy.from_poly_parents(
+            self.parents, items, order=self.concept_id, name="cdm concept_ancestor"
+        )
+
+
+def read_concept_parents(location: str | Path, *, schema: str | None = None) -> ConceptParents:
+    """The hierarchy of the concepts a CDM uses (`ConceptParents`): the ancestors, through
+    `concept_ancestor`, of every standard concept of its condition, procedure and drug tables, and the
+    parent links among them. In SQL for a database (only those rows); a folder's tables are read whole.
+    A `DataError` names what is missing (no concept or concept_ancestor table, a column)."""
+    report = ValidationReport()
+    expected = "an OMOP CDM with its vocabulary tables concept and concept_ancestor"
+    reader = open_reader(location, schema, report, expected)
+    if reader is None:
+        report.raise_if_errors()
+        raise AssertionError("open_reader gave no reader and no error")
+    try:
+        ancestor_sql = concept_sql = ""
+        if reader.db is not None:
+            used = " UNION ".join(
+                f"SELECT {d.concept} FROM {reader.qualified(d.table)}"
+                for d in DOMAINS.values()
+                if reader.has(d.table)
+            )
+            nodes = f"SELECT ancestor_concept_id FROM {reader.qualified('concept_ancestor')} WHERE descendant_concept_id IN ({used})"
+            ancestor_sql = f"WHERE min_levels_of_separation = 1 AND descendant_concept_id IN ({nodes})"
+            concept_sql = f"WHERE concept_id IN ({nodes})"
+        anc = reader.read("concept_ancestor", report, ancestor_sql)
+        concept = reader.read("concept", report, concept_sql, extra=("concept_code", "concept_name"))
+        report.raise_if_errors()
+        assert anc is not None and concept is not None
+    except DatabaseReadError as exc:
+        FileCheck(reader.label, np.zeros(0, dtype=np.int64), report).note(
+            "error", None, str(exc), expected, "unreadable"
+        )
+        report.raise_if_errors()
+        raise
+    finally:
+        reader.close()
+    ids = Text.of(concept.frame["concept_id"]).values()
+    vocab = Text.of(concept.frame["vocabulary_id"]).values()
+    code = Text.of(concept.frame["concept_code"]).values() if "concept_code" in concept.frame else ids
+    from engine.vocab import concept_item
+
+    label_of = {i: concept_item(v, c) for i, v, c in zip(ids, vocab, code, strict=True)}
+    names = (
+        concept.frame["concept_name"].astype(str).tolist()
+        if "concept_name" in concept.frame
+        else [""] * len(ids)
+    )
+    one = pd.to_numeric(anc.frame["min_levels_of_separation"], errors="coerce").to_numpy() == 1
+    a = Text.of(anc.frame["ancestor_concept_id"]).values()[one]
+    d = Text.of(anc.frame["descendant_concept_id"]).values()[one]
+    parents: dict[str, list[str]] = {}
+    for child, parent in zip(d, a, strict=True):
+        if child in label_of and parent in label_of:
+            parents.setdefault(label_of[child], []).append(label_of[parent])
+    numeric = pd.to_numeric(pd.Series(ids), errors="coerce").fillna(0).astype(np.int64)
+    return ConceptParents(
+        parents,
+        {label_of[i]: int(n) for i, n in zip(ids, numeric, strict=True)},
+        {label_of[i]: n for i, n in zip(ids, names, strict=True)},
+    )
+
+
 def _labs(reader: _Reader, report: ValidationReport) -> pd.DataFrame | None:
     meas = reader.read("measurement", report)
     if meas is None:
@@ -862,4 +941,4 @@ def vocabulary_counts(data: SourceData) -> dict[str, int]:
     return {VOCABULARY_NAMES.get(k, k or "undecided"): v for k, v in data.events.vocabularies.items()}
 
 
-__all__ = ["TABLES", "Vocabulary", "read_omop", "vocabulary_counts"]
+__all__ = ["TABLES", "ConceptParents", "Vocabulary", "read_concept_parents", "read_omop", "vocabulary_counts"]
