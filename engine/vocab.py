@@ -68,6 +68,17 @@ def concept_item(vocabulary_id: str, concept_code: str) -> str:
     return f"{vocabulary_id}:{concept_code}"
 
 
+_CONCEPT_LABEL = re.compile(r"^([A-Z][A-Za-z0-9_ -]*):(.+)$")
+
+
+def concept_vocabulary_of_item(label: str) -> str | None:
+    """The vocabulary id of a concept label of a vocabulary other than ICD-9-CM / ICD-10-CM
+    (`SNOMED:44054006` -> `SNOMED`; `concept_item`), None for anything else (ICD codes, `ICD10CM:V45.5`,
+    phecodes `phe:250`, generalized items)."""
+    hit = _CONCEPT_LABEL.match(label)
+    return None if hit is None or hit.group(1) in (ICD9CM, ICD10CM) else hit.group(1)
+
+
 def vocabulary_of_item(label: str) -> Vocabulary | None:
     """Which vocabulary an item label belongs to (module docstring), None for anything else
     (generalized items such as `{401.0,401.1}`, phecodes, custom values)."""

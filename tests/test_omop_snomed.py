@@ -422,3 +422,42 @@ def test_lda_generalizes_along_the_cdm_hierarchy(cdm):
     assert codes <= set(h.labels)
     inner = {c for c in codes if not h.is_leaf(c) and c != h.root}
     assert inner and all(c.startswith("SNOMED:") for c in inner)
+
+
+# ------------------------------------------------------------------------------------ PheWAS
+def test_icd_codes_through_concept_relationship(cdm, tables):
+    """--omop-codes icd: each condition's standard concept mapped back to its ICD-10-CM code through
+    concept_relationship, the share mapped stated; the others keep their concept label."""
+    from engine.io.omop import read_omop
+
+    data = read_omop(cdm, codes="icd", labs=False)
+    assert data.report.errors == []
+    events = data.events.frame
+    cond = tables["condition_occurrence"]
+    rel = tables["concept_relationship"]
+    maps = rel[rel["relationship_id"] == "Maps to"]
+    icd_code = dict(zip(tables["concept"]["concept_id"], tables["concept"]["concept_code"], strict=True))
+    to_icd = {s: icd_code[i] for i, s in zip(maps["concept_id_1"], maps["concept_id_2"], strict=True)}
+    want = [to_icd.get(c, f"SNOMED:{icd_code[c]}") for c in cond["condition_concept_id"]]
+    assert events["code"].tolist() == want
+    n_mapped = sum(c in to_icd for c in cond["condition_concept_id"])
+    found = [w for w in data.report.warnings if w.kind == "icd_mapping"]
+    assert len(found) == 1 and found[0].message.startswith(f"{n_mapped} of {len(cond)} condition(s) (")
+    assert 0 < n_mapped < len(cond)
+
+
+def test_unmapped_patient_is_never_a_phewas_control():
+    from engine.records import Records
+    from engine.utility.phewas import phenotype_matrix
+
+    records = Records.from_frame(
+        pd.DataFrame(
+            {"patient_id": ["a", "b", "b", "c"], "code": ["250.00", "401.1", "SNOMED:900000001", "I10"]}
+        )
+    )
+    m = phenotype_matrix(records)
+    excluded = m.excluded.toarray().astype(bool)
+    assert excluded[1].all()  # b holds a concept no ICD code stands for: a control of nothing
+    assert not excluded[0].all() and not excluded[2].all()
+    col = list(m.phecodes).index("401.1")
+    assert m.counts.toarray()[1, col] == 1  # still a case of what maps

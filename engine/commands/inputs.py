@@ -181,10 +181,12 @@ def add_input_options(parser: argparse.ArgumentParser) -> None:
         )
         group.add_argument(
             "--omop-codes",
-            choices=("source", "standard"),
+            choices=("source", "standard", "icd"),
             default="source",
-            help="OMOP CDM: the conditions' ICD-9-CM / ICD-10-CM source values (default) or the standard "
-            "concepts (SNOMED, CPT4, RxNorm, ...) named through the CDM's concept table",
+            help="OMOP CDM: the conditions' ICD-9-CM / ICD-10-CM source values (default), the standard "
+            "concepts (SNOMED, CPT4, RxNorm, ...) named through the CDM's concept table, or (icd, for "
+            "PheWAS) the standard conditions mapped to ICD codes through concept_relationship, the share "
+            "mapped stated",
         )
         group.add_argument(
             "--domains",

@@ -57,7 +57,7 @@ def read_source(
     sheet: str | None = None,
     schema: str | None = None,
     na_ids: Literal["error", "accept"] = "error",
-    codes: Literal["source", "standard"] = "source",
+    codes: Literal["source", "standard", "icd"] = "source",
     domains: tuple[str, ...] = ("condition",),
 ):
     """Events from any source kind (`detect_source` when `auto`); returns `events.SourceData`.

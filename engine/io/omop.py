@@ -27,6 +27,8 @@ The long form (ARCHITECTURE section 2):
   `CPT4:99213`, `RxNorm:<code>` (`engine.vocab.concept_item`; ICD concepts as today), its vocabulary
   the concept's `vocabulary_id`; the rows of all domains are one long form, so a visit's conditions,
   procedures and drugs are one known set; rows whose concept is 0 or unknown are left out, warned;
+- with `codes="icd"` (`--omop-codes icd`, conditions only): the standard concepts mapped back to ICD
+  codes through `concept_relationship` (`_to_icd`), for PheWAS; the share mapped is stated;
 - `visit` = the visit's start date (`visit_start_date` through `visit_occurrence_id`), else
   `condition_start_date`, written ISO (`2014-03-01`): the visits are service days, in time order
   (`visits="occurrence"` uses `visit_occurrence_id` instead, falling back to the date);
@@ -97,6 +99,7 @@ TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     ),
     "concept": (("concept_id", "vocabulary_id"), ()),
     "concept_ancestor": (("ancestor_concept_id", "descendant_concept_id", "min_levels_of_separation"), ()),
+    "concept_relationship": (("concept_id_1", "concept_id_2", "relationship_id"), ()),
 }
 REQUIRED_TABLES = ("person", "condition_occurrence")
 _FILE_SUFFIXES = (".parquet", ".pq", ".csv")
@@ -122,8 +125,9 @@ KEYS: dict[str, tuple[str, ...]] = {
     "procedure_occurrence": ("procedure_occurrence_id",),
     "drug_exposure": ("drug_exposure_id",),
     "concept_ancestor": ("ancestor_concept_id", "descendant_concept_id"),
+    "concept_relationship": ("concept_id_1", "concept_id_2", "relationship_id"),
 }
-Codes = Literal["source", "standard"]
+Codes = Literal["source", "standard", "icd"]
 
 
 @dataclass(frozen=True)
@@ -435,10 +439,12 @@ def _read(
     yob = parse_integers(person.frame["year_of_birth"], pf, "year_of_birth", 1800, 2200)
     mob = _int_or_none(person, pf, "month_of_birth", 1, 12) if "month_of_birth" in person.frame else None
     dob = _int_or_none(person, pf, "day_of_birth", 1, 31) if "day_of_birth" in person.frame else None
-    if codes == "standard":  # the chosen domains' standard concepts, as one table (`_standard_rows`)
+    if codes != "source":  # the chosen domains' standard concepts, as one table (`_standard_rows`)
         if len(report.errors) > n_err:
             return SourceData(None, report, sources=reader.sources)
         union = _standard_rows(reader, report, cond, domains, pids)
+        if union is not None and codes == "icd":
+            union = _to_icd(reader, report, union)
         if union is None:
             return SourceData(None, report, sources=reader.sources)
         cond = union
@@ -474,7 +480,7 @@ def _read(
         )
         keep &= ~no_code
     vocabulary = np.full(len(cond.frame), "", dtype=object)
-    if codes == "standard":
+    if codes != "source":
         vocabulary = cond.frame["vocabulary_id"].to_numpy(dtype=object)
     elif "condition_source_concept_id" in cond.frame and reader.has("concept"):
         vocabulary = _concept_vocabularies(reader, cond, cf, report, keep)
@@ -559,7 +565,7 @@ def _read(
         unknown_codes=unknown_codes,
         drop_duplicates=drop_duplicates,
         na_ids=na_ids,
-        concepts=codes == "standard",
+        concepts=codes != "source",
     )
     lab_frame = _labs(reader, report) if with_labs and reader.has("measurement") else None
     return SourceData(events, report, lab_frame, reader.sources)
@@ -645,7 +651,11 @@ def check_domains(codes: str, domains: Sequence[str]) -> None:
         raise UserError(
             f"--domains: unknown domain(s) {', '.join(bad) or '(none given)'}; use any of {', '.join(DOMAINS)}"
         )
-    if codes != "standard" and list(domains) != ["condition"]:
+    if codes == "icd" and list(domains) != ["condition"]:
+        raise UserError(
+            f"--domains {','.join(domains)}: --omop-codes icd maps conditions only (to ICD codes, for PheWAS)"
+        )
+    if codes == "source" and list(domains) != ["condition"]:
         raise UserError(
             f"--domains {','.join(domains)}: procedures and drugs are read in standard concepts; add --omop-codes standard"
         )
@@ -737,6 +747,7 @@ def _standard_rows(
                     "visit_occurrence_id": visit,
                     "condition_source_value": label[~missing],
                     "vocabulary_id": vocab[~missing],
+                    "concept_id": cid[~missing],
                 }
             )
         )
@@ -744,6 +755,74 @@ def _standard_rows(
         wheres.append(t.where)
     frame = pd.concat(frames, ignore_index=True)
     return Table(cond.name, frame, np.concatenate(rownums), ", ".join(wheres))
+
+
+def _to_icd(reader: _Reader, report: ValidationReport, union: Table) -> Table | None:
+    """Conditions in standard concepts mapped back to ICD-9-CM / ICD-10-CM codes through the CDM's
+    `concept_relationship` (`Maps to` from an ICD concept to the standard one, or `Mapped from` back;
+    issue 37), for PheWAS through the phecode maps: a row becomes one row per ICD code its concept
+    maps to (sorted); a row whose concept maps to none keeps its concept label, so the PheWAS never
+    makes its patient a control (`engine.utility.phewas`). A warning states the share of rows mapped."""
+    fc = FileCheck(union.where, union.rownum, report)
+    if not reader.has("concept_relationship"):
+        fc.note(
+            "error",
+            None,
+            "table concept_relationship not found: standard concepts are mapped to ICD codes through it",
+            "the CDM's vocabulary table concept_relationship (concept_id_1, concept_id_2, relationship_id)",
+            "missing_table",
+        )
+        return None
+    where_sql = ""
+    if reader.db is not None:
+        where_sql = "WHERE relationship_id IN ('Maps to', 'Mapped from')"
+    rel = reader.read("concept_relationship", report, where_sql)
+    if rel is None:
+        return None
+    one = Text.of(rel.frame["concept_id_1"]).values()
+    two = Text.of(rel.frame["concept_id_2"]).values()
+    kind = Text.of(rel.frame["relationship_id"]).values()
+    std = np.concatenate([two[kind == "Maps to"], one[kind == "Mapped from"]])
+    src = np.concatenate([one[kind == "Maps to"], two[kind == "Mapped from"]])
+    concept_sql = ""
+    if reader.db is not None:
+        concept_sql = (
+            f"WHERE vocabulary_id IN ('ICD9CM', 'ICD10CM') AND concept_id IN (SELECT concept_id_1 FROM "
+            f"{reader.qualified('concept_relationship')} UNION SELECT concept_id_2 FROM "
+            f"{reader.qualified('concept_relationship')})"
+        )
+    concept = _concept_table_where(reader, report, concept_sql)
+    if concept is None:
+        return None
+    label, vocab = concept.label(src.astype(object))
+    icd = np.isin(vocab, ["ICD9CM", "ICD10CM"])
+    pairs = pd.DataFrame({"std": std[icd], "label": label[icd], "vocab": vocab[icd]})
+    pairs = pairs.drop_duplicates().sort_values(["std", "label"], kind="stable")
+    frame = union.frame.reset_index(drop=True)
+    merged = frame.reset_index().merge(pairs, left_on="concept_id", right_on="std", how="left", sort=False)
+    merged = merged.sort_values(["index", "label"], kind="stable", na_position="last")
+    mapped = merged["label"].notna().to_numpy()
+    merged["condition_source_value"] = merged["label"].where(mapped, merged["condition_source_value"])
+    merged["vocabulary_id"] = merged["vocab"].where(mapped, merged["vocabulary_id"])
+    row_mapped = np.zeros(len(frame), dtype=bool)
+    row_mapped[merged["index"].to_numpy()[mapped]] = True
+    n = len(frame)
+    share = row_mapped.mean() if n else 0.0
+    fc.flag(
+        "warning",
+        "condition_concept_id",
+        ~row_mapped,
+        f"{int(row_mapped.sum())} of {n} condition(s) ({share:.1%}) map to ICD-9-CM / ICD-10-CM codes through "
+        f"concept_relationship; the {n - int(row_mapped.sum())} others keep their standard concept (their "
+        "patients are never PheWAS controls)",
+        "a 'Maps to' link from an ICD source concept for every standard concept",
+        "icd_mapping",
+        {"mapped": int(row_mapped.sum()), "unmapped": n - int(row_mapped.sum())},
+    )
+    out = merged[list(frame.columns)]
+    return Table(
+        union.name, out.reset_index(drop=True), union.rownum[merged["index"].to_numpy()], union.where
+    )
 
 
 @dataclass(frozen=True)
@@ -778,6 +857,11 @@ def _concept_table(reader: _Reader, report: ValidationReport, used: list[tuple[s
                 f"descendant_concept_id IN (SELECT drug_concept_id FROM {reader.qualified('drug_exposure')})"
             )
         where_sql = f"WHERE concept_id IN ({' UNION '.join(subqueries)})"
+    return _concept_table_where(reader, report, where_sql)
+
+
+def _concept_table_where(reader: _Reader, report: ValidationReport, where_sql: str) -> Concepts | None:
+    """The concept table's rows `where_sql` selects (a database; a folder's file is read whole)."""
     t = reader.read("concept", report, where_sql, extra=("concept_code", "concept_class_id"))
     if t is None:
         return None
