@@ -461,3 +461,30 @@ def test_unmapped_patient_is_never_a_phewas_control():
     assert not excluded[0].all() and not excluded[2].all()
     col = list(m.phecodes).index("401.1")
     assert m.counts.toarray()[1, col] == 1  # still a case of what maps
+
+
+def test_standard_concepts_and_hierarchy_from_a_sql_database(cdm, tables, tmp_path):
+    """Through SQLAlchemy (SQLite here; the queries are those PostgreSQL runs): the same events in
+    standard concepts, PheWAS mapping and hierarchy as from the folder, the vocabulary read in SQL."""
+    import sqlalchemy as sa
+
+    from engine.io.omop import read_concept_parents, read_omop
+
+    url = f"sqlite:///{tmp_path / 'cdm.sqlite'}"
+    engine = sa.create_engine(url)
+    for name, frame in tables.items():
+        dates = {c: frame[c].astype(str) for c in frame.columns if c.endswith("_date")}
+        frame.assign(**dates).to_sql(name, engine, index=False)
+    engine.dispose()
+    domains = ("condition", "procedure", "drug")
+    read = {}
+    for codes, dom in (("standard", domains), ("icd", ("condition",))):
+        a = read_omop(cdm, codes=codes, domains=dom, labs=False)
+        b = read_omop(url, codes=codes, domains=dom, labs=False)
+        assert b.report.errors == []
+        pd.testing.assert_frame_equal(a.events.frame, b.events.frame)
+        read[codes] = a
+    items = sorted(set(read["standard"].events.frame["code"]))
+    h_files = read_concept_parents(cdm).hierarchy(items)
+    h_sql = read_concept_parents(url).hierarchy(items)
+    assert h_files.to_frame().equals(h_sql.to_frame())
