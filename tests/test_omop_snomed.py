@@ -463,28 +463,51 @@ def test_unmapped_patient_is_never_a_phewas_control():
     assert m.counts.toarray()[1, col] == 1  # still a case of what maps
 
 
-def test_standard_concepts_and_hierarchy_from_a_sql_database(cdm, tables, tmp_path):
-    """Through SQLAlchemy (SQLite here; the queries are those PostgreSQL runs): the same events in
-    standard concepts, PheWAS mapping and hierarchy as from the folder, the vocabulary read in SQL."""
+def _same_through_sql(
+    url: str, cdm: Path, tables: dict[str, pd.DataFrame], schema: str | None = None
+) -> None:
+    """The CDM's tables written to `url` read back in standard concepts, ICD-mapped and as a
+    hierarchy exactly as from the folder (the vocabulary read in SQL)."""
     import sqlalchemy as sa
 
     from engine.io.omop import read_concept_parents, read_omop
 
-    url = f"sqlite:///{tmp_path / 'cdm.sqlite'}"
     engine = sa.create_engine(url)
+    if schema:
+        with engine.begin() as con:
+            con.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
     for name, frame in tables.items():
-        dates = {c: frame[c].astype(str) for c in frame.columns if c.endswith("_date")}
-        frame.assign(**dates).to_sql(name, engine, index=False)
+        dates = {c: pd.to_datetime(frame[c]).dt.date for c in frame.columns if c.endswith("_date")}
+        frame.assign(**dates).to_sql(name, engine, index=False, schema=schema)
     engine.dispose()
     domains = ("condition", "procedure", "drug")
     read = {}
     for codes, dom in (("standard", domains), ("icd", ("condition",))):
         a = read_omop(cdm, codes=codes, domains=dom, labs=False)
-        b = read_omop(url, codes=codes, domains=dom, labs=False)
+        b = read_omop(url, schema=schema, codes=codes, domains=dom, labs=False)
         assert b.report.errors == []
         pd.testing.assert_frame_equal(a.events.frame, b.events.frame)
         read[codes] = a
     items = sorted(set(read["standard"].events.frame["code"]))
     h_files = read_concept_parents(cdm).hierarchy(items)
-    h_sql = read_concept_parents(url).hierarchy(items)
+    h_sql = read_concept_parents(url, schema=schema).hierarchy(items)
     assert h_files.to_frame().equals(h_sql.to_frame())
+
+
+def test_standard_concepts_and_hierarchy_from_sqlite(cdm, tables, tmp_path):
+    _same_through_sql(f"sqlite:///{tmp_path / 'cdm.sqlite'}", cdm, tables)
+
+
+def test_standard_concepts_and_hierarchy_from_postgresql(cdm, tables, postgres_url):
+    import uuid
+
+    import sqlalchemy as sa
+
+    schema = f"cs_snomed_{uuid.uuid4().hex[:8]}"
+    try:
+        _same_through_sql(postgres_url, cdm, tables, schema)
+    finally:
+        engine = sa.create_engine(postgres_url)
+        with engine.begin() as con:
+            con.execute(sa.text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+        engine.dispose()
