@@ -511,3 +511,24 @@ def test_standard_concepts_and_hierarchy_from_postgresql(cdm, tables, postgres_u
         with engine.begin() as con:
             con.execute(sa.text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
         engine.dispose()
+
+
+def test_rows_without_a_standard_concept_are_left_out_and_named(tables, tmp_path):
+    """A condition of concept 0 and a drug whose concept has no RxNorm ingredient are left out, each
+    named by its own table and row in a warning; the others are read."""
+    from engine.io.omop import read_omop
+
+    concept = tables["concept"]
+    atc = int(concept.loc[concept["vocabulary_id"] == "ATC", "concept_id"].iloc[0])
+    cond = tables["condition_occurrence"].copy()
+    cond.loc[2, "condition_concept_id"] = 0
+    drug = tables["drug_exposure"].copy()
+    drug.loc[4, "drug_concept_id"] = atc
+    folder = write_folder({**tables, "condition_occurrence": cond, "drug_exposure": drug}, tmp_path / "cdm")
+    data = read_omop(folder, codes="standard", domains=("condition", "drug"), labs=False)
+    assert data.report.errors == []
+    assert len(data.events.frame) == len(cond) - 1 + len(drug) - 1
+    found = {w.file: w for w in data.report.warnings if w.kind == "no_standard_concept"}
+    assert found["cdm/condition_occurrence.parquet"].rows == (4,)  # header row 1, data row 3
+    assert found["cdm/drug_exposure.parquet"].rows == (6,)
+    assert "no RxNorm ingredient" in found["cdm/drug_exposure.parquet"].message

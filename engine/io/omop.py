@@ -715,9 +715,16 @@ def _standard_rows(
         cid = Text.of(t.frame[d.concept]).values()
         row = np.arange(len(cid))
         if d.table == "drug_exposure":  # one row per ingredient of the drug
-            found = [ingredient.get(str(c), ()) for c in cid]
-            row = np.repeat(row, [max(len(f), 1) for f in found])
-            cid = np.array([i for f in found for i in (f or ("",))], dtype=object)
+            u, inv = np.unique(cid.astype(str), return_inverse=True)
+            inv = inv.ravel()
+            found = [ingredient.get(c) or ("",) for c in u]  # '' (no ingredient): left out below
+            flat = np.array([i for f in found for i in f], dtype=object)
+            lens = np.array([len(f) for f in found], dtype=np.int64)
+            starts = np.cumsum(lens) - lens
+            row_lens = lens[inv] if len(inv) else np.zeros(0, dtype=np.int64)
+            row = np.repeat(row, row_lens)
+            offset = np.arange(len(row)) - np.repeat(np.cumsum(row_lens) - row_lens, row_lens)
+            cid = flat[starts[inv][row] + offset] if len(row) else np.zeros(0, dtype=object)
         label, vocab = concept.label(cid)
         missing = label == ""
         if missing.any():
@@ -835,14 +842,19 @@ class Concepts:
         """(item label, vocabulary id) per concept id (text), '' for 0, blank or unknown ids."""
         from engine.vocab import concept_item
 
-        known = self.frame.reindex(pd.Index(ids.astype(str)))
+        u, inv = np.unique(ids.astype(str), return_inverse=True)  # each distinct id named once
+        known = self.frame.reindex(pd.Index(u))
         vocab = known["vocabulary_id"].fillna("").to_numpy(dtype=object)
         code = known["concept_code"].fillna("").to_numpy(dtype=object)
-        u = pd.DataFrame({"v": vocab, "c": code}).drop_duplicates()
-        labels = {(v, c): concept_item(v, c) if v and c else "" for v, c in zip(u["v"], u["c"], strict=True)}
-        label = np.array([labels[(v, c)] for v, c in zip(vocab, code, strict=True)], dtype=object)
-        zero = (ids.astype(str) == "0") | (label == "")
-        return np.where(zero, "", label), np.where(zero, "", vocab)
+        label = np.array(
+            [
+                concept_item(v, c) if v and c and i != "0" else ""
+                for i, v, c in zip(u, vocab, code, strict=True)
+            ],
+            dtype=object,
+        )
+        vocab = np.where(label == "", "", vocab)
+        return label[inv.ravel()], vocab[inv.ravel()]
 
 
 def _concept_table(reader: _Reader, report: ValidationReport, used: list[tuple[str, str]]) -> Concepts | None:
