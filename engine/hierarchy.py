@@ -23,6 +23,8 @@ One `Hierarchy` type serves every generalization tree of the project:
 - `Hierarchy.phecodes()`: ICD-9 code -> PheWAS phecode (`phe:250.1`) -> its rollup parents
   (`phe:250`) -> `Any`, from the phecode map v1.2 (`engine.vocab.phecode_map`).
 - `Hierarchy.from_parents({child: parent})` and `Hierarchy.from_csv(path)` for custom trees.
+- `Hierarchy.from_poly_parents({child: [parents]}, data)`: a site's own vocabulary (an OMOP CDM's
+  `concept_ancestor`, `engine.io.omop.read_concept_parents`; issue 37), one parent kept per node.
 
 Loss Metric (Definition 4) with the convention of the thesis' worked examples (Example 5, the
 alignment example before it, and Figure 7), which differs from the printed formula for leaves:
@@ -373,6 +375,58 @@ class Hierarchy:
         order = [root] + [v for v in nodes if v != root]
         index = {v: i for i, v in enumerate(order)}
         return cls(order, [-1] + [index[parents[v]] for v in order[1:]], name=name)
+
+    @classmethod
+    def from_poly_parents(
+        cls,
+        parents: Mapping[str, Sequence[str]],
+        data: Iterable[str],
+        *,
+        order: Mapping[str, int] | None = None,
+        name: str = "cdm",
+    ) -> Hierarchy:
+        """A tree from a poly-hierarchy (issue 37: an OMOP CDM's `concept_ancestor`, where a SNOMED
+        concept may have several parents), over the codes of `data` and their ancestors only. The rule
+        for a node with several parents: it keeps the one with the most distinct codes of `data` below
+        it in the poly-hierarchy (the generalization that stays closest to the data), ties by the
+        lower `order` (the concept id), then by label; so a code climbs one path, the same on every
+        run. Nodes without a parent, and codes `parents` does not name, hang under the root `Any`; a
+        parent no kept path climbs through is left out (it would be a leaf standing for no code).
+        Levels are named by depth. A cycle is a `HierarchyError`."""
+        order = order or {}
+        data = list(dict.fromkeys(map(str, data)))
+        ups = {str(c): sorted(dict.fromkeys(map(str, ps))) for c, ps in parents.items()}
+        below: dict[str, int] = {}  # distinct data codes below each node, the node itself included
+        kept: set[str] = set()
+        for code in data:
+            seen, stack = {code}, [code]
+            while stack:
+                for p in ups.get(stack.pop(), ()):
+                    if p not in seen:
+                        seen.add(p)
+                        stack.append(p)
+            kept |= seen
+            for node in seen:
+                below[node] = below.get(node, 0) + 1
+        if ROOT in kept:
+            raise HierarchyError(f"hierarchy {name!r}: a code may not be called {ROOT!r}")
+
+        def rank(p: str) -> tuple[int, int, str]:
+            return (-below[p], order.get(p, 0), p)
+
+        chosen: dict[str, str] = {}  # the data codes and the ancestors on their kept paths only
+        for code in data:
+            node = code
+            while node not in chosen and node != ROOT:
+                chosen[node] = min(ups[node], key=rank) if ups.get(node) else ROOT
+                node = chosen[node]
+        tree = cls.from_parents(dict(sorted(chosen.items())), name=name)
+        return cls(
+            tree.labels,
+            tree.parent_index.tolist(),
+            level_names=[f"depth {d}" for d in tree.depth_array],
+            name=name,
+        )
 
     @classmethod
     def from_csv(cls, path: str | Path, name: str | None = None) -> Hierarchy:

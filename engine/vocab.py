@@ -58,6 +58,27 @@ def item_label(vocabulary: str, code: str) -> str:
     return icd10cm_item(code) if vocabulary == ICD10CM else code
 
 
+def concept_item(vocabulary_id: str, concept_code: str) -> str:
+    """The item label of an OMOP concept (issue 37): an ICD-9-CM or ICD-10-CM code as `item_label`
+    writes it (as every ICD item today), a code of any other vocabulary as `VOCABULARY:code`
+    (`SNOMED:44054006`, `CPT4:99213`, `RxNorm:6809`), so that codes of two vocabularies are never one
+    item and no concept label reads as an ICD code (`vocabulary_of_item` gives None for it)."""
+    if vocabulary_id in (ICD9CM, ICD10CM):
+        return item_label(vocabulary_id, concept_code)
+    return f"{vocabulary_id}:{concept_code}"
+
+
+_CONCEPT_LABEL = re.compile(r"^([A-Z][A-Za-z0-9_ -]*):(.+)$")
+
+
+def concept_vocabulary_of_item(label: str) -> str | None:
+    """The vocabulary id of a concept label of a vocabulary other than ICD-9-CM / ICD-10-CM
+    (`SNOMED:44054006` -> `SNOMED`; `concept_item`), None for anything else (ICD codes, `ICD10CM:V45.5`,
+    phecodes `phe:250`, generalized items)."""
+    hit = _CONCEPT_LABEL.match(label)
+    return None if hit is None or hit.group(1) in (ICD9CM, ICD10CM) else hit.group(1)
+
+
 def vocabulary_of_item(label: str) -> Vocabulary | None:
     """Which vocabulary an item label belongs to (module docstring), None for anything else
     (generalized items such as `{401.0,401.1}`, phecodes, custom values)."""

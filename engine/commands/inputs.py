@@ -62,6 +62,8 @@ class InputOptions:
     sheet: str | None = None
     schema: str | None = None
     normalize: bool = False
+    codes: str = "source"  # OMOP: ICD source values or standard concepts (issue 37)
+    domains: tuple[str, ...] = ("condition",)
 
     @classmethod
     def of(cls, args: argparse.Namespace | None) -> InputOptions:
@@ -74,12 +76,23 @@ class InputOptions:
             getattr(args, "sheet", None),
             getattr(args, "schema", None),
             bool(getattr(args, "normalize_codes", False)),
+            getattr(args, "omop_codes", None) or "source",
+            parse_domains(getattr(args, "domains", None) or "condition"),
         )
 
     @property
     def reads_through_io(self) -> bool:
         """True when the events need engine/io (a source kind, mapping, sheet or schema was given)."""
-        return self.source != "auto" or any((self.mapping, self.sheet, self.schema))
+        return (
+            self.source != "auto"
+            or any((self.mapping, self.sheet, self.schema))
+            or (self.codes, self.domains) != ("source", ("condition",))
+        )
+
+
+def parse_domains(text: str) -> tuple[str, ...]:
+    """`condition,procedure,drug` -> its names, in the order given, each once."""
+    return tuple(dict.fromkeys(d.strip() for d in text.split(",") if d.strip()))
 
 
 def load_events_input(path: str, options: InputOptions | None = None) -> Loaded:
@@ -110,6 +123,8 @@ def load_events_input(path: str, options: InputOptions | None = None) -> Loaded:
             sheet=opts.sheet,
             schema=opts.schema,
             na_ids=opts.na_ids,
+            codes=opts.codes,  # type: ignore[arg-type]
+            domains=opts.domains,
         )
     except ValueError as exc:
         raise UserError(f"--map: {exc}") from None
@@ -163,6 +178,22 @@ def add_input_options(parser: argparse.ArgumentParser) -> None:
         group.add_argument("--sheet", help="the sheet of an .xlsx events file (default: the first)")
         group.add_argument(
             "--schema", help="the schema of the OMOP or i2b2 tables in a DuckDB file or database"
+        )
+        group.add_argument(
+            "--omop-codes",
+            choices=("source", "standard", "icd"),
+            default="source",
+            help="OMOP CDM: the conditions' ICD-9-CM / ICD-10-CM source values (default), the standard "
+            "concepts (SNOMED, CPT4, RxNorm, ...) named through the CDM's concept table, or (icd, for "
+            "PheWAS) the standard conditions mapped to ICD codes through concept_relationship, the share "
+            "mapped stated",
+        )
+        group.add_argument(
+            "--domains",
+            default="condition",
+            help="OMOP CDM with --omop-codes standard: the tables the attacker knows, any of condition, procedure, "
+            "drug (drugs at RxNorm ingredient level); a visit's items of all of them are one set "
+            "(default condition)",
         )
         group.add_argument(
             "--normalize-codes",

@@ -1,7 +1,8 @@
 """`python -m engine sample --out DIR --patients N --seed S [--formats icd10cm,mixed,omop,meds]`: write
 synthetic sample data (issue #2) and, with --formats, its ICD-10-CM and mixed variants (`icd10cm/`,
 `mixed/`, engine/synth/icd10.py) and its OMOP CDM DuckDB database and MEDS folder (`omop/`, `meds/`,
-engine/synth/formats.py) (issue 14)."""
+engine/synth/formats.py) (issue 14), and a CDM coded in synthetic standard concepts (`omop_snomed/`,
+engine/synth/omop_vocabulary.py, issue 37)."""
 
 from __future__ import annotations
 
@@ -36,12 +37,13 @@ def register(sub) -> None:
         "--formats",
         default="",
         help="comma-separated extra forms of the sample: icd10cm (ICD-10-CM variant), mixed (ICD-9-CM "
-        "history, ICD-10-CM later visits), omop (OMOP CDM v5.4 DuckDB file), meds (MEDS folder)",
+        "history, ICD-10-CM later visits), omop (OMOP CDM v5.4 DuckDB file), meds (MEDS folder), "
+        "omop-snomed (OMOP CDM folder in synthetic SNOMED/CPT4/RxNorm concepts with its vocabulary tables)",
     )
     parser.set_defaults(func=run, **path_roles())
 
 
-FORMATS = ("icd10cm", "mixed", "omop", "meds")
+FORMATS = ("icd10cm", "mixed", "omop", "meds", "omop-snomed")
 
 
 def parse_formats(text: str) -> list[str]:
@@ -69,6 +71,10 @@ def run(args: argparse.Namespace) -> int:
         from engine.synth.formats import write_formats
 
         paths.update(write_formats(args.out, formats))
+    if "omop-snomed" in formats:
+        from engine.synth.omop_vocabulary import write_snomed_cdm
+
+        paths.update(write_snomed_cdm(args.out, args.seed))
     for name, path in paths.items():
         print(f"{name}: {path} ({path.stat().st_size / 1e6:.2f} MB)")
     print(

@@ -57,15 +57,22 @@ def read_source(
     sheet: str | None = None,
     schema: str | None = None,
     na_ids: Literal["error", "accept"] = "error",
+    codes: Literal["source", "standard", "icd"] = "source",
+    domains: tuple[str, ...] = ("condition",),
 ):
     """Events from any source kind (`detect_source` when `auto`); returns `events.SourceData`.
     `mapping` (`patient_id=MRN,code=DX_CODE,...`) applies to long-form files; ValueError for a
-    malformed mapping or a mapping given for OMOP/MEDS (their columns are fixed by the standard)."""
+    malformed mapping or a mapping given for OMOP/MEDS (their columns are fixed by the standard).
+    `codes` and `domains` (issue 37) apply to an OMOP CDM (`omop.read_omop`); UserError elsewhere."""
     from engine.io.mapping import ColumnMapping, read_long
 
     kind = detect_source(path) if source == "auto" else source
     if mapping and kind != "long":
         raise ValueError(f"--map applies to long-form files; {_name(path)} is read as {kind}")
+    if (codes != "source" or tuple(domains) != ("condition",)) and kind != "omop":
+        from engine.io.errors import UserError
+
+        raise UserError(f"--omop-codes / --domains apply to an OMOP CDM; {_name(path)} is read as {kind}")
     if kind == "omop":
         from engine.io.omop import read_omop
 
@@ -76,6 +83,8 @@ def read_source(
             unknown_codes=unknown_codes,
             drop_duplicates=drop_duplicates,
             na_ids=na_ids,
+            codes=codes,
+            domains=domains,
         )
     if kind == "i2b2":
         from engine.io.i2b2 import read_i2b2

@@ -19,7 +19,7 @@ import pandas as pd
 
 from engine.dataset import Dataset
 from engine.io.excel import NUMERIC_CELLS
-from engine.io.normalize import NormalizationReport, Normalized, normalize_codes
+from engine.io.normalize import NormalizationReport, Normalized, concept_labels, normalize_codes
 from engine.io.validation import (
     AGE_RANGE,
     MAX_ROWS,
@@ -177,12 +177,21 @@ def check_code_column(
     date: str | None = None,
     normalize: bool = False,
     unknown_codes: Action = "keep",
+    concepts: bool = False,
 ) -> CodeColumn | None:
     """The code column of any source (the events loader's and every `engine.io` reader's): codes
     stored as numbers refused, surrounding spaces removed with a warning (or, with `normalize`,
     counted among the rewrites), blanks refused, each row's vocabulary decided and spellings
     normalized when asked (`engine.io.normalize`), codes checked against their own vocabulary
-    (`check_codes`). None when the column cannot be read at all."""
+    (`check_codes`). With `concepts`, the codes are concept labels a reader built from its
+    vocabulary tables (`normalize.concept_labels`, the vocabulary column as given; issue 37). None
+    when the column cannot be read at all."""
+    if concepts:
+        assert vocabulary is not None
+        norm = concept_labels(frame, code=column, vocabulary=vocabulary, source=fc.file)
+        return CodeColumn(
+            frame[column].array, norm.label_codes, norm.vocabulary, np.zeros(len(frame), bool), norm
+        )
     if pd.api.types.is_numeric_dtype(frame[column].dtype):
         fc.note(
             "error",
@@ -232,6 +241,7 @@ def check_events(
     unknown_codes: Action = "keep",
     drop_duplicates: bool = False,
     na_ids: NaIds = "error",
+    concepts: bool = False,
 ) -> Events | None:
     """Check a long-form frame whose model columns are `columns` ({'patient_id': ..., 'code': ...,
     optional 'visit', 'age'}: model name -> frame column); None after reporting errors.
@@ -239,7 +249,8 @@ def check_events(
     `vocabulary`: a column of vocabulary values; `default_vocabulary`: the source's vocabulary;
     `date`: a column of event dates for the 2015-10-01 rule; `normalize`: rewrite spellings
     (`engine.io.normalize`); `na_ids`: ids such as `NA` are an error unless 'accept' (as the events
-    loader). Visits are taken as given (whole numbers or text; ISO dates sort in time).
+    loader); `concepts`: the codes are concept labels (`check_code_column`). Visits are taken as
+    given (whole numbers or text; ISO dates sort in time).
     """
     report = fc.report
     n_err = len(report.errors)
@@ -254,6 +265,7 @@ def check_events(
         date=date,
         normalize=normalize,
         unknown_codes=unknown_codes,
+        concepts=concepts,
     )
     if code is None:
         return None

@@ -465,6 +465,41 @@ def normalize_codes(
     )
 
 
+def concept_labels(frame: pd.DataFrame, *, code: str, vocabulary: str, source: str = "input") -> Normalized:
+    """Codes a reader already wrote as item labels of their concepts (`engine.vocab.concept_item`:
+    `SNOMED:900001025`, `RxNorm:1234`; issue 37), with each row's vocabulary id in the column
+    `vocabulary`: taken as given (rule `explicit`), nothing rewritten, no ICD reading tried."""
+    n = len(frame)
+    label_codes, labels = pd.factorize(frame[code].astype("string").fillna(""), use_na_sentinel=False)
+    labels = np.asarray(labels, dtype=object)
+    vocab = frame[vocabulary].astype(str).to_numpy(dtype=object)
+    label_vocab = np.empty(len(labels), dtype=object)
+    label_vocab[label_codes] = vocab
+    names, counts = np.unique(vocab.astype(str), return_counts=True)
+    report = NormalizationReport(
+        source,
+        code,
+        False,
+        (),
+        {r: (n if r == "explicit" else 0) for r in RULES},
+        {str(v): int(c) for v, c in zip(names, counts, strict=True)},
+        {},
+        {},
+    )
+    return Normalized(
+        frame,
+        vocab,
+        report,
+        np.zeros(n, dtype=bool),
+        label_codes.astype(np.int64),
+        labels,
+        labels,
+        label_vocab,
+        label_codes.astype(np.int64),
+        labels,
+    )
+
+
 def _is_known(vocabulary: Vocabulary, code: str) -> bool:
     return is_known_icd9(code) if vocabulary == ICD9CM else is_known_icd10cm(code)
 

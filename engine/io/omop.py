@@ -9,7 +9,10 @@ these columns, selected in SQL for a database:
 | `condition_occurrence` | `condition_occurrence_id`, `person_id`, `condition_start_date`, `visit_occurrence_id`, `condition_source_value`, `condition_source_concept_id` | required (the last three optional) |
 | `visit_occurrence` | `visit_occurrence_id`, `person_id`, `visit_start_date` | optional |
 | `measurement` | `person_id`, `measurement_date`, `measurement_source_value`, `measurement_concept_id` | optional: lab orders |
-| `concept` | `concept_id`, `vocabulary_id` | optional: the vocabulary of each source concept |
+| `concept` | `concept_id`, `vocabulary_id` (standard: `concept_code`, `concept_class_id`) | optional: the vocabulary of each source concept; required for standard concepts |
+| `procedure_occurrence` | `person_id`, `procedure_date`, `procedure_concept_id`, `visit_occurrence_id` | standard concepts, domain `procedure` |
+| `drug_exposure` | `person_id`, `drug_exposure_start_date`, `drug_concept_id`, `visit_occurrence_id` | standard concepts, domain `drug` |
+| `concept_ancestor` | `ancestor_concept_id`, `descendant_concept_id`, `min_levels_of_separation` | drugs' ingredients |
 
 The long form (ARCHITECTURE section 2):
 - `patient_id` = `person_id`;
@@ -18,6 +21,14 @@ The long form (ARCHITECTURE section 2):
   (`ICD9CM`, `ICD10CM`) when the `concept` table is there, else decided by `engine.io.normalize`
   (event date against 2015-10-01 for codes both vocabularies read); rows whose source concept is of
   another vocabulary (SNOMED, ...) or that have no source value are left out, counted in a warning;
+- with `codes="standard"` (issue 37; `--omop-codes standard`): `code` = the item label of each row's
+  standard concept (`condition_concept_id`, and, as `domains` chooses, `procedure_concept_id` and
+  `drug_concept_id` at RxNorm ingredient level through `concept_ancestor`), `SNOMED:<concept_code>`,
+  `CPT4:99213`, `RxNorm:<code>` (`engine.vocab.concept_item`; ICD concepts as today), its vocabulary
+  the concept's `vocabulary_id`; the rows of all domains are one long form, so a visit's conditions,
+  procedures and drugs are one known set; rows whose concept is 0 or unknown are left out, warned;
+- with `codes="icd"` (`--omop-codes icd`, conditions only): the standard concepts mapped back to ICD
+  codes through `concept_relationship` (`_to_icd`), for PheWAS; the share mapped is stated;
 - `visit` = the visit's start date (`visit_start_date` through `visit_occurrence_id`), else
   `condition_start_date`, written ISO (`2014-03-01`): the visits are service days, in time order
   (`visits="occurrence"` uses `visit_occurrence_id` instead, falling back to the date);
@@ -70,7 +81,16 @@ TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "visit_occurrence_id",
             "condition_source_value",
             "condition_source_concept_id",
+            "condition_concept_id",
         ),
+    ),
+    "procedure_occurrence": (
+        ("person_id", "procedure_date", "procedure_concept_id"),
+        ("procedure_occurrence_id", "visit_occurrence_id"),
+    ),
+    "drug_exposure": (
+        ("person_id", "drug_exposure_start_date", "drug_concept_id"),
+        ("drug_exposure_id", "visit_occurrence_id"),
     ),
     "visit_occurrence": (("visit_occurrence_id", "person_id", "visit_start_date"), ()),
     "measurement": (
@@ -78,6 +98,8 @@ TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("measurement_source_value", "measurement_concept_id"),
     ),
     "concept": (("concept_id", "vocabulary_id"), ()),
+    "concept_ancestor": (("ancestor_concept_id", "descendant_concept_id", "min_levels_of_separation"), ()),
+    "concept_relationship": (("concept_id_1", "concept_id_2", "relationship_id"), ()),
 }
 REQUIRED_TABLES = ("person", "condition_occurrence")
 _FILE_SUFFIXES = (".parquet", ".pq", ".csv")
@@ -100,6 +122,27 @@ KEYS: dict[str, tuple[str, ...]] = {
     "visit_occurrence": ("visit_occurrence_id",),
     "measurement": ("measurement_id",),
     "concept": ("concept_id",),
+    "procedure_occurrence": ("procedure_occurrence_id",),
+    "drug_exposure": ("drug_exposure_id",),
+    "concept_ancestor": ("ancestor_concept_id", "descendant_concept_id"),
+    "concept_relationship": ("concept_id_1", "concept_id_2", "relationship_id"),
+}
+Codes = Literal["source", "standard", "icd"]
+
+
+@dataclass(frozen=True)
+class Domain:
+    """A clinical table read in standard concepts (issue 37): its date and concept columns."""
+
+    table: str
+    date: str
+    concept: str
+
+
+DOMAINS: dict[str, Domain] = {
+    "condition": Domain("condition_occurrence", "condition_start_date", "condition_concept_id"),
+    "procedure": Domain("procedure_occurrence", "procedure_date", "procedure_concept_id"),
+    "drug": Domain("drug_exposure", "drug_exposure_start_date", "drug_concept_id"),
 }
 
 
@@ -170,9 +213,13 @@ class _Reader:
         return self.label
 
     # ------------------------------------------------------------------ reading
-    def read(self, table: str, report: ValidationReport, where_sql: str = "") -> Table | None:
-        """The table's required and present optional columns; None after reporting a problem."""
+    def read(
+        self, table: str, report: ValidationReport, where_sql: str = "", extra: tuple[str, ...] = ()
+    ) -> Table | None:
+        """The table's required and present optional columns (and the `extra` ones when present);
+        None after reporting a problem."""
         required, optional = self.tables[table]
+        optional = (*optional, *extra)
         path = real = None
         if self.db is not None:
             columns = self.db.columns(table)
@@ -332,16 +379,24 @@ def read_omop(
     unknown_codes: Action = "keep",
     drop_duplicates: bool = False,
     na_ids: NaIds = "error",
+    codes: Codes = "source",
+    domains: Sequence[str] = ("condition",),
 ) -> SourceData:
     """Events (and lab orders) from an OMOP CDM v5.4 folder of CSV/Parquet files or a DuckDB file
-    (module docstring). Never raises on bad data: the findings are in `SourceData.report`."""
+    (module docstring). `codes`: the conditions' ICD source values (`source`) or the standard
+    concepts of the `domains` (`standard`: `DOMAINS`, read by `_standard_rows`). Never raises on bad
+    data: the findings are in `SourceData.report`; a domain other than condition with source codes is
+    a `UserError`."""
+    check_domains(codes, domains)
     report = ValidationReport()
     expected = "an OMOP CDM folder (CSV/Parquet), a DuckDB file or a database URL"
     reader = open_reader(location, schema, report, expected)
     if reader is None:
         return SourceData(None, report)
     try:
-        return _read(reader, report, visits, labs, normalize, unknown_codes, drop_duplicates, na_ids)
+        return _read(
+            reader, report, visits, labs, normalize, unknown_codes, drop_duplicates, na_ids, codes, domains
+        )
     except DatabaseReadError as exc:  # a file that is no database, a query the server refused
         FileCheck(reader.label, np.zeros(0, dtype=np.int64), report).note(
             "error", None, str(exc), expected, "unreadable"
@@ -360,6 +415,8 @@ def _read(
     unknown_codes: Action,
     drop_duplicates: bool,
     na_ids: NaIds = "error",
+    codes: Codes = "source",
+    domains: Sequence[str] = ("condition",),
 ) -> SourceData:
     person = reader.read("person", report)
     cond = reader.read("condition_occurrence", report)
@@ -382,6 +439,15 @@ def _read(
     yob = parse_integers(person.frame["year_of_birth"], pf, "year_of_birth", 1800, 2200)
     mob = _int_or_none(person, pf, "month_of_birth", 1, 12) if "month_of_birth" in person.frame else None
     dob = _int_or_none(person, pf, "day_of_birth", 1, 31) if "day_of_birth" in person.frame else None
+    if codes != "source":  # the chosen domains' standard concepts, as one table (`_standard_rows`)
+        if len(report.errors) > n_err:
+            return SourceData(None, report, sources=reader.sources)
+        union = _standard_rows(reader, report, cond, domains, pids)
+        if union is not None and codes == "icd":
+            union = _to_icd(reader, report, union)
+        if union is None:
+            return SourceData(None, report, sources=reader.sources)
+        cond = union
     # ------------------------------------------------------------------ conditions
     cf = FileCheck(cond.where, cond.rownum, report)
     c_pid = _ids(cond, cf, "person_id")
@@ -414,7 +480,9 @@ def _read(
         )
         keep &= ~no_code
     vocabulary = np.full(len(cond.frame), "", dtype=object)
-    if "condition_source_concept_id" in cond.frame and reader.has("concept"):
+    if codes != "source":
+        vocabulary = cond.frame["vocabulary_id"].to_numpy(dtype=object)
+    elif "condition_source_concept_id" in cond.frame and reader.has("concept"):
         vocabulary = _concept_vocabularies(reader, cond, cf, report, keep)
         other = vocabulary == "other"
         if other.any():
@@ -497,6 +565,7 @@ def _read(
         unknown_codes=unknown_codes,
         drop_duplicates=drop_duplicates,
         na_ids=na_ids,
+        concepts=codes != "source",
     )
     lab_frame = _labs(reader, report) if with_labs and reader.has("measurement") else None
     return SourceData(events, report, lab_frame, reader.sources)
@@ -572,6 +641,365 @@ def _concept_vocabularies(
     return per
 
 
+def check_domains(codes: str, domains: Sequence[str]) -> None:
+    """The domain list of `read_omop`: known names, at least one, and beyond `condition` only with
+    standard concepts (source values of procedures and drugs are no ICD codes). UserError otherwise."""
+    from engine.io.errors import UserError
+
+    bad = [d for d in domains if d not in DOMAINS]
+    if bad or not domains:
+        raise UserError(
+            f"--domains: unknown domain(s) {', '.join(bad) or '(none given)'}; use any of {', '.join(DOMAINS)}"
+        )
+    if codes == "icd" and list(domains) != ["condition"]:
+        raise UserError(
+            f"--domains {','.join(domains)}: --omop-codes icd maps conditions only (to ICD codes, for PheWAS)"
+        )
+    if codes == "source" and list(domains) != ["condition"]:
+        raise UserError(
+            f"--domains {','.join(domains)}: procedures and drugs are read in standard concepts; add --omop-codes standard"
+        )
+
+
+def _standard_rows(
+    reader: _Reader, report: ValidationReport, cond: Table, domains: Sequence[str], pids: Text
+) -> Table | None:
+    """The rows of the chosen domains (`DOMAINS`) in standard concepts, as one table of
+    condition_occurrence's shape (issue 37): `person_id`, `condition_start_date` (the domain's date),
+    `visit_occurrence_id` (as text, '' when absent), `condition_source_value` the concept's item label
+    (`engine.vocab.concept_item`), `vocabulary_id`. Drugs at ingredient level: each exposure counts
+    once per RxNorm ingredient among its concept's ancestors (`concept_ancestor`). Rows whose concept
+    is 0, unknown to `concept` or (drugs) has no ingredient are left out, counted per table in a
+    warning. Each table's ids, dates and persons are checked first, naming its own rows; None after
+    an error. With several tables, later findings name them all (their row numbers are each table's)."""
+    n_err = len(report.errors)
+    parts: list[tuple[Domain, Table, FileCheck, Text, np.ndarray]] = []
+    for name in domains:
+        d = DOMAINS[name]
+        t = cond if d.table == cond.name else reader.read(d.table, report)
+        if t is None:
+            continue
+        fc = FileCheck(t.where, t.rownum, report)
+        if d.concept not in t.frame:
+            fc.note(
+                "error",
+                d.concept,
+                f"no {d.concept} column: standard concepts were asked for (--omop-codes standard)",
+                f"the standard concept of every row in {d.concept}",
+                "missing_column",
+                (1,),
+            )
+            continue
+        pid = _ids(t, fc, "person_id")
+        day = _dates(t, fc, d.date)
+        patients_of(pid, pids, fc, "person_id", "person", f"every {d.table} row's person in table person")
+        parts.append((d, t, fc, pid, day))
+    if len(report.errors) > n_err or not reader.has("concept"):
+        if not reader.has("concept"):
+            FileCheck(reader.label, np.zeros(0, dtype=np.int64), report).note(
+                "error",
+                None,
+                "table concept not found: standard concepts are named through it",
+                "the CDM's vocabulary table concept (concept_id, vocabulary_id, concept_code)",
+                "missing_table",
+            )
+        return None
+    concept = _concept_table(reader, report, [(d.table, d.concept) for d, *_ in parts])
+    if concept is None:
+        return None
+    ingredient = (
+        _ingredients(reader, report, concept) if any(d.table == "drug_exposure" for d, *_ in parts) else {}
+    )
+    frames, rownums, wheres = [], [], []
+    for d, t, fc, pid, day in parts:
+        cid = Text.of(t.frame[d.concept]).values()
+        row = np.arange(len(cid))
+        if d.table == "drug_exposure":  # one row per ingredient of the drug
+            u, inv = np.unique(cid.astype(str), return_inverse=True)
+            inv = inv.ravel()
+            found = [ingredient.get(c) or ("",) for c in u]  # '' (no ingredient): left out below
+            flat = np.array([i for f in found for i in f], dtype=object)
+            lens = np.array([len(f) for f in found], dtype=np.int64)
+            starts = np.cumsum(lens) - lens
+            row_lens = lens[inv] if len(inv) else np.zeros(0, dtype=np.int64)
+            row = np.repeat(row, row_lens)
+            offset = np.arange(len(row)) - np.repeat(np.cumsum(row_lens) - row_lens, row_lens)
+            cid = flat[starts[inv][row] + offset] if len(row) else np.zeros(0, dtype=object)
+        label, vocab = concept.label(cid)
+        missing = label == ""
+        if missing.any():
+            shown = ", ".join(sorted({str(c) or "(empty)" for c in cid[missing]})[:MAX_ROWS])
+            what = (
+                "no RxNorm ingredient, 0 or unknown to table concept"
+                if d.table == "drug_exposure"
+                else "0 or unknown to table concept"
+            )
+            fc.flag(
+                "warning",
+                d.concept,
+                np.bincount(row[missing], minlength=len(t.frame)) > 0,
+                f"{int(missing.sum())} row(s) whose standard concept is {what} left out: {shown}",
+                "a standard concept of the CDM's concept table in every row",
+                "no_standard_concept",
+            )
+        keep = row[~missing]
+        visit = (
+            Text.of(t.frame["visit_occurrence_id"]).values()[keep] if "visit_occurrence_id" in t.frame else ""
+        )
+        frames.append(
+            pd.DataFrame(
+                {
+                    "person_id": pid.values()[keep],
+                    "condition_start_date": day[keep],
+                    "visit_occurrence_id": visit,
+                    "condition_source_value": label[~missing],
+                    "vocabulary_id": vocab[~missing],
+                    "concept_id": cid[~missing],
+                }
+            )
+        )
+        rownums.append(t.rownum[keep])
+        wheres.append(t.where)
+    frame = pd.concat(frames, ignore_index=True)
+    return Table(cond.name, frame, np.concatenate(rownums), ", ".join(wheres))
+
+
+def _to_icd(reader: _Reader, report: ValidationReport, union: Table) -> Table | None:
+    """Conditions in standard concepts mapped back to ICD-9-CM / ICD-10-CM codes through the CDM's
+    `concept_relationship` (`Maps to` from an ICD concept to the standard one, or `Mapped from` back;
+    issue 37), for PheWAS through the phecode maps: a row becomes one row per ICD code its concept
+    maps to (sorted); a row whose concept maps to none keeps its concept label, so the PheWAS never
+    makes its patient a control (`engine.utility.phewas`). A warning states the share of rows mapped."""
+    fc = FileCheck(union.where, union.rownum, report)
+    if not reader.has("concept_relationship"):
+        fc.note(
+            "error",
+            None,
+            "table concept_relationship not found: standard concepts are mapped to ICD codes through it",
+            "the CDM's vocabulary table concept_relationship (concept_id_1, concept_id_2, relationship_id)",
+            "missing_table",
+        )
+        return None
+    where_sql = ""
+    if reader.db is not None:
+        where_sql = "WHERE relationship_id IN ('Maps to', 'Mapped from')"
+    rel = reader.read("concept_relationship", report, where_sql)
+    if rel is None:
+        return None
+    one = Text.of(rel.frame["concept_id_1"]).values()
+    two = Text.of(rel.frame["concept_id_2"]).values()
+    kind = Text.of(rel.frame["relationship_id"]).values()
+    std = np.concatenate([two[kind == "Maps to"], one[kind == "Mapped from"]])
+    src = np.concatenate([one[kind == "Maps to"], two[kind == "Mapped from"]])
+    concept_sql = ""
+    if reader.db is not None:
+        concept_sql = (
+            f"WHERE vocabulary_id IN ('ICD9CM', 'ICD10CM') AND concept_id IN (SELECT concept_id_1 FROM "
+            f"{reader.qualified('concept_relationship')} UNION SELECT concept_id_2 FROM "
+            f"{reader.qualified('concept_relationship')})"
+        )
+    concept = _concept_table_where(reader, report, concept_sql)
+    if concept is None:
+        return None
+    label, vocab = concept.label(src.astype(object))
+    icd = np.isin(vocab, ["ICD9CM", "ICD10CM"])
+    pairs = pd.DataFrame({"std": std[icd], "label": label[icd], "vocab": vocab[icd]})
+    pairs = pairs.drop_duplicates().sort_values(["std", "label"], kind="stable")
+    frame = union.frame.reset_index(drop=True)
+    merged = frame.reset_index().merge(pairs, left_on="concept_id", right_on="std", how="left", sort=False)
+    merged = merged.sort_values(["index", "label"], kind="stable", na_position="last")
+    mapped = merged["label"].notna().to_numpy()
+    merged["condition_source_value"] = merged["label"].where(mapped, merged["condition_source_value"])
+    merged["vocabulary_id"] = merged["vocab"].where(mapped, merged["vocabulary_id"])
+    row_mapped = np.zeros(len(frame), dtype=bool)
+    row_mapped[merged["index"].to_numpy()[mapped]] = True
+    n = len(frame)
+    share = row_mapped.mean() if n else 0.0
+    fc.flag(
+        "warning",
+        "condition_concept_id",
+        ~row_mapped,
+        f"{int(row_mapped.sum())} of {n} condition(s) ({share:.1%}) map to ICD-9-CM / ICD-10-CM codes through "
+        f"concept_relationship; the {n - int(row_mapped.sum())} others keep their standard concept (their "
+        "patients are never PheWAS controls)",
+        "a 'Maps to' link from an ICD source concept for every standard concept",
+        "icd_mapping",
+        {"mapped": int(row_mapped.sum()), "unmapped": n - int(row_mapped.sum())},
+    )
+    out = merged[list(frame.columns)]
+    return Table(
+        union.name, out.reset_index(drop=True), union.rownum[merged["index"].to_numpy()], union.where
+    )
+
+
+@dataclass(frozen=True)
+class Concepts:
+    """The concept table's rows read (ids as text): vocabulary, code and class of each."""
+
+    frame: pd.DataFrame  # index: concept_id as text; columns vocabulary_id, concept_code, concept_class_id
+
+    def label(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(item label, vocabulary id) per concept id (text), '' for 0, blank or unknown ids."""
+        from engine.vocab import concept_item
+
+        u, inv = np.unique(ids.astype(str), return_inverse=True)  # each distinct id named once
+        known = self.frame.reindex(pd.Index(u))
+        vocab = known["vocabulary_id"].fillna("").to_numpy(dtype=object)
+        code = known["concept_code"].fillna("").to_numpy(dtype=object)
+        label = np.array(
+            [
+                concept_item(v, c) if v and c and i != "0" else ""
+                for i, v, c in zip(u, vocab, code, strict=True)
+            ],
+            dtype=object,
+        )
+        vocab = np.where(label == "", "", vocab)
+        return label[inv.ravel()], vocab[inv.ravel()]
+
+
+def _concept_table(reader: _Reader, report: ValidationReport, used: list[tuple[str, str]]) -> Concepts | None:
+    """The concepts of the (table, column) pairs `used` and, for drugs, their ancestors (in SQL for a
+    database, only those rows; a folder's concept file is read whole)."""
+    where_sql = ""
+    if reader.db is not None:
+        subqueries = [f"SELECT {col} FROM {reader.qualified(table)}" for table, col in used]
+        if any(table == "drug_exposure" for table, _ in used) and reader.has("concept_ancestor"):
+            subqueries.append(
+                f"SELECT ancestor_concept_id FROM {reader.qualified('concept_ancestor')} WHERE "
+                f"descendant_concept_id IN (SELECT drug_concept_id FROM {reader.qualified('drug_exposure')})"
+            )
+        where_sql = f"WHERE concept_id IN ({' UNION '.join(subqueries)})"
+    return _concept_table_where(reader, report, where_sql)
+
+
+def _concept_table_where(reader: _Reader, report: ValidationReport, where_sql: str) -> Concepts | None:
+    """The concept table's rows `where_sql` selects (a database; a folder's file is read whole)."""
+    t = reader.read("concept", report, where_sql, extra=("concept_code", "concept_class_id"))
+    if t is None:
+        return None
+    if "concept_code" not in t.frame:
+        FileCheck(t.where, t.rownum, report).note(
+            "error",
+            "concept_code",
+            "no concept_code column: the standard concepts are named by their code",
+            "the OMOP CDM v5.4 column concept_code in table concept",
+            "missing_column",
+            (1,),
+        )
+        return None
+    ids = Text.of(t.frame["concept_id"]).values()
+    frame = pd.DataFrame(
+        {
+            "vocabulary_id": Text.of(t.frame["vocabulary_id"]).values(),
+            "concept_code": Text.of(t.frame["concept_code"]).values(),
+            "concept_class_id": Text.of(t.frame["concept_class_id"]).values()
+            if "concept_class_id" in t.frame
+            else "",
+        },
+        index=pd.Index(ids),
+    )
+    return Concepts(frame[~frame.index.duplicated()])
+
+
+def _ingredients(reader: _Reader, report: ValidationReport, concept: Concepts) -> dict[str, tuple[str, ...]]:
+    """Drug concept id -> its RxNorm ingredients' ids (concept_ancestor, the concept itself when it is
+    one), sorted; empty when the CDM has no concept_ancestor (every drug row is then left out)."""
+    if not reader.has("concept_ancestor"):
+        return {}
+    where_sql = ""
+    if reader.db is not None:
+        where_sql = f"WHERE descendant_concept_id IN (SELECT drug_concept_id FROM {reader.qualified('drug_exposure')})"
+    t = reader.read("concept_ancestor", report, where_sql)
+    if t is None:
+        return {}
+    anc = Text.of(t.frame["ancestor_concept_id"]).values()
+    desc = Text.of(t.frame["descendant_concept_id"]).values()
+    klass = concept.frame["concept_class_id"].reindex(pd.Index(anc.astype(str))).fillna("").to_numpy()
+    vocab = concept.frame["vocabulary_id"].reindex(pd.Index(anc.astype(str))).fillna("").to_numpy()
+    hit = (klass == "Ingredient") & (vocab == "RxNorm")
+    pairs = pd.DataFrame({"d": desc[hit], "a": anc[hit]}).drop_duplicates().sort_values(["d", "a"])
+    return {str(d): tuple(map(str, g["a"])) for d, g in pairs.groupby("d", sort=False)}
+
+
+@dataclass(frozen=True)
+class ConceptParents:
+    """A CDM's own hierarchy over item labels (issue 37): each concept's parents
+    (`concept_ancestor` rows of `min_levels_of_separation` 1), its concept id (the tie rule of
+    `Hierarchy.from_poly_parents`) and its name (`concept_name`, for descriptions)."""
+
+    parents: dict[str, list[str]]
+    concept_id: dict[str, int]
+    names: dict[str, str]
+
+    def hierarchy(self, items: Sequence[str]):
+        """The generalization tree of these items (`engine.hierarchy.Hierarchy.from_poly_parents`)."""
+        from engine.hierarchy import Hierarchy
+
+        return Hierarchy.from_poly_parents(
+            self.parents, items, order=self.concept_id, name="cdm concept_ancestor"
+        )
+
+
+def read_concept_parents(location: str | Path, *, schema: str | None = None) -> ConceptParents:
+    """The hierarchy of the concepts a CDM uses (`ConceptParents`): the ancestors, through
+    `concept_ancestor`, of every standard concept of its condition, procedure and drug tables, and the
+    parent links among them. In SQL for a database (only those rows); a folder's tables are read whole.
+    A `DataError` names what is missing (no concept or concept_ancestor table, a column)."""
+    report = ValidationReport()
+    expected = "an OMOP CDM with its vocabulary tables concept and concept_ancestor"
+    reader = open_reader(location, schema, report, expected)
+    if reader is None:
+        report.raise_if_errors()
+        raise AssertionError("open_reader gave no reader and no error")
+    try:
+        ancestor_sql = concept_sql = ""
+        if reader.db is not None:
+            used = " UNION ".join(
+                f"SELECT {d.concept} FROM {reader.qualified(d.table)}"
+                for d in DOMAINS.values()
+                if reader.has(d.table)
+            )
+            nodes = f"SELECT ancestor_concept_id FROM {reader.qualified('concept_ancestor')} WHERE descendant_concept_id IN ({used})"
+            ancestor_sql = f"WHERE min_levels_of_separation = 1 AND descendant_concept_id IN ({nodes})"
+            concept_sql = f"WHERE concept_id IN ({nodes})"
+        anc = reader.read("concept_ancestor", report, ancestor_sql)
+        concept = reader.read("concept", report, concept_sql, extra=("concept_code", "concept_name"))
+        report.raise_if_errors()
+        assert anc is not None and concept is not None
+    except DatabaseReadError as exc:
+        FileCheck(reader.label, np.zeros(0, dtype=np.int64), report).note(
+            "error", None, str(exc), expected, "unreadable"
+        )
+        report.raise_if_errors()
+        raise
+    finally:
+        reader.close()
+    ids = Text.of(concept.frame["concept_id"]).values()
+    vocab = Text.of(concept.frame["vocabulary_id"]).values()
+    code = Text.of(concept.frame["concept_code"]).values() if "concept_code" in concept.frame else ids
+    from engine.vocab import concept_item
+
+    label_of = {i: concept_item(v, c) for i, v, c in zip(ids, vocab, code, strict=True)}
+    names = (
+        concept.frame["concept_name"].astype(str).tolist()
+        if "concept_name" in concept.frame
+        else [""] * len(ids)
+    )
+    one = pd.to_numeric(anc.frame["min_levels_of_separation"], errors="coerce").to_numpy() == 1
+    a = Text.of(anc.frame["ancestor_concept_id"]).values()[one]
+    d = Text.of(anc.frame["descendant_concept_id"]).values()[one]
+    parents: dict[str, list[str]] = {}
+    for child, parent in zip(d, a, strict=True):
+        if child in label_of and parent in label_of:
+            parents.setdefault(label_of[child], []).append(label_of[parent])
+    numeric = pd.to_numeric(pd.Series(ids), errors="coerce").fillna(0).astype(np.int64)
+    return ConceptParents(
+        parents,
+        {label_of[i]: int(n) for i, n in zip(ids, numeric, strict=True)},
+        {label_of[i]: n for i, n in zip(ids, names, strict=True)},
+    )
+
+
 def _labs(reader: _Reader, report: ValidationReport) -> pd.DataFrame | None:
     meas = reader.read("measurement", report)
     if meas is None:
@@ -609,4 +1037,4 @@ def vocabulary_counts(data: SourceData) -> dict[str, int]:
     return {VOCABULARY_NAMES.get(k, k or "undecided"): v for k, v in data.events.vocabularies.items()}
 
 
-__all__ = ["TABLES", "Vocabulary", "read_omop", "vocabulary_counts"]
+__all__ = ["TABLES", "ConceptParents", "Vocabulary", "read_concept_parents", "read_omop", "vocabulary_counts"]

@@ -58,6 +58,7 @@ from engine.release import Release, codes_of
 from engine.vocab import (
     ICD10CM,
     code_of_item,
+    concept_vocabulary_of_item,
     icd10cm_item,
     phecode_map,
     phecode_map_icd10cm,
@@ -108,10 +109,14 @@ class PhecodeTable:
 
     def leaves_of(self, code: str) -> frozenset[int]:
         """Phecodes whose controls a patient with `code` leaves: its own phecode(s) when the map has
-        the code, else the phecodes of every mapped code of its category (none when the map has none)."""
+        the code, else the phecodes of every mapped code of its category (none when the map has none);
+        every phecode for a concept of another vocabulary (`SNOMED:...` that the CDM maps to no ICD code,
+        issue 37: which phenotype it is, nothing says, so its patient is never a control)."""
         own = self.code_leaves.get(code)
         if own is not None:
             return own
+        if concept_vocabulary_of_item(code) is not None:
+            return frozenset(range(len(self.phecodes)))
         return self.category_leaves.get(_category(code), frozenset())
 
 
