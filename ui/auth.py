@@ -40,6 +40,7 @@ from typing import Any, NoReturn
 import streamlit as st
 
 from engine.io.deployment import PROXIES_ENV, loopback_address, peer_is_proxy, trusted_proxies
+from engine.io.download_grants import GRANTS, credential
 from engine.io.errors import UserError
 from ui import state
 from ui.state import ABSENT
@@ -128,6 +129,7 @@ def _sign_out() -> None:
         shared_store().revoke(token_id(st.user.to_dict()))
     except UserError as exc:
         print(f"cohortshield: sign-out: the token could not be revoked: {exc}", file=sys.stderr)
+    GRANTS.revoke(session_credential())  # its downloads' grants (ui/media_guard.py)
     st.logout()
 
 
@@ -139,8 +141,8 @@ def _peer() -> str | None:
     return ip if isinstance(ip, str) and ip else None
 
 
-def _proxy_refusal() -> str | None:
-    """Why this session's header cannot be believed (module docstring), or None."""
+def _proxy_refusal(peer: str | None) -> str | None:
+    """Why a header from `peer` (None: loopback) cannot be believed (module docstring), or None."""
     try:
         proxies = trusted_proxies()
     except UserError as exc:
@@ -154,13 +156,40 @@ def _proxy_refusal() -> str | None:
             f"but {PROXIES_ENV} names no proxy: any client could send the header. Set it to the proxy's "
             "address (docs/deployment.md) or bind the server to localhost."
         )
-    peer = _peer()
     if peer_is_proxy(peer, proxies):
         return None
     return (
         f"This connection comes from {peer or 'this machine (loopback)'}, not from a proxy named by "
         f"{PROXIES_ENV}: its user header is not believed. Open the app through the proxy's address."
     )
+
+
+def peer_refusal(peer: str | None) -> str | None:
+    """Why a request from `peer` (None: loopback) is refused whoever it claims to be, or None: in local
+    mode any peer but loopback, in header mode a peer that is not the trusted proxy (`_proxy_refusal`).
+    The gate's rule, for the download guard too (ui/media_guard.py)."""
+    how = mode()
+    if how == "header":
+        return _proxy_refusal(peer)
+    if how == "local" and peer is not None:
+        address = str(st.config.get_option("server.address") or "")
+        return (
+            f"Sign-in is not configured, and the server listens on {address or 'every address'}: "
+            "single-user mode serves localhost only. Configure sign-in (docs/deployment.md) or bind "
+            "the server to localhost."
+        )
+    return None
+
+
+def user_headers() -> list[str]:
+    """The headers `server.trustedUserHeaders` names (header mode)."""
+    return list((st.config.get_option("server.trustedUserHeaders") or {}).keys())
+
+
+def session_credential() -> str:
+    """The running session's sign-in, as its websocket carried it (`download_grants.credential`):
+    the owner of its downloads (ui/media_guard.py)."""
+    return credential(dict(st.context.cookies), dict(st.context.headers), user_headers())
 
 
 def _header_user() -> User | None:
@@ -213,7 +242,7 @@ def gate() -> User:
             st.button("Sign in", type="primary", key="auth_sign_in", on_click=st.login)
             _no_page()
     elif how == "header":
-        refusal = _proxy_refusal()
+        refusal = _proxy_refusal(_peer())
         if refusal is not None:
             _refuse(refusal)
         user = _header_user()
@@ -225,15 +254,10 @@ def gate() -> User:
             )
             _no_page()
     else:
-        address = str(st.config.get_option("server.address") or "")
-        ip = st.context.ip_address  # None for a loopback client
-        if isinstance(ip, str) and ip:  # a client on another machine
+        refusal = peer_refusal(_peer())  # a client on another machine
+        if refusal is not None:
             st.title("CohortShield")
-            st.error(
-                f"Sign-in is not configured, and the server listens on {address or 'every address'}: "
-                "single-user mode serves localhost only. Configure sign-in (docs/deployment.md) or bind "
-                "the server to localhost."
-            )
+            st.error(refusal)
             _no_page()
         user = _local_user()
     assert user is not None
