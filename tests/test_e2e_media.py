@@ -8,6 +8,7 @@ of the file is held back, so that the test fetches its URL itself:
 - finding 1: Streamlit 1.67 served `/media/<id>` to any request, no cookie needed, for as long as the
   file was stored. Now: no cookie -> 403; alice's cookies -> the file, once; again -> 403; a fresh
   click's file fetched after `COHORTSHIELD_DOWNLOAD_SECONDS` -> 403.
+- the low finding: the sign-in cookie is set for 8 hours (COHORTSHIELD_SIGNIN_SECONDS), not 30 days.
 - finding 2: a session that never signed in asked for alice's deferred download by its id (taken from
   the frame her browser sent): the file was built and the audit log named alice. Now: nothing built,
   no audit entry.
@@ -114,6 +115,8 @@ def test_a_download_url_serves_only_its_session_once_and_briefly(server) -> None
     with chromium() as browser:
         context, page = _sign_in(browser, url, issuer)
         cookies = "; ".join(f"{c['name']}={c['value']}" for c in context.cookies())
+        signin = [c["expires"] for c in context.cookies() if c["name"].startswith("_streamlit_user")]
+        assert signin and max(signin) <= time.time() + 8 * 3600 + 60  # not Streamlit's 30 days
         media = _click_for_url(page)  # the browser downloaded it: one of the click's two fetches
 
         status, body = _fetch(media)  # anyone who learnt the URL, no cookie

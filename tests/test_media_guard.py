@@ -8,7 +8,7 @@ import hashlib
 
 import pytest
 
-from engine.io import download_grants
+from engine.io import download_grants, lifetimes
 from engine.io.download_grants import FETCHES_PER_CLICK, Grants
 from engine.io.errors import UserError
 from ui import media_guard
@@ -53,14 +53,14 @@ def test_a_grant_is_for_its_credential_its_bytes_its_fetches_and_its_time() -> N
 
 
 def test_the_time_limit_is_a_setting(monkeypatch) -> None:
-    monkeypatch.delenv(download_grants.SECONDS_ENV, raising=False)
-    assert download_grants.grant_seconds() == 300
-    monkeypatch.setenv(download_grants.SECONDS_ENV, "30")
-    assert download_grants.grant_seconds() == 30
+    monkeypatch.delenv(lifetimes.DOWNLOAD_ENV, raising=False)
+    assert lifetimes.download_seconds() == 300
+    monkeypatch.setenv(lifetimes.DOWNLOAD_ENV, "30")
+    assert lifetimes.download_seconds() == 30
     for bad in ("soon", "0", "-5"):
-        monkeypatch.setenv(download_grants.SECONDS_ENV, bad)
-        with pytest.raises(UserError, match=download_grants.SECONDS_ENV):
-            download_grants.grant_seconds()
+        monkeypatch.setenv(lifetimes.DOWNLOAD_ENV, bad)
+        with pytest.raises(UserError, match=lifetimes.DOWNLOAD_ENV):
+            lifetimes.download_seconds()
 
 
 def test_the_credential_is_the_sign_in_cookies_and_user_headers() -> None:

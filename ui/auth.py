@@ -5,6 +5,9 @@ drawn for a session without a user. Three modes, decided by the server's setting
   at the OpenID Connect provider; until `st.user.is_logged_in`, the app shows only a sign-in button.
   Sign out puts the cookie's ID token on the store's revocation list (`token_id`) before `st.logout`,
   which only deletes the browser's cookie: a copy of the cookie then signs no one in (issue 40).
+  A sign-in lasts `COHORTSHIELD_SIGNIN_SECONDS` (default 8 hours) from its ID token's `iat`, not the
+  30 days of Streamlit's cookie (which has no setting): the gate asks for a new sign-in after that,
+  and ui/media_guard.py sets the cookie's `Max-Age` to it.
 - `header`: `server.trustedUserHeaders` maps a header of the reverse proxy that authenticated the user
   (e.g. `{"X-Forwarded-User" = "email"}`); the user is that `st.user` key (`st.context.headers` as a
   fallback). A session without the header gets no page. The proxy must strip the header from the
@@ -33,6 +36,7 @@ import hashlib
 import json
 import os
 import sys
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn
@@ -42,6 +46,7 @@ import streamlit as st
 from engine.io.deployment import PROXIES_ENV, loopback_address, peer_is_proxy, trusted_proxies
 from engine.io.download_grants import GRANTS, credential
 from engine.io.errors import UserError
+from engine.io.lifetimes import SIGNIN_ENV, signin_expired, signin_seconds
 from ui import state
 from ui.state import ABSENT
 
@@ -116,7 +121,17 @@ def _oidc_user() -> User | None:
 
     if shared_store().revoked(token_id(info)):
         return None
+    if signin_expired(info.get("iat"), time.time()):  # issue 40: not Streamlit's 30 days
+        return None
     return User(key, email or key, "oidc", _is_admin(key, email))
+
+
+def _expired_note() -> str:
+    hours, rest = divmod(int(signin_seconds()), 3600)
+    return (
+        f"Your last sign-in is older than {hours} h {rest // 60} min ({SIGNIN_ENV}) or was signed out: "
+        "sign in again."
+    )
 
 
 def _sign_out() -> None:
@@ -239,6 +254,8 @@ def gate() -> User:
         if user is None:
             st.title("CohortShield")
             st.info("Sign in to use CohortShield: this server holds patient data and keeps an audit log.")
+            if st.user.to_dict().get("is_logged_in"):  # a sign-in past its lifetime (or revoked)
+                st.caption(_expired_note())
             st.button("Sign in", type="primary", key="auth_sign_in", on_click=st.login)
             _no_page()
     elif how == "header":

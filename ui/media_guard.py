@@ -16,7 +16,9 @@ which puts `MediaGuard` in front of every request:
   credential, from a peer the sign-in mode admits (`ui.auth.peer_refusal`), within the time and once
   (`Grants.take`: `FETCHES_PER_CLICK` fetches); else 403. Images and other inline media pass untouched.
 
-Sign-out drops the signed-out credential's grants (`Grants.revoke`).
+Sign-out drops the signed-out credential's grants (`Grants.revoke`). The sign-in cookie Streamlit sets
+at `/oauth2callback` for 30 days is set for `COHORTSHIELD_SIGNIN_SECONDS` (`_short_cookies`; the gate
+refuses an older sign-in whatever the browser keeps: ui/auth.py).
 """
 
 from __future__ import annotations
@@ -30,12 +32,15 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-from engine.io.download_grants import GRANTS, credential, grant_seconds, loopback_none
+from engine.io.download_grants import GRANTS, SIGN_IN_COOKIE, credential, loopback_none
 from engine.io.errors import UserError
+from engine.io.lifetimes import download_seconds, signin_seconds
 from ui.auth import peer_refusal, session_credential, user_headers
 
 SOCKET_KEY = "sec-websocket-key"  # RFC 6455: a fresh random nonce per connection (browser tab)
 MEDIA_PATH = re.compile(r"(^|/)media/[^/]+$")
+SIGN_IN_PATH = "/oauth2callback"  # Streamlit's OIDC callback: where it sets the sign-in cookie
+MAX_AGE = re.compile(rb"Max-Age=(\d+)", re.IGNORECASE)
 REFUSED = (
     b"This download is not yours, was already served, or is older than its time limit: "
     b"click its button in the app again."
@@ -85,7 +90,7 @@ def hand_over(owner: Holder | None, data: bytes) -> None:
     """Grant `owner`'s credential the click's fetches of `data` (`GRANTS`), when a guard serves this
     process."""
     if owner is not None and installed():
-        GRANTS.grant(owner.credential, hashlib.sha256(data).hexdigest(), grant_seconds())
+        GRANTS.grant(owner.credential, hashlib.sha256(data).hexdigest(), download_seconds())
 
 
 # ------------------------------------------------------------------------------ the ASGI middleware
@@ -140,6 +145,8 @@ class MediaGuard:
                 REQUESTER.reset(token)
         elif scope["type"] == "http" and MEDIA_PATH.search(scope.get("path", "")):
             await self._media(scope, receive, send)
+        elif scope["type"] == "http" and scope.get("path", "").endswith(SIGN_IN_PATH):
+            await self.app(scope, receive, _short_cookies(send))
         else:
             await self.app(scope, receive, send)
 
@@ -188,6 +195,27 @@ class MediaGuard:
             }
         )
         await send({"type": "http.response.body", "body": REFUSED})
+
+
+def _short_cookies(send: Any) -> Any:
+    """`send` with the sign-in cookies Streamlit sets for 30 days set for `signin_seconds()` instead
+    (issue 40, low finding); their deletions (Max-Age=0) and other cookies untouched."""
+    seconds = int(signin_seconds())
+
+    def shorter(value: bytes) -> bytes:
+        if not value.startswith(SIGN_IN_COOKIE.encode()):
+            return value
+        return MAX_AGE.sub(lambda m: b"Max-Age=%d" % min(int(m.group(1)), seconds), value)
+
+    async def wrapped(message: dict) -> None:
+        if message["type"] == "http.response.start":
+            headers = [
+                (k, shorter(v) if k.lower() == b"set-cookie" else v) for k, v in message.get("headers", [])
+            ]
+            message = dict(message, headers=headers)
+        await send(message)
+
+    return wrapped
 
 
 def middleware() -> list:

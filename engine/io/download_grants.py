@@ -1,36 +1,17 @@
 """Who may fetch a built download, how many times and for how long (issue 40, finding 6): the plain
 part of the app's download guard (ui/media_guard.py), which grants a session's credential the fetches
-of exactly the bytes it built, for `COHORTSHIELD_DOWNLOAD_SECONDS`."""
+of exactly the bytes it built, for `COHORTSHIELD_DOWNLOAD_SECONDS` (engine/io/lifetimes.py)."""
 
 from __future__ import annotations
 
 import hashlib
 import ipaddress
-import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from engine.io.errors import UserError
-
-SECONDS_ENV = "COHORTSHIELD_DOWNLOAD_SECONDS"
-DEFAULT_SECONDS = 300
 SIGN_IN_COOKIE = "_streamlit_user"  # Streamlit's sign-in cookie, its chunks (`__1`, ...) and `_tokens`
-
-
-def grant_seconds() -> float:
-    """How long a built download may be fetched (`COHORTSHIELD_DOWNLOAD_SECONDS`, default 300)."""
-    raw = os.environ.get(SECONDS_ENV, "").strip()
-    if not raw:
-        return float(DEFAULT_SECONDS)
-    try:
-        value = float(raw)
-    except ValueError:
-        raise UserError(f"{SECONDS_ENV}: a number of seconds is needed, not {raw!r}") from None
-    if not value > 0:
-        raise UserError(f"{SECONDS_ENV}: must be more than 0 seconds, not {raw}")
-    return value
 
 
 def credential(cookies: Mapping[str, str], headers: Mapping[str, str], user_headers: Iterable[str]) -> str:
