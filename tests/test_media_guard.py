@@ -185,3 +185,25 @@ def test_single_user_mode_serves_loopback_only(guarded) -> None:
     media_guard.GRANTS.grant(download_grants.credential({}, {}, []), DIGEST, 300)
     assert _serve(_scope("/media/abc.csv", {}, host="10.1.2.3"))[0] == 403
     assert _serve(_scope("/media/abc.csv", {}, host="127.0.0.1"))[0] == 200
+
+
+def test_header_mode_serves_the_header_only_from_the_trusted_proxy(guarded, monkeypatch) -> None:
+    from streamlit import config
+
+    before = config.get_option("server.trustedUserHeaders")
+    config.set_option("server.trustedUserHeaders", {"X-Forwarded-User": "email"})
+    monkeypatch.setenv("COHORTSHIELD_TRUSTED_PROXIES", "10.0.0.5")
+    try:
+        ann = download_grants.credential({}, {"x-forwarded-user": "ann"}, ["X-Forwarded-User"])
+        media_guard.GRANTS.grant(ann, DIGEST, 300)
+
+        def request(host: str, user: str) -> int:
+            scope = _scope("/media/abc.csv", {}, host=host)
+            scope["headers"].append((b"x-forwarded-user", user.encode()))
+            return _serve(scope)[0]
+
+        assert request("10.9.9.9", "ann") == 403  # around the proxy: the header is not believed
+        assert request("10.0.0.5", "bob") == 403  # through the proxy, another user
+        assert request("10.0.0.5", "ann") == 200
+    finally:
+        config.set_option("server.trustedUserHeaders", before)
