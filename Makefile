@@ -50,7 +50,7 @@ postgres:
 	else echo "postgresql missing and cannot be installed here; the database tests will say so"; fi
 
 run: setup
-	$(BIN)/streamlit run app.py
+	$(BIN)/streamlit run serve.py
 
 test: setup-dev browser postgres
 	$(BIN)/ruff check .

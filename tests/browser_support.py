@@ -1,5 +1,5 @@
-"""The browser tests' shared harness: `streamlit run app.py` on a free port, Playwright driving
-Debian's Chromium (/usr/bin/chromium, never a downloaded browser).
+"""The browser tests' shared harness: `streamlit run serve.py` (app.py as `make run` serves it) on a
+free port, Playwright driving Debian's Chromium (/usr/bin/chromium, never a downloaded browser).
 
 Skipped (with the reason) when /usr/bin/chromium is missing, except on CI (env CI set): then it fails.
 """
@@ -97,10 +97,11 @@ def served_app(
     *,
     cwd: Path = ROOT,
     env: dict[str, str] | None = None,
-    script: Path = ROOT / "app.py",
+    script: Path = ROOT / "serve.py",
     address: str = "localhost",
 ) -> Iterator[str]:
-    """`streamlit run <checkout>/app.py` (or `script`) on `port` of `address` from `cwd` with the
+    """`streamlit run <checkout>/serve.py` (app.py behind the download guard, as `make run` serves it; or
+    `script`) on `port` of `address` from `cwd` with the
     environment `env` (this process's when None), its output in `log`; yields the base URL (on
     localhost) once healthy, stops the server on exit.
     The shipped sample's lab orders are not read ahead (`COHORTSHIELD_WARM_LABS=0`, unless `env` says):

@@ -106,7 +106,11 @@ def _imports(paths: list[Path]) -> set[str]:
 
 
 def test_the_app_and_engine_import_no_dev_only_package() -> None:
-    code = [ROOT / "app.py", *(p for d in ("engine", "ui", "pages") for p in (ROOT / d).rglob("*.py"))]
+    code = [
+        ROOT / "app.py",
+        ROOT / "serve.py",
+        *(p for d in ("engine", "ui", "pages") for p in (ROOT / d).rglob("*.py")),
+    ]
     dists = packages_distributions()
     used = {_norm(d) for m in _imports(code) for d in dists.get(m, [])}
     assert not used & DEV_ONLY, sorted(used & DEV_ONLY)
@@ -123,7 +127,8 @@ def test_make_run_installs_the_runtime_only_and_shows_progress() -> None:
     installs = [ln for ln in shown.splitlines() if "pip install" in ln and " -r " in ln]
     assert installs and all("-r requirements.txt" in ln for ln in installs), installs
     assert all("--quiet" not in ln and "-q " not in ln for ln in installs), installs
-    assert "requirements-dev.txt" not in shown and "streamlit run app.py" in shown
+    # serve.py: app.py behind the download guard (ui/media_guard.py)
+    assert "requirements-dev.txt" not in shown and "streamlit run serve.py" in shown
 
 
 def test_make_test_installs_the_dev_requirements() -> None:

@@ -5,6 +5,9 @@ drawn for a session without a user. Three modes, decided by the server's setting
   at the OpenID Connect provider; until `st.user.is_logged_in`, the app shows only a sign-in button.
   Sign out puts the cookie's ID token on the store's revocation list (`token_id`) before `st.logout`,
   which only deletes the browser's cookie: a copy of the cookie then signs no one in (issue 40).
+  A sign-in lasts `COHORTSHIELD_SIGNIN_SECONDS` (default 8 hours) from its ID token's `iat`, not the
+  30 days of Streamlit's cookie (which has no setting): the gate asks for a new sign-in after that,
+  and ui/media_guard.py sets the cookie's `Max-Age` to it.
 - `header`: `server.trustedUserHeaders` maps a header of the reverse proxy that authenticated the user
   (e.g. `{"X-Forwarded-User" = "email"}`); the user is that `st.user` key (`st.context.headers` as a
   fallback). A session without the header gets no page. The proxy must strip the header from the
@@ -33,6 +36,7 @@ import hashlib
 import json
 import os
 import sys
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn
@@ -40,7 +44,9 @@ from typing import Any, NoReturn
 import streamlit as st
 
 from engine.io.deployment import PROXIES_ENV, loopback_address, peer_is_proxy, trusted_proxies
+from engine.io.download_grants import GRANTS, credential
 from engine.io.errors import UserError
+from engine.io.lifetimes import SIGNIN_ENV, signin_expired, signin_seconds
 from ui import state
 from ui.state import ABSENT
 
@@ -115,7 +121,17 @@ def _oidc_user() -> User | None:
 
     if shared_store().revoked(token_id(info)):
         return None
+    if signin_expired(info.get("iat"), time.time()):  # issue 40: not Streamlit's 30 days
+        return None
     return User(key, email or key, "oidc", _is_admin(key, email))
+
+
+def _expired_note() -> str:
+    hours, rest = divmod(int(signin_seconds()), 3600)
+    return (
+        f"Your last sign-in is older than {hours} h {rest // 60} min ({SIGNIN_ENV}) or was signed out: "
+        "sign in again."
+    )
 
 
 def _sign_out() -> None:
@@ -128,6 +144,7 @@ def _sign_out() -> None:
         shared_store().revoke(token_id(st.user.to_dict()))
     except UserError as exc:
         print(f"cohortshield: sign-out: the token could not be revoked: {exc}", file=sys.stderr)
+    GRANTS.revoke(session_credential())  # its downloads' grants (ui/media_guard.py)
     st.logout()
 
 
@@ -139,8 +156,8 @@ def _peer() -> str | None:
     return ip if isinstance(ip, str) and ip else None
 
 
-def _proxy_refusal() -> str | None:
-    """Why this session's header cannot be believed (module docstring), or None."""
+def _proxy_refusal(peer: str | None) -> str | None:
+    """Why a header from `peer` (None: loopback) cannot be believed (module docstring), or None."""
     try:
         proxies = trusted_proxies()
     except UserError as exc:
@@ -154,13 +171,40 @@ def _proxy_refusal() -> str | None:
             f"but {PROXIES_ENV} names no proxy: any client could send the header. Set it to the proxy's "
             "address (docs/deployment.md) or bind the server to localhost."
         )
-    peer = _peer()
     if peer_is_proxy(peer, proxies):
         return None
     return (
         f"This connection comes from {peer or 'this machine (loopback)'}, not from a proxy named by "
         f"{PROXIES_ENV}: its user header is not believed. Open the app through the proxy's address."
     )
+
+
+def peer_refusal(peer: str | None) -> str | None:
+    """Why a request from `peer` (None: loopback) is refused whoever it claims to be, or None: in local
+    mode any peer but loopback, in header mode a peer that is not the trusted proxy (`_proxy_refusal`).
+    The gate's rule, for the download guard too (ui/media_guard.py)."""
+    how = mode()
+    if how == "header":
+        return _proxy_refusal(peer)
+    if how == "local" and peer is not None:
+        address = str(st.config.get_option("server.address") or "")
+        return (
+            f"Sign-in is not configured, and the server listens on {address or 'every address'}: "
+            "single-user mode serves localhost only. Configure sign-in (docs/deployment.md) or bind "
+            "the server to localhost."
+        )
+    return None
+
+
+def user_headers() -> list[str]:
+    """The headers `server.trustedUserHeaders` names (header mode)."""
+    return list((st.config.get_option("server.trustedUserHeaders") or {}).keys())
+
+
+def session_credential() -> str:
+    """The running session's sign-in, as its websocket carried it (`download_grants.credential`):
+    the owner of its downloads (ui/media_guard.py)."""
+    return credential(dict(st.context.cookies), dict(st.context.headers), user_headers())
 
 
 def _header_user() -> User | None:
@@ -210,10 +254,12 @@ def gate() -> User:
         if user is None:
             st.title("CohortShield")
             st.info("Sign in to use CohortShield: this server holds patient data and keeps an audit log.")
+            if st.user.to_dict().get("is_logged_in"):  # a sign-in past its lifetime (or revoked)
+                st.caption(_expired_note())
             st.button("Sign in", type="primary", key="auth_sign_in", on_click=st.login)
             _no_page()
     elif how == "header":
-        refusal = _proxy_refusal()
+        refusal = _proxy_refusal(_peer())
         if refusal is not None:
             _refuse(refusal)
         user = _header_user()
@@ -225,15 +271,10 @@ def gate() -> User:
             )
             _no_page()
     else:
-        address = str(st.config.get_option("server.address") or "")
-        ip = st.context.ip_address  # None for a loopback client
-        if isinstance(ip, str) and ip:  # a client on another machine
+        refusal = peer_refusal(_peer())  # a client on another machine
+        if refusal is not None:
             st.title("CohortShield")
-            st.error(
-                f"Sign-in is not configured, and the server listens on {address or 'every address'}: "
-                "single-user mode serves localhost only. Configure sign-in (docs/deployment.md) or bind "
-                "the server to localhost."
-            )
+            st.error(refusal)
             _no_page()
         user = _local_user()
     assert user is not None

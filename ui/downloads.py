@@ -63,9 +63,11 @@ def audit_context(
     """Who and what an audit entry names, taken when the button is drawn (a click's callable runs
     outside the script run, without session state): the signed-in user (ui/auth.py), the session
     study's fingerprint (never its key), the release, the adversary and k (default the sidebar's),
-    and this session's list of entries."""
+    this session's list of entries, and the session itself (`owner`: only it may have the file,
+    ui/media_guard.py)."""
     from engine.audit.log import study_fingerprint
     from ui.auth import current_user
+    from ui.media_guard import this_session
 
     ctx = st.session_state.get("context")
     study = st.session_state.get("study")
@@ -78,6 +80,7 @@ def audit_context(
         "adversary": adversary.label if adversary is not None else None,
         "k": None if k is None else int(k),
         "session": st.session_state.setdefault(AUDIT_SESSION, []),
+        "owner": this_session(),
     }
 
 
@@ -86,14 +89,21 @@ def audited(data_fn: Callable[[], bytes], what: str, file_name: str, context: di
     (`engine.audit.exports.audited_export`, the CLI's too) when the bytes are built on click: a `begin`
     entry with their sha256 and the file name, then the bytes are handed over, then the completion
     entry (this session's list), all under `context` (`audit_context`). An entry that cannot be written
-    (unwritable or full log: a `UserError`) fails the download: nothing leaves unlogged."""
+    (unwritable or full log: a `UserError`) fails the download: nothing leaves unlogged.
+    Only for the session that drew the button (`context["owner"]`; another session's request builds
+    nothing and logs nothing: issue 40, finding 2), and its bytes are then fetched by that session's
+    credential once, within the time limit (`ui.media_guard`: finding 1)."""
 
     def build() -> bytes:
         from engine.audit.exports import audited_export
+        from ui import media_guard
 
+        owner = context.get("owner")
+        media_guard.admit(owner)
         data = data_fn()
         done = audited_export(what, {file_name: data}, lambda: {file_name: data}, context)
         context["session"].extend(done)
+        media_guard.hand_over(owner, data)
         return data
 
     return build
