@@ -48,6 +48,25 @@ def timed(label: str, fn: Callable[[], object]) -> tuple[object, float]:
     return out, wall
 
 
+# Johnson 2018 section 3.2: the figures its text gives of Figure 3 (share unique among patients with >= d days)
+PAPER_UNIQUE = {1: 56.1, 2: 72.3, 9: 98.4}
+
+
+def print_uniqueness_curve(
+    u: L.Uniqueness, days_shown: tuple[int, ...] = (*range(1, 13), 15, 20, 30)
+) -> None:
+    """Figure 3 as a table: share unique among patients with >= d lab days, beside the paper's
+    figures where it states them (issue #36, finding 3)."""
+    table = u.by_days().set_index("days")
+    print("  >= days  patients  unique   paper   off")
+    for d in (d for d in days_shown if d in table.index):
+        row = table.loc[d]
+        paper = PAPER_UNIQUE.get(d)
+        got = 100 * row.share_unique
+        tail = f"  {paper:5.1f}%  {got - paper:+5.1f}" if paper is not None else ""
+        print(f"  {d:7d}  {int(row.patients):8,}  {got:5.1f}%{tail}")
+
+
 def scale(n_patients: int, chunks: int) -> None:
     from engine.synth.generator import generate_labs
 
@@ -82,6 +101,7 @@ def scale(n_patients: int, chunks: int) -> None:
     print(
         f"  unique: {100 * at[1]:.1f}% overall, {100 * at[2]:.1f}% at >= 2 days, {100 * at[9]:.1f}% at >= 9 days"
     )
+    print_uniqueness_curve(u)
     print(f"  -> target 60 s: {'met' if wall <= 60 else 'MISSED'} ({wall:.1f} s)")
 
     n_min = L.default_min_orders(days.n_days)
@@ -113,6 +133,7 @@ def sample(skip_vae: bool) -> None:
     ref, t_ref = timed("uniqueness, plain frozenset count (reference)", brute)
     same = dict(zip(u.patient_ids, u.unique, strict=True)) == ref
     print(f"  same answer: {same}; speed-up {t_ref / t_fast:.1f}x")
+    print_uniqueness_curve(u)
 
     settings = LabRecallSettings(trials=100, simulations=100, against="99", seed=0)  # the page's steps
     r = settings.restricted(days)

@@ -109,7 +109,9 @@ SAMPLE = Path(__file__).resolve().parent.parent / "sample_data" / "labs.parquet"
 def test_sample_latent_release_is_said_not_to_mitigate():
     """Finding 1: on the shipped labs the paper's release (16 dimensions, encoder means, cosine, the
     query encoded too) raises Recall@n; the verdict says so and that it does not mitigate (the CLI's
-    defaults: 10 epochs on 20,000 days, about 6 s of CPU; 10 x 100 breached days).
+    defaults: 10 epochs on 20,000 days, about 6 s of CPU; 10 x 100 breached days). On the labs
+    calibrated to Johnson's uniqueness (finding 3) it still does: significantly above raw at 18 of 99 n
+    (15, 19-25, 44, 46, 48-55), Recall@10 57.7% against 53.1% (Holm p 0.08), below at none.
     Under-trained (3 epochs on 5,000 days) the same release lowers Recall@n at some n and at no n
     raises it, so the training is the CLI's."""
     pytest.importorskip("torch")
@@ -122,7 +124,9 @@ def test_sample_latent_release_is_said_not_to_mitigate():
     res = settings.run_result(L.patient_days(pd.read_parquet(SAMPLE)))
     assert res.latent is not None and res.model is not None
     v = latent_verdict(res.raw, res.latent, "mean", 16)
-    assert v.outcome == "raises" and not v.mitigates and v.lower == [] and 10 in v.higher
+    assert v.outcome == "raises" and not v.mitigates and v.lower == [] and len(v.higher) >= 10
+    at10 = v.table[v.table.n == 10].iloc[0]
+    assert at10.recall_latent > at10.recall_raw
     line = verdict_lines(res.raw, {"mean": res.latent}, 16)[0]
     assert line.startswith("Releasing the encoder means (16 dimensions) raises re-identification")
     assert line.endswith(f"{NOT_MITIGATION}.")

@@ -25,6 +25,19 @@ the cohort is exact), conditioned on F <= U (`set_bounds`, `bounded_probabilitie
 binomial models). A heuristic: the share of a set's holders in the cohort is taken as its rarest code's.
 Measured: disease cohorts within 0.7-3.5 points (share below k) single visit, 7 of 8 within 3.
 
+Where the disease cohorts still miss (measured on the sample, single visit, k = 5; issue #36, not
+fixed): told only the selection, 401 (-4.1) and 427 (-5.0) because a member's sets without a selection
+code are far more concentrated in the cohort than f: the cohort holds on average 0.45 of such a set's
+population holders for 401 (f = 0.196) and 0.29 for 427 (f = 0.042), so c / f overstates F (401,
+c = 2: E[F] 7.4 estimated, 3.3 true). The cohort does identify an effective fraction (maximum
+likelihood of those sets' counts beside the exact sets': 0.55 for 401, 0.37 for 427), but taken as
+every such set's fraction it brings 401 to +0.5 but overstates the seven others by 4.5-16.1 points
+(prior fitted to the exact sets, whose counts are capped by the cohort's size), so it is not used.
+Told the code counts, 340 (+3.5; 265 patients, 11.6 sets per record) overstates although a set's
+rarest code's share (mean 0.04) is below its own (0.21): its estimated sets sum to 264 below k against
+211 true (likely the bound F <= U cutting a heavy-tailed prior, shape 0.29, toward small counts); sets taken
+as the riskiest rather than independent bring it to +2.4, but 427 told only the selection to -8.1.
+
 The cohort-only bound (`CohortOnly`, always printed): the shares with the cohort as the candidates. The
 cohort is part of the population, so c <= F for every set: a record unique (below k) in the population is
 so in the cohort, and the cohort-only shares are UPPER bounds on the population's, model-free and whatever

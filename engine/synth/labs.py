@@ -12,8 +12,16 @@ tail of rare tests makes patients distinguishable. Orders follow persistent, pat
 - how closely a patient's days follow the set varies (adherence ~ Beta(ADHERENCE)): a day's panel
   rate is adherence x habitual rate + (1 - adherence) x marginal rate, so some patients re-identify
   easily and others hardly at all (the gap between Recall@1 and Recall@10);
-- each patient has a few personal single tests, each ordered on a share of their days (ROUTINE_RATE),
-  plus single tests drawn afresh every day (FRESH_PER_DAY).
+- each patient has a few personal single tests, each ordered on a small share of their days
+  (ROUTINE_RATE), plus single tests drawn afresh: few on a day of a one-day patient (FRESH_PER_DAY),
+  more per day the more days the patient has (x days ** FRESH_DAYS_POWER: Johnson 3.1's range "from
+  everyday office visits to patients who may remain in the intensive care unit for weeks").
+
+Uniqueness by days (Johnson 3.2 / Figure 3: 56.1% of patients unique, 72.3% at >= 2 days, 98.4% at
+>= 9) is set by the single tests, Recall@n (Figure 4) by the panel habits: issue #36 finding 3 found
+the sample unique far too often (70.8%, 89.6%, 99.8%: a single test drawn afresh on a third of all
+days and two personal tests on a fifth of them made every multi-day set rare), so the personal tests
+are more but each rarely ordered, and the fresh draws grow with the days instead of being flat.
 
 Days per patient follow the patient's use of care with a heavy tail (Johnson 3.1: mean 8.81 days,
 sd 20.6, 81.6% at 10 days or fewer). Calibrated figures: `sample_data/CALIBRATION.md`.
@@ -369,10 +377,11 @@ PROMPTED_RATE = 0.45  # chance per lab day of a panel the patient's condition pr
 HABIT_RATE = 0.95  # chance per lab day of a panel in the patient's habitual set
 OFF_HABIT = 0.15  # chance per lab day of a panel outside the set, as a share of its marginal rate
 ADHERENCE = (0.25, 0.15)  # Beta parameters of how closely a patient's days follow their habits
-ROUTINE_TESTS = 2.0  # mean size of a patient's personal set of single tests (1 + Poisson)
+ROUTINE_TESTS = 4.0  # mean size of a patient's personal set of single tests (1 + Poisson)
 ROUTINE_ZIPF = 1.15  # Zipf exponent of the personal single tests
-ROUTINE_RATE = 0.2  # chance per lab day of each personal single test
-FRESH_PER_DAY = 0.35  # Poisson mean of single tests drawn afresh per lab day
+ROUTINE_RATE = 0.042  # chance per lab day of each personal single test
+FRESH_PER_DAY = 0.03  # Poisson mean of single tests drawn afresh on a lab day of a one-day patient
+FRESH_DAYS_POWER = 0.5  # ... times (the patient's lab days) ** FRESH_DAYS_POWER: long stays, more variety
 SINGLES_ZIPF = 1.15
 DAYS_SHAPE = 0.45  # gamma shape of the extra lab days (heavy tail, Johnson sd 20.6)
 LAB_DAYS_SCALE = 1.42  # expected lab days per visit of the diagnosis generator
@@ -454,7 +463,7 @@ def labs_for_patients(
     rows_lab.append(singles[own[own_start[day_patient[slot_day[use]]] + slot[use]]])
     # single tests drawn afresh (the common Zipf ranking)
     cum = np.cumsum(rank**-SINGLES_ZIPF)
-    k = rng.poisson(FRESH_PER_DAY, n_pd)
+    k = rng.poisson(FRESH_PER_DAY * n_days[day_patient].astype(float) ** FRESH_DAYS_POWER)
     fresh = np.searchsorted(cum, rng.random(int(k.sum())) * cum[-1], side="right").clip(0, len(singles) - 1)
     rows_day.append(np.repeat(np.arange(n_pd), k))
     rows_lab.append(singles[fresh])
