@@ -1149,6 +1149,11 @@ def compare_scopes(
     return ScopeComparison(results, originals, rows_group + rows_cohort)
 
 
+def records_below_k(verification: Verification) -> int:
+    """Records of a release the arbiter (`engine.risk.verify`) finds below its k."""
+    return int((np.asarray(verification.distinguishability) < verification.k).sum())
+
+
 def scope_summary(cmp_: ScopeComparison) -> pd.DataFrame:
     """One row per scope: group anonymized, verification, residual records below k, retention."""
     by_name = {r.name: r for r in cmp_.rows}
@@ -1156,14 +1161,13 @@ def scope_summary(cmp_: ScopeComparison) -> pd.DataFrame:
     for scope, res in cmp_.results.items():
         name = SCOPE_NAMES[scope]
         ret = by_name[name]
-        dis = res.verification.distinguishability
         rows.append(
             {
                 "release": name,
                 "anonymized group": scope,
                 "group records": res.released_group.n_patients,
                 "verified": res.verification.ok,
-                "records below k": int((dis < res.verification.k).sum()),
+                "records below k": records_below_k(res.verification),
                 "DC Local %": 100
                 * ret.with_generalization.diagnosis_count
                 / max(ret.local.diagnosis_count, 1),

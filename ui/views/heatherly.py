@@ -110,7 +110,13 @@ _COMPARISONS, _BEFORE = 24, 16  # bounds of the view's memos (ui.cache)
 
 
 def scope_comparison(
-    ctx: Context, k: int, constraints: str, complete: bool, label: str, with_visits: bool = False
+    ctx: Context,
+    k: int,
+    constraints: str,
+    complete: bool,
+    label: str,
+    with_visits: bool = False,
+    completion: str = HeatherlySettings.completion,
 ) -> ScopeComparison:
     """`compare_scopes` memoized per groups' content fingerprints and parameters (`ui.cache`: shared by
     the server's sessions on the shipped sample, else in this session), computed under a progress bar
@@ -122,6 +128,7 @@ def scope_comparison(
         constraints,
         bool(complete),
         bool(with_visits),
+        completion,
     )
     held = cache.held("scope comparisons", key, data=ctx)
     if held is not None:
@@ -137,13 +144,16 @@ def scope_comparison(
             with_visits=with_visits,
             progress=step,
             parallel=True,
-            while_waiting=lambda res: _shown_first(ctx, k, constraints, complete, with_visits, res),
+            while_waiting=lambda res: _shown_first(
+                ctx, k, constraints, complete, with_visits, res, completion
+            ),
+            completion=completion,
         )
 
     result = progress_ui.run(
         label,
         lambda step: cache.memo("scope comparisons", key, lambda: compute(step), size=_COMPARISONS, data=ctx),
-        key=f"hea_cmp_{k}_{complete}",
+        key=f"hea_cmp_{k}_{complete}_{completion}",
         job=key,
     )
     if result is None:
@@ -162,7 +172,13 @@ def shown_release(ctx: Context, settings: HeatherlySettings, res: GroupRelease) 
 
 
 def _shown_first(
-    ctx: Context, k: int, constraints: str, complete: bool, with_visits: bool, res: GroupRelease
+    ctx: Context,
+    k: int,
+    constraints: str,
+    complete: bool,
+    with_visits: bool,
+    res: GroupRelease,
+    completion: str = HeatherlySettings.completion,
 ) -> None:
     """What the tab reads of DEMO_D, the release it shows first under a cohort adversary, once the
     comparison is back: its headline and file figures and the download's verification under the
@@ -172,7 +188,12 @@ def _shown_first(
     if ctx.adversary.scope != "cohort" or st.session_state.get("hea_shown_cohort", "DEMO_D") != "DEMO_D":
         return
     settings = HeatherlySettings(
-        k=k, scope="cohort", constraints=constraints, complete=complete, with_visits=with_visits
+        k=k,
+        scope="cohort",
+        constraints=constraints,
+        complete=complete,
+        with_visits=with_visits,
+        completion=completion,
     )
     release = shown_release(ctx, settings, res)
     honest.figures(release, ctx.cohort)
@@ -181,11 +202,18 @@ def _shown_first(
 
 
 def compare_three_scopes(
-    ctx: Context, k: int, constraints: str = "phecode", complete: bool = False, with_visits: bool = False
+    ctx: Context,
+    k: int,
+    constraints: str = "phecode",
+    complete: bool = False,
+    with_visits: bool = False,
+    completion: str = HeatherlySettings.completion,
 ) -> ScopeComparison:
     """The three scopes at k, for this tab and the PheWAS page's comparison: a comparison only,
     nothing enters the study (only the "Add to study" button does)."""
-    return scope_comparison(ctx, k, constraints, complete, "Anonymizing the three scopes", with_visits)
+    return scope_comparison(
+        ctx, k, constraints, complete, "Anonymizing the three scopes", with_visits, completion
+    )
 
 
 def _before(ctx: Context, group: Records, adversary) -> np.ndarray:
