@@ -14,14 +14,12 @@ import argparse
 import resource
 import time
 
-import numpy as np
 import pandas as pd
 
-from engine.anonymize.population import COMPLETIONS, SCOPE_NAMES, anonymize
+from engine.anonymize.population import COMPLETIONS, SCOPE_NAMES, anonymize, records_below_k
 from engine.records import Records
+from engine.report.table4 import PAPER_ORIGINAL, PAPER_TABLE4, TARGET_SHARE, lost_false
 from engine.utility import phewas
-
-PAPER = {"original": 192, "DEMO_D": (13, 9), "DEMO_B": (49, 53), "DEMO_S": (0, 0)}  # Table 4, 6 SNPs
 
 
 def load(patients: int | None) -> tuple[dict[str, Records], pd.DataFrame, str]:
@@ -45,11 +43,6 @@ def load(patients: int | None) -> tuple[dict[str, Records], pd.DataFrame, str]:
     return group_records(data), data.genotypes, f"generated, {patients:,} records, seed 0"
 
 
-def lost_false(table: pd.DataFrame, name: str) -> tuple[int, int]:
-    total = table[table["snp"] == "Total"].iloc[0]
-    return int(total[f"{name}: lost"]), int(total[f"{name}: false"])
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(
@@ -64,7 +57,12 @@ def main() -> None:
     print(f"data: {label}; cohort {cohort.n_patients:,} records ({time.perf_counter() - t:.1f} s to load)")
     original = phewas.phewas_of_records(cohort, genotypes)
     n_orig = int((original["p"] <= 0.05).sum())
-    print(f"original associations (p <= 0.05 uncorrected): {n_orig} (paper: {PAPER['original']})\n")
+    n_bh = int((original["p_bh"] <= 0.05).sum())
+    print(
+        f"original associations (p <= 0.05 uncorrected): {n_orig} of {len(original):,} tests (paper: "
+        f"{PAPER_ORIGINAL}; {0.05 * len(original):.0f} expected by chance alone); at Benjamini-Hochberg "
+        f"q <= 0.05: {n_bh}; the target: at most {TARGET_SHARE * n_orig:.1f} lost and false each\n"
+    )
     variants: list[tuple[str, bool, str]] = [("paper's procedure", False, COMPLETIONS[0])]
     variants += [(f"completion '{c}'", True, c) for c in COMPLETIONS]
     variants += [("completion 'phewas', weighted", True, "phewas")]
@@ -72,7 +70,7 @@ def main() -> None:
     rows = []
     for scope in ("cohort", "biobank", "population"):
         name = SCOPE_NAMES[scope]
-        paper_lost, paper_false = PAPER[name]
+        paper_lost, paper_false = PAPER_TABLE4[name]
         for label_, complete, completion in variants:
             t = time.perf_counter()
             res = anonymize(
@@ -86,9 +84,10 @@ def main() -> None:
             )
             secs = time.perf_counter() - t
             v = res.verification
-            below = int((np.asarray(v.distinguishability) < v.k).sum())
+            below = records_below_k(v)
             released = phewas.phewas_of_release(res.release, genotypes)
-            lost, false = lost_false(phewas.significance_table(original, {"r": released}, 0.05, "none"), "r")
+            lost, false = lost_false(original, released, 0.05, "heatherly2013")
+            bh_lost, bh_false = lost_false(original, released, 0.05, "bh")
             rows.append(
                 {
                     "release": name,
@@ -96,6 +95,7 @@ def main() -> None:
                     "lost": lost,
                     "false": false,
                     "lost %": round(100 * lost / max(n_orig, 1), 1),
+                    f"BH lost/false (of {n_bh})": f"{bh_lost}/{bh_false}",
                     "records below k": below,
                     "verified": v.ok,
                     "seconds": round(secs, 1),
@@ -104,7 +104,7 @@ def main() -> None:
             )
             print(
                 f"{name:7s} {label_:32s} lost {lost:4d} false {false:4d} ({rows[-1]['lost %']:5.1f}% lost); "
-                f"records below k {below:5d}; verified {v.ok}; {secs:.1f} s",
+                f"BH {bh_lost}/{bh_false}; records below k {below:5d}; verified {v.ok}; {secs:.1f} s",
                 flush=True,
             )
     print()
