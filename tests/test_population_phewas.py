@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engine.adversary import Adversary
 from engine.anonymize.population import _Pool, _State, anonymize
 from engine.records import Records
 from engine.report.table4 import lost_false
@@ -113,3 +114,26 @@ def test_settings_name_the_completion_and_refuse_an_unknown_one():
     assert "PheWAS-preserving" in s.describe()["completion pass"]
     with pytest.raises(SettingsError, match="completion"):
         HeatherlySettings(completion="cheapest").validate()
+
+
+def test_cli_runs_the_chosen_completion(tmp_path, capsys):
+    """`anonymize generalize --complete --completion phewas` runs that strategy (its report names it)
+    and writes a file the arbiter verifies; an unknown strategy exits 2; the parser's choices are the
+    engine's."""
+    from engine.anonymize.population import COMPLETIONS
+    from engine.commands import anonymize_generalize
+    from engine.commands.cli import main
+    from engine.io import export
+    from engine.risk import verify
+
+    assert anonymize_generalize.COMPLETIONS == COMPLETIONS
+    ev, co, out, rep = (tmp_path / n for n in ("ev.csv", "co.csv", "out.csv", "rep.json"))
+    ev.write_text("patient_id,visit,code\na,1,401.1\na,1,250.00\nb,1,401.1\nc,1,250.00\n")
+    co.write_text("patient_id\na\nb\nc\n")
+    args = ["anonymize", "generalize", "--events", str(ev), "--cohort", str(co), "--k", "2", "--complete"]
+    assert main([*args, "--completion", "phewas", "--out", str(out), "--report", str(rep)]) == 0
+    assert '"completion": "phewas"' in rep.read_text()
+    assert verify(export.read_release_bytes(out.read_bytes()), Adversary("cohort", "single_visit"), 2).ok
+    with pytest.raises(SystemExit) as exc:
+        main([*args, "--completion", "cheapest", "--out", str(out)])
+    assert exc.value.code == 2
