@@ -137,3 +137,20 @@ def test_cli_runs_the_chosen_completion(tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         main([*args, "--completion", "cheapest", "--out", str(out)])
     assert exc.value.code == 2
+
+
+def test_heatherly_tab_adds_a_release_of_the_chosen_completion(sample_dataset):
+    """The Heatherly tab's strategy choice reaches the study: the release added was made by the
+    PheWAS-preserving completion (its settings say so) and verifies."""
+    from apptest_support import page_app
+
+    at = page_app(
+        view=("ui.views.heatherly", "render_anonymize"),
+        state={"hea_complete": True, "hea_completion": "phewas"},
+    )
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    at.button(key="hea_study_add").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    (entry,) = at.session_state["study"].releases
+    assert entry.settings.completion == "phewas" and entry.verification.ok

@@ -20,6 +20,7 @@ import streamlit as st
 
 from engine import risk
 from engine.anonymize.population import (
+    COMPLETION_WORDS,
     ICD9_LEVELS,
     SCOPE_NAMES,
     GroupRelease,
@@ -63,6 +64,7 @@ persist.register(
         "hea_constraints": "PheWAS codes (the paper's)",
         "hea_level": ICD9_LEVELS[2],
         "hea_complete": HeatherlySettings.complete,  # on: the paper's procedure left records below k
+        "hea_completion": HeatherlySettings.completion,
         "hea_export": "One set of codes per patient (papers' form)",
         "hea_shown_cohort": persist.LAZY,
         "hea_shown_population": persist.LAZY,
@@ -268,9 +270,18 @@ def render_anonymize(ctx: Context) -> None:
             help="Generalize further, then suppress, until every visit of the cohort meets k. Off: the "
             "paper's procedure alone, which guarantees single codes only: records may stay below k.",
         )
+        completion = st.selectbox(
+            "Completion strategy",
+            list(COMPLETION_WORDS),
+            key="hea_completion",
+            format_func=COMPLETION_WORDS.get,
+            disabled=not complete,
+            help="Which items the completion pass suppresses first: the rarest, or those whose loss changes "
+            "the fewest PheWAS case and control statuses (issue 36; the PheWAS page compares both).",
+        )
     with_visits = export_choice("hea_export", allowed=ctx.cohort.has_visits)
     k = int(ctx.k)
-    cmp_ = compare_three_scopes(ctx, k, constraints, complete, with_visits)
+    cmp_ = compare_three_scopes(ctx, k, constraints, complete, with_visits, completion)
     if "biobank" not in cmp_.results:
         st.info("No biobank group between the cohort and the population: DEMO_B is left out.")
 
@@ -330,7 +341,12 @@ def render_anonymize(ctx: Context) -> None:
     scope = next(s for s in cmp_.results if SCOPE_NAMES[s] == shown)
     res = cmp_.results[scope]
     settings = HeatherlySettings(
-        k=k, scope=scope, constraints=constraints, complete=complete, with_visits=with_visits
+        k=k,
+        scope=scope,
+        constraints=constraints,
+        complete=complete,
+        with_visits=with_visits,
+        completion=completion,
     )
     # the release with the cohort it was made from (the download helper and the study need it), the
     # comparison's run recorded as the preview: Add does not rerun it
