@@ -36,7 +36,7 @@ visit's rarest item with the most frequent other item of its constraint group, a
 `COMPLETION_GENERALIZE_ROUNDS` rounds), then suppresses items of each failing visit, rarest first, until
 the visit's code set is held by at least k candidate records; repeated until no visit fails
 (strategy "rarest", `COMPLETIONS`). Strategy "phewas" (issue #36) preserves the PheWAS: it generalizes
-within the constraint groups for as many rounds as merge anything, then drops the items whose loss
+within the constraint groups for as many rounds as lower the failing visits, then drops the items whose loss
 changes the fewest case and control statuses, weighted per phecode (`_Pool.case_cost`). (How it
 is computed, with the same result as counting every visit in every round: `_Pool`, `_complete`; what
 does not depend on k is kept per data content: `_memoized`.)
@@ -705,7 +705,8 @@ def _complete(
 
     `completion="phewas"` (issue #36, the PheWAS-preserving completion; needs `state.phecodes`):
     generalization rounds (within the constraint groups: under `phecode` constraints, within the
-    phecode, which changes no case status) go on while they merge anything, not two; then each
+    phecode, which changes no case status) go on, not two, while they merge anything and the last one
+    lowered the number of failing visits; then each
     failing visit drops its items cheapest first by `_Pool.case_cost` (an item whose phecodes the
     record keeps through another occurrence costs 0, so it goes first), ties rarest first, then by
     item label. The costs are those at the start of the round. The verification is the risk engine's,
@@ -724,6 +725,8 @@ def _complete(
         if len(failing) == 0:
             break
         item_support = pool.item_support()
+        if by_cost and gen_rounds and len(failing) >= failing_by_round[-2]:
+            gen_rounds = max_gen_rounds  # the last generalization round fixed no visit: suppress
         if gen_rounds < max_gen_rounds:
             done, merged_reps = _generalize_failing(state, pool, failing, item_support)
             if done:
