@@ -122,7 +122,10 @@ def scope_comparison(
 ) -> ScopeComparison:
     """`compare_scopes` memoized per groups' content fingerprints and parameters (`ui.cache`: shared by
     the server's sessions on the shipped sample, else in this session), computed under a progress bar
-    with Cancel (ui/progress.py); a cancelled comparison stops the page's run here."""
+    with Cancel (ui/progress.py); a cancelled comparison stops the page's run here. Without the
+    completion pass the strategy is moot: one key for the paper's procedure, whichever is asked."""
+    if not complete:
+        completion = HeatherlySettings.completion
     groups = _groups(ctx)
     key = (
         tuple((g, r.fingerprint) for g, r in sorted(groups.items())),
