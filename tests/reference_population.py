@@ -111,6 +111,7 @@ def reference_complete(
     k: int,
     progress: Progress | None = None,
     within_visits: bool = False,
+    completion: str = "rarest",
 ) -> None:
     """The completion pass (beyond the paper; module docstring): until every visit of the `targets`
     records is held by at least k records of the released group (within one visit when
@@ -120,7 +121,9 @@ def reference_complete(
 
     Only visits that can have changed are recounted: after a generalization round the failing ones
     (merging items never lowers a visit's count), after a suppression round the failing ones and the
-    visits holding an item that lost holding units (records, or visits when `within_visits`)."""
+    visits holding an item that lost holding units (records, or visits when `within_visits`).
+    The first strategy ("rarest") only: the reference of the engine's pass as it was."""
+    assert completion == "rarest", "the reference is of the 'rarest' completion only"
     gen_rounds = suppress_rounds = merges = 0
     events_before = int(state.keep.sum())
     failing_by_round: list[int] = []

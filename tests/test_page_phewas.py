@@ -72,6 +72,9 @@ def test_report_page_lists_verified_release(published):
 
 
 def test_phewas_page_compares_heatherlys_three_scopes_at_the_sidebar_k(sample_dataset):
+    """Issue 36, finding 1: the page shows the paper's procedure (its records below k, failing the
+    guarantee, counted by the arbiter) beside the verified release, scope by scope. Failed before: the
+    page compared the paper's procedure alone, with no word on the records it leaves below k."""
     at = page_app("pages/phewas.py", state={"k": 5})
     at.run()
     assert not at.exception, [e.value for e in at.exception]
@@ -79,13 +82,19 @@ def test_phewas_page_compares_heatherlys_three_scopes_at_the_sidebar_k(sample_da
     assert not at.exception, [e.value for e in at.exception]
     table4 = at.dataframe[0].value
     for scope in ("DEMO_D", "DEMO_B", "DEMO_S"):
-        assert f"Heatherly {scope} (comparison, not in the study): lost" in table4.columns
-    # the page's picker lists the three comparison releases; none of them enters the study
-    assert len(at.multiselect(key="phewas_left_out").options) == 3
+        for kind in ("paper's procedure", "verified"):
+            assert f"Heatherly {scope}, {kind} (comparison, not in the study): lost" in table4.columns
+    guarantee = next(d.value for d in at.dataframe if "paper's procedure: guarantee" in d.value.columns)
+    assert list(guarantee["release"]) == ["DEMO_D", "DEMO_B", "DEMO_S"]
+    assert guarantee["paper's procedure: guarantee"].str.endswith("fails the guarantee").all()
+    assert guarantee.iloc[0]["paper's procedure: guarantee"] == "records below k: 1,805 — fails the guarantee"
+    assert (guarantee["verified: guarantee"] == "met (verified)").all()
+    # the page's picker lists the six comparison releases; none of them enters the study
+    assert len(at.multiselect(key="phewas_left_out").options) == 6
     assert at.session_state["study"].releases == ()
     at.sidebar.number_input(key="k").set_value(10).run()
     assert not at.exception
-    assert "Heatherly DEMO_D (comparison, not in the study): lost" in at.dataframe[0].value.columns
+    assert "Heatherly DEMO_D, verified (comparison, not in the study): lost" in at.dataframe[0].value.columns
     assert at.session_state["study"].releases == ()
 
 

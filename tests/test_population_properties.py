@@ -63,11 +63,13 @@ def brute_force_violations(released: Records, candidates: Records, item_codes, k
     return bad
 
 
-def check(recs, data, k: int, constraints: str, scope: str, complete: bool):
+def check(recs, data, k: int, constraints: str, scope: str, complete: bool, completion: str = "rarest"):
     group = to_records(recs)
     n_cohort = data.draw(st.integers(1, group.n_patients)) if scope != "cohort" else group.n_patients
     cohort_ids = group.patient_ids[:n_cohort]
-    res = anonymize(group, cohort_ids, k, scope=scope, constraints=constraints, complete=complete)
+    res = anonymize(
+        group, cohort_ids, k, scope=scope, constraints=constraints, complete=complete, completion=completion
+    )
     rel = res.release
     pool = rel.records if scope == "cohort" else rel.population
     # faithful: each released cohort event stands for original codes of that record; items are disjoint

@@ -34,7 +34,10 @@ knowledge and reports the residual violations. Beyond the paper, `complete=True`
 (`_complete`): for visits of the released cohort still below k it first generalizes further (merges the
 visit's rarest item with the most frequent other item of its constraint group, at most
 `COMPLETION_GENERALIZE_ROUNDS` rounds), then suppresses items of each failing visit, rarest first, until
-the visit's code set is held by at least k candidate records; repeated until no visit fails. (How it
+the visit's code set is held by at least k candidate records; repeated until no visit fails
+(strategy "rarest", `COMPLETIONS`). Strategy "phewas" (issue #36) preserves the PheWAS: it generalizes
+within the constraint groups for as many rounds as lower the failing visits, then drops the items whose loss
+changes the fewest case and control statuses, weighted per phecode (`_Pool.case_cost`). (How it
 is computed, with the same result as counting every visit in every round: `_Pool`, `_complete`; what
 does not depend on k is kept per data content: `_memoized`.)
 
@@ -78,6 +81,13 @@ METHOD = "Heatherly"
 SCOPE_NAMES: dict[str, str] = {"cohort": "DEMO_D", "biobank": "DEMO_B", "population": "DEMO_S"}
 ICD9_LEVELS: tuple[str, ...] = ("5-digit", "4-digit", "3-digit", "section", "chapter", "Any")
 COMPLETION_GENERALIZE_ROUNDS = 2
+# completion strategies (`_complete`): "rarest" the first pass (rarest item first, two generalization
+# rounds), "phewas" the PheWAS-preserving one (issue #36)
+COMPLETIONS: tuple[str, ...] = ("rarest", "phewas")
+COMPLETION_WORDS: dict[str, str] = {
+    "rarest": "rarest items suppressed first",
+    "phewas": "PheWAS-preserving: case statuses kept where possible",
+}
 
 
 _MEMO_KEPT = 24  # entries of per-data work (least recently used dropped)
@@ -202,6 +212,10 @@ class _State:
     utility: np.ndarray  # (n_codes,) utility-constraint group of each code
     keep: np.ndarray  # (n_events,) False for events suppressed by the completion pass
     stats: dict = field(default_factory=dict)
+    # (n_codes, n_phecodes) 0/1, the phecodes each code counts toward and those whose controls its
+    # holders leave (`engine.utility.phewas.code_phecodes`): set for the "phewas" completion
+    phecodes: tuple[sp.csr_matrix, sp.csr_matrix] | None = None
+    phecode_weight: np.ndarray | None = None  # (n_phecodes,) weight of each phecode's tests, default 1
 
 
 def frequency_bin_generalization(
@@ -469,6 +483,14 @@ class _Pool:
         self.target: Records  # the target records
         self.target_events: np.ndarray  # the group indexes of their events
         self.others: Records | None  # the other records (None: every record is a target)
+        # per phecode, the weight of one case and of one control changing (`case_cost`)
+        self.flip_weight: tuple[np.ndarray, np.ndarray] | None = None
+        if state.phecodes is not None:
+            sets = self.target_base.patient_item_sets.astype(np.int32)
+            cases, excluded = (np.asarray(((sets @ m) > 0).sum(axis=0)).ravel() for m in state.phecodes)
+            controls = self.target_base.n_patients - excluded
+            w = np.ones(len(cases)) if state.phecode_weight is None else state.phecode_weight
+            self.flip_weight = (w / np.maximum(cases, 1), w / np.maximum(controls, 1))
         self._rebuild()
 
     def _code_space(self, base: Records, events: np.ndarray) -> tuple[Records, np.ndarray]:
@@ -587,6 +609,59 @@ class _Pool:
         order = np.lexsort((self.label_rank[sets.indices], item_support[sets.indices], row))
         return sets.indices[order].astype(np.int64), sets.indptr.astype(np.int64)
 
+    def case_cost(self, local_visits: np.ndarray, items: np.ndarray) -> np.ndarray:
+        """Per (target visit, item) pair (target-local visit index, representative code), the PheWAS
+        cost of dropping the item (issue #36): over the phecodes the item counts toward and its record
+        holds through no other occurrence, 1 / (that phecode's cases among the target records in the
+        original data) each (a case status it flips, weighted by how much one case moves that
+        phecode's tests), plus over the phecodes whose controls the item alone keeps its record out
+        of, 1 / (that phecode's controls) each (the record would become a control). An occurrence is
+        a distinct item of the record (a (visit, item) pair when `within_visits`, as the item is then
+        dropped from the visit alone). 0 when the record keeps every phecode of the item and every
+        exclusion through another occurrence: no case or control status changes."""
+        assert self.state.phecodes is not None and self.flip_weight is not None
+        t = self.target
+        if self.within_visits:
+            units = t.visit_item_sets.astype(np.int32)
+            owner = sp.csr_matrix(
+                (np.ones(t.n_visits, np.int32), (t.visit_patient, np.arange(t.n_visits))),
+                shape=(t.n_patients, t.n_visits),
+            )
+        else:
+            units = t.patient_item_sets.astype(np.int32)
+        patient_of = t.visit_patient[local_visits]
+        cost = np.zeros(len(items))
+        for phecodes, weight, any_code in zip(
+            self.state.phecodes, self.flip_weight, (False, True), strict=True
+        ):
+            m = _item_phecodes(self.state.item_of_code, phecodes, any_code)
+            held = (units @ m).tocsr()
+            if self.within_visits:
+                held = (owner @ held).tocsr()
+            held.data = (held.data == 1).astype(np.float64)  # held through this occurrence only
+            held.eliminate_zeros()
+            cost += np.asarray(m[items].multiply(held[patient_of]) @ weight).ravel()
+        return cost
+
+
+def _item_phecodes(
+    item_of_code: np.ndarray, phecodes: sp.csr_matrix, any_code: bool = False
+) -> sp.csr_matrix:
+    """(n_codes, n_phecodes) int32 0/1: for each representative code, the phecodes of `phecodes`
+    (rows per code) every code of its item has (`engine.utility.phewas`: a generalized item counts
+    toward a phecode only when all its codes do), or, `any_code`, some code has (it excludes from the
+    controls when any code does); empty rows for codes that represent no item."""
+    n = len(item_of_code)
+    valid = np.flatnonzero(item_of_code >= 0)
+    members = sp.csr_matrix((np.ones(len(valid), np.int32), (item_of_code[valid], valid)), shape=(n, n))
+    counts = (members @ phecodes.astype(np.int32)).tocsr()
+    size = np.bincount(item_of_code[valid], minlength=n)
+    rows = np.repeat(np.arange(n), np.diff(counts.indptr))
+    all_of = counts.data > 0 if any_code else counts.data == size[rows]
+    return sp.csr_matrix(
+        (np.ones(int(all_of.sum()), np.int32), (rows[all_of], counts.indices[all_of])), shape=counts.shape
+    )
+
 
 def _label_rank(state: _State) -> np.ndarray:
     """(n_codes,) the position of each representative code's item label among all items' labels
@@ -613,6 +688,7 @@ def _complete(
     k: int,
     progress: Progress | None = None,
     within_visits: bool = False,
+    completion: str = "rarest",
 ) -> None:
     """The completion pass (beyond the paper; module docstring): until every visit of the `targets`
     records is held by at least k records of the released group (within one visit when
@@ -625,7 +701,18 @@ def _complete(
     visits holding an item that lost holding units (records, or visits when `within_visits`). A
     rechecked visit is counted only when neither its support nor a lower bound of at least k is known
     (`_Pool.below`), so the decisions, hence the release, are those of counting every one. The released
-    group is kept in code space and split (`_Pool`); the release is built once, after."""
+    group is kept in code space and split (`_Pool`); the release is built once, after.
+
+    `completion="phewas"` (issue #36, the PheWAS-preserving completion; needs `state.phecodes`):
+    generalization rounds (within the constraint groups: under `phecode` constraints, within the
+    phecode, which changes no case status) go on, not two, while they merge anything and the last one
+    lowered the number of failing visits; then each
+    failing visit drops its items cheapest first by `_Pool.case_cost` (an item whose phecodes the
+    record keeps through another occurrence costs 0, so it goes first), ties rarest first, then by
+    item label. The costs are those at the start of the round. The verification is the risk engine's,
+    as for every release."""
+    by_cost = completion == "phewas"
+    max_gen_rounds = state.group.n_items if by_cost else COMPLETION_GENERALIZE_ROUNDS
     gen_rounds = suppress_rounds = merges = 0
     events_before = int(state.keep.sum())
     failing_by_round: list[int] = []
@@ -638,7 +725,9 @@ def _complete(
         if len(failing) == 0:
             break
         item_support = pool.item_support()
-        if gen_rounds < COMPLETION_GENERALIZE_ROUNDS:
+        if by_cost and gen_rounds and len(failing) >= failing_by_round[-2]:
+            gen_rounds = max_gen_rounds  # the last generalization round fixed no visit: suppress
+        if gen_rounds < max_gen_rounds:
             done, merged_reps = _generalize_failing(state, pool, failing, item_support)
             if done:
                 gen_rounds += 1
@@ -650,11 +739,11 @@ def _complete(
                 pool.merged(merged_reps)
                 check = failing
                 continue
-            gen_rounds = COMPLETION_GENERALIZE_ROUNDS  # nothing left to generalize: go on to suppression
+            gen_rounds = max_gen_rounds  # nothing left to generalize: go on to suppression
         suppress_rounds += 1
         if progress:
             progress(0.8, f"completion: suppression round {suppress_rounds}, {len(failing)} visits below k")
-        _suppress_failing(state, pool, failing, item_support, k)
+        _suppress_failing(state, pool, failing, item_support, k, by_cost)
         lost = pool.suppressed()  # only target records lose events
         # target visits holding an item that lost holding units
         t = pool.target
@@ -715,16 +804,47 @@ def _generalize_failing(
 
 
 def _suppress_failing(
-    state: _State, pool: _Pool, failing: np.ndarray, item_support: np.ndarray, k: int
+    state: _State, pool: _Pool, failing: np.ndarray, item_support: np.ndarray, k: int, by_cost: bool = False
 ) -> None:
     """One completion suppression round: in each failing visit drop items, rarest first (ties by item
     label), until the records holding all remaining items (in one visit, `within_visits`) number at
     least k (a visit with nothing left is consistent with every record). An item is dropped from the
     failing visit when visits are exported, else from every visit of its record.
 
-    Every proper suffix of each visit's rarest-first items is counted at once; a visit drops the items
-    before its first suffix held by k records, all of them when none is."""
+    `by_cost` (the "phewas" completion): the items are also ordered cheapest first
+    (`_Pool.case_cost`, ties rarest first, then by label), and each visit drops the prefix, of the two
+    orders, whose summed cost is lower (the rarest-first one on a tie): a cheap order can need more
+    items dropped than a rare one."""
     items, ptr = pool.rarest_first(failing, item_support)
+    drop_count = _first_held(state, pool, failing, items, ptr, k)
+    if by_cost:
+        row = np.repeat(np.arange(len(failing), dtype=np.int64), np.diff(ptr))
+        cost = pool.case_cost(pool.local[failing][row], items)
+        cheap = np.lexsort((np.arange(len(items)), cost, row))  # rarest-first order breaks ties
+        cheap_count = _first_held(state, pool, failing, items[cheap], ptr, k)
+        rare_cost = _prefix_sums(cost, ptr, drop_count)
+        cheap_cost = _prefix_sums(cost[cheap], ptr, cheap_count)
+        take = cheap_cost < rare_cost
+        if take.any():
+            in_take = take[row]
+            items = np.where(in_take, items[cheap], items)
+            drop_count = np.where(take, cheap_count, drop_count)
+    _drop(state, pool, failing, items, ptr, drop_count)
+
+
+def _prefix_sums(values: np.ndarray, ptr: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """Per row i, the sum of `values[ptr[i] : ptr[i] + count[i]]`."""
+    before = np.concatenate([[0.0], np.cumsum(values)])
+    return before[ptr[:-1] + count] - before[ptr[:-1]]
+
+
+def _first_held(
+    state: _State, pool: _Pool, failing: np.ndarray, items: np.ndarray, ptr: np.ndarray, k: int
+) -> np.ndarray:
+    """Per failing visit (its items in drop order: `items[ptr[i]:ptr[i + 1]]`), the number of its
+    first items to drop so that the rest is held by at least k records (all of them when no proper
+    suffix is; a visit with nothing left is consistent with every record). Every proper suffix of
+    each visit is counted at once."""
     n_items_of = np.diff(ptr)
     # suffix j = items[ptr + j : ptr + n] for j = 1 .. n - 1, visit by visit
     n_suffix = np.maximum(n_items_of - 1, 0)
@@ -732,15 +852,28 @@ def _suppress_failing(
     j = concat_ranges(np.ones(len(failing), dtype=np.int64), n_suffix)
     suffix_len = n_items_of[suffix_row] - j
     entries = items[concat_ranges(ptr[suffix_row] + j, suffix_len)]
-    g = state.group
     sets = sp.csr_matrix(
         (np.ones(len(entries), dtype=np.int8), entries, np.concatenate([[0], np.cumsum(suffix_len)])),
-        shape=(len(j), g.n_items),
+        shape=(len(j), state.group.n_items),
     )
     sets.sort_indices()
     held = pool.held(sets, k)
     drop_count = n_items_of.copy()
     np.minimum.at(drop_count, suffix_row[held], j[held])
+    return drop_count
+
+
+def _drop(
+    state: _State,
+    pool: _Pool,
+    failing: np.ndarray,
+    items: np.ndarray,
+    ptr: np.ndarray,
+    drop_count: np.ndarray,
+) -> None:
+    """Suppress the first `drop_count[i]` items of each failing visit (`items[ptr[i]:ptr[i + 1]]`):
+    from the visit alone when visits are exported, else from every visit of its record."""
+    g = state.group
     drop_visits = np.repeat(failing, drop_count)
     drop_items = items[concat_ranges(ptr[:-1], drop_count)]
     # the events of the units an item is dropped from: the visit, or the whole record
@@ -778,13 +911,16 @@ def anonymize(
     complete: bool = False,
     with_visits: bool = False,
     progress: Progress | None = None,
+    completion: str = "rarest",
+    phecode_weight: np.ndarray | None = None,
 ) -> GroupRelease:
     """Anonymize `group` (the cohort, biobank or population: Figure 14's DATA SELECT) with Heatherly's
     procedure, extract the cohort (DEMO EXTRACT) and verify it with the risk engine under single-visit
     knowledge (scope `cohort`: candidates are the released cohort; else the released group).
 
     `with_visits`: the release is exported with its visit grouping (`Release.shows_visits`) and the
-    completion pass works within visits; default: one set of items per patient (Figure 13b)."""
+    completion pass works within visits; default: one set of items per patient (Figure 13b).
+    `completion`: the completion pass's strategy (`COMPLETIONS`, `_complete`), used when `complete`."""
     if with_visits and not group.has_visits:
         raise ValueError("with_visits: the events have no visit column, so there are no visits to keep")
     if k < 1:
@@ -792,6 +928,8 @@ def anonymize(
     if scope not in SCOPE_NAMES:
         raise ValueError(f"scope must be one of {tuple(SCOPE_NAMES)}, not {scope!r}")
     constraints = parse_constraints(constraints)
+    if completion not in COMPLETIONS:
+        raise ValueError(f"completion must be one of {COMPLETIONS}, not {completion!r}")
     cohort_idx = group.index_of(cohort_ids)
     if progress:
         progress(0.05, f"{SCOPE_NAMES[scope]}: utility groups")
@@ -810,7 +948,12 @@ def anonymize(
     if complete:
         if progress:
             progress(0.6, f"{SCOPE_NAMES[scope]}: completion pass")
-        _complete(state, cohort_idx, k, progress, with_visits)
+        if completion == "phewas":
+            from engine.utility.phewas import code_phecodes
+
+            state.phecodes = _memoized(("phecodes", items_key), lambda: code_phecodes(group.items))
+            state.phecode_weight = phecode_weight
+        _complete(state, cohort_idx, k, progress, with_visits, completion)
     released_group, item_codes, _ = _released(state)
     cohort = _compact(released_group.take(cohort_idx))
     present = set(cohort.items.tolist()) | (
@@ -828,6 +971,7 @@ def anonymize(
             "scope": scope,
             "constraints": constraints,
             "complete": bool(complete),
+            **({"completion": completion} if complete and completion != "rarest" else {}),
             "with_visits": bool(with_visits),
         },
         loss=state.stats,
@@ -928,6 +1072,7 @@ def compare_scopes(
     progress: Progress | None = None,
     parallel: bool = False,
     while_waiting: Callable[[GroupRelease], object] | None = None,
+    completion: str = "rarest",
 ) -> ScopeComparison:
     """Anonymize each group of `groups` (keys among "cohort", "biobank", "population"; the cohort is
     required), extract the cohort from each (DEMO_D, DEMO_B, DEMO_S) and build Tables 1-3, with the
@@ -964,6 +1109,7 @@ def compare_scopes(
             complete=complete,
             with_visits=with_visits,
             progress=step,
+            completion=completion,
         )
         plain_group, plain_cohort = _plain_figures(groups[scope], cohort_ids, k)
         group_row = None
@@ -1006,6 +1152,11 @@ def compare_scopes(
     return ScopeComparison(results, originals, rows_group + rows_cohort)
 
 
+def records_below_k(verification: Verification) -> int:
+    """Records of a release the arbiter (`engine.risk.verify`) finds below its k."""
+    return int((np.asarray(verification.distinguishability) < verification.k).sum())
+
+
 def scope_summary(cmp_: ScopeComparison) -> pd.DataFrame:
     """One row per scope: group anonymized, verification, residual records below k, retention."""
     by_name = {r.name: r for r in cmp_.rows}
@@ -1013,14 +1164,13 @@ def scope_summary(cmp_: ScopeComparison) -> pd.DataFrame:
     for scope, res in cmp_.results.items():
         name = SCOPE_NAMES[scope]
         ret = by_name[name]
-        dis = res.verification.distinguishability
         rows.append(
             {
                 "release": name,
                 "anonymized group": scope,
                 "group records": res.released_group.n_patients,
                 "verified": res.verification.ok,
-                "records below k": int((dis < res.verification.k).sum()),
+                "records below k": records_below_k(res.verification),
                 "DC Local %": 100
                 * ret.with_generalization.diagnosis_count
                 / max(ret.local.diagnosis_count, 1),

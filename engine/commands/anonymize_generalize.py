@@ -2,7 +2,7 @@
 
     python -m engine anonymize generalize --events EVENTS [--population IDS] [--biobank IDS]
         --cohort IDS --k K [--scope cohort|biobank|population]
-        [--constraints phecode|icd9:LEVEL|none] [--complete] [--with-visits]
+        [--constraints phecode|icd9:LEVEL|none] [--complete [--completion rarest|phewas]] [--with-visits]
         --out RELEASED.csv [--codemap CODEMAP.csv] [--report REPORT.json]
         [--genotypes GENOTYPES --dataset DIR]
 
@@ -44,6 +44,9 @@ if TYPE_CHECKING:
     from engine.study.runs import HeatherlySettings
 
 SCOPES = ("cohort", "biobank", "population")
+# engine.anonymize.population.COMPLETIONS, named here so that the parser imports no numpy
+# (tests/test_population_phewas.py checks they agree); the first is the settings' default
+COMPLETIONS = ("rarest", "phewas")
 
 
 def register(methods, *, study=None) -> argparse.ArgumentParser:
@@ -64,6 +67,13 @@ def register(methods, *, study=None) -> argparse.ArgumentParser:
         help="utility constraints: phecode (default), icd9:LEVEL (5-digit, 4-digit, 3-digit, section, chapter, Any), none",
     )
     p.add_argument("--complete", action="store_true", help="completion pass until every visit meets k")
+    p.add_argument(
+        "--completion",
+        choices=COMPLETIONS,
+        default=COMPLETIONS[0],
+        help="the completion pass's strategy: rarest items first (default), or phewas: keep case statuses "
+        "where possible (issue 36; bench/table4.py)",
+    )
     p.add_argument(
         "--with-visits",
         action="store_true",
@@ -103,6 +113,7 @@ def settings_of(args: argparse.Namespace, inputs=None) -> HeatherlySettings:
         constraints=constraints,
         complete=args.complete,
         with_visits=args.with_visits,
+        completion=args.completion,
     )
     settings.validate()
     return settings

@@ -193,6 +193,11 @@ def _phewas_cell(r: dict[str, Any]) -> str:
     return f"{kept:,} of {p['original']:,} kept; {p['lost']:,} lost, {p['false']:,} false"
 
 
+def _paper_procedure_cell(p: dict[str, Any]) -> str:
+    """A completed Heatherly release's paper's procedure (`engine.report.table4.paper_counterpart`)."""
+    return f"{p['lost']:,} lost, {p['false']:,} false; {p['guarantee']}"
+
+
 def constraints_cell(r: dict[str, Any]) -> str:
     """Utility constraints met, the shared policy's (the comparison's figure, every release)."""
     c = r["utility constraints met"]
@@ -536,6 +541,11 @@ def _release(r: dict[str, Any], i: int, d: dict[str, Any]) -> list[Block]:
         ("Generalized items", f"{u['generalized items']:,}"),
         ("Largest generalized items", largest),
         ("PheWAS associations", _phewas_cell(r)),
+        *(
+            [("PheWAS under the paper's procedure (Heatherly 2013)", _paper_procedure_cell(paper))]
+            if (paper := r.get("phewas, the paper's procedure"))
+            else []
+        ),
         ("Utility constraints met", constraints_cell(r) + " (the shared policy of the comparison)"),
     ]
     blocks += [Pairs(tuple(rows), compact=True), Para(f"PheWAS: {d['phewas']}.")]

@@ -45,6 +45,7 @@ from engine.io.redact import redact_text
 from engine.records import Records
 from engine.release import AGE_PAIR_SEP, Release
 from engine.report.glossary import term
+from engine.report.table4 import paper_counterpart
 from engine.risk import Verification
 from engine.study.joint import JointVerdict, joint_verdict
 from engine.study.ledger import PairCache, PairResult, study_ledger_releases
@@ -809,6 +810,16 @@ def build_report(
             "fails under": [str(r["adversary"]) for r in matrix.to_dict("records") if not r["verified"]],
             "utility": utility_figures(cohort, rel, fig),
             "phewas": phewas_rows.get(e.name),
+            # issue 36: a completed Heatherly release beside the paper's procedure at its settings
+            "phewas, the paper's procedure": paper_counterpart(
+                e.settings,
+                population,
+                cohort,
+                genotypes,
+                phewas.original if phewas is not None else None,
+                PHEWAS_ALPHA,
+                PHEWAS_CORRECTION,
+            ),
             "utility constraints": _noted(
                 _suppress_constraints(_utility_constraints(e, cohort, rel), study.small_cells, e.name),
                 cell_notes,

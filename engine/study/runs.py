@@ -302,12 +302,16 @@ class HeatherlySettings:
     constraints: str = "phecode"
     complete: bool = True
     with_visits: bool = False  # export keeps the visit grouping (else one set of codes per patient)
+    # the completion pass's strategy (`engine.anonymize.population.COMPLETIONS`; issue #36: "phewas"
+    # keeps case statuses where it can; "rarest", the first pass, stays the default: bench/table4.py)
+    completion: str = "rarest"
 
     def validate(self) -> None:
-        from engine.anonymize.population import parse_constraints
+        from engine.anonymize.population import COMPLETIONS, parse_constraints
 
         check_k(self.k)
         _check_choice("scope", self.scope, ("cohort", "biobank", "population"))
+        _check_choice("completion", self.completion, COMPLETIONS)
         try:
             parse_constraints(self.constraints)
         except ValueError as exc:
@@ -318,13 +322,17 @@ class HeatherlySettings:
         return Adversary("cohort" if self.scope == "cohort" else "population", "single_visit")
 
     def describe(self) -> dict[str, str]:
-        from engine.anonymize.population import SCOPE_NAMES, export_label
+        from engine.anonymize.population import COMPLETION_WORDS, SCOPE_NAMES, export_label
 
         return {
             "k": str(self.k),
             "anonymized group": f"{self.scope} ({SCOPE_NAMES[self.scope]})",
             "utility constraints": self.constraints,
-            "completion pass": "yes" if self.complete else "no (the paper's procedure only)",
+            "completion pass": (
+                f"yes ({COMPLETION_WORDS[self.completion]})"
+                if self.complete
+                else "no (the paper's procedure only)"
+            ),
             "export": export_label(self.with_visits),
         }
 
@@ -348,6 +356,7 @@ class HeatherlySettings:
             complete=self.complete,
             progress=progress,
             with_visits=self.with_visits,
+            completion=self.completion,
         )
 
     def run(self, inputs: RunInputs, progress: Progress | None = None) -> Release:

@@ -244,6 +244,16 @@ def _item_matrices(items: np.ndarray, item_codes: Mapping[str, frozenset[str]] |
     return count_m, excl_m
 
 
+def code_phecodes(codes: np.ndarray) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    """Two (len(codes), n_phecodes) 0/1 matrices of original codes: the phecodes each counts toward,
+    and those whose controls a holder leaves (module docstring; the rows `phenotype_matrix` uses),
+    for callers that weigh codes by the phenotypes they carry (the PheWAS-preserving completion,
+    `engine.anonymize.population`)."""
+    count_m, excl_m = _item_matrices(np.asarray(codes, dtype=object), None, phecode_table())
+    count_m.data[:] = 1
+    return count_m.tocsr(), excl_m.tocsr()
+
+
 def phenotype_matrix(
     records: Records, item_codes: Mapping[str, frozenset[str]] | None = None
 ) -> PhenotypeMatrix:
@@ -541,3 +551,23 @@ def r_squared(pairs: pd.DataFrame) -> float:
     if len(both) < 2 or both["neglog10_original"].std() == 0 or both["neglog10_released"].std() == 0:
         return float("nan")
     return float(np.corrcoef(both["neglog10_original"], both["neglog10_released"])[0, 1] ** 2)
+
+
+def association_weights(original: pd.DataFrame, alpha: float = 0.05, width: float = 0.5) -> np.ndarray:
+    """Per phecode of `phecode_table()`, how fragile its tests in `original` (a PheWAS table) are at
+    `alpha` (uncorrected p): the sum over its SNPs of exp(-|z - z_alpha| / width), z the test's
+    normal score (sqrt of the 1-dof chi-square, from p) and z_alpha the threshold's; a phecode not
+    tested weighs exp(-z_alpha / width). Tests near the threshold weigh about 1, far ones about 0:
+    what a change of case or control status is likely to move across it (issue #36)."""
+    from scipy import stats
+
+    idx = phecode_table().index()
+    z_alpha = float(stats.norm.isf(alpha / 2))
+    w = np.full(len(idx), np.exp(-z_alpha / width))
+    if len(original):
+        z = stats.norm.isf(original["p"].to_numpy(dtype=float) / 2)
+        near = np.exp(-np.abs(z - z_alpha) / width)
+        rows = np.array([idx[str(p)] for p in original["phecode"]], dtype=np.int64)
+        w[np.unique(rows)] = 0
+        np.add.at(w, rows, near)
+    return w

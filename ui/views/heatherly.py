@@ -20,6 +20,7 @@ import streamlit as st
 
 from engine import risk
 from engine.anonymize.population import (
+    COMPLETION_WORDS,
     ICD9_LEVELS,
     SCOPE_NAMES,
     GroupRelease,
@@ -63,6 +64,7 @@ persist.register(
         "hea_constraints": "PheWAS codes (the paper's)",
         "hea_level": ICD9_LEVELS[2],
         "hea_complete": HeatherlySettings.complete,  # on: the paper's procedure left records below k
+        "hea_completion": HeatherlySettings.completion,
         "hea_export": "One set of codes per patient (papers' form)",
         "hea_shown_cohort": persist.LAZY,
         "hea_shown_population": persist.LAZY,
@@ -110,11 +112,20 @@ _COMPARISONS, _BEFORE = 24, 16  # bounds of the view's memos (ui.cache)
 
 
 def scope_comparison(
-    ctx: Context, k: int, constraints: str, complete: bool, label: str, with_visits: bool = False
+    ctx: Context,
+    k: int,
+    constraints: str,
+    complete: bool,
+    label: str,
+    with_visits: bool = False,
+    completion: str = HeatherlySettings.completion,
 ) -> ScopeComparison:
     """`compare_scopes` memoized per groups' content fingerprints and parameters (`ui.cache`: shared by
     the server's sessions on the shipped sample, else in this session), computed under a progress bar
-    with Cancel (ui/progress.py); a cancelled comparison stops the page's run here."""
+    with Cancel (ui/progress.py); a cancelled comparison stops the page's run here. Without the
+    completion pass the strategy is moot: one key for the paper's procedure, whichever is asked."""
+    if not complete:
+        completion = HeatherlySettings.completion
     groups = _groups(ctx)
     key = (
         tuple((g, r.fingerprint) for g, r in sorted(groups.items())),
@@ -122,6 +133,7 @@ def scope_comparison(
         constraints,
         bool(complete),
         bool(with_visits),
+        completion,
     )
     held = cache.held("scope comparisons", key, data=ctx)
     if held is not None:
@@ -137,13 +149,16 @@ def scope_comparison(
             with_visits=with_visits,
             progress=step,
             parallel=True,
-            while_waiting=lambda res: _shown_first(ctx, k, constraints, complete, with_visits, res),
+            while_waiting=lambda res: _shown_first(
+                ctx, k, constraints, complete, with_visits, res, completion
+            ),
+            completion=completion,
         )
 
     result = progress_ui.run(
         label,
         lambda step: cache.memo("scope comparisons", key, lambda: compute(step), size=_COMPARISONS, data=ctx),
-        key=f"hea_cmp_{k}_{complete}",
+        key=f"hea_cmp_{k}_{complete}_{completion}",
         job=key,
     )
     if result is None:
@@ -162,7 +177,13 @@ def shown_release(ctx: Context, settings: HeatherlySettings, res: GroupRelease) 
 
 
 def _shown_first(
-    ctx: Context, k: int, constraints: str, complete: bool, with_visits: bool, res: GroupRelease
+    ctx: Context,
+    k: int,
+    constraints: str,
+    complete: bool,
+    with_visits: bool,
+    res: GroupRelease,
+    completion: str = HeatherlySettings.completion,
 ) -> None:
     """What the tab reads of DEMO_D, the release it shows first under a cohort adversary, once the
     comparison is back: its headline and file figures and the download's verification under the
@@ -172,7 +193,12 @@ def _shown_first(
     if ctx.adversary.scope != "cohort" or st.session_state.get("hea_shown_cohort", "DEMO_D") != "DEMO_D":
         return
     settings = HeatherlySettings(
-        k=k, scope="cohort", constraints=constraints, complete=complete, with_visits=with_visits
+        k=k,
+        scope="cohort",
+        constraints=constraints,
+        complete=complete,
+        with_visits=with_visits,
+        completion=completion,
     )
     release = shown_release(ctx, settings, res)
     honest.figures(release, ctx.cohort)
@@ -181,11 +207,18 @@ def _shown_first(
 
 
 def compare_three_scopes(
-    ctx: Context, k: int, constraints: str = "phecode", complete: bool = False, with_visits: bool = False
+    ctx: Context,
+    k: int,
+    constraints: str = "phecode",
+    complete: bool = False,
+    with_visits: bool = False,
+    completion: str = HeatherlySettings.completion,
 ) -> ScopeComparison:
     """The three scopes at k, for this tab and the PheWAS page's comparison: a comparison only,
     nothing enters the study (only the "Add to study" button does)."""
-    return scope_comparison(ctx, k, constraints, complete, "Anonymizing the three scopes", with_visits)
+    return scope_comparison(
+        ctx, k, constraints, complete, "Anonymizing the three scopes", with_visits, completion
+    )
 
 
 def _before(ctx: Context, group: Records, adversary) -> np.ndarray:
@@ -240,9 +273,18 @@ def render_anonymize(ctx: Context) -> None:
             help="Generalize further, then suppress, until every visit of the cohort meets k. Off: the "
             "paper's procedure alone, which guarantees single codes only: records may stay below k.",
         )
+        completion = st.selectbox(
+            "Completion strategy",
+            list(COMPLETION_WORDS),
+            key="hea_completion",
+            format_func=COMPLETION_WORDS.get,
+            disabled=not complete,
+            help="Which items the completion pass suppresses first: the rarest, or those whose loss changes "
+            "the fewest PheWAS case and control statuses (issue 36; the PheWAS page compares both).",
+        )
     with_visits = export_choice("hea_export", allowed=ctx.cohort.has_visits)
     k = int(ctx.k)
-    cmp_ = compare_three_scopes(ctx, k, constraints, complete, with_visits)
+    cmp_ = compare_three_scopes(ctx, k, constraints, complete, with_visits, completion)
     if "biobank" not in cmp_.results:
         st.info("No biobank group between the cohort and the population: DEMO_B is left out.")
 
@@ -302,7 +344,12 @@ def render_anonymize(ctx: Context) -> None:
     scope = next(s for s in cmp_.results if SCOPE_NAMES[s] == shown)
     res = cmp_.results[scope]
     settings = HeatherlySettings(
-        k=k, scope=scope, constraints=constraints, complete=complete, with_visits=with_visits
+        k=k,
+        scope=scope,
+        constraints=constraints,
+        complete=complete,
+        with_visits=with_visits,
+        completion=completion,
     )
     # the release with the cohort it was made from (the download helper and the study need it), the
     # comparison's run recorded as the preview: Add does not rerun it

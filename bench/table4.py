@@ -1,0 +1,116 @@
+"""Heatherly 2013's Table 4 with the guarantee (issue #36, finding 1): per scope (DEMO_D, DEMO_B,
+DEMO_S), k = 5 under PheWAS-code constraints, the associations lost / false (uncorrected p <= 0.05, as
+the paper) of the paper's procedure and the records it leaves below k (counted by the arbiter,
+`engine.risk.verify`), beside the verified releases of each completion strategy
+(`engine.anonymize.population.COMPLETIONS`), beside the paper's row.
+
+    .venv/bin/python -m bench.table4                      # the shipped 30,000 sample
+    .venv/bin/python -m bench.table4 --patients 1366786   # generated at the paper's scale (minutes, GBs)
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import time
+
+import pandas as pd
+
+from engine.anonymize.population import COMPLETIONS, SCOPE_NAMES, anonymize, records_below_k
+from engine.records import Records
+from engine.report.table4 import PAPER_ORIGINAL, PAPER_TABLE4, TARGET_SHARE, lost_false
+from engine.utility import phewas
+
+
+def load(patients: int | None) -> tuple[dict[str, Records], pd.DataFrame, str]:
+    """The groups (population, biobank, cohort) and genotypes: the shipped sample, or generated."""
+    if patients is None:
+        from engine.io.loaders import load_sample_checked
+        from engine.study.runs import biobank_between
+
+        ds = load_sample_checked().data
+        population, cohort = ds.events, ds.group_records("cohort")
+        groups = {"cohort": cohort, "population": population}
+        biobank = biobank_between(ds, "population", "cohort", cohort, population)
+        if biobank is not None:
+            groups["biobank"] = biobank
+        assert ds.genotypes is not None
+        return groups, ds.genotypes, f"shipped sample, {population.n_patients:,} records"
+    from engine.synth.calibration import group_records
+    from engine.synth.generator import generate
+
+    data = generate(patients, seed=0, labs=False)
+    return group_records(data), data.genotypes, f"generated, {patients:,} records, seed 0"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument(
+        "--patients", type=int, default=None, help="generate this many records (default: the sample)"
+    )
+    ap.add_argument("--k", type=int, default=5)
+    args = ap.parse_args()
+
+    t = time.perf_counter()
+    groups, genotypes, label = load(args.patients)
+    cohort = groups["cohort"]
+    print(f"data: {label}; cohort {cohort.n_patients:,} records ({time.perf_counter() - t:.1f} s to load)")
+    original = phewas.phewas_of_records(cohort, genotypes)
+    n_orig = int((original["p"] <= 0.05).sum())
+    n_bh = int((original["p_bh"] <= 0.05).sum())
+    print(
+        f"original associations (p <= 0.05 uncorrected): {n_orig} of {len(original):,} tests (paper: "
+        f"{PAPER_ORIGINAL}; {0.05 * len(original):.0f} expected by chance alone); at Benjamini-Hochberg "
+        f"q <= 0.05: {n_bh}; the target: at most {TARGET_SHARE * n_orig:.1f} lost and false each\n"
+    )
+    variants: list[tuple[str, bool, str]] = [("paper's procedure", False, COMPLETIONS[0])]
+    variants += [(f"completion '{c}'", True, c) for c in COMPLETIONS]
+    variants += [("completion 'phewas', weighted", True, "phewas")]
+    weights = phewas.association_weights(original)
+    rows = []
+    for scope in ("cohort", "biobank", "population"):
+        name = SCOPE_NAMES[scope]
+        paper_lost, paper_false = PAPER_TABLE4[name]
+        for label_, complete, completion in variants:
+            t = time.perf_counter()
+            res = anonymize(
+                groups[scope],
+                cohort.patient_ids,
+                args.k,
+                scope=scope,
+                complete=complete,
+                completion=completion,
+                phecode_weight=weights if label_.endswith("weighted") else None,
+            )
+            secs = time.perf_counter() - t
+            v = res.verification
+            below = records_below_k(v)
+            released = phewas.phewas_of_release(res.release, genotypes)
+            lost, false = lost_false(original, released, 0.05, "heatherly2013")
+            bh_lost, bh_false = lost_false(original, released, 0.05, "bh")
+            rows.append(
+                {
+                    "release": name,
+                    "variant": label_,
+                    "lost": lost,
+                    "false": false,
+                    "lost %": round(100 * lost / max(n_orig, 1), 1),
+                    f"BH lost/false (of {n_bh})": f"{bh_lost}/{bh_false}",
+                    "records below k": below,
+                    "verified": v.ok,
+                    "seconds": round(secs, 1),
+                    "paper lost/false": f"{paper_lost}/{paper_false} (not verified)",
+                }
+            )
+            print(
+                f"{name:7s} {label_:32s} lost {lost:4d} false {false:4d} ({rows[-1]['lost %']:5.1f}% lost); "
+                f"BH {bh_lost}/{bh_false}; records below k {below:5d}; verified {v.ok}; {secs:.1f} s",
+                flush=True,
+            )
+    print()
+    print(pd.DataFrame(rows).to_string(index=False))
+    print(f"\npeak memory: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
+
+
+if __name__ == "__main__":
+    main()
