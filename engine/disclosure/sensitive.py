@@ -56,6 +56,7 @@ MAX_M = 4
 MAX_COMBINATIONS = 50_000_000  # combinations of known items enumerated in one measure, at most
 _CHUNK = 1 << 22  # combinations built at once
 _EMPTY = "(nothing: the prior)"
+ITEMS = "item indexes"  # column of `SensitiveRisk.rules`: the known items as indexes of the records' items
 
 
 class TooManyCombinations(UserError, ValueError):
@@ -226,15 +227,18 @@ def _rules(
     """The rules q -> `name` of `keys` (`_keys`), their known codes written "a + b", q = {} as `_EMPTY`."""
     known = pd.Series([""] * len(keys), dtype=object)
     size = np.zeros(len(keys), dtype=np.int64)
+    digits = []
     rest = keys.astype(np.int64)
     labels = np.asarray(items, dtype=object).astype(str)
     while (rest > 0).any():
         rest, digit = np.divmod(rest, base)
+        digits.append(digit)
         has = digit > 0
         label = pd.Series(np.where(has, labels[np.maximum(digit - 1, 0)], ""), dtype=object)
         known = (label + np.where(has & (size > 0), " + ", "") + known).where(has, known)
         size += has
     known[size == 0] = _EMPTY
+    held = np.stack(digits[::-1], axis=1) - 1 if digits else np.zeros((len(keys), 0), np.int64)
     return pd.DataFrame(
         {
             "category": name,
@@ -243,6 +247,7 @@ def _rules(
             "candidates holding them": np.asarray(support, dtype=np.int64),
             "of them holding": np.asarray(with_s, dtype=np.int64),
             "confidence": np.asarray(conf, dtype=float),
+            ITEMS: [tuple(int(i) for i in row if i >= 0) for row in held],
         }
     )
 
@@ -276,6 +281,10 @@ class SensitiveRisk:
     @property
     def ok(self) -> bool:
         return self.rules.empty
+
+    def rules_table(self) -> pd.DataFrame:
+        """The rules above rho as shown and exported (without the item indexes)."""
+        return self.rules.drop(columns=[ITEMS])
 
     def summary(self) -> pd.DataFrame:
         """One row per category: records holding it, inferred above rho (count, share of the cohort),
