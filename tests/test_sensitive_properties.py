@@ -85,3 +85,54 @@ def test_equals_brute_force(cohort, others, scope, knowledge, within_visits, m, 
     by_rule = {(s, " + ".join(q) if q else "(nothing: the prior)"): c for (s, q), c in conf.items()}
     for s, q, c in zip(got.rules["category"], got.rules["known codes"], got.rules["confidence"], strict=True):
         assert c == by_rule[(s, q)]
+
+
+GENERAL = {"401": frozenset({"401.1", "401.9"}), "{296.20,714.0}": frozenset({"296.20", "714.0"})}
+GENERAL_CODES = [*CODES, "401.9"]
+
+
+def _recode(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame with every code replaced by the released item standing for it (`GENERAL`)."""
+    item_of = {code: item for item, codes in GENERAL.items() for code in codes}
+    return frame.assign(code=frame["code"].map(lambda c: item_of.get(c, c)))
+
+
+@given(
+    cohort=st.lists(
+        st.lists(st.lists(st.sampled_from(GENERAL_CODES), min_size=1, max_size=4), min_size=1, max_size=3),
+        min_size=1,
+        max_size=6,
+    ),
+    others=st.lists(
+        st.lists(st.lists(st.sampled_from(GENERAL_CODES), min_size=1, max_size=4), min_size=1, max_size=3),
+        max_size=5,
+    ),
+    knowledge=st.sampled_from(["single_visit", "all_visits"]),
+    m=st.integers(1, 2),
+)
+def test_generalized_items_read_through_their_codes(cohort, others, knowledge, m):
+    """A released item stands for its codes: `401` is held by a population patient holding 401.1 or
+    401.9; `{296.20,714.0}` counts as mental health (it may be 296.20). Equal to the brute force on the
+    data recoded by hand."""
+    released = Records.from_frame(_recode(_frame(cohort)))
+    population = Records.from_frame(pd.concat([_frame(cohort), _frame(others, first=len(cohort))]))
+    got = rho_uncertainty(
+        released,
+        Adversary("population", knowledge),
+        load_categories(),
+        rho=0.5,
+        m=m,
+        item_codes=GENERAL,
+        candidates=population,
+    )
+    sensitive = {**SENSITIVE, "mental_health": SENSITIVE["mental_health"] | {"{296.20,714.0}"}}
+    _, best, held = brute_force(
+        released,
+        sensitive,
+        single_visit=knowledge == "single_visit",
+        m=m,
+        population=Records.from_frame(_recode(population.to_frame())),
+    )
+    names = list(got.categories)
+    np.testing.assert_allclose(got.confidence, np.array([[b[s] for s in names] for b in best]))
+    assert got.holds.tolist() == [[s in h for s in names] for h in held]
