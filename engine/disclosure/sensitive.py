@@ -159,7 +159,6 @@ def item_categories(
 
 
 # ----------------------------------------------------------------------------- enumeration
-@lru_cache(maxsize=256)
 def _combinations(n: int, j: int) -> np.ndarray:
     return np.array(list(itertools.combinations(range(n), j)), dtype=np.int64).reshape(-1, j)
 
