@@ -71,3 +71,25 @@ def test_rho_and_m_checked():
     for bad in ({"rho": 1.0}, {"rho": -0.1}, {"rho": 0.5, "m": 0}, {"rho": 0.5, "m": 9}):
         with pytest.raises(UserError):
             rho_uncertainty(records, Adversary(), load_categories(), **bad)
+
+
+def test_a_code_suppressed_in_one_visit_but_kept_in_another_is_still_known():
+    """P1's first visit held 250.00 and 401.1; the release drops 401.1 there but keeps it in the second
+    visit, so a single-visit attacker who knows the first visit still finds both in P1's released record
+    ({250.00, 401.1} -> mental health: 1 of 1), as engine.risk reads it (attacker_known_visits)."""
+    from engine.disclosure.sensitive import release_rho_uncertainty
+    from engine.release import Release
+
+    rows = [("P1", 1, "250.00"), ("P1", 1, "401.1"), ("P1", 2, "401.1"), ("P1", 2, "296.20")]
+    rows += [("P2", 1, "250.00"), ("P3", 1, "401.1"), ("P4", 1, "250.00"), ("P5", 1, "401.1")]
+    frame = pd.DataFrame(rows, columns=["patient_id", "visit", "code"])
+    source = Records.from_frame(frame)
+    released = Records.from_frame(frame.drop(index=1), items=source.items)
+    release = Release("local suppression", released, source=source)
+    cats = load_categories().select(["mental_health"])
+    got = release_rho_uncertainty(release, Adversary("cohort", "single_visit"), cats, rho=0.5)
+    assert got.confidence[0, 0] == 1.0 and got.inferred[:, 0].tolist() == [True, False, False, False, False]
+    assert got.rules_table()["known codes"].tolist() == ["250.00 + 401.1"]
+    # the released visits alone would not show it
+    alone = rho_uncertainty(released, Adversary("cohort", "single_visit"), cats, rho=0.5)
+    assert alone.confidence[0, 0] == pytest.approx(1 / 3) and alone.ok

@@ -45,7 +45,7 @@ from engine.adversary import Adversary
 from engine.io.errors import UserError
 from engine.records import Records
 from engine.release import Release, codes_of
-from engine.risk import candidates_for, match_matrix
+from engine.risk import attacker_known_visits, candidates_for, match_matrix
 from engine.vocab import REFERENCE_DIR, code_of_item, phecodes_of_item, vocabulary_of_item
 
 CATEGORIES_FILE = REFERENCE_DIR / "sensitive_categories.csv"
@@ -342,12 +342,15 @@ def rho_uncertainty(
     item_codes: Mapping[str, frozenset[str]] | None = None,
     within_visits: bool = False,
     candidates: Records | None = None,
+    known_visits: Records | None = None,
     max_combinations: int = MAX_COMBINATIONS,
 ) -> SensitiveRisk:
     """The measure of the module docstring for released cohort `records` (items standing for codes
     through `item_codes`). `candidates`: the population for scope `population` (its items matched to
     the records' as `engine.risk.match_matrix` matches); ignored for scope `cohort`.
-    `within_visits`: the release shows its visits (`Release.shows_visits`)."""
+    `within_visits`: the release shows its visits (`Release.shows_visits`). `known_visits`: what a
+    single-visit attacker knows of each original visit when the release does not show visits
+    (`engine.risk.attacker_known_visits`, in the records' items); by default the released visits."""
     rho, m = check_rho(rho), check_m(m)
     names = categories.names
     n_items = records.n_items
@@ -361,6 +364,9 @@ def rho_uncertainty(
     single = adversary.knowledge == "single_visit"
     held_m, held_owner = _unit_sets(records, within_visits and single)
     known_m, known_owner = _unit_sets(records, single)
+    if single and known_visits is not None:
+        known_m = known_visits.visit_item_sets.tocsr()
+        known_owner = records.index_of(known_visits.patient_ids)[known_visits.visit_patient]
     held_m, known_m = (held_m @ keep).tocsr(), (known_m @ keep).tocsr()
     held_m.eliminate_zeros()
     known_m.eliminate_zeros()
@@ -456,7 +462,9 @@ def release_rho_uncertainty(
     max_combinations: int = MAX_COMBINATIONS,
 ) -> SensitiveRisk:
     """`rho_uncertainty` of a release: its items, its visits shown or not, its candidates
-    (`engine.risk.candidates_for`)."""
+    (`engine.risk.candidates_for`) and, under single-visit knowledge, what the attacker knows of each
+    original visit (`engine.risk.attacker_known_visits`: a code suppressed in one visit but kept in
+    another of the record is still known), as `engine.risk.release_distinguishability` reads them."""
     pool = None
     if adversary.scope == "population":
         pool = candidates_for(adversary, release.records, population, release.population)
@@ -469,5 +477,6 @@ def release_rho_uncertainty(
         item_codes=release.item_codes,
         within_visits=release.shows_visits,
         candidates=pool,
+        known_visits=attacker_known_visits(release) if adversary.knowledge == "single_visit" else None,
         max_combinations=max_combinations,
     )
