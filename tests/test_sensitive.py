@@ -89,7 +89,7 @@ def test_a_code_suppressed_in_one_visit_but_kept_in_another_is_still_known():
     cats = load_categories().select(["mental_health"])
     got = release_rho_uncertainty(release, Adversary("cohort", "single_visit"), cats, rho=0.5)
     assert got.confidence[0, 0] == 1.0 and got.inferred[:, 0].tolist() == [True, False, False, False, False]
-    assert got.rules_table()["known codes"].tolist() == ["250.00 + 401.1"]
+    assert got.rules["known codes"].tolist() == ["250.00 + 401.1"]
     # the released visits alone would not show it
     alone = rho_uncertainty(released, Adversary("cohort", "single_visit"), cats, rho=0.5)
     assert alone.confidence[0, 0] == pytest.approx(1 / 3) and alone.ok

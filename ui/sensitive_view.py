@@ -85,7 +85,7 @@ def show(ctx, releases: dict[str, Release]) -> None:
             "dl_risk_sensitive",
         )
         table_download(
-            original.rules_table(),
+            original.rules,
             "Download the original's rules above rho (CSV)",
             "risk_sensitive_rules.csv",
             "dl_risk_sensitive_rules",

@@ -28,7 +28,6 @@ import pandas as pd
 from engine.adversary import Adversary
 from engine.disclosure.sensitive import (
     DEFAULT_M,
-    ITEMS,
     Categories,
     SensitiveRisk,
     release_rho_uncertainty,
@@ -75,16 +74,19 @@ class SensitiveSuppression:
 
 
 def items_to_suppress(risk: SensitiveRisk, records: Records, gone: set[int]) -> list[int]:
-    """One pass of the rule (module docstring): for each rule above rho, highest confidence first, not
-    yet broken by `gone`, its item with the fewest events (ties by label)."""
+    """One pass of the rule (module docstring): for each rule above rho, highest confidence first (ties
+    by category, then by known set in vocabulary order), not yet broken by `gone`, its item with the
+    fewest events (ties by label)."""
     events = np.bincount(records.event_item, minlength=records.n_items)
     chosen: list[int] = []
-    for rule in risk.rules.itertuples(index=False):
-        items = rule[risk.rules.columns.get_loc(ITEMS)]
+    order, known = risk.rule_items()
+    for r, row in zip(order.tolist(), known.tolist(), strict=True):
+        items = [i for i in row if i >= 0]
         if not items:
             raise PriorAboveRho(
-                f"{rule.category} is held by {rule.confidence:.1%} of the candidates, above rho = {risk.rho:g}: "
-                "suppressing other codes cannot meet rho (raise rho, or leave the category out)"
+                f"{risk.categories[risk.rule_category[r]]} is held by {risk.rule_confidence[r]:.1%} of the "
+                f"candidates, above rho = {risk.rho:g}: suppressing other codes cannot meet rho (raise rho, "
+                "or leave the category out)"
             )
         if gone.intersection(items):
             continue

@@ -458,7 +458,7 @@ def _sensitive(
         for rule in got.rules[got.rules["category"] == row.category].head(3).itertuples(index=False):
             print(f"    {rule[1]} -> {row.category}: {rule[4]} of {rule[3]} ({rule[5]:.3f})")
     if args.sensitive_out:
-        write_table_csv(args.sensitive_out, got.rules_table())
+        write_table_csv(args.sensitive_out, got.rules)
         print(f"wrote {len(got.rules)} rules above rho to {args.sensitive_out}")
     return {
         "sensitive": {

@@ -56,7 +56,6 @@ MAX_M = 4
 MAX_COMBINATIONS = 50_000_000  # combinations of known items enumerated in one measure, at most
 _CHUNK = 1 << 22  # combinations built at once
 _EMPTY = "(nothing: the prior)"
-ITEMS = "item indexes"  # column of `SensitiveRisk.rules`: the known items as indexes of the records' items
 
 
 class TooManyCombinations(UserError, ValueError):
@@ -214,8 +213,21 @@ def _distinct_pairs(
     return o, k
 
 
+def _digits(keys: np.ndarray, base: int, m: int) -> np.ndarray:
+    """(n, m): the digits of `_keys`' keys in base `base`, most significant first, 0 where absent."""
+    out = np.zeros((len(keys), m), dtype=np.int64)
+    rest = np.asarray(keys, dtype=np.int64)
+    for col in range(m - 1, -1, -1):
+        rest, out[:, col] = np.divmod(rest, base)
+    # a set of j < m items fills the last j columns: move them to the front
+    size = (out > 0).sum(axis=1)
+    shift = m - size
+    cols = (np.arange(m)[None, :] + shift[:, None]) % m
+    return np.take_along_axis(out, cols, axis=1)
+
+
 def _rules(
-    name: str,
+    category: np.ndarray,
     keys: np.ndarray,
     support: np.ndarray,
     with_s: np.ndarray,
@@ -223,30 +235,28 @@ def _rules(
     base: int,
     items: np.ndarray,
 ) -> pd.DataFrame:
-    """The rules q -> `name` of `keys` (`_keys`), their known codes written "a + b", q = {} as `_EMPTY`."""
+    """The rules of `keys` (`_keys`), their known codes written "a + b", q = {} as `_EMPTY`."""
+    m = 1
+    while base**m <= (int(keys.max()) if len(keys) else 0):
+        m += 1
+    digits = _digits(keys, base, m)
+    labels = np.append(np.asarray(items, dtype=object).astype(str), "")
     known = pd.Series([""] * len(keys), dtype=object)
-    size = np.zeros(len(keys), dtype=np.int64)
-    digits = []
-    rest = keys.astype(np.int64)
-    labels = np.asarray(items, dtype=object).astype(str)
-    while (rest > 0).any():
-        rest, digit = np.divmod(rest, base)
-        digits.append(digit)
-        has = digit > 0
-        label = pd.Series(np.where(has, labels[np.maximum(digit - 1, 0)], ""), dtype=object)
-        known = (label + np.where(has & (size > 0), " + ", "") + known).where(has, known)
-        size += has
+    for col in range(m):
+        d = digits[:, col]
+        part = pd.Series(labels[np.where(d > 0, d - 1, len(labels) - 1)], dtype=object)
+        sep = np.where((d > 0) & (col > 0), " + ", "")
+        known = known + sep + part
+    size = (digits > 0).sum(axis=1)
     known[size == 0] = _EMPTY
-    held = np.stack(digits[::-1], axis=1) - 1 if digits else np.zeros((len(keys), 0), np.int64)
     return pd.DataFrame(
         {
-            "category": name,
+            "category": category,
             "known codes": known.to_numpy(),
             "size": size,
             "candidates holding them": np.asarray(support, dtype=np.int64),
             "of them holding": np.asarray(with_s, dtype=np.int64),
             "confidence": np.asarray(conf, dtype=float),
-            ITEMS: [tuple(int(i) for i in row if i >= 0) for row in held],
         }
     )
 
@@ -257,9 +267,10 @@ class SensitiveRisk:
     """The rho-uncertainty measure of one release under one adversary (module docstring).
 
     `holds` and `confidence` are (n_records, n_categories): whether the record holds the category, and
-    the highest conf(q -> s) over the record's own known sets q. `rules`: every rule above rho
-    (category, known, size, candidates holding the known codes, those of them holding the category,
-    confidence), highest first."""
+    the highest conf(q -> s) over the record's own known sets q. The rules above rho are kept as arrays
+    (`rule_category` indexes `categories`, `rule_keys` the known sets as `_keys` writes them in base
+    `base` over `items`, their candidates, those holding the category, the confidence) and written out
+    only when read (`rules`): at m = 3 on the sample there are 3.7 M."""
 
     adversary: Adversary
     rho: float
@@ -268,7 +279,13 @@ class SensitiveRisk:
     patient_ids: np.ndarray
     holds: np.ndarray
     confidence: np.ndarray
-    rules: pd.DataFrame
+    rule_category: np.ndarray
+    rule_keys: np.ndarray
+    rule_support: np.ndarray
+    rule_with: np.ndarray
+    rule_confidence: np.ndarray
+    base: int
+    items: np.ndarray
     combinations: int
     candidates: int
 
@@ -278,12 +295,35 @@ class SensitiveRisk:
         return self.holds & (self.confidence > self.rho)
 
     @property
-    def ok(self) -> bool:
-        return self.rules.empty
+    def n_rules(self) -> int:
+        return len(self.rule_keys)
 
-    def rules_table(self) -> pd.DataFrame:
-        """The rules above rho as shown and exported (without the item indexes)."""
-        return self.rules.drop(columns=[ITEMS])
+    @property
+    def ok(self) -> bool:
+        return self.n_rules == 0
+
+    @cached_property
+    def rules(self) -> pd.DataFrame:
+        """Every rule above rho (category, known codes, size, candidates holding the known codes, those
+        of them holding the category, confidence), highest confidence first, then category and codes."""
+        table = _rules(
+            np.asarray(self.categories, dtype=object)[self.rule_category],
+            self.rule_keys,
+            self.rule_support,
+            self.rule_with,
+            self.rule_confidence,
+            self.base,
+            self.items,
+        )
+        return table.sort_values(
+            ["confidence", "category", "known codes"], ascending=[False, True, True]
+        ).reset_index(drop=True)
+
+    def rule_items(self) -> tuple[np.ndarray, np.ndarray]:
+        """(order, items): the rules' indexes, highest confidence first (ties by category, then known set),
+        and each rule's known items as indexes of `items` (n_rules, m), -1 where the set is shorter."""
+        order = np.lexsort((self.rule_keys, self.rule_category, -self.rule_confidence))
+        return order, _digits(self.rule_keys[order], self.base, self.m) - 1
 
     def summary(self) -> pd.DataFrame:
         """One row per category: records holding it, inferred above rho (count, share of the cohort),
@@ -297,7 +337,7 @@ class SensitiveRisk:
                 "inferred above rho": inferred.sum(axis=0).astype(int),
                 "share of records inferred": inferred.sum(axis=0) / n,
                 "highest confidence": self.confidence.max(axis=0, initial=0.0),
-                "rules above rho": [int((self.rules["category"] == c).sum()) for c in self.categories],
+                "rules above rho": np.bincount(self.rule_category, minlength=len(self.categories)),
             }
         )
 
@@ -307,7 +347,7 @@ class SensitiveRisk:
             return f"Meets rho: no sensitive code is inferred with confidence above {self.rho:g} ({label})."
         n = int(self.inferred.any(axis=1).sum())
         return (
-            f"Does not meet rho: {len(self.rules)} rules above rho; {n} of {len(self.patient_ids)} records "
+            f"Does not meet rho: {self.n_rules} rules above rho; {n} of {len(self.patient_ids)} records "
             f"have a sensitive code inferred ({label})."
         )
 
@@ -412,31 +452,14 @@ def rho_uncertainty(
     for c in range(len(names)):
         np.maximum.at(best[:, c], k_owner, conf[k_at, c])
 
-    parts = []
-    for c, name in enumerate(names):
-        if prior[c] > rho:
-            n_all = max(n_cand, records.n_patients)
-            parts.append(
-                _rules(
-                    name,
-                    np.zeros(1, np.int64),
-                    np.array([n_all]),
-                    holds[:, c].sum(keepdims=True),
-                    prior[c : c + 1],
-                    base,
-                    records.items,
-                )
-            )
+    cat_parts, idx_parts = [], []
+    for c in range(len(names)):
         over = np.flatnonzero(conf[:, c] > rho)
-        parts.append(
-            _rules(name, keys[over], support[over], with_s[over, c], conf[over, c], base, records.items)
-        )
-    rules = (
-        pd.concat(parts, ignore_index=True) if parts else _rules("", *(np.zeros(0),) * 4, base, records.items)
-    )
-    rules = rules.sort_values(
-        ["confidence", "category", "known codes"], ascending=[False, True, True]
-    ).reset_index(drop=True)
+        cat_parts.append(np.full(len(over), c, dtype=np.int64))
+        idx_parts.append(over)
+    rule_cat, rule_idx = np.concatenate(cat_parts), np.concatenate(idx_parts)
+    prior_over = np.flatnonzero(prior > rho)  # q = {}: key 0
+    n_all = max(n_cand, records.n_patients)
     return SensitiveRisk(
         adversary=adversary,
         rho=rho,
@@ -445,7 +468,15 @@ def rho_uncertainty(
         patient_ids=records.patient_ids,
         holds=holds,
         confidence=best,
-        rules=rules,
+        rule_category=np.concatenate([prior_over, rule_cat]),
+        rule_keys=np.concatenate([np.zeros(len(prior_over), np.int64), keys[rule_idx]]),
+        rule_support=np.concatenate([np.full(len(prior_over), n_all), support[rule_idx]]).astype(np.int64),
+        rule_with=np.concatenate([holds[:, prior_over].sum(axis=0), with_s[rule_idx, rule_cat]]).astype(
+            np.int64
+        ),
+        rule_confidence=np.concatenate([prior[prior_over], conf[rule_idx, rule_cat]]),
+        base=base,
+        items=records.items,
         combinations=needed,
         candidates=n_cand if pool is not None else records.n_patients,
     )
