@@ -82,6 +82,7 @@ def test_rho_above_every_rule_infers_nothing(events, tmp_path, capsys):
         (["--sensitive", "--rho", "1.5"], "rho must be a number from 0 to below 1"),
         (["--sensitive", "--rho", "0.5", "--sensitive-m", "7"], "must be a whole number from 1 to 4"),
         (["--sensitive", "hvi", "--rho", "0.5"], "no sensitive category 'hvi'"),
+        (["--sensitive", " , ", "--rho", "0.5"], "name at least one sensitive category"),
     ],
 )
 def test_bad_options_exit_2(events, tmp_path, capsys, extra, message):

@@ -94,6 +94,8 @@ class Categories:
 
     def select(self, names: Sequence[str]) -> Categories:
         """Only the named categories; a UserError names an unknown one."""
+        if not names:
+            raise UserError(f"name at least one sensitive category (known: {', '.join(self.names)})")
         unknown = [n for n in names if n not in self.names]
         if unknown:
             raise UserError(f"no sensitive category {unknown[0]!r} (known: {', '.join(self.names)})")
