@@ -24,6 +24,7 @@ from ui import (
     honest,
     literal,
     persist,  # noqa: F401 - declares this page's kept widgets (their defaults) before they are drawn
+    sensitive_view,
     threshold,
 )
 from ui import format as fmt
@@ -276,6 +277,8 @@ else:
             "risk_summary_before_after.csv",
             "dl_risk_summary_ba",
         )
+
+sensitive_view.show(ctx, {name: held.release for name, (_entry, held) in (published or {}).items()})
 
 if cohort_is_population(ctx.cohort, ctx.population):
     st.header("k-map without the population (estimate)")

@@ -40,6 +40,12 @@ suppression removes the code from the record; each change is counted again by `e
 release it makes ("distinguishability after"; the number that reach k is printed) and states its cost
 over every record it touches (pairs and events lost, records, pairs and events recoded).
 
+`--sensitive [CATEGORIES|FILE] --rho RHO [--sensitive-m M] [--sensitive-out RULES.csv]` (issue 39):
+rho-uncertainty of the cohort (`engine.disclosure.sensitive`): per sensitive category (the shipped ones,
+some of them by name, or the officer's CSV) the rules q -> s above rho over every set of up to M known
+non-sensitive codes under the adversary, and the share of records whose sensitive code is inferred;
+RULES.csv lists every rule above rho (spreadsheet-safe).
+
 `--up-to-k` counts every known set only up to k (`Matching(cap=k)`, engine/risk.py `count_known_sets`): the
 share unique, the share below k and every record below k are exact, values of k or more read k, and
 the population-scale run grows about linearly with the population (issue 15).
@@ -58,6 +64,14 @@ import pandas as pd
 from engine.adversary import KNOWLEDGES, SCOPES, Adversary, k_argument
 from engine.commands.inputs import InputOptions, load_groups, shard_progress
 from engine.commands.paths import path_roles
+from engine.disclosure.sensitive import (
+    DEFAULT_M,
+    Categories,
+    category_argument,
+    check_m,
+    check_rho,
+    rho_uncertainty,
+)
 from engine.estimate.kmap import MODELS
 from engine.io.errors import UserError
 from engine.io.export import write_table_csv
@@ -176,6 +190,22 @@ def register(sub) -> None:
         default="negative_binomial",
         help="with --population-size: the estimator (default negative_binomial)",
     )
+    p.add_argument(
+        "--sensitive",
+        nargs="?",
+        const="all",
+        help="rho-uncertainty of sensitive codes: 'all' (the default) or comma-separated shipped categories "
+        "(hiv, mental_health, substance_use, reproductive_health), or a CSV "
+        "category,vocabulary,first,last,source",
+    )
+    p.add_argument("--rho", type=float, help="with --sensitive: the highest confidence allowed, 0 <= rho < 1")
+    p.add_argument(
+        "--sensitive-m",
+        type=int,
+        default=DEFAULT_M,
+        help=f"with --sensitive: the attacker knows up to M non-sensitive codes (default {DEFAULT_M})",
+    )
+    p.add_argument("--sensitive-out", help="with --sensitive: CSV of every rule above rho")
     p.add_argument("--report", help="write the figures printed as JSON to this file")
     p.add_argument(
         "--explain",
@@ -189,7 +219,7 @@ def register(sub) -> None:
         func=run,
         **path_roles(
             ("--events", "--population", "--cohort", "--shards", "--population-code-counts"),
-            ("--out", "--report", "--explain"),
+            ("--out", "--report", "--explain", "--sensitive-out"),
         ),
     )
 
@@ -384,6 +414,63 @@ def _explain(
     )
 
 
+def _sensitive_options(args: argparse.Namespace) -> Categories | None:
+    """The categories of `--sensitive` with `--rho` and `--sensitive-m` checked, or None without it."""
+    if args.sensitive is None:
+        for option in ("--rho", "--sensitive-out"):
+            if getattr(args, option[2:].replace("-", "_")) is not None:
+                raise UserError(f"{option} goes with --sensitive")
+        return None
+    if args.population_size is not None or args.shards:
+        raise UserError("--sensitive counts in process: it cannot go with --population-size or --shards")
+    if args.rho is None:
+        raise UserError("--sensitive needs --rho: the highest confidence of an inference the study allows")
+    check_rho(args.rho)
+    check_m(args.sensitive_m)
+    _check_folder("--sensitive-out", args.sensitive_out)
+    value = args.sensitive.strip()
+    if value.lower() == "all":
+        value = "hiv,mental_health,substance_use,reproductive_health"
+    return category_argument(value)
+
+
+def _sensitive(
+    args: argparse.Namespace,
+    categories: Categories,
+    cohort: Records,
+    population: Records,
+    adversary: Adversary,
+) -> dict[str, Any]:
+    """Print rho-uncertainty per category (`engine.disclosure.sensitive`), write --sensitive-out."""
+    got = rho_uncertainty(
+        cohort, adversary, categories, rho=args.rho, m=args.sensitive_m, candidates=population
+    )
+    print(
+        f"sensitive codes: rho = {args.rho:g}, up to {got.m} known non-sensitive codes, "
+        f"{got.combinations:,} combinations enumerated; {got.message()}"
+    )
+    summary = got.summary()
+    for row in summary.itertuples(index=False):
+        print(
+            f"  {row.category}: {row[1]} records hold it, {row[2]} inferred above rho "
+            f"({row[3]:.2%} of {cohort.n_patients}), {row[5]} rules above rho, highest confidence {row[4]:.3f}"
+        )
+        for rule in got.rules[got.rules["category"] == row.category].head(3).itertuples(index=False):
+            print(f"    {rule[1]} -> {row.category}: {rule[4]} of {rule[3]} ({rule[5]:.3f})")
+    if args.sensitive_out:
+        write_table_csv(args.sensitive_out, got.rules)
+        print(f"wrote {len(got.rules)} rules above rho to {args.sensitive_out}")
+    return {
+        "sensitive": {
+            "rho": got.rho,
+            "known codes at most": got.m,
+            "combinations enumerated": got.combinations,
+            "meets rho": got.ok,
+            "categories": summary.to_dict(orient="records"),
+        }
+    }
+
+
 def run(args: argparse.Namespace) -> int:
     if args.k < 1:
         raise UserError(f"--k must be a positive whole number, not {args.k}")
@@ -414,6 +501,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--scheduler and --dask-workers need --shards")
     if args.dask_workers is not None and args.dask_workers < 1:
         raise UserError(f"--dask-workers must be a positive whole number, not {args.dask_workers}")
+    categories = _sensitive_options(args)
     population, cohort = _records_and_groups(args)
     if estimating:
         return _estimate(args, cohort)
@@ -442,6 +530,7 @@ def run(args: argparse.Namespace) -> int:
     if args.up_to_k:
         print("  (counted up to k: maximum and average risk are upper bounds; records at risk exact)")
     print(f"wrote {len(dis)} rows to {out}")
+    sensitive = {} if categories is None else _sensitive(args, categories, cohort, population, adversary)
     _write_report(
         args.report,
         {
@@ -455,6 +544,7 @@ def run(args: argparse.Namespace) -> int:
             "median distinguishability": s.median,
             "counted up to k": bool(args.up_to_k),
             **measures,
+            **sensitive,
         },
     )
     if args.explain:

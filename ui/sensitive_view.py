@@ -1,0 +1,92 @@
+"""The Risk page's "Sensitive diagnoses" expander (issue 39): rho-uncertainty of the original cohort and
+of every release of the study under the sidebar's adversary, per sensitive category
+(`engine.disclosure.sensitive`). Computed only when the officer ticks it (about 0.4-1.8 s on the sample)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from engine.disclosure.sensitive import DEFAULT_M, SensitiveRisk, load_categories, release_rho_uncertainty
+from engine.io.errors import UserError
+from engine.release import Release
+from ui import cache, errors, literal
+from ui import format as fmt
+from ui.downloads import table_download
+
+
+def _measure(release: Release, ctx, names: tuple[str, ...], rho: float, m: int) -> SensitiveRisk:
+    def compute() -> SensitiveRisk:
+        cats = load_categories().select(list(names))
+        return release_rho_uncertainty(release, ctx.adversary, cats, rho=rho, m=m, population=ctx.population)
+
+    key = (release.content_fingerprint, ctx.adversary, names, rho, m)
+    return cache.memo("risk sensitive", key, compute, size=8, data=(ctx.cohort, ctx.population))
+
+
+def show(ctx, releases: dict[str, Release]) -> None:
+    """The expander: category picker, rho and m, then per release and category the records holding it,
+    those inferred above rho and the rules above rho; the rules of the original as a download."""
+    with st.expander(
+        "Sensitive diagnoses (can a recipient infer HIV, mental health, substance use, pregnancy?)"
+    ):
+        shipped = load_categories()
+        st.caption(
+            "rho-uncertainty (Cao, Karras, Raissi and Tan, VLDB 2010): for every set of up to m non-sensitive "
+            "codes a record's attacker can know (the sidebar's adversary), the confidence that a record "
+            "holding them holds the category. A record's sensitive code is inferred when a rule of its own "
+            "exceeds rho. Categories and their sources: sample_data/reference/sensitive_categories.csv."
+        )
+        names = st.multiselect(
+            "Sensitive categories",
+            list(shipped.names),
+            default=list(shipped.names),
+            key="risk_sensitive_categories",
+        )
+        c1, c2 = st.columns(2)
+        rho = c1.number_input(
+            "rho (highest confidence allowed)", 0.0, 0.99, 0.5, 0.05, key="risk_sensitive_rho"
+        )
+        m = int(c2.number_input("known codes at most (m)", 1, 3, DEFAULT_M, key="risk_sensitive_m"))
+        if not names or not st.checkbox("Measure", key="risk_sensitive_on"):
+            return
+        rows, original = [], None
+        for name, rel in {"original": Release("original", ctx.cohort), **releases}.items():
+            try:
+                got = _measure(rel, ctx, tuple(names), float(rho), m)
+            except UserError as exc:  # too many combinations, no population
+                literal.error(f"{name}: {errors.message(exc)}")
+                continue
+            original = got if original is None else original
+            for row in got.summary().itertuples(index=False):
+                rows.append(
+                    {
+                        "release": name,
+                        "category": row[0],
+                        "records holding": row[1],
+                        "inferred above rho": row[2],
+                        "share of records inferred": fmt.percent(row[3]),
+                        "rules above rho": row[5],
+                        "highest confidence": round(float(row[4]), 3),
+                    }
+                )
+        if not rows or original is None:
+            return
+        st.caption(
+            f"{ctx.adversary.label}, rho = {rho:g}, m = {m}: {original.combinations:,} combinations enumerated "
+            "for the original."
+        )
+        table = pd.DataFrame(rows)
+        st.dataframe(table, hide_index=True, key="risk_sensitive_table")
+        table_download(
+            table,
+            "Download the sensitive-code summary (CSV)",
+            "risk_sensitive_summary.csv",
+            "dl_risk_sensitive",
+        )
+        table_download(
+            original.rules,
+            "Download the original's rules above rho (CSV)",
+            "risk_sensitive_rules.csv",
+            "dl_risk_sensitive_rules",
+        )
