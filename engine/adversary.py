@@ -118,6 +118,13 @@ class Adversary:
         return self.knowledge in PAPERS_KNOWLEDGES
 
 
+def papers_knowledge(knowledge: Knowledge) -> Knowledge:
+    """The knowledge a method of the papers is run for under this one: itself, or all visits for the
+    whole-record attacker (the nearest the papers target; the release is then verified under the whole
+    record, `WHOLE_RECORD_NOTE`)."""
+    return "all_visits" if knowledge == "whole_record" else knowledge
+
+
 ALL_ADVERSARIES: tuple[Adversary, ...] = tuple(Adversary(s, k) for s in SCOPES for k in PAPERS_KNOWLEDGES)
 """The papers' four adversaries (the Risk page's and the report's "all four")."""
 WHOLE_RECORD_ADVERSARIES: tuple[Adversary, ...] = tuple(Adversary(s, "whole_record") for s in SCOPES)

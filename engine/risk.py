@@ -906,10 +906,14 @@ def count_known_sets(
                 values[rows] = counter.count(uniq)[inv]
     if cap is not None:
         np.minimum(values, cap, out=values)
+    _record_kernel(ran, cap)
+    return values
+
+
+def _record_kernel(ran: str, cap: int | None) -> None:
     log = getattr(_RAN, "log", None)
     if log is not None:
         log.append(ran + ("" if cap is None else f", counts capped at {cap}"))
-    return values
 
 
 def shown_items(target_items: np.ndarray, candidates: Records, item_codes) -> sp.csr_matrix:
@@ -949,6 +953,7 @@ def _whole_record_counts(
     of candidates add up, as `count_known_sets` promises."""
     have = pd.Series(_row_keys(shown_items(target_items, candidates, matching.item_codes))).value_counts()
     values = pd.Series(_row_keys(known)).map(have).fillna(0).to_numpy(dtype=np.int64)
+    _record_kernel("identical item sets", matching.cap)
     return values if matching.cap is None else np.minimum(values, matching.cap)
 
 

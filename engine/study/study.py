@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from engine import risk
-from engine.adversary import ALL_ADVERSARIES, MAX_K, MIN_RELEASE_K, Adversary
+from engine.adversary import ALL_ADVERSARIES, MAX_K, MIN_RELEASE_K, WHOLE_RECORD_NOTE, Adversary
 from engine.disclosure.cells import SmallCellError, SmallCellPolicy
 from engine.io.errors import UserError
 from engine.io.progress import Progress
@@ -373,9 +373,10 @@ class Study:
         not verified under the study's attacker never enters the study (issue 35, finding 6: it would
         sit in the study without files and fail every rebuild); refused with its verdict."""
         if not release.exportable:
+            note = "" if self.adversary.targeted_by_papers else f" ({WHOLE_RECORD_NOTE})"
             raise StudyError(
                 f"{release.name!r} is not added to the study: {release.verdict_message()}; "
-                "change its settings until it is verified"
+                f"change its settings until it is verified{note}"
             )
         return self.add(release)
 

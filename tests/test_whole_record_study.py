@@ -1,0 +1,48 @@
+"""Issue 39, second bullet, through the study and the app's choices: the whole-record attacker is named
+in the glossary and the sidebar's help, every method's view opens under it on a setting the papers
+target, and a release made under it is verified under it and refused by name when it fails."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from engine.adversary import WHOLE_RECORD_NOTE, Adversary
+from engine.report.glossary import help_for, term
+from engine.study.runs import HeatherlySettings, opening_settings
+from engine.study.study import Study, StudyError, make_release
+from tests.pseudonym_support import KEY, PSEUDONYMS
+from tests.test_study import small  # noqa: F401  (the fixture)
+
+WHOLE = Adversary("cohort", "whole_record")
+
+
+def test_the_glossary_and_the_sidebar_name_the_whole_record_attacker() -> None:
+    t = term("whole_record")
+    assert "does not hold" in t.sentence and "exactly the same" in t.sentence
+    from ui.sidebar import _KNOWLEDGE_HELP
+
+    assert help_for("whole_record") in _KNOWLEDGE_HELP
+    assert WHOLE.label == "cohort / whole record" and "no method of the papers" in WHOLE.describe()
+
+
+def test_every_view_opens_on_a_setting_the_papers_target(small) -> None:  # noqa: F811
+    _, inputs, _ = small
+    for settings in opening_settings(inputs.cohort, WHOLE, 3).values():
+        settings.validate()  # UGACLIP under "whole_record" raised SettingsError
+        assert settings.adversary.targeted_by_papers
+
+
+def test_a_release_failing_the_whole_record_attacker_is_refused_by_name(small) -> None:  # noqa: F811
+    _, inputs, data = small
+    made = make_release("DEMO_D", HeatherlySettings(k=3), inputs, data, WHOLE, 3, pseudonyms=PSEUDONYMS)
+    assert made.verification.adversary == WHOLE and not made.verification.ok  # verified, and it reports
+    assert made.entry.verification.below_k > 0
+    study = Study(data, WHOLE, 3, pseudonym_key=KEY)
+    with pytest.raises(StudyError, match="below k = 3 \\(cohort / whole record\\)") as err:
+        study.admit(made.entry)
+    assert WHOLE_RECORD_NOTE in str(err.value)
+    again = Study.from_json(study.to_json())  # the study file keeps the attacker
+    assert again.adversary == WHOLE
+    assert json.loads(study.to_json())["adversary"] == {"scope": "cohort", "knowledge": "whole_record"}
