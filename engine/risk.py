@@ -948,11 +948,14 @@ def _row_keys(m: sp.csr_matrix) -> list[bytes]:
 def _whole_record_counts(
     target_items: np.ndarray, known: sp.csr_matrix, candidates: Records, matching: Matching
 ) -> np.ndarray:
-    """Per known set, the candidates whose shown item set (`shown_items`) equals it exactly: the
-    whole-record attacker's class size (issue 39), at most `matching.cap`. Counts over disjoint groups
+    """Per known set, the candidates whose shown item set (`shown_items` over the items some known set
+    holds: the flat table's columns, onto which ARX projects a population for k-map) equals it exactly:
+    the whole-record attacker's class size (issue 39), at most `matching.cap`. Counts over disjoint groups
     of candidates add up, as `count_known_sets` promises."""
-    have = pd.Series(_row_keys(shown_items(target_items, candidates, matching.item_codes))).value_counts()
-    values = pd.Series(_row_keys(known)).map(have).fillna(0).to_numpy(dtype=np.int64)
+    held = np.unique(known.indices)  # the flat table's columns: the items some target record holds
+    shown = shown_items(np.asarray(target_items)[held], candidates, matching.item_codes)
+    have = pd.Series(_row_keys(shown)).value_counts()
+    values = pd.Series(_row_keys(known.tocsc()[:, held].tocsr())).map(have).fillna(0).to_numpy(dtype=np.int64)
     _record_kernel("identical item sets", matching.cap)
     return values if matching.cap is None else np.minimum(values, matching.cap)
 

@@ -92,8 +92,9 @@ def reference_whole_record(
     targets: Records, candidates: Records, *, item_codes: Mapping[str, frozenset[str]] | None = None
 ) -> list[int]:
     """Per target record, the candidates whose shown item set equals the target's item set exactly
-    (repeats and visits play no part)."""
-    vocabulary = [str(t) for t in targets.items]
+    (repeats and visits play no part). The items shown are those some target record holds: the
+    columns of the flat table (ARX's quasi-identifiers), against which a population is projected."""
+    vocabulary = sorted({c for p in range(targets.n_patients) for c in targets.patient_codes(p)})
     shown = [
         shown_items(candidates.patient_codes(q), vocabulary, item_codes) for q in range(candidates.n_patients)
     ]

@@ -61,3 +61,16 @@ def test_sample_top10_flat_table_figure(sample_dataset):
     papers = risk.original_distinguishability(top10, Adversary("cohort", "all_visits"))
     assert round(float(np.mean(whole < 5)), 3) == 0.421
     assert round(float(np.mean(papers < 5)), 3) == 0.013
+
+
+def test_a_release_that_shows_no_code_is_verified_under_the_whole_record(sample_dataset):
+    """Every code suppressed: every record shows the empty set, as does every population patient
+    projected onto the release's columns (none). It failed when the vocabulary the release kept of its
+    dropped codes counted as columns (tests/test_page_report.py's 'Suppress all' release)."""
+    from engine.release import Release
+
+    cohort = sample_dataset.group_records("cohort")
+    empty = Release("suppress all", cohort.keep_events(np.zeros(cohort.n_events, dtype=bool)))
+    for adv in WHOLE_RECORD_ADVERSARIES:
+        v = risk.verify(empty, adv, 5, sample_dataset.events)
+        assert v.ok and int(v.distinguishability.min()) >= cohort.n_patients

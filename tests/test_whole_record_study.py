@@ -46,3 +46,20 @@ def test_a_release_failing_the_whole_record_attacker_is_refused_by_name(small) -
     again = Study.from_json(study.to_json())  # the study file keeps the attacker
     assert again.adversary == WHOLE
     assert json.loads(study.to_json())["adversary"] == {"scope": "cohort", "knowledge": "whole_record"}
+
+
+def test_the_report_matrix_gives_each_release_its_whole_record_verdict(small) -> None:  # noqa: F811
+    """Done-when of the bullet: each method's verdict under the whole-record attacker, in the report's
+    verification matrix (engine.study.study.verification_matrix) beside the papers' four."""
+    from engine import risk
+    from engine.adversary import WHOLE_RECORD_ADVERSARIES
+    from engine.study.study import verification_matrix
+
+    _, inputs, data = small
+    adv = Adversary("cohort", "single_visit")
+    made = make_release("DEMO_D", HeatherlySettings(k=3), inputs, data, adv, 3, pseudonyms=PSEUDONYMS)
+    m = verification_matrix(made.release, inputs.population, 3).set_index("adversary")
+    for whole in WHOLE_RECORD_ADVERSARIES:
+        v = risk.verify(made.release, whole, 3, inputs.population)
+        assert bool(m.loc[whole.label, "verified"]) == v.ok
+        assert int(m.loc[whole.label, "below k"]) == int((v.distinguishability < 3).sum())
