@@ -939,8 +939,10 @@ def shown_items(target_items: np.ndarray, candidates: Records, item_codes) -> sp
 def _row_keys(m: sp.csr_matrix) -> list[bytes]:
     """Each row's sorted column indices as bytes: equal keys, equal item sets."""
     m = m.tocsr()
-    m.sum_duplicates()
-    m.sort_indices()
+    if not m.has_canonical_format:  # never sorted in place: the caller's matrix may be read-only
+        m = m.copy()
+        m.sum_duplicates()
+        m.sort_indices()
     cols = m.indices.astype(np.int64)
     return [cols[m.indptr[i] : m.indptr[i + 1]].tobytes() for i in range(m.shape[0])]
 
@@ -955,7 +957,12 @@ def _whole_record_counts(
     held = np.unique(known.indices)  # the flat table's columns: the items some target record holds
     shown = shown_items(np.asarray(target_items)[held], candidates, matching.item_codes)
     have = pd.Series(_row_keys(shown)).value_counts()
-    values = pd.Series(_row_keys(known.tocsc()[:, held].tocsr())).map(have).fillna(0).to_numpy(dtype=np.int64)
+    values = (
+        pd.Series(_row_keys(known.tocsc()[:, held].tocsr()))
+        .map(have)
+        .fillna(0)
+        .to_numpy(dtype=np.int64, copy=True)
+    )
     _record_kernel("identical item sets", matching.cap)
     return values if matching.cap is None else np.minimum(values, matching.cap)
 
