@@ -135,3 +135,35 @@ def test_a_codes_file_without_its_column_is_refused_by_name(tmp_path, capsys):
     ]
     assert main(args) == 2
     assert "no column named 'code'" in capsys.readouterr().err
+
+
+def test_the_ledger_spends_a_recipients_budget_and_refuses_beyond_it(tmp_path, capsys):
+    """Tables to one recipient add up (sequential composition): 0.5 + 0.5 fits a budget of 1, a third
+    is refused before any noise (exit 2, no file written), and another recipient has its own budget."""
+    rows = [(f"p{i}", 1, c) for i in range(30) for c in CODES[: 1 + i % 7]]
+    ev, ledger = tmp_path / "events.csv", tmp_path / "ledger.json"
+    pd.DataFrame(rows, columns=["patient_id", "visit", "code"]).to_csv(ev, index=False)
+
+    def table(name, recipient, eps, *extra):
+        out = tmp_path / name
+        args = ["dp-table", "--events", str(ev), "--epsilon", str(eps), "--out", str(out)]
+        return main([*args, "--ledger", str(ledger), "--recipient", recipient, *extra]), out
+
+    assert table("a.csv", "Lab A", 0.5, "--budget", "1")[0] == 0
+    assert table("b.csv", "Lab A", 0.5)[0] == 0
+    assert "spent epsilon 1 of 1" in capsys.readouterr().out
+    code, out = table("c.csv", "Lab A", 0.1)
+    assert code == 2 and not out.exists()
+    assert "would exceed it" in capsys.readouterr().err
+    assert table("d.csv", "Lab B", 0.1)[0] == 2  # no budget stated for Lab B
+    assert "no privacy budget" in capsys.readouterr().err
+    assert table("d.csv", "Lab A", 0.1, "--budget", "2")[0] == 2  # a stated budget is not raised
+    assert "not changed" in capsys.readouterr().err
+    from engine.disclosure.dp_budget import read_ledger
+
+    saved = read_ledger(ledger)
+    assert saved.spent("Lab A") == (1.0, 0.0) and [s.table for s in saved.spends] == ["a.csv", "b.csv"]
+    tampered = ledger.read_text().replace('"epsilon": 0.5', '"epsilon": 0.75', 1)
+    ledger.write_text(tampered)
+    with pytest.raises(UserError, match="would exceed it"):  # a ledger over budget is never believed
+        read_ledger(ledger)

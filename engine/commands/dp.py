@@ -1,7 +1,8 @@
 """`python -m engine dp-table`: a differentially private code prevalence table (issue 39, third bullet).
 
     python -m engine dp-table --events EVENTS [--population IDS] [--cohort IDS] --epsilon EPS
-        [--delta DELTA] [--max-codes N] [--codes FILE] --out OUT.csv
+        [--delta DELTA] [--max-codes N] [--codes FILE] [--ledger LEDGER.json --recipient NAME
+        [--budget EPS[,DELTA]]] --out OUT.csv
 
 Writes `code,patients` for every category: the cohort's patients holding the code, with OpenDP's noise
 (`engine.disclosure.dp_tables`: Laplace, or Gaussian with --delta), each patient's codes first bounded to
@@ -9,17 +10,30 @@ Writes `code,patients` for every category: the cohort's patients holding the cod
 public list, e.g. a vocabulary) or else every code of EVENTS (the population's codes, which the table then
 takes as public: say so to the recipient). Prints the budget spent, the noise scale, the accuracy of a
 cell, the patients truncated and, for the steward only, the error against the exact table.
+
+With `--ledger` (`engine.disclosure.dp_budget`), the table is spent against the recipient's budget
+(stated once with `--budget`, the file made when missing): refused (exit 2) before any noise is drawn
+when the recipient's tables would together exceed it, else recorded with the table's sha256.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+from pathlib import Path
 
 import pandas as pd
 
 from engine.commands.inputs import InputOptions, load_groups
 from engine.commands.paths import path_roles
-from engine.disclosure.dp_tables import ALPHA, DEFAULT_MAX_CODES, dp_prevalence, exact_prevalence
+from engine.disclosure.dp_budget import Spend, read_ledger
+from engine.disclosure.dp_tables import (
+    ALPHA,
+    DEFAULT_MAX_CODES,
+    check_budget,
+    dp_prevalence,
+    exact_prevalence,
+)
 from engine.io.errors import UserError
 from engine.io.export import write_table_csv
 
@@ -48,8 +62,43 @@ def register(sub) -> None:
     p.add_argument(
         "--codes", help="CSV with a `code` column: the table's categories (default: every code of EVENTS)"
     )
+    p.add_argument(
+        "--ledger", help="privacy budget ledger (JSON; made when missing): the spend is checked and recorded"
+    )
+    p.add_argument("--recipient", help="with --ledger: to whom the table goes")
+    p.add_argument(
+        "--budget", type=_budget, help="with --ledger: the recipient's budget, EPS or EPS,DELTA (stated once)"
+    )
     p.add_argument("--out", required=True, help="output CSV: code,patients")
-    p.set_defaults(func=run, **path_roles(("--events", "--population", "--cohort", "--codes"), ("--out",)))
+    p.set_defaults(
+        func=run, **path_roles(("--events", "--population", "--cohort", "--codes"), ("--out", "--ledger"))
+    )
+
+
+def _budget(text: str) -> tuple[float, float]:
+    """An argparse `type` for `--budget`: EPS or EPS,DELTA (argparse's error, exit 2, otherwise)."""
+    try:
+        values = [float(x) for x in text.split(",")]
+    except ValueError:
+        values = []
+    if len(values) not in (1, 2):
+        raise argparse.ArgumentTypeError(f"the budget must be EPS or EPS,DELTA, not {text!r}")
+    return values[0], values[1] if len(values) == 2 else 0.0
+
+
+def _ledger(args: argparse.Namespace, epsilon: float, delta: float | None):
+    """The ledger with the recipient's budget, this table's spend checked (before any noise)."""
+    if args.ledger is None:
+        if args.recipient or args.budget:
+            raise UserError("--recipient and --budget go with --ledger")
+        return None
+    if not args.recipient:
+        raise UserError("--ledger needs --recipient: the budget is a recipient's")
+    ledger = read_ledger(args.ledger)
+    if args.budget is not None:
+        ledger = ledger.with_budget(args.recipient, *args.budget)
+    ledger.check(args.recipient, epsilon, delta or 0.0)
+    return ledger
 
 
 def _categories(path: str | None, fallback) -> list[str]:
@@ -71,12 +120,24 @@ def _categories(path: str | None, fallback) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    epsilon, delta = check_budget(args.epsilon, args.delta)
+    ledger = _ledger(args, epsilon, delta)  # checked before any noise is drawn
     g = load_groups(
         args.events, population=args.population, cohort=args.cohort, options=InputOptions.of(args)
     )
     categories = _categories(args.codes, g.population.items)
-    table = dp_prevalence(g.cohort, categories, args.epsilon, args.delta, args.max_codes)
+    table = dp_prevalence(g.cohort, categories, epsilon, delta, args.max_codes)
     write_table_csv(args.out, table.table)
+    if ledger is not None:
+        spend = Spend(args.recipient, Path(args.out).name, table.epsilon, table.delta or 0.0,
+                      hashlib.sha256(Path(args.out).read_bytes()).hexdigest())  # fmt: skip
+        ledger = ledger.with_spend(spend)
+        Path(args.ledger).write_text(ledger.to_json(), encoding="utf-8")
+        s_eps, s_delta = ledger.spent(args.recipient)
+        b_eps, b_delta = ledger.budgets[args.recipient]
+        print(
+            f"ledger: {args.recipient} has spent epsilon {s_eps:g} of {b_eps:g}, delta {s_delta:g} of {b_delta:g}"
+        )
     spent = f"epsilon {table.epsilon:g}" + ("" if table.delta is None else f", delta {table.delta:g}")
     print(f"mechanism: OpenDP {table.mechanism}, noise scale {table.scale:.4g}; budget spent: {spent}")
     print(
