@@ -63,3 +63,34 @@ def test_the_report_matrix_gives_each_release_its_whole_record_verdict(small) ->
         v = risk.verify(made.release, whole, 3, inputs.population)
         assert bool(m.loc[whole.label, "verified"]) == v.ok
         assert int(m.loc[whole.label, "below k"]) == int((v.distinguishability < 3).sum())
+
+
+def test_releases_held_together_are_judged_under_the_whole_record(small) -> None:  # noqa: F811
+    """The joint verdict (engine.study.ledger) under the whole-record attacker: the linked releases'
+    classes of identical item sets (`combine_all` verified by `risk`), never the single-visit count."""
+    import numpy as np
+
+    from engine import risk
+    from engine.study import ledger
+
+    _, inputs, data = small
+    a = make_release("A", HeatherlySettings(k=3), inputs, data, WHOLE, 3, pseudonyms=PSEUDONYMS).release
+    b = make_release("B", HeatherlySettings(k=4), inputs, data, WHOLE, 3, pseudonyms=PSEUDONYMS).release
+    linked = ledger.combine_all((a, b), inputs.population)
+    ids, values = ledger._linked_distinguishability((a, b), WHOLE, inputs.population, ledger.PairCache())
+    assert ids.tolist() == linked.records.patient_ids.tolist()
+    assert values.tolist() == risk.release_distinguishability(linked, WHOLE).tolist()  # was single-visit
+    got = ledger.set_distinguishability((a, b), WHOLE, inputs.population)
+    want = dict(
+        zip(
+            linked.records.patient_ids.astype(str),
+            risk.release_distinguishability(linked, WHOLE),
+            strict=True,
+        )
+    )
+    for rel in (a, b):
+        alone = risk.release_distinguishability(rel, WHOLE, inputs.population)
+        for p, d in zip(rel.records.patient_ids.astype(str), alone, strict=True):
+            want[p] = min(want.get(p, d), int(d))
+    assert got == {p: int(d) for p, d in want.items()}
+    assert np.mean([d < 3 for d in got.values()]) > 0
