@@ -167,3 +167,29 @@ def test_the_ledger_spends_a_recipients_budget_and_refuses_beyond_it(tmp_path, c
     ledger.write_text(tampered)
     with pytest.raises(UserError, match="would exceed it"):  # a ledger over budget is never believed
         read_ledger(ledger)
+
+
+def test_a_phecode_table_counts_patients_per_phecode_over_the_whole_map(tmp_path, capsys):
+    """Phecode prevalence (issue 39): categories are every phecode of the public v1.2 map, whatever the
+    data hold; a patient counts once per phecode one of their codes counts toward."""
+    from engine.disclosure.dp_tables import PatientSets
+    from engine.utility.phewas import phecode_table, phenotype_matrix
+
+    rows = [(f"p{i}", 1, "250.00") for i in range(6)] + [(f"p{i}", 2, "401.1") for i in range(3)]
+    rec = _records([*rows, ("p0", 3, "250.01")])  # two codes, one phecode: counted once
+    sets = PatientSets.of_phecodes(rec)
+    phecodes = list(phecode_table().phecodes.astype(str))
+    assert list(sets.labels) == phecodes
+    exact = exact_prevalence(sets, phecodes)
+    m = phenotype_matrix(rec)
+    assert exact.tolist() == np.asarray((m.counts > 0).sum(axis=0)).ravel().tolist()
+    assert exact[phecodes.index("250.2")] == 6 and exact[phecodes.index("401.1")] == 3
+    sharp = dp_prevalence(sets, phecodes, MAX_EPSILON, max_codes=10)
+    assert np.abs(sharp.table["patients"].to_numpy() - exact).max() <= 1
+    ev = tmp_path / "events.csv"
+    pd.DataFrame(rows, columns=["patient_id", "visit", "code"]).to_csv(ev, index=False)
+    out = tmp_path / "phe.csv"
+    args = ["dp-table", "--events", str(ev), "--phecodes", "--epsilon", "1", "--out", str(out)]
+    assert main(args) == 0
+    assert pd.read_csv(out, dtype=str)["code"].tolist() == phecodes
+    assert "phecodes" in capsys.readouterr().out

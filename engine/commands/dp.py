@@ -1,14 +1,15 @@
 """`python -m engine dp-table`: a differentially private code prevalence table (issue 39, third bullet).
 
     python -m engine dp-table --events EVENTS [--population IDS] [--cohort IDS] --epsilon EPS
-        [--delta DELTA] [--max-codes N] [--codes FILE] [--ledger LEDGER.json --recipient NAME
+        [--delta DELTA] [--max-codes N] [--codes FILE | --phecodes] [--ledger LEDGER.json --recipient NAME
         [--budget EPS[,DELTA]]] --out OUT.csv
 
 Writes `code,patients` for every category: the cohort's patients holding the code, with OpenDP's noise
 (`engine.disclosure.dp_tables`: Laplace, or Gaussian with --delta), each patient's codes first bounded to
 --max-codes (the sensitivity). The categories are the codes of --codes (a CSV with a `code` column: a
 public list, e.g. a vocabulary) or else every code of EVENTS (the population's codes, which the table then
-takes as public: say so to the recipient). Prints the budget spent, the noise scale, the accuracy of a
+takes as public: say so to the recipient); with --phecodes, patients per phecode over every phecode of
+the v1.2 map (the bound then counts phecodes per patient). Prints the budget spent, the noise scale, the accuracy of a
 cell, the patients truncated and, for the steward only, the error against the exact table.
 
 With `--ledger` (`engine.disclosure.dp_budget`), the table is spent against the recipient's budget
@@ -30,6 +31,7 @@ from engine.disclosure.dp_budget import Spend, read_ledger
 from engine.disclosure.dp_tables import (
     ALPHA,
     DEFAULT_MAX_CODES,
+    PatientSets,
     check_budget,
     dp_prevalence,
     exact_prevalence,
@@ -68,6 +70,11 @@ def register(sub) -> None:
     p.add_argument("--recipient", help="with --ledger: to whom the table goes")
     p.add_argument(
         "--budget", type=_budget, help="with --ledger: the recipient's budget, EPS or EPS,DELTA (stated once)"
+    )
+    p.add_argument(
+        "--phecodes",
+        action="store_true",
+        help="count patients per phecode (the v1.2 map's, every one of them: a public list) instead of per code",
     )
     p.add_argument("--out", required=True, help="output CSV: code,patients")
     p.set_defaults(
@@ -125,8 +132,16 @@ def run(args: argparse.Namespace) -> int:
     g = load_groups(
         args.events, population=args.population, cohort=args.cohort, options=InputOptions.of(args)
     )
-    categories = _categories(args.codes, g.population.items)
-    table = dp_prevalence(g.cohort, categories, epsilon, delta, args.max_codes)
+    if args.phecodes:
+        if args.codes:
+            raise UserError("--phecodes counts every phecode of the map: it does not go with --codes")
+        sets = PatientSets.of_phecodes(g.cohort)
+        categories = [str(c) for c in sets.labels]
+        print(f"categories: the {len(categories):,} phecodes of the v1.2 map")
+    else:
+        sets = PatientSets.of_codes(g.cohort)
+        categories = _categories(args.codes, g.population.items)
+    table = dp_prevalence(sets, categories, epsilon, delta, args.max_codes)
     write_table_csv(args.out, table.table)
     if ledger is not None:
         spend = Spend(args.recipient, Path(args.out).name, table.epsilon, table.delta or 0.0,
@@ -144,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
         f"codes per patient kept: {table.max_codes} (the sensitivity); {table.truncated:,} of {table.patients:,} patients truncated"
     )
     print(f"accuracy: each cell within {table.accuracy:.1f} patients with probability {1 - ALPHA:.0%}")
-    err = table.error(exact_prevalence(g.cohort, categories))
+    err = table.error(exact_prevalence(sets, categories))
     print(
         f"for the steward only, against the exact table: mean absolute error {err['mean absolute error']:.2f}, "
         f"largest {err['largest absolute error']:.0f}, cells within the accuracy {err['cells within accuracy']:.1%}"

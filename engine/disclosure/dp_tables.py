@@ -57,42 +57,76 @@ def _kept_order(patient_id: str, codes: Sequence[str]) -> list[int]:
     return sorted(range(len(codes)), key=key.__getitem__)
 
 
-def bounded_code_sets(records: Records, max_codes: int) -> tuple[sp.csr_matrix, int]:
-    """(patients x records.items) 0/1 with at most `max_codes` codes per patient (`_kept_order`), and
-    how many patients lost codes to the bound."""
+@dataclass(frozen=True, eq=False)
+class PatientSets:
+    """What a table counts: `matrix` (patients x `labels`, nonzero where the patient holds the label)
+    and the patients' ids (the bound's per-patient choice reads them)."""
+
+    matrix: sp.csr_matrix
+    patient_ids: np.ndarray
+    labels: np.ndarray
+
+    @classmethod
+    def of_codes(cls, records: Records) -> PatientSets:
+        return cls(records.patient_item_sets.tocsr(), records.patient_ids, records.items.astype(str))
+
+    @classmethod
+    def of_phecodes(cls, records: Records) -> PatientSets:
+        """Patients x every phecode of the v1.2 map (`engine.utility.phewas.phenotype_matrix`): a
+        patient holds a phecode when one of their codes counts toward it."""
+        from engine.utility.phewas import phenotype_matrix
+
+        m = phenotype_matrix(records)
+        return cls((m.counts > 0).astype(np.int64).tocsr(), records.patient_ids, m.phecodes.astype(str))
+
+
+def bounded_code_sets(sets: Records | PatientSets, max_codes: int) -> tuple[sp.csr_matrix, int]:
+    """(patients x labels) 0/1 with at most `max_codes` labels per patient (`_kept_order`), and how many
+    patients lost labels to the bound. `Records` count their codes (`PatientSets.of_codes`)."""
     if isinstance(max_codes, bool) or not isinstance(max_codes, int) or max_codes < 1:
         raise UserError(f"the codes kept per patient must be a whole number of at least 1, not {max_codes!r}")
-    sets = records.patient_item_sets.tocsr()
-    sets.sort_indices()
+    if isinstance(sets, Records):
+        sets = PatientSets.of_codes(sets)
+    mat = sets.matrix.copy()
+    mat.sum_duplicates()
+    mat.sort_indices()
     rows, cols, truncated = [], [], 0
-    items = records.items.astype(str)
-    for p in range(sets.shape[0]):
-        held = sets.indices[sets.indptr[p] : sets.indptr[p + 1]]
+    items = np.asarray(sets.labels).astype(str)
+    for p in range(mat.shape[0]):
+        held = mat.indices[mat.indptr[p] : mat.indptr[p + 1]][
+            mat.data[mat.indptr[p] : mat.indptr[p + 1]] != 0
+        ]
         if len(held) > max_codes:
             truncated += 1
-            order = _kept_order(str(records.patient_ids[p]), items[held].tolist())
+            order = _kept_order(str(sets.patient_ids[p]), items[held].tolist())
             held = np.sort(held[order[:max_codes]])
         rows.extend([p] * len(held))
         cols.extend(held.tolist())
     data = np.ones(len(rows), dtype=np.int64)
-    return sp.csr_matrix((data, (rows, cols)), shape=sets.shape), truncated
+    return sp.csr_matrix((data, (rows, cols)), shape=mat.shape), truncated
 
 
-def _counts(sets: sp.csr_matrix, records: Records, categories: Sequence[str]) -> np.ndarray:
-    """Patients holding each category (a category the records lack: 0)."""
-    per_item = np.asarray(sets.sum(axis=0)).ravel()
-    at = pd.Index(records.items.astype(str)).get_indexer(list(categories))
+def _sets(sets: Records | PatientSets) -> PatientSets:
+    return PatientSets.of_codes(sets) if isinstance(sets, Records) else sets
+
+
+def _counts(matrix: sp.csr_matrix, labels: np.ndarray, categories: Sequence[str]) -> np.ndarray:
+    """Patients holding each category (a category no patient's label: 0)."""
+    per_item = np.asarray((matrix != 0).sum(axis=0)).ravel()
+    at = pd.Index(np.asarray(labels).astype(str)).get_indexer(list(categories))
     return np.where(at >= 0, per_item[np.maximum(at, 0)], 0).astype(np.int64)
 
 
-def exact_prevalence(records: Records, categories: Sequence[str]) -> np.ndarray:
+def exact_prevalence(sets: Records | PatientSets, categories: Sequence[str]) -> np.ndarray:
     """The exact table: patients holding each category, no bound, no noise."""
-    return _counts(records.patient_item_sets, records, categories)
+    s = _sets(sets)
+    return _counts(s.matrix, s.labels, categories)
 
 
-def bounded_prevalence(records: Records, categories: Sequence[str], max_codes: int) -> np.ndarray:
+def bounded_prevalence(sets: Records | PatientSets, categories: Sequence[str], max_codes: int) -> np.ndarray:
     """The table the noise is added to: patients holding each category after the bound."""
-    return _counts(bounded_code_sets(records, max_codes)[0], records, categories)
+    s = _sets(sets)
+    return _counts(bounded_code_sets(s, max_codes)[0], s.labels, categories)
 
 
 def _measurement(scale: float, delta: float | None):
@@ -139,22 +173,24 @@ class DPTable:
 
 
 def dp_prevalence(
-    records: Records,
+    records: Records | PatientSets,
     categories: Sequence[str],
     epsilon: float,
     delta: float | None = None,
     max_codes: int = DEFAULT_MAX_CODES,
 ) -> DPTable:
     """The (epsilon, delta)-DP table of patients per category (module docstring): the Laplace
-    mechanism without delta, the Gaussian with it."""
+    mechanism without delta, the Gaussian with it. `records`: their codes, or `PatientSets` (e.g. their
+    phecodes, `PatientSets.of_phecodes`, over every phecode of the map)."""
     import opendp.prelude as dp
 
     epsilon, delta = check_budget(epsilon, delta)
     categories = [str(c) for c in categories]
     if len(set(categories)) != len(categories):
         raise UserError("the categories of a DP table must be distinct codes")
-    sets, truncated = bounded_code_sets(records, max_codes)
-    counts = _counts(sets, records, categories)  # = bounded_prevalence
+    s = _sets(records)
+    sets, truncated = bounded_code_sets(s, max_codes)
+    counts = _counts(sets, s.labels, categories)  # = bounded_prevalence
     mechanism = "laplace" if delta is None else "gaussian"
     d_in: float = max_codes if delta is None else math.sqrt(max_codes)
     d_out = epsilon if delta is None else (epsilon, delta)
@@ -180,7 +216,7 @@ def dp_prevalence(
         delta=None if delta is None else float(loss[1]),
         scale=float(scale),
         max_codes=max_codes,
-        patients=records.n_patients,
+        patients=int(s.matrix.shape[0]),
         truncated=truncated,
         accuracy=accuracy,
     )
