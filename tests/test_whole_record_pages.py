@@ -32,3 +32,26 @@ def test_risk_page_under_the_whole_record_attacker(scope):
     # the explanation models the papers' attacker: said so, no explanation of a whole-record class
     assert any("whole-record knowledge" in i.value for i in at.info)
     assert not [s for s in at.selectbox if s.key == "risk_explain_record"]
+
+
+@pytest.mark.parametrize(
+    "view", ["ui.views.heatherly", "ui.views.profiles", "ui.views.gccens", "ui.views.lda"]
+)
+def test_every_method_view_opens_under_the_whole_record_attacker(view, monkeypatch):
+    """Each method's view runs under the sidebar's whole-record attacker (the papers' settings it opens
+    on: `papers_knowledge`), and no view raises."""
+    monkeypatch.setenv("COHORTSHIELD_WORKERS", "0")
+    at = page_app(view=(view, "render_anonymize"), state={"adversary_knowledge": "whole_record"})
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.session_state["context"].adversary.knowledge == "whole_record"
+
+
+def test_the_lab_orders_page_reads_the_whole_record_as_all_days(monkeypatch):
+    """The Lab orders page under the whole-record attacker: all days known (it raised KeyError)."""
+    monkeypatch.setenv("COHORTSHIELD_WORKERS", "0")
+    state = {"adversary_knowledge": "whole_record", "labs_simulations": 5, "labs_trials": 20}
+    at = page_app("pages/labs.py", state={**state, "labs_epochs": 1, "labs_max_train": 1000}, timeout=240)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("all days known" in i.value for i in at.info)
