@@ -94,3 +94,43 @@ def test_releases_held_together_are_judged_under_the_whole_record(small) -> None
             want[p] = min(want.get(p, d), int(d))
     assert got == {p: int(d) for p, d in want.items()}
     assert np.mean([d < 3 for d in got.values()]) > 0
+
+
+def test_a_study_under_the_whole_record_attacker_reports_it() -> None:
+    """The report (JSON, HTML, PDF) of a study whose attacker knows the whole record names it, with its
+    meaning, and judges each release under it."""
+    import pandas as pd
+
+    from engine.records import Records
+    from engine.release import Release
+    from engine.report.report import build_report
+    from engine.study.runs import RunInputs
+    from engine.study.study import data_ref
+    from tests.test_report import _entry
+
+    frame = pd.DataFrame(
+        {
+            "patient_id": ["a", "a", "b", "c", "d"],
+            "visit": [1, 2, 1, 1, 1],
+            "code": ["401.1", "250.00", "401.1", "401.1", "272.4"],
+        }
+    )
+    pop = Records.from_frame(frame)
+    cohort = pop.subset(["a", "b", "c"])
+    data = data_ref("toy", pop, RunInputs(pop, cohort), sources={"events.csv": "abc"})
+    keep = cohort.items[cohort.event_item] == "401.1"  # every record shows {401.1}: one class of 3
+    entry, given = _entry(
+        "suppress",
+        Release("suppress", cohort.keep_events(keep)),
+        HeatherlySettings(k=2),
+        data,
+        pop,
+        adv=WHOLE,
+    )
+    study = Study(data, WHOLE, 2, pseudonym_key=KEY).admit(entry)
+    rep = build_report(study, {"suppress": given}, pop, cohort, reproducible=True)
+    assert rep.data["attacker"]["knowledge"] == "whole_record"
+    assert rep.data["attacker"]["description"] == WHOLE.describe()
+    (row,) = rep.data["releases"]
+    assert row["verified"] and row["verification"]["adversary"] == "cohort / whole record"
+    assert "cohort / whole record" in rep.to_html().decode() and rep.to_pdf().startswith(b"%PDF")
