@@ -50,3 +50,20 @@ def test_risk_whole_record_refuses_the_papers_only_options(events, tmp_path, cap
     assert main(["risk", "--events", str(events), "--knowledge", "whole_record", *extra]) == 2
     err = capsys.readouterr().err
     assert words in err and "whole-record" in err
+
+
+def test_study_under_the_whole_record_attacker_from_the_command_line(tmp_path, capsys) -> None:
+    """`study new --knowledge whole_record`: the study file keeps the attacker; `study add` verifies the
+    release under it (a refusal is tests/test_whole_record_study.py's)."""
+    import json
+
+    from tests.test_study_cli import _add, _new, _rows
+
+    ev, co = tmp_path / "events.csv", tmp_path / "cohort.csv"
+    pd.DataFrame(_rows(), columns=["patient_id", "visit", "code", "age"]).to_csv(ev, index=False)
+    pd.DataFrame({"patient_id": sorted({r[0] for r in _rows()})}).to_csv(co, index=False)
+    study = tmp_path / "study.json"
+    _new(study, ev, co, 2, knowledge="whole_record")  # twins: every record's codes are held twice
+    assert json.loads(study.read_text())["adversary"]["knowledge"] == "whole_record"
+    assert _add(study, ev, co, "G2", "gccens", "--k", "2", "--scope", "cohort") == 0
+    assert "cohort / whole record" in capsys.readouterr().out
