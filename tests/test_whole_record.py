@@ -93,3 +93,23 @@ def test_whole_record_sharded_equals_in_process(case, n_shards):
             assert (
                 shards.sharded_distinguishability(targets, paths, "whole_record", m).tolist() == want.tolist()
             )
+
+
+def test_an_empty_record_on_shards_matches_only_patients_showing_nothing(tmp_path):
+    """The kind of counterexample hypothesis found (sharded [3, 3, 3] against [3, 3, 0]): a record left
+    with no code matches only the patients who show no column (here c, whose 401 no record shows),
+    shard by shard too, not every patient of a shard."""
+    import pandas as pd
+
+    from engine.records import Records
+    from engine.scale import shards
+
+    frame = pd.DataFrame(
+        {"patient_id": ["a", "b", "c", "d"], "visit": [1, 1, 1, 1], "code": ["250", "250", "401", "250"]}
+    )
+    pop = Records.from_frame(frame)
+    targets = pop.keep_events(np.array([True, True, False, False]))  # c's and d's only code suppressed
+    paths = shards.write_shards(pop, tmp_path, 2)
+    want = risk.distinguishability(targets, pop, "whole_record")
+    assert want.tolist() == [3, 3, 1, 1]
+    assert shards.sharded_distinguishability(targets, paths, "whole_record").tolist() == [3, 3, 1, 1]
