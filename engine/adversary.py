@@ -8,6 +8,11 @@
   single-visit filter); a record's distinguishability is the minimum over its visits.
 - knowledge `all_visits`: the attacker knows all the target's codes (PPE's all-visits filter;
   GCCens with repeat counts; the LDA with (code, age) pairs).
+- knowledge `whole_record` (issue 39): the attacker knows every code of the target's record AND which
+  codes it does not hold (the flat-table model of ARX, sdcMicro and pycanon): a candidate is consistent
+  only when its released item set equals the target's; the class is the set of records with the same
+  item set. Repeat counts and the visit grouping are not part of it. No method of the papers targets
+  this attacker (`PAPERS_KNOWLEDGES`): their releases are verified under it and refused when they fail.
 """
 
 from __future__ import annotations
@@ -18,9 +23,10 @@ from typing import Literal
 from engine.io.errors import UserError
 
 Scope = Literal["cohort", "population"]
-Knowledge = Literal["single_visit", "all_visits"]
+Knowledge = Literal["single_visit", "all_visits", "whole_record"]
 SCOPES: tuple[Scope, ...] = ("cohort", "population")
-KNOWLEDGES: tuple[Knowledge, ...] = ("single_visit", "all_visits")
+KNOWLEDGES: tuple[Knowledge, ...] = ("single_visit", "all_visits", "whole_record")
+PAPERS_KNOWLEDGES: tuple[Knowledge, ...] = ("single_visit", "all_visits")  # a record matches if it holds them
 # The largest k anywhere (the CLI, a study file, the app's sidebar): a group of a million records is
 # beyond any cohort, and larger values overflow the compiled kernels' integers (issue 40: --k
 # 99999999999999999999 crashed). One bound for every layer (issue 38): a study made with --k 150
@@ -68,7 +74,21 @@ _DESCRIPTIONS: dict[tuple[str, str], str] = {
         "Knows only that the target is a patient of the institution, and every code in their "
         "record, with repeats where released (k-map; Tamersoy's GCCens)."
     ),
+    ("cohort", "whole_record"): (
+        "Knows the target is in the shared cohort, every code in their record and which codes it does "
+        "not hold: only records with exactly the same codes match (k-anonymity of a flat table: ARX, "
+        "sdcMicro, pycanon; no method of the papers targets it)."
+    ),
+    ("population", "whole_record"): (
+        "Knows only that the target is a patient of the institution, every code in their record and "
+        "which codes it does not hold: only patients with exactly the same released codes match "
+        "(k-map of a flat table; no method of the papers targets it)."
+    ),
 }
+WHOLE_RECORD_NOTE = (
+    "no method of the papers targets the whole-record attacker (it also knows which codes a record "
+    "does not hold); their releases are verified under it, and refused when they fail"
+)
 
 
 @dataclass(frozen=True)
@@ -92,5 +112,20 @@ class Adversary:
         """One plain-language line: who the attacker is, what they know, which paper uses it."""
         return _DESCRIPTIONS[(self.scope, self.knowledge)]
 
+    @property
+    def targeted_by_papers(self) -> bool:
+        """Whether the papers' methods aim at this attacker (not the whole-record one, issue 39)."""
+        return self.knowledge in PAPERS_KNOWLEDGES
 
-ALL_ADVERSARIES: tuple[Adversary, ...] = tuple(Adversary(s, k) for s in SCOPES for k in KNOWLEDGES)
+
+def papers_knowledge(knowledge: Knowledge) -> Knowledge:
+    """The knowledge a method of the papers is run for under this one: itself, or all visits for the
+    whole-record attacker (the nearest the papers target; the release is then verified under the whole
+    record, `WHOLE_RECORD_NOTE`)."""
+    return "all_visits" if knowledge == "whole_record" else knowledge
+
+
+ALL_ADVERSARIES: tuple[Adversary, ...] = tuple(Adversary(s, k) for s in SCOPES for k in PAPERS_KNOWLEDGES)
+"""The papers' four adversaries (the Risk page's and the report's "all four")."""
+WHOLE_RECORD_ADVERSARIES: tuple[Adversary, ...] = tuple(Adversary(s, "whole_record") for s in SCOPES)
+EVERY_ADVERSARY: tuple[Adversary, ...] = ALL_ADVERSARIES + WHOLE_RECORD_ADVERSARIES

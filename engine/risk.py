@@ -16,6 +16,11 @@ released form, one item set per patient). When the release shows the visit group
 consistent only when ONE of its visits holds every known item, and the count is of distinct
 candidate patients (Heatherly 2013: "the same set of diagnosis codes from some visit"). Under
 `all_visits` knowledge the match stays whole-record.
+
+Under `whole_record` knowledge (issue 39; the flat-table model of ARX, sdcMicro and pycanon) the
+attacker also knows which codes the record does not hold: a candidate is consistent only when the set
+of items it shows equals the target's item set, so a record's distinguishability is the size of its
+class of identical item sets (`_whole_record_counts`). Repeat counts and visits are not part of it.
 """
 
 from __future__ import annotations
@@ -840,6 +845,8 @@ def count_known_sets(
     k), so at population scale the capped count is the kernel for verdicts: its work per set is bounded
     by the cap (CPU growth exponent about 1.04 in bench/scale.py), where full counts grow with the
     supports of common sets (exponent 1.5-1.7)."""
+    if knowledge == "whole_record":
+        return _whole_record_counts(target_items, known, candidates, matching)
     cap, threads = matching.cap, matching.threads
     by_visit = matching.within_visits and knowledge == "single_visit"
     proj = _projected_candidates(
@@ -899,10 +906,65 @@ def count_known_sets(
                 values[rows] = counter.count(uniq)[inv]
     if cap is not None:
         np.minimum(values, cap, out=values)
+    _record_kernel(ran, cap)
+    return values
+
+
+def _record_kernel(ran: str, cap: int | None) -> None:
     log = getattr(_RAN, "log", None)
     if log is not None:
         log.append(ran + ("" if cap is None else f", counts capped at {cap}"))
-    return values
+
+
+def shown_items(target_items: np.ndarray, candidates: Records, item_codes) -> sp.csr_matrix:
+    """(n_candidates, n_target_items) 0/1, indices sorted: the target items each candidate shows. A
+    candidate item that is itself a target item (by name) stands for itself; another item for every
+    target item whose codes include its codes (`match_matrix`); an item no target item stands for is
+    not shown: the release dropped it (tests/reference_risk.py `shown_items`)."""
+    m = match_matrix(candidates.items, target_items, item_codes).tocsr()
+    at = pd.Index(np.asarray(target_items, dtype=object).astype(str)).get_indexer(
+        np.asarray(candidates.items, dtype=object).astype(str)
+    )
+    same = np.flatnonzero(at >= 0)
+    m = sp.diags((at < 0).astype(np.int32), dtype=np.int32) @ m + sp.csr_matrix(
+        (np.ones(len(same), dtype=np.int32), (same, at[same])), shape=m.shape
+    )
+    shown = (candidates.patient_item_sets.astype(np.int32) @ m).tocsr()
+    shown.sum_duplicates()
+    shown.eliminate_zeros()
+    shown.sort_indices()
+    return shown
+
+
+def _row_keys(m: sp.csr_matrix) -> list[bytes]:
+    """Each row's sorted column indices as bytes: equal keys, equal item sets."""
+    m = m.tocsr()
+    if not m.has_canonical_format:  # never sorted in place: the caller's matrix may be read-only
+        m = m.copy()
+        m.sum_duplicates()
+        m.sort_indices()
+    cols = m.indices.astype(np.int64)
+    return [cols[m.indptr[i] : m.indptr[i + 1]].tobytes() for i in range(m.shape[0])]
+
+
+def _whole_record_counts(
+    target_items: np.ndarray, known: sp.csr_matrix, candidates: Records, matching: Matching
+) -> np.ndarray:
+    """Per known set, the candidates whose shown item set (`shown_items` over the items some known set
+    holds: the flat table's columns, onto which ARX projects a population for k-map) equals it exactly:
+    the whole-record attacker's class size (issue 39), at most `matching.cap`. Counts over disjoint groups
+    of candidates add up, as `count_known_sets` promises."""
+    held = np.unique(known.indices)  # the flat table's columns: the items some target record holds
+    shown = shown_items(np.asarray(target_items)[held], candidates, matching.item_codes)
+    have = pd.Series(_row_keys(shown)).value_counts()
+    values = (
+        pd.Series(_row_keys(known.tocsc()[:, held].tocsr()))
+        .map(have)
+        .fillna(0)
+        .to_numpy(dtype=np.int64, copy=True)
+    )
+    _record_kernel("identical item sets", matching.cap)
+    return values if matching.cap is None else np.minimum(values, matching.cap)
 
 
 def distinguishability(

@@ -120,7 +120,9 @@ if study.current() or session_study.can_undo() or session_study.can_redo():
     session_study.edit_panel(ctx)  # issue 35, finding 6: a study one can edit
 
 # ------------------------------------------------------------------ verification, four adversaries
-st.subheader(f"Verification of every release at k = {ctx.k} under the four adversaries")
+st.subheader(
+    f"Verification of every release at k = {ctx.k} under the four adversaries and the whole-record attacker"
+)
 if not published:
     st.info(
         'No release in the study yet: make one on the Anonymize page and press "Add to study", or '

@@ -12,7 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from engine import risk
-from engine.adversary import ALL_ADVERSARIES
+from engine.adversary import ALL_ADVERSARIES, EVERY_ADVERSARY, Adversary
 from engine.estimate import explain, kmap
 from engine.records import Records
 from engine.report.glossary import help_for
@@ -44,18 +44,22 @@ def _memo(what: str, size: int, cohort: Records, population: Records | None, com
     return cache.memo(f"risk {what}", key, compute, size=size, data=(cohort, population))
 
 
-def _original(cohort: Records, population: Records, count_repeats: bool) -> tuple[dict[str, np.ndarray], str]:
+def _original(
+    cohort: Records, population: Records, count_repeats: bool, adversaries: tuple[Adversary, ...]
+) -> tuple[dict[str, np.ndarray], str]:
     """Distinguishability per adversary, and which backend and kernel counted each (issue 15)."""
 
     def compute() -> tuple[dict[str, np.ndarray], str]:
         with risk.record_kernels() as ran:
-            together = risk.all_adversaries(cohort, population, risk.Matching(count_repeats=count_repeats))
+            together = risk.all_adversaries(
+                cohort, population, risk.Matching(count_repeats=count_repeats), adversaries=adversaries
+            )
         used = "; ".join(f"{adv.label}: {k}" for adv, k in zip(together, ran, strict=True))
         return {adv.label: dis for adv, dis in together.items()}, (
             f"Backend: in process, {risk.thread_count()} threads. Kernel: {used}."
         )
 
-    return _memo("original", 16, cohort, population, compute, count_repeats)
+    return _memo("original", 16, cohort, population, compute, count_repeats, adversaries)
 
 
 def _patterns(
@@ -109,6 +113,12 @@ def _summary_table(curves: dict[str, np.ndarray], k: int) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+WHOLE_RECORD_UNEXPLAINED = (
+    "Under whole-record knowledge a record's class is the records with exactly its codes: the "
+    "explanation and its fixes below model the papers' attacker (the codes a record holds), so they are "
+    "not shown for this one. Choose single visit or all visits in the sidebar to see them."
+)
+
 # ------------------------------------------------------------------------------------------ page
 ctx = current()
 adv, k = ctx.adversary, ctx.k
@@ -127,8 +137,10 @@ count_repeats = st.checkbox(
     help=help_for("all_visits"),
 )
 
-with st.spinner("Computing distinguishability under the four adversaries..."):
-    curves, backend = _original(ctx.cohort, ctx.population, count_repeats)
+# the papers' four, and the sidebar's whole-record attacker when chosen (issue 39)
+shown = ALL_ADVERSARIES + (() if adv.targeted_by_papers else (adv,))
+with st.spinner("Computing distinguishability under the adversaries..."):
+    curves, backend = _original(ctx.cohort, ctx.population, count_repeats, shown)
 with st.expander("For administrators: how the risk was computed"):  # issue 26: no server details above
     st.caption(backend)
 dis = curves[adv.label]
@@ -149,7 +161,7 @@ c3.metric("Average risk", fmt.percent(m.average), help=help_for("average_risk"))
 c1.metric(f"Records at risk ({above})", f"{m.records_at_risk:,}", help=help_for("records_at_risk"))
 c2.metric(f"Share at risk ({above})", fmt.percent(m.share_at_risk), help=help_for("records_at_risk"))
 
-st.header("The four adversaries")
+st.header("The four adversaries" + ("" if adv.targeted_by_papers else ", and the whole-record attacker"))
 st.caption(
     "Share of cohort records at or below each distinguishability (x on a log scale), one curve per adversary; "
     "the sidebar's adversary is drawn thicker."
@@ -186,8 +198,8 @@ with d2:
         "risk_summary_adversaries.csv",
         "dl_risk_summary",
     )
-with st.expander("Who are the four adversaries?"):
-    for a in ALL_ADVERSARIES:
+with st.expander("Who are the adversaries?"):
+    for a in EVERY_ADVERSARY:
         st.markdown(f"- **{a.label}**: {a.describe()}")
 
 st.header("Riskiest code patterns")
@@ -280,7 +292,7 @@ else:
 
 sensitive_view.show(ctx, {name: held.release for name, (_entry, held) in (published or {}).items()})
 
-if cohort_is_population(ctx.cohort, ctx.population):
+if cohort_is_population(ctx.cohort, ctx.population) and adv.targeted_by_papers:  # the papers' attacker only
     st.header("k-map without the population (estimate)")
     st.warning(kmap.RANDOM_SAMPLE_WARNING)
     size = int(
@@ -325,6 +337,8 @@ st.header("Why a record is at risk, and what would fix it")
 below = np.flatnonzero(dis < k)
 if len(below) == 0:
     st.success(f"No record is below k = {k} under {adv.label}.")
+elif not adv.targeted_by_papers:  # issue 39: the explanation's fixes are the papers' (codes a record holds)
+    st.info(WHOLE_RECORD_UNEXPLAINED)
 else:
     st.caption(
         "Records are named by their position in the cohort, not by their ids. The codes that single the "

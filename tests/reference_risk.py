@@ -8,6 +8,10 @@ known set holds. Single-visit knowledge takes the minimum over the record's visi
 is consistent with every candidate). With `within_visits` (a release that shows its visits) and
 single-visit knowledge, a candidate patient is consistent when one of its visits, taken alone,
 holds every known item.
+
+Under `whole_record` knowledge (issue 39) the attacker also knows which codes the target does not hold:
+a candidate is consistent when the set of the targets' items it shows equals the target's item set
+(`reference_whole_record`).
 """
 
 from __future__ import annotations
@@ -52,6 +56,8 @@ def reference_distinguishability(
     within_visits: bool = False,
 ) -> list[int]:
     """Distinguishability of every target record, by brute force."""
+    if knowledge == "whole_record":
+        return reference_whole_record(targets, candidates, item_codes=item_codes)
     by_visit = within_visits and knowledge == "single_visit"
     if by_visit:  # each candidate patient as the list of its visits
         cands = [[Counter(v) for v in candidates.patient_visits(q)] for q in range(candidates.n_patients)]
@@ -65,3 +71,31 @@ def reference_distinguishability(
             best = min(best, n)
         out.append(best)
     return out
+
+
+def shown_items(
+    codes: list[str], vocabulary: list[str], item_codes: Mapping[str, frozenset[str]] | None
+) -> set[str]:
+    """The items of `vocabulary` a record with `codes` shows: a code that is itself an item stands for
+    itself; another code for every item whose codes include its codes; a code no item stands for is
+    not shown (the release dropped it)."""
+    shown: set[str] = set()
+    for c in codes:
+        if c in vocabulary:
+            shown.add(c)
+        else:
+            shown.update(t for t in vocabulary if codes_of(c, item_codes) <= codes_of(t, item_codes))
+    return shown
+
+
+def reference_whole_record(
+    targets: Records, candidates: Records, *, item_codes: Mapping[str, frozenset[str]] | None = None
+) -> list[int]:
+    """Per target record, the candidates whose shown item set equals the target's item set exactly
+    (repeats and visits play no part). The items shown are those some target record holds: the
+    columns of the flat table (ARX's quasi-identifiers), against which a population is projected."""
+    vocabulary = sorted({c for p in range(targets.n_patients) for c in targets.patient_codes(p)})
+    shown = [
+        shown_items(candidates.patient_codes(q), vocabulary, item_codes) for q in range(candidates.n_patients)
+    ]
+    return [sum(s == set(targets.patient_codes(p)) for s in shown) for p in range(targets.n_patients)]

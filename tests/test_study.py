@@ -156,11 +156,11 @@ def test_rebuild_refuses_other_data(small):
         rebuild(study, inputs, data)
 
 
-def test_verification_matrix_covers_the_four_adversaries(small):
+def test_verification_matrix_covers_the_four_adversaries_and_the_whole_record(small):
     _, inputs, data = small
     made = make_release("DEMO_D", HeatherlySettings(k=3), inputs, data, Adversary(), 3, pseudonyms=PSEUDONYMS)
     m = verification_matrix(made.release, inputs.population, 3)
-    assert len(m) == 4
+    assert len(m) == 6  # and both whole-record adversaries (issue 39)
     assert bool(m.loc[m["adversary"] == "cohort / single visit", "verified"].item())
     # the whole record is a stronger attacker than one visit: never fewer records below k
     sv = int(m.loc[m["adversary"] == "cohort / single visit", "below k"].item())

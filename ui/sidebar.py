@@ -537,6 +537,6 @@ def _fail(sb: Any, state: LoadState, message: str | None, keep_report: bool = Fa
 
 
 _SCOPE_HELP = help_for("k_anonymity", "k_map")  # scope cohort: k-anonymity; population: k-map
-_KNOWLEDGE_HELP = help_for("single_visit", "all_visits")
+_KNOWLEDGE_HELP = help_for("single_visit", "all_visits", "whole_record")
 _TEACH_HELP = "Each page then opens with two lines on what it shows and one suggested thing to try."
 _K_HELP = help_for("k")

@@ -20,7 +20,18 @@ from engine.commands.paths import check_paths
 from engine.io.errors import UserError
 
 # module name under engine.commands -> registered in this order
-COMMAND_MODULES = ("sample", "risk", "anonymize", "phewas", "labs", "study", "shards", "audit", "verify")
+COMMAND_MODULES = (
+    "sample",
+    "risk",
+    "anonymize",
+    "phewas",
+    "labs",
+    "study",
+    "shards",
+    "audit",
+    "verify",
+    "dp",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

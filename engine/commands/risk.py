@@ -1,7 +1,7 @@
 """`python -m engine risk`: distinguishability of every cohort patient under one adversary.
 
     python -m engine risk --events EVENTS [--population IDS] [--cohort IDS]
-        --scope {cohort,population} --knowledge {single_visit,all_visits} [--k K]
+        --scope {cohort,population} --knowledge {single_visit,all_visits,whole_record} [--k K]
         [--count-repeats] [--threads N] [--up-to-k]
         [--shards DIR [--scheduler ADDR | --dask-workers N]] --out OUT.csv
 
@@ -142,7 +142,12 @@ def register(sub) -> None:
     )
     p.add_argument("--cohort", help="file of patient ids: the cohort (default: the population)")
     p.add_argument("--scope", required=True, choices=SCOPES, help="candidates: the cohort or the population")
-    p.add_argument("--knowledge", required=True, choices=KNOWLEDGES, help="one visit's codes or all codes")
+    p.add_argument(
+        "--knowledge",
+        required=True,
+        choices=KNOWLEDGES,
+        help="one visit's codes, all codes, or the whole record (also the codes it does not hold)",
+    )
     p.add_argument("--k", type=k_argument, default=5, help="k for the share below k (default 5)")
     p.add_argument(
         "--count-repeats",
@@ -475,6 +480,13 @@ def run(args: argparse.Namespace) -> int:
     if args.k < 1:
         raise UserError(f"--k must be a positive whole number, not {args.k}")
     estimating = args.population_size is not None
+    if args.knowledge == "whole_record":  # issue 39: these model the papers' attacker only
+        for option, given in (("--population-size", estimating), ("--explain", args.explain),
+                              ("--count-repeats", args.count_repeats)):  # fmt: skip
+            if given:
+                raise UserError(
+                    f"{option} is for the papers' attacker: it does not go with whole-record knowledge"
+                )
     if estimating and args.scope != "population":
         raise UserError("--population-size estimates k-map: it needs --scope population")
     if estimating and (args.shards or args.population):

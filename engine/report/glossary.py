@@ -121,6 +121,16 @@ _TERMS: tuple[Term, ...] = (
         "The attacker knows every code of the patient, and that 250.00 was assigned 6 times.",
     ),
     Term(
+        "whole_record",
+        "Whole-record knowledge",
+        "The attacker knows every code of the patient and which codes the patient does not hold, so only "
+        "records with exactly the same set of codes match (repeats and visits aside); no method of the "
+        "five papers aims at this attacker.",
+        PROJECT,
+        "issue 39; the flat-table model of ARX, sdcMicro and pycanon",
+        "A patient with only 250.00 and 401.9 matches no record that also holds 272.4.",
+    ),
+    Term(
         "cap",
         "Cap (censoring threshold)",
         "The most repeats of a code released per record; GCCens first removes instances above the cap, "

@@ -509,7 +509,7 @@ def _release(r: dict[str, Any], i: int, d: dict[str, Any]) -> list[Block]:
     )
     fails = r["fails under"]
     blocks += [
-        Heading(3, f"Verification under the four adversaries at k = {k}"),
+        Heading(3, f"Verification under the four adversaries and the whole-record attacker at k = {k}"),
         Table(
             ("Adversary", "Records", "Below k", "Unique", "Verified"),
             tuple(
@@ -527,7 +527,7 @@ def _release(r: dict[str, Any], i: int, d: dict[str, Any]) -> list[Block]:
         Para(
             f"Fails under: {', '.join(fails)}."
             if fails
-            else f"Verified under all four adversaries at k = {k}.",
+            else f"Verified under all four adversaries and the whole-record attacker at k = {k}.",
             strong=bool(fails),
         ),
         Heading(3, "Utility"),

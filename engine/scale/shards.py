@@ -279,7 +279,10 @@ def _support_in(
     if recs is None:  # no events: its patients match only empty known sets
         return np.where(lens == 0, full, 0).astype(np.int64)
     values = count_known_sets(target_items, known, recs, knowledge, matching)
-    values[lens == 0] = full  # patients without events are candidates too
+    if knowledge == "whole_record":  # an empty record matches those showing nothing, without events too
+        values[lens == 0] = np.minimum(values[lens == 0] + (n - recs.n_patients), full)
+    else:
+        values[lens == 0] = full  # patients without events are candidates too
     return values
 
 

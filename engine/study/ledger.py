@@ -592,9 +592,9 @@ def _linked_distinguishability(
         )
     cands = risk.candidates_for(adversary, combined.records, population, pool)
     matching = risk.Matching.of_release(combined)
-    if adversary.knowledge == "all_visits":
+    if adversary.knowledge != "single_visit":  # all visits, or the whole record (issue 39)
         return link.records.patient_ids, risk.distinguishability(
-            combined.records, cands, "all_visits", matching
+            combined.records, cands, adversary.knowledge, matching
         )
     known, at = _known_visits(link, readings, where, cache)
     out = np.full(link.records.n_patients, cands.n_patients, dtype=np.int64)

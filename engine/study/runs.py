@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from engine.adversary import MAX_K, MIN_RELEASE_K, Adversary
+from engine.adversary import MAX_K, MIN_RELEASE_K, Adversary, papers_knowledge
 from engine.adversary import check_k as check_k_range
 from engine.io.errors import UserError
 from engine.io.progress import Progress
@@ -604,7 +604,7 @@ def opening_settings(cohort: Records, adversary: Adversary, k: int) -> dict[str,
     return {
         HeatherlySettings.method: HeatherlySettings(k=k, scope=adversary.scope),
         GCCensSettings.method: GCCensSettings(k=k, scope=adversary.scope, codes=OPENING_CODES),
-        ProfilesSettings.method: ProfilesSettings(k=k, knowledge=adversary.knowledge),
+        ProfilesSettings.method: ProfilesSettings(k=k, knowledge=papers_knowledge(adversary.knowledge)),
         LDASettings.method: LDASettings(k=k, age_low=low, age_high=high),
     }
 

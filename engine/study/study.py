@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from engine import risk
-from engine.adversary import ALL_ADVERSARIES, MAX_K, MIN_RELEASE_K, Adversary
+from engine.adversary import EVERY_ADVERSARY, MAX_K, MIN_RELEASE_K, WHOLE_RECORD_NOTE, Adversary
 from engine.disclosure.cells import SmallCellError, SmallCellPolicy
 from engine.io.errors import UserError
 from engine.io.progress import Progress
@@ -373,9 +373,10 @@ class Study:
         not verified under the study's attacker never enters the study (issue 35, finding 6: it would
         sit in the study without files and fail every rebuild); refused with its verdict."""
         if not release.exportable:
+            note = "" if self.adversary.targeted_by_papers else f" ({WHOLE_RECORD_NOTE})"
             raise StudyError(
                 f"{release.name!r} is not added to the study: {release.verdict_message()}; "
-                "change its settings until it is verified"
+                f"change its settings until it is verified{note}"
             )
         return self.add(release)
 
@@ -545,10 +546,11 @@ def verification_matrix(
     k: int,
     verify: Callable[[Release, Adversary, int, Records], risk.Verification] = risk.verify,
 ) -> pd.DataFrame:
-    """The release verified under each of the four adversaries at k: one row per adversary.
+    """The release verified under each of the four adversaries at k, and under both whole-record ones
+    (issue 39: no method of the papers targets them; their verdict is reported): one row per adversary.
     `verify`: `risk.verify` or one that memoizes it (the app's, where k only thresholds)."""
     rows = []
-    for adv in ALL_ADVERSARIES:
+    for adv in EVERY_ADVERSARY:
         rec = VerificationRecord.of(verify(release, adv, k, population))
         rows.append(
             {

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from engine.adversary import papers_knowledge
 from engine.dataset import Dataset
 from engine.labs import reident as L
 from engine.labs.latent_verdict import latent_verdict, verdict_lines
@@ -212,7 +213,7 @@ def render(ctx: Context) -> None:
     else:
         group_label = f"population group `{ctx.population_group}`"
     key = days.fingerprint
-    query, query_label = KNOWLEDGE[ctx.adversary.knowledge]
+    query, query_label = KNOWLEDGE[papers_knowledge(ctx.adversary.knowledge)]  # whole record: all days
     against, against_label = SCOPE[ctx.adversary.scope]
     st.info(
         f"Attacker (from the sidebar): **{query_label}**, ranked against the **{against_label}**. "

@@ -22,7 +22,7 @@ import pandas as pd
 import streamlit as st
 
 from engine import risk
-from engine.adversary import Adversary
+from engine.adversary import Adversary, papers_knowledge
 from engine.anonymize.policy import PrivacyPolicy, extract_policy
 from engine.anonymize.population import export_label
 from engine.anonymize.profiles import (
@@ -204,7 +204,10 @@ def _policy_editor(cohort: Records | None = None) -> UtilityPolicy | None:
 # ------------------------------------------------------------------------------------ anonymize
 def render_anonymize(ctx: Context) -> None:
     st.subheader("Clinical profiles: PPE, UGACLIP and ACLIP (Loukides et al. 2010)")
-    knowledge, k = ctx.adversary.knowledge, int(ctx.k)
+    knowledge, k = (
+        papers_knowledge(ctx.adversary.knowledge),
+        int(ctx.k),
+    )  # issue 39: whole record -> all visits
     st.caption(
         f"Filtering condition: **{knowledge.replace('_', ' ')}** (sidebar knowledge); k = {k} (sidebar). "
         "The attacker knows the target is in the released cohort (the paper's assumption iii): the cohort "
