@@ -23,7 +23,9 @@ count exactly; every set is at most its rarest code's count U; a set is estimate
 fraction, the cohort's share of its rarest code's holders (a set whose rarest code's holders are all in
 the cohort is exact), conditioned on F <= U (`set_bounds`, `bounded_probabilities`; poisson and negative
 binomial models). A heuristic: the share of a set's holders in the cohort is taken as its rarest code's.
-Measured: disease cohorts within 0.7-3.5 points (share below k) single visit, 7 of 8 within 3.
+A record's sets are then combined as the riskiest (`default_combine`). Measured (share below k, single
+visit, k = 5): the eight disease cohorts within 0.2-2.7 points, the four random ones within 0.7
+(independent: 340 +3.5, random f = 0.01 +5.3); under all visits the disease cohorts are exact.
 
 Where the disease cohorts still miss (measured on the sample, single visit, k = 5; issue #36, not
 fixed): told only the selection, 401 (-4.1) and 427 (-5.0) because a member's sets without a selection
@@ -33,10 +35,11 @@ c = 2: E[F] 7.4 estimated, 3.3 true). The cohort does identify an effective frac
 likelihood of those sets' counts beside the exact sets': 0.55 for 401, 0.37 for 427), but taken as
 every such set's fraction it brings 401 to +0.5 but overstates the seven others by 4.5-16.1 points
 (prior fitted to the exact sets, whose counts are capped by the cohort's size), so it is not used.
-Told the code counts, 340 (+3.5; 265 patients, 11.6 sets per record) overstates although a set's
-rarest code's share (mean 0.04) is below its own (0.21): its estimated sets sum to 264 below k against
-211 true (likely the bound F <= U cutting a heavy-tailed prior, shape 0.29, toward small counts); sets taken
-as the riskiest rather than independent bring it to +2.4, but 427 told only the selection to -8.1.
+Told the code counts with sets independent, 340 was +3.5 (265 patients, 11.6 sets per record): its
+estimated sets sum to 264 below k against 211 true (likely the bound F <= U cutting a heavy-tailed prior,
+shape 0.29, toward small counts), and 11.6 overlapping sets taken as independent count that risk many
+times; as the riskiest, +2.4 (share unique still +4.0). Told only the selection the riskiest is worse
+(427 -8.1), so there the sets stay independent.
 
 The cohort-only bound (`CohortOnly`, always printed): the shares with the cohort as the candidates. The
 cohort is part of the population, so c <= F for every set: a record unique (below k) in the population is
@@ -514,6 +517,19 @@ class CohortOnly:
     share_below_k: float
 
 
+def default_combine(code_counts: bool) -> Combine:
+    """How a record's sets are combined unless stated: the riskiest set when the population's code counts
+    are given, else independent (issue #36, finding 4; bench/estimate.py, single visit, k = 5). With the
+    code counts each set's own probability is already near its truth and its overlap with the record's
+    other sets (a shared rare code) makes their counts move together, so taking them as independent
+    counts one risk several times: 340 +3.5 and random f = 0.01 +5.3 points against +2.4 and +0.7 as
+    the riskiest (all eight disease and four random cohorts within 2.7). Without them a set away from the
+    selection codes is estimated too common (c / f), and independence offsets part of it: told the
+    selection, riskiest puts 427 at -8.1 against -5.0, and random cohorts told nothing at -2.5 to -3.9
+    against +0.6 to +6.1."""
+    return "riskiest" if code_counts else "independent"
+
+
 def estimate_kmap(
     cohort: Records,
     population_size: int,
@@ -521,7 +537,7 @@ def estimate_kmap(
     k: int,
     *,
     model: Model = "negative_binomial",
-    combine: Combine = "independent",
+    combine: Combine | None = None,
     matching: Matching = DEFAULT_MATCHING,
     confidence: float = 0.95,
     selected_by: Sequence[str] | None = None,
@@ -539,13 +555,16 @@ def estimate_kmap(
     a set whose rarest code's holders are all in the cohort has its cohort count exactly, and any other
     set is estimated at its own sampling fraction (the cohort's share of its rarest code's holders) with
     F at most that code's count (`set_bounds`, `bounded_probabilities`). `matching` as for the kernel (its `cap` is not used:
-    the expected population counts need full cohort counts). Defaults: the negative binomial model, sets combined as independent (bench/estimate.py)."""
+    the expected population counts need full cohort counts). Defaults: the negative binomial model; sets
+    combined as independent, or as the riskiest when the code counts are given (`default_combine`)."""
     if isinstance(k, bool) or int(k) != k or k < 1:
         raise ValueError(f"k must be a positive whole number, not {k!r}")
     if model not in MODELS:
         raise ValueError(f"model must be one of {MODELS}, not {model!r}")
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), not {confidence!r}")
+    if combine is None:
+        combine = default_combine(population_code_counts is not None)
     if population_code_counts is not None and model == "zero_truncated_poisson":
         raise CodeCountsError("the population's code counts need the poisson or negative_binomial model")
     n = cohort.n_patients
