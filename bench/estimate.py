@@ -15,8 +15,8 @@ Times are wall seconds of one call.
 
 Then (issue #36, finding 4) the cohorts as selected: random cohorts and the eight disease cohorts (every
 population patient with a code starting with 250, 401, 427, 714, 340, 555, 296 or 493). For each, the
-default model (negative binomial; sets independent, the riskiest with code counts) told nothing (a random sample assumed), told the
-selection codes (`--selected-by`), and told them with the population's code counts (`--population-code-counts`,
+default model (negative binomial; sets independent, the riskiest with code counts) told nothing (a
+random sample assumed), told the selection codes (`--selected-by`), and told them with the population's code counts (`--population-code-counts`,
 here counted from the sample's population), beside the model-free cohort-only upper bound; the error
 table (points, estimate - exact, single visit and all visits) and how often the spread under the model
 holds the exact share. `--selection-only` skips the per-model comparison above.

@@ -20,12 +20,14 @@ cohorts' share below k within 0.3-5.0 points single visit (6 of 8 within 3), 0.0
 The population's code counts (`population_code_counts`, `risk --population-code-counts`: patients holding
 each code, aggregate counts far easier to obtain than patient data): a set of one code has that code's
 count exactly; every set is at most its rarest code's count U; a set is estimated at its own sampling
-fraction, the cohort's share of its rarest code's holders (a set whose rarest code's holders are all in
-the cohort is exact), conditioned on F <= U (`set_bounds`, `bounded_probabilities`; poisson and negative
-binomial models). A heuristic: the share of a set's holders in the cohort is taken as its rarest code's.
-A record's sets are then combined as the riskiest (`default_combine`). Measured (share below k, single
-visit, k = 5): the eight disease cohorts within 0.2-2.7 points, the four random ones within 0.7
-(independent: 340 +3.5, random f = 0.01 +5.3); under all visits the disease cohorts are exact.
+fraction, the cohort's share of its rarest code's other holders (`fellow_fraction`; a set whose rarest
+code's holders are all in the cohort is exact), conditioned on F <= U (`set_bounds`,
+`bounded_probabilities`; poisson and negative binomial models). A heuristic: the share of a set's
+holders in the cohort is taken as its rarest code's. A record's sets are then combined as the riskiest
+(`default_combine`). Measured (share below k, k = 5): single visit, the eight disease cohorts within
+0.0-3.0 points (427 -2.97; share unique within 3.2, 340), the four random ones within 0.8 (independent
+and the rarest code's share counting the record: 340 +3.5, random f = 0.01 +5.3); all visits, disease
+cohorts exact, random ones within 2.5 (f = 0.01, 300 patients; 4.0 before `fellow_fraction`).
 
 Where the disease cohorts still miss (measured on the sample, single visit, k = 5; issue #36, not
 fixed): told only the selection, 401 (-4.1) and 427 (-5.0) because a member's sets without a selection
@@ -38,8 +40,8 @@ every such set's fraction it brings 401 to +0.5 but overstates the seven others 
 Told the code counts with sets independent, 340 was +3.5 (265 patients, 11.6 sets per record): its
 estimated sets sum to 264 below k against 211 true (likely the bound F <= U cutting a heavy-tailed prior,
 shape 0.29, toward small counts), and 11.6 overlapping sets taken as independent count that risk many
-times; as the riskiest, +2.4 (share unique still +4.0). Told only the selection the riskiest is worse
-(427 -8.1), so there the sets stay independent.
+times; as the riskiest, +2.4, and with `fellow_fraction` +1.8 (share unique +3.2). Told only the
+selection the riskiest is worse (427 -8.1), so there the sets stay independent.
 
 The cohort-only bound (`CohortOnly`, always printed): the shares with the cohort as the candidates. The
 cohort is part of the population, so c <= F for every set: a record unique (below k) in the population is
@@ -473,6 +475,18 @@ def set_bounds(cohort: Records, sets: SetCounts, code_counts: Mapping[str, int])
     return SetBounds(upper, fraction, single)
 
 
+def fellow_fraction(bounds: SetBounds, f: float) -> np.ndarray:
+    """Per set, the cohort's share of its OTHER population holders, as the models take it (the record
+    itself is in the cohort, each of its F - 1 fellows with probability f): of its rarest code's U - 1
+    other holders, m - 1 are in the cohort (m of U in all, the record one of them), with one pseudo-holder
+    at the cohort's fraction f so that m = 1 is not 0: (m - 1 + f) / U. The share m / U counts the record
+    itself and overstates the fraction most where U is small: a random cohort of 300 (f = 0.01) was +4.0
+    points below k under all visits, +2.5 with this (issue #36, finding 4; bench/estimate.py). NaN where
+    no code of the set is counted."""
+    held = bounds.fraction * bounds.upper  # m, the cohort's holders of the rarest code
+    return (held - 1.0 + f) / bounds.upper
+
+
 def bounded_probabilities(
     counts: np.ndarray,
     f: np.ndarray,
@@ -523,10 +537,10 @@ def default_combine(code_counts: bool) -> Combine:
     code counts each set's own probability is already near its truth and its overlap with the record's
     other sets (a shared rare code) makes their counts move together, so taking them as independent
     counts one risk several times: 340 +3.5 and random f = 0.01 +5.3 points against +2.4 and +0.7 as
-    the riskiest (all eight disease and four random cohorts within 2.7). Without them a set away from the
-    selection codes is estimated too common (c / f), and independence offsets part of it: told the
-    selection, riskiest puts 427 at -8.1 against -5.0, and random cohorts told nothing at -2.5 to -3.9
-    against +0.6 to +6.1."""
+    the riskiest (every disease and random cohort within 2.7, before `fellow_fraction`). Without them a
+    set away from the selection codes is estimated too common (c / f), and independence offsets part of
+    it: told the selection, riskiest puts 427 at -8.1 against -5.0, and random cohorts told nothing at
+    -2.5 to -3.9 against +0.6 to +6.1."""
     return "riskiest" if code_counts else "independent"
 
 
@@ -596,7 +610,7 @@ def estimate_kmap(
     if own.any():
         assert bounds is not None
         p1[own], pk[own], mean[own] = bounded_probabilities(
-            counts[own], bounds.fraction[own], int(k), model, prior, bounds.upper[own]
+            counts[own], fellow_fraction(bounds, f)[own], int(k), model, prior, bounds.upper[own]
         )
         guessed &= ~own
     if guessed.any():
