@@ -15,15 +15,20 @@ that starts with one is in the cohort). A known set holding such a code then has
 count: every candidate consistent with it holds the code, so is in the cohort, and F = c (`set_counts`).
 Under all-visits knowledge every member's one set holds a selection code: the figures are exact. The other
 sets (single-visit sets without a selection code) are estimated by the model below. Measured: the disease
-cohorts' share below k within 0.3-5.0 points single visit (6 of 8 within 3), 0.0 all visits.
+cohorts' share below k within 0.3-5.0 points single visit (5 of 8 within 3; 250 -3.02, 401 -4.1,
+427 -5.0 below, which the warning states: `SELECTION_ONLY_CAVEAT`), 0.0 all visits.
 
 The population's code counts (`population_code_counts`, `risk --population-code-counts`: patients holding
 each code, aggregate counts far easier to obtain than patient data): a set of one code has that code's
 count exactly; every set is at most its rarest code's count U; a set is estimated at its own sampling
-fraction, the cohort's share of its rarest code's holders (a set whose rarest code's holders are all in
-the cohort is exact), conditioned on F <= U (`set_bounds`, `bounded_probabilities`; poisson and negative
-binomial models). A heuristic: the share of a set's holders in the cohort is taken as its rarest code's.
-Measured: disease cohorts within 0.7-3.5 points (share below k) single visit, 7 of 8 within 3.
+fraction, the cohort's share of its rarest code's other holders (`fellow_fraction`; a set whose rarest
+code's holders are all in the cohort is exact), conditioned on F <= U (`set_bounds`,
+`bounded_probabilities`; poisson and negative binomial models). A heuristic: the share of a set's
+holders in the cohort is taken as its rarest code's. A record's sets are then combined as the riskiest
+(`default_combine`). Measured (share below k, k = 5): single visit, the eight disease cohorts within
+0.0-3.0 points (427 -2.97; share unique within 3.2, 340), the four random ones within 0.8 (independent
+and the rarest code's share counting the record: 340 +3.5, random f = 0.01 +5.3); all visits, disease
+cohorts exact, random ones within 2.5 (f = 0.01, 300 patients; 4.0 before `fellow_fraction`).
 
 Where the disease cohorts still miss (measured on the sample, single visit, k = 5; issue #36, not
 fixed): told only the selection, 401 (-4.1) and 427 (-5.0) because a member's sets without a selection
@@ -33,10 +38,11 @@ c = 2: E[F] 7.4 estimated, 3.3 true). The cohort does identify an effective frac
 likelihood of those sets' counts beside the exact sets': 0.55 for 401, 0.37 for 427), but taken as
 every such set's fraction it brings 401 to +0.5 but overstates the seven others by 4.5-16.1 points
 (prior fitted to the exact sets, whose counts are capped by the cohort's size), so it is not used.
-Told the code counts, 340 (+3.5; 265 patients, 11.6 sets per record) overstates although a set's
-rarest code's share (mean 0.04) is below its own (0.21): its estimated sets sum to 264 below k against
-211 true (likely the bound F <= U cutting a heavy-tailed prior, shape 0.29, toward small counts); sets taken
-as the riskiest rather than independent bring it to +2.4, but 427 told only the selection to -8.1.
+Told the code counts with sets independent, 340 was +3.5 (265 patients, 11.6 sets per record): its
+estimated sets sum to 264 below k against 211 true (likely the bound F <= U cutting a heavy-tailed prior,
+shape 0.29, toward small counts), and 11.6 overlapping sets taken as independent count that risk many
+times; as the riskiest, +2.4, and with `fellow_fraction` +1.8 (share unique +3.2). Told only the
+selection the riskiest is worse (427 -8.1), so there the sets stay independent.
 
 The cohort-only bound (`CohortOnly`, always printed): the shares with the cohort as the candidates. The
 cohort is part of the population, so c <= F for every set: a record unique (below k) in the population is
@@ -122,6 +128,12 @@ CODE_COUNTS_WARNING = (
 SELECTED_WARNING = (
     "Partly estimated: known sets holding a selection code are counted exactly (every patient with that "
     "code is in the cohort, as stated); the other sets are estimated by a model of the population."
+)
+
+SELECTION_ONLY_CAVEAT = (
+    "On the sample's disease cohorts the share below k came out up to 5.0 points too low (sets without a "
+    "selection code go with it more than the cohort can show); the population's code counts bring it "
+    "within 3."
 )
 
 
@@ -470,6 +482,18 @@ def set_bounds(cohort: Records, sets: SetCounts, code_counts: Mapping[str, int])
     return SetBounds(upper, fraction, single)
 
 
+def fellow_fraction(bounds: SetBounds, f: float) -> np.ndarray:
+    """Per set, the cohort's share of its OTHER population holders, as the models take it (the record
+    itself is in the cohort, each of its F - 1 fellows with probability f): of its rarest code's U - 1
+    other holders, m - 1 are in the cohort (m of U in all, the record one of them), with one pseudo-holder
+    at the cohort's fraction f so that m = 1 is not 0: (m - 1 + f) / U. The share m / U counts the record
+    itself and overstates the fraction most where U is small: a random cohort of 300 (f = 0.01) was +4.0
+    points below k under all visits, +2.5 with this (issue #36, finding 4; bench/estimate.py). NaN where
+    no code of the set is counted."""
+    held = bounds.fraction * bounds.upper  # m, the cohort's holders of the rarest code
+    return (held - 1.0 + f) / bounds.upper
+
+
 def bounded_probabilities(
     counts: np.ndarray,
     f: np.ndarray,
@@ -514,6 +538,19 @@ class CohortOnly:
     share_below_k: float
 
 
+def default_combine(code_counts: bool) -> Combine:
+    """How a record's sets are combined unless stated: the riskiest set when the population's code counts
+    are given, else independent (issue #36, finding 4; bench/estimate.py, single visit, k = 5). With the
+    code counts each set's own probability is already near its truth and its overlap with the record's
+    other sets (a shared rare code) makes their counts move together, so taking them as independent
+    counts one risk several times: 340 +3.5 and random f = 0.01 +5.3 points against +2.4 and +0.7 as
+    the riskiest (every disease and random cohort within 2.7, before `fellow_fraction`). Without them a
+    set away from the selection codes is estimated too common (c / f), and independence offsets part of
+    it: told the selection, riskiest puts 427 at -8.1 against -5.0, and random cohorts told nothing at
+    -2.5 to -3.9 against +0.6 to +6.1."""
+    return "riskiest" if code_counts else "independent"
+
+
 def estimate_kmap(
     cohort: Records,
     population_size: int,
@@ -521,7 +558,7 @@ def estimate_kmap(
     k: int,
     *,
     model: Model = "negative_binomial",
-    combine: Combine = "independent",
+    combine: Combine | None = None,
     matching: Matching = DEFAULT_MATCHING,
     confidence: float = 0.95,
     selected_by: Sequence[str] | None = None,
@@ -539,13 +576,16 @@ def estimate_kmap(
     a set whose rarest code's holders are all in the cohort has its cohort count exactly, and any other
     set is estimated at its own sampling fraction (the cohort's share of its rarest code's holders) with
     F at most that code's count (`set_bounds`, `bounded_probabilities`). `matching` as for the kernel (its `cap` is not used:
-    the expected population counts need full cohort counts). Defaults: the negative binomial model, sets combined as independent (bench/estimate.py)."""
+    the expected population counts need full cohort counts). Defaults: the negative binomial model; sets
+    combined as independent, or as the riskiest when the code counts are given (`default_combine`)."""
     if isinstance(k, bool) or int(k) != k or k < 1:
         raise ValueError(f"k must be a positive whole number, not {k!r}")
     if model not in MODELS:
         raise ValueError(f"model must be one of {MODELS}, not {model!r}")
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), not {confidence!r}")
+    if combine is None:
+        combine = default_combine(population_code_counts is not None)
     if population_code_counts is not None and model == "zero_truncated_poisson":
         raise CodeCountsError("the population's code counts need the poisson or negative_binomial model")
     n = cohort.n_patients
@@ -577,7 +617,7 @@ def estimate_kmap(
     if own.any():
         assert bounds is not None
         p1[own], pk[own], mean[own] = bounded_probabilities(
-            counts[own], bounds.fraction[own], int(k), model, prior, bounds.upper[own]
+            counts[own], fellow_fraction(bounds, f)[own], int(k), model, prior, bounds.upper[own]
         )
         guessed &= ~own
     if guessed.any():
@@ -616,7 +656,7 @@ def estimate_kmap(
         exact_sets=int(exact.sum()),
         code_counts=population_code_counts is not None,
         n_sets=len(counts),
-        warning=SELECTED_WARNING
+        warning=SELECTED_WARNING + ("" if population_code_counts is not None else " " + SELECTION_ONLY_CAVEAT)
         if selected_by is not None
         else CODE_COUNTS_WARNING
         if population_code_counts is not None
