@@ -9,8 +9,10 @@ While it waits, the script asks Streamlit whether this run is still wanted (`tra
   for the same job at the same place takes it up where it is, so a change elsewhere on the page loses
   no work; a run that asks for another job there kills it (the superseded run is cancelled);
 - `cancel(key)` (the Cancel button) kills it at once;
-- a worker nobody took up again for `_ABANDONED_S` seconds (the user went to another page, or closed
-  the tab) is killed at the next run of any session.
+- the session's end (the tab closed: Streamlit releases the session's resources) kills and reaps
+  every worker the session left running (`_session_end`; issue 40: they stayed for over 60 s);
+- a worker nobody took up again for `_ABANDONED_S` seconds (the user went to another page) is killed
+  at the next run of any session.
 
 The child is a copy of this session at the call: `compute` reads the session's state and caches as they
 are. What it stores in the app's cache (`ui.cache`) is recorded there and stored again here when it
@@ -141,6 +143,34 @@ def _sweep() -> None:
         r.stop()
 
 
+def _kill_all(mine: dict[str, _Running]) -> None:
+    """Kill and reap every worker in `mine` (a session's) and forget them."""
+    for key in list(mine):
+        running = mine.pop(key, None)
+        if running is not None:
+            with _ALL_LOCK:
+                _ALL.pop(id(running), None)
+            running.stop()
+
+
+@st.cache_resource(scope="session", on_release=lambda guard: _kill_all(guard[0]), show_spinner=False)
+def _session_end() -> list[dict[str, _Running]]:
+    """A session-scoped resource holding the session's workers: Streamlit releases it when the session
+    disconnects or shuts down (the tab closed), which kills them (issue 40, low finding)."""
+    return []
+
+
+def _watch(mine: dict[str, _Running]) -> None:
+    """Have the end of this session kill the workers in `mine` (a no-op outside a script run)."""
+    if not st.runtime.exists():
+        return
+    guard = _session_end()
+    if not guard:
+        guard.append(mine)
+    elif guard[0] is not mine:
+        guard[0] = mine
+
+
 def _forget(key: str) -> _Running | None:
     running = st.session_state.get(_WORKERS, {}).pop(key, None)
     if running is not None:
@@ -195,6 +225,7 @@ def run(
         running = mine[key] = _Running(worker, job, end)
         with _ALL_LOCK:
             _ALL[id(running)] = running
+        _watch(mine)
     elif end is not None:
         end()  # the worker taken up holds its own claim, if any
     waiting = running
