@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 import subprocess
 import tempfile
 import time
@@ -108,7 +109,8 @@ class Session:
 
 
 async def drive(
-    base: str, pages: list[str], n: int, duration: float, rate: float, first_load: float, health
+    base: str, pages: list[str], n: int, duration: float, rate: float, first_load: float, health,
+    profiled: int | None = None,
 ) -> tuple[list[Session], float]:
     sessions = [Session(base, pages[i % len(pages)]) for i in range(n)]
     tasks = [asyncio.create_task(s.run()) for s in sessions]
@@ -129,6 +131,8 @@ async def drive(
     if not ready:
         raise SystemExit("no session rendered its first page")
     health.phase("k changes")
+    if profiled is not None:
+        os.kill(profiled, signal.SIGUSR1)  # bench/serve_profiled.py: profile from here on
     interval = 1.0 / (rate * len(ready))
     start = time.monotonic()
     i = 0
@@ -161,12 +165,13 @@ def main(argv: list[str] | None = None) -> int:
         "--config", action="append", default=[], help="server option, e.g. runner.fastReruns=true"
     )
     ap.add_argument("--first-load", type=float, default=180.0)
+    ap.add_argument("--profile", type=Path, help="write the server's yappi profile here (bench/serve_profiled.py)")
     args = ap.parse_args(argv)
     duration = min(max(args.duration, 1.0), 300.0)
     port = free_port()
     log = Path(tempfile.mkdtemp(prefix="cohortshield-load-ws-")) / "server.log"
     print(f"server on localhost:{port}, log {log}, options {args.config or 'none'}")
-    server = start_server(port, args.config, log, ROOT)
+    server = start_server(port, args.config, log, ROOT, args.profile)
     proc = psutil.Process(server.pid)
     health = Health(port)
     cpu_start, wall_start = _cpu(proc), time.monotonic()
@@ -175,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         health.start()
         sessions, end = asyncio.run(
             drive(f"http://localhost:{port}", args.pages.split(","), min(max(args.sessions, 1), 32),
-                  duration, args.rate, args.first_load, health)
+                  duration, args.rate, args.first_load, health, server.pid if args.profile else None)
         )  # fmt: skip
         health.phase("after close")
         closed = time.monotonic()
@@ -187,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         health.stop()
         server.terminate()
         try:
-            server.wait(timeout=10)
+            server.wait(timeout=60 if args.profile else 10)
         except subprocess.TimeoutExpired:
             server.kill()
     waits: dict[str, list[float]] = {}
