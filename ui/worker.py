@@ -34,8 +34,8 @@ import streamlit as st
 
 from engine.io.progress import Progress
 from engine.scale import forked
-from ui import cache, state
-from ui.script_run import mute_in_child
+from ui import admission, cache, state
+from ui.script_run import is_rerun, mute_in_child
 from ui.state import ABSENT
 
 T = TypeVar("T")
@@ -235,9 +235,10 @@ def run(
         tracker.check()
 
     try:
-        value = running.worker.wait(tracker, check)
+        with admission.stepped_out():  # the wait computes nothing here: another session's run may
+            value = running.worker.wait(tracker, check)
     except BaseException as exc:
-        if _left_running(exc):
+        if is_rerun(exc):
             running.seen = time.monotonic()  # a rerun: the next run for this job takes it up
         else:
             cancel(key)
@@ -247,13 +248,3 @@ def run(
     cache.replay(running.worker.extra or [])  # stored before the claim ends: waiters find it
     running.stop()
     return value
-
-
-def _left_running(exc: BaseException) -> bool:
-    """Whether `exc` is Streamlit stopping this script run for a rerun (the worker is left running;
-    a stop of the session, or anything else, kills it)."""
-    try:
-        from streamlit.runtime.scriptrunner_utils.exceptions import RerunException
-    except ImportError:
-        return False
-    return isinstance(exc, RerunException)
