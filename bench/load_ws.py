@@ -109,7 +109,13 @@ class Session:
 
 
 async def drive(
-    base: str, pages: list[str], n: int, duration: float, rate: float, first_load: float, health,
+    base: str,
+    pages: list[str],
+    n: int,
+    duration: float,
+    rate: float,
+    first_load: float,
+    health,
     profiled: int | None = None,
 ) -> tuple[list[Session], float]:
     sessions = [Session(base, pages[i % len(pages)]) for i in range(n)]
@@ -165,7 +171,9 @@ def main(argv: list[str] | None = None) -> int:
         "--config", action="append", default=[], help="server option, e.g. runner.fastReruns=true"
     )
     ap.add_argument("--first-load", type=float, default=180.0)
-    ap.add_argument("--profile", type=Path, help="write the server's yappi profile here (bench/serve_profiled.py)")
+    ap.add_argument(
+        "--profile", type=Path, help="write the server's yappi profile here (bench/serve_profiled.py)"
+    )
     args = ap.parse_args(argv)
     duration = min(max(args.duration, 1.0), 300.0)
     port = free_port()
@@ -206,6 +214,10 @@ def main(argv: list[str] | None = None) -> int:
         f"CPU from start to the last client closed ({wall:.0f} s wall, {os.cpu_count()} cores): server {cpu_test:.0f} s, this harness {cpu_harness:.0f} s"
     )
     print(f"server CPU in the 10 s after every client closed: {cpu_after:.0%} of a core")
+    runs = sum(len(s.finished) for s in sessions)
+    print(
+        f"runs finished: {runs} ({cpu_test / max(runs, 1) * 1000:.0f} ms of server CPU per run, first loads included)"
+    )
     print_targets(every, health)
     return 0
 
