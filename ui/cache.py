@@ -60,6 +60,7 @@ import streamlit as st
 
 from engine import memo as engine_memo
 from ui import state
+from ui.admission import stepped_out
 from ui.context import Context
 from ui.script_run import yield_check
 
@@ -147,8 +148,9 @@ class Shared:
         if gate is None:
             return
         check = yield_check()
-        while not gate.acquire(timeout=0.1):
-            check()
+        with stepped_out():  # asleep: its place in the server's queue goes to another run (issue 40)
+            while not gate.acquire(timeout=0.1):
+                check()
         gate.release()
 
     def compute(self, key: Hashable, fn: Callable[[], T]) -> T:
@@ -167,8 +169,9 @@ class Shared:
             if mine:
                 break
             check = yield_check()
-            while not gate.acquire(timeout=0.1):
-                check()
+            with stepped_out():
+                while not gate.acquire(timeout=0.1):
+                    check()
             gate.release()
         try:
             value = fn()
