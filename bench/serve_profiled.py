@@ -43,6 +43,14 @@ def main() -> None:
     faulthandler.register(signal.SIGUSR2, all_threads=True)  # every thread's stack on stderr (the log)
     yappi.set_clock_type("cpu")
 
+    if path == "-":  # no profile: the stacks alone (SIGUSR2)
+        signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+        sys.argv = argv
+        from streamlit.web import cli as plain
+
+        plain.main(prog_name="streamlit")
+        return
+
     def restart(signum, frame) -> None:  # the benchmark's k changes begin: what came before is left out
         yappi.stop()
         yappi.clear_stats()

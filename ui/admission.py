@@ -8,9 +8,10 @@ default 2), waiting first come, first served behind the sessions already waiting
 page says "queued (position p)" while it waits. A queued run does not look for reruns (each would start
 the script again, at the top, beside the runs computing): when its turn comes, a rerun asked for
 meanwhile (the user changed k again) starts at once in the place it was given, with the latest widget
-values, so the changes made while queued cost one run. A run superseded after its start gives its place
-up and queues again behind the others, so a session changing k faster than its runs end cannot keep a
-place. A run waiting for its worker process (`ui.worker.run`) steps out of its place (`stepped_out`) and
+values, so the changes made while queued cost one run. A run superseded after its start keeps its
+place for the rerun while the session has held it less than `_KEEP_S` seconds (a quick change of k
+costs no queueing); after that it queues again behind the others, so a session changing k faster than
+its runs end cannot keep a place. A run waiting for its worker process (`ui.worker.run`) steps out of its place (`stepped_out`) and
 takes one back when the worker is done, without queueing: what remains is drawing its result, and
 waiters may be waiting for that very result (`ui.cache.Shared`). Outside a Streamlit script run
 (tests, a forked worker) nothing waits.
@@ -31,6 +32,7 @@ SLOTS_ENV = "COHORTSHIELD_SCRIPT_SLOTS"
 _STALE_S = 2.0  # a waiting place not asked about for this long is given up (its session went away)
 _POLL_S = 0.1
 _SHOW_AFTER_S = 0.3
+_KEEP_S = 1.0  # a run superseded within this long after its session took its place reruns there
 _REDRAW_S = 2.0  # the position is redrawn at most this often
 
 
@@ -48,6 +50,7 @@ class FairQueue:
         self._cond = threading.Condition()
         self._waiting: OrderedDict[Hashable, float] = OrderedDict()  # who -> last asked, first come first
         self._holding: dict[Hashable, float | None] = {}  # who -> since when reserved (None: in use)
+        self._taken: dict[Hashable, float] = {}  # who -> when it took its place from the queue
 
     def try_enter(self, who: Hashable) -> bool:
         """Take a place if one is free for `who` (the waiters before it go first); else queue `who`
@@ -63,13 +66,21 @@ class FairQueue:
             for other, since in list(self._holding.items()):
                 if since is not None and now - since > self._stale_s:
                     del self._holding[other]
+                    self._taken.pop(other, None)
             self._waiting[who] = now  # a new waiter goes last; one already waiting keeps its place
             free = self.slots - len(self._holding)
             if free > 0 and list(self._waiting).index(who) < free:
                 del self._waiting[who]
                 self._holding[who] = None
+                self._taken[who] = now
                 return True
             return False
+
+    def held_for(self, who: Hashable) -> float:
+        """Seconds since `who` took its place from the queue (kept through `reserve`); 0 if none."""
+        with self._cond:
+            taken = self._taken.get(who)
+            return 0.0 if taken is None or who not in self._holding else self._clock() - taken
 
     def reserve(self, who: Hashable) -> None:
         """Keep `who`'s place for its next `try_enter` (within `stale_s`): a rerun asked for while it
@@ -95,6 +106,7 @@ class FairQueue:
         """Give up `who`'s place, held or waited for."""
         with self._cond:
             self._holding.pop(who, None)
+            self._taken.pop(who, None)
             self._waiting.pop(who, None)
             self._cond.notify_all()
 
@@ -177,7 +189,13 @@ def admitted(queue: FairQueue | None = None) -> Iterator[None]:
         raise
     try:
         yield
-    finally:
+    except BaseException as exc:
+        if is_rerun(exc) and queue.held_for(who) < _KEEP_S:
+            queue.reserve(who)  # a quick change: the rerun starts here, not behind the queue
+        else:
+            queue.leave(who)
+        raise
+    else:
         queue.leave(who)
 
 
