@@ -37,11 +37,13 @@ own run is superseded); if the first fails or is cancelled, the next caller comp
 per name (a name asked with two sizes is a programming error).
 
 Streamlit's caches (`st.cache_data`, `st.cache_resource`) are no longer used by ui/ or pages/,
-with one exception (`STREAMLIT_CACHES`, checked by tests/test_cache.py):
+with two exceptions (`STREAMLIT_CACHES`, checked by tests/test_cache.py):
 
 - `ui/server_store.py` `_open`: the study store's connection per store location (SQLite file or
   PostgreSQL pool, `engine.store.open_store`): a server resource named by the administrator's setting,
   shared by every session like any connection pool; it caches no result and no user's data.
+- `ui/worker.py` `_session_end`: a session-scoped resource holding the session's worker processes,
+  whose release (the session's end) kills them (issue 40); it caches no result.
 """
 
 from __future__ import annotations
@@ -75,6 +77,7 @@ STREAMLIT_CACHES: dict[tuple[str, str], str] = {
         "ui/server_store.py",
         "_open",
     ): "the study store's connection per location: a server resource, no results",
+    ("ui/worker.py", "_session_end"): "the session's worker processes, killed at its end: no results",
 }
 
 _MISSING = object()
