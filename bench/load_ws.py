@@ -13,6 +13,8 @@ rerun with k's new value, as the browser does when the user types a value and pr
 superseded by the next one before a run finished counts until the run that finally finished.
 
     .venv/bin/python -m bench.load_ws --sessions 8 --duration 30 [--rate 1] [--pages anonymize,phewas,,risk]
+        [--profile OUT]  (the server under yappi from the k changes on: bench/serve_profiled.py; "-": none,
+        SIGUSR2 to the server writes every thread's stack to its log)
 """
 
 from __future__ import annotations
