@@ -153,7 +153,9 @@ def _kill_all(mine: dict[str, _Running]) -> None:
             running.stop()
 
 
-@st.cache_resource(scope="session", on_release=lambda guard: _kill_all(guard[0]), show_spinner=False)
+@st.cache_resource(
+    scope="session", on_release=lambda guard: [_kill_all(m) for m in guard], show_spinner=False
+)
 def _session_end() -> list[dict[str, _Running]]:
     """A session-scoped resource holding the session's workers: Streamlit releases it when the session
     disconnects or shuts down (the tab closed), which kills them (issue 40, low finding)."""
