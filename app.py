@@ -10,7 +10,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from ui import auth, cache, heap, resume, sidebar, worker
+from ui import admission, auth, cache, heap, resume, sidebar, worker
 from ui.context import follow_deep_link
 
 # The favicon from the checkout's assets/ (found through ui/, also when AppTest runs a copy of this
@@ -35,7 +35,7 @@ if user.admin:  # COHORTSHIELD_ADMINS, or the single user of local mode
     PAGES.append(st.Page("pages/audit.py", title="Audit log", icon=":material/policy:"))
 
 navigation = st.navigation(PAGES)
-with cache.engine_scope():  # the engine's memos of this run are this session's (issue 24: ui/cache.py)
+with admission.admitted(), cache.engine_scope():  # runs in turn (issue 40); this session's memos (issue 24)
     follow_deep_link()
     ctx = sidebar.render()
     try:

@@ -49,9 +49,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(port: int, options: list[str], log: Path, root: Path = ROOT) -> subprocess.Popen:
+def start_server(
+    port: int, options: list[str], log: Path, root: Path = ROOT, profile: Path | None = None
+) -> subprocess.Popen:
+    """`streamlit run app.py` of `root` on `port`; under yappi (bench/serve_profiled.py) writing its
+    profile to `profile` when it exits, if given."""
+    run = ["-m", "bench.serve_profiled", str(profile), "streamlit"] if profile else ["-m", "streamlit"]
     cmd = [
-        sys.executable, "-m", "streamlit", "run", str(root / "app.py"),
+        sys.executable, *run, "run", str(root / "app.py"),
         "--server.port", str(port), "--server.headless", "true",
         "--server.address", "localhost", "--browser.gatherUsageStats", "false",
     ]  # fmt: skip

@@ -13,6 +13,8 @@ rerun with k's new value, as the browser does when the user types a value and pr
 superseded by the next one before a run finished counts until the run that finally finished.
 
     .venv/bin/python -m bench.load_ws --sessions 8 --duration 30 [--rate 1] [--pages anonymize,phewas,,risk]
+        [--profile OUT]  (the server under yappi from the k changes on: bench/serve_profiled.py; "-": none,
+        SIGUSR2 to the server writes every thread's stack to its log)
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 import subprocess
 import tempfile
 import time
@@ -108,7 +111,14 @@ class Session:
 
 
 async def drive(
-    base: str, pages: list[str], n: int, duration: float, rate: float, first_load: float, health
+    base: str,
+    pages: list[str],
+    n: int,
+    duration: float,
+    rate: float,
+    first_load: float,
+    health,
+    profiled: int | None = None,
 ) -> tuple[list[Session], float]:
     sessions = [Session(base, pages[i % len(pages)]) for i in range(n)]
     tasks = [asyncio.create_task(s.run()) for s in sessions]
@@ -129,6 +139,8 @@ async def drive(
     if not ready:
         raise SystemExit("no session rendered its first page")
     health.phase("k changes")
+    if profiled is not None:
+        os.kill(profiled, signal.SIGUSR1)  # bench/serve_profiled.py: profile from here on
     interval = 1.0 / (rate * len(ready))
     start = time.monotonic()
     i = 0
@@ -161,12 +173,15 @@ def main(argv: list[str] | None = None) -> int:
         "--config", action="append", default=[], help="server option, e.g. runner.fastReruns=true"
     )
     ap.add_argument("--first-load", type=float, default=180.0)
+    ap.add_argument(
+        "--profile", type=Path, help="write the server's yappi profile here (bench/serve_profiled.py)"
+    )
     args = ap.parse_args(argv)
     duration = min(max(args.duration, 1.0), 300.0)
     port = free_port()
     log = Path(tempfile.mkdtemp(prefix="cohortshield-load-ws-")) / "server.log"
     print(f"server on localhost:{port}, log {log}, options {args.config or 'none'}")
-    server = start_server(port, args.config, log, ROOT)
+    server = start_server(port, args.config, log, ROOT, args.profile)
     proc = psutil.Process(server.pid)
     health = Health(port)
     cpu_start, wall_start = _cpu(proc), time.monotonic()
@@ -175,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         health.start()
         sessions, end = asyncio.run(
             drive(f"http://localhost:{port}", args.pages.split(","), min(max(args.sessions, 1), 32),
-                  duration, args.rate, args.first_load, health)
+                  duration, args.rate, args.first_load, health, server.pid if args.profile else None)
         )  # fmt: skip
         health.phase("after close")
         closed = time.monotonic()
@@ -187,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         health.stop()
         server.terminate()
         try:
-            server.wait(timeout=10)
+            server.wait(timeout=60 if args.profile else 10)
         except subprocess.TimeoutExpired:
             server.kill()
     waits: dict[str, list[float]] = {}
@@ -201,6 +216,10 @@ def main(argv: list[str] | None = None) -> int:
         f"CPU from start to the last client closed ({wall:.0f} s wall, {os.cpu_count()} cores): server {cpu_test:.0f} s, this harness {cpu_harness:.0f} s"
     )
     print(f"server CPU in the 10 s after every client closed: {cpu_after:.0%} of a core")
+    runs = sum(len(s.finished) for s in sessions)
+    print(
+        f"runs finished: {runs} ({cpu_test / max(runs, 1) * 1000:.0f} ms of server CPU per run, first loads included)"
+    )
     print_targets(every, health)
     return 0
 

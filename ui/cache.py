@@ -37,11 +37,13 @@ own run is superseded); if the first fails or is cancelled, the next caller comp
 per name (a name asked with two sizes is a programming error).
 
 Streamlit's caches (`st.cache_data`, `st.cache_resource`) are no longer used by ui/ or pages/,
-with one exception (`STREAMLIT_CACHES`, checked by tests/test_cache.py):
+with two exceptions (`STREAMLIT_CACHES`, checked by tests/test_cache.py):
 
 - `ui/server_store.py` `_open`: the study store's connection per store location (SQLite file or
   PostgreSQL pool, `engine.store.open_store`): a server resource named by the administrator's setting,
   shared by every session like any connection pool; it caches no result and no user's data.
+- `ui/worker.py` `_session_end`: a session-scoped resource holding the session's worker processes,
+  whose release (the session's end) kills them (issue 40); it caches no result.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ import streamlit as st
 
 from engine import memo as engine_memo
 from ui import state
+from ui.admission import stepped_out
 from ui.context import Context
 from ui.script_run import yield_check
 
@@ -74,6 +77,7 @@ STREAMLIT_CACHES: dict[tuple[str, str], str] = {
         "ui/server_store.py",
         "_open",
     ): "the study store's connection per location: a server resource, no results",
+    ("ui/worker.py", "_session_end"): "the session's worker processes, killed at its end: no results",
 }
 
 _MISSING = object()
@@ -147,8 +151,9 @@ class Shared:
         if gate is None:
             return
         check = yield_check()
-        while not gate.acquire(timeout=0.1):
-            check()
+        with stepped_out():  # asleep: its place in the server's queue goes to another run (issue 40)
+            while not gate.acquire(timeout=0.1):
+                check()
         gate.release()
 
     def compute(self, key: Hashable, fn: Callable[[], T]) -> T:
@@ -167,8 +172,9 @@ class Shared:
             if mine:
                 break
             check = yield_check()
-            while not gate.acquire(timeout=0.1):
-                check()
+            with stepped_out():
+                while not gate.acquire(timeout=0.1):
+                    check()
             gate.release()
         try:
             value = fn()

@@ -1,7 +1,8 @@
 """This script run as Streamlit runs it: its stop/rerun check, and a worker's copy of it made mute.
 
 `yield_check()` is Streamlit's check of whether this script run was superseded or stopped (it raises
-then), for loops that make no Streamlit call of their own (ui/progress.py, the shared cache's waits).
+then), for loops that make no Streamlit call of their own (ui/progress.py, the shared cache's waits,
+ui/admission.py); `is_rerun(exc)` tells a rerun's exception from a stop.
 `mute_in_child()` prepares a worker process forked from the server (ui/worker.py): whatever the
 child would draw goes nowhere, and it never waits on a lock or a check that the parent's threads own.
 """
@@ -19,6 +20,16 @@ def yield_check() -> Callable[[], None]:
     except ImportError:  # an older Streamlit: its own calls are the only yield points
         return lambda: None
     return get_run_yield_check() or (lambda: None)
+
+
+def is_rerun(exc: BaseException) -> bool:
+    """Whether `exc` is Streamlit stopping this script run for a rerun (not a stop of the session, nor
+    anything else)."""
+    try:
+        from streamlit.runtime.scriptrunner_utils.exceptions import RerunException
+    except ImportError:
+        return False
+    return isinstance(exc, RerunException)
 
 
 def mute_in_child() -> None:

@@ -9,8 +9,10 @@ While it waits, the script asks Streamlit whether this run is still wanted (`tra
   for the same job at the same place takes it up where it is, so a change elsewhere on the page loses
   no work; a run that asks for another job there kills it (the superseded run is cancelled);
 - `cancel(key)` (the Cancel button) kills it at once;
-- a worker nobody took up again for `_ABANDONED_S` seconds (the user went to another page, or closed
-  the tab) is killed at the next run of any session.
+- the session's end (the tab closed: Streamlit releases the session's resources) kills and reaps
+  every worker the session left running (`_session_end`; issue 40: they stayed for over 60 s);
+- a worker nobody took up again for `_ABANDONED_S` seconds (the user went to another page) is killed
+  at the next run of any session.
 
 The child is a copy of this session at the call: `compute` reads the session's state and caches as they
 are. What it stores in the app's cache (`ui.cache`) is recorded there and stored again here when it
@@ -32,8 +34,8 @@ import streamlit as st
 
 from engine.io.progress import Progress
 from engine.scale import forked
-from ui import cache, state
-from ui.script_run import mute_in_child
+from ui import admission, cache, state
+from ui.script_run import is_rerun, mute_in_child
 from ui.state import ABSENT
 
 T = TypeVar("T")
@@ -141,6 +143,36 @@ def _sweep() -> None:
         r.stop()
 
 
+def _kill_all(mine: dict[str, _Running]) -> None:
+    """Kill and reap every worker in `mine` (a session's) and forget them."""
+    for key in list(mine):
+        running = mine.pop(key, None)
+        if running is not None:
+            with _ALL_LOCK:
+                _ALL.pop(id(running), None)
+            running.stop()
+
+
+@st.cache_resource(
+    scope="session", on_release=lambda guard: [_kill_all(m) for m in guard], show_spinner=False
+)
+def _session_end() -> list[dict[str, _Running]]:
+    """A session-scoped resource holding the session's workers: Streamlit releases it when the session
+    disconnects or shuts down (the tab closed), which kills them (issue 40, low finding)."""
+    return []
+
+
+def _watch(mine: dict[str, _Running]) -> None:
+    """Have the end of this session kill the workers in `mine` (a no-op outside a script run)."""
+    if not st.runtime.exists():
+        return
+    guard = _session_end()
+    if not guard:
+        guard.append(mine)
+    elif guard[0] is not mine:
+        guard[0] = mine
+
+
 def _forget(key: str) -> _Running | None:
     running = st.session_state.get(_WORKERS, {}).pop(key, None)
     if running is not None:
@@ -195,6 +227,7 @@ def run(
         running = mine[key] = _Running(worker, job, end)
         with _ALL_LOCK:
             _ALL[id(running)] = running
+        _watch(mine)
     elif end is not None:
         end()  # the worker taken up holds its own claim, if any
     waiting = running
@@ -204,9 +237,10 @@ def run(
         tracker.check()
 
     try:
-        value = running.worker.wait(tracker, check)
+        with admission.stepped_out():  # the wait computes nothing here: another session's run may
+            value = running.worker.wait(tracker, check)
     except BaseException as exc:
-        if _left_running(exc):
+        if is_rerun(exc):
             running.seen = time.monotonic()  # a rerun: the next run for this job takes it up
         else:
             cancel(key)
@@ -216,13 +250,3 @@ def run(
     cache.replay(running.worker.extra or [])  # stored before the claim ends: waiters find it
     running.stop()
     return value
-
-
-def _left_running(exc: BaseException) -> bool:
-    """Whether `exc` is Streamlit stopping this script run for a rerun (the worker is left running;
-    a stop of the session, or anything else, kills it)."""
-    try:
-        from streamlit.runtime.scriptrunner_utils.exceptions import RerunException
-    except ImportError:
-        return False
-    return isinstance(exc, RerunException)
