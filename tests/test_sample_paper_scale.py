@@ -82,3 +82,17 @@ def test_paper_scale_is_heatherlys_population_and_refuses_what_it_cannot_bound(t
 def test_tiny_populations(tmp_path, n):
     chunked.write_chunked(tmp_path, n, 0, block=3)
     check_invariants(_read(tmp_path), n)
+
+
+def test_the_app_loads_the_paper_scale_sample_as_a_variant_with_its_own_groups(tmp_path):
+    from engine.io.imports import SAMPLE_VARIANTS, load_sample_variant
+
+    assert "paper" in SAMPLE_VARIANTS
+    with pytest.raises(FileNotFoundError, match="sample --scale paper"):
+        load_sample_variant("paper", directory=tmp_path)
+    chunked.write_chunked(tmp_path / "paper", 1500, 2, block=500)
+    data = load_sample_variant("paper", directory=tmp_path).data
+    assert data.events.n_patients == 1500
+    want = pd.read_csv(tmp_path / "paper" / "cohort.csv", dtype=str)["patient_id"]
+    assert sorted(data.groups["cohort"].astype(str)) == sorted(want)
+    assert len(data.groups["biobank"]) == generator.group_sizes(1500)[0]
