@@ -466,6 +466,7 @@ def main(argv: list[str] | None = None) -> int:
         DATA["sample_variant"] = "paper"
         args.no_engine = True
         print("data: the paper-scale sample variant (sample_data/paper/); engine-alone timings skipped")
+    if DATA and any(r != "load" for r in rows):  # the load row runs in a subprocess of its own
         from tests.apptest_support import page_app
 
         warm = page_app("pages/cohort.py", state=dict(DATA), timeout=1800)
