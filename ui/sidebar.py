@@ -206,7 +206,9 @@ def _variant(variant: str, unknown_codes: str, drop_duplicates: bool) -> Loaded[
         (variant, unknown_codes, drop_duplicates),
         lambda: load_sample_variant(variant, unknown_codes=unknown_codes, drop_duplicates=drop_duplicates),
         size=_VARIANTS,
-        spinner="Loading and validating the sample variant…",
+        spinner="Loading and validating the sample variant"
+        + (" (1,366,786 patients: about 2 minutes the first time)" if variant == "paper" else "")
+        + "…",
     )
 
 
@@ -407,7 +409,9 @@ def render() -> Context | None:
             key="sample_variant",
             format_func=import_view.variant_label,
             help="The same synthetic patients in ICD-9-CM, ICD-10-CM, mixed ICD-9/10 codes, an OMOP CDM "
-            "DuckDB database (first 5,000 patients) or a MEDS dataset.",
+            "DuckDB database (first 5,000 patients) or a MEDS dataset; or a population at the scale of "
+            "Heatherly 2013 (1,366,786 patients, `python -m engine sample --scale paper --out "
+            "sample_data/paper`; its first load takes 30 s of CPU, about 2 minutes on a busy machine).",
         )
     if choice == SAMPLE and variant != "icd9cm":
         label = f"sample ({import_view.variant_label(variant)})"

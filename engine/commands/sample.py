@@ -2,7 +2,10 @@
 synthetic sample data (issue #2) and, with --formats, its ICD-10-CM and mixed variants (`icd10cm/`,
 `mixed/`, engine/synth/icd10.py) and its OMOP CDM DuckDB database and MEDS folder (`omop/`, `meds/`,
 engine/synth/formats.py) (issue 14), and a CDM coded in synthetic standard concepts (`omop_snomed/`,
-engine/synth/omop_vocabulary.py, issue 37)."""
+engine/synth/omop_vocabulary.py, issue 37).
+`--scale paper`: Heatherly 2013's 1,366,786 patients (or `--patients`), written block by block in
+bounded memory with a progress line per block, lab orders for the research cohort only
+(engine/synth/chunked.py, issue #36)."""
 
 from __future__ import annotations
 
@@ -18,7 +21,20 @@ def register(sub) -> None:
         "sample", help="write a synthetic population, biobank, cohort, genotypes and labs"
     )
     parser.add_argument("--out", required=True, help="directory to write into (created if missing)")
-    parser.add_argument("--patients", type=int, default=30_000, help="population size (default 30000)")
+    parser.add_argument(
+        "--scale",
+        choices=("sample", "paper"),
+        default="sample",
+        help="sample = the shipped sample's way, in memory (default); paper = Heatherly 2013's "
+        "1,366,786 patients written block by block in bounded memory, lab orders for the research "
+        "cohort only",
+    )
+    parser.add_argument(
+        "--patients",
+        type=int,
+        default=None,
+        help="population size (default 30000; 1366786 with --scale paper)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument(
         "--labs",
@@ -56,17 +72,35 @@ def parse_formats(text: str) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from engine.synth.chunked import PAPER_PATIENTS, write_chunked
     from engine.synth.generator import PARAMETERS, SHIPPED_PARAMETERS, write_sample
 
-    if args.patients < 1:
-        raise UserError(f"--patients must be a positive number of patients, not {args.patients}")
+    patients = args.patients
+    if patients is None:
+        patients = PAPER_PATIENTS if args.scale == "paper" else 30_000
+    if patients < 1:
+        raise UserError(f"--patients must be a positive number of patients, not {patients}")
     if args.seed < 0:
         raise UserError(f"--seed must be a non-negative integer, not {args.seed}")
     formats = parse_formats(args.formats)
-    t0 = time.perf_counter()
-    labs = {"auto": None, "yes": True, "no": False}[args.labs]
     parameters = SHIPPED_PARAMETERS if args.parameters == "shipped" else PARAMETERS
-    paths = write_sample(args.out, args.patients, args.seed, labs=labs, parameters=parameters)
+    t0 = time.perf_counter()
+    if args.scale == "paper":
+        if formats or args.labs != "auto":
+            raise UserError(
+                "--scale paper writes lab orders for the research cohort only and no --formats "
+                "(they read the whole population into memory); leave out --labs and --formats"
+            )
+        paths = write_chunked(
+            args.out,
+            patients,
+            args.seed,
+            parameters=parameters,
+            progress=lambda line: print(f"{time.perf_counter() - t0:6.1f} s  {line}", flush=True),
+        )
+    else:
+        labs = {"auto": None, "yes": True, "no": False}[args.labs]
+        paths = write_sample(args.out, patients, args.seed, labs=labs, parameters=parameters)
     if formats:
         from engine.synth.formats import write_formats
 
@@ -78,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
     for name, path in paths.items():
         print(f"{name}: {path} ({path.stat().st_size / 1e6:.2f} MB)")
     print(
-        f"{args.patients} patients, seed {args.seed}, {args.parameters} parameters, "
+        f"{patients} patients, seed {args.seed}, {args.parameters} parameters, "
         f"{time.perf_counter() - t0:.1f} s"
     )
     return 0

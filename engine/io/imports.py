@@ -43,13 +43,16 @@ IMPORT_KINDS: tuple[tuple[str, str], ...] = (
     ("meds", "MEDS Parquet"),
     ("i2b2", "i2b2 star schema (folder, DuckDB file or database URL)"),
 )
-# sample variants: key -> (label, what is read)
+# sample variants: key -> (label, what is read). "paper": Heatherly 2013's 1,366,786 patients
+# (`python -m engine sample --scale paper --out sample_data/paper`, issue 36), its own groups and labs
+PAPER_SCALE_LABEL = "paper scale, 1.37 M patients (first load about 2 min)"
 SAMPLE_VARIANTS: dict[str, str] = {
     "icd9cm": "ICD-9-CM",
     "icd10cm": "ICD-10-CM",
     "mixed": "mixed ICD-9/ICD-10",
     "omop": "OMOP DuckDB",
     "meds": "MEDS",
+    "paper": PAPER_SCALE_LABEL,
 }
 
 
@@ -500,14 +503,18 @@ def variant_location(variant: str, directory: Path = SAMPLE_DIR) -> Path:
         "mixed": directory / "mixed" / "events.parquet",
         "omop": directory / "omop" / "cdm.duckdb",
         "meds": directory / "meds",
+        "paper": directory / "paper" / "events.parquet",
     }
     if variant not in paths:
         raise ImportSourceError(f"no sample variant {variant!r} (variants: {', '.join(SAMPLE_VARIANTS)})")
     p = paths[variant]
     if not p.exists():
-        raise FileNotFoundError(
-            f"{p} is missing (run `python -m engine sample --formats icd10cm,mixed,omop,meds`)"
+        command = (
+            f"--scale paper --out {directory / 'paper'}"
+            if variant == "paper"
+            else "--formats icd10cm,mixed,omop,meds"
         )
+        raise FileNotFoundError(f"{p} is missing (run `python -m engine sample {command}`)")
     return p
 
 
@@ -524,7 +531,8 @@ def load_sample_variant(
     orders. OMOP and MEDS number the sample's patients in order of first appearance (P000001 -> 1, as
     `engine.synth.formats` writes them): the cohort and biobank are the sample's, renumbered by that
     rule, restricted to the patients the variant holds (the OMOP database holds the first 5,000); a
-    warning in the report says how many were left out."""
+    warning in the report says how many were left out. Paper scale: another population
+    (`sample_data/paper/`, `engine.synth.chunked`) read with its own groups, genotypes and lab orders."""
     p = variant_location(variant, Path(directory))
     stamp = (variant, str(p), p.stat().st_mtime_ns, unknown_codes, bool(drop_duplicates))
     return _variant_memo(stamp, str(directory))
@@ -533,9 +541,9 @@ def load_sample_variant(
 @lru_cache(maxsize=4)
 def _variant_memo(stamp: tuple, directory: str) -> Loaded[Dataset]:
     variant, path, _, unknown_codes, drop_duplicates = stamp
-    d = Path(directory)
+    d = Path(directory) / "paper" if variant == "paper" else Path(directory)
     label = f"sample ({SAMPLE_VARIANTS[variant]})"
-    if variant in ("icd9cm", "icd10cm", "mixed"):
+    if variant in ("icd9cm", "icd10cm", "mixed", "paper"):
 
         def shipped(name: str) -> Path | None:
             return d / name if (d / name).exists() else None

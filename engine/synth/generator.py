@@ -35,8 +35,12 @@ __all__ = [
     "SHIPPED_PARAMETERS",
     "CodeParameters",
     "SyntheticData",
+    "cohort_draw",
+    "events_frame",
     "generate",
     "generate_labs",
+    "group_sizes",
+    "lab_frame",
     "patient_ids",
     "write_sample",
 ]
@@ -280,19 +284,35 @@ def _weighted_sample(weights: np.ndarray, size: int, rng: np.random.Generator) -
     return np.sort(np.argsort(keys, kind="stable")[:size])
 
 
+def group_sizes(n: int) -> tuple[int, int]:
+    """(biobank size, target cohort size) for a population of `n`: `BIOBANK_SHARE` of it, and
+    `COHORT_SIZE_AT_30K * (n / 30000) ** COHORT_SIZE_EXPONENT` (fewer when fewer are eligible)."""
+    return max(1, round(BIOBANK_SHARE * n)), round(COHORT_SIZE_AT_30K * (n / 30000) ** COHORT_SIZE_EXPONENT)
+
+
+def cohort_draw(
+    biobank: np.ndarray,
+    has: np.ndarray,
+    n_visits: np.ndarray,
+    rng: np.random.Generator,
+    q: CodeParameters = PARAMETERS,
+) -> np.ndarray:
+    """The research cohort (indices): biobank members with one of `COHORT_CONDITIONS`, heavier users
+    more likely (weights n_visits ** q.cohort_use_power)."""
+    names = [c.name for c in CONDITIONS]
+    cols = np.array([names.index(c) for c in COHORT_CONDITIONS], dtype=np.int64)
+    eligible = biobank[has[np.ix_(biobank, cols)].any(axis=1)]
+    size = min(len(eligible), group_sizes(len(n_visits))[1])
+    return eligible[_weighted_sample(n_visits[eligible].astype(float) ** q.cohort_use_power, size, rng)]
+
+
 def _groups(
     p: _Patients, rng: np.random.Generator, q: CodeParameters = PARAMETERS
 ) -> tuple[np.ndarray, np.ndarray]:
     """Biobank (heavier users over-represented) and the phenotype-selected cohort, as indices."""
-    n = len(p.n_visits)
-    n_biobank = max(1, round(BIOBANK_SHARE * n))
+    n_biobank = group_sizes(len(p.n_visits))[0]
     biobank = _weighted_sample(p.n_visits.astype(float) ** q.biobank_use_power, n_biobank, rng)
-    names = [c.name for c in CONDITIONS]
-    cols = np.array([names.index(c) for c in COHORT_CONDITIONS], dtype=np.int64)
-    eligible = biobank[p.has[np.ix_(biobank, cols)].any(axis=1)]
-    size = min(len(eligible), round(COHORT_SIZE_AT_30K * (n / 30000) ** COHORT_SIZE_EXPONENT))
-    cohort = eligible[_weighted_sample(p.n_visits[eligible].astype(float) ** q.cohort_use_power, size, rng)]
-    return biobank, cohort
+    return biobank, cohort_draw(biobank, p.has, p.n_visits, rng, q)
 
 
 def _genotype_frame(ids: np.ndarray, g: np.ndarray, rng: np.random.Generator) -> pd.DataFrame:
@@ -302,6 +322,36 @@ def _genotype_frame(ids: np.ndarray, g: np.ndarray, rng: np.random.Generator) ->
         col[rng.random(len(ids)) < GENOTYPE_MISSING] = pd.NA
         cols[s.rsid] = col
     return pd.DataFrame(cols)
+
+
+def events_frame(p: _Patients, ids: np.ndarray, ev_visit: np.ndarray, ev_code: np.ndarray) -> pd.DataFrame:
+    """The events frame (patient_id, visit, code, age) of diagnoses (visit, code index) of `p`,
+    whose patients are named `ids`."""
+    ev_patient = p.visit_patient[ev_visit]
+    return pd.DataFrame(
+        {
+            "patient_id": pd.array(ids[ev_patient], dtype="str"),
+            "visit": (p.visit_index[ev_visit] + 1).astype(np.int64),
+            "code": pd.array(code_vocabulary()[ev_code], dtype="str"),
+            "age": p.visit_age[ev_visit].astype(np.int64),
+        }
+    )
+
+
+def lab_frame(
+    ids: np.ndarray, has: np.ndarray, n_visits: np.ndarray, rng: np.random.Generator
+) -> pd.DataFrame:
+    """Lab orders (patient_id, day, lab) of patients `ids` (`engine.synth.labs`), an empty frame of
+    the same columns when there are none (the rng is then left untouched)."""
+    if len(ids) == 0:
+        return pd.DataFrame(
+            {
+                "patient_id": pd.array([], dtype="str"),
+                "day": np.array([], dtype=np.int64),
+                "lab": pd.array([], dtype="str"),
+            }
+        )
+    return labs_for_patients(ids, has, n_visits * LAB_DAYS_SCALE, rng)
 
 
 def generate(
@@ -327,36 +377,19 @@ def generate(
     p = _patients(n_patients, r_pat)
     ev_visit, ev_code = _events(p, r_ev, parameters)
     ids = patient_ids(n_patients)
-    vocab = code_vocabulary()
-    ev_patient = p.visit_patient[ev_visit]
-    events = pd.DataFrame(
-        {
-            "patient_id": pd.array(ids[ev_patient], dtype="str"),
-            "visit": (p.visit_index[ev_visit] + 1).astype(np.int64),
-            "code": pd.array(vocab[ev_code], dtype="str"),
-            "age": p.visit_age[ev_visit].astype(np.int64),
-        }
-    )
+    events = events_frame(p, ids, ev_visit, ev_code)
     biobank, cohort = _groups(p, r_grp, parameters)
     genotypes = _genotype_frame(ids[biobank], p.genotypes[biobank], r_gt)
     if labs is None:
         labs = n_patients <= LABS_AUTO_MAX
-    if labs:
-        lab_frame = labs_for_patients(ids, p.has, p.n_visits * LAB_DAYS_SCALE, r_lab)
-    else:
-        lab_frame = pd.DataFrame(
-            {
-                "patient_id": pd.array([], dtype="str"),
-                "day": np.array([], dtype=np.int64),
-                "lab": pd.array([], dtype="str"),
-            }
-        )
+    labs_of = ids if labs else ids[:0]
+    lab_orders = lab_frame(labs_of, p.has[: len(labs_of)], p.n_visits[: len(labs_of)], r_lab)
     return SyntheticData(
         events=events,
         biobank=pd.DataFrame({"patient_id": pd.array(ids[biobank], dtype="str")}),
         cohort=pd.DataFrame({"patient_id": pd.array(ids[cohort], dtype="str")}),
         genotypes=genotypes,
-        labs=lab_frame,
+        labs=lab_orders,
     )
 
 
