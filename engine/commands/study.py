@@ -304,6 +304,7 @@ def _of_dataset(ds, study: Study):
         ds.group_records(study.data.population),
         ds.group_records(study.data.cohort),
         ds.group_records(study.data.biobank) if study.data.biobank else None,
+        concepts=ds.concepts,
     )
     ref = data_ref(
         ds.name,

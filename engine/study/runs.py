@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from engine.anonymize.population import GroupRelease
     from engine.anonymize.profiles import ProfilesRun
     from engine.dataset import Dataset
+    from engine.io.omop import ConceptParents
     from engine.labs.reident import Draws, PatientDays, Recall
     from engine.labs.vae import LatentModel
     from engine.labs.vae_config import VAEConfig
@@ -61,11 +62,13 @@ class SettingsError(UserError, ValueError):
 @dataclass(frozen=True, eq=False)
 class RunInputs:
     """The records a method runs on: the population the cohort was drawn from, the cohort to release,
-    and the biobank when one is named (Heatherly's Figure 14)."""
+    and the biobank when one is named (Heatherly's Figure 14); an OMOP CDM's own hierarchy when the
+    events are its standard concepts (the `cdm` hierarchy)."""
 
     population: Records
     cohort: Records
     biobank: Records | None = None
+    concepts: ConceptParents | None = None  # a CDM's own hierarchy (`Dataset.concepts`; issue 37)
 
 
 _BIOBANKS_KEPT = 4  # `biobank_between`'s memo (`engine.memo`): the last few data and groups
@@ -435,7 +438,11 @@ class ProfilesSettings:
 
 
 # ------------------------------------------------------------------------------------- LDA
-ICD_HIERARCHIES = ("icd9-thesis", "icd9-4digit", "phecode")
+ICD_HIERARCHIES = ("icd9-thesis", "icd9-4digit", "phecode", "cdm")  # cdm: RunInputs.concepts (issue 37)
+CDM_HIERARCHY_NEEDS = (
+    "events read from an OMOP CDM in standard concepts (--omop-codes standard) with its vocabulary "
+    "tables concept and concept_ancestor"
+)
 _LDA_INPUTS_KEPT = 4  # `LDASettings.inputs`' memo (`engine.memo`): the last few cohorts and selections
 
 
@@ -511,14 +518,16 @@ class LDASettings:
             return Trajectories.from_frame(df, patient_ids=cohort.patient_ids, top_codes=self.codes.top_n)
         return Trajectories.from_frame(df, patient_ids=cohort.patient_ids, codes=list(self.codes.chosen))
 
-    def hierarchies(self, items=None):
+    def hierarchies(self, items=None, concepts: ConceptParents | None = None):
         """The ICD and age hierarchies. The ICD hierarchy follows the vocabularies of `items` (the
         trajectories' codes; None: ICD-9-CM): `icd9-thesis` / `icd9-4digit` name the ICD-9-CM levels
         kept, which on ICD-10-CM or mixed data keep their ICD-10-CM counterparts
         (`engine.hierarchy.icd_hierarchy_for`; the thesis' 3-digit level is the category, E11);
         `phecode` hangs ICD-10-CM codes under their phecode too when the data has any. Codes of `items`
         the hierarchy lacks get their place by their own digits (`engine.hierarchy.with_codes`), so
-        the LDA runs on all codes of any data (issue 35, finding 6)."""
+        the LDA runs on all codes of any data (issue 35, finding 6). `cdm`: the CDM's own
+        `concept_ancestor` (`concepts`, `Hierarchy.from_poly_parents`; issue 37), refused by name
+        without one."""
         from engine.hierarchy import (
             ICD9_LEVELS,
             ICD9_THESIS_LEVELS,
@@ -529,7 +538,11 @@ class LDASettings:
         from engine.vocab import ICD10CM, vocabulary_of_item
 
         items = [] if items is None else [str(x) for x in items]
-        if self.icd_hierarchy == "phecode":
+        if self.icd_hierarchy == "cdm":
+            if concepts is None:
+                raise SettingsError(f"the ICD hierarchy 'cdm' needs {CDM_HIERARCHY_NEEDS}")
+            icd = concepts.hierarchy(items)
+        elif self.icd_hierarchy == "phecode":
             icd = Hierarchy.phecodes(icd10cm=any(vocabulary_of_item(x) == ICD10CM for x in items))
         else:
             levels = ICD9_THESIS_LEVELS if self.icd_hierarchy == "icd9-thesis" else ICD9_LEVELS
@@ -538,17 +551,19 @@ class LDASettings:
             self.age_low, self.age_high, top_code_90=True
         )  # always (class docstring)
 
-    def inputs(self, cohort: Records, trajectories=None) -> tuple:
+    def inputs(self, cohort: Records, trajectories=None, concepts: ConceptParents | None = None) -> tuple:
         """(trajectories, ICD hierarchy, age hierarchy) of this cohort, memoized on the cohort's
         content and the settings that shape them (not k, the weights or the alignment: a run at
         another k starts from here), where the caller's scope says (`engine.memo`: the app's
-        session). `trajectories`: those `self.trajectories(cohort)` gives."""
+        session). `trajectories`: those `self.trajectories(cohort)` gives; `concepts`: the CDM's
+        hierarchy (`RunInputs.concepts`) for `cdm`."""
         source = cohort.fingerprint if trajectories is None else trajectories.fingerprint
-        key = (source, self.codes, self.roll_up, self.icd_hierarchy, self.age_low, self.age_high)
+        tree = concepts.fingerprint if concepts is not None and self.icd_hierarchy == "cdm" else None
+        key = (source, self.codes, self.roll_up, self.icd_hierarchy, tree, self.age_low, self.age_high)
 
         def make() -> tuple:
             traj = self.trajectories(cohort) if trajectories is None else trajectories
-            return (traj, *self.hierarchies(set(map(str, traj.codes))))
+            return (traj, *self.hierarchies(set(map(str, traj.codes)), concepts))
 
         return memo("runs lda inputs", key, make, size=_LDA_INPUTS_KEPT)
 
@@ -558,7 +573,7 @@ class LDASettings:
         from engine.anonymize.trajectories import lda
 
         self.validate()
-        trajectories, icd, age = self.inputs(inputs.cohort, trajectories)
+        trajectories, icd, age = self.inputs(inputs.cohort, trajectories, inputs.concepts)
         return lda(
             trajectories,
             self.k,

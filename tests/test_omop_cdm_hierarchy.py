@@ -1,0 +1,89 @@
+"""Issue 37, continued: the CDM's own hierarchy (`concept_ancestor`) as a choice of the LDA on the
+command line, in a study file and in the app, offered only for events read from a CDM with its
+vocabulary tables and refused by name otherwise."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from tests.test_omop_snomed import small_events, write_folder
+
+
+@pytest.fixture(scope="module")
+def cdm(tmp_path_factory):
+    from engine.synth.omop_vocabulary import snomed_cdm
+
+    return write_folder(snomed_cdm(small_events(), seed=1), tmp_path_factory.mktemp("cdmh") / "cdm")
+
+
+def test_lda_settings_with_the_cdm_hierarchy(cdm):
+    """`LDASettings(icd_hierarchy="cdm")` generalizes along the concepts of `RunInputs.concepts`:
+    the released inner codes are SNOMED concepts of concept_ancestor, and engine.risk verifies it."""
+    from engine import risk
+    from engine.io.omop import read_omop
+    from engine.study.runs import CodeSelection, LDASettings, RunInputs
+
+    ds = read_omop(cdm, codes="standard", labs=False).dataset("cdm")
+    assert ds.concepts is not None  # read with the events: a CDM with its vocabulary tables
+    settings = LDASettings(k=3, codes=CodeSelection("all"), icd_hierarchy="cdm", age_low=0, age_high=100)
+    settings.validate()
+    inputs = RunInputs(ds.events, ds.events, concepts=ds.concepts)
+    release = settings.run(inputs)
+    assert risk.verify(release, settings.adversary, 3).ok
+    _, icd, _ = settings.inputs(ds.events, concepts=ds.concepts)
+    assert icd.name == "cdm concept_ancestor"
+    codes = {str(c).split("|")[0] for c in release.records.items}
+    inner = {c for c in codes if c in icd and not icd.is_leaf(c) and c != icd.root}
+    assert inner and all(c.startswith("SNOMED:") for c in inner)
+
+
+def test_cdm_hierarchy_is_refused_without_a_cdm(cdm):
+    """Events that did not come from a CDM with vocabulary tables: the choice is refused by name."""
+    from engine.io.errors import UserError
+    from engine.io.omop import read_omop
+    from engine.study.runs import LDASettings, RunInputs
+
+    events = read_omop(cdm, codes="standard", labs=False).dataset("cdm").events
+    with pytest.raises(UserError, match=r"'cdm'.*concept_ancestor"):
+        LDASettings(k=3, icd_hierarchy="cdm", age_low=0, age_high=100).run(RunInputs(events, events))
+
+
+def test_cli_lda_with_the_cdm_hierarchy(cdm, tmp_path):
+    """`anonymize lda --icd-levels cdm` on the SNOMED CDM writes a verified release whose codes climb
+    the CDM's concept_ancestor."""
+    from engine.commands.cli import main
+    from engine.io.omop import read_omop
+
+    ids = read_omop(cdm, codes="standard", labs=False).dataset("cdm").events.patient_ids
+    cohort = tmp_path / "cohort.csv"
+    pd.DataFrame({"patient_id": ids}).to_csv(cohort, index=False)
+    out, report = tmp_path / "out.csv", tmp_path / "report.json"
+    code = main(["anonymize", "lda", "--events", str(cdm), "--source", "omop", "--omop-codes", "standard",
+                 "--cohort", str(cohort), "--codes", "all", "--k", "3", "--icd-levels", "cdm", "--out", str(out),
+                 "--report", str(report)])  # fmt: skip
+    assert code == 0
+    got = json.loads(report.read_text())
+    assert got["verification"]["ok"]
+    assert got["parameters"]["settings"]["ICD hierarchy"] == "cdm"
+    released = pd.read_csv(out, dtype=str)
+    assert released["code"].str.startswith("SNOMED:").any()
+
+
+def test_cli_cdm_hierarchy_refused_for_a_file(tmp_path, capsys):
+    """A long-form file has no concept_ancestor: exit 2, the option and what it needs named."""
+    from engine.commands.cli import main
+
+    events = tmp_path / "events.csv"
+    frame = small_events(40)
+    frame.to_csv(events, index=False)
+    cohort = tmp_path / "cohort.csv"
+    frame[["patient_id"]].drop_duplicates().to_csv(cohort, index=False)
+    code = main(["anonymize", "lda", "--events", str(events), "--cohort", str(cohort), "--k", "3",
+                 "--icd-levels", "cdm",
+                 "--out", str(tmp_path / "out.csv")])  # fmt: skip
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "--icd-levels cdm" in err and "concept_ancestor" in err and "Traceback" not in err
