@@ -87,3 +87,45 @@ def test_cli_cdm_hierarchy_refused_for_a_file(tmp_path, capsys):
     assert code == 2
     err = capsys.readouterr().err
     assert "--icd-levels cdm" in err and "concept_ancestor" in err and "Traceback" not in err
+
+
+def test_study_records_the_omop_codes_and_rebuilds_the_cdm_lda(cdm, tmp_path, capsys):
+    """`study new` records --omop-codes / --domains in its load options; `study add ... lda
+    --icd-levels cdm` and `study run` rebuild the release along the CDM's hierarchy."""
+    from engine.commands.cli import main
+    from engine.io.omop import read_omop
+    from engine.study.study import Study
+
+    ids = read_omop(cdm, codes="standard", labs=False).dataset("cdm").events.patient_ids
+    cohort = tmp_path / "cohort.csv"
+    pd.DataFrame({"patient_id": ids}).to_csv(cohort, index=False)
+    study = tmp_path / "study.json"
+    data = ["--events", str(cdm), "--source", "omop", "--omop-codes", "standard", "--cohort", str(cohort)]
+    assert main(["study", "new", str(study), *data, "--scope", "cohort", "--knowledge", "all_visits",
+                 "--k", "3"]) == 0, capsys.readouterr().err  # fmt: skip
+    assert dict(Study.from_json(study.read_text()).data.load_options)["omop_codes"] == "standard"
+    assert main(["study", "add", str(study), "--name", "cdm", "lda", *data, "--codes", "all",
+                 "--icd-levels", "cdm"]) == 0, capsys.readouterr().err  # fmt: skip
+    assert Study.from_json(study.read_text()).get("cdm").settings.icd_hierarchy == "cdm"
+    assert main(["study", "run", str(study), *data]) == 0, capsys.readouterr()
+
+
+def test_cdm_without_concept_ancestor_is_refused_by_name(cdm, tmp_path, capsys):
+    """A CDM read in standard concepts whose concept_ancestor is missing: `--icd-levels cdm` exits 2
+    naming what it needs."""
+    import shutil
+
+    from engine.commands.cli import main
+    from engine.io.omop import read_omop
+
+    folder = tmp_path / "cdm"
+    shutil.copytree(cdm, folder)
+    for f in folder.glob("concept_ancestor.*"):
+        f.unlink()
+    ids = read_omop(folder, codes="standard", labs=False).dataset("cdm").events.patient_ids
+    cohort = tmp_path / "cohort.csv"
+    pd.DataFrame({"patient_id": ids}).to_csv(cohort, index=False)
+    code = main(["anonymize", "lda", "--events", str(folder), "--source", "omop", "--omop-codes", "standard",
+                 "--cohort", str(cohort), "--k", "3", "--icd-levels", "cdm", "--out", str(tmp_path / "o.csv")])  # fmt: skip
+    assert code == 2
+    assert "concept_ancestor" in capsys.readouterr().err

@@ -138,19 +138,17 @@ def settings_of(args: argparse.Namespace, inputs) -> LDASettings:
     return settings
 
 
-def concepts_of(events: str, options):
-    """The CDM's own hierarchy for `--icd-levels cdm` (`engine.io.omop.read_concept_parents`): only
-    for events read in standard concepts; a CDM without concept or concept_ancestor is a DataError
-    naming the table (issue 37)."""
-    from engine.io.omop import read_concept_parents
+def concepts_of(events: str, inputs):
+    """The CDM's own hierarchy for `--icd-levels cdm`: the concept_ancestor read with the events
+    (`GroupInputs.concepts`); a UserError naming what it needs for any other events (issue 37)."""
     from engine.io.redact import redact
     from engine.study.runs import CDM_HIERARCHY_NEEDS
 
-    if options.codes != "standard":
+    if inputs.concepts is None:
         raise UserError(
-            f"--icd-levels cdm needs {CDM_HIERARCHY_NEEDS}; {Path(redact(events)).name} was not read so"
+            f"--icd-levels cdm needs {CDM_HIERARCHY_NEEDS}; {Path(redact(events)).name} is not one"
         )
-    return read_concept_parents(events, schema=options.schema)
+    return inputs.concepts
 
 
 def run(args: argparse.Namespace) -> int:
@@ -175,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
             f"{Path(redact(args.events)).name}: column 'age' is missing; trajectories need the age of each code"
         )
     settings = settings_of(args, inputs)
-    concepts = concepts_of(args.events, InputOptions.of(args)) if settings.icd_hierarchy == "cdm" else None
+    concepts = concepts_of(args.events, inputs) if settings.icd_hierarchy == "cdm" else None
     traj = settings.trajectories(inputs.cohort)
     if int((traj.lengths > 0).sum()) == 0:
         raise UserError("no cohort patient has any of the selected codes; nothing to anonymize")

@@ -57,7 +57,17 @@ class ImportSourceError(UserError, ValueError):
     """A source that cannot be previewed or a sample variant that does not exist, in one line."""
 
 
-_OPTION_KEYS = ("source", "mapping", "sheet", "schema", "normalize_codes", "location", "sample_variant")
+_OPTION_KEYS = (
+    "source",
+    "mapping",
+    "sheet",
+    "schema",
+    "normalize_codes",
+    "location",
+    "sample_variant",
+    "omop_codes",
+    "domains",
+)
 
 
 @dataclass(frozen=True)
@@ -73,6 +83,9 @@ class ImportSpec:
     normalize: bool = False
     sample_variant: str = ""
     cohort: CohortSpec = field(default_factory=CohortSpec)
+    # an OMOP CDM's codes and tables (issue 37; `engine.io.omop.read_omop`'s `codes`, `domains`)
+    omop_codes: str = "source"
+    domains: tuple[str, ...] = ("condition",)
 
     def to_options(self) -> dict[str, str]:
         """The study's load options (text); empty values left out."""
@@ -87,6 +100,8 @@ class ImportSpec:
             "normalize_codes": "true" if self.normalize else "",
             "location": loc,
             "sample_variant": self.sample_variant,
+            "omop_codes": "" if self.omop_codes == "source" else self.omop_codes,
+            "domains": "" if self.domains == ("condition",) else ",".join(self.domains),
             **self.cohort.to_options(),
         }
         return {k: v for k, v in values.items() if v}
@@ -115,6 +130,8 @@ class ImportSpec:
             normalize=str(options.get("normalize_codes", "")).lower() in ("true", "1", "yes"),
             sample_variant=str(options.get("sample_variant", "") or ""),
             cohort=cohort,
+            omop_codes=str(options.get("omop_codes", "") or "source"),
+            domains=tuple(str(options.get("domains", "") or "condition").split(",")),
         )
 
 
@@ -329,6 +346,8 @@ def load_import(
                 drop_duplicates=drop_duplicates,
                 sheet=spec.sheet or None,
                 schema=spec.schema or None,
+                codes=spec.omop_codes,  # type: ignore[arg-type]
+                domains=spec.domains,
             )
     except DataError:
         raise

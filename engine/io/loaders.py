@@ -67,6 +67,7 @@ from engine.records import AGE, CODE, PATIENT, VISIT, Records
 
 if TYPE_CHECKING:
     from engine.io.events import Events
+    from engine.io.omop import ConceptParents
 
 SAMPLE_DIR = Path(__file__).resolve().parents[2] / "sample_data"
 SAMPLE_NAME = "sample"  # the shipped (ICD-9-CM) sample's dataset name, as a study records it
@@ -229,6 +230,7 @@ class Loaded(Generic[T]):
     report: ValidationReport
     sources: dict[str, str] = field(default_factory=dict)  # file name -> sha256
     spellings: dict[str, tuple[str, ...]] | None = None
+    concepts: ConceptParents | None = None  # an OMOP CDM's own hierarchy (`SourceData.concepts`)
 
 
 # ------------------------------------------------------------------------------------ reading
