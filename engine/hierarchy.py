@@ -225,6 +225,15 @@ class Hierarchy:
             i = int(self.parent_index[i])
         return out
 
+    def sibling_groups(self, codes: Iterable[str]) -> dict[str, frozenset[str]]:
+        """`codes` grouped by their parent node, in tree order of the parents (issue 37: the CDM's
+        utility policy, each concept's codes directly below it one constraint)."""
+        groups: dict[str, set[str]] = {}
+        for code in dict.fromkeys(map(str, codes)):
+            groups.setdefault(self.parent(code) or self.root, set()).add(code)
+        order = sorted(groups, key=lambda p: int(self._tin[self.index(p)]))
+        return {p: frozenset(groups[p]) for p in order}
+
     def depth(self, label: str) -> int:
         """Edges from the root (root 0)."""
         return int(self.depth_array[self.index(label)])

@@ -129,3 +129,52 @@ def test_cdm_without_concept_ancestor_is_refused_by_name(cdm, tmp_path, capsys):
                  "--cohort", str(cohort), "--k", "3", "--icd-levels", "cdm", "--out", str(tmp_path / "o.csv")])  # fmt: skip
     assert code == 2
     assert "concept_ancestor" in capsys.readouterr().err
+
+
+def test_ugaclip_with_the_cdm_utility_policy(cdm):
+    """UGACLIP with `utility_hierarchy="cdm"`: each utility constraint is the data codes directly below
+    one concept of the CDM's hierarchy (named by its concept_name), so every generalized item holds
+    siblings only; engine.risk verifies the release. Without a CDM it is refused by name."""
+    from engine import risk
+    from engine.io.errors import UserError
+    from engine.io.omop import read_omop
+    from engine.study.runs import ProfilesSettings, RunInputs
+
+    ds = read_omop(cdm, codes="standard", labs=False).dataset("cdm")
+    settings = ProfilesSettings(k=5, knowledge="single_visit", utility_hierarchy="cdm")
+    settings.validate()
+    items = [str(x) for x in ds.events.items]
+    policy = settings.utility_policy(items, ds.concepts)
+    tree = ds.concepts.hierarchy(items)
+    for name, codes in policy.diseases.items():
+        assert len({tree.parent(c) for c in codes}) == 1, name
+        assert name.endswith(f"({tree.parent(next(iter(codes)))})")
+    assert set().union(*policy.diseases.values()) == set(items)
+    run = settings.run_result(RunInputs(ds.events, ds.events, concepts=ds.concepts))
+    release = run.release.checked(ds.events)
+    assert risk.verify(release, settings.adversary, 5).ok
+    merged = [codes for codes in release.item_codes.values() if len(codes) > 1]
+    assert merged and all(any(set(m) <= d for d in policy.diseases.values()) for m in merged)
+    with pytest.raises(UserError, match=r"'cdm'.*concept_ancestor"):
+        settings.run_result(RunInputs(ds.events, ds.events))
+
+
+def test_cli_ugaclip_with_the_cdm_utility_hierarchy(cdm, tmp_path, capsys):
+    """`anonymize ugaclip --utility-hierarchy cdm` on the SNOMED CDM writes a verified release; on its
+    conditions mapped to ICD codes it exits 2 naming what it needs."""
+    from engine.commands.cli import main
+    from engine.io.omop import read_omop
+
+    ids = read_omop(cdm, codes="standard", labs=False).dataset("cdm").events.patient_ids
+    cohort = tmp_path / "cohort.csv"
+    pd.DataFrame({"patient_id": ids}).to_csv(cohort, index=False)
+    out, report = tmp_path / "out.csv", tmp_path / "report.json"
+    args = ["anonymize", "ugaclip", "--events", str(cdm), "--source", "omop", "--cohort", str(cohort),
+            "--k", "5", "--knowledge", "single_visit", "--utility-hierarchy", "cdm", "--out", str(out),
+            "--codemap", str(tmp_path / "map.csv"), "--report", str(report)]  # fmt: skip
+    assert main([*args, "--omop-codes", "standard"]) == 0, capsys.readouterr().err
+    got = json.loads(report.read_text())
+    assert got["params"]["utility_policy"].startswith("the CDM's hierarchy")
+    capsys.readouterr()
+    assert main([*args, "--omop-codes", "icd"]) == 2  # the same CDM mapped to ICD: no concept hierarchy
+    assert "--utility-hierarchy cdm needs" in capsys.readouterr().err

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from engine.labs.reident import Draws, PatientDays, Recall
     from engine.labs.vae import LatentModel
     from engine.labs.vae_config import VAEConfig
+    from engine.utility.queries import UtilityPolicy
 
 PAPER_CODES = ("250", "272", "401", "724")  # Tamersoy 2010's four codes, thesis D4 (3-digit)
 # Tamersoy's four codes are ICD-9-CM. On ICD-10-CM data their counterparts are these 3-character
@@ -370,10 +371,15 @@ class ProfilesSettings:
     utility_policy_csv: str | None = None  # None: the shipped default policy (PNAS Table 1)
     max_suppressed: int | None = None
     with_visits: bool = False  # export keeps the visit grouping (single-visit knowledge only)
+    # "cdm": the utility policy of an OMOP CDM's own hierarchy (`cdm_utility_policy`; issue 37)
+    utility_hierarchy: str = ""
 
     def validate(self) -> None:
         check_k(self.k)
         _check_choice("algorithm", self.algorithm, ("UGACLIP", "ACLIP"))
+        _check_choice("utility hierarchy", self.utility_hierarchy, ("", "cdm"))
+        if self.utility_hierarchy and self.utility_policy_csv is not None:
+            raise SettingsError("give an uploaded utility policy or the CDM's hierarchy, not both")
         _check_choice("knowledge", self.knowledge, ("single_visit", "all_visits"))
         if self.with_visits and self.knowledge != "single_visit":
             raise SettingsError(
@@ -387,11 +393,16 @@ class ProfilesSettings:
     def adversary(self) -> Adversary:
         return Adversary("cohort", self.knowledge)  # type: ignore[arg-type]
 
-    def utility_policy(self, items=None):
+    def utility_policy(self, items=None, concepts: ConceptParents | None = None):
         """The uploaded policy, else the shipped default in the vocabularies of `items` (the cohort's
-        codes): ICD-9-CM (PNAS Table 1), ICD-10-CM, or on mixed data each disease's codes of both."""
+        codes): ICD-9-CM (PNAS Table 1), ICD-10-CM, or on mixed data each disease's codes of both;
+        with `utility_hierarchy="cdm"` the CDM's (`cdm_utility_policy` of `concepts`)."""
         from engine.utility.queries import default_utility_policy, read_utility_policy
 
+        if self.utility_hierarchy == "cdm":
+            if concepts is None:
+                raise SettingsError(f"the utility hierarchy 'cdm' needs {CDM_HIERARCHY_NEEDS}")
+            return cdm_utility_policy(concepts, [] if items is None else items)
         if self.utility_policy_csv is None:
             return default_utility_policy(items)
         return read_utility_policy(io.StringIO(self.utility_policy_csv), name="utility policy")
@@ -405,7 +416,9 @@ class ProfilesSettings:
             "privacy policy": "every "
             + ("visit's" if self.knowledge == "single_visit" else "record's")
             + " code set (PPE)",
-            "utility policy": "shipped default (PNAS Table 1)"
+            "utility policy": "the CDM's hierarchy (each concept's codes)"
+            if self.utility_hierarchy == "cdm"
+            else "shipped default (PNAS Table 1)"
             if self.utility_policy_csv is None
             else "uploaded",
             "suppression limit": "none" if self.max_suppressed is None else f"{self.max_suppressed} codes",
@@ -429,12 +442,27 @@ class ProfilesSettings:
             self.k,
             self.knowledge,
             self.algorithm,
-            self.utility_policy([str(x) for x in inputs.cohort.items]).as_mapping(),
+            self.utility_policy([str(x) for x in inputs.cohort.items], inputs.concepts).as_mapping(),
             policy=policy,
             max_suppressed=self.max_suppressed,
             with_visits=self.with_visits,
             progress=progress,
         )
+
+
+def cdm_utility_policy(concepts: ConceptParents, items) -> UtilityPolicy:
+    """UGACLIP's utility policy of an OMOP CDM (issue 37; our rule, not Loukides 2010's, whose policy
+    is PNAS Table 1 in ICD-9-CM): the codes of `items` grouped by their parent in the CDM's hierarchy
+    (`ConceptParents.hierarchy`, `Hierarchy.sibling_groups`), each group one constraint named by the
+    parent's concept_name, so a code is generalized only with its siblings, as the default policy
+    keeps a disease's ICD codes together."""
+    from engine.utility.queries import UtilityPolicy
+
+    codes = [str(x) for x in items]
+    groups = concepts.hierarchy(codes).sibling_groups(codes)
+    names = {p: f"{concepts.names.get(p) or p} ({p})" for p in groups}
+    why = "the data codes directly below this concept in the CDM's concept_ancestor"
+    return UtilityPolicy({names[p]: c for p, c in groups.items()}, {names[p]: why for p in groups})
 
 
 # ------------------------------------------------------------------------------------- LDA
