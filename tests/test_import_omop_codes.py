@@ -88,3 +88,31 @@ def test_lda_view_offers_the_cdm_hierarchy_for_a_cdm_import(cdm, monkeypatch):
     sample = page_app(view=("ui.views.lda", "render_anonymize"))
     sample.run()
     assert ICD_CHOICES[4] not in sample.selectbox(key="lda_icd").options
+
+
+def test_profiles_view_starts_from_the_cdm_utility_policy(cdm, monkeypatch):
+    """AppTest: on a CDM imported in standard concepts the UGACLIP view's utility policy starts from
+    the CDM's hierarchy (each concept's codes one constraint, named by concept_name), not from PNAS
+    Table 1's ICD codes that no SNOMED item matches; the run is verified."""
+    from engine.study.runs import cdm_utility_policy
+    from tests.apptest_support import page_text, run_prompts
+    from ui.import_view import APPLIED
+
+    monkeypatch.setenv("COHORTSHIELD_DATA_ROOTS", str(cdm.parent))
+    spec = ImportSpec(source="omop", location=str(cdm), omop_codes="standard")
+    at = page_app(
+        view=("ui.views.profiles", "render_anonymize"),
+        state={"dataset_choice": "Import a source", APPLIED: (spec, "", None)},
+    )
+    at.run()
+    if run_prompts(at):
+        for b in at.button:
+            if b.key and b.key.startswith("profiles_run_") and b.key.endswith("_start"):
+                b.click()
+        at.run()
+    assert not at.exception, at.exception
+    ctx = at.session_state["context"]
+    expected = cdm_utility_policy(ctx.dataset.concepts, [str(x) for x in ctx.cohort.items])
+    assert any("the CDM's hierarchy" in c.value for c in at.caption)
+    assert list(at.session_state["profiles_utility_policy"]["disease"]) == list(expected.diseases)
+    assert "Verified" in page_text(at)

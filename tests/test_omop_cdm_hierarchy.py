@@ -178,3 +178,22 @@ def test_cli_ugaclip_with_the_cdm_utility_hierarchy(cdm, tmp_path, capsys):
     capsys.readouterr()
     assert main([*args, "--omop-codes", "icd"]) == 2  # the same CDM mapped to ICD: no concept hierarchy
     assert "--utility-hierarchy cdm needs" in capsys.readouterr().err
+
+
+def test_cdm_utility_policy_round_trips_as_csv(cdm):
+    """The CDM's policy as the CSV a study keeps (column concept_codes) reads back equal; a concept
+    without its vocabulary is an error naming row and column."""
+    import io
+
+    from engine.io.errors import DataError
+    from engine.io.omop import read_omop
+    from engine.study.runs import cdm_utility_policy
+    from engine.utility.queries import read_utility_policy
+
+    ds = read_omop(cdm, codes="standard", labs=False).dataset("cdm")
+    policy = cdm_utility_policy(ds.concepts, [str(x) for x in ds.events.items])
+    text = policy.to_csv()
+    assert text.splitlines()[0] == "disease,concept_codes,comment"
+    assert read_utility_policy(io.StringIO(text), name="p").diseases == policy.diseases
+    with pytest.raises(DataError, match=r"row 2, column 'concept_codes'.*'22298006' names no vocabulary"):
+        read_utility_policy(io.StringIO("disease,concept_codes\nmi,22298006\n"), name="p")

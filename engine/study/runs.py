@@ -462,7 +462,9 @@ def cdm_utility_policy(concepts: ConceptParents, items) -> UtilityPolicy:
     groups = concepts.hierarchy(codes).sibling_groups(codes)
     names = {p: f"{concepts.names.get(p) or p} ({p})" for p in groups}
     why = "the data codes directly below this concept in the CDM's concept_ancestor"
-    return UtilityPolicy({names[p]: c for p, c in groups.items()}, {names[p]: why for p in groups})
+    return UtilityPolicy(
+        {names[p]: c for p, c in groups.items()}, {names[p]: why for p in groups}, code_column="concept_codes"
+    )
 
 
 # ------------------------------------------------------------------------------------- LDA
