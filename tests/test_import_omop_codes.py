@@ -116,3 +116,18 @@ def test_profiles_view_starts_from_the_cdm_utility_policy(cdm, monkeypatch):
     assert any("the CDM's hierarchy" in c.value for c in at.caption)
     assert list(at.session_state["profiles_utility_policy"]["disease"]) == list(expected.diseases)
     assert "Verified" in page_text(at)
+
+
+def test_cohort_page_describes_concepts_by_name(cdm, monkeypatch):
+    """AppTest (b): the Cohort page's most frequent codes of a CDM imported in standard concepts are
+    described by their concept_name, not '— (not an ICD-9-CM or ICD-10-CM code)'."""
+    from ui.import_view import APPLIED
+
+    monkeypatch.setenv("COHORTSHIELD_DATA_ROOTS", str(cdm.parent))
+    spec = ImportSpec(source="omop", location=str(cdm), omop_codes="standard")
+    at = page_app("pages/cohort.py", state={"dataset_choice": "Import a source", APPLIED: (spec, "", None)})
+    at.run()
+    assert not at.exception, at.exception
+    names = at.session_state["context"].dataset.concepts.names
+    tops = [d.value for d in at.dataframe if "description" in d.value.columns]
+    assert tops and all(list(t["description"]) == [names[c] for c in t["code"]] for t in tops)

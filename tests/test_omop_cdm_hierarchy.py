@@ -197,3 +197,23 @@ def test_cdm_utility_policy_round_trips_as_csv(cdm):
     assert read_utility_policy(io.StringIO(text), name="p").diseases == policy.diseases
     with pytest.raises(DataError, match=r"row 2, column 'concept_codes'.*'22298006' names no vocabulary"):
         read_utility_policy(io.StringIO("disease,concept_codes\nmi,22298006\n"), name="p")
+
+
+def test_concepts_are_described_by_their_concept_name(cdm):
+    """(b) A CDM's concepts are described by `concept_name` (the CDM's `ConceptParents.names`): a
+    code, a generalized item of codes and an LDA pair; an ICD code keeps its own description, and a
+    concept without a name still says why."""
+    from engine.io.omop import read_omop
+    from engine.vocab import NO_DESCRIPTION, describe
+    from ui.cohort_view import top_codes
+
+    ds = read_omop(cdm, codes="standard", labs=False).dataset("cdm")
+    names = ds.concepts.names
+    a, b = sorted(str(x) for x in ds.events.items)[:2]
+    assert describe(a, names=names) == names[a] and names[a]
+    assert describe(f"{{{a},{b}}}", names=names) == f"{a} {names[a]} or {b} {names[b]}"
+    assert describe(f"{a}|40", names=names) == f"{names[a]}, age 40"
+    assert describe("401.1", names=names) == describe("401.1")
+    assert describe(a).startswith(NO_DESCRIPTION)
+    top = top_codes(ds.events, 5, names=names)
+    assert list(top["description"]) == [names[c] for c in top["code"]]
