@@ -225,12 +225,14 @@ class Hierarchy:
             i = int(self.parent_index[i])
         return out
 
-    def sibling_groups(self, codes: Iterable[str]) -> dict[str, frozenset[str]]:
-        """`codes` grouped by their parent node, in tree order of the parents (issue 37: the CDM's
-        utility policy, each concept's codes directly below it one constraint)."""
+    def groups_at(self, codes: Iterable[str], depth: int) -> dict[str, frozenset[str]]:
+        """`codes` grouped by their ancestor at `depth` (a code that deep or deeper; a shallower code
+        under its parent), in tree order of the groups (issue 37: the CDM's utility policy)."""
         groups: dict[str, set[str]] = {}
         for code in dict.fromkeys(map(str, codes)):
-            groups.setdefault(self.parent(code) or self.root, set()).add(code)
+            up = [code, *self.ancestors(code)]
+            node = next((a for a in up if self.depth(a) == depth), None) or self.parent(code) or self.root
+            groups.setdefault(node, set()).add(code)
         order = sorted(groups, key=lambda p: int(self._tin[self.index(p)]))
         return {p: frozenset(groups[p]) for p in order}
 

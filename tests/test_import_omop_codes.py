@@ -92,7 +92,7 @@ def test_lda_view_offers_the_cdm_hierarchy_for_a_cdm_import(cdm, monkeypatch):
 
 def test_profiles_view_starts_from_the_cdm_utility_policy(cdm, monkeypatch):
     """AppTest: on a CDM imported in standard concepts the UGACLIP view's utility policy starts from
-    the CDM's hierarchy (each concept's codes one constraint, named by concept_name), not from PNAS
+    the CDM's hierarchy (`runs.cdm_utility_policy`, constraints named by concept_name), not from PNAS
     Table 1's ICD codes that no SNOMED item matches; the run is verified."""
     from engine.study.runs import cdm_utility_policy
     from tests.apptest_support import page_text, run_prompts

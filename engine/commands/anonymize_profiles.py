@@ -75,8 +75,8 @@ def register(methods, *, study=None) -> list[argparse.ArgumentParser]:
         p.add_argument(
             "--utility-hierarchy",
             choices=("cdm",),
-            help="cdm: the utility policy of an OMOP CDM's own hierarchy, each concept's codes one "
-            "constraint (--omop-codes standard; instead of --utility-policy)",
+            help="cdm: the utility policy of an OMOP CDM's own hierarchy, the codes below each concept 2 "
+            "levels under its root one constraint (--omop-codes standard; instead of --utility-policy)",
         )
         p.add_argument("--max-suppressed", type=int, help="stop when more distinct codes must be suppressed")
         p.add_argument(

@@ -606,7 +606,9 @@ def _sample_numbering(directory: Path) -> dict[str, int]:
 
 
 # ---------------------------------------------------------------------------------- utility policy
-CDM_POLICY_LABEL = "the CDM's hierarchy (each concept's codes directly below it one constraint)"
+CDM_POLICY_LABEL = (
+    "the CDM's hierarchy (the codes below each concept 2 levels under its root, one constraint)"
+)
 
 
 def default_utility_policy(items, concepts=None) -> tuple[object, str]:
