@@ -28,7 +28,7 @@ import pandas as pd
 from engine.records import Records
 
 if TYPE_CHECKING:
-    from engine.io.omop import ConceptParents
+    from engine.io.concepts import ConceptParents
 
 T = TypeVar("T")
 
@@ -146,7 +146,7 @@ class Dataset:
     sources: dict[str, str] = field(default_factory=dict)  # file name -> sha256, for the report
     # code -> its spellings in the source, when normalization rewrote any (the export's code map)
     spellings: dict[str, tuple[str, ...]] | None = None
-    # an OMOP CDM's own hierarchy and concept names (`engine.io.omop.ConceptParents`, issue 37): set
+    # an OMOP CDM's own hierarchy and concept names (`engine.io.concepts.ConceptParents`, issue 37): set
     # when the events are a CDM's standard concepts and it has concept and concept_ancestor tables
     concepts: ConceptParents | None = None
 

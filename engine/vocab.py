@@ -321,7 +321,7 @@ def describe(
     codes from `item_codes` when given, else those its label `{a,b}` lists: "a text or b text"), a
     hierarchy node (`Any`, a vocabulary, a phecode `phe:250.2`), an LDA pair `code|age`; an OMOP
     CDM's concept (`SNOMED:22298006`, a node of its hierarchy) by its `concept_name` from `names`
-    (`engine.io.omop.ConceptParents.names`; issue 37). Without a description: "—" and the reason,
+    (`engine.io.concepts.ConceptParents.names`; issue 37). Without a description: "—" and the reason,
     e.g. "— (not in the CMS ICD-10-CM tabular list, FY2026)"."""
     item = str(item)
     if names and names.get(item):

@@ -42,7 +42,7 @@ from engine.records import Records
 
 if TYPE_CHECKING:
     from engine.adversary import Adversary
-    from engine.io.omop import ConceptParents
+    from engine.io.concepts import ConceptParents
     from engine.release import Release
     from engine.risk import Verification
 

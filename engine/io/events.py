@@ -41,7 +41,7 @@ from engine.records import AGE, CODE, PATIENT, VISIT, Records
 from engine.vocab import ICD9CM, ICD10CM, VOCABULARY_NAMES, Vocabulary, code_of_item, is_known_icd10cm
 
 if TYPE_CHECKING:
-    from engine.io.omop import ConceptParents
+    from engine.io.concepts import ConceptParents
 
 Action = Literal["keep", "drop"]
 CODES_EXPECTED = (
@@ -84,7 +84,7 @@ class SourceData:
     labs: pd.DataFrame | None = None
     sources: dict[str, str] = field(default_factory=dict)  # name -> sha256 (files) or description
     concepts: ConceptParents | None = (
-        None  # an OMOP CDM's `engine.io.omop.ConceptParents` (`Dataset.concepts`)
+        None  # an OMOP CDM's `engine.io.concepts.ConceptParents` (`Dataset.concepts`)
     )
 
     def dataset(self, name: str) -> Dataset:

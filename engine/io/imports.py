@@ -615,7 +615,7 @@ def default_utility_policy(items, concepts=None) -> tuple[object, str]:
     """The shipped PNAS default utility policy that fits the data's vocabulary: ICD-9-CM (Table 1),
     ICD-10-CM (`utility_policy_default_icd10cm.csv`, the same 18 diseases), or for data holding both
     vocabularies each disease with its codes of both; for a CDM's standard concepts (`concepts`, its
-    `engine.io.omop.ConceptParents`, naming some item) the CDM's own (`runs.cdm_utility_policy`).
+    `engine.io.concepts.ConceptParents`, naming some item) the CDM's own (`runs.cdm_utility_policy`).
     Returns (UtilityPolicy, what it is)."""
     if concepts is not None and any(str(i) in concepts.concept_id for i in items):
         from engine.study.runs import cdm_utility_policy

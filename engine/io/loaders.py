@@ -66,8 +66,8 @@ from engine.io.validation import (
 from engine.records import AGE, CODE, PATIENT, VISIT, Records
 
 if TYPE_CHECKING:
+    from engine.io.concepts import ConceptParents
     from engine.io.events import Events
-    from engine.io.omop import ConceptParents
 
 SAMPLE_DIR = Path(__file__).resolve().parents[2] / "sample_data"
 SAMPLE_NAME = "sample"  # the shipped (ICD-9-CM) sample's dataset name, as a study records it

@@ -56,6 +56,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
+from engine.io.concepts import ConceptParents
 from engine.io.events import Action, SourceData, check_events
 from engine.io.roots import opened
 from engine.io.sql import Database, DatabaseReadError, connect, is_url, sha256_file
@@ -926,34 +927,6 @@ def _ingredients(reader: _Reader, report: ValidationReport, concept: Concepts) -
     hit = (klass == "Ingredient") & (vocab == "RxNorm")
     pairs = pd.DataFrame({"d": desc[hit], "a": anc[hit]}).drop_duplicates().sort_values(["d", "a"])
     return {str(d): tuple(map(str, g["a"])) for d, g in pairs.groupby("d", sort=False)}
-
-
-@dataclass(frozen=True, eq=False)
-class ConceptParents:
-    """A CDM's own hierarchy over item labels (issue 37): each concept's parents
-    (`concept_ancestor` rows of `min_levels_of_separation` 1), its concept id (the tie rule of
-    `Hierarchy.from_poly_parents`) and its name (`concept_name`, for descriptions)."""
-
-    parents: dict[str, list[str]]
-    concept_id: dict[str, int]
-    names: dict[str, str]
-
-    @property
-    def fingerprint(self) -> str:
-        """A digest of the parent links and concept ids (memo keys of the trees built from them)."""
-        import hashlib
-
-        links = sorted((c, tuple(sorted(ps))) for c, ps in self.parents.items())
-        text = repr((links, sorted(self.concept_id.items())))
-        return hashlib.sha256(text.encode()).hexdigest()
-
-    def hierarchy(self, items: Sequence[str]):
-        """The generalization tree of these items (`engine.hierarchy.Hierarchy.from_poly_parents`)."""
-        from engine.hierarchy import Hierarchy
-
-        return Hierarchy.from_poly_parents(
-            self.parents, items, order=self.concept_id, name="cdm concept_ancestor"
-        )
 
 
 def read_concept_parents(location: str | Path, *, schema: str | None = None) -> ConceptParents:

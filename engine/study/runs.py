@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from engine.anonymize.population import GroupRelease
     from engine.anonymize.profiles import ProfilesRun
     from engine.dataset import Dataset
-    from engine.io.omop import ConceptParents
+    from engine.io.concepts import ConceptParents
     from engine.labs.reident import Draws, PatientDays, Recall
     from engine.labs.vae import LatentModel
     from engine.labs.vae_config import VAEConfig
