@@ -221,3 +221,30 @@ def test_concepts_are_described_by_their_concept_name(cdm):
     assert describe(a).startswith(NO_DESCRIPTION)
     top = top_codes(ds.events, 5, names=names)
     assert list(top["description"]) == [names[c] for c in top["code"]]
+
+
+def test_phewas_joins_genotypes_by_person_source_value(tmp_path, capsys):
+    """(d) The sample's genotypes are named by the source's patient ids, the CDM's person_source_value,
+    while the CDM's events are named by person_id: `phewas` joins them through the person table (a
+    note says so), with the same association count as the genotypes renamed to person_id by hand."""
+    from engine.commands.cli import main
+    from engine.io.omop import person_source_ids
+
+    assert main(["sample", "--out", str(tmp_path), "--patients", "300", "--labs", "no",
+                 "--formats", "omop-snomed"]) == 0  # fmt: skip
+    cdm, genotypes = tmp_path / "omop_snomed", tmp_path / "genotypes.parquet"
+    ids = person_source_ids(cdm)
+    assert len(ids) == 300 and set(pd.read_parquet(genotypes)["patient_id"].astype(str)) <= set(ids.values())
+    capsys.readouterr()
+    out = tmp_path / "phewas.csv"
+    args = ["phewas", "--events", str(cdm), "--source", "omop", "--omop-codes", "icd", "--out", str(out)]
+    assert main([*args, "--genotypes", str(genotypes)]) == 0, capsys.readouterr().err
+    assert "person_source_value" in capsys.readouterr().err
+    by_hand = tmp_path / "by_person_id.parquet"
+    inverse = {v: k for k, v in ids.items()}
+    g = pd.read_parquet(genotypes)
+    g.assign(patient_id=g["patient_id"].astype(str).map(inverse)).to_parquet(by_hand)
+    out2 = tmp_path / "phewas2.csv"
+    args[-1] = str(out2)
+    assert main([*args, "--genotypes", str(by_hand)]) == 0
+    assert pd.read_csv(out).equals(pd.read_csv(out2))

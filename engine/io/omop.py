@@ -929,6 +929,33 @@ def _ingredients(reader: _Reader, report: ValidationReport, concept: Concepts) -
     return {str(d): tuple(map(str, g["a"])) for d, g in pairs.groupby("d", sort=False)}
 
 
+def person_source_ids(location: str | Path, *, schema: str | None = None) -> dict[str, str]:
+    """person_id -> person_source_value (the source system's patient id; issue 37, finding d: the
+    genotypes of a biobank are named by it) of the CDM's persons that have one. A `DataError` names
+    what is missing."""
+    report = ValidationReport()
+    reader = open_reader(location, schema, report, "an OMOP CDM with its person table")
+    if reader is None:
+        report.raise_if_errors()
+        raise AssertionError("open_reader gave no reader and no error")
+    try:
+        person = reader.read("person", report, extra=("person_source_value",))
+    except DatabaseReadError as exc:
+        FileCheck(reader.label, np.zeros(0, dtype=np.int64), report).note(
+            "error", None, str(exc), "a readable person table", "unreadable"
+        )
+        person = None
+    finally:
+        reader.close()
+    report.raise_if_errors()
+    assert person is not None
+    if "person_source_value" not in person.frame:
+        return {}
+    ids = Text.of(person.frame["person_id"]).values()
+    source = person.frame["person_source_value"].astype("string").fillna("").str.strip().to_numpy()
+    return {str(i): str(v) for i, v in zip(ids, source, strict=True) if v}
+
+
 def read_concept_parents(location: str | Path, *, schema: str | None = None) -> ConceptParents:
     """The hierarchy of the concepts a CDM uses (`ConceptParents`): the ancestors, through
     `concept_ancestor`, of every standard concept of its condition, procedure and drug tables, and the
@@ -1041,4 +1068,12 @@ def vocabulary_counts(data: SourceData) -> dict[str, int]:
     return {VOCABULARY_NAMES.get(k, k or "undecided"): v for k, v in data.events.vocabularies.items()}
 
 
-__all__ = ["TABLES", "ConceptParents", "Vocabulary", "read_concept_parents", "read_omop", "vocabulary_counts"]
+__all__ = [
+    "TABLES",
+    "ConceptParents",
+    "Vocabulary",
+    "person_source_ids",
+    "read_concept_parents",
+    "read_omop",
+    "vocabulary_counts",
+]
