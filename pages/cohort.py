@@ -33,8 +33,11 @@ def _describe(groups: dict[str, Records]) -> pd.DataFrame:
     return _memo("describe", groups, lambda: cv.describe_groups(groups))
 
 
-def _top(records: Records, n: int) -> pd.DataFrame:
-    return _memo("top", {"": records}, lambda: cv.top_codes(records, n), n)
+def _top(records: Records, n: int, concepts=None) -> pd.DataFrame:
+    """The most frequent codes; an OMOP CDM's concepts described by their concept names (issue 37)."""
+    names = None if concepts is None else concepts.names
+    tree = None if concepts is None else concepts.fingerprint
+    return _memo("top", {"": records}, lambda: cv.top_codes(records, n, names), n, tree)
 
 
 def _rank_frequency(groups: dict[str, Records]) -> pd.DataFrame:
@@ -143,7 +146,7 @@ left, right = st.columns(2)
 for col, (label, records) in zip((left, right), groups.items(), strict=True):
     with col:
         st.markdown(f"**{label}**")
-        top = _top(records, n_top)
+        top = _top(records, n_top, ctx.dataset.concepts)
         st.dataframe(top, hide_index=True, width="stretch")
         group = label.split(":")[0]
         table_download(

@@ -74,7 +74,14 @@ def test_a_new_session_at_a_new_k_reuses_the_cohorts_trajectories(monkeypatch):
     from ui.views.lda import CODE_MODES, ICD_CHOICES, settings_of
 
     state = second.session_state
-    hier = (ICD_CHOICES[0], None, int(state["lda_lo"]), int(state["lda_hi"]), True)  # the page's defaults
+    hier = (
+        ICD_CHOICES[0],
+        None,
+        int(state["lda_lo"]),
+        int(state["lda_hi"]),
+        True,
+        None,
+    )  # the page's defaults
     settings = settings_of((CODE_MODES[0], 50, ()), hier, 29, float(state["lda_w"]), state["lda_method"])
     assert settings is not None and settings.codes.mode == "paper"
     cohort = state["context"].cohort

@@ -10,6 +10,8 @@ Ties in rankings are broken by code text (deterministic).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
@@ -78,10 +80,11 @@ def code_frequencies(records: Records) -> pd.DataFrame:
     )
 
 
-def top_codes(records: Records, n: int = 20) -> pd.DataFrame:
-    """The n codes held by most patients, with their descriptions (`engine.vocab.describe`)."""
+def top_codes(records: Records, n: int = 20, names: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """The n codes held by most patients, with their descriptions (`engine.vocab.describe`; an OMOP
+    CDM's concepts by the concept names `names`)."""
     top = code_frequencies(records).head(n).copy()
-    top.insert(2, "description", [describe_code(c) for c in top["code"]])
+    top.insert(2, "description", [describe_code(c, names=names) for c in top["code"]])
     top["share_of_patients"] = (100 * top["share_of_patients"]).round(2)
     return top.rename(columns={"share_of_patients": "% of patients"})
 

@@ -80,11 +80,20 @@ state.declare(
     held=dict.fromkeys((APPLIED, CONFIRM, NORMALIZATION, COHORT_LIST, COHORT_WANTED), ABSENT),
 )
 # what belongs to one source kind: cleared when the kind changes (`_kind_changed`)
+OMOP_CODES = "import_omop_codes"  # radio: the CDM's codes (`ImportSpec.omop_codes`, issue 37)
+OMOP_DOMAINS = "import_domains"  # multiselect: its tables, with standard concepts (`ImportSpec.domains`)
+OMOP_CODE_LABELS = {
+    "source": "ICD source values (condition_source_value)",
+    "standard": "Standard concepts (SNOMED, CPT4, RxNorm ingredients; the CDM's own hierarchy)",
+    "icd": "Standard conditions mapped back to ICD codes (concept_relationship; for PheWAS)",
+}
 KIND_KEYS = (
     "import_location",
     "import_sheet",
     "import_schema",
     "import_connection",
+    OMOP_CODES,
+    OMOP_DOMAINS,
     COHORT_GROUP,
     COHORT_COLUMN,
     *(f"import_map_{m}" for m in MODEL_COLUMNS),
@@ -165,6 +174,8 @@ def restore(options: dict[str, object]) -> dict[str, str] | None:
     st.session_state["import_sheet"] = spec.sheet or None
     st.session_state["import_schema"] = spec.schema
     st.session_state["import_normalize"] = spec.normalize
+    st.session_state[OMOP_CODES] = spec.omop_codes
+    st.session_state[OMOP_DOMAINS] = list(spec.domains)
     mapping = ColumnMapping.parse(spec.mapping).as_dict() if spec.mapping else {}
     for m in MODEL_COLUMNS:
         st.session_state[f"import_map_{m}"] = mapping.get(m, NONE)
@@ -272,6 +283,7 @@ def render(where: Any = st) -> None:
         where.caption(hint)
         if kind in ("omop", "i2b2"):
             where.text_input("Schema (optional)", key="import_schema")
+    omop_codes, domains = _omop_widgets(where) if kind == "omop" else ("source", ("condition",))
     if data is None and not location:
         where.info("Upload a file or give a path to see a preview.")
         return
@@ -303,8 +315,8 @@ def render(where: Any = st) -> None:
         where.caption(
             {
                 "omop": "Columns are fixed by OMOP CDM v5.4: patient = person_id, code = "
-                "condition_source_value (vocabulary from the source concept), visit = visit_start_date, "
-                "age from year_of_birth.",
+                "condition_source_value (vocabulary from the source concept) or the standard concept "
+                "chosen under Codes, visit = visit_start_date, age from year_of_birth.",
                 "meds": "Columns are fixed by MEDS: patient = subject_id, code = code (vocabulary from its "
                 "prefix), visit = the day of time, age from MEDS_BIRTH.",
                 "i2b2": "Columns are fixed by i2b2: patient = patient_num, code = concept_cd (ICD9: / ICD10: "
@@ -323,6 +335,8 @@ def render(where: Any = st) -> None:
         sheet=sheet or "",
         schema=schema or "",
         normalize=bool(st.session_state.get("import_normalize")),
+        omop_codes=omop_codes,
+        domains=domains,
     )
     columns = (
         [str(c) for c in head.columns if str(c) != ColumnMapping.parse(mapping).as_dict()["patient_id"]]
@@ -345,6 +359,21 @@ def render(where: Any = st) -> None:
         if current is not None and (current[0] != spec or current[1] != name or _list_changed(listed)):
             where.info("The choices above differ from the data loaded now: press Load to read them.")
     _normalization_report(where)
+
+
+def _omop_widgets(where: Any) -> tuple[str, tuple[str, ...]]:
+    """The CDM's codes and, with standard concepts, its domains (issue 37; `engine.io.omop.read_omop`)."""
+    from engine.io.omop import DOMAINS
+
+    if st.session_state.get(OMOP_CODES) not in OMOP_CODE_LABELS:
+        st.session_state[OMOP_CODES] = "source"
+    codes = where.radio("Codes", list(OMOP_CODE_LABELS), key=OMOP_CODES, format_func=OMOP_CODE_LABELS.get)
+    if codes != "standard":
+        return codes, ("condition",)
+    if not st.session_state.get(OMOP_DOMAINS):
+        st.session_state[OMOP_DOMAINS] = ["condition"]
+    chosen = where.multiselect("Domains", list(DOMAINS), key=OMOP_DOMAINS)
+    return codes, tuple(d for d in DOMAINS if d in chosen) or ("condition",)
 
 
 def _list_changed(listed: tuple[str, bytes] | None) -> bool:

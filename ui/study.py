@@ -94,7 +94,7 @@ def _biobank(ctx: Context):
 
 def run_inputs(ctx: Context) -> RunInputs:
     """The records a method runs on, from the sidebar's choices."""
-    return RunInputs(ctx.population, ctx.cohort, _biobank(ctx))
+    return RunInputs(ctx.population, ctx.cohort, _biobank(ctx), concepts=ctx.dataset.concepts)
 
 
 def load_options() -> dict[str, object]:

@@ -3,7 +3,7 @@
     python -m engine anonymize lda --events EVENTS --cohort IDS --k K [--w-icd W]
         [--method a-gs|baseline] [--age-domain LO-HI]
         [--codes paper|all|C1,C2,... | --top-codes N] [--roll-up 3-digit]
-        [--icd-levels thesis|full|phecode] --out RELEASED.csv [--codemap CODEMAP.csv]
+        [--icd-levels thesis|full|phecode|cdm] --out RELEASED.csv [--codemap CODEMAP.csv]
         [--report REPORT.json] [--genotypes GENOTYPES --dataset DIR]
 
 The options become `engine.study.runs.LDASettings` through `settings_of`, the one function `anonymize
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from engine.study.runs import LDASettings
 
 
-ICD_LEVELS = {"thesis": "icd9-thesis", "full": "icd9-4digit", "phecode": "phecode"}
+ICD_LEVELS = {"thesis": "icd9-thesis", "full": "icd9-4digit", "phecode": "phecode", "cdm": "cdm"}
 
 
 def register(methods, *, study=None) -> argparse.ArgumentParser:
@@ -76,7 +76,7 @@ def register(methods, *, study=None) -> argparse.ArgumentParser:
         choices=tuple(ICD_LEVELS),
         default="thesis",
         help="ICD hierarchy: thesis = 5-digit/3-digit/section/chapter/Any; full adds 4-digit; phecode = "
-        "codes under their phecodes",
+        "codes under their phecodes; cdm = an OMOP CDM's own concept_ancestor (--omop-codes standard)",
     )
     if study is not None:
         p.set_defaults(func=study, settings_of=settings_of, **path_roles(DATA_INPUTS, ("STUDY:study",)))
@@ -138,6 +138,19 @@ def settings_of(args: argparse.Namespace, inputs) -> LDASettings:
     return settings
 
 
+def concepts_of(events: str, inputs):
+    """The CDM's own hierarchy for `--icd-levels cdm`: the concept_ancestor read with the events
+    (`GroupInputs.concepts`); a UserError naming what it needs for any other events (issue 37)."""
+    from engine.io.redact import redact
+    from engine.study.runs import CDM_HIERARCHY_NEEDS
+
+    if inputs.concepts is None:
+        raise UserError(
+            f"--icd-levels cdm needs {CDM_HIERARCHY_NEEDS}; {Path(redact(events)).name} is not one"
+        )
+    return inputs.concepts
+
+
 def run(args: argparse.Namespace) -> int:
     from engine import risk
     from engine.adversary import Adversary
@@ -160,11 +173,14 @@ def run(args: argparse.Namespace) -> int:
             f"{Path(redact(args.events)).name}: column 'age' is missing; trajectories need the age of each code"
         )
     settings = settings_of(args, inputs)
+    concepts = concepts_of(args.events, inputs) if settings.icd_hierarchy == "cdm" else None
     traj = settings.trajectories(inputs.cohort)
     if int((traj.lengths > 0).sum()) == 0:
         raise UserError("no cohort patient has any of the selected codes; nothing to anonymize")
     try:
-        res = settings.run_result(RunInputs(inputs.population, inputs.cohort), trajectories=traj)
+        res = settings.run_result(
+            RunInputs(inputs.population, inputs.cohort, concepts=concepts), trajectories=traj
+        )
     except ValueError as exc:
         raise UserError(export.refuse(paths, str(exc))) from None
     release = res.release().checked(res.source_pairs())  # as LDASettings.run: one way to a release

@@ -1,7 +1,8 @@
 """`python -m engine anonymize ugaclip|aclip`: clinical profiles (Loukides et al. 2010, PNAS).
 
     python -m engine anonymize ugaclip|aclip --events EVENTS --cohort IDS --k K
-        --knowledge single_visit|all_visits [--utility-policy POLICY.csv] [--max-suppressed N] [--with-visits]
+        --knowledge single_visit|all_visits [--utility-policy POLICY.csv | --utility-hierarchy cdm]
+        [--max-suppressed N] [--with-visits]
         --out RELEASED.csv --codemap CODEMAP.csv [--report REPORT.json]
         [--genotypes GENOTYPES --dataset DIR]
 
@@ -71,6 +72,12 @@ def register(methods, *, study=None) -> list[argparse.ArgumentParser]:
             "--utility-policy",
             help="CSV of disease,icd9_codes[,comment] (default: the Table 1 policy; ignored by aclip)",
         )
+        p.add_argument(
+            "--utility-hierarchy",
+            choices=("cdm",),
+            help="cdm: the utility policy of an OMOP CDM's own hierarchy, the codes below each concept 2 "
+            "levels under its root one constraint (--omop-codes standard; instead of --utility-policy)",
+        )
         p.add_argument("--max-suppressed", type=int, help="stop when more distinct codes must be suppressed")
         p.add_argument(
             "--with-visits",
@@ -118,6 +125,8 @@ def settings_of(args: argparse.Namespace, inputs=None) -> ProfilesSettings:
         raise UserError(f"--utility-policy {args.utility_policy}: not UTF-8 text ({exc.reason})") from exc
     if args.with_visits and args.knowledge != "single_visit":
         raise UserError(WITH_VISITS_NEEDS)
+    if args.utility_hierarchy and args.utility_policy is not None:
+        raise UserError("give --utility-policy or --utility-hierarchy, not both")
     settings = ProfilesSettings(
         algorithm=args.profiles_method,
         k=args.k,
@@ -125,6 +134,7 @@ def settings_of(args: argparse.Namespace, inputs=None) -> ProfilesSettings:
         utility_policy_csv=policy_text,
         max_suppressed=args.max_suppressed,
         with_visits=args.with_visits,
+        utility_hierarchy=args.utility_hierarchy or "",
     )
     settings.validate()
     return settings
@@ -145,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
     from engine.io import export
 
     cells = min_cell_of(args)
-    from engine.study.runs import RunInputs
+    from engine.study.runs import CDM_HIERARCHY_NEEDS, RunInputs
 
     method = args.profiles_method
     check_release_k(args.k)
@@ -155,8 +165,10 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_of(args)  # the settings the app and a study run with
     inputs = load_groups(args.events, cohort=args.cohort, options=InputOptions.of(args))
     cohort, sources = inputs.cohort, inputs.sources
+    if settings.utility_hierarchy and inputs.concepts is None:
+        raise UserError(f"--utility-hierarchy cdm needs {CDM_HIERARCHY_NEEDS}")
     try:
-        utility = settings.utility_policy([str(x) for x in cohort.items])
+        utility = settings.utility_policy([str(x) for x in cohort.items], inputs.concepts)
     except ValueError as exc:
         raise UserError(f"--utility-policy {args.utility_policy}: {exc}") from exc
     announce(utility.report)
@@ -171,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
             export.refuse(paths, f"the cohort has {cohort.n_patients} records, fewer than k = {args.k}.")
         )
     try:
-        result = settings.run_result(RunInputs(cohort, cohort))
+        result = settings.run_result(RunInputs(cohort, cohort, concepts=inputs.concepts))
     except SuppressionLimitExceeded as exc:
         raise UserError(export.refuse(paths, str(exc))) from exc
     print(f"{method} export: {export_label(args.with_visits)}")

@@ -42,6 +42,7 @@ from engine.records import Records
 
 if TYPE_CHECKING:
     from engine.adversary import Adversary
+    from engine.io.concepts import ConceptParents
     from engine.release import Release
     from engine.risk import Verification
 
@@ -130,7 +131,9 @@ def load_events_input(path: str, options: InputOptions | None = None) -> Loaded:
         raise UserError(f"--map: {exc}") from None
     data.report.raise_if_errors()
     assert data.events is not None
-    return Loaded(data.events.frame, data.report, dict(data.sources), data.events.spelling_map())
+    return Loaded(
+        data.events.frame, data.report, dict(data.sources), data.events.spelling_map(), data.concepts
+    )
 
 
 def add_input_options(parser: argparse.ArgumentParser) -> None:
@@ -251,6 +254,7 @@ class GroupInputs:
     sources: dict[str, str] = field(default_factory=dict)
     report: ValidationReport = field(default_factory=ValidationReport)
     spellings: dict[str, tuple[str, ...]] | None = None  # `Loaded.spellings` of the events
+    concepts: ConceptParents | None = None  # `Loaded.concepts`: a CDM's own hierarchy (issue 37)
 
     @property
     def warnings(self) -> list[dict]:
@@ -290,7 +294,7 @@ def load_groups(
     pop = ids(population, records, "population") if population else records
     bio = ids(biobank, pop, "biobank") if biobank else None
     coh = ids(cohort, pop, "cohort") if cohort else pop
-    return GroupInputs(records, pop, coh, bio, sources, report, loaded.spellings)
+    return GroupInputs(records, pop, coh, bio, sources, report, loaded.spellings, loaded.concepts)
 
 
 def publish(

@@ -153,6 +153,35 @@ def _in_source_ids(
     )
 
 
+def _by_person_id(genotypes: pd.DataFrame, records, events: str, options) -> pd.DataFrame:
+    """Genotypes named by an OMOP CDM's person_source_value (the source's patient ids, as a biobank
+    names them) renamed to its person_id, the events' ids (issue 37, finding d), when none of their
+    ids is an events patient and some are source values; a note on stderr says so. Else as given."""
+    import sys
+
+    from engine.io import detect_source
+
+    if options.source not in ("omop", "auto") or (
+        options.source == "auto" and detect_source(events) != "omop"
+    ):
+        return genotypes
+    given = genotypes["patient_id"].astype(str)
+    if given.isin(set(map(str, records.patient_ids))).any():
+        return genotypes
+    from engine.io.omop import person_source_ids
+
+    inverse = {v: k for k, v in person_source_ids(events, schema=options.schema).items()}
+    mapped = given.map(inverse)
+    if not mapped.notna().any():
+        return genotypes
+    print(
+        f"note: the genotypes are named by the CDM's person_source_value; {int(mapped.notna().sum()):,} of "
+        f"{len(given):,} joined to the events' person_id through the person table",
+        file=sys.stderr,
+    )
+    return genotypes[mapped.notna().to_numpy()].assign(patient_id=mapped[mapped.notna()].to_numpy())
+
+
 def _genotyped_somebody(genotypes: pd.DataFrame, records, path: str) -> None:
     """A UserError when no patient of the cohort has a genotype row: the PheWAS would test nobody
     (e.g. a recipient's dataset's genotypes, named by release ids, against the source's events)."""
@@ -273,6 +302,7 @@ def run(args: argparse.Namespace) -> int:
         result = _sharded(args, genotypes, settings)
     else:
         records = load_groups(args.events, cohort=args.cohort, options=options).cohort
+        genotypes = _by_person_id(genotypes, records, args.events, options)
         _genotyped_somebody(genotypes, records, args.genotypes)
         _warn_unmapped(phewas.unmapped_codes(records), "the events")
         result = phewas.phewas_of_records(records, genotypes, settings)

@@ -253,7 +253,7 @@ def _read_json_study(path_text: str) -> Study:
 def load_options_of(options: InputOptions) -> dict[str, str]:
     """The load options a study records for data read on the command line, under the names the app
     records (`ui.study.load_options`: unknown codes, duplicates; `engine.io.imports.ImportSpec`: source
-    kind, mapping, sheet, schema, normalization)."""
+    kind, mapping, sheet, schema, normalization, OMOP codes and domains)."""
     out = {"unknown_codes": options.unknown_codes, "drop_duplicates": "False"}
     if options.na_ids != "error":
         out["na_ids"] = options.na_ids
@@ -263,6 +263,8 @@ def load_options_of(options: InputOptions) -> dict[str, str]:
         ("sheet", options.sheet or ""),
         ("schema", options.schema or ""),
         ("normalize_codes", "true" if options.normalize else ""),
+        ("omop_codes", "" if options.codes == "source" else options.codes),
+        ("domains", "" if tuple(options.domains) == ("condition",) else ",".join(options.domains)),
     ):
         if value:
             out[key] = value
@@ -304,6 +306,7 @@ def _of_dataset(ds, study: Study):
         ds.group_records(study.data.population),
         ds.group_records(study.data.cohort),
         ds.group_records(study.data.biobank) if study.data.biobank else None,
+        concepts=ds.concepts,
     )
     ref = data_ref(
         ds.name,
@@ -376,7 +379,7 @@ def study_data(args: argparse.Namespace, study: Study, packaged) -> tuple[dict |
             cohort=study.data.cohort,
             biobank=study.data.biobank,
         )
-        got = g.spellings, RunInputs(g.population, g.cohort, g.biobank), ref
+        got = g.spellings, RunInputs(g.population, g.cohort, g.biobank, concepts=g.concepts), ref
     if got[2].key != study.data.key:
         raise UserError(
             f"{args.study}: the data given is not the study's: events or groups differ (study events "

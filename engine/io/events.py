@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -39,6 +39,9 @@ from engine.io.validation import (
 )
 from engine.records import AGE, CODE, PATIENT, VISIT, Records
 from engine.vocab import ICD9CM, ICD10CM, VOCABULARY_NAMES, Vocabulary, code_of_item, is_known_icd10cm
+
+if TYPE_CHECKING:
+    from engine.io.concepts import ConceptParents
 
 Action = Literal["keep", "drop"]
 CODES_EXPECTED = (
@@ -80,6 +83,9 @@ class SourceData:
     report: ValidationReport
     labs: pd.DataFrame | None = None
     sources: dict[str, str] = field(default_factory=dict)  # name -> sha256 (files) or description
+    concepts: ConceptParents | None = (
+        None  # an OMOP CDM's `engine.io.concepts.ConceptParents` (`Dataset.concepts`)
+    )
 
     def dataset(self, name: str) -> Dataset:
         """The Dataset (raises DataError when the report has errors)."""
@@ -91,6 +97,7 @@ class SourceData:
             labs=self.labs,
             sources=dict(self.sources),
             spellings=self.events.spelling_map(),
+            concepts=self.concepts,
         )
 
 

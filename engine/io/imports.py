@@ -60,7 +60,17 @@ class ImportSourceError(UserError, ValueError):
     """A source that cannot be previewed or a sample variant that does not exist, in one line."""
 
 
-_OPTION_KEYS = ("source", "mapping", "sheet", "schema", "normalize_codes", "location", "sample_variant")
+_OPTION_KEYS = (
+    "source",
+    "mapping",
+    "sheet",
+    "schema",
+    "normalize_codes",
+    "location",
+    "sample_variant",
+    "omop_codes",
+    "domains",
+)
 
 
 @dataclass(frozen=True)
@@ -76,6 +86,9 @@ class ImportSpec:
     normalize: bool = False
     sample_variant: str = ""
     cohort: CohortSpec = field(default_factory=CohortSpec)
+    # an OMOP CDM's codes and tables (issue 37; `engine.io.omop.read_omop`'s `codes`, `domains`)
+    omop_codes: str = "source"
+    domains: tuple[str, ...] = ("condition",)
 
     def to_options(self) -> dict[str, str]:
         """The study's load options (text); empty values left out."""
@@ -90,6 +103,8 @@ class ImportSpec:
             "normalize_codes": "true" if self.normalize else "",
             "location": loc,
             "sample_variant": self.sample_variant,
+            "omop_codes": "" if self.omop_codes == "source" else self.omop_codes,
+            "domains": "" if self.domains == ("condition",) else ",".join(self.domains),
             **self.cohort.to_options(),
         }
         return {k: v for k, v in values.items() if v}
@@ -118,6 +133,8 @@ class ImportSpec:
             normalize=str(options.get("normalize_codes", "")).lower() in ("true", "1", "yes"),
             sample_variant=str(options.get("sample_variant", "") or ""),
             cohort=cohort,
+            omop_codes=str(options.get("omop_codes", "") or "source"),
+            domains=tuple(str(options.get("domains", "") or "condition").split(",")),
         )
 
 
@@ -332,6 +349,8 @@ def load_import(
                 drop_duplicates=drop_duplicates,
                 sheet=spec.sheet or None,
                 schema=spec.schema or None,
+                codes=spec.omop_codes,  # type: ignore[arg-type]
+                domains=spec.domains,
             )
     except DataError:
         raise
@@ -595,10 +614,21 @@ def _sample_numbering(directory: Path) -> dict[str, int]:
 
 
 # ---------------------------------------------------------------------------------- utility policy
-def default_utility_policy(items) -> tuple[object, str]:
+CDM_POLICY_LABEL = (
+    "the CDM's hierarchy (the codes below each concept 2 levels under its root, one constraint)"
+)
+
+
+def default_utility_policy(items, concepts=None) -> tuple[object, str]:
     """The shipped PNAS default utility policy that fits the data's vocabulary: ICD-9-CM (Table 1),
     ICD-10-CM (`utility_policy_default_icd10cm.csv`, the same 18 diseases), or for data holding both
-    vocabularies each disease with its codes of both. Returns (UtilityPolicy, what it is)."""
+    vocabularies each disease with its codes of both; for a CDM's standard concepts (`concepts`, its
+    `engine.io.concepts.ConceptParents`, naming some item) the CDM's own (`runs.cdm_utility_policy`).
+    Returns (UtilityPolicy, what it is)."""
+    if concepts is not None and any(str(i) in concepts.concept_id for i in items):
+        from engine.study.runs import cdm_utility_policy
+
+        return cdm_utility_policy(concepts, items), CDM_POLICY_LABEL
     from engine.io.normalize import vocabularies_of
     from engine.utility.queries import DEFAULT_UTILITY_POLICY_ICD10CM, UtilityPolicy, read_utility_policy
     from engine.vocab import ICD9CM, ICD10CM

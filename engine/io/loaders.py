@@ -66,6 +66,7 @@ from engine.io.validation import (
 from engine.records import AGE, CODE, PATIENT, VISIT, Records
 
 if TYPE_CHECKING:
+    from engine.io.concepts import ConceptParents
     from engine.io.events import Events
 
 SAMPLE_DIR = Path(__file__).resolve().parents[2] / "sample_data"
@@ -229,6 +230,7 @@ class Loaded(Generic[T]):
     report: ValidationReport
     sources: dict[str, str] = field(default_factory=dict)  # file name -> sha256
     spellings: dict[str, tuple[str, ...]] | None = None
+    concepts: ConceptParents | None = None  # an OMOP CDM's own hierarchy (`SourceData.concepts`)
 
 
 # ------------------------------------------------------------------------------------ reading

@@ -27,6 +27,8 @@ The long form (ARCHITECTURE section 2):
   `CPT4:99213`, `RxNorm:<code>` (`engine.vocab.concept_item`; ICD concepts as today), its vocabulary
   the concept's `vocabulary_id`; the rows of all domains are one long form, so a visit's conditions,
   procedures and drugs are one known set; rows whose concept is 0 or unknown are left out, warned;
+  when the CDM has concept and concept_ancestor, its own hierarchy and concept names come with the
+  events (`SourceData.concepts`, `read_concept_parents`): the methods' `cdm` hierarchy;
 - with `codes="icd"` (`--omop-codes icd`, conditions only): the standard concepts mapped back to ICD
   codes through `concept_relationship` (`_to_icd`), for PheWAS; the share mapped is stated;
 - `visit` = the visit's start date (`visit_start_date` through `visit_occurrence_id`), else
@@ -45,6 +47,7 @@ the source, the table, the rows and the column.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +56,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
+from engine.io.concepts import ConceptParents
 from engine.io.events import Action, SourceData, check_events
 from engine.io.roots import opened
 from engine.io.sql import Database, DatabaseReadError, connect, is_url, sha256_file
@@ -394,9 +398,13 @@ def read_omop(
     if reader is None:
         return SourceData(None, report)
     try:
-        return _read(
+        data = _read(
             reader, report, visits, labs, normalize, unknown_codes, drop_duplicates, na_ids, codes, domains
         )
+        if codes == "standard" and data.events is not None and _has_vocabulary(reader):
+            # the CDM's own hierarchy and concept names travel with its events (`Dataset.concepts`)
+            data = dataclasses.replace(data, concepts=_concept_parents(reader, report))
+        return data
     except DatabaseReadError as exc:  # a file that is no database, a query the server refused
         FileCheck(reader.label, np.zeros(0, dtype=np.int64), report).note(
             "error", None, str(exc), expected, "unreadable"
@@ -921,23 +929,31 @@ def _ingredients(reader: _Reader, report: ValidationReport, concept: Concepts) -
     return {str(d): tuple(map(str, g["a"])) for d, g in pairs.groupby("d", sort=False)}
 
 
-@dataclass(frozen=True)
-class ConceptParents:
-    """A CDM's own hierarchy over item labels (issue 37): each concept's parents
-    (`concept_ancestor` rows of `min_levels_of_separation` 1), its concept id (the tie rule of
-    `Hierarchy.from_poly_parents`) and its name (`concept_name`, for descriptions)."""
-
-    parents: dict[str, list[str]]
-    concept_id: dict[str, int]
-    names: dict[str, str]
-
-    def hierarchy(self, items: Sequence[str]):
-        """The generalization tree of these items (`engine.hierarchy.Hierarchy.from_poly_parents`)."""
-        from engine.hierarchy import Hierarchy
-
-        return Hierarchy.from_poly_parents(
-            self.parents, items, order=self.concept_id, name="cdm concept_ancestor"
+def person_source_ids(location: str | Path, *, schema: str | None = None) -> dict[str, str]:
+    """person_id -> person_source_value (the source system's patient id; issue 37, finding d: the
+    genotypes of a biobank are named by it) of the CDM's persons that have one. A `DataError` names
+    what is missing."""
+    report = ValidationReport()
+    reader = open_reader(location, schema, report, "an OMOP CDM with its person table")
+    if reader is None:
+        report.raise_if_errors()
+        raise AssertionError("open_reader gave no reader and no error")
+    try:
+        person = reader.read("person", report, extra=("person_source_value",))
+    except DatabaseReadError as exc:
+        FileCheck(reader.label, np.zeros(0, dtype=np.int64), report).note(
+            "error", None, str(exc), "a readable person table", "unreadable"
         )
+        person = None
+    finally:
+        reader.close()
+    report.raise_if_errors()
+    assert person is not None
+    if "person_source_value" not in person.frame:
+        return {}
+    ids = Text.of(person.frame["person_id"]).values()
+    source = person.frame["person_source_value"].astype("string").fillna("").str.strip().to_numpy()
+    return {str(i): str(v) for i, v in zip(ids, source, strict=True) if v}
 
 
 def read_concept_parents(location: str | Path, *, schema: str | None = None) -> ConceptParents:
@@ -946,11 +962,29 @@ def read_concept_parents(location: str | Path, *, schema: str | None = None) -> 
     parent links among them. In SQL for a database (only those rows); a folder's tables are read whole.
     A `DataError` names what is missing (no concept or concept_ancestor table, a column)."""
     report = ValidationReport()
-    expected = "an OMOP CDM with its vocabulary tables concept and concept_ancestor"
-    reader = open_reader(location, schema, report, expected)
+    reader = open_reader(location, schema, report, _VOCABULARY_EXPECTED)
     if reader is None:
         report.raise_if_errors()
         raise AssertionError("open_reader gave no reader and no error")
+    try:
+        got = _concept_parents(reader, report)
+        report.raise_if_errors()
+        assert got is not None
+        return got
+    finally:
+        reader.close()
+
+
+_VOCABULARY_EXPECTED = "an OMOP CDM with its vocabulary tables concept and concept_ancestor"
+
+
+def _has_vocabulary(reader: _Reader) -> bool:
+    """Whether the CDM has the tables of its own hierarchy (concept and concept_ancestor)."""
+    return reader.has("concept") and reader.has("concept_ancestor")
+
+
+def _concept_parents(reader: _Reader, report: ValidationReport) -> ConceptParents | None:
+    """`read_concept_parents` on an open reader; None (the findings in `report`) when unreadable."""
     try:
         ancestor_sql = concept_sql = ""
         if reader.db is not None:
@@ -964,16 +998,13 @@ def read_concept_parents(location: str | Path, *, schema: str | None = None) -> 
             concept_sql = f"WHERE concept_id IN ({nodes})"
         anc = reader.read("concept_ancestor", report, ancestor_sql)
         concept = reader.read("concept", report, concept_sql, extra=("concept_code", "concept_name"))
-        report.raise_if_errors()
-        assert anc is not None and concept is not None
     except DatabaseReadError as exc:
         FileCheck(reader.label, np.zeros(0, dtype=np.int64), report).note(
-            "error", None, str(exc), expected, "unreadable"
+            "error", None, str(exc), _VOCABULARY_EXPECTED, "unreadable"
         )
-        report.raise_if_errors()
-        raise
-    finally:
-        reader.close()
+        return None
+    if anc is None or concept is None:
+        return None
     ids = Text.of(concept.frame["concept_id"]).values()
     vocab = Text.of(concept.frame["vocabulary_id"]).values()
     code = Text.of(concept.frame["concept_code"]).values() if "concept_code" in concept.frame else ids
@@ -1037,4 +1068,12 @@ def vocabulary_counts(data: SourceData) -> dict[str, int]:
     return {VOCABULARY_NAMES.get(k, k or "undecided"): v for k, v in data.events.vocabularies.items()}
 
 
-__all__ = ["TABLES", "ConceptParents", "Vocabulary", "read_concept_parents", "read_omop", "vocabulary_counts"]
+__all__ = [
+    "TABLES",
+    "ConceptParents",
+    "Vocabulary",
+    "person_source_ids",
+    "read_concept_parents",
+    "read_omop",
+    "vocabulary_counts",
+]

@@ -55,6 +55,9 @@ class UtilityPolicy:
     diseases: dict[str, frozenset[str]]
     comments: dict[str, str]
     report: ValidationReport = field(default_factory=ValidationReport, compare=False, repr=False)
+    # the codes' column in a file: ICD-9-CM (and mixed) policies `icd9_codes`; an OMOP CDM's standard
+    # concepts `concept_codes` (item labels SNOMED:<code>, issue 37)
+    code_column: str = field(default="icd9_codes", compare=False)
 
     def as_mapping(self) -> dict[str, frozenset[str]]:
         return dict(self.diseases)
@@ -63,7 +66,7 @@ class UtilityPolicy:
         return pd.DataFrame(
             {
                 "disease": list(self.diseases),
-                "icd9_codes": [" ".join(sorted(c)) for c in self.diseases.values()],
+                self.code_column: [" ".join(sorted(c)) for c in self.diseases.values()],
                 "comment": [self.comments.get(d, "") for d in self.diseases],
             }
         )
@@ -83,7 +86,8 @@ def _policy(df: pd.DataFrame, fc: FileCheck) -> UtilityPolicy | None:
     n_err = len(report.errors)
     # a policy in ICD-10-CM names its code column icd10cm_codes (codes checked as ICD-10-CM)
     icd10 = "icd10cm_codes" in df.columns and "icd9_codes" not in df.columns
-    code_col = "icd10cm_codes" if icd10 else "icd9_codes"
+    concepts = "concept_codes" in df.columns and "icd9_codes" not in df.columns and not icd10
+    code_col = "icd10cm_codes" if icd10 else "concept_codes" if concepts else "icd9_codes"
     cols = match_columns(df, fc, ("disease", code_col), ("comment", "provenance"))
     if len(report.errors) > n_err:
         return None
@@ -137,7 +141,9 @@ def _policy(df: pd.DataFrame, fc: FileCheck) -> UtilityPolicy | None:
         pos = np.array([i for i, _ in code_rows], dtype=np.int64)
         text = Text.of(pd.Series([c for _, c in code_rows], dtype=object))
         per_code = FileCheck(fc.file, fc.rownum[pos], report)
-        if icd10:
+        if concepts:
+            _check_concept_items([c for _, c in code_rows], per_code, cols["icd9_codes"])
+        elif icd10:
             _check_icd10cm_codes([c for _, c in code_rows], per_code, cols["icd9_codes"])
             diseases = {d: frozenset(icd10cm_item(c) for c in cs) for d, cs in diseases.items()}
         else:
@@ -150,7 +156,25 @@ def _policy(df: pd.DataFrame, fc: FileCheck) -> UtilityPolicy | None:
         )
     if len(report.errors) > n_err:
         return None
-    return UtilityPolicy(diseases, comments, report)
+    return UtilityPolicy(
+        diseases, comments, report, code_column="concept_codes" if concepts else "icd9_codes"
+    )
+
+
+def _check_concept_items(codes: list[str], fc: FileCheck, column: str) -> None:
+    """Every code of a CDM policy is an item label with its vocabulary (`SNOMED:22298006`, as
+    `engine.vocab.concept_item` writes them; issue 37): an error naming row and column otherwise."""
+    for i, code in enumerate(codes):
+        vocabulary, sep, value = code.partition(":")
+        if not (sep and vocabulary and value):
+            fc.note(
+                "error",
+                column,
+                f"{code!r} names no vocabulary",
+                "a CDM concept as VOCABULARY:code (SNOMED:22298006, RxNorm:1191)",
+                "bad_code",
+                (int(fc.rownum[i]),),
+            )
 
 
 def _check_icd10cm_codes(codes: list[str], fc: FileCheck, column: str) -> None:

@@ -50,7 +50,10 @@ ICD_CHOICES = (
     "ICD-9-CM with 4-digit level",
     "PheWAS codes",
     "Custom (CSV upload)",
+    "OMOP CDM's own hierarchy (concept_ancestor)",  # offered for a CDM's standard concepts only
 )
+# the choices a study records, in the order of `runs.ICD_HIERARCHIES`
+_RECORDED = dict(zip((*ICD_CHOICES[:3], ICD_CHOICES[4]), ICD_HIERARCHIES, strict=True))
 # widget keys kept across page switches (ui/persist.py); age bounds and chosen codes follow the data.
 # Both tabs open on the thesis' D4 codes (`runs.opening_settings`: they verify on the sample; all codes
 # verify too but take ~34 s there, not a live page); the sweeps as its Figures 9-12 and 15
@@ -157,8 +160,9 @@ def _run_of(
     settings = settings_of(selection, hier, k, w_icd, method)
     if settings is not None:
         trajectories = _settings_trajectories(cohort, settings)
-        return settings.run_result(RunInputs(cohort, cohort), progress, trajectories=trajectories)
-    choice, upload, lo, hi, _ = hier
+        inputs = RunInputs(cohort, cohort, concepts=hier[5])  # the CDM's hierarchy, if it has one
+        return settings.run_result(inputs, progress, trajectories=trajectories)
+    choice, upload, lo, hi, _, _ = hier
     traj = _trajectories(cohort, selection)
     return lda(
         traj,
@@ -225,7 +229,11 @@ def _settings(ctx: Context, prefix: str, *, with_method: bool = True) -> tuple |
                 st.warning("Choose at least one code.")
                 return None
     with c2:
-        choice = st.selectbox("ICD hierarchy", ICD_CHOICES, key=f"{prefix}icd", help=help_for("dgh"))
+        concepts = ctx.dataset.concepts  # an OMOP CDM's own hierarchy, when the events are one's
+        offered = ICD_CHOICES if concepts is not None else ICD_CHOICES[:4]
+        if st.session_state.get(f"{prefix}icd") not in offered:  # a CDM's choice, other data loaded
+            st.session_state[f"{prefix}icd"] = ICD_CHOICES[0]
+        choice = st.selectbox("ICD hierarchy", offered, key=f"{prefix}icd", help=help_for("dgh"))
         upload = None
         if choice == ICD_CHOICES[3]:
             f = st.file_uploader("Hierarchy CSV (child,parent)", type=["csv"], key=f"{prefix}upload")
@@ -259,15 +267,16 @@ def _settings(ctx: Context, prefix: str, *, with_method: bool = True) -> tuple |
     if hi <= lo:
         st.error(f"The age domain {lo}-{hi} is empty: 'to' must exceed 'from'.")
         return None
-    return (mode, int(top_n), codes), (choice, upload, lo, hi, top90), k, w_icd, method
+    cdm = concepts if choice == ICD_CHOICES[4] else None
+    return (mode, int(top_n), codes), (choice, upload, lo, hi, top90, cdm), k, w_icd, method
 
 
 def settings_of(selection: tuple, hier: tuple, k: int, w_icd: float, method: str) -> LDASettings | None:
     """The view's parameters as the typed settings a study records (None: an uploaded hierarchy,
     which a study file cannot carry)."""
     mode, top_n, codes = selection
-    choice, _, lo, hi, _top90 = hier
-    icd = dict(zip(ICD_CHOICES[:3], ICD_HIERARCHIES, strict=True)).get(choice)
+    choice, _, lo, hi, _top90, _ = hier
+    icd = _RECORDED.get(choice)
     if icd is None:
         return None
     return LDASettings(

@@ -156,13 +156,14 @@ def _sweep_row(cohort: Records, k: int, knowledge: str, method: str, policy_csv:
 
 
 # ------------------------------------------------------------------------------ utility policy
-def _policy_editor(cohort: Records | None = None) -> UtilityPolicy | None:
+def _policy_editor(cohort: Records | None = None, concepts=None) -> UtilityPolicy | None:
     """The utility policy: the shipped default for the data's vocabulary (Table 1 in ICD-9-CM, its
-    ICD-10-CM form, or both for mixed data; `engine.io.imports.default_utility_policy`), an uploaded
-    CSV, edited in place. Data of another vocabulary loaded later starts from its own default."""
+    ICD-10-CM form, or both for mixed data; an OMOP CDM's own hierarchy for its standard concepts,
+    `concepts`; `engine.io.imports.default_utility_policy`), an uploaded CSV, edited in place. Data
+    of another vocabulary loaded later starts from its own default."""
     from engine.io.imports import default_utility_policy
 
-    default, label = default_utility_policy(cohort.items if cohort is not None else [])
+    default, label = default_utility_policy(cohort.items if cohort is not None else [], concepts)
     if _POLICY_KEY not in st.session_state or st.session_state.get(_DEFAULT_KEY) != label:
         st.session_state[_POLICY_KEY] = default.to_frame()
         st.session_state[_DEFAULT_KEY] = label
@@ -186,6 +187,7 @@ def _policy_editor(cohort: Records | None = None) -> UtilityPolicy | None:
         column_config={
             "disease": st.column_config.TextColumn("disease", required=True),
             "icd9_codes": st.column_config.TextColumn("codes (space-separated)", width="large"),
+            "concept_codes": st.column_config.TextColumn("CDM concepts (space-separated)", width="large"),
             "comment": st.column_config.TextColumn("clinical reasoning"),
         },
     )
@@ -229,7 +231,7 @@ def render_anonymize(ctx: Context) -> None:
         "profiles_export", allowed=knowledge == "single_visit" and ctx.cohort.has_visits
     )
     with st.expander("Utility policy (diseases whose case counts must be preserved)", expanded=False):
-        utility = _policy_editor(ctx.cohort)
+        utility = _policy_editor(ctx.cohort, ctx.dataset.concepts)
     if utility is None:
         return
     if k < 2:
