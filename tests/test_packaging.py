@@ -224,3 +224,22 @@ def test_the_lock_pins_every_package_it_installs_with_its_hash(lock: str) -> Non
                 if requirement_name(req.name) not in pins:
                     unpinned.setdefault(requirement_name(req.name), name)
     assert unpinned == {}, f"required but not pinned in the lock (required by): {unpinned}"
+
+
+@pytest.mark.slow
+def test_the_lab_orders_page_training_without_torch_is_refused_by_name() -> None:
+    """The app's Train button calls `LabRecallSettings.train` (ui/views/labs.py), whose UserError the page
+    shows as its text (ui/errors.py): the same message as the CLI's, not an ImportError's traceback."""
+    code = (
+        f"BLOCKED = ('torch',)\n{BLOCKER}\n"
+        "from engine.io.extras import MissingExtra\n"
+        "from engine.labs.vae_config import VAEConfig\n"
+        "from engine.study.runs import LabRecallSettings\n"
+        "try:\n"
+        "    LabRecallSettings(vae=VAEConfig(latent_dim=2)).train(None)\n"
+        "except MissingExtra as exc:\n"
+        "    print(exc)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == "the VAE needs the 'vae' extra: pip install cohortshield[vae]\n"
