@@ -14,7 +14,7 @@ $(STAMP): requirements.txt pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "make: $(PYTHON) not found; set PYTHON=python3.11-compatible interpreter"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@echo "make: installing the runtime (requirements.txt: about 2.1 GB, a few minutes on a fresh machine) into $(VENV)"
-	$(PIP_INSTALL) -r requirements.txt
+	$(PIP_INSTALL) --require-hashes -r requirements.txt
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -e .
 	@echo "make: compiling the numba kernels once (UGACLIP / ACLIP, LDA, GCCens, the risk walk: about 30 s on a fresh machine)"
 	$(BIN)/python -m engine.anonymize.warm
@@ -23,7 +23,7 @@ $(STAMP): requirements.txt pyproject.toml
 # `make test`: the runtime, then the test and development tools (requirements-dev.txt)
 $(DEV_STAMP): $(STAMP) requirements.txt requirements-dev.txt
 	@echo "make: installing the test and development tools (requirements-dev.txt) into $(VENV)"
-	$(PIP_INSTALL) -r requirements-dev.txt
+	$(PIP_INSTALL) --require-hashes -r requirements-dev.txt
 	touch $(DEV_STAMP)
 
 setup: $(STAMP)

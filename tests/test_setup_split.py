@@ -44,9 +44,10 @@ def _norm(name: str) -> str:
 
 
 def _lines(path: Path) -> list[str]:
-    return [
-        ln.split("#", 1)[0].strip() for ln in path.read_text().splitlines() if ln.split("#", 1)[0].strip()
-    ]
+    """The requirements, one per line, without comments and their `--hash` options (issue 38: the lock)."""
+    text = re.sub(r"\\\n", " ", path.read_text())  # a pin's `\`-continued hashes: one line
+    lines = (ln.split("#", 1)[0].split(" --hash=", 1)[0].strip() for ln in text.splitlines())
+    return [ln for ln in lines if ln]
 
 
 def _pins(path: Path) -> dict[str, str]:

@@ -118,10 +118,13 @@ def run_uniqueness(args: argparse.Namespace) -> int:
 
 def recall_settings(args: argparse.Namespace) -> LabRecallSettings:
     """The run settings of `labs recall` (checked once, by the settings: engine.study.runs)."""
+    from engine.io.extras import require
     from engine.labs.vae_config import VAEConfig, VAEConfigError
 
     if args.epochs is not None and args.latent is None:
         raise UserError("labs recall: --epochs applies to the autoencoder: give --latent too")
+    if args.latent is not None:
+        require("vae", "the VAE")  # before the data are read (issue 38, finding 5)
     try:
         vae = None
         if args.latent is not None:

@@ -209,6 +209,9 @@ def connection_url(name: str) -> str:
     url = known[name]
     password = os.environ.get(_password_env(name))
     if password:
+        from engine.io.extras import require
+
+        require("db", "a database connection")
         from sqlalchemy.engine import make_url
 
         url = make_url(url).set(password=password).render_as_string(hide_password=False)

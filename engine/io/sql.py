@@ -30,6 +30,7 @@ import pandas as pd
 
 from engine.io.deployment import PathRefused, is_url
 from engine.io.errors import UserError
+from engine.io.extras import MissingExtra, require
 from engine.io.redact import redact, redact_text
 from engine.io.roots import opened
 from engine.io.validation import FileCheck, ValidationReport
@@ -120,6 +121,7 @@ class Database:
         if is_url(str(location)) and not Path(str(location)).exists():
             self.kind = "sqlalchemy"
             self.label = redacted(str(location))
+            require("db", "a database URL")
             import sqlalchemy as sa
 
             self._engine = sa.create_engine(read_only_url(str(location)))
@@ -266,7 +268,7 @@ def connect(
         return None
     try:
         return Database(location, schema)
-    except PathRefused:  # a link out of the data roots: refused, not "unreachable"
+    except (PathRefused, MissingExtra):  # out of the data roots, or no driver installed: refused by name
         raise
     except ImportError as exc:
         reason = f"the database driver is not installed ({exc})"

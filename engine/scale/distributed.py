@@ -46,6 +46,9 @@ def dask_known_set_distinguishability(
     `n_workers` (`processes=False`: threads of this process). `matching.threads`: kernel threads per
     task (None: one, the workers being single-threaded); `matching.cap`: counts up to `cap`
     (`engine.risk.count_known_sets`)."""
+    from engine.io.extras import require
+
+    require("scale", "a Dask run (--scheduler, --dask-workers)")
     from dask.distributed import Client, LocalCluster, as_completed
 
     own_cluster = own_client = None

@@ -339,6 +339,9 @@ class SqlAlchemyStore(Store):
     """The store in a PostgreSQL database through SQLAlchemy Core (module docstring)."""
 
     def __init__(self, url: str) -> None:
+        from engine.io.extras import require
+
+        require("db", "a PostgreSQL store")
         import sqlalchemy as sa
 
         from engine.io.redact import redact

@@ -721,6 +721,9 @@ class LabRecallSettings:
         """The autoencoder trained on `days` under `vae` (section 2.7, Figure 5); imports torch."""
         if self.vae is None:
             raise SettingsError("these settings train no autoencoder (vae is None)")
+        from engine.io.extras import require
+
+        require("vae", "the VAE")  # torch is the 'vae' extra: refused by name without it
         from engine.labs.vae import train_vae
 
         return train_vae(days, self.vae, progress=progress)
