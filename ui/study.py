@@ -267,6 +267,7 @@ def add(ctx: Context, name: str, settings: MethodSettings) -> StudyRelease:
         spellings=ctx.dataset.spellings,
         pseudonyms=study.pseudonyms,
         release=release,
+        rho=study.sensitive,  # issue 39: above the study's rho is refused by name, like below k
     )
     admitted = study.admit(m.entry)  # refused when not verified (issue 35, finding 6)
     _edited(admitted, {**made(), name: MadeFiles(release, m.files)})
