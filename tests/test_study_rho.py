@@ -128,3 +128,46 @@ def test_cli_study_new_and_set_state_rho_and_add_refuses_a_release_above_it(smal
     assert main(["study", "set", str(study), "--no-rho"]) == 0
     assert Study.from_json(study.read_text()).sensitive is None
     assert main(["study", "set", str(study)]) == 2
+
+
+def test_a_release_suppressed_to_meet_rho_is_admitted_recorded_and_rebuilt(small, tmp_path, capsys):  # noqa: F811
+    """The method option in a study: `suppress_rho` suppresses the implying codes before the gate and
+    is recorded with the release, so that the rebuild makes the same files."""
+    from engine.commands.cli import main
+
+    _, inputs, data = small
+    strict = RhoPolicy(("mental_health",), 0.3, "test threshold")
+    made = make_release(
+        "D3",
+        HeatherlySettings(k=3),
+        inputs,
+        data,
+        ADV,
+        3,
+        pseudonyms=PSEUDONYMS,
+        rho=strict,
+        suppress_rho=True,
+    )
+    assert made.sensitive is not None and made.sensitive.ok and made.verification.ok
+    assert "rho suppression" in made.release.method and len(made.release.suppressed) > 0
+    study = Study(data, ADV, 3, pseudonym_key=KEY).with_sensitive(strict).admit(made.entry)
+    again = Study.from_json(study.to_json())
+    assert json.loads(study.to_json())["releases"][0]["rho suppressed"] is True
+    assert again.releases[0].rho_suppressed
+    (check,) = rebuild(again, inputs, data)
+    assert check.passed, check.differences()
+    with pytest.raises(StudyError, match="the study states no rho"):
+        make_release(
+            "x", HeatherlySettings(k=3), inputs, data, ADV, 3, pseudonyms=PSEUDONYMS, suppress_rho=True
+        )
+    # the command line: study add --suppress-rho
+    paths, _, _ = small
+    ev, co = str(paths["events"]), str(paths["cohort"])
+    path = tmp_path / "s.json"
+    new = ["study", "new", str(path), "--events", ev, "--cohort", co, "--scope", "cohort"]
+    new += ["--knowledge", "single_visit", "--k", "3", "--sensitive", "mental_health", "--rho", "0.3"]
+    assert main([*new, "--rho-reason", "IRB 7"]) == 0
+    add = ["study", "add", str(path), "--name", "D3", "--suppress-rho", "generalize", "--events", ev]
+    assert main([*add, "--cohort", co, "--k", "3", "--complete"]) == 0
+    assert Study.from_json(path.read_text()).releases[0].rho_suppressed
+    assert main(["study", "run", str(path), "--events", ev, "--cohort", co]) == 0

@@ -6,7 +6,7 @@
         --scope cohort|population --knowledge single_visit|all_visits --k N [input options]
         [--sensitive CATS --rho R --rho-reason TEXT [--rho-m M]]
     study set STUDY.json --sensitive CATS --rho R --rho-reason TEXT [--rho-m M] | --no-rho
-    study add STUDY.json --name NAME [--recipient R] [--public] METHOD [the options of `anonymize METHOD`, without outputs]
+    study add STUDY.json --name NAME [--recipient R] [--public] [--suppress-rho] METHOD [the options of `anonymize METHOD`, without outputs]
     study remove STUDY.json NAME
     study public STUDY.json NAME [--off]
     study run STUDY.json|STUDY.zip [--events E --cohort C ...]
@@ -140,6 +140,11 @@ def register(sub) -> None:
     )
     add.add_argument(
         "--public", action="store_true", help="a public release: held by every recipient (judged with each)"
+    )
+    add.add_argument(
+        "--suppress-rho",
+        action="store_true",
+        help="suppress the codes implying the study's sensitive categories until the release meets its rho",
     )
     methods = add.add_subparsers(dest="method", required=True, metavar="METHOD")
     from engine.commands.anonymize import METHOD_MODULES
@@ -533,6 +538,7 @@ def add_release(args: argparse.Namespace) -> int:
             spellings=spellings,
             pseudonyms=study.pseudonyms,
             rho=study.sensitive,
+            suppress_rho=args.suppress_rho,
         )
         entry = dataclasses.replace(made.entry, recipient=args.recipient.strip(), public=args.public)
         updated = study.admit(entry)  # a release not verified never enters (issue 35, finding 6)

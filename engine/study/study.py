@@ -243,6 +243,8 @@ class StudyRelease:
     public: bool = False  # issue 35: published for anyone, so held by every recipient (engine.study.joint)
     # issue 39: why the release fails the study's rho, computed here ("" = meets it or not checked)
     rho_refusal: str = field(default="", compare=False)
+    # issue 39, the method option: the codes implying the study's categories were suppressed to meet rho
+    rho_suppressed: bool = False
 
     @property
     def exportable(self) -> bool:
@@ -269,6 +271,7 @@ class StudyRelease:
             "files": dict(self.files),
             "recipient": self.recipient,
             "public": self.public,
+            **({"rho suppressed": True} if self.rho_suppressed else {}),  # optional: absent = False
         }
 
     @classmethod
@@ -276,9 +279,10 @@ class StudyRelease:
         d = _mapping(d, "a release")
         rec = d.get("verification")
         claimed = None if rec is None else _verification(rec)
-        public = d.get("public", False)
-        if not isinstance(public, bool):
-            raise StudyError(f"release {d.get('name')!r}: public must be true or false, not {public!r}")
+        public, suppressed = d.get("public", False), d.get("rho suppressed", False)
+        for name, value in (("public", public), ("rho suppressed", suppressed)):
+            if not isinstance(value, bool):
+                raise StudyError(f"release {d.get('name')!r}: {name} must be true or false, not {value!r}")
         return cls(
             name=str(d["name"]),
             settings=settings_from_dict(_mapping(d["settings"], "settings")),
@@ -288,6 +292,7 @@ class StudyRelease:
             claimed=claimed,
             recipient=str(d.get("recipient", "")),
             public=public,
+            rho_suppressed=suppressed,
         )
 
 
@@ -544,14 +549,25 @@ def make_release(
     pseudonyms: Pseudonyms,
     release: Release | None = None,
     rho: RhoPolicy | None = None,
+    suppress_rho: bool = False,
 ) -> MadeRelease:
     """Run a method from its settings (or take `release`, what `settings.run` gave already), verify
     the release under the study's adversary and k (against the population the cohort was drawn
     from) and, when the study states `rho`, its rho measure under the same adversary
     (`engine.disclosure.sensitive`, issue 39), and export it through the gate when verified, patients
-    named by `pseudonyms`. A release above rho is refused by name, like one below k."""
+    named by `pseudonyms`. A release above rho is refused by name, like one below k. `suppress_rho`:
+    the codes implying the study's categories are suppressed first until it meets `rho`
+    (`engine.anonymize.sensitive_suppress`; recorded, so that a rebuild does the same)."""
     if release is None:
         release = settings.run(inputs, progress)
+    if suppress_rho:
+        if rho is None:
+            raise StudyError("the study states no rho: there is nothing to suppress the sensitive codes for")
+        from engine.anonymize.sensitive_suppress import suppress_sensitive
+
+        release = suppress_sensitive(
+            release, [adversary], rho.selected, rho=rho.rho, k=k, m=rho.m, population=inputs.population
+        ).release
     verification = risk.verify(release, adversary, k, inputs.population)
     sensitive = None if rho is None else rho.measure(release, adversary, inputs.population)
     refusal = "" if sensitive is None else rho_refusal(sensitive, rho.reason if rho else "")
@@ -563,6 +579,7 @@ def make_release(
         verification=VerificationRecord.of(verification),
         files=tuple(sorted((f, sha256_of(b)) for f, b in files.items())),
         rho_refusal=refusal,
+        rho_suppressed=suppress_rho,
     )
     return MadeRelease(entry, release, verification, files, sensitive)
 
@@ -681,6 +698,7 @@ def rebuild(
             spellings=spellings,
             pseudonyms=study.pseudonyms,
             rho=study.sensitive,
+            suppress_rho=entry.rho_suppressed,
         )
         claim = entry.claimed if entry.claimed is not None else entry.verification
         recomputed = made.entry.verification
