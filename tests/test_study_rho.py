@@ -171,3 +171,28 @@ def test_a_release_suppressed_to_meet_rho_is_admitted_recorded_and_rebuilt(small
     assert main([*add, "--cohort", co, "--k", "3", "--complete"]) == 0
     assert Study.from_json(path.read_text()).releases[0].rho_suppressed
     assert main(["study", "run", str(path), "--events", ev, "--cohort", co]) == 0
+
+
+def test_the_anonymize_page_offers_the_option_when_the_study_states_rho():
+    """Issue 39: "Add to study" refuses a release above the study's rho by name; the checkbox the
+    control shows when the study states rho suppresses the implying codes, and the release enters."""
+    from apptest_support import run_view
+
+    from ui.study import STUDY
+
+    at = run_view(
+        "ui.views.heatherly", "anonymize", adversary_scope="cohort", adversary_knowledge="single_visit"
+    )
+    assert not [c for c in at.checkbox if c.key == "hea_study_rho"]  # the study states no rho
+    strict = RhoPolicy(("mental_health",), 0.8, "test threshold")
+    at.session_state[STUDY] = at.session_state[STUDY].with_sensitive(strict)
+    at.run()
+    at.button(key="hea_study_add").click().run()
+    shown = [e.value.replace("\\", "").replace("\u2060", "") for e in at.error]
+    assert any("not verified for rho = 0.8 (test threshold): mental_health" in text for text in shown), shown
+    assert not at.session_state[STUDY].releases
+    at.checkbox(key="hea_study_rho").check().run()
+    at.button(key="hea_study_add").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    (entry,) = at.session_state[STUDY].releases
+    assert entry.rho_suppressed and entry.exportable
