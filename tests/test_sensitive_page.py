@@ -35,3 +35,25 @@ def test_sensitive_expander_shows_the_engines_measure():
     assert table["share of records inferred"].tolist() == [
         percent(x) for x in summary["share of records inferred"]
     ]
+
+
+def test_the_expander_states_rho_with_its_reason_in_the_study():
+    """Issue 39: the Risk page's expander writes the categories, rho and the reason into the session's
+    study (which then refuses a release above rho), and a missing reason is said, not stored."""
+    from engine.disclosure.sensitive import RhoPolicy
+    from ui.study import STUDY
+
+    at = page_app("pages/risk.py", state={})
+    at.run()
+    at.multiselect(key="risk_sensitive_categories").set_value(["mental_health"]).run()
+    at.number_input(key="risk_sensitive_rho").set_value(0.8).run()
+    at.button(key="risk_sensitive_state").click().run()
+    assert any("needs a written reason" in e.value for e in at.error)
+    assert at.session_state[STUDY].sensitive is None
+    at.text_input(key="risk_sensitive_reason").input("IRB 12-345").run()
+    at.button(key="risk_sensitive_state").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.session_state[STUDY].sensitive == RhoPolicy(("mental_health",), 0.8, "IRB 12-345", 2)
+    assert any("The study states rho = 0.8 for mental" in c.value.replace("\\", "") for c in at.caption)
+    at.button(key="risk_sensitive_unstate").click().run()
+    assert at.session_state[STUDY].sensitive is None

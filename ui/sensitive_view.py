@@ -7,7 +7,13 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from engine.disclosure.sensitive import DEFAULT_M, SensitiveRisk, load_categories, release_rho_uncertainty
+from engine.disclosure.sensitive import (
+    DEFAULT_M,
+    RhoPolicy,
+    SensitiveRisk,
+    load_categories,
+    release_rho_uncertainty,
+)
 from engine.io.errors import UserError
 from engine.release import Release
 from ui import cache, errors, literal
@@ -22,6 +28,35 @@ def _measure(release: Release, ctx, names: tuple[str, ...], rho: float, m: int) 
 
     key = (release.content_fingerprint, ctx.adversary, names, rho, m)
     return cache.memo("risk sensitive", key, compute, size=8, data=(ctx.cohort, ctx.population))
+
+
+def _state_in_study(ctx, names: tuple[str, ...], rho: float, m: int) -> None:
+    """Issue 39: the categories, rho and a written reason stated in the session's study, which then
+    refuses a release above rho ("Add to study", exports, the report), or no longer stated."""
+    from ui import study as study_ui
+
+    study = study_ui.session(ctx)
+    stated = study.sensitive
+    st.caption(
+        "The study states no rho: releases are not checked for sensitive inferences."
+        if stated is None
+        else literal.md(
+            f"The study states rho = {stated.rho:g} for {', '.join(stated.categories)}, up to {stated.m} "
+            f"known codes ({stated.reason}): a release above it is refused, like one below k."
+        )
+    )
+    reason = st.text_input("Why this rho (written in the study and the report)", key="risk_sensitive_reason")
+    c1, c2 = st.columns(2)
+    if c1.button("State this rho in the study", key="risk_sensitive_state", disabled=not names):
+        try:
+            study_ui.update(study.with_sensitive(RhoPolicy(names, rho, reason, m)))
+        except UserError as exc:
+            literal.error(errors.message(exc))
+            return
+        st.rerun()
+    if stated is not None and c2.button("Stop checking rho", key="risk_sensitive_unstate"):
+        study_ui.update(study.with_sensitive(None))
+        st.rerun()
 
 
 def show(ctx, releases: dict[str, Release]) -> None:
@@ -48,6 +83,7 @@ def show(ctx, releases: dict[str, Release]) -> None:
             "rho (highest confidence allowed)", 0.0, 0.99, 0.5, 0.05, key="risk_sensitive_rho"
         )
         m = int(c2.number_input("known codes at most (m)", 1, 3, DEFAULT_M, key="risk_sensitive_m"))
+        _state_in_study(ctx, tuple(names), float(rho), m)
         if not names or not st.checkbox("Measure", key="risk_sensitive_on"):
             return
         rows, original = [], None

@@ -245,7 +245,7 @@ def verify_under(release: Release, ctx: Context, adversary: Adversary, k: int) -
     return verification(release, adversary, int(k), ctx.population, data=(release, ctx.population))
 
 
-def add(ctx: Context, name: str, settings: MethodSettings) -> StudyRelease:
+def add(ctx: Context, name: str, settings: MethodSettings, *, suppress_rho: bool = False) -> StudyRelease:
     """Make the release of `settings` (the preview's, not run twice), verify it under the sidebar's
     adversary and k, export it through the gate when verified, and add it to the study."""
     study = session(ctx)
@@ -267,6 +267,8 @@ def add(ctx: Context, name: str, settings: MethodSettings) -> StudyRelease:
         spellings=ctx.dataset.spellings,
         pseudonyms=study.pseudonyms,
         release=release,
+        rho=study.sensitive,  # issue 39: above the study's rho is refused by name, like below k
+        suppress_rho=suppress_rho,  # issue 39: the method option, recorded with the release
     )
     admitted = study.admit(m.entry)  # refused when not verified (issue 35, finding 6)
     _edited(admitted, {**made(), name: MadeFiles(release, m.files)})
@@ -464,11 +466,19 @@ def add_to_study(
     base = study.unique_name(default_name)
     c1, c2 = st.columns([3, 1])
     name = c1.text_input("Release name", value=base, key=f"{key}_name:{base}")
+    rho = study.sensitive  # issue 39: the method option, offered when the study states rho
+    suppress = rho is not None and st.checkbox(
+        literal.md(
+            f"Suppress the codes implying {', '.join(rho.categories)} until the release meets the study's "
+            f"rho = {rho.rho:g}"
+        ),
+        key=f"{key}_rho",
+    )
     c2.write("")
     if c2.button("Add to study", key=f"{key}_add", type="primary"):
         try:
             with st.spinner("Verifying the release and writing its files through the export gate…"):
-                entry = add(ctx, name, settings)
+                entry = add(ctx, name, settings, suppress_rho=suppress)
         except Exception as exc:  # a UserError's message, else a reference (ui/errors.py)
             errors.show(exc)
             return

@@ -317,8 +317,15 @@ def publish(
     refused release removes the dataset an earlier run left. Returns the JSON-ready export record
     (`dataset`: the folder and the sha256 of its files, when asked)."""
     from engine.commands.release_options import dataset_folder_of, pseudonyms_of
+    from engine.commands.sensitive_option import rho_step
     from engine.io import dataset_export, export
 
+    # issue 39: `--sensitive --rho` suppresses the codes implying a sensitive category, before the gate
+    release, verification, rho_record = rho_step(
+        args, release, verification, adversary, k, getattr(inputs, "population", None)
+    )
+    if rho_record is not None and rho_record["blocked"]:
+        blocked = blocked or rho_record["blocked"]
     folder = dataset_folder_of(args)
     genotypes = load_genotypes_checked(args.genotypes, InputOptions.of(args)).data if folder else None
     pseudonyms = pseudonyms_of(args)
@@ -333,6 +340,8 @@ def publish(
         pseudonyms=pseudonyms,
         crosswalk_path=getattr(args, "crosswalk", None),
     )
+    if rho_record is not None:
+        outcome["sensitive"] = rho_record
     if folder is None:
         return outcome
     targets = dataset_export.dataset_paths(folder)

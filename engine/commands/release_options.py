@@ -43,6 +43,9 @@ def add_release_options(parser: argparse.ArgumentParser) -> None:
         "released codes, code map, the released patients' genotypes (--genotypes) and a data dictionary, "
         "all in the release's ids (issue #35)",
     )
+    from engine.commands.sensitive_option import add_sensitive_options
+
+    add_sensitive_options(parser)  # issue 39: `--sensitive CATS --rho R`, applied before the gate
 
 
 def pseudonyms_of(args: argparse.Namespace) -> Pseudonyms:

@@ -4,7 +4,9 @@
 
     study new STUDY.json --events E --cohort C [--population P] [--biobank B]
         --scope cohort|population --knowledge single_visit|all_visits --k N [input options]
-    study add STUDY.json --name NAME [--recipient R] [--public] METHOD [the options of `anonymize METHOD`, without outputs]
+        [--sensitive CATS --rho R --rho-reason TEXT [--rho-m M]]
+    study set STUDY.json --sensitive CATS --rho R --rho-reason TEXT [--rho-m M] | --no-rho
+    study add STUDY.json --name NAME [--recipient R] [--public] [--suppress-rho] METHOD [the options of `anonymize METHOD`, without outputs]
     study remove STUDY.json NAME
     study public STUDY.json NAME [--off]
     study run STUDY.json|STUDY.zip [--events E --cohort C ...]
@@ -19,7 +21,9 @@ holds the key). `add` turns METHOD's options into its typed settings with the me
 `settings_of` (the one function `anonymize METHOD` uses too; `--k` defaults to the study's k), makes
 the release (`make_release`: verified under the study's adversary and k, its files through the
 export gate), prints the verdict and appends it to the study; a release not verified under the
-study's attacker is refused with its verdict and never enters (issue 35, finding 6). `public` marks a
+study's attacker is refused with its verdict and never enters (issue 35, finding 6); so is one above
+the rho the study states (`--sensitive`, `--rho`, `--rho-reason` of `new` or `set`; issue 39), named by
+its category, highest confidence and records inferred. `public` marks a
 release public: held by every recipient, so judged with each recipient's releases.
 
 The data of `add`, `run`, `report` and `crosswalk` is the input files of a study package (a zip
@@ -71,6 +75,37 @@ def _data_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--biobank", help="biobank id list")
 
 
+def _rho_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--sensitive",
+        help="sensitive categories the study protects: comma-separated shipped names "
+        "(hiv, mental_health, substance_use, reproductive_health) or 'all'",
+    )
+    p.add_argument("--rho", type=float, help="with --sensitive: the highest confidence allowed, 0 <= rho < 1")
+    p.add_argument("--rho-reason", help="with --rho: why this threshold (written in the study and report)")
+    p.add_argument("--rho-m", type=int, help="with --rho: the attacker knows up to M non-sensitive codes")
+
+
+def rho_policy_of(args: argparse.Namespace):
+    """The study's `RhoPolicy` of `--sensitive --rho --rho-reason [--rho-m]`, None without them."""
+    from engine.disclosure.sensitive import DEFAULT_M, RhoPolicy, load_categories
+
+    given = [o for o in ("sensitive", "rho", "rho_reason", "rho_m") if getattr(args, o) is not None]
+    if not given:
+        return None
+    for option in ("sensitive", "rho", "rho_reason"):
+        if getattr(args, option) is None:
+            raise UserError(f"--{option.replace('_', '-')} is needed with --{given[0].replace('_', '-')}")
+    value = args.sensitive.strip()
+    names = (
+        load_categories().names
+        if value.lower() == "all"
+        else [n.strip() for n in value.split(",") if n.strip()]
+    )
+    m = DEFAULT_M if args.rho_m is None else args.rho_m
+    return RhoPolicy(tuple(names), args.rho, args.rho_reason, m)
+
+
 def register(sub) -> None:
     from engine.adversary import KNOWLEDGES, SCOPES, k_argument
 
@@ -86,7 +121,16 @@ def register(sub) -> None:
     new.add_argument("--scope", required=True, choices=SCOPES, help="the attacker's candidates")
     new.add_argument("--knowledge", required=True, choices=KNOWLEDGES, help="what the attacker knows")
     new.add_argument("--k", type=k_argument, required=True, help="privacy parameter k (>= 2)")
+    _rho_options(new)
     new.set_defaults(func=new_study, **path_roles(DATA, ("STUDY:study",)))
+
+    set_ = cmds.add_parser(
+        "set", help="state the study's sensitive categories, rho and its reason (or --no-rho)"
+    )
+    set_.add_argument("study", help="the study file (JSON)")
+    _rho_options(set_)
+    set_.add_argument("--no-rho", action="store_true", help="the study no longer checks rho")
+    set_.set_defaults(func=set_study, **path_roles((), ("STUDY:study",)))
 
     add = cmds.add_parser("add", help="make a release with a method and append it to the study")
     add.add_argument("study", help="the study file (JSON) to add the release to")
@@ -96,6 +140,11 @@ def register(sub) -> None:
     )
     add.add_argument(
         "--public", action="store_true", help="a public release: held by every recipient (judged with each)"
+    )
+    add.add_argument(
+        "--suppress-rho",
+        action="store_true",
+        help="suppress the codes implying the study's sensitive categories until the release meets its rho",
     )
     methods = add.add_subparsers(dest="method", required=True, metavar="METHOD")
     from engine.commands.anonymize import METHOD_MODULES
@@ -440,12 +489,31 @@ def new_study(args: argparse.Namespace) -> int:
         biobank="biobank" if g.biobank is not None else None,
         options=options,
     )
-    study = Study(data, Adversary(args.scope, args.knowledge), args.k)
+    study = Study(data, Adversary(args.scope, args.knowledge), args.k, sensitive=rho_policy_of(args))
     write_file(path, study.to_json().encode("utf-8"), private=True)
     print(
         f"new study {path}: {data.name}, cohort of {g.cohort.n_patients} of {g.population.n_patients} patients; "
-        f"attacker {study.adversary.label}, k = {study.k}. The file holds the pseudonym key: keep it private."
+        f"attacker {study.adversary.label}, k = {study.k}; {_rho_text(study)}. "
+        "The file holds the pseudonym key: keep it private."
     )
+    return 0
+
+
+def _rho_text(study: Study) -> str:
+    p = study.sensitive
+    if p is None:
+        return "rho not checked (no sensitive categories stated)"
+    return f"rho = {p.rho:g} for {', '.join(p.categories)}, up to {p.m} known codes ({p.reason})"
+
+
+def set_study(args: argparse.Namespace) -> int:
+    study = _read_json_study(args.study)
+    policy = rho_policy_of(args)
+    if args.no_rho == (policy is not None):
+        raise UserError("give either --sensitive, --rho and --rho-reason, or --no-rho")
+    updated = study.with_sensitive(policy)
+    write_file(args.study, updated.to_json().encode("utf-8"), private=True)
+    print(f"{args.study}: {_rho_text(updated)}; the releases are verified against it on the next add or run")
     return 0
 
 
@@ -472,6 +540,8 @@ def add_release(args: argparse.Namespace) -> int:
             study.k,
             spellings=spellings,
             pseudonyms=study.pseudonyms,
+            rho=study.sensitive,
+            suppress_rho=args.suppress_rho,
         )
         entry = dataclasses.replace(made.entry, recipient=args.recipient.strip(), public=args.public)
         updated = study.admit(entry)  # a release not verified never enters (issue 35, finding 6)

@@ -513,3 +513,67 @@ def release_rho_uncertainty(
         known_visits=attacker_known_visits(release) if adversary.knowledge == "single_visit" else None,
         max_combinations=max_combinations,
     )
+
+
+# ------------------------------------------------------------------------------ the study's rho
+@dataclass(frozen=True)
+class RhoPolicy:
+    """What a study states of sensitive diagnoses (issue #39): the shipped categories it protects (by
+    name, `sample_data/reference/sensitive_categories.csv`), the threshold rho with the steward's
+    written reason, and the attacker's known codes m. A study without one does not check rho."""
+
+    categories: tuple[str, ...]
+    rho: float
+    reason: str
+    m: int = DEFAULT_M
+
+    def __post_init__(self) -> None:
+        check_rho(self.rho)
+        check_m(self.m)
+        load_categories().select(self.categories)  # a UserError names an unknown category
+        if not self.reason.strip():
+            raise UserError(f"rho = {self.rho:g} needs a written reason (why this threshold)")
+
+    @cached_property
+    def selected(self) -> Categories:
+        return load_categories().select(self.categories)
+
+    def to_dict(self) -> dict[str, object]:
+        return {"categories": list(self.categories), "rho": self.rho, "reason": self.reason, "m": self.m}
+
+    @classmethod
+    def from_dict(cls, d: object) -> RhoPolicy | None:
+        """The study file's `sensitive` object; None (not checked) when absent."""
+        if d is None:
+            return None
+        if not isinstance(d, Mapping):
+            raise UserError(f"sensitive must be an object, not {type(d).__name__}")
+        cats, reason = d.get("categories"), d.get("reason", "")
+        if not isinstance(cats, list) or not all(isinstance(c, str) for c in cats):
+            raise UserError("sensitive.categories must be a list of category names")
+        if not isinstance(reason, str):
+            raise UserError("sensitive.reason must be text")
+        return cls(tuple(cats), check_rho(d.get("rho")), reason, check_m(d.get("m", DEFAULT_M)))
+
+    def measure(self, release: Release, adversary: Adversary, population: Records | None) -> SensitiveRisk:
+        """The release's rho measure under `adversary` (`release_rho_uncertainty`)."""
+        return release_rho_uncertainty(
+            release, adversary, self.selected, rho=self.rho, m=self.m, population=population
+        )
+
+
+def rho_refusal(risk: SensitiveRisk, reason: str = "") -> str:
+    """Why a release fails the study's rho, naming the category of the highest confidence, that
+    confidence and the records inferred above rho, as a k failure names its records; "" when it meets rho."""
+    if risk.ok:
+        return ""
+    worst = int(np.argmax(risk.rule_confidence))
+    c = int(risk.rule_category[worst])
+    inferred = int(risk.inferred[:, c].sum())
+    why = f" ({reason})" if reason else ""
+    return (
+        f"not verified for rho = {risk.rho:g}{why}: {risk.categories[c]} is inferred with confidence "
+        f"{float(risk.rule_confidence[worst]):.3f} from up to {risk.m} known codes; {inferred:,} of "
+        f"{len(risk.patient_ids):,} records inferred above rho, {risk.n_rules:,} rules above rho "
+        f"({risk.adversary.label})"
+    )

@@ -160,6 +160,8 @@ def _jointly_ok(d: dict[str, Any]) -> bool:
 def _status(r: dict[str, Any], d: dict[str, Any]) -> str:
     if not r["verification"]["verified"]:
         return "NOT verified, not exported"
+    if r.get("sensitive") and not r["sensitive"]["verified"]:  # issue 39
+        return "verified at k, NOT exported: above the study's rho"
     if not _jointly_ok(d):
         return "verified alone, NOT exported: the set fails jointly"
     return "verified, exported"
@@ -755,6 +757,50 @@ def _risk_measures(d: dict[str, Any]) -> list[Block]:
     ]
 
 
+def _sensitive(d: dict[str, Any]) -> list[Block]:
+    """Issue 39: the study's rho and its reason, then per release and category the highest confidence
+    of an inference and the records inferred above rho; a line when the study states no rho."""
+    s = d.get("sensitive")
+    if s is None:
+        return []
+    out: list[Block] = [Heading(2, "Sensitive diagnoses (rho)"), Para(s["message"] + ".", strong=True)]
+    if not s["checked"]:
+        return out
+    rows = [
+        (
+            r["name"],
+            c["category"],
+            f"{c['records holding']:,}",
+            f"{c['highest confidence']:.3f}",
+            f"{c['inferred above rho']:,} ({pct(c['share inferred above rho'])})",
+            "yes" if r["sensitive"]["verified"] else "NO",
+        )
+        for r in d["releases"]
+        if r.get("sensitive")
+        for c in r["sensitive"]["categories"]
+    ]
+    out.append(
+        Table(
+            (
+                "Release",
+                "Category",
+                "Records holding",
+                "Highest confidence",
+                "Inferred above rho",
+                "Meets rho",
+            ),
+            tuple(rows),
+            (1.8, 1.4, 0.9, 0.9, 1.3, 0.6),
+        )
+    )
+    out += [
+        Para(r["sensitive"]["message"], strong=True)
+        for r in d["releases"]
+        if r.get("sensitive") and not r["sensitive"]["verified"]
+    ]
+    return out
+
+
 # ------------------------------------------------------------------- issue 28: disclosure sections
 def _membership_table(rows: Sequence[dict[str, Any]]) -> Table:
     return Table(
@@ -847,7 +893,7 @@ def count_text(v: Any) -> str:
 def document(data: dict[str, Any]) -> list[Block]:
     """The report as blocks: summary, the sign-off, one section per release, records and appendix
     (the code maps)."""
-    out = _summary(data) + _risk_measures(data) + _sign_off(data)
+    out = _summary(data) + _risk_measures(data) + _sensitive(data) + _sign_off(data)
     out += _disclosure(data)  # issue 28
     for i, r in enumerate(data["releases"]):
         out += _release(r, i, data)

@@ -38,6 +38,7 @@ import pandas as pd
 
 from engine import __version__, risk
 from engine.adversary import ALL_ADVERSARIES, Adversary
+from engine.disclosure.sensitive import RhoPolicy, SensitiveRisk, rho_refusal
 from engine.io.dataset_export import dataset_files, manifest_file
 from engine.io.errors import UserError
 from engine.io.export import CODE_MAP_FILE, RELEASE_FILE, safe_csv_bytes
@@ -646,10 +647,49 @@ def _check_inputs(study: Study, releases: Mapping[str, ReleaseInput]) -> list[St
     return [e for e in study.current() if e.name in releases]
 
 
-def _files_of(entry: StudyRelease, inp: ReleaseInput, study: Study) -> dict[str, bytes]:
+def rho_data(policy: RhoPolicy | None) -> dict[str, Any]:
+    """What the study states of sensitive diagnoses (issue 39): the threshold and its reason, or that rho
+    is not checked."""
+    if policy is None:
+        return {"checked": False, "message": "rho not checked: the study states no sensitive categories"}
+    return {
+        "checked": True,
+        **policy.to_dict(),
+        "message": f"rho = {policy.rho:g} for {', '.join(policy.categories)}, up to {policy.m} known codes: "
+        f"{policy.reason}",
+    }
+
+
+def release_rho_data(measure: SensitiveRisk, policy: RhoPolicy) -> dict[str, Any]:
+    """A release's rho measure under the study's adversary, per category: the highest confidence, the
+    records inferred above rho and their share, the rules above rho (issue 39)."""
+    table = measure.summary()
+    return {
+        "rho": measure.rho,
+        "reason": policy.reason,
+        "verified": measure.ok,
+        "message": rho_refusal(measure, policy.reason) or measure.message(),
+        "categories": [
+            {
+                "category": str(r["category"]),
+                "records holding": int(r["records holding"]),
+                "highest confidence": float(r["highest confidence"]),
+                "inferred above rho": int(r["inferred above rho"]),
+                "share inferred above rho": float(r["share of records inferred"]),
+                "rules above rho": int(r["rules above rho"]),
+            }
+            for r in table.to_dict("records")
+        ],
+    }
+
+
+def _files_of(
+    entry: StudyRelease, inp: ReleaseInput, study: Study, *, above_rho: bool = False
+) -> dict[str, bytes]:
     """The gate's files of a verified release (given, or written through the gate now), checked
-    against the sha256 the study recorded when it has them; {} for an unverified release."""
-    if not inp.verification.ok:
+    against the sha256 the study recorded when it has them; {} for an unverified release or one above
+    the study's rho (issue 39)."""
+    if not inp.verification.ok or above_rho:
         return {}
     files = (
         dict(inp.files)
@@ -710,6 +750,11 @@ def build_report(
         return before_cache[repeats]
 
     reported = {e.name: releases[e.name] for e in entries}  # issue 28: membership, ledger, small cells
+    policy = study.sensitive  # issue 39: each release measured against the study's rho, when stated
+    rho_measures = (
+        {n: policy.measure(i.release, adv, population) for n, i in reported.items()} if policy else {}
+    )
+    above_rho = {n for n, m in rho_measures.items() if not m.ok}
     phewas = _phewas_tables(cohort, reported, genotypes, phewas)  # once, for figures and membership
     phewas_status, phewas_rows = _phewas(cohort, reported, genotypes, phewas)
     membership_top, membership_rows = (
@@ -720,7 +765,8 @@ def build_report(
     cache = PairCache()  # each release read once for the ledger and the joint verdict
     ledger_pairs, ledger_rows, verified_pairs = _ledger(study, reported, population, ledger, cache)
     # what the bundle hands over, and what every recipient holds already
-    exported = {n: i.release for n, i in reported.items() if i.verification.ok} | dict(public or {})
+    exported = {n: i.release for n, i in reported.items() if i.verification.ok and n not in above_rho}
+    exported |= dict(public or {})
     joint = joint_verdict(
         study_ledger_releases(study, exported),  # a bundle hands each of them to whoever receives it
         adv,
@@ -743,7 +789,7 @@ def build_report(
         inp = releases[e.name]
         rel, v = inp.release, inp.verification
         folder = _slug(e.name, used)
-        files = _files_of(e, inp, study)
+        files = _files_of(e, inp, study, above_rho=e.name in above_rho)
         if files:
             release_files[folder] = files
             if genotypes is not None:
@@ -825,6 +871,7 @@ def build_report(
                 cell_notes,
             ),
             "membership": membership_rows.get(e.name),
+            "sensitive": None if policy is None else release_rho_data(rho_measures[e.name], policy),
             "ledger": ledger_rows.get(e.name, []),
             "method loss figures": loss,
             "loss figures in the appendix": loss_refs,
@@ -898,6 +945,7 @@ def build_report(
         "phewas": phewas_status,
         "phewas correction": PHEWAS_CORRECTION,
         "small cells": small_cells_data(study.small_cells, cell_notes),
+        "sensitive": rho_data(policy),
         "membership": membership_top,
         "ledger": ledger_pairs,
         "joint": joint.to_dict(),  # issue 35: the releases handed over together, the bundle's gate

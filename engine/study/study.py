@@ -27,6 +27,7 @@ import pandas as pd
 from engine import risk
 from engine.adversary import EVERY_ADVERSARY, MAX_K, MIN_RELEASE_K, WHOLE_RECORD_NOTE, Adversary
 from engine.disclosure.cells import SmallCellError, SmallCellPolicy
+from engine.disclosure.sensitive import RhoPolicy, SensitiveRisk, rho_refusal
 from engine.io.errors import UserError
 from engine.io.progress import Progress
 from engine.io.pseudonyms import PseudonymKeyError, Pseudonyms, check_key, new_key
@@ -240,14 +241,25 @@ class StudyRelease:
     claimed: VerificationRecord | None = field(default=None, compare=False)  # as read from a file
     recipient: str = ""  # to whom this release goes (issue 28's ledger); "" = the study's recipient
     public: bool = False  # issue 35: published for anyone, so held by every recipient (engine.study.joint)
+    # issue 39: why the release fails the study's rho, computed here ("" = meets it or not checked)
+    rho_refusal: str = field(default="", compare=False)
+    # issue 39, the method option: the codes implying the study's categories were suppressed to meet rho
+    rho_suppressed: bool = False
 
     @property
     def exportable(self) -> bool:
-        return self.verification is not None and self.verification.ok and bool(self.files)
+        return (
+            self.verification is not None
+            and self.verification.ok
+            and not self.rho_refusal
+            and bool(self.files)
+        )
 
     def verdict_message(self) -> str:
         if self.verification is None:
             return "not re-verified yet: a verdict read from a file is not believed"
+        if self.verification.ok and self.rho_refusal:
+            return self.rho_refusal
         return self.verification.message()
 
     def to_dict(self) -> dict[str, Any]:
@@ -259,6 +271,7 @@ class StudyRelease:
             "files": dict(self.files),
             "recipient": self.recipient,
             "public": self.public,
+            **({"rho suppressed": True} if self.rho_suppressed else {}),  # optional: absent = False
         }
 
     @classmethod
@@ -266,9 +279,10 @@ class StudyRelease:
         d = _mapping(d, "a release")
         rec = d.get("verification")
         claimed = None if rec is None else _verification(rec)
-        public = d.get("public", False)
-        if not isinstance(public, bool):
-            raise StudyError(f"release {d.get('name')!r}: public must be true or false, not {public!r}")
+        public, suppressed = d.get("public", False), d.get("rho suppressed", False)
+        for name, value in (("public", public), ("rho suppressed", suppressed)):
+            if not isinstance(value, bool):
+                raise StudyError(f"release {d.get('name')!r}: {name} must be true or false, not {value!r}")
         return cls(
             name=str(d["name"]),
             settings=settings_from_dict(_mapping(d["settings"], "settings")),
@@ -278,6 +292,7 @@ class StudyRelease:
             claimed=claimed,
             recipient=str(d.get("recipient", "")),
             public=public,
+            rho_suppressed=suppressed,
         )
 
 
@@ -316,6 +331,8 @@ class Study:
     determination: Determination = field(default_factory=Determination)
     # issue 28: counts under this policy are suppressed in every table that leaves (engine.disclosure.cells)
     small_cells: SmallCellPolicy = field(default_factory=SmallCellPolicy)
+    # issue 39: the sensitive categories, rho and its reason; None = rho not checked
+    sensitive: RhoPolicy | None = None
 
     def __post_init__(self) -> None:
         check_k(self.k)
@@ -398,6 +415,10 @@ class Study:
     def with_attacker(self, adversary: Adversary, k: int) -> Study:
         return replace(self, adversary=adversary, k=k)
 
+    def with_sensitive(self, policy: RhoPolicy | None) -> Study:
+        """The study stating `policy` (categories, rho, reason), or not checking rho (None)."""
+        return replace(self, sensitive=policy)
+
     # -------------------------------------------------------------------------- files
     def to_dict(self, *, with_key: bool = True) -> dict[str, Any]:
         """The study file's content. `with_key=False` leaves out the pseudonym key: the form that
@@ -411,6 +432,8 @@ class Study:
             "determination": self.determination.to_dict(),
             "small_cells": self.small_cells.to_dict(),
         }
+        if self.sensitive is not None:  # optional: a study without it is written as before
+            out["sensitive"] = self.sensitive.to_dict()
         if with_key:
             out["pseudonym_key"] = self.pseudonym_key
         return out
@@ -430,7 +453,9 @@ class Study:
                 out.append(r)
                 continue
             files = c.rebuilt if c.passed else ()
-            out.append(replace(r, verification=c.verification, files=files, claimed=None))
+            out.append(
+                replace(r, verification=c.verification, files=files, claimed=None, rho_refusal=c.rho_refusal)
+            )
         return replace(self, releases=tuple(out))
 
     @classmethod
@@ -466,10 +491,11 @@ class Study:
                 pseudonym_key=str(d["pseudonym_key"]),
                 determination=Determination.from_dict(d.get("determination", {})),
                 small_cells=SmallCellPolicy.from_dict(d.get("small_cells")),
+                sensitive=RhoPolicy.from_dict(d.get("sensitive")),
             )
         except KeyError as exc:
             raise StudyError(f"{source}: missing field {exc}") from None
-        except (StudyError, SmallCellError) as exc:
+        except (StudyError, SmallCellError, UserError) as exc:
             raise StudyError(f"{source}: {exc}") from None
         except (TypeError, ValueError) as exc:
             raise StudyError(f"{source}: {exc.__class__.__name__}: {exc}") from None
@@ -488,6 +514,7 @@ class MadeRelease:
     release: Release
     verification: risk.Verification
     files: dict[str, bytes]
+    sensitive: SensitiveRisk | None = None  # the rho measure, when the study states rho
 
 
 def export_files(
@@ -522,22 +549,40 @@ def make_release(
     spellings: Mapping[str, tuple[str, ...]] | None = None,
     pseudonyms: Pseudonyms,
     release: Release | None = None,
+    rho: RhoPolicy | None = None,
+    suppress_rho: bool = False,
 ) -> MadeRelease:
     """Run a method from its settings (or take `release`, what `settings.run` gave already), verify
     the release under the study's adversary and k (against the population the cohort was drawn
-    from), and export it through the gate when verified, patients named by `pseudonyms`."""
+    from) and, when the study states `rho`, its rho measure under the same adversary
+    (`engine.disclosure.sensitive`, issue 39), and export it through the gate when verified, patients
+    named by `pseudonyms`. A release above rho is refused by name, like one below k. `suppress_rho`:
+    the codes implying the study's categories are suppressed first until it meets `rho`
+    (`engine.anonymize.sensitive_suppress`; recorded, so that a rebuild does the same)."""
     if release is None:
         release = settings.run(inputs, progress)
+    if suppress_rho:
+        if rho is None:
+            raise StudyError("the study states no rho: there is nothing to suppress the sensitive codes for")
+        from engine.anonymize.sensitive_suppress import suppress_sensitive
+
+        release = suppress_sensitive(
+            release, [adversary], rho.selected, rho=rho.rho, k=k, m=rho.m, population=inputs.population
+        ).release
     verification = risk.verify(release, adversary, k, inputs.population)
-    files = export_files(release, verification, spellings, pseudonyms=pseudonyms)
+    sensitive = None if rho is None else rho.measure(release, adversary, inputs.population)
+    refusal = "" if sensitive is None else rho_refusal(sensitive, rho.reason if rho else "")
+    files = {} if refusal else export_files(release, verification, spellings, pseudonyms=pseudonyms)
     entry = StudyRelease(
         name=name,
         settings=settings,
         data=data,
         verification=VerificationRecord.of(verification),
         files=tuple(sorted((f, sha256_of(b)) for f, b in files.items())),
+        rho_refusal=refusal,
+        rho_suppressed=suppress_rho,
     )
-    return MadeRelease(entry, release, verification, files)
+    return MadeRelease(entry, release, verification, files, sensitive)
 
 
 def verification_matrix(
@@ -577,6 +622,7 @@ class RebuildCheck:
     claimed: VerificationRecord | None = None
     claimed_recomputed: VerificationRecord | None = None
     made: MadeRelease | None = None
+    rho_refusal: str = ""  # issue 39: why the rebuilt release fails the study's rho
 
     @property
     def identical(self) -> bool:
@@ -590,7 +636,7 @@ class RebuildCheck:
     @property
     def passed(self) -> bool:
         """Byte-identical, verified at the study's k, and no recorded verdict that disagrees."""
-        return self.identical and self.verification.ok and not self.verdict_forged
+        return self.identical and self.verification.ok and not self.rho_refusal and not self.verdict_forged
 
     def differences(self) -> list[str]:
         rec, got = dict(self.recorded), dict(self.rebuilt)
@@ -602,6 +648,8 @@ class RebuildCheck:
             )
         if not self.verification.ok:
             out.append(f"fails re-verification under the study's attacker: {self.verification.message()}")
+        if self.rho_refusal:
+            out.append(f"fails the study's rho: {self.rho_refusal}")
         for f in sorted(set(rec) | set(got)):
             if f not in got:
                 out.append(f"{f}: not written on rebuild ({self.verification.message()})")
@@ -651,6 +699,8 @@ def rebuild(
             progress=step,
             spellings=spellings,
             pseudonyms=study.pseudonyms,
+            rho=study.sensitive,
+            suppress_rho=entry.rho_suppressed,
         )
         claim = entry.claimed if entry.claimed is not None else entry.verification
         recomputed = made.entry.verification
@@ -673,6 +723,7 @@ def rebuild(
                 claimed=claim,
                 claimed_recomputed=recomputed if claim is not None else None,
                 made=made,
+                rho_refusal=made.entry.rho_refusal,
             )
         )
     return checks
