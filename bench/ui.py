@@ -16,6 +16,16 @@ Measured (commit ace2e76, `--repeat 1`, load average 8-12 on 2 cores, peak 6.6 G
 (target 3 s; the process loading it first: 162 s); Heatherly completion pass 205 s, GCCens all codes Run
 14.4 s, UGACLIP / ACLIP open 62.5 s, LDA open 16.3 s, Lab orders open 17.8 s (targets 1 s): no
 interaction meets its target at 1.37 M patients.
+Why (one cProfile of the GCCens all-codes Run at paper scale, taken in the script runner's thread,
+2026-11-29: first load 171.7 s, Run 14.6 s; cohort 5,795 patients): no per-interaction reload, since
+the events file is not read again (one 0.09 s pread) and the 17.6 M events are not re-projected.
+The time goes to the method on the cohort's dense patient x code count matrix, all codes: 7.7 s waiting
+for the forked worker's run at the new k (`engine/scale/forked.py` wait; the child is not profiled),
+3.8 s for the k-independent baseline (`ui/views/gccens.py` `_baseline_of`: a caps-only `gccens_run`,
+2.65 s of it one copy `np.array(capped, order="F")` in `censor_counts`), run in the page's thread
+and memoized, and 2.1 s for the release's verification and figures (`ui.honest.headline` 1.2 s, three
+`release_distinguishability`; `release_figures` 0.85 s). No small safe fix was found, so the row misses
+its 1 s target. The first load (171.7 s) was not profiled.
 
 Rows:
   load       first load of the sample (the app's sidebar and the Cohort page, `page_app`) in a fresh

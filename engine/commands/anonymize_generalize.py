@@ -130,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
     from engine.commands.inputs import InputOptions, load_groups, publish
     from engine.io import export
     from engine.study.runs import RunInputs, SettingsError
-    from engine.utility.retention import figures
+    from engine.utility.retention import code_count_phrase, figures
 
     paths = export.release_paths(args.out, codemap=args.codemap, report=args.report)
     settings = settings_of(args)
@@ -169,9 +169,10 @@ def run(args: argparse.Namespace) -> int:
     adversary = Adversary("cohort" if args.scope == "cohort" else "population", "single_visit")
     _, plain_cohort = suppress_rare(group, cohort_ids, args.k)
     before = risk.original_distinguishability(cohort, verification.adversary, group)
+    original, released = figures(cohort), figures(release.records, release.item_codes, original=cohort)
     retention = {
-        "original": figures(cohort).__dict__,
-        "with generalization": figures(release.records, release.item_codes).__dict__,
+        "original": original.__dict__,
+        "with generalization": released.__dict__,
         "without generalization": figures(plain_cohort).__dict__,
     }
     report: dict[str, object] = {
@@ -209,8 +210,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(export.refusal_message(outcome) + hint)
     print(
         f"Heatherly {SCOPE_NAMES[args.scope]} k={args.k} ({constraints}{', completed' if args.complete else ''}): "
-        f"{cohort.n_patients} records, DC {retention['with generalization']['diagnosis_count']} of "
-        f"{retention['original']['diagnosis_count']}, CC {retention['with generalization']['code_count']} of "
-        f"{retention['original']['code_count']}; {verification.message()} Release {export.structure_note(release)}."
+        f"{cohort.n_patients} records, DC {released.diagnosis_count} of "
+        f"{original.diagnosis_count}, {code_count_phrase(released, original)}; {verification.message()} Release {export.structure_note(release)}."
     )
     return 0
