@@ -77,13 +77,15 @@ class BudgetLedger:
         self.check(spend.recipient, spend.epsilon, spend.delta)
         return replace(self, spends=(*self.spends, spend))
 
-    def to_json(self) -> str:
-        data: dict[str, Any] = {
+    def to_dict(self) -> dict[str, Any]:
+        return {
             "format": LEDGER_FORMAT,
             "budgets": {r: {"epsilon": e, "delta": d} for r, (e, d) in sorted(self.budgets.items())},
             "spends": [vars(s) for s in self.spends],
         }
-        return json.dumps(data, indent=2, allow_nan=False) + "\n"
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n"
 
     @classmethod
     def from_json(cls, text: str, name: str = "ledger") -> BudgetLedger:
@@ -92,6 +94,11 @@ class BudgetLedger:
             d = json.loads(text)
         except json.JSONDecodeError as exc:
             raise UserError(f"{name}: not JSON (line {exc.lineno}, column {exc.colno})") from None
+        return cls.from_dict(d, name)
+
+    @classmethod
+    def from_dict(cls, d: object, name: str = "ledger") -> BudgetLedger:
+        """`from_json` of parsed JSON (e.g. a study file's `dp_budget`, `engine.study.study`)."""
         if not isinstance(d, dict) or d.get("format") != LEDGER_FORMAT:
             raise UserError(f"{name}: not a privacy budget ledger (format {LEDGER_FORMAT!r})")
         try:
