@@ -41,3 +41,4 @@ def test_the_report_page_draws_a_dp_table_within_the_recipients_budget():
     assert not at.exception, [e.value for e in at.exception]
     assert any("would exceed it" in e.value for e in at.error)
     assert at.session_state["_dp_ledger"].spent("Vanderbilt lab") == (1.0, 0.0)
+    assert at.session_state["study"].dp_budget.spent("Vanderbilt lab") == (1.0, 0.0)  # in the study file

@@ -38,3 +38,13 @@ def test_a_study_file_over_budget_or_malformed_is_refused_by_name():
         Study.from_json(json.dumps(d), "s.json")
     del d["dp_budget"]  # a study written before the field
     assert Study.from_json(json.dumps(d)).dp_budget == BudgetLedger()
+
+
+def test_merging_two_ledgers_keeps_every_spend_once_and_refuses_another_budget():
+    """The app's session ledger merged with its study's (an undo may restore an older study)."""
+    older = _ledger()
+    newer = older.with_spend(Spend("lab", "dp_phecode_eps0.5.csv", 0.5, 0.0, "c" * 64))
+    assert older.merged(newer).spends == newer.spends
+    assert newer.merged(older).spent("lab") == (1.5, 0.0)
+    with pytest.raises(Exception, match="a stated budget is not changed"):
+        older.merged(BudgetLedger().with_budget("lab", 3.0, 1e-5))

@@ -3,7 +3,9 @@ privacy budget, picks a table (patients per code, per phecode, or the PheWAS cas
 genotypes are loaded) and its (epsilon, delta), and draws it through OpenDP
 (`engine.disclosure.dp_tables`, `dp_phewas`). Each table drawn is spent at once in this session's budget
 ledger (`engine.disclosure.dp_budget`: a table the budget cannot take is refused before any noise is
-drawn); the error against the exact table is shown for the officer; the noisy table leaves through
+drawn), kept in the session's study too (`Study.dp_budget`, saved with the study file; the session's
+ledger keeps every spend even when the study is undone); the error against the exact table is shown for
+the officer; the noisy table leaves through
 `ui.downloads.table_download` (spreadsheet-safe, audited)."""
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from engine.disclosure.dp_tables import DEFAULT_MAX_CODES, MAX_EPSILON, PatientS
 from engine.io.errors import UserError
 from engine.io.export import safe_csv_bytes
 from ui import errors, literal
+from ui import study as session_study
 from ui.downloads import table_download
 from ui.state import ABSENT, declare
 
@@ -74,7 +77,8 @@ def _draw(
     ctx, recipient: str, budget: float, kind: str, epsilon: float, delta: float | None, bound: int
 ) -> None:
     """Check the recipient's budget, draw the table, spend it in the session's ledger."""
-    ledger: BudgetLedger = st.session_state.get(LEDGER, BudgetLedger())
+    study = session_study.session(ctx)
+    ledger: BudgetLedger = st.session_state.get(LEDGER, BudgetLedger()).merged(study.dp_budget)
     ledger = ledger.with_budget(recipient, budget, BUDGET_DELTA)
     ledger.check(recipient, epsilon, delta or 0.0)  # before any noise is drawn
     if kind == KINDS[2]:
@@ -84,6 +88,7 @@ def _draw(
     name = f"dp_{kind.split()[-1].replace('/', '_')}_eps{epsilon:g}.csv"
     spend = Spend(recipient, name, epsilon, delta or 0.0, hashlib.sha256(safe_csv_bytes(table)).hexdigest())
     st.session_state[LEDGER] = ledger = ledger.with_spend(spend)
+    session_study.update(study.with_dp_budget(ledger))  # saved with the study file
     spent = ledger.spent(recipient)[0]
     said += f". {recipient} has spent epsilon {spent:g} of {budget:g}."
     error_frame = pd.DataFrame(

@@ -73,6 +73,18 @@ class BudgetLedger:
                 f"{b_eps:g}, delta {b_delta:g}: a table of epsilon {epsilon:g}, delta {delta:g} would exceed it"
             )
 
+    def merged(self, other: BudgetLedger) -> BudgetLedger:
+        """Both ledgers' budgets (a recipient's stated differently is refused) and spends (each once, in
+        order): a spend recorded in either is never forgotten (the app's session and its study, whose
+        undo may restore an older ledger)."""
+        out = self
+        for recipient, (eps, delta) in other.budgets.items():
+            out = out.with_budget(recipient, eps, delta)
+        for spend in other.spends:
+            if spend not in out.spends:
+                out = replace(out, spends=(*out.spends, spend))
+        return out
+
     def with_spend(self, spend: Spend) -> BudgetLedger:
         self.check(spend.recipient, spend.epsilon, spend.delta)
         return replace(self, spends=(*self.spends, spend))
