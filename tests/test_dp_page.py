@@ -42,3 +42,22 @@ def test_the_report_page_draws_a_dp_table_within_the_recipients_budget():
     assert any("would exceed it" in e.value for e in at.error)
     assert at.session_state["_dp_ledger"].spent("Vanderbilt lab") == (1.0, 0.0)
     assert at.session_state["study"].dp_budget.spent("Vanderbilt lab") == (1.0, 0.0)  # in the study file
+
+
+def test_the_report_page_draws_the_dp_phewas_counts_with_the_associations_kept():
+    """With the sample's genotypes the PheWAS counts are offered; the officer sees the associations of
+    the exact PheWAS kept, lost and false, which add up to the exact PheWAS's count."""
+    at = page_app("pages/report.py", state={})
+    at.run()
+    at.radio(key="dp_kind").set_value("PheWAS case/control counts")
+    at.number_input(key="dp_epsilon").set_value(10.0)
+    at.number_input(key="dp_budget").set_value(10.0)
+    at.button(key="dp_draw").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    table = next(d.value for d in at.dataframe if "controls" in d.value.columns)
+    assert list(table.columns) == ["snp", "phecode", "genotype", "cases", "controls"]
+    error = dict(next(d.value for d in at.dataframe if "measure" in d.value.columns).itertuples(index=False))
+    original = error["associations (p <= 0.05): original"]
+    assert original == 107  # the sample's exact PheWAS (docs/architecture.md)
+    assert error["associations (p <= 0.05): kept"] + error["associations (p <= 0.05): lost"] == original
+    assert "Download the noisy table (CSV)" in download_labels(at)

@@ -151,3 +151,9 @@ def test_dp_table_phewas_command_writes_the_tables_and_the_associations_kept(tmp
     assert "sensitivity 42 (2 SNPs x (bound + 1))" in said and "kept" in said and "false" in said
     assert main([*args, "--phewas"]) == 2
     assert "--phewas and --genotypes go together" in capsys.readouterr().err
+    ledger = tmp_path / "ledger.json"
+    spend = [*args, "--phewas", "--genotypes", str(g), "--ledger", str(ledger), "--recipient", "lab"]
+    assert main([*spend, "--budget", "1.5"]) == 0
+    assert "lab has spent epsilon 1 of 1.5" in capsys.readouterr().out
+    assert main(spend) == 2  # a second epsilon 1 would exceed the budget: refused before any noise
+    assert "would exceed it" in capsys.readouterr().err
