@@ -12,7 +12,7 @@ from engine.report.report import SMALL_CELL_RULE, PhewasResults, ReleaseInput, R
 from engine.report.signing import office_public_pem
 from engine.study.joint import JointRefused, refuse_unless_verified
 from engine.study.study import StudyError, verification_matrix
-from ui import cache, honest, literal, measures, progress, threshold
+from ui import cache, dp_view, honest, literal, measures, progress, threshold
 from ui import study as session_study
 from ui.context import current, warn_if_whole_population
 from ui.downloads import AUDIT_SESSION, crosswalk_download, report_download
@@ -358,6 +358,10 @@ else:
         )
     # the page is self-contained, every text in it escaped, scripts forbidden by its own CSP
     st.iframe(page.decode("utf-8"), height=900)
+
+# ------------------------------------------------------------ issue 39: differentially private tables
+st.subheader("Differentially private tables")
+dp_view.show(ctx)
 
 # ------------------------------------------------------------------ this session's audit entries
 st.subheader("This session's downloads (audit log)")

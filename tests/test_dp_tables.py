@@ -70,7 +70,8 @@ def test_the_privacy_loss_meets_the_budget_and_huge_epsilon_is_exact(delta):
     exact = exact_prevalence(rec, CODES)
     assert exact.tolist() == [8, 8, 8, 8, 8, 0, 1]
     sharp = dp_prevalence(rec, CODES, MAX_EPSILON, delta, max_codes=2)
-    assert np.abs(sharp.table["patients"].to_numpy() - exact).max() <= 1
+    # scale 10 / 50 = 0.2: over 1,866 cells a noise of 2 comes once in about 6 draws, of 4 once in 130,000
+    assert np.abs(sharp.table["patients"].to_numpy() - exact).max() <= 3
 
 
 def test_the_error_shrinks_with_epsilon():
@@ -185,7 +186,8 @@ def test_a_phecode_table_counts_patients_per_phecode_over_the_whole_map(tmp_path
     assert exact.tolist() == np.asarray((m.counts > 0).sum(axis=0)).ravel().tolist()
     assert exact[phecodes.index("250.2")] == 6 and exact[phecodes.index("401.1")] == 3
     sharp = dp_prevalence(sets, phecodes, MAX_EPSILON, max_codes=10)
-    assert np.abs(sharp.table["patients"].to_numpy() - exact).max() <= 1
+    # scale 10 / 50 = 0.2: over 1,866 cells a noise of 2 comes once in about 6 draws, of 4 once in 130,000
+    assert np.abs(sharp.table["patients"].to_numpy() - exact).max() <= 3
     ev = tmp_path / "events.csv"
     pd.DataFrame(rows, columns=["patient_id", "visit", "code"]).to_csv(ev, index=False)
     out = tmp_path / "phe.csv"

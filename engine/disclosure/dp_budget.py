@@ -73,17 +73,31 @@ class BudgetLedger:
                 f"{b_eps:g}, delta {b_delta:g}: a table of epsilon {epsilon:g}, delta {delta:g} would exceed it"
             )
 
+    def merged(self, other: BudgetLedger) -> BudgetLedger:
+        """Both ledgers' budgets (a recipient's stated differently is refused) and spends (each once, in
+        order): a spend recorded in either is never forgotten (the app's session and its study, whose
+        undo may restore an older ledger)."""
+        out = self
+        for recipient, (eps, delta) in other.budgets.items():
+            out = out.with_budget(recipient, eps, delta)
+        for spend in other.spends:
+            if spend not in out.spends:
+                out = replace(out, spends=(*out.spends, spend))
+        return out
+
     def with_spend(self, spend: Spend) -> BudgetLedger:
         self.check(spend.recipient, spend.epsilon, spend.delta)
         return replace(self, spends=(*self.spends, spend))
 
-    def to_json(self) -> str:
-        data: dict[str, Any] = {
+    def to_dict(self) -> dict[str, Any]:
+        return {
             "format": LEDGER_FORMAT,
             "budgets": {r: {"epsilon": e, "delta": d} for r, (e, d) in sorted(self.budgets.items())},
             "spends": [vars(s) for s in self.spends],
         }
-        return json.dumps(data, indent=2, allow_nan=False) + "\n"
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n"
 
     @classmethod
     def from_json(cls, text: str, name: str = "ledger") -> BudgetLedger:
@@ -92,6 +106,11 @@ class BudgetLedger:
             d = json.loads(text)
         except json.JSONDecodeError as exc:
             raise UserError(f"{name}: not JSON (line {exc.lineno}, column {exc.colno})") from None
+        return cls.from_dict(d, name)
+
+    @classmethod
+    def from_dict(cls, d: object, name: str = "ledger") -> BudgetLedger:
+        """`from_json` of parsed JSON (e.g. a study file's `dp_budget`, `engine.study.study`)."""
         if not isinstance(d, dict) or d.get("format") != LEDGER_FORMAT:
             raise UserError(f"{name}: not a privacy budget ledger (format {LEDGER_FORMAT!r})")
         try:

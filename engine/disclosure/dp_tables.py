@@ -141,6 +141,52 @@ def _measurement(scale: float, delta: float | None):
     return dp.c.make_fix_delta(dp.c.make_zCDP_to_approxDP(dp.m.make_gaussian(*space, scale=scale)), delta)
 
 
+@dataclass(frozen=True, eq=False)
+class Noise:
+    """Counts with OpenDP's noise (`noisy_counts`): `released` whole and at least 0, and what it spent."""
+
+    released: np.ndarray
+    mechanism: str
+    epsilon: float
+    delta: float | None
+    scale: float
+    accuracy: float
+
+
+def noisy_counts(counts: np.ndarray, l1: int, epsilon: float, delta: float | None = None) -> Noise:
+    """OpenDP's noise on whole `counts` a patient changes by at most `l1` in total, by at most 1 each
+    (so the L2 sensitivity is sqrt(`l1`)): the Laplace mechanism without `delta`, the Gaussian with it
+    (module docstring). Negative noisy counts read 0 (post-processing)."""
+    import opendp.prelude as dp
+
+    epsilon, delta = check_budget(epsilon, delta)
+    counts = np.asarray(counts, dtype=np.int64)
+    d_in: float = l1 if delta is None else math.sqrt(l1)
+    d_out = epsilon if delta is None else (epsilon, delta)
+    scale = dp.binary_search_param(lambda s: _measurement(s, delta), d_in=d_in, d_out=d_out)
+    meas = _measurement(scale, delta)
+    loss = meas.map(d_in)
+    spent_eps = float(loss if delta is None else loss[0])
+    if spent_eps > epsilon:  # OpenDP's search promises it; checked on the measurement that runs
+        raise AssertionError(f"privacy loss {spent_eps} above the budget {epsilon}")
+    if len(counts):
+        noisy = np.asarray(meas(counts.tolist() if delta is None else counts.astype(float).tolist()))
+    else:
+        noisy = np.zeros(0)
+    if delta is None:
+        accuracy = float(dp.laplacian_scale_to_accuracy(scale, ALPHA))
+    else:
+        accuracy = float(dp.gaussian_scale_to_accuracy(scale, ALPHA))
+    return Noise(
+        released=np.maximum(np.rint(noisy), 0).astype(np.int64),
+        mechanism="laplace" if delta is None else "gaussian",
+        epsilon=spent_eps,
+        delta=None if delta is None else float(loss[1]),
+        scale=float(scale),
+        accuracy=accuracy,
+    )
+
+
 @dataclass(frozen=True)
 class DPTable:
     """A differentially private prevalence table and what it spent.
@@ -182,8 +228,6 @@ def dp_prevalence(
     """The (epsilon, delta)-DP table of patients per category (module docstring): the Laplace
     mechanism without delta, the Gaussian with it. `records`: their codes, or `PatientSets` (e.g. their
     phecodes, `PatientSets.of_phecodes`, over every phecode of the map)."""
-    import opendp.prelude as dp
-
     epsilon, delta = check_budget(epsilon, delta)
     categories = [str(c) for c in categories]
     if len(set(categories)) != len(categories):
@@ -191,32 +235,15 @@ def dp_prevalence(
     s = _sets(records)
     sets, truncated = bounded_code_sets(s, max_codes)
     counts = _counts(sets, s.labels, categories)  # = bounded_prevalence
-    mechanism = "laplace" if delta is None else "gaussian"
-    d_in: float = max_codes if delta is None else math.sqrt(max_codes)
-    d_out = epsilon if delta is None else (epsilon, delta)
-    scale = dp.binary_search_param(lambda s: _measurement(s, delta), d_in=d_in, d_out=d_out)
-    meas = _measurement(scale, delta)
-    loss = meas.map(d_in)
-    spent_eps = float(loss if delta is None else loss[0])
-    if spent_eps > epsilon:  # OpenDP's search promises it; checked on the measurement that runs
-        raise AssertionError(f"privacy loss {spent_eps} above the budget {epsilon}")
-    if len(counts):
-        noisy = np.asarray(meas(counts.tolist() if delta is None else counts.astype(float).tolist()))
-    else:
-        noisy = np.zeros(0)
-    released = np.maximum(np.rint(noisy), 0).astype(np.int64)
-    if delta is None:
-        accuracy = float(dp.laplacian_scale_to_accuracy(scale, ALPHA))
-    else:
-        accuracy = float(dp.gaussian_scale_to_accuracy(scale, ALPHA))
+    noise = noisy_counts(counts, max_codes, epsilon, delta)
     return DPTable(
-        table=pd.DataFrame({"code": categories, "patients": released}),
-        mechanism=mechanism,
-        epsilon=spent_eps,
-        delta=None if delta is None else float(loss[1]),
-        scale=float(scale),
+        table=pd.DataFrame({"code": categories, "patients": noise.released}),
+        mechanism=noise.mechanism,
+        epsilon=noise.epsilon,
+        delta=noise.delta,
+        scale=noise.scale,
         max_codes=max_codes,
         patients=int(s.matrix.shape[0]),
         truncated=truncated,
-        accuracy=accuracy,
+        accuracy=noise.accuracy,
     )

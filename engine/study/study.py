@@ -28,6 +28,7 @@ from engine import risk
 from engine.adversary import EVERY_ADVERSARY, MAX_K, MIN_RELEASE_K, WHOLE_RECORD_NOTE, Adversary
 from engine.disclosure.cells import SmallCellError, SmallCellPolicy
 from engine.disclosure.sensitive import RhoPolicy, SensitiveRisk, rho_refusal
+from engine.disclosure.dp_budget import BudgetLedger
 from engine.io.errors import UserError
 from engine.io.progress import Progress
 from engine.io.pseudonyms import PseudonymKeyError, Pseudonyms, check_key, new_key
@@ -333,6 +334,8 @@ class Study:
     small_cells: SmallCellPolicy = field(default_factory=SmallCellPolicy)
     # issue 39: the sensitive categories, rho and its reason; None = rho not checked
     sensitive: RhoPolicy | None = None
+    # issue 39: each recipient's privacy budget and the DP tables spent against it (engine.disclosure.dp_budget)
+    dp_budget: BudgetLedger = field(default_factory=BudgetLedger)
 
     def __post_init__(self) -> None:
         check_k(self.k)
@@ -419,6 +422,10 @@ class Study:
         """The study stating `policy` (categories, rho, reason), or not checking rho (None)."""
         return replace(self, sensitive=policy)
 
+    def with_dp_budget(self, ledger: BudgetLedger) -> Study:
+        """The study with its recipients' privacy budgets and DP tables spent (issue 39)."""
+        return replace(self, dp_budget=ledger)
+
     # -------------------------------------------------------------------------- files
     def to_dict(self, *, with_key: bool = True) -> dict[str, Any]:
         """The study file's content. `with_key=False` leaves out the pseudonym key: the form that
@@ -431,6 +438,7 @@ class Study:
             "releases": [r.to_dict() for r in self.releases],
             "determination": self.determination.to_dict(),
             "small_cells": self.small_cells.to_dict(),
+            "dp_budget": self.dp_budget.to_dict(),
         }
         if self.sensitive is not None:  # optional: a study without it is written as before
             out["sensitive"] = self.sensitive.to_dict()
@@ -492,6 +500,7 @@ class Study:
                 determination=Determination.from_dict(d.get("determination", {})),
                 small_cells=SmallCellPolicy.from_dict(d.get("small_cells")),
                 sensitive=RhoPolicy.from_dict(d.get("sensitive")),
+                dp_budget=_dp_budget(d.get("dp_budget")),
             )
         except KeyError as exc:
             raise StudyError(f"{source}: missing field {exc}") from None
@@ -499,6 +508,17 @@ class Study:
             raise StudyError(f"{source}: {exc}") from None
         except (TypeError, ValueError) as exc:
             raise StudyError(f"{source}: {exc.__class__.__name__}: {exc}") from None
+
+
+def _dp_budget(d: object) -> BudgetLedger:
+    """A study file's `dp_budget` (none in a study written before it: no budget, nothing spent); one
+    malformed or already over a recipient's budget is refused by name (`Study.from_json` adds the file)."""
+    if d is None:
+        return BudgetLedger()
+    try:
+        return BudgetLedger.from_dict(d, "dp_budget")
+    except UserError as exc:
+        raise StudyError(str(exc)) from None
 
 
 # ------------------------------------------------------------------------------ making releases
