@@ -27,8 +27,8 @@ import pandas as pd
 from engine import risk
 from engine.adversary import EVERY_ADVERSARY, MAX_K, MIN_RELEASE_K, WHOLE_RECORD_NOTE, Adversary
 from engine.disclosure.cells import SmallCellError, SmallCellPolicy
-from engine.disclosure.sensitive import RhoPolicy, SensitiveRisk, rho_refusal
 from engine.disclosure.dp_budget import BudgetLedger
+from engine.disclosure.sensitive import RhoPolicy, SensitiveRisk, rho_refusal
 from engine.io.errors import UserError
 from engine.io.progress import Progress
 from engine.io.pseudonyms import PseudonymKeyError, Pseudonyms, check_key, new_key
