@@ -193,6 +193,7 @@ def run(s: Mapping[str, Any], path: str, memos: Mapping[str, Any]) -> tuple[dict
             inputs.population,
             inputs.cohort,
             genotypes=s["ds"].genotypes,
+            biobank=inputs.biobank,
             recipient="Study team",
             reproducible=True,
             **given,

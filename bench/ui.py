@@ -6,7 +6,7 @@ the median is printed beside the issue's target. The same work is then timed thr
 (the entry points the views call), so a row's gap between the two is the page's own cost.
 
     .venv/bin/python -m bench.ui [--repeat 3] [--rows load,labs,gccens,profiles,lda,heatherly,rekey,
-        sweep_profiles,sweep_lda,report] [--data sample|paper]
+        sweep_profiles,sweep_lda,report,phewas] [--data sample|paper]
 
 `--data paper` (issue 36): the sidebar's "paper scale" sample variant (1,366,786 patients in
 `sample_data/paper/`, `python -m engine sample --scale paper --out sample_data/paper`) instead of the
@@ -42,6 +42,9 @@ Rows:
   report     Report: "Build the report" pressed with three releases in the study (bench/report.py's study:
              GCCens paper codes, Heatherly DEMO_D, LDA top 10; cohort / single visit, k = 5), the page
              opened once before (its verification matrices), the PheWAS page never visited
+  phewas     PheWAS: Heatherly's three scopes switched on at a new k (issue 36: the paper's procedure and
+             the verified release, six anonymizations, their PheWAS and the Table 4 with the guarantee);
+             the page opened once before at that k (the original PheWAS)
 
 The last three run at their own parameters (the issue's 24 and 9 runs, the study's k), not at a new k:
 instead, every result the server's sessions share is dropped first (`ui.cache.clear`) and the session is
@@ -78,6 +81,8 @@ TARGETS = {
     "sweep_profiles": ("Trade-offs: UGACLIP sweep (24 runs)", 10.0),
     "sweep_lda": ("Trade-offs: LDA weight sweep (9 runs)", 10.0),
     "report": ("Report: build with three releases", 1.5),
+    # six anonymizations under a progress bar with Cancel: the sweeps' bound (issue 24), not a click's
+    "phewas": ("PheWAS: Heatherly's three scopes, twice", 10.0),
 }
 METHODS = {
     "gccens": "GCCens (censoring)",
@@ -175,6 +180,17 @@ def app_heatherly_completion() -> float:
     open_()
     _ok(at)
     took = _timed(lambda: at.checkbox(key="hea_complete").check().run())
+    _ok(at)
+    return took
+
+
+def app_phewas_heatherly() -> float:
+    from tests.apptest_support import page_app
+
+    at = page_app("pages/phewas.py", state={"k": fresh_k(), "phewas_heatherly": False})
+    at.run()
+    _ok(at)
+    took = _timed(lambda: at.toggle(key="phewas_heatherly").set_value(True).run())
     _ok(at)
     return took
 
@@ -459,6 +475,11 @@ def engine_cases(releases, study: dict[str, Any] | None) -> dict[str, Callable[[
             groups, cohort.patient_ids, fresh_k(), complete=True, parallel=True
         ),
         "rekey": rekey,
+        "phewas": lambda: [  # as the page: the paper's procedure, then the PheWAS-preserving completion
+            compare_scopes(groups, cohort.patient_ids, k, complete=c, parallel=True, completion="phewas")
+            for k in [fresh_k()]
+            for c in (False, True)
+        ],
     }
 
 
@@ -488,11 +509,13 @@ def main(argv: list[str] | None = None) -> int:
         _ok(warm)
     releases = _study_releases()[1] if "rekey" in rows else []
     study = None
-    if "report" in rows:
-        from bench.report import sample_study
+    if "report" in rows or "phewas" in rows:
         from engine.utility.phewas import phecode_table
 
-        phecode_table()  # read once per process, as in the app
+        phecode_table()  # read once per process, as in the app (the PheWAS page reads it first)
+    if "report" in rows:
+        from bench.report import sample_study
+
         study = sample_study()
     app: dict[str, Callable[[], float]] = {
         "load": app_load,
@@ -505,6 +528,7 @@ def main(argv: list[str] | None = None) -> int:
         "sweep_profiles": app_sweep_profiles,
         "sweep_lda": app_sweep_lda,
         "report": lambda: app_report(study),  # type: ignore[arg-type]
+        "phewas": app_phewas_heatherly,
     }
     print(f"uptime: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
     print(f"machine speed: {machine_reference():.3f} s for a fixed pure-Python loop (smaller is faster)")

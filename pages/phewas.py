@@ -114,7 +114,7 @@ st.caption(
 
 heatherly = st.toggle(
     f"Compare Heatherly's three scopes at k = {ctx.k} (DEMO_D, DEMO_B, DEMO_S; PheWAS-code constraints)",
-    value=False,  # off until asked (issue 13): three anonymizations, 10-20 s on the sample per k change
+    value=False,  # off until asked (issue 13): six anonymizations, 13-32 s on the sample (bench/ui.py phewas)
     key="phewas_heatherly",
     help="Anonymizes the cohort, the biobank and the population at the sidebar's k, as in Heatherly's "
     "Table 4, twice: the paper's procedure (which leaves records below k under its own single-visit "

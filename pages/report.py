@@ -302,6 +302,7 @@ def _build(step) -> tuple | ReportError:
             ledger=_pairs,
             figures=figures,
             headlines=headlines,
+            biobank=session_study.run_inputs(ctx).biobank,  # DEMO_B's paper's procedure (issue 36)
             public={  # held by every recipient even when left out (issue 35)
                 n: published[n][1].release
                 for n in left_out

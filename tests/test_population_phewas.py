@@ -154,3 +154,32 @@ def test_heatherly_tab_adds_a_release_of_the_chosen_completion(sample_dataset):
     assert not at.exception, [e.value for e in at.exception]
     (entry,) = at.session_state["study"].releases
     assert entry.settings.completion == "phewas" and entry.verification.ok
+
+
+def test_the_verified_comparison_reuses_the_papers_bins(monkeypatch):
+    """The PheWAS page's two comparisons (issue 36, the previous report's open point 1): the paper's
+    procedure and the completed release share the frequency bins at a k, so the second costs only the
+    completion pass and the verification (`_memoized`)."""
+    from engine.anonymize import population as pop_module
+    from engine.memo import clear
+
+    clear()
+    made = []
+    real = pop_module.frequency_bin_generalization
+
+    def counted(group, k, utility):
+        made.append(group.n_patients)
+        return real(group, k, utility)
+
+    monkeypatch.setattr(pop_module, "frequency_bin_generalization", counted)
+    rows = [(p, 1, c) for p, c in [("a", "401.1"), ("a", "250.00"), ("b", "401.1"), ("c", "250.00")]]
+    rows += [("d", 1, "272.4"), ("e", 1, "272.4"), ("e", 1, "401.1")]
+    group = Records.from_frame(pd.DataFrame(rows, columns=["patient_id", "visit", "code"]))
+    groups = {"cohort": group.subset(["a", "b", "c"]), "population": group}
+    ids = groups["cohort"].patient_ids
+    pop_module.compare_scopes(groups, ids, 2, complete=False)
+    assert sorted(made) == [3, 5]
+    pop_module.compare_scopes(groups, ids, 2, complete=True, completion="phewas")
+    assert sorted(made) == [3, 5]  # no bins made again
+    pop_module.compare_scopes(groups, ids, 3, complete=True, completion="phewas")
+    assert sorted(made) == [3, 3, 5, 5]  # a new k: new bins

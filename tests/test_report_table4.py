@@ -81,3 +81,41 @@ def test_guarantee_table_counts_lost_and_false_and_the_target():
     assert row["verified: guarantee"] == "met (verified)"
     assert row["verified within 2%"] == "no (50% lost, 50% false)"
     assert row["paper (1.37 M, unverified) lost / false"] == "13 / 9 of 192"
+
+
+def test_report_shows_the_paper_procedure_of_a_biobank_release():
+    """Issue 36 (the report's open point 3): a completed DEMO_B release had no paper's-procedure line,
+    the report not being given the biobank group; given it, the line is that of the biobank scope."""
+    rows = [
+        ("a", 1, "401.1"),
+        ("a", 1, "250.00"),
+        ("b", 1, "401.1"),
+        ("c", 1, "250.00"),
+        ("d", 1, "272.4"),
+        ("e", 1, "272.4"),
+    ]
+    population = Records.from_frame(pd.DataFrame(rows, columns=["patient_id", "visit", "code"]))
+    biobank = population.subset(["a", "b", "c", "d"])
+    cohort = population.subset(["a", "b", "c"])
+    inputs = RunInputs(population, cohort, biobank)
+    settings = HeatherlySettings(k=2, scope="biobank", complete=True, completion="phewas")
+    release = settings.run(inputs)
+    data = data_ref("toy", population, inputs, biobank="biobank", sources={"e.csv": "abc"}, load_options={})
+    entry, inp = _entry("Heatherly DEMO_B", release, settings, data, population, adv=ADV, k=2)
+    study = Study(data, ADV, 2, pseudonym_key=KEY).add(entry)
+    genotypes = pd.DataFrame({"patient_id": list("abcde"), "rs1": [0, 1, 2, 0, 1]})
+    rep = build_report(
+        study,
+        {"Heatherly DEMO_B": inp},
+        population,
+        cohort,
+        biobank=biobank,
+        genotypes=genotypes,
+        membership=False,
+        reproducible=True,
+    )
+    (row,) = rep.data["releases"]
+    paper = row["phewas, the paper's procedure"]
+    expected = anonymize(biobank, cohort.patient_ids, 2, scope="biobank").verification
+    assert paper is not None and paper["records below k"] == records_below_k(expected) == 1
+    assert paper["guarantee"] == "records below k: 1 — fails the guarantee"

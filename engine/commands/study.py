@@ -640,6 +640,7 @@ def report_study(args: argparse.Namespace) -> int:
         genotypes=genotypes,
         recipient=args.recipient,
         reproducible=True,
+        biobank=inputs.biobank,
     )
     out.mkdir(exist_ok=True)
     files = {

@@ -723,6 +723,7 @@ def build_report(
     figures: Mapping[str, FileFigures] | None = None,
     headlines: Mapping[str, Any] | None = None,
     public: Mapping[str, Release] | None = None,
+    biobank: Records | None = None,
 ) -> Report:
     """The report of `study` on the given current releases (by name; study order), against the
     original `cohort` and the `population` it was drawn from. PheWAS figures come from `phewas`,
@@ -737,7 +738,9 @@ def build_report(
     files naming patients by source ids, `compare.measuring_files`). `headlines`: a release's
     `engine.study.compare.headline` when already made, by name. `recipient` (to whom the data goes) is left to the officer. `public`:
     the study's public releases left out of this report, by name (held by every recipient, so judged
-    with the bundle's releases: issue 35). Raises ReportError for inconsistent inputs."""
+    with the bundle's releases: issue 35). `biobank`: the study's biobank group when it has one (a
+    completed DEMO_B release's paper's procedure is run on it). Raises ReportError for inconsistent
+    inputs."""
     entries = _check_inputs(study, releases)
     adv, k = study.adversary, study.k
     before_cache: dict[bool, np.ndarray] = {}
@@ -865,6 +868,7 @@ def build_report(
                 phewas.original if phewas is not None else None,
                 PHEWAS_ALPHA,
                 PHEWAS_CORRECTION,
+                biobank,
             ),
             "utility constraints": _noted(
                 _suppress_constraints(_utility_constraints(e, cohort, rel), study.small_cells, e.name),

@@ -104,17 +104,20 @@ def paper_counterpart(
     original: pd.DataFrame | None,
     alpha: float,
     correction: phewas.Correction,
+    biobank: Records | None = None,
 ) -> dict[str, Any] | None:
     """For a release made by Heatherly's method with a completion pass (`HeatherlySettings`), the
     paper's procedure at the same settings, for the report: its associations lost and false against
     `original` (the cohort's PheWAS) and the arbiter's verdict (`guarantee_words`). None for other
-    methods, without a completion pass, without genotypes, or at the biobank scope (the report is not
-    given the biobank group)."""
-    if not isinstance(settings, HeatherlySettings) or not settings.complete or settings.scope == "biobank":
+    methods, without a completion pass, without genotypes, or at the biobank scope without `biobank`
+    (the study's biobank group, DEMO_B's records)."""
+    if not isinstance(settings, HeatherlySettings) or not settings.complete:
+        return None
+    if settings.scope == "biobank" and biobank is None:
         return None
     if genotypes is None or original is None:
         return None
-    res = replace(settings, complete=False).run_result(RunInputs(population, cohort))
+    res = replace(settings, complete=False).run_result(RunInputs(population, cohort, biobank))
     lost, false = lost_false(original, phewas.phewas_of_release(res.release, genotypes), alpha, correction)
     return {
         "lost": lost,

@@ -558,7 +558,9 @@ def association_weights(original: pd.DataFrame, alpha: float = 0.05, width: floa
     `alpha` (uncorrected p): the sum over its SNPs of exp(-|z - z_alpha| / width), z the test's
     normal score (sqrt of the 1-dof chi-square, from p) and z_alpha the threshold's; a phecode not
     tested weighs exp(-z_alpha / width). Tests near the threshold weigh about 1, far ones about 0:
-    what a change of case or control status is likely to move across it (issue #36)."""
+    what a change of case or control status is likely to move across it (issue #36). Engine and
+    bench/table4.py only: suppressions chosen by genotype association results carry those results into
+    the release (docs/architecture.md, section 4)."""
     from scipy import stats
 
     idx = phecode_table().index()
