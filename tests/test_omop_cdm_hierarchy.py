@@ -248,3 +248,23 @@ def test_phewas_joins_genotypes_by_person_source_value(tmp_path, capsys):
     args[-1] = str(out2)
     assert main([*args, "--genotypes", str(by_hand)]) == 0
     assert pd.read_csv(out).equals(pd.read_csv(out2))
+
+
+def test_risk_patterns_describe_concepts_by_name(cdm):
+    """(b) The Risk page's riskiest patterns describe a CDM's concepts by their concept_name
+    (`riskiest_patterns(names=)` and `ui.risk_charts.describe_patterns(names=)`), never '— (not an
+    ICD-9-CM or ICD-10-CM code)'."""
+    from engine import risk
+    from engine.io.omop import read_omop
+    from engine.vocab import NO_DESCRIPTION
+    from ui.risk_charts import describe_patterns
+
+    ds = read_omop(cdm, codes="standard", labs=False).dataset("cdm")
+    names = ds.concepts.names
+    found = risk.riskiest_patterns(ds.events, ds.events, "single_visit", n=5, names=names)
+    assert len(found)
+    want = ["; ".join(names[c.rsplit(" ×", 1)[0]] for c in codes.split("; ")) for codes in found["codes"]]
+    assert list(found["descriptions"]) == want
+    shown = describe_patterns(found, names=names)
+    assert list(shown["descriptions"]) == want
+    assert not any(NO_DESCRIPTION in d for d in shown["descriptions"])
