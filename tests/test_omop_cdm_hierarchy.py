@@ -268,3 +268,32 @@ def test_risk_patterns_describe_concepts_by_name(cdm):
     shown = describe_patterns(found, names=names)
     assert list(shown["descriptions"]) == want
     assert not any(NO_DESCRIPTION in d for d in shown["descriptions"])
+
+
+def test_a_utility_policy_matching_no_code_is_said(cdm, tmp_path, capsys):
+    """(issue 37) ACLIP on the SNOMED CDM with PNAS Table 1's ICD policy: every constraint holds 0
+    records before and after, so it is not "18/18 satisfied" but "the utility policy matches no code of
+    these data: 0 of 18 constraints apply", in the CLI's summary and the view's measures table."""
+    from engine.anonymize.profiles import measures_table
+    from engine.commands.cli import main
+    from engine.io.omop import read_omop
+    from engine.study.runs import ProfilesSettings, RunInputs
+    from engine.utility.queries import satisfaction_words
+
+    ds = read_omop(cdm, codes="standard", labs=False).dataset("cdm")
+    settings = ProfilesSettings(algorithm="ACLIP", k=5, knowledge="single_visit")
+    run = settings.run_result(RunInputs(ds.events, ds.events))
+    n = len(run.satisfaction)
+    assert n and (run.satisfaction["original_records"] == 0).all()
+    said = f"the utility policy matches no code of these data: 0 of {n} constraints apply"
+    assert satisfaction_words(run.satisfaction) == said
+    assert measures_table({"ACLIP": run})["utility constraints satisfied"].tolist() == [said]
+
+    cohort = tmp_path / "cohort.csv"
+    pd.DataFrame({"patient_id": ds.events.patient_ids}).to_csv(cohort, index=False)
+    args = ["anonymize", "aclip", "--events", str(cdm), "--source", "omop", "--omop-codes", "standard",
+            "--cohort", str(cohort), "--k", "5", "--knowledge", "single_visit",
+            "--out", str(tmp_path / "out.csv"), "--codemap", str(tmp_path / "map.csv")]  # fmt: skip
+    assert main(args) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert said in out and f"satisfied {n}/{n}" not in out
