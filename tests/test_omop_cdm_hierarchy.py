@@ -297,3 +297,24 @@ def test_a_utility_policy_matching_no_code_is_said(cdm, tmp_path, capsys):
     assert main(args) == 0, capsys.readouterr().err
     out = capsys.readouterr().out
     assert said in out and f"satisfied {n}/{n}" not in out
+
+
+def test_code_map_describes_concepts_by_name(cdm, tmp_path, capsys):
+    """(b) The code map a CDM's release writes (`anonymize ugaclip --codemap`, `export.release_files`)
+    describes each original concept by its concept_name in a `description` column."""
+    from engine.commands.cli import main
+    from engine.io.export import read_text_csv
+    from engine.io.omop import read_omop
+
+    ds = read_omop(cdm, codes="standard", labs=False).dataset("cdm")
+    cohort = tmp_path / "cohort.csv"
+    pd.DataFrame({"patient_id": ds.events.patient_ids}).to_csv(cohort, index=False)
+    codemap = tmp_path / "map.csv"
+    args = ["anonymize", "ugaclip", "--events", str(cdm), "--source", "omop", "--omop-codes", "standard",
+            "--cohort", str(cohort), "--k", "5", "--knowledge", "single_visit", "--utility-hierarchy", "cdm",
+            "--out", str(tmp_path / "out.csv"), "--codemap", str(codemap)]  # fmt: skip
+    assert main(args) == 0, capsys.readouterr().err
+    got = read_text_csv(codemap.read_bytes())
+    assert "description" in got.columns, list(got.columns)
+    names = ds.concepts.names
+    assert list(got["description"]) == [names[c] for c in got["original_code"]]
