@@ -318,3 +318,24 @@ def test_code_map_describes_concepts_by_name(cdm, tmp_path, capsys):
     assert "description" in got.columns, list(got.columns)
     names = ds.concepts.names
     assert list(got["description"]) == [names[c] for c in got["original_code"]]
+
+
+def test_report_code_map_describes_concepts_by_name(cdm):
+    """(b) The report's code map appendix describes a CDM release's concepts by their concept_name
+    (`code_map_entries(names=)`, rendered "SNOMED:... (name)"); without names it is as before."""
+    from engine.io.omop import read_omop
+    from engine.report.render import _code_maps
+    from engine.report.report import code_map_entries
+    from engine.study.runs import ProfilesSettings, RunInputs
+
+    ds = read_omop(cdm, codes="standard", labs=False).dataset("cdm")
+    names = ds.concepts.names
+    settings = ProfilesSettings(k=5, knowledge="single_visit", utility_hierarchy="cdm")
+    release = settings.run_result(RunInputs(ds.events, ds.events, concepts=ds.concepts)).release
+    entries = code_map_entries(release, names)
+    assert entries and all(e["descriptions"] == [names[c] for c in e["first codes"]] for e in entries)
+    assert "descriptions" not in code_map_entries(release)[0]
+    first = entries[0]["first codes"][0]
+    blocks = _code_maps({"releases": [{"name": "r", "folder": "r", "files": {}, "code map": entries}]})
+    rows = [row for b in blocks if hasattr(b, "rows") for row in b.rows]
+    assert any(f"{first} ({names[first]})" in row[3] for row in rows), rows[:2]

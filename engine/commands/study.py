@@ -570,6 +570,7 @@ def report_study(args: argparse.Namespace) -> int:
         genotypes=genotypes,
         recipient=args.recipient,
         reproducible=True,
+        names=None if inputs.concepts is None else inputs.concepts.names,  # a CDM's concept names
     )
     out.mkdir(exist_ok=True)
     files = {
