@@ -339,3 +339,28 @@ def test_report_code_map_describes_concepts_by_name(cdm):
     blocks = _code_maps({"releases": [{"name": "r", "folder": "r", "files": {}, "code map": entries}]})
     rows = [row for b in blocks if hasattr(b, "rows") for row in b.rows]
     assert any(f"{first} ({names[first]})" in row[3] for row in rows), rows[:2]
+
+
+def test_ugaclip_steps_describe_concepts_by_name(cdm):
+    """(b) UGACLIP's steps on a CDM (`trace_frame(names=)`, the view's steps table) describe each
+    item and partner by the concepts' names."""
+    from engine.anonymize.profiles import trace_frame
+    from engine.io.omop import read_omop
+    from engine.study.runs import ProfilesSettings, RunInputs
+    from engine.vocab import describe
+
+    ds = read_omop(cdm, codes="standard", labs=False).dataset("cdm")
+    names = ds.concepts.names
+    settings = ProfilesSettings(k=5, knowledge="single_visit", utility_hierarchy="cdm")
+    release = settings.run_result(RunInputs(ds.events, ds.events, concepts=ds.concepts)).release
+    steps = trace_frame(release, names)
+    single = steps[~steps["item"].str.startswith("{")]
+    assert len(single) and list(single["item description"]) == [names[i] for i in single["item"]]
+    assert list(steps["partner description"]) == [
+        describe(p, names=names) if p else "" for p in steps["partner"]
+    ]
+    assert list(trace_frame(release).columns) == ["action", "item", "partner"]
+    # a step's large item, written "{a,b,c,... (9 codes)}" by the trace, lists its first codes by name
+    big = "{" + ",".join(sorted(names)[:3]) + ",... (9 codes)}"
+    said = describe(big, names=names)
+    assert said.endswith(" or 6 more code(s) (the release's code map lists them)") and "—" not in said

@@ -553,9 +553,16 @@ def aclip(
     )
 
 
-def trace_frame(release: Release) -> pd.DataFrame:
-    """The method's steps in order: action, item, partner."""
-    return pd.DataFrame(release.params.get("trace", []), columns=["action", "item", "partner"])
+def trace_frame(release: Release, names: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """The method's steps in order: action, item, partner; with `names` (an OMOP CDM's concept names,
+    issue 37) also each one's `engine.vocab.describe`."""
+    from engine.vocab import describe
+
+    frame = pd.DataFrame(release.params.get("trace", []), columns=["action", "item", "partner"])
+    if names:
+        for col in ("item", "partner"):
+            frame[f"{col} description"] = [describe(v, names=names) if v else "" for v in frame[col]]
+    return frame
 
 
 def release_columns(release: Release) -> dict[str, np.ndarray]:

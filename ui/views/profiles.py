@@ -397,7 +397,8 @@ def _release_block(ctx: Context, method: str, run: ProfilesRun) -> None:
         blocked=None if run.check.ok else run.check.message(),
     )
     with st.expander(f"{method}: generalization and suppression steps"):
-        trace = trace_frame(run.release)
+        concepts = ctx.dataset.concepts  # a CDM's steps name its concepts (issue 37)
+        trace = trace_frame(run.release, None if concepts is None else concepts.names)
         st.dataframe(trace.head(500), hide_index=True, width="stretch")
         _download(
             trace,
