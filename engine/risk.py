@@ -1359,11 +1359,14 @@ def _item_text(item: str, need: int) -> str:
     return item if need <= 1 else f"{item} ×{need}"
 
 
-def _item_description(item: str, item_codes: Mapping[str, frozenset[str]] | None) -> str:
-    """`engine.vocab.describe`: ICD-9-CM and ICD-10-CM alike, a dash and the reason when unknown."""
+def _item_description(
+    item: str, item_codes: Mapping[str, frozenset[str]] | None, names: Mapping[str, str] | None
+) -> str:
+    """`engine.vocab.describe`: ICD-9-CM and ICD-10-CM alike, a CDM's concepts by their concept_name
+    (`names`, issue 37), a dash and the reason when unknown."""
     from engine.vocab import describe
 
-    return describe(item, item_codes)
+    return describe(item, item_codes, names=names)
 
 
 def riskiest_patterns(
@@ -1373,6 +1376,7 @@ def riskiest_patterns(
     matching: Matching = DEFAULT_MATCHING,
     *,
     n: int = 20,
+    names: Mapping[str, str] | None = None,
 ) -> pd.DataFrame:
     """The code patterns that single out the records at highest risk: for every target record, the
     known set with the fewest consistent candidates (its single-visit set, or its whole record),
@@ -1380,7 +1384,8 @@ def riskiest_patterns(
 
     Columns: `distinguishability`, `records` (target records whose riskiest known set this is),
     `items` (size of the pattern), `codes` ("; "-joined items, `×n` for required repeats), and
-    `descriptions` (ICD-9-CM text; a generalized item lists its codes). Sorted by distinguishability,
+    `descriptions` (`engine.vocab.describe`; an OMOP CDM's concepts by their concept names `names`,
+    `ConceptParents.names`; a generalized item lists its codes). Sorted by distinguishability,
     then by records (most first), then by codes; the first `n` rows.
     """
     ks = known_set_distinguishability(targets, candidates, knowledge, matching)
@@ -1404,6 +1409,7 @@ def riskiest_patterns(
     ).head(n)
     grouped["items"] = [len(p) for p in grouped["pattern"]]
     grouped["descriptions"] = [
-        "; ".join(_item_description(i, matching.item_codes) for i, _ in pat) for pat in grouped["pattern"]
+        "; ".join(_item_description(i, matching.item_codes, names) for i, _ in pat)
+        for pat in grouped["pattern"]
     ]
     return grouped[cols].reset_index(drop=True)

@@ -270,6 +270,9 @@ _HIERARCHY_ROOT = "Any"
 _PHECODE_PREFIX = "phe:"
 _AGE_PAIR_SEP = "|"
 _SET_MORE = re.compile(r"^…\+(\d+)$")  # `{250.00,250.01,250.02,…+41}#1f2e3d4c` (release.set_item_label)
+_TRACE_MORE = re.compile(
+    r"^\.\.\. \((\d+) codes\)$"
+)  # `{250.00,250.01,250.02,... (44 codes)}` (profiles._trace)
 _MAX_LISTED = 8  # members of a generalized item described one by one; the others counted
 
 
@@ -335,6 +338,9 @@ def describe(
         if members and (hit := _SET_MORE.match(members[-1])):
             more = int(hit.group(1))
             members = members[:-1]
+        elif members and (hit := _TRACE_MORE.match(members[-1])):
+            members = members[:-1]
+            more = int(hit.group(1)) - len(members)
         return _describe_members(members, more, names) if members else _missing("an empty generalized item")
     if _AGE_PAIR_SEP in item:
         code, _, age = item.rpartition(_AGE_PAIR_SEP)

@@ -63,15 +63,25 @@ def _original(
 
 
 def _patterns(
-    cohort: Records, population: Records, scope: str, knowledge: str, count_repeats: bool, n: int
+    cohort: Records,
+    population: Records,
+    scope: str,
+    knowledge: str,
+    count_repeats: bool,
+    n: int,
+    concepts=None,
 ) -> pd.DataFrame:
+    """The riskiest patterns, described by `engine.vocab.describe`; a CDM's concepts by their names."""
+    names = None if concepts is None else concepts.names
+    tree = None if concepts is None else concepts.fingerprint
+
     def compute() -> pd.DataFrame:
         cands = population if scope == "population" else cohort
         matching = risk.Matching(count_repeats=count_repeats)
-        found = risk.riskiest_patterns(cohort, cands, knowledge, matching, n=n)
-        return describe_patterns(found)  # ICD-9-CM and ICD-10-CM descriptions (engine.vocab.describe)
+        found = risk.riskiest_patterns(cohort, cands, knowledge, matching, n=n, names=names)
+        return describe_patterns(found, names)
 
-    return _memo("patterns", 16, cohort, population, compute, scope, knowledge, count_repeats, n)
+    return _memo("patterns", 16, cohort, population, compute, scope, knowledge, count_repeats, n, tree)
 
 
 def _explanations(cohort: Records, population: Records, scope: str, knowledge: str, k: int, row: int):
@@ -217,7 +227,9 @@ with st.spinner("Finding the riskiest code patterns..."):
         adv.knowledge,
         count_repeats and adv.knowledge == "all_visits",
         n_patterns,
+        ctx.dataset.concepts,
     )
+_names = None if ctx.dataset.concepts is None else ctx.dataset.concepts.names  # a CDM's concept names
 st.dataframe(patterns, hide_index=True, key="risk_patterns_table")
 table_download(patterns, "Download the patterns (CSV)", "risk_riskiest_patterns.csv", "dl_risk_patterns")
 
@@ -363,7 +375,9 @@ else:
         f"**Singles it out** ({where}; {e.singling_out_support} candidate(s) hold these codes, k = {k}):"
     )
     st.dataframe(
-        pd.DataFrame({"code": list(e.singling_out), "description": [describe(c) for c in e.singling_out]}),
+        pd.DataFrame(
+            {"code": list(e.singling_out), "description": [describe(c, names=_names) for c in e.singling_out]}
+        ),
         hide_index=True,
         key="risk_explain_codes",
     )

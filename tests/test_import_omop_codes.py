@@ -131,3 +131,35 @@ def test_cohort_page_describes_concepts_by_name(cdm, monkeypatch):
     names = at.session_state["context"].dataset.concepts.names
     tops = [d.value for d in at.dataframe if "description" in d.value.columns]
     assert tops and all(list(t["description"]) == [names[c] for c in t["code"]] for t in tops)
+
+
+def test_profiles_view_says_a_utility_policy_matching_no_code(cdm, monkeypatch):
+    """AppTest (issue 37): PNAS Table 1's ICD policy kept on a SNOMED CDM matches no code: the view
+    warns "the utility policy matches no code of these data: 0 of 18 constraints apply" and its measures
+    never read "18/18"."""
+    from engine.utility.queries import default_utility_policy
+    from tests.apptest_support import page_text, run_prompts
+    from ui.import_view import APPLIED
+
+    monkeypatch.setenv("COHORTSHIELD_DATA_ROOTS", str(cdm.parent))
+    spec = ImportSpec(source="omop", location=str(cdm), omop_codes="standard")
+    at = page_app(
+        view=("ui.views.profiles", "render_anonymize"),
+        state={"dataset_choice": "Import a source", APPLIED: (spec, "", None)},
+    )
+    at.run()
+    pnas = default_utility_policy()
+    at.session_state["profiles_utility_policy"] = pnas.to_frame()  # the editor keeps it: same default
+    at.run()
+    if run_prompts(at):
+        for b in at.button:
+            if b.key and b.key.startswith("profiles_run_") and b.key.endswith("_start"):
+                b.click()
+        at.run()
+    assert not at.exception, at.exception
+    n = len(pnas.diseases)
+    said = f"the utility policy matches no code of these data: 0 of {n} constraints apply"
+    assert any(said in w.value for w in at.warning), [w.value for w in at.warning]
+    measures = [d.value for d in at.dataframe if "utility constraints satisfied" in d.value.columns]
+    assert measures and all(set(m["utility constraints satisfied"]) == {said} for m in measures)
+    assert f"{n}/{n}" not in page_text(at)

@@ -248,3 +248,119 @@ def test_phewas_joins_genotypes_by_person_source_value(tmp_path, capsys):
     args[-1] = str(out2)
     assert main([*args, "--genotypes", str(by_hand)]) == 0
     assert pd.read_csv(out).equals(pd.read_csv(out2))
+
+
+def test_risk_patterns_describe_concepts_by_name(cdm):
+    """(b) The Risk page's riskiest patterns describe a CDM's concepts by their concept_name
+    (`riskiest_patterns(names=)` and `ui.risk_charts.describe_patterns(names=)`), never '— (not an
+    ICD-9-CM or ICD-10-CM code)'."""
+    from engine import risk
+    from engine.io.omop import read_omop
+    from engine.vocab import NO_DESCRIPTION
+    from ui.risk_charts import describe_patterns
+
+    ds = read_omop(cdm, codes="standard", labs=False).dataset("cdm")
+    names = ds.concepts.names
+    found = risk.riskiest_patterns(ds.events, ds.events, "single_visit", n=5, names=names)
+    assert len(found)
+    want = ["; ".join(names[c.rsplit(" ×", 1)[0]] for c in codes.split("; ")) for codes in found["codes"]]
+    assert list(found["descriptions"]) == want
+    shown = describe_patterns(found, names=names)
+    assert list(shown["descriptions"]) == want
+    assert not any(NO_DESCRIPTION in d for d in shown["descriptions"])
+
+
+def test_a_utility_policy_matching_no_code_is_said(cdm, tmp_path, capsys):
+    """(issue 37) ACLIP on the SNOMED CDM with PNAS Table 1's ICD policy: every constraint holds 0
+    records before and after, so it is not "18/18 satisfied" but "the utility policy matches no code of
+    these data: 0 of 18 constraints apply", in the CLI's summary and the view's measures table."""
+    from engine.anonymize.profiles import measures_table
+    from engine.commands.cli import main
+    from engine.io.omop import read_omop
+    from engine.study.runs import ProfilesSettings, RunInputs
+    from engine.utility.queries import satisfaction_words
+
+    ds = read_omop(cdm, codes="standard", labs=False).dataset("cdm")
+    settings = ProfilesSettings(algorithm="ACLIP", k=5, knowledge="single_visit")
+    run = settings.run_result(RunInputs(ds.events, ds.events))
+    n = len(run.satisfaction)
+    assert n and (run.satisfaction["original_records"] == 0).all()
+    said = f"the utility policy matches no code of these data: 0 of {n} constraints apply"
+    assert satisfaction_words(run.satisfaction) == said
+    assert measures_table({"ACLIP": run})["utility constraints satisfied"].tolist() == [said]
+
+    cohort = tmp_path / "cohort.csv"
+    pd.DataFrame({"patient_id": ds.events.patient_ids}).to_csv(cohort, index=False)
+    args = ["anonymize", "aclip", "--events", str(cdm), "--source", "omop", "--omop-codes", "standard",
+            "--cohort", str(cohort), "--k", "5", "--knowledge", "single_visit",
+            "--out", str(tmp_path / "out.csv"), "--codemap", str(tmp_path / "map.csv")]  # fmt: skip
+    assert main(args) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert said in out and f"satisfied {n}/{n}" not in out
+
+
+def test_code_map_describes_concepts_by_name(cdm, tmp_path, capsys):
+    """(b) The code map a CDM's release writes (`anonymize ugaclip --codemap`, `export.release_files`)
+    describes each original concept by its concept_name in a `description` column."""
+    from engine.commands.cli import main
+    from engine.io.export import read_text_csv
+    from engine.io.omop import read_omop
+
+    ds = read_omop(cdm, codes="standard", labs=False).dataset("cdm")
+    cohort = tmp_path / "cohort.csv"
+    pd.DataFrame({"patient_id": ds.events.patient_ids}).to_csv(cohort, index=False)
+    codemap = tmp_path / "map.csv"
+    args = ["anonymize", "ugaclip", "--events", str(cdm), "--source", "omop", "--omop-codes", "standard",
+            "--cohort", str(cohort), "--k", "5", "--knowledge", "single_visit", "--utility-hierarchy", "cdm",
+            "--out", str(tmp_path / "out.csv"), "--codemap", str(codemap)]  # fmt: skip
+    assert main(args) == 0, capsys.readouterr().err
+    got = read_text_csv(codemap.read_bytes())
+    assert "description" in got.columns, list(got.columns)
+    names = ds.concepts.names
+    assert list(got["description"]) == [names[c] for c in got["original_code"]]
+
+
+def test_report_code_map_describes_concepts_by_name(cdm):
+    """(b) The report's code map appendix describes a CDM release's concepts by their concept_name
+    (`code_map_entries(names=)`, rendered "SNOMED:... (name)"); without names it is as before."""
+    from engine.io.omop import read_omop
+    from engine.report.render import _code_maps
+    from engine.report.report import code_map_entries
+    from engine.study.runs import ProfilesSettings, RunInputs
+
+    ds = read_omop(cdm, codes="standard", labs=False).dataset("cdm")
+    names = ds.concepts.names
+    settings = ProfilesSettings(k=5, knowledge="single_visit", utility_hierarchy="cdm")
+    release = settings.run_result(RunInputs(ds.events, ds.events, concepts=ds.concepts)).release
+    entries = code_map_entries(release, names)
+    assert entries and all(e["descriptions"] == [names[c] for c in e["first codes"]] for e in entries)
+    assert "descriptions" not in code_map_entries(release)[0]
+    first = entries[0]["first codes"][0]
+    blocks = _code_maps({"releases": [{"name": "r", "folder": "r", "files": {}, "code map": entries}]})
+    rows = [row for b in blocks if hasattr(b, "rows") for row in b.rows]
+    assert any(f"{first} ({names[first]})" in row[3] for row in rows), rows[:2]
+
+
+def test_ugaclip_steps_describe_concepts_by_name(cdm):
+    """(b) UGACLIP's steps on a CDM (`trace_frame(names=)`, the view's steps table) describe each
+    item and partner by the concepts' names."""
+    from engine.anonymize.profiles import trace_frame
+    from engine.io.omop import read_omop
+    from engine.study.runs import ProfilesSettings, RunInputs
+    from engine.vocab import describe
+
+    ds = read_omop(cdm, codes="standard", labs=False).dataset("cdm")
+    names = ds.concepts.names
+    settings = ProfilesSettings(k=5, knowledge="single_visit", utility_hierarchy="cdm")
+    release = settings.run_result(RunInputs(ds.events, ds.events, concepts=ds.concepts)).release
+    steps = trace_frame(release, names)
+    single = steps[~steps["item"].str.startswith("{")]
+    assert len(single) and list(single["item description"]) == [names[i] for i in single["item"]]
+    assert list(steps["partner description"]) == [
+        describe(p, names=names) if p else "" for p in steps["partner"]
+    ]
+    assert list(trace_frame(release).columns) == ["action", "item", "partner"]
+    # a step's large item, written "{a,b,c,... (9 codes)}" by the trace, lists its first codes by name
+    big = "{" + ",".join(sorted(names)[:3]) + ",... (9 codes)}"
+    said = describe(big, names=names)
+    assert said.endswith(" or 6 more code(s) (the release's code map lists them)") and "—" not in said

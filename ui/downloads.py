@@ -301,6 +301,14 @@ def loaded_spellings() -> dict[str, tuple[str, ...]] | None:
     return None if ctx is None else getattr(ctx.dataset, "spellings", None)
 
 
+def loaded_concept_names() -> dict[str, str] | None:
+    """The loaded OMOP CDM's concept names (`ConceptParents.names`; issue 37), the code map's
+    descriptions of every export; None for other data."""
+    ctx = st.session_state.get("context")
+    concepts = None if ctx is None else getattr(ctx.dataset, "concepts", None)
+    return None if concepts is None else concepts.names
+
+
 def crosswalk_download(
     release: Release, pseudonyms: Pseudonyms, name: str, key: str, where: Any = st
 ) -> None:
@@ -339,7 +347,13 @@ def release_file_bytes(
     """The bytes a release download holds: `engine.io.export.release_files` (the gate again, on exactly
     what is written), gzip-compressed (deterministic, no time stamp) when `compress`."""
     out = release_files(
-        release, verification, adversary, k, loaded_spellings(), pseudonyms=session_pseudonyms()
+        release,
+        verification,
+        adversary,
+        k,
+        loaded_spellings(),
+        pseudonyms=session_pseudonyms(),
+        names=loaded_concept_names(),
     )
     return {n: gzip.compress(b, compresslevel=9, mtime=0) for n, b in out.items()} if compress else out
 

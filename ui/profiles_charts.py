@@ -14,6 +14,7 @@ SWEEP_LABELS = {  # sweep columns in words (issue 16)
     "privacy_constraints": "Privacy constraints",
     "utility_satisfied": "Utility constraints met",
     "utility_constraints": "Utility constraints",
+    "utility_constraints_applying": "Utility constraints matching a code of the data",
     "suppressed_codes": "Distinct codes suppressed",
     "share_suppressed_events": "Share of code instances suppressed",
     "generalized_items": "Generalized items",

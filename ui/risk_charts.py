@@ -116,13 +116,14 @@ def distinguishability_cdf_figure(
     return fig
 
 
-def describe_patterns(patterns: pd.DataFrame) -> pd.DataFrame:
+def describe_patterns(patterns: pd.DataFrame, names: Mapping[str, str] | None = None) -> pd.DataFrame:
     """`engine.risk.riskiest_patterns`' table with its `descriptions` column written by
     `engine.vocab.describe` from the `codes` column ("; "-joined items, `×n` for repeats): ICD-9-CM and
-    ICD-10-CM alike, "—" and a reason where a code has none (issue 26)."""
+    ICD-10-CM alike, an OMOP CDM's concepts by their concept names `names` (issue 37), "—" and a reason
+    where a code has none (issue 26)."""
     out = patterns.copy()
     out["descriptions"] = [
-        "; ".join(describe(item.rsplit(" ×", 1)[0]) for item in str(codes).split("; "))
+        "; ".join(describe(item.rsplit(" ×", 1)[0], names=names) for item in str(codes).split("; "))
         for codes in out["codes"]
     ]
     return out

@@ -553,9 +553,16 @@ def aclip(
     )
 
 
-def trace_frame(release: Release) -> pd.DataFrame:
-    """The method's steps in order: action, item, partner."""
-    return pd.DataFrame(release.params.get("trace", []), columns=["action", "item", "partner"])
+def trace_frame(release: Release, names: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """The method's steps in order: action, item, partner; with `names` (an OMOP CDM's concept names,
+    issue 37) also each one's `engine.vocab.describe`."""
+    from engine.vocab import describe
+
+    frame = pd.DataFrame(release.params.get("trace", []), columns=["action", "item", "partner"])
+    if names:
+        for col in ("item", "partner"):
+            frame[f"{col} description"] = [describe(v, names=names) if v else "" for v in frame[col]]
+    return frame
 
 
 def release_columns(release: Release) -> dict[str, np.ndarray]:
@@ -594,6 +601,8 @@ class ProfilesRun:
 
     def summary(self) -> dict:
         """One row of the Figures 3-4 sweeps."""
+        from engine.utility.queries import constraints_applying
+
         loss = self.release.loss
         return {
             "method": self.method,
@@ -602,6 +611,7 @@ class ProfilesRun:
             "privacy_constraints": len(self.policy),
             "utility_satisfied": int(self.satisfaction["satisfied"].sum()),
             "utility_constraints": len(self.satisfaction),
+            "utility_constraints_applying": constraints_applying(self.satisfaction),
             "suppressed_codes": loss["suppressed_codes"],
             "share_suppressed_events": loss["share_suppressed_events"],
             "generalized_items": loss["generalized_items"],
@@ -614,7 +624,10 @@ class ProfilesRun:
 
 def measures_table(runs: Mapping[str, ProfilesRun]) -> pd.DataFrame:
     """One row per run, the PNAS "Results" measures in words: the privacy policy's check, the risk
-    engine's verdict, utility constraints satisfied, suppression, generalized items, NCP and RE."""
+    engine's verdict, utility constraints satisfied (`satisfaction_words`: a policy matching no code
+    of the data says so), suppression, generalized items, NCP and RE."""
+    from engine.utility.queries import satisfaction_words
+
     rows = []
     for m, r in runs.items():
         s = r.summary()
@@ -623,7 +636,7 @@ def measures_table(runs: Mapping[str, ProfilesRun]) -> pd.DataFrame:
                 "method": m,
                 "privacy policy": "satisfied" if r.check.ok else f"{r.check.n_violated} violated",
                 "risk engine": "verified" if r.verification.ok else "not verified",
-                "utility constraints satisfied": f"{s['utility_satisfied']}/{s['utility_constraints']}",
+                "utility constraints satisfied": satisfaction_words(r.satisfaction),
                 "codes suppressed": f"{s['suppressed_codes']} ({r.release.loss['share_suppressed_codes']:.2%} of codes)",
                 "events suppressed": f"{s['share_suppressed_events']:.2%}",
                 "generalized items": s["generalized_items"],

@@ -156,6 +156,7 @@ def run(args: argparse.Namespace) -> int:
 
     cells = min_cell_of(args)
     from engine.study.runs import CDM_HIERARCHY_NEEDS, RunInputs
+    from engine.utility.queries import satisfaction_words
 
     method = args.profiles_method
     check_release_k(args.k)
@@ -238,6 +239,6 @@ def run(args: argparse.Namespace) -> int:
         f"{method} k={args.k} {args.knowledge}: {cohort.n_patients} records, {len(policy)} privacy constraints; "
         f"{release.loss['generalized_items']} generalized items, {release.loss['suppressed_codes']} codes suppressed "
         f"({release.loss['share_suppressed_events']:.2%} of events); utility constraints satisfied "
-        f"{int(sat['satisfied'].sum())}/{len(sat)}; RE mean {re_.mean:.3f} (sd {re_.std:.3f}); {verification.message()} Release {export.structure_note(release)}."
+        f"{satisfaction_words(sat)}; RE mean {re_.mean:.3f} (sd {re_.std:.3f}); {verification.message()} Release {export.structure_note(release)}."
     )
     return 0

@@ -329,6 +329,7 @@ def publish(
     folder = dataset_folder_of(args)
     genotypes = load_genotypes_checked(args.genotypes, InputOptions.of(args)).data if folder else None
     pseudonyms = pseudonyms_of(args)
+    names = None if inputs.concepts is None else inputs.concepts.names  # the code map's descriptions
     outcome = export.publish(
         release,
         verification,
@@ -339,6 +340,7 @@ def publish(
         spellings=inputs.spellings,
         pseudonyms=pseudonyms,
         crosswalk_path=getattr(args, "crosswalk", None),
+        names=names,
     )
     if rho_record is not None:
         outcome["sensitive"] = rho_record
@@ -350,7 +352,7 @@ def publish(
         return outcome
     assert genotypes is not None
     files = dataset_export.dataset_files(
-        release, verification, adversary, k, genotypes, inputs.spellings, pseudonyms=pseudonyms
+        release, verification, adversary, k, genotypes, inputs.spellings, pseudonyms=pseudonyms, names=names
     )
     folder.mkdir(exist_ok=True)
     outcome["dataset"] = {"folder": str(folder), "files": dataset_export.write_dataset(files, folder)}

@@ -641,6 +641,7 @@ def report_study(args: argparse.Namespace) -> int:
         recipient=args.recipient,
         reproducible=True,
         biobank=inputs.biobank,
+        names=None if inputs.concepts is None else inputs.concepts.names,  # a CDM's concept names
     )
     out.mkdir(exist_ok=True)
     files = {

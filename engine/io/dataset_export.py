@@ -141,6 +141,7 @@ _DESCRIBED: dict[tuple[str, str], tuple[str, str, str, str]] = {
     (CODE_MAP_FILE, "released_item"): ("a released item of phenotypes.csv", "string", "", ""),
     (CODE_MAP_FILE, "original_code"): ("an original code the released item stands for", "string", "", ""),
     (CODE_MAP_FILE, "source_spelling"): ("the original code as the source spelled it", "string", "", ""),
+    (CODE_MAP_FILE, "description"): ("the original code's concept_name (an OMOP CDM)", "string", "", ""),
     (CODE_MAP_FILE, "note"): ("how the files' text cells are written (first row)", "string", "", ""),
     (GENOTYPES_FILE, _ID): (_RELEASE_ID, "string", "", "R followed by a zero-padded number"),
 }
@@ -174,14 +175,18 @@ def dataset_files(
     *,
     pseudonyms: Pseudonyms,
     gated: Mapping[str, bytes] | None = None,
+    names: Mapping[str, str] | None = None,
 ) -> dict[str, bytes]:
     """The dataset's files (`DATASET_FILES`, module docstring) after the export gate
     (`export.release_files` raises `ExportRefused` for a release it would not write): the release
     file as `phenotypes.csv`, its code map, and the subjects, genotypes and data dictionary under
     `subject_ids`. `gated`: the gate's files of this release already made (a study's, checked against
-    the sha256 it recorded), taken as they are after `export.gate` passes again."""
+    the sha256 it recorded), taken as they are after `export.gate` passes again. `names`: a CDM's
+    concept names, the code map's descriptions."""
     if gated is None:
-        gated = export.release_files(release, verification, adversary, k, spellings, pseudonyms=pseudonyms)
+        gated = export.release_files(
+            release, verification, adversary, k, spellings, pseudonyms=pseudonyms, names=names
+        )
     else:
         export.gate(release, verification, adversary, k)
     ids = subject_ids(release, pseudonyms)

@@ -166,14 +166,21 @@ def release_files(
     spellings: Mapping[str, Sequence[str]] | None = None,
     *,
     pseudonyms: Pseudonyms,
+    names: Mapping[str, str] | None = None,
 ) -> dict[str, bytes]:
     """After `gate`: the bytes of `release.csv` (`pseudonymous_frame`: release ids, visits numbered)
     and `code_map.csv` (`released_item`, `original_code` for the items present, `source_spelling` when
     `spellings` is given (`Dataset.spellings`: the codes' spellings in the source, kept after
-    normalization), and `note` stating the neutralization rule on its first row), every text cell
-    neutralized. Relabelling changes no count: the verification holds for the file as written."""
+    normalization), `description` when `names` is given (an OMOP CDM's concept names,
+    `ConceptParents.names`, through `engine.vocab.describe`; issue 37), and `note` stating the
+    neutralization rule on its first row), every text cell neutralized. Relabelling changes no count:
+    the verification holds for the file as written."""
+    from engine.vocab import describe
+
     gate(release, verification, adversary, k)
     cmap = release.exported_code_map(spellings)
+    if names:
+        cmap["description"] = [describe(c, names=names) for c in cmap["original_code"]]
     cmap["note"] = [NEUTRALIZE_RULE] + [""] * (len(cmap) - 1) if len(cmap) else []
     return {
         RELEASE_FILE: safe_csv_bytes(pseudonymous_frame(release, pseudonyms)),
@@ -386,13 +393,15 @@ def publish(
     spellings: Mapping[str, Sequence[str]] | None = None,
     pseudonyms: Pseudonyms,
     crosswalk_path: Path | str | None = None,
+    names: Mapping[str, str] | None = None,
 ) -> dict:
     """Write the release files through the gate, or refuse and remove the stale files an earlier
     run left at `paths` (`RELEASE_FILE` / `CODE_MAP_FILE` -> path). `blocked` is a reason from the
     method's own checks that refuses the export too. Returns the JSON-ready record for a report:
     `release_fingerprint`, `shows_visits`, `written`, `files` (path -> sha256 of the bytes written),
     `refused` (the reason, or None) and `removed_stale` (paths deleted). `crosswalk_path`: also write
-    the crosswalk (release id -> source id) there, with the release files as one set."""
+    the crosswalk (release id -> source id) there, with the release files as one set. `names`: a CDM's
+    concept names, the code map's descriptions (`release_files`)."""
     out: dict = {
         "release_fingerprint": release.fingerprint,
         "shows_visits": release.shows_visits,
@@ -404,7 +413,9 @@ def publish(
     try:
         if blocked:
             raise ExportRefused(blocked)
-        files = release_files(release, verification, adversary, k, spellings, pseudonyms=pseudonyms)
+        files = release_files(
+            release, verification, adversary, k, spellings, pseudonyms=pseudonyms, names=names
+        )
     except ExportRefused as exc:
         out["refused"] = str(exc)
         stale = {**paths, **({CROSSWALK_FILE: crosswalk_path} if crosswalk_path else {})}

@@ -681,6 +681,15 @@ def _records(d: dict[str, Any]) -> list[Block]:
     return blocks + _code_maps(d)
 
 
+def _stands_for(entry: dict[str, Any]) -> list[str]:
+    """The first codes of a code map entry, each with its description when the entry has them (an
+    OMOP CDM's concept names, `report.code_map_entries`)."""
+    described = entry.get("descriptions")
+    if not described:
+        return list(entry["first codes"])
+    return [f"{c} ({text})" for c, text in zip(entry["first codes"], described, strict=True)]
+
+
 def _code_maps(d: dict[str, Any]) -> list[Block]:
     """Appendix: every release's generalized items, readable, with their label in the files and the
     codes they stand for (the first few; the whole map is the release's code_map.csv)."""
@@ -709,7 +718,7 @@ def _code_maps(d: dict[str, Any]) -> list[Block]:
                         e["readable"],
                         e["item"],
                         f"{e['codes']:,}",
-                        ", ".join(e["first codes"])
+                        ", ".join(_stands_for(e))
                         + (
                             f" and {e['codes'] - len(e['first codes']):,} more"
                             if e["codes"] > len(e["first codes"])

@@ -363,10 +363,13 @@ def utility_figures(cohort: Records, release: Release, figures: FileFigures) -> 
     }
 
 
-def code_map_entries(release: Release) -> list[dict[str, Any]]:
+def code_map_entries(release: Release, names: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     """The generalized items of a release for the report's code map appendix: the label in the
     files, its readable form, its number of codes and the first `CODE_MAP_CODES` of them (the whole
-    map is the release's code_map.csv)."""
+    map is the release's code_map.csv); with `names` (an OMOP CDM's concept names, issue 37) also
+    `descriptions`, those codes' `engine.vocab.describe`."""
+    from engine.vocab import describe
+
     out: list[dict[str, Any]] = []
     for item in map(str, release.present_items()):
         codes = sorted(release.codes_of(item))
@@ -382,6 +385,11 @@ def code_map_entries(release: Release) -> list[dict[str, Any]]:
                 "readable": readable_item(item, codes, release.age_pairs),
                 "codes": len(codes),
                 "first codes": codes[:CODE_MAP_CODES],
+                **(
+                    {"descriptions": [describe(c, names=names) for c in codes[:CODE_MAP_CODES]]}
+                    if names
+                    else {}
+                ),
             }
         )
     out.sort(key=lambda e: (-int(e["codes"]), str(e["item"])))
@@ -724,6 +732,7 @@ def build_report(
     headlines: Mapping[str, Any] | None = None,
     public: Mapping[str, Release] | None = None,
     biobank: Records | None = None,
+    names: Mapping[str, str] | None = None,
 ) -> Report:
     """The report of `study` on the given current releases (by name; study order), against the
     original `cohort` and the `population` it was drawn from. PheWAS figures come from `phewas`,
@@ -739,8 +748,8 @@ def build_report(
     `engine.study.compare.headline` when already made, by name. `recipient` (to whom the data goes) is left to the officer. `public`:
     the study's public releases left out of this report, by name (held by every recipient, so judged
     with the bundle's releases: issue 35). `biobank`: the study's biobank group when it has one (a
-    completed DEMO_B release's paper's procedure is run on it). Raises ReportError for inconsistent
-    inputs."""
+    completed DEMO_B release's paper's procedure is run on it). `names`: an OMOP CDM's concept names, the
+    code map appendix's descriptions (issue 37). Raises ReportError for inconsistent inputs."""
     entries = _check_inputs(study, releases)
     adv, k = study.adversary, study.k
     before_cache: dict[bool, np.ndarray] = {}
@@ -881,7 +890,7 @@ def build_report(
             "loss figures in the appendix": loss_refs,
             "exported": bool(files),
             "files": {name: sha256_of(files[name]) for name in sorted(files)},
-            "code map": code_map_entries(rel),
+            "code map": code_map_entries(rel, names),
             "cdf before": cdf_points(before(repeats), k) if repeats else None,
             "cdf after": cdf_points(v.distinguishability, k),
         }

@@ -336,6 +336,25 @@ def utility_satisfaction(
     return pd.DataFrame(rows, columns=["disease", "original_records", "released_records", "satisfied"])
 
 
+def constraints_applying(satisfaction: pd.DataFrame) -> int:
+    """The utility constraints that match a code of the data (`utility_satisfaction`'s rows with an
+    original record): a constraint of none holds 0 records before and after, satisfied vacuously."""
+    return int((satisfaction["original_records"] > 0).sum())
+
+
+def satisfaction_words(satisfaction: pd.DataFrame) -> str:
+    """Utility constraints satisfied in words, for the CLI and the view (issue 37: PNAS Table 1's ICD
+    policy matches no code of a SNOMED CDM, and its 18 constraints were "18/18 satisfied"): "12/18",
+    "12/18 (3 match no code of these data)", or "the utility policy matches no code of these data:
+    0 of 18 constraints apply"."""
+    n = len(satisfaction)
+    applying = constraints_applying(satisfaction)
+    if n and not applying:
+        return f"the utility policy matches no code of these data: 0 of {n} constraints apply"
+    done = f"{int(satisfaction['satisfied'].sum())}/{n}"
+    return done if applying == n else f"{done} ({n - applying} match no code of these data)"
+
+
 def satisfaction_table(results: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     """Table 1's layout: one row per disease, one ✓ column per method."""
     out: pd.DataFrame | None = None

@@ -39,6 +39,7 @@ from engine.utility.queries import (
     UtilityPolicy,
     read_utility_policy,
     satisfaction_table,
+    satisfaction_words,
     utility_policy_from_frame,
 )
 from ui import cache, errors, honest, literal, persist, state
@@ -359,13 +360,19 @@ def _release_block(ctx: Context, method: str, run: ProfilesRun) -> None:
         st.error(f"{run.check.message()} {run.verification.message()} No download until verified.")
         st.dataframe(run.check.failing(), hide_index=True)
     s = run.summary()
+    if s["utility_constraints"] and not s["utility_constraints_applying"]:
+        # issue 37: PNAS Table 1's ICD codes on a SNOMED CDM were "18 of 18 met"
+        st.warning(
+            f"{method}: {satisfaction_words(run.satisfaction)}; no constraint measures what the release "
+            "keeps. Load or edit a policy in the data's codes."
+        )
     honest.headline(
         run.release,
         ctx.cohort,
         internal=[
             (
                 "Utility constraints met (method-internal)",
-                f"{s['utility_satisfied']} of {s['utility_constraints']}",
+                satisfaction_words(run.satisfaction),
                 help_for("utility_constraint", "method_internal"),
             ),
             ("NCP (method-internal)", fmt.percent(s["ncp"], 2), help_for("ncp", "method_internal")),
@@ -390,7 +397,8 @@ def _release_block(ctx: Context, method: str, run: ProfilesRun) -> None:
         blocked=None if run.check.ok else run.check.message(),
     )
     with st.expander(f"{method}: generalization and suppression steps"):
-        trace = trace_frame(run.release)
+        concepts = ctx.dataset.concepts  # a CDM's steps name its concepts (issue 37)
+        trace = trace_frame(run.release, None if concepts is None else concepts.names)
         st.dataframe(trace.head(500), hide_index=True, width="stretch")
         _download(
             trace,
