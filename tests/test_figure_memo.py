@@ -59,6 +59,26 @@ def test_a_second_risk_run_at_the_same_k_does_not_rebuild_the_cdf(monkeypatch: p
 
 
 @needs_sample
+@pytest.mark.parametrize(
+    ("page", "module", "name"),
+    [
+        ("pages/phewas.py", "ui.phewas_charts", "manhattan_figure"),
+        ("pages/cohort.py", "ui.cohort_view", "rank_frequency_figure"),
+        ("pages/cohort.py", "ui.cohort_view", "distribution_figure"),
+    ],
+)
+def test_a_second_run_of_the_bench_pages_at_the_same_k_does_not_rebuild_their_figures(
+    monkeypatch: pytest.MonkeyPatch, page: str, module: str, name: str
+) -> None:
+    import importlib
+
+    calls = _counting(monkeypatch, importlib.import_module(module), name)
+    first, again, _ = _rerun_builds(page_app(page), calls)
+    assert first >= 1
+    assert again == 0
+
+
+@needs_sample
 @pytest.mark.parametrize("name", ["distinguishability_cdf_figure", "cul_histogram", "retention_figure"])
 def test_a_second_gccens_run_at_the_same_k_does_not_rebuild_its_figures(
     monkeypatch: pytest.MonkeyPatch, name: str
