@@ -6,6 +6,7 @@ import streamlit as st
 from engine.records import Records
 from ui import (
     cache,
+    figure_memo,
     persist,  # noqa: F401 - declares this page's kept widgets (their defaults) before they are drawn
     steps,
 )
@@ -160,7 +161,9 @@ for col, (label, records) in zip((left, right), groups.items(), strict=True):
 
 st.subheader("Code frequency distribution")
 freq = _rank_frequency(groups)
-st.plotly_chart(cv.rank_frequency_figure(freq), width="stretch", key="rank_frequency_chart")
+st.plotly_chart(
+    figure_memo.built(cv.rank_frequency_figure, freq), width="stretch", key="rank_frequency_chart"
+)
 table_download(
     freq,
     "Download the rank/frequency data (CSV)",
@@ -177,7 +180,10 @@ measure = st.selectbox(
     format_func=lambda s: s.replace("_", " "),
 )
 dist = _distribution(groups, measure)
-st.plotly_chart(cv.distribution_figure(dist, f"{measure.replace('_', ' ')} per patient"), width="stretch")
+st.plotly_chart(
+    figure_memo.built(cv.distribution_figure, dist, f"{measure.replace('_', ' ')} per patient"),
+    width="stretch",
+)
 table_download(
     dist,
     f"Download {measure.replace('_', ' ')} per patient (CSV)",

@@ -13,7 +13,7 @@ from engine.release import Release
 from engine.report.glossary import help_for
 from engine.report.table4 import Table4Release, guarantee_table, guarantee_words
 from engine.utility import phewas
-from ui import cache, honest, measures, threshold
+from ui import cache, figure_memo, honest, measures, threshold
 from ui import format as fmt
 from ui import study as session_study
 from ui.context import current, warn_if_whole_population
@@ -238,11 +238,11 @@ if pairs:
         note = r2_note(df, snp)
         if note:
             st.caption(md(f"{name}: {note}"))
-    st.plotly_chart(qq_figure(pairs, snp, float(alpha)), width="stretch")
+    st.plotly_chart(figure_memo.built(qq_figure, pairs, snp, float(alpha)), width="stretch")
     st.caption("The ringed points: the largest changes of each release (hover a point for its phenotype).")
     st.dataframe(largest_changes(pairs, snp), hide_index=True, width="stretch", key="phewas_largest")
     st.subheader("Change in -log10 p (Figures 7-12)")
-    st.plotly_chart(change_histogram(pairs, snp), width="stretch")
+    st.plotly_chart(figure_memo.built(change_histogram, pairs, snp), width="stretch")
     all_pairs = pd.concat(pairs.values(), ignore_index=True)
     table_download(
         all_pairs,
@@ -256,7 +256,7 @@ if pairs:
     )
 
 st.subheader("Manhattan plot")
-st.plotly_chart(manhattan_figure(original, pairs, snp, float(alpha)), width="stretch")
+st.plotly_chart(figure_memo.built(manhattan_figure, original, pairs, snp, float(alpha)), width="stretch")
 st.subheader(f"Associations at {p_col} ≤ {alpha} in the original data, {md(snp)}")
 sig = original[(original["snp"] == snp) & (original[p_col] <= alpha)].sort_values("p")
 st.dataframe(sig.assign(neglog10_p=-np.log10(sig["p"])), hide_index=True, width="stretch")

@@ -21,6 +21,7 @@ from engine.vocab import describe
 from ui import (
     cache,
     errors,
+    figure_memo,
     honest,
     literal,
     persist,  # noqa: F401 - declares this page's kept widgets (their defaults) before they are drawn
@@ -176,8 +177,12 @@ st.caption(
     "Share of cohort records at or below each distinguishability (x on a log scale), one curve per adversary; "
     "the sidebar's adversary is drawn thicker."
 )
-fig = distinguishability_cdf_figure(
-    curves, k, "Original cohort: distinguishability by adversary", highlight=adv.label
+fig = figure_memo.built(  # issue 40: a rerun at the same k does not build it again
+    distinguishability_cdf_figure,
+    curves,
+    k,
+    "Original cohort: distinguishability by adversary",
+    highlight=adv.label,
 )
 st.plotly_chart(fig, key="risk_cdf_adversaries")
 summary = _summary_table(curves, k)
@@ -267,7 +272,8 @@ else:
             }
         )
     step.bar.empty()
-    fig2 = distinguishability_cdf_figure(
+    fig2 = figure_memo.built(
+        distinguishability_cdf_figure,
         before_after,
         k,
         "Before and after anonymization",

@@ -312,3 +312,59 @@ def test_a_fork_waits_for_a_preload_under_way(monkeypatch) -> None:
     ahead.join(10)
     forking.join(30)
     assert order == ["loaded", "forked"]
+
+
+class _Sample:
+    """Stands for the shipped sample (marked shipped as `ui.cache.load_shipped` marks it)."""
+
+
+def _stores_shared(progress) -> int:
+    from ui import cache
+
+    progress(0.0, "start")
+    time.sleep(0.5)
+    cache.put("test superseded", "answer", os.getpid(), size=2, data=_SAMPLE)
+    return os.getpid()
+
+
+_SAMPLE = _Sample()
+
+
+def test_a_superseded_run_with_a_shared_result_finishes_and_stores_it(session) -> None:
+    """Issue 40, finding 7: a k typed over another killed the first k's run; one whose result is
+    shared now finishes in the background and its entry lands in the process-wide cache."""
+    from streamlit.runtime.scriptrunner_utils.exceptions import RerunException
+
+    from ui import cache, worker
+
+    cache._mark(_SAMPLE)
+    ended: list[bool] = []
+    with pytest.raises(RerunException):
+        worker.run(_stores_shared, _Tracker(patience=1), key="k", job=5, end=lambda: ended.append(True))
+    old = session[worker._WORKERS]["k"].worker.pid
+    worker.run(_slow, _Tracker(), key="k", job=6)
+    for _ in range(100):
+        if ended:
+            break
+        time.sleep(0.05)
+    assert ended, "the superseded run's claim never ended"
+    assert cache.held("test superseded", "answer", data=_SAMPLE) == old
+    assert not _alive(old)
+    assert worker._FINISHING not in session[worker._WORKERS]
+
+
+def test_a_session_lets_one_superseded_run_finish_and_kills_the_next(session) -> None:
+    from streamlit.runtime.scriptrunner_utils.exceptions import RerunException
+
+    from ui import worker
+
+    pids = []
+    for job in (1, 2):
+        with pytest.raises(RerunException):
+            worker.run(_slow, _Tracker(patience=1), key="k", job=job, end=lambda: None)
+        pids.append(session[worker._WORKERS]["k"].worker.pid)
+    # the first finishes in the background, the second is killed by the third
+    worker.run(lambda progress: os.getpid(), _Tracker(), key="k", job=3)
+    assert not _alive(pids[1])
+    finishing = session[worker._WORKERS].get(worker._FINISHING)
+    assert finishing is not None and finishing.worker.pid == pids[0]

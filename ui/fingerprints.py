@@ -11,6 +11,7 @@ nothing itself: every key names the data by one of these fingerprints (or `Recor
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -86,3 +87,40 @@ def release_key(release: Release) -> str:
     """Everything a computation on a release may read: `Release.content_fingerprint` (the method,
     records, population, item map, parameters, structure, export, suppressions and source)."""
     return release.content_fingerprint
+
+
+def value_fingerprint(value: Any) -> str:
+    """sha256 of a figure's or table's inputs (issue 40, finding 7): numpy arrays, frames and series
+    by every value, mappings and sequences item by item in order, scalars by type and repr. Any other
+    type is a TypeError (a key that named it by identity could serve another input's result)."""
+    h = hashlib.sha256()
+    _update_value(h, value)
+    return h.hexdigest()
+
+
+def _update_value(h: Any, value: Any) -> None:
+    if value is None or isinstance(value, str | bytes | bool | int | float | np.generic):
+        h.update(f"{type(value).__name__}:{value!r};".encode())
+    elif isinstance(value, np.ndarray):
+        h.update(f"array:{value.dtype}:{value.shape};".encode())
+        if value.dtype.kind == "O":
+            h.update("\x1f".join(map(repr, value.ravel().tolist())).encode())
+        else:
+            h.update(np.ascontiguousarray(value).tobytes())
+    elif isinstance(value, pd.DataFrame):
+        h.update(f"frame:{_fingerprint(value)};".encode())
+    elif isinstance(value, pd.Series):
+        h.update(f"series:{value.name!r}:{_fingerprint(value.to_frame())};".encode())
+    elif isinstance(value, Mapping):
+        h.update(f"mapping:{len(value)}(".encode())
+        for k, v in value.items():
+            _update_value(h, k)
+            _update_value(h, v)
+        h.update(b")")
+    elif isinstance(value, list | tuple):
+        h.update(f"{type(value).__name__}:{len(value)}(".encode())
+        for v in value:
+            _update_value(h, v)
+        h.update(b")")
+    else:
+        raise TypeError(f"no content fingerprint for {type(value).__name__}")

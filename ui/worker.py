@@ -7,7 +7,9 @@ work has a core of its own. The progress bar moves with the child's reports.
 While it waits, the script asks Streamlit whether this run is still wanted (`tracker.check`):
 - a rerun of the page (the user changed something: Streamlit's RerunException) leaves the worker running: the next run that asks
   for the same job at the same place takes it up where it is, so a change elsewhere on the page loses
-  no work; a run that asks for another job there kills it (the superseded run is cancelled);
+  no work; a run that asks for another job there kills it (the superseded run is cancelled), unless
+  its result is shared and the session lets no other finish: then it finishes in the background and
+  its result lands in the shared cache (`_let_finish`, issue 40);
 - `cancel(key)` (the Cancel button) kills it at once;
 - the session's end (the tab closed: Streamlit releases the session's resources) kills and reaps
   every worker the session left running (`_session_end`; issue 40: they stayed for over 60 s);
@@ -42,6 +44,7 @@ T = TypeVar("T")
 _WORKERS = "_workers"  # session state: run key -> the worker running there (`_Running`)
 state.declare(__name__, held={_WORKERS: ABSENT})
 _ABANDONED_S = 60.0
+_FINISHING = "\x00superseded"  # the slot of the one superseded run a session lets finish (`_let_finish`)
 _JOURNAL: list[list] = []  # in the child: the cache entries `compute` stored
 _ALL: dict[int, _Running] = {}  # every session's workers, for the sweep of abandoned ones
 _ALL_LOCK = threading.Lock()
@@ -181,6 +184,36 @@ def _forget(key: str) -> _Running | None:
     return running
 
 
+def _let_finish(mine: dict[str, _Running], key: str, running: _Running) -> bool:
+    """Let a superseded run finish in the background instead of killing it, when its result is
+    shared (it holds a claim on a process-wide cache key: the shipped sample's) and this session lets
+    no other finish (issue 40, finding 7: a k typed over another was killed, so the Risk and Anonymize
+    pages finished only when changes stopped; its result serves the next session asking that k). Its
+    session entries are dropped (their state is not touched outside a script run); the sweep of
+    abandoned workers still kills it `_ABANDONED_S` after its last wait, and the session's end too."""
+    if running.end is None or _FINISHING in mine or not running.worker.alive():
+        return False
+    mine.pop(key)
+    mine[_FINISHING] = running
+    threading.Thread(target=_finish, args=(mine, running), name="superseded run", daemon=True).start()
+    return True
+
+
+def _finish(mine: dict[str, _Running], running: _Running) -> None:
+    """Wait for a superseded run (`_let_finish`), store its shared entries, end its claim."""
+    try:
+        running.worker.wait()
+        cache.replay([e for e in running.worker.extra or [] if e.shared])
+    except Exception:  # killed meanwhile (the session's end, the sweep) or failed: nothing to store
+        logging.getLogger(__name__).debug("a superseded run ended without a result", exc_info=True)
+    finally:
+        if mine.get(_FINISHING) is running:
+            mine.pop(_FINISHING)
+        with _ALL_LOCK:
+            _ALL.pop(id(running), None)
+        running.stop()
+
+
 def cancel(key: str) -> None:
     """Kill the worker running at `key` in this session, if any (the Cancel button)."""
     running = _forget(key)
@@ -214,7 +247,8 @@ def run(
     mine: dict[str, _Running] = st.session_state.setdefault(_WORKERS, {})
     running = mine.get(key)
     if running is not None and running.job != job:
-        cancel(key)
+        if not _let_finish(mine, key, running):
+            cancel(key)
         running = None
     if running is None:
         try:

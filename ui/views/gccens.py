@@ -20,6 +20,7 @@ from dataclasses import replace
 
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
 from engine import risk
@@ -50,7 +51,7 @@ from engine.utility.censoring import (
     records_side_by_side,
     release_cul,
 )
-from ui import cache, honest, persist
+from ui import cache, figure_memo, honest, persist
 from ui import format as fmt
 from ui import progress as progress_ui
 from ui.context import Context
@@ -421,6 +422,13 @@ def _stale_caption(settings: GCCensSettings) -> str:
     )
 
 
+def _cdf_figure(curves: dict[str, np.ndarray], k: int, codes_label: str) -> go.Figure:
+    """Figure 4's CDF, the code set named over its legend (memoized whole: `ui.figure_memo`)."""
+    cdf = distinguishability_cdf_figure(curves, k, highlight="released", dashed=["capped"])
+    cdf.update_layout(legend_title_text=codes_label)
+    return cdf
+
+
 def _results(ctx: Context, release: Release, settings: GCCensSettings, *, stale: bool = False) -> None:
     """The release's verdicts, measures, charts, downloads and records, under the parameters it was
     made with (`settings`); `stale`: a previous run's, drawn greyed, with neither "Add to study" nor
@@ -507,15 +515,13 @@ def _results(ctx: Context, release: Release, settings: GCCensSettings, *, stale:
     with left:
         st.markdown("**Risk before and after** (distinguishability CDF, Figure 4)")
         curves = {"original": before, "capped": capped_dis, "released": verification.distinguishability}
-        cdf = distinguishability_cdf_figure(curves, k, highlight="released", dashed=["capped"])
-        cdf.update_layout(legend_title_text=codes_label)
-        st.plotly_chart(cdf, key="gcc_cdf")
+        st.plotly_chart(figure_memo.built(_cdf_figure, curves, k, codes_label), key="gcc_cdf")
         _download(
             cdf_frame(curves), "Download the risk CDF, before and after (CSV)", "gccens_cdf.csv", "gcc_dl_cdf"
         )
     with right:
         st.markdown("**CUL distribution** (censored codes / codes in the capped record, method-internal)")
-        st.plotly_chart(cul_histogram(loss), key="gcc_culhist")
+        st.plotly_chart(figure_memo.built(cul_histogram, loss), key="gcc_culhist")
         both = pd.DataFrame(
             [
                 {
@@ -574,7 +580,7 @@ def _results(ctx: Context, release: Release, settings: GCCensSettings, *, stale:
             "gcc_dl_variants",
         )
     with r2:
-        st.plotly_chart(retention_figure(compare), key="gcc_variants")
+        st.plotly_chart(figure_memo.built(retention_figure, compare), key="gcc_variants")
 
     st.markdown("**Released records beside the originals** (the selected codes of each record)")
     modified = loss.loc[loss["censored"] > 0, "patient_id"].astype(str).tolist()
