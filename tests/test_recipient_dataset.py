@@ -382,3 +382,28 @@ def test_genotypes_in_release_ids_against_the_cohort_are_a_clear_error(generaliz
     err = capsys.readouterr().err
     assert str(genotypes) in err and "release ids" in err and "--dataset" in err
     assert not out.exists()
+
+
+def test_the_dataset_is_signed_and_a_recipient_verifies_it(generalized, tmp_path, capsys) -> None:
+    """Issue 39: "Every bundle or dataset is signed": `anonymize ... --dataset DIR` signs the dataset's
+    manifest with the office key; `verify DIR --key OFFICE.pub` checks it and names a changed, added or
+    missing file."""
+    import shutil
+
+    from engine.report.signing import office_public_key_path
+
+    key = office_public_key_path()
+    folder = tmp_path / "received"
+    shutil.copytree(generalized["dataset"], folder)
+    capsys.readouterr()
+    assert main(["verify", str(folder), "--key", str(key)]) == 0
+    assert "verified" in capsys.readouterr().out
+    (folder / "genotypes.csv").write_text((folder / "genotypes.csv").read_text() + "x,0\n")
+    (folder / "extra.csv").write_text("a\n")
+    (folder / "code_map.csv").unlink()
+    assert main(["verify", str(folder), "--key", str(key)]) == 1
+    err = capsys.readouterr().err
+    assert "genotypes.csv: changed" in err and "extra.csv: added" in err and "code_map.csv: missing" in err
+    (folder / "MANIFEST.sig").unlink()
+    assert main(["verify", str(folder), "--key", str(key)]) == 1
+    assert "not signed" in capsys.readouterr().err

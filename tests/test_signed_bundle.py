@@ -307,3 +307,16 @@ def test_a_damaged_member_is_named_once(made, tmp_path, capsys) -> None:
     err = capsys.readouterr().err
     assert "NOT verified (1 problem(s))" in err, err
     assert f"{damaged}: unreadable (a damaged zip entry:" in err
+
+
+def test_the_signed_manifest_states_rho_and_the_privacy_budgets(made) -> None:
+    """Issue 39: the signature covers "inputs' hashes, code version, adversary, k, rho, epsilon, the joint
+    verdict": rho (or that the study checks none) and the recipients' DP budgets are in the manifest."""
+    bundle, _key = made
+    files = _files(bundle.read_bytes())
+    manifest = json.loads(files[MANIFEST_JSON])
+    report = json.loads(files["report.json"])
+    assert manifest["rho"] == report["sensitive"]
+    assert manifest["rho"]["checked"] is False
+    study = json.loads(files["study.json"])
+    assert manifest["privacy budgets"] == study["dp_budget"]

@@ -319,6 +319,7 @@ def publish(
     from engine.commands.release_options import dataset_folder_of, pseudonyms_of
     from engine.commands.sensitive_option import rho_step
     from engine.io import dataset_export, export
+    from engine.report.bundle import MANIFEST_SIG, sign_dataset
 
     # issue 39: `--sensitive --rho` suppresses the codes implying a sensitive category, before the gate
     release, verification, rho_record = rho_step(
@@ -349,6 +350,10 @@ def publish(
     targets = dataset_export.dataset_paths(folder)
     if not outcome["written"]:
         outcome["removed_stale"] += [str(p) for p in export.remove_stale(targets)]
+        signature = folder / MANIFEST_SIG  # an earlier run's signature signs nothing now
+        if signature.is_file():
+            signature.unlink()
+            outcome["removed_stale"].append(str(signature))
         return outcome
     assert genotypes is not None
     files = dataset_export.dataset_files(
@@ -356,7 +361,8 @@ def publish(
     )
     folder.mkdir(exist_ok=True)
     outcome["dataset"] = {"folder": str(folder), "files": dataset_export.write_dataset(files, folder)}
-    print(f"recipient's dataset ({', '.join(files)}) written to {folder}")
+    sign_dataset(folder)  # issue 39: the recipient checks it with `verify FOLDER --key OFFICE.pub`
+    print(f"recipient's dataset ({', '.join(files)}) written to {folder}, signed with the office key")
     return outcome
 
 

@@ -1,5 +1,6 @@
-"""`python -m engine verify BUNDLE --key OFFICE.pub`: a recipient checks a release bundle offline
-(issue 39, `engine.report.bundle.verify_bundle`).
+"""`python -m engine verify BUNDLE --key OFFICE.pub`: a recipient checks a release bundle, or a dataset
+folder (`anonymize ... --dataset DIR`), offline (issue 39, `engine.report.bundle.verify_bundle`,
+`verify_dataset`).
 
 Exit 0 naming the signer's key fingerprint and the number of files when the bundle is exactly what
 the office signed; exit 1 naming every changed, added or missing file and a missing, bad or other
@@ -21,7 +22,7 @@ def register(sub) -> None:
         "verify",
         help="check a release bundle against the office's public key: its signature and every file",
     )
-    p.add_argument("bundle", help="the release bundle (zip) as received")
+    p.add_argument("bundle", help="the release bundle (zip), or the recipient's dataset folder, as received")
     p.add_argument(
         "--key",
         required=True,
@@ -34,18 +35,19 @@ def register(sub) -> None:
 def verify_bundle_file(args: argparse.Namespace) -> int:
     from engine.audit.keys import load_public_key
     from engine.commands.inputs import literal
-    from engine.report.bundle import BundleError, verify_bundle
+    from engine.report.bundle import BundleError, verify_bundle, verify_dataset
 
     try:
         public = load_public_key(Path(args.key))
     except ValueError as exc:
         raise UserError(f"--key {exc}") from None
     try:
-        data = Path(args.bundle).read_bytes()
+        if Path(args.bundle).is_dir():  # a recipient's dataset folder (`anonymize ... --dataset DIR`)
+            result = verify_dataset(Path(args.bundle), public)
+        else:
+            result = verify_bundle(Path(args.bundle).read_bytes(), public, args.bundle)
     except OSError as exc:
         raise UserError(f"{args.bundle}: cannot read the bundle: {exc.strerror or exc}") from None
-    try:
-        result = verify_bundle(data, public, args.bundle)
     except BundleError as exc:
         raise UserError(f"{args.bundle}: {exc}") from None
     if result.ok:

@@ -12,8 +12,8 @@ A zip holding, under one folder (`BUNDLE_ROOT`):
 - (no bundle at all when the releases it would hand over fail jointly under linkage: issue 35,
   `engine.study.joint`; the report states why)
 - `manifest.json`: what the bundle holds (releases, their folders and verdicts, every file's sha256
-  and size; the inputs' hashes, code version, adversary, k, and the joint verdict where the report
-  has one), and `MANIFEST.sha256`: every other file's sha256 in `sha256sum` format, so that
+  and size; the inputs' hashes, code version, adversary, k, the joint verdict where the report
+  has one, rho as the study states it and the recipients' DP budgets), and `MANIFEST.sha256`: every other file's sha256 in `sha256sum` format, so that
   `sha256sum -c MANIFEST.sha256` inside the folder checks the whole bundle;
 - `MANIFEST.sig`: the office's Ed25519 signature of `manifest.json` and its key's fingerprint
   (engine/report/signing.py; issue 39), which `python -m engine verify BUNDLE --key OFFICE.pub`
@@ -31,13 +31,16 @@ import json
 import zipfile
 import zlib
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from engine.audit.keys import fingerprint
+from engine.io.dataset_export import dataset_paths
 from engine.io.deployment import limits
 from engine.io.errors import UserError
+from engine.io.export import manifest_path
 from engine.io.limits import check_member, check_zip_entries
 from engine.report.report import Report, release_folder_files
 from engine.report.signing import office_key, signature_file, signature_problem
@@ -100,6 +103,11 @@ def bundle_files(report: Report, key: Ed25519PrivateKey | None = None) -> dict[s
     }
     if "joint" in d:  # the releases judged together (issue 35), where the report has the verdict
         manifest["joint verdict"] = d["joint"]
+    # issue 39: rho (or that the study checks none) and the recipients' DP budgets, under the signature
+    if "sensitive" in d:
+        manifest["rho"] = d["sensitive"]
+    if report.study_json:
+        manifest["privacy budgets"] = json.loads(report.study_json).get("dp_budget")
     files[MANIFEST_JSON] = (json.dumps(manifest, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
     files[MANIFEST_SIG] = signature_file(files[MANIFEST_JSON], key or office_key(), MANIFEST_JSON)
     files[MANIFEST_SHA256] = sha256_listing({p: sha256_of(b) for p, b in files.items()})
@@ -278,3 +286,45 @@ def verify_bundle(data: bytes, public: Ed25519PublicKey, where: str = "the bundl
     if listing != sha256_listing(expected):
         problems.append(f"{MANIFEST_SHA256}: changed (not the listing of the signed manifest's files)")
     return BundleVerification(fingerprint(public), len(hashes), problems)
+
+
+# ------------------------------------------------------------------------------ a dataset folder
+def sign_dataset(folder: Path, key: Ed25519PrivateKey | None = None) -> Path:
+    """Sign the recipient's dataset written in `folder` (`engine.io.dataset_export.write_dataset`): its
+    manifest's bytes, with the office key (default), into `MANIFEST.sig` beside it (issue 39: "Every
+    bundle or dataset is signed"). Returns the signature file's path."""
+    manifest = manifest_path(dataset_paths(folder))
+    sig = folder / MANIFEST_SIG
+    sig.write_bytes(signature_file(manifest.read_bytes(), key or office_key(), manifest.name))
+    return sig
+
+
+def verify_dataset(folder: Path, public: Ed25519PublicKey) -> BundleVerification:
+    """A recipient's check of a dataset folder: the office's signature of its manifest, then every file
+    the manifest names (changed or missing) and every file it does not (added)."""
+    manifest = manifest_path(dataset_paths(folder))
+    sig = folder / MANIFEST_SIG
+    problems: list[str] = []
+    if not manifest.is_file():
+        raise BundleError(f"no {manifest.name}: not a dataset folder CohortShield wrote")
+    if not sig.is_file():
+        problems.append(f"{MANIFEST_SIG}: missing; the dataset is not signed")
+    else:
+        problem = signature_problem(manifest.read_bytes(), sig.read_bytes(), public)
+        if problem:
+            problems.append(f"{MANIFEST_SIG}: {problem}")
+    listed: dict[str, str] = {}
+    for line in manifest.read_text("utf-8").splitlines():
+        sha, _, name = line.partition("  ")
+        listed[name] = sha
+    for name, sha in listed.items():
+        path = folder / name
+        if not path.is_file():
+            problems.append(f"{name}: missing")
+        elif sha256_of(path.read_bytes()) != sha:
+            problems.append(f"{name}: changed since it was signed")
+    present = {p.name for p in folder.iterdir() if p.is_file()} - {manifest.name, MANIFEST_SIG}
+    problems += [
+        f"{name}: added; the signed manifest does not name it" for name in sorted(present - set(listed))
+    ]
+    return BundleVerification(fingerprint(public), len(listed), problems)
