@@ -118,7 +118,7 @@ heatherly = st.toggle(
     key="phewas_heatherly",
     help="Anonymizes the cohort, the biobank and the population at the sidebar's k, as in Heatherly's "
     "Table 4, twice: the paper's procedure (which leaves records below k under its own single-visit "
-    "model) and the verified release (the PheWAS-preserving completion pass). A comparison only, never "
+    "model) and the verified release (the completion pass that spares the PheWAS). A comparison only, never "
     "added to the study (add a release on the Anonymize page). Slow (six anonymizations, with progress "
     "and Cancel), so it runs only when switched on.\n\n" + help_for("demo"),
 )
@@ -205,7 +205,7 @@ if pairs:
         st.caption(
             "The paper's procedure guarantees single codes only: the arbiter (the risk engine) counts its "
             "records below k under the paper's own single-visit model. The verified release is completed "
-            "(the PheWAS-preserving pass) until every record meets k. The issue's target for the verified "
+            "(the completion pass that spares the PheWAS) until every record meets k. The issue's target for the verified "
             "DEMO_S is at most 2% of the associations lost and 2% false: the column 'verified within 2%' "
             "says whether it is reached. The paper's own figures were not verified."
         )

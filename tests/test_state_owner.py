@@ -25,6 +25,7 @@ WRITERS = {"setdefault", "pop", "update", "__setitem__", "__delitem__"}
 # functions that write a key their caller names (a parameter), on the caller's behalf
 ON_BEHALF = {
     ("ui.persist", "seed"),
+    ("ui.persist", "seed_choice"),
     ("ui.persist", "edited_column"),
     ("ui.sidebar", "_choose"),
     ("ui.import_view", "_kind_changed"),

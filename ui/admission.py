@@ -19,6 +19,7 @@ waiters may be waiting for that very result (`ui.cache.Shared`). Outside a Strea
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -131,10 +132,12 @@ class FairQueue:
 
 
 def _slots() -> int:
-    try:
-        return max(int(os.environ.get(SLOTS_ENV, "2")), 1)
-    except ValueError:
+    """`COHORTSHIELD_SCRIPT_SLOTS` (default 2); a value that is not a whole number is logged and ignored."""
+    raw = os.environ.get(SLOTS_ENV, "2").strip()
+    if not raw.isdigit():
+        logging.getLogger(__name__).warning("%s=%r is not a whole number; 2 script slots", SLOTS_ENV, raw)
         return 2
+    return max(int(raw), 1)
 
 
 QUEUE = FairQueue(_slots())

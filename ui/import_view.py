@@ -63,6 +63,8 @@ MODEL_HELP = {
     "vocabulary": "a column naming each code's vocabulary (ICD9CM / ICD10CM, 9 / 10)",
     "date": "the event date (for codes both vocabularies read: before / after 2015-10-01)",
 }
+OMOP_CODES = "import_omop_codes"  # radio: the CDM's codes (`ImportSpec.omop_codes`, issue 37)
+OMOP_DOMAINS = "import_domains"  # multiselect: its tables, with standard concepts (`ImportSpec.domains`)
 # widget keys of the view (kept across page switches by `ui.state.keep`)
 KEYS = (
     "import_kind",
@@ -73,6 +75,8 @@ KEYS = (
     COHORT_KIND,
     COHORT_GROUP,
     COHORT_COLUMN,
+    OMOP_CODES,
+    OMOP_DOMAINS,
 )
 state.declare(
     __name__,
@@ -80,8 +84,6 @@ state.declare(
     held=dict.fromkeys((APPLIED, CONFIRM, NORMALIZATION, COHORT_LIST, COHORT_WANTED), ABSENT),
 )
 # what belongs to one source kind: cleared when the kind changes (`_kind_changed`)
-OMOP_CODES = "import_omop_codes"  # radio: the CDM's codes (`ImportSpec.omop_codes`, issue 37)
-OMOP_DOMAINS = "import_domains"  # multiselect: its tables, with standard concepts (`ImportSpec.domains`)
 OMOP_CODE_LABELS = {
     "source": "ICD source values (condition_source_value)",
     "standard": "Standard concepts (SNOMED, CPT4, RxNorm ingredients; the CDM's own hierarchy)",

@@ -71,6 +71,13 @@ def seed(key: str, default: Any, options: Iterable[Any] | None = None) -> None:
         st.session_state[key] = [v for v in st.session_state[key] if v in allowed]
 
 
+def seed_choice(key: str, default: Any, options: Iterable[Any]) -> None:
+    """A choice's default, set when the key holds nothing or a value the data loaded now does not offer
+    (Streamlit would refuse it): e.g. a CDM's hierarchy kept while other data are loaded."""
+    if st.session_state.get(key) not in set(options):
+        st.session_state[key] = default
+
+
 def edited_column(
     store: str, table: pd.DataFrame, index: str, column: str, key: str, **editor: Any
 ) -> pd.DataFrame:

@@ -231,8 +231,7 @@ def _settings(ctx: Context, prefix: str, *, with_method: bool = True) -> tuple |
     with c2:
         concepts = ctx.dataset.concepts  # an OMOP CDM's own hierarchy, when the events are one's
         offered = ICD_CHOICES if concepts is not None else ICD_CHOICES[:4]
-        if st.session_state.get(f"{prefix}icd") not in offered:  # a CDM's choice, other data loaded
-            st.session_state[f"{prefix}icd"] = ICD_CHOICES[0]
+        persist.seed_choice(f"{prefix}icd", ICD_CHOICES[0], offered)  # a CDM's choice, other data loaded
         choice = st.selectbox("ICD hierarchy", offered, key=f"{prefix}icd", help=help_for("dgh"))
         upload = None
         if choice == ICD_CHOICES[3]:
