@@ -104,7 +104,9 @@ def test_changing_k_reverifies_on_risk_and_report(walked):
     _go(at, "pages/report.py")
     assert any("k = 10" in s.value for s in at.subheader)
     matrix = at.dataframe[0].value
-    assert set(matrix["release"]) == set(made) and len(matrix) == 12  # the four and the whole-record two, each
+    assert (
+        set(matrix["release"]) == set(made) and len(matrix) == 12
+    )  # the four and the whole-record two, each
     at.button(key="report_build").click().run()
     _ok(at)
     _, report, _ = at.session_state["report_built"]
