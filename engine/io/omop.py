@@ -42,7 +42,9 @@ The long form (ARCHITECTURE section 2):
   when given, else 1 July; HIPAA-style CDMs often hold the year alone, and then an event in the year
   of birth is age 0) to `condition_start_date`;
 - lab orders: `patient_id`, `day` = `measurement_date`, `lab` = `measurement_source_value` (else the
-  `measurement_concept_id`).
+  `measurement_concept_id`); with standard concepts (`codes="standard"`) and a `concept` table, `lab` =
+  the item label of the measured concept (`LOINC:2345-7`, Johnson 2018's lab orders by LOINC concept;
+  the source value where the concept is 0 or unknown).
 
 Rows are named like file rows: for a CSV or Parquet file the header is row 1 and the first data row
 row 2; for a database table, row n is the n-th row in storage order (`rowid` + 1). Every finding names
@@ -602,7 +604,8 @@ def _read(
         na_ids=na_ids,
         concepts=codes != "source",
     )
-    lab_frame = _labs(reader, report) if with_labs and reader.has("measurement") else None
+    by_concept = codes == "standard" and reader.has("concept")
+    lab_frame = _labs(reader, report, by_concept) if with_labs and reader.has("measurement") else None
     return SourceData(events, report, lab_frame, reader.sources)
 
 
@@ -1076,7 +1079,10 @@ def _concept_parents(reader: _Reader, report: ValidationReport) -> ConceptParent
     )
 
 
-def _labs(reader: _Reader, report: ValidationReport) -> pd.DataFrame | None:
+def _labs(reader: _Reader, report: ValidationReport, by_concept: bool = False) -> pd.DataFrame | None:
+    """Lab orders (`patient_id`, `day`, `lab`) of the measurement table (module docstring): by source
+    value, or (`by_concept`) by the measured standard concept's item label, the source value where
+    the concept is 0 or unknown to `concept`."""
     meas = reader.read("measurement", report)
     if meas is None:
         return None
@@ -1090,6 +1096,11 @@ def _labs(reader: _Reader, report: ValidationReport) -> pd.DataFrame | None:
         lab = pd.Series([""] * len(meas.frame), dtype="string")
     if "measurement_concept_id" in meas.frame:
         concept = Text.of(meas.frame["measurement_concept_id"]).values()
+        if by_concept:
+            known = _concept_table(reader, report, [("measurement", "measurement_concept_id")])
+            if known is not None:
+                label = pd.Series(known.label(concept)[0], dtype="string")
+                lab = label.where(label != "", lab)
         lab = lab.where(lab != "", pd.Series(concept, dtype="string"))
     blank = (lab == "").to_numpy()
     if blank.any():
