@@ -79,3 +79,23 @@ def test_labs_page_reads_the_imported_cdm_measurements(cdm, tables, monkeypatch)
     assert f"{days.n_patients:,} patients, {days.n_days:,} patient-days, {days.n_labs:,} labs" in shown
     assert metric(at, "Unique, all patients") == fmt.percent(L.uniqueness(days).share_unique)
     assert set(at.session_state["context"].dataset.labs["lab"]) == set(_by_concept(tables)["lab"])
+
+
+def test_labs_page_on_a_cdm_read_by_source_values_says_so(cdm, tables, monkeypatch):
+    """AppTest: with ICD source codes the CDM's lab orders are its measurement source values, and the
+    page says how to read them by LOINC concept."""
+    from tests.test_page_labs import texts
+    from ui.import_view import APPLIED
+
+    monkeypatch.setenv("COHORTSHIELD_DATA_ROOTS", str(cdm.parent))
+    spec = ImportSpec(source="omop", location=str(cdm), omop_codes="icd")
+    at = page_app(
+        "pages/labs.py",
+        state={"dataset_choice": "Import a source", APPLIED: (spec, "", None), "labs_simulations": 2},
+        timeout=240,
+    )
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert "Choose standard concepts on the Cohort page to read them by LOINC concept" in texts(at)
+    labs = set(at.session_state["context"].dataset.labs["lab"])
+    assert labs == set(tables["measurement"]["measurement_source_value"])
