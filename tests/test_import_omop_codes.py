@@ -4,6 +4,7 @@ study records them (`engine.io.imports.ImportSpec`)."""
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
 from engine.io.imports import ImportSpec
@@ -163,3 +164,37 @@ def test_profiles_view_says_a_utility_policy_matching_no_code(cdm, monkeypatch):
     measures = [d.value for d in at.dataframe if "utility constraints satisfied" in d.value.columns]
     assert measures and all(set(m["utility constraints satisfied"]) == {said} for m in measures)
     assert f"{n}/{n}" not in page_text(at)
+
+
+def test_import_view_offers_measurements_observations_and_the_drug_level(cdm, monkeypatch):
+    """AppTest (issue 37): the domain picker offers measurement and observation, and with drugs the
+    RxNorm level; the chosen ones load LOINC items and clinical drugs, and the study records them."""
+    monkeypatch.setenv("COHORTSHIELD_DATA_ROOTS", str(cdm.parent))
+    at = page_app(
+        "pages/cohort.py",
+        state={"dataset_choice": "Import a source", "import_kind": "omop", "import_location": str(cdm)},
+    )
+    at.run()
+    at.radio(key="import_omop_codes").set_value("standard").run()
+    picker = at.multiselect(key="import_domains")
+    offered = " ".join(map(str, picker.options))
+    assert "measurement (the LOINC concept measured; values are not part of the known set)" in offered
+    assert "observation" in offered
+    picker.set_value(["condition", "drug", "measurement", "observation"]).run()
+    at.radio(key="import_drug_level").set_value("clinical").run()
+    at.button(key="import_load").click().run()
+    assert not at.exception, at.exception
+    ds = at.session_state["context"].dataset
+    items = {str(x) for x in ds.events.items}
+    assert {x.split(":")[0] for x in items} == {"SNOMED", "RxNorm", "LOINC"}
+    concept = pd.read_parquet(cdm / "concept.parquet")
+    klass = dict(
+        zip("RxNorm:" + concept["concept_code"].astype(str), concept["concept_class_id"], strict=True)
+    )
+    assert {klass[x] for x in items if x.startswith("RxNorm:")} == {"Clinical Drug"}
+    from ui.import_view import APPLIED
+
+    options = at.session_state[APPLIED][0].to_options()
+    assert options["domains"] == "condition,drug,measurement,observation"
+    assert options["drug_level"] == "clinical"
+    assert ImportSpec.from_options(options).drug_level == "clinical"

@@ -53,7 +53,7 @@ def test_sample_vocabulary_is_invented_deep_and_poly_hierarchical(tables):
     concept, ancestor = tables["concept"], tables["concept_ancestor"]
     assert (concept["concept_id"] >= CONCEPT_BASE).all()  # local ids only: nothing of SNOMED CT
     assert concept["concept_name"].str.endswith("(synthetic)").all()
-    assert set(concept["vocabulary_id"]) == {"SNOMED", "CPT4", "RxNorm", "ATC", "ICD10CM"}
+    assert set(concept["vocabulary_id"]) == {"SNOMED", "CPT4", "RxNorm", "ATC", "LOINC", "ICD10CM"}
     snomed = set(concept.loc[concept["vocabulary_id"] == "SNOMED", "concept_id"])
     cond = tables["condition_occurrence"]
     assert set(cond["condition_concept_id"]) <= snomed
@@ -97,6 +97,62 @@ def test_drugs_have_ingredients_as_ancestors(tables):
     ingredients = up[up["ancestor_concept_id"].map(klass) == "Ingredient"]
     assert ingredients.groupby("descendant_concept_id").size().eq(1).all()
     assert set(ingredients["descendant_concept_id"]) == drugs
+
+
+def test_sample_has_loinc_measurements_and_observations(tables):
+    """Issue 37: the synthetic CDM gains measurements (LOINC-like invented tests, a value each) and
+    SNOMED observations, each under a group to generalize along; the other tables stay as they were."""
+    concept = tables["concept"].set_index("concept_id")
+    meas, obs = tables["measurement"], tables["observation"]
+    assert len(meas) > 0 and len(obs) > 0
+    tests = concept.loc[pd.unique(meas["measurement_concept_id"])]
+    assert set(tests["vocabulary_id"]) == {"LOINC"} and set(tests["concept_class_id"]) == {"Lab Test"}
+    assert tests["concept_name"].str.endswith("(synthetic)").all()
+    assert (
+        meas["measurement_source_value"]
+        == tests.loc[meas["measurement_concept_id"], "concept_code"].to_numpy()
+    ).all()
+    assert meas["value_as_number"].notna().all()
+    assert set(concept.loc[pd.unique(obs["observation_concept_id"]), "domain_id"]) == {"Observation"}
+    visit = tables["visit_occurrence"]
+    visits = set(zip(visit["visit_occurrence_id"], visit["person_id"], strict=True))
+    assert set(zip(meas["visit_occurrence_id"], meas["person_id"], strict=True)) <= visits
+
+
+def test_measurements_and_observations_are_read_as_concepts(cdm, tables):
+    """--domains measurement,observation: one item per measured LOINC concept (values left out) and
+    per observation concept, in the visits of their rows; drugs at clinical-drug level are the
+    exposures' own clinical drugs."""
+    from engine.io.omop import read_omop
+
+    data = read_omop(cdm, codes="standard", domains=("measurement", "observation"), labs=False)
+    assert data.report.errors == []
+    vocab = pd.Series(data.events.vocabulary)
+    assert set(vocab) == {"LOINC", "SNOMED"}
+    assert (vocab == "LOINC").sum() == len(tables["measurement"])
+    assert (vocab == "SNOMED").sum() == len(tables["observation"])
+    codes = set(data.events.frame["code"][(vocab == "LOINC").to_numpy()])
+    assert codes == {f"LOINC:{c}" for c in tables["measurement"]["measurement_source_value"]}
+    drugs = read_omop(cdm, codes="standard", domains=("drug",), drug_level="clinical", labs=False)
+    concept = tables["concept"].set_index("concept_id")
+    want = sorted(
+        f"RxNorm:{concept.at[c, 'concept_code']}" for c in tables["drug_exposure"]["drug_concept_id"]
+    )
+    assert sorted(drugs.events.frame["code"]) == want
+
+
+def test_drug_level_and_new_domains_on_the_command_line(cdm, tmp_path, capsys):
+    from engine.commands.cli import main
+
+    out = tmp_path / "r.csv"
+    assert main(["risk", "--events", str(cdm), "--source", "omop", "--omop-codes", "standard",
+                 "--domains", "condition,drug,measurement,observation", "--drug-level", "clinical",
+                 "--scope", "cohort", "--knowledge", "all_visits", "--k", "5", "--out", str(out)]) == 0  # fmt: skip
+    assert len(pd.read_csv(out)) == 150
+    with pytest.raises(SystemExit) as exit_:  # the parser names the choices
+        main(["risk", "--events", str(cdm), "--source", "omop", "--omop-codes", "standard",
+              "--domains", "condition,drug", "--drug-level", "product", "--scope", "cohort"])  # fmt: skip
+    assert exit_.value.code == 2 and "ingredient" in capsys.readouterr().err
 
 
 def test_sample_command_writes_the_snomed_cdm(tmp_path):
@@ -206,8 +262,9 @@ from engine import risk  # noqa: E402
 from engine.records import Records  # noqa: E402
 from tests.reference_risk import reference_distinguishability  # noqa: E402
 
-# a tiny vocabulary: 3 SNOMED conditions, 2 SNOMED and 1 CPT4 procedures, 3 drugs of 2 ingredients
-# (drug 33 holds both), concept ids 1..; ingredients 41, 42
+# a tiny vocabulary: 3 SNOMED conditions, 2 SNOMED and 1 CPT4 procedures, 3 clinical drugs of 2
+# ingredients (drug 33 holds both) and a branded drug 34 of clinical drug 31, 2 LOINC measurements,
+# 2 SNOMED observations; concept ids 1..; ingredients 41, 42
 _CONCEPTS = [
     (1, "SNOMED", "101", "Clinical Finding"),
     (2, "SNOMED", "102", "Clinical Finding"),
@@ -218,27 +275,38 @@ _CONCEPTS = [
     (31, "RxNorm", "301", "Clinical Drug"),
     (32, "RxNorm", "302", "Clinical Drug"),
     (33, "RxNorm", "303", "Clinical Drug"),
+    (34, "RxNorm", "304", "Branded Drug"),
     (41, "RxNorm", "401", "Ingredient"),
     (42, "RxNorm", "402", "Ingredient"),
+    (51, "LOINC", "2345-7", "Lab Test"),
+    (52, "LOINC", "718-7", "Lab Test"),
+    (61, "SNOMED", "601", "Observable Entity"),
+    (62, "SNOMED", "602", "Context-dependent"),
 ]
-_INGREDIENTS = {31: (41,), 32: (42,), 33: (41, 42)}
+_INGREDIENTS = {31: (41,), 32: (42,), 33: (41, 42), 34: (41,)}
+_CLINICAL = {31: (31,), 32: (32,), 33: (33,), 34: (31,)}
 _LABEL = {cid: f"{v}:{c}" for cid, v, c, _ in _CONCEPTS}
+# domain -> (table, date column, concept column, concept ids drawn)
+_DOMAIN_TABLES = {
+    "condition": ("condition_occurrence", "condition_start_date", "condition_concept_id", [1, 2, 3]),
+    "procedure": ("procedure_occurrence", "procedure_date", "procedure_concept_id", [11, 12, 13]),
+    "drug": ("drug_exposure", "drug_exposure_start_date", "drug_concept_id", [31, 32, 33, 34]),
+    "measurement": ("measurement", "measurement_date", "measurement_concept_id", [51, 52]),
+    "observation": ("observation", "observation_date", "observation_concept_id", [61, 62]),
+}
 
 
 @st.composite
 def multi_domain_cdms(draw):
-    """Persons with 1-3 visits, each with 0-2 conditions, procedures and drugs (some visit holds one)."""
-    rows = {"condition": [], "procedure": [], "drug": []}
+    """Persons with 1-3 visits, each with 0-2 rows of every domain (some visit holds one); a
+    measurement row carries a value, never part of the item."""
+    rows: dict[str, list] = {d: [] for d in _DOMAIN_TABLES}
     n_persons = draw(st.integers(1, 7))
     n_visits = 0
     for p in range(1, n_persons + 1):
         for _ in range(draw(st.integers(1, 3))):
             n_visits += 1
-            for domain, ids in (
-                ("condition", [1, 2, 3]),
-                ("procedure", [11, 12, 13]),
-                ("drug", [31, 32, 33]),
-            ):
+            for domain, (*_, ids) in _DOMAIN_TABLES.items():
                 for cid in draw(st.lists(st.sampled_from(ids), max_size=2)):
                     rows[domain].append((p, n_visits, cid))
             if not any(r[1] == n_visits for rs in rows.values() for r in rs):
@@ -249,6 +317,7 @@ def multi_domain_cdms(draw):
 def _write_cdm(target: Path, n_persons: int, n_visits: int, rows: dict) -> None:
     day = {v: np.datetime64("2020-01-01") + np.timedelta64(v, "D") for v in range(1, n_visits + 1)}
     visit_person = {v: p for rs in rows.values() for p, v, _ in rs}
+    ancestors = {d: {*_INGREDIENTS[d], *_CLINICAL[d]} - {d} for d in _INGREDIENTS}
     frames = {
         "person": pd.DataFrame({"person_id": range(1, n_persons + 1), "year_of_birth": 1960}),
         "visit_occurrence": pd.DataFrame(
@@ -262,15 +331,11 @@ def _write_cdm(target: Path, n_persons: int, n_visits: int, rows: dict) -> None:
             _CONCEPTS, columns=["concept_id", "vocabulary_id", "concept_code", "concept_class_id"]
         ),
         "concept_ancestor": pd.DataFrame(
-            [(a, d, 1) for d, ings in _INGREDIENTS.items() for a in ings] + [(41, 41, 0), (42, 42, 0)],
+            [(a, d, 1) for d, ancs in ancestors.items() for a in sorted(ancs)] + [(41, 41, 0), (42, 42, 0)],
             columns=["ancestor_concept_id", "descendant_concept_id", "min_levels_of_separation"],
         ),
     }
-    for domain, table, date, concept in (
-        ("condition", "condition_occurrence", "condition_start_date", "condition_concept_id"),
-        ("procedure", "procedure_occurrence", "procedure_date", "procedure_concept_id"),
-        ("drug", "drug_exposure", "drug_exposure_start_date", "drug_concept_id"),
-    ):
+    for domain, (table, date, concept, _) in _DOMAIN_TABLES.items():
         rs = rows[domain]
         frames[table] = pd.DataFrame(
             {
@@ -280,17 +345,19 @@ def _write_cdm(target: Path, n_persons: int, n_visits: int, rows: dict) -> None:
                 concept: pd.array([c for _, _, c in rs], dtype="int64"),
             }
         )
+    frames["measurement"]["value_as_number"] = np.arange(len(rows["measurement"]), dtype=float)
     target.mkdir(parents=True, exist_ok=True)
     for name, frame in frames.items():
         frame.to_parquet(target / f"{name}.parquet", index=False)
 
 
-def _expected_records(rows: dict) -> Records:
-    """The visits' items by hand: each row's label, a drug once per ingredient."""
+def _expected_records(rows: dict, drug_level: str = "ingredient") -> Records:
+    """The visits' items by hand: each row's label, a drug once per ingredient (or its clinical drug)."""
+    level = _INGREDIENTS if drug_level == "ingredient" else _CLINICAL
     out = []
     for domain, rs in rows.items():
         for p, v, cid in rs:
-            for c in _INGREDIENTS[cid] if domain == "drug" else (cid,):
+            for c in level[cid] if domain == "drug" else (cid,):
                 out.append((str(p), v, _LABEL[c]))
     return Records.from_frame(pd.DataFrame(out, columns=["patient_id", "visit", "code"]))
 
@@ -298,17 +365,14 @@ def _expected_records(rows: dict) -> Records:
 @given(cdm=multi_domain_cdms())
 @settings(max_examples=30, deadline=None)
 def test_multi_domain_distinguishability_equals_brute_force(cdm, tmp_path_factory):
-    """The CDM read over three domains is, visit by visit, the hand-built union of their items, and
-    its distinguishability under both knowledges is the brute force's count."""
+    """The CDM read over all five domains (drugs at ingredient and at clinical-drug level) is, visit
+    by visit, the hand-built union of their items, and its distinguishability under both knowledges
+    is the brute force's count."""
     from engine.io.omop import read_omop
 
     n_persons, n_visits, rows = cdm
     folder = tmp_path_factory.mktemp("cdm")
     _write_cdm(folder, n_persons, n_visits, rows)
-    data = read_omop(folder, codes="standard", domains=("condition", "procedure", "drug"), labs=False)
-    assert data.report.errors == []
-    got = data.dataset("cdm").events
-    want = _expected_records(rows)
 
     def visit_sets(r: Records) -> list[tuple[str, list[frozenset[str]]]]:
         return sorted(
@@ -316,12 +380,19 @@ def test_multi_domain_distinguishability_equals_brute_force(cdm, tmp_path_factor
             for p in range(r.n_patients)
         )
 
-    assert visit_sets(got) == visit_sets(want)
-    for knowledge in ("single_visit", "all_visits"):
-        dis = risk.distinguishability(got, got, knowledge)
-        order = [list(map(str, want.patient_ids)).index(str(x)) for x in got.patient_ids]
-        ref = reference_distinguishability(want, want, knowledge)
-        assert dis.tolist() == [ref[i] for i in order]
+    for drug_level in ("ingredient", "clinical"):
+        data = read_omop(
+            folder, codes="standard", domains=tuple(_DOMAIN_TABLES), drug_level=drug_level, labs=False
+        )
+        assert data.report.errors == []
+        got = data.dataset("cdm").events
+        want = _expected_records(rows, drug_level)
+        assert visit_sets(got) == visit_sets(want)
+        for knowledge in ("single_visit", "all_visits"):
+            dis = risk.distinguishability(got, got, knowledge)
+            order = [list(map(str, want.patient_ids)).index(str(x)) for x in got.patient_ids]
+            ref = reference_distinguishability(want, want, knowledge)
+            assert dis.tolist() == [ref[i] for i in order]
 
 
 def test_standard_concepts_from_duckdb_equal_the_folder(cdm, tables, tmp_path):
@@ -337,11 +408,13 @@ def test_standard_concepts_from_duckdb_equal_the_folder(cdm, tables, tmp_path):
         con.execute(f"CREATE TABLE {name} AS SELECT * FROM frame")
         con.unregister("frame")
     con.close()
-    domains = ("condition", "procedure", "drug")
-    a = read_omop(cdm, codes="standard", domains=domains, labs=False)
-    b = read_omop(db, codes="standard", domains=domains, labs=False)
-    assert b.report.errors == []
-    pd.testing.assert_frame_equal(a.events.frame, b.events.frame)
+    domains = ("condition", "procedure", "drug", "measurement", "observation")
+    for level in ("ingredient", "clinical"):
+        a = read_omop(cdm, codes="standard", domains=domains, drug_level=level)
+        b = read_omop(db, codes="standard", domains=domains, drug_level=level)
+        assert b.report.errors == []
+        pd.testing.assert_frame_equal(a.events.frame, b.events.frame)
+        pd.testing.assert_frame_equal(a.labs, b.labs)  # by LOINC concept, the concepts read in SQL
 
 
 # ------------------------------------------------------------------------------------ hierarchy

@@ -65,6 +65,9 @@ MODEL_HELP = {
 }
 OMOP_CODES = "import_omop_codes"  # radio: the CDM's codes (`ImportSpec.omop_codes`, issue 37)
 OMOP_DOMAINS = "import_domains"  # multiselect: its tables, with standard concepts (`ImportSpec.domains`)
+OMOP_DRUG_LEVEL = (
+    "import_drug_level"  # radio: drugs as ingredients or clinical drugs (`ImportSpec.drug_level`)
+)
 # widget keys of the view (kept across page switches by `ui.state.keep`)
 KEYS = (
     "import_kind",
@@ -77,6 +80,7 @@ KEYS = (
     COHORT_COLUMN,
     OMOP_CODES,
     OMOP_DOMAINS,
+    OMOP_DRUG_LEVEL,
 )
 state.declare(
     __name__,
@@ -84,9 +88,20 @@ state.declare(
     held=dict.fromkeys((APPLIED, CONFIRM, NORMALIZATION, COHORT_LIST, COHORT_WANTED), ABSENT),
 )
 # what belongs to one source kind: cleared when the kind changes (`_kind_changed`)
+OMOP_DOMAIN_LABELS = {
+    "condition": "condition",
+    "procedure": "procedure",
+    "drug": "drug",
+    "measurement": "measurement (the LOINC concept measured; values are not part of the known set)",
+    "observation": "observation",
+}
+OMOP_DRUG_LEVEL_LABELS = {
+    "ingredient": "RxNorm ingredients",
+    "clinical": "RxNorm clinical drugs (ingredient, strength and form)",
+}
 OMOP_CODE_LABELS = {
     "source": "ICD source values (condition_source_value)",
-    "standard": "Standard concepts (SNOMED, CPT4, RxNorm ingredients; the CDM's own hierarchy)",
+    "standard": "Standard concepts (SNOMED, CPT4, RxNorm, LOINC; the CDM's own hierarchy)",
     "icd": "Standard conditions mapped back to ICD codes (concept_relationship; for PheWAS)",
 }
 KIND_KEYS = (
@@ -96,6 +111,7 @@ KIND_KEYS = (
     "import_connection",
     OMOP_CODES,
     OMOP_DOMAINS,
+    OMOP_DRUG_LEVEL,
     COHORT_GROUP,
     COHORT_COLUMN,
     *(f"import_map_{m}" for m in MODEL_COLUMNS),
@@ -178,6 +194,7 @@ def restore(options: dict[str, object]) -> dict[str, str] | None:
     st.session_state["import_normalize"] = spec.normalize
     st.session_state[OMOP_CODES] = spec.omop_codes
     st.session_state[OMOP_DOMAINS] = list(spec.domains)
+    st.session_state[OMOP_DRUG_LEVEL] = spec.drug_level
     mapping = ColumnMapping.parse(spec.mapping).as_dict() if spec.mapping else {}
     for m in MODEL_COLUMNS:
         st.session_state[f"import_map_{m}"] = mapping.get(m, NONE)
@@ -285,7 +302,9 @@ def render(where: Any = st) -> None:
         where.caption(hint)
         if kind in ("omop", "i2b2"):
             where.text_input("Schema (optional)", key="import_schema")
-    omop_codes, domains = _omop_widgets(where) if kind == "omop" else ("source", ("condition",))
+    omop_codes, domains, drug_level = (
+        _omop_widgets(where) if kind == "omop" else ("source", ("condition",), "ingredient")
+    )
     if data is None and not location:
         where.info("Upload a file or give a path to see a preview.")
         return
@@ -339,6 +358,7 @@ def render(where: Any = st) -> None:
         normalize=bool(st.session_state.get("import_normalize")),
         omop_codes=omop_codes,
         domains=domains,
+        drug_level=drug_level,
     )
     columns = (
         [str(c) for c in head.columns if str(c) != ColumnMapping.parse(mapping).as_dict()["patient_id"]]
@@ -363,19 +383,30 @@ def render(where: Any = st) -> None:
     _normalization_report(where)
 
 
-def _omop_widgets(where: Any) -> tuple[str, tuple[str, ...]]:
-    """The CDM's codes and, with standard concepts, its domains (issue 37; `engine.io.omop.read_omop`)."""
-    from engine.io.omop import DOMAINS
+def _omop_widgets(where: Any) -> tuple[str, tuple[str, ...], str]:
+    """The CDM's codes and, with standard concepts, its domains and (with drugs) the drugs' RxNorm
+    level (issue 37; `engine.io.omop.read_omop`)."""
+    from engine.io.omop import DOMAINS, DRUG_LEVELS
 
     if st.session_state.get(OMOP_CODES) not in OMOP_CODE_LABELS:
         st.session_state[OMOP_CODES] = "source"
     codes = where.radio("Codes", list(OMOP_CODE_LABELS), key=OMOP_CODES, format_func=OMOP_CODE_LABELS.get)
     if codes != "standard":
-        return codes, ("condition",)
+        return codes, ("condition",), "ingredient"
     if not st.session_state.get(OMOP_DOMAINS):
         st.session_state[OMOP_DOMAINS] = ["condition"]
-    chosen = where.multiselect("Domains", list(DOMAINS), key=OMOP_DOMAINS)
-    return codes, tuple(d for d in DOMAINS if d in chosen) or ("condition",)
+    chosen = where.multiselect(
+        "Domains", list(DOMAINS), key=OMOP_DOMAINS, format_func=lambda d: OMOP_DOMAIN_LABELS.get(d, d)
+    )
+    domains = tuple(d for d in DOMAINS if d in chosen) or ("condition",)
+    if "drug" not in domains:
+        return codes, domains, "ingredient"
+    if st.session_state.get(OMOP_DRUG_LEVEL) not in DRUG_LEVELS:
+        st.session_state[OMOP_DRUG_LEVEL] = "ingredient"
+    level = where.radio(
+        "Drugs as", list(DRUG_LEVELS), key=OMOP_DRUG_LEVEL, format_func=OMOP_DRUG_LEVEL_LABELS.get
+    )
+    return codes, domains, str(level)
 
 
 def _list_changed(listed: tuple[str, bytes] | None) -> bool:

@@ -65,6 +65,7 @@ class InputOptions:
     normalize: bool = False
     codes: str = "source"  # OMOP: ICD source values or standard concepts (issue 37)
     domains: tuple[str, ...] = ("condition",)
+    drug_level: str = "ingredient"  # OMOP drugs: RxNorm ingredient or clinical drug (issue 37)
 
     @classmethod
     def of(cls, args: argparse.Namespace | None) -> InputOptions:
@@ -79,6 +80,7 @@ class InputOptions:
             bool(getattr(args, "normalize_codes", False)),
             getattr(args, "omop_codes", None) or "source",
             parse_domains(getattr(args, "domains", None) or "condition"),
+            getattr(args, "drug_level", None) or "ingredient",
         )
 
     @property
@@ -87,7 +89,7 @@ class InputOptions:
         return (
             self.source != "auto"
             or any((self.mapping, self.sheet, self.schema))
-            or (self.codes, self.domains) != ("source", ("condition",))
+            or (self.codes, self.domains, self.drug_level) != ("source", ("condition",), "ingredient")
         )
 
 
@@ -126,6 +128,7 @@ def load_events_input(path: str, options: InputOptions | None = None) -> Loaded:
             na_ids=opts.na_ids,
             codes=opts.codes,  # type: ignore[arg-type]
             domains=opts.domains,
+            drug_level=opts.drug_level,  # type: ignore[arg-type]
         )
     except ValueError as exc:
         raise UserError(f"--map: {exc}") from None
@@ -195,8 +198,16 @@ def add_input_options(parser: argparse.ArgumentParser) -> None:
             "--domains",
             default="condition",
             help="OMOP CDM with --omop-codes standard: the tables the attacker knows, any of condition, procedure, "
-            "drug (drugs at RxNorm ingredient level); a visit's items of all of them are one set "
+            "drug, measurement, observation (drugs at the --drug-level; a measurement is its LOINC concept, "
+            "its value is not part of the known set); a visit's items of all of them are one set "
             "(default condition)",
+        )
+        group.add_argument(
+            "--drug-level",
+            choices=("ingredient", "clinical"),
+            default="ingredient",
+            help="OMOP CDM drugs (--domains drug): each exposure as its RxNorm ingredients (default) or its "
+            "clinical drug (ingredient, strength and form), through concept_ancestor",
         )
         group.add_argument(
             "--normalize-codes",

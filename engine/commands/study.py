@@ -314,6 +314,7 @@ def load_options_of(options: InputOptions) -> dict[str, str]:
         ("normalize_codes", "true" if options.normalize else ""),
         ("omop_codes", "" if options.codes == "source" else options.codes),
         ("domains", "" if tuple(options.domains) == ("condition",) else ",".join(options.domains)),
+        ("drug_level", "" if options.drug_level == "ingredient" else options.drug_level),
     ):
         if value:
             out[key] = value

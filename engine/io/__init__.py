@@ -59,17 +59,20 @@ def read_source(
     na_ids: Literal["error", "accept"] = "error",
     codes: Literal["source", "standard", "icd"] = "source",
     domains: tuple[str, ...] = ("condition",),
+    drug_level: Literal["ingredient", "clinical"] = "ingredient",
 ):
     """Events from any source kind (`detect_source` when `auto`); returns `events.SourceData`.
     `mapping` (`patient_id=MRN,code=DX_CODE,...`) applies to long-form files; ValueError for a
     malformed mapping or a mapping given for OMOP/MEDS (their columns are fixed by the standard).
-    `codes` and `domains` (issue 37) apply to an OMOP CDM (`omop.read_omop`); UserError elsewhere."""
+    `codes`, `domains` and `drug_level` (issue 37) apply to an OMOP CDM (`omop.read_omop`); UserError elsewhere."""
     from engine.io.mapping import ColumnMapping, read_long
 
     kind = detect_source(path) if source == "auto" else source
     if mapping and kind != "long":
         raise ValueError(f"--map applies to long-form files; {_name(path)} is read as {kind}")
-    if (codes != "source" or tuple(domains) != ("condition",)) and kind != "omop":
+    if (
+        codes != "source" or tuple(domains) != ("condition",) or drug_level != "ingredient"
+    ) and kind != "omop":
         from engine.io.errors import UserError
 
         raise UserError(f"--omop-codes / --domains apply to an OMOP CDM; {_name(path)} is read as {kind}")
@@ -85,6 +88,7 @@ def read_source(
             na_ids=na_ids,
             codes=codes,
             domains=domains,
+            drug_level=drug_level,
         )
     if kind == "i2b2":
         from engine.io.i2b2 import read_i2b2

@@ -70,6 +70,7 @@ _OPTION_KEYS = (
     "sample_variant",
     "omop_codes",
     "domains",
+    "drug_level",
 )
 
 
@@ -89,6 +90,7 @@ class ImportSpec:
     # an OMOP CDM's codes and tables (issue 37; `engine.io.omop.read_omop`'s `codes`, `domains`)
     omop_codes: str = "source"
     domains: tuple[str, ...] = ("condition",)
+    drug_level: str = "ingredient"
 
     def to_options(self) -> dict[str, str]:
         """The study's load options (text); empty values left out."""
@@ -105,6 +107,7 @@ class ImportSpec:
             "sample_variant": self.sample_variant,
             "omop_codes": "" if self.omop_codes == "source" else self.omop_codes,
             "domains": "" if self.domains == ("condition",) else ",".join(self.domains),
+            "drug_level": "" if self.drug_level == "ingredient" else self.drug_level,
             **self.cohort.to_options(),
         }
         return {k: v for k, v in values.items() if v}
@@ -135,6 +138,7 @@ class ImportSpec:
             cohort=cohort,
             omop_codes=str(options.get("omop_codes", "") or "source"),
             domains=tuple(str(options.get("domains", "") or "condition").split(",")),
+            drug_level=str(options.get("drug_level", "") or "ingredient"),
         )
 
 
@@ -351,6 +355,7 @@ def load_import(
                 schema=spec.schema or None,
                 codes=spec.omop_codes,  # type: ignore[arg-type]
                 domains=spec.domains,
+                drug_level=spec.drug_level,  # type: ignore[arg-type]
             )
     except DataError:
         raise

@@ -8,11 +8,12 @@ these columns, selected in SQL for a database:
 | `person` | `person_id`, `year_of_birth`, `month_of_birth`, `day_of_birth` | required (month, day optional) |
 | `condition_occurrence` | `condition_occurrence_id`, `person_id`, `condition_start_date`, `visit_occurrence_id`, `condition_source_value`, `condition_source_concept_id` | required (the last three optional) |
 | `visit_occurrence` | `visit_occurrence_id`, `person_id`, `visit_start_date` | optional |
-| `measurement` | `person_id`, `measurement_date`, `measurement_source_value`, `measurement_concept_id` | optional: lab orders |
+| `measurement` | `person_id`, `measurement_date`, `measurement_source_value`, `measurement_concept_id`, `visit_occurrence_id` | optional: lab orders; standard concepts, domain `measurement` |
+| `observation` | `person_id`, `observation_date`, `observation_concept_id`, `visit_occurrence_id` | standard concepts, domain `observation` |
 | `concept` | `concept_id`, `vocabulary_id` (standard: `concept_code`, `concept_class_id`) | optional: the vocabulary of each source concept; required for standard concepts |
 | `procedure_occurrence` | `person_id`, `procedure_date`, `procedure_concept_id`, `visit_occurrence_id` | standard concepts, domain `procedure` |
 | `drug_exposure` | `person_id`, `drug_exposure_start_date`, `drug_concept_id`, `visit_occurrence_id` | standard concepts, domain `drug` |
-| `concept_ancestor` | `ancestor_concept_id`, `descendant_concept_id`, `min_levels_of_separation` | drugs' ingredients |
+| `concept_ancestor` | `ancestor_concept_id`, `descendant_concept_id`, `min_levels_of_separation` | drugs' ingredients or clinical drugs |
 
 The long form (ARCHITECTURE section 2):
 - `patient_id` = `person_id`;
@@ -22,11 +23,14 @@ The long form (ARCHITECTURE section 2):
   (event date against 2015-10-01 for codes both vocabularies read); rows whose source concept is of
   another vocabulary (SNOMED, ...) or that have no source value are left out, counted in a warning;
 - with `codes="standard"` (issue 37; `--omop-codes standard`): `code` = the item label of each row's
-  standard concept (`condition_concept_id`, and, as `domains` chooses, `procedure_concept_id` and
-  `drug_concept_id` at RxNorm ingredient level through `concept_ancestor`), `SNOMED:<concept_code>`,
-  `CPT4:99213`, `RxNorm:<code>` (`engine.vocab.concept_item`; ICD concepts as today), its vocabulary
-  the concept's `vocabulary_id`; the rows of all domains are one long form, so a visit's conditions,
-  procedures and drugs are one known set; rows whose concept is 0 or unknown are left out, warned;
+  standard concept (`condition_concept_id`, and, as `domains` chooses, `procedure_concept_id`,
+  `drug_concept_id` at RxNorm ingredient level, or clinical-drug level with `drug_level="clinical"`,
+  through `concept_ancestor`, `measurement_concept_id` and `observation_concept_id`),
+  `SNOMED:<concept_code>`, `CPT4:99213`, `RxNorm:<code>`, `LOINC:2345-7` (`engine.vocab.concept_item`;
+  ICD concepts as today), its vocabulary the concept's `vocabulary_id`; a measurement is one item per
+  measured concept: its value (`value_as_number`, ...) is not part of the known set; the rows of all
+  domains are one long form, so a visit's conditions, procedures, drugs, measurements and
+  observations are one known set; rows whose concept is 0 or unknown are left out, warned;
   when the CDM has concept and concept_ancestor, its own hierarchy and concept names come with the
   events (`SourceData.concepts`, `read_concept_parents`): the methods' `cdm` hierarchy;
 - with `codes="icd"` (`--omop-codes icd`, conditions only): the standard concepts mapped back to ICD
@@ -38,7 +42,9 @@ The long form (ARCHITECTURE section 2):
   when given, else 1 July; HIPAA-style CDMs often hold the year alone, and then an event in the year
   of birth is age 0) to `condition_start_date`;
 - lab orders: `patient_id`, `day` = `measurement_date`, `lab` = `measurement_source_value` (else the
-  `measurement_concept_id`).
+  `measurement_concept_id`); with standard concepts (`codes="standard"`) and a `concept` table, `lab` =
+  the item label of the measured concept (`LOINC:2345-7`, Johnson 2018's lab orders by LOINC concept;
+  the source value where the concept is 0 or unknown).
 
 Rows are named like file rows: for a CSV or Parquet file the header is row 1 and the first data row
 row 2; for a database table, row n is the n-th row in storage order (`rowid` + 1). Every finding names
@@ -99,7 +105,11 @@ TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "visit_occurrence": (("visit_occurrence_id", "person_id", "visit_start_date"), ()),
     "measurement": (
         ("person_id", "measurement_date"),
-        ("measurement_source_value", "measurement_concept_id"),
+        ("measurement_source_value", "measurement_concept_id", "measurement_id", "visit_occurrence_id"),
+    ),
+    "observation": (
+        ("person_id", "observation_date", "observation_concept_id"),
+        ("observation_id", "visit_occurrence_id"),
     ),
     "concept": (("concept_id", "vocabulary_id"), ()),
     "concept_ancestor": (("ancestor_concept_id", "descendant_concept_id", "min_levels_of_separation"), ()),
@@ -128,10 +138,14 @@ KEYS: dict[str, tuple[str, ...]] = {
     "concept": ("concept_id",),
     "procedure_occurrence": ("procedure_occurrence_id",),
     "drug_exposure": ("drug_exposure_id",),
+    "observation": ("observation_id",),
     "concept_ancestor": ("ancestor_concept_id", "descendant_concept_id"),
     "concept_relationship": ("concept_id_1", "concept_id_2", "relationship_id"),
 }
 Codes = Literal["source", "standard", "icd"]
+DrugLevel = Literal["ingredient", "clinical"]
+# the RxNorm concept class a drug exposure is counted at (`--drug-level`)
+DRUG_LEVELS: dict[str, str] = {"ingredient": "Ingredient", "clinical": "Clinical Drug"}
 
 
 @dataclass(frozen=True)
@@ -147,6 +161,9 @@ DOMAINS: dict[str, Domain] = {
     "condition": Domain("condition_occurrence", "condition_start_date", "condition_concept_id"),
     "procedure": Domain("procedure_occurrence", "procedure_date", "procedure_concept_id"),
     "drug": Domain("drug_exposure", "drug_exposure_start_date", "drug_concept_id"),
+    # one item per measured concept (LOINC): the values are not part of the attacker's known set
+    "measurement": Domain("measurement", "measurement_date", "measurement_concept_id"),
+    "observation": Domain("observation", "observation_date", "observation_concept_id"),
 }
 
 
@@ -385,13 +402,14 @@ def read_omop(
     na_ids: NaIds = "error",
     codes: Codes = "source",
     domains: Sequence[str] = ("condition",),
+    drug_level: DrugLevel = "ingredient",
 ) -> SourceData:
     """Events (and lab orders) from an OMOP CDM v5.4 folder of CSV/Parquet files or a DuckDB file
     (module docstring). `codes`: the conditions' ICD source values (`source`) or the standard
-    concepts of the `domains` (`standard`: `DOMAINS`, read by `_standard_rows`). Never raises on bad
-    data: the findings are in `SourceData.report`; a domain other than condition with source codes is
-    a `UserError`."""
-    check_domains(codes, domains)
+    concepts of the `domains` (`standard`: `DOMAINS`, read by `_standard_rows`; drugs at the RxNorm
+    `drug_level`). Never raises on bad data: the findings are in `SourceData.report`; a domain other
+    than condition with source codes, or an unknown drug level, is a `UserError`."""
+    check_domains(codes, domains, drug_level)
     report = ValidationReport()
     expected = "an OMOP CDM folder (CSV/Parquet), a DuckDB file or a database URL"
     reader = open_reader(location, schema, report, expected)
@@ -399,7 +417,17 @@ def read_omop(
         return SourceData(None, report)
     try:
         data = _read(
-            reader, report, visits, labs, normalize, unknown_codes, drop_duplicates, na_ids, codes, domains
+            reader,
+            report,
+            visits,
+            labs,
+            normalize,
+            unknown_codes,
+            drop_duplicates,
+            na_ids,
+            codes,
+            domains,
+            drug_level,
         )
         if codes == "standard" and data.events is not None and _has_vocabulary(reader):
             # the CDM's own hierarchy and concept names travel with its events (`Dataset.concepts`)
@@ -425,6 +453,7 @@ def _read(
     na_ids: NaIds = "error",
     codes: Codes = "source",
     domains: Sequence[str] = ("condition",),
+    drug_level: DrugLevel = "ingredient",
 ) -> SourceData:
     person = reader.read("person", report)
     cond = reader.read("condition_occurrence", report)
@@ -450,7 +479,7 @@ def _read(
     if codes != "source":  # the chosen domains' standard concepts, as one table (`_standard_rows`)
         if len(report.errors) > n_err:
             return SourceData(None, report, sources=reader.sources)
-        union = _standard_rows(reader, report, cond, domains, pids)
+        union = _standard_rows(reader, report, cond, domains, pids, drug_level)
         if union is not None and codes == "icd":
             union = _to_icd(reader, report, union)
         if union is None:
@@ -575,7 +604,8 @@ def _read(
         na_ids=na_ids,
         concepts=codes != "source",
     )
-    lab_frame = _labs(reader, report) if with_labs and reader.has("measurement") else None
+    by_concept = codes == "standard" and reader.has("concept")
+    lab_frame = _labs(reader, report, by_concept) if with_labs and reader.has("measurement") else None
     return SourceData(events, report, lab_frame, reader.sources)
 
 
@@ -649,11 +679,14 @@ def _concept_vocabularies(
     return per
 
 
-def check_domains(codes: str, domains: Sequence[str]) -> None:
+def check_domains(codes: str, domains: Sequence[str], drug_level: str = "ingredient") -> None:
     """The domain list of `read_omop`: known names, at least one, and beyond `condition` only with
-    standard concepts (source values of procedures and drugs are no ICD codes). UserError otherwise."""
+    standard concepts (source values of procedures, drugs, measurements and observations are no ICD
+    codes); a known drug level (`DRUG_LEVELS`). UserError otherwise."""
     from engine.io.errors import UserError
 
+    if drug_level not in DRUG_LEVELS:
+        raise UserError(f"--drug-level {drug_level}: use {' or '.join(DRUG_LEVELS)}")
     bad = [d for d in domains if d not in DOMAINS]
     if bad or not domains:
         raise UserError(
@@ -665,19 +698,26 @@ def check_domains(codes: str, domains: Sequence[str]) -> None:
         )
     if codes == "source" and list(domains) != ["condition"]:
         raise UserError(
-            f"--domains {','.join(domains)}: procedures and drugs are read in standard concepts; add --omop-codes standard"
+            f"--domains {','.join(domains)}: domains other than condition are read in standard concepts; "
+            "add --omop-codes standard"
         )
 
 
 def _standard_rows(
-    reader: _Reader, report: ValidationReport, cond: Table, domains: Sequence[str], pids: Text
+    reader: _Reader,
+    report: ValidationReport,
+    cond: Table,
+    domains: Sequence[str],
+    pids: Text,
+    drug_level: DrugLevel = "ingredient",
 ) -> Table | None:
     """The rows of the chosen domains (`DOMAINS`) in standard concepts, as one table of
     condition_occurrence's shape (issue 37): `person_id`, `condition_start_date` (the domain's date),
     `visit_occurrence_id` (as text, '' when absent), `condition_source_value` the concept's item label
-    (`engine.vocab.concept_item`), `vocabulary_id`. Drugs at ingredient level: each exposure counts
-    once per RxNorm ingredient among its concept's ancestors (`concept_ancestor`). Rows whose concept
-    is 0, unknown to `concept` or (drugs) has no ingredient are left out, counted per table in a
+    (`engine.vocab.concept_item`), `vocabulary_id`. Drugs at `drug_level`: each exposure counts once
+    per RxNorm ingredient (or its clinical drug) among its concept and its ancestors
+    (`concept_ancestor`). A measurement is its concept (LOINC), its value left out. Rows whose concept
+    is 0, unknown to `concept` or (drugs) has nothing at that level are left out, counted per table in a
     warning. Each table's ids, dates and persons are checked first, naming its own rows; None after
     an error. With several tables, later findings name them all (their row numbers are each table's)."""
     n_err = len(report.errors)
@@ -715,8 +755,11 @@ def _standard_rows(
     concept = _concept_table(reader, report, [(d.table, d.concept) for d, *_ in parts])
     if concept is None:
         return None
+    level = DRUG_LEVELS[drug_level]
     ingredient = (
-        _ingredients(reader, report, concept) if any(d.table == "drug_exposure" for d, *_ in parts) else {}
+        _drug_levels(reader, report, concept, level)
+        if any(d.table == "drug_exposure" for d, *_ in parts)
+        else {}
     )
     frames, rownums, wheres = [], [], []
     for d, t, fc, pid, day in parts:
@@ -725,7 +768,7 @@ def _standard_rows(
         if d.table == "drug_exposure":  # one row per ingredient of the drug
             u, inv = np.unique(cid.astype(str), return_inverse=True)
             inv = inv.ravel()
-            found = [ingredient.get(c) or ("",) for c in u]  # '' (no ingredient): left out below
+            found = [ingredient.get(c) or ("",) for c in u]  # '' (none at the level): left out below
             flat = np.array([i for f in found for i in f], dtype=object)
             lens = np.array([len(f) for f in found], dtype=np.int64)
             starts = np.cumsum(lens) - lens
@@ -738,7 +781,7 @@ def _standard_rows(
         if missing.any():
             shown = ", ".join(sorted({str(c) or "(empty)" for c in cid[missing]})[:MAX_ROWS])
             what = (
-                "no RxNorm ingredient, 0 or unknown to table concept"
+                f"no RxNorm {level.lower()}, 0 or unknown to table concept"
                 if d.table == "drug_exposure"
                 else "0 or unknown to table concept"
             )
@@ -909,9 +952,12 @@ def _concept_table_where(reader: _Reader, report: ValidationReport, where_sql: s
     return Concepts(frame[~frame.index.duplicated()])
 
 
-def _ingredients(reader: _Reader, report: ValidationReport, concept: Concepts) -> dict[str, tuple[str, ...]]:
-    """Drug concept id -> its RxNorm ingredients' ids (concept_ancestor, the concept itself when it is
-    one), sorted; empty when the CDM has no concept_ancestor (every drug row is then left out)."""
+def _drug_levels(
+    reader: _Reader, report: ValidationReport, concept: Concepts, level: str
+) -> dict[str, tuple[str, ...]]:
+    """Drug concept id -> the ids of its RxNorm concepts of class `level` (`Ingredient`, `Clinical
+    Drug`) among its ancestors in concept_ancestor and itself (when it is one, with or without the self
+    row), sorted; empty when the CDM has no concept_ancestor (every drug row is then left out)."""
     if not reader.has("concept_ancestor"):
         return {}
     where_sql = ""
@@ -920,11 +966,13 @@ def _ingredients(reader: _Reader, report: ValidationReport, concept: Concepts) -
     t = reader.read("concept_ancestor", report, where_sql)
     if t is None:
         return {}
-    anc = Text.of(t.frame["ancestor_concept_id"]).values()
-    desc = Text.of(t.frame["descendant_concept_id"]).values()
+    at_level = (concept.frame["concept_class_id"] == level) & (concept.frame["vocabulary_id"] == "RxNorm")
+    own = concept.frame.index[at_level.to_numpy()].to_numpy(dtype=object)  # its own (level 0) ancestor
+    anc = np.concatenate([Text.of(t.frame["ancestor_concept_id"]).values(), own])
+    desc = np.concatenate([Text.of(t.frame["descendant_concept_id"]).values(), own])
     klass = concept.frame["concept_class_id"].reindex(pd.Index(anc.astype(str))).fillna("").to_numpy()
     vocab = concept.frame["vocabulary_id"].reindex(pd.Index(anc.astype(str))).fillna("").to_numpy()
-    hit = (klass == "Ingredient") & (vocab == "RxNorm")
+    hit = (klass == level) & (vocab == "RxNorm")
     pairs = pd.DataFrame({"d": desc[hit], "a": anc[hit]}).drop_duplicates().sort_values(["d", "a"])
     return {str(d): tuple(map(str, g["a"])) for d, g in pairs.groupby("d", sort=False)}
 
@@ -1031,7 +1079,10 @@ def _concept_parents(reader: _Reader, report: ValidationReport) -> ConceptParent
     )
 
 
-def _labs(reader: _Reader, report: ValidationReport) -> pd.DataFrame | None:
+def _labs(reader: _Reader, report: ValidationReport, by_concept: bool = False) -> pd.DataFrame | None:
+    """Lab orders (`patient_id`, `day`, `lab`) of the measurement table (module docstring): by source
+    value, or (`by_concept`) by the measured standard concept's item label, the source value where
+    the concept is 0 or unknown to `concept`."""
     meas = reader.read("measurement", report)
     if meas is None:
         return None
@@ -1045,6 +1096,11 @@ def _labs(reader: _Reader, report: ValidationReport) -> pd.DataFrame | None:
         lab = pd.Series([""] * len(meas.frame), dtype="string")
     if "measurement_concept_id" in meas.frame:
         concept = Text.of(meas.frame["measurement_concept_id"]).values()
+        if by_concept:
+            known = _concept_table(reader, report, [("measurement", "measurement_concept_id")])
+            if known is not None:
+                label = pd.Series(known.label(concept)[0], dtype="string")
+                lab = label.where(label != "", lab)
         lab = lab.where(lab != "", pd.Series(concept, dtype="string"))
     blank = (lab == "").to_numpy()
     if blank.any():

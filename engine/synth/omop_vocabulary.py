@@ -2,11 +2,11 @@
 
 `python -m engine sample --formats omop-snomed` writes `omop_snomed/`, a folder of Parquet tables
 (`engine.io.omop` reads it): person, visit_occurrence, condition_occurrence, procedure_occurrence,
-drug_exposure, and the vocabulary tables concept, concept_ancestor and concept_relationship. Nothing of
+drug_exposure, measurement, observation, and the vocabulary tables concept, concept_ancestor and concept_relationship. Nothing of
 SNOMED CT, CPT-4 or RxNorm is shipped (their licences): every concept is invented, with a local concept
 id (above 2,000,000,000, OMOP's range for local concepts), an invented concept code and a name that
 says it is synthetic; only the vocabulary ids are the real ones (`SNOMED`, `CPT4`, `RxNorm`, `ATC`,
-`ICD10CM`). Everything follows from the sample and the seed.
+`LOINC`, `ICD10CM`). Everything follows from the sample and the seed.
 
 - **Conditions** (domain Condition, SNOMED): one concept per ICD-10-CM code of the sample's ICD-10-CM
   variant (`engine.synth.icd10`, the first `OMOP_MAX_PATIENTS` patients) and one per ancestor of it in
@@ -23,6 +23,12 @@ says it is synthetic; only the vocabulary ids are the real ones (`SNOMED`, `CPT4
 - **Drugs**: RxNorm clinical drugs (3 per ingredient) of 40 ingredients, each ingredient under an ATC
   2nd-level class under an ATC 1st-level class; per visit a Poisson(`DRUGS_PER_VISIT`) number of
   exposures, drawn with Zipf weights.
+- **Measurements** (lab orders): LOINC-like tests (invented codes `99nnn-n`), 4 under each of 3 LOINC
+  groups; per visit a Poisson(`MEASUREMENTS_PER_VISIT`) number, Zipf-drawn, each with an invented
+  `value_as_number`; `measurement_source_value` is the test's code (the lab orders of Johnson 2018).
+- **Observations**: SNOMED observable entities, 3 under each of 2 groups; per visit a
+  Poisson(`OBSERVATIONS_PER_VISIT`) number. Measurements and observations are drawn after the
+  procedures and drugs, so those stay as they were for a seed.
 - `concept_ancestor`: every (ancestor, descendant) pair of the poly-hierarchy with its minimum and
   maximum levels of separation, the self pairs included (as the OHDSI vocabulary writes them).
 """
@@ -41,6 +47,8 @@ POLY_SHARE = 0.15
 MAPPED_SHARE = 0.85
 PROCEDURES_PER_VISIT = 0.8
 DRUGS_PER_VISIT = 0.7
+MEASUREMENTS_PER_VISIT = 1.0
+OBSERVATIONS_PER_VISIT = 0.3
 N_INGREDIENTS = 40
 DRUGS_PER_INGREDIENT = 3
 EHR = 32817  # type concept: EHR (OMOP standard concept)
@@ -247,6 +255,37 @@ def _drugs(vocab: Vocabulary) -> list[int]:
     return drugs
 
 
+def _measurements(vocab: Vocabulary) -> list[int]:
+    """LOINC-like lab tests under LOINC groups (module docstring); the test indexes."""
+    tests: list[int] = []
+    for g, group_name in enumerate(("Chemistry", "Hematology", "Urinalysis")):
+        group = vocab.add(
+            f"{group_name} tests", "Measurement", "LOINC", "LOINC Group", [], code=f"LG99{g}", standard="C"
+        )
+        for t in range(4):
+            n = 100 * (g + 1) + t
+            code = f"99{n:03d}-{n % 10}"  # invented, LOINC-shaped
+            tests.append(
+                vocab.add(
+                    f"{group_name} test {t + 1}", "Measurement", "LOINC", "Lab Test", [group], code=code
+                )
+            )
+    return tests
+
+
+def _observations(vocab: Vocabulary) -> list[int]:
+    """SNOMED observable entities under two groups (module docstring); the leaf indexes."""
+    top = vocab.add("Observable entity", "Observation", "SNOMED", "Observable Entity", [])
+    leaves: list[int] = []
+    for g in range(2):
+        group = vocab.add(f"Observable group {g + 1}", "Observation", "SNOMED", "Observable Entity", [top])
+        leaves += [
+            vocab.add(f"Observable {g + 1}.{o + 1}", "Observation", "SNOMED", "Observable Entity", [group])
+            for o in range(3)
+        ]
+    return leaves
+
+
 def snomed_cdm(events: pd.DataFrame, seed: int) -> dict[str, pd.DataFrame]:
     """The tables of the synthetic CDM (module docstring) from ICD-10-CM events (`patient_id, visit,
     code, age`), deterministic from `seed`."""
@@ -258,10 +297,13 @@ def snomed_cdm(events: pd.DataFrame, seed: int) -> dict[str, pd.DataFrame]:
     concept_of_code, mapped = _conditions(vocab, codes, rng)
     procedures = np.array(_procedures(vocab, rng))
     drugs = np.array(_drugs(vocab))
+    first_icd = len(vocab.rows)
     for _, icd in mapped:
         vocab.add(f"ICD-10-CM {icd}", "Condition", "ICD10CM", "ICD10 code", [], code=icd, standard=None)
+    icd_ids = CONCEPT_BASE + np.arange(first_icd, first_icd + len(mapped))
+    tests = np.array(_measurements(vocab))  # after the ICD concepts: earlier concept ids unchanged
+    observables = np.array(_observations(vocab))
     concept = vocab.concept_frame()
-    icd_ids = CONCEPT_BASE + np.arange(len(vocab.rows) - len(mapped), len(vocab.rows))
     snomed_ids = CONCEPT_BASE + np.array([n for n, _ in mapped], dtype=np.int64)
     relationship = pd.DataFrame(
         {
@@ -316,12 +358,16 @@ def snomed_cdm(events: pd.DataFrame, seed: int) -> dict[str, pd.DataFrame]:
     )
     procedure = _per_visit(rng, visit, procedures, PROCEDURES_PER_VISIT, "procedure_occurrence", code_of_id)
     drug = _per_visit(rng, visit, drugs, DRUGS_PER_VISIT, "drug_exposure", code_of_id)
+    measurement = _per_visit(rng, visit, tests, MEASUREMENTS_PER_VISIT, "measurement", code_of_id)
+    observation = _per_visit(rng, visit, observables, OBSERVATIONS_PER_VISIT, "observation", code_of_id)
     return {
         "person": person,
         "visit_occurrence": visit,
         "condition_occurrence": condition,
         "procedure_occurrence": procedure,
         "drug_exposure": drug,
+        "measurement": measurement,
+        "observation": observation,
         "concept": concept,
         "concept_ancestor": vocab.ancestor_frame(),
         "concept_relationship": relationship,
@@ -343,6 +389,20 @@ _EVENT_COLUMNS = {
         "drug_exposure_start_date",
         "drug_type_concept_id",
         "drug_source_value",
+    ),
+    "measurement": (
+        "measurement_id",
+        "measurement_concept_id",
+        "measurement_date",
+        "measurement_type_concept_id",
+        "measurement_source_value",
+    ),
+    "observation": (
+        "observation_id",
+        "observation_concept_id",
+        "observation_date",
+        "observation_type_concept_id",
+        "observation_source_value",
     ),
 }
 
@@ -374,6 +434,8 @@ def _per_visit(
     )
     if table == "drug_exposure":
         out.insert(4, "drug_exposure_end_date", date)
+    if table == "measurement":  # an invented result: never part of the known set (engine.io.omop)
+        out["value_as_number"] = np.round(rng.normal(100.0, 15.0, size=len(at)), 1)
     return out
 
 

@@ -189,6 +189,28 @@ def progress_bar(text: str) -> tuple[Callable[[float, str], None], Callable[[], 
     return step, step.bar.empty
 
 
+def cdm_labs_note() -> str | None:
+    """Where the lab orders of an imported OMOP CDM come from (issue 37; `engine.io.omop._labs`), None
+    for other data."""
+    from ui.data_choice import IMPORT
+    from ui.import_view import applied
+
+    got = applied()
+    if st.session_state.get("dataset_choice") != IMPORT or got is None or got[0].source != "omop":
+        return None
+    if got[0].omop_codes == "standard":
+        return (
+            "Lab orders from the imported OMOP CDM's measurement table: one lab per measured standard "
+            "concept (LOINC, named through the CDM's concept table; its source value where the concept is "
+            "0 or unknown), on its measurement_date. The measured values are not used."
+        )
+    return (
+        "Lab orders from the imported OMOP CDM's measurement table: one lab per measurement_source_value "
+        "(the test as the source ordered it; else its concept id), on its measurement_date. Choose standard "
+        "concepts on the Cohort page to read them by LOINC concept. The measured values are not used."
+    )
+
+
 def render(ctx: Context) -> None:
     """The Lab orders page for the sidebar's data, groups and adversary."""
     st.title("Lab orders")
@@ -200,9 +222,13 @@ def render(ctx: Context) -> None:
     labs = ctx.dataset.labs
     if labs is None or len(labs) == 0:
         st.warning(
-            "This dataset has no lab orders: load a labs file (patient_id, day, lab) on the Cohort page."
+            "This dataset has no lab orders: load a labs file (patient_id, day, lab) on the Cohort page, "
+            "or import an OMOP CDM that has a measurement table."
         )
         return
+    note = cdm_labs_note()
+    if note:
+        st.caption(note)
 
     days, which = population_days(ctx, labs, ctx.dataset.group_ids(ctx.population_group))
     if which == "none":
