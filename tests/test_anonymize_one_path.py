@@ -22,6 +22,7 @@ PAIRS = list(combinations(CODES, 2))[:39]  # 39 pairs of twins: k = 2 holds
 # method -> (its options, the study's attacker that is the method's own adversary for them)
 METHODS = {
     "gccens": (["--codes", "paper", "--scope", "cohort"], ("cohort", "all_visits")),
+    "generalize": (["--constraints", "none", "--complete", "--scope", "cohort"], ("cohort", "single_visit")),
 }
 
 
