@@ -23,6 +23,7 @@ PAIRS = list(combinations(CODES, 2))[:39]  # 39 pairs of twins: k = 2 holds
 METHODS = {
     "gccens": (["--codes", "paper", "--scope", "cohort"], ("cohort", "all_visits")),
     "generalize": (["--constraints", "none", "--complete", "--scope", "cohort"], ("cohort", "single_visit")),
+    "ugaclip": (["--knowledge", "single_visit"], ("cohort", "single_visit")),
     "lda": (["--codes", "all", "--icd-levels", "phecode"], ("cohort", "all_visits")),
 }
 
