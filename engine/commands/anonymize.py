@@ -1,5 +1,7 @@
 """`python -m engine anonymize METHOD ...`: one module per method, `anonymize_<name>.py`, each with
-`register(subparsers)` adding its method parser(s) under `anonymize`."""
+`register(subparsers)` adding its method parser(s) under `anonymize`. Each makes its release on the
+one path of `study add` (issue 38): its `settings_of`, then `anonymize_release.release_and_publish`
+(`engine.study.study.make_release`, then the one writer, `engine.commands.inputs.publish`)."""
 
 from __future__ import annotations
 

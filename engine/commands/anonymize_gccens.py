@@ -20,9 +20,7 @@ sha256 of the file written) is written either way.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from engine.commands.paths import path_roles
@@ -117,9 +115,9 @@ def settings_of(args: argparse.Namespace, inputs=None) -> GCCensSettings:
 
 def run(args: argparse.Namespace) -> int:
     from engine import risk
-    from engine.adversary import Adversary
     from engine.anonymize.censor import report as gccens_report
-    from engine.commands.inputs import InputOptions, load_groups, publish
+    from engine.commands.anonymize_release import release_and_publish, write_report
+    from engine.commands.inputs import InputOptions, load_groups
     from engine.io import export
     from engine.study.runs import RunInputs, SettingsError
 
@@ -129,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
     inputs = load_groups(
         args.events, population=args.population, cohort=args.cohort, options=InputOptions.of(args)
     )
-    population, cohort, sources = inputs.population, inputs.cohort, inputs.sources
+    population, cohort = inputs.population, inputs.cohort
     try:
         prepared = settings.prepare_input(RunInputs(population, cohort))
     except SettingsError as exc:
@@ -139,11 +137,12 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"note: --caps names codes not in the cohort, ignored: {', '.join(unknown[:10])}", file=sys.stderr
         )
-    release = settings.release_of(prepared, cohort)  # the settings the app and a study run with
-    adversary = Adversary(args.scope, "all_visits")
-    verification = risk.verify(release, adversary, args.k, population)
+    made, outcome = release_and_publish(
+        args, settings, inputs, paths, release=settings.release_of(prepared, cohort)
+    )
+    release, verification = made.release, made.verification
     before = risk.original_distinguishability(
-        cohort, adversary, population, risk.Matching(count_repeats=True)
+        cohort, settings.adversary, population, risk.Matching(count_repeats=True)
     )
     report = gccens_report(
         release,
@@ -151,26 +150,18 @@ def run(args: argparse.Namespace) -> int:
         before,
         original_codes=cohort.n_events,
         population_size=population.n_patients,
-        sources=sources,
+        sources=inputs.sources,
     )
     report["input_warnings"] = inputs.warnings
-    report["export"] = publish(
-        inputs,
-        release,
-        verification,
-        adversary,
-        args.k,
-        paths,
-        args=args,
+    report["export"] = outcome
+    pool = population.n_patients if args.scope == "population" else cohort.n_patients
+    write_report(
+        args,
+        report,
+        outcome,
+        hint=f" k = {args.k} cannot be reached with {args.scope} scope (even an empty record has only "
+        f"{pool} candidates)",
     )
-    if args.report:
-        Path(args.report).write_text(json.dumps(report, indent=2, default=str) + "\n")
-    if not report["export"]["written"]:
-        pool = population.n_patients if args.scope == "population" else cohort.n_patients
-        raise UserError(
-            f"{export.refusal_message(report['export'])} k = {args.k} cannot be reached with {args.scope} "
-            f"scope (even an empty record has only {pool} candidates)"
-        )
     print(
         f"GCCens k={args.k} {args.scope} {args.variant}: {cohort.n_patients} records, "
         f"{release.records.n_events} of {cohort.n_events} codes released "

@@ -22,8 +22,6 @@ release fingerprint and the sha256 of the files written) is written either way.
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -121,13 +119,13 @@ def settings_of(args: argparse.Namespace, inputs=None) -> HeatherlySettings:
 
 def run(args: argparse.Namespace) -> int:
     from engine import risk
-    from engine.adversary import Adversary
     from engine.anonymize.population import (
         SCOPE_NAMES,
         export_label,
         suppress_rare,
     )
-    from engine.commands.inputs import InputOptions, load_groups, publish
+    from engine.commands.anonymize_release import release_and_publish, write_report
+    from engine.commands.inputs import InputOptions, load_groups
     from engine.io import export
     from engine.study.runs import RunInputs, SettingsError
     from engine.utility.retention import code_count_phrase, figures
@@ -165,8 +163,8 @@ def run(args: argparse.Namespace) -> int:
     except SettingsError as exc:
         raise UserError(f"anonymize generalize: {exc}") from None
     print(f"Heatherly {SCOPE_NAMES[args.scope]} export: {export_label(args.with_visits)}")
-    release, verification = result.release.checked(cohort), result.verification
-    adversary = Adversary("cohort" if args.scope == "cohort" else "population", "single_visit")
+    made, outcome = release_and_publish(args, settings, inputs, paths, release=result.release.checked(cohort))
+    release, verification = made.release, made.verification
     _, plain_cohort = suppress_rare(group, cohort_ids, args.k)
     before = risk.original_distinguishability(cohort, verification.adversary, group)
     original, released = figures(cohort), figures(release.records, release.item_codes, original=cohort)
@@ -194,20 +192,10 @@ def run(args: argparse.Namespace) -> int:
             "failing": verification.failing.astype({"distinguishability": int}).to_dict("records"),
         },
     }
-    outcome = report["export"] = publish(
-        inputs,
-        release,
-        verification,
-        adversary,
-        args.k,
-        paths,
-        args=args,
+    report["export"] = outcome
+    write_report(
+        args, report, outcome, hint="" if args.complete else " (--complete adds the completion pass)"
     )
-    if args.report:
-        Path(args.report).write_text(json.dumps(report, indent=2, default=str) + "\n")
-    if not outcome["written"]:
-        hint = "" if args.complete else " (--complete adds the completion pass)"
-        raise UserError(export.refusal_message(outcome) + hint)
     print(
         f"Heatherly {SCOPE_NAMES[args.scope]} k={args.k} ({constraints}{', completed' if args.complete else ''}): "
         f"{cohort.n_patients} records, DC {released.diagnosis_count} of "

@@ -21,7 +21,6 @@ written) is written either way.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -153,8 +152,8 @@ def concepts_of(events: str, inputs):
 
 def run(args: argparse.Namespace) -> int:
     from engine import risk
-    from engine.adversary import Adversary
-    from engine.commands.inputs import InputOptions, load_groups, publish
+    from engine.commands.anonymize_release import release_and_publish, write_report
+    from engine.commands.inputs import InputOptions, load_groups
     from engine.io import export
     from engine.io.redact import redact
     from engine.study.runs import RunInputs
@@ -177,15 +176,20 @@ def run(args: argparse.Namespace) -> int:
     traj = settings.trajectories(inputs.cohort)
     if int((traj.lengths > 0).sum()) == 0:
         raise UserError("no cohort patient has any of the selected codes; nothing to anonymize")
+    run_inputs = RunInputs(inputs.population, inputs.cohort, concepts=concepts)
     try:
-        res = settings.run_result(
-            RunInputs(inputs.population, inputs.cohort, concepts=concepts), trajectories=traj
-        )
+        res = settings.run_result(run_inputs, trajectories=traj)
     except ValueError as exc:
         raise UserError(export.refuse(paths, str(exc))) from None
-    release = res.release().checked(res.source_pairs())  # as LDASettings.run: one way to a release
-    adversary = Adversary("cohort", "all_visits")
-    verification = risk.verify(release, adversary, args.k)
+    made, outcome = release_and_publish(
+        args,
+        settings,
+        inputs,
+        paths,
+        run_inputs=run_inputs,
+        release=res.release().checked(res.source_pairs()),  # as LDASettings.run: one way to a release
+    )
+    release, verification, adversary = made.release, made.verification, settings.adversary
     are = avg_re(res)
     losses = record_losses(res)
     report = {
@@ -215,19 +219,8 @@ def run(args: argparse.Namespace) -> int:
             "failing": verification.failing.astype({"distinguishability": int}).to_dict("records"),
         },
     }
-    report["export"] = publish(
-        inputs,
-        release,
-        verification,
-        adversary,
-        args.k,
-        paths,
-        args=args,
-    )
-    if args.report:
-        Path(args.report).write_text(json.dumps(report, indent=2, default=str) + "\n")
-    if not report["export"]["written"]:
-        raise UserError(export.refusal_message(report["export"]))
+    report["export"] = outcome
+    write_report(args, report, outcome)
     print(
         f"LDA {args.method} k={args.k} w_icd={args.w_icd:g}: {traj.n} cohort patients, "
         f"{int((traj.lengths > 0).sum())} trajectories in {len(res.clusters)} clusters; "

@@ -23,7 +23,6 @@ labels: compression shrinks them a hundredfold and more).
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -141,16 +140,10 @@ def settings_of(args: argparse.Namespace, inputs=None) -> ProfilesSettings:
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine.adversary import Adversary
     from engine.anonymize.population import export_label
     from engine.anonymize.profiles import SuppressionLimitExceeded
-    from engine.commands.inputs import (
-        InputOptions,
-        announce,
-        findings_json,
-        load_groups,
-        publish,
-    )
+    from engine.commands.anonymize_release import release_and_publish, write_report
+    from engine.commands.inputs import InputOptions, announce, findings_json, load_groups
     from engine.disclosure.cells import suppress_frame
     from engine.io import export
 
@@ -183,13 +176,24 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(
             export.refuse(paths, f"the cohort has {cohort.n_patients} records, fewer than k = {args.k}.")
         )
+    run_inputs = RunInputs(cohort, cohort, concepts=inputs.concepts)  # no population: cohort scope
     try:
-        result = settings.run_result(RunInputs(cohort, cohort, concepts=inputs.concepts))
+        result = settings.run_result(run_inputs)
     except SuppressionLimitExceeded as exc:
         raise UserError(export.refuse(paths, str(exc))) from exc
     print(f"{method} export: {export_label(args.with_visits)}")
-    policy, release, check, verification = result.policy, result.release, result.check, result.verification
-    release = release.checked(cohort)
+    policy, check = result.policy, result.check
+    blocked = None if check.ok else f"{check.message()} {result.verification.message()}"
+    made, outcome = release_and_publish(
+        args,
+        settings,
+        inputs,
+        paths,
+        run_inputs=run_inputs,
+        release=result.release.checked(cohort),
+        blocked=blocked,
+    )
+    release, verification = made.release, made.verification
     sat, re_ = result.satisfaction, result.relative_error
     count_cols = ["original_records", "released_records"]  # patients per disease: the report's cells
     shown_sat, sat_note = suppress_frame(sat, cells, count_cols, table="utility constraints")
@@ -219,22 +223,8 @@ def run(args: argparse.Namespace) -> int:
         "small_cells": {"policy": cells.to_dict(), "description": cells.describe(), **sat_note.to_dict()},
         "relative_error": {"queries": len(re_.queries), "mean": re_.mean, "std": re_.std},
     }
-    adversary = Adversary("cohort", args.knowledge)
-    blocked = None if check.ok else f"{check.message()} {verification.message()}"
-    report["export"] = publish(
-        inputs,
-        release,
-        verification,
-        adversary,
-        args.k,
-        paths,
-        blocked=blocked,
-        args=args,
-    )
-    if args.report:
-        Path(args.report).write_text(json.dumps(report, indent=2, default=str) + "\n")
-    if not report["export"]["written"]:
-        raise UserError(export.refusal_message(report["export"]))
+    report["export"] = outcome
+    write_report(args, report, outcome)
     print(
         f"{method} k={args.k} {args.knowledge}: {cohort.n_patients} records, {len(policy)} privacy constraints; "
         f"{release.loss['generalized_items']} generalized items, {release.loss['suppressed_codes']} codes suppressed "

@@ -43,6 +43,7 @@ from engine.records import Records
 if TYPE_CHECKING:
     from engine.adversary import Adversary
     from engine.io.concepts import ConceptParents
+    from engine.io.pseudonyms import Pseudonyms
     from engine.release import Release
     from engine.risk import Verification
 
@@ -318,11 +319,13 @@ def publish(
     *,
     args: argparse.Namespace,
     blocked: str | None = None,
+    pseudonyms: Pseudonyms | None = None,
 ) -> dict:
     """`engine.io.export.publish` for a command: the code map keeps the original spellings of the codes
     `inputs` were read with (`--normalize-codes`; a `source_spelling` column, as the app's exports),
     whichever loader read them; patients are named by the release ids of `--key-file` and the
-    crosswalk written to `--crosswalk` when given (`engine.commands.release_options`). With
+    crosswalk written to `--crosswalk` when given (`engine.commands.release_options`; `pseudonyms`:
+    that key read already, by `engine.commands.anonymize_release`). With
     `--dataset DIR` the recipient's dataset (`engine.io.dataset_export`: the released patients'
     `--genotypes` in the same release ids) is written there as one set once the release is, and a
     refused release removes the dataset an earlier run left. Returns the JSON-ready export record
@@ -340,7 +343,7 @@ def publish(
         blocked = blocked or rho_record["blocked"]
     folder = dataset_folder_of(args)
     genotypes = load_genotypes_checked(args.genotypes, InputOptions.of(args)).data if folder else None
-    pseudonyms = pseudonyms_of(args)
+    pseudonyms = pseudonyms or pseudonyms_of(args)
     names = None if inputs.concepts is None else inputs.concepts.names  # the code map's descriptions
     outcome = export.publish(
         release,
