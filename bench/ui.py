@@ -26,6 +26,17 @@ for the forked worker's run at the new k (`engine/scale/forked.py` wait; the chi
 and memoized, and 2.1 s for the release's verification and figures (`ui.honest.headline` 1.2 s, three
 `release_distinguishability`; `release_figures` 0.85 s). No small safe fix was found, so the row misses
 its 1 s target. The first load (171.7 s) was not profiled.
+Since (issue 36, engine calls in-process on the paper-scale cohort, 5,795 patients x 12,081 codes,
+load average 5-7, not through AppTest): GCCens keeps its counts sparse (no dense copy; the dense matrix
+is 560 MB): `gccens_run` all codes, cohort scope, k = 5 5.36 s -> 3.93 s, k = 1 (the baseline)
+0.40 s -> 0.25 s. The verification is not where the headline's time goes: each
+`release_distinguishability` is memoized per release content and adversary (`ui.verifications`) and
+takes 0.09 s (all visits) / 0.05 s (single visit) in the cohort scope; `compare.release_figures`
+0.65 s (writing the release CSV 0.34 s, reading it back 0.30 s), `compare.constraints_met` 0.45 s
+(the default utility policy read again 0.18 s), `compare.headline` 0.21 s: left as they are.
+UGACLIP / ACLIP at k = 6: about 115 s for both (153 s less numba's 38 s compile), 95 s of it the relative-error
+workload's Apriori join (`engine.utility.queries.frequent_itemsets`, twice) -> 23.2 s (14.1 + 9.1 s;
+what is left: the greedy kernel 5.4 s, the relative error 5.2 s, PPE's policy check 3.4 s).
 
 Rows:
   load       first load of the sample (the app's sidebar and the Cohort page, `page_app`) in a fresh

@@ -417,6 +417,20 @@ class CensorProblem:
         return out
 
 
+def dense_counts(held: sp.csr_matrix) -> np.ndarray:
+    """(records x codes) column-major int64 counts of `held`'s entries, as `problem.counts`."""
+    y = np.zeros(held.shape, dtype=np.int64, order="F")
+    y[np.repeat(np.arange(held.shape[0]), np.diff(held.indptr)), held.indices] = held.data
+    return y
+
+
+def counts_at(counts: np.ndarray | sp.spmatrix, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """counts[rows[i], cols[i]] of a dense or sparse count matrix, as an int64 array."""
+    if sp.issparse(counts):
+        return np.asarray(sp.csr_matrix(counts)[rows, cols], dtype=np.int64).ravel()
+    return np.asarray(counts[rows, cols], dtype=np.int64)
+
+
 def sample_counts(cohort: Records) -> tuple[np.ndarray, np.ndarray]:
     """Codes present in the sample (vocabulary indexes, code order) and the dense count matrix."""
     m = cohort.patient_item_counts.tocsc()
@@ -494,24 +508,23 @@ def _kernel():
 def _cohort_steps(
     problem: CensorProblem,
     k: int,
-    y: np.ndarray,
     cap: np.ndarray,
     sizes: np.ndarray,
     held: sp.csr_matrix,
     by_code: sp.csc_matrix,
     variant: Variant,
     progress: Progress | None,
-) -> tuple[list[dict], bool]:
-    """The cohort scope's loop (the candidates are the release y itself, thesis Algorithm 1 line 2 as
-    k-anonymity) in `censor_kernel.run`, y (column-major) censored in place: (steps, k reached).
+) -> tuple[sp.csr_matrix, list[dict], bool]:
+    """The cohort scope's loop (the candidates are the release itself, thesis Algorithm 1 line 2 as
+    k-anonymity) in `censor_kernel.run`, on a copy of the capped counts `held` (sparse, by record:
+    no dense records x codes matrix, issue 36): (released counts, steps, k reached).
     Each record's features "at least l of code j" are intersected as bitsets kept up to date (within
     BITSET_BYTES), else its dominators are counted among the holders of its rarest code (`by_code`:
     who held each code after capping), stopping at k either way; the same steps and counts as the
     live bitset counter the loop used before (tests/reference_censor.py). Returns to Python every
     `STEP_BUDGET` steps for `progress`."""
     ck = _kernel()
-    m, d = y.shape
-    yt = y.T  # codes x records, C-contiguous: y is column-major
+    m, d = held.shape
     off = np.concatenate([[0], np.cumsum(cap + 1)]).astype(np.int64)
     nnz = len(held.data)
     place = sp.csr_matrix((np.arange(1, nnz + 1), held.indices, held.indptr), shape=held.shape).tocsc()
@@ -525,7 +538,7 @@ def _cohort_steps(
         bits, fsize = ck.cohort_bits(tables, m)
     else:  # the holders of each record's rarest code checked one by one
         bits, fsize = np.zeros((0, 1), dtype=np.uint64), np.zeros(0, dtype=np.int64)
-    below = ck.below_all(tables, yt, bits, fsize, int(k))
+    below = ck.below_all(tables, m, d, bits, fsize, int(k))
     level = cap.astype(np.int64, copy=True)
     sizes = sizes.astype(np.int64, copy=True)
     targeted = variant == "targeted"
@@ -548,7 +561,7 @@ def _cohort_steps(
                 f"{met:,} of {first_below:,} records below k meet it (step {int(ctrl[ck.N_STEPS]) + 1})",
             )
         status = ck.run(
-            tables, yt, bits, fsize, level, sizes, below, hist, targeted, int(k), ctrl, steps_out, budget
+            tables, m, bits, fsize, level, sizes, below, hist, targeted, int(k), ctrl, steps_out, budget
         )
         if status != ck.BUDGET:
             break
@@ -558,7 +571,10 @@ def _cohort_steps(
         {"code": labels[o], "from_count": lv, "records": r, "below_k_before": nb}
         for o, lv, r, nb in zip(*(a[:n].tolist() for a in steps_out), strict=True)
     ]
-    return steps, status == ck.DONE
+    released = sp.csr_matrix(
+        (tables[ck.C_HELD_VAL], tables[ck.C_HELD_IDX], tables[ck.C_HELD_PTR]), shape=held.shape
+    )
+    return released, steps, status == ck.DONE
 
 
 def censor_counts(
@@ -569,8 +585,30 @@ def censor_counts(
     kernel: Kernel = "dominance",
     progress: Progress | None = None,
 ) -> tuple[np.ndarray, np.ndarray, list[dict], bool]:
-    """Algorithm 1 on count vectors: (capped counts, released counts, steps, k reached). The capped
-    counts are read-only (`problem.counts` itself when no cap is below a sample maximum).
+    """Algorithm 1 on count vectors: (capped counts, released counts, steps, k reached), dense
+    (records x codes, column-major). The capped counts are read-only (`problem.counts` itself when no
+    cap is below a sample maximum). `progress`: see `_censor`."""
+    held, released, steps, reached = _censor(problem, k, caps, variant, kernel, progress)
+    # line 1: preprocess (no cap below a sample maximum: nothing to cap)
+    capped = problem.counts.view() if (caps >= problem.maxima).all() else dense_counts(held)
+    capped.flags.writeable = False
+    if sp.issparse(released):
+        released = dense_counts(sp.csr_matrix(released))
+    return capped, released, steps, reached
+
+
+def _censor(
+    problem: CensorProblem,
+    k: int,
+    caps: np.ndarray,
+    variant: Variant,
+    kernel: Kernel,
+    progress: Progress | None,
+) -> tuple[sp.csr_matrix, np.ndarray | sp.csr_matrix, list[dict], bool]:
+    """`censor_counts` with the capped counts sparse (by record) and the released counts sparse on
+    the default kernels (dense on the reference loops): no dense records x codes matrix is built or
+    copied on the default paths (issue 36: the copy alone took 2.65 s of the all-codes Run at paper
+    scale).
 
     `progress(fraction, message)` is called before every censoring step, in this thread, with the
     share of the records first below k that meet it now (the cohort scope's compiled loop: every
@@ -587,32 +625,29 @@ def censor_counts(
         progress(0.0, "capping, then counting the records below k")
     m = len(problem.counts)
     top = problem.maxima
-    if (caps >= top).all():  # line 1: preprocess (no cap below a sample maximum: nothing to cap)
-        capped = problem.counts.view()
-        capped.flags.writeable = False
-    else:
-        capped = np.minimum(problem.counts, caps[None, :])
-    cap = np.minimum(caps, top) if m else caps.copy()  # working caps (see docstring)
-    counter = problem.counter_for(caps)
     # who holds each code (after capping; censoring only empties entries), so that the loop's column
     # and row work is proportional to the holders and the records' codes, not to the cohort or d
     h = problem.held
     held = sp.csr_matrix((np.minimum(h.data, caps[h.indices]), h.indices, h.indptr), shape=h.shape, copy=True)
-    held.eliminate_zeros()  # in place: on copies of `problem.held`'s index arrays
+    held.eliminate_zeros()  # in place: on copies of `problem.held`'s index arrays (line 1: the caps)
+    cap = np.minimum(caps, top) if m else caps.copy()  # working caps (see docstring)
+    counter = problem.counter_for(caps)
     sizes = np.bincount(held.indices[held.data == cap[held.indices]], minlength=len(cap)) * (cap > 0)
     if kernel == "dominance" and variant == "faithful" and problem.scope == "population" and m:
         assert counter is not None
-        y, exit_steps, reached = _faithful_by_exit_steps(problem, k, capped, cap, held, progress)
-        return capped, y, exit_steps, reached
-    y = np.array(capped, order="F")  # column-major, as `problem.counts`: a plain copy
+        released, exit_steps, reached = _faithful_by_exit_steps(problem, k, cap, held, progress)
+        return held, released, exit_steps, reached
     by_code = held.tocsc()
     row_lengths = np.diff(held.indptr)
     sparse_rows = (
         kernel != "risk" and problem.scope == "population" and counter is not None and not counter.dense
     )
     if kernel == "dominance" and problem.scope == "cohort" and m:
-        cohort_steps, reached = _cohort_steps(problem, k, y, cap, sizes, held, by_code, variant, progress)
-        return capped, y, cohort_steps, reached
+        released, cohort_steps, reached = _cohort_steps(
+            problem, k, cap, sizes, held, by_code, variant, progress
+        )
+        return held, released, cohort_steps, reached
+    y = dense_counts(held)  # the reference loops: the capped counts, censored in place
 
     def still_below(rows: np.ndarray) -> np.ndarray:
         assert (
@@ -654,7 +689,7 @@ def censor_counts(
                 f"{met:,} of {first_below:,} records below k meet it (step {len(steps) + 1})",
             )
         if n_below == 0:  # line 2
-            return capped, y, steps, True
+            return held, y, steps, True
         if variant == "faithful":
             if kernel == "risk":  # the literal scan of lines 4-10
                 sizes = (y == cap[None, :]).sum(axis=0) * (cap > 0)
@@ -668,7 +703,7 @@ def censor_counts(
                 level, sizes = hist.level, hist.sizes
             eligible = below
         if not (sizes > 0).any():
-            return capped, y, steps, False  # nothing left to censor
+            return held, y, steps, False  # nothing left to censor
         o = int(np.argmin(np.where(sizes > 0, sizes, np.iinfo(np.int64).max)))  # line 11, first = code order
         holders = by_code.indices[by_code.indptr[o] : by_code.indptr[o + 1]]
         at_level = holders[y[holders, o] == level[o]]  # level[o] > 0: only holders can be at it
@@ -742,11 +777,10 @@ def _exit_step_tables(
 def _faithful_by_exit_steps(
     problem: CensorProblem,
     k: int,
-    capped: np.ndarray,
     cap: np.ndarray,
     held: sp.csr_matrix,
     progress: Progress | None,
-) -> tuple[np.ndarray, list[dict], bool]:
+) -> tuple[sp.csr_matrix, list[dict], bool]:
     """The faithful variant in the population scope without stepping (the default kernel).
 
     The faithful step sequence does not depend on k: the step at level l of code j censors every
@@ -759,10 +793,10 @@ def _faithful_by_exit_steps(
     in `censor_kernel.exit_steps` (compiled; progress every `EXIT_BUDGET` records); the loop stops at
     the largest exit step. Same release and steps as the stepwise loop (`kernel="stepwise"`) and as
     the numpy batches this search replaced (tests/reference_censor.py), which tests check."""
-    m, d = capped.shape
+    m, d = held.shape
     # the whole step sequence: one step per (code, level), level = cap .. 1
-    r, j = held.nonzero()
-    c = np.minimum(capped[r, j], cap[j])
+    j = held.indices
+    c = np.minimum(held.data, cap[j])
     top = int(cap.max()) if d else 0
     at = np.bincount(j * (top + 1) + c, minlength=d * (top + 1)).reshape(d, top + 1)
     at_least = np.cumsum(at[:, ::-1], axis=1)[:, ::-1]  # [j, l] = records holding j >= l times
@@ -811,7 +845,10 @@ def _faithful_by_exit_steps(
             strict=True,
         )
     ]
-    y = np.minimum(capped, working_cap(np.arange(d), np.full(d, taken, dtype=np.int64))[None, :])
+    after = working_cap(np.arange(d), np.full(d, taken, dtype=np.int64))
+    y = sp.csr_matrix(
+        (np.minimum(held.data, after[held.indices]), held.indices, held.indptr), shape=held.shape
+    )
     if progress is not None:
         progress(1.0, f"{m - len(unreachable):,} of {m:,} records meet k after {taken:,} steps")
     return y, steps, reached
@@ -860,7 +897,9 @@ def _level_histogram(y: np.ndarray, below: np.ndarray, caps: np.ndarray) -> _Lev
     return hist
 
 
-def _release_mask(problem: CensorProblem, keep_counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _release_mask(
+    problem: CensorProblem, keep_counts: np.ndarray | sp.csr_matrix
+) -> tuple[np.ndarray, np.ndarray]:
     """Per event of the cohort: kept, and its occurrence rank within (record, code) in record order."""
     cohort = problem.cohort
     col_of_item = np.full(cohort.n_items, -1, dtype=np.int64)
@@ -873,7 +912,7 @@ def _release_mask(problem: CensorProblem, keep_counts: np.ndarray) -> tuple[np.n
     group_start = np.repeat(starts, np.diff(np.append(starts, len(sk))))
     rank = np.empty(len(key), dtype=np.int64)
     rank[order] = np.arange(len(sk)) - group_start
-    return rank < keep_counts[cohort.event_patient, col_of_item[cohort.event_item]], rank
+    return rank < counts_at(keep_counts, cohort.event_patient, col_of_item[cohort.event_item]), rank
 
 
 def gccens_run(
@@ -889,13 +928,13 @@ def gccens_run(
     """GCCens on a prepared problem (Algorithm 1); see the module docstring for the conventions.
     `progress`: see `censor_counts` (it may raise to cancel)."""
     cap_vec = problem.cap_vector(cap, caps)
-    capped, released, steps, reached = censor_counts(problem, k, cap_vec, variant, kernel, progress)
+    capped, released, steps, reached = _censor(problem, k, cap_vec, variant, kernel, progress)
     keep, rank = _release_mask(problem, released)
     cohort = problem.cohort
     removed = ~keep
     col_of_item = np.full(cohort.n_items, -1, dtype=np.int64)
     col_of_item[problem.codes] = np.arange(len(problem.codes))
-    ev_cap = capped[cohort.event_patient, col_of_item[cohort.event_item]]  # any memory order
+    ev_cap = counts_at(capped, cohort.event_patient, col_of_item[cohort.event_item])
     stage = np.where(rank >= ev_cap, "cap", "censor")
     sup = {PATIENT: cohort.patient_ids[cohort.event_patient[removed]]}
     if cohort.has_visits:

@@ -16,13 +16,14 @@ Numba compiles these loops (`cache=True`: once per installation, then loaded fro
 `python -m engine.anonymize.warm`). A run returns to Python every `budget` steps (progress,
 cancellation) with the state left in its arrays, and resumes from it.
 
-State: `yt` (codes x records, the release being censored, edited in place: the transpose of the
-caller's column-major matrix, so that a code's holders are read from one row), `level` (faithful:
+State: the release being censored is the tables' counts by record (`t[C_HELD_VAL]`, edited in
+place; issue 36: no dense records x codes matrix, whose copy alone took 2.65 s at paper scale), `m`
+the number of records, `level` (faithful:
 each code's working cap; targeted: the largest count of the code among the records below k),
 `sizes` (records at that level; 0: not a candidate), `below` (records below k), `hist` (targeted
 only: records below k holding code j exactly l times, `hist[j, l]`), the feature bitsets (`bits`,
-row off[j] + l; `size`: how many records each holds; no rows: not used), the tables `t` (the counts
-now, by record, also kept up to date), `ctrl` (`N_BELOW`, `N_STEPS`) and the steps taken (`steps`).
+row off[j] + l; `size`: how many records each holds; no rows: not used), `ctrl` (`N_BELOW`,
+`N_STEPS`) and the steps taken (`steps`).
 """
 
 from __future__ import annotations
@@ -67,7 +68,23 @@ C_HELD_PTR, C_HELD_IDX, C_HELD_VAL, C_CODE_PTR, C_CODE_IDX, C_CODE_POS, C_OFF = 
 
 
 @_jit
-def below_one(t: tuple, yt: np.ndarray, r: int, k: int, feats: np.ndarray) -> bool:
+def _count_of(t: tuple, c: int, j: int) -> int:
+    """Record c's count of code j now (0 if it never held it): its row's indices are sorted."""
+    held_ptr, held_idx = t[C_HELD_PTR], t[C_HELD_IDX]
+    a, b = held_ptr[c], held_ptr[c + 1]
+    while a < b:
+        mid = (a + b) // 2
+        if held_idx[mid] < j:
+            a = mid + 1
+        else:
+            b = mid
+    if a < held_ptr[c + 1] and held_idx[a] == j:
+        return t[C_HELD_VAL][a]
+    return 0
+
+
+@_jit
+def below_one(t: tuple, m: int, r: int, k: int, feats: np.ndarray) -> bool:
     """Whether fewer than k records of the release hold every code of record r at least as many
     times (r itself included), counted among the holders of its rarest code and stopping at k.
     `feats`: (2, r's length) scratch."""
@@ -85,7 +102,7 @@ def below_one(t: tuple, yt: np.ndarray, r: int, k: int, feats: np.ndarray) -> bo
                 rare = j
             n += 1
     if n == 0:  # no code: every record dominates it
-        return yt.shape[1] < k
+        return m < k
     count = 1  # the record itself
     if count >= k:
         return False
@@ -95,7 +112,7 @@ def below_one(t: tuple, yt: np.ndarray, r: int, k: int, feats: np.ndarray) -> bo
             continue
         ok = True
         for f in range(n):
-            if yt[feats[0, f], c] < feats[1, f]:
+            if _count_of(t, c, feats[0, f]) < feats[1, f]:
                 ok = False
                 break
         if ok:
@@ -124,7 +141,7 @@ def cohort_bits(t: tuple, m: int) -> tuple:
 @_jit
 def _below(
     t: tuple,
-    yt: np.ndarray,
+    m: int,
     bits: np.ndarray,
     size: np.ndarray,
     r: int,
@@ -136,7 +153,7 @@ def _below(
     features "at least y[r, j] of code j" intersected from the rarest up, stopping once fewer than k
     are left; else `below_one`. `feats`: (2, r's length) scratch; `acc`: a bitset's."""
     if not bits.shape[0]:
-        return below_one(t, yt, r, k, feats)
+        return below_one(t, m, r, k, feats)
     held_ptr, held_val, off = t[C_HELD_PTR], t[C_HELD_VAL], t[C_OFF]
     rows = feats[0]
     n = 0
@@ -150,21 +167,20 @@ def _below(
             rows[i] = f
             n += 1
     if n == 0:  # no code: every record dominates it
-        return yt.shape[1] < k
+        return m < k
     if size[rows[0]] < k:
         return True
     return _fewer_than_k(bits, rows, n, k, acc)
 
 
 @_jit
-def below_all(t: tuple, yt: np.ndarray, bits: np.ndarray, size: np.ndarray, k: int) -> np.ndarray:
-    """`_below` of every record."""
-    m = yt.shape[1]
+def below_all(t: tuple, m: int, d: int, bits: np.ndarray, size: np.ndarray, k: int) -> np.ndarray:
+    """`_below` of every record (m records, d codes)."""
     out = np.zeros(m, dtype=np.bool_)
-    feats = np.empty((2, max(yt.shape[0], 1)), dtype=np.int64)
+    feats = np.empty((2, max(d, 1)), dtype=np.int64)
     acc = np.empty(bits.shape[1], dtype=np.uint64)
     for r in range(m):
-        out[r] = _below(t, yt, bits, size, r, k, feats, acc)
+        out[r] = _below(t, m, bits, size, r, k, feats, acc)
     return out
 
 
@@ -211,7 +227,7 @@ def level_histogram(
 @_jit
 def run(
     t: tuple,
-    yt: np.ndarray,
+    m: int,
     bits: np.ndarray,
     size: np.ndarray,
     level: np.ndarray,
@@ -231,11 +247,11 @@ def run(
     held_val, code_ptr, code_idx, code_pos, off = (
         t[C_HELD_VAL], t[C_CODE_PTR], t[C_CODE_IDX], t[C_CODE_POS], t[C_OFF],
     )  # fmt: skip
-    d = yt.shape[0]
+    d = len(off) - 1
     feats = np.empty((2, max(d, 1)), dtype=np.int64)
     acc = np.empty(bits.shape[1], dtype=np.uint64)
-    at = np.empty(yt.shape[1], dtype=np.int64)
-    at_pos = np.empty(yt.shape[1], dtype=np.int64)
+    at = np.empty(m, dtype=np.int64)
+    at_pos = np.empty(m, dtype=np.int64)
     big = np.iinfo(np.int64).max
     for _ in range(budget):
         if ctrl[N_BELOW] == 0:  # line 2
@@ -253,14 +269,13 @@ def run(
         censored = 0
         for p in range(code_ptr[o], code_ptr[o + 1]):
             h = code_idx[p]
-            if yt[o, h] == lo:
+            if held_val[code_pos[p]] == lo:
                 at[n_at] = h
                 at_pos[n_at] = code_pos[p]
                 n_at += 1
         for i in range(n_at):  # lines 12-14
             h = at[i]
             if not targeted or below[h]:
-                yt[o, h] -= 1
                 held_val[at_pos[i]] -= 1
                 censored += 1
                 if bits.shape[0]:  # h no longer holds o lo times
@@ -279,18 +294,18 @@ def run(
         else:  # line 15, then the working cap drops to what is present
             top = 0
             for p in range(code_ptr[o], code_ptr[o + 1]):
-                top = max(top, yt[o, code_idx[p]])
+                top = max(top, held_val[code_pos[p]])
             new = min(lo - 1, top)
             level[o] = new
             n_new = 0
             if new > 0:
                 for p in range(code_ptr[o], code_ptr[o + 1]):
-                    if yt[o, code_idx[p]] == new:
+                    if held_val[code_pos[p]] == new:
                         n_new += 1
             sizes[o] = n_new
         for i in range(n_at):  # only these records can gain or lose dominators
             r = at[i]
-            now = _below(t, yt, bits, size, r, k, feats, acc)
+            now = _below(t, m, bits, size, r, k, feats, acc)
             if now == below[r]:
                 continue
             below[r] = now
