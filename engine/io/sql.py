@@ -226,6 +226,14 @@ class Database:
         return pd.DataFrame.from_records(rows, columns=columns, coerce_float=False)
 
     @_named
+    def query(self, sql: str, params: Sequence[object] = ()) -> list[tuple]:
+        """The rows of a statement the engine built from quoted names, values as parameters (DuckDB
+        only: the in-database counting of `engine.io.omop_counts`)."""
+        if self._duck is None:
+            raise UserError(f"{self.label}: counting in the database needs a DuckDB file")
+        return self._duck.execute(sql, list(params)).fetchall()
+
+    @_named
     def head(self, table: str, n: int = 20) -> pd.DataFrame:
         """The first `n` rows of a table, every column, as text (the import view's preview)."""
         sql = f"SELECT * FROM {self.qualified(table)} LIMIT {int(n)}"

@@ -1,0 +1,132 @@
+"""engine/io/omop_counts.py (issue #37, "Push the counting to the database"): the population side of
+cohort-vs-population risk counted in SQL equals the in-memory count of the same CDM."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.adversary import Adversary
+from engine.io.errors import UserError
+from engine.io.omop import read_omop
+from engine.io.omop_counts import database_distinguishability, load_cohort, open_cdm
+from engine.records import Records
+from engine.risk import Matching, original_distinguishability
+from tests.omop_support import build_duckdb
+
+
+def in_memory(cdm: Path, cohort_ids: list[str], knowledge: str, cap: int | None = None) -> dict[str, int]:
+    """patient id -> distinguishability by the in-memory path (read_omop, engine.risk)."""
+    data = read_omop(cdm, labs=False)
+    data.report.raise_if_errors()
+    assert data.events is not None
+    population = Records.from_frame(data.events.frame)
+    cohort = population.subset(np.array(cohort_ids, dtype=object))
+    dis = original_distinguishability(
+        cohort, Adversary("population", knowledge), population, Matching(cap=cap)
+    )
+    return dict(zip(cohort.patient_ids.astype(str), dis.tolist(), strict=True))
+
+
+def in_database(cdm: Path, cohort_ids: list[str], knowledge: str, cap: int | None = None) -> dict[str, int]:
+    db = open_cdm(cdm)
+    try:
+        cohort = load_cohort(db, cohort_ids)
+        got = database_distinguishability(db, cohort, knowledge, cap)  # type: ignore[arg-type]
+    finally:
+        db.close()
+    return dict(zip(cohort.patient_ids.astype(str), got.distinguishability.tolist(), strict=True))
+
+
+@pytest.fixture(scope="module")
+def fixture_cdm(tmp_path_factory) -> Path:
+    return build_duckdb(tmp_path_factory.mktemp("cdm") / "cdm.duckdb")
+
+
+@pytest.mark.parametrize("knowledge", ["single_visit", "all_visits"])
+def test_the_database_count_equals_the_in_memory_count_on_the_fixture_cdm(fixture_cdm, knowledge) -> None:
+    cohort = ["1", "2", "4"]
+    assert in_database(fixture_cdm, cohort, knowledge) == in_memory(fixture_cdm, cohort, knowledge)
+
+
+@pytest.fixture(scope="module")
+def generated_cdm(tmp_path_factory) -> Path:
+    """`sample --formats omop`: a CDM of 400 generated patients (mixed ICD-9-CM / ICD-10-CM, visits)."""
+    from engine.commands.cli import main
+
+    out = tmp_path_factory.mktemp("sample")
+    assert main(["sample", "--out", str(out), "--patients", "400", "--labs", "no", "--formats", "omop"]) == 0
+    return out / "omop" / "cdm.duckdb"
+
+
+@pytest.mark.parametrize(
+    ("knowledge", "cap"), [("single_visit", None), ("all_visits", None), ("single_visit", 5)]
+)
+def test_the_database_count_equals_the_in_memory_count_on_a_generated_cdm(
+    generated_cdm, knowledge, cap
+) -> None:
+    con = duckdb.connect(str(generated_cdm), read_only=True)
+    persons = [str(p) for (p,) in con.execute("SELECT person_id FROM person ORDER BY person_id").fetchall()]
+    con.close()
+    cohort = persons[::3]
+    expected = in_memory(generated_cdm, cohort, knowledge, cap)
+    assert in_database(generated_cdm, cohort, knowledge, cap) == expected
+    assert len(set(expected.values())) > 3  # counts of many sizes, not all unique
+
+
+def write_cdm(target: Path, rows: list[tuple[int, int, str]]) -> Path:
+    """A small CDM: (person, visit day offset, ICD-9 code) per condition, one visit per (person, day)."""
+    con = duckdb.connect(str(target))
+    try:
+        con.execute("CREATE TABLE person (person_id BIGINT, year_of_birth INTEGER)")
+        con.execute(
+            "CREATE TABLE condition_occurrence (condition_occurrence_id BIGINT, person_id BIGINT, "
+            "condition_start_date DATE, condition_source_value VARCHAR)"
+        )
+        persons = sorted({p for p, _, _ in rows})
+        con.executemany("INSERT INTO person VALUES (?, 1950)", [[p] for p in persons])
+        con.executemany(
+            "INSERT INTO condition_occurrence VALUES (?, ?, DATE '2010-01-01' + CAST(? AS INTEGER), ?)",
+            [[i + 1, p, d, c] for i, (p, d, c) in enumerate(rows)],
+        )
+    finally:
+        con.close()
+    return target
+
+
+CODES = ["250.00", "401.9", "272.4", "427.31", "V45.81"]
+conditions = st.lists(
+    st.tuples(st.integers(1, 12), st.integers(0, 3), st.sampled_from(CODES)), min_size=1, max_size=40
+)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    rows=conditions, knowledge=st.sampled_from(["single_visit", "all_visits"]), cap=st.sampled_from([None, 2])
+)
+def test_the_database_count_equals_the_in_memory_count_on_random_cdms(
+    tmp_path_factory, rows, knowledge, cap
+) -> None:
+    cdm = write_cdm(tmp_path_factory.mktemp("random") / "cdm.duckdb", rows)
+    persons = sorted({str(p) for p, _, _ in rows}, key=int)
+    cohort = persons[::2]
+    assert in_database(cdm, cohort, knowledge, cap) == in_memory(cdm, cohort, knowledge, cap)
+
+
+def test_a_cohort_patient_without_conditions_is_named(fixture_cdm) -> None:
+    db = open_cdm(fixture_cdm)
+    try:
+        with pytest.raises(UserError, match=r"--cohort: 1 patient\(s\) with no condition in cdm.duckdb: 99"):
+            load_cohort(db, ["1", "99"])
+    finally:
+        db.close()
+
+
+def test_only_a_duckdb_file_is_counted_in_the_database(tmp_path) -> None:
+    with pytest.raises(UserError, match="is not a DuckDB file"):
+        open_cdm(tmp_path)
