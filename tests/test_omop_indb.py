@@ -130,3 +130,38 @@ def test_a_cohort_patient_without_conditions_is_named(fixture_cdm) -> None:
 def test_only_a_duckdb_file_is_counted_in_the_database(tmp_path) -> None:
     with pytest.raises(UserError, match="is not a DuckDB file"):
         open_cdm(tmp_path)
+
+
+def run_risk(cdm: Path, cohort_file: Path, out: Path, *extra: str) -> str:
+    from engine.commands.cli import main
+
+    args = ["risk", "--events", str(cdm), "--source", "omop", "--cohort", str(cohort_file)]
+    args += ["--scope", "population", "--knowledge", "single_visit", "--out", str(out), *extra]
+    assert main(args) == 0
+    return out.read_text(encoding="utf-8")
+
+
+def test_risk_in_database_writes_what_the_in_process_run_writes(generated_cdm, tmp_path, capsys) -> None:
+    cohort_file = tmp_path / "cohort.csv"
+    cohort_file.write_text("patient_id\n" + "\n".join(str(p) for p in range(400, 0, -7)) + "\n")
+    expected = run_risk(generated_cdm, cohort_file, tmp_path / "memory.csv", "--up-to-k")
+    got = run_risk(generated_cdm, cohort_file, tmp_path / "db.csv", "--up-to-k", "--in-database")
+    assert got == expected
+    assert "backend: in the database (cdm.duckdb)" in capsys.readouterr().out
+
+
+def test_risk_in_database_refuses_what_it_does_not_count(generated_cdm, tmp_path, capsys) -> None:
+    from engine.commands.cli import main
+
+    cohort_file = tmp_path / "cohort.csv"
+    cohort_file.write_text("patient_id\n1\n")
+    base = ["risk", "--events", str(generated_cdm), "--cohort", str(cohort_file), "--in-database"]
+    base += ["--out", str(tmp_path / "o.csv")]
+    for extra, message in (
+        (["--scope", "cohort", "--knowledge", "single_visit"], "give --scope population and --cohort"),
+        (["--scope", "population", "--knowledge", "whole_record"], "single-visit and all-visits"),
+        (["--scope", "population", "--knowledge", "all_visits", "--normalize-codes"], "as written"),
+    ):
+        capsys.readouterr()
+        assert main(base + extra) == 2
+        assert message in capsys.readouterr().err

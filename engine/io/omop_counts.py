@@ -124,7 +124,7 @@ def _events_sql(db: Database) -> tuple[str, list[object]]:
     return sql, params  # in the order of their `?`: the CASE's two, then the WHERE's
 
 
-def load_cohort(db: Database, cohort_ids: Sequence[str], where: str = "--cohort") -> Records:
+def load_cohort(db: Database, cohort_ids: Sequence[str] | np.ndarray, where: str = "--cohort") -> Records:
     """The cohort's events (`patient_id`, `visit` = ISO day, `code` = item key), patients in the order
     of `cohort_ids`; a `UserError` names the ids that have no condition in the CDM."""
     events, params = _events_sql(db)
