@@ -76,17 +76,24 @@ def open_cdm(location: str | Path, schema: str | None = None) -> Database:
     return db
 
 
-def _events_sql(db: Database) -> tuple[str, list[object]]:
-    """SELECT person_id AS pid, item, day over the CDM's conditions (module docstring) and its
-    parameters (the spellings of the two ICD vocabularies in `concept.vocabulary_id`)."""
+def _events_sql(
+    db: Database, with_day: bool = True, persons: list[str] | None = None
+) -> tuple[str, list[object]]:
+    """SELECT person_id AS pid, item[, day] over the CDM's conditions (module docstring), of `persons`
+    only when given, and its parameters in the order of their `?`. The population's side matches
+    whole records: it needs no day, so no join on the visits (a visit id is the table's key; should
+    one repeat, its earliest start date is the visit's)."""
     cond_cols = {c.lower() for c in db.columns("condition_occurrence") or []}
     for column in ("person_id", "condition_start_date", "condition_source_value"):
         if column not in cond_cols:
             raise UserError(f"{db.label}, table condition_occurrence: no column {column}")
     cond = db.qualified("condition_occurrence")
     code = "trim(CAST(c.condition_source_value AS VARCHAR))"
+    in_persons = "CAST({} AS VARCHAR) IN (SELECT unnest(?::VARCHAR[]))"
     joins, where, vocab = "", [f"{code} <> ''"], "''"
-    params: list[object] = []
+    select_params: list[object] = []
+    join_params: list[object] = []
+    where_params: list[object] = []
     if "condition_source_concept_id" in cond_cols and db.columns("concept") is not None:
         used = db.query(
             f"SELECT DISTINCT CAST(vocabulary_id AS VARCHAR) FROM {db.qualified('concept')} WHERE concept_id IN "
@@ -105,35 +112,41 @@ def _events_sql(db: Database) -> tuple[str, list[object]]:
             "CASE WHEN co.vocabulary_id IN (SELECT unnest(?::VARCHAR[])) THEN 'ICD9CM' "
             "WHEN co.vocabulary_id IN (SELECT unnest(?::VARCHAR[])) THEN 'ICD10CM' ELSE '' END"
         )
-        params += [spellings["ICD9CM"], spellings["ICD10CM"]]
+        select_params += [spellings["ICD9CM"], spellings["ICD10CM"]]
         # another vocabulary's source concept (SNOMED, ...): left out, as read_omop does
         where.append("(co.concept_id IS NULL OR co.vocabulary_id IN (SELECT unnest(?::VARCHAR[])))")
-        params.append(spellings["ICD9CM"] + spellings["ICD10CM"])
+        where_params.append(spellings["ICD9CM"] + spellings["ICD10CM"])
     day = "c.condition_start_date"
-    if "visit_occurrence_id" in cond_cols and db.columns("visit_occurrence") is not None:
+    if with_day and "visit_occurrence_id" in cond_cols and db.columns("visit_occurrence") is not None:
+        only = ""
+        if persons is not None:  # only the visits the persons' conditions name
+            only = (
+                f" WHERE visit_occurrence_id IN (SELECT visit_occurrence_id FROM {cond} WHERE "
+                f"{in_persons.format('person_id')})"
+            )
+            join_params.append(persons)
         joins += (
             f" LEFT JOIN (SELECT visit_occurrence_id, min(visit_start_date) AS visit_start_date FROM "
-            f"{db.qualified('visit_occurrence')} GROUP BY visit_occurrence_id) v "
+            f"{db.qualified('visit_occurrence')}{only} GROUP BY visit_occurrence_id) v "
             "ON v.visit_occurrence_id = c.visit_occurrence_id"
         )
         day = "coalesce(v.visit_start_date, c.condition_start_date)"
-    sql = (
-        f"SELECT c.person_id AS pid, {vocab} || '|' || {code} AS item, {day} AS day "
-        f"FROM {cond} c{joins} WHERE {' AND '.join(where)}"
+    if persons is not None:
+        where.append(in_persons.format("c.person_id"))
+        where_params.append(persons)
+    columns = f"c.person_id AS pid, {vocab} || '|' || {code} AS item" + (
+        f", {day} AS day" if with_day else ""
     )
-    return sql, params  # in the order of their `?`: the CASE's two, then the WHERE's
+    sql = f"SELECT {columns} FROM {cond} c{joins} WHERE {' AND '.join(where)}"
+    return sql, select_params + join_params + where_params
 
 
 def load_cohort(db: Database, cohort_ids: Sequence[str] | np.ndarray, where: str = "--cohort") -> Records:
     """The cohort's events (`patient_id`, `visit` = ISO day, `code` = item key), patients in the order
     of `cohort_ids`; a `UserError` names the ids that have no condition in the CDM."""
-    events, params = _events_sql(db)
     ids = [str(i) for i in cohort_ids]
-    rows = db.query(
-        f"SELECT CAST(pid AS VARCHAR), CAST(day AS VARCHAR), item FROM ({events}) e "
-        "WHERE CAST(pid AS VARCHAR) IN (SELECT unnest(?::VARCHAR[]))",
-        [*params, ids],
-    )
+    events, params = _events_sql(db, persons=ids)
+    rows = db.query(f"SELECT CAST(pid AS VARCHAR), CAST(day AS VARCHAR), item FROM ({events}) e", params)
     frame = pd.DataFrame(rows, columns=["patient_id", "visit", "code"])
     missing = sorted(set(ids) - set(frame["patient_id"]))
     if missing:
@@ -151,7 +164,7 @@ def database_distinguishability(
     condition read), counted in the database (module docstring); `cap` as `Matching.cap`."""
     if knowledge not in ("single_visit", "all_visits"):
         raise UserError(f"--in-database counts single-visit and all-visits knowledge, not {knowledge}")
-    events, params = _events_sql(db)
+    events, params = _events_sql(db, with_day=False)
     known, owner = known_sets(cohort, knowledge)
     items = np.asarray(cohort.items, dtype=object).astype(str)
     # distinct known sets, each once (as `engine.risk` step 3)
@@ -184,6 +197,7 @@ def database_distinguishability(
             rare_size.append(len(s))
     if rare_sid:
         values[rare_sid] = 0
+        # candidates: the patients holding the set's rarest item, kept when they hold every item
         rows = db.query(
             f"WITH e AS ({events}), "
             "ks AS (SELECT unnest(?::BIGINT[]) AS sid, unnest(?::VARCHAR[]) AS item), "
