@@ -165,3 +165,16 @@ def test_risk_in_database_refuses_what_it_does_not_count(generated_cdm, tmp_path
         capsys.readouterr()
         assert main(base + extra) == 2
         assert message in capsys.readouterr().err
+
+
+def test_the_database_is_opened_read_only_with_external_access_off_and_a_memory_limit(fixture_cdm) -> None:
+    db = open_cdm(fixture_cdm)
+    try:
+        limit, external = db.query(
+            "SELECT current_setting('memory_limit'), current_setting('enable_external_access')"
+        )[0]
+        with pytest.raises(UserError, match="cannot be read"):
+            db.query("CREATE TABLE person2 AS SELECT 1")
+    finally:
+        db.close()
+    assert limit == "953.6 MiB" and external is False  # MEMORY_LIMIT = 1GB; DUCKDB_CONFIG kept
