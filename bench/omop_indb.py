@@ -12,7 +12,9 @@ is a fresh subprocess (`--child`), so its peak resident memory (ru_maxrss) and C
 system, DuckDB's threads included) are its own. By default counts are capped at k = 5 (`--up-to-k`,
 the verdicts); `--full` counts in full.
 
-Figures: see docs/architecture.md (section 7, "In-database counting").
+Figures (2026-11-29, load average 5-7 on 2 shared cores): 1,000,000 patients, 10,000 in the cohort,
+single visit up to k = 5: in memory 140.3 s wall, 37.0 s CPU, 5,161 MB peak; in the database 49.3 s,
+24.9 s, 1,305 MB; results equal. More in docs/architecture.md section 7 ("In-database counting").
 """
 
 from __future__ import annotations
