@@ -46,6 +46,11 @@ some of them by name, or the officer's CSV) the rules q -> s above rho over ever
 non-sensitive codes under the adversary, and the share of records whose sensitive code is inferred;
 RULES.csv lists every rule above rho (spreadsheet-safe).
 
+`--in-database` (issue 37; population scope, `--cohort`, an OMOP CDM DuckDB file as EVENTS, its ICD source
+values): the population's events stay in the database; the per-code supports and each known set's
+candidates (those holding its rarest code) are counted in SQL and only the cohort's conditions are
+loaded (`engine.io.omop_counts`). Results equal the in-process run (tests/test_omop_indb.py).
+
 `--up-to-k` counts every known set only up to k (`Matching(cap=k)`, engine/risk.py `count_known_sets`): the
 share unique, the share below k and every record below k are exact, values of k or more read k, and
 the population-scale run grows about linearly with the population (issue 15).
@@ -165,6 +170,12 @@ def register(sub) -> None:
         action="store_true",
         help="count each known set only up to k: the verdict (unique, below k) stays exact, values of k "
         "or more read k, and population-scale runs are about linear in the population",
+    )
+    p.add_argument(
+        "--in-database",
+        action="store_true",
+        help="EVENTS an OMOP CDM DuckDB file: count the population's side in SQL (per-code supports, "
+        "candidates through each known set's rarest code) and load only the --cohort's conditions",
     )
     p.add_argument("--shards", help="folder of Parquet shards holding the population (population scope)")
     p.add_argument("--scheduler", help="with --shards: count the shards on this Dask scheduler (tcp://...)")
@@ -514,10 +525,14 @@ def run(args: argparse.Namespace) -> int:
     if args.dask_workers is not None and args.dask_workers < 1:
         raise UserError(f"--dask-workers must be a positive whole number, not {args.dask_workers}")
     categories = _sensitive_options(args)
+    if args.in_database:
+        _check_in_database(args)
+        cohort, dis, n_cand = _in_database(args)
+        _distinguishability_report(args, Adversary(args.scope, args.knowledge), cohort, dis, n_cand)
+        return 0
     population, cohort = _records_and_groups(args)
     if estimating:
         return _estimate(args, cohort)
-    out = Path(args.out)
     adversary = Adversary(args.scope, args.knowledge)
     if args.shards and args.scope == "population":
         dis, n_cand = _sharded(args, cohort, adversary)
@@ -527,6 +542,66 @@ def run(args: argparse.Namespace) -> int:
             dis = original_distinguishability(cohort, adversary, population, _matching(args))
         print(f"kernel: {', '.join(ran)}")
         n_cand = cohort.n_patients if args.scope == "cohort" else population.n_patients
+    _distinguishability_report(args, adversary, cohort, dis, n_cand, population, categories)
+    return 0
+
+
+def _check_in_database(args: argparse.Namespace) -> None:
+    """`--in-database` goes with an OMOP DuckDB CDM, population scope, a cohort file and the papers'
+    single-visit or all-visits knowledge counted without repeats (`engine.io.omop_counts`)."""
+    if args.scope != "population" or not args.cohort:
+        raise UserError(
+            "--in-database counts the cohort of --cohort against the CDM's population: "
+            "give --scope population and --cohort IDS"
+        )
+    if args.knowledge == "whole_record" or args.count_repeats:
+        raise UserError("--in-database counts single-visit and all-visits knowledge without --count-repeats")
+    if getattr(args, "source", "auto") not in ("auto", "omop") or getattr(args, "omop_codes", None) not in (
+        None,
+        "source",
+    ):
+        raise UserError(
+            "--in-database reads an OMOP CDM's ICD source values (--source omop, --omop-codes source)"
+        )
+    for option in ("--shards", "--population", "--population-size", "--explain", "--sensitive"):
+        if getattr(args, option[2:].replace("-", "_"), None) is not None:
+            raise UserError(f"--in-database: {option} is not counted in the database; leave it out")
+    if getattr(args, "normalize_codes", False) or getattr(args, "mapping", None):
+        raise UserError("--in-database reads the source values as written: no --normalize-codes or --map")
+
+
+def _in_database(args: argparse.Namespace):
+    """The cohort (loaded), its distinguishability and the number of candidates, the population's side
+    counted in the CDM's DuckDB database (`engine.io.omop_counts`)."""
+    from engine.io.loaders import load_ids
+    from engine.io.omop_counts import database_distinguishability, load_cohort, open_cdm
+
+    ids = load_ids(args.cohort, na_ids=InputOptions.of(args).na_ids, group="cohort").data
+    db = open_cdm(args.events, getattr(args, "schema", None))
+    try:
+        cohort = load_cohort(db, ids, where=f"--cohort {Path(args.cohort).name}")
+        print(
+            f"backend: in the database ({db.label}): population supports and candidate filters in SQL, "
+            f"the cohort's {cohort.n_patients} patients loaded"
+        )
+        got = database_distinguishability(db, cohort, args.knowledge, args.k if args.up_to_k else None)
+    finally:
+        db.close()
+    return cohort, got.distinguishability, got.n_candidates
+
+
+def _distinguishability_report(
+    args: argparse.Namespace,
+    adversary: Adversary,
+    cohort: Records,
+    dis,
+    n_cand: int,
+    population: Records | None = None,
+    categories: Categories | None = None,
+) -> None:
+    """Write --out, print the summary and the risk measures, write --report (and --sensitive,
+    --explain, which need the population in process)."""
+    out = Path(args.out)
     write_table_csv(
         out, pd.DataFrame({"patient_id": cohort.patient_ids.astype(str), "distinguishability": dis})
     )
@@ -542,7 +617,9 @@ def run(args: argparse.Namespace) -> int:
     if args.up_to_k:
         print("  (counted up to k: maximum and average risk are upper bounds; records at risk exact)")
     print(f"wrote {len(dis)} rows to {out}")
-    sensitive = {} if categories is None else _sensitive(args, categories, cohort, population, adversary)
+    sensitive = {}
+    if categories is not None and population is not None:
+        sensitive = _sensitive(args, categories, cohort, population, adversary)
     _write_report(
         args.report,
         {
@@ -559,6 +636,5 @@ def run(args: argparse.Namespace) -> int:
             **sensitive,
         },
     )
-    if args.explain:
+    if args.explain and population is not None:
         _explain(args, cohort, population, adversary, dis)
-    return 0

@@ -112,7 +112,9 @@ def _named(method):
 class Database:
     """A DuckDB file (`kind='duckdb'`) or an SQLAlchemy engine (`kind='sqlalchemy'`), read only."""
 
-    def __init__(self, location: str | Path, schema: str | None = None) -> None:
+    def __init__(
+        self, location: str | Path, schema: str | None = None, memory_limit: str | None = None
+    ) -> None:
         self.schema = schema or None
         self.sources: dict[str, str] = {}
         self._duck = None
@@ -133,7 +135,9 @@ class Database:
             path = opened(location)  # inside the data roots while the app reads (engine.io.roots)
             self.kind = "duckdb"
             self.label = Path(location).name
-            self._duck = duckdb.connect(str(path), read_only=True, config=DUCKDB_CONFIG)
+            # `memory_limit` (DuckDB's setting, e.g. "1GB"): the in-database counting's bound (omop_counts)
+            limit = {} if memory_limit is None else {"memory_limit": memory_limit}
+            self._duck = duckdb.connect(str(path), read_only=True, config={**DUCKDB_CONFIG, **limit})
             self.sources[self.label] = sha256_file(path)
 
     def close(self) -> None:
@@ -226,6 +230,14 @@ class Database:
         return pd.DataFrame.from_records(rows, columns=columns, coerce_float=False)
 
     @_named
+    def query(self, sql: str, params: Sequence[object] = ()) -> list[tuple]:
+        """The rows of a statement the engine built from quoted names, values as parameters (DuckDB
+        only: the in-database counting of `engine.io.omop_counts`)."""
+        if self._duck is None:
+            raise UserError(f"{self.label}: counting in the database needs a DuckDB file")
+        return self._duck.execute(sql, list(params)).fetchall()
+
+    @_named
     def head(self, table: str, n: int = 20) -> pd.DataFrame:
         """The first `n` rows of a table, every column, as text (the import view's preview)."""
         sql = f"SELECT * FROM {self.qualified(table)} LIMIT {int(n)}"
@@ -247,7 +259,11 @@ def _is_sqlite(path: Path) -> bool:
 
 
 def connect(
-    location: str | Path, schema: str | None, report: ValidationReport, expected: str
+    location: str | Path,
+    schema: str | None,
+    report: ValidationReport,
+    expected: str,
+    memory_limit: str | None = None,
 ) -> Database | None:
     """A `Database`, or None after an error (kind `unreachable`) naming the source and the reason:
     no such file, a malformed URL, a missing driver, a server that does not answer."""
@@ -267,7 +283,7 @@ def connect(
         )
         return None
     try:
-        return Database(location, schema)
+        return Database(location, schema, memory_limit)
     except (PathRefused, MissingExtra):  # out of the data roots, or no driver installed: refused by name
         raise
     except ImportError as exc:
