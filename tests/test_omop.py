@@ -316,3 +316,13 @@ def test_an_sqlite_url_never_creates_a_file_and_a_non_database_is_named(tmp_path
     data = read_omop(f"sqlite:///{not_db}")  # a file that is no database: a finding, not a traceback
     assert data.events is None and "the database cannot be read" in data.report.errors[0].message
     assert not_db.read_text().startswith("root:")
+
+
+@pytest.mark.parametrize("visits", ["date", "occurrence"])
+def test_an_empty_visit_table_dates_every_condition_by_its_start_date(tmp_path: Path, visits: str) -> None:
+    """Bug report (found this session): an empty visit_occurrence ended in an IndexError traceback; every
+    condition's visit is then absent, so it is named and dated by its condition_start_date."""
+    folder = _edit(tmp_path, "visit_occurrence", lambda df: df.drop(df.index, inplace=True))
+    data = read_omop(folder, visits=visits)
+    assert data.events is not None and len(data.events.frame) > 0
+    assert any(f.kind == "absent_visit" for f in data.report.warnings)

@@ -129,20 +129,17 @@ def test_frequent_itemsets_and_relative_error():
 
 
 def test_frequent_itemsets_joins_only_itemsets_of_the_same_prefix():
-    """Bug report (issue 36): UGACLIP / ACLIP took 62.5 s to open at paper scale, 48 s of each run in
-    this workload's Apriori join, which compared every itemset of a level with every later one for a
-    shared prefix. 10,000 records, each one pair (a, b) of 100 x 100 codes: 10,000 frequent pairs,
-    no frequent triple. The join now pairs only itemsets of the same prefix (same result)."""
-    import time
-
+    """Issue 36: UGACLIP / ACLIP took 62.5 s to open at paper scale, 48 s of each run in this
+    workload's Apriori join, which compared every itemset of a level with every later one for a shared
+    prefix; the join now pairs only itemsets of the same prefix. Its speed is a benchmark's to measure
+    (frequent_itemsets at paper scale 40.6 s -> 1.2 s, docs/architecture.md section 7), never a timed
+    assertion; this test keeps the result the same: 10,000 records, each one pair (a, b) of 100 x 100
+    codes: 10,000 frequent pairs, no frequent triple, in order of size then text."""
     a_codes = [f"a{i:02d}" for i in range(100)]
     b_codes = [f"b{i:02d}" for i in range(100)]
     rows = [
         (f"p{i:03d}{j:03d}", c) for i, a in enumerate(a_codes) for j, b in enumerate(b_codes) for c in (a, b)
     ]
     records = Records.from_frame(pd.DataFrame(rows, columns=["patient_id", "code"]))
-    start = time.process_time()
     found = frequent_itemsets(records, 1 / 10_000)
-    spent = time.process_time() - start
     assert found == [(c,) for c in a_codes + b_codes] + [(a, b) for a in a_codes for b in b_codes]
-    assert spent < 3, f"{spent:.1f} s of CPU"

@@ -559,6 +559,7 @@ def _read(
                     "visits of table visit_occurrence",
                     "absent_visit",
                 )
+            first = np.append(first, -1)  # an empty visit table: no position is found, none indexed
             row_of = np.append(np.where(pos >= 0, first[np.maximum(pos, 0)], -1), -1)[c_vis.codes]
             has_visit = row_of >= 0
             if visits == "occurrence":
@@ -568,7 +569,9 @@ def _read(
                 )
                 visit_day = None
             else:
-                visit_day = np.where(has_visit, v_start[np.maximum(row_of, 0)], start)
+                visit_day = (
+                    np.where(has_visit, v_start[np.maximum(row_of, 0)], start) if len(v_start) else start
+                )
     if visit_day is not None:
         visit_label = _iso(visit_day)
     # ------------------------------------------------------------------ ages
