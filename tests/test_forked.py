@@ -224,3 +224,37 @@ def test_a_value_being_computed_by_another_thread_at_the_fork_is_computed_by_the
         release.set()
         reader.join()
     assert labs.get() == "read in the parent"
+
+
+def test_two_threads_killing_one_worker_close_its_pipe_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bug report (CI, this session): a superseded run finishing in a background thread
+    (`ui.worker._finish`) and a Cancel in the script thread both closed the worker's pipe at once;
+    `Connection.close` checks its handle before closing, so both closed the same descriptor number
+    (EBADF at best, another file's descriptor at worst). The low-level close is slowed down here so
+    that the second thread arrives while the first is inside it: it must close nothing."""
+    from multiprocessing import connection
+
+    worker = forked.Worker(lambda progress: time.sleep(30))
+    closes = []
+    real_close = os.close
+
+    def slow_close(fd: int) -> None:
+        closes.append(fd)
+        time.sleep(0.3)
+        real_close(fd)
+
+    monkeypatch.setattr(connection.Connection, "_close", lambda self, _close=slow_close: _close(self._handle))
+    errors: list[BaseException] = []
+
+    def kill() -> None:
+        try:
+            worker.kill()
+        except BaseException as exc:  # collected for the assertion
+            errors.append(exc)
+
+    threads = [threading.Thread(target=kill) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert errors == [] and len(closes) == 1, (errors, closes)

@@ -24,6 +24,7 @@ import gc
 import os
 import pickle
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -78,6 +79,9 @@ class Worker:
         )
         self._process.start()
         child_end.close()
+        # the pipe and the result file are closed once, whichever thread ends the worker first (a run
+        # finishing in the background and a Cancel: `Connection.close` alone let both close one fd)
+        self._release_lock = threading.Lock()
         self.fraction, self.message = 0.0, ""
         self.extra: Any = None
 
@@ -117,8 +121,7 @@ class Worker:
                 assert self._file is not None
                 kind, *payload = pickle.loads(_read_file(self._file, payload[0]))
             self._process.join(5.0)
-            self._conn.close()
-            self._close_file()
+            self._release()
             if kind == "done":
                 value, self.extra = payload
                 return value
@@ -133,13 +136,15 @@ class Worker:
         if self._process.is_alive():
             self._process.kill()
         self._process.join(5.0)
-        self._conn.close()
-        self._close_file()
+        self._release()
 
-    def _close_file(self) -> None:
-        if self._file is not None:
-            os.close(self._file)
-            self._file = None
+    def _release(self) -> None:
+        """Close the pipe and the result file, once, under the lock (`__init__`)."""
+        with self._release_lock:
+            self._conn.close()
+            if self._file is not None:
+                os.close(self._file)
+                self._file = None
 
 
 def call(
