@@ -56,15 +56,9 @@ import sys
 import time
 from pathlib import Path
 
+from bench.scale import available_gb
+
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def available_gb() -> float:
-    with open("/proc/meminfo") as f:
-        for line in f:
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) / 1e6
-    return float("inf")
 
 
 def steps(d: Path, out: Path, k: int) -> dict[str, list[str]]:

@@ -85,21 +85,14 @@ def visit_dates(events: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     return per_patient, dates
 
 
-def write_omop(events: pd.DataFrame, labs: pd.DataFrame | None, target: Path) -> Path:
-    """An OMOP CDM v5.4 DuckDB file (`engine.io.omop_ddl` types) of the mixed events: person,
-    visit_occurrence (one per visit), condition_occurrence (`condition_source_value` the code as
-    written, `condition_concept_id` 0 as no standard concept is mapped, `condition_source_concept_id` a
-    local concept per code), concept (those local concepts, `vocabulary_id` ICD9CM / ICD10CM), and
-    measurement (lab orders: `measurement_source_value` the test, dated by day number after the
-    patient's first visit) when `labs` is given."""
-    import duckdb
-
-    from engine.io.omop_ddl import DDL
-    from engine.vocab import code_of_item, vocabulary_of_item
-
-    yob, dates = visit_dates(events)
+def person_and_visit_tables(
+    events: pd.DataFrame, yob: pd.Series, day: np.ndarray
+) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray, np.ndarray]:
+    """The CDM's `person` (ids 1.. in order of first appearance, the source id kept as
+    `person_source_value`) and `visit_occurrence` (one outpatient visit per patient and visit, dated by
+    `day` of its first event) of long-form events, with each event's person and visit index (0-based):
+    one builder for the ICD-coded CDM (`write_omop`) and the SNOMED-coded one (`omop_vocabulary`)."""
     pid_codes, pids = pd.factorize(events["patient_id"], sort=False)
-    person_id = {p: i + 1 for i, p in enumerate(pids)}
     person = pd.DataFrame(
         {
             "person_id": np.arange(1, len(pids) + 1),
@@ -119,11 +112,29 @@ def write_omop(events: pd.DataFrame, labs: pd.DataFrame | None, target: Path) ->
             "visit_occurrence_id": vkey[first] + 1,
             "person_id": pid_codes[first] + 1,
             "visit_concept_id": 9202,  # Outpatient Visit (OMOP standard concept)
-            "visit_start_date": dates.to_numpy()[first],
-            "visit_end_date": dates.to_numpy()[first],
+            "visit_start_date": day[first],
+            "visit_end_date": day[first],
             "visit_type_concept_id": 32817,  # EHR
         }
     )
+    return person, visit, pid_codes, vkey
+
+
+def write_omop(events: pd.DataFrame, labs: pd.DataFrame | None, target: Path) -> Path:
+    """An OMOP CDM v5.4 DuckDB file (`engine.io.omop_ddl` types) of the mixed events: person,
+    visit_occurrence (one per visit), condition_occurrence (`condition_source_value` the code as
+    written, `condition_concept_id` 0 as no standard concept is mapped, `condition_source_concept_id` a
+    local concept per code), concept (those local concepts, `vocabulary_id` ICD9CM / ICD10CM), and
+    measurement (lab orders: `measurement_source_value` the test, dated by day number after the
+    patient's first visit) when `labs` is given."""
+    import duckdb
+
+    from engine.io.omop_ddl import DDL
+    from engine.vocab import code_of_item, vocabulary_of_item
+
+    yob, dates = visit_dates(events)
+    person, visit, pid_codes, vkey = person_and_visit_tables(events, yob, dates.to_numpy())
+    person_id = dict(zip(person["person_source_value"], person["person_id"], strict=True))
     items = events["code"].astype(str)
     u_items, item_idx = np.unique(items.to_numpy(dtype=object), return_inverse=True)
     concept = pd.DataFrame(

@@ -52,7 +52,6 @@ OBSERVATIONS_PER_VISIT = 0.3
 N_INGREDIENTS = 40
 DRUGS_PER_INGREDIENT = 3
 EHR = 32817  # type concept: EHR (OMOP standard concept)
-OUTPATIENT = 9202  # Outpatient Visit (OMOP standard concept)
 SNOMED_DIR = "omop_snomed"
 
 
@@ -289,7 +288,7 @@ def _observations(vocab: Vocabulary) -> list[int]:
 def snomed_cdm(events: pd.DataFrame, seed: int) -> dict[str, pd.DataFrame]:
     """The tables of the synthetic CDM (module docstring) from ICD-10-CM events (`patient_id, visit,
     code, age`), deterministic from `seed`."""
-    from engine.synth.formats import visit_dates
+    from engine.synth.formats import person_and_visit_tables, visit_dates
 
     rng = np.random.default_rng(seed)
     vocab = Vocabulary()
@@ -316,32 +315,8 @@ def snomed_cdm(events: pd.DataFrame, seed: int) -> dict[str, pd.DataFrame]:
         }
     )
     yob, dates = visit_dates(events)
-    pid_codes, pids = pd.factorize(events["patient_id"], sort=False)
     day = dates.to_numpy().astype("datetime64[D]")
-    person = pd.DataFrame(
-        {
-            "person_id": np.arange(1, len(pids) + 1),
-            "gender_concept_id": 0,
-            "year_of_birth": yob.reindex(pids).to_numpy(),
-            "month_of_birth": 1,
-            "day_of_birth": 1,
-            "race_concept_id": 0,
-            "ethnicity_concept_id": 0,
-            "person_source_value": pids.astype(str),
-        }
-    )
-    vkey = pd.factorize(pd.Series(pid_codes).astype(str) + "|" + events["visit"].astype(str), sort=False)[0]
-    first = ~pd.Series(vkey).duplicated().to_numpy()
-    visit = pd.DataFrame(
-        {
-            "visit_occurrence_id": vkey[first] + 1,
-            "person_id": pid_codes[first] + 1,
-            "visit_concept_id": OUTPATIENT,
-            "visit_start_date": day[first],
-            "visit_end_date": day[first],
-            "visit_type_concept_id": EHR,
-        }
-    )
+    person, visit, pid_codes, vkey = person_and_visit_tables(events, yob, day)
     cond_concept = CONCEPT_BASE + events["code"].astype(str).map(concept_of_code).to_numpy(dtype=np.int64)
     code_of_id = dict(zip(concept["concept_id"], concept["concept_code"], strict=True))
     condition = pd.DataFrame(
