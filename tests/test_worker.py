@@ -53,6 +53,14 @@ def session():
         worker.cancel(key)
 
 
+def _pid_at(session, key: str) -> int:
+    """The pid of this session's worker at `key`, or of the superseded one finishing there."""
+    from ui import worker
+
+    mine = session[worker._WORKERS]
+    return (mine.get(key) or mine[worker._FINISHING + key]).worker.pid
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -84,7 +92,7 @@ def test_another_job_at_the_same_place_kills_the_superseded_worker(session) -> N
 
     with pytest.raises(RerunException):
         worker.run(_slow, _Tracker(patience=1), key="k", job=("data", 5))
-    old = session[worker._WORKERS]["k"].worker.pid
+    old = _pid_at(session, "k")
     pid = worker.run(_slow, _Tracker(), key="k", job=("data", 6))
     assert pid != old and not _alive(old)
 
@@ -341,7 +349,7 @@ def test_a_superseded_run_with_a_shared_result_finishes_and_stores_it(session) -
     ended: list[bool] = []
     with pytest.raises(RerunException):
         worker.run(_stores_shared, _Tracker(patience=1), key="k", job=5, end=lambda: ended.append(True))
-    old = session[worker._WORKERS]["k"].worker.pid
+    old = _pid_at(session, "k")
     worker.run(_slow, _Tracker(), key="k", job=6)
     for _ in range(100):
         if ended:
@@ -350,10 +358,10 @@ def test_a_superseded_run_with_a_shared_result_finishes_and_stores_it(session) -
     assert ended, "the superseded run's claim never ended"
     assert cache.held("test superseded", "answer", data=_SAMPLE) == old
     assert not _alive(old)
-    assert worker._FINISHING not in session[worker._WORKERS]
+    assert worker._FINISHING + "k" not in session[worker._WORKERS]
 
 
-def test_a_session_lets_one_superseded_run_finish_and_kills_the_next(session) -> None:
+def test_a_place_lets_one_superseded_run_finish_and_kills_the_next(session) -> None:
     from streamlit.runtime.scriptrunner_utils.exceptions import RerunException
 
     from ui import worker
@@ -362,9 +370,129 @@ def test_a_session_lets_one_superseded_run_finish_and_kills_the_next(session) ->
     for job in (1, 2):
         with pytest.raises(RerunException):
             worker.run(_slow, _Tracker(patience=1), key="k", job=job, end=lambda: None)
-        pids.append(session[worker._WORKERS]["k"].worker.pid)
+        pids.append(_pid_at(session, "k"))
     # the first finishes in the background, the second is killed by the third
     worker.run(lambda progress: os.getpid(), _Tracker(), key="k", job=3)
     assert not _alive(pids[1])
-    finishing = session[worker._WORKERS].get(worker._FINISHING)
+    finishing = session[worker._WORKERS].get(worker._FINISHING + "k")
     assert finishing is not None and finishing.worker.pid == pids[0]
+
+
+def test_a_superseded_run_ends_its_claim_when_the_next_run_finds_its_result_held(session) -> None:
+    """Issue 40, finding 7 (16 sessions on the sample): a run superseded while its worker computed k = 10
+    kept the worker and its claim on the shared key when the next run, at a k already held, needed no
+    worker (`ui.progress.run`'s probe). Nothing took the worker up: the claim held until the sweep, 60 s
+    later, and every session asking k = 10 waited for it until its own run was superseded (over a second
+    at every visit). Now the next run at that place lets the superseded one finish: its result stored,
+    its claim ended."""
+    from streamlit.runtime.scriptrunner_utils.exceptions import RerunException
+
+    from ui import cache, progress, worker
+
+    cache._mark(_SAMPLE)
+    cache.put("test held", 6, "held", size=2, data=_SAMPLE)
+    ended: list[bool] = []
+    with pytest.raises(RerunException):
+        worker.run(_stores_shared, _Tracker(patience=1), key="k", job=5, end=lambda: ended.append(True))
+    old = _pid_at(session, "k")
+
+    def held(step) -> str:
+        return cache.memo("test held", 6, lambda: "computed", size=2, data=_SAMPLE)
+
+    assert progress.run("Test", held, key="k", job=6) == "held"
+    for _ in range(100):
+        if ended:
+            break
+        time.sleep(0.05)
+    assert ended, "the superseded run's claim never ended"
+    assert cache.held("test superseded", "answer", data=_SAMPLE) == old
+    assert not _alive(old)
+
+
+def test_two_places_superseded_together_both_finish_and_store_their_results(session) -> None:
+    """Issue 40, finding 7: the Anonymize page runs the release and the compared variant at each k, in
+    two places. With one finishing run per session, the compared run superseded with the release's was
+    killed at every change and its claim ended without a result: on 16 sessions no one ever held it, and
+    every visit of that k waited over a second. Each place now lets its own superseded run finish, and a
+    run that already ended is stored, not thrown away."""
+    from streamlit.runtime.scriptrunner_utils.exceptions import RerunException
+
+    from ui import cache, worker
+
+    cache._mark(_SAMPLE)
+    ended: dict[str, bool] = {}
+
+    def storing(name: str):
+        def compute(progress) -> int:
+            progress(0.0, "start")
+            time.sleep(0.3)
+            cache.put("test two places", name, os.getpid(), size=4, data=_SAMPLE)
+            return os.getpid()
+
+        return compute
+
+    pids = {}
+    for place in ("release", "compared"):
+        with pytest.raises(RerunException):
+            worker.run(
+                storing(place),
+                _Tracker(patience=1),
+                key=place,
+                job=5,
+                end=lambda p=place: ended.setdefault(p, True),
+            )
+        pids[place] = _pid_at(session, place)
+    time.sleep(1.0)  # the compared one has ended by now: its result waits in its pipe
+    for place in ("release", "compared"):
+        worker.settle(place, 6)
+    for _ in range(100):
+        if len(ended) == 2:
+            break
+        time.sleep(0.05)
+    assert ended == {"release": True, "compared": True}
+    for place in ("release", "compared"):
+        assert cache.held("test two places", place, data=_SAMPLE) == pids[place], place
+
+
+def test_a_superseded_run_with_a_shared_result_finishes_though_its_session_never_asks_again(
+    session,
+) -> None:
+    """Issue 40, finding 7 (16 sessions on the sample): a session whose run at k = 10 was superseded
+    while its worker computed never asked for that place again (the page showed the study's preview of
+    each k from then on), so the worker's claim on the shared key held until the session ended, and
+    every session asking k = 10 waited on it until its own run was superseded: over a second at every
+    visit. A superseded run holding a shared claim now finishes in the background at once."""
+    from streamlit.runtime.scriptrunner_utils.exceptions import RerunException
+
+    from ui import cache, worker
+
+    cache._mark(_SAMPLE)
+    ended: list[bool] = []
+    with pytest.raises(RerunException):
+        worker.run(_stores_shared, _Tracker(patience=1), key="k", job=5, end=lambda: ended.append(True))
+    for _ in range(100):
+        if ended:
+            break
+        time.sleep(0.05)
+    assert ended, "the superseded run's claim waited for its session to come back"
+    assert isinstance(cache.held("test superseded", "answer", data=_SAMPLE), int)
+
+
+def test_a_run_that_ended_while_superseded_is_taken_up_by_its_job(session) -> None:
+    """A worker whose run was superseded and which then ended is still its job's: the next run for
+    that job reads its result (the probe waited on the session's own claim before)."""
+    from streamlit.runtime.scriptrunner_utils.exceptions import RerunException
+
+    from ui import worker
+
+    with pytest.raises(RerunException):
+        worker.run(
+            lambda progress: (progress(0.0, "x"), time.sleep(0.2), os.getpid())[-1],
+            _Tracker(patience=1),
+            key="k",
+            job=5,
+        )
+    pid = session[worker._WORKERS]["k"].worker.pid
+    time.sleep(0.8)
+    assert worker.underway("k", 5)
+    assert worker.run(lambda progress: -1, _Tracker(), key="k", job=5) == pid

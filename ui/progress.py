@@ -230,6 +230,7 @@ def run(
     ran: dict[str, _Ran] = st.session_state.setdefault(_RAN, {})
     last = ran.get(key)
     claim: list[Callable[[], None]] = []  # the probe's claim on a shared key, for the worker
+    workers.settle(key, job)  # a superseded run's worker at `key`: finished in the background, or killed
     if probe and not workers.underway(key, job):
         try:
             with cache.only_held():

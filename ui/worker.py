@@ -44,7 +44,7 @@ T = TypeVar("T")
 _WORKERS = "_workers"  # session state: run key -> the worker running there (`_Running`)
 state.declare(__name__, held={_WORKERS: ABSENT})
 _ABANDONED_S = 60.0
-_FINISHING = "\x00superseded"  # the slot of the one superseded run a session lets finish (`_let_finish`)
+_FINISHING = "\x00superseded "  # + a place's key: the one superseded run there let finish (`_let_finish`)
 _JOURNAL: list[list] = []  # in the child: the cache entries `compute` stored
 _ALL: dict[int, _Running] = {}  # every session's workers, for the sweep of abandoned ones
 _ALL_LOCK = threading.Lock()
@@ -186,20 +186,25 @@ def _forget(key: str) -> _Running | None:
 
 def _let_finish(mine: dict[str, _Running], key: str, running: _Running) -> bool:
     """Let a superseded run finish in the background instead of killing it, when its result is
-    shared (it holds a claim on a process-wide cache key: the shipped sample's) and this session lets
-    no other finish (issue 40, finding 7: a k typed over another was killed, so the Risk and Anonymize
-    pages finished only when changes stopped; its result serves the next session asking that k). Its
+    shared (it holds a claim on a process-wide cache key: the shipped sample's) and no other run at
+    its place `key` is finishing (issue 40, finding 7: a k typed over another was killed, so the Risk
+    and Anonymize pages finished only when changes stopped; its result serves the next session asking
+    that k). One per place, not per session: the Anonymize page runs two places at each k (the release
+    and the compared variant), and with one slot the compared run was killed at every change, its
+    claim ended without a result, so no session ever held it (16 sessions: over a second at two k of
+    six, every time). A worker already ended is taken too: its result is stored, not thrown away. Its
     session entries are dropped (their state is not touched outside a script run); the sweep of
     abandoned workers still kills it `_ABANDONED_S` after its last wait, and the session's end too."""
-    if running.end is None or _FINISHING in mine or not running.worker.alive():
+    slot = _FINISHING + key
+    if running.end is None or slot in mine:
         return False
     mine.pop(key)
-    mine[_FINISHING] = running
-    threading.Thread(target=_finish, args=(mine, running), name="superseded run", daemon=True).start()
+    mine[slot] = running
+    threading.Thread(target=_finish, args=(mine, slot, running), name="superseded run", daemon=True).start()
     return True
 
 
-def _finish(mine: dict[str, _Running], running: _Running) -> None:
+def _finish(mine: dict[str, _Running], slot: str, running: _Running) -> None:
     """Wait for a superseded run (`_let_finish`), store its shared entries, end its claim."""
     try:
         running.worker.wait()
@@ -207,8 +212,8 @@ def _finish(mine: dict[str, _Running], running: _Running) -> None:
     except Exception:  # killed meanwhile (the session's end, the sweep) or failed: nothing to store
         logging.getLogger(__name__).debug("a superseded run ended without a result", exc_info=True)
     finally:
-        if mine.get(_FINISHING) is running:
-            mine.pop(_FINISHING)
+        if mine.get(slot) is running:
+            mine.pop(slot)
         with _ALL_LOCK:
             _ALL.pop(id(running), None)
         running.stop()
@@ -221,10 +226,24 @@ def cancel(key: str) -> None:
         running.stop()
 
 
+def settle(key: str, job: Hashable) -> None:
+    """This session's worker at `key`, when it runs another job than `job` (a run superseded while it
+    waited): let it finish in the background, its shared result stored and its claim ended
+    (`_let_finish`), or kill it. Called before any run at `key`, also one whose result is held and
+    needs no worker: else the superseded worker kept its claim on a shared key until the sweep
+    (`_ABANDONED_S`), and every session asking that key waited for it until its own run was superseded
+    (issue 40, finding 7: the Anonymize page at two k of six took over a second at every visit)."""
+    mine = st.session_state.get(_WORKERS)
+    running = None if not mine else mine.get(key)
+    if running is not None and running.job != job and not _let_finish(mine, key, running):
+        cancel(key)
+
+
 def underway(key: str, job: Hashable) -> bool:
-    """Whether a worker of this session runs `job` at `key` (a run left by a rerun, to take up)."""
+    """Whether a worker of this session runs `job` at `key` (a run left by a rerun, to take up), or
+    ran it and its result waits to be read (it ended meanwhile: taken up, its result is there at once)."""
     running = st.session_state.get(_WORKERS, {}).get(key)
-    return running is not None and running.job == job and running.worker.alive()
+    return running is not None and running.job == job
 
 
 def run(
@@ -245,11 +264,8 @@ def run(
             end()
         return compute(tracker)
     mine: dict[str, _Running] = st.session_state.setdefault(_WORKERS, {})
+    settle(key, job)
     running = mine.get(key)
-    if running is not None and running.job != job:
-        if not _let_finish(mine, key, running):
-            cancel(key)
-        running = None
     if running is None:
         try:
             _preload()
@@ -276,6 +292,10 @@ def run(
     except BaseException as exc:
         if is_rerun(exc):
             running.seen = time.monotonic()  # a rerun: the next run for this job takes it up
+            # unless its result is shared: then it finishes now, whether or not this session asks for
+            # it again (a page that shows the study's preview of these settings never does, and every
+            # session asking the key waited on its claim until its own run was superseded)
+            _let_finish(mine, key, running)
         else:
             cancel(key)
         raise
