@@ -124,7 +124,7 @@ groups = {pop_label: ctx.population, cohort_label: ctx.cohort}
 st.header("Population and cohort")
 st.caption(f"Adversary: {ctx.adversary.describe()}  k = {ctx.k}")
 
-with st.spinner("Describing the groups…"):
+with cache.spinner("Describing the groups…"):
     table = _describe(groups)
 # one group above the other, three figures a row: side by side, six figures in half the page were cut
 # at 1024 px ("30,…" for 30,000; issue 26's screenshots)
@@ -162,7 +162,9 @@ for col, (label, records) in zip((left, right), groups.items(), strict=True):
 st.subheader("Code frequency distribution")
 freq = _rank_frequency(groups)
 st.plotly_chart(
-    figure_memo.built(cv.rank_frequency_figure, freq), width="stretch", key="rank_frequency_chart"
+    figure_memo.built(cv.rank_frequency_figure, freq, data=tuple(groups.values())),
+    width="stretch",
+    key="rank_frequency_chart",
 )
 table_download(
     freq,
@@ -181,7 +183,9 @@ measure = st.selectbox(
 )
 dist = _distribution(groups, measure)
 st.plotly_chart(
-    figure_memo.built(cv.distribution_figure, dist, f"{measure.replace('_', ' ')} per patient"),
+    figure_memo.built(
+        cv.distribution_figure, dist, f"{measure.replace('_', ' ')} per patient", data=tuple(groups.values())
+    ),
     width="stretch",
 )
 table_download(

@@ -183,7 +183,7 @@ with_phewas = st.toggle(
     key="compare_phewas",
     help=help_for("lost_false", "multiple_testing"),
 )
-with st.spinner("Verifying and measuring every release…"):
+with cache.spinner("Verifying and measuring every release…"):
     table = comparison(
         ctx,
         releases,

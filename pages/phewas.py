@@ -165,7 +165,7 @@ if not available and not elsewhere:
     )
 
 pairs: dict[str, pd.DataFrame] = {}
-with st.spinner("PheWAS on the releases…"):
+with cache.spinner("PheWAS on the releases…"):
     for name in chosen:
         rel = available[name][0]
         rel_res = measures.released_phewas(ctx, rel, settings)

@@ -86,12 +86,19 @@ def _patterns(
 
 
 def _explanations(cohort: Records, population: Records, scope: str, knowledge: str, k: int, row: int):
+    """The record's explanation at k; what every k shares (`explain.prepare`) built once per adversary."""
     from engine.adversary import Adversary
 
-    def compute():
-        return explain.explain_records(cohort, Adversary(scope, knowledge), k, population, rows=[row])[0]  # type: ignore[arg-type]
+    adversary = Adversary(scope, knowledge)  # type: ignore[arg-type]
 
-    return _memo("explanations", 4, cohort, population, compute, scope, knowledge, k, row)
+    def prepared() -> explain.Prepared:
+        return explain.prepare(cohort, adversary, population)
+
+    def compute():
+        ready = _memo("explanation inputs", 4, cohort, population, prepared, scope, knowledge)
+        return explain.explain_records(cohort, adversary, k, population, rows=[row], prepared=ready)[0]
+
+    return _memo("explanations", 24, cohort, population, compute, scope, knowledge, k, row)
 
 
 def _estimate(
@@ -150,7 +157,7 @@ count_repeats = st.checkbox(
 
 # the papers' four, and the sidebar's whole-record attacker when chosen (issue 39)
 shown = ALL_ADVERSARIES + (() if adv.targeted_by_papers else (adv,))
-with st.spinner("Computing distinguishability under the adversaries..."):
+with cache.spinner("Computing distinguishability under the adversaries..."):
     curves, backend = _original(ctx.cohort, ctx.population, count_repeats, shown)
 with st.expander("For administrators: how the risk was computed"):  # issue 26: no server details above
     st.caption(backend)
@@ -183,6 +190,7 @@ fig = figure_memo.built(  # issue 40: a rerun at the same k does not build it ag
     k,
     "Original cohort: distinguishability by adversary",
     highlight=adv.label,
+    data=(ctx.cohort, ctx.population),
 )
 st.plotly_chart(fig, key="risk_cdf_adversaries")
 summary = _summary_table(curves, k)
@@ -224,7 +232,7 @@ st.caption(
     "patient identifiers are shown."
 )
 n_patterns = st.slider("Patterns to show", 5, 100, step=5, key="risk_n_patterns")  # 20: persist.PAGE_DEFAULTS
-with st.spinner("Finding the riskiest code patterns..."):
+with cache.spinner("Finding the riskiest code patterns..."):
     patterns = _patterns(
         ctx.cohort,
         ctx.population,
@@ -332,7 +340,7 @@ if cohort_is_population(ctx.cohort, ctx.population) and adv.targeted_by_papers: 
     selected_by = tuple(c.strip() for c in typed.split(",") if c.strip()) or None
     est: kmap.KMapEstimate | None = None
     try:
-        with st.spinner("Estimating population risk from the cohort alone..."):
+        with cache.spinner("Estimating population risk from the cohort alone..."):
             est = _estimate(ctx.cohort, size, adv.knowledge, k, selected_by)
     except kmap.SelectionError as exc:
         st.error(f"Selection codes: {escape(exc)}")
@@ -374,7 +382,7 @@ else:
         format_func=lambda r: f"record {r + 1} (distinguishability {int(dis[r])})",
         key="risk_explain_record",
     )
-    with st.spinner("Explaining the record..."):
+    with cache.spinner("Explaining the record..."):
         e = _explanations(ctx.cohort, ctx.population, adv.scope, adv.knowledge, k, int(row))
     where = "its whole record" if e.visit is None else "its riskiest visit"
     st.markdown(

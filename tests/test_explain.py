@@ -242,3 +242,20 @@ def test_k_must_be_whole() -> None:
     cohort = Records.from_frame(pd.DataFrame({"patient_id": ["P0"], "code": ["401.1"]}))
     with pytest.raises(ValueError, match="k must be"):
         explain.explain_records(cohort, Adversary("cohort", "all_visits"), 0)
+
+
+@given(d=data(), adv=st.sampled_from(ALL_ADVERSARIES))
+@SETTINGS
+def test_one_preparation_serves_every_k_and_every_record(d, adv) -> None:
+    """Issue 40, finding 7: the Risk page builds `explain.prepare` once per adversary and explains a
+    record at each k from it (sessions share it). The explanations equal those built from nothing, at
+    every k and in any order of k, so explaining never modifies what the preparation holds."""
+    cohort, population = Records.from_frame(d[0]), Records.from_frame(d[1])
+    ready = explain.prepare(cohort, adv, population)
+    for k in (4, 2, 3, 2):
+        fresh = explain.explain_records(cohort, adv, k, population)
+        shared = explain.explain_records(cohort, adv, k, population, prepared=ready)
+        assert shared == fresh
+        for row in range(cohort.n_patients):
+            one = explain.explain_records(cohort, adv, k, population, rows=[row], prepared=ready)
+            assert one == explain.explain_records(cohort, adv, k, population, rows=[row])

@@ -52,8 +52,8 @@ import os
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Hashable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
@@ -243,8 +243,42 @@ def _session(name: str, size: int) -> OrderedDict:
     return store
 
 
-def _spinning(text: str | None):
-    return st.spinner(text) if text else nullcontext()
+_SPINNER: ContextVar[str | None] = ContextVar("ui_cache_spinner", default=None)
+
+
+def spinner(text: str) -> AbstractContextManager[None]:
+    """`st.spinner(text)`, shown only if a memo inside the block computes (issue 40, finding 7): a
+    spinner starts a timer thread, and at a k already computed every result is held, so sixteen
+    sessions' reruns each started three or four threads for nothing (about 2 % of the server's CPU,
+    and the wait for each thread to start under the GIL)."""
+    return _SpinnerScope(text)
+
+
+class _SpinnerScope(AbstractContextManager[None]):
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.token: Token | None = None
+
+    def __enter__(self) -> None:
+        self.token = _SPINNER.set(self.text)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.token is not None:
+            _SPINNER.reset(self.token)
+
+
+@contextmanager
+def _spinning(text: str | None) -> Iterator[None]:
+    text = text or _SPINNER.get()
+    if not text:
+        yield
+        return
+    token = _SPINNER.set(None)  # the memos computed inside show no spinner of their own
+    try:
+        with st.spinner(text):
+            yield
+    finally:
+        _SPINNER.reset(token)
 
 
 @dataclass(frozen=True)

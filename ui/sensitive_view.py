@@ -21,9 +21,15 @@ from ui import format as fmt
 from ui.downloads import table_download
 
 
+def _shipped_categories():
+    """The shipped categories, read once per session (a CSV read and checked at every rerun of the Risk
+    page cost about 1 % of the server's CPU at sixteen sessions: issue 40, finding 7)."""
+    return cache.memo("sensitive categories", (), load_categories, size=1)
+
+
 def _measure(release: Release, ctx, names: tuple[str, ...], rho: float, m: int) -> SensitiveRisk:
     def compute() -> SensitiveRisk:
-        cats = load_categories().select(list(names))
+        cats = _shipped_categories().select(list(names))
         return release_rho_uncertainty(release, ctx.adversary, cats, rho=rho, m=m, population=ctx.population)
 
     key = (release.content_fingerprint, ctx.adversary, names, rho, m)
@@ -65,7 +71,7 @@ def show(ctx, releases: dict[str, Release]) -> None:
     with st.expander(
         "Sensitive diagnoses (can a recipient infer HIV, mental health, substance use, pregnancy?)"
     ):
-        shipped = load_categories()
+        shipped = _shipped_categories()
         st.caption(
             "rho-uncertainty (Cao, Karras, Raissi and Tan, VLDB 2010): for every set of up to m non-sensitive "
             "codes a record's attacker can know (the sidebar's adversary), the confidence that a record "

@@ -174,6 +174,12 @@ class _Support:
             self.post[("g", cat)] = frozenset(held)
         self._memo: dict[frozenset[tuple[str, str]], int] = {}
 
+    def counting(self) -> _Support:
+        """The same postings with counts of its own (the postings are shared and never modified)."""
+        twin = object.__new__(_Support)
+        twin.n, twin.post, twin._memo = self.n, self.post, {}
+        return twin
+
     def forget(self) -> None:
         """Drop the counts kept (one record's trial sets are of no use to the next: memory)."""
         self._memo.clear()
@@ -414,6 +420,52 @@ def _verify(
     return {p: int(dis[a]) if a >= 0 else candidates.n_patients for p, a in zip(rows, at, strict=True)}
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """What explaining any record at any k under one adversary reads, built once (`prepare`): the
+    candidate pool, each code's category and what each category item stands for, the candidates'
+    postings, what recoding each category touches, and the records' distinguishability on the original
+    data. Never modified: each explanation counts supports with a counter of its own
+    (`_Support.counting`), so sessions may share one (issue 40, finding 7: at a new k the Risk page
+    rebuilt all of it, about 0.4 s of the server's CPU on the sample, while every other session waited)."""
+
+    candidates: Records
+    categories: dict[str, str]
+    stands: dict[str, frozenset[str]]
+    support: _Support
+    recoding: _Recoding
+    distinguishability: np.ndarray
+
+
+def prepare(
+    cohort: Records,
+    adversary: Adversary,
+    population: Records | None = None,
+    distinguishability: np.ndarray | None = None,
+) -> Prepared:
+    """The k-independent part of `explain_records` for `cohort` under `adversary`.
+    `distinguishability`: the records' counts when already computed (`risk.original_distinguishability`
+    under the same adversary), else counted here."""
+    from engine import risk
+
+    cands = risk.candidates_for(adversary, cohort, population)
+    if distinguishability is None:
+        distinguishability = risk.original_distinguishability(cohort, adversary, population)
+    categories = categories_of(np.concatenate([cohort.items.astype(str), cands.items.astype(str)]))
+    item_codes: dict[str, set[str]] = {}
+    for code, cat in categories.items():
+        item_codes.setdefault(f"{cat}*", set()).add(code)
+    stands = {item: frozenset(codes) for item, codes in item_codes.items()}
+    return Prepared(
+        cands,
+        categories,
+        stands,
+        _Support(cands, categories),
+        _Recoding(cohort, categories),
+        np.asarray(distinguishability),
+    )
+
+
 def explain_records(
     cohort: Records,
     adversary: Adversary,
@@ -421,29 +473,24 @@ def explain_records(
     population: Records | None = None,
     rows: Sequence[int] | None = None,
     distinguishability: np.ndarray | None = None,
+    prepared: Prepared | None = None,
 ) -> list[Explanation]:
     """Explanations of the cohort records at `rows` (default: every record below k), on the original
     data under `adversary` (module docstring). `distinguishability`: the records' counts when already
-    computed (`risk.original_distinguishability` under the same adversary), else counted here."""
-    from engine import risk
+    computed (`risk.original_distinguishability` under the same adversary), else counted here.
+    `prepared`: `prepare(cohort, adversary, population)` when already built (the same explanations)."""
     from engine.vocab import description
 
     if isinstance(k, bool) or int(k) != k or k < 1:
         raise ValueError(f"k must be a positive whole number, not {k!r}")
     k = int(k)
-    cands = risk.candidates_for(adversary, cohort, population)
-    if distinguishability is None:
-        distinguishability = risk.original_distinguishability(cohort, adversary, population)
-    dis = np.asarray(distinguishability)
+    if prepared is None:
+        prepared = prepare(cohort, adversary, population, distinguishability)
+    cands, categories, stands = prepared.candidates, prepared.categories, prepared.stands
+    support, recoding = prepared.support.counting(), prepared.recoding
+    dis = prepared.distinguishability
     if rows is None:
         rows = np.flatnonzero(dis < k).tolist()
-    categories = categories_of(np.concatenate([cohort.items.astype(str), cands.items.astype(str)]))
-    item_codes: dict[str, set[str]] = {}
-    for code, cat in categories.items():
-        item_codes.setdefault(f"{cat}*", set()).add(code)
-    stands = {item: frozenset(codes) for item, codes in item_codes.items()}
-    support = _Support(cands, categories)
-    recoding = _Recoding(cohort, categories)
     found = []
     for p in (int(r) for r in rows):
         sets, visits = _known_sets(cohort, p, adversary.knowledge)
