@@ -34,7 +34,11 @@ def _counting(monkeypatch: pytest.MonkeyPatch, module: object, name: str) -> lis
 
 
 def _rerun_builds(at, calls: list[int]) -> tuple[int, int, int]:
-    """Builds in the run at k = 6, in a second run at k = 6, and in a run at k = 7."""
+    """Builds in the run at k = 6, in a second run at k = 6, and in a run at k = 7 (the shipped
+    sample's figures held for the server emptied first: another test may have built them)."""
+    from ui import cache
+
+    cache.clear("shared figures")
     at.run()
     at.sidebar.number_input(key="k").set_value(6).run()
     assert not at.exception, [e.value for e in at.exception]
@@ -111,3 +115,27 @@ def test_the_fingerprint_follows_every_value_and_refuses_unknown_types() -> None
     assert value_fingerprint(f) != value_fingerprint(f.assign(x=[1, 3]))
     with pytest.raises(TypeError):
         value_fingerprint(object())
+
+
+@needs_sample
+def test_a_second_session_on_the_shipped_sample_does_not_rebuild_the_risk_cdf(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """16 sessions on the sample each built every figure at every k (about 0.1 s each: most of the
+    server's CPU in the first half minute of bench/load_ws.py). A figure of the shipped sample's data
+    alone is now held once for the server; one of an upload stays in its session (tests/test_cache.py's
+    two-sessions tests hold the rule for every other entry)."""
+    import ui.risk_charts
+    from ui import cache
+
+    cache.clear("shared figures")
+    calls = _counting(monkeypatch, ui.risk_charts, "distinguishability_cdf_figure")
+    first = page_app("pages/risk.py")
+    first.run()
+    assert not first.exception, [e.value for e in first.exception]
+    built_first = len(calls)
+    second = page_app("pages/risk.py")
+    second.run()
+    assert not second.exception, [e.value for e in second.exception]
+    assert built_first >= 1
+    assert len(calls) == built_first, "the second session built the shipped sample's CDF again"

@@ -515,13 +515,18 @@ def _results(ctx: Context, release: Release, settings: GCCensSettings, *, stale:
     with left:
         st.markdown("**Risk before and after** (distinguishability CDF, Figure 4)")
         curves = {"original": before, "capped": capped_dis, "released": verification.distinguishability}
-        st.plotly_chart(figure_memo.built(_cdf_figure, curves, k, codes_label), key="gcc_cdf")
+        st.plotly_chart(
+            figure_memo.built(_cdf_figure, curves, k, codes_label, data=derived_from(ctx, settings)),
+            key="gcc_cdf",
+        )
         _download(
             cdf_frame(curves), "Download the risk CDF, before and after (CSV)", "gccens_cdf.csv", "gcc_dl_cdf"
         )
     with right:
         st.markdown("**CUL distribution** (censored codes / codes in the capped record, method-internal)")
-        st.plotly_chart(figure_memo.built(cul_histogram, loss), key="gcc_culhist")
+        st.plotly_chart(
+            figure_memo.built(cul_histogram, loss, data=derived_from(ctx, settings)), key="gcc_culhist"
+        )
         both = pd.DataFrame(
             [
                 {
@@ -580,7 +585,9 @@ def _results(ctx: Context, release: Release, settings: GCCensSettings, *, stale:
             "gcc_dl_variants",
         )
     with r2:
-        st.plotly_chart(figure_memo.built(retention_figure, compare), key="gcc_variants")
+        st.plotly_chart(
+            figure_memo.built(retention_figure, compare, data=derived_from(ctx, settings)), key="gcc_variants"
+        )
 
     st.markdown("**Released records beside the originals** (the selected codes of each record)")
     modified = loss.loc[loss["censored"] > 0, "patient_id"].astype(str).tolist()
