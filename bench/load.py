@@ -52,11 +52,12 @@ def free_port() -> int:
 def start_server(
     port: int, options: list[str], log: Path, root: Path = ROOT, profile: Path | None = None
 ) -> subprocess.Popen:
-    """`streamlit run app.py` of `root` on `port`; under yappi (bench/serve_profiled.py) writing its
+    """`streamlit run serve.py` of `root` (what `make run` starts: app.py behind the download guard) on
+    `port`; under yappi (bench/serve_profiled.py) writing its
     profile to `profile` when it exits, if given."""
     run = ["-m", "bench.serve_profiled", str(profile), "streamlit"] if profile else ["-m", "streamlit"]
     cmd = [
-        sys.executable, *run, "run", str(root / "app.py"),
+        sys.executable, *run, "run", str(root / "serve.py" if (root / "serve.py").exists() else root / "app.py"),
         "--server.port", str(port), "--server.headless", "true",
         "--server.address", "localhost", "--browser.gatherUsageStats", "false",
     ]  # fmt: skip

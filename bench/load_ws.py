@@ -26,6 +26,7 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from bench.load import (
@@ -119,6 +120,7 @@ async def drive(
     first_load: float,
     health,
     profiled: int | None = None,
+    on_changes: Callable[[], None] | None = None,
 ) -> tuple[list[Session], float]:
     sessions = [Session(base, pages[i % len(pages)]) for i in range(n)]
     tasks = [asyncio.create_task(s.run()) for s in sessions]
@@ -139,6 +141,8 @@ async def drive(
     if not ready:
         raise SystemExit("no session rendered its first page")
     health.phase("k changes")
+    if on_changes is not None:
+        on_changes()
     if profiled is not None:
         os.kill(profiled, signal.SIGUSR1)  # bench/serve_profiled.py: profile from here on
     interval = 1.0 / (rate * len(ready))
@@ -186,11 +190,13 @@ def main(argv: list[str] | None = None) -> int:
     health = Health(port)
     cpu_start, wall_start = _cpu(proc), time.monotonic()
     harness_start = _cpu(psutil.Process())
+    at_changes: list[float] = []  # the server's CPU and the finished runs when the k changes began
     try:
         health.start()
         sessions, end = asyncio.run(
             drive(f"http://localhost:{port}", args.pages.split(","), min(max(args.sessions, 1), 32),
-                  duration, args.rate, args.first_load, health, server.pid if args.profile else None)
+                  duration, args.rate, args.first_load, health, server.pid if args.profile else None,
+                  lambda: at_changes.append(_cpu(proc)))
         )  # fmt: skip
         health.phase("after close")
         closed = time.monotonic()
@@ -220,6 +226,13 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"runs finished: {runs} ({cpu_test / max(runs, 1) * 1000:.0f} ms of server CPU per run, first loads included)"
     )
+    if at_changes:
+        steady = sum(len([f for f in s.finished if f > s.changes[0]]) for s in sessions if s.changes)
+        cpu_changes = cpu_start + cpu_test - at_changes[0]
+        print(
+            f"from the first k change on: {steady} runs, {cpu_changes:.1f} s of server CPU "
+            f"({cpu_changes / max(steady, 1) * 1000:.0f} ms per run)"
+        )
     print_targets(every, health)
     return 0
 
