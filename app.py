@@ -10,7 +10,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from ui import admission, auth, cache, heap, resume, sidebar, worker
+from ui import admission, auth, cache, heap, media_guard, resume, sidebar, worker
 from ui.context import follow_deep_link
 
 # The favicon from the checkout's assets/ (found through ui/, also when AppTest runs a copy of this
@@ -18,6 +18,7 @@ from ui.context import follow_deep_link
 # fonts.gstatic.com, and nothing may be fetched at run time (tests/test_setup_split.py).
 PAGE_ICON = Path(sidebar.__file__).resolve().parent.parent / "assets" / "favicon.svg"
 st.set_page_config(page_title="CohortShield", page_icon=PAGE_ICON, layout="wide")
+media_guard.require_guard()  # served through serve.py only: downloads to their session alone (issue 40)
 user = auth.gate()  # first: no page without a signed-in user (ui/auth.py); shows who in the sidebar
 
 PAGES = [

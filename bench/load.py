@@ -1,6 +1,6 @@
 """The 8-session load test of issue 13 ("Long work"): bounded, localhost only, not part of `make test`.
 
-Starts `streamlit run app.py` on a free localhost port, opens N sessions (Playwright pages in one
+Starts `streamlit run serve.py` on a free localhost port, opens N sessions (Playwright pages in one
 Debian Chromium, /usr/bin/chromium), spreads them over pages of the app, and has each change k in the
 sidebar on the shipped sample about twice a second (`--rate`, per session) for a set duration, while
 a process of its own polls /_stcore/health every 0.5 s. Then it closes every page and measures the server's CPU for 10 s

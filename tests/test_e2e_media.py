@@ -209,3 +209,17 @@ def test_another_session_cannot_have_a_deferred_download_built(server) -> None:
         assert len(log.entries(audit)) == entries  # nothing built, no entry naming alice
         stranger.close()
         context.close()
+
+
+def test_a_server_started_without_the_guard_serves_no_page(tmp_path: Path) -> None:
+    """Issue 40: `streamlit run app.py` still served the whole app, every download to anyone holding its
+    URL (the guard is in serve.py, which `make run` starts). Such a server now draws only the refusal,
+    naming `make run`: no sidebar, no page."""
+    require_browser()
+    port = free_port()
+    with served_app(port, tmp_path / "unguarded.log", script=ROOT / "app.py") as url, chromium() as browser:
+        page = browser.new_page()
+        page.goto(url)
+        page.get_by_text("make run", exact=False).first.wait_for(timeout=WAIT_MS)
+        assert "download guard" in page.inner_text("body")
+        assert page.locator('[data-testid="stSidebar"] [data-testid="stNumberInputField"]').count() == 0

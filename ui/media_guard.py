@@ -71,6 +71,26 @@ def installed() -> bool:
     return _INSTALLED.is_set()
 
 
+UNGUARDED = (
+    "CohortShield is served by `make run` (`streamlit run serve.py`), which puts the download guard in "
+    "front of every request. This server was started another way (`streamlit run app.py`?): its "
+    "downloads would be served to anyone who has their address, so it shows nothing. Stop it and start "
+    "`make run`."
+)
+
+
+def require_guard() -> None:
+    """Stop the script run, saying why, when a browser is served by a server without the guard (issue
+    40: `streamlit run app.py` served every download to anyone holding its URL). AppTest and other
+    runs without a browser connection (no request headers) are not served pages: they pass."""
+    import streamlit as st
+
+    if installed() or not st.context.headers:
+        return
+    st.error(UNGUARDED)
+    st.stop()
+
+
 def admit(owner: Holder | None) -> None:
     """Refuse (`DownloadRefused`) to build a deferred download for any requester but `owner`, the
     session that drew its button (finding 2). Without a guard in this process (AppTest, a unit test)
