@@ -46,7 +46,7 @@ import streamlit.runtime.context as context
 from ui import auth, resume
 
 peer = {peer!r}
-with mock.patch.object(context, "_get_client_context", return_value=mock.Mock(remote_ip=peer)):
+with mock.patch.object(context, "_get_client_context", return_value=mock.Mock(remote_ip=peer, cookies={{}}, headers={{}})):
     user = auth.gate()
 st.write(f"key={{auth.current_user()}} admin={{user.admin}}")
 if st.session_state.get("save"):

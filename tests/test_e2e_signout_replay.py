@@ -84,3 +84,50 @@ def test_a_cookie_replayed_after_sign_out_signs_no_one_in(tmp_path: Path) -> Non
             again.goto(url)
             _only_the_sign_in(again)
             replay.close()
+
+
+LAUNCHER = (  # as serve.py: the page behind the download guard, which sees Streamlit's own routes
+    "import streamlit as st\nfrom ui import media_guard\n"
+    'app = st.App("page.py", middleware=media_guard.middleware())\n'
+)
+
+
+def test_a_cookie_replayed_after_streamlits_own_logout_route_signs_no_one_in(tmp_path: Path) -> None:
+    """Issue 40: leaving through Streamlit's own `/auth/logout` (typed, a bookmark) only deleted the
+    browser's cookie, and a copy kept signing in for the sign-in's 8 hours. The guard now puts the
+    cookie on the revocation list as the request passes."""
+    require_browser()
+    alice = ("alice", {"email": "alice@hospital.example", "email_verified": True})
+    with oidc_provider([alice]) as issuer:
+        port = free_port()
+        folder = signin_folder(tmp_path / "app", port, issuer)
+        (folder / "page.py").write_text(PAGE)
+        (folder / "launcher.py").write_text(LAUNCHER)
+        env = {k: v for k, v in os.environ.items() if k != "COHORTSHIELD_ADMINS"} | {"PYTHONPATH": str(ROOT)}
+        with (
+            served_app(
+                port, tmp_path / "streamlit.log", cwd=folder, env=env, script=folder / "launcher.py"
+            ) as url,
+            chromium() as browser,
+        ):
+            context = browser.new_context()
+            page = context.new_page()
+            page.goto(url)
+            page.get_by_role("button", name="Sign in").click()
+            page.wait_for_url(re.compile(re.escape(issuer) + r"/oauth2/authorize\?"), timeout=WAIT_MS)
+            page.get_by_placeholder("sub").fill("alice")
+            page.get_by_role("button", name="Authorize").click()
+            _signed_in_as_alice(page)
+            copied = [c for c in context.cookies() if c["name"].startswith("_streamlit_user")]
+            assert copied
+
+            page.goto(url + "/auth/logout")
+            page.wait_for_load_state()
+            context.close()
+
+            replay = browser.new_context()
+            replay.add_cookies(copied)
+            again = replay.new_page()
+            again.goto(url)
+            _only_the_sign_in(again)
+            replay.close()

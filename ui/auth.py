@@ -111,6 +111,13 @@ def token_id(claims: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(fields, default=str).encode()).hexdigest()
 
 
+def cookie_revocation(credential: str) -> str:
+    """The revocation list's entry for a sign-in cookie signed out through Streamlit's own
+    `/auth/logout` (ui/media_guard.py sees only the cookie there, not its claims): its credential
+    (`download_grants.credential`)."""
+    return f"cookie:{credential}"
+
+
 def _oidc_user() -> User | None:
     """The signed-in user, or None: not signed in, or signed in with a token revoked at sign-out."""
     info = st.user.to_dict()
@@ -119,7 +126,8 @@ def _oidc_user() -> User | None:
     key, email = oidc_identity(info)
     from ui.server_store import shared_store
 
-    if shared_store().revoked(token_id(info)):
+    store = shared_store()
+    if store.revoked(token_id(info)) or store.revoked(cookie_revocation(session_credential())):
         return None
     if signin_expired(info.get("iat"), time.time()):  # issue 40: not Streamlit's 30 days
         return None

@@ -41,6 +41,7 @@ from ui.auth import peer_refusal, session_credential, user_headers
 SOCKET_KEY = "sec-websocket-key"  # RFC 6455: a fresh random nonce per connection (browser tab)
 MEDIA_PATH = re.compile(r"(^|/)media/[^/]+$")
 SIGN_IN_PATH = "/oauth2callback"  # Streamlit's OIDC callback: where it sets the sign-in cookie
+LOGOUT_PATH = "/auth/logout"  # Streamlit's own sign-out route: deletes the browser's cookie, nothing more
 MAX_AGE = re.compile(rb"Max-Age=(\d+)", re.IGNORECASE)
 REFUSED = (
     b"This download is not yours, was already served, or is older than its time limit: "
@@ -166,6 +167,9 @@ class MediaGuard:
                 REQUESTER.reset(token)
         elif scope["type"] == "http" and MEDIA_PATH.search(scope.get("path", "")):
             await self._media(scope, receive, send)
+        elif scope["type"] == "http" and scope.get("path", "").endswith(LOGOUT_PATH):
+            await _revoke_cookie(scope)
+            await self.app(scope, receive, send)
         elif scope["type"] == "http" and scope.get("path", "").endswith(SIGN_IN_PATH):
             await self.app(scope, receive, _short_cookies(send))
         else:
@@ -218,6 +222,27 @@ class MediaGuard:
             }
         )
         await send({"type": "http.response.body", "body": REFUSED})
+
+
+async def _revoke_cookie(scope: Mapping[str, Any]) -> None:
+    """A sign-out through Streamlit's `/auth/logout` (typed, or a bookmark): the request's sign-in
+    cookie goes on the store's revocation list (`ui.auth.cookie_revocation`) and its downloads' grants
+    are dropped, as the app's Sign out does for the token (issue 40: this route revoked nothing, so a
+    copy of the cookie kept signing in until its 8 hours ended). A revocation that cannot be written
+    is logged; the sign-out goes on."""
+    from ui.auth import cookie_revocation
+    from ui.server_store import shared_store
+
+    headers = _headers(scope)
+    cookies = _cookies(headers)
+    if not any(name.startswith(SIGN_IN_COOKIE) for name in cookies):
+        return
+    held = credential(cookies, headers, user_headers())
+    GRANTS.revoke(held)
+    try:
+        await asyncio.to_thread(lambda: shared_store().revoke(cookie_revocation(held)))
+    except UserError as exc:
+        print(f"cohortshield: sign-out: the cookie could not be revoked: {exc}", file=sys.stderr)
 
 
 def _short_cookies(send: Any) -> Any:
