@@ -27,6 +27,45 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+# DuckDB's type names PostgreSQL spells otherwise (the CDM's others, BIGINT, INTEGER, DATE, VARCHAR,
+# TIMESTAMP, DECIMAL(p,s), read the same in both)
+PG_TYPES = {"DOUBLE": "DOUBLE PRECISION", "FLOAT": "REAL", "HUGEINT": "NUMERIC", "UBIGINT": "NUMERIC"}
+
+
+def copy_to_postgres(cdm: Path, url: str, schema: str) -> None:
+    """Every table of the DuckDB CDM `cdm` into a new `schema` of the PostgreSQL server at `url` (an
+    SQLAlchemy URL), with the same column types, by COPY (also tests/test_omop_counts_pg.py's loader)."""
+    import duckdb
+    import sqlalchemy as sa
+
+    src = duckdb.connect(str(cdm), read_only=True)
+    engine = sa.create_engine(url)
+    raw = engine.raw_connection()
+    try:
+        cur = raw.cursor()
+        cur.execute(f'CREATE SCHEMA "{schema}"')
+        tables = src.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' "
+            "AND table_type = 'BASE TABLE' ORDER BY table_name"
+        ).fetchall()
+        for (table,) in tables:
+            columns = src.execute(
+                "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = ? "
+                "AND table_schema = 'main' ORDER BY ordinal_position",
+                [table],
+            ).fetchall()
+            ddl = ", ".join(f'"{c}" {PG_TYPES.get(t, t)}' for c, t in columns)
+            cur.execute(f'CREATE TABLE "{schema}"."{table}" ({ddl})')
+            rows = src.execute(f'SELECT * FROM "{table}"')
+            with cur.copy(f'COPY "{schema}"."{table}" FROM STDIN') as copy:  # type: ignore[attr-defined]
+                while batch := rows.fetchmany(50_000):
+                    for row in batch:
+                        copy.write_row(row)
+        raw.commit()
+    finally:
+        raw.close()
+        engine.dispose()
+        src.close()
 
 
 def child(argv: list[str]) -> None:
