@@ -3,7 +3,7 @@ counting to the database"): wall time, CPU time and peak memory of `python -m en
 CDM DuckDB file, with and without `--in-database`, and whether both wrote the same results.
 
     python bench/omop_indb.py [--patients 200000] [--cohort-every 100] [--dir /tmp/omop_indb] [--reuse]
-        [--knowledge single_visit] [--full]
+        [--knowledge single_visit] [--full] [--postgres [URL]]
 
 The CDM is bench/omop.py's generated one (`generate`: the shipped sample's events tiled to the number
 of patients, ICD-9-CM before 2015-10-01 and ICD-10-CM after, visits, a concept table; `sample
@@ -11,6 +11,10 @@ of patients, ICD-9-CM before 2015-10-01 and ICD-10-CM after, visits, a concept t
 is a fresh subprocess (`--child`), so its peak resident memory (ru_maxrss) and CPU time (user +
 system, DuckDB's threads included) are its own. By default counts are capped at k = 5 (`--up-to-k`,
 the verdicts); `--full` counts in full.
+
+`--postgres [URL]` copies the CDM into a new schema of PostgreSQL (the server at URL, else a throwaway
+local one from Debian's binaries, tests/pg_support.py) and runs both paths on it (`--events URL
+--schema S`); the copy's time is printed apart.
 
 Figures (2026-11-29, load average 5-7 on 2 shared cores): 1,000,000 patients, 10,000 in the cohort,
 single visit up to k = 5: in memory 140.3 s wall, 37.0 s CPU, 5,161 MB peak; in the database 49.3 s,
@@ -24,6 +28,9 @@ import json
 import subprocess
 import sys
 import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -91,6 +98,43 @@ def child(argv: list[str]) -> None:
     )
 
 
+def compare(base: list[str], folder: Path) -> None:
+    """Run `risk` (arguments `base`) in memory and in the database, each in a fresh process; print
+    wall time, CPU time and peak memory of each and whether both wrote the same file."""
+    outputs = {}
+    for label, extra in (("in-memory", []), ("in-database", ["--in-database"])):
+        out = folder / f"{label}.csv"
+        t0 = time.perf_counter()
+        res = subprocess.run(
+            [sys.executable, __file__, "--child", *base, "--out", str(out), *extra],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+        )
+        wall = time.perf_counter() - t0
+        if res.returncode != 0:
+            print(f"{label}: failed\n{res.stderr[-2000:]}")
+            return
+        got = json.loads(res.stdout.strip().splitlines()[-1])
+        print(f"{label:12s} wall {wall:.1f} s, CPU {got['cpu_seconds']} s, peak {got['peak_mb']:.0f} MB")
+        outputs[label] = out.read_text(encoding="utf-8")
+    same = outputs["in-memory"] == outputs["in-database"]
+    print(f"results equal: {same} ({outputs['in-memory'].count(chr(10)) - 1} cohort rows)")
+
+
+@contextmanager
+def postgres(url: str) -> Iterator[str]:
+    """`url`, or with none a throwaway server of tests/pg_support.py (Debian's postgresql binaries)."""
+    if url:
+        yield url
+        return
+    sys.path.insert(0, str(ROOT / "tests"))
+    from pg_support import postgres_server
+
+    with postgres_server() as started:
+        yield started
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--patients", type=int, default=200_000)
@@ -99,6 +143,13 @@ def main() -> None:
     ap.add_argument("--reuse", action="store_true", help="the CDM generated before under --dir")
     ap.add_argument("--knowledge", default="single_visit", choices=("single_visit", "all_visits"))
     ap.add_argument("--full", action="store_true", help="full counts (default: capped at k = 5)")
+    ap.add_argument(
+        "--postgres",
+        nargs="?",
+        const="",
+        metavar="URL",
+        help="count the CDM copied into PostgreSQL (this SQLAlchemy URL, else a throwaway local server)",
+    )
     ap.add_argument("--child", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -126,28 +177,25 @@ def main() -> None:
         f"CDM: {n_persons} persons, {n_conditions} conditions; cohort {len(ids[:: args.cohort_every])} "
         f"patients; {args.knowledge}, {'full counts' if args.full else 'counts up to k = 5'}"
     )
-    base = ["risk", "--events", str(cdm), "--source", "omop", "--cohort", str(cohort)]
-    base += ["--scope", "population", "--knowledge", args.knowledge, "--k", "5"]
-    base += [] if args.full else ["--up-to-k"]
-    outputs = {}
-    for label, extra in (("in-memory", []), ("in-database", ["--in-database"])):
-        out = args.dir / f"{label}.csv"
+    common = ["--source", "omop", "--cohort", str(cohort), "--scope", "population"]
+    common += ["--knowledge", args.knowledge, "--k", "5"] + ([] if args.full else ["--up-to-k"])
+    if args.postgres is None:
+        compare(["risk", "--events", str(cdm), *common], args.dir)
+        return
+    import sqlalchemy as sa
+
+    with postgres(args.postgres) as url:
+        schema = f"cs_bench_{uuid.uuid4().hex[:8]}"
         t0 = time.perf_counter()
-        res = subprocess.run(
-            [sys.executable, __file__, "--child", *base, "--out", str(out), *extra],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-        )
-        wall = time.perf_counter() - t0
-        if res.returncode != 0:
-            print(f"{label}: failed\n{res.stderr[-2000:]}")
-            return
-        got = json.loads(res.stdout.strip().splitlines()[-1])
-        print(f"{label:12s} wall {wall:.1f} s, CPU {got['cpu_seconds']} s, peak {got['peak_mb']:.0f} MB")
-        outputs[label] = out.read_text(encoding="utf-8")
-    same = outputs["in-memory"] == outputs["in-database"]
-    print(f"results equal: {same} ({outputs['in-memory'].count(chr(10)) - 1} cohort rows)")
+        copy_to_postgres(cdm, url, schema)
+        print(f"PostgreSQL: copied into schema {schema} in {time.perf_counter() - t0:.1f} s")
+        try:
+            compare(["risk", "--events", url, "--schema", schema, *common], args.dir)
+        finally:
+            engine = sa.create_engine(url)
+            with engine.begin() as con:
+                con.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
+            engine.dispose()
 
 
 if __name__ == "__main__":

@@ -147,6 +147,28 @@ def test_risk_in_database_on_postgresql_writes_what_the_in_process_run_writes(
     assert "backend: in the database (postgresql+psycopg://cs:***@" in printed.out
 
 
+@pytest.mark.parametrize("knowledge", ["single_visit", "all_visits"])
+def test_risk_in_database_under_cohort_scope_writes_what_the_in_process_run_writes(
+    postgres_url, pg_cdm, tmp_path, knowledge
+) -> None:
+    """Refused before ("give --scope population and --cohort"): the candidates are the cohort's patients."""
+    cohort_file = tmp_path / "cohort.csv"
+    cohort_file.write_text("patient_id\n" + "\n".join(persons(postgres_url, pg_cdm)[::2]) + "\n")
+    outs = []
+    for extra in ([], ["--in-database"]):
+        out = tmp_path / f"out{len(outs)}.csv"
+        args = ["risk", "--events", postgres_url, "--schema", pg_cdm, "--cohort", str(cohort_file)]
+        assert main([*args, "--scope", "cohort", "--knowledge", knowledge, "--out", str(out), *extra]) == 0
+        outs.append(out.read_text())
+    assert outs[0] == outs[1]
+
+
+def test_risk_in_database_needs_a_cohort(postgres_url, pg_cdm, tmp_path, capsys) -> None:
+    args = ["risk", "--events", postgres_url, "--schema", pg_cdm, "--scope", "cohort"]
+    assert main([*args, "--knowledge", "all_visits", "--out", str(tmp_path / "o.csv"), "--in-database"]) == 2
+    assert "give --cohort IDS" in capsys.readouterr().err
+
+
 def test_bad_postgresql_sources_are_named_errors(postgres_url, pg_cdm, tmp_path, capsys) -> None:
     """A schema that does not exist, a CDM without condition_occurrence, a cohort without any ICD
     condition (issue 37: no verdict, exit 2) and a non-PostgreSQL URL: one line each, no password."""

@@ -158,7 +158,6 @@ def test_risk_in_database_refuses_what_it_does_not_count(generated_cdm, tmp_path
     base = ["risk", "--events", str(generated_cdm), "--cohort", str(cohort_file), "--in-database"]
     base += ["--out", str(tmp_path / "o.csv")]
     for extra, message in (
-        (["--scope", "cohort", "--knowledge", "single_visit"], "give --scope population and --cohort"),
         (["--scope", "population", "--knowledge", "whole_record"], "single-visit and all-visits"),
         (["--scope", "population", "--knowledge", "all_visits", "--normalize-codes"], "as written"),
     ):
