@@ -29,7 +29,8 @@ them): cell validation and its findings (run `check` on the CDM first), `--norma
 here), standard concepts (`--omop-codes standard`).
 
 Both dialects run the same statements; they differ in the parameter marker (`_marker`: DuckDB `?`,
-psycopg `%s`) and in psycopg reading a `%` of a table name as a marker (`_table`).
+psycopg `%s`), in psycopg reading a `%` of a table name as a marker (`_table`) and in PostgreSQL's
+join order, held by a materialized CTE (`_materialized`).
 """
 
 from __future__ import annotations
@@ -113,6 +114,13 @@ def _table(db: Database, name: str) -> str:
     """The table's qualified name in a statement with parameters (psycopg reads `%` as a marker)."""
     qualified = db.qualified(name)
     return qualified if db.dialect == "duckdb" else qualified.replace("%", "%%")
+
+
+def _materialized(db: Database) -> str:
+    """`MATERIALIZED ` for PostgreSQL, which inlines a CTE used once and then joined the known sets
+    with every patient-item pair before the candidates (50,000 patients: 4.8 M rows, 11 s; 6.6 s so);
+    DuckDB plans the candidates first by itself."""
+    return "" if db.dialect == "duckdb" else "MATERIALIZED "
 
 
 def _check_tables(db: Database) -> None:
@@ -267,8 +275,10 @@ def database_distinguishability(
             f"unnest({p}::BIGINT[]) AS n), "
             "pc AS (SELECT DISTINCT pid, item FROM e WHERE item IN (SELECT item FROM ks)), "
             "cand AS (SELECT r.sid, p.pid, r.n FROM rare r JOIN pc p ON p.item = r.item), "
-            "held AS (SELECT c.sid, c.pid, c.n, COUNT(*) AS m FROM cand c JOIN ks k ON k.sid = c.sid "
-            "JOIN pc p ON p.pid = c.pid AND p.item = k.item GROUP BY c.sid, c.pid, c.n) "
+            f"wanted AS {_materialized(db)}(SELECT c.sid, c.pid, c.n, k.item FROM cand c "
+            "JOIN ks k ON k.sid = c.sid), "
+            "held AS (SELECT w.sid, w.pid, w.n, COUNT(*) AS m FROM wanted w "
+            "JOIN pc p ON p.pid = w.pid AND p.item = w.item GROUP BY w.sid, w.pid, w.n) "
             "SELECT sid, COUNT(*) FROM held WHERE m = n GROUP BY sid",
             [*params, multi_sid, multi_item, rare_sid, rare_item, rare_size],
         )
