@@ -92,10 +92,24 @@ def child(argv: list[str]) -> None:
             {
                 "exit": code,
                 "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 1),
-                "peak_mb": round(usage.ru_maxrss / 1024, 0),
+                "peak_mb": round(peak_kb(usage.ru_maxrss) / 1024, 0),
             }
         )
     )
+
+
+def peak_kb(maxrss_kb: int) -> int:
+    """This process's peak resident memory: Linux's VmHWM, which starts afresh at exec. ru_maxrss
+    keeps the high-water mark of the parent forked from (Linux keeps it across execve): after
+    `generate` the parent held the CDM's frames, and both runs read about its size (50,000
+    patients: 528 MB for the in-database run, 242 MB measured alone)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return maxrss_kb
 
 
 def compare(base: list[str], folder: Path) -> None:
