@@ -218,3 +218,18 @@ def test_an_empty_cohort_is_refused(postgres_url, pg_cdm) -> None:
             load_cohort(db, [])
     finally:
         db.close()
+
+
+def test_a_schema_named_with_a_percent_sign_is_counted(postgres_url, tmp_path) -> None:
+    """psycopg reads `%` in a statement with parameters as a marker: table names double it
+    (`omop_counts._table`)."""
+    rows = [(1, 0, "250.00"), (1, 0, "401.9"), (2, 0, "250.00"), (3, 1, "401.9"), (3, 1, "250.00")]
+    cdm = write_cdm(tmp_path / "cdm.duckdb", rows)
+    schema = f"cs_50%_{uuid.uuid4().hex[:6]}"
+    copy_to_postgres(cdm, postgres_url, schema)
+    try:
+        adversary = Adversary("population", "all_visits")
+        got = in_database(postgres_url, schema, ["1", "3"], adversary)
+        assert got == in_memory(postgres_url, schema, ["1", "3"], adversary) == {"1": 2, "3": 2}
+    finally:
+        drop(postgres_url, schema)
