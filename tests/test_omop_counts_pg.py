@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import sqlalchemy as sa
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from bench.omop_indb import copy_to_postgres
@@ -23,7 +23,7 @@ from engine.io.omop import read_omop
 from engine.io.omop_counts import database_distinguishability, load_cohort, open_cdm
 from engine.records import Records
 from engine.risk import Matching, original_distinguishability
-from tests.test_omop_indb import conditions, write_cdm
+from tests.test_omop_indb import conditions, write_cdm, write_cdm_with_visits
 
 ADVERSARIES = [(s, k) for s in ("cohort", "population") for k in ("single_visit", "all_visits")]
 
@@ -120,6 +120,43 @@ def test_postgresql_counts_equal_the_in_memory_counts_on_random_cdms(
         cohort = ids[::2]
         got = in_database(postgres_url, schema, cohort, adversary, cap)
         assert got == in_memory(postgres_url, schema, cohort, adversary, cap)
+    finally:
+        drop(postgres_url, schema)
+
+
+@settings(max_examples=10, deadline=None)
+@example(  # tests/test_omop_indb.py's: patient 2's conditions of one day in two visits, {A} and {B}
+    rows=[
+        (2, 0, "250.00"),
+        (2, 0, "401.9"),
+        (1, 0, "250.00"),
+        (3, 0, "250.00"),
+        (3, 0, "401.9"),
+        (4, 0, "401.9"),
+    ],
+    visit_of=[1, 2] + [0] * 38,
+    knowledge="single_visit",
+)
+@given(
+    rows=conditions,
+    visit_of=st.lists(st.integers(0, 3), min_size=40, max_size=40),
+    knowledge=st.sampled_from(["single_visit", "all_visits"]),
+)
+def test_postgresql_visits_through_visit_occurrence_are_the_in_memory_visits(
+    postgres_url, tmp_path_factory, rows, visit_of, knowledge
+) -> None:
+    """tests/test_omop_indb.py's random CDMs with visits (ids absent from visit_occurrence included),
+    copied into PostgreSQL."""
+    cdm = write_cdm_with_visits(tmp_path_factory.mktemp("visits") / "cdm.duckdb", rows, visit_of)
+    schema = f"cs_visits_{uuid.uuid4().hex[:8]}"
+    copy_to_postgres(cdm, postgres_url, schema)
+    try:
+        ids = sorted({str(p) for p, _, _ in rows}, key=int)
+        cohort = ids[1::2] or ids
+        adversary = Adversary("population", knowledge)
+        assert in_database(postgres_url, schema, cohort, adversary) == in_memory(
+            postgres_url, schema, cohort, adversary
+        )
     finally:
         drop(postgres_url, schema)
 
