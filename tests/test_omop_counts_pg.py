@@ -270,3 +270,9 @@ def test_a_schema_named_with_a_percent_sign_is_counted(postgres_url, tmp_path) -
         assert got == in_memory(postgres_url, schema, ["1", "3"], adversary) == {"1": 2, "3": 2}
     finally:
         drop(postgres_url, schema)
+
+
+def test_an_unreachable_server_is_named_without_its_password() -> None:
+    with pytest.raises(UserError, match="cannot open the database") as caught:
+        open_cdm("postgresql+psycopg://officer:s3cret@127.0.0.1:1/cdm", "cdm")
+    assert "officer:***@127.0.0.1:1/cdm" in str(caught.value) and "s3cret" not in str(caught.value)
