@@ -158,7 +158,6 @@ def test_risk_in_database_refuses_what_it_does_not_count(generated_cdm, tmp_path
     base = ["risk", "--events", str(generated_cdm), "--cohort", str(cohort_file), "--in-database"]
     base += ["--out", str(tmp_path / "o.csv")]
     for extra, message in (
-        (["--scope", "cohort", "--knowledge", "single_visit"], "give --scope population and --cohort"),
         (["--scope", "population", "--knowledge", "whole_record"], "single-visit and all-visits"),
         (["--scope", "population", "--knowledge", "all_visits", "--normalize-codes"], "as written"),
     ):
@@ -178,6 +177,34 @@ def test_the_database_is_opened_read_only_with_external_access_off_and_a_memory_
     finally:
         db.close()
     assert limit == "953.6 MiB" and external is False  # MEMORY_LIMIT = 1GB; DUCKDB_CONFIG kept
+
+
+def write_cdm_with_visits(target: Path, rows: list[tuple[int, int, str]], visit_of: list[int]) -> Path:
+    """`write_cdm` whose i-th condition names visit `visit_of[i]` of its person (0: a visit id absent
+    from visit_occurrence), visit v starting on day v of 2011; and one visit no condition names."""
+    cdm = write_cdm(target, rows)
+    con = duckdb.connect(str(cdm))
+    try:
+        con.execute("ALTER TABLE condition_occurrence ADD COLUMN visit_occurrence_id BIGINT")
+        con.execute(
+            "CREATE TABLE visit_occurrence (visit_occurrence_id BIGINT, person_id BIGINT, visit_start_date DATE)"
+        )
+        for i, (p, _, _) in enumerate(rows):
+            v = visit_of[i]
+            con.execute(
+                "UPDATE condition_occurrence SET visit_occurrence_id = ? WHERE condition_occurrence_id = ?",
+                [p * 10 + v, i + 1],
+            )
+        visits = sorted({(p * 10 + visit_of[i], p) for i, (p, _, _) in enumerate(rows) if visit_of[i] > 0})
+        # a visit no condition names: read_omop fails on an empty visit_occurrence (IndexError, omop.py)
+        for v, p in [*visits, (999_999, rows[0][0])]:
+            con.execute(
+                "INSERT INTO visit_occurrence VALUES (?, ?, DATE '2011-01-01' + CAST(? AS INTEGER))",
+                [v, p, v % 10],
+            )
+    finally:
+        con.close()
+    return cdm
 
 
 @settings(max_examples=20, deadline=None)
@@ -203,28 +230,7 @@ def test_visits_through_visit_occurrence_are_the_in_memory_visits(
 ) -> None:
     """Conditions name visits (visit_occurrence_id) whose start date groups them (a visit id of 0
     is absent from visit_occurrence: the condition's date is its visit), as read_omop does."""
-    cdm = write_cdm(tmp_path_factory.mktemp("visits") / "cdm.duckdb", rows)
-    con = duckdb.connect(str(cdm))
-    try:
-        con.execute("ALTER TABLE condition_occurrence ADD COLUMN visit_occurrence_id BIGINT")
-        con.execute(
-            "CREATE TABLE visit_occurrence (visit_occurrence_id BIGINT, person_id BIGINT, visit_start_date DATE)"
-        )
-        for i, (p, _, _) in enumerate(rows):
-            v = visit_of[i]
-            con.execute(
-                "UPDATE condition_occurrence SET visit_occurrence_id = ? WHERE condition_occurrence_id = ?",
-                [p * 10 + v, i + 1],
-            )
-        visits = sorted({(p * 10 + visit_of[i], p) for i, (p, _, _) in enumerate(rows) if visit_of[i] > 0})
-        # a visit no condition names: read_omop fails on an empty visit_occurrence (IndexError, omop.py)
-        for v, p in [*visits, (999_999, rows[0][0])]:
-            con.execute(
-                "INSERT INTO visit_occurrence VALUES (?, ?, DATE '2011-01-01' + CAST(? AS INTEGER))",
-                [v, p, v % 10],
-            )
-    finally:
-        con.close()
+    cdm = write_cdm_with_visits(tmp_path_factory.mktemp("visits") / "cdm.duckdb", rows, visit_of)
     persons = sorted({str(p) for p, _, _ in rows}, key=int)
     cohort = persons[1::2] or persons
     assert in_database(cdm, cohort, knowledge) == in_memory(cdm, cohort, knowledge)

@@ -46,10 +46,12 @@ some of them by name, or the officer's CSV) the rules q -> s above rho over ever
 non-sensitive codes under the adversary, and the share of records whose sensitive code is inferred;
 RULES.csv lists every rule above rho (spreadsheet-safe).
 
-`--in-database` (issue 37; population scope, `--cohort`, an OMOP CDM DuckDB file as EVENTS, its ICD source
-values): the population's events stay in the database; the per-code supports and each known set's
-candidates (those holding its rarest code) are counted in SQL and only the cohort's conditions are
-loaded (`engine.io.omop_counts`). Results equal the in-process run (tests/test_omop_indb.py).
+`--in-database` (issue 37; `--cohort`, an OMOP CDM as EVENTS, a DuckDB file or a PostgreSQL URL with
+`--schema`, its ICD source values): the population's events stay in the database; the per-code
+supports and each known set's candidates (those holding its rarest code; under `--scope cohort` the
+cohort's patients) are counted in SQL and only the cohort's conditions are loaded
+(`engine.io.omop_counts`). Results equal the in-process run (tests/test_omop_indb.py, DuckDB;
+tests/test_omop_counts_pg.py, PostgreSQL).
 
 `--up-to-k` counts every known set only up to k (`Matching(cap=k)`, engine/risk.py `count_known_sets`): the
 share unique, the share below k and every record below k are exact, values of k or more read k, and
@@ -174,8 +176,9 @@ def register(sub) -> None:
     p.add_argument(
         "--in-database",
         action="store_true",
-        help="EVENTS an OMOP CDM DuckDB file: count the population's side in SQL (per-code supports, "
-        "candidates through each known set's rarest code) and load only the --cohort's conditions",
+        help="EVENTS an OMOP CDM in a DuckDB file or PostgreSQL (URL, --schema): count the candidates' side "
+        "in SQL (per-code supports, candidates through each known set's rarest code) and load only the "
+        "--cohort's conditions",
     )
     p.add_argument("--shards", help="folder of Parquet shards holding the population (population scope)")
     p.add_argument("--scheduler", help="with --shards: count the shards on this Dask scheduler (tcp://...)")
@@ -547,12 +550,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _check_in_database(args: argparse.Namespace) -> None:
-    """`--in-database` goes with an OMOP DuckDB CDM, population scope, a cohort file and the papers'
+    """`--in-database` goes with an OMOP CDM (DuckDB or PostgreSQL), a cohort file and the papers'
     single-visit or all-visits knowledge counted without repeats (`engine.io.omop_counts`)."""
-    if args.scope != "population" or not args.cohort:
+    if not args.cohort:
         raise UserError(
-            "--in-database counts the cohort of --cohort against the CDM's population: "
-            "give --scope population and --cohort IDS"
+            "--in-database counts the cohort of --cohort against the CDM's population (or itself under "
+            "--scope cohort): give --cohort IDS"
         )
     if args.knowledge == "whole_record" or args.count_repeats:
         raise UserError("--in-database counts single-visit and all-visits knowledge without --count-repeats")
@@ -572,7 +575,7 @@ def _check_in_database(args: argparse.Namespace) -> None:
 
 def _in_database(args: argparse.Namespace):
     """The cohort (loaded), its distinguishability and the number of candidates, the population's side
-    counted in the CDM's DuckDB database (`engine.io.omop_counts`)."""
+    counted in the CDM's database, DuckDB or PostgreSQL (`engine.io.omop_counts`)."""
     from engine.io.loaders import load_ids
     from engine.io.omop_counts import database_distinguishability, load_cohort, open_cdm
 
@@ -581,10 +584,11 @@ def _in_database(args: argparse.Namespace):
     try:
         cohort = load_cohort(db, ids, where=f"--cohort {Path(args.cohort).name}")
         print(
-            f"backend: in the database ({db.label}): population supports and candidate filters in SQL, "
+            f"backend: in the database ({db.label}): {args.scope} supports and candidate filters in SQL, "
             f"the cohort's {cohort.n_patients} patients loaded"
         )
-        got = database_distinguishability(db, cohort, args.knowledge, args.k if args.up_to_k else None)
+        cap = args.k if args.up_to_k else None
+        got = database_distinguishability(db, cohort, args.knowledge, cap, args.scope)
     finally:
         db.close()
     return cohort, got.distinguishability, got.n_candidates

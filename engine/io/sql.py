@@ -128,12 +128,14 @@ class Database:
 
             self._engine = sa.create_engine(read_only_url(str(location)))
             self._conn = self._engine.connect()  # raises when unreachable (see `connect`)
-            self.sources[self.label] = f"database ({self._engine.dialect.name})"
+            self.dialect = str(self._engine.dialect.name)  # "postgresql", "sqlite", ...
+            self.sources[self.label] = f"database ({self.dialect})"
         else:
             import duckdb
 
             path = opened(location)  # inside the data roots while the app reads (engine.io.roots)
             self.kind = "duckdb"
+            self.dialect = "duckdb"
             self.label = Path(location).name
             # `memory_limit` (DuckDB's setting, e.g. "1GB"): the in-database counting's bound (omop_counts)
             limit = {} if memory_limit is None else {"memory_limit": memory_limit}
@@ -231,11 +233,18 @@ class Database:
 
     @_named
     def query(self, sql: str, params: Sequence[object] = ()) -> list[tuple]:
-        """The rows of a statement the engine built from quoted names, values as parameters (DuckDB
-        only: the in-database counting of `engine.io.omop_counts`)."""
-        if self._duck is None:
-            raise UserError(f"{self.label}: counting in the database needs a DuckDB file")
-        return self._duck.execute(sql, list(params)).fetchall()
+        """The rows of a statement the engine built from quoted names, values as parameters in the
+        driver's style (DuckDB `?`, psycopg `%s`): the in-database counting of `engine.io.omop_counts`."""
+        if self._duck is not None:
+            return self._duck.execute(sql, list(params)).fetchall()
+        dbapi = self._conn.connection.dbapi_connection
+        assert dbapi is not None  # an open SQLAlchemy connection has its DB-API connection
+        cur = dbapi.cursor()
+        try:
+            cur.execute(sql, list(params))
+            return [tuple(r) for r in cur.fetchall()]
+        finally:
+            cur.close()
 
     @_named
     def head(self, table: str, n: int = 20) -> pd.DataFrame:
