@@ -21,9 +21,9 @@ The cheapest change, as a release would make it (issue 35 finding 5). Two kinds 
   issue 37) a code's category is its parent one level up in the CDM's own hierarchy, as the methods
   climb it (`ConceptParents.hierarchy` over the codes of the cohort and the candidates: a concept with
   several parents keeps the one with the most of those codes below it, `Hierarchy.from_poly_parents`);
-  a concept directly under the root, or one the CDM does not name, has none. Recoding one record alone is no release: "generalize 746.83 to 746.8" in record
-  16 only leaves it unique against an attacker who knows 746.83 while every other record keeps its
-  specific code.
+  a concept directly under the root, or one the CDM does not name, has none. Recoding one record
+  alone is no release: "generalize 746.83 to 746.8" in record 16 only leaves it unique against an
+  attacker who knows 746.83 while every other record keeps its specific code.
 - suppress a code in the record (in every visit): its (patient, code) pair is lost, other records keep
   theirs. While the record shows its category's item for another code, the attacker who knows the
   suppressed code still matches it there (`risk.attacker_known_visits`), so it stays known.
