@@ -172,3 +172,22 @@ def test_study_records_and_reruns_cdm_constraints(cdm, dataset, tmp_path, capsys
                  "--complete"]) == 0, capsys.readouterr().err  # fmt: skip
     assert Study.from_json(study.read_text()).get("h").settings.constraints == "cdm"
     assert main(["study", "run", str(study), *data]) == 0, capsys.readouterr()
+
+
+def test_three_scopes_with_cdm_constraints(dataset):
+    """`compare_scopes(..., constraints="cdm", concepts=)` (what the app's three-scope view calls): each
+    scope's release is `anonymize`'s along the CDM's tree, verified."""
+    from engine.anonymize.population import anonymize, compare_scopes
+
+    events, c = dataset.events, dataset.concepts
+    cohort = events.take(np.arange(100))
+    got = compare_scopes({"cohort": cohort, "population": events}, cohort.patient_ids, 3, constraints="cdm",
+                         complete=True, concepts=c)  # fmt: skip
+    for scope, res in got.results.items():
+        assert res.verification.ok
+        group = cohort if scope == "cohort" else events
+        alone = anonymize(
+            group, cohort.patient_ids, 3, scope=scope, constraints="cdm", complete=True, concepts=c
+        )
+        assert res.release.item_codes == alone.release.item_codes
+        assert any(len(v) >= 2 for v in res.release.item_codes.values())

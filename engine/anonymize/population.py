@@ -1112,6 +1112,7 @@ def compare_scopes(
     parallel: bool = False,
     while_waiting: Callable[[GroupRelease], object] | None = None,
     completion: str = "rarest",
+    concepts: ConceptParents | None = None,
 ) -> ScopeComparison:
     """Anonymize each group of `groups` (keys among "cohort", "biobank", "population"; the cohort is
     required), extract the cohort from each (DEMO_D, DEMO_B, DEMO_S) and build Tables 1-3, with the
@@ -1122,7 +1123,8 @@ def compare_scopes(
     other where it cannot fork). The scopes are independent, so the comparison is the same either
     way; the progress shown is the cohort's. `while_waiting(cohort's result)` is then called here
     while the other scopes are made (only when they are fanned out; its value is ignored): the app
-    reads what its page shows first of that release in the time it would otherwise wait."""
+    reads what its page shows first of that release in the time it would otherwise wait.
+    `concepts`: the CDM's hierarchy of `cdm` constraints (`anonymize`)."""
     if "cohort" not in groups:
         raise ValueError("compare_scopes needs the cohort's records")
     scopes = [s for s in ("cohort", "biobank", "population") if s in groups]
@@ -1149,6 +1151,7 @@ def compare_scopes(
             with_visits=with_visits,
             progress=step,
             completion=completion,
+            concepts=concepts,
         )
         plain_group, plain_cohort = _plain_figures(groups[scope], cohort_ids, k)
         group_row = None
