@@ -191,3 +191,34 @@ def test_three_scopes_with_cdm_constraints(dataset):
         )
         assert res.release.item_codes == alone.release.item_codes
         assert any(len(v) >= 2 for v in res.release.item_codes.values())
+
+
+def test_heatherly_view_offers_the_cdm_hierarchy_on_a_cdm(cdm, monkeypatch):
+    """AppTest: the Heatherly Anonymize view on a CDM imported in standard concepts offers "OMOP CDM's own
+    hierarchy" as the utility constraints; chosen, the three scopes are anonymized along it (each
+    generalized item inside one concept two levels down) and verified."""
+    from engine.io.imports import ImportSpec
+    from tests.apptest_support import run_view
+    from ui.import_view import APPLIED
+    from ui.views.heatherly import CDM_CONSTRAINTS
+
+    monkeypatch.setenv("COHORTSHIELD_DATA_ROOTS", str(cdm.parent))
+    spec = ImportSpec(source="omop", location=str(cdm), omop_codes="standard")
+    state = {"dataset_choice": "Import a source", APPLIED: (spec, "", None), "hea_complete": True}
+    at = run_view("ui.views.heatherly", "anonymize", **state, hea_constraints=CDM_CONSTRAINTS)
+    from engine.anonymize.population import compare_scopes, scope_summary
+
+    ctx = at.session_state["context"]
+    assert CDM_CONSTRAINTS in at.selectbox(key="hea_constraints").options
+    summary = next(
+        d.value for d in at.dataframe if "release" in d.value.columns and "verified" in d.value.columns
+    )
+    assert summary["verified"].all()
+    groups = {"cohort": ctx.cohort, "population": ctx.population}
+    want = compare_scopes(groups, ctx.cohort.patient_ids, int(ctx.k), constraints="cdm", complete=True,
+                          concepts=ctx.dataset.concepts)  # fmt: skip
+    pd.testing.assert_frame_equal(summary.reset_index(drop=True), scope_summary(want).reset_index(drop=True))
+    tree = ctx.dataset.concepts.hierarchy([str(x) for x in ctx.population.items])
+    for res in want.results.values():
+        merged = {i: c for i, c in res.release.item_codes.items() if len(c) >= 2}
+        assert merged and _under_one_concept(merged, tree, 2) == []
