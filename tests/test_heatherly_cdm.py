@@ -197,6 +197,7 @@ def test_heatherly_view_offers_the_cdm_hierarchy_on_a_cdm(cdm, monkeypatch):
     """AppTest: the Heatherly Anonymize view on a CDM imported in standard concepts offers "OMOP CDM's own
     hierarchy" as the utility constraints; chosen, the three scopes are anonymized along it (each
     generalized item inside one concept two levels down) and verified."""
+    from engine.anonymize.population import compare_scopes, scope_summary
     from engine.io.imports import ImportSpec
     from tests.apptest_support import run_view
     from ui.import_view import APPLIED
@@ -206,8 +207,6 @@ def test_heatherly_view_offers_the_cdm_hierarchy_on_a_cdm(cdm, monkeypatch):
     spec = ImportSpec(source="omop", location=str(cdm), omop_codes="standard")
     state = {"dataset_choice": "Import a source", APPLIED: (spec, "", None), "hea_complete": True}
     at = run_view("ui.views.heatherly", "anonymize", **state, hea_constraints=CDM_CONSTRAINTS)
-    from engine.anonymize.population import compare_scopes, scope_summary
-
     ctx = at.session_state["context"]
     assert CDM_CONSTRAINTS in at.selectbox(key="hea_constraints").options
     summary = next(
