@@ -85,20 +85,24 @@ def _patterns(
     return _memo("patterns", 16, cohort, population, compute, scope, knowledge, count_repeats, n, tree)
 
 
-def _explanations(cohort: Records, population: Records, scope: str, knowledge: str, k: int, row: int):
-    """The record's explanation at k; what every k shares (`explain.prepare`) built once per adversary."""
+def _explanations(
+    cohort: Records, population: Records, scope: str, knowledge: str, k: int, row: int, concepts=None
+):
+    """The record's explanation at k; what every k shares (`explain.prepare`) built once per adversary.
+    `concepts`: a CDM's hierarchy (its generalizations climb it, issue 37); its fingerprint keys both memos."""
     from engine.adversary import Adversary
 
     adversary = Adversary(scope, knowledge)  # type: ignore[arg-type]
+    tree = None if concepts is None else concepts.fingerprint
 
     def prepared() -> explain.Prepared:
-        return explain.prepare(cohort, adversary, population)
+        return explain.prepare(cohort, adversary, population, concepts=concepts)
 
     def compute():
-        ready = _memo("explanation inputs", 4, cohort, population, prepared, scope, knowledge)
+        ready = _memo("explanation inputs", 4, cohort, population, prepared, scope, knowledge, tree)
         return explain.explain_records(cohort, adversary, k, population, rows=[row], prepared=ready)[0]
 
-    return _memo("explanations", 24, cohort, population, compute, scope, knowledge, k, row)
+    return _memo("explanations", 24, cohort, population, compute, scope, knowledge, k, row, tree)
 
 
 def _estimate(
@@ -370,7 +374,8 @@ else:
         "Records are named by their position in the cohort, not by their ids. The codes that single the "
         "record out: the smallest part of its riskiest known set held by fewer than k candidates (rarest "
         "code first, then every code not needed dropped). The change: generalize a code to its 3-digit code / "
-        "category where that is enough (no pair suppressed), else suppress codes, fewest pairs suppressed "
+        "category (on an OMOP CDM with its vocabulary tables: its parent concept in the CDM's hierarchy) "
+        "where that is enough (no pair suppressed), else suppress codes, fewest pairs suppressed "
         "first. A generalization recodes the category to one item in EVERY record of the release (a "
         "release cannot recode one record alone: the others' specific codes would single it out); a "
         "suppression removes the code from this record. Each change is counted again by engine.risk on "
@@ -383,7 +388,9 @@ else:
         key="risk_explain_record",
     )
     with cache.spinner("Explaining the record..."):
-        e = _explanations(ctx.cohort, ctx.population, adv.scope, adv.knowledge, k, int(row))
+        e = _explanations(
+            ctx.cohort, ctx.population, adv.scope, adv.knowledge, k, int(row), ctx.dataset.concepts
+        )
     where = "its whole record" if e.visit is None else "its riskiest visit"
     st.markdown(
         f"**Singles it out** ({where}; {e.singling_out_support} candidate(s) hold these codes, k = {k}):"

@@ -67,11 +67,14 @@ def released(cohort: Records, e: explain.Explanation) -> Release:
     return Release("explain", cohort.keep_events(~drop).relabel(labels), item_codes, source=cohort)
 
 
-def check(cohort_frame: pd.DataFrame, pop_frame: pd.DataFrame, adversary: Adversary, k: int) -> int:
+def check(
+    cohort_frame: pd.DataFrame, pop_frame: pd.DataFrame, adversary: Adversary, k: int, concepts=None
+) -> int:
+    """The property (module docstring); `concepts`: a CDM's hierarchy (tests/test_explain_cdm.py)."""
     cohort = Records.from_frame(cohort_frame)
     population = Records.from_frame(pop_frame)
     dis = risk.original_distinguishability(cohort, adversary, population)
-    out = explain.explain_records(cohort, adversary, k, population)
+    out = explain.explain_records(cohort, adversary, k, population, concepts=concepts)
     assert [e.row for e in out] == np.flatnonzero(dis < k).tolist()
     pool = cohort_frame if adversary.scope == "cohort" else pop_frame
     held = pool.groupby("patient_id")["code"].agg(set).to_dict()

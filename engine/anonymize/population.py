@@ -23,7 +23,12 @@ Conventions where the paper leaves a choice (stated here and in the report):
   a group of its own, so it is never joined to anything), `icd9:LEVEL` (codes sharing their ICD
   ancestor at LEVEL: 5-digit, 4-digit, 3-digit, section, chapter, Any; an ICD-10-CM code is read at the
   ICD-10-CM counterpart of LEVEL, `icd_ancestor`: 3-digit -> category, section -> block, ...; codes of
-  the two vocabularies share a group only at `Any`), `none` (any codes).
+  the two vocabularies share a group only at `Any`), `none` (any codes), `cdm` / `cdm:DEPTH` (issue 37:
+  an OMOP CDM read in standard concepts with its vocabulary tables; codes sharing their concept at DEPTH,
+  default `CDM_GROUP_DEPTH` = 2 as UGACLIP's CDM policy, of the CDM's own hierarchy as the methods climb
+  it, `ConceptParents.hierarchy`: a concept with several parents keeps the one with the most of the
+  group's codes below it; `Hierarchy.groups_at`, a code shallower than DEPTH under its parent; a code the
+  CDM does not name, or one whose group would be the root, is a group of its own).
 - Within one visit a generalized item is written once, at the place of its first code (Figure 13b);
   repeats of an original code are kept as given.
 
@@ -61,7 +66,7 @@ import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -77,9 +82,16 @@ from engine.risk import Matching, Verification, count_known_sets, verify
 from engine.scale.forked import fan_out, fan_out_enabled
 from engine.utility.retention import Figures, RetentionRow, count_table, figures, summary_table
 
+if TYPE_CHECKING:
+    from engine.io.concepts import ConceptParents
+
 METHOD = "Heatherly"
 SCOPE_NAMES: dict[str, str] = {"cohort": "DEMO_D", "biobank": "DEMO_B", "population": "DEMO_S"}
 ICD9_LEVELS: tuple[str, ...] = ("5-digit", "4-digit", "3-digit", "section", "chapter", "Any")
+CDM_GROUP_DEPTH = 2  # `cdm` constraints: the concepts two levels below the CDM tree's root (issue 37)
+CDM_NEEDS = (
+    "the CDM's own hierarchy (an OMOP CDM read in standard concepts with concept and concept_ancestor)"
+)
 COMPLETION_GENERALIZE_ROUNDS = 2
 # completion strategies (`_complete`): "rarest" the first pass (rarest item first, two generalization
 # rounds), "phewas" the PheWAS-preserving one (issue #36)
@@ -122,25 +134,48 @@ def export_label(with_visits: bool) -> str:
 
 # ------------------------------------------------------------------------------ utility constraints
 def parse_constraints(text: str) -> str:
-    """Validate a constraint choice: `phecode`, `icd9:LEVEL` or `none`; ValueError names the options."""
-    if text in ("phecode", "none"):
+    """Validate a constraint choice: `phecode`, `icd9:LEVEL`, `cdm`, `cdm:DEPTH` or `none`; ValueError
+    names the options."""
+    if text in ("phecode", "none", "cdm"):
         return text
     if text.startswith("icd9:") and text.split(":", 1)[1] in ICD9_LEVELS:
         return text
+    depth = text.split(":", 1)[1] if text.startswith("cdm:") else ""
+    if depth.isdigit() and depth.isascii() and int(depth) >= 1:
+        return text
     raise ValueError(
-        f"unknown utility constraints {text!r}: use 'phecode', 'none' or 'icd9:LEVEL' "
-        f"with LEVEL one of {', '.join(ICD9_LEVELS)}"
+        f"unknown utility constraints {text!r}: use 'phecode', 'none', 'icd9:LEVEL' "
+        f"with LEVEL one of {', '.join(ICD9_LEVELS)}, or 'cdm' / 'cdm:DEPTH' (DEPTH 1, 2, ...: an OMOP "
+        "CDM's own hierarchy)"
     )
 
 
-def utility_groups(codes: Sequence[str] | np.ndarray, constraints: str = "phecode") -> np.ndarray:
+def cdm_depth(constraints: str) -> int | None:
+    """The depth of `cdm` / `cdm:DEPTH` constraints in the CDM's tree, None for the others."""
+    if constraints == "cdm":
+        return CDM_GROUP_DEPTH
+    return int(constraints.split(":", 1)[1]) if constraints.startswith("cdm:") else None
+
+
+def utility_groups(
+    codes: Sequence[str] | np.ndarray, constraints: str = "phecode", concepts: ConceptParents | None = None
+) -> np.ndarray:
     """(len(codes),) int: codes with equal values may be generalized together (Heatherly, Methods:
-    "utility constraints"). Each code the chosen hierarchy does not know is a group of its own."""
+    "utility constraints"). Each code the chosen hierarchy does not know is a group of its own.
+    `concepts`: the CDM's hierarchy, required by `cdm` constraints (ValueError naming it otherwise)."""
     constraints = parse_constraints(constraints)
     codes = [str(c) for c in codes]
+    depth = cdm_depth(constraints)
+    keys: list[str | None]
     if constraints == "none":
         return np.zeros(len(codes), dtype=np.int64)
-    if constraints == "phecode":
+    if depth is not None:
+        if concepts is None:
+            raise ValueError(f"utility constraints {constraints!r} need {CDM_NEEDS}")
+        tree = concepts.hierarchy(codes)
+        group_of = {c: g for g, held in tree.groups_at(codes, depth).items() for c in held}
+        keys = [None if group_of[c] == tree.root else group_of[c] for c in codes]
+    elif constraints == "phecode":
         from engine.vocab import primary_phecode_of_item
 
         keys = [primary_phecode_of_item(c) for c in codes]
@@ -913,6 +948,7 @@ def anonymize(
     progress: Progress | None = None,
     completion: str = "rarest",
     phecode_weight: np.ndarray | None = None,
+    concepts: ConceptParents | None = None,
 ) -> GroupRelease:
     """Anonymize `group` (the cohort, biobank or population: Figure 14's DATA SELECT) with Heatherly's
     procedure, extract the cohort (DEMO EXTRACT) and verify it with the risk engine under single-visit
@@ -920,7 +956,8 @@ def anonymize(
 
     `with_visits`: the release is exported with its visit grouping (`Release.shows_visits`) and the
     completion pass works within visits; default: one set of items per patient (Figure 13b).
-    `completion`: the completion pass's strategy (`COMPLETIONS`, `_complete`), used when `complete`."""
+    `completion`: the completion pass's strategy (`COMPLETIONS`, `_complete`), used when `complete`.
+    `concepts`: the CDM's hierarchy of `cdm` constraints (issue 37; ignored by the others)."""
     if with_visits and not group.has_visits:
         raise ValueError("with_visits: the events have no visit column, so there are no visits to keep")
     if k < 1:
@@ -934,13 +971,15 @@ def anonymize(
     if progress:
         progress(0.05, f"{SCOPE_NAMES[scope]}: utility groups")
     items_key = hashlib.sha256("\x1f".join(map(str, group.items.tolist())).encode()).hexdigest()
+    tree = concepts.fingerprint if concepts is not None and cdm_depth(constraints) is not None else None
     utility = _memoized(
-        ("utility", items_key, constraints), lambda: _frozen(utility_groups(group.items, constraints))
+        ("utility", items_key, constraints, tree),
+        lambda: _frozen(utility_groups(group.items, constraints, concepts)),
     )
     if progress:
         progress(0.15, f"{SCOPE_NAMES[scope]}: frequency bins of {group.n_patients:,} records")
     binned, stats = _memoized(  # shared by the paper's release and the completed one at this k
-        ("bins", group.fingerprint, items_key, constraints, int(k)),
+        ("bins", group.fingerprint, items_key, constraints, tree, int(k)),
         lambda: _frozen_first(frequency_bin_generalization(group, k, utility)),
     )
     state = _State(group, binned.copy(), utility, np.ones(group.n_events, dtype=bool), dict(stats))
@@ -1073,6 +1112,7 @@ def compare_scopes(
     parallel: bool = False,
     while_waiting: Callable[[GroupRelease], object] | None = None,
     completion: str = "rarest",
+    concepts: ConceptParents | None = None,
 ) -> ScopeComparison:
     """Anonymize each group of `groups` (keys among "cohort", "biobank", "population"; the cohort is
     required), extract the cohort from each (DEMO_D, DEMO_B, DEMO_S) and build Tables 1-3, with the
@@ -1083,7 +1123,8 @@ def compare_scopes(
     other where it cannot fork). The scopes are independent, so the comparison is the same either
     way; the progress shown is the cohort's. `while_waiting(cohort's result)` is then called here
     while the other scopes are made (only when they are fanned out; its value is ignored): the app
-    reads what its page shows first of that release in the time it would otherwise wait."""
+    reads what its page shows first of that release in the time it would otherwise wait.
+    `concepts`: the CDM's hierarchy of `cdm` constraints (`anonymize`)."""
     if "cohort" not in groups:
         raise ValueError("compare_scopes needs the cohort's records")
     scopes = [s for s in ("cohort", "biobank", "population") if s in groups]
@@ -1110,6 +1151,7 @@ def compare_scopes(
             with_visits=with_visits,
             progress=step,
             completion=completion,
+            concepts=concepts,
         )
         plain_group, plain_cohort = _plain_figures(groups[scope], cohort_ids, k)
         group_row = None

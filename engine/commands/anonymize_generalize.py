@@ -2,7 +2,7 @@
 
     python -m engine anonymize generalize --events EVENTS [--population IDS] [--biobank IDS]
         --cohort IDS --k K [--scope cohort|biobank|population]
-        [--constraints phecode|icd9:LEVEL|none] [--complete [--completion rarest|phewas]] [--with-visits]
+        [--constraints phecode|icd9:LEVEL|cdm[:DEPTH]|none] [--complete [--completion rarest|phewas]] [--with-visits]
         --out RELEASED.csv [--codemap CODEMAP.csv] [--report REPORT.json]
         [--genotypes GENOTYPES --dataset DIR]
 
@@ -62,7 +62,9 @@ def register(methods, *, study=None) -> argparse.ArgumentParser:
     p.add_argument(
         "--constraints",
         default="phecode",
-        help="utility constraints: phecode (default), icd9:LEVEL (5-digit, 4-digit, 3-digit, section, chapter, Any), none",
+        help="utility constraints: phecode (default), icd9:LEVEL (5-digit, 4-digit, 3-digit, section, chapter, Any), "
+        "cdm or cdm:DEPTH (codes under one concept DEPTH levels below the root, default 2, of an OMOP CDM's own "
+        "hierarchy: --source omop --omop-codes standard with concept and concept_ancestor), none",
     )
     p.add_argument("--complete", action="store_true", help="completion pass until every visit meets k")
     p.add_argument(
@@ -159,7 +161,9 @@ def run(args: argparse.Namespace) -> int:
             )
         )
     try:  # the settings the app and a study run with
-        result = settings.run_result(RunInputs(inputs.population, cohort, inputs.biobank))
+        result = settings.run_result(
+            RunInputs(inputs.population, cohort, inputs.biobank, concepts=inputs.concepts)
+        )
     except SettingsError as exc:
         raise UserError(f"anonymize generalize: {exc}") from None
     print(f"Heatherly {SCOPE_NAMES[args.scope]} export: {export_label(args.with_visits)}")

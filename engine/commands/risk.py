@@ -38,7 +38,10 @@ minimal part of what the attacker knows that singles it out and the cheapest cha
 k (`engine.estimate.explain`), as CSV: a generalization recodes its category in every record, a
 suppression removes the code from the record; each change is counted again by `engine.risk` on the
 release it makes ("distinguishability after"; the number that reach k is printed) and states its cost
-over every record it touches (pairs and events lost, records, pairs and events recoded).
+over every record it touches (pairs and events lost, records, pairs and events recoded). On an OMOP
+source read in standard concepts (`--omop-codes standard`) with its vocabulary tables, a generalization
+climbs the CDM's own hierarchy (a concept to its parent, issue 37); otherwise ICD's 3-digit codes /
+categories.
 
 `--sensitive [CATEGORIES|FILE] --rho RHO [--sensitive-m M] [--sensitive-out RULES.csv]` (issue 39):
 rho-uncertainty of the cohort (`engine.disclosure.sensitive`): per sensitive category (the shipped ones,
@@ -80,6 +83,7 @@ from engine.disclosure.sensitive import (
     rho_uncertainty,
 )
 from engine.estimate.kmap import MODELS
+from engine.io.concepts import ConceptParents
 from engine.io.errors import UserError
 from engine.io.export import write_table_csv
 from engine.records import Records
@@ -243,11 +247,13 @@ def register(sub) -> None:
     )
 
 
-def _records_and_groups(args: argparse.Namespace) -> tuple[Records, Records]:
+def _records_and_groups(args: argparse.Namespace) -> tuple[Records, Records, ConceptParents | None]:
+    """(population, cohort, the CDM's hierarchy when the events are its standard concepts: --explain's
+    generalizations climb it, issue 37)."""
     inputs = load_groups(
         args.events, population=args.population, cohort=args.cohort, options=InputOptions.of(args)
     )
-    return inputs.population, inputs.cohort
+    return inputs.population, inputs.cohort, inputs.concepts
 
 
 def _check_folder(option: str, value: str | None) -> None:
@@ -413,7 +419,12 @@ def _estimate(args: argparse.Namespace, cohort: Records) -> int:
 
 
 def _explain(
-    args: argparse.Namespace, cohort: Records, population: Records, adversary: Adversary, dis
+    args: argparse.Namespace,
+    cohort: Records,
+    population: Records,
+    adversary: Adversary,
+    dis,
+    concepts: ConceptParents | None = None,
 ) -> None:
     from engine.estimate.explain import explain_records, explanations_frame
 
@@ -422,7 +433,7 @@ def _explain(
         "never send it with a release.",
         file=sys.stderr,
     )
-    found = explain_records(cohort, adversary, args.k, population, distinguishability=dis)
+    found = explain_records(cohort, adversary, args.k, population, distinguishability=dis, concepts=concepts)
     write_table_csv(args.explain, explanations_frame(found, with_ids=True))
     print(f"wrote {len(found)} explanations (records below k = {args.k}) to {args.explain}")
     fixable = [e for e in found if e.fixable]
@@ -533,7 +544,7 @@ def run(args: argparse.Namespace) -> int:
         cohort, dis, n_cand = _in_database(args)
         _distinguishability_report(args, Adversary(args.scope, args.knowledge), cohort, dis, n_cand)
         return 0
-    population, cohort = _records_and_groups(args)
+    population, cohort, concepts = _records_and_groups(args)
     if estimating:
         return _estimate(args, cohort)
     adversary = Adversary(args.scope, args.knowledge)
@@ -545,7 +556,7 @@ def run(args: argparse.Namespace) -> int:
             dis = original_distinguishability(cohort, adversary, population, _matching(args))
         print(f"kernel: {', '.join(ran)}")
         n_cand = cohort.n_patients if args.scope == "cohort" else population.n_patients
-    _distinguishability_report(args, adversary, cohort, dis, n_cand, population, categories)
+    _distinguishability_report(args, adversary, cohort, dis, n_cand, population, categories, concepts)
     return 0
 
 
@@ -602,9 +613,10 @@ def _distinguishability_report(
     n_cand: int,
     population: Records | None = None,
     categories: Categories | None = None,
+    concepts: ConceptParents | None = None,
 ) -> None:
     """Write --out, print the summary and the risk measures, write --report (and --sensitive,
-    --explain, which need the population in process)."""
+    --explain, which need the population in process; `concepts`: the CDM's hierarchy for --explain)."""
     out = Path(args.out)
     write_table_csv(
         out, pd.DataFrame({"patient_id": cohort.patient_ids.astype(str), "distinguishability": dis})
@@ -641,4 +653,4 @@ def _distinguishability_report(
         },
     )
     if args.explain and population is not None:
-        _explain(args, cohort, population, adversary, dis)
+        _explain(args, cohort, population, adversary, dis, concepts)

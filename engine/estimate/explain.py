@@ -17,9 +17,13 @@ The cheapest change, as a release would make it (issue 35 finding 5). Two kinds 
 - generalize a category: every code of an ICD-9-CM 3-digit code or ICD-10-CM category
   (`engine.hierarchy`) becomes the one released item `<category>*` in EVERY record of the release (the
   cohort), as a method recodes: the item then stands for every such code, so a candidate holding any
-  of them matches it. Recoding one record alone is no release: "generalize 746.83 to 746.8" in record
-  16 only leaves it unique against an attacker who knows 746.83 while every other record keeps its
-  specific code.
+  of them matches it. On an OMOP CDM read in standard concepts with its vocabulary tables (`concepts`,
+  issue 37) a code's category is its parent one level up in the CDM's own hierarchy, as the methods
+  climb it (`ConceptParents.hierarchy` over the codes of the cohort and the candidates: a concept with
+  several parents keeps the one with the most of those codes below it, `Hierarchy.from_poly_parents`);
+  a concept directly under the root, or one the CDM does not name, has none. Recoding one record
+  alone is no release: "generalize 746.83 to 746.8" in record 16 only leaves it unique against an
+  attacker who knows 746.83 while every other record keeps its specific code.
 - suppress a code in the record (in every visit): its (patient, code) pair is lost, other records keep
   theirs. While the record shows its category's item for another code, the attacker who knows the
   suppressed code still matches it there (`risk.attacker_known_visits`), so it stays known.
@@ -57,20 +61,27 @@ import numpy as np
 import pandas as pd
 
 from engine.adversary import Adversary, Knowledge
+from engine.io.concepts import ConceptParents
 from engine.records import Records
 
 GENERALIZE, SUPPRESS = "generalize", "suppress"
 CATEGORY_LEVELS = ("3-digit", "category")  # ICD-9-CM 3-digit code, ICD-10-CM category
 
 
-def categories_of(items: Iterable[str]) -> dict[str, str]:
+def categories_of(items: Iterable[str], concepts: ConceptParents | None = None) -> dict[str, str]:
     """Each ICD code -> its ICD-9-CM 3-digit code or ICD-10-CM category (`engine.hierarchy`), for the
-    codes that have one above them; codes unknown to the hierarchy, or already at that level, absent."""
+    codes that have one above them; codes unknown to the hierarchy, or already at that level, absent.
+    With a CDM's `concepts` (issue 37): each code -> its parent in `concepts.hierarchy(items)`, the
+    tree the methods climb (module docstring); codes directly under its root absent."""
     from engine.hierarchy import icd_hierarchy_for
 
     labels = sorted({str(x) for x in items})
     if not labels:
         return {}
+    if concepts is not None:
+        tree = concepts.hierarchy(labels)
+        up = {code: tree.parent(code) for code in labels}
+        return {code: p for code, p in up.items() if p is not None and p != tree.root}
     h = icd_hierarchy_for(labels)
     out: dict[str, str] = {}
     for code in labels:
@@ -400,7 +411,7 @@ def _verify(
     rows = sorted(fixes)
     targets = cohort.take(np.asarray(rows, dtype=np.int64))
     code = cohort.items.astype(str)[targets.event_item]
-    category = pd.Series(code).map(categories).fillna("").to_numpy(dtype=object)
+    category = pd.Series(code).map(categories).astype(object).fillna("").to_numpy(dtype=object)
     owner = targets.event_patient
 
     def marked(values: np.ndarray, chosen: list[tuple[int, str]]) -> np.ndarray:
@@ -435,6 +446,7 @@ class Prepared:
     support: _Support
     recoding: _Recoding
     distinguishability: np.ndarray
+    names: dict[str, str] = field(default_factory=dict)  # a CDM's concept names (descriptions)
 
 
 def prepare(
@@ -442,16 +454,18 @@ def prepare(
     adversary: Adversary,
     population: Records | None = None,
     distinguishability: np.ndarray | None = None,
+    concepts: ConceptParents | None = None,
 ) -> Prepared:
     """The k-independent part of `explain_records` for `cohort` under `adversary`.
     `distinguishability`: the records' counts when already computed (`risk.original_distinguishability`
-    under the same adversary), else counted here."""
+    under the same adversary), else counted here. `concepts`: the CDM's hierarchy and concept names
+    (`Dataset.concepts`) when the codes are its standard concepts (module docstring), else ICD's."""
     from engine import risk
 
     cands = risk.candidates_for(adversary, cohort, population)
     if distinguishability is None:
         distinguishability = risk.original_distinguishability(cohort, adversary, population)
-    categories = categories_of(np.concatenate([cohort.items.astype(str), cands.items.astype(str)]))
+    categories = categories_of(np.concatenate([cohort.items.astype(str), cands.items.astype(str)]), concepts)
     item_codes: dict[str, set[str]] = {}
     for code, cat in categories.items():
         item_codes.setdefault(f"{cat}*", set()).add(code)
@@ -463,6 +477,7 @@ def prepare(
         _Support(cands, categories),
         _Recoding(cohort, categories),
         np.asarray(distinguishability),
+        {} if concepts is None else dict(concepts.names),
     )
 
 
@@ -474,18 +489,20 @@ def explain_records(
     rows: Sequence[int] | None = None,
     distinguishability: np.ndarray | None = None,
     prepared: Prepared | None = None,
+    concepts: ConceptParents | None = None,
 ) -> list[Explanation]:
     """Explanations of the cohort records at `rows` (default: every record below k), on the original
     data under `adversary` (module docstring). `distinguishability`: the records' counts when already
     computed (`risk.original_distinguishability` under the same adversary), else counted here.
-    `prepared`: `prepare(cohort, adversary, population)` when already built (the same explanations)."""
+    `prepared`: `prepare(cohort, adversary, population, concepts=concepts)` when already built (the
+    same explanations). `concepts`: a CDM's hierarchy (`prepare`); its concept names describe the codes."""
     from engine.vocab import description
 
     if isinstance(k, bool) or int(k) != k or k < 1:
         raise ValueError(f"k must be a positive whole number, not {k!r}")
     k = int(k)
     if prepared is None:
-        prepared = prepare(cohort, adversary, population, distinguishability)
+        prepared = prepare(cohort, adversary, population, distinguishability, concepts)
     cands, categories, stands = prepared.candidates, prepared.categories, prepared.stands
     support, recoding = prepared.support.counting(), prepared.recoding
     dis = prepared.distinguishability
@@ -544,7 +561,7 @@ def explain_records(
                 records_recoded=cost[2],
                 pairs_recoded=cost[3],
                 events_recoded=cost[4],
-                descriptions={c: description(c) for c in sorted(named)},
+                descriptions={c: prepared.names.get(c) or description(c) for c in sorted(named)},
             )
         )
     return out

@@ -692,17 +692,23 @@ def release_rho_data(measure: SensitiveRisk, policy: RhoPolicy) -> dict[str, Any
 
 
 def _files_of(
-    entry: StudyRelease, inp: ReleaseInput, study: Study, *, above_rho: bool = False
+    entry: StudyRelease,
+    inp: ReleaseInput,
+    study: Study,
+    *,
+    above_rho: bool = False,
+    names: Mapping[str, str] | None = None,
 ) -> dict[str, bytes]:
-    """The gate's files of a verified release (given, or written through the gate now), checked
-    against the sha256 the study recorded when it has them; {} for an unverified release or one above
-    the study's rho (issue 39)."""
+    """The gate's files of a verified release (given, or written through the gate now, the code map
+    described by a CDM's concept `names` as `study.make_release` writes it), checked against the
+    sha256 the study recorded when it has them; {} for an unverified release or one above the study's
+    rho (issue 39)."""
     if not inp.verification.ok or above_rho:
         return {}
     files = (
         dict(inp.files)
         if inp.files is not None
-        else export_files(inp.release, inp.verification, pseudonyms=study.pseudonyms)
+        else export_files(inp.release, inp.verification, pseudonyms=study.pseudonyms, names=names)
     )
     recorded = dict(entry.files)
     for name, data in files.items():
@@ -801,7 +807,7 @@ def build_report(
         inp = releases[e.name]
         rel, v = inp.release, inp.verification
         folder = _slug(e.name, used)
-        files = _files_of(e, inp, study, above_rho=e.name in above_rho)
+        files = _files_of(e, inp, study, above_rho=e.name in above_rho, names=names)
         if files:
             release_files[folder] = files
             if genotypes is not None:

@@ -343,7 +343,7 @@ class HeatherlySettings:
     def run_result(self, inputs: RunInputs, progress: Progress | None = None) -> GroupRelease:
         """The full result behind the release (the released group, the procedure's figures and the
         method's own verification), for the views and benchmarks that show them."""
-        from engine.anonymize.population import anonymize
+        from engine.anonymize.population import anonymize, cdm_depth
 
         self.validate()
         group = {"cohort": inputs.cohort, "biobank": inputs.biobank, "population": inputs.population}[
@@ -351,6 +351,8 @@ class HeatherlySettings:
         ]
         if group is None:
             raise SettingsError("the biobank scope needs a biobank group")
+        if cdm_depth(self.constraints) is not None and inputs.concepts is None:
+            raise SettingsError(f"the utility constraints {self.constraints!r} need {CDM_HIERARCHY_NEEDS}")
         return anonymize(
             group,
             inputs.cohort.patient_ids,
@@ -361,6 +363,7 @@ class HeatherlySettings:
             progress=progress,
             with_visits=self.with_visits,
             completion=self.completion,
+            concepts=inputs.concepts,
         )
 
     def run(self, inputs: RunInputs, progress: Progress | None = None) -> Release:

@@ -543,15 +543,24 @@ def export_files(
     spellings: Mapping[str, tuple[str, ...]] | None = None,
     *,
     pseudonyms: Pseudonyms,
+    names: Mapping[str, str] | None = None,
 ) -> dict[str, bytes]:
     """The release's files through the one export gate (`engine.io.export`), patients named by the
     study's release ids; empty when it refuses. `spellings`: the source's spellings of the codes
-    (`Dataset.spellings`) for the code map."""
+    (`Dataset.spellings`) for the code map; `names`: an OMOP CDM's concept names
+    (`ConceptParents.names`), the code map's `description` column as `anonymize --codemap` writes it
+    (issue 37)."""
     from engine.io.export import ExportRefused, release_files
 
     try:
         return release_files(
-            release, verification, verification.adversary, verification.k, spellings, pseudonyms=pseudonyms
+            release,
+            verification,
+            verification.adversary,
+            verification.k,
+            spellings,
+            pseudonyms=pseudonyms,
+            names=names,
         )
     except ExportRefused:
         return {}
@@ -592,7 +601,10 @@ def make_release(
     verification = risk.verify(release, adversary, k, inputs.population)
     sensitive = None if rho is None else rho.measure(release, adversary, inputs.population)
     refusal = "" if sensitive is None else rho_refusal(sensitive, rho.reason if rho else "")
-    files = {} if refusal else export_files(release, verification, spellings, pseudonyms=pseudonyms)
+    names = None if inputs.concepts is None else inputs.concepts.names  # the code map's descriptions
+    files = (
+        {} if refusal else export_files(release, verification, spellings, pseudonyms=pseudonyms, names=names)
+    )
     entry = StudyRelease(
         name=name,
         settings=settings,

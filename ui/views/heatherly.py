@@ -25,6 +25,7 @@ from engine.anonymize.population import (
     SCOPE_NAMES,
     GroupRelease,
     ScopeComparison,
+    cdm_depth,
     compare_scopes,
     example_patients,
     export_label,
@@ -47,10 +48,12 @@ from ui.heatherly_charts import tradeoff_figure
 from ui.risk_charts import cdf_frame, distinguishability_cdf_figure
 from ui.study import add_to_study, remember
 
+CDM_CONSTRAINTS = "OMOP CDM's own hierarchy (concept_ancestor)"  # offered for a CDM's standard concepts only
 CONSTRAINT_MODES = {
     "PheWAS codes (the paper's)": "phecode",
     "ICD-9-CM hierarchy at a level": "icd9",
     "No constraint": "none",
+    CDM_CONSTRAINTS: "cdm",  # issue 37: codes under one concept two levels below the CDM tree's root
 }
 TRADEOFF_KS = (2, 3, 5, 10, 20)
 LOCAL_HELP = {  # the paper's measures, explained where their columns are shown (issue 16)
@@ -127,6 +130,7 @@ def scope_comparison(
     if not complete:
         completion = HeatherlySettings.completion
     groups = _groups(ctx)
+    concepts = ctx.dataset.concepts if cdm_depth(constraints) is not None else None  # the CDM's tree
     key = (
         tuple((g, r.fingerprint) for g, r in sorted(groups.items())),
         int(k),
@@ -134,6 +138,7 @@ def scope_comparison(
         bool(complete),
         bool(with_visits),
         completion,
+        None if concepts is None else concepts.fingerprint,
     )
     held = cache.held("scope comparisons", key, data=ctx)
     if held is not None:
@@ -153,6 +158,7 @@ def scope_comparison(
                 ctx, k, constraints, complete, with_visits, res, completion
             ),
             completion=completion,
+            concepts=concepts,
         )
 
     result = progress_ui.run(
@@ -234,13 +240,17 @@ def _before(ctx: Context, group: Records, adversary) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------------ views
-def _constraints(prefix: str) -> str:
+def _constraints(prefix: str, ctx: Context) -> str:
+    cdm = ctx.dataset.concepts is not None  # events read from a CDM in standard concepts, with its tables
+    offered = [m for m in CONSTRAINT_MODES if cdm or m != CDM_CONSTRAINTS]
+    persist.seed_choice(f"{prefix}constraints", offered[0], offered)  # a CDM's choice, other data loaded
     mode = st.selectbox(
         "Utility constraints",
-        list(CONSTRAINT_MODES),
+        offered,
         key=f"{prefix}constraints",
         help="Which codes may be generalized together: codes of one PheWAS code (Heatherly's choice), "
-        "codes sharing an ICD-9-CM ancestor at the chosen level, or any codes.",
+        "codes sharing an ICD-9-CM ancestor at the chosen level, any codes, or (an OMOP CDM read in "
+        "standard concepts) codes under one concept two levels below the root of the CDM's own hierarchy.",
     )
     value = CONSTRAINT_MODES[mode]
     if value == "icd9":
@@ -265,7 +275,7 @@ def render_anonymize(ctx: Context) -> None:
     )
     c1, c2 = st.columns([3, 2])
     with c1:
-        constraints = _constraints("hea_")
+        constraints = _constraints("hea_", ctx)
     with c2:
         complete = st.checkbox(
             "Completion pass (beyond the paper)",
@@ -439,7 +449,7 @@ def render_tradeoffs(ctx: Context) -> None:
     st.subheader("Generalization (Heatherly 2013): retention and residual risk against k")
     c1, c2 = st.columns([3, 2])
     with c1:
-        constraints = _constraints("heat_")
+        constraints = _constraints("heat_", ctx)
     with c2:
         complete = st.checkbox("Completion pass", key="heat_complete")
     ks = st.multiselect("k values", list(TRADEOFF_KS), key="heat_ks")
