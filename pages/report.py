@@ -296,7 +296,7 @@ def _build(step) -> tuple | ReportError:
             ctx.cohort,
             genotypes=ctx.dataset.genotypes,
             phewas=phewas,
-            names=None if ctx.dataset.concepts is None else ctx.dataset.concepts.names,
+            concepts=ctx.dataset.concepts,
             recipient=recipient,
             reproducible=reproducible,
             matrices=matrices,

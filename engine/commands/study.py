@@ -642,7 +642,7 @@ def report_study(args: argparse.Namespace) -> int:
         recipient=args.recipient,
         reproducible=True,
         biobank=inputs.biobank,
-        names=None if inputs.concepts is None else inputs.concepts.names,  # a CDM's concept names
+        concepts=inputs.concepts,  # a CDM's vocabulary: its names and hierarchy (issue 37)
     )
     out.mkdir(exist_ok=True)
     files = {

@@ -39,6 +39,7 @@ import pandas as pd
 from engine import __version__, risk
 from engine.adversary import ALL_ADVERSARIES, Adversary
 from engine.disclosure.sensitive import RhoPolicy, SensitiveRisk, rho_refusal
+from engine.io.concepts import ConceptParents
 from engine.io.dataset_export import dataset_files, manifest_file
 from engine.io.errors import UserError
 from engine.io.export import CODE_MAP_FILE, RELEASE_FILE, safe_csv_bytes
@@ -574,15 +575,18 @@ def phewas_significance_words(correction: Correction = PHEWAS_CORRECTION, alpha:
     return f"a test at {words} (Heatherly 2013's Table 4 counted uncorrected p <= {alpha})"
 
 
-def _utility_constraints(entry: StudyRelease, cohort: Records, release: Release) -> dict[str, Any] | None:
+def _utility_constraints(
+    entry: StudyRelease, cohort: Records, release: Release, concepts: ConceptParents | None = None
+) -> dict[str, Any] | None:
     """UGACLIP's utility policy checked on the release (`utility_satisfaction`); None for a method
-    without utility constraints."""
+    without utility constraints. `concepts`: the CDM's vocabulary, for a policy of its hierarchy
+    (`utility_hierarchy="cdm"`; without it `study report` refused such a study: issue 37)."""
     s = entry.settings
     if not (isinstance(s, ProfilesSettings) and s.algorithm == "UGACLIP"):
         return None
     from engine.utility.queries import utility_satisfaction
 
-    table = utility_satisfaction(cohort, release, s.utility_policy([str(x) for x in cohort.items]))
+    table = utility_satisfaction(cohort, release, s.utility_policy([str(x) for x in cohort.items], concepts))
     rows = [
         {
             "disease": str(r.disease),
@@ -738,7 +742,7 @@ def build_report(
     headlines: Mapping[str, Any] | None = None,
     public: Mapping[str, Release] | None = None,
     biobank: Records | None = None,
-    names: Mapping[str, str] | None = None,
+    concepts: ConceptParents | None = None,
 ) -> Report:
     """The report of `study` on the given current releases (by name; study order), against the
     original `cohort` and the `population` it was drawn from. PheWAS figures come from `phewas`,
@@ -754,8 +758,11 @@ def build_report(
     `engine.study.compare.headline` when already made, by name. `recipient` (to whom the data goes) is left to the officer. `public`:
     the study's public releases left out of this report, by name (held by every recipient, so judged
     with the bundle's releases: issue 35). `biobank`: the study's biobank group when it has one (a
-    completed DEMO_B release's paper's procedure is run on it). `names`: an OMOP CDM's concept names, the
-    code map appendix's descriptions (issue 37). Raises ReportError for inconsistent inputs."""
+    completed DEMO_B release's paper's procedure is run on it). `concepts`: an OMOP CDM's vocabulary
+    (`Dataset.concepts`, issue 37): its concept names describe the code map appendix and the files, and
+    its hierarchy is UGACLIP's utility policy where the release was made with it. Raises ReportError for
+    inconsistent inputs."""
+    names = None if concepts is None else concepts.names
     entries = _check_inputs(study, releases)
     adv, k = study.adversary, study.k
     before_cache: dict[bool, np.ndarray] = {}
@@ -886,7 +893,9 @@ def build_report(
                 biobank,
             ),
             "utility constraints": _noted(
-                _suppress_constraints(_utility_constraints(e, cohort, rel), study.small_cells, e.name),
+                _suppress_constraints(
+                    _utility_constraints(e, cohort, rel, concepts), study.small_cells, e.name
+                ),
                 cell_notes,
             ),
             "membership": membership_rows.get(e.name),
