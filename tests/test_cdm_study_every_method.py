@@ -89,3 +89,19 @@ def test_every_method_and_the_report_on_a_snomed_cdm(tables, tmp_path, capsys, s
         assert all(e["descriptions"] for e in groups), name  # named by the CDM's concept_name
     heads = {e["item"].split("|")[0] for e in releases["lda"]["code map"] if e["codes"] > 1}
     assert heads <= labels  # the LDA's items are concepts of the CDM's hierarchy
+
+    if store == "folder":  # one recipient's report: the others' releases left out, as the Report page can
+        solo = tmp_path / "report_gccens"
+        others = [arg for name in METHODS if name != "gccens" for arg in ("--leave-out", name)]
+        capsys.readouterr()
+        assert main(["study", "report", str(study), "--out", str(solo), *data, *others]) == 0, (
+            capsys.readouterr().err
+        )
+        alone = json.loads((solo / "report.json").read_text())
+        assert [r["name"] for r in alone["releases"]] == ["gccens"]
+        assert sorted(alone["releases not in this report"]) == sorted(set(METHODS) - {"gccens"})
+        assert (solo / "bundle.zip").is_file()
+        code = main(
+            ["study", "report", str(study), "--out", str(tmp_path / "r2"), *data, "--leave-out", "nosuch"]
+        )
+        assert code == 2 and "--leave-out nosuch: no such release" in capsys.readouterr().err

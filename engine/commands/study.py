@@ -52,6 +52,7 @@ import importlib
 import os
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -177,6 +178,14 @@ def register(sub) -> None:
     report.add_argument("--out", required=True, help="folder for " + ", ".join(REPORT_FILES) + " (created)")
     report.add_argument("--genotypes", help="genotypes for the PheWAS figures (patient_id + SNP columns)")
     report.add_argument("--recipient", default="", help="to whom the data goes (printed in the report)")
+    report.add_argument(
+        "--leave-out",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a release not in this report and its bundle (repeatable; the app's 'Releases to leave out'): "
+        "e.g. one going to another recipient. A public release left out is still judged with the others",
+    )
     _data_options(report)
     report.set_defaults(
         func=report_study,
@@ -601,6 +610,17 @@ def run_study(args: argparse.Namespace) -> int:
     return 0 if checks and passed == len(checks) else 1
 
 
+def _left_out(study: Study, names: Sequence[str]) -> set[str]:
+    """The releases `--leave-out` names; a name the study does not hold is a UserError naming it."""
+    held = {e.name for e in study.current()}
+    unknown = sorted(set(names) - held)
+    if unknown:
+        raise UserError(
+            f"--leave-out {', '.join(unknown)}: no such release in the study (it holds {', '.join(sorted(held)) or 'none'})"
+        )
+    return set(names)
+
+
 def report_study(args: argparse.Namespace) -> int:
     from engine.commands.inputs import InputOptions, load_genotypes_checked
     from engine.io.export import write_release_files
@@ -628,10 +648,16 @@ def report_study(args: argparse.Namespace) -> int:
     if inputs is None:
         _, inputs, _ = study_data(args, study, packaged)
     reverified = study.reverified(checks)
+    left_out = _left_out(study, args.leave_out)
     releases = {
         c.name: ReleaseInput(c.made.release, c.made.verification, c.made.files)
         for c in checks
-        if c.passed and c.made is not None
+        if c.passed and c.made is not None and c.name not in left_out
+    }
+    public = {  # held by every recipient even when left out (issue 35), as the Report page passes them
+        c.name: c.made.release
+        for c in checks
+        if c.passed and c.made is not None and c.name in left_out and study.get(c.name).public
     }
     report = build_report(
         reverified,
@@ -643,6 +669,7 @@ def report_study(args: argparse.Namespace) -> int:
         reproducible=True,
         biobank=inputs.biobank,
         concepts=inputs.concepts,  # a CDM's vocabulary: its names and hierarchy (issue 37)
+        public=public,
     )
     out.mkdir(exist_ok=True)
     files = {
