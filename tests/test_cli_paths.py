@@ -152,7 +152,7 @@ def test_every_command_declares_its_paths() -> None:
         "scope", "knowledge", "k", "method", "variant", "constraints", "caps", "codes", "map", "mapping",
         "sheet", "schema", "source", "name", "recipient", "age_domain", "roll_up", "icd_levels",
         "against", "query", "test", "formats", "labs_mode", "parameters", "scheduler", "min_cell",
-        "selected_by", "sensitive", "rho_reason", "domains",
+        "selected_by", "sensitive", "rho_reason", "domains", "leave_out",
     }  # fmt: skip
     for leaf in _leaf_parsers(parser):
         roles = leaf._defaults.get("path_roles")
