@@ -61,6 +61,14 @@ def _pid_at(session, key: str) -> int:
     return (mine.get(key) or mine[worker._FINISHING + key]).worker.pid
 
 
+def _within_5_s(done) -> None:
+    """Return once `done()` holds, after 5 s at most (the test's assertion then says what did not)."""
+    for _ in range(100):
+        if done():
+            return
+        time.sleep(0.05)
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -351,10 +359,7 @@ def test_a_superseded_run_with_a_shared_result_finishes_and_stores_it(session) -
         worker.run(_stores_shared, _Tracker(patience=1), key="k", job=5, end=lambda: ended.append(True))
     old = _pid_at(session, "k")
     worker.run(_slow, _Tracker(), key="k", job=6)
-    for _ in range(100):
-        if ended:
-            break
-        time.sleep(0.05)
+    _within_5_s(lambda: ended)
     assert ended, "the superseded run's claim never ended"
     assert cache.held("test superseded", "answer", data=_SAMPLE) == old
     assert not _alive(old)
@@ -400,10 +405,7 @@ def test_a_superseded_run_ends_its_claim_when_the_next_run_finds_its_result_held
         return cache.memo("test held", 6, lambda: "computed", size=2, data=_SAMPLE)
 
     assert progress.run("Test", held, key="k", job=6) == "held"
-    for _ in range(100):
-        if ended:
-            break
-        time.sleep(0.05)
+    _within_5_s(lambda: ended)
     assert ended, "the superseded run's claim never ended"
     assert cache.held("test superseded", "answer", data=_SAMPLE) == old
     assert not _alive(old)
@@ -445,10 +447,7 @@ def test_two_places_superseded_together_both_finish_and_store_their_results(sess
     time.sleep(1.0)  # the compared one has ended by now: its result waits in its pipe
     for place in ("release", "compared"):
         worker.settle(place, 6)
-    for _ in range(100):
-        if len(ended) == 2:
-            break
-        time.sleep(0.05)
+    _within_5_s(lambda: len(ended) == 2)
     assert ended == {"release": True, "compared": True}
     for place in ("release", "compared"):
         assert cache.held("test two places", place, data=_SAMPLE) == pids[place], place
@@ -470,10 +469,7 @@ def test_a_superseded_run_with_a_shared_result_finishes_though_its_session_never
     ended: list[bool] = []
     with pytest.raises(RerunException):
         worker.run(_stores_shared, _Tracker(patience=1), key="k", job=5, end=lambda: ended.append(True))
-    for _ in range(100):
-        if ended:
-            break
-        time.sleep(0.05)
+    _within_5_s(lambda: ended)
     assert ended, "the superseded run's claim waited for its session to come back"
     assert isinstance(cache.held("test superseded", "answer", data=_SAMPLE), int)
 
@@ -496,3 +492,20 @@ def test_a_run_that_ended_while_superseded_is_taken_up_by_its_job(session) -> No
     time.sleep(0.8)
     assert worker.underway("k", 5)
     assert worker.run(lambda progress: -1, _Tracker(), key="k", job=5) == pid
+
+
+def test_a_job_whose_worker_was_killed_meanwhile_starts_afresh(session) -> None:
+    """A superseded run's worker killed by the sweep of abandoned workers stays in its session's
+    places; the next run of that job took it up and failed ("the worker process ended without a
+    result"). It now starts the job again."""
+    from streamlit.runtime.scriptrunner_utils.exceptions import RerunException
+
+    from ui import worker
+
+    with pytest.raises(RerunException):
+        worker.run(_slow, _Tracker(patience=1), key="k", job=5)
+    swept = session[worker._WORKERS]["k"]
+    swept.stop()  # as `_sweep` does, 60 s after its last wait
+    assert not worker.underway("k", 5)
+    pid = worker.run(_slow, _Tracker(), key="k", job=5)
+    assert pid != swept.worker.pid

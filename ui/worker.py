@@ -229,21 +229,24 @@ def cancel(key: str) -> None:
 def settle(key: str, job: Hashable) -> None:
     """This session's worker at `key`, when it runs another job than `job` (a run superseded while it
     waited): let it finish in the background, its shared result stored and its claim ended
-    (`_let_finish`), or kill it. Called before any run at `key`, also one whose result is held and
-    needs no worker: else the superseded worker kept its claim on a shared key until the sweep
+    (`_let_finish`), or kill it; one of `job` with nothing left to read (`underway` False) is dropped.
+    Called before any run at `key`, also one whose result is held and needs no worker: else the superseded worker kept its claim on a shared key until the sweep
     (`_ABANDONED_S`), and every session asking that key waited for it until its own run was superseded
     (issue 40, finding 7: the Anonymize page at two k of six took over a second at every visit)."""
     mine = st.session_state.get(_WORKERS)
     running = None if not mine else mine.get(key)
-    if running is not None and running.job != job and not _let_finish(mine, key, running):
-        cancel(key)
+    if running is None or (running.job == job and running.worker.readable()):
+        return  # nothing there, or this job's worker to take up
+    if running.job == job or not _let_finish(mine, key, running):
+        cancel(key)  # this job's worker killed by the sweep or dead without a result: it starts afresh
 
 
 def underway(key: str, job: Hashable) -> bool:
     """Whether a worker of this session runs `job` at `key` (a run left by a rerun, to take up), or
-    ran it and its result waits to be read (it ended meanwhile: taken up, its result is there at once)."""
+    ran it and its result waits to be read (it ended meanwhile: taken up, its result is there at once).
+    One killed (the sweep) or that died without sending anything is not: the job starts afresh."""
     running = st.session_state.get(_WORKERS, {}).get(key)
-    return running is not None and running.job == job
+    return running is not None and running.job == job and running.worker.readable()
 
 
 def run(

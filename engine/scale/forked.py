@@ -92,6 +92,17 @@ class Worker:
     def alive(self) -> bool:
         return self._process.is_alive()
 
+    def readable(self) -> bool:
+        """Whether `wait` has something to wait for: the process runs, or it ended leaving what it sent
+        (its result) unread in the pipe; False once killed, reaped or read."""
+        if self.alive():
+            return True
+        with self._release_lock:
+            try:
+                return not self._conn.closed and self._conn.poll(0)
+            except (OSError, ValueError):
+                return False
+
     def _died(self) -> WorkerDied:
         self._process.join(1.0)
         self.kill()
