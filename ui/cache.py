@@ -246,25 +246,17 @@ def _session(name: str, size: int) -> OrderedDict:
 _SPINNER: ContextVar[str | None] = ContextVar("ui_cache_spinner", default=None)
 
 
-def spinner(text: str) -> AbstractContextManager[None]:
+@contextmanager
+def spinner(text: str) -> Iterator[None]:
     """`st.spinner(text)`, shown only if a memo inside the block computes (issue 40, finding 7): a
     spinner starts a timer thread, and at a k already computed every result is held, so sixteen
     sessions' reruns each started three or four threads for nothing (about 2 % of the server's CPU,
     and the wait for each thread to start under the GIL)."""
-    return _SpinnerScope(text)
-
-
-class _SpinnerScope(AbstractContextManager[None]):
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.token: Token | None = None
-
-    def __enter__(self) -> None:
-        self.token = _SPINNER.set(self.text)
-
-    def __exit__(self, *exc: object) -> None:
-        if self.token is not None:
-            _SPINNER.reset(self.token)
+    token = _SPINNER.set(text)
+    try:
+        yield
+    finally:
+        _SPINNER.reset(token)
 
 
 @contextmanager
