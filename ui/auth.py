@@ -37,7 +37,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -142,17 +142,24 @@ def _expired_note() -> str:
     )
 
 
-def _sign_out() -> None:
-    """The sidebar's Sign out: the cookie's token goes on the revocation list, then Streamlit signs out
-    (which only deletes this browser's cookie). A revocation that cannot be written is logged; the
-    sign-out goes on."""
+def revoke_sign_in(entry: Callable[[], str], held: str) -> None:
+    """A sign-out: `entry()` (the revocation list's entry of the sign-in: `token_id` of its claims, or
+    `cookie_revocation` of its cookie) goes on the store's revocation list, and the downloads granted to
+    its credential `held` are dropped (ui/media_guard.py). A revocation that cannot be written is
+    logged; the sign-out goes on."""
     from ui.server_store import shared_store
 
     try:
-        shared_store().revoke(token_id(st.user.to_dict()))
+        shared_store().revoke(entry())
     except UserError as exc:
-        print(f"cohortshield: sign-out: the token could not be revoked: {exc}", file=sys.stderr)
-    GRANTS.revoke(session_credential())  # its downloads' grants (ui/media_guard.py)
+        print(f"cohortshield: sign-out: the sign-in could not be revoked: {exc}", file=sys.stderr)
+    GRANTS.revoke(held)
+
+
+def _sign_out() -> None:
+    """The sidebar's Sign out: the cookie's token goes on the revocation list (`revoke_sign_in`), then
+    Streamlit signs out (which only deletes this browser's cookie)."""
+    revoke_sign_in(lambda: token_id(st.user.to_dict()), session_credential())
     st.logout()
 
 

@@ -226,23 +226,17 @@ class MediaGuard:
 
 async def _revoke_cookie(scope: Mapping[str, Any]) -> None:
     """A sign-out through Streamlit's `/auth/logout` (typed, or a bookmark): the request's sign-in
-    cookie goes on the store's revocation list (`ui.auth.cookie_revocation`) and its downloads' grants
-    are dropped, as the app's Sign out does for the token (issue 40: this route revoked nothing, so a
-    copy of the cookie kept signing in until its 8 hours ended). A revocation that cannot be written
-    is logged; the sign-out goes on."""
-    from ui.auth import cookie_revocation
-    from ui.server_store import shared_store
+    cookie is revoked as the app's Sign out revokes the token (`ui.auth.revoke_sign_in` of
+    `cookie_revocation`; issue 40: this route revoked nothing, so a copy of the cookie kept signing in
+    until its 8 hours ended)."""
+    from ui.auth import cookie_revocation, revoke_sign_in
 
     headers = _headers(scope)
     cookies = _cookies(headers)
     if not any(name.startswith(SIGN_IN_COOKIE) for name in cookies):
         return
     held = credential(cookies, headers, user_headers())
-    GRANTS.revoke(held)
-    try:
-        await asyncio.to_thread(lambda: shared_store().revoke(cookie_revocation(held)))
-    except UserError as exc:
-        print(f"cohortshield: sign-out: the cookie could not be revoked: {exc}", file=sys.stderr)
+    await asyncio.to_thread(revoke_sign_in, lambda: cookie_revocation(held), held)
 
 
 def _short_cookies(send: Any) -> Any:
