@@ -23,7 +23,7 @@ from engine.io.omop import read_omop
 from engine.io.omop_counts import database_distinguishability, load_cohort, open_cdm
 from engine.records import Records
 from engine.risk import Matching, original_distinguishability
-from tests.test_omop_indb import conditions, write_cdm, write_cdm_with_visits
+from tests.test_omop_indb import TWO_VISITS_OF_ONE_DAY, conditions, write_cdm, write_cdm_with_visits
 
 ADVERSARIES = [(s, k) for s in ("cohort", "population") for k in ("single_visit", "all_visits")]
 
@@ -125,18 +125,7 @@ def test_postgresql_counts_equal_the_in_memory_counts_on_random_cdms(
 
 
 @settings(max_examples=10, deadline=None)
-@example(  # tests/test_omop_indb.py's: patient 2's conditions of one day in two visits, {A} and {B}
-    rows=[
-        (2, 0, "250.00"),
-        (2, 0, "401.9"),
-        (1, 0, "250.00"),
-        (3, 0, "250.00"),
-        (3, 0, "401.9"),
-        (4, 0, "401.9"),
-    ],
-    visit_of=[1, 2] + [0] * 38,
-    knowledge="single_visit",
-)
+@example(**TWO_VISITS_OF_ONE_DAY)  # tests/test_omop_indb.py's counterexample
 @given(
     rows=conditions,
     visit_of=st.lists(st.integers(0, 3), min_size=40, max_size=40),
