@@ -246,3 +246,11 @@ def choose(page, selectbox, option: str, attempts: int = 4) -> None:
         settle(page, since=before)
         return
     raise AssertionError(f"option {option!r} was not shown in {attempts} openings of the selectbox")
+
+
+# a launcher as serve.py: `page.py` of its folder behind the download guard (ui/media_guard.py), which
+# also sees Streamlit's own routes (/media, /oauth2callback, /auth/logout)
+GUARDED_LAUNCHER = (
+    "import streamlit as st\nfrom ui import media_guard\n"
+    'app = st.App("page.py", middleware=media_guard.middleware())\n'
+)

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from browser_support import ROOT, WAIT_MS, chromium, free_port, require_browser, served_app
+from browser_support import GUARDED_LAUNCHER, ROOT, WAIT_MS, chromium, free_port, require_browser, served_app
 from oidc_support import oidc_provider, signin_folder
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("browser")]
@@ -36,10 +36,6 @@ PAGE = (
     "import pandas as pd\nimport streamlit as st\nfrom ui import auth\nfrom ui.downloads import table_download\n"
     "auth.gate()\nst.write(f'page drawn for {auth.current_user()}')\n"
     f"table_download(pd.DataFrame({{'patient': {ROWS!r}}}), 'Download the table', 'patients.csv', 'patients')\n"
-)
-LAUNCHER = (  # as serve.py
-    "import streamlit as st\nfrom ui import media_guard\n"
-    'app = st.App("page.py", middleware=media_guard.middleware())\n'
 )
 
 
@@ -53,7 +49,7 @@ def server(tmp_path_factory) -> Iterator[tuple[str, str, Path]]:
         port = free_port()
         folder = signin_folder(tmp / "app", port, issuer)
         (folder / "page.py").write_text(PAGE)
-        (folder / "launcher.py").write_text(LAUNCHER)
+        (folder / "launcher.py").write_text(GUARDED_LAUNCHER)
         audit = tmp / "audit" / "audit.log"
         env = {k: v for k, v in os.environ.items() if k != "COHORTSHIELD_ADMINS"} | {
             "PYTHONPATH": str(ROOT),

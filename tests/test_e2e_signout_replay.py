@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 
 import pytest
-from browser_support import ROOT, WAIT_MS, chromium, free_port, require_browser, served_app
+from browser_support import GUARDED_LAUNCHER, ROOT, WAIT_MS, chromium, free_port, require_browser, served_app
 from oidc_support import oidc_provider, signin_folder
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("browser")]
@@ -40,6 +40,31 @@ def _only_the_sign_in(page) -> None:
     assert "page drawn for" not in body and "Sign in" in body, body
 
 
+def _alice_signs_in(browser, url: str, issuer: str):
+    """(context, page, her sign-in cookies) once "alice" signed in at the provider `issuer`."""
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(url)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(re.compile(re.escape(issuer) + r"/oauth2/authorize\?"), timeout=WAIT_MS)
+    page.get_by_placeholder("sub").fill("alice")
+    page.get_by_role("button", name="Authorize").click()
+    _signed_in_as_alice(page)
+    copied = [c for c in context.cookies() if c["name"].startswith("_streamlit_user")]
+    assert copied
+    return context, page, copied
+
+
+def _replayed_signs_no_one_in(browser, url: str, copied: list) -> None:
+    """A fresh browser context holding the copied cookies gets only the sign-in button."""
+    replay = browser.new_context()
+    replay.add_cookies(copied)
+    again = replay.new_page()
+    again.goto(url)
+    _only_the_sign_in(again)
+    replay.close()
+
+
 def test_a_cookie_replayed_after_sign_out_signs_no_one_in(tmp_path: Path) -> None:
     require_browser()
     alice = ("alice", {"email": "alice@hospital.example", "email_verified": True})
@@ -53,16 +78,7 @@ def test_a_cookie_replayed_after_sign_out_signs_no_one_in(tmp_path: Path) -> Non
             served_app(port, log, cwd=folder, env=env, script=folder / "page.py") as url,
             chromium() as browser,
         ):
-            context = browser.new_context()
-            page = context.new_page()
-            page.goto(url)
-            page.get_by_role("button", name="Sign in").click()
-            page.wait_for_url(re.compile(re.escape(issuer) + r"/oauth2/authorize\?"), timeout=WAIT_MS)
-            page.get_by_placeholder("sub").fill("alice")
-            page.get_by_role("button", name="Authorize").click()
-            _signed_in_as_alice(page)
-            copied = [c for c in context.cookies() if c["name"].startswith("_streamlit_user")]
-            assert copied
+            context, page, copied = _alice_signs_in(browser, url, issuer)
 
             # the copy signs in while alice is signed in (another tab, the same cookie)
             other = browser.new_context()
@@ -78,18 +94,7 @@ def test_a_cookie_replayed_after_sign_out_signs_no_one_in(tmp_path: Path) -> Non
             _only_the_sign_in(page)
             context.close()
 
-            replay = browser.new_context()
-            replay.add_cookies(copied)
-            again = replay.new_page()
-            again.goto(url)
-            _only_the_sign_in(again)
-            replay.close()
-
-
-LAUNCHER = (  # as serve.py: the page behind the download guard, which sees Streamlit's own routes
-    "import streamlit as st\nfrom ui import media_guard\n"
-    'app = st.App("page.py", middleware=media_guard.middleware())\n'
-)
+            _replayed_signs_no_one_in(browser, url, copied)
 
 
 def test_a_cookie_replayed_after_streamlits_own_logout_route_signs_no_one_in(tmp_path: Path) -> None:
@@ -102,7 +107,7 @@ def test_a_cookie_replayed_after_streamlits_own_logout_route_signs_no_one_in(tmp
         port = free_port()
         folder = signin_folder(tmp_path / "app", port, issuer)
         (folder / "page.py").write_text(PAGE)
-        (folder / "launcher.py").write_text(LAUNCHER)
+        (folder / "launcher.py").write_text(GUARDED_LAUNCHER)
         env = {k: v for k, v in os.environ.items() if k != "COHORTSHIELD_ADMINS"} | {"PYTHONPATH": str(ROOT)}
         with (
             served_app(
@@ -110,24 +115,10 @@ def test_a_cookie_replayed_after_streamlits_own_logout_route_signs_no_one_in(tmp
             ) as url,
             chromium() as browser,
         ):
-            context = browser.new_context()
-            page = context.new_page()
-            page.goto(url)
-            page.get_by_role("button", name="Sign in").click()
-            page.wait_for_url(re.compile(re.escape(issuer) + r"/oauth2/authorize\?"), timeout=WAIT_MS)
-            page.get_by_placeholder("sub").fill("alice")
-            page.get_by_role("button", name="Authorize").click()
-            _signed_in_as_alice(page)
-            copied = [c for c in context.cookies() if c["name"].startswith("_streamlit_user")]
-            assert copied
+            context, page, copied = _alice_signs_in(browser, url, issuer)
 
             page.goto(url + "/auth/logout")
             page.wait_for_load_state()
             context.close()
 
-            replay = browser.new_context()
-            replay.add_cookies(copied)
-            again = replay.new_page()
-            again.goto(url)
-            _only_the_sign_in(again)
-            replay.close()
+            _replayed_signs_no_one_in(browser, url, copied)
