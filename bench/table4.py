@@ -16,26 +16,28 @@ import time
 
 import pandas as pd
 
-from engine.anonymize.population import COMPLETIONS, SCOPE_NAMES, anonymize, records_below_k
+from engine.anonymize.population import ASSOCIATIONS, COMPLETIONS, SCOPE_NAMES, anonymize, records_below_k
 from engine.records import Records
 from engine.report.table4 import PAPER_ORIGINAL, PAPER_TABLE4, TARGET_SHARE, lost_false
 from engine.utility import phewas
 
 
-def load(patients: int | None) -> tuple[dict[str, Records], pd.DataFrame, str]:
-    """The groups (population, biobank, cohort) and genotypes: the shipped sample, or generated."""
+def load(patients: int | None, directory: str | None = None) -> tuple[dict[str, Records], pd.DataFrame, str]:
+    """The groups (population, biobank, cohort) and genotypes: the shipped sample (or a sample written
+    to `directory`, e.g. `sample_data/paper` by `python -m engine sample --scale paper`), or generated."""
     if patients is None:
-        from engine.io.loaders import load_sample_checked
+        from engine.io.loaders import SAMPLE_DIR, load_sample_checked
         from engine.study.runs import biobank_between
 
-        ds = load_sample_checked().data
+        ds = load_sample_checked(directory or SAMPLE_DIR).data
         population, cohort = ds.events, ds.group_records("cohort")
         groups = {"cohort": cohort, "population": population}
         biobank = biobank_between(ds, "population", "cohort", cohort, population)
         if biobank is not None:
             groups["biobank"] = biobank
         assert ds.genotypes is not None
-        return groups, ds.genotypes, f"shipped sample, {population.n_patients:,} records"
+        where = "shipped sample" if directory is None else f"sample in {directory}"
+        return groups, ds.genotypes, f"{where}, {population.n_patients:,} records"
     from engine.synth.calibration import group_records
     from engine.synth.generator import generate
 
@@ -48,11 +50,20 @@ def main() -> None:
     ap.add_argument(
         "--patients", type=int, default=None, help="generate this many records (default: the sample)"
     )
+    ap.add_argument("--data", default=None, help="a written sample's folder, e.g. sample_data/paper")
     ap.add_argument("--k", type=int, default=5)
+    ap.add_argument("--scopes", default="cohort,biobank,population")
+    ap.add_argument(
+        "--variants",
+        default="paper,rarest,phewas,weighted,associations,held-out",
+        help="paper (the paper's procedure), rarest, phewas, weighted ('phewas' weighted by nearness to "
+        "p = 0.05), associations (the exact Table 4 count: engine and bench only), held-out (associations "
+        "chosen with the first half of the SNPs, every row of this variant then counted on the other half)",
+    )
     args = ap.parse_args()
 
     t = time.perf_counter()
-    groups, genotypes, label = load(args.patients)
+    groups, genotypes, label = load(args.patients, args.data)
     cohort = groups["cohort"]
     print(f"data: {label}; cohort {cohort.n_patients:,} records ({time.perf_counter() - t:.1f} s to load)")
     original = phewas.phewas_of_records(cohort, genotypes)
@@ -63,15 +74,29 @@ def main() -> None:
         f"{PAPER_ORIGINAL}; {0.05 * len(original):.0f} expected by chance alone); at Benjamini-Hochberg "
         f"q <= 0.05: {n_bh}; the target: at most {TARGET_SHARE * n_orig:.1f} lost and false each\n"
     )
-    variants: list[tuple[str, bool, str]] = [("paper's procedure", False, COMPLETIONS[0])]
-    variants += [(f"completion '{c}'", True, c) for c in COMPLETIONS]
-    variants += [("completion 'phewas', weighted", True, "phewas")]
+    known: dict[str, tuple[str, bool, str]] = {
+        "paper": ("paper's procedure", False, COMPLETIONS[0]),
+        "rarest": ("completion 'rarest'", True, "rarest"),
+        "phewas": ("completion 'phewas'", True, "phewas"),
+        "weighted": ("completion 'phewas', weighted", True, "phewas"),
+        "associations": ("'associations' (bench only)", True, ASSOCIATIONS),
+        "held-out": ("'associations', half SNPs", True, ASSOCIATIONS),
+    }
+    chosen = args.variants.split(",")
     weights = phewas.association_weights(original)
+    snps = [c for c in genotypes.columns if c != "patient_id"]
+    choosing, held_out = snps[: len(snps) // 2], snps[len(snps) // 2 :]
+    n_half = int(((original["p"] <= 0.05) & original["snp"].isin(held_out)).sum())
+    print(
+        f"held-out: 'associations, half SNPs' is chosen with {', '.join(choosing)}; every release is also "
+        f"counted on {', '.join(held_out)} alone ({n_half} of the associations)\n"
+    )
     rows = []
-    for scope in ("cohort", "biobank", "population"):
+    for scope in args.scopes.split(","):
         name = SCOPE_NAMES[scope]
         paper_lost, paper_false = PAPER_TABLE4[name]
-        for label_, complete, completion in variants:
+        for variant in chosen:
+            label_, complete, completion = known[variant]
             t = time.perf_counter()
             res = anonymize(
                 groups[scope],
@@ -80,7 +105,8 @@ def main() -> None:
                 scope=scope,
                 complete=complete,
                 completion=completion,
-                phecode_weight=weights if label_.endswith("weighted") else None,
+                phecode_weight=weights if variant == "weighted" else None,
+                genotypes=genotypes[["patient_id", *choosing]] if variant == "held-out" else genotypes,
             )
             secs = time.perf_counter() - t
             v = res.verification
@@ -88,6 +114,9 @@ def main() -> None:
             released = phewas.phewas_of_release(res.release, genotypes)
             lost, false = lost_false(original, released, 0.05, "heatherly2013")
             bh_lost, bh_false = lost_false(original, released, 0.05, "bh")
+            # every release counted on the second half of the SNPs too: the held-out variant never saw them
+            half = [f[f["snp"].isin(held_out)] for f in (original, released)]
+            half_lost, half_false = lost_false(*half, 0.05, "heatherly2013")
             rows.append(
                 {
                     "release": name,
@@ -96,6 +125,7 @@ def main() -> None:
                     "false": false,
                     "lost %": round(100 * lost / max(n_orig, 1), 1),
                     f"BH lost/false (of {n_bh})": f"{bh_lost}/{bh_false}",
+                    f"SNPs {len(choosing) + 1}-{len(snps)} lost/false (of {n_half})": f"{half_lost}/{half_false}",
                     "records below k": below,
                     "verified": v.ok,
                     "seconds": round(secs, 1),
@@ -104,7 +134,7 @@ def main() -> None:
             )
             print(
                 f"{name:7s} {label_:32s} lost {lost:4d} false {false:4d} ({rows[-1]['lost %']:5.1f}% lost); "
-                f"BH {bh_lost}/{bh_false}; records below k {below:5d}; verified {v.ok}; {secs:.1f} s",
+                f"BH {bh_lost}/{bh_false}; half {half_lost}/{half_false}; records below k {below:5d}; verified {v.ok}; {secs:.1f} s",
                 flush=True,
             )
     print()

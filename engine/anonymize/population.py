@@ -74,6 +74,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
 from engine.adversary import Adversary, Knowledge
+from engine.anonymize.association_ledger import AssociationLedger
 from engine.io.progress import Progress
 from engine.memo import memo
 from engine.records import CODE, PATIENT, VISIT, Records, concat_ranges
@@ -96,6 +97,8 @@ COMPLETION_GENERALIZE_ROUNDS = 2
 # completion strategies (`_complete`): "rarest" the first pass (rarest item first, two generalization
 # rounds), "phewas" the PheWAS-preserving one (issue #36)
 COMPLETIONS: tuple[str, ...] = ("rarest", "phewas")
+# engine and bench only (docs/architecture.md section 4): chosen by the cohort's genotype associations
+ASSOCIATIONS = "associations"
 COMPLETION_WORDS: dict[str, str] = {
     "rarest": "rarest items suppressed first",
     "phewas": "PheWAS-preserving: case statuses kept where possible",
@@ -251,6 +254,7 @@ class _State:
     # holders leave (`engine.utility.phewas.code_phecodes`): set for the "phewas" completion
     phecodes: tuple[sp.csr_matrix, sp.csr_matrix] | None = None
     phecode_weight: np.ndarray | None = None  # (n_phecodes,) weight of each phecode's tests, default 1
+    genotypes: pd.DataFrame | None = None  # the cohort's, for the engine-only "associations" completion
 
 
 def frequency_bin_generalization(
@@ -746,12 +750,18 @@ def _complete(
     record keeps through another occurrence costs 0, so it goes first), ties rarest first, then by
     item label. The costs are those at the start of the round. The verification is the risk engine's,
     as for every release."""
-    by_cost = completion == "phewas"
+    by_cost = completion in ("phewas", ASSOCIATIONS)
     max_gen_rounds = state.group.n_items if by_cost else COMPLETION_GENERALIZE_ROUNDS
     gen_rounds = suppress_rounds = merges = 0
     events_before = int(state.keep.sum())
     failing_by_round: list[int] = []
     pool = _Pool(state, np.asarray(targets, dtype=np.int64), within_visits)
+    ledger = None
+    if completion == ASSOCIATIONS:
+        assert state.phecodes is not None and state.genotypes is not None
+        ledger = AssociationLedger(
+            pool.target_base, state.phecodes, state.genotypes, within_visits=within_visits
+        )
     check = pool.visits
     while True:
         visits, below = pool.below(check, k)
@@ -778,7 +788,9 @@ def _complete(
         suppress_rounds += 1
         if progress:
             progress(0.8, f"completion: suppression round {suppress_rounds}, {len(failing)} visits below k")
-        _suppress_failing(state, pool, failing, item_support, k, by_cost)
+        if ledger is not None:
+            ledger.sync(pool.target, *_item_phecode_pair(state))
+        _suppress_failing(state, pool, failing, item_support, k, by_cost, ledger)
         lost = pool.suppressed()  # only target records lose events
         # target visits holding an item that lost holding units
         t = pool.target
@@ -838,8 +850,24 @@ def _generalize_failing(
     return merges, np.bincount(comp, minlength=n_comp)[comp] >= 2
 
 
+def _item_phecode_pair(state: _State) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    """Per representative code, the phecodes its item counts toward and those whose controls it
+    leaves (`_item_phecodes`), as the released PheWAS reads them."""
+    assert state.phecodes is not None
+    return (
+        _item_phecodes(state.item_of_code, state.phecodes[0]),
+        _item_phecodes(state.item_of_code, state.phecodes[1], any_code=True),
+    )
+
+
 def _suppress_failing(
-    state: _State, pool: _Pool, failing: np.ndarray, item_support: np.ndarray, k: int, by_cost: bool = False
+    state: _State,
+    pool: _Pool,
+    failing: np.ndarray,
+    item_support: np.ndarray,
+    k: int,
+    by_cost: bool = False,
+    ledger: AssociationLedger | None = None,
 ) -> None:
     """One completion suppression round: in each failing visit drop items, rarest first (ties by item
     label), until the records holding all remaining items (in one visit, `within_visits`) number at
@@ -859,12 +887,66 @@ def _suppress_failing(
         cheap_count = _first_held(state, pool, failing, items[cheap], ptr, k)
         rare_cost = _prefix_sums(cost, ptr, drop_count)
         cheap_cost = _prefix_sums(cost[cheap], ptr, cheap_count)
-        take = cheap_cost < rare_cost
-        if take.any():
-            in_take = take[row]
-            items = np.where(in_take, items[cheap], items)
-            drop_count = np.where(take, cheap_count, drop_count)
+        if ledger is not None:
+            orders = [(items, drop_count, rare_cost), (items[cheap], cheap_count, cheap_cost)]
+            items, drop_count = _choose_by_associations(
+                state, pool, failing, ptr, row, cost, orders, k, ledger
+            )
+        else:
+            take = cheap_cost < rare_cost
+            if take.any():
+                in_take = take[row]
+                items = np.where(in_take, items[cheap], items)
+                drop_count = np.where(take, cheap_count, drop_count)
     _drop(state, pool, failing, items, ptr, drop_count)
+
+
+def _choose_by_associations(
+    state: _State,
+    pool: _Pool,
+    failing: np.ndarray,
+    ptr: np.ndarray,
+    row: np.ndarray,
+    cost: np.ndarray,
+    orders: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    k: int,
+    ledger: AssociationLedger,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The "associations" completion's choice (engine and bench only, `engine.anonymize.association_ledger`):
+    besides the rarest-first and cheapest-first orders (`orders`: items, prefix length, the prefix's
+    `case_cost`), a third order puts first the items whose drop alone changes the Table 4 count least
+    now. Failing visits are then taken in their order, and each drops the prefix whose exact change of
+    the count, after the drops chosen before it, is lowest (ties: the lower `case_cost`, then the order
+    listed: rarest, cheapest, exact). Returns each visit's items in its chosen order and the prefix
+    lengths, as `_drop` takes them."""
+    patient = pool.target.visit_patient[pool.local[failing]].astype(np.int64)
+    items = orders[0][0]
+    # a visit of one or two items has no option the first two orders lack: its exact order is not
+    # needed (each item's cost alone left 0 there)
+    alone = np.zeros(len(items), dtype=np.int64)
+    for j in np.flatnonzero(np.diff(ptr)[row] >= 3).tolist():
+        alone[j] = ledger.cost(int(patient[row[j]]), items[j : j + 1])
+    exact = np.lexsort((np.arange(len(items)), cost, alone, row))
+    exact_count = _first_held(state, pool, failing, items[exact], ptr, k)
+    orders = [*orders, (items[exact], exact_count, _prefix_sums(cost[exact], ptr, exact_count))]
+    chosen = np.zeros(len(failing), dtype=np.int64)
+    for i in range(len(failing)):
+        a, r = int(ptr[i]), int(patient[i])
+        options = [order[0][a : a + int(order[1][i])] for order in orders]
+        costs: dict[frozenset[int], int] = {}  # the orders often drop the same set
+        for opt in options:
+            key = frozenset(opt.tolist())
+            if key not in costs:
+                costs[key] = ledger.cost(r, opt)
+        best = min(
+            range(len(orders)),
+            key=lambda o: (costs[frozenset(options[o].tolist())], float(orders[o][2][i]), o),
+        )
+        chosen[i] = best
+        ledger.apply(r, options[best])
+    pick = chosen[row]
+    out = np.select([pick == o for o in range(len(orders))], [order[0] for order in orders])
+    return out, np.choose(chosen, [order[1] for order in orders])
 
 
 def _prefix_sums(values: np.ndarray, ptr: np.ndarray, count: np.ndarray) -> np.ndarray:
@@ -949,6 +1031,7 @@ def anonymize(
     completion: str = "rarest",
     phecode_weight: np.ndarray | None = None,
     concepts: ConceptParents | None = None,
+    genotypes: pd.DataFrame | None = None,
 ) -> GroupRelease:
     """Anonymize `group` (the cohort, biobank or population: Figure 14's DATA SELECT) with Heatherly's
     procedure, extract the cohort (DEMO EXTRACT) and verify it with the risk engine under single-visit
@@ -957,7 +1040,9 @@ def anonymize(
     `with_visits`: the release is exported with its visit grouping (`Release.shows_visits`) and the
     completion pass works within visits; default: one set of items per patient (Figure 13b).
     `completion`: the completion pass's strategy (`COMPLETIONS`, `_complete`), used when `complete`.
-    `concepts`: the CDM's hierarchy of `cdm` constraints (issue 37; ignored by the others)."""
+    `concepts`: the CDM's hierarchy of `cdm` constraints (issue 37; ignored by the others).
+    `genotypes`: the cohort's (columns patient_id and one per SNP), which `completion="associations"`
+    needs and reads (engine and bench only: `engine.anonymize.association_ledger`)."""
     if with_visits and not group.has_visits:
         raise ValueError("with_visits: the events have no visit column, so there are no visits to keep")
     if k < 1:
@@ -965,7 +1050,7 @@ def anonymize(
     if scope not in SCOPE_NAMES:
         raise ValueError(f"scope must be one of {tuple(SCOPE_NAMES)}, not {scope!r}")
     constraints = parse_constraints(constraints)
-    if completion not in COMPLETIONS:
+    if completion not in COMPLETIONS and not (completion == ASSOCIATIONS and genotypes is not None):
         raise ValueError(f"completion must be one of {COMPLETIONS}, not {completion!r}")
     cohort_idx = group.index_of(cohort_ids)
     if progress:
@@ -987,11 +1072,12 @@ def anonymize(
     if complete:
         if progress:
             progress(0.6, f"{SCOPE_NAMES[scope]}: completion pass")
-        if completion == "phewas":
+        if completion in ("phewas", ASSOCIATIONS):
             from engine.utility.phewas import code_phecodes
 
             state.phecodes = _memoized(("phecodes", items_key), lambda: code_phecodes(group.items))
             state.phecode_weight = phecode_weight
+            state.genotypes = genotypes
         _complete(state, cohort_idx, k, progress, with_visits, completion)
     released_group, item_codes, _ = _released(state)
     cohort = _compact(released_group.take(cohort_idx))

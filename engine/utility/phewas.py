@@ -303,12 +303,13 @@ def unmapped_codes(records: Records, item_codes: Mapping[str, frozenset[str]] | 
 
 # ------------------------------------------------------------------------------------- testing
 def _chi2_sf(chi2: np.ndarray, dof: int | np.ndarray) -> np.ndarray:
-    """Upper tail of the chi-square distribution (`scipy.stats.chi2.sf`). scipy.stats is imported
-    here, when a test runs, not with the module: it takes about a second to import, and drawing the
-    sidebar or the Cohort page imports this module without testing anything (issue 24)."""
-    from scipy import stats
+    """Upper tail of the chi-square distribution: `scipy.special.chdtrc`, the function
+    `scipy.stats.chi2.sf` calls for it (the same values, without scipy.stats' per-call argument checks,
+    which the association-aware completion's thousands of small calls would pay; chi2 here is never
+    negative). Imported here, when a test runs, not with the module (issue 24)."""
+    from scipy import special
 
-    return stats.chi2.sf(chi2, dof)
+    return special.chdtrc(dof, chi2)
 
 
 def _chi2_allelic(a, b, c, d):
@@ -404,6 +405,26 @@ def run_phewas(
     return phewas_of_counts(phewas_counts(phenotypes, genotypes, settings.min_code_count), settings)
 
 
+def tested(
+    case_g: np.ndarray, ctrl_g: np.ndarray, settings: PhewasSettings = PhewasSettings()
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One SNP's tests from its (..., 3) case and control genotype counts (any leading shape): whether
+    each runs (at least `min_cases` cases and a control), and the chi-square and p of those that run
+    (flat, in order). The one computation of `phewas_of_counts` and of the association-aware
+    completion's ledger (`engine.anonymize.association_ledger`)."""
+    n_case = case_g.sum(axis=-1)
+    n_ctrl = ctrl_g.sum(axis=-1)
+    run = (n_case >= settings.min_cases) & (n_ctrl > 0)
+    cg, kg = case_g[run], ctrl_g[run]
+    if settings.test == "allelic":
+        a = cg[:, 1] + 2 * cg[:, 2]  # minor alleles in cases
+        c = kg[:, 1] + 2 * kg[:, 2]
+        chi2, p = _chi2_allelic(a, 2 * n_case[run] - a, c, 2 * n_ctrl[run] - c)
+    else:
+        chi2, p = _chi2_genotypic(cg, kg)
+    return run, chi2, p
+
+
 def phewas_of_counts(counts: PhewasCounts, settings: PhewasSettings = PhewasSettings()) -> pd.DataFrame:
     """The PheWAS table (`RESULT_COLUMNS`) from case and control genotype counts."""
     names = phenotype_names()
@@ -411,20 +432,15 @@ def phewas_of_counts(counts: PhewasCounts, settings: PhewasSettings = PhewasSett
     for snp in counts.snps:
         case_g = counts.cases[snp]
         ctrl_g = counts.genotyped[snp][None, :] - counts.excluded[snp]
-        n_case = case_g.sum(axis=1)
-        n_ctrl = ctrl_g.sum(axis=1)
-        run = (n_case >= settings.min_cases) & (n_ctrl > 0)
+        run, chi2, p = tested(case_g, ctrl_g, settings)
         if not run.any():
             continue
+        n_case, n_ctrl = case_g.sum(axis=1), ctrl_g.sum(axis=1)
         cg, kg = case_g[run], ctrl_g[run]
         a = cg[:, 1] + 2 * cg[:, 2]  # minor alleles in cases
         b = 2 * n_case[run] - a
         c = kg[:, 1] + 2 * kg[:, 2]
         d = 2 * n_ctrl[run] - c
-        if settings.test == "allelic":
-            chi2, p = _chi2_allelic(a, b, c, d)
-        else:
-            chi2, p = _chi2_genotypic(cg, kg)
         zero = (a == 0) | (b == 0) | (c == 0) | (d == 0)
         aa, bb, cc, dd = (x + 0.5 * zero for x in (a, b, c, d))
         with np.errstate(divide="ignore", invalid="ignore"):
