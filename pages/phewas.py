@@ -11,7 +11,7 @@ import streamlit as st
 from engine.anonymize.population import SCOPE_NAMES, GroupRelease
 from engine.release import Release
 from engine.report.glossary import help_for
-from engine.report.table4 import Table4Release, guarantee_table, guarantee_words
+from engine.report.table4 import NOT_REPRODUCED, Table4Release, guarantee_table, guarantee_words
 from engine.utility import phewas
 from ui import cache, figure_memo, honest, measures, threshold
 from ui import format as fmt
@@ -216,6 +216,7 @@ if pairs:
             hide_index=True,
             key="phewas_table4_guarantee",
         )
+        st.info(NOT_REPRODUCED)
     for name in pairs:
         honest.show_flags(available[name][0], ctx.cohort, name)
     # issue 35: an r² over the few tests a release still allows read 0.994 beside 13 of 13 associations

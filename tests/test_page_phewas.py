@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from apptest_support import add_release, page_app
 
+from engine.report.table4 import NOT_REPRODUCED
 from engine.study.runs import HeatherlySettings, RunInputs
 
 SETTINGS = HeatherlySettings(k=5, scope="cohort", complete=True)
@@ -89,6 +90,8 @@ def test_phewas_page_compares_heatherlys_three_scopes_at_the_sidebar_k(sample_da
     assert guarantee["paper's procedure: guarantee"].str.endswith("fails the guarantee").all()
     assert guarantee.iloc[0]["paper's procedure: guarantee"] == "records below k: 1,805 — fails the guarantee"
     assert (guarantee["verified: guarantee"] == "met (verified)").all()
+    # said plainly beside it: the paper's Table 4 is not reproduced with the guarantee (issue 36)
+    assert any(i.value == NOT_REPRODUCED for i in at.info)
     # the page's picker lists the six comparison releases; none of them enters the study
     assert len(at.multiselect(key="phewas_left_out").options) == 6
     assert at.session_state["study"].releases == ()

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from engine.report import palette
+from engine.report.table4 import NOT_REPRODUCED
 
 # ---------------------------------------------------------------------------------------- blocks
 
@@ -551,6 +552,8 @@ def _release(r: dict[str, Any], i: int, d: dict[str, Any]) -> list[Block]:
         ("Utility constraints met", constraints_cell(r) + " (the shared policy of the comparison)"),
     ]
     blocks += [Pairs(tuple(rows), compact=True), Para(f"PheWAS: {d['phewas']}.")]
+    if r.get("phewas, the paper's procedure"):
+        blocks.append(Para(NOT_REPRODUCED))
     c = r["utility constraints"]
     if c is not None:
         blocks += [
