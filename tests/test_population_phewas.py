@@ -53,9 +53,10 @@ def _records(rows: list[tuple[str, str, str]]) -> Records:
     return Records.from_frame(pd.DataFrame(rows, columns=["patient_id", "visit", "code"]))
 
 
-def test_case_cost_is_zero_when_the_record_keeps_the_phecode():
-    """A record holding 401.1 and 401.9 (both phecode 401.1) loses no case status when 401.1 goes;
-    a record holding 250.00 alone loses its diabetes case status when it goes."""
+def _costs(min_cases: int, monkeypatch) -> np.ndarray:
+    """`case_cost` of dropping 401.1 from a's first visit, 250.00 and 401.1 from b's, with
+    `MIN_TESTED_CASES` set to `min_cases`."""
+    monkeypatch.setattr("engine.anonymize.population.MIN_TESTED_CASES", min_cases)
     group = _records([("a", "1", "401.1"), ("a", "2", "401.9"), ("b", "1", "250.00"), ("b", "1", "401.1")])
     codes = group.items.tolist()
     state = _State(
@@ -70,9 +71,26 @@ def test_case_cost_is_zero_when_the_record_keeps_the_phecode():
     visit_of = {(str(t.patient_ids[t.visit_patient[v]]), str(t.visit_ids[v])): v for v in range(t.n_visits)}
     local = np.array([visit_of["a", "1"], visit_of["b", "1"], visit_of["b", "1"]])
     items = np.array([codes.index("401.1"), codes.index("250.00"), codes.index("401.1")])
-    cost = pool.case_cost(local, items)
+    return pool.case_cost(local, items)
+
+
+def test_case_cost_is_zero_when_the_record_keeps_the_phecode(monkeypatch):
+    """A record holding 401.1 and 401.9 (both phecode 401.1) loses no case status when 401.1 goes;
+    a record holding 250.00 alone loses its diabetes case status when it goes (phecodes tested from
+    one case on)."""
+    cost = _costs(1, monkeypatch)
     assert cost[0] == 0
     assert cost[1] > 0 and cost[2] > 0
+
+
+def test_case_cost_is_zero_in_a_phecode_no_test_can_reach(monkeypatch):
+    """Issue 36: a phecode with fewer cases than a PheWAS tests (20 by default) weighed 1 / cases, the
+    most of all, though no test runs on it and the completion only lowers case counts; now a status
+    changed there costs nothing. From 2 cases on: diabetes (b alone) costs nothing, phecode 401.1
+    (a and b) does."""
+    assert (_costs(20, monkeypatch) == 0).all()
+    _, diabetes, hypertension = _costs(2, monkeypatch)
+    assert diabetes == 0 and hypertension > 0
 
 
 @pytest.fixture(scope="module")

@@ -81,6 +81,7 @@ from engine.records import CODE, PATIENT, VISIT, Records, concat_ranges
 from engine.release import Release, set_item_label
 from engine.risk import Matching, Verification, count_known_sets, verify
 from engine.scale.forked import fan_out, fan_out_enabled
+from engine.utility.phewas import PhewasSettings
 from engine.utility.retention import Figures, RetentionRow, count_table, figures, summary_table
 
 if TYPE_CHECKING:
@@ -94,6 +95,9 @@ CDM_NEEDS = (
     "the CDM's own hierarchy (an OMOP CDM read in standard concepts with concept and concept_ancestor)"
 )
 COMPLETION_GENERALIZE_ROUNDS = 2
+# the "phewas" completion: a phecode with fewer cases in the cohort is never tested (the PheWAS's
+# default), so a status it changes there costs nothing
+MIN_TESTED_CASES = PhewasSettings().min_cases
 # completion strategies (`_complete`): "rarest" the first pass (rarest item first, two generalization
 # rounds), "phewas" the PheWAS-preserving one (issue #36)
 COMPLETIONS: tuple[str, ...] = ("rarest", "phewas")
@@ -529,6 +533,9 @@ class _Pool:
             cases, excluded = (np.asarray(((sets @ m) > 0).sum(axis=0)).ravel() for m in state.phecodes)
             controls = self.target_base.n_patients - excluded
             w = np.ones(len(cases)) if state.phecode_weight is None else state.phecode_weight
+            # a phecode with fewer cases than a PheWAS tests (`PhewasSettings.min_cases`) has no test a
+            # changed status could move: the completion only lowers case counts, so it never will
+            w = w * (cases >= MIN_TESTED_CASES)
             self.flip_weight = (w / np.maximum(cases, 1), w / np.maximum(controls, 1))
         self._rebuild()
 
