@@ -162,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
         )
     try:  # the settings the app and a study run with
         result = settings.run_result(
-            RunInputs(inputs.population, cohort, inputs.biobank, concepts=inputs.concepts)
+            RunInputs(inputs.population, cohort, inputs.biobank, concepts=inputs.concepts), verify_now=False
         )
     except SettingsError as exc:
         raise UserError(f"anonymize generalize: {exc}") from None

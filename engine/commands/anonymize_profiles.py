@@ -178,12 +178,11 @@ def run(args: argparse.Namespace) -> int:
         )
     run_inputs = RunInputs(cohort, cohort, concepts=inputs.concepts)  # no population: cohort scope
     try:
-        result = settings.run_result(run_inputs)
+        result = settings.run_result(run_inputs, verify_now=False)
     except SuppressionLimitExceeded as exc:
         raise UserError(export.refuse(paths, str(exc))) from exc
     print(f"{method} export: {export_label(args.with_visits)}")
     policy, check = result.policy, result.check
-    blocked = None if check.ok else f"{check.message()} {result.verification.message()}"
     made, outcome = release_and_publish(
         args,
         settings,
@@ -191,7 +190,7 @@ def run(args: argparse.Namespace) -> int:
         paths,
         run_inputs=run_inputs,
         release=result.release.checked(cohort),
-        blocked=blocked,
+        blocked=lambda made: None if check.ok else f"{check.message()} {made.verification.message()}",
     )
     release, verification = made.release, made.verification
     sat, re_ = result.satisfaction, result.relative_error

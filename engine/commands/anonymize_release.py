@@ -8,7 +8,7 @@ then writes exactly that release with the same release-id key."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,14 +27,17 @@ def release_and_publish(
     *,
     run_inputs: RunInputs | None = None,
     release: Release | None = None,
-    blocked: str | None = None,
+    blocked: Callable[[MadeRelease], str | None] | None = None,
 ) -> tuple[MadeRelease, dict]:
     """`make_release` of `settings` on `run_inputs` (default: the population and cohort of `inputs`)
-    and the export record of `publish` (`blocked`: the method's own reason to refuse, e.g. a privacy
-    policy not met). `release`: what `settings` gave already, when the command needed the run's
-    figures for its report; it is verified here all the same."""
+    and the export record of `publish` (`blocked`: the method's own reason to refuse the release made,
+    e.g. a privacy policy not met). `release`: what `settings` gave already, when the command needed the run's
+    figures for its report; it is verified here all the same. `--sensitive --rho` suppresses the
+    sensitive codes before (`engine.commands.sensitive_option.rho_step`): the release verified and
+    written is the suppressed one, its files built once."""
     from engine.commands.inputs import InputOptions, publish
     from engine.commands.release_options import pseudonyms_of
+    from engine.commands.sensitive_option import rho_step
     from engine.commands.study import cli_data_ref
     from engine.io.redact import redact
     from engine.study.runs import RunInputs
@@ -42,6 +45,9 @@ def release_and_publish(
 
     if run_inputs is None:
         run_inputs = RunInputs(inputs.population, inputs.cohort, inputs.biobank, concepts=inputs.concepts)
+    if release is None:
+        release = settings.run(run_inputs)
+    release, _, rho_record = rho_step(args, release, None, settings.adversary, settings.k, inputs.population)
     data = cli_data_ref(
         Path(redact(args.events)).name,
         inputs,
@@ -62,17 +68,12 @@ def release_and_publish(
         pseudonyms=pseudonyms,
         release=release,
     )
-    outcome = publish(
-        inputs,
-        made.release,
-        made.verification,
-        settings.adversary,
-        settings.k,
-        paths,
-        args=args,
-        blocked=blocked,
-        pseudonyms=pseudonyms,
-    )
+    refused = None if blocked is None else blocked(made)
+    if rho_record is not None:
+        refused = refused or rho_record["blocked"]
+    outcome = publish(inputs, made, paths, args=args, blocked=refused, pseudonyms=pseudonyms)
+    if rho_record is not None:
+        outcome["sensitive"] = rho_record
     return made, outcome
 
 
