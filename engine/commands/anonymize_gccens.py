@@ -114,22 +114,16 @@ def settings_of(args: argparse.Namespace, inputs=None) -> GCCensSettings:
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine import risk
-    from engine.anonymize.censor import report as gccens_report
-    from engine.commands.anonymize_release import release_and_publish, write_report
-    from engine.commands.inputs import InputOptions, load_groups
-    from engine.io import export
-    from engine.study.runs import RunInputs, SettingsError
+    from engine.commands import method_reports
+    from engine.commands.anonymize_release import anonymize, load_inputs, outputs
+    from engine.study.runs import SettingsError
 
     check_release_k(args.k)
-    paths = export.release_paths(args.out, codemap=args.codemap, report=args.report)
+    paths = outputs(args)
     settings = settings_of(args)
-    inputs = load_groups(
-        args.events, population=args.population, cohort=args.cohort, options=InputOptions.of(args)
-    )
-    population, cohort = inputs.population, inputs.cohort
+    inputs = load_inputs(args)
     try:
-        prepared = settings.prepare_input(RunInputs(population, cohort))
+        prepared = settings.prepare_input(inputs.run_inputs)
     except SettingsError as exc:
         raise UserError(f"anonymize gccens: {exc}") from None
     unknown = sorted(set(dict(settings.caps)) - set(prepared.problem.code_labels))
@@ -137,35 +131,11 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"note: --caps names codes not in the cohort, ignored: {', '.join(unknown[:10])}", file=sys.stderr
         )
-    made, outcome = release_and_publish(
-        args, settings, inputs, paths, release=settings.release_of(prepared, cohort)
-    )
-    release, verification = made.release, made.verification
-    before = risk.original_distinguishability(
-        cohort, settings.adversary, population, risk.Matching(count_repeats=True)
-    )
-    report = gccens_report(
-        release,
-        verification,
-        before,
-        original_codes=cohort.n_events,
-        population_size=population.n_patients,
-        sources=inputs.sources,
-    )
-    report["input_warnings"] = inputs.warnings
-    report["export"] = outcome
-    pool = population.n_patients if args.scope == "population" else cohort.n_patients
-    write_report(
+    return anonymize(
         args,
-        report,
-        outcome,
-        hint=f" k = {args.k} cannot be reached with {args.scope} scope (even an empty record has only "
-        f"{pool} candidates)",
+        settings,
+        inputs,
+        paths,
+        lambda made: method_reports.gccens(made, inputs, settings),
+        release=settings.release_of(prepared, inputs.cohort),
     )
-    print(
-        f"GCCens k={args.k} {args.scope} {args.variant}: {cohort.n_patients} records, "
-        f"{release.records.n_events} of {cohort.n_events} codes released "
-        f"({release.loss['censored_by_caps']} censored by caps, {release.loss['censored_by_loop']} by the loop), "
-        f"mean CUL {report['cul_statistics']['mean']:.3f}; {verification.message()} Release {export.structure_note(release)}."
-    )
-    return 0

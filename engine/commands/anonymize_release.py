@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from engine.commands.inputs import GroupInputs
+    from engine.commands.method_reports import MethodReport
+    from engine.records import Records
     from engine.release import Release
     from engine.study.runs import MethodSettings, RunInputs
     from engine.study.study import MadeRelease
@@ -40,11 +42,10 @@ def release_and_publish(
     from engine.commands.sensitive_option import rho_step
     from engine.commands.study import cli_data_ref
     from engine.io.redact import redact
-    from engine.study.runs import RunInputs
     from engine.study.study import make_release
 
     if run_inputs is None:
-        run_inputs = RunInputs(inputs.population, inputs.cohort, inputs.biobank, concepts=inputs.concepts)
+        run_inputs = inputs.run_inputs
     if release is None:
         release = settings.run(run_inputs)
     release, _, rho_record = rho_step(args, release, None, settings.adversary, settings.k, inputs.population)
@@ -77,16 +78,65 @@ def release_and_publish(
     return made, outcome
 
 
-def write_report(args: argparse.Namespace, report: dict, outcome: dict, *, hint: str = "") -> None:
-    """REPORT.json (`--report`) written either way; then a refused export is a UserError stating the
-    gate's reason, the stale files removed and `hint` (what the user may change)."""
+def anonymize(
+    args: argparse.Namespace,
+    settings: MethodSettings,
+    inputs: GroupInputs,
+    paths: Mapping[str, Path | str],
+    report: Callable[[MadeRelease], MethodReport],
+    *,
+    run_inputs: RunInputs | None = None,
+    release: Release | None = None,
+    blocked: Callable[[MadeRelease], str | None] | None = None,
+) -> int:
+    """The end of every `anonymize METHOD`: `release_and_publish`, then the method's `report` of the
+    release made (`engine.commands.method_reports`): REPORT.json (`--report`) written either way, a
+    refused export a UserError stating the gate's reason, the stale files removed and the report's
+    hint; else its summary line printed."""
     import json
 
     from engine.io import export
+    from engine.io.errors import UserError
 
+    made, outcome = release_and_publish(
+        args, settings, inputs, paths, run_inputs=run_inputs, release=release, blocked=blocked
+    )
+    out = report(made)
     if args.report:
-        Path(args.report).write_text(json.dumps(report, indent=2, default=str) + "\n")
+        Path(args.report).write_text(
+            json.dumps({**out.fields, "export": outcome}, indent=2, default=str) + "\n"
+        )
     if not outcome["written"]:
-        from engine.io.errors import UserError
+        raise UserError(export.refusal_message(outcome) + out.hint)
+    print(out.summary)
+    return 0
 
-        raise UserError(export.refusal_message(outcome) + hint)
+
+def outputs(args: argparse.Namespace) -> dict[str, Path]:
+    """The release files' paths (`--out`, `--codemap`, `--report`), checked before any work."""
+    from engine.io import export
+
+    return export.release_paths(args.out, codemap=args.codemap, report=args.report)
+
+
+def load_inputs(args: argparse.Namespace) -> GroupInputs:
+    """The events and the groups a method command names (`--population`, `--biobank` where it has them)."""
+    from engine.commands.inputs import InputOptions, load_groups
+
+    return load_groups(
+        args.events,
+        population=getattr(args, "population", None),
+        cohort=args.cohort,
+        biobank=getattr(args, "biobank", None),
+        options=InputOptions.of(args),
+    )
+
+
+def refuse_without_visits(args: argparse.Namespace, paths: Mapping[str, Path | str], group: Records) -> None:
+    """`--with-visits` on events without a visit column: refused, the stale release removed."""
+    from engine.io import export
+    from engine.io.errors import UserError
+
+    if args.with_visits and not group.has_visits:
+        reason = f"--with-visits: {args.events} has no visit column, so there are no visits to keep"
+        raise UserError(export.refuse(paths, reason))

@@ -43,6 +43,7 @@ from engine.records import Records
 if TYPE_CHECKING:
     from engine.io.concepts import ConceptParents
     from engine.io.pseudonyms import Pseudonyms
+    from engine.study.runs import RunInputs
     from engine.study.study import MadeRelease
 
 # options of a subcommand that name files holding patient ids / events
@@ -270,6 +271,13 @@ class GroupInputs:
     def warnings(self) -> list[dict]:
         """Every loader warning of these inputs, JSON-ready (`input_warnings` of the JSON reports)."""
         return findings_json(self.report)
+
+    @property
+    def run_inputs(self) -> RunInputs:
+        """The groups as a method runs on them (`engine.study.runs.RunInputs`), with the CDM's hierarchy."""
+        from engine.study.runs import RunInputs
+
+        return RunInputs(self.population, self.cohort, self.biobank, concepts=self.concepts)
 
 
 def load_groups(
