@@ -126,3 +126,18 @@ def test_anonymize_builds_the_files_once_and_verifies_once_per_adversary(
     assert out.is_file()
     built, verified = dict(work["files"]), dict(work["verified"])
     assert (list(built.values()), list(verified.values())) == ([1], [1]), (built, verified)
+
+
+@pytest.mark.parametrize("method", ["generalize", "ugaclip"])
+def test_study_add_verifies_once(method, data, work, tmp_path) -> None:
+    """`study add` runs the method through `settings.run` (`make_release`): Heatherly's and PPE+CLIP's
+    own verification came on top of `make_release`'s, twice under the study's adversary."""
+    options, (scope, knowledge) = METHODS[method]
+    ev, co = data
+    study = tmp_path / "study.json"
+    new = ["study", "new", str(study), "--events", str(ev), "--cohort", str(co)]
+    assert main([*new, "--scope", scope, "--knowledge", knowledge, "--k", "2"]) == 0
+    work["verified"].clear()
+    add = ["study", "add", str(study), "--name", method, method, "--events", str(ev), "--cohort", str(co)]
+    assert main([*add, *options]) == 0
+    assert dict(work["verified"]) == {f"{scope} / {knowledge.replace('_', ' ')}": 1}

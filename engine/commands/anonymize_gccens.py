@@ -5,16 +5,12 @@
         [--scope population|cohort] [--variant faithful|targeted] --out RELEASED.csv [--codemap CODEMAP.csv] [--report REPORT.json]
         [--genotypes GENOTYPES --dataset DIR]
 
-The options become `engine.study.runs.GCCensSettings` through `settings_of`, the one function
-`anonymize gccens` and `study add ... gccens` share, the settings the app and a study run with
-(`--codes`: the app's code selection, default all codes). Without `--cap`/`--caps` every code is capped at its maximum repeat count in the cohort (the paper's
-scan of S). RELEASED.csv is long form, `patient_id,code`, one row per remaining instance (visits and
-ages are not released: GCCens releases repeat counts only); CODEMAP.csv maps each released code to
-itself and, after `--normalize-codes`, to its spellings in the source. Both are written through the
-export gate (engine/io/export.py), atomically, only when the risk engine verified exactly that file; when it fails,
-a release an earlier run left at `--out` is removed. REPORT.json (parameters, input hashes, per-record
-CUL, the CUL statistics, the censoring steps, the verification, the release fingerprint and the
-sha256 of the file written) is written either way.
+The options become `engine.study.runs.GCCensSettings` (`settings_of`; `--codes`: the app's code
+selection, default all codes). Without `--cap`/`--caps` every code is capped at its maximum repeat
+count in the cohort (the paper's scan of S). RELEASED.csv holds one row per remaining instance (visits
+and ages are not released: GCCens releases repeat counts only); after `--normalize-codes` CODEMAP.csv
+also maps each code to its spellings in the source. Written as `engine.commands.anonymize` says;
+REPORT.json adds per-record CUL, the CUL statistics and the censoring steps.
 """
 
 from __future__ import annotations

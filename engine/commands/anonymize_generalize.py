@@ -6,17 +6,11 @@
         --out RELEASED.csv [--codemap CODEMAP.csv] [--report REPORT.json]
         [--genotypes GENOTYPES --dataset DIR]
 
-The options become `engine.study.runs.HeatherlySettings` through `settings_of`, the one function
-`anonymize generalize` and `study add ... generalize` share, the settings the app and a study run with.
-`--scope cohort` anonymizes the cohort alone (DEMO_D), `biobank` the biobank and then extracts the
-cohort (DEMO_B), `population` the whole population (DEMO_S). RELEASED.csv is long form (`patient_id`,
-`code` holding the released item, e.g. `{401.0,401.1}`; one row per patient and item, the papers'
-form, Heatherly Figure 13b), written through the export gate (engine/io/export.py) only when the risk
-engine verified exactly that file under single-visit knowledge; CODEMAP.csv maps each released item to
-its original codes. Both are written atomically; when verification fails, a release an earlier run
-left at these paths is removed. REPORT.json (parameters, inputs, the procedure's figures, Diagnosis
-Count and Code Count with and without generalization, the verification with the failing records, the
-release fingerprint and the sha256 of the files written) is written either way.
+The options become `engine.study.runs.HeatherlySettings` (`settings_of`). `--scope cohort` anonymizes
+the cohort alone (DEMO_D), `biobank` the biobank and then extracts the cohort (DEMO_B), `population`
+the whole population (DEMO_S). A released item such as `{401.0,401.1}` (Heatherly Figure 13b) is
+verified under single-visit knowledge. Written as `engine.commands.anonymize` says; REPORT.json adds
+the procedure's figures and Diagnosis Count and Code Count with and without generalization.
 """
 
 from __future__ import annotations

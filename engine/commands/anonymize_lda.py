@@ -6,16 +6,12 @@
         [--icd-levels thesis|full|phecode|cdm] --out RELEASED.csv [--codemap CODEMAP.csv]
         [--report REPORT.json] [--genotypes GENOTYPES --dataset DIR]
 
-The options become `engine.study.runs.LDASettings` through `settings_of`, the one function `anonymize
-lda` and `study add ... lda` share, the settings the app and a study run with, so the same settings
-give the same release everywhere. Each cohort patient's (ICD, Age) pairs form a trajectory; MDAV clusters of at least k records are
-anonymized by A-GS (or Baseline) alignment. RELEASED.csv is long form `patient_id,code,age`, where
-code and age may be generalized (`401`, `240-279`, `Any`, `[33-36]`); it is written through the
-export gate (engine/io/export.py), atomically, only when the risk engine verified exactly that file
-(cohort scope, all-visits knowledge of the (code, age) pairs with repeats); when it fails, a release
-an earlier run left at `--out` is removed. REPORT.json (parameters, inputs, ILM / ALM, AvgRE,
-DGH-level shares, clusters, the verification, the release fingerprint and the sha256 of the file
-written) is written either way.
+The options become `engine.study.runs.LDASettings` (`settings_of`). Each cohort patient's (ICD, Age)
+pairs form a trajectory; MDAV clusters of at least k records are anonymized by A-GS (or Baseline)
+alignment. RELEASED.csv is `patient_id,code,age`, where code and age may be generalized (`401`,
+`240-279`, `Any`, `[33-36]`), verified in cohort scope against all-visits knowledge of the (code, age)
+pairs with repeats. Written as `engine.commands.anonymize` says; REPORT.json adds ILM / ALM, AvgRE,
+DGH-level shares and the clusters.
 """
 
 from __future__ import annotations

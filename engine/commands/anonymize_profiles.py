@@ -6,17 +6,12 @@
         --out RELEASED.csv --codemap CODEMAP.csv [--report REPORT.json]
         [--genotypes GENOTYPES --dataset DIR]
 
-The options become `engine.study.runs.ProfilesSettings` through `settings_of`, the one function
-`anonymize ugaclip|aclip` and `study add ... ugaclip|aclip` share. PPE extracts the privacy policy from the cohort (filtering condition = the attacker's knowledge);
-UGACLIP (with the utility policy, default: the shipped Table 1 policy) or ACLIP anonymizes; the
-release is written through the export gate (engine/io/export.py), atomically, only when both the
-policy check and the risk engine (cohort scope, same knowledge) verified exactly that file; when
-either fails, a release an earlier run left at these paths is removed. RELEASED.csv is long form
-(`patient_id`, `code`: one row per patient and item, the PNAS released profiles) with anonymized
-items labelled `{c1,c2,...}`; CODEMAP.csv maps each released item to its original codes. REPORT.json
-holds parameters, input hashes, the policy, utility constraints satisfied, suppression, relative
-error, both verifications, the release fingerprint and the sha256 of the files written; it is
-written either way. Paths ending in `.gz` are gzip-compressed (large anonymized items repeat long
+The options become `engine.study.runs.ProfilesSettings` (`settings_of`). PPE extracts the privacy
+policy from the cohort (filtering condition = the attacker's knowledge); UGACLIP (with the utility
+policy, default: the shipped Table 1 policy) or ACLIP anonymizes. Written as `engine.commands.anonymize`
+says, only when the policy check passes too (cohort scope, same knowledge); anonymized items are
+labelled `{c1,c2,...}`. REPORT.json adds the policy, the utility constraints satisfied, suppression
+and relative error. Paths ending in `.gz` are gzip-compressed (large anonymized items repeat long
 labels: compression shrinks them a hundredfold and more).
 """
 
