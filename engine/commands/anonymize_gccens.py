@@ -132,6 +132,6 @@ def run(args: argparse.Namespace) -> int:
         settings,
         inputs,
         paths,
+        settings.release_of(prepared, inputs.cohort),
         lambda made: method_reports.gccens(made, inputs, settings),
-        release=settings.release_of(prepared, inputs.cohort),
     )

@@ -142,6 +142,6 @@ def run(args: argparse.Namespace) -> int:
         settings,
         inputs,
         paths,
+        result.release.checked(cohort),
         lambda made: method_reports.heatherly(made, inputs, settings),
-        release=result.release.checked(cohort),
     )

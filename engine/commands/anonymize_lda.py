@@ -180,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
         settings,
         inputs,
         paths,
+        res.release().checked(res.source_pairs()),  # as LDASettings.run: one way to a release
         lambda made: method_reports.lda(made, inputs, settings, res, traj),
         run_inputs=run_inputs,
-        release=res.release().checked(res.source_pairs()),  # as LDASettings.run: one way to a release
     )

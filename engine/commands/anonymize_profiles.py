@@ -175,10 +175,10 @@ def run(args: argparse.Namespace) -> int:
         settings,
         inputs,
         paths,
+        result.release.checked(cohort),
         lambda made: method_reports.profiles(
             made, inputs, settings, result, utility, cells, args.utility_policy
         ),
         run_inputs=run_inputs,
-        release=result.release.checked(cohort),
         blocked=lambda made: None if check.ok else f"{check.message()} {made.verification.message()}",
     )

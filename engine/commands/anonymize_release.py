@@ -1,9 +1,10 @@
 """The one path of `anonymize METHOD` to a release (issue 38, finding 2): the method's settings (its
-`settings_of`, which `study add ... METHOD` uses too) go to `engine.study.study.make_release`, which
-runs them (or takes the release the command ran for its report), verifies the release under the
-settings' adversary and k against the population and passes it through the export gate, as `study
-add`, a reopened study and the app do; `engine.commands.inputs.publish`, the command line's one writer,
-then writes exactly that release with the same release-id key."""
+`settings_of`, which `study add ... METHOD` uses too) and the release they gave go to
+`engine.study.study.make_release`, which verifies it under the settings' adversary and k against the
+population and builds its files through the export gate, as `study add`, a reopened study and the
+app do; `engine.commands.inputs.publish`, the command line's one writer, then writes exactly those
+files; the method's report (`engine.commands.method_reports`) is written and printed last.
+`outputs`, `load_inputs` and `refuse_without_visits`: the steps before the run every command shares."""
 
 from __future__ import annotations
 
@@ -21,33 +22,36 @@ if TYPE_CHECKING:
     from engine.study.study import MadeRelease
 
 
-def release_and_publish(
+def anonymize(
     args: argparse.Namespace,
     settings: MethodSettings,
     inputs: GroupInputs,
     paths: Mapping[str, Path | str],
+    release: Release,
+    report: Callable[[MadeRelease], MethodReport],
     *,
     run_inputs: RunInputs | None = None,
-    release: Release | None = None,
     blocked: Callable[[MadeRelease], str | None] | None = None,
-) -> tuple[MadeRelease, dict]:
-    """`make_release` of `settings` on `run_inputs` (default: the population and cohort of `inputs`)
-    and the export record of `publish` (`blocked`: the method's own reason to refuse the release made,
-    e.g. a privacy policy not met). `release`: what `settings` gave already, when the command needed the run's
-    figures for its report; it is verified here all the same. `--sensitive --rho` suppresses the
-    sensitive codes before (`engine.commands.sensitive_option.rho_step`): the release verified and
-    written is the suppressed one, its files built once."""
+) -> int:
+    """The end of every `anonymize METHOD`, from the `release` its `settings` gave on `run_inputs`
+    (default: the groups of `inputs`): `--sensitive --rho` suppresses the sensitive codes first
+    (`engine.commands.sensitive_option.rho_step`), `make_release` verifies it and builds its files
+    through the gate, `publish` writes them unless `blocked` (the method's own reason to refuse the
+    release made, e.g. a privacy policy not met) or the gate refuses; then the method's `report`
+    (`engine.commands.method_reports`): REPORT.json (`--report`) written either way, a refused export
+    a UserError stating the reason, the stale files removed and the report's hint; else its summary
+    line printed."""
+    import json
+
     from engine.commands.inputs import InputOptions, publish
     from engine.commands.release_options import pseudonyms_of
     from engine.commands.sensitive_option import rho_step
     from engine.commands.study import cli_data_ref
+    from engine.io import export
+    from engine.io.errors import UserError
     from engine.io.redact import redact
     from engine.study.study import make_release
 
-    if run_inputs is None:
-        run_inputs = inputs.run_inputs
-    if release is None:
-        release = settings.run(run_inputs)
     release, _, rho_record = rho_step(args, release, None, settings.adversary, settings.k, inputs.population)
     data = cli_data_ref(
         Path(redact(args.events)).name,
@@ -61,7 +65,7 @@ def release_and_publish(
     made = make_release(
         f"anonymize {settings.method}",
         settings,
-        run_inputs,
+        run_inputs or inputs.run_inputs,
         data,
         settings.adversary,
         settings.k,
@@ -69,38 +73,10 @@ def release_and_publish(
         pseudonyms=pseudonyms,
         release=release,
     )
-    refused = None if blocked is None else blocked(made)
-    if rho_record is not None:
-        refused = refused or rho_record["blocked"]
+    refused = (None if blocked is None else blocked(made)) or (rho_record or {}).get("blocked")
     outcome = publish(inputs, made, paths, args=args, blocked=refused, pseudonyms=pseudonyms)
     if rho_record is not None:
         outcome["sensitive"] = rho_record
-    return made, outcome
-
-
-def anonymize(
-    args: argparse.Namespace,
-    settings: MethodSettings,
-    inputs: GroupInputs,
-    paths: Mapping[str, Path | str],
-    report: Callable[[MadeRelease], MethodReport],
-    *,
-    run_inputs: RunInputs | None = None,
-    release: Release | None = None,
-    blocked: Callable[[MadeRelease], str | None] | None = None,
-) -> int:
-    """The end of every `anonymize METHOD`: `release_and_publish`, then the method's `report` of the
-    release made (`engine.commands.method_reports`): REPORT.json (`--report`) written either way, a
-    refused export a UserError stating the gate's reason, the stale files removed and the report's
-    hint; else its summary line printed."""
-    import json
-
-    from engine.io import export
-    from engine.io.errors import UserError
-
-    made, outcome = release_and_publish(
-        args, settings, inputs, paths, run_inputs=run_inputs, release=release, blocked=blocked
-    )
     out = report(made)
     if args.report:
         Path(args.report).write_text(
