@@ -52,7 +52,7 @@ def anonymize(
     from engine.io.redact import redact
     from engine.study.study import make_release
 
-    release, _, rho_record = rho_step(args, release, None, settings.adversary, settings.k, inputs.population)
+    release, rho_record = rho_step(args, release, settings.adversary, settings.k, inputs.population)
     data = cli_data_ref(
         Path(redact(args.events)).name,
         inputs,
