@@ -6,6 +6,7 @@ release files. Before, the four `anonymize_*` commands ran, verified and publish
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from itertools import combinations
 from pathlib import Path
 
@@ -84,3 +85,59 @@ def test_anonymize_and_study_add_make_one_release_through_make_release(
         "code_map.csv": hashlib.sha256(codemap.read_bytes()).hexdigest(),
     }
     assert written == recorded
+
+
+@pytest.fixture
+def work(monkeypatch) -> dict[str, Counter]:
+    """What one run does twice if it repeats itself: the release files built by the export gate
+    (`engine.io.export.release_files`, by file set) and the arbiter's verifications
+    (`engine.risk.release_distinguishability`, by adversary)."""
+    import engine.io.export as export_module
+    import engine.risk as risk_module
+
+    counts: dict[str, Counter] = {"files": Counter(), "verified": Counter()}
+    real_files, real_dis = export_module.release_files, risk_module.release_distinguishability
+
+    def files(release, *args, **kw):
+        counts["files"][release.fingerprint] += 1
+        return real_files(release, *args, **kw)
+
+    def dis(release, adversary, population=None):
+        counts["verified"][adversary.label] += 1
+        return real_dis(release, adversary, population)
+
+    monkeypatch.setattr(export_module, "release_files", files)
+    monkeypatch.setattr(risk_module, "release_distinguishability", dis)
+    return counts
+
+
+@pytest.mark.parametrize("method", [*METHODS, "aclip"])
+def test_anonymize_builds_the_files_once_and_verifies_once_per_adversary(
+    method, data, work, tmp_path
+) -> None:
+    """`anonymize generalize` and `anonymize ugaclip` verified their release twice (the method's own
+    verification, then `make_release`'s) and every command built its release files twice (in
+    `make_release`, then again in `publish`): one build, one verification under the one adversary."""
+    options = METHODS.get(method, (["--knowledge", "all_visits"], None))[0]
+    ev, co = data
+    out, codemap = tmp_path / "release.csv", tmp_path / "code_map.csv"
+    args = ["anonymize", method, "--events", str(ev), "--cohort", str(co), "--k", "2", *options]
+    assert main([*args, "--out", str(out), "--codemap", str(codemap)]) == 0
+    assert out.is_file()
+    built, verified = dict(work["files"]), dict(work["verified"])
+    assert (list(built.values()), list(verified.values())) == ([1], [1]), (built, verified)
+
+
+@pytest.mark.parametrize("method", ["generalize", "ugaclip"])
+def test_study_add_verifies_once(method, data, work, tmp_path) -> None:
+    """`study add` runs the method through `settings.run` (`make_release`): Heatherly's and PPE+CLIP's
+    own verification came on top of `make_release`'s, twice under the study's adversary."""
+    options, (scope, knowledge) = METHODS[method]
+    ev, co = data
+    study = tmp_path / "study.json"
+    new = ["study", "new", str(study), "--events", str(ev), "--cohort", str(co)]
+    assert main([*new, "--scope", scope, "--knowledge", knowledge, "--k", "2"]) == 0
+    work["verified"].clear()
+    add = ["study", "add", str(study), "--name", method, method, "--events", str(ev), "--cohort", str(co)]
+    assert main([*add, *options]) == 0
+    assert dict(work["verified"]) == {f"{scope} / {knowledge.replace('_', ' ')}": 1}

@@ -52,3 +52,16 @@ def test_bad_options_exit_2(small, tmp_path, capsys, extra, message):  # noqa: F
     paths, _, _ = small
     assert main(_generalize(paths, tmp_path, *extra)) == 2
     assert message in capsys.readouterr().err
+
+
+def test_the_report_describes_the_suppressed_release_written(small, tmp_path, capsys):  # noqa: F811
+    """REPORT.json's figures were those of the method's release before the suppression while the
+    file written was the suppressed one (issue 38: the suppression now comes before `make_release`)."""
+    paths, _, _ = small
+    assert main(_generalize(paths, tmp_path, "--sensitive", "mental_health", "--rho", "0.5")) == 0
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["export"]["sensitive"]["events suppressed"] > 0
+    written = pd.read_csv(tmp_path / "release.csv", dtype=str)
+    assert report["retention"]["with generalization"]["diagnosis_count"] == len(written)
+    assert report["parameters"]["rho"] == 0.5
+    assert f"DC {len(written)} of" in capsys.readouterr().out

@@ -65,7 +65,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from functools import partial
+from functools import cached_property, partial
 from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
@@ -1022,7 +1022,15 @@ class GroupRelease:
 
     release: Release
     released_group: Records
-    verification: Verification
+    adversary: Adversary
+    k: int
+
+    @cached_property
+    def verification(self) -> Verification:
+        """The risk engine's verdict on `release` (single-visit knowledge; candidates as `anonymize`
+        says), computed when first read unless `anonymize` was asked to verify at once: a caller that
+        verifies the release itself (`engine.study.study.make_release`) verifies it once (issue 38)."""
+        return verify(self.release, self.adversary, self.k)
 
 
 def anonymize(
@@ -1039,6 +1047,7 @@ def anonymize(
     phecode_weight: np.ndarray | None = None,
     concepts: ConceptParents | None = None,
     genotypes: pd.DataFrame | None = None,
+    verify_now: bool = True,
 ) -> GroupRelease:
     """Anonymize `group` (the cohort, biobank or population: Figure 14's DATA SELECT) with Heatherly's
     procedure, extract the cohort (DEMO EXTRACT) and verify it with the risk engine under single-visit
@@ -1049,7 +1058,9 @@ def anonymize(
     `completion`: the completion pass's strategy (`COMPLETIONS`, `_complete`), used when `complete`.
     `concepts`: the CDM's hierarchy of `cdm` constraints (issue 37; ignored by the others).
     `genotypes`: the cohort's (columns patient_id and one per SNP), which `completion="associations"`
-    needs and reads (engine and bench only: `engine.anonymize.association_ledger`)."""
+    needs and reads (engine and bench only: `engine.anonymize.association_ledger`).
+    `verify_now=False`: the verification is left to the first reader of `GroupRelease.verification`
+    (none when the caller verifies the release itself)."""
     if with_visits and not group.has_visits:
         raise ValueError("with_visits: the events have no visit column, so there are no visits to keep")
     if k < 1:
@@ -1109,10 +1120,12 @@ def anonymize(
         loss=state.stats,
         shows_visits=bool(with_visits),
     )
-    if progress:
-        progress(0.9, f"{SCOPE_NAMES[scope]}: verification by the risk engine")
-    verification = verify(release, adversary, k)
-    return GroupRelease(release, released_group, verification)
+    out = GroupRelease(release, released_group, adversary, k)
+    if verify_now:
+        if progress:
+            progress(0.9, f"{SCOPE_NAMES[scope]}: verification by the risk engine")
+        out.verification  # noqa: B018 (computed here, in the caller's process)
+    return out
 
 
 def suppress_rare(group: Records, cohort_ids: Sequence[str] | np.ndarray, k: int) -> tuple[Records, Records]:

@@ -78,6 +78,7 @@ import dataclasses
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, TextIO
 
 import numpy as np
@@ -591,9 +592,18 @@ class ProfilesRun:
     policy: PrivacyPolicy
     release: Release
     check: PolicyCheck
-    verification: Verification
     satisfaction: pd.DataFrame  # utility constraints: disease, original / released records, satisfied
     relative_error: RelativeError
+
+    @cached_property
+    def verification(self) -> Verification:
+        """The risk engine's verdict on `release` (cohort scope, `knowledge`), computed when first read
+        unless `run_profiles` was asked to verify at once: a caller that verifies the release itself
+        (`engine.study.study.make_release`) verifies it once (issue 38)."""
+        from engine.adversary import Adversary
+        from engine.risk import verify
+
+        return verify(self.release, Adversary("cohort", self.knowledge), self.k)  # type: ignore[arg-type]
 
     @property
     def verified(self) -> bool:
@@ -661,14 +671,14 @@ def run_profiles(
     max_suppressed: int | None = None,
     with_visits: bool = False,
     progress: Progress | None = None,
+    verify_now: bool = True,
 ) -> ProfilesRun:
     """PPE (unless `policy` is given), then UGACLIP (`method` "UGACLIP") or ACLIP, then the policy
-    check, the risk engine (cohort scope, `knowledge`), utility constraints and relative error.
+    check, the risk engine (cohort scope, `knowledge`; `verify_now=False`: left to the first reader of
+    `ProfilesRun.verification`), utility constraints and relative error.
     `with_visits`: the release shows its visits (single-visit knowledge only), PPE and the greedy
     count supports within visits. Raises SuppressionLimitExceeded when `max_suppressed` is exceeded.
     `progress`: see `anonymize_profiles` (it may raise to cancel)."""
-    from engine.adversary import Adversary
-    from engine.risk import verify
     from engine.utility.queries import relative_error, utility_satisfaction
 
     if method not in ("UGACLIP", "ACLIP"):
@@ -696,14 +706,16 @@ def run_profiles(
         progress=progress,
     )
     release = dataclasses.replace(release, params={**release.params, "knowledge": knowledge})
-    return ProfilesRun(
+    out = ProfilesRun(
         method=method,
         k=k,
         knowledge=knowledge,
         policy=policy,
         release=release,
         check=check_policy(policy.constraints, release, k),
-        verification=verify(release, Adversary("cohort", knowledge), k),  # type: ignore[arg-type]
         satisfaction=utility_satisfaction(cohort, release, utility),
         relative_error=relative_error(cohort, release),
     )
+    if verify_now:
+        out.verification  # noqa: B018 (computed here, in the caller's process)
+    return out

@@ -1,7 +1,15 @@
 """`python -m engine anonymize METHOD ...`: one module per method, `anonymize_<name>.py`, each with
-`register(subparsers)` adding its method parser(s) under `anonymize`. Each makes its release on the
-one path of `study add` (issue 38): its `settings_of`, then `anonymize_release.release_and_publish`
-(`engine.study.study.make_release`, then the one writer, `engine.commands.inputs.publish`)."""
+`register(subparsers)` adding its method parser(s) under `anonymize` and `run(args)`: the options
+as the settings `study add ... METHOD` makes with the same `settings_of`, the method's run, then
+`anonymize_release.anonymize` (issue 38): `engine.study.study.make_release` verifies the release under
+the settings' adversary and k and builds its files through the export gate (engine/io/export.py),
+`engine.commands.inputs.publish` writes them atomically (only when verified; a refused release
+removes the one an earlier run left at these paths), and the method's REPORT.json (`--report`,
+written either way: parameters, input hashes, the method's figures, the verification, the release
+fingerprint and the sha256 of the files written) and summary line come from
+`engine.commands.method_reports`. RELEASED.csv is long form (`patient_id`, [`visit`,] `code`: one row
+per patient and item, the papers' form) in release ids; CODEMAP.csv maps each released item to its
+original codes."""
 
 from __future__ import annotations
 

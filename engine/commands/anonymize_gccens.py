@@ -5,16 +5,12 @@
         [--scope population|cohort] [--variant faithful|targeted] --out RELEASED.csv [--codemap CODEMAP.csv] [--report REPORT.json]
         [--genotypes GENOTYPES --dataset DIR]
 
-The options become `engine.study.runs.GCCensSettings` through `settings_of`, the one function
-`anonymize gccens` and `study add ... gccens` share, the settings the app and a study run with
-(`--codes`: the app's code selection, default all codes). Without `--cap`/`--caps` every code is capped at its maximum repeat count in the cohort (the paper's
-scan of S). RELEASED.csv is long form, `patient_id,code`, one row per remaining instance (visits and
-ages are not released: GCCens releases repeat counts only); CODEMAP.csv maps each released code to
-itself and, after `--normalize-codes`, to its spellings in the source. Both are written through the
-export gate (engine/io/export.py), atomically, only when the risk engine verified exactly that file; when it fails,
-a release an earlier run left at `--out` is removed. REPORT.json (parameters, input hashes, per-record
-CUL, the CUL statistics, the censoring steps, the verification, the release fingerprint and the
-sha256 of the file written) is written either way.
+The options become `engine.study.runs.GCCensSettings` (`settings_of`; `--codes`: the app's code
+selection, default all codes). Without `--cap`/`--caps` every code is capped at its maximum repeat
+count in the cohort (the paper's scan of S). RELEASED.csv holds one row per remaining instance (visits
+and ages are not released: GCCens releases repeat counts only); after `--normalize-codes` CODEMAP.csv
+also maps each code to its spellings in the source. Written as `engine.commands.anonymize` says;
+REPORT.json adds per-record CUL, the CUL statistics and the censoring steps.
 """
 
 from __future__ import annotations
@@ -114,22 +110,16 @@ def settings_of(args: argparse.Namespace, inputs=None) -> GCCensSettings:
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine import risk
-    from engine.anonymize.censor import report as gccens_report
-    from engine.commands.anonymize_release import release_and_publish, write_report
-    from engine.commands.inputs import InputOptions, load_groups
-    from engine.io import export
-    from engine.study.runs import RunInputs, SettingsError
+    from engine.commands import method_reports
+    from engine.commands.anonymize_release import anonymize, load_inputs, outputs
+    from engine.study.runs import SettingsError
 
     check_release_k(args.k)
-    paths = export.release_paths(args.out, codemap=args.codemap, report=args.report)
+    paths = outputs(args)
     settings = settings_of(args)
-    inputs = load_groups(
-        args.events, population=args.population, cohort=args.cohort, options=InputOptions.of(args)
-    )
-    population, cohort = inputs.population, inputs.cohort
+    inputs = load_inputs(args)
     try:
-        prepared = settings.prepare_input(RunInputs(population, cohort))
+        prepared = settings.prepare_input(inputs.run_inputs)
     except SettingsError as exc:
         raise UserError(f"anonymize gccens: {exc}") from None
     unknown = sorted(set(dict(settings.caps)) - set(prepared.problem.code_labels))
@@ -137,35 +127,11 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"note: --caps names codes not in the cohort, ignored: {', '.join(unknown[:10])}", file=sys.stderr
         )
-    made, outcome = release_and_publish(
-        args, settings, inputs, paths, release=settings.release_of(prepared, cohort)
-    )
-    release, verification = made.release, made.verification
-    before = risk.original_distinguishability(
-        cohort, settings.adversary, population, risk.Matching(count_repeats=True)
-    )
-    report = gccens_report(
-        release,
-        verification,
-        before,
-        original_codes=cohort.n_events,
-        population_size=population.n_patients,
-        sources=inputs.sources,
-    )
-    report["input_warnings"] = inputs.warnings
-    report["export"] = outcome
-    pool = population.n_patients if args.scope == "population" else cohort.n_patients
-    write_report(
+    return anonymize(
         args,
-        report,
-        outcome,
-        hint=f" k = {args.k} cannot be reached with {args.scope} scope (even an empty record has only "
-        f"{pool} candidates)",
+        settings,
+        inputs,
+        paths,
+        settings.release_of(prepared, inputs.cohort),
+        lambda made: method_reports.gccens(made, inputs, settings),
     )
-    print(
-        f"GCCens k={args.k} {args.scope} {args.variant}: {cohort.n_patients} records, "
-        f"{release.records.n_events} of {cohort.n_events} codes released "
-        f"({release.loss['censored_by_caps']} censored by caps, {release.loss['censored_by_loop']} by the loop), "
-        f"mean CUL {report['cul_statistics']['mean']:.3f}; {verification.message()} Release {export.structure_note(release)}."
-    )
-    return 0

@@ -6,17 +6,11 @@
         --out RELEASED.csv [--codemap CODEMAP.csv] [--report REPORT.json]
         [--genotypes GENOTYPES --dataset DIR]
 
-The options become `engine.study.runs.HeatherlySettings` through `settings_of`, the one function
-`anonymize generalize` and `study add ... generalize` share, the settings the app and a study run with.
-`--scope cohort` anonymizes the cohort alone (DEMO_D), `biobank` the biobank and then extracts the
-cohort (DEMO_B), `population` the whole population (DEMO_S). RELEASED.csv is long form (`patient_id`,
-`code` holding the released item, e.g. `{401.0,401.1}`; one row per patient and item, the papers'
-form, Heatherly Figure 13b), written through the export gate (engine/io/export.py) only when the risk
-engine verified exactly that file under single-visit knowledge; CODEMAP.csv maps each released item to
-its original codes. Both are written atomically; when verification fails, a release an earlier run
-left at these paths is removed. REPORT.json (parameters, inputs, the procedure's figures, Diagnosis
-Count and Code Count with and without generalization, the verification with the failing records, the
-release fingerprint and the sha256 of the files written) is written either way.
+The options become `engine.study.runs.HeatherlySettings` (`settings_of`). `--scope cohort` anonymizes
+the cohort alone (DEMO_D), `biobank` the biobank and then extracts the cohort (DEMO_B), `population`
+the whole population (DEMO_S). A released item such as `{401.0,401.1}` (Heatherly Figure 13b) is
+verified under single-visit knowledge. Written as `engine.commands.anonymize` says; REPORT.json adds
+the procedure's figures and Diagnosis Count and Code Count with and without generalization.
 """
 
 from __future__ import annotations
@@ -120,89 +114,34 @@ def settings_of(args: argparse.Namespace, inputs=None) -> HeatherlySettings:
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine import risk
-    from engine.anonymize.population import (
-        SCOPE_NAMES,
-        export_label,
-        suppress_rare,
-    )
-    from engine.commands.anonymize_release import release_and_publish, write_report
-    from engine.commands.inputs import InputOptions, load_groups
-    from engine.io import export
-    from engine.study.runs import RunInputs, SettingsError
-    from engine.utility.retention import code_count_phrase, figures
+    from engine.anonymize.population import SCOPE_NAMES, export_label
+    from engine.commands import method_reports
+    from engine.commands.anonymize_release import anonymize, load_inputs, outputs, refuse_without_visits
+    from engine.study.runs import SettingsError
 
-    paths = export.release_paths(args.out, codemap=args.codemap, report=args.report)
+    paths = outputs(args)
     settings = settings_of(args)
-    constraints = settings.constraints
-    inputs = load_groups(
-        args.events,
-        population=args.population,
-        cohort=args.cohort,
-        biobank=args.biobank,
-        options=InputOptions.of(args),
-    )
-    sources, cohort = inputs.sources, inputs.cohort
-    cohort_ids = cohort.patient_ids
-    groups = {"cohort": cohort, "population": inputs.population}
-    if inputs.biobank is not None:  # given whenever --scope biobank is (checked above)
-        groups["biobank"] = inputs.biobank
-    group = groups[args.scope]
-    outside = np.setdiff1d(cohort_ids.astype(str), group.patient_ids.astype(str))
+    inputs = load_inputs(args)
+    cohort = inputs.cohort
+    group = {"cohort": cohort, "population": inputs.population, "biobank": inputs.biobank}[args.scope]
+    assert group is not None  # --scope biobank needs --biobank (settings_of)
+    outside = np.setdiff1d(cohort.patient_ids.astype(str), group.patient_ids.astype(str))
     if len(outside):
         raise UserError(
             f"{args.cohort}: {len(outside)} cohort patient(s) are not in the {args.scope} anonymized with "
             f"--scope {args.scope}, e.g. {', '.join(outside[:5])}"
         )
-    if args.with_visits and not group.has_visits:
-        raise UserError(
-            export.refuse(
-                paths, f"--with-visits: {args.events} has no visit column, so there are no visits to keep"
-            )
-        )
-    try:  # the settings the app and a study run with
-        result = settings.run_result(
-            RunInputs(inputs.population, cohort, inputs.biobank, concepts=inputs.concepts)
-        )
+    refuse_without_visits(args, paths, group)
+    try:  # the settings the app and a study run with; make_release verifies
+        result = settings.run_result(inputs.run_inputs, verify_now=False)
     except SettingsError as exc:
         raise UserError(f"anonymize generalize: {exc}") from None
     print(f"Heatherly {SCOPE_NAMES[args.scope]} export: {export_label(args.with_visits)}")
-    made, outcome = release_and_publish(args, settings, inputs, paths, release=result.release.checked(cohort))
-    release, verification = made.release, made.verification
-    _, plain_cohort = suppress_rare(group, cohort_ids, args.k)
-    before = risk.original_distinguishability(cohort, verification.adversary, group)
-    original, released = figures(cohort), figures(release.records, release.item_codes, original=cohort)
-    retention = {
-        "original": original.__dict__,
-        "with generalization": released.__dict__,
-        "without generalization": figures(plain_cohort).__dict__,
-    }
-    report: dict[str, object] = {
-        "method": f"Heatherly 2013, {SCOPE_NAMES[args.scope]} (frequency-bin generalization, then suppression)",
-        "parameters": release.params,
-        "inputs": sources,
-        "input_warnings": inputs.warnings,
-        "records": {"anonymized group": group.n_patients, "cohort": cohort.n_patients},
-        "procedure": release.loss,
-        "retention": retention,
-        "suppressed events": len(release.suppressed),
-        "verification": {
-            "ok": verification.ok,
-            "adversary": verification.adversary.label,
-            "k": args.k,
-            "message": verification.message(),
-            "before": risk.summarize(before, args.k).as_dict(),
-            "after": risk.summarize(verification.distinguishability, args.k).as_dict(),
-            "failing": verification.failing.astype({"distinguishability": int}).to_dict("records"),
-        },
-    }
-    report["export"] = outcome
-    write_report(
-        args, report, outcome, hint="" if args.complete else " (--complete adds the completion pass)"
+    return anonymize(
+        args,
+        settings,
+        inputs,
+        paths,
+        result.release.checked(cohort),
+        lambda made: method_reports.heatherly(made, inputs, settings),
     )
-    print(
-        f"Heatherly {SCOPE_NAMES[args.scope]} k={args.k} ({constraints}{', completed' if args.complete else ''}): "
-        f"{cohort.n_patients} records, DC {released.diagnosis_count} of "
-        f"{original.diagnosis_count}, {code_count_phrase(released, original)}; {verification.message()} Release {export.structure_note(release)}."
-    )
-    return 0

@@ -6,16 +6,12 @@
         [--icd-levels thesis|full|phecode|cdm] --out RELEASED.csv [--codemap CODEMAP.csv]
         [--report REPORT.json] [--genotypes GENOTYPES --dataset DIR]
 
-The options become `engine.study.runs.LDASettings` through `settings_of`, the one function `anonymize
-lda` and `study add ... lda` share, the settings the app and a study run with, so the same settings
-give the same release everywhere. Each cohort patient's (ICD, Age) pairs form a trajectory; MDAV clusters of at least k records are
-anonymized by A-GS (or Baseline) alignment. RELEASED.csv is long form `patient_id,code,age`, where
-code and age may be generalized (`401`, `240-279`, `Any`, `[33-36]`); it is written through the
-export gate (engine/io/export.py), atomically, only when the risk engine verified exactly that file
-(cohort scope, all-visits knowledge of the (code, age) pairs with repeats); when it fails, a release
-an earlier run left at `--out` is removed. REPORT.json (parameters, inputs, ILM / ALM, AvgRE,
-DGH-level shares, clusters, the verification, the release fingerprint and the sha256 of the file
-written) is written either way.
+The options become `engine.study.runs.LDASettings` (`settings_of`). Each cohort patient's (ICD, Age)
+pairs form a trajectory; MDAV clusters of at least k records are anonymized by A-GS (or Baseline)
+alignment. RELEASED.csv is `patient_id,code,age`, where code and age may be generalized (`401`,
+`240-279`, `Any`, `[33-36]`), verified in cohort scope against all-visits knowledge of the (code, age)
+pairs with repeats. Written as `engine.commands.anonymize` says; REPORT.json adds ILM / ALM, AvgRE,
+DGH-level shares and the clusters.
 """
 
 from __future__ import annotations
@@ -151,22 +147,20 @@ def concepts_of(events: str, inputs):
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine import risk
-    from engine.commands.anonymize_release import release_and_publish, write_report
-    from engine.commands.inputs import InputOptions, load_groups
+    from engine.commands import method_reports
+    from engine.commands.anonymize_release import anonymize, load_inputs, outputs
     from engine.io import export
     from engine.io.redact import redact
     from engine.study.runs import RunInputs
-    from engine.utility.loss import avg_re, level_shares, record_losses
 
     check_release_k(args.k)
-    paths = export.release_paths(args.out, codemap=args.codemap, report=args.report)
-    if not 0 <= args.w_icd <= 1:
+    paths = outputs(args)
+    if not 0 <= args.w_icd <= 1:  # the option checks of settings_of, before the data are read
         raise UserError(f"--w-icd must lie in [0, 1], not {args.w_icd}")
     if args.age_domain:
         parse_age_domain(args.age_domain)
     code_selection_of(args)
-    inputs = load_groups(args.events, cohort=args.cohort, options=InputOptions.of(args))
+    inputs = load_inputs(args)
     if inputs.events.event_age is None:
         raise UserError(
             f"{Path(redact(args.events)).name}: column 'age' is missing; trajectories need the age of each code"
@@ -181,49 +175,12 @@ def run(args: argparse.Namespace) -> int:
         res = settings.run_result(run_inputs, trajectories=traj)
     except ValueError as exc:
         raise UserError(export.refuse(paths, str(exc))) from None
-    made, outcome = release_and_publish(
+    return anonymize(
         args,
         settings,
         inputs,
         paths,
+        res.release().checked(res.source_pairs()),  # as LDASettings.run: one way to a release
+        lambda made: method_reports.lda(made, inputs, settings, res, traj),
         run_inputs=run_inputs,
-        release=res.release().checked(res.source_pairs()),  # as LDASettings.run: one way to a release
     )
-    release, verification, adversary = made.release, made.verification, settings.adversary
-    are = avg_re(res)
-    losses = record_losses(res)
-    report = {
-        "method": f"LDA {args.method} + MDAV (Tamersoy 2011 thesis, chapter IV)",
-        "parameters": {
-            **release.params,
-            "settings": settings.describe(),
-        },
-        "inputs": inputs.sources,
-        "input_warnings": inputs.warnings,
-        "trajectories": traj.summary(),
-        "loss": {"ILM": release.loss["ILM"], "ALM": release.loss["ALM"], "AvgRE": are.value},
-        "workload_queries": len(are.workload),
-        "level_shares": level_shares(res).to_dict("records"),
-        "clusters": [
-            {"size": len(m), "trajectory": [list(p) for p in res.cluster_labels(c)]}
-            for c, m in enumerate(res.clusters)
-        ],
-        "per_record": losses.astype({"patient_id": str}).to_dict("records"),
-        "suppressed_pairs": len(release.suppressed),
-        "verification": {
-            "ok": verification.ok,
-            "adversary": adversary.label + " ((code, age) pairs, repeats counted)",
-            "k": args.k,
-            "message": verification.message(),
-            "after": risk.summarize(verification.distinguishability, args.k).as_dict(),
-            "failing": verification.failing.astype({"distinguishability": int}).to_dict("records"),
-        },
-    }
-    report["export"] = outcome
-    write_report(args, report, outcome)
-    print(
-        f"LDA {args.method} k={args.k} w_icd={args.w_icd:g}: {traj.n} cohort patients, "
-        f"{int((traj.lengths > 0).sum())} trajectories in {len(res.clusters)} clusters; "
-        f"ILM {release.loss['ILM']:.3f} ALM {release.loss['ALM']:.3f} AvgRE {are.value:.3f}; {verification.message()} Release {export.structure_note(release)}."
-    )
-    return 0

@@ -6,17 +6,12 @@
         --out RELEASED.csv --codemap CODEMAP.csv [--report REPORT.json]
         [--genotypes GENOTYPES --dataset DIR]
 
-The options become `engine.study.runs.ProfilesSettings` through `settings_of`, the one function
-`anonymize ugaclip|aclip` and `study add ... ugaclip|aclip` share. PPE extracts the privacy policy from the cohort (filtering condition = the attacker's knowledge);
-UGACLIP (with the utility policy, default: the shipped Table 1 policy) or ACLIP anonymizes; the
-release is written through the export gate (engine/io/export.py), atomically, only when both the
-policy check and the risk engine (cohort scope, same knowledge) verified exactly that file; when
-either fails, a release an earlier run left at these paths is removed. RELEASED.csv is long form
-(`patient_id`, `code`: one row per patient and item, the PNAS released profiles) with anonymized
-items labelled `{c1,c2,...}`; CODEMAP.csv maps each released item to its original codes. REPORT.json
-holds parameters, input hashes, the policy, utility constraints satisfied, suppression, relative
-error, both verifications, the release fingerprint and the sha256 of the files written; it is
-written either way. Paths ending in `.gz` are gzip-compressed (large anonymized items repeat long
+The options become `engine.study.runs.ProfilesSettings` (`settings_of`). PPE extracts the privacy
+policy from the cohort (filtering condition = the attacker's knowledge); UGACLIP (with the utility
+policy, default: the shipped Table 1 policy) or ACLIP anonymizes. Written as `engine.commands.anonymize`
+says, only when the policy check passes too (cohort scope, same knowledge); anonymized items are
+labelled `{c1,c2,...}`. REPORT.json adds the policy, the utility constraints satisfied, suppression
+and relative error. Paths ending in `.gz` are gzip-compressed (large anonymized items repeat long
 labels: compression shrinks them a hundredfold and more).
 """
 
@@ -142,23 +137,20 @@ def settings_of(args: argparse.Namespace, inputs=None) -> ProfilesSettings:
 def run(args: argparse.Namespace) -> int:
     from engine.anonymize.population import export_label
     from engine.anonymize.profiles import SuppressionLimitExceeded
-    from engine.commands.anonymize_release import release_and_publish, write_report
-    from engine.commands.inputs import InputOptions, announce, findings_json, load_groups
-    from engine.disclosure.cells import suppress_frame
+    from engine.commands import method_reports
+    from engine.commands.anonymize_release import anonymize, load_inputs, outputs, refuse_without_visits
+    from engine.commands.inputs import announce
     from engine.io import export
+    from engine.study.runs import CDM_HIERARCHY_NEEDS, RunInputs
 
     cells = min_cell_of(args)
-    from engine.study.runs import CDM_HIERARCHY_NEEDS, RunInputs
-    from engine.utility.queries import satisfaction_words
-
-    method = args.profiles_method
     check_release_k(args.k)
-    paths = export.release_paths(args.out, codemap=args.codemap, report=args.report)
+    paths = outputs(args)
     if args.with_visits and args.knowledge != "single_visit":
         raise UserError(export.refuse(paths, WITH_VISITS_NEEDS))
     settings = settings_of(args)  # the settings the app and a study run with
-    inputs = load_groups(args.events, cohort=args.cohort, options=InputOptions.of(args))
-    cohort, sources = inputs.cohort, inputs.sources
+    inputs = load_inputs(args)
+    cohort = inputs.cohort
     if settings.utility_hierarchy and inputs.concepts is None:
         raise UserError(f"--utility-hierarchy cdm needs {CDM_HIERARCHY_NEEDS}")
     try:
@@ -166,69 +158,27 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UserError(f"--utility-policy {args.utility_policy}: {exc}") from exc
     announce(utility.report)
-    if args.with_visits and not cohort.has_visits:
-        raise UserError(
-            export.refuse(
-                paths, f"--with-visits: {args.events} has no visit column, so there are no visits to keep"
-            )
-        )
+    refuse_without_visits(args, paths, cohort)
     if cohort.n_patients < args.k:
         raise UserError(
             export.refuse(paths, f"the cohort has {cohort.n_patients} records, fewer than k = {args.k}.")
         )
     run_inputs = RunInputs(cohort, cohort, concepts=inputs.concepts)  # no population: cohort scope
-    try:
-        result = settings.run_result(run_inputs)
+    try:  # make_release verifies
+        result = settings.run_result(run_inputs, verify_now=False)
     except SuppressionLimitExceeded as exc:
         raise UserError(export.refuse(paths, str(exc))) from exc
-    print(f"{method} export: {export_label(args.with_visits)}")
-    policy, check = result.policy, result.check
-    blocked = None if check.ok else f"{check.message()} {result.verification.message()}"
-    made, outcome = release_and_publish(
+    print(f"{args.profiles_method} export: {export_label(args.with_visits)}")
+    check = result.check
+    return anonymize(
         args,
         settings,
         inputs,
         paths,
+        result.release.checked(cohort),
+        lambda made: method_reports.profiles(
+            made, inputs, settings, result, utility, cells, args.utility_policy
+        ),
         run_inputs=run_inputs,
-        release=result.release.checked(cohort),
-        blocked=blocked,
+        blocked=lambda made: None if check.ok else f"{check.message()} {made.verification.message()}",
     )
-    release, verification = made.release, made.verification
-    sat, re_ = result.satisfaction, result.relative_error
-    count_cols = ["original_records", "released_records"]  # patients per disease: the report's cells
-    shown_sat, sat_note = suppress_frame(sat, cells, count_cols, table="utility constraints")
-    report = {
-        "method": method,
-        "paper": "Loukides, Gkoulalas-Divanis, Malin 2010, PNAS 107(17):7898-7903",
-        "params": {
-            "k": args.k,
-            "knowledge": args.knowledge,
-            "utility_policy": args.utility_policy or settings.describe()["utility policy"],
-            "max_suppressed": args.max_suppressed,
-        },
-        "sources": sources,
-        "input_warnings": findings_json(utility.report, inputs.report),
-        "cohort": {"records": cohort.n_patients, "visits": cohort.n_visits, "events": cohort.n_events},
-        "privacy_policy": {
-            "constraints": len(policy),
-            "collected": policy.n_collected,
-            "already_protected": policy.n_already_protected,
-            "covered_by_superset": policy.n_covered,
-        },
-        "policy_check": {"ok": check.ok, "violated": check.n_violated, "message": check.message()},
-        "verification": {"ok": verification.ok, "message": verification.message()},
-        "loss": release.loss,
-        "steps": len(release.params.get("trace", [])),
-        "utility_constraints": shown_sat.to_dict(orient="records"),
-        "small_cells": {"policy": cells.to_dict(), "description": cells.describe(), **sat_note.to_dict()},
-        "relative_error": {"queries": len(re_.queries), "mean": re_.mean, "std": re_.std},
-    }
-    report["export"] = outcome
-    write_report(args, report, outcome)
-    print(
-        f"{method} k={args.k} {args.knowledge}: {cohort.n_patients} records, {len(policy)} privacy constraints; "
-        f"{release.loss['generalized_items']} generalized items, {release.loss['suppressed_codes']} codes suppressed "
-        f"({release.loss['share_suppressed_events']:.2%} of events); utility constraints satisfied "
-        f"{satisfaction_words(sat)}; RE mean {re_.mean:.3f} (sd {re_.std:.3f}); {verification.message()} Release {export.structure_note(release)}."
-    )
-    return 0

@@ -41,11 +41,10 @@ from engine.io.validation import NaIds, ValidationReport
 from engine.records import Records
 
 if TYPE_CHECKING:
-    from engine.adversary import Adversary
     from engine.io.concepts import ConceptParents
     from engine.io.pseudonyms import Pseudonyms
-    from engine.release import Release
-    from engine.risk import Verification
+    from engine.study.runs import RunInputs
+    from engine.study.study import MadeRelease
 
 # options of a subcommand that name files holding patient ids / events
 EVENT_OPTIONS = ("--events",)
@@ -273,6 +272,13 @@ class GroupInputs:
         """Every loader warning of these inputs, JSON-ready (`input_warnings` of the JSON reports)."""
         return findings_json(self.report)
 
+    @property
+    def run_inputs(self) -> RunInputs:
+        """The groups as a method runs on them (`engine.study.runs.RunInputs`), with the CDM's hierarchy."""
+        from engine.study.runs import RunInputs
+
+        return RunInputs(self.population, self.cohort, self.biobank, concepts=self.concepts)
+
 
 def load_groups(
     events: str,
@@ -310,40 +316,31 @@ def load_groups(
 
 
 def publish(
-    inputs: GroupInputs | Loaded,
-    release: Release,
-    verification: Verification | None,
-    adversary: Adversary,
-    k: int,
+    inputs: GroupInputs,
+    made: MadeRelease,
     paths: Mapping[str, Path | str],
     *,
     args: argparse.Namespace,
+    pseudonyms: Pseudonyms,
     blocked: str | None = None,
-    pseudonyms: Pseudonyms | None = None,
 ) -> dict:
-    """`engine.io.export.publish` for a command: the code map keeps the original spellings of the codes
-    `inputs` were read with (`--normalize-codes`; a `source_spelling` column, as the app's exports),
-    whichever loader read them; patients are named by the release ids of `--key-file` and the
-    crosswalk written to `--crosswalk` when given (`engine.commands.release_options`; `pseudonyms`:
-    that key read already, by `engine.commands.anonymize_release`). With
+    """`engine.io.export.publish` of the release `make_release` made, for a command: its files as
+    `make_release` built them through the gate (the code map keeps the original spellings of the codes
+    `inputs` were read with, `--normalize-codes`; patients named by the release ids of `pseudonyms`,
+    the key of `--key-file`), not built again; the crosswalk written to `--crosswalk` when given
+    (`engine.commands.release_options`). `blocked`: the method's own reason to refuse. With
     `--dataset DIR` the recipient's dataset (`engine.io.dataset_export`: the released patients'
     `--genotypes` in the same release ids) is written there as one set once the release is, and a
     refused release removes the dataset an earlier run left. Returns the JSON-ready export record
     (`dataset`: the folder and the sha256 of its files, when asked)."""
-    from engine.commands.release_options import dataset_folder_of, pseudonyms_of
-    from engine.commands.sensitive_option import rho_step
+    from engine.commands.release_options import dataset_folder_of
     from engine.io import dataset_export, export
     from engine.report.bundle import MANIFEST_SIG, sign_dataset
 
-    # issue 39: `--sensitive --rho` suppresses the codes implying a sensitive category, before the gate
-    release, verification, rho_record = rho_step(
-        args, release, verification, adversary, k, getattr(inputs, "population", None)
-    )
-    if rho_record is not None and rho_record["blocked"]:
-        blocked = blocked or rho_record["blocked"]
+    release, verification = made.release, made.verification
+    adversary, k = verification.adversary, verification.k
     folder = dataset_folder_of(args)
     genotypes = load_genotypes_checked(args.genotypes, InputOptions.of(args)).data if folder else None
-    pseudonyms = pseudonyms or pseudonyms_of(args)
     names = None if inputs.concepts is None else inputs.concepts.names  # the code map's descriptions
     outcome = export.publish(
         release,
@@ -351,14 +348,13 @@ def publish(
         adversary,
         k,
         paths,
-        blocked=blocked,
+        blocked=blocked or made.entry.rho_refusal or None,
         spellings=inputs.spellings,
         pseudonyms=pseudonyms,
         crosswalk_path=getattr(args, "crosswalk", None),
         names=names,
+        gated=made.files,
     )
-    if rho_record is not None:
-        outcome["sensitive"] = rho_record
     if folder is None:
         return outcome
     targets = dataset_export.dataset_paths(folder)
@@ -371,7 +367,15 @@ def publish(
         return outcome
     assert genotypes is not None
     files = dataset_export.dataset_files(
-        release, verification, adversary, k, genotypes, inputs.spellings, pseudonyms=pseudonyms, names=names
+        release,
+        verification,
+        adversary,
+        k,
+        genotypes,
+        inputs.spellings,
+        pseudonyms=pseudonyms,
+        gated=made.files,
+        names=names,
     )
     folder.mkdir(exist_ok=True)
     outcome["dataset"] = {"folder": str(folder), "files": dataset_export.write_dataset(files, folder)}

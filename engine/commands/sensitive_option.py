@@ -1,7 +1,7 @@
 """`anonymize METHOD ... --sensitive CATS --rho R [--rho-m M]` (issue 39, the method option): after the
 method and before the export gate, the codes that imply a sensitive category above rho are suppressed
 from every record (`engine.anonymize.sensitive_suppress`) under the adversary the release is verified
-against; the release the gate sees is the suppressed one, verified again at k."""
+against; the release `make_release` verifies at k and the gate sees is the suppressed one."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from engine.adversary import Adversary
 from engine.io.errors import UserError
 from engine.records import Records
 from engine.release import Release
-from engine.risk import Verification
 
 
 def add_sensitive_options(parser: argparse.ArgumentParser) -> None:
@@ -33,13 +32,13 @@ def add_sensitive_options(parser: argparse.ArgumentParser) -> None:
 def rho_step(
     args: argparse.Namespace,
     release: Release,
-    verification: Verification | None,
     adversary: Adversary,
     k: int,
     population: Records | None,
-) -> tuple[Release, Verification | None, dict[str, Any] | None]:
-    """The release, its verification and the step's record after `--sensitive --rho` (module
-    docstring); unchanged (record None) without `--sensitive`."""
+) -> tuple[Release, dict[str, Any] | None]:
+    """The release and the step's record after `--sensitive --rho` (module docstring); unchanged
+    (record None) without `--sensitive`. `engine.commands.anonymize_release.anonymize` then verifies
+    the release returned (`make_release`) and passes it through the gate."""
     from engine.anonymize.sensitive_suppress import suppress_sensitive
     from engine.disclosure.sensitive import DEFAULT_M, check_m, check_rho, load_categories
 
@@ -48,7 +47,7 @@ def rho_step(
         for option in ("rho", "rho_m"):
             if getattr(args, option, None) is not None:
                 raise UserError(f"--{option.replace('_', '-')} goes with --sensitive")
-        return release, verification, None
+        return release, None
     if args.rho is None:
         raise UserError("--sensitive needs --rho: the highest confidence of an inference allowed")
     rho = check_rho(args.rho)
@@ -68,4 +67,4 @@ def rho_step(
         "message": done.message(),
     }
     blocked = None if done.rho_verified else done.after[adversary].message()
-    return done.release, done.k_checks[adversary], record | {"blocked": blocked}
+    return done.release, record | {"blocked": blocked}

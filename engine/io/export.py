@@ -394,6 +394,7 @@ def publish(
     pseudonyms: Pseudonyms,
     crosswalk_path: Path | str | None = None,
     names: Mapping[str, str] | None = None,
+    gated: Mapping[str, bytes] | None = None,
 ) -> dict:
     """Write the release files through the gate, or refuse and remove the stale files an earlier
     run left at `paths` (`RELEASE_FILE` / `CODE_MAP_FILE` -> path). `blocked` is a reason from the
@@ -401,7 +402,9 @@ def publish(
     `release_fingerprint`, `shows_visits`, `written`, `files` (path -> sha256 of the bytes written),
     `refused` (the reason, or None) and `removed_stale` (paths deleted). `crosswalk_path`: also write
     the crosswalk (release id -> source id) there, with the release files as one set. `names`: a CDM's
-    concept names, the code map's descriptions (`release_files`)."""
+    concept names, the code map's descriptions (`release_files`). `gated`: the files `release_files`
+    made of this release already (`engine.study.study.make_release`'s), written as they are once
+    `gate` passes again: the files are built once (issue 38)."""
     out: dict = {
         "release_fingerprint": release.fingerprint,
         "shows_visits": release.shows_visits,
@@ -413,9 +416,13 @@ def publish(
     try:
         if blocked:
             raise ExportRefused(blocked)
-        files = release_files(
-            release, verification, adversary, k, spellings, pseudonyms=pseudonyms, names=names
-        )
+        if gated is None:
+            files = release_files(
+                release, verification, adversary, k, spellings, pseudonyms=pseudonyms, names=names
+            )
+        else:
+            gate(release, verification, adversary, k)
+            files = dict(gated)
     except ExportRefused as exc:
         out["refused"] = str(exc)
         stale = {**paths, **({CROSSWALK_FILE: crosswalk_path} if crosswalk_path else {})}

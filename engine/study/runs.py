@@ -340,9 +340,12 @@ class HeatherlySettings:
             "export": export_label(self.with_visits),
         }
 
-    def run_result(self, inputs: RunInputs, progress: Progress | None = None) -> GroupRelease:
+    def run_result(
+        self, inputs: RunInputs, progress: Progress | None = None, *, verify_now: bool = True
+    ) -> GroupRelease:
         """The full result behind the release (the released group, the procedure's figures and the
-        method's own verification), for the views and benchmarks that show them."""
+        method's own verification), for the views and benchmarks that show them. `verify_now=False`:
+        the method's verification waits for its first reader (`run`, whose caller verifies)."""
         from engine.anonymize.population import anonymize, cdm_depth
 
         self.validate()
@@ -364,10 +367,11 @@ class HeatherlySettings:
             with_visits=self.with_visits,
             completion=self.completion,
             concepts=inputs.concepts,
+            verify_now=verify_now,
         )
 
     def run(self, inputs: RunInputs, progress: Progress | None = None) -> Release:
-        return self.run_result(inputs, progress).release.checked(inputs.cohort)
+        return self.run_result(inputs, progress, verify_now=False).release.checked(inputs.cohort)
 
 
 # -------------------------------------------------------------------------------- profiles
@@ -438,14 +442,20 @@ class ProfilesSettings:
         }
 
     def run(self, inputs: RunInputs, progress: Progress | None = None) -> Release:
-        return self.run_result(inputs, progress).release.checked(inputs.cohort)
+        return self.run_result(inputs, progress, verify_now=False).release.checked(inputs.cohort)
 
     def run_result(
-        self, inputs: RunInputs, progress: Progress | None = None, *, policy: PrivacyPolicy | None = None
+        self,
+        inputs: RunInputs,
+        progress: Progress | None = None,
+        *,
+        policy: PrivacyPolicy | None = None,
+        verify_now: bool = True,
     ) -> ProfilesRun:
         """The full run behind the release (the privacy policy, its check, the utility measures).
         `policy`: the cohort's privacy policy when already extracted (PPE at this k and knowledge), so
-        that UGACLIP and ACLIP on the same cohort share one extraction."""
+        that UGACLIP and ACLIP on the same cohort share one extraction. `verify_now=False`: the
+        method's verification waits for its first reader (`run`, whose caller verifies)."""
         from engine.anonymize.profiles import run_profiles
 
         self.validate()
@@ -459,6 +469,7 @@ class ProfilesSettings:
             max_suppressed=self.max_suppressed,
             with_visits=self.with_visits,
             progress=progress,
+            verify_now=verify_now,
         )
 
 
