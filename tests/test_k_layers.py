@@ -73,7 +73,9 @@ def test_every_k_of_the_range_is_taken_by_every_layer(k: int) -> None:
 
 @pytest.mark.parametrize("k", [0, 1, MAX_K + 1, 10**20])
 def test_a_k_outside_the_range_is_refused_by_name(k: int) -> None:
-    with pytest.raises(UserError, match=rf"from {MIN_RELEASE_K} to {MAX_K:,}, not k = {k}\b"):
+    with pytest.raises(
+        UserError, match=rf"k must be a whole number from {MIN_RELEASE_K} to {MAX_K:,}, not {k}\b"
+    ):
         check_k(k)
 
 
