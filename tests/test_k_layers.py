@@ -123,4 +123,42 @@ def test_the_report_pages_hand_over_never_changes_k_silently() -> None:
     at.run()
     assert not at.exception, at.exception
     assert at.session_state["shown"] == 150 and at.session_state["after"] == 150
-    assert "k = 10000000" in at.session_state["refused"]
+    assert "not 10000000" in at.session_state["refused"]
+
+
+# ------------------------------------------------ one other parameter: the LDA's age domain and weight
+def test_the_lda_views_inputs_take_every_value_a_study_file_takes() -> None:
+    """The LDA view's age inputs spanned 0..200 and 1..255 while a study file takes ages 0..150: an
+    age domain made in the app (to 200) was saved and then refused on reopening. Now the inputs read
+    the declarations (`ui.parameter_widgets`), as the weight's slider does."""
+    from apptest_support import run_view
+
+    from engine.study.parameters import parameter_of
+    from engine.study.runs import LDASettings
+
+    at = run_view("ui.views.lda", "anonymize")
+    for key, name in (("lda_lo", "age_low"), ("lda_hi", "age_high")):
+        widget = at.number_input(key=key)
+        assert (widget.min, widget.max) == parameter_of(LDASettings, name).bounds, key
+    slider = at.slider(key="lda_w")
+    assert (slider.min, slider.max) == parameter_of(LDASettings, "w_icd").bounds
+
+
+def test_a_study_file_with_an_age_no_layer_takes_is_refused_by_name_in_the_app() -> None:
+    """A study file whose LDA release has age_high = 151 reopened in the app: an error naming the
+    file, the release, the method and the parameter; the session's study is not the file's."""
+    from apptest_support import reopen_in_new_session, shown
+
+    from engine.study.runs import LDASettings, settings_to_dict
+    from tests.test_study_package import _study
+
+    base = json.loads(_study().to_json())
+    settings = {**settings_to_dict(LDASettings()), "age_high": 151}
+    release = {"name": "ages", "settings": settings, "data": base["data"], "files": {}, "verification": None}
+    text = json.dumps({**base, "k": K, "releases": [release]}).encode()
+    at = reopen_in_new_session("ages.json", text)
+    errors = [shown(e.value) for e in at.error]
+    words = "release 'ages': LDA: age_high must be a whole number from 0 to 150, not 151"
+    assert any("ages.json" in e and words in e for e in errors), errors
+    study = at.session_state["study"] if "study" in at.session_state else None  # noqa: SIM401 (AppTest state has no get)
+    assert study is None or not study.releases

@@ -598,7 +598,7 @@ class LDASettings(Declared):
             "alignment",
             str,
             "a-gs",
-            choices=_choices("engine.anonymize.trajectories", "METHODS"),
+            choices=_choices("engine.anonymize.alignment", "METHODS"),
             help="alignment (Algorithm 3 or 2)",
             flag="--method",
         )

@@ -36,6 +36,7 @@ from engine.release import Release
 from engine.report.glossary import help_for
 from engine.study.compare import code_set_text
 from engine.study.experiments import GCCENS_COLUMNS, gccens_point
+from engine.study.parameters import parameter_of
 from engine.study.runs import (
     OPENING_CODES,
     CodeSelection,
@@ -66,6 +67,7 @@ from ui.gccens_charts import (
     sweep_figure,
 )
 from ui.literal import md
+from ui.parameter_widgets import choices_of, widget_kwargs
 from ui.risk_charts import cdf_frame, distinguishability_cdf_figure
 from ui.study import add_to_study, data_of, derived_from, previewed, remember, verify_under
 
@@ -91,9 +93,9 @@ for _p in ("gcc_", "gcct_"):
     persist.register(
         {
             f"{_p}mode": _FIRST_MODE[_p],
-            f"{_p}top": 10,
+            f"{_p}top": parameter_of(CodeSelection, "top_n").default,
             f"{_p}codes": persist.LAZY,
-            f"{_p}variant": VARIANTS[0],
+            f"{_p}variant": parameter_of(GCCensSettings, "variant").default,
             f"{_p}capmode": CAP_MODES[0],
             f"{_p}cap": 3,
         }
@@ -304,7 +306,11 @@ def _selection(ctx: Context, prefix: str) -> tuple | None:
     top_n, chosen = 10, ()
     freq = _code_order(ctx.cohort)
     if mode == CODE_MODES[1]:
-        top_n = int(st.number_input("Number of codes", 1, 500, key=f"{prefix}top"))
+        top_n = int(
+            st.number_input(
+                "Number of codes", **widget_kwargs(parameter_of(CodeSelection, "top_n")), key=f"{prefix}top"
+            )
+        )
     elif mode == CODE_MODES[2]:
         options = freq[:500]
         persist.seed(f"{prefix}codes", options[:4], options)
@@ -340,7 +346,11 @@ def _caps(problem: CensorProblem, prefix: str) -> tuple | None:
     kind = st.radio("Caps", CAP_MODES, horizontal=True, key=f"{prefix}capmode", help=help_for("cap"))
     if kind == CAP_MODES[1]:
         cap = int(
-            st.number_input("Universal cap (paper: 3)", 0, 100, key=f"{prefix}cap", help=help_for("cap"))
+            st.number_input(
+                "Universal cap (paper: 3)",
+                **widget_kwargs(parameter_of(GCCensSettings, "cap"), help=help_for("cap")),
+                key=f"{prefix}cap",
+            )
         )
         return ("universal", cap)
     table = cache.memo(
@@ -392,7 +402,7 @@ def render_anonymize(ctx: Context) -> None:
     with c2:
         variant = st.radio(
             "Variant",
-            VARIANTS,
+            choices_of(parameter_of(GCCensSettings, "variant")),
             horizontal=True,
             key="gcc_variant",
             help=help_for("faithful", "targeted"),
@@ -653,7 +663,11 @@ def render_tradeoffs(ctx: Context) -> None:
         return
     with c2:
         variant = st.radio(
-            "Variant", VARIANTS, horizontal=True, key="gcct_variant", help=help_for("faithful", "targeted")
+            "Variant",
+            choices_of(parameter_of(GCCensSettings, "variant")),
+            horizontal=True,
+            key="gcct_variant",
+            help=help_for("faithful", "targeted"),
         )
     problem, _, _ = _problem(ctx.cohort, ctx.population, ctx.adversary.scope, selection)
     if not len(problem.codes):
