@@ -144,3 +144,52 @@ def test_one_validator_phrases_every_refusal_the_same_way(parameter, value, word
 def test_a_whole_number_is_taken_for_a_number_and_none_where_optional():
     assert Parameter("w", float, 0.5, bounds=(0, 1)).check(1, "m") == 1
     assert Parameter("o", int, None, bounds=(0, 9), optional=True).check(None, "m") is None
+
+
+# --------------------------------------------------------------------- the command line's options
+METHOD_COMMANDS = {
+    "gccens": GCCensSettings,
+    "generalize": HeatherlySettings,
+    "lda": LDASettings,
+    "ugaclip": ProfilesSettings,
+    "aclip": ProfilesSettings,
+}
+
+
+def _leaf(parser, *path):
+    import argparse
+
+    for name in path:
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        parser = sub.choices[name]
+    return parser
+
+
+@pytest.mark.parametrize("command", ["anonymize", "study add"])
+@pytest.mark.parametrize("method", list(METHOD_COMMANDS))
+def test_every_declared_flag_is_an_option_with_the_declared_choices_and_default(command, method):
+    """`anonymize METHOD` and `study add METHOD` offer each declared parameter that has a flag, with
+    its choices (none: the option left out) and default (a bool: a switch, off unless given)."""
+    from engine.commands.cli import build_parser
+
+    parser = _leaf(build_parser(), *command.split(), method)
+    actions = {s: a for a in parser._actions for s in a.option_strings}
+    for p in parameters_of(METHOD_COMMANDS[method]):
+        if not p.option or p.name == "k":  # k: `k_argument`, the one range (test_k_layers)
+            continue
+        action = actions[p.option]
+        if p.kind is bool:
+            assert action.const is True and action.default is False, p.name
+            continue
+        if p.allowed is not None:
+            assert list(action.choices) == [c for c in p.allowed if c != ""], p.name
+        assert action.default == (None if p.default == "" or action.required else p.default), p.name
+
+
+def test_study_new_takes_the_declared_scopes_and_knowledges():
+    from engine.commands.cli import build_parser
+
+    parser = _leaf(build_parser(), "study", "new")
+    actions = {s: a for a in parser._actions for s in a.option_strings}
+    assert list(actions["--scope"].choices) == list(SCOPE.allowed) and actions["--scope"].required
+    assert list(actions["--knowledge"].choices) == list(KNOWLEDGE.allowed) and actions["--knowledge"].required

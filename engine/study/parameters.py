@@ -3,10 +3,11 @@
 A `Parameter` states a setting's type, default, bounds or choices, help and command-line flag, as
 scikit-learn's `_parameter_constraints` do. A method's settings declare theirs on their fields
 (`declared`, read back by `parameters_of`); the study-level ones (k, scope, knowledge, the release
-context) are declared beside what they set. The validation (`Parameter.check`, `check_declared`) and
-the study file's reader (`read_declared`) and the app's widgets (`ui.parameter_widgets`) are made from
-these declarations, and every refusal is
-phrased one way: "<owner>: <name> must be <rule>, not <value>" (the owner: a method's name, or none).
+context) are declared beside what they set. The validation (`Parameter.check`, `check_declared`),
+the study file's reader (`read_declared`), the command line's options
+(`engine.commands.parameter_options`) and the app's widgets (`ui.parameter_widgets`) are made from
+these declarations, and every refusal is phrased one way: "<owner>: <name> must be <rule>, not
+<value>" (the owner: a method's name, or none).
 A value a layer cannot hold is refused by name, never changed (issue 38, finding 1: k = 150).
 """
 

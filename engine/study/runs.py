@@ -358,13 +358,28 @@ class HeatherlySettings(Declared):
             help="group anonymized before extraction",
         )
     )
-    constraints: str = declared(Parameter("constraints", str, "phecode", help="utility constraints"))
+    constraints: str = declared(
+        Parameter(
+            "constraints",
+            str,
+            "phecode",
+            help="utility constraints: phecode (default), icd9:LEVEL (5-digit, 4-digit, 3-digit, section, chapter, "
+            "Any), cdm or cdm:DEPTH (codes under one concept DEPTH levels below the root, default 2, of an OMOP "
+            "CDM's own hierarchy: --source omop --omop-codes standard with concept and concept_ancestor), none",
+        )
+    )
     complete: bool = declared(
         Parameter("complete", bool, True, help="completion pass until every visit meets k")
     )
     # export keeps the visit grouping (else one set of codes per patient)
     with_visits: bool = declared(
-        Parameter("with_visits", bool, False, help="keep the visit grouping in the release")
+        Parameter(
+            "with_visits",
+            bool,
+            False,
+            help="keep the visit grouping in the release (patient_id, visit, code); default: one set of codes "
+            "per patient (patient_id, code), the paper's form. Verified and completed for the export chosen",
+        )
     )
     # the completion pass's strategy (issue #36: "phewas" keeps case statuses where it can; "rarest",
     # the first pass, stays the default: bench/table4.py)
@@ -374,7 +389,8 @@ class HeatherlySettings(Declared):
             str,
             "rarest",
             choices=_choices("engine.anonymize.population", "COMPLETIONS"),
-            help="the completion pass's strategy",
+            help="the completion pass's strategy: rarest items first (default), or phewas: keep case statuses "
+            "where possible (issue 36; bench/table4.py)",
         )
     )
 
@@ -447,9 +463,9 @@ class ProfilesSettings(Declared):
     knowledge: str = declared(
         Parameter("knowledge", str, "single_visit", choices=PAPERS_KNOWLEDGES, help="PPE filtering condition")
     )
-    # None: the shipped default policy (PNAS Table 1)
+    # None: the shipped default policy (PNAS Table 1); the CLI's --utility-policy names its file
     utility_policy_csv: str | None = declared(
-        Parameter("utility_policy_csv", str, None, optional=True, flag="--utility-policy")
+        Parameter("utility_policy_csv", str, None, optional=True, flag="")
     )
     max_suppressed: int | None = declared(
         Parameter(
@@ -463,10 +479,25 @@ class ProfilesSettings(Declared):
     )
     # export keeps the visit grouping (single-visit knowledge only)
     with_visits: bool = declared(
-        Parameter("with_visits", bool, False, help="keep the visit grouping in the release")
+        Parameter(
+            "with_visits",
+            bool,
+            False,
+            help="keep the visit grouping in the release (patient_id, visit, code; single_visit only); "
+            "default: one set of codes per patient (patient_id, code), the paper's released profiles",
+        )
     )
     # "cdm": the utility policy of an OMOP CDM's own hierarchy (`cdm_utility_policy`; issue 37)
-    utility_hierarchy: str = declared(Parameter("utility_hierarchy", str, "", choices=("", "cdm")))
+    utility_hierarchy: str = declared(
+        Parameter(
+            "utility_hierarchy",
+            str,
+            "",
+            choices=("", "cdm"),
+            help="cdm: the utility policy of an OMOP CDM's own hierarchy, the codes below each concept 2 "
+            "levels under its root one constraint (--omop-codes standard; instead of --utility-policy)",
+        )
+    )
 
     def check_together(self) -> None:
         if self.utility_hierarchy and self.utility_policy_csv is not None:
