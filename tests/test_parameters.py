@@ -22,6 +22,7 @@ from engine.study.runs import (
     CodeSelection,
     GCCensSettings,
     HeatherlySettings,
+    LabRecallSettings,
     LDASettings,
     ProfilesSettings,
     settings_to_dict,
@@ -99,12 +100,15 @@ def test_the_study_level_settings_are_read_through_their_declarations():
 
 
 # ------------------------------------------------------------------------------ the declarations
-@pytest.mark.parametrize("cls", [*SETTINGS_TYPES.values(), CodeSelection], ids=lambda c: c.__name__)
+@pytest.mark.parametrize(
+    "cls", [*SETTINGS_TYPES.values(), CodeSelection, LabRecallSettings], ids=lambda c: c.__name__
+)
 def test_every_declared_parameter_is_a_field_whose_default_it_allows(cls):
     fields = {f.name: f for f in dataclasses.fields(cls)}
     for p in parameters_of(cls):
         assert fields[p.name].default == p.default
         assert p.check(p.default, cls.method) == p.default
+    assert parameters_of(cls), cls.__name__
 
 
 def test_every_method_declares_k_as_the_study_does():
@@ -184,6 +188,16 @@ def test_every_declared_flag_is_an_option_with_the_declared_choices_and_default(
         if p.allowed is not None:
             assert list(action.choices) == [c for c in p.allowed if c != ""], p.name
         assert action.default == (None if p.default == "" or action.required else p.default), p.name
+
+
+def test_labs_recall_offers_the_declared_run_settings():
+    from engine.commands.cli import build_parser
+
+    parser = _leaf(build_parser(), "labs", "recall")
+    actions = {s: a for a in parser._actions for s in a.option_strings}
+    for p in parameters_of(LabRecallSettings):
+        assert actions[p.option].default == p.default, p.name
+        assert p.allowed is None or list(actions[p.option].choices) == list(p.allowed), p.name
 
 
 def test_study_new_takes_the_declared_scopes_and_knowledges():

@@ -788,6 +788,7 @@ def opening_settings(cohort: Records, adversary: Adversary, k: int) -> dict[str,
 # ------------------------------------------------------------------ lab orders (Johnson 2018)
 LAB_AGAINST = ("99", "population")  # section 2.5: 99 others drawn at random, or everyone
 LAB_QUERIES = ("one_day", "all_days")
+LAB_MAX_SEED = 2**31 - 1  # the Lab orders page's seed input; numpy's and torch's seeds take it
 
 
 @dataclass(frozen=True)
@@ -802,27 +803,37 @@ class LabRecallSettings:
     `raw_recall`, `train`, `latent_recall`); `run_result` runs them in order."""
 
     method: ClassVar[str] = "lab_recall"
-    min_orders: int | None = None
-    trials: int = 100
-    simulations: int = 10
-    against: str = "99"
-    query: str = "one_day"
-    seed: int = 0
+    min_orders: int | None = declared(
+        Parameter(
+            "min_orders",
+            int,
+            None,
+            bounds=(1, MAX_COUNT),
+            optional=True,
+            help="keep labs ordered on at least N patient-days (default: the paper's 500 scaled to the data)",
+        )
+    )
+    trials: int = declared(
+        Parameter(
+            "trials", int, 100, bounds=(1, MAX_COUNT), help="breached records per simulation (default 100)"
+        )
+    )
+    simulations: int = declared(
+        Parameter("simulations", int, 10, bounds=(1, MAX_COUNT), help="repeated simulations (default 10)")
+    )
+    against: str = declared(
+        Parameter("against", str, "99", choices=LAB_AGAINST, help="99 others or everyone")
+    )
+    query: str = declared(
+        Parameter("query", str, "one_day", choices=LAB_QUERIES, help="what the attacker knows")
+    )
+    seed: int = declared(Parameter("seed", int, 0, bounds=(0, LAB_MAX_SEED), help="random seed (default 0)"))
     vae: VAEConfig | None = None
 
     def validate(self) -> None:
-        if self.min_orders is not None and self.min_orders < 1:
-            raise SettingsError(f"min orders must be at least 1 patient-day, not {self.min_orders}")
-        for name in ("trials", "simulations"):
-            if getattr(self, name) < 1:
-                raise SettingsError(f"{name} must be at least 1, not {getattr(self, name)}")
-        for name, allowed in (("against", LAB_AGAINST), ("query", LAB_QUERIES)):
-            if getattr(self, name) not in allowed:
-                raise SettingsError(
-                    f"{name} must be one of {', '.join(allowed)}, not {getattr(self, name)!r}"
-                )
-        if self.seed < 0:
-            raise SettingsError(f"seed must be a non-negative integer, not {self.seed}")
+        """The declared parameters, named without an owner (the CLI says `labs recall:`), then the
+        autoencoder's seed."""
+        check_declared(self, "")
         if self.vae is not None and self.vae.seed != self.seed:
             raise SettingsError(f"the autoencoder's seed ({self.vae.seed}) must be the run's ({self.seed})")
 
