@@ -49,7 +49,7 @@ from ui import progress as progress_ui
 from ui.context import Context
 from ui.downloads import release_downloads
 from ui.downloads import table_download as _download
-from ui.parameter_widgets import widget_kwargs
+from ui.parameter_widgets import choices_of, widget_kwargs
 from ui.profiles_charts import (
     SWEEP_LABELS,
     relative_error_figure,
@@ -64,7 +64,7 @@ from ui.views.heatherly import export_choice
 
 METHODS = ("UGACLIP", "ACLIP")
 CHOICES = ("UGACLIP", "ACLIP", "Both")
-KNOWLEDGES = ("single_visit", "all_visits")
+KNOWLEDGES = tuple(choices_of(parameter_of(ProfilesSettings, "knowledge")))  # PPE's filtering conditions
 SWEEP_KS = (2, 5, 10, 15, 20, 25)
 # widget keys kept across page switches (ui/persist.py)
 persist.register(
