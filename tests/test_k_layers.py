@@ -162,3 +162,22 @@ def test_a_study_file_with_an_age_no_layer_takes_is_refused_by_name_in_the_app()
     assert any("ages.json" in e and words in e for e in errors), errors
     study = at.session_state["study"] if "study" in at.session_state else None  # noqa: SIM401 (AppTest state has no get)
     assert study is None or not study.releases
+
+
+def test_a_per_code_cap_no_study_file_takes_is_refused_by_name_in_the_app() -> None:
+    """The GCCens view's cap table took any cap >= 0 while a study file takes 0..1,000,000,000 (the
+    declaration of `cap`): a cap edited to 2,000,000,000 made a release whose study no longer
+    reopened. Now the table's edits are checked through the declaration and refused by code."""
+    from apptest_support import page_app, shown
+
+    from tests.test_pages_interact import _caps_shown, _edit_table
+
+    at = page_app(view=("ui.views.gccens", "render_anonymize"), state={"gcc_capmode": "Per-code caps"})
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    code = next(iter(_caps_shown(at)))
+    _edit_table(at, "gcc_captable:", 0, "cap", 2_000_000_000)
+    assert not at.exception, [e.value for e in at.exception]
+    errors = [shown(e.value) for e in at.error]
+    words = f"the cap of {code} must be a whole number from 0 to 1,000,000,000, not 2000000000"
+    assert any(words in e for e in errors), errors

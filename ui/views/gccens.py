@@ -43,6 +43,8 @@ from engine.study.runs import (
     GCCensInput,
     GCCensSettings,
     RunInputs,
+    SettingsError,
+    code_cap,
     code_frequency_order,
 )
 from engine.utility.censoring import (
@@ -369,12 +371,19 @@ def _caps(problem: CensorProblem, prefix: str) -> tuple | None:
         hide_index=True,
         height=min(38 + 35 * len(table), 320),
     )
-    caps = pd.to_numeric(edited["cap"], errors="coerce")
-    bad = edited.loc[caps.isna() | (caps < 0), "code"].tolist()
-    if bad:
-        st.error(f"Caps must be whole numbers >= 0; check code(s) {md(', '.join(map(str, bad[:5])))}.")
-        return None
-    return ("per_code", tuple(zip(edited["code"].astype(str), caps.astype(int).tolist(), strict=True)))
+    caps = []
+    for code, value in zip(
+        edited["code"].astype(str), pd.to_numeric(edited["cap"], errors="coerce"), strict=True
+    ):
+        whole = bool(np.isfinite(value)) and float(value).is_integer()
+        try:  # each cap as a study file takes it (the declaration of `cap`, issue 38): never truncated
+            caps.append(
+                (code, code_cap(code).check(int(value) if whole else float(value), GCCensSettings.method))
+            )
+        except SettingsError as exc:
+            st.error(md(str(exc)))
+            return None
+    return ("per_code", tuple(caps))
 
 
 # ------------------------------------------------------------------------------- Anonymize tab
