@@ -181,3 +181,21 @@ def test_a_per_code_cap_no_study_file_takes_is_refused_by_name_in_the_app() -> N
     errors = [shown(e.value) for e in at.error]
     words = f"the cap of {code} must be a whole number from 0 to 1,000,000,000, not 2000000000"
     assert any(words in e for e in errors), errors
+
+
+def test_study_add_refuses_a_cap_no_study_file_takes_by_name(data, tmp_path, capsys) -> None:
+    """`study add gccens --cap 2000000000` wrote a study whose file no longer reopened (a study file
+    takes caps up to 1,000,000,000); now the settings' validation, made from the same declaration,
+    refuses it by name before anything is written."""
+    ev, co = data
+    study = tmp_path / "study.json"
+    new = ["study", "new", str(study), "--events", str(ev), "--cohort", str(co)]
+    assert main([*new, "--scope", "population", "--knowledge", "all_visits", "--k", "2"]) == 0
+    written = study.read_text()
+    add = ["study", "add", str(study), "--name", "capped", "gccens", "--events", str(ev), "--cohort", str(co)]
+    assert main([*add, "--cap", "2000000000"]) == 2
+    assert (
+        "GCCens: cap must be a whole number from 0 to 1,000,000,000 or none, not 2000000000"
+        in capsys.readouterr().err
+    )
+    assert study.read_text() == written
