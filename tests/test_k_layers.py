@@ -183,19 +183,30 @@ def test_a_per_code_cap_no_study_file_takes_is_refused_by_name_in_the_app() -> N
     assert any(words in e for e in errors), errors
 
 
-def test_study_add_refuses_a_cap_no_study_file_takes_by_name(data, tmp_path, capsys) -> None:
-    """`study add gccens --cap 2000000000` wrote a study whose file no longer reopened (a study file
-    takes caps up to 1,000,000,000); now the settings' validation, made from the same declaration,
-    refuses it by name before anything is written."""
+@pytest.mark.parametrize(
+    ("method", "words"),
+    [
+        (
+            ["gccens", "--cap", "2000000000"],
+            "GCCens: cap must be a whole number from 0 to 1,000,000,000 or none",
+        ),
+        (["lda", "--age-domain", "1-200"], "LDA: age_high must be a whole number from 0 to 150, not 200"),
+    ],
+    ids=["cap", "age"],
+)
+def test_study_add_refuses_a_setting_no_study_file_takes_by_name(
+    data, tmp_path, capsys, method, words
+) -> None:
+    """`study add gccens --cap 2000000000` or `study add lda --age-domain 1-200` wrote a study whose
+    file no longer reopened (the reader took caps up to 1,000,000,000 and ages up to 150, validate()
+    had no upper bound); now the validation, made from the same declarations, refuses it by name
+    before anything is written."""
     ev, co = data
     study = tmp_path / "study.json"
     new = ["study", "new", str(study), "--events", str(ev), "--cohort", str(co)]
     assert main([*new, "--scope", "population", "--knowledge", "all_visits", "--k", "2"]) == 0
     written = study.read_text()
-    add = ["study", "add", str(study), "--name", "capped", "gccens", "--events", str(ev), "--cohort", str(co)]
-    assert main([*add, "--cap", "2000000000"]) == 2
-    assert (
-        "GCCens: cap must be a whole number from 0 to 1,000,000,000 or none, not 2000000000"
-        in capsys.readouterr().err
-    )
+    add = ["study", "add", str(study), "--name", "r", method[0], "--events", str(ev), "--cohort", str(co)]
+    assert main([*add, *method[1:]]) == 2
+    assert words in capsys.readouterr().err
     assert study.read_text() == written
