@@ -26,13 +26,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from engine.adversary import (
-    MIN_RELEASE_K,
     PAPERS_KNOWLEDGES,
     Adversary,
     K,
     papers_knowledge,
 )
-from engine.adversary import check_k as check_k_range
 from engine.io.progress import Progress
 from engine.memo import memo
 from engine.records import Records
@@ -107,12 +105,6 @@ def biobank_between(
         return dataset.group_records("biobank") if inside else None
 
     return memo("runs biobanks", key, make, size=_BIOBANKS_KEPT)
-
-
-def check_k(k: int, *, least: int = MIN_RELEASE_K) -> None:
-    """k is a whole number from `least` (2 for releases: k = 1 protects nobody) to MAX_K
-    (`engine.adversary.check_k`, the one range of every layer), else SettingsError."""
-    check_k_range(k, least=least)
 
 
 class Declared:

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from engine import risk
-from engine.adversary import EVERY_ADVERSARY, MAX_K, MIN_RELEASE_K, WHOLE_RECORD_NOTE, Adversary, K
+from engine.adversary import EVERY_ADVERSARY, MAX_K, MIN_RELEASE_K, WHOLE_RECORD_NOTE, Adversary, K, check_k
 from engine.disclosure.cells import SmallCellError, SmallCellPolicy
 from engine.disclosure.dp_budget import BudgetLedger
 from engine.disclosure.sensitive import RhoPolicy, SensitiveRisk, rho_refusal
@@ -35,7 +35,7 @@ from engine.io.pseudonyms import PseudonymKeyError, Pseudonyms, check_key, new_k
 from engine.records import Records
 from engine.release import Release
 from engine.study.parameters import Parameter, SettingsError
-from engine.study.runs import MethodSettings, RunInputs, check_k, settings_from_dict, settings_to_dict
+from engine.study.runs import MethodSettings, RunInputs, settings_from_dict, settings_to_dict
 
 STUDY_FORMAT = "cohortshield-study/2"
 # /1 (before release pseudonyms): its recorded files named patients by source ids
