@@ -77,7 +77,11 @@ def add_code_options(parser: argparse.ArgumentParser) -> None:
         help="paper (Tamersoy's four codes 250, 272, 401, 724 as 3-digit categories; E11, E78, I10, M54 on "
         "ICD-10-CM data), all (default), or the codes to keep, comma-separated (e.g. 250.00,401.1)",
     )
-    codes.add_argument("--top-codes", type=int, help="keep the N codes held by most cohort patients")
+    from engine.study.parameters import parameter_of
+    from engine.study.runs import CodeSelection
+
+    top = parameter_of(CodeSelection, "top_n")  # its flag and help; no default: --codes' alternative
+    codes.add_argument(top.option, type=int, help=top.help)
 
 
 def code_selection_of(args: argparse.Namespace):

@@ -192,7 +192,7 @@ RELEASE_CONTEXTS: dict[str, str] = {
 }
 # the study-level threshold's parameter (engine.study.parameters; k, scope and knowledge: engine.adversary)
 CONTEXT = Parameter(
-    "release context", str, "controlled", choices=tuple(RELEASE_CONTEXTS), help="to whom the data go"
+    "release context", str, "controlled", choices=tuple(RELEASE_CONTEXTS), help="to whom the data go", flag=""
 )
 
 
