@@ -207,3 +207,8 @@ def test_study_new_takes_the_declared_scopes_and_knowledges():
     actions = {s: a for a in parser._actions for s in a.option_strings}
     assert list(actions["--scope"].choices) == list(SCOPE.allowed) and actions["--scope"].required
     assert list(actions["--knowledge"].choices) == list(KNOWLEDGE.allowed) and actions["--knowledge"].required
+
+
+def test_a_nested_selection_is_named_with_its_method():
+    with pytest.raises(SettingsError, match=re.escape("GCCens codes: top_n must be a whole number from 1")):
+        GCCensSettings(codes=CodeSelection("top", 0)).validate()

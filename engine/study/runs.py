@@ -109,12 +109,12 @@ def biobank_between(
 
 class Declared:
     """Settings whose fields are declared (`engine.study.parameters.declared`): `validate` checks every
-    declared parameter, named with the method's name, then `check_together`."""
+    declared parameter, named with `owner` (default the method's name), then `check_together`."""
 
     method: ClassVar[str]
 
-    def validate(self) -> None:
-        check_declared(self, self.method)
+    def validate(self, owner: str | None = None) -> None:
+        check_declared(self, self.method if owner is None else owner)
         self.check_together()
 
     def check_together(self) -> None:
@@ -254,7 +254,7 @@ class GCCensSettings(Declared):
     )
 
     def check_together(self) -> None:
-        self.codes.validate()
+        self.codes.validate(f"{self.method} codes")
         for code, c in self.caps:
             code_cap(code).check(c, self.method)
 
@@ -638,7 +638,7 @@ class LDASettings(Declared):
     )
 
     def check_together(self) -> None:
-        self.codes.validate()
+        self.codes.validate(f"{self.method} codes")
         if self.age_low >= self.age_high:
             raise SettingsError(f"the age domain must run upwards, not {self.age_low}..{self.age_high}")
 
