@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from engine.io.errors import UserError
+from engine.study.parameters import Parameter
 
 Scope = Literal["cohort", "population"]
 Knowledge = Literal["single_visit", "all_visits", "whole_record"]
@@ -35,12 +35,17 @@ MAX_K = 1_000_000
 MIN_RELEASE_K = 2  # a release, a study and the app's k: k = 1 protects nobody (`risk --k` takes 1)
 
 
+# The study-level parameters, declared once (engine.study.parameters): the sidebar's inputs, `study new`'s
+# options and the study file's reader are made from them (issue 38).
+K = Parameter("k", int, 5, bounds=(MIN_RELEASE_K, MAX_K), help="privacy parameter k (>= 2)")
+SCOPE = Parameter("scope", str, "cohort", choices=SCOPES, help="the attacker's candidates")
+KNOWLEDGE = Parameter("knowledge", str, "single_visit", choices=KNOWLEDGES, help="what the attacker knows")
+
+
 def check_k(k: object, *, least: int = MIN_RELEASE_K) -> int:
-    """`k` when it is a whole number from `least` to MAX_K, else a UserError naming it: a k that a
-    layer cannot hold is refused, never changed (issue 38, finding 1)."""
-    if isinstance(k, bool) or not isinstance(k, int) or not least <= k <= MAX_K:
-        raise UserError(f"k must be a whole number from {least} to {MAX_K:,}, not k = {k!r}")
-    return k
+    """`k` when it is a whole number from `least` to MAX_K (`K`), else a SettingsError (a UserError)
+    naming it: a k that a layer cannot hold is refused, never changed (issue 38, finding 1)."""
+    return int(K.between(least, MAX_K).check(k))
 
 
 def k_argument(text: str) -> int:
@@ -53,7 +58,7 @@ def k_argument(text: str) -> int:
         raise argparse.ArgumentTypeError(f"k must be a whole number, not {text!r}") from None
     try:
         return check_k(k, least=1)
-    except UserError as exc:
+    except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
@@ -99,10 +104,8 @@ class Adversary:
     knowledge: Knowledge = "single_visit"
 
     def __post_init__(self) -> None:
-        if self.scope not in SCOPES:
-            raise ValueError(f"scope must be one of {SCOPES}, not {self.scope!r}")
-        if self.knowledge not in KNOWLEDGES:
-            raise ValueError(f"knowledge must be one of {KNOWLEDGES}, not {self.knowledge!r}")
+        SCOPE.check(self.scope)  # a SettingsError, a ValueError too
+        KNOWLEDGE.check(self.knowledge)
 
     @property
     def label(self) -> str:

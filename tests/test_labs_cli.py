@@ -61,10 +61,13 @@ def test_recall_with_latent_adds_raw_and_paired_test(labs_csv, tmp_path, capsys)
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--trials", "0"], "labs recall: trials must be at least 1"),
+        (["--trials", "0"], "labs recall: trials must be a whole number from 1 to 1,000,000,000, not 0"),
         (["--latent", "1"], "labs recall: latent size must be between 2 and 64"),
-        (["--min-orders", "0"], "labs recall: min orders must be at least 1"),
-        (["--seed", "-1"], "labs recall: seed must be a non-negative integer"),
+        (
+            ["--min-orders", "0"],
+            "labs recall: min_orders must be a whole number from 1 to 1,000,000,000 or none, not 0",
+        ),
+        (["--seed", "-1"], "labs recall: seed must be a whole number from 0 to 2,147,483,647, not -1"),
         (["--epochs", "3"], "--epochs applies to the autoencoder"),
         (["--min-orders", "100000"], "two patients"),
     ],
@@ -120,12 +123,12 @@ def test_lab_recall_settings_run_the_papers_steps_in_order():
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
-        ({"trials": 0}, "trials must be at least 1"),
-        ({"simulations": 0}, "simulations must be at least 1"),
-        ({"min_orders": 0}, "min orders must be at least 1"),
+        ({"trials": 0}, "trials must be a whole number from 1 to 1,000,000,000, not 0"),
+        ({"simulations": 0}, "simulations must be a whole number from 1 to 1,000,000,000, not 0"),
+        ({"min_orders": 0}, "min_orders must be a whole number from 1 to 1,000,000,000 or none, not 0"),
         ({"against": "everyone"}, "against must be one of 99, population"),
         ({"query": "two_days"}, "query must be one of one_day, all_days"),
-        ({"seed": -2}, "seed must be a non-negative integer"),
+        ({"seed": -2}, "seed must be a whole number from 0 to 2,147,483,647, not -2"),
     ],
 )
 def test_lab_recall_settings_declare_their_checks_once(fields, message):

@@ -139,12 +139,13 @@ def test_cli_runs_the_chosen_completion(tmp_path, capsys):
     and writes a file the arbiter verifies; an unknown strategy exits 2; the parser's choices are the
     engine's."""
     from engine.anonymize.population import COMPLETIONS
-    from engine.commands import anonymize_generalize
     from engine.commands.cli import main
     from engine.io import export
     from engine.risk import verify
+    from engine.study.parameters import parameter_of
+    from engine.study.runs import HeatherlySettings
 
-    assert anonymize_generalize.COMPLETIONS == COMPLETIONS
+    assert parameter_of(HeatherlySettings, "completion").allowed == COMPLETIONS  # the option's (issue 38)
     ev, co, out, rep = (tmp_path / n for n in ("ev.csv", "co.csv", "out.csv", "rep.json"))
     ev.write_text("patient_id,visit,code\na,1,401.1\na,1,250.00\nb,1,401.1\nc,1,250.00\n")
     co.write_text("patient_id\na\nb\nc\n")

@@ -47,8 +47,8 @@ def test_settings_round_trip_through_json(settings):
         ({"method": "GCCens", "k": 1}, "k must be a whole number from 2 to 1,000,000"),
         ({"method": "Heatherly", "scope": "ward"}, "scope must be one of cohort, biobank, population"),
         ({"method": "Profiles", "algorithm": "COAT"}, "algorithm must be one of UGACLIP, ACLIP"),
-        ({"method": "LDA", "w_icd": 1.5}, "w_ICD must lie between 0 and 1"),
-        ({"method": "GCCens", "colour": "red"}, "unknown field(s) colour"),
+        ({"method": "LDA", "w_icd": 1.5}, "LDA: w_icd must be a number from 0 to 1, not 1.5"),
+        ({"method": "GCCens", "colour": "red"}, "GCCens: unknown parameter(s) 'colour'"),
         ({"method": "Mondrian"}, "unknown method 'Mondrian'"),
     ],
 )

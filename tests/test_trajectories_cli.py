@@ -127,7 +127,7 @@ def test_lda_settings_roll_up_is_validated_and_round_trips() -> None:
     s = LDASettings(roll_up="section")
     assert settings_from_dict(json.loads(json.dumps(settings_to_dict(s)))) == s
     assert s.describe()["codes rolled up to"] == "section"
-    with pytest.raises(SettingsError, match="roll-up level must be one of"):
+    with pytest.raises(SettingsError, match="LDA: roll_up must be one of"):
         settings_from_dict({"method": "LDA", "roll_up": "5-digit"})
     # a study file saved before the field existed still reads, without a roll-up
     assert settings_from_dict({"method": "LDA", "k": 3}).roll_up == ""

@@ -23,7 +23,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from engine.adversary import KNOWLEDGES, MAX_K, MIN_RELEASE_K, SCOPES, Adversary, check_k
+from engine.adversary import KNOWLEDGE, SCOPE, Adversary, K, check_k
 from engine.dataset import Dataset
 from engine.io.loaders import DataError, Loaded, load_sample_checked, load_uploaded, warm_sample_labs
 from engine.io.validation import Finding, ValidationReport
@@ -32,6 +32,7 @@ from engine.report.glossary import help_for
 from ui import cache, errors, import_view, literal, state, style, teach
 from ui.context import SIDEBAR_RAN, WHOLE_POPULATION, Context, cohort_is_population
 from ui.data_choice import IMPORT, SAMPLE, SESSION_FILES, UPLOAD
+from ui.parameter_widgets import choices_of, widget_kwargs
 from ui.state import ABSENT
 from ui.study import RESTORED_UPLOADS, forget_restored_uploads
 
@@ -43,8 +44,9 @@ UPLOAD_ROLES: tuple[tuple[str, str], ...] = (
     ("labs", "Lab orders (patient_id, day, lab, optional)"),
 )
 UPLOAD_TYPES = ["csv", "tsv", "txt", "parquet", "pq"]
-# the k input holds every k of a study file or the command line (issue 38: one range, engine.adversary)
-K_MIN, K_MAX, K_DEFAULT = MIN_RELEASE_K, MAX_K, 5
+# the k input holds every k of a study file or the command line (issue 38: one declaration, engine.adversary.K)
+K_MIN, K_MAX = widget_kwargs(K)["min_value"], widget_kwargs(K)["max_value"]
+K_DEFAULT = K.default
 
 # session-state key -> default; all survive page switches (see module docstring)
 KEYS: dict[str, Any] = {
@@ -52,8 +54,8 @@ KEYS: dict[str, Any] = {
     "sample_variant": "icd9cm",  # engine.io.imports.SAMPLE_VARIANTS
     "population_group": "population",
     "cohort_group": "cohort",
-    "adversary_scope": "cohort",
-    "adversary_knowledge": "single_visit",
+    "adversary_scope": SCOPE.default,
+    "adversary_knowledge": KNOWLEDGE.default,
     "k": K_DEFAULT,
     "unknown_codes": "keep",  # drawn on the Cohort page
     "drop_duplicates": False,  # drawn on the Cohort page
@@ -491,10 +493,10 @@ def render() -> Context | None:
         )
 
     sb.header("Adversary")
-    scope = sb.radio("Scope", SCOPES, key="adversary_scope", horizontal=True, help=_SCOPE_HELP)
+    scope = sb.radio("Scope", choices_of(SCOPE), key="adversary_scope", horizontal=True, help=_SCOPE_HELP)
     knowledge = sb.radio(
         "Knowledge",
-        KNOWLEDGES,
+        choices_of(KNOWLEDGE),
         key="adversary_knowledge",
         horizontal=True,
         format_func=lambda s: s.replace("_", " "),
@@ -502,7 +504,7 @@ def render() -> Context | None:
     )
     adversary = Adversary(scope, knowledge)
     sb.caption(adversary.describe())
-    k = int(sb.number_input("k", min_value=K_MIN, max_value=K_MAX, step=1, key="k", help=_K_HELP))
+    k = int(sb.number_input("k", **widget_kwargs(K, help=_K_HELP), step=1, key="k"))
     _reopened_note(sb)
     if k > cohort.n_patients:
         sb.error(

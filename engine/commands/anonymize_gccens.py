@@ -19,6 +19,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
+from engine.commands.parameter_options import add_parameter_options
 from engine.commands.paths import path_roles
 from engine.commands.release_options import (
     DATA_INPUTS,
@@ -36,9 +37,6 @@ from engine.io.errors import UserError
 if TYPE_CHECKING:
     from engine.study.runs import GCCensSettings
 
-SCOPES = ("population", "cohort")
-VARIANTS = ("faithful", "targeted")
-
 
 def register(methods, *, study=None) -> argparse.ArgumentParser:
     """The `gccens` parser under `anonymize` (runs `run`), or under `study add` when `study` is the
@@ -47,13 +45,12 @@ def register(methods, *, study=None) -> argparse.ArgumentParser:
     add_data_options(p, study=study is not None)
     add_k_option(p, study=study is not None)
     add_code_options(p)
+    from engine.study.runs import GCCensSettings
+
     caps = p.add_mutually_exclusive_group()
-    caps.add_argument("--cap", type=int, help="one universal cap for every code")
+    add_parameter_options(caps, GCCensSettings, ("cap",))  # the options of the declarations (issue 38)
     caps.add_argument("--caps", help="per-code caps, e.g. 250=2,272=2,401=0,724=1 (others: sample maximum)")
-    p.add_argument(
-        "--scope", choices=SCOPES, default="population", help="k-map (population) or k-anonymity (cohort)"
-    )
-    p.add_argument("--variant", choices=VARIANTS, default="faithful", help="faithful Algorithm 1 or targeted")
+    add_parameter_options(p, GCCensSettings, ("scope", "variant"))
     if study is not None:
         p.set_defaults(func=study, settings_of=settings_of, **path_roles(DATA_INPUTS, ("STUDY:study",)))
         return p

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from engine.commands.parameter_options import add_parameter_options
 from engine.commands.paths import path_roles
 from engine.commands.release_options import (
     DATA_INPUTS,
@@ -35,11 +36,6 @@ from engine.io.errors import UserError
 if TYPE_CHECKING:
     from engine.study.runs import HeatherlySettings
 
-SCOPES = ("cohort", "biobank", "population")
-# engine.anonymize.population.COMPLETIONS, named here so that the parser imports no numpy
-# (tests/test_population_phewas.py checks they agree); the first is the settings' default
-COMPLETIONS = ("rarest", "phewas")
-
 
 def register(methods, *, study=None) -> argparse.ArgumentParser:
     """The `generalize` parser under `anonymize` (runs `run`), or under `study add` when `study` is the
@@ -52,27 +48,11 @@ def register(methods, *, study=None) -> argparse.ArgumentParser:
         p, study=study is not None, biobank=True, cohort_help="patient ids of the research cohort"
     )
     add_k_option(p, study=study is not None)
-    p.add_argument("--scope", choices=SCOPES, default="cohort", help="group anonymized before extraction")
-    p.add_argument(
-        "--constraints",
-        default="phecode",
-        help="utility constraints: phecode (default), icd9:LEVEL (5-digit, 4-digit, 3-digit, section, chapter, Any), "
-        "cdm or cdm:DEPTH (codes under one concept DEPTH levels below the root, default 2, of an OMOP CDM's own "
-        "hierarchy: --source omop --omop-codes standard with concept and concept_ancestor), none",
-    )
-    p.add_argument("--complete", action="store_true", help="completion pass until every visit meets k")
-    p.add_argument(
-        "--completion",
-        choices=COMPLETIONS,
-        default=COMPLETIONS[0],
-        help="the completion pass's strategy: rarest items first (default), or phewas: keep case statuses "
-        "where possible (issue 36; bench/table4.py)",
-    )
-    p.add_argument(
-        "--with-visits",
-        action="store_true",
-        help="keep the visit grouping in the release (patient_id, visit, code); default: one set of codes "
-        "per patient (patient_id, code), the paper's form. Verified and completed for the export chosen",
+    from engine.study.runs import HeatherlySettings
+
+    # the options of the declarations (issue 38); --complete is a switch, off unless given
+    add_parameter_options(
+        p, HeatherlySettings, ("scope", "constraints", "complete", "completion", "with_visits")
     )
     if study is not None:
         p.set_defaults(func=study, settings_of=settings_of, **path_roles(DATA_INPUTS, ("STUDY:study",)))

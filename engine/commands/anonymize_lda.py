@@ -20,6 +20,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from engine.commands.parameter_options import add_parameter_options
 from engine.commands.paths import path_roles
 from engine.commands.release_options import (
     DATA_INPUTS,
@@ -53,19 +54,14 @@ def register(methods, *, study=None) -> argparse.ArgumentParser:
         cohort_help="patient ids of the cohort to release",
     )
     add_k_option(p, study=study is not None)
-    p.add_argument("--w-icd", type=float, default=0.5, help="weight of ICD loss in [0, 1]; w_Age = 1 - w_ICD")
-    p.add_argument(
-        "--method", choices=("a-gs", "baseline"), default="a-gs", help="alignment (Algorithm 3 or 2)"
-    )
+    from engine.study.runs import LDASettings
+
+    add_parameter_options(p, LDASettings, ("w_icd", "alignment"))  # the declarations' options (issue 38)
     p.add_argument(
         "--age-domain", help="age hierarchy domain LO-HI (default 1-128 as the thesis, else 0-127)"
     )
     add_code_options(p)
-    p.add_argument(
-        "--roll-up",
-        choices=("4-digit", "3-digit", "section", "chapter"),
-        help="replace each code by its ancestor at this level first (the thesis' D4 sets use 3-digit codes)",
-    )
+    add_parameter_options(p, LDASettings, ("roll_up",))
     p.add_argument(
         "--icd-levels",
         choices=tuple(ICD_LEVELS),

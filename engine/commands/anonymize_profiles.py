@@ -21,6 +21,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from engine.commands.parameter_options import add_parameter_options
 from engine.commands.paths import path_roles
 from engine.commands.release_options import (
     DATA_INPUTS,
@@ -37,7 +38,6 @@ from engine.io.errors import UserError
 if TYPE_CHECKING:
     from engine.study.runs import ProfilesSettings
 
-KNOWLEDGES = ("single_visit", "all_visits")
 WITH_VISITS_NEEDS = (
     "--with-visits needs --knowledge single_visit: an attacker who knows every "
     "visit could match them one by one in a file that keeps them"
@@ -47,6 +47,8 @@ WITH_VISITS_NEEDS = (
 def register(methods, *, study=None) -> list[argparse.ArgumentParser]:
     """The `ugaclip` and `aclip` parsers under `anonymize` (running `run`), or under `study add` when
     `study` is the command to run there: the same method options, no output files, the data optional."""
+    from engine.study.runs import ProfilesSettings
+
     out = []
     for name, help_text in (
         ("ugaclip", "UGACLIP: utility-guided anonymization of clinical profiles (PPE privacy policy)"),
@@ -61,24 +63,12 @@ def register(methods, *, study=None) -> list[argparse.ArgumentParser]:
             cohort_help="patient ids of the cohort to release",
         )
         add_k_option(p, study=study is not None)
-        p.add_argument("--knowledge", choices=KNOWLEDGES, required=True, help="PPE filtering condition")
+        add_parameter_options(p, ProfilesSettings, ("knowledge",), required=("knowledge",))
         p.add_argument(
             "--utility-policy",
             help="CSV of disease,icd9_codes[,comment] (default: the Table 1 policy; ignored by aclip)",
         )
-        p.add_argument(
-            "--utility-hierarchy",
-            choices=("cdm",),
-            help="cdm: the utility policy of an OMOP CDM's own hierarchy, the codes below each concept 2 "
-            "levels under its root one constraint (--omop-codes standard; instead of --utility-policy)",
-        )
-        p.add_argument("--max-suppressed", type=int, help="stop when more distinct codes must be suppressed")
-        p.add_argument(
-            "--with-visits",
-            action="store_true",
-            help="keep the visit grouping in the release (patient_id, visit, code; single_visit only); "
-            "default: one set of codes per patient (patient_id, code), the paper's released profiles",
-        )
+        add_parameter_options(p, ProfilesSettings, ("utility_hierarchy", "max_suppressed", "with_visits"))
         inputs = (*DATA_INPUTS, "--utility-policy")
         if study is not None:
             p.set_defaults(

@@ -25,6 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 from engine.commands.inputs import shard_progress
+from engine.commands.parameter_options import add_parameter_options
 from engine.commands.paths import path_roles
 from engine.disclosure.cells import add_min_cell_option, min_cell_of
 from engine.io.errors import UserError
@@ -46,21 +47,11 @@ def register(sub) -> None:
     u.set_defaults(func=run_uniqueness, **path_roles(("--labs", "--shards"), ("--out",)))
     r = cmds.add_parser("recall", help="Recall@n of one-day re-identification against the random line")
     r.add_argument("--labs", required=True, help="lab orders, CSV or Parquet: patient_id, day, lab")
-    r.add_argument(
-        "--min-orders",
-        type=int,
-        default=None,
-        help="keep labs ordered on at least N patient-days (default: the paper's 500 scaled to the data)",
-    )
-    r.add_argument("--trials", type=int, default=100, help="breached records per simulation (default 100)")
-    r.add_argument("--simulations", type=int, default=10, help="repeated simulations (default 10)")
-    r.add_argument("--against", choices=["99", "population"], default="99", help="99 others or everyone")
-    r.add_argument(
-        "--query", choices=["one_day", "all_days"], default="one_day", help="what the attacker knows"
-    )
+    # the options of the declarations (issue 38)
+    add_parameter_options(r, LabRecallSettings, ("min_orders", "trials", "simulations", "against", "query"))
     r.add_argument("--latent", type=int, default=None, help="also train the VAE with this latent size (2-64)")
     r.add_argument("--epochs", type=int, default=None, help="VAE training epochs (default 10)")
-    r.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    add_parameter_options(r, LabRecallSettings, ("seed",))
     r.add_argument("--out", required=True, help="CSV to write: n, recall, random")
     r.set_defaults(func=run_recall, **path_roles(("--labs",), ("--out",)))
 

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from engine.adversary import MIN_RELEASE_K, k_argument
+from engine.adversary import MIN_RELEASE_K, K, k_argument
 from engine.io.errors import UserError
 from engine.io.pseudonyms import PseudonymKeyError, Pseudonyms, new_key
 
@@ -77,7 +77,11 @@ def add_code_options(parser: argparse.ArgumentParser) -> None:
         help="paper (Tamersoy's four codes 250, 272, 401, 724 as 3-digit categories; E11, E78, I10, M54 on "
         "ICD-10-CM data), all (default), or the codes to keep, comma-separated (e.g. 250.00,401.1)",
     )
-    codes.add_argument("--top-codes", type=int, help="keep the N codes held by most cohort patients")
+    from engine.study.parameters import parameter_of
+    from engine.study.runs import CodeSelection
+
+    top = parameter_of(CodeSelection, "top_n")  # its flag and help; no default: --codes' alternative
+    codes.add_argument(top.option, type=int, help=top.help)
 
 
 def code_selection_of(args: argparse.Namespace):
@@ -98,11 +102,12 @@ def code_selection_of(args: argparse.Namespace):
 
 
 def add_k_option(parser: argparse.ArgumentParser, *, study: bool) -> None:
-    """`--k`: required for `anonymize`; for `study add` it defaults to the study's k."""
+    """`--k` (the declaration `engine.adversary.K`, its range through `k_argument`): required for
+    `anonymize`; for `study add` it defaults to the study's k."""
     if study:
-        parser.add_argument("--k", type=k_argument, help="the method's k (default: the study's k)")
+        parser.add_argument(K.option, type=k_argument, help="the method's k (default: the study's k)")
     else:
-        parser.add_argument("--k", type=k_argument, required=True, help="privacy parameter k (>= 2)")
+        parser.add_argument(K.option, type=k_argument, required=True, help=K.help)
 
 
 def check_release_k(k: int) -> None:

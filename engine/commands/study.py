@@ -108,7 +108,8 @@ def rho_policy_of(args: argparse.Namespace):
 
 
 def register(sub) -> None:
-    from engine.adversary import KNOWLEDGES, SCOPES, k_argument
+    from engine.adversary import KNOWLEDGE, SCOPE, K, k_argument
+    from engine.commands.parameter_options import add_parameter_options
 
     parser = sub.add_parser("study", help="studies: make, rebuild, report and package a study's releases")
     cmds = parser.add_subparsers(dest="study_command", required=True)
@@ -119,9 +120,8 @@ def register(sub) -> None:
     new.add_argument("--population", help="population id list (default: every patient with events)")
     new.add_argument("--cohort", required=True, help="cohort id list (the patients to release)")
     new.add_argument("--biobank", help="biobank id list (Heatherly's DEMO_B scope)")
-    new.add_argument("--scope", required=True, choices=SCOPES, help="the attacker's candidates")
-    new.add_argument("--knowledge", required=True, choices=KNOWLEDGES, help="what the attacker knows")
-    new.add_argument("--k", type=k_argument, required=True, help="privacy parameter k (>= 2)")
+    add_parameter_options(new, (SCOPE, KNOWLEDGE), required=("scope", "knowledge"))
+    new.add_argument(K.option, type=k_argument, required=True, help=K.help)
     _rho_options(new)
     new.set_defaults(func=new_study, **path_roles(DATA, ("STUDY:study",)))
 

@@ -5,8 +5,10 @@ the app can be rebuilt byte for byte from its settings (`engine.study.study`). E
 carries its source cohort (`Release.checked`): the construction invariant is checked, and the risk
 engine takes a single-visit attacker's knowledge from the original visits (`risk.attacker_known_visits`). Settings are plain frozen
 dataclasses that round-trip through JSON (`settings_to_dict` / `settings_from_dict`); `describe()`
-gives the readable parameters an IRB report shows. Parameter checks are declared once per method
-(`validate`), with the message a user sees.
+gives the readable parameters an IRB report shows. Each parameter is declared once, on its field
+(`engine.study.parameters.declared`: type, default, bounds or choices, help; issue 38): `validate`, the study
+file's reader, the CLI's options and the app's widgets are made from the declarations, and `validate`
+adds only the checks a declaration cannot express (`check_together`).
 
 The methods are those of the papers: GCCens (Tamersoy 2010; thesis ch. III), Heatherly's
 frequency-bin generalization (Heatherly 2013), UGACLIP / ACLIP after PPE (Loukides 2010) and the
@@ -19,18 +21,28 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from engine.adversary import MAX_K, MIN_RELEASE_K, Adversary, papers_knowledge
-from engine.adversary import check_k as check_k_range
-from engine.io.errors import UserError
+from engine.adversary import (
+    PAPERS_KNOWLEDGES,
+    Adversary,
+    K,
+    papers_knowledge,
+)
 from engine.io.progress import Progress
 from engine.memo import memo
 from engine.records import Records
 from engine.release import Release
+from engine.study.parameters import (
+    Parameter,
+    SettingsError,
+    check_declared,
+    declared,
+    parameter_of,
+    read_declared,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -54,10 +66,7 @@ PAPER_CODES = ("250", "272", "401", "724")  # Tamersoy 2010's four codes, thesis
 # M54 dorsalgia (low back pain, sciatica, back pain unspecified: 724.2, 724.3, 724.5).
 PAPER_CODES_ICD10CM = ("E11", "E78", "I10", "M54")
 CODE_SELECTIONS = ("paper", "top", "chosen", "all")
-
-
-class SettingsError(UserError, ValueError):
-    """A method parameter is out of range; the message names the parameter and what is allowed."""
+MAX_COUNT = 1_000_000_000  # the bound of a count (caps, codes, suppressed codes): beyond any data
 
 
 @dataclass(frozen=True, eq=False)
@@ -98,33 +107,56 @@ def biobank_between(
     return memo("runs biobanks", key, make, size=_BIOBANKS_KEPT)
 
 
-def check_k(k: int, *, least: int = MIN_RELEASE_K) -> None:
-    """k is a whole number from `least` (2 for releases: k = 1 protects nobody) to MAX_K
-    (`engine.adversary.check_k`, the one range of every layer), else SettingsError."""
-    try:
-        check_k_range(k, least=least)
-    except UserError as exc:
-        raise SettingsError(str(exc)) from None
+class Declared:
+    """Settings whose fields are declared (`engine.study.parameters.declared`): `validate` checks every
+    declared parameter, named with `owner` (default the method's name), then `check_together`."""
+
+    method: ClassVar[str]
+
+    def validate(self, owner: str | None = None) -> None:
+        check_declared(self, self.method if owner is None else owner)
+        self.check_together()
+
+    def check_together(self) -> None:
+        """The checks a declaration cannot express (one parameter against another, nested settings)."""
 
 
-def _check_choice(name: str, value: object, allowed: tuple) -> None:
-    if value not in allowed:
-        raise SettingsError(f"{name} must be one of {', '.join(map(str, allowed))}, not {value!r}")
+def _choices(module: str, name: str):
+    """Choices held by a module that the settings import only when asked (numpy, numba behind it)."""
+
+    def allowed() -> tuple:
+        import importlib
+
+        return tuple(getattr(importlib.import_module(module), name))
+
+    return allowed
+
+
+SCOPE_HELP = "k-map (population) or k-anonymity (cohort)"
 
 
 @dataclass(frozen=True)
-class CodeSelection:
+class CodeSelection(Declared):
     """Which codes a method releases: Tamersoy's four 3-digit codes (`paper`), the `top` most frequent
     codes of the cohort, `chosen` codes, or `all` codes."""
 
-    mode: str = "paper"
-    top_n: int = 10
+    method: ClassVar[str] = "codes"
+    mode: str = declared(Parameter("mode", str, "paper", choices=CODE_SELECTIONS, flag=""))
+    top_n: int = declared(
+        Parameter(
+            "top_n",
+            int,
+            10,
+            bounds=(1, MAX_COUNT),
+            flag="--top-codes",
+            help="keep the N codes held by most cohort patients",
+        )
+    )
     chosen: tuple[str, ...] = ()
 
-    def validate(self) -> None:
-        _check_choice("code selection", self.mode, CODE_SELECTIONS)
-        if self.mode == "top" and self.top_n < 1:
-            raise SettingsError(f"the number of most frequent codes must be at least 1, not {self.top_n}")
+    def check_together(self) -> None:
+        if not isinstance(self.chosen, tuple) or not all(isinstance(c, str) for c in self.chosen):
+            raise SettingsError(f"codes: chosen must be a list of codes, not {self.chosen!r}")
         if self.mode == "chosen" and not self.chosen:
             raise SettingsError("choose at least one code")
 
@@ -194,30 +226,37 @@ def code_frequency_order(cohort: Records) -> list[str]:
 
 # --------------------------------------------------------------------------------- GCCens
 @dataclass(frozen=True)
-class GCCensSettings:
+class GCCensSettings(Declared):
     """GCCens (Tamersoy 2010 Figure 2; thesis Algorithm 1): censor repeats of the selected codes until
     every record is k-mapped (scope population) or k-anonymous (scope cohort), after caps."""
 
     method: ClassVar[str] = "GCCens"
-    k: int = 5
-    scope: str = "population"
+    k: int = declared(K)
+    scope: str = declared(
+        Parameter("scope", str, "population", choices=("population", "cohort"), help=SCOPE_HELP)
+    )
     codes: CodeSelection = field(default_factory=CodeSelection)
-    cap: int | None = None  # universal cap; None: per-code caps (`caps`, default the cohort's maxima)
+    # universal cap; None: per-code caps (`caps`, default the cohort's maxima)
+    cap: int | None = declared(
+        Parameter(
+            "cap", int, None, bounds=(0, MAX_COUNT), optional=True, help="one universal cap for every code"
+        )
+    )
     caps: tuple[tuple[str, int], ...] = ()
-    variant: str = "faithful"
+    variant: str = declared(
+        Parameter(
+            "variant",
+            str,
+            "faithful",
+            choices=_choices("engine.anonymize.censor", "VARIANTS"),
+            help="faithful Algorithm 1 or targeted",
+        )
+    )
 
-    def validate(self) -> None:
-        from engine.anonymize.censor import VARIANTS
-
-        check_k(self.k)
-        _check_choice("scope", self.scope, ("population", "cohort"))
-        _check_choice("variant", self.variant, tuple(VARIANTS))
-        self.codes.validate()
-        if self.cap is not None and self.cap < 0:
-            raise SettingsError(f"the universal cap must be 0 or more, not {self.cap}")
+    def check_together(self) -> None:
+        self.codes.validate(f"{self.method} codes")
         for code, c in self.caps:
-            if c < 0:
-                raise SettingsError(f"the cap of {code} must be 0 or more, not {c}")
+            code_cap(code).check(c, self.method)
 
     @property
     def adversary(self) -> Adversary:
@@ -296,26 +335,60 @@ class GCCensInput:
 
 # ------------------------------------------------------------------------------- Heatherly
 @dataclass(frozen=True)
-class HeatherlySettings:
+class HeatherlySettings(Declared):
     """Heatherly 2013: frequency-bin generalization within utility groups, then suppression, on the
     cohort (DEMO_D), the biobank (DEMO_B) or the population (DEMO_S), the cohort then extracted."""
 
     method: ClassVar[str] = "Heatherly"
-    k: int = 5
-    scope: str = "cohort"
-    constraints: str = "phecode"
-    complete: bool = True
-    with_visits: bool = False  # export keeps the visit grouping (else one set of codes per patient)
-    # the completion pass's strategy (`engine.anonymize.population.COMPLETIONS`; issue #36: "phewas"
-    # keeps case statuses where it can; "rarest", the first pass, stays the default: bench/table4.py)
-    completion: str = "rarest"
+    k: int = declared(K)
+    scope: str = declared(
+        Parameter(
+            "scope",
+            str,
+            "cohort",
+            choices=("cohort", "biobank", "population"),
+            help="group anonymized before extraction",
+        )
+    )
+    constraints: str = declared(
+        Parameter(
+            "constraints",
+            str,
+            "phecode",
+            help="utility constraints: phecode (default), icd9:LEVEL (5-digit, 4-digit, 3-digit, section, chapter, "
+            "Any), cdm or cdm:DEPTH (codes under one concept DEPTH levels below the root, default 2, of an OMOP "
+            "CDM's own hierarchy: --source omop --omop-codes standard with concept and concept_ancestor), none",
+        )
+    )
+    complete: bool = declared(
+        Parameter("complete", bool, True, help="completion pass until every visit meets k")
+    )
+    # export keeps the visit grouping (else one set of codes per patient)
+    with_visits: bool = declared(
+        Parameter(
+            "with_visits",
+            bool,
+            False,
+            help="keep the visit grouping in the release (patient_id, visit, code); default: one set of codes "
+            "per patient (patient_id, code), the paper's form. Verified and completed for the export chosen",
+        )
+    )
+    # the completion pass's strategy (issue #36: "phewas" keeps case statuses where it can; "rarest",
+    # the first pass, stays the default: bench/table4.py)
+    completion: str = declared(
+        Parameter(
+            "completion",
+            str,
+            "rarest",
+            choices=_choices("engine.anonymize.population", "COMPLETIONS"),
+            help="the completion pass's strategy: rarest items first (default), or phewas: keep case statuses "
+            "where possible (issue 36; bench/table4.py)",
+        )
+    )
 
-    def validate(self) -> None:
-        from engine.anonymize.population import COMPLETIONS, parse_constraints
+    def check_together(self) -> None:
+        from engine.anonymize.population import parse_constraints
 
-        check_k(self.k)
-        _check_choice("scope", self.scope, ("cohort", "biobank", "population"))
-        _check_choice("completion", self.completion, COMPLETIONS)
         try:
             parse_constraints(self.constraints)
         except ValueError as exc:
@@ -376,34 +449,60 @@ class HeatherlySettings:
 
 # -------------------------------------------------------------------------------- profiles
 @dataclass(frozen=True)
-class ProfilesSettings:
+class ProfilesSettings(Declared):
     """PPE, then UGACLIP (utility policy honoured) or ACLIP (Loukides 2010). The utility policy is
     kept as the CSV text it was read from, so a study file carries it whole."""
 
     method: ClassVar[str] = "Profiles"
-    algorithm: str = "UGACLIP"
-    k: int = 5
-    knowledge: str = "single_visit"
-    utility_policy_csv: str | None = None  # None: the shipped default policy (PNAS Table 1)
-    max_suppressed: int | None = None
-    with_visits: bool = False  # export keeps the visit grouping (single-visit knowledge only)
+    algorithm: str = declared(Parameter("algorithm", str, "UGACLIP", choices=("UGACLIP", "ACLIP"), flag=""))
+    k: int = declared(K)
+    knowledge: str = declared(
+        Parameter("knowledge", str, "single_visit", choices=PAPERS_KNOWLEDGES, help="PPE filtering condition")
+    )
+    # None: the shipped default policy (PNAS Table 1); the CLI's --utility-policy names its file
+    utility_policy_csv: str | None = declared(
+        Parameter("utility_policy_csv", str, None, optional=True, flag="")
+    )
+    max_suppressed: int | None = declared(
+        Parameter(
+            "max_suppressed",
+            int,
+            None,
+            bounds=(0, MAX_COUNT),
+            optional=True,
+            help="stop when more distinct codes must be suppressed",
+        )
+    )
+    # export keeps the visit grouping (single-visit knowledge only)
+    with_visits: bool = declared(
+        Parameter(
+            "with_visits",
+            bool,
+            False,
+            help="keep the visit grouping in the release (patient_id, visit, code; single_visit only); "
+            "default: one set of codes per patient (patient_id, code), the paper's released profiles",
+        )
+    )
     # "cdm": the utility policy of an OMOP CDM's own hierarchy (`cdm_utility_policy`; issue 37)
-    utility_hierarchy: str = ""
+    utility_hierarchy: str = declared(
+        Parameter(
+            "utility_hierarchy",
+            str,
+            "",
+            choices=("", "cdm"),
+            help="cdm: the utility policy of an OMOP CDM's own hierarchy, the codes below each concept 2 "
+            "levels under its root one constraint (--omop-codes standard; instead of --utility-policy)",
+        )
+    )
 
-    def validate(self) -> None:
-        check_k(self.k)
-        _check_choice("algorithm", self.algorithm, ("UGACLIP", "ACLIP"))
-        _check_choice("utility hierarchy", self.utility_hierarchy, ("", "cdm"))
+    def check_together(self) -> None:
         if self.utility_hierarchy and self.utility_policy_csv is not None:
             raise SettingsError("give an uploaded utility policy or the CDM's hierarchy, not both")
-        _check_choice("knowledge", self.knowledge, ("single_visit", "all_visits"))
         if self.with_visits and self.knowledge != "single_visit":
             raise SettingsError(
                 "keeping visits in the export needs single-visit knowledge: an attacker who knows every "
                 "visit could match them one by one"
             )
-        if self.max_suppressed is not None and self.max_suppressed < 0:
-            raise SettingsError(f"the suppression limit must be 0 or more, not {self.max_suppressed}")
 
     @property
     def adversary(self) -> Adversary:
@@ -496,6 +595,7 @@ def cdm_utility_policy(concepts: ConceptParents, items) -> UtilityPolicy:
 
 # ------------------------------------------------------------------------------------- LDA
 ICD_HIERARCHIES = ("icd9-thesis", "icd9-4digit", "phecode", "cdm")  # cdm: RunInputs.concepts (issue 37)
+AGES = (0, 150)  # the ages an age domain may span (a study file's, the app's inputs)
 CDM_HIERARCHY_NEEDS = (
     "events read from an OMOP CDM in standard concepts (--omop-codes standard) with its vocabulary "
     "tables concept and concept_ancestor"
@@ -504,7 +604,7 @@ _LDA_INPUTS_KEPT = 4  # `LDASettings.inputs`' memo (`engine.memo`): the last few
 
 
 @dataclass(frozen=True)
-class LDASettings:
+class LDASettings(Declared):
     """The Longitudinal Data Anonymizer (thesis ch. IV): (ICD, Age) trajectories clustered by MDAV
     over Baseline or A-GS alignments, k-anonymous against an attacker who knows every pair.
 
@@ -513,27 +613,43 @@ class LDASettings:
     read (`settings_from_dict` refuses unknown fields); it changes nothing."""
 
     method: ClassVar[str] = "LDA"
-    k: int = 5
+    k: int = declared(K)
     codes: CodeSelection = field(default_factory=CodeSelection)
-    icd_hierarchy: str = "icd9-thesis"
-    age_low: int = 1
-    age_high: int = 128
-    top_code_90: bool = True  # kept for study files; ages are top-coded at 90 whatever it says
-    w_icd: float = 0.5
-    alignment: str = "a-gs"
-    roll_up: str = ""  # codes replaced by their ancestor at this level first (`ROLL_UP_LEVELS`); "" none
+    icd_hierarchy: str = declared(
+        Parameter("icd_hierarchy", str, "icd9-thesis", choices=ICD_HIERARCHIES, flag="")
+    )
+    age_low: int = declared(Parameter("age_low", int, 1, bounds=AGES, flag=""))
+    age_high: int = declared(Parameter("age_high", int, 128, bounds=AGES, flag=""))
+    # kept for study files; ages are top-coded at 90 whatever it says
+    top_code_90: bool = declared(Parameter("top_code_90", bool, True, flag=""))
+    w_icd: float = declared(
+        Parameter(
+            "w_icd", float, 0.5, bounds=(0.0, 1.0), help="weight of ICD loss in [0, 1]; w_Age = 1 - w_ICD"
+        )
+    )
+    alignment: str = declared(
+        Parameter(
+            "alignment",
+            str,
+            "a-gs",
+            choices=_choices("engine.anonymize.alignment", "METHODS"),
+            help="alignment (Algorithm 3 or 2)",
+            flag="--method",
+        )
+    )
+    # codes replaced by their ancestor at this level first; "" none
+    roll_up: str = declared(
+        Parameter(
+            "roll_up",
+            str,
+            "",
+            choices=("", *ROLL_UP_LEVELS),
+            help="replace each code by its ancestor at this level first (the thesis' D4 sets use 3-digit codes)",
+        )
+    )
 
-    def validate(self) -> None:
-        from engine.anonymize.trajectories import METHODS
-
-        check_k(self.k)
-        self.codes.validate()
-        _check_choice("ICD hierarchy", self.icd_hierarchy, ICD_HIERARCHIES)
-        if self.roll_up:
-            _check_choice("roll-up level", self.roll_up, ROLL_UP_LEVELS)
-        _check_choice("alignment", self.alignment, tuple(METHODS))
-        if not 0.0 <= self.w_icd <= 1.0:
-            raise SettingsError(f"w_ICD must lie between 0 and 1, not {self.w_icd}")
+    def check_together(self) -> None:
+        self.codes.validate(f"{self.method} codes")
         if self.age_low >= self.age_high:
             raise SettingsError(f"the age domain must run upwards, not {self.age_low}..{self.age_high}")
 
@@ -675,6 +791,7 @@ def opening_settings(cohort: Records, adversary: Adversary, k: int) -> dict[str,
 # ------------------------------------------------------------------ lab orders (Johnson 2018)
 LAB_AGAINST = ("99", "population")  # section 2.5: 99 others drawn at random, or everyone
 LAB_QUERIES = ("one_day", "all_days")
+LAB_MAX_SEED = 2**31 - 1  # the Lab orders page's seed input; numpy's and torch's seeds take it
 
 
 @dataclass(frozen=True)
@@ -689,24 +806,37 @@ class LabRecallSettings:
     `raw_recall`, `train`, `latent_recall`); `run_result` runs them in order."""
 
     method: ClassVar[str] = "lab_recall"
-    min_orders: int | None = None
-    trials: int = 100
-    simulations: int = 10
-    against: str = "99"
-    query: str = "one_day"
-    seed: int = 0
+    min_orders: int | None = declared(
+        Parameter(
+            "min_orders",
+            int,
+            None,
+            bounds=(1, MAX_COUNT),
+            optional=True,
+            help="keep labs ordered on at least N patient-days (default: the paper's 500 scaled to the data)",
+        )
+    )
+    trials: int = declared(
+        Parameter(
+            "trials", int, 100, bounds=(1, MAX_COUNT), help="breached records per simulation (default 100)"
+        )
+    )
+    simulations: int = declared(
+        Parameter("simulations", int, 10, bounds=(1, MAX_COUNT), help="repeated simulations (default 10)")
+    )
+    against: str = declared(
+        Parameter("against", str, "99", choices=LAB_AGAINST, help="99 others or everyone")
+    )
+    query: str = declared(
+        Parameter("query", str, "one_day", choices=LAB_QUERIES, help="what the attacker knows")
+    )
+    seed: int = declared(Parameter("seed", int, 0, bounds=(0, LAB_MAX_SEED), help="random seed (default 0)"))
     vae: VAEConfig | None = None
 
     def validate(self) -> None:
-        if self.min_orders is not None and self.min_orders < 1:
-            raise SettingsError(f"min orders must be at least 1 patient-day, not {self.min_orders}")
-        for name in ("trials", "simulations"):
-            if getattr(self, name) < 1:
-                raise SettingsError(f"{name} must be at least 1, not {getattr(self, name)}")
-        _check_choice("against", self.against, LAB_AGAINST)
-        _check_choice("query", self.query, LAB_QUERIES)
-        if self.seed < 0:
-            raise SettingsError(f"seed must be a non-negative integer, not {self.seed}")
+        """The declared parameters, named without an owner (the CLI says `labs recall:`), then the
+        autoencoder's seed."""
+        check_declared(self, "")
         if self.vae is not None and self.vae.seed != self.seed:
             raise SettingsError(f"the autoencoder's seed ({self.vae.seed}) must be the run's ({self.seed})")
 
@@ -810,73 +940,46 @@ def settings_to_dict(settings: MethodSettings) -> dict[str, Any]:
     return out
 
 
-# the range of each whole-number setting read from a study file (others: 0..MAX_COUNT)
-READ_RANGES: dict[str, tuple[int, int]] = {
-    "k": (MIN_RELEASE_K, MAX_K),
-    "age_low": (0, 150),
-    "age_high": (0, 150),
-}
-MAX_COUNT = 1_000_000_000
-
-
-def _read_number(method: str, key: str, value: object, kind: str) -> Any:
-    """A setting read from a study file, of the field's type (never coerced: `"7"` or `5.9` for a
-    whole number, `1` for a bool are refused) and, for whole numbers, in range (`READ_RANGES`)."""
-    optional = kind.endswith("| None")
-    kind = kind.removesuffix("| None").strip()
-    if value is None and optional:
-        return None
-    if kind == "int":
-        lo, hi = READ_RANGES.get(key, (0, MAX_COUNT))
-        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-            raise SettingsError(
-                f"{method} settings: {key} must be a whole number from {lo} to {hi:,}, not {value!r}"
-            )
-    elif kind == "float":
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise SettingsError(f"{method} settings: {key} must be a number, not {value!r}")
-        value = float(value)
-    elif kind == "bool":
-        if not isinstance(value, bool):
-            raise SettingsError(f"{method} settings: {key} must be true or false, not {value!r}")
-    elif kind == "str" and not isinstance(value, str):
-        raise SettingsError(f"{method} settings: {key} must be text, not {value!r}")
-    return value
-
-
 def settings_from_dict(data: Mapping[str, Any]) -> MethodSettings:
-    """Settings back from `settings_to_dict`; unknown methods or fields raise SettingsError."""
+    """Settings back from `settings_to_dict`, every value checked through its declaration (of its type,
+    never coerced: `"7"` or `5.9` for a whole number, `1` for a bool are refused; in its bounds or
+    choices); an unknown method or parameter raises SettingsError naming it (issue 38)."""
     name = data.get("method")
     if name not in SETTINGS_TYPES:
         raise SettingsError(f"unknown method {name!r}; known: {', '.join(SETTINGS_TYPES)}")
     cls = SETTINGS_TYPES[name]
-    names = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - set(names) - {"method"})
-    if unknown:
-        raise SettingsError(f"{name} settings: unknown field(s) {', '.join(unknown)}")
-    kwargs: dict[str, Any] = {}
-    for key, value in data.items():
-        if key == "method":
-            continue
-        if key == "codes":
-            if not isinstance(value, Mapping) or set(value) != {"mode", "top_n", "chosen"}:
-                raise SettingsError(f"{name} settings: codes must be an object of mode, top_n, chosen")
-            chosen = value["chosen"]
-            if not isinstance(chosen, list) or not all(isinstance(c, str) for c in chosen):
-                raise SettingsError(f"{name} settings: codes.chosen must be a list of codes")
-            if not isinstance(value["mode"], str):
-                raise SettingsError(f"{name} settings: codes.mode must be text")
-            top_n = _read_number(name, "codes.top_n", value["top_n"], "int")
-            value = CodeSelection(value["mode"], top_n, tuple(chosen))
-        elif key == "caps":
-            if not isinstance(value, list) or not all(
-                isinstance(x, list) and len(x) == 2 and isinstance(x[0], str) for x in value
-            ):
-                raise SettingsError(f"{name} settings: caps must be a list of [code, cap] pairs")
-            value = tuple((c, _read_number(name, "caps", v, "int")) for c, v in value)
-        else:
-            value = _read_number(name, key, value, str(names[key].type))
-        kwargs[key] = value
+    nested = {f.name for f in dataclasses.fields(cls)} & {"codes", "caps"}
+    kwargs = read_declared(
+        cls, {k: v for k, v in data.items() if k != "method"}, name, others=frozenset(nested)
+    )
+    if "codes" in data:
+        kwargs["codes"] = _read_codes(name, data["codes"])
+    if "caps" in data:
+        kwargs["caps"] = _read_caps(name, data["caps"])
     settings = cls(**kwargs)
     settings.validate()
     return settings
+
+
+def _read_codes(owner: str, value: object) -> CodeSelection:
+    if not isinstance(value, Mapping):
+        raise SettingsError(f"{owner}: codes must be an object of mode, top_n, chosen, not {value!r}")
+    chosen = value.get("chosen", [])
+    if not isinstance(chosen, list) or not all(isinstance(c, str) for c in chosen):
+        raise SettingsError(f"{owner}: codes.chosen must be a list of codes")
+    read = read_declared(CodeSelection, value, f"{owner} codes", others=frozenset({"chosen"}))
+    return CodeSelection(**read, chosen=tuple(chosen))
+
+
+def _read_caps(owner: str, value: object) -> tuple[tuple[str, int], ...]:
+    if not isinstance(value, list) or not all(
+        isinstance(x, list) and len(x) == 2 and isinstance(x[0], str) for x in value
+    ):
+        raise SettingsError(f"{owner}: caps must be a list of [code, cap] pairs")
+    return tuple((c, code_cap(c).check(v, owner)) for c, v in value)
+
+
+def code_cap(code: str) -> Parameter:
+    """The cap of one code (`GCCensSettings.caps`): the universal cap's bounds, None not allowed."""
+    cap = parameter_of(GCCensSettings, "cap")
+    return dataclasses.replace(cap, name=f"the cap of {code}", optional=False)

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from engine import risk
-from engine.adversary import EVERY_ADVERSARY, MAX_K, MIN_RELEASE_K, WHOLE_RECORD_NOTE, Adversary
+from engine.adversary import EVERY_ADVERSARY, MAX_K, MIN_RELEASE_K, WHOLE_RECORD_NOTE, Adversary, K, check_k
 from engine.disclosure.cells import SmallCellError, SmallCellPolicy
 from engine.disclosure.dp_budget import BudgetLedger
 from engine.disclosure.sensitive import RhoPolicy, SensitiveRisk, rho_refusal
@@ -34,7 +34,8 @@ from engine.io.progress import Progress
 from engine.io.pseudonyms import PseudonymKeyError, Pseudonyms, check_key, new_key
 from engine.records import Records
 from engine.release import Release
-from engine.study.runs import MethodSettings, RunInputs, check_k, settings_from_dict, settings_to_dict
+from engine.study.parameters import Parameter, SettingsError
+from engine.study.runs import MethodSettings, RunInputs, settings_from_dict, settings_to_dict
 
 STUDY_FORMAT = "cohortshield-study/2"
 # /1 (before release pseudonyms): its recorded files named patients by source ids
@@ -189,6 +190,10 @@ RELEASE_CONTEXTS: dict[str, str] = {
     "internal": "internal use, trusted recipients",
     "custom": "a custom threshold with a written reason",
 }
+# the study-level threshold's parameter (engine.study.parameters; k, scope and knowledge: engine.adversary)
+CONTEXT = Parameter(
+    "release context", str, "controlled", choices=tuple(RELEASE_CONTEXTS), help="to whom the data go", flag=""
+)
 
 
 @dataclass(frozen=True)
@@ -204,10 +209,10 @@ class Determination:
     reason: str = ""
 
     def __post_init__(self) -> None:
-        if self.context not in RELEASE_CONTEXTS:
-            raise StudyError(
-                f"release context must be one of {', '.join(RELEASE_CONTEXTS)}, not {self.context!r}"
-            )
+        try:
+            CONTEXT.check(self.context)
+        except SettingsError as exc:
+            raise StudyError(str(exc)) from None
         if self.context == "custom" and not self.reason.strip():
             raise StudyError("a custom threshold needs a written reason")
 
@@ -284,9 +289,13 @@ class StudyRelease:
         for name, value in (("public", public), ("rho suppressed", suppressed)):
             if not isinstance(value, bool):
                 raise StudyError(f"release {d.get('name')!r}: {name} must be true or false, not {value!r}")
+        try:
+            settings = settings_from_dict(_mapping(d["settings"], "settings"))
+        except SettingsError as exc:  # the file (Study.from_json), the release, the method, the parameter
+            raise StudyError(f"release {d.get('name')!r}: {exc}") from None
         return cls(
             name=str(d["name"]),
-            settings=settings_from_dict(_mapping(d["settings"], "settings")),
+            settings=settings,
             data=DataRef.from_dict(d["data"]),
             verification=None,
             files=_texts(d.get("files", {}), "files"),
@@ -494,7 +503,7 @@ class Study:
             return cls(
                 data=DataRef.from_dict(d["data"]),
                 adversary=Adversary(adversary["scope"], adversary["knowledge"]),
-                k=_whole(d["k"], "k", MIN_RELEASE_K, MAX_K),
+                k=K.check(d["k"]),
                 releases=tuple(StudyRelease.from_dict(r) for r in releases),
                 pseudonym_key=str(d["pseudonym_key"]),
                 determination=Determination.from_dict(d.get("determination", {})),

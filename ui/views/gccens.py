@@ -36,12 +36,15 @@ from engine.release import Release
 from engine.report.glossary import help_for
 from engine.study.compare import code_set_text
 from engine.study.experiments import GCCENS_COLUMNS, gccens_point
+from engine.study.parameters import parameter_of
 from engine.study.runs import (
     OPENING_CODES,
     CodeSelection,
     GCCensInput,
     GCCensSettings,
     RunInputs,
+    SettingsError,
+    code_cap,
     code_frequency_order,
 )
 from engine.utility.censoring import (
@@ -66,6 +69,7 @@ from ui.gccens_charts import (
     sweep_figure,
 )
 from ui.literal import md
+from ui.parameter_widgets import choices_of, widget_kwargs
 from ui.risk_charts import cdf_frame, distinguishability_cdf_figure
 from ui.study import add_to_study, data_of, derived_from, previewed, remember, verify_under
 
@@ -91,9 +95,9 @@ for _p in ("gcc_", "gcct_"):
     persist.register(
         {
             f"{_p}mode": _FIRST_MODE[_p],
-            f"{_p}top": 10,
+            f"{_p}top": parameter_of(CodeSelection, "top_n").default,
             f"{_p}codes": persist.LAZY,
-            f"{_p}variant": VARIANTS[0],
+            f"{_p}variant": parameter_of(GCCensSettings, "variant").default,
             f"{_p}capmode": CAP_MODES[0],
             f"{_p}cap": 3,
         }
@@ -304,7 +308,11 @@ def _selection(ctx: Context, prefix: str) -> tuple | None:
     top_n, chosen = 10, ()
     freq = _code_order(ctx.cohort)
     if mode == CODE_MODES[1]:
-        top_n = int(st.number_input("Number of codes", 1, 500, key=f"{prefix}top"))
+        top_n = int(
+            st.number_input(
+                "Number of codes", **widget_kwargs(parameter_of(CodeSelection, "top_n")), key=f"{prefix}top"
+            )
+        )
     elif mode == CODE_MODES[2]:
         options = freq[:500]
         persist.seed(f"{prefix}codes", options[:4], options)
@@ -340,7 +348,11 @@ def _caps(problem: CensorProblem, prefix: str) -> tuple | None:
     kind = st.radio("Caps", CAP_MODES, horizontal=True, key=f"{prefix}capmode", help=help_for("cap"))
     if kind == CAP_MODES[1]:
         cap = int(
-            st.number_input("Universal cap (paper: 3)", 0, 100, key=f"{prefix}cap", help=help_for("cap"))
+            st.number_input(
+                "Universal cap (paper: 3)",
+                **widget_kwargs(parameter_of(GCCensSettings, "cap"), help=help_for("cap")),
+                key=f"{prefix}cap",
+            )
         )
         return ("universal", cap)
     table = cache.memo(
@@ -359,12 +371,19 @@ def _caps(problem: CensorProblem, prefix: str) -> tuple | None:
         hide_index=True,
         height=min(38 + 35 * len(table), 320),
     )
-    caps = pd.to_numeric(edited["cap"], errors="coerce")
-    bad = edited.loc[caps.isna() | (caps < 0), "code"].tolist()
-    if bad:
-        st.error(f"Caps must be whole numbers >= 0; check code(s) {md(', '.join(map(str, bad[:5])))}.")
-        return None
-    return ("per_code", tuple(zip(edited["code"].astype(str), caps.astype(int).tolist(), strict=True)))
+    caps = []
+    for code, value in zip(
+        edited["code"].astype(str), pd.to_numeric(edited["cap"], errors="coerce"), strict=True
+    ):
+        whole = bool(np.isfinite(value)) and float(value).is_integer()
+        try:  # each cap as a study file takes it (the declaration of `cap`, issue 38): never truncated
+            caps.append(
+                (code, code_cap(code).check(int(value) if whole else float(value), GCCensSettings.method))
+            )
+        except SettingsError as exc:
+            st.error(md(str(exc)))
+            return None
+    return ("per_code", tuple(caps))
 
 
 # ------------------------------------------------------------------------------- Anonymize tab
@@ -392,7 +411,7 @@ def render_anonymize(ctx: Context) -> None:
     with c2:
         variant = st.radio(
             "Variant",
-            VARIANTS,
+            choices_of(parameter_of(GCCensSettings, "variant")),
             horizontal=True,
             key="gcc_variant",
             help=help_for("faithful", "targeted"),
@@ -653,7 +672,11 @@ def render_tradeoffs(ctx: Context) -> None:
         return
     with c2:
         variant = st.radio(
-            "Variant", VARIANTS, horizontal=True, key="gcct_variant", help=help_for("faithful", "targeted")
+            "Variant",
+            choices_of(parameter_of(GCCensSettings, "variant")),
+            horizontal=True,
+            key="gcct_variant",
+            help=help_for("faithful", "targeted"),
         )
     problem, _, _ = _problem(ctx.cohort, ctx.population, ctx.adversary.scope, selection)
     if not len(problem.codes):

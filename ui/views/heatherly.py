@@ -37,6 +37,7 @@ from engine.records import Records
 from engine.release import Release
 from engine.report.glossary import help_for
 from engine.study.experiments import heatherly_sweep_k
+from engine.study.parameters import parameter_of
 from engine.study.runs import HeatherlySettings, biobank_between
 from ui import cache, honest, persist
 from ui import format as fmt
@@ -45,6 +46,7 @@ from ui.context import Context
 from ui.downloads import export_check, release_downloads, release_table_download, report_download
 from ui.downloads import table_download as _download
 from ui.heatherly_charts import tradeoff_figure
+from ui.parameter_widgets import choices_of
 from ui.risk_charts import cdf_frame, distinguishability_cdf_figure
 from ui.study import add_to_study, remember
 
@@ -285,7 +287,7 @@ def render_anonymize(ctx: Context) -> None:
         )
         completion = st.selectbox(
             "Completion strategy",
-            list(COMPLETION_WORDS),
+            choices_of(parameter_of(HeatherlySettings, "completion")),
             key="hea_completion",
             format_func=COMPLETION_WORDS.get,
             disabled=not complete,

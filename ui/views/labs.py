@@ -28,6 +28,7 @@ from engine.labs import reident as L
 from engine.labs.latent_verdict import latent_verdict, verdict_lines
 from engine.labs.vae_config import VAEConfig
 from engine.report.glossary import help_for
+from engine.study.parameters import parameter_of
 from engine.study.runs import LabRecallSettings
 from ui import cache, errors, persist
 from ui import format as fmt
@@ -46,6 +47,7 @@ from ui.labs_charts import (
     spread_frame,
     uniqueness_figure,
 )
+from ui.parameter_widgets import widget_kwargs
 from ui.teach import intro
 
 KNOWLEDGE = {"single_visit": ("one_day", "one day known"), "all_visits": ("all_days", "all days known")}
@@ -278,15 +280,17 @@ def render(ctx: Context) -> None:
     persist.seed("labs_min_orders", default_n)
     min_orders = c1.number_input(
         "Labs ordered on at least N patient-days",
-        min_value=1,
+        **widget_kwargs(
+            parameter_of(LabRecallSettings, "min_orders"),
+            help=f"The paper's 500 at 6.4 million patient-days, scaled to these {days.n_days:,}: {default_n}.",
+        ),
         key="labs_min_orders",
-        help=f"The paper's 500 at 6.4 million patient-days, scaled to these {days.n_days:,}: {default_n}.",
     )
     trials = c2.number_input("Breached records per simulation", 10, 2000, step=10, key="labs_trials")
     simulations = c3.number_input(
         "Simulations", 1, 500, key="labs_simulations", help="the paper: 100, and 250 for the spread"
     )
-    seed = c4.number_input("Seed", 0, 2**31 - 1, key="labs_seed")
+    seed = c4.number_input("Seed", **widget_kwargs(parameter_of(LabRecallSettings, "seed")), key="labs_seed")
     settings = LabRecallSettings(int(min_orders), int(trials), int(simulations), against, query, int(seed))
     r_days = restricted(ctx, key, settings, days)
     st.caption(

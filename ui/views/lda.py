@@ -29,6 +29,7 @@ from engine.release import Release
 from engine.report.glossary import help_for
 from engine.risk import Verification
 from engine.study.experiments import LDAPoint, lda_measures, lda_sweep_k, lda_sweep_weights
+from engine.study.parameters import parameter_of
 from engine.study.runs import ICD_HIERARCHIES, CodeSelection, LDASettings, RunInputs
 from engine.utility.loss import avg_re, cluster_table, level_shares, record_losses
 from ui import cache, errors, honest, persist, state
@@ -39,6 +40,7 @@ from ui.downloads import release_downloads, release_table_download
 from ui.downloads import table_download as _download
 from ui.lda_charts import level_shares_figure, record_loss_figure, sweep_k_figure, weights_figure
 from ui.literal import md
+from ui.parameter_widgets import choices_of, widget_kwargs
 from ui.state import ABSENT
 from ui.study import add_to_study, remember
 
@@ -62,13 +64,13 @@ for _p in ("lda_", "ldat_"):
     persist.register(
         {
             f"{_p}mode": _FIRST_MODE[_p],
-            f"{_p}top": 10,
+            f"{_p}top": parameter_of(CodeSelection, "top_n").default,
             f"{_p}codes": persist.LAZY,
             f"{_p}icd": ICD_CHOICES[0],
             f"{_p}lo": persist.LAZY,
             f"{_p}hi": persist.LAZY,
-            f"{_p}w": 0.5,
-            f"{_p}method": "a-gs",
+            f"{_p}w": parameter_of(LDASettings, "w_icd").default,
+            f"{_p}method": parameter_of(LDASettings, "alignment").default,
         }
     )
 # the Trade-offs sweeps' parameters last run (k sweep, weight sweep)
@@ -219,7 +221,11 @@ def _settings(ctx: Context, prefix: str, *, with_method: bool = True) -> tuple |
         mode = st.selectbox("Codes in the trajectories", modes, key=f"{prefix}mode")
         top_n, codes = 50, ()
         if mode == CODE_MODES[1]:
-            top_n = st.number_input("Number of codes (thesis D50: 50)", 1, 500, key=f"{prefix}top")
+            top_n = st.number_input(
+                "Number of codes (thesis D50: 50)",
+                **widget_kwargs(parameter_of(CodeSelection, "top_n")),
+                key=f"{prefix}top",
+            )
         elif mode == CODE_MODES[2]:
             counts = pd.Series(cohort.items[cohort.event_item]).value_counts()
             options = counts.index.tolist()
@@ -244,20 +250,34 @@ def _settings(ctx: Context, prefix: str, *, with_method: bool = True) -> tuple |
         a1, a2 = st.columns(2)
         persist.seed(f"{prefix}lo", lo0)
         persist.seed(f"{prefix}hi", hi0)
-        lo = int(a1.number_input("Ages from", 0, 200, key=f"{prefix}lo"))
-        hi = int(a2.number_input("to", 1, 255, key=f"{prefix}hi"))
+        lo = int(
+            a1.number_input(
+                "Ages from", **widget_kwargs(parameter_of(LDASettings, "age_low")), key=f"{prefix}lo"
+            )
+        )
+        hi = int(
+            a2.number_input("to", **widget_kwargs(parameter_of(LDASettings, "age_high")), key=f"{prefix}hi")
+        )
         top90 = True  # ages above 89 are always one category (issue 23)
         st.caption("Ages above 89 are one category, 90+ (HIPAA safe harbor), always.")
     with c3:
         k = int(ctx.k)
         st.caption(f"k = {k} (sidebar)")
-        w_icd = float(st.slider("w_ICD (w_Age = 1 - w_ICD)", 0.0, 1.0, step=0.1, key=f"{prefix}w"))
+        w_icd = float(
+            st.slider(
+                "w_ICD (w_Age = 1 - w_ICD)",
+                **widget_kwargs(parameter_of(LDASettings, "w_icd")),
+                step=0.1,
+                key=f"{prefix}w",
+            )
+        )
         st.caption(f"w_ICD = {w_icd:.1f}, w_Age = {1 - w_icd:.1f}")
-        method = "a-gs"
+        alignment = parameter_of(LDASettings, "alignment")
+        method = alignment.default
         if with_method:
             method = st.radio(
                 "Alignment",
-                ("a-gs", "baseline"),
+                choices_of(alignment),
                 horizontal=True,
                 key=f"{prefix}method",
                 format_func={"a-gs": "A-GS (least loss)", "baseline": "Baseline (pair by position)"}.get,

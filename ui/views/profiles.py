@@ -34,6 +34,7 @@ from engine.anonymize.profiles import (
 from engine.records import Records
 from engine.report.glossary import help_for
 from engine.study.experiments import profiles_sweep
+from engine.study.parameters import parameter_of
 from engine.study.runs import ProfilesSettings, RunInputs
 from engine.utility.queries import (
     UtilityPolicy,
@@ -48,6 +49,7 @@ from ui import progress as progress_ui
 from ui.context import Context
 from ui.downloads import release_downloads
 from ui.downloads import table_download as _download
+from ui.parameter_widgets import choices_of, widget_kwargs
 from ui.profiles_charts import (
     SWEEP_LABELS,
     relative_error_figure,
@@ -62,7 +64,7 @@ from ui.views.heatherly import export_choice
 
 METHODS = ("UGACLIP", "ACLIP")
 CHOICES = ("UGACLIP", "ACLIP", "Both")
-KNOWLEDGES = ("single_visit", "all_visits")
+KNOWLEDGES = tuple(choices_of(parameter_of(ProfilesSettings, "knowledge")))  # PPE's filtering conditions
 SWEEP_KS = (2, 5, 10, 15, 20, 25)
 # widget keys kept across page switches (ui/persist.py)
 persist.register(
@@ -222,7 +224,7 @@ def render_anonymize(ctx: Context) -> None:
     choice = c1.radio("Method", CHOICES, horizontal=True, key="profiles_method", help=help_for("ugaclip"))
     limit = c2.number_input(
         "Suppression limit (distinct codes; empty = none)",
-        min_value=0,
+        **widget_kwargs(parameter_of(ProfilesSettings, "max_suppressed")),
         value=None,
         step=1,
         key="profiles_limit",
