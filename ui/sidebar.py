@@ -204,11 +204,13 @@ def _variant(variant: str, unknown_codes: str, drop_duplicates: bool) -> Loaded[
     return cache.load_shipped(
         "sample variant",
         (variant, unknown_codes, drop_duplicates),
-        lambda: load_sample_variant(variant, unknown_codes=unknown_codes, drop_duplicates=drop_duplicates),
+        lambda progress=None: load_sample_variant(
+            variant, unknown_codes=unknown_codes, drop_duplicates=drop_duplicates, progress=progress
+        ),
         size=_VARIANTS,
-        spinner="Loading and validating the sample variant"
-        + (" (1,366,786 patients: about 2 minutes the first time)" if variant == "paper" else "")
-        + "…",
+        spinner="Loading and validating the sample variant…",
+        # the paper-scale population's first load takes a minute: its stages under a bar (issue 36)
+        bar="Loading the 1,366,786-patient population" if variant == "paper" else None,
     )
 
 
