@@ -94,6 +94,13 @@ TARGETS = {
     "report": ("Report: build with three releases", 1.5),
     # six anonymizations under a progress bar with Cancel: the sweeps' bound (issue 24), not a click's
     "phewas": ("PheWAS: Heatherly's three scopes, twice", 10.0),
+    **{  # issue 36: the Risk page at every adversary
+        f"risk_{scope}_{knowledge}": (f"Risk: a new k, {scope} / {knowledge.replace('_', ' ')}", 1.0)
+        for scope in ("cohort", "population")
+        for knowledge in ("single_visit", "all_visits")
+    },
+    "phewas_open": ("PheWAS: open at a new k", 1.0),
+    "compare": ("Compare: open with three releases", 1.0),
 }
 METHODS = {
     "gccens": "GCCens (censoring)",
@@ -103,7 +110,10 @@ METHODS = {
 }
 _K = [7]  # the next k this process has not used
 DATA: dict[str, Any] = {}  # session state choosing the data (`--data`): empty = the shipped sample
-PAPER_ROWS = ("load", "labs", "gccens", "profiles", "lda", "heatherly")
+RISK_ROWS = tuple(row for row in TARGETS if row.startswith("risk_"))
+STUDY_ROWS = ("report", "compare")  # the rows on bench/report.py's study of three releases
+PAPER_ROWS = ("load", "labs", "gccens", "profiles", "lda", "heatherly", *RISK_ROWS)
+PAPER_ROWS += ("phewas_open", "phewas", "compare", "report")
 
 
 def fresh_k() -> int:
@@ -195,13 +205,38 @@ def app_heatherly_completion() -> float:
     return took
 
 
-def app_phewas_heatherly() -> float:
+def _new_session(page: str, **state: Any):
+    """A new session of the app's sidebar and `page` on the chosen data (`DATA`), at a k this process
+    has not used, not run yet."""
     from tests.apptest_support import page_app
 
-    at = page_app("pages/phewas.py", state={"k": fresh_k(), "phewas_heatherly": False})
+    return page_app(page, state={**DATA, "k": fresh_k(), **state}, timeout=1800)
+
+
+def app_phewas_heatherly() -> float:
+    at = _new_session("pages/phewas.py", phewas_heatherly=False)
     at.run()
     _ok(at)
     took = _timed(lambda: at.toggle(key="phewas_heatherly").set_value(True).run())
+    _ok(at)
+    return took
+
+
+def app_phewas_open() -> float:
+    at = _new_session("pages/phewas.py", phewas_heatherly=False)
+    took = _timed(at.run)
+    _ok(at)
+    return took
+
+
+def app_risk(row: str) -> float:
+    """The Risk page under the row's adversary: opened in a new session (untimed: what it computes
+    once per group, noted), then the sidebar's k changed to one not used before (timed)."""
+    scope, knowledge = row.removeprefix("risk_").split("_", 1)
+    at = _new_session("pages/risk.py", adversary_scope=scope, adversary_knowledge=knowledge)
+    NOTES.setdefault(row, []).append(f"first opening at this adversary {_timed(at.run):.1f} s")
+    _ok(at)
+    took = _timed(lambda: at.sidebar.number_input(key="k").set_value(fresh_k()).run())
     _ok(at)
     return took
 
@@ -350,19 +385,34 @@ def app_sweep_lda() -> float:
     return _sweep("sweep_lda", "lda", "ldat_run_w")
 
 
-def app_report(study: dict[str, Any]) -> float:
-    """bench/report.py's three releases added to a new session's study, the Report page opened, then
-    "Build the report" pressed (timed, by part)."""
-    from bench.report import PARTS, Parts, patched
+def _with_study(page: str, study: dict[str, Any]):
+    """A new session of `page` at the study's k, every shared result dropped first, with bench/report.py's
+    three releases added to its study (the page run once before, untimed, to open the study)."""
     from tests.apptest_support import add_release, page_app
     from ui import cache
 
     cache.clear()
-    at = page_app("pages/report.py")
+    at = page_app(page, state={**DATA, "k": 5}, timeout=1800)
     at.run()
     _ok(at)
     for name, m in study["made"].items():
         add_release(at, name, m.release, m.entry.settings)
+    return at
+
+
+def app_compare(study: dict[str, Any]) -> float:
+    at = _with_study("pages/compare.py", study)
+    took = _timed(at.run)
+    _ok(at)
+    return took
+
+
+def app_report(study: dict[str, Any]) -> float:
+    """bench/report.py's three releases added to a new session's study, the Report page opened, then
+    "Build the report" pressed (timed, by part)."""
+    from bench.report import PARTS, Parts, patched
+
+    at = _with_study("pages/report.py", study)
     at.run()
     _ok(at)
     parts = Parts()
@@ -524,10 +574,19 @@ def main(argv: list[str] | None = None) -> int:
         from engine.utility.phewas import phecode_table
 
         phecode_table()  # read once per process, as in the app (the PheWAS page reads it first)
-    if "report" in rows:
+    if any(r in STUDY_ROWS for r in rows):
         from bench.report import sample_study
 
-        study = sample_study()
+        paper = None
+        if DATA:  # the variant the app loaded (memoized in this process): its study, not the sample's
+            from engine.io.imports import load_sample_variant
+
+            paper = load_sample_variant(DATA["sample_variant"]).data
+        t = time.perf_counter()
+        study = sample_study(paper)
+        print(
+            f"the study's three releases made (not timed below): {time.perf_counter() - t:.1f} s", flush=True
+        )
     app: dict[str, Callable[[], float]] = {
         "load": app_load,
         "labs": app_labs,
@@ -540,6 +599,9 @@ def main(argv: list[str] | None = None) -> int:
         "sweep_lda": app_sweep_lda,
         "report": lambda: app_report(study),  # type: ignore[arg-type]
         "phewas": app_phewas_heatherly,
+        "phewas_open": app_phewas_open,
+        "compare": lambda: app_compare(study),  # type: ignore[arg-type]
+        **{row: (lambda row=row: app_risk(row)) for row in RISK_ROWS},  # type: ignore[misc]
     }
     print(f"uptime: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
     print(f"machine speed: {machine_reference():.3f} s for a fixed pure-Python loop (smaller is faster)")
