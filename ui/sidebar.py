@@ -413,7 +413,8 @@ def render() -> Context | None:
             help="The same synthetic patients in ICD-9-CM, ICD-10-CM, mixed ICD-9/10 codes, an OMOP CDM "
             "DuckDB database (first 5,000 patients) or a MEDS dataset; or a population at the scale of "
             "Heatherly 2013 (1,366,786 patients, `python -m engine sample --scale paper --out "
-            "sample_data/paper`; its first load takes about 30 s on a quiet machine, about 2 minutes on a busy one).",
+            "sample_data/paper`; its first load takes about 20 s on a quiet machine, about a minute on a busy one, "
+            "its stages on a progress bar).",
         )
     if choice == SAMPLE and variant != "icd9cm":
         label = f"sample ({import_view.variant_label(variant)})"
