@@ -10,9 +10,21 @@ the median is printed beside the issue's target. The same work is then timed thr
 
 `--data paper` (issue 36): the sidebar's "paper scale" sample variant (1,366,786 patients in
 `sample_data/paper/`, `python -m engine sample --scale paper --out sample_data/paper`) instead of the
-shipped sample, for the rows load, labs, gccens, profiles, lda and heatherly (the others build the
-shipped sample's study); the engine-alone timings are the shipped sample's, so they are skipped.
-Measured (commit ace2e76, `--repeat 1`, load average 8-12 on 2 cores, peak 6.6 GB): first load 164 s
+shipped sample, for the rows load, labs, gccens, profiles, lda, heatherly, the four risk rows,
+phewas_open, phewas, compare and report (rekey and the sweeps build the shipped sample's study); compare
+and report on bench/report.py's study of three releases made on the paper-scale data. The engine-alone
+timings are the shipped sample's, so they are skipped.
+Measured after issue 36's load fixes (commit 754c899, `--repeat 1`, load average 7-9 on 2 cores, the
+pure-Python reference loop 0.14-0.22 s): first load 56.3 s in a fresh process (164 s before; peak
+3.2 GB, 6.6 GB before; the engine's load alone 102.5 s -> 35.5 s wall, CPU 33.3 -> 14.9 s), its stages
+on a progress bar. The rows not measured at paper scale before (one process, peak 6.6 GB; the first
+load there 61.3 s, the study's three releases 43.0 s, untimed):
+  Risk at a new k: cohort / single visit 0.79 s, cohort / all visits 0.64 s (met); population / single
+  visit 3.55 s, population / all visits 4.05 s (over 1 s). The first opening at each adversary (every
+  adversary's distinguishability of the original, once per data): 28.1, 2.7, 44.4 and 27.0 s.
+  PheWAS open 2.36 s (over 1 s; 2.78 s on the 30,000-patient sample), Compare open with three releases
+  11.92 s (over 1 s; 2.41 s on the sample), Report build 218.6 s (over 1.5 s).
+Measured before (commit ace2e76, `--repeat 1`, load average 8-12 on 2 cores, peak 6.6 GB): first load 164 s
 (target 3 s; the process loading it first: 162 s); Heatherly completion pass 205 s, GCCens all codes Run
 14.4 s, UGACLIP / ACLIP open 62.5 s, LDA open 16.3 s, Lab orders open 17.8 s (targets 1 s): no
 interaction meets its target at 1.37 M patients.
