@@ -413,9 +413,13 @@ def _with_study(page: str, study: dict[str, Any]):
 
 
 def app_compare(study: dict[str, Any]) -> float:
+    """Compare opened with the study's releases (timed, nothing held), then a change of k (noted)."""
     at = _with_study("pages/compare.py", study)
     took = _timed(at.run)
     _ok(at)
+    again = _timed(lambda: at.sidebar.number_input(key="k").set_value(fresh_k()).run())
+    _ok(at)
+    NOTES.setdefault("compare", []).append(f"then a new k {again:.2f} s")
     return took
 
 
