@@ -6,7 +6,8 @@ the median is printed beside the issue's target. The same work is then timed thr
 (the entry points the views call), so a row's gap between the two is the page's own cost.
 
     .venv/bin/python -m bench.ui [--repeat 3] [--rows load,labs,gccens,profiles,lda,heatherly,rekey,
-        sweep_profiles,sweep_lda,report,phewas] [--data sample|paper]
+        sweep_profiles,sweep_lda,report,phewas,risk_cohort_single_visit,risk_cohort_all_visits,
+        risk_population_single_visit,risk_population_all_visits,phewas_open,compare] [--data sample|paper]
 
 `--data paper` (issue 36): the sidebar's "paper scale" sample variant (1,366,786 patients in
 `sample_data/paper/`, `python -m engine sample --scale paper --out sample_data/paper`) instead of the
@@ -14,16 +15,38 @@ shipped sample, for the rows load, labs, gccens, profiles, lda, heatherly, the f
 phewas_open, phewas, compare and report (rekey and the sweeps build the shipped sample's study); compare
 and report on bench/report.py's study of three releases made on the paper-scale data. The engine-alone
 timings are the shipped sample's, so they are skipped.
-Measured after issue 36's load fixes (commit 754c899, `--repeat 1`, load average 7-9 on 2 cores, the
-pure-Python reference loop 0.14-0.22 s): first load 56.3 s in a fresh process (164 s before; peak
-3.2 GB, 6.6 GB before; the engine's load alone 102.5 s -> 35.5 s wall, CPU 33.3 -> 14.9 s), its stages
-on a progress bar. The rows not measured at paper scale before (one process, peak 6.6 GB; the first
-load there 61.3 s, the study's three releases 43.0 s, untimed):
-  Risk at a new k: cohort / single visit 0.79 s, cohort / all visits 0.64 s (met); population / single
-  visit 3.55 s, population / all visits 4.05 s (over 1 s). The first opening at each adversary (every
-  adversary's distinguishability of the original, once per data): 28.1, 2.7, 44.4 and 27.0 s.
-  PheWAS open 2.36 s (over 1 s; 2.78 s on the 30,000-patient sample), Compare open with three releases
-  11.92 s (over 1 s; 2.41 s on the sample), Report build 218.6 s (over 1.5 s).
+Measured after issue 36's fixes (`--repeat 1`, one process, peak 6.2 GB; a quiet hour: load average
+2.7-5, the pure-Python reference loop 0.079 s; in brackets the same rows at load 7-9, reference 0.14-0.22
+s, commit 754c899 before the Compare and membership fixes):
+  first load (fresh process) 22.8 s [56.3 s], the code before these fixes 33.5 s the same hour [164 s];
+  its stages on a progress bar. Engine load alone, back to back at load 8: 102.5 s -> 35.5 s wall, CPU
+  33.3 -> 14.9 s, peak 5.7 -> 3.2 GB. Target 3 s: not met (reading and checking 17.6 M events).
+  Risk at a new k: cohort / single visit 0.45 s [0.79], cohort / all visits 0.14 s [0.64] (met);
+  population / single visit 1.73 s [3.55], population / all visits 1.61 s [4.05] (over 1 s). The first
+  opening at each adversary (the original's distinguishability, once per data): 8.9, 1.1, 14.0 and
+  11.1 s [28.1, 2.7, 44.4, 27.0].
+  PheWAS open at a new k 1.00 s [2.36] (its original PheWAS computed there; 0.68 s when another page
+  computed it first). Compare open with three releases, nothing held 5.95 s [11.92], then a new k
+  0.13 s (0.19 s at load 9; before, the whole table again). Report build 84.1 s [218.6 s].
+Why the misses (cProfile in the script runner's thread, COHORTSHIELD_WORKERS=0):
+  Risk, population scope, new k (1.96 s at load 8): the explanation of the first record below k
+  (`engine.estimate.explain.explain_records`, per k): its greedy fix 0.84 s (support counts by
+  intersections of the population's holders) and the arbiter's recount of the fixed record against
+  the 1,366,786 candidates 0.90 s (`_verify`, `engine.risk` 0.71 s). Left: the recount is what says
+  the fix shown works.
+  Compare, first opening (13.0 s at load 9): the PheWAS of the cohort and of each release 5.6 s (the
+  phecode table's first read 2.4 s of it), each release's file figures 4.6 s (its CSV written and read
+  back, the pairs it represents 2.2 s), verifications 0.8 s. All k-independent: since issue 36 the
+  PheWAS and Report pages' memos and the release warnings' (`ui.measures`, `ui.honest`), paid once.
+  Report build: the membership attack on every released PheWAS table (`engine.utility.membership`;
+  20 attacks: the cohort's and three releases' tables x 5 options, each scoring about 236,000
+  non-member targets against 2,254 distinct null genotypes): 55.0 s of the 76.9 s build, 41.6 s of it
+  `_flag_rates` (40 calls); then the original's distinguishability under the four adversaries 9.5 s,
+  the releases' PheWAS 5.3 s, the targets' case matrices 4.7 s, the joint verdict 3.3 s.
+  `_flag_rates` now scores 1,024 targets at a time and sums the null's counts in float32 (exact):
+  30,000 targets x 4,093 genotypes 6.0-9.0 s -> 1.8-2.3 s in isolation, results to the bit; through
+  the app's worker the build measured 84.1 s against 81.9 s for the code before, the same hour: no
+  gain seen there (not explained). Left: the attack itself is the work (issue 28).
 Measured before (commit ace2e76, `--repeat 1`, load average 8-12 on 2 cores, peak 6.6 GB): first load 164 s
 (target 3 s; the process loading it first: 162 s); Heatherly completion pass 205 s, GCCens all codes Run
 14.4 s, UGACLIP / ACLIP open 62.5 s, LDA open 16.3 s, Lab orders open 17.8 s (targets 1 s): no
@@ -65,6 +88,11 @@ Rows:
   report     Report: "Build the report" pressed with three releases in the study (bench/report.py's study:
              GCCens paper codes, Heatherly DEMO_D, LDA top 10; cohort / single visit, k = 5), the page
              opened once before (its verification matrices), the PheWAS page never visited
+  risk_<scope>_<knowledge>  the Risk page under that adversary in a new session (its first opening
+             noted), then the sidebar's k changed to a new one (timed)
+  phewas_open  the PheWAS page opened in a new session at a new k (the original PheWAS as it opens)
+  compare    Compare opened with bench/report.py's three releases in the study, every shared result
+             dropped first (timed), then a change of k (noted)
   phewas     PheWAS: Heatherly's three scopes switched on at a new k (issue 36: the paper's procedure and
              the verified release, six anonymizations, their PheWAS and the Table 4 with the guarantee);
              the page opened once before at that k (the original PheWAS)
