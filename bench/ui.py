@@ -43,10 +43,12 @@ Why the misses (cProfile in the script runner's thread, COHORTSHIELD_WORKERS=0):
   non-member targets against 2,254 distinct null genotypes): 55.0 s of the 76.9 s build, 41.6 s of it
   `_flag_rates` (40 calls); then the original's distinguishability under the four adversaries 9.5 s,
   the releases' PheWAS 5.3 s, the targets' case matrices 4.7 s, the joint verdict 3.3 s.
-  `_flag_rates` now scores 1,024 targets at a time and sums the null's counts in float32 (exact):
-  30,000 targets x 4,093 genotypes 6.0-9.0 s -> 1.8-2.3 s in isolation, results to the bit; through
-  the app's worker the build measured 84.1 s against 81.9 s for the code before, the same hour: no
-  gain seen there (not explained). Left: the attack itself is the work (issue 28).
+  `_flag_rates` now scores 1,024 targets at a time and sums the null's counts in float32 (exact),
+  results to the bit: in the script thread, the same hour, the code before built it in 97.8 s with
+  `_flag_rates` 60.3 s (1.5 s a call) -> 76.9 s and 41.6 s; 30,000 random targets x 4,093 genotypes
+  alone 6.0-9.0 s -> 1.8-2.3 s. Through the app's worker the build measured 84.1 s against 81.9 s for
+  the code before, the same hour: no gain seen there (not explained; one run each). Left: the attack
+  itself is the work (issue 28), far above the 1.5 s target.
 Measured before (commit ace2e76, `--repeat 1`, load average 8-12 on 2 cores, peak 6.6 GB): first load 164 s
 (target 3 s; the process loading it first: 162 s); Heatherly completion pass 205 s, GCCens all codes Run
 14.4 s, UGACLIP / ACLIP open 62.5 s, LDA open 16.3 s, Lab orders open 17.8 s (targets 1 s): no
