@@ -89,9 +89,10 @@ BIG_CELLS = 100  # "bigger cells": a row needs this many cases and controls
 ROUND_MAF = 2  # "coarser statistics": frequencies to 2 decimals
 SIGNIFICANT = 0.05  # "fewer rows": Benjamini-Hochberg adjusted p <= 0.05
 SHRINK = 20  # pseudo-people of the panel's overall frequency added to each case pool's reference
-# targets scored against the null genotypes at a time: 1,024 x 2,254 distinct genotypes is 18 MB of
-# scores; 128 spent its time in the matrix product's calls (issue 36: 30,000 targets 6.0-9.0 s -> 1.8-2.3 s)
-CHUNK = 1024
+# targets scored against the null genotypes at a time: up to CHUNK while their scores stay within
+# SCORES (float64), never fewer than 128 (the rows before issue 36, whose matrix products' calls took
+# the time at 2,254 distinct genotypes: 30,000 targets 6.0-9.0 s -> 1.8-2.3 s with 1,024)
+CHUNK, SCORES = 1024, 4_000_000
 
 
 @dataclass(frozen=True)
@@ -364,8 +365,9 @@ def _flag_rates(w: np.ndarray, y: np.ndarray, null: _Null, fpr: float, *, leave_
     # 2**24, so the 0/1 comparisons are summed there, half the bytes of float64 (issue 36: 236,000
     # non-member targets x 2,254 distinct null genotypes per attack, 158 of the report's 218 s)
     weight = null.weight.astype(np.float32 if total < 2**24 else np.float64)
-    for s in range(0, len(live), CHUNK):
-        i = live[s : s + CHUNK]
+    rows = min(CHUNK, max(128, SCORES // max(len(null.vectors), 1)))
+    for s in range(0, len(live), rows):
+        i = live[s : s + rows]
         tt = t[i, None]
         d = w[i] @ null.vectors.T  # (targets, distinct null genotypes): their scores
         d -= tt  # less the target's
