@@ -117,14 +117,16 @@ def patched(parts: Parts, *, reference: bool) -> Iterator[None]:
 
 
 # ------------------------------------------------------------------------------------- the study
-def sample_study() -> dict[str, Any]:
+def sample_study(ds: Any = None) -> dict[str, Any]:
+    """The study of three releases of the shipped sample, or of the dataset `ds` (bench/ui.py
+    `--data paper`: the paper-scale variant the app loaded)."""
     from engine.adversary import Adversary
     from engine.io.loaders import load_sample
     from engine.report.report import ReleaseInput
     from engine.study.runs import CodeSelection, GCCensSettings, HeatherlySettings, LDASettings, RunInputs
     from engine.study.study import Determination, Study, data_ref, make_release
 
-    ds = load_sample()
+    ds = load_sample() if ds is None else ds
     inputs = RunInputs(
         ds.group_records("population"), ds.group_records("cohort"), ds.group_records("biobank")
     )

@@ -6,13 +6,50 @@ the median is printed beside the issue's target. The same work is then timed thr
 (the entry points the views call), so a row's gap between the two is the page's own cost.
 
     .venv/bin/python -m bench.ui [--repeat 3] [--rows load,labs,gccens,profiles,lda,heatherly,rekey,
-        sweep_profiles,sweep_lda,report,phewas] [--data sample|paper]
+        sweep_profiles,sweep_lda,report,phewas,risk_cohort_single_visit,risk_cohort_all_visits,
+        risk_population_single_visit,risk_population_all_visits,phewas_open,compare] [--data sample|paper]
 
 `--data paper` (issue 36): the sidebar's "paper scale" sample variant (1,366,786 patients in
 `sample_data/paper/`, `python -m engine sample --scale paper --out sample_data/paper`) instead of the
-shipped sample, for the rows load, labs, gccens, profiles, lda and heatherly (the others build the
-shipped sample's study); the engine-alone timings are the shipped sample's, so they are skipped.
-Measured (commit ace2e76, `--repeat 1`, load average 8-12 on 2 cores, peak 6.6 GB): first load 164 s
+shipped sample, for the rows load, labs, gccens, profiles, lda, heatherly, the four risk rows,
+phewas_open, phewas, compare and report (rekey and the sweeps build the shipped sample's study); compare
+and report on bench/report.py's study of three releases made on the paper-scale data. The engine-alone
+timings are the shipped sample's, so they are skipped.
+Measured after issue 36's fixes (`--repeat 1`, one process, peak 6.2 GB; a quiet hour: load average
+2.7-5, the pure-Python reference loop 0.079 s; in brackets the same rows at load 7-9, reference 0.14-0.22
+s, commit 754c899 before the Compare and membership fixes):
+  first load (fresh process) 22.8 s [56.3 s], the code before these fixes 33.5 s the same hour [164 s];
+  its stages on a progress bar. Engine load alone, back to back at load 8: 102.5 s -> 35.5 s wall, CPU
+  33.3 -> 14.9 s, peak 5.7 -> 3.2 GB. Target 3 s: not met (reading and checking 17.6 M events).
+  Risk at a new k: cohort / single visit 0.45 s [0.79], cohort / all visits 0.14 s [0.64] (met);
+  population / single visit 1.73 s [3.55], population / all visits 1.61 s [4.05] (over 1 s). The first
+  opening at each adversary (the original's distinguishability, once per data): 8.9, 1.1, 14.0 and
+  11.1 s [28.1, 2.7, 44.4, 27.0].
+  PheWAS open at a new k 1.00 s [2.36] (its original PheWAS computed there; 0.68 s when another page
+  computed it first). Compare open with three releases, nothing held 5.95 s [11.92], then a new k
+  0.13 s (0.19 s at load 9; before, the whole table again). Report build 84.1 s [218.6 s].
+Why the misses (cProfile in the script runner's thread, COHORTSHIELD_WORKERS=0):
+  Risk, population scope, new k (1.96 s at load 8): the explanation of the first record below k
+  (`engine.estimate.explain.explain_records`, per k): its greedy fix 0.84 s (support counts by
+  intersections of the population's holders) and the arbiter's recount of the fixed record against
+  the 1,366,786 candidates 0.90 s (`_verify`, `engine.risk` 0.71 s). Left: the recount is what says
+  the fix shown works.
+  Compare, first opening (13.0 s at load 9): the PheWAS of the cohort and of each release 5.6 s (the
+  phecode table's first read 2.4 s of it), each release's file figures 4.6 s (its CSV written and read
+  back, the pairs it represents 2.2 s), verifications 0.8 s. All k-independent: since issue 36 the
+  PheWAS and Report pages' memos and the release warnings' (`ui.measures`, `ui.honest`), paid once.
+  Report build: the membership attack on every released PheWAS table (`engine.utility.membership`;
+  20 attacks: the cohort's and three releases' tables x 5 options, each scoring about 236,000
+  non-member targets against 2,254 distinct null genotypes): 55.0 s of the 76.9 s build, 41.6 s of it
+  `_flag_rates` (40 calls); then the original's distinguishability under the four adversaries 9.5 s,
+  the releases' PheWAS 5.3 s, the targets' case matrices 4.7 s, the joint verdict 3.3 s.
+  `_flag_rates` now scores 1,024 targets at a time and sums the null's counts in float32 (exact),
+  results to the bit: in the script thread, the same hour, the code before built it in 97.8 s with
+  `_flag_rates` 60.3 s (1.5 s a call) -> 76.9 s and 41.6 s; 30,000 random targets x 4,093 genotypes
+  alone 6.0-9.0 s -> 1.8-2.3 s. Through the app's worker the build measured 84.1 s against 81.9 s for
+  the code before, the same hour: no gain seen there (not explained; one run each). Left: the attack
+  itself is the work (issue 28), far above the 1.5 s target.
+Measured before (commit ace2e76, `--repeat 1`, load average 8-12 on 2 cores, peak 6.6 GB): first load 164 s
 (target 3 s; the process loading it first: 162 s); Heatherly completion pass 205 s, GCCens all codes Run
 14.4 s, UGACLIP / ACLIP open 62.5 s, LDA open 16.3 s, Lab orders open 17.8 s (targets 1 s): no
 interaction meets its target at 1.37 M patients.
@@ -53,6 +90,11 @@ Rows:
   report     Report: "Build the report" pressed with three releases in the study (bench/report.py's study:
              GCCens paper codes, Heatherly DEMO_D, LDA top 10; cohort / single visit, k = 5), the page
              opened once before (its verification matrices), the PheWAS page never visited
+  risk_<scope>_<knowledge>  the Risk page under that adversary in a new session (its first opening
+             noted), then the sidebar's k changed to a new one (timed)
+  phewas_open  the PheWAS page opened in a new session at a new k (the original PheWAS as it opens)
+  compare    Compare opened with bench/report.py's three releases in the study, every shared result
+             dropped first (timed), then a change of k (noted)
   phewas     PheWAS: Heatherly's three scopes switched on at a new k (issue 36: the paper's procedure and
              the verified release, six anonymizations, their PheWAS and the Table 4 with the guarantee);
              the page opened once before at that k (the original PheWAS)
@@ -94,6 +136,13 @@ TARGETS = {
     "report": ("Report: build with three releases", 1.5),
     # six anonymizations under a progress bar with Cancel: the sweeps' bound (issue 24), not a click's
     "phewas": ("PheWAS: Heatherly's three scopes, twice", 10.0),
+    **{  # issue 36: the Risk page at every adversary
+        f"risk_{scope}_{knowledge}": (f"Risk: a new k, {scope} / {knowledge.replace('_', ' ')}", 1.0)
+        for scope in ("cohort", "population")
+        for knowledge in ("single_visit", "all_visits")
+    },
+    "phewas_open": ("PheWAS: open at a new k", 1.0),
+    "compare": ("Compare: open with three releases", 1.0),
 }
 METHODS = {
     "gccens": "GCCens (censoring)",
@@ -103,7 +152,10 @@ METHODS = {
 }
 _K = [7]  # the next k this process has not used
 DATA: dict[str, Any] = {}  # session state choosing the data (`--data`): empty = the shipped sample
-PAPER_ROWS = ("load", "labs", "gccens", "profiles", "lda", "heatherly")
+RISK_ROWS = tuple(row for row in TARGETS if row.startswith("risk_"))
+STUDY_ROWS = ("report", "compare")  # the rows on bench/report.py's study of three releases
+PAPER_ROWS = ("load", "labs", "gccens", "profiles", "lda", "heatherly", *RISK_ROWS)
+PAPER_ROWS += ("phewas_open", "phewas", "compare", "report")
 
 
 def fresh_k() -> int:
@@ -195,13 +247,38 @@ def app_heatherly_completion() -> float:
     return took
 
 
-def app_phewas_heatherly() -> float:
+def _new_session(page: str, **state: Any):
+    """A new session of the app's sidebar and `page` on the chosen data (`DATA`), at a k this process
+    has not used, not run yet."""
     from tests.apptest_support import page_app
 
-    at = page_app("pages/phewas.py", state={"k": fresh_k(), "phewas_heatherly": False})
+    return page_app(page, state={**DATA, "k": fresh_k(), **state}, timeout=1800)
+
+
+def app_phewas_heatherly() -> float:
+    at = _new_session("pages/phewas.py", phewas_heatherly=False)
     at.run()
     _ok(at)
     took = _timed(lambda: at.toggle(key="phewas_heatherly").set_value(True).run())
+    _ok(at)
+    return took
+
+
+def app_phewas_open() -> float:
+    at = _new_session("pages/phewas.py", phewas_heatherly=False)
+    took = _timed(at.run)
+    _ok(at)
+    return took
+
+
+def app_risk(row: str) -> float:
+    """The Risk page under the row's adversary: opened in a new session (untimed: what it computes
+    once per group, noted), then the sidebar's k changed to one not used before (timed)."""
+    scope, knowledge = row.removeprefix("risk_").split("_", 1)
+    at = _new_session("pages/risk.py", adversary_scope=scope, adversary_knowledge=knowledge)
+    NOTES.setdefault(row, []).append(f"first opening at this adversary {_timed(at.run):.1f} s")
+    _ok(at)
+    took = _timed(lambda: at.sidebar.number_input(key="k").set_value(fresh_k()).run())
     _ok(at)
     return took
 
@@ -350,19 +427,38 @@ def app_sweep_lda() -> float:
     return _sweep("sweep_lda", "lda", "ldat_run_w")
 
 
-def app_report(study: dict[str, Any]) -> float:
-    """bench/report.py's three releases added to a new session's study, the Report page opened, then
-    "Build the report" pressed (timed, by part)."""
-    from bench.report import PARTS, Parts, patched
+def _with_study(page: str, study: dict[str, Any]):
+    """A new session of `page` at the study's k, every shared result dropped first, with bench/report.py's
+    three releases added to its study (the page run once before, untimed, to open the study)."""
     from tests.apptest_support import add_release, page_app
     from ui import cache
 
     cache.clear()
-    at = page_app("pages/report.py")
+    at = page_app(page, state={**DATA, "k": 5}, timeout=1800)
     at.run()
     _ok(at)
     for name, m in study["made"].items():
         add_release(at, name, m.release, m.entry.settings)
+    return at
+
+
+def app_compare(study: dict[str, Any]) -> float:
+    """Compare opened with the study's releases (timed, nothing held), then a change of k (noted)."""
+    at = _with_study("pages/compare.py", study)
+    took = _timed(at.run)
+    _ok(at)
+    again = _timed(lambda: at.sidebar.number_input(key="k").set_value(fresh_k()).run())
+    _ok(at)
+    NOTES.setdefault("compare", []).append(f"then a new k {again:.2f} s")
+    return took
+
+
+def app_report(study: dict[str, Any]) -> float:
+    """bench/report.py's three releases added to a new session's study, the Report page opened, then
+    "Build the report" pressed (timed, by part)."""
+    from bench.report import PARTS, Parts, patched
+
+    at = _with_study("pages/report.py", study)
     at.run()
     _ok(at)
     parts = Parts()
@@ -524,10 +620,19 @@ def main(argv: list[str] | None = None) -> int:
         from engine.utility.phewas import phecode_table
 
         phecode_table()  # read once per process, as in the app (the PheWAS page reads it first)
-    if "report" in rows:
+    if any(r in STUDY_ROWS for r in rows):
         from bench.report import sample_study
 
-        study = sample_study()
+        paper = None
+        if DATA:  # the variant the app loaded (memoized in this process): its study, not the sample's
+            from engine.io.imports import load_sample_variant
+
+            paper = load_sample_variant(DATA["sample_variant"]).data
+        t = time.perf_counter()
+        study = sample_study(paper)
+        print(
+            f"the study's three releases made (not timed below): {time.perf_counter() - t:.1f} s", flush=True
+        )
     app: dict[str, Callable[[], float]] = {
         "load": app_load,
         "labs": app_labs,
@@ -540,6 +645,9 @@ def main(argv: list[str] | None = None) -> int:
         "sweep_lda": app_sweep_lda,
         "report": lambda: app_report(study),  # type: ignore[arg-type]
         "phewas": app_phewas_heatherly,
+        "phewas_open": app_phewas_open,
+        "compare": lambda: app_compare(study),  # type: ignore[arg-type]
+        **{row: (lambda row=row: app_risk(row)) for row in RISK_ROWS},  # type: ignore[misc]
     }
     print(f"uptime: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
     print(f"machine speed: {machine_reference():.3f} s for a fixed pure-Python loop (smaller is faster)")

@@ -67,29 +67,34 @@ class Records:
             raise ValueError("Records.from_frame needs columns 'patient_id' and 'code'")
         has_visits = VISIT in df.columns
         has_age = AGE in df.columns
-        pid = df[PATIENT].astype(str).to_numpy()
-        code = df[CODE].astype(str).to_numpy()
-        p_codes, patient_ids = pd.factorize(pid, sort=False)
-        vocab = np.array(sorted(set(code)) if items is None else list(items), dtype=object)
-        item_index = pd.Index(vocab)
-        ev_item = item_index.get_indexer(code)
-        if (ev_item < 0).any():
-            missing = sorted(set(code[ev_item < 0]))[:5]
-            raise ValueError(f"codes not in the given vocabulary: {missing}")
+        # factorized as columns, never as 17.6 M Python strings (issue 36: the paper-scale load)
+        p_codes, patient_ids = pd.factorize(df[PATIENT].astype(str), sort=False)
+        code_keys, present = pd.factorize(df[CODE].astype(str), sort=False)
+        present = np.asarray(present, dtype=object)
+        if items is None:
+            vocab = np.sort(present)  # sorted as text, as sorted(set(codes))
+            item_of_key = vocab.searchsorted(present)
+        else:
+            vocab = np.array(list(items), dtype=object)
+            item_of_key = pd.Index(vocab).get_indexer(present)
+            if (item_of_key < 0).any():
+                missing = sorted(present[item_of_key < 0])[:5]
+                raise ValueError(f"codes not in the given vocabulary: {missing}")
+        ev_item = item_of_key[code_keys]
         n = len(df)
         if has_visits:
             visit_raw = df[VISIT]
             # visit order key: numeric when numeric, else the text itself
             if pd.api.types.is_numeric_dtype(visit_raw):
-                vkey = pd.factorize(visit_raw.to_numpy(), sort=True)[0]
+                vkey, visits = pd.factorize(visit_raw.to_numpy(), sort=True)
             else:
-                vkey = pd.factorize(visit_raw.astype(str).to_numpy(), sort=True)[0]
+                vkey, visits = pd.factorize(visit_raw.astype(str).to_numpy(), sort=True)
+            n_vkeys = len(visits)
             visit_labels = visit_raw.to_numpy()
         else:
-            vkey = np.zeros(n, dtype=np.int64)
+            vkey, n_vkeys = np.zeros(n, dtype=np.int64), 1
             visit_labels = np.zeros(n, dtype=np.int64)
-        # stable sort: patient (first appearance), visit key, input order
-        order = np.lexsort((np.arange(n), vkey, p_codes))
+        order = _record_order(p_codes, len(patient_ids), vkey, n_vkeys)
         p_sorted = p_codes[order]
         v_sorted = vkey[order]
         new_visit = np.ones(n, dtype=bool)
@@ -99,7 +104,7 @@ class Records:
         event_ptr = np.append(visit_starts, n).astype(np.int64)
         visit_patient = p_sorted[visit_starts]
         visit_ptr = np.searchsorted(visit_patient, np.arange(len(patient_ids) + 1)).astype(np.int64)
-        visit_ids = np.asarray(visit_labels, dtype=object)[order][visit_starts]
+        visit_ids = np.asarray(visit_labels[order[visit_starts]], dtype=object)
         event_age = None
         if has_age:
             event_age = pd.to_numeric(df[AGE]).to_numpy()[order].astype(np.int32)
@@ -316,6 +321,16 @@ class Records:
 
 
 _PICKLED = frozenset({f.name for f in fields(Records)} | {"fingerprint"})  # `Records.__getstate__`
+
+
+def _record_order(patient: np.ndarray, n_patients: int, visit: np.ndarray, n_visits: int) -> np.ndarray:
+    """The events' order in `Records`: by patient, then visit key (-1, a missing visit, first), then
+    input order. One stable sort of a combined key where it fits in 63 bits (a third of the time of
+    `np.lexsort` with the input order as third key at 17.6 M events), else that lexsort."""
+    if (n_patients + 1) * (n_visits + 1) < 2**62:
+        key = patient.astype(np.int64) * (n_visits + 1) + (visit.astype(np.int64) + 1)
+        return np.argsort(key, kind="stable")
+    return np.lexsort((np.arange(len(patient)), visit, patient))
 
 
 def concat_ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:

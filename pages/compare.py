@@ -12,7 +12,7 @@ from engine import risk
 from engine.report.glossary import help_for
 from engine.study import compare
 from engine.utility import phewas
-from ui import cache, honest, literal, threshold
+from ui import cache, honest, literal, measures, threshold
 from ui import study as session_study
 from ui.colours import colour_map
 from ui.context import current, warn_if_whole_population
@@ -50,21 +50,24 @@ HELP = {
 
 
 def _phewas_counts(ctx, releases) -> dict[str, tuple[int, int]] | None:
+    """Associations lost and false per release, from the PheWAS tables the PheWAS and Report pages
+    hold too (`ui.measures`, default settings: k-independent, never run again at a new k)."""
     genotypes = ctx.dataset.genotypes
     if genotypes is None or genotypes.empty:
         return None
-    original = phewas.phewas_of_records(ctx.cohort, genotypes)
-    released = {}
-    for name, rel in releases.items():
-        released[name] = phewas.phewas_of_release(rel, genotypes)
+    settings = phewas.PhewasSettings()
+    original = measures.original_phewas(ctx, settings)
+    released = {name: measures.released_phewas(ctx, rel, settings) for name, rel in releases.items()}
     return compare.phewas_changes(original, released)
 
 
-def comparison(ctx, releases, with_phewas: bool, files=None, pseudonyms=None) -> pd.DataFrame:
+def comparison(ctx, releases, with_phewas: bool) -> pd.DataFrame:
     """`engine.study.compare.comparison_table` of the study's releases (memoized per release content,
-    data, adversary, k and the PheWAS choice, in this session: the session's study); what each keeps
-    is read from its files (`files`, the gate's, with the study's `pseudonyms`), as in the IRB report.
-    Each release's verification is the session's (`ui.study.reverify`: k only thresholds it)."""
+    data, adversary, k and the PheWAS choice, in this session: the session's study). What does not
+    depend on k is the pages' memos (issue 36: at 1.37 M patients a change of k measured every release
+    again, 10 s): each release's verification (`ui.study.reverify`: k only thresholds it), its headline
+    and the figures of its files (`ui.honest`, as the IRB report's: relabelling patients changes no
+    count, `compare.release_figures`, so the gate's files give the same) and the PheWAS tables."""
     geno = ctx.dataset.genotypes
     key = (
         tuple((n, release_key(r)) for n, r in releases.items()),
@@ -72,7 +75,6 @@ def comparison(ctx, releases, with_phewas: bool, files=None, pseudonyms=None) ->
         ctx.adversary.label,
         int(ctx.k),
         with_phewas,
-        tuple(sorted((n, tuple(sorted(f))) for n, f in (files or {}).items())),
         frame_fingerprint(geno) if with_phewas and geno is not None else None,
     )
 
@@ -85,8 +87,8 @@ def comparison(ctx, releases, with_phewas: bool, files=None, pseudonyms=None) ->
             int(ctx.k),
             phewas_lost_false=_phewas_counts(ctx, releases) if with_phewas else None,
             verifications={n: session_study.reverify(ctx, r) for n, r in releases.items()},
-            files=files,
-            pseudonyms=pseudonyms,
+            figures={n: honest.file_figures(r, ctx.cohort) for n, r in releases.items()},
+            headlines={n: honest.figures(r, ctx.cohort) for n, r in releases.items()},
         )
 
     return cache.memo("compare tables", key, table, size=_TABLES)
@@ -174,7 +176,6 @@ st.caption(
     f"1/k = {original.threshold:.2f}); each release's figures are in its row."
 )
 releases = {name: held.release for name, (_entry, held) in published.items()}
-release_files = {name: held.files for name, (_entry, held) in published.items() if held.files}
 has_genotypes = ctx.dataset.genotypes is not None and not ctx.dataset.genotypes.empty
 with_phewas = st.toggle(
     "PheWAS associations lost and false (one PheWAS per release, Benjamini-Hochberg at 0.05)",
@@ -184,13 +185,7 @@ with_phewas = st.toggle(
     help=help_for("lost_false", "multiple_testing"),
 )
 with cache.spinner("Verifying and measuring every release…"):
-    table = comparison(
-        ctx,
-        releases,
-        with_phewas and has_genotypes,
-        release_files,
-        session_study.session(ctx).pseudonyms,
-    )
+    table = comparison(ctx, releases, with_phewas and has_genotypes)
 column_config = {c: st.column_config.NumberColumn(c, format="percent", help=HELP[c]) for c in PERCENT} | {
     c: st.column_config.Column(c, help=text)
     for c, text in HELP.items()

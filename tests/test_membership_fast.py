@@ -127,3 +127,22 @@ def test_the_sample_equals_the_reference(sample_dataset):
     assert results(membership.assess({"original": table}, cohort, population, genotypes)) == results(
         reference.assess({"original": table}, cohort, population, genotypes)
     )
+
+
+@pytest.mark.parametrize("scores", [membership.SCORES, 1])
+def test_flag_rates_over_several_chunks_with_repeated_genotypes_equal_the_reference(scores, monkeypatch):
+    """Issue 36: targets scored up to 1,024 at a time (128 when many distinct genotypes would make the
+    scores too big: `scores` 1 forces it) and the null's counts summed in float32 (exact below 2**24):
+    more targets than a chunk, null genotypes repeated up to hundreds of times, exact ties."""
+    monkeypatch.setattr(membership, "SCORES", scores)
+    rng = np.random.default_rng(36)
+    null = rng.integers(-1, 3, size=(2600, 3)).astype(float)  # 64 distinct genotypes, ~40 of each
+    w = rng.integers(-2, 3, size=(2600, 3)).astype(float)
+    w[::7] = 0.0  # targets no row concerns
+    for leave_out, y in ((False, null[::-1].copy()), (True, null)):
+        np.testing.assert_array_equal(
+            membership.flag_rates(w, y, null, 0.05, leave_out=leave_out),
+            reference.flag_rates(w, y, null, 0.05, leave_out=leave_out),
+            strict=True,
+        )
+    assert len(w) > 2 * membership.CHUNK

@@ -153,3 +153,66 @@ def test_relabel_merges_items_and_keeps_events():
     assert (m.to_frame()["code"].to_numpy() == np.asarray(labels, dtype=object)[r.event_item]).all()
     with pytest.raises(ValueError, match="labels"):
         r.relabel(["x"])
+
+
+def _records_by_rules(df: pd.DataFrame) -> list[tuple[str, list[tuple[object, list[str], list[int]]]]]:
+    """The module docstring's ordering rules, row by row in plain Python: patients by first
+    appearance, visits by key (numeric or text), events of a visit in input order."""
+    numeric = pd.api.types.is_numeric_dtype(df["visit"])
+    out: dict[str, dict[object, list[int]]] = {}
+    for i, (pid, visit) in enumerate(zip(df["patient_id"].astype(str), df["visit"], strict=True)):
+        out.setdefault(pid, {}).setdefault(visit, []).append(i)
+    return [
+        (
+            pid,
+            [
+                (v, [str(df["code"][i]) for i in rows], [int(df["age"][i]) for i in rows])
+                for v, rows in sorted(visits.items(), key=lambda kv: kv[0] if numeric else str(kv[0]))
+            ],
+        )
+        for pid, visits in out.items()
+    ]
+
+
+labelled = st.lists(
+    st.tuples(
+        st.sampled_from(["p", "q", "r10", "r9", "Ω", "s t"]),
+        st.integers(-3, 40),
+        st.sampled_from(CODES),
+        st.integers(0, 99),
+    ),
+    min_size=1,
+    max_size=40,
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(labelled, st.booleans(), st.booleans())
+def test_from_frame_follows_the_ordering_rules(rows, text_visits, arrow_text):
+    """Issue 36: `from_frame` factorizes columns and sorts one combined key (the paper-scale load);
+    its records are the ordering rules' exactly, for text or numeric visits, object or Arrow text."""
+    df = pd.DataFrame(rows, columns=["patient_id", "visit", "code", "age"])
+    if text_visits:  # sorted as text: "10" before "9", "-3" before "0"
+        df["visit"] = df["visit"].astype(str)
+    dtype = "str" if arrow_text else object
+    df = df.astype({"patient_id": dtype, "code": dtype})
+    r = Records.from_frame(df)
+    assert list(r.items) == sorted(set(df["code"]))
+    got = [
+        (
+            str(r.patient_ids[p]),
+            [
+                (
+                    r.visit_ids[v],
+                    [str(x) for x in r.items[r.event_item[r.event_ptr[v] : r.event_ptr[v + 1]]]],
+                    [int(a) for a in r.event_age[r.event_ptr[v] : r.event_ptr[v + 1]]],
+                )
+                for v in range(r.visit_ptr[p], r.visit_ptr[p + 1])
+            ],
+        )
+        for p in range(r.n_patients)
+    ]
+    assert got == _records_by_rules(df)
+    given = Records.from_frame(df, items=CODES)  # a fixed vocabulary: the same events under its indexes
+    assert list(given.items) == CODES
+    assert [str(x) for x in given.items[given.event_item]] == [str(x) for x in r.items[r.event_item]]

@@ -96,3 +96,21 @@ def test_the_app_loads_the_paper_scale_sample_as_a_variant_with_its_own_groups(t
     want = pd.read_csv(tmp_path / "paper" / "cohort.csv", dtype=str)["patient_id"]
     assert sorted(data.groups["cohort"].astype(str)) == sorted(want)
     assert len(data.groups["biobank"]) == generator.group_sizes(1500)[0]
+
+
+def test_the_paper_scale_variant_reports_the_stages_of_its_first_load(tmp_path):
+    """Issue 36: the first load of the paper-scale population (a minute) showed a bare spinner; it
+    reports each stage, in order, from 0 to 1, and a memoized load reports nothing."""
+    from engine.io.imports import load_sample_variant
+
+    chunked.write_chunked(tmp_path / "paper", 600, 5, block=300)
+    seen: list[tuple[float, str]] = []
+    first = load_sample_variant("paper", directory=tmp_path, progress=lambda f, m: seen.append((f, m)))
+    fractions = [f for f, _ in seen]
+    assert fractions[0] == 0.0 and fractions[-1] == 1.0 and fractions == sorted(fractions)
+    said = " | ".join(m for _, m in seen)
+    for part in ("events.parquet", "records", "biobank.csv", "cohort.csv", "genotypes.parquet"):
+        assert part in said
+    seen.clear()
+    again = load_sample_variant("paper", directory=tmp_path, progress=lambda f, m: seen.append((f, m)))
+    assert again is first and seen == []

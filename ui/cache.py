@@ -476,14 +476,26 @@ L = TypeVar("L", bound=_Loaded)
 
 
 def load_shipped(
-    name: str, key: Hashable, load: Callable[[], L], *, size: int, spinner: str | None = None
+    name: str,
+    key: Hashable,
+    load: Callable[..., L],
+    *,
+    size: int,
+    spinner: str | None = None,
+    bar: str | None = None,
 ) -> L:
     """The shipped sample or a sample variant (`load()` gives the engine's `Loaded`: data and
-    report), loaded once per process and shared; its dataset is recorded as shipped (`shipped`)."""
+    report), loaded once per process and shared; its dataset is recorded as shipped (`shipped`).
+    With `bar` (issue 36, a load of a minute): `load(progress)` runs in a thread of the server under a
+    progress bar of that label (`ui.progress.in_background`) instead of a spinner."""
     store = _shared(name, size)
     _LOADS.add(name)
     loaded = store.get(key, _MISSING)
-    if loaded is _MISSING:
+    if loaded is _MISSING and bar is not None:
+        from ui.progress import in_background  # ui.progress draws with this module's memos
+
+        loaded = in_background(bar, (name, key), lambda progress: store.compute(key, lambda: load(progress)))
+    elif loaded is _MISSING:
         with _spinning(spinner):
             loaded = store.compute(key, load)
     _mark(loaded.data)

@@ -28,6 +28,7 @@ waits on another session's computation with `yield_check`, so a superseded run s
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Hashable
 from contextlib import contextmanager
@@ -96,6 +97,59 @@ def tracker(label: str, box: Any = None) -> Tracker:
     """A progress bar (in `box`, default here) and its callback, without a Cancel control."""
     bar = (box or st).progress(0.0, text=f"{label}: starting…")
     return Tracker(bar, label)
+
+
+class _Background:
+    """One computation in a thread of the server (`in_background`): its last progress report, then
+    its result or exception."""
+
+    def __init__(self, compute: Callable[[Progress], Any]) -> None:
+        self.latest: tuple[float, str] = (0.0, "starting")
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.compute = compute
+        self.thread = threading.Thread(target=self._work, name="cohortshield background", daemon=True)
+
+    def report(self, fraction: float, message: str = "") -> None:
+        self.latest = (float(fraction), message)
+
+    def _work(self) -> None:
+        try:
+            self.result = self.compute(self.report)
+        except BaseException as exc:  # handed to every script run that waits for it
+            self.error = exc
+
+
+_BACKGROUND: dict[Hashable, _Background] = {}  # job -> its computation under way
+_BACKGROUND_LOCK = threading.Lock()
+
+
+def in_background(label: str, job: Hashable, compute: Callable[[Progress], T]) -> T:
+    """`compute(progress)` in a thread of the server, a progress bar here following its reports
+    (issue 36: the paper-scale population's first load, a minute of stages, showed a bare spinner).
+    A rerun stops this script run's wait, never the work: the next run that asks for the same `job`
+    waits for the same computation (so a click during a load does not start it again). The bar is
+    removed when the work ends; its exception is raised here."""
+    with _BACKGROUND_LOCK:
+        bg = _BACKGROUND.get(job)
+        if bg is None:
+            bg = _BACKGROUND[job] = _Background(compute)
+            bg.thread.start()
+    box = st.empty()
+    bar = tracker(label, box)
+    try:
+        while bg.thread.is_alive():
+            bar(*bg.latest)  # raises when this run is superseded: the thread goes on
+            bg.thread.join(_REDRAW_S / 2)
+    finally:
+        if not bg.thread.is_alive():
+            with _BACKGROUND_LOCK:
+                if _BACKGROUND.get(job) is bg:
+                    del _BACKGROUND[job]
+    box.empty()
+    if bg.error is not None:
+        raise bg.error
+    return bg.result
 
 
 def _quiet(fraction: float, message: str = "") -> None:

@@ -206,11 +206,13 @@ def _variant(variant: str, unknown_codes: str, drop_duplicates: bool) -> Loaded[
     return cache.load_shipped(
         "sample variant",
         (variant, unknown_codes, drop_duplicates),
-        lambda: load_sample_variant(variant, unknown_codes=unknown_codes, drop_duplicates=drop_duplicates),
+        lambda progress=None: load_sample_variant(
+            variant, unknown_codes=unknown_codes, drop_duplicates=drop_duplicates, progress=progress
+        ),
         size=_VARIANTS,
-        spinner="Loading and validating the sample variant"
-        + (" (1,366,786 patients: about 2 minutes the first time)" if variant == "paper" else "")
-        + "…",
+        spinner="Loading and validating the sample variant…",
+        # the paper-scale population's first load takes a minute: its stages under a bar (issue 36)
+        bar="Loading the 1,366,786-patient population" if variant == "paper" else None,
     )
 
 
@@ -413,7 +415,8 @@ def render() -> Context | None:
             help="The same synthetic patients in ICD-9-CM, ICD-10-CM, mixed ICD-9/10 codes, an OMOP CDM "
             "DuckDB database (first 5,000 patients) or a MEDS dataset; or a population at the scale of "
             "Heatherly 2013 (1,366,786 patients, `python -m engine sample --scale paper --out "
-            "sample_data/paper`; its first load takes about 30 s on a quiet machine, about 2 minutes on a busy one).",
+            "sample_data/paper`; its first load takes about 20 s on a quiet machine, about a minute on a busy one, "
+            "its stages on a progress bar).",
         )
     if choice == SAMPLE and variant != "icd9cm":
         label = f"sample ({import_view.variant_label(variant)})"

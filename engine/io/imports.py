@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
@@ -31,6 +32,7 @@ from engine.dataset import CohortSpec, Dataset
 from engine.io.errors import DataError, UserError
 from engine.io.groups import SourceGroups, read_groups
 from engine.io.loaders import SAMPLE_DIR, Loaded, check_patients, load_dataset, load_ids
+from engine.io.progress import Progress
 from engine.io.redact import redact
 from engine.io.roots import confined, opened
 from engine.io.validation import MAX_ROWS, FileCheck, ValidationReport
@@ -548,6 +550,7 @@ def load_sample_variant(
     unknown_codes: str = "keep",
     drop_duplicates: bool = False,
     directory: Path = SAMPLE_DIR,
+    progress: Progress | None = None,
 ) -> Loaded[Dataset]:
     """A variant of the shipped sample with the sample's groups (memoized per process: read-only).
 
@@ -556,10 +559,19 @@ def load_sample_variant(
     `engine.synth.formats` writes them): the cohort and biobank are the sample's, renumbered by that
     rule, restricted to the patients the variant holds (the OMOP database holds the first 5,000); a
     warning in the report says how many were left out. Paper scale: another population
-    (`sample_data/paper/`, `engine.synth.chunked`) read with its own groups, genotypes and lab orders."""
+    (`sample_data/paper/`, `engine.synth.chunked`) read with its own groups, genotypes and lab orders.
+    `progress` follows the stages of a load that is not memoized yet (`load_dataset`)."""
     p = variant_location(variant, Path(directory))
     stamp = (variant, str(p), p.stat().st_mtime_ns, unknown_codes, bool(drop_duplicates))
-    return _variant_memo(stamp, str(directory))
+    token = _PROGRESS.set(progress)
+    try:
+        return _variant_memo(stamp, str(directory))
+    finally:
+        _PROGRESS.reset(token)
+
+
+# the progress callback of the load under way in this thread: not part of the memo's key
+_PROGRESS: ContextVar[Progress | None] = ContextVar("sample_variant_progress", default=None)
 
 
 @lru_cache(maxsize=4)
@@ -582,6 +594,7 @@ def _variant_memo(stamp: tuple, directory: str) -> Loaded[Dataset]:
             unknown_codes=unknown_codes,
             drop_duplicates=drop_duplicates,
             defer_labs=True,  # as the sample's: read when first asked for (issue 24)
+            progress=_PROGRESS.get(),
         )
     from engine.io import read_source
 

@@ -44,6 +44,7 @@ import pandas as pd
 
 from engine.dataset import Dataset, Deferred
 from engine.io.errors import DataError, InputFileError, MissingFileError
+from engine.io.progress import Progress
 from engine.io.validation import (
     AGE_RANGE,
     BLOCK_ROWS,
@@ -955,6 +956,7 @@ def load_dataset(
     na_ids: NaIds = "error",
     normalize: bool = False,
     defer_labs: bool = False,
+    progress: Progress | None = None,
 ) -> Loaded[Dataset]:
     """Load and cross-check a dataset's files; every file's findings before any DataError.
 
@@ -966,8 +968,12 @@ def load_dataset(
     `defer_labs` (the shipped sample, issue 24): the lab orders' file is read now (its sha256 is in
     `sources`) but parsed and validated when `Dataset.labs` is first read, by the same checks; their
     findings are then added to this load's report, and an error raises the `DataError` there.
+
+    `progress(fraction, message)` is told each stage as it starts (issue 36: the paper-scale
+    population's first load takes a minute; the fractions are the stages' shares of that load).
     """
     report = ValidationReport()
+    stage = progress or (lambda fraction, message: None)
     srcs = {
         role: as_source(s)
         for role, s in (
@@ -979,12 +985,15 @@ def load_dataset(
         )
         if s is not None
     }
+    stage(0.0, f"reading and checking the events ({srcs['events'].name})")
     events_ = _events(srcs["events"], report, unknown_codes, drop_duplicates, na_ids, normalize)
+    stage(0.5, "building the patients' records")
     records = Records.from_frame(events_.frame) if events_ is not None else None
     population = None if records is None else pd.Index(records.patient_ids)
     groups: dict[str, np.ndarray] = {}
     for role in ("biobank", "cohort"):
         if role in srcs:
+            stage(0.75 if role == "biobank" else 0.85, f"reading the {role} ({srcs[role].name})")
             ids = _ids(srcs[role], report, population, role, na_ids)
             if ids is not None:
                 groups[role] = ids
@@ -999,6 +1008,8 @@ def load_dataset(
                 "a research cohort drawn from the biobank (Heatherly's Figure 14)",
                 "cohort_outside_biobank",
             )
+    if "genotypes" in srcs:
+        stage(0.9, f"reading the genotypes ({srcs['genotypes'].name})")
     geno = _genotypes(srcs["genotypes"], report, na_ids, population) if "genotypes" in srcs else None
     read_now = "labs" in srcs and not defer_labs
     lab = _labs(srcs["labs"], report, drop_duplicates, na_ids, population) if read_now else None
@@ -1023,6 +1034,7 @@ def load_dataset(
         sources=sources,
         spellings=spellings,
     )
+    stage(1.0, "loaded")
     return Loaded(dataset, report, sources, spellings)
 
 

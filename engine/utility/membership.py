@@ -89,7 +89,10 @@ BIG_CELLS = 100  # "bigger cells": a row needs this many cases and controls
 ROUND_MAF = 2  # "coarser statistics": frequencies to 2 decimals
 SIGNIFICANT = 0.05  # "fewer rows": Benjamini-Hochberg adjusted p <= 0.05
 SHRINK = 20  # pseudo-people of the panel's overall frequency added to each case pool's reference
-CHUNK = 128  # targets scored against the null genotypes at a time (their scores stay in the cache)
+# targets scored against the null genotypes at a time: up to CHUNK while their scores stay within
+# SCORES (float64), never fewer than 128 (the rows before issue 36, whose matrix products' calls took
+# the time at 2,254 distinct genotypes: 30,000 targets 6.0-9.0 s -> 1.8-2.3 s with 1,024)
+CHUNK, SCORES = 1024, 4_000_000
 
 
 @dataclass(frozen=True)
@@ -358,15 +361,20 @@ def _flag_rates(w: np.ndarray, y: np.ndarray, null: _Null, fpr: float, *, leave_
     # a target no used row concerns (weights all zero) scores 0, as every null genotype does: all tied
     above, tied = np.zeros(len(w)), np.full(len(w), total - own)
     live = np.flatnonzero(w.any(axis=1))
-    for s in range(0, len(live), CHUNK):
-        i = live[s : s + CHUNK]
+    # the weights are counts: any sum of them is a whole number up to `total`, exact in float32 below
+    # 2**24, so the 0/1 comparisons are summed there, half the bytes of float64 (issue 36: 236,000
+    # non-member targets x 2,254 distinct null genotypes per attack, 158 of the report's 218 s)
+    weight = null.weight.astype(np.float32 if total < 2**24 else np.float64)
+    rows = min(CHUNK, max(128, SCORES // max(len(null.vectors), 1)))
+    for s in range(0, len(live), rows):
+        i = live[s : s + rows]
         tt = t[i, None]
         d = w[i] @ null.vectors.T  # (targets, distinct null genotypes): their scores
         d -= tt  # less the target's
         tol = 1e-9 * (1 + np.abs(tt))
-        at_most = (d <= tol) @ null.weight
+        at_most = (d <= tol).astype(weight.dtype) @ weight
         above[i] = total - at_most
-        tied[i] = at_most - (d < -tol) @ null.weight - own
+        tied[i] = at_most - (d < -tol).astype(weight.dtype) @ weight - own
     p_above, p_tied = above / n_null, tied / n_null
     with np.errstate(divide="ignore", invalid="ignore"):
         split = (fpr - p_above) / p_tied
