@@ -47,7 +47,7 @@ IMPORT_KINDS: tuple[tuple[str, str], ...] = (
 )
 # sample variants: key -> (label, what is read). "paper": Heatherly 2013's 1,366,786 patients
 # (`python -m engine sample --scale paper --out sample_data/paper`, issue 36), its own groups and labs
-PAPER_SCALE_LABEL = "paper scale, 1.37 M patients (first load about 2 min)"
+PAPER_SCALE_LABEL = "paper scale, 1.37 M patients (first load 20 s to a minute)"
 SAMPLE_VARIANTS: dict[str, str] = {
     "icd9cm": "ICD-9-CM",
     "icd10cm": "ICD-10-CM",
