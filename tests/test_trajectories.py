@@ -584,3 +584,35 @@ def test_cluster_table_equals_the_former_one(pairs, k: int, method: str) -> None
 def test_sample_cluster_table_equals_the_former_one(sample_trajectories, k: int) -> None:
     traj, icd, age = sample_trajectories
     _same_cluster_table(lda(traj, k, icd_hierarchy=icd, age_hierarchy=age))
+
+
+def test_cost_tables_grow_with_the_codes_not_with_codes_times_nodes() -> None:
+    """Bug report (issue 36): the LDA on all codes of the paper-scale cohort (12,081 codes, 13,273
+    ICD nodes) did not finish: its cost tables were dense (ICD node x code) int64 arrays, 1.28 GB each,
+    several of them (7.4 GB peak). On 2,400 codes the whole run must stay well below one such table
+    (numpy's allocations, traced), and release as the readable reference does."""
+    import tracemalloc
+
+    rng = np.random.default_rng(7)
+    leaves = [lab for lab in ICD.labels if ICD.is_leaf(lab)]
+    codes = sorted(rng.choice(leaves, 2400, replace=False).tolist())
+    pairs = [
+        [
+            (codes[c], int(a))
+            for c, a in zip(rng.integers(0, 2400, 60), np.sort(rng.integers(30, 46, 60)), strict=True)
+        ]
+        for _ in range(40)
+    ]
+    t = Trajectories.from_pairs(pairs)
+    nodes = len(ICD.restrict(codes))
+    dense = nodes * len(set(t.codes)) * 8  # one (ICD node x code) int64 table
+    tracemalloc.start()
+    try:
+        res = lda(t, 5, icd_hierarchy=ICD, age_domain=(30, 45))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < dense / 2, (peak, dense)
+    ref = lda(t, 5, icd_hierarchy=ICD, age_domain=(30, 45), kernel="reference")
+    assert [c.tolist() for c in res.clusters] == [c.tolist() for c in ref.clusters]
+    assert res.release().fingerprint == ref.release().fingerprint
