@@ -616,3 +616,21 @@ def test_cost_tables_grow_with_the_codes_not_with_codes_times_nodes() -> None:
     ref = lda(t, 5, icd_hierarchy=ICD, age_domain=(30, 45), kernel="reference")
     assert [c.tolist() for c in res.clusters] == [c.tolist() for c in ref.clusters]
     assert res.release().fingerprint == ref.release().fingerprint
+
+
+def test_sample_on_all_codes_releases_equal_the_former_kernel() -> None:
+    """Issue 36: on all codes (685 codes on the shipped sample's first 300 cohort patients, the
+    LDA step of bench/paper_scale.py on a smaller cohort), the compiled kernel without (ICD node x
+    ICD value) tables releases byte for byte what the former numpy kernel does (tests/reference_lda.py)."""
+    from engine.io.loaders import load_sample_checked
+    from engine.study.runs import CodeSelection, LDASettings
+    from tests.reference_lda import reference_bucket_pool
+
+    cohort = load_sample_checked().data.group_records("cohort")
+    few = cohort.subset(list(map(str, cohort.patient_ids[:300])))
+    traj, icd, age = LDASettings(codes=CodeSelection("all")).inputs(few)
+    assert len(set(traj.codes)) > 600
+    new = lda(traj, 5, icd_hierarchy=icd, age_hierarchy=age)
+    old = lda(traj, 5, icd_hierarchy=icd, age_hierarchy=age, kernel=reference_bucket_pool)
+    assert [c.tolist() for c in new.clusters] == [c.tolist() for c in old.clusters]
+    assert new.release().fingerprint == old.release().fingerprint

@@ -403,8 +403,9 @@ class PairTables:
     @cached_property
     def kernel(self) -> KernelTables:
         """The tables of the compiled loops (`alignment_kernel`), contiguous int64: dense over the
-        (few) age nodes and values, and for the ICD hierarchy only per node and per value (the
-        costs of an x's ICD nodes are made per x, `alignment_kernel.icd_rows`)."""
+        (few) age nodes and values, and for the ICD hierarchy only per node and per value (the lca
+        of an x's ICD node and a value is found from the node's ancestors' DFS intervals,
+        `alignment_kernel.x_ancestors`)."""
         c = np.ascontiguousarray
         model, icd = self.model, self.model.icd
         ci, ca = model.icd_cost, model.age_cost
@@ -413,7 +414,6 @@ class PairTables:
         ya = ca[la] - ca[self.age_vals][None, :]
         sup_i, sup_a = ci[0] - ci[self.icd_vals], ca[0] - ca[self.age_vals]
         sup = sup_i[:, None] + sup_a[None, :]
-        order = np.argsort(icd._tin[self.icd_vals], kind="stable")
         return KernelTables(
             icd_cost=c(ci),
             icd_parent=c(icd.parent_index, dtype=np.int64),
@@ -421,8 +421,8 @@ class PairTables:
             icd_tin=c(icd._tin, dtype=np.int64),
             icd_tout=c(icd._tout, dtype=np.int64),
             val_node=c(self.icd_vals, dtype=np.int64),
-            val_order=c(order, dtype=np.int64),
-            val_tin=c(icd._tin[self.icd_vals][order], dtype=np.int64),
+            val_tin=c(icd._tin[self.icd_vals], dtype=np.int64),
+            val_cost=c(ci[self.icd_vals]),
             gen_a=c(xa + ya),
             yshare_a=c(ya),
             sup_i=c(sup_i),
@@ -440,9 +440,10 @@ class KernelTables:
     value) the generalization cost (`gen_a`, x share + y share), the y share alone (`yshare_a`) and
     the lca (`lca_a`). ICD (issue 36: 13,273 nodes x 12,081 values on the paper-scale cohort, 1.28 GB
     per dense table): per node its cost (`icd_cost`), parent, depth and DFS interval (`icd_tin`,
-    `icd_tout`), per value its node (`val_node`), and the values in DFS order (`val_order`,
-    `val_tin`), from which `alignment_kernel.icd_rows` makes the rows of one x. Per value its
-    suppression (`sup_*`, `sup_min` the cheapest pair), per node its suppression (`sx_*`)."""
+    `icd_tout`), per value its node, DFS entry and cost (`val_node`, `val_tin`, `val_cost`): the
+    lca of an x's node and a value is the deepest ancestor of the node whose DFS interval holds the
+    value's entry (`alignment_kernel.x_ancestors`). Per value its suppression (`sup_*`, `sup_min`
+    the cheapest pair), per node its suppression (`sx_*`)."""
 
     icd_cost: np.ndarray
     icd_parent: np.ndarray
@@ -450,8 +451,8 @@ class KernelTables:
     icd_tin: np.ndarray
     icd_tout: np.ndarray
     val_node: np.ndarray
-    val_order: np.ndarray
     val_tin: np.ndarray
+    val_cost: np.ndarray
     gen_a: np.ndarray
     yshare_a: np.ndarray
     sup_i: np.ndarray
@@ -468,36 +469,40 @@ class KernelTables:
         return xi, xa, self.sx_i[xi] + self.sx_a[xa]
 
     def x_side(self, x: Sequence[tuple[int, int]]) -> XSide:
-        """What the compiled loops need of one x: its pairs and, per distinct ICD node of x, the ICD
-        generalization cost with every ICD value (`alignment_kernel.icd_rows`)."""
+        """What the compiled loops need of one x: its pairs and its ICD nodes' ancestors
+        (`alignment_kernel.x_ancestors`)."""
         from engine.anonymize import alignment_kernel
 
         xi, xa, sx = self.x_arrays(x)
-        nodes, xrow = np.unique(xi, return_inverse=True)
-        gx = alignment_kernel.icd_rows(
-            nodes.astype(np.int64),
-            self.icd_cost,
-            self.icd_parent,
-            self.icd_depth,
-            self.icd_tin,
-            self.icd_tout,
-            self.val_node,
-            self.val_order,
-            self.val_tin,
+        lo, hi, lc, du, cu = alignment_kernel.x_ancestors(
+            xi, self.icd_parent, self.icd_depth, self.icd_tin, self.icd_tout, self.icd_cost
         )
-        return XSide(xi, xa, sx, xrow.astype(np.int64).reshape(-1), gx)
+        return XSide(xi, xa, sx, lo, hi, lc, du, cu)
+
+    def y_side(self, ypi: np.ndarray, ypa: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Per pair of y (value positions `ypi`, `ypa`): its ICD value's DFS entry and cost, and its
+        ICD and age suppression costs."""
+        return self.val_tin[ypi], self.val_cost[ypi], self.sup_i[ypi], self.sup_a[ypa]
 
 
 @dataclass(frozen=True, eq=False)
 class XSide:
-    """One x for the compiled loops: ICD nodes `xi`, Age nodes `xa`, pair suppressions `sx`, and
-    `gx[xrow[h]]` the ICD generalization cost of x's pair h with every ICD value."""
+    """One x for the compiled loops: ICD nodes `xi`, Age nodes `xa`, pair suppressions `sx`, and per
+    pair h its ICD node's ancestors from the root down: DFS intervals `lo[h]`, `hi[h]`, costs
+    `lc[h]`, the node's depth `du[h]` and cost `cu[h]` (`alignment_kernel.x_ancestors`)."""
 
     xi: np.ndarray
     xa: np.ndarray
     sx: np.ndarray
-    xrow: np.ndarray
-    gx: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    lc: np.ndarray
+    du: np.ndarray
+    cu: np.ndarray
+
+    @property
+    def ancestors(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        return self.lo, self.hi, self.lc, self.du, self.cu
 
 
 def ags_align(
@@ -517,8 +522,9 @@ def ags_align(
 
     kt = tables.kernel
     xs = side if side is not None else kt.x_side(x)
+    ytin, ycost, ysup_i, ysup_a = kt.y_side(ypi, ypa)
     ops, hs, js, ilm, alm = alignment_kernel.ags_trace(
-        xs.xrow, xs.xa, kt.sx_i[xs.xi], kt.sx_a[xs.xa], xs.gx, kt.gen_a, kt.sup_i, kt.sup_a, ypi, ypa
+        *xs.ancestors, xs.xa, kt.sx_i[xs.xi], kt.sx_a[xs.xa], kt.gen_a, ytin, ycost, ysup_i, ysup_a, ypa
     )
     names = (DIAG, UP, LEFT)
     trace = [(names[o], h, j) for o, h, j in zip(ops.tolist(), hs.tolist(), js.tolist(), strict=True)]

@@ -376,18 +376,21 @@ class _Prepared:
         xs = self.x_side(x)
         return _kernel().costs(
             0 if self.method == "a-gs" else 1,
-            xs.xrow,
+            *xs.ancestors,
             xs.xa,
             xs.sx,
-            xs.gx,
             kt.gen_a,
-            kt.sup_i,
-            kt.sup_a,
-            self.ypi,
+            *self.y_pairs,
             self.ypa,
             self.ptr,
             np.ascontiguousarray(recs, dtype=np.int64),
         )
+
+    @cached_property
+    def y_pairs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per pair of the data: its ICD value's DFS entry and cost, and its suppression cost."""
+        ytin, ycost, ysi, ysa = self.tables.kernel.y_side(self.ypi, self.ypa)
+        return ytin, ycost, ysi + ysa
 
     def row(self, x: Sequence[tuple[int, int]]) -> np.ndarray:
         """x's cost against every record with pairs (-1 for the others), memoized."""
@@ -444,14 +447,11 @@ class _Pool(_Candidates):
             _kernel().nearest(
                 0 if prep.method == "a-gs" else 1,
                 xs.xi,
-                xs.xrow,
                 xs.xa,
                 xs.sx,
-                xs.gx,
+                *xs.ancestors,
                 kt.gen_a,
                 kt.yshare_a,
-                kt.sup_i,
-                kt.sup_a,
                 kt.sup_min,
                 kt.icd_cost,
                 kt.icd_parent,
@@ -459,6 +459,7 @@ class _Pool(_Candidates):
                 kt.val_node,
                 prep.ypi,
                 prep.ypa,
+                *prep.y_pairs,
                 prep.ptr,
                 self.alive,
                 self._floors,
