@@ -34,15 +34,35 @@ time is the figure to compare; `--work /tmp/h-scale/w --timeout 480`, output in 
 | ugaclip | 5.0 s | 45.9 s | 24.9 s | 170.0 s | 5.57 GB | 0.58 / 0.50 |
 | aclip | 5.6 s | 55.8 s | 34.8 s | 141.5 s | 5.55 GB | 0.60 / 0.37 |
 | lda | 27.2 s | > 155.1 s | 131.9 s | > 480.7 s | 7.37 GB | not completed: stopped at 480 s |
+| lda (since issue 36's kernel) | 17.3 s | 247.9 s | 17.8 s | 331.7 s | 5.59 GB | 0.70 / 0.77 |
 
 Every step but the LDA at 1.37 M verified its release (or its risk) at both sizes. The LDA at 1.37 M
 did not finish: stopped by `--timeout 480` (155 s CPU, 7.37 GB so far); a second run with `--steps lda
 --timeout 1500` was stopped by hand at 316 s wall (72 s CPU) when the machine's free memory fell to
 4 GB beside bench/ui.py's run; at 30,000 it takes 27-32 s CPU (its a-gs clustering of 2,700
-trajectories; 5,795 longer ones at 1.37 M). Reading and validating the 17.6 million
-diagnoses is most of each 1.37 M step (the app's load of the same files: 30 s CPU, 5.66 GB), so the
-exponents stay below 1: the cohort grows only from 2,700 to 5,795 patients. Peak memory is the loaded
-population's, about 5.5 GB for every step (7.4 GB for the LDA).
+trajectories; 5,795 longer ones at 1.37 M). Its cost tables were dense over ICD nodes x ICD values
+(13,273 x 12,081 on all codes of the paper-scale cohort: 1.28 GB each, four of them), and MDAV's
+nearest-record search aligned about half of the records left at each of its 4,636 steps.
+
+Reading and validating the 17.6 million diagnoses is most of each 1.37 M step (the app's load of the
+same files: 30 s CPU, 5.66 GB), so the exponents stay below 1: the cohort grows only from 2,700 to 5,795 patients. Peak memory is the loaded
+population's, about 5.5 GB for every step (7.4 GB for the LDA before issue 36's kernel).
+
+The LDA since issue 36's kernel (row `lda (since ...)`, `--steps lda --timeout 1800 --work
+/tmp/lda-scale/w`, the same data, load average 3-8): it finishes and verifies at 1.37 M (every one of
+5,795 records at distinguishability >= 5, 1,159 clusters, ILM 0.873, ALM 0.450). The peak, 5.59 GB,
+is the command's reading of the population's 17.6 million diagnoses (`load_groups`, as every step):
+the LDA itself reads only the cohort's 565,018 (code, age) pairs (cohort scope, all visits) and
+takes 0.70 GB and 201 s of CPU on them (`LDASettings.run_result` on the cohort's events alone). It stays
+quadratic in the cohort's trajectories: MDAV asks for the nearest record to the growing cluster among
+every record left (O(n^2) A-GS alignments, about half of them skipped by exact lower bounds), each
+A-GS O(m x n) in the two trajectories' pairs; 2,700 trajectories of 49 pairs on average at 30,000,
+5,795 of 97 at 1.37 M (about 18 times the work). On the first 600, 1,200, 2,400 and 5,795 patients of
+the paper-scale cohort: 3.3, 10.5, 36.5 and 200.7 s of CPU, exponents 1.7, 1.8 and 1.9 in the number
+of trajectories. The releases are those of the kernel before: the same multiset of released records
+at 30,000 (`anonymize lda` of commit ab68301 against this one), and the same sha256 of the released
+CSV on the paper-scale cohort's first 600 and 1,200 patients and on the whole of it (the kernel
+before, on the cohort's events alone: 483.6 s of CPU and 5.70 GB, against 200.7 s and 0.70 GB).
 """
 
 from __future__ import annotations

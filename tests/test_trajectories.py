@@ -584,3 +584,53 @@ def test_cluster_table_equals_the_former_one(pairs, k: int, method: str) -> None
 def test_sample_cluster_table_equals_the_former_one(sample_trajectories, k: int) -> None:
     traj, icd, age = sample_trajectories
     _same_cluster_table(lda(traj, k, icd_hierarchy=icd, age_hierarchy=age))
+
+
+def test_cost_tables_grow_with_the_codes_not_with_codes_times_nodes() -> None:
+    """Bug report (issue 36): the LDA on all codes of the paper-scale cohort (12,081 codes, 13,273
+    ICD nodes) did not finish: its cost tables were dense (ICD node x code) int64 arrays, 1.28 GB each,
+    several of them (7.4 GB peak). On 2,400 codes the whole run must stay well below one such table
+    (numpy's allocations, traced), and release as the readable reference does."""
+    import tracemalloc
+
+    rng = np.random.default_rng(7)
+    leaves = [lab for lab in ICD.labels if ICD.is_leaf(lab)]
+    codes = sorted(rng.choice(leaves, 2400, replace=False).tolist())
+    pairs = [
+        [
+            (codes[c], int(a))
+            for c, a in zip(rng.integers(0, 2400, 60), np.sort(rng.integers(30, 46, 60)), strict=True)
+        ]
+        for _ in range(40)
+    ]
+    t = Trajectories.from_pairs(pairs)
+    nodes = len(ICD.restrict(codes))
+    dense = nodes * len(set(t.codes)) * 8  # one (ICD node x code) int64 table
+    tracemalloc.start()
+    try:
+        res = lda(t, 5, icd_hierarchy=ICD, age_domain=(30, 45))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < dense / 2, (peak, dense)
+    ref = lda(t, 5, icd_hierarchy=ICD, age_domain=(30, 45), kernel="reference")
+    assert [c.tolist() for c in res.clusters] == [c.tolist() for c in ref.clusters]
+    assert res.release().fingerprint == ref.release().fingerprint
+
+
+def test_sample_on_all_codes_releases_equal_the_former_kernel() -> None:
+    """Issue 36: on all codes (685 codes on the shipped sample's first 300 cohort patients, the
+    LDA step of bench/paper_scale.py on a smaller cohort), the compiled kernel without (ICD node x
+    ICD value) tables releases byte for byte what the former numpy kernel does (tests/reference_lda.py)."""
+    from engine.io.loaders import load_sample_checked
+    from engine.study.runs import CodeSelection, LDASettings
+    from tests.reference_lda import reference_bucket_pool
+
+    cohort = load_sample_checked().data.group_records("cohort")
+    few = cohort.subset(list(map(str, cohort.patient_ids[:300])))
+    traj, icd, age = LDASettings(codes=CodeSelection("all")).inputs(few)
+    assert len(set(traj.codes)) > 600
+    new = lda(traj, 5, icd_hierarchy=icd, age_hierarchy=age)
+    old = lda(traj, 5, icd_hierarchy=icd, age_hierarchy=age, kernel=reference_bucket_pool)
+    assert [c.tolist() for c in new.clusters] == [c.tolist() for c in old.clusters]
+    assert new.release().fingerprint == old.release().fingerprint

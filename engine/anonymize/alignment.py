@@ -11,8 +11,9 @@ floats (the integer divided by scale). Ties between the three operations go to g
 (the thesis), then to suppressing x ("up"), then to suppressing y ("left").
 
 `align(x, y, ...)` is the public, readable A-GS / Baseline on labels (Figure 7 is its test);
-`PairTables.kernel` holds the compiled loops' tables, `ags_align` is A-GS compiled with its traceback
-(same integers and choices as `ags_nodes`, checked in the tests).
+`PairTables.kernel` holds the compiled loops' tables (none of them ICD nodes x ICD values: issue 36),
+`ags_align` is A-GS compiled with its traceback (same integers and choices as `ags_nodes`, checked in
+the tests).
 """
 
 from __future__ import annotations
@@ -354,11 +355,16 @@ class PairTables:
 
     @cached_property
     def _lca(self) -> tuple[np.ndarray, np.ndarray]:
-        icd, age = self.model.icd, self.model.age
-        return (
-            lca_table(icd, np.arange(len(icd)), self.icd_vals),
-            lca_table(age, np.arange(len(age)), self.age_vals),
-        )
+        """Dense (node x value) lowest common ancestors of both hierarchies: for `row` and `_parts`
+        (the tests' reference kernel) only; the compiled loops use `kernel`, which holds no
+        (ICD node x ICD value) table (issue 36)."""
+        icd = self.model.icd
+        return lca_table(icd, np.arange(len(icd)), self.icd_vals), self._lca_age
+
+    @cached_property
+    def _lca_age(self) -> np.ndarray:
+        age = self.model.age
+        return lca_table(age, np.arange(len(age)), self.age_vals)
 
     @cached_property
     def _parts(self) -> dict[str, np.ndarray]:
@@ -387,50 +393,73 @@ class PairTables:
 
     def y_suppress(self, pid: np.ndarray) -> np.ndarray:
         """Suppression cost of encoded y pairs (0 for the padding sentinel)."""
-        p = self._parts
+        ci, ca = self.model.icd_cost, self.model.age_cost
+        sup_i, sup_a = ci[0] - ci[self.icd_vals], ca[0] - ca[self.age_vals]
         na = len(self.age_vals)
         ok = pid < self.n_values
         q = np.where(ok, pid, 0)
-        return np.where(ok, p["sup_i"][q // na] + p["sup_a"][q % na], 0)
+        return np.where(ok, sup_i[q // na] + sup_a[q % na], 0)
 
     @cached_property
     def kernel(self) -> KernelTables:
-        """The tables of the compiled loops (`alignment_kernel`), contiguous int64."""
-        p = self._parts
+        """The tables of the compiled loops (`alignment_kernel`), contiguous int64: dense over the
+        (few) age nodes and values, and for the ICD hierarchy only per node and per value (the lca
+        of an x's ICD node and a value is found from the node's ancestors' DFS intervals,
+        `alignment_kernel.x_ancestors`)."""
         c = np.ascontiguousarray
-        sup = p["sup_i"][:, None] + p["sup_a"][None, :]
-        ci, ca = self.model.icd_cost, self.model.age_cost
+        model, icd = self.model, self.model.icd
+        ci, ca = model.icd_cost, model.age_cost
+        la = self._lca_age
+        xa = ca[la] - ca[:, None]
+        ya = ca[la] - ca[self.age_vals][None, :]
+        sup_i, sup_a = ci[0] - ci[self.icd_vals], ca[0] - ca[self.age_vals]
+        sup = sup_i[:, None] + sup_a[None, :]
         return KernelTables(
-            gen_i=c(p["xi"] + p["yi"]),
-            gen_a=c(p["xa"] + p["ya"]),
-            yshare_i=c(p["yi"]),
-            yshare_a=c(p["ya"]),
-            sup_i=c(p["sup_i"]),
-            sup_a=c(p["sup_a"]),
+            icd_cost=c(ci),
+            icd_parent=c(icd.parent_index, dtype=np.int64),
+            icd_depth=c(icd.depth_array, dtype=np.int64),
+            icd_tin=c(icd._tin, dtype=np.int64),
+            icd_tout=c(icd._tout, dtype=np.int64),
+            val_node=c(self.icd_vals, dtype=np.int64),
+            val_tin=c(icd._tin[self.icd_vals], dtype=np.int64),
+            val_cost=c(ci[self.icd_vals]),
+            gen_a=c(xa + ya),
+            yshare_a=c(ya),
+            sup_i=c(sup_i),
+            sup_a=c(sup_a),
             sup_min=int(sup.min(initial=0)),
             sx_i=c(ci[0] - ci),
             sx_a=c(ca[0] - ca),
-            lca_i=self._lca[0],
-            lca_a=self._lca[1],
+            lca_a=la,
         )
 
 
 @dataclass(frozen=True, eq=False)
 class KernelTables:
-    """`PairTables` for `alignment_kernel`: per (x node, y value) the generalization cost (`gen_*`, x
-    share + y share) and the y share alone (`yshare_*`), per y value its suppression (`sup_*`,
-    `sup_min` the cheapest pair), per node its suppression (`sx_*`), per (node, y value) the lca."""
+    """`PairTables` for `alignment_kernel`. Ages (a few hundred nodes and values): per (x node, y
+    value) the generalization cost (`gen_a`, x share + y share), the y share alone (`yshare_a`) and
+    the lca (`lca_a`). ICD (issue 36: 13,273 nodes x 12,081 values on the paper-scale cohort, 1.28 GB
+    per dense table): per node its cost (`icd_cost`), parent, depth and DFS interval (`icd_tin`,
+    `icd_tout`), per value its node, DFS entry and cost (`val_node`, `val_tin`, `val_cost`): the
+    lca of an x's node and a value is the deepest ancestor of the node whose DFS interval holds the
+    value's entry (`alignment_kernel.x_ancestors`). Per value its suppression (`sup_*`, `sup_min`
+    the cheapest pair), per node its suppression (`sx_*`)."""
 
-    gen_i: np.ndarray
+    icd_cost: np.ndarray
+    icd_parent: np.ndarray
+    icd_depth: np.ndarray
+    icd_tin: np.ndarray
+    icd_tout: np.ndarray
+    val_node: np.ndarray
+    val_tin: np.ndarray
+    val_cost: np.ndarray
     gen_a: np.ndarray
-    yshare_i: np.ndarray
     yshare_a: np.ndarray
     sup_i: np.ndarray
     sup_a: np.ndarray
     sup_min: int
     sx_i: np.ndarray
     sx_a: np.ndarray
-    lca_i: np.ndarray
     lca_a: np.ndarray
 
     def x_arrays(self, x: Sequence[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -438,6 +467,42 @@ class KernelTables:
         xi = np.fromiter((p[0] for p in x), np.int64, len(x))
         xa = np.fromiter((p[1] for p in x), np.int64, len(x))
         return xi, xa, self.sx_i[xi] + self.sx_a[xa]
+
+    def x_side(self, x: Sequence[tuple[int, int]]) -> XSide:
+        """What the compiled loops need of one x: its pairs and its ICD nodes' ancestors
+        (`alignment_kernel.x_ancestors`)."""
+        from engine.anonymize import alignment_kernel
+
+        xi, xa, sx = self.x_arrays(x)
+        lo, hi, lc, du, cu = alignment_kernel.x_ancestors(
+            xi, self.icd_parent, self.icd_depth, self.icd_tin, self.icd_tout, self.icd_cost
+        )
+        return XSide(xi, xa, sx, lo, hi, lc, du, cu)
+
+    def y_side(self, ypi: np.ndarray, ypa: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Per pair of y (value positions `ypi`, `ypa`): its ICD value's DFS entry and cost, and its
+        ICD and age suppression costs."""
+        return self.val_tin[ypi], self.val_cost[ypi], self.sup_i[ypi], self.sup_a[ypa]
+
+
+@dataclass(frozen=True, eq=False)
+class XSide:
+    """One x for the compiled loops: ICD nodes `xi`, Age nodes `xa`, pair suppressions `sx`, and per
+    pair h its ICD node's ancestors from the root down: DFS intervals `lo[h]`, `hi[h]`, costs
+    `lc[h]`, the node's depth `du[h]` and cost `cu[h]` (`alignment_kernel.x_ancestors`)."""
+
+    xi: np.ndarray
+    xa: np.ndarray
+    sx: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    lc: np.ndarray
+    du: np.ndarray
+    cu: np.ndarray
+
+    @property
+    def ancestors(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        return self.lo, self.hi, self.lc, self.du, self.cu
 
 
 def ags_align(
@@ -447,23 +512,27 @@ def ags_align(
     tables: PairTables,
     ilm_x: int = 0,
     alm_x: int = 0,
+    side: XSide | None = None,
 ) -> _Raw:
     """A-GS of x (node pairs) with y (its values' positions in `tables`' ICD and Age values), compiled
     and without the matrices (`alignment_kernel.ags_trace`): the same anonymized pairs, traceback and
-    ILM / ALM as `ags_nodes` (which it is tested against)."""
+    ILM / ALM as `ags_nodes` (which it is tested against). `side`: x's `KernelTables.x_side`, when
+    the caller made it already."""
     from engine.anonymize import alignment_kernel
 
     kt = tables.kernel
-    xi, xa, _ = kt.x_arrays(x)
+    xs = side if side is not None else kt.x_side(x)
+    ytin, ycost, ysup_i, ysup_a = kt.y_side(ypi, ypa)
     ops, hs, js, ilm, alm = alignment_kernel.ags_trace(
-        xi, xa, kt.sx_i[xi], kt.sx_a[xa], kt.gen_i, kt.gen_a, kt.sup_i, kt.sup_a, ypi, ypa
+        *xs.ancestors, xs.xa, kt.sx_i[xs.xi], kt.sx_a[xs.xa], kt.gen_a, ytin, ycost, ysup_i, ysup_a, ypa
     )
     names = (DIAG, UP, LEFT)
     trace = [(names[o], h, j) for o, h, j in zip(ops.tolist(), hs.tolist(), js.tolist(), strict=True)]
-    li, la = kt.lca_i, kt.lca_a
-    pairs = [
-        (int(li[xi[h - 1], ypi[j - 1]]), int(la[xa[h - 1], ypa[j - 1]])) for op, h, j in trace if op == DIAG
-    ]
+    diag = ops == 0
+    h0, j0 = hs[diag] - 1, js[diag] - 1
+    li = alignment_kernel.lca_many(xs.xi[h0], kt.val_node[ypi[j0]], kt.icd_parent, kt.icd_depth)
+    la = kt.lca_a[xs.xa[h0], ypa[j0]]
+    pairs = list(zip(li.tolist(), la.tolist(), strict=True))
     return _Raw(pairs, trace, ilm_x + int(ilm), alm_x + int(alm))
 
 

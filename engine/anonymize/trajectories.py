@@ -52,6 +52,7 @@ from engine.anonymize.alignment import (
     METHODS,
     CostModel,
     PairTables,
+    XSide,
     _Raw,
     ags_align,
     ags_nodes,
@@ -355,26 +356,41 @@ class _Prepared:
         self._rows: dict[tuple, np.ndarray] = {}
         self._max_rows = max(1, _ROW_BYTES // (8 * max(traj.n, 1)))
         self._lock = threading.Lock()
+        self._side: tuple[tuple, XSide] | None = None
         self.shared: dict = {"nodes": (nodes_i, nodes_a)}  # `LDAResult.memo`
+
+    def x_side(self, x: Sequence[tuple[int, int]]) -> XSide:
+        """x for the compiled loops (`KernelTables.x_side`: its ICD rows), the last one kept: step 3
+        asks for the nearest record to x, then aligns x with it."""
+        key = tuple(x)
+        last = self._side
+        if last is not None and last[0] == key:
+            return last[1]
+        side = self.tables.kernel.x_side(x)
+        self._side = (key, side)
+        return side
 
     def costs(self, x: Sequence[tuple[int, int]], recs: np.ndarray) -> np.ndarray:
         """The alignment costs of x with the records `recs` (`alignment_kernel.costs`)."""
         kt = self.tables.kernel
-        xi, xa, sx = kt.x_arrays(x)
+        xs = self.x_side(x)
         return _kernel().costs(
             0 if self.method == "a-gs" else 1,
-            xi,
-            xa,
-            sx,
-            kt.gen_i,
+            *xs.ancestors,
+            xs.xa,
+            xs.sx,
             kt.gen_a,
-            kt.sup_i,
-            kt.sup_a,
-            self.ypi,
+            *self.y_pairs,
             self.ypa,
             self.ptr,
             np.ascontiguousarray(recs, dtype=np.int64),
         )
+
+    @cached_property
+    def y_pairs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per pair of the data: its ICD value's DFS entry and cost, and its suppression cost."""
+        ytin, ycost, ysi, ysa = self.tables.kernel.y_side(self.ypi, self.ypa)
+        return ytin, ycost, ysi + ysa
 
     def row(self, x: Sequence[tuple[int, int]]) -> np.ndarray:
         """x's cost against every record with pairs (-1 for the others), memoized."""
@@ -394,7 +410,7 @@ class _Prepared:
         if self.method == "baseline":
             return baseline_nodes(x, self.tup[best], self.model, ilm, alm)
         s, e = self.ptr[best], self.ptr[best + 1]
-        return ags_align(x, self.ypi[s:e], self.ypa[s:e], self.tables, ilm, alm)
+        return ags_align(x, self.ypi[s:e], self.ypa[s:e], self.tables, ilm, alm, side=self.x_side(x))
 
 
 class _Pool(_Candidates):
@@ -410,6 +426,7 @@ class _Pool(_Candidates):
         self.alive[rec] = True
         t = prep.tables
         self._floors = np.zeros((len(t.icd_vals), len(t.age_vals), 2), dtype=np.int64)  # nearest's scratch
+        self._slot = np.full(len(prep.model.icd), -1, dtype=np.int64)  # nearest's scratch per ICD node
         self._stamp = 0
 
     def costs(self, x: Sequence[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
@@ -424,27 +441,30 @@ class _Pool(_Candidates):
     def nearest(self, x: Sequence[tuple[int, int]]) -> int:
         prep = self.prep
         kt = prep.tables.kernel
-        xi, xa, sx = kt.x_arrays(x)
+        xs = prep.x_side(x)
         self._stamp += 1
         return int(
             _kernel().nearest(
                 0 if prep.method == "a-gs" else 1,
-                xi,
-                xa,
-                sx,
-                kt.gen_i,
+                xs.xi,
+                xs.xa,
+                xs.sx,
+                *xs.ancestors,
                 kt.gen_a,
-                kt.yshare_i,
                 kt.yshare_a,
-                kt.sup_i,
-                kt.sup_a,
                 kt.sup_min,
+                kt.icd_cost,
+                kt.icd_parent,
+                kt.icd_depth,
+                kt.val_node,
                 prep.ypi,
                 prep.ypa,
+                *prep.y_pairs,
                 prep.ptr,
                 self.alive,
                 self._floors,
                 self._stamp,
+                self._slot,
             )
         )
 
