@@ -17,14 +17,23 @@ from engine.io.loaders import SAMPLE_DIR, SAMPLE_FILES
 # example database. HYPOTHESIS_PROFILE=explore searches randomly with more examples; a counterexample
 # it finds is kept in the test as an explicit @example. No deadline: a time on a shared machine is no
 # test result (a 200 ms deadline failed test_report under load).
-settings.register_profile("ci", derandomize=True, database=None, print_blob=True, deadline=None)
-settings.register_profile("explore", max_examples=500, derandomize=False)
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
-
 # The fast tier (`make test-fast`: a mark expression that leaves out `slow`) runs the property tests under
 # "fast": derandomized as "ci", but at most FAST_EXAMPLES examples each, a test's own max_examples capped
 # (`cap_examples`); its @example counterexamples all run. `make test` runs every test's full max_examples.
+# Each profile's parent is named: a module that imports this file again (`tests.conftest`) registers the
+# same profiles, whichever is loaded.
 FAST_EXAMPLES = 10
+settings.register_profile(
+    "ci",
+    parent=settings.get_profile("default"),
+    derandomize=True,
+    database=None,
+    print_blob=True,
+    deadline=None,
+)
+settings.register_profile(
+    "explore", parent=settings.get_profile("default"), max_examples=500, derandomize=False
+)
 settings.register_profile("fast", parent=settings.get_profile("ci"), max_examples=FAST_EXAMPLES)
 DETERMINISTIC_PROFILES = ("ci", "fast")
 
@@ -38,10 +47,15 @@ def leaves_out_slow(markexpr: str) -> bool:
     return not Expression.compile(markexpr).evaluate(lambda name, **_: name == "slow")
 
 
+def profile_for(markexpr: str) -> str:
+    """HYPOTHESIS_PROFILE, else "fast" for the fast tier, else "ci"."""
+    return os.environ.get("HYPOTHESIS_PROFILE") or ("fast" if leaves_out_slow(markexpr) else "ci")
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    """The fast tier loads the "fast" profile, unless HYPOTHESIS_PROFILE asks for another."""
-    if "HYPOTHESIS_PROFILE" not in os.environ and leaves_out_slow(config.option.markexpr):
-        settings.load_profile("fast")
+    """Load the session's Hypothesis profile (`profile_for`), once, before any test module is imported;
+    not when this file is imported, which a test module may do again."""
+    settings.load_profile(profile_for(config.option.markexpr))
 
 
 def cap_examples(items: list[pytest.Item], most: int) -> None:

@@ -5,6 +5,8 @@ settings would search randomly or keep an example database."""
 from __future__ import annotations
 
 import os
+import runpy
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -27,6 +29,16 @@ def test_the_ci_profile_is_loaded_and_derandomized(request: pytest.FixtureReques
     assert settings.default.database is None
     assert settings.default.deadline is None  # a time on a shared machine is no test result
     assert settings.default.max_examples == (FAST_EXAMPLES if fast_tier else 100)
+
+
+def test_importing_the_conftest_again_keeps_the_profile(request: pytest.FixtureRequest) -> None:
+    """tests/test_recipient_dataset.py imported it as `tests.conftest`: that reloaded "ci" over "fast",
+    with the fast tier's 10 examples as its own."""
+    before = settings.get_current_profile_name()
+    runpy.run_path(str(Path(__file__).with_name("conftest.py")))
+    assert settings.get_current_profile_name() == before
+    assert settings.get_profile("ci").max_examples == 100
+    assert settings.get_profile("fast").max_examples == FAST_EXAMPLES
 
 
 def test_the_fast_profile_is_the_ci_profile_with_fewer_examples() -> None:
