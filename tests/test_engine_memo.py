@@ -21,7 +21,7 @@ from typing import Any
 import pandas as pd
 import pytest
 import streamlit as st
-from apptest_support import full_app, page_path
+from apptest_support import fresh_process_memo, full_app, page_path
 
 from engine import memo
 from engine.records import Records
@@ -229,7 +229,7 @@ def _engine_entries(at) -> dict[str, dict]:
 
 
 def test_two_sessions_on_an_upload_share_no_engine_entry():
-    memo.clear()
+    fresh_process_memo()
     first = _engine_entries(_heatherly_on_an_upload())
     assert memo.held_count() == 0, "the process kept an engine entry of an upload"
     assert first.get(cache.PREFIX + cache.ENGINE + "population"), "Heatherly's work is not in the session"
