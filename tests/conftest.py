@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -116,12 +117,18 @@ SAMPLE_RUN = (
     "unit tests, its worked examples and its property test on small data"
 )
 SUBPROCESS = "starts the CLI or Python in a subprocess (and kills it, or imports the app there)"
-AT_SCALE = "the sharded, Dask or threaded run against the in-process one, on the sample or many shards"
+AT_SCALE = "the sharded, Dask, threaded or forked (fan-out) run against the in-process one, on the sample or many shards"
 REGENERATES = "regenerates the shipped sample (or a variant of it) and compares it with the shipped files"
+IN_DATABASE = "counts in a database against the in-memory count, a database built per example or per worker"
 SLOW_MODULES: dict[str, str] = {
     "test_scale_labs_phewas.py": AT_SCALE,
     "test_cdm_study_every_method.py": SAMPLE_RUN,
     "test_report_build_costs.py": SAMPLE_RUN,
+    "test_omop_counts_pg.py": IN_DATABASE + " (a PostgreSQL server); test_omop_indb keeps them in DuckDB",
+    "test_recipient_dataset.py": (
+        "end-to-end CLI runs (anonymize, study report, phewas --dataset) writing and reading recipients' "
+        "datasets on the sample"
+    ),
 }
 SLOW_TESTS: dict[str, str] = {
     "test_anonymize_one_path.py::test_anonymize_and_study_add_make_one_release_through_make_release": (
@@ -131,6 +138,15 @@ SLOW_TESTS: dict[str, str] = {
     "test_bombs_expanded.py::test_a_duplicate_among_66000_members_is_found_in_linear_time": (
         "times a linear-time check on 66,000 members"
     ),
+    "test_cells_derivation.py::test_the_attack_finds_a_parent_minus_its_child_on_the_old_publishing": (
+        SAMPLE_RUN
+    ),
+    "test_cells_derivation.py::test_no_derived_small_cell_in_the_sample_phewas": SAMPLE_RUN,
+    "test_cells_derivation.py::test_no_policy_withholds_nothing": SAMPLE_RUN,
+    "test_cells_derivation.py::test_labs_uniqueness_shares_give_no_small_count": SAMPLE_RUN,
+    "test_cells_derivation.py::test_gccens_steps_of_the_sample_under_cms": SAMPLE_RUN,
+    "test_cells_derivation.py::test_original_and_demo_d_tables_published_together": SAMPLE_RUN,
+    "test_cells_derivation.py::test_app_pairs_download_judges_original_and_release_together": SAMPLE_RUN,
     "test_censor_fast.py::test_sample_equals_reference": ON_THE_SAMPLE,
     "test_censor_fast.py::test_sample_population_bitset_budget_equals_reference": ON_THE_SAMPLE,
     "test_censor_fast.py::test_sample_cohort_without_bitsets_equals_reference": ON_THE_SAMPLE,
@@ -154,6 +170,12 @@ SLOW_TESTS: dict[str, str] = {
     "test_labs_read_fast.py::test_sample_lab_codes_by_value_put_the_sample_in_key_order": ON_THE_SAMPLE,
     "test_ledger_fast.py::test_the_sample_report_ledger_equals_the_reference": ON_THE_SAMPLE,
     "test_loaders.py::test_the_sample_defers_its_lab_orders": SUBPROCESS,
+    "test_omop_indb.py::test_the_database_count_equals_the_in_memory_count_on_random_cdms": IN_DATABASE,
+    "test_omop_indb.py::test_visits_through_visit_occurrence_are_the_in_memory_visits": IN_DATABASE,
+    "test_pickled_results.py::test_scopes_fanned_out_give_the_comparison_made_here": AT_SCALE,
+    "test_pickled_results.py::test_while_waiting_gets_the_cohorts_result_here_while_the_others_are_made": (
+        AT_SCALE
+    ),
     "test_policy_fast.py::test_sample_protection_same_as_reference": ON_THE_SAMPLE,
     "test_population_fast.py::test_sample_equals_reference": ON_THE_SAMPLE,
     "test_recipient_dataset.py::test_study_report_bundle_holds_each_verified_releases_dataset": SAMPLE_RUN,
@@ -187,9 +209,18 @@ def mark_slow_tests(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
 
 
+def imports_the_app(name: str) -> bool:
+    """Whether a name a test function imports itself is one of APP_SUPPORT, or a test module (already
+    collected) that runs the app, e.g. `from test_page_risk import _risk_page`."""
+    if name.startswith(APP_SUPPORT):
+        return True
+    module = sys.modules.get(name)
+    return name.rpartition(".")[2].startswith("test_") and module is not None and runs_the_app(module)
+
+
 def mark_app_tests(items: list[pytest.Item]) -> None:
     """Mark `app` every test of a module that runs the app (APP_SUPPORT), every test function that imports
-    one of them itself, and every browser test."""
+    one of them or such a test module itself, and every browser test."""
     seen: dict[str, bool] = {}
     for item in items:
         module = getattr(item, "module", None)
@@ -199,7 +230,7 @@ def mark_app_tests(items: list[pytest.Item]) -> None:
             seen[module.__name__] = runs_the_app(module)
         function = getattr(item, "function", None)
         code_names = getattr(getattr(function, "__code__", None), "co_names", ())
-        imports_support = any(name.startswith(APP_SUPPORT) for name in code_names)  # a local import
+        imports_support = any(imports_the_app(name) for name in code_names)  # a local import
         if seen[module.__name__] or imports_support or item.get_closest_marker("e2e") is not None:
             item.add_marker(pytest.mark.app)
 

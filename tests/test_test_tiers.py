@@ -8,7 +8,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from conftest import SLOW_MODULES, SLOW_TESTS, mark_slow_tests, runs_the_app
+from conftest import SLOW_MODULES, SLOW_TESTS, imports_the_app, mark_slow_tests, runs_the_app
 
 TESTS = Path(__file__).resolve().parent
 
@@ -38,6 +38,17 @@ def test_an_engine_test_module_does_not_run_the_app() -> None:
     from engine import risk
 
     assert not runs_the_app(_module(np=np, risk=risk, distinguishability=risk.distinguishability))
+
+
+def test_a_test_that_imports_a_test_module_running_the_app_runs_the_app() -> None:
+    """tests/test_kmap_selection.py's Risk page test imports `_risk_page` from test_page_risk (an
+    AppTest): it was left in the fast tier."""
+    import test_page_risk
+
+    assert imports_the_app(test_page_risk.__name__)
+    assert imports_the_app("apptest_support")
+    assert not imports_the_app("test_test_tiers")  # a test module that runs no app
+    assert not imports_the_app("numpy") and not imports_the_app("test_not_imported")
 
 
 def _marks(*nodeids: str) -> list[list[str]]:
