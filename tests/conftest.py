@@ -125,6 +125,10 @@ SLOW_MODULES: dict[str, str] = {
     "test_cdm_study_every_method.py": SAMPLE_RUN,
     "test_report_build_costs.py": SAMPLE_RUN,
     "test_omop_counts_pg.py": IN_DATABASE + " (a PostgreSQL server); test_omop_indb keeps them in DuckDB",
+    "test_explain_cdm.py": (
+        "generates a SNOMED CDM with its vocabulary tables once per worker for explain along its "
+        "poly-hierarchy; test_explain keeps explain's property (a fix brings the record to k) on ICD codes"
+    ),
     "test_recipient_dataset.py": (
         "end-to-end CLI runs (anonymize, study report, phewas --dataset) writing and reading recipients' "
         "datasets on the sample"
@@ -178,6 +182,10 @@ SLOW_TESTS: dict[str, str] = {
     ),
     "test_policy_fast.py::test_sample_protection_same_as_reference": ON_THE_SAMPLE,
     "test_population_fast.py::test_sample_equals_reference": ON_THE_SAMPLE,
+    "test_population_fast.py::test_generated_population_equals_reference": (
+        "the completion kernel against its reference on a generated population of 1,500 records at 18 "
+        "settings; test_completion_pass_equals_reference keeps the comparison on random small data"
+    ),
     "test_recipient_dataset.py::test_study_report_bundle_holds_each_verified_releases_dataset": SAMPLE_RUN,
     "test_reident_reference.py::test_the_samples_patient_days_and_raw_recall_equal_the_reference": (
         ON_THE_SAMPLE
