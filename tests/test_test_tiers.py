@@ -78,3 +78,23 @@ def test_every_slow_entry_names_a_test_that_exists(entry: str) -> None:
     assert (TESTS / file).is_file(), f"{file} is not in tests/"
     if name:
         assert f"def {name}(" in (TESTS / file).read_text(), f"no test {name} in {file}"
+
+
+# A property test per method's guarantee (its release meets k as engine/risk.py measures it), kept in the
+# fast tier (issue 38: "at least one property test per guarantee").
+GUARANTEES = {
+    "GCCens (Tamersoy 2010)": "test_censor_properties.py::test_every_release_meets_k_under_the_risk_engine",
+    "Heatherly 2013": "test_population_properties.py::test_release_meets_single_visit_k_or_reports_residuals",
+    "UGACLIP / ACLIP (Loukides 2010)": "test_profiles.py::test_every_release_satisfies_its_policy_and_risk_agrees",
+    "LDA (Tamersoy 2011)": "test_trajectories.py::test_every_release_is_k_anonymous",
+    "every method's file, read back": "test_exports_brute_force.py::test_verified_release_meets_k_when_read_back",
+}
+
+
+@pytest.mark.parametrize("method", GUARANTEES)
+def test_the_fast_tier_keeps_a_property_test_of_each_guarantee(method: str) -> None:
+    file, name = GUARANTEES[method].split("::")
+    source = (TESTS / file).read_text()
+    assert f"def {name}(" in source and "@given" in source
+    assert _marks(f"tests/{file}::{name}[any]") == [[]], f"{method}: its property test is marked slow"
+    assert not runs_the_app(__import__(file.removesuffix(".py"))), f"{method}: its test module runs the app"
