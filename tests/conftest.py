@@ -122,6 +122,8 @@ REGENERATES = "regenerates the shipped sample (or a variant of it) and compares 
 IN_DATABASE = "counts in a database against the in-memory count, a database built per example or per worker"
 SLOW_MODULES: dict[str, str] = {
     "test_scale_labs_phewas.py": AT_SCALE,
+    "test_scale_shards.py": AT_SCALE,
+    "test_scale_dask.py": AT_SCALE + " (a local Dask cluster)",
     "test_cdm_study_every_method.py": SAMPLE_RUN,
     "test_report_build_costs.py": SAMPLE_RUN,
     "test_omop_counts_pg.py": IN_DATABASE + " (a PostgreSQL server); test_omop_indb keeps them in DuckDB",
@@ -151,6 +153,7 @@ SLOW_TESTS: dict[str, str] = {
     "test_cells_derivation.py::test_gccens_steps_of_the_sample_under_cms": SAMPLE_RUN,
     "test_cells_derivation.py::test_original_and_demo_d_tables_published_together": SAMPLE_RUN,
     "test_cells_derivation.py::test_app_pairs_download_judges_original_and_release_together": SAMPLE_RUN,
+    "test_censor.py::test_all_codes_on_the_sample_are_unchanged_by_the_speed_ups": ON_THE_SAMPLE,
     "test_censor_fast.py::test_sample_equals_reference": ON_THE_SAMPLE,
     "test_censor_fast.py::test_sample_population_bitset_budget_equals_reference": ON_THE_SAMPLE,
     "test_censor_fast.py::test_sample_cohort_without_bitsets_equals_reference": ON_THE_SAMPLE,
@@ -192,9 +195,8 @@ SLOW_TESTS: dict[str, str] = {
     ),
     "test_release_check.py::test_the_sample_releases_and_broken_ones": SAMPLE_RUN,
     "test_sample_formats.py::test_shipped_meds_and_omop_load_and_hold_the_mixed_sample": REGENERATES,
-    "test_scale_shards.py::test_sharded_equals_in_process_all_adversaries": AT_SCALE,
-    "test_scale_shards.py::test_sharded_population_against_itself_equals_in_process": AT_SCALE,
-    "test_scale_shards.py::test_cli_sharded_and_dask_equal_in_process": AT_SCALE,
+    "test_risk_trie.py::test_capped_counts_on_the_sample_equal_full_counts_capped": ON_THE_SAMPLE,
+    "test_risk_trie.py::test_full_counts_on_the_sample_equal_the_other_kernels": ON_THE_SAMPLE,
     "test_scale_threads.py::test_results_identical_for_1_2_3_threads": AT_SCALE,
     "test_synth.py::test_shipped_sample_is_the_documented_command": REGENERATES,
     "test_synth_icd10.py::test_shipped_variants_match_the_sample_and_load": REGENERATES,
@@ -209,11 +211,24 @@ def slow_key(nodeid: str) -> tuple[str, str]:
     return path.rpartition("/")[2], f"{path.rpartition('/')[2]}::{name}"
 
 
+# fixture -> why every test that uses it is slow
+SLOW_FIXTURES: dict[str, str] = {
+    "postgres_url": "starts a throwaway PostgreSQL server per worker (initdb and a server: tests/pg_support.py)",
+    "sample_dataset": (
+        "loads the whole shipped sample (30,000 patients, its lab orders and genotypes) and works on it; "
+        "the fast tier keeps the same code on small and random data"
+    ),
+    "sample_cohort": "the whole shipped sample's cohort (see sample_dataset)",
+}
+
+
 def mark_slow_tests(items: list[pytest.Item]) -> None:
-    """Mark `slow` every test of SLOW_MODULES and SLOW_TESTS."""
+    """Mark `slow` every test of SLOW_MODULES and SLOW_TESTS, and every test that uses one of
+    SLOW_FIXTURES."""
     for item in items:
         module, test = slow_key(item.nodeid)
-        if module in SLOW_MODULES or test in SLOW_TESTS:
+        uses = set(getattr(item, "fixturenames", ())) & set(SLOW_FIXTURES)
+        if module in SLOW_MODULES or test in SLOW_TESTS or uses:
             item.add_marker(pytest.mark.slow)
 
 

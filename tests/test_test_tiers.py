@@ -51,8 +51,10 @@ def test_a_test_that_imports_a_test_module_running_the_app_runs_the_app() -> Non
     assert not imports_the_app("numpy") and not imports_the_app("test_not_imported")
 
 
-def _marks(*nodeids: str) -> list[list[str]]:
-    items = [SimpleNamespace(nodeid=nodeid, own_markers=[]) for nodeid in nodeids]
+def _marks(*nodeids: str, fixtures: tuple[str, ...] = ()) -> list[list[str]]:
+    items = [
+        SimpleNamespace(nodeid=nodeid, own_markers=[], fixturenames=list(fixtures)) for nodeid in nodeids
+    ]
     for item in items:
         item.add_marker = lambda mark, item=item: item.own_markers.append(mark.name)
     mark_slow_tests(items)  # type: ignore[arg-type]
@@ -70,6 +72,16 @@ def test_the_tests_of_a_slow_module_and_a_slow_test_are_marked_slow() -> None:
         f"tests/{file}::{name}_and_more",  # another test of the same file
         "tests/test_risk.py::test_paper_example",
     ) == [["slow"], ["slow"], ["slow"], [], []]
+
+
+def test_a_test_using_a_slow_fixture_is_marked_slow() -> None:
+    assert _marks("tests/test_risk.py::test_on_the_sample", fixtures=("tmp_path", "sample_dataset")) == [
+        ["slow"]
+    ]
+    assert _marks("tests/test_store.py::test_nothing_stored[postgresql]", fixtures=("postgres_url",)) == [
+        ["slow"]
+    ]
+    assert _marks("tests/test_risk.py::test_paper_example", fixtures=("tmp_path",)) == [[]]
 
 
 @pytest.mark.parametrize("entry", [*SLOW_MODULES, *SLOW_TESTS])
