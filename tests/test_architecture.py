@@ -4,8 +4,9 @@ names what breaks it, and `test_the_rule_holds` runs each rule as a case of its 
 
 The rules: no import cycle in engine/ or in ui/ (issue 24: type-only imports included); measures import no
 method; engine/'s top level holds only the core (issue 17); engine/ never imports Streamlit, ui/ or
-pages/; every progress parameter of the engine is the one protocol (issue 24); and, in a fresh process,
-the first load imports no heavy module (issue 24). tests/test_setup_split.py and tests/test_packaging.py
+pages/; every progress parameter of the engine is the one protocol (issue 24); engine/ keeps no memo at
+module level but those `engine.memo.PROCESS_WIDE` lists (issue 24); and, in a fresh process, the first
+load imports no heavy module (issue 24). tests/test_setup_split.py and tests/test_packaging.py
 read the same walk (`top_level_imports`) for the distributions the code imports.
 
 Imports are read from the source with `ast` (every `import` / `from ... import`, at module level or
@@ -209,6 +210,86 @@ def progress_parameters_off_the_protocol(root: Path = ENGINE) -> list[str]:
     return wrong
 
 
+# --------------------------------------------------- no other engine memo than engine.memo (issue 24)
+_MAPPINGS = {"dict", "OrderedDict", "defaultdict", "Counter", "WeakKeyDictionary", "WeakValueDictionary"}
+_WRITES = {"pop", "popitem", "setdefault", "update", "clear", "__setitem__", "__delitem__"}
+
+
+def _module_mappings(tree: ast.Module) -> set[str]:
+    """The module-level names bound to a dict (a literal, a comprehension or a mapping's constructor)."""
+    names: set[str] = set()
+    for node in tree.body:
+        targets, value = [], None
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets, value = [node.target], node.value
+        is_mapping = isinstance(value, ast.Dict | ast.DictComp) or (
+            isinstance(value, ast.Call)
+            and (getattr(value.func, "id", None) or getattr(value.func, "attr", None)) in _MAPPINGS
+        )
+        if is_mapping:
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return names
+
+
+def _written(tree: ast.Module, names: set[str]) -> set[str]:
+    """Those of `names` the module writes after import (item assigned or deleted, a mutating method)."""
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store | ast.Del):
+            target = node.value
+        elif (
+            isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _WRITES
+        ):
+            target = node.func.value
+        else:
+            continue
+        if isinstance(target, ast.Name) and target.id in names:
+            out.add(target.id)
+    return out
+
+
+def _cached_functions(tree: ast.Module) -> set[str]:
+    """The module-level functions decorated with `lru_cache` or `cache` (functools)."""
+    out = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            for dec in node.decorator_list:
+                target = dec.func if isinstance(dec, ast.Call) else dec
+                if (getattr(target, "id", None) or getattr(target, "attr", None)) in ("lru_cache", "cache"):
+                    out.add(node.name)
+    return out
+
+
+def module_memos(tree: ast.Module) -> set[str]:
+    """A module's memos: module-level dicts it writes after import, and `lru_cache` / `cache` functions."""
+    return _written(tree, _module_mappings(tree)) | _cached_functions(tree)
+
+
+def _engine_memos_not_listed() -> list[str]:
+    from engine.memo import PROCESS_WIDE
+
+    return [
+        f"{rel}: {name}, not in engine.memo.PROCESS_WIDE"
+        for path in sorted(ENGINE.rglob("*.py"))
+        for rel in [path.relative_to(ROOT).as_posix()]
+        for name in sorted(module_memos(tree(path)))
+        if (rel, name) not in PROCESS_WIDE
+    ]
+
+
+def _listed_memos_not_there() -> list[str]:
+    """The list of exceptions names only what is there (a stale entry would hide a new memo)."""
+    from engine.memo import PROCESS_WIDE
+
+    return [
+        f"{rel}: {name}"
+        for (rel, name), why in PROCESS_WIDE.items()
+        if not why or name not in module_memos(tree(ROOT / rel))
+    ]
+
+
 def _no_cycle(root: Path, least: int) -> list[str]:
     graph = import_graph(root, type_checking=True)
     assert len(graph) > least, f"only {len(graph)} modules found in {root}"
@@ -234,6 +315,8 @@ RULES: dict[str, Callable[[], list[str]]] = {
     "engine's top level holds only the core": _top_level_holds_only_the_core,
     "engine imports no streamlit, ui or pages": engine_imports_of_the_app,
     "every progress parameter of the engine is the one protocol": progress_parameters_off_the_protocol,
+    "engine keeps no memo at module level but engine.memo.PROCESS_WIDE's": _engine_memos_not_listed,
+    "every entry of engine.memo.PROCESS_WIDE is a memo there": _listed_memos_not_there,
 }
 
 
@@ -301,6 +384,17 @@ def test_a_progress_parameter_off_the_protocol_is_named(tmp_path: Path) -> None:
         "engine/m.py:2 bad(progress): annotated Callable[[int, int], None]",
         "engine/m.py:3 other(on_progress): a second progress callback",
     ]
+
+
+def test_the_static_check_finds_a_memo() -> None:
+    found = ast.parse(
+        "_M = {}\n_C: dict = dict()\nTABLE = {'a': 1}\n"
+        "def f(k):\n    _M[k] = 1\n    _C.setdefault(k, 2)\n    return TABLE[k]\n"
+        "@lru_cache(maxsize=2)\ndef g(x):\n    return x\n"
+    )
+    assert _written(found, _module_mappings(found)) == {"_M", "_C"}
+    assert _cached_functions(found) == {"g"}
+    assert module_memos(found) == {"_M", "_C", "g"}
 
 
 # ------------------------------------------------------------------ the first load, in a fresh process
