@@ -1,4 +1,6 @@
-"""Shared fixtures: the fixture-file directory and the shipped sample dataset (loaded once)."""
+"""Shared fixtures (the fixture-file directory, the shipped sample dataset loaded once, each session's
+own audit log, store and data roots) and the test tiers of issue 38: the `app` and `slow` marks and the
+Hypothesis profiles ("ci" for `make test`, "fast" for `make test-fast`)."""
 
 from __future__ import annotations
 
@@ -117,7 +119,10 @@ SAMPLE_RUN = (
     "unit tests, its worked examples and its property test on small data"
 )
 SUBPROCESS = "starts the CLI or Python in a subprocess (and kills it, or imports the app there)"
-AT_SCALE = "the sharded, Dask, threaded or forked (fan-out) run against the in-process one, on the sample or many shards"
+AT_SCALE = (
+    "the sharded, Dask, threaded or forked (fan-out) run against the in-process one, on the sample or "
+    "many shards"
+)
 REGENERATES = "regenerates the shipped sample (or a variant of it) and compares it with the shipped files"
 IN_DATABASE = "counts in a database against the in-memory count, a database built per example or per worker"
 SLOW_MODULES: dict[str, str] = {
@@ -189,7 +194,6 @@ SLOW_TESTS: dict[str, str] = {
         "the completion kernel against its reference on a generated population of 1,500 records at 18 "
         "settings; test_completion_pass_equals_reference keeps the comparison on random small data"
     ),
-    "test_recipient_dataset.py::test_study_report_bundle_holds_each_verified_releases_dataset": SAMPLE_RUN,
     "test_reident_reference.py::test_the_samples_patient_days_and_raw_recall_equal_the_reference": (
         ON_THE_SAMPLE
     ),
@@ -213,7 +217,7 @@ def slow_key(nodeid: str) -> tuple[str, str]:
 
 # fixture -> why every test that uses it is slow
 SLOW_FIXTURES: dict[str, str] = {
-    "postgres_url": "starts a throwaway PostgreSQL server per worker (initdb and a server: tests/pg_support.py)",
+    "postgres_url": "starts a throwaway PostgreSQL server per worker (initdb, a server: tests/pg_support.py)",
     "sample_dataset": (
         "loads the whole shipped sample (30,000 patients, its lab orders and genotypes) and works on it; "
         "the fast tier keeps the same code on small and random data"

@@ -97,9 +97,13 @@ def test_every_slow_entry_names_a_test_that_exists(entry: str) -> None:
 GUARANTEES = {
     "GCCens (Tamersoy 2010)": "test_censor_properties.py::test_every_release_meets_k_under_the_risk_engine",
     "Heatherly 2013": "test_population_properties.py::test_release_meets_single_visit_k_or_reports_residuals",
-    "UGACLIP / ACLIP (Loukides 2010)": "test_profiles.py::test_every_release_satisfies_its_policy_and_risk_agrees",
+    "UGACLIP / ACLIP (Loukides 2010)": (
+        "test_profiles.py::test_every_release_satisfies_its_policy_and_risk_agrees"
+    ),
     "LDA (Tamersoy 2011)": "test_trajectories.py::test_every_release_is_k_anonymous",
-    "every method's file, read back": "test_exports_brute_force.py::test_verified_release_meets_k_when_read_back",
+    "every method's file, read back": (
+        "test_exports_brute_force.py::test_verified_release_meets_k_when_read_back"
+    ),
 }
 
 
