@@ -62,8 +62,8 @@ test: setup-dev browser postgres
 # no browser (tests/conftest.py marks those `app`), nothing marked slow (tests/conftest.py SLOW_MODULES,
 # SLOW_TESTS, SLOW_FIXTURES, each with its reason: runs on the whole sample, CLI subprocesses, scale and
 # database runs). "not slow" loads the derandomized Hypothesis profile "fast": at most 10 examples per
-# property test, every @example kept. Measured on this 2-core machine (2 workers): 1,507 tests in 98 s
-# wall, 186 s of CPU (load average 1.4 from other work at the start); before: 1,553 tests, 13 min 34 s
+# property test, every @example kept. Measured on this 2-core machine (2 workers): 1,509 tests in 96 s
+# wall, 181 s of CPU (load average 1.3 from other work at the start); before: 1,553 tests, 13 min 34 s
 # under load (32 min at load 7-10 with the numba cache cold).
 # `make test` stays CI's command: every test, every property test at its full max_examples.
 test-fast: setup-dev
