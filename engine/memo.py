@@ -10,7 +10,7 @@ scope, not the engine's: `with scope(store): ...` installs a `Store` for the cod
 are held by this process (`LOCAL`, a bounded LRU per name): the command line and the tests.
 
 The engine keeps no other memo of data at module level. What stays process-wide (`PROCESS_WIDE`,
-checked by tests/test_engine_memo.py) holds only what ships with the tool (vocabularies, hierarchies
+checked by tests/test_architecture.py) holds only what ships with the tool (vocabularies, hierarchies
 and the sample read from the installation's files), or lives and dies with one object.
 """
 
@@ -27,7 +27,7 @@ from typing import Any, Protocol, TypeVar, cast
 T = TypeVar("T")
 _MISSING = object()
 
-# the process-wide caches left in engine/, (file, name) -> why each is safe (tests/test_engine_memo.py)
+# the process-wide caches left in engine/, (file, name) -> why each is safe (tests/test_architecture.py)
 PROCESS_WIDE: dict[tuple[str, str], str] = {
     ("engine/vocab.py", "phecode_map"): "the shipped phecode map v1.2 (ICD-9-CM)",
     ("engine/vocab.py", "phecode_map_icd10cm"): "the shipped phecode map v1.2 (ICD-10-CM)",

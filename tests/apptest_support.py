@@ -248,3 +248,15 @@ class Counts:
 
     def get(self, name: str, default: int = 0) -> int:
         return self[name] or default
+
+
+def fresh_process_memo() -> None:
+    """The engine's process memo (`engine.memo.LOCAL`) emptied after this process's one-time warm-up
+    (`ui.worker`'s preload, before its first worker: the kernels run on the shipped sample, their
+    entries the process's by design). A test that counts that memo sees its own sessions' entries
+    only, whether it runs alone (the warm-up would happen inside it) or after another app test."""
+    from engine import memo
+    from ui import worker
+
+    worker._preload()
+    memo.clear()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from apptest_support import Counts, page_app, page_text
+from apptest_support import Counts, fresh_process_memo, page_app, page_text
 
 from engine import memo as engine_memo
 from engine.study import runs
@@ -181,6 +181,7 @@ def counted(monkeypatch, tmp_path):
     happen in (`apptest_support.Counts`)."""
     import ui.sidebar
 
+    fresh_process_memo()  # first: the process's warm-up runs GCCens too, and is no session's release
     calls = Counts(tmp_path / "counts")
     release_of, load_uploaded = runs.GCCensSettings.release_of, ui.sidebar.load_uploaded
 
@@ -195,7 +196,6 @@ def counted(monkeypatch, tmp_path):
     monkeypatch.setattr(runs.GCCensSettings, "release_of", counting_release)
     monkeypatch.setattr(ui.sidebar, "load_uploaded", counting_load)
     cache.clear()
-    engine_memo.clear()
     return calls
 
 

@@ -4,13 +4,12 @@ The engine's one memo (`engine.memo`) keeps its entries where the caller's scope
 session during a script run (`ui.cache.engine_scope`, installed by app.py), this process on the command
 line. Two sessions on one upload share no engine entry and the process keeps none; the command line
 still memoizes; every memo holds its bound; the journal of a worker (`ui.cache.recording` / `replay`)
-stores again what was stored, where it was. And engine/ keeps no other memo at module level than those
-`engine.memo.PROCESS_WIDE` lists (shipped files only, or one object's own).
+stores again what was stored, where it was. (That engine/ keeps no other memo at module level than
+those `engine.memo.PROCESS_WIDE` lists is a rule of tests/test_architecture.py.)
 """
 
 from __future__ import annotations
 
-import ast
 import pickle
 import threading
 from collections.abc import Hashable
@@ -21,14 +20,13 @@ from typing import Any
 import pandas as pd
 import pytest
 import streamlit as st
-from apptest_support import full_app, page_path
+from apptest_support import fresh_process_memo, full_app, page_path
 
 from engine import memo
 from engine.records import Records
 from ui import cache
 
 ROOT = Path(__file__).resolve().parent.parent
-ENGINE_SOURCES = sorted((ROOT / "engine").rglob("*.py"))
 
 
 class _DictStore:
@@ -229,7 +227,7 @@ def _engine_entries(at) -> dict[str, dict]:
 
 
 def test_two_sessions_on_an_upload_share_no_engine_entry():
-    memo.clear()
+    fresh_process_memo()
     first = _engine_entries(_heatherly_on_an_upload())
     assert memo.held_count() == 0, "the process kept an engine entry of an upload"
     assert first.get(cache.PREFIX + cache.ENGINE + "population"), "Heatherly's work is not in the session"
@@ -246,86 +244,3 @@ def test_two_sessions_on_an_upload_share_no_engine_entry():
 def _mutable(value: Any) -> bool:
     """An object computed for a session (interned numbers, strings and None are no sign of sharing)."""
     return not isinstance(value, int | float | str | bytes | bool | type(None))
-
-
-# ------------------------------------------------------------------------- no other engine memo
-_MAPPINGS = {"dict", "OrderedDict", "defaultdict", "Counter", "WeakKeyDictionary", "WeakValueDictionary"}
-_WRITES = {"pop", "popitem", "setdefault", "update", "clear", "__setitem__", "__delitem__"}
-
-
-def _rel(path: Path) -> str:
-    return path.relative_to(ROOT).as_posix()
-
-
-def _module_mappings(tree: ast.Module) -> set[str]:
-    """The module-level names bound to a dict (a literal, a comprehension or a mapping's constructor)."""
-    names: set[str] = set()
-    for node in tree.body:
-        targets, value = [], None
-        if isinstance(node, ast.Assign):
-            targets, value = node.targets, node.value
-        elif isinstance(node, ast.AnnAssign) and node.value is not None:
-            targets, value = [node.target], node.value
-        is_mapping = isinstance(value, ast.Dict | ast.DictComp) or (
-            isinstance(value, ast.Call)
-            and (getattr(value.func, "id", None) or getattr(value.func, "attr", None)) in _MAPPINGS
-        )
-        if is_mapping:
-            names.update(t.id for t in targets if isinstance(t, ast.Name))
-    return names
-
-
-def _written(tree: ast.Module, names: set[str]) -> set[str]:
-    """Those of `names` the module writes after import (item assigned or deleted, a mutating method)."""
-    out: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store | ast.Del):
-            target = node.value
-        elif (
-            isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _WRITES
-        ):
-            target = node.func.value
-        else:
-            continue
-        if isinstance(target, ast.Name) and target.id in names:
-            out.add(target.id)
-    return out
-
-
-def _cached_functions(tree: ast.Module) -> set[str]:
-    """The module-level functions decorated with `lru_cache` or `cache` (functools)."""
-    out = set()
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef):
-            for dec in node.decorator_list:
-                target = dec.func if isinstance(dec, ast.Call) else dec
-                if (getattr(target, "id", None) or getattr(target, "attr", None)) in ("lru_cache", "cache"):
-                    out.add(node.name)
-    return out
-
-
-def test_the_engine_keeps_no_other_memo_at_module_level():
-    found: list[str] = []
-    for path in ENGINE_SOURCES:
-        tree, rel = ast.parse(path.read_text()), _rel(path)
-        for name in sorted(_written(tree, _module_mappings(tree)) | _cached_functions(tree)):
-            if (rel, name) not in memo.PROCESS_WIDE:
-                found.append(f"{rel}: {name}, not in engine.memo.PROCESS_WIDE")
-    assert not found, "\n".join(found)
-
-
-def test_the_listed_process_wide_caches_exist():
-    """The list of exceptions names only what is there (a stale entry would hide a new memo)."""
-    for (rel, name), why in memo.PROCESS_WIDE.items():
-        tree = ast.parse((ROOT / rel).read_text())
-        assert why and name in _written(tree, _module_mappings(tree)) | _cached_functions(tree), (rel, name)
-
-
-def test_the_static_check_finds_a_memo():
-    tree = ast.parse(
-        "_M = {}\n_C: dict = dict()\nTABLE = {'a': 1}\n"
-        "def f(k):\n    _M[k] = 1\n    _C.setdefault(k, 2)\n    return TABLE[k]\n"
-        "@lru_cache(maxsize=2)\ndef g(x):\n    return x\n"
-    )
-    assert _written(tree, _module_mappings(tree)) == {"_M", "_C"}
-    assert _cached_functions(tree) == {"g"}

@@ -8,7 +8,6 @@ them, refusing a feature that needs a missing extra by name (exit 2), never with
 
 from __future__ import annotations
 
-import ast
 import re
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from importlib.metadata import distribution, packages_distributions
 from pathlib import Path
 
 import pytest
+from test_architecture import top_level_imports
 
 from engine.io.extras import EXTRAS
 
@@ -24,11 +24,6 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 PROJECT = PYPROJECT["project"]
-SOURCES = [
-    ROOT / "app.py",
-    ROOT / "serve.py",
-    *(p for d in ("engine", "ui", "pages") for p in (ROOT / d).rglob("*.py")),
-]
 
 
 def canonical(name: str) -> str:
@@ -52,28 +47,12 @@ def declared(*groups: str) -> set[str]:
     return names
 
 
-def imported_top_levels() -> dict[str, Path]:
-    """Every top-level module the app's and engine's code imports (not relative), with a file importing it."""
-    found: dict[str, Path] = {}
-    for path in SOURCES:
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                names = [node.module]
-            else:
-                continue
-            for name in names:
-                found.setdefault(name.split(".")[0], path)
-    return found
-
-
 def test_every_imported_distribution_is_declared() -> None:
     """Finding 5: sqlalchemy (and cryptography, starlette) were imported but not declared."""
     dists = packages_distributions()
     everything = declared() | declared("vae", "scale", "db")
     missing = {}
-    for module, path in imported_top_levels().items():
+    for module, path in top_level_imports().items():
         if module in sys.stdlib_module_names or module in ("engine", "ui", "pages", "tests"):
             continue
         assert module in dists, f"{module} (imported by {path.relative_to(ROOT)}) is not installed"

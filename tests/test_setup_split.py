@@ -9,7 +9,6 @@ assets/favicon.svg, sent inline.
 
 from __future__ import annotations
 
-import ast
 import os
 import re
 import shutil
@@ -21,6 +20,7 @@ from importlib.metadata import packages_distributions
 from pathlib import Path
 
 import pytest
+from test_architecture import top_level_imports
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNTIME = ROOT / "requirements.txt"
@@ -95,25 +95,9 @@ def test_dev_requirements_are_the_runtime_and_the_tools() -> None:
     assert set(dev) <= _pulled_by(DEV_ONLY), sorted(set(dev) - _pulled_by(DEV_ONLY))
 
 
-def _imports(paths: list[Path]) -> set[str]:
-    found: set[str] = set()
-    for path in paths:
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Import):
-                found |= {a.name.split(".")[0] for a in node.names}
-            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
-                found.add(node.module.split(".")[0])
-    return found
-
-
 def test_the_app_and_engine_import_no_dev_only_package() -> None:
-    code = [
-        ROOT / "app.py",
-        ROOT / "serve.py",
-        *(p for d in ("engine", "ui", "pages") for p in (ROOT / d).rglob("*.py")),
-    ]
     dists = packages_distributions()
-    used = {_norm(d) for m in _imports(code) for d in dists.get(m, [])}
+    used = {_norm(d) for m in top_level_imports() for d in dists.get(m, [])}
     assert not used & DEV_ONLY, sorted(used & DEV_ONLY)
 
 

@@ -1,6 +1,6 @@
 """The server's store (engine/store): one connection per location, for the users' saved studies
 (ui/resume.py) and the sign-in's revocation list (ui/auth.py). Below both, so that neither imports the
-other (tests/test_imports.py: no import cycle)."""
+other (tests/test_architecture.py: no import cycle)."""
 
 from __future__ import annotations
 

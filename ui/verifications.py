@@ -1,7 +1,7 @@
 """What the session's pages and downloads verify with, below both (`ui.downloads`, `ui.study`): the
 distinguishability of a release memoized per content (`verification`) and the session's release ids
 (`session_pseudonyms`, `session_pseudonym_key`). Kept apart so that `ui.study` and `ui.downloads` need
-not import each other (tests/test_imports.py: no import cycle)."""
+not import each other (tests/test_architecture.py: no import cycle)."""
 
 from __future__ import annotations
 
