@@ -28,6 +28,11 @@ s, commit 754c899 before the Compare and membership fixes):
   PheWAS open at a new k 1.00 s [2.36] (its original PheWAS computed there; 0.68 s when another page
   computed it first). Compare open with three releases, nothing held 5.95 s [11.92], then a new k
   0.13 s (0.19 s at load 9; before, the whole table again). Report build 84.1 s [218.6 s].
+  PheWAS, Heatherly's three scopes twice (the paper's procedure and the "phewas" completion: six
+  anonymizations of the 5,795-patient cohort against the cohort, the 478,375-patient biobank and the
+  1,366,786-patient population) 120.3 s at load 1.5-3.5 (target 10 s: not met; bench/table4.py times the
+  six: 1.3 + 12.8 + 21.9 + 104.8 + 25.3 + 83.4 s one after the other, the completion's suppression rounds
+  against the biobank and the population most of it).
 Why the misses (cProfile in the script runner's thread, COHORTSHIELD_WORKERS=0):
   Risk, population scope, new k (1.96 s at load 8): the explanation of the first record below k
   (`engine.estimate.explain.explain_records`, per k): its greedy fix 0.84 s (support counts by
