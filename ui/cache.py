@@ -61,6 +61,7 @@ from typing import Any, Protocol, TypeVar
 import streamlit as st
 
 from engine import memo as engine_memo
+from engine.io.progress import Progress
 from ui import state
 from ui.admission import stepped_out
 from ui.context import Context
@@ -482,19 +483,19 @@ def load_shipped(
     *,
     size: int,
     spinner: str | None = None,
-    bar: str | None = None,
+    background: Callable[[Callable[[Progress], L]], L] | None = None,
 ) -> L:
     """The shipped sample or a sample variant (`load()` gives the engine's `Loaded`: data and
     report), loaded once per process and shared; its dataset is recorded as shipped (`shipped`).
-    With `bar` (issue 36, a load of a minute): `load(progress)` runs in a thread of the server under a
-    progress bar of that label (`ui.progress.in_background`) instead of a spinner."""
+    With `background` (issue 36, a load of a minute): `background(compute)` runs `compute(progress)`,
+    which calls `load(progress)`, under a progress bar instead of a spinner (the caller passes
+    `ui.progress.in_background` with its label: ui.progress draws with this module's memos, so this
+    module does not import it)."""
     store = _shared(name, size)
     _LOADS.add(name)
     loaded = store.get(key, _MISSING)
-    if loaded is _MISSING and bar is not None:
-        from ui.progress import in_background  # ui.progress draws with this module's memos
-
-        loaded = in_background(bar, (name, key), lambda progress: store.compute(key, lambda: load(progress)))
+    if loaded is _MISSING and background is not None:
+        loaded = background(lambda progress: store.compute(key, lambda: load(progress)))
     elif loaded is _MISSING:
         with _spinning(spinner):
             loaded = store.compute(key, load)

@@ -18,6 +18,7 @@ import os
 import sys
 import threading
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import pandas as pd
@@ -29,7 +30,7 @@ from engine.io.loaders import DataError, Loaded, load_sample_checked, load_uploa
 from engine.io.validation import Finding, ValidationReport
 from engine.records import Records
 from engine.report.glossary import help_for
-from ui import cache, errors, import_view, literal, state, style, teach
+from ui import cache, errors, import_view, literal, progress, state, style, teach
 from ui.context import SIDEBAR_RAN, WHOLE_POPULATION, Context, cohort_is_population
 from ui.data_choice import IMPORT, SAMPLE, SESSION_FILES, UPLOAD
 from ui.parameter_widgets import choices_of, widget_kwargs
@@ -212,7 +213,15 @@ def _variant(variant: str, unknown_codes: str, drop_duplicates: bool) -> Loaded[
         size=_VARIANTS,
         spinner="Loading and validating the sample variant…",
         # the paper-scale population's first load takes a minute: its stages under a bar (issue 36)
-        bar="Loading the 1,366,786-patient population" if variant == "paper" else None,
+        background=(
+            partial(
+                progress.in_background,
+                "Loading the 1,366,786-patient population",
+                ("sample variant", (variant, unknown_codes, drop_duplicates)),
+            )
+            if variant == "paper"
+            else None
+        ),
     )
 
 
