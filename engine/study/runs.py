@@ -624,7 +624,11 @@ class LDASettings(Declared):
     top_code_90: bool = declared(Parameter("top_code_90", bool, True, flag=""))
     w_icd: float = declared(
         Parameter(
-            "w_icd", float, 0.5, bounds=(0.0, 1.0), help="weight of ICD loss in [0, 1]; w_Age = 1 - w_ICD"
+            "w_icd",
+            float,
+            0.5,
+            bounds=(0.0, 1.0),
+            help="weight of the code part of the information loss, from 0 to 1; the age part weighs 1 minus it",
         )
     )
     alignment: str = declared(
