@@ -202,6 +202,16 @@ def _saved_and_edited(study: Study, edit) -> Study:
     return Study.from_json(json.dumps(d), "edited.json")
 
 
+def test_an_unknown_field_of_a_study_file_is_refused_by_name(small):
+    """A top-level field this version does not read (a misspelled `sensitve`, say) was dropped
+    silently: the study reopened without it. Now it is refused, naming the field and the file."""
+    _, _, data = small
+    study = Study(data, Adversary("cohort", "single_visit"), 2, pseudonym_key=KEY)
+    assert _saved_and_edited(study, lambda d: None).to_json() == study.to_json()
+    with pytest.raises(StudyError, match=r"edited.json: unknown field\(s\) 'sensitve'"):
+        _saved_and_edited(study, lambda d: d.update(sensitve={"rho": 0.5}))
+
+
 def test_a_forged_verdict_is_recomputed_and_named(small):
     """Issue 23, finding 3: a release that fails k, its recorded verdict edited to `ok: true`,
     reopened as "rebuilt byte-identical" and was reported verified."""

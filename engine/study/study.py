@@ -493,6 +493,12 @@ class Study:
             raise StudyError(
                 f"{source}: not a CohortShield study (format {got!r}, expected {STUDY_FORMAT!r})"
             )
+        unknown = sorted(set(d) - STUDY_FIELDS)
+        if unknown:  # never dropped silently: a field this version does not read is not in the study
+            raise StudyError(
+                f"{source}: unknown field(s) {', '.join(map(repr, unknown))} (a study file has "
+                f"{', '.join(sorted(STUDY_FIELDS))})"
+            )
         try:
             adversary = _mapping(d["adversary"], "adversary")
             if not all(isinstance(adversary.get(n), str) for n in ("scope", "knowledge")):
@@ -517,6 +523,13 @@ class Study:
             raise StudyError(f"{source}: {exc}") from None
         except (TypeError, ValueError) as exc:
             raise StudyError(f"{source}: {exc.__class__.__name__}: {exc}") from None
+
+
+# the top-level fields of a study file (`Study.to_dict`); `sensitive` and `pseudonym_key` are optional
+STUDY_FIELDS = frozenset(
+    {"format", "data", "adversary", "k", "releases", "determination", "small_cells", "dp_budget"}
+    | {"sensitive", "pseudonym_key"}
+)
 
 
 def _dp_budget(d: object) -> BudgetLedger:
