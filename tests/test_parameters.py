@@ -212,3 +212,36 @@ def test_study_new_takes_the_declared_scopes_and_knowledges():
 def test_a_nested_selection_is_named_with_its_method():
     with pytest.raises(SettingsError, match=re.escape("GCCens codes: top_n must be a whole number from 1")):
         GCCensSettings(codes=CodeSelection("top", 0)).validate()
+
+
+@pytest.mark.parametrize(
+    ("method", "option", "words"),
+    [
+        ("lda", ["--w-icd", "1.5"], "--w-icd must be a number from 0 to 1, not 1.5"),
+        ("gccens", ["--top-codes", "0"], "--top-codes must be a whole number from 1 to 1,000,000,000, not 0"),
+        (
+            "aclip",
+            ["--knowledge", "all_visits", "--max-suppressed", "-1"],
+            "--max-suppressed must be a whole number from 0 to 1,000,000,000 or none, not -1",
+        ),
+    ],
+)
+def test_a_bad_option_is_refused_by_its_declaration_before_the_data_are_read(
+    tmp_path, capsys, method, option, words
+):
+    """Issue 38: `anonymize` checked --w-icd, --top-codes and --max-suppressed by hand, each in its own
+    words ("--w-icd must lie in [0, 1]", "--top-codes must be >= 1"); now by the declaration's rule,
+    naming the option, and before any file is read (the events named here do not exist)."""
+    from engine.commands.cli import main
+
+    args = [
+        "anonymize",
+        method,
+        "--events",
+        str(tmp_path / "none.csv"),
+        "--cohort",
+        str(tmp_path / "none.txt"),
+    ]
+    args += ["--k", "5", *option, "--out", str(tmp_path / "o.csv"), "--codemap", str(tmp_path / "m.csv")]
+    assert main(args) == 2
+    assert words in capsys.readouterr().err

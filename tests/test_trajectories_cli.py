@@ -63,7 +63,7 @@ def test_cli_writes_verified_release_and_report(files, capsys) -> None:
         (["--age-domain", "40-33"], "HI must be greater"),
         (["--age-domain", "30-35"], "outside the age hierarchy"),
         (["--k", "9"], "at least k = 9"),
-        (["--w-icd", "1.5"], "--w-icd must lie in"),
+        (["--w-icd", "1.5"], "--w-icd must be a number from 0 to 1, not 1.5"),
     ],
 )
 def test_cli_bad_input_exits_2(files, capsys, extra, message) -> None:

@@ -20,7 +20,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from engine.commands.parameter_options import add_parameter_options
+from engine.commands.parameter_options import add_parameter_options, checked_option
 from engine.commands.paths import path_roles
 from engine.commands.release_options import (
     DATA_INPUTS,
@@ -102,8 +102,7 @@ def settings_of(args: argparse.Namespace, inputs) -> LDASettings:
     from engine.study.runs import LDASettings, SettingsError
 
     check_release_k(args.k)
-    if not 0 <= args.w_icd <= 1:
-        raise UserError(f"--w-icd must lie in [0, 1], not {args.w_icd}")
+    checked_option(LDASettings, "w_icd", args.w_icd)
     codes = code_selection_of(args)
     ages = inputs.cohort.event_age
     if args.age_domain:
@@ -147,12 +146,11 @@ def run(args: argparse.Namespace) -> int:
     from engine.commands.anonymize_release import anonymize, load_inputs, outputs
     from engine.io import export
     from engine.io.redact import redact
-    from engine.study.runs import RunInputs
+    from engine.study.runs import LDASettings, RunInputs
 
     check_release_k(args.k)
     paths = outputs(args)
-    if not 0 <= args.w_icd <= 1:  # the option checks of settings_of, before the data are read
-        raise UserError(f"--w-icd must lie in [0, 1], not {args.w_icd}")
+    checked_option(LDASettings, "w_icd", args.w_icd)  # the option checks of settings_of, before the data
     if args.age_domain:
         parse_age_domain(args.age_domain)
     code_selection_of(args)

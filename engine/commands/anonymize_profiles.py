@@ -21,7 +21,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from engine.commands.parameter_options import add_parameter_options
+from engine.commands.parameter_options import add_parameter_options, checked_option
 from engine.commands.paths import path_roles
 from engine.commands.release_options import (
     DATA_INPUTS,
@@ -99,8 +99,7 @@ def settings_of(args: argparse.Namespace, inputs=None) -> ProfilesSettings:
     from engine.study.runs import ProfilesSettings
 
     check_release_k(args.k)
-    if args.max_suppressed is not None and args.max_suppressed < 0:
-        raise UserError(f"--max-suppressed must be >= 0, not {args.max_suppressed}")
+    checked_option(ProfilesSettings, "max_suppressed", args.max_suppressed)
     try:
         policy_text = None if args.utility_policy is None else Path(args.utility_policy).read_text("utf-8")
     except FileNotFoundError as exc:

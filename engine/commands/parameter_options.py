@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from engine.study.parameters import Parameter, parameters_of
+from engine.io.errors import UserError
+from engine.study.parameters import Parameter, SettingsError, parameter_of, parameters_of
 
 
 class _Choices(Sequence):
@@ -73,3 +74,14 @@ def _argument(p: Parameter, *, required: bool) -> dict[str, Any]:
     elif p.default != "":  # a choice of none: the option left out (None)
         kwargs["default"] = p.default
     return kwargs
+
+
+def checked_option(settings: Any, name: str, value: object) -> Any:
+    """`value` of the option that `settings`' parameter `name` declares, checked by that declaration
+    (before any data are read); else a UserError naming the option, in the one phrasing
+    ("--w-icd must be a number from 0 to 1, not 1.5")."""
+    parameter = parameter_of(settings, name)
+    try:
+        return parameter.check(value)
+    except SettingsError:
+        raise UserError(f"{parameter.option} must be {parameter.rule()}, not {value!r}") from None

@@ -86,11 +86,11 @@ def add_code_options(parser: argparse.ArgumentParser) -> None:
 
 def code_selection_of(args: argparse.Namespace):
     """The `CodeSelection` of `--codes` / `--top-codes`."""
+    from engine.commands.parameter_options import checked_option
     from engine.study.runs import CodeSelection
 
     if getattr(args, "top_codes", None) is not None:
-        if args.top_codes < 1:
-            raise UserError(f"--top-codes must be >= 1, not {args.top_codes}")
+        checked_option(CodeSelection, "top_n", args.top_codes)  # the declaration's rule (issue 38)
         return CodeSelection("top", top_n=args.top_codes)
     text = (getattr(args, "codes", None) or "all").strip()
     if text in ("paper", "all"):
