@@ -114,35 +114,23 @@ class AssociationLedger:
             return [i for i in dict.fromkeys(items.tolist()) if occ.get(i, 0) == 1]
         return [i for i in dict.fromkeys(items.tolist()) if occ.get(i, 0) > 0]
 
-    def _change(self, record: int, lost: list[int]) -> tuple[np.ndarray, np.ndarray, tuple, tuple]:
-        """The phecodes whose case status `record` loses, those whose controls it joins, and the
-        decrements of its held-item counts ((phecodes, amounts) for cases and for exclusions)."""
-        dc = self._decrement(self.item_case, lost)
-        dx = self._decrement(self.item_excl, lost)
+    def _change(self, record: int, lost: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The phecodes whose case status `record` loses, those whose controls it joins, and its
+        held-item counts per phecode (cases, exclusions) once `lost` is gone."""
         hc, hx = self.h_case[record], self.h_excl[record]
-        cases = dc[0][(hc[dc[0]] > 0) & (hc[dc[0]] == dc[1])]
-        # exclusions can change only where an exclusion or a case is lost
-        near = np.union1d(dx[0], cases)
-        left_x = hx[near] - self._amount(dx, near)
-        case_after = (hc[near] - self._amount(dc, near)) > 0
-        excl_before = (hx[near] > 0) | (hc[near] > 0)
-        controls = near[excl_before & ~((left_x > 0) | case_after)]
-        return cases, controls, dc, dx
-
-    @staticmethod
-    def _decrement(matrix: sp.csr_matrix, lost: list[int]) -> tuple[np.ndarray, np.ndarray]:
-        """The phecodes of the `lost` items' rows and how many of those rows hold each."""
-        ptr, idx = matrix.indptr, matrix.indices
-        cols = np.concatenate([idx[ptr[i] : ptr[i + 1]] for i in lost]) if lost else np.zeros(0, np.int64)
-        return np.unique(cols, return_counts=True)
-
-    @staticmethod
-    def _amount(dec: tuple[np.ndarray, np.ndarray], at: np.ndarray) -> np.ndarray:
-        """The decrement at phecodes `at` (0 where `dec` has none)."""
-        pos = np.searchsorted(dec[0], at)
-        pos = np.minimum(pos, max(len(dec[0]) - 1, 0))
-        hit = (len(dec[0]) > 0) & (dec[0][pos] == at) if len(dec[0]) else np.zeros(len(at), dtype=bool)
-        return np.where(hit, dec[1][pos] if len(dec[0]) else 0, 0)
+        hc_after, hx_after = hc.copy(), hx.copy()
+        for after, matrix in ((hc_after, self.item_case), (hx_after, self.item_excl)):
+            ptr, idx = matrix.indptr, matrix.indices
+            for i in lost:
+                np.subtract.at(after, idx[ptr[i] : ptr[i + 1]], 1)
+        case_before, case_after = hc > 0, hc_after > 0
+        excl_before, excl_after = (hx > 0) | case_before, (hx_after > 0) | case_after
+        return (
+            np.flatnonzero(case_before & ~case_after),
+            np.flatnonzero(excl_before & ~excl_after),
+            hc_after,
+            hx_after,
+        )
 
     def cost(self, record: int, items: np.ndarray) -> int:
         """The change of `disagreements()` if `record` dropped `items` now."""
@@ -178,9 +166,7 @@ class AssociationLedger:
                 occ[i] = occ[i] - 1 if self.within_visits else 0
         if not lost:
             return
-        cases, controls, dc, dx = self._change(record, lost)
-        self.h_case[record, dc[0]] -= dc[1].astype(self.h_case.dtype)
-        self.h_excl[record, dx[0]] -= dx[1].astype(self.h_excl.dtype)
+        cases, controls, self.h_case[record], self.h_excl[record] = self._change(record, lost)
         self._shift(record, self.case_g, cases, self.excl_g, controls)
         touched = np.union1d(cases, controls)
         if len(touched):
