@@ -308,6 +308,31 @@ def _top_level_holds_only_the_core() -> list[str]:
     return top_level_strays()
 
 
+# the one module that forks (issue 38, finding 4: long work moves to `engine.scale.pool`, whose workers
+# come from a clean interpreter; the count of callers only goes down)
+FORKING = frozenset({"engine/scale/forked.py"})
+
+
+def fork_calls(roots: Iterable[Path] = (ENGINE, UI)) -> list[str]:
+    """`file:line` of every call of `os.fork` (or `fork` imported from os) under `roots`."""
+    found = []
+    for root in roots:
+        for path in sorted(root.rglob("*.py")):
+            for node in ast.walk(tree(path)):
+                named = (isinstance(node, ast.Attribute) and node.attr in ("fork", "forkpty")) or (
+                    isinstance(node, ast.ImportFrom)
+                    and node.module == "os"
+                    and any(a.name in ("fork", "forkpty") for a in node.names)
+                )
+                if named:
+                    found.append(f"{path.relative_to(root.parent).as_posix()}:{node.lineno}")
+    return found
+
+
+def _only_forked_forks() -> list[str]:
+    return [where for where in fork_calls() if where.split(":")[0] not in FORKING]
+
+
 RULES: dict[str, Callable[[], list[str]]] = {
     "engine has no import cycle": lambda: _no_cycle(ENGINE, 50),
     "ui has no import cycle": lambda: _no_cycle(UI, 20),
@@ -317,6 +342,7 @@ RULES: dict[str, Callable[[], list[str]]] = {
     "every progress parameter of the engine is the one protocol": progress_parameters_off_the_protocol,
     "engine keeps no memo at module level but engine.memo.PROCESS_WIDE's": _engine_memos_not_listed,
     "every entry of engine.memo.PROCESS_WIDE is a memo there": _listed_memos_not_there,
+    "only engine/scale/forked.py calls os.fork": _only_forked_forks,
 }
 
 
@@ -384,6 +410,15 @@ def test_a_progress_parameter_off_the_protocol_is_named(tmp_path: Path) -> None:
         "engine/m.py:2 bad(progress): annotated Callable[[int, int], None]",
         "engine/m.py:3 other(on_progress): a second progress callback",
     ]
+
+
+def test_a_fork_call_is_named(tmp_path: Path) -> None:
+    pkg = tmp_path / "engine"
+    pkg.mkdir()
+    (pkg / "a.py").write_text("import os\n\ndef f():\n    return os.fork()\n")
+    (pkg / "b.py").write_text("from os import fork\n")
+    (pkg / "c.py").write_text("import os\nos.getpid()\n")
+    assert fork_calls([pkg]) == ["engine/a.py:4", "engine/b.py:1"]
 
 
 def test_the_static_check_finds_a_memo() -> None:

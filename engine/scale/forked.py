@@ -33,15 +33,12 @@ from typing import Any, TypeVar
 from engine import memo
 from engine.io.progress import Progress
 from engine.risk import THREADS_ENV
+from engine.scale.pool import WorkerDied, pickled_back
 
 T = TypeVar("T")
 _POLL_S = 0.05
 _SEND_EVERY_S = 0.1  # progress reports from the child, at most this often (the last one always)
 _IN_CHILD = False
-
-
-class WorkerDied(RuntimeError):
-    """The worker process ended without a result (killed by the system, out of memory, a crash)."""
 
 
 def _no_progress(fraction: float, message: str = "") -> None:
@@ -216,7 +213,7 @@ def _child(
             in_child()
         value = work(progress)
         extra = finish() if finish is not None else None
-        data = _pickled("done", value, extra)
+        data = pickled_back("done", value, extra)
         if file is None:
             conn.send_bytes(data)
         else:
@@ -280,7 +277,7 @@ def _fan_child(calls: Sequence[Callable[[], Any]], fd: int, file: int | None, pa
             with memo.recording() as stored:
                 for call in calls:
                     results.append(call())
-            data = _pickled("done", results, stored)
+            data = pickled_back("done", results, stored)
         except BaseException as exc:
             text = traceback.format_exc()
             try:
@@ -294,30 +291,6 @@ def _fan_child(calls: Sequence[Callable[[], Any]], fd: int, file: int | None, pa
             _write_all(fd, _IN_FILE + len(data).to_bytes(8, "little"))
     finally:
         os._exit(0)
-
-
-def _pickled(kind: str, value: Any, entries: list | None) -> bytes:
-    """(kind, value, entries) pickled once, to send back; when an entry (of a cache the child
-    recorded) cannot be pickled, with the entries that can (one left out is computed again if asked).
-    What `value` cannot be pickled raises."""
-    try:
-        return pickle.dumps((kind, value, entries), protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception:
-        if not entries:
-            raise
-    return pickle.dumps((kind, value, _picklable(entries)), protocol=pickle.HIGHEST_PROTOCOL)
-
-
-def _picklable(entries: list) -> list:
-    """The entries that can be pickled, in order."""
-    out = []
-    for entry in entries:
-        try:
-            pickle.dumps(entry)
-        except Exception:
-            continue
-        out.append(entry)
-    return out
 
 
 def _result_file() -> int | None:

@@ -1,0 +1,491 @@
+"""Long work in worker processes the server does not fork (issue 38, finding 4): `Pool`, `call`.
+
+Design (the first step of moving off `engine.scale.forked`, which forks the calling process):
+- The workers come from a clean interpreter: `multiprocessing.get_context("forkserver")` ("spawn"
+  where there is no fork server), the fork server preloading the engine's kernels' modules (`KERNELS`:
+  numba, the compiled kernels' dispatchers, scipy.stats) once, so each worker starts with them
+  imported; a kernel's machine code is loaded once per worker (at its first use, or at its start by
+  the pool's `warm`, e.g. `engine.anonymize.warm.load_kernels`, given by the caller), not per job.
+  No process of the pool is a fork of the caller: a worker's parent is the fork server.
+- A worker is kept and serves one job at a time (`Job`); a job that ended gives it back to the pool
+  (at most `size` idle ones are kept; more are started when every one is busy, so a job never queues).
+  Cancel kills the job's worker (SIGKILL, wherever the engine is), and a fresh one replaces it when
+  next needed; a worker that dies (out of memory, a crash) raises `WorkerDied`.
+- The job is a picklable description of the work: `work(progress)`, pickled with cloudpickle (a
+  closure is pickled by value, a module's function by reference). Progress reports (at most every
+  `_SEND_EVERY_S`, the last always), then the result or the exception (with its traceback as a note)
+  come back over the worker's pipe, pickled, as from a forked worker.
+- The data are handed over once per dataset, not per job: a `Records` the job mentions is pickled as a
+  handle (`Handle`); the first time, its numeric arrays are copied into one shared memory segment
+  (`multiprocessing.shared_memory`) with its text arrays (ids, vocabulary, visit labels) pickled at
+  its end, keyed by the records' fingerprint. A worker maps the segment read-only (its arrays are
+  views of the mapping: zero-copy, and a write raises) and unpickles the text once, keeping the
+  records by fingerprint while it lives (`_HELD_BY_WORKER` of them), so the next job mentioning them
+  costs a dictionary lookup. The pool keeps at most `_EXPORTED` segments (the oldest unlinked).
+- What a job memoized (`engine.memo`) is recorded in the worker, in a store of the job's own (so one
+  session's entries never serve another's job), sent back with the result and stored in the caller's
+  scope (`engine.memo.replay`), as `forked.fan_out` does.
+- `os.fork` is never called here (tests/test_architecture.py); the code runs on Python 3.12 as well.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import io
+import logging
+import mmap
+import os
+import pickle
+import threading
+import time
+import traceback
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
+from typing import Any, TypeVar
+
+import numpy as np
+
+from engine import memo
+from engine.io.progress import Progress
+from engine.records import Records
+
+T = TypeVar("T")
+_POLL_S = 0.05
+_SEND_EVERY_S = 0.1  # progress reports from the worker, at most this often (the last one always)
+_EXPORTED = 8  # shared segments a pool keeps (one per dataset handed over), the oldest unlinked
+_HELD_BY_WORKER = 8  # records a worker keeps mapped, by fingerprint
+# imported once in the fork server, so every worker starts with them (what `ui.worker.PRELOAD` imports)
+KERNELS = (
+    "engine.anonymize.censor_kernel",
+    "engine.anonymize.profiles_kernel",
+    "engine.anonymize.alignment_kernel",
+    "engine.scale.trie",
+    "scipy.stats",
+)
+
+
+class WorkerDied(RuntimeError):
+    """The worker process ended without a result (killed by the system, out of memory, a crash)."""
+
+
+def _no_progress(fraction: float, message: str = "") -> None:
+    pass
+
+
+# ------------------------------------------------------------------------ the data, handed over once
+@dataclass(frozen=True)
+class Handle:
+    """Where a `Records` lies in shared memory: the segment's name, the records' fingerprint, each
+    numeric field's (name, dtype, shape, offset), and the (offset, length) of the text fields pickled."""
+
+    segment: str
+    fingerprint: str
+    arrays: tuple[tuple[str, str, tuple[int, ...], int], ...]
+    text: tuple[int, int]
+    has_visits: bool
+    size: int
+
+
+def _layout(records: Records) -> tuple[list[tuple[str, np.ndarray]], bytes]:
+    """The records' numeric arrays (name, contiguous array) and their text fields pickled."""
+    numeric, text = [], {}
+    for f in fields(Records):
+        value = getattr(records, f.name)
+        if isinstance(value, np.ndarray) and value.dtype != object:
+            numeric.append((f.name, np.ascontiguousarray(value)))
+        elif isinstance(value, np.ndarray):
+            text[f.name] = value
+    return numeric, pickle.dumps(text, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+class Exports:
+    """The shared segments of one pool, one per dataset (by fingerprint), at most `_EXPORTED`."""
+
+    def __init__(self) -> None:
+        self._held: OrderedDict[str, tuple[Any, Handle]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def handle(self, records: Records) -> Handle:
+        """The records' handle, their segment made the first time they are asked for."""
+        from multiprocessing import shared_memory
+
+        key = records.fingerprint
+        with self._lock:
+            if key in self._held:
+                self._held.move_to_end(key)
+                return self._held[key][1]
+            numeric, text = _layout(records)
+            at, arrays = 0, []
+            for name, arr in numeric:
+                at = -(-at // 64) * 64  # each array aligned on a cache line
+                arrays.append((name, arr.dtype.str, arr.shape, at))
+                at += arr.nbytes
+            size = at + len(text)
+            segment = shared_memory.SharedMemory(create=True, size=max(size, 1))
+            buf = segment.buf
+            assert buf is not None  # open until `_unlink`
+            for (_, arr), (_, _, _, offset) in zip(numeric, arrays, strict=True):
+                np.frombuffer(buf, arr.dtype, arr.size, offset)[:] = arr.reshape(-1)
+            buf[at:size] = text
+            handle = Handle(segment.name, key, tuple(arrays), (at, len(text)), records.has_visits, size)
+            self._held[key] = (segment, handle)
+            while len(self._held) > _EXPORTED:
+                self._unlink(self._held.popitem(last=False)[1][0])
+            return handle
+
+    def close(self) -> None:
+        """Unlink every segment (a worker that mapped one keeps its mapping)."""
+        with self._lock:
+            while self._held:
+                self._unlink(self._held.popitem()[1][0])
+
+    @staticmethod
+    def _unlink(segment: Any) -> None:
+        segment.close()
+        with contextlib.suppress(FileNotFoundError):  # unlinked already
+            segment.unlink()
+
+
+def _map(handle: Handle) -> Any:
+    """The segment mapped read-only in this process (Linux: its file under /dev/shm, never registered
+    with the resource tracker, which would unlink it when this worker ends)."""
+    path = f"/dev/shm/{handle.segment.lstrip('/')}"
+    if os.path.exists(path):
+        with open(path, "rb") as f:
+            return mmap.mmap(f.fileno(), handle.size, access=mmap.ACCESS_READ)
+    from multiprocessing import shared_memory  # elsewhere: attached (writable; the arrays are not)
+
+    return shared_memory.SharedMemory(handle.segment).buf
+
+
+class _Held:
+    """In a worker: the records mapped so far, by fingerprint (`_HELD_BY_WORKER`, least recent out)."""
+
+    def __init__(self) -> None:
+        self.records: OrderedDict[str, Records] = OrderedDict()
+
+    def records_of(self, handle: Handle) -> Records:
+        if handle.fingerprint in self.records:
+            self.records.move_to_end(handle.fingerprint)
+            return self.records[handle.fingerprint]
+        buf = _map(handle)
+        values: dict[str, Any] = {}
+        for name, dtype, shape, offset in handle.arrays:
+            arr = np.frombuffer(buf, np.dtype(dtype), int(np.prod(shape)), offset).reshape(shape)
+            arr.flags.writeable = False
+            values[name] = arr
+        at, length = handle.text
+        values.update(pickle.loads(memoryview(buf)[at : at + length]))
+        records = Records(**values, has_visits=handle.has_visits)
+        records.__dict__["fingerprint"] = handle.fingerprint  # known: not hashed again
+        self.records[handle.fingerprint] = records
+        while len(self.records) > _HELD_BY_WORKER:
+            self.records.popitem(last=False)
+        return records
+
+
+_WORKER: _Held | None = None  # set in a worker process only (`_serve`)
+
+
+def _attach(handle: Handle) -> Records:
+    """Unpickling a `Handle` in a worker: the records it names (mapped once per worker)."""
+    if _WORKER is None:  # unpickled outside a worker (a test): held for this call only
+        return _Held().records_of(handle)
+    return _WORKER.records_of(handle)
+
+
+def dumps(work: Any, exports: Exports) -> bytes:
+    """`work` pickled for a worker: by cloudpickle, each `Records` in it as its shared handle."""
+    import cloudpickle
+
+    class _Pickler(cloudpickle.Pickler):
+        def reducer_override(self, obj: Any) -> Any:
+            if type(obj) is Records:
+                return _attach, (exports.handle(obj),)
+            return super().reducer_override(obj)
+
+    out = io.BytesIO()
+    _Pickler(out, protocol=pickle.HIGHEST_PROTOCOL).dump(work)
+    return out.getvalue()
+
+
+# ---------------------------------------------------------------------------------- the worker side
+def pickled_back(kind: str, value: Any, entries: list | None) -> bytes:
+    """(kind, value, entries) pickled once, to send back; when an entry (of a cache the worker
+    recorded) cannot be pickled, with the entries that can (one left out is computed again if asked).
+    What `value` cannot be pickled raises."""
+    try:
+        return pickle.dumps((kind, value, entries), protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:
+        if not entries:
+            raise
+    return pickle.dumps((kind, value, picklable_entries(entries)), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def picklable_entries(entries: list) -> list:
+    """The entries that can be pickled, in order."""
+    out = []
+    for entry in entries:
+        try:
+            pickle.dumps(entry)
+        except Exception:
+            continue
+        out.append(entry)
+    return out
+
+
+def _failure(exc: BaseException) -> bytes:
+    """("error", exc, its traceback) pickled; its text alone when the exception cannot be pickled."""
+    text = traceback.format_exc()
+    try:
+        return pickle.dumps(("error", exc, text), protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:
+        return pickle.dumps(("error", None, text), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _serve(conn: Any, warm: Callable[[], None] | None) -> None:
+    """A worker's life: warm, then run the jobs sent on `conn` one at a time until it closes."""
+    global _WORKER
+    _WORKER = _Held()
+    if warm is not None:
+        try:
+            warm()
+        except Exception:  # e.g. no shipped sample: each job loads what it uses
+            logging.getLogger(__name__).warning("the worker's warm-up failed", exc_info=True)
+    while True:
+        try:
+            data = conn.recv_bytes()
+        except (EOFError, OSError):
+            return
+        conn.send_bytes(_run(data, conn))
+
+
+def _run(data: bytes, conn: Any) -> bytes:
+    """One job (`dumps`) run here, its reports sent on `conn`; what to send back, pickled."""
+    last = [0.0]
+
+    def progress(fraction: float, message: str = "") -> None:
+        now = time.monotonic()
+        if now - last[0] >= _SEND_EVERY_S or fraction >= 1.0:
+            last[0] = now
+            conn.send(("progress", float(fraction), str(message)))
+
+    try:
+        work = pickle.loads(data)
+        with memo.scope(memo.LocalStore()), memo.recording() as stored:
+            value = work(progress)
+        return pickled_back("done", value, stored)
+    except BaseException as exc:  # every failure goes back to the caller, which raises it
+        return _failure(exc)
+
+
+# ---------------------------------------------------------------------------------- the caller side
+class _Process:
+    """One worker process and the caller's end of its pipe."""
+
+    def __init__(self, ctx: Any, warm: Callable[[], None] | None) -> None:
+        self.conn, child_end = ctx.Pipe(duplex=True)
+        self.process = ctx.Process(target=_serve, args=(child_end, warm), daemon=True)
+        self.process.start()
+        child_end.close()
+
+    def kill(self) -> None:
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join(5.0)
+        self.conn.close()
+
+
+class Job:
+    """One job running in a worker of `pool` (`Pool.submit`). `wait(progress, check)` waits for its
+    result, drawing its reports with `progress` and calling `check()` between polls; what `check`
+    raises propagates and leaves the job running (a later `wait` takes it up again). `kill()` stops
+    it at once. `extra` is what the job memoized, once the result came back."""
+
+    def __init__(self, pool: Pool, worker: _Process) -> None:
+        self._pool, self._worker = pool, worker
+        self._lock = threading.Lock()
+        self._ended = False
+        self.fraction, self.message = 0.0, ""
+        self.extra: list[memo.Entry] = []
+
+    @property
+    def pid(self) -> int | None:
+        return self._worker.process.pid
+
+    def alive(self) -> bool:
+        return not self._ended and self._worker.process.is_alive()
+
+    def readable(self) -> bool:
+        """Whether `wait` has something to wait for: running, or its result unread."""
+        with self._lock:
+            if self._ended:
+                return False
+            try:
+                return self._worker.process.is_alive() or self._worker.conn.poll(0)
+            except (OSError, ValueError):
+                return False
+
+    def wait(self, progress: Progress | None = None, check: Callable[[], None] | None = None) -> Any:
+        """Its result (its exception raised here), reports drawn by `progress` meanwhile."""
+        report: Progress = progress or _no_progress
+        if self.message or self.fraction:
+            report(self.fraction, self.message)  # taken up again: where it is
+        conn, process = self._worker.conn, self._worker.process
+        while True:
+            if check is not None:
+                check()
+            try:
+                if not conn.poll(_POLL_S):
+                    if not process.is_alive() and not conn.poll(0):
+                        raise self._died()
+                    continue
+                message = pickle.loads(conn.recv_bytes())
+            except (EOFError, OSError):
+                raise self._died() from None
+            kind, *payload = message
+            if kind == "progress":
+                self.fraction, self.message = payload
+                report(*payload)
+                continue
+            self._end(keep=True)
+            if kind == "done":
+                value, self.extra = payload
+                return value
+            exc, text = payload  # "error"
+            if isinstance(exc, BaseException):
+                exc.add_note(f"raised in a pool worker:\n{text}")  # the bug's log keeps where
+                raise exc
+            raise RuntimeError(f"the worker's run failed:\n{text}")
+
+    def _died(self) -> WorkerDied:
+        self._worker.process.join(1.0)
+        code = self._worker.process.exitcode
+        self.kill()
+        return WorkerDied(f"the worker process ended without a result (exit code {code})")
+
+    def kill(self) -> None:
+        """Stop it at once (SIGKILL) and reap its worker; no-op once it ended."""
+        self._end(keep=False)
+
+    def _end(self, *, keep: bool) -> None:
+        with self._lock:
+            if self._ended:
+                return
+            self._ended = True
+        if keep:
+            self._pool._give_back(self._worker)
+        else:
+            self._worker.kill()
+
+
+class Pool:
+    """Worker processes from a clean interpreter (module docstring), at most `size` kept idle
+    (default: the cores); `preload` modules imported once in the fork server, `warm()` run once
+    at each worker's start."""
+
+    def __init__(
+        self,
+        size: int | None = None,
+        *,
+        preload: Sequence[str] = KERNELS,
+        warm: Callable[[], None] | None = None,
+        method: str | None = None,
+    ) -> None:
+        import multiprocessing
+
+        if method is None:
+            method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+        self._ctx = multiprocessing.get_context(method)
+        if method == "forkserver":
+            self._ctx.set_forkserver_preload(["engine.scale.pool", *preload])
+        self.size = max(1, size if size is not None else (os.cpu_count() or 1))
+        self._warm = warm
+        self._idle: list[_Process] = []
+        self._lock = threading.Lock()
+        self.exports = Exports()
+        self._closed = False
+
+    def start(self, n: int = 1) -> None:
+        """Start `n` workers ahead (up to `size` idle), so the first jobs do not wait for them."""
+        fresh = [_Process(self._ctx, self._warm) for _ in range(min(n, self.size))]
+        with self._lock:
+            self._idle.extend(fresh)
+
+    def _take(self) -> _Process:
+        with self._lock:
+            while self._idle:
+                worker = self._idle.pop()
+                if worker.process.is_alive():
+                    return worker
+                worker.kill()
+        return _Process(self._ctx, self._warm)
+
+    def _give_back(self, worker: _Process) -> None:
+        with self._lock:
+            if not self._closed and len(self._idle) < self.size and worker.process.is_alive():
+                self._idle.append(worker)
+                return
+        worker.kill()
+
+    def submit(self, work: Callable[[Progress], Any]) -> Job:
+        """`work(progress)` started in a worker (an idle one, else a new one)."""
+        data = dumps(work, self.exports)
+        worker = self._take()
+        try:
+            worker.conn.send_bytes(data)
+        except BaseException:
+            worker.kill()
+            raise
+        return Job(self, worker)
+
+    def call(
+        self,
+        work: Callable[[Progress], T],
+        *,
+        progress: Progress | None = None,
+        check: Callable[[], None] | None = None,
+    ) -> T:
+        """`work(progress)` in a worker; its result here, what it memoized stored here
+        (`engine.memo.replay`). What `check()` raises between polls kills the job and propagates."""
+        job = self.submit(work)
+        try:
+            value = job.wait(progress, check)
+        finally:
+            job.kill()
+        memo.replay(job.extra)
+        return value
+
+    def close(self) -> None:
+        """Stop the idle workers and unlink the shared segments."""
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for worker in idle:
+            worker.kill()
+        self.exports.close()
+
+
+_DEFAULT: list[Pool] = []
+_DEFAULT_LOCK = threading.Lock()
+
+
+def default() -> Pool:
+    """This process's pool, made at first use and closed at its exit."""
+    with _DEFAULT_LOCK:
+        if not _DEFAULT:
+            _DEFAULT.append(Pool())
+            atexit.register(_DEFAULT[0].close)
+        return _DEFAULT[0]
+
+
+def call(
+    work: Callable[[Progress], T],
+    *,
+    progress: Progress | None = None,
+    check: Callable[[], None] | None = None,
+) -> T:
+    """`default().call(work, progress=..., check=...)`."""
+    return default().call(work, progress=progress, check=check)

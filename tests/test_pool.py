@@ -1,0 +1,230 @@
+"""Work in a pool the server does not fork (issue 38, finding 4; `engine.scale.pool`): the result, the
+progress and the failures come back, Cancel kills the worker, a dead worker is said, the records are
+handed over once and mapped read-only, what a job memoized is stored here, and no worker is a fork of
+this process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from engine import memo
+from engine.io.errors import UserError
+from engine.records import Records
+from engine.scale import pool
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "getppid"), reason="no process ids here")
+
+# set in this process after the pool started: a worker forked from here would see it, one from the
+# fork server imports this module afresh and does not
+_MARK: list[str] = []
+
+
+@pytest.fixture(scope="module")
+def workers() -> Iterator[pool.Pool]:
+    p = pool.Pool(size=2, warm=None)
+    yield p
+    p.close()
+
+
+class Stop(Exception):
+    """What a superseded script run raises (Streamlit's StopException in the app)."""
+
+
+def _records(n: int = 50) -> Records:
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    return Records.from_frame(
+        pd.DataFrame(
+            {
+                "patient_id": [f"p{i % n}" for i in range(4 * n)],
+                "visit": rng.integers(0, 5, 4 * n),
+                "code": rng.choice(["250.00", "401.1", "=HYPERLINK(1)", "272.4"], 4 * n),
+                "age": rng.integers(20, 80, 4 * n),
+            }
+        )
+    )
+
+
+def _where(progress) -> tuple[int, int, list[str]]:
+    return os.getpid(), os.getppid(), list(_MARK)
+
+
+def test_no_worker_is_a_fork_of_this_process(workers: pool.Pool) -> None:
+    _MARK.append("set in the test process")
+    try:
+        pid, parent, mark = workers.call(_where)
+    finally:
+        _MARK.clear()
+    assert pid != os.getpid()
+    assert parent != os.getpid()  # its parent is the fork server
+    assert mark == []  # a fresh interpreter: this process's state is not there
+
+
+def test_the_result_and_the_progress_come_back(workers: pool.Pool) -> None:
+    seen: list[tuple[float, str]] = []
+
+    def work(progress) -> dict:
+        for i in range(3):
+            progress(i / 3, f"step {i}")
+            time.sleep(0.12)  # more than the worker's report interval: every step is sent
+        progress(1.0, "done")
+        return {"rows": [1, 2, 3]}
+
+    assert workers.call(work, progress=lambda f, m="": seen.append((f, m))) == {"rows": [1, 2, 3]}
+    assert seen == [(0.0, "step 0"), (1 / 3, "step 1"), (2 / 3, "step 2"), (1.0, "done")]
+
+
+def test_a_failure_is_raised_here_with_its_type_text_and_where(workers: pool.Pool) -> None:
+    def work(progress) -> None:
+        raise UserError("the cohort file names no patient (row 3, column 'patient_id')")
+
+    with pytest.raises(UserError, match="row 3, column 'patient_id'") as info:
+        workers.call(work)
+    notes = getattr(info.value, "__notes__", [])
+    assert any("pool worker" in n and "in work" in n for n in notes)
+    assert workers.call(lambda progress: "the worker serves on") == "the worker serves on"
+
+
+def test_a_failure_that_cannot_be_pickled_comes_back_as_its_text(workers: pool.Pool) -> None:
+    class Local(Exception):
+        def __reduce__(self):
+            raise TypeError("not picklable")
+
+    def work(progress) -> None:
+        raise Local("deep inside")
+
+    with pytest.raises(RuntimeError, match="deep inside"):
+        workers.call(work)
+
+
+def test_cancel_kills_the_worker_at_once_and_a_fresh_one_serves(workers: pool.Pool, tmp_path) -> None:
+    started = tmp_path / "started"
+
+    def slow(progress) -> None:
+        started.write_text(str(os.getpid()))
+        time.sleep(30)
+
+    def check() -> None:
+        if started.exists():
+            raise Stop
+
+    t = time.monotonic()
+    with pytest.raises(Stop):
+        workers.call(slow, check=check)
+    assert time.monotonic() - t < 10
+    with pytest.raises(ProcessLookupError):  # killed and reaped
+        os.kill(int(started.read_text()), 0)
+    assert workers.call(lambda progress: 7) == 7
+
+
+def test_a_job_left_by_a_check_is_taken_up_again(workers: pool.Pool) -> None:
+    def work(progress) -> str:
+        progress(0.5, "half")
+        time.sleep(0.4)
+        return "whole"
+
+    job = workers.submit(work)
+    try:
+        with pytest.raises(Stop):
+            job.wait(check=lambda: (_ for _ in ()).throw(Stop))
+        assert job.readable()
+        seen: list = []
+        assert job.wait(lambda f, m="": seen.append((f, m))) == "whole"
+        assert not job.readable()
+    finally:
+        job.kill()
+
+
+def test_a_worker_that_dies_is_said(workers: pool.Pool) -> None:
+    def dies(progress) -> None:
+        os.kill(os.getpid(), signal.SIGKILL)  # as the system's out-of-memory killer does
+
+    with pytest.raises(pool.WorkerDied, match="exit code -9"):
+        workers.call(dies)
+    assert workers.call(lambda progress: "next") == "next"
+
+
+def test_the_records_are_handed_over_once_and_mapped_read_only(workers: pool.Pool) -> None:
+    records = _records()
+
+    def seen(progress) -> tuple:
+        return (
+            records.fingerprint,
+            records.to_frame(),
+            records.event_item.flags.writeable,
+            records.event_item.flags.owndata,
+            id(records),
+            os.getpid(),
+        )
+
+    first = workers.call(seen)
+    second = workers.call(seen)
+    assert first[0] == records.fingerprint
+    assert first[1].equals(records.to_frame())  # the same records, ids, codes, visits and ages
+    assert first[2] is False and first[3] is False  # a read-only view of the shared mapping
+    assert len(workers.exports._held) == 1  # one segment for the dataset, however many jobs
+    if first[5] == second[5]:  # the same worker: the records it mapped are reused
+        assert first[4] == second[4]
+
+
+def test_a_job_sends_only_the_handle_of_its_records(workers: pool.Pool) -> None:
+    records = _records(2_000)
+    plain = len(pool.dumps(lambda progress: records.n_events, workers.exports))
+    assert plain < 2_000  # bytes: the handle, not the 8,000 events
+    assert workers.call(lambda progress: records.n_events) == records.n_events
+
+
+def test_what_a_job_memoized_is_stored_here(workers: pool.Pool) -> None:
+    store: dict = {}
+
+    class Plain:
+        def get(self, name, key, default):
+            return store.get((name, key), default)
+
+        def put(self, name, key, value, size):
+            store[(name, key)] = value
+
+    def work(progress) -> int:
+        memo.memo("test pool", "bad", lambda: lambda: 0, size=4)  # cannot be pickled: left out
+        return memo.memo("test pool", "k", os.getpid, size=4)
+
+    with memo.scope(Plain()):
+        pid = workers.call(work)
+        assert store == {("test pool", "k"): pid}
+        assert memo.memo("test pool", "k", lambda: -1, size=4) == pid  # not computed again
+
+
+def test_a_job_memoizes_in_a_store_of_its_own(workers: pool.Pool) -> None:
+    """A worker serves every session: what one job memoized is not there for the next."""
+
+    def first(progress) -> tuple[int, str]:
+        return os.getpid(), memo.memo("test pool own", "k", lambda: "first", size=4)
+
+    def second(progress) -> tuple[int, str]:
+        return os.getpid(), memo.memo("test pool own", "k", lambda: "second", size=4)
+
+    with memo.scope(memo.LocalStore()):
+        pid, _ = workers.call(first)
+    with memo.scope(memo.LocalStore()):
+        again, value = workers.call(second)
+    assert again == pid  # the same worker (given back, taken again)
+    assert value == "second"
+
+
+def test_the_segments_are_unlinked_at_close() -> None:
+    p = pool.Pool(size=1, warm=None)
+    try:
+        handle = p.exports.handle(_records())
+        path = f"/dev/shm/{handle.segment}"
+        exists = os.path.exists(path)
+    finally:
+        p.close()
+    if exists:
+        assert not os.path.exists(path)
