@@ -1,0 +1,139 @@
+"""Issue 38, finding 4: the worker pool's costs (`engine.scale.pool`) against the forked worker's.
+
+    .venv/bin/python -m bench.pool [--data sample_data/paper] [--jobs 20]
+    (paper scale under the shared lock: flock /work/paper.lock .venv/bin/python -m bench.pool --data ...)
+
+Prints: the pool's start (fork server with `pool.KERNELS` preloaded, one worker) and its first job;
+the per-job overhead of a job that returns at once, through the pool, through a forked worker
+(`engine.scale.forked.call`, the reference: today's path) and called here; the hand-off of the
+population's records: the first job that mentions them (their segment made here, mapped and their text
+unpickled in the worker), a second job (the worker's held records), against pickling them whole and
+back (what a pool without the shared segment would pay per job), and the worker's private and shared
+resident memory after a job that reads every array.
+
+Measured on commit d07021e's pool (2 cores shared by four engineers):
+  Shipped sample (30,000 patients, 296,526 events; load average 2.0-2.5): pool start 1.14 s, first job
+  0.06 s; per job with nothing to do: pool 0.1 ms, forked worker 5.3 ms (pool / forked 0.03); segment
+  5 MB made in 0.05 s, first job with the records 0.04 s, next 1.0 ms (the job pickled: 2,429 bytes),
+  against 0.03 s to pickle and unpickle the records whole, per job.
+  Paper scale (`--data sample_data/paper`: 1,366,786 patients, 8,478,474 visits, 17,594,928 events, arrays
+  298 MB; load average 1.4-1.5; under flock /work/paper.lock; peak 3.44 GB, 19.2 s wall): pool start
+  0.96 s; per job with nothing to do: pool 0.2 ms, forked worker 5.3 ms; the fingerprint 1.85 s (once per
+  dataset, which the app computes anyway); the segment 252 MB (32 MB of it the text pickled) made in
+  0.62 s; the first job with the records 0.29 s (mapped, text unpickled), the next 18.3 ms (summing
+  every array: the job's own work; the job pickled 2,431 bytes in 0.3 ms), against 0.92 s to pickle and
+  unpickle the 252 MB whole, per job. The worker after reading every array: 169 MB resident shared (the
+  mapping), 280 MB private (the unpickled ids and visit labels, and the interpreter with the kernels'
+  modules).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pickle
+import resource
+import statistics
+import subprocess
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from engine.io.loaders import SAMPLE_DIR, load_sample_checked
+from engine.records import Records
+from engine.scale import forked, pool
+
+
+def _timed(f: Callable[[], Any]) -> tuple[float, Any]:
+    t = time.perf_counter()
+    value = f()
+    return time.perf_counter() - t, value
+
+
+def _median(f: Callable[[], Any], n: int) -> float:
+    return statistics.median(_timed(f)[0] for _ in range(n))
+
+
+def _memory(progress: Any) -> dict[str, int]:
+    """In the worker: its resident memory, private (RssAnon) and shared (RssShmem + RssFile), in kB."""
+    out = {}
+    with open(f"/proc/{os.getpid()}/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key in ("RssAnon", "RssFile", "RssShmem"):
+                out[key] = int(value.split()[0])
+    return out
+
+
+def _reads_all(records: Records) -> Callable[[Any], dict[str, int]]:
+    def work(progress: Any) -> dict[str, int]:
+        total = int(records.event_item.sum()) + int(records.event_ptr[-1]) + int(records.visit_ptr[-1])
+        if records.event_age is not None:
+            total += int(records.event_age.sum())
+        return {"checksum": total, **_memory(progress)}
+
+    return work
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", default=str(SAMPLE_DIR), help="a sample's folder, e.g. sample_data/paper")
+    ap.add_argument("--jobs", type=int, default=20, help="jobs per overhead measurement")
+    args = ap.parse_args()
+    print(subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+
+    workers = pool.Pool(size=1)
+    t_start, _ = _timed(lambda: workers.start(1))
+    t_first, _ = _timed(lambda: workers.call(lambda progress: 0))
+    print(
+        f"pool start (fork server, kernels' modules, one worker) {t_start:.2f} s; first job {t_first:.2f} s"
+    )
+
+    def nothing(progress: Any) -> int:
+        return 0
+
+    via_pool = _median(lambda: workers.call(nothing), args.jobs)
+    via_fork = _median(lambda: forked.call(nothing), args.jobs)
+    here = _median(lambda: nothing(None), args.jobs)
+    print(
+        f"per job, nothing to do: pool {via_pool * 1000:.1f} ms, forked worker (reference) "
+        f"{via_fork * 1000:.1f} ms, here {here * 1e6:.1f} us; pool / forked {via_pool / via_fork:.2f}"
+    )
+
+    t_load, data = _timed(lambda: load_sample_checked(args.data).data)
+    records = data.events
+    t_fp, _ = _timed(lambda: records.fingerprint)
+    nbytes = sum(a.nbytes for a in vars(records).values() if isinstance(a, np.ndarray))
+    print(
+        f"data: {records!r}, loaded in {t_load:.1f} s, fingerprint {t_fp:.2f} s, arrays {nbytes / 1e6:.0f} MB"
+    )
+
+    t_export, handle = _timed(lambda: workers.exports.handle(records))
+    print(
+        f"segment made here: {handle.size / 1e6:.0f} MB ({handle.text[1] / 1e6:.0f} MB of it the text pickled) in {t_export:.2f} s"
+    )
+    t_attach, first = _timed(lambda: workers.call(_reads_all(records)))
+    t_again, second = _timed(lambda: workers.call(_reads_all(records)))
+    t_job, sent = _timed(lambda: len(pool.dumps(_reads_all(records), workers.exports)))
+    t_pickle, size = _timed(lambda: len(pickle.loads(pickle.dumps(records, protocol=5)).event_item))
+    pickled = len(pickle.dumps(records, protocol=5))
+    print(
+        f"hand-off: first job {t_attach:.2f} s (mapped, text unpickled in the worker), next job "
+        f"{t_again * 1000:.1f} ms (the job pickled: {sent} bytes in {t_job * 1000:.1f} ms); reference: "
+        f"the records pickled and unpickled whole {t_pickle:.2f} s ({pickled / 1e6:.0f} MB), per job"
+    )
+    assert size == records.n_events and first["checksum"] == second["checksum"]
+    print(
+        f"worker resident after reading every array: private {second['RssAnon'] / 1e3:.0f} MB, shared "
+        f"{second['RssShmem'] / 1e3:.0f} MB, files {second['RssFile'] / 1e3:.0f} MB; this process's peak "
+        f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6:.2f} GB"
+    )
+    workers.close()
+    print(subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
