@@ -1,6 +1,6 @@
 """Issue 38, finding 4: the worker pool's costs (`engine.scale.pool`) against the forked worker's.
 
-    .venv/bin/python -m bench.pool [--data sample_data/paper] [--jobs 20]
+    .venv/bin/python -m bench.pool [--data sample_data/paper] [--jobs 20] [--heatherly 2]
     (paper scale under the shared lock: flock /work/paper.lock .venv/bin/python -m bench.pool --data ...)
 
 Prints: the pool's start (fork server with `pool.KERNELS` preloaded, one worker) and its first job;
@@ -9,7 +9,10 @@ the per-job overhead of a job that returns at once, through the pool, through a 
 population's records: the first job that mentions them (their segment made here, mapped and their text
 unpickled in the worker), a second job (the worker's held records), against pickling them whole and
 back (what a pool without the shared segment would pay per job), and the worker's private and shared
-resident memory after a job that reads every array.
+resident memory after a job that reads every array. `--heatherly R`: bench/ui.py's engine-alone rows
+"heatherly" (`compare_scopes(complete=True, parallel=True)`) and "phewas" (the paper's procedure and the
+"phewas" completion) at a fresh k, each scope after the cohort's fanned out by `forked.fan_out` (the
+reference) and by `pool.fan_out`, alternately, R times each, the engine's memo emptied before each run.
 
 Measured on commit d07021e's pool (2 cores shared by four engineers):
   Shipped sample (30,000 patients, 296,526 events; load average 2.0-2.5): pool start 1.14 s, first job
@@ -25,6 +28,10 @@ Measured on commit d07021e's pool (2 cores shared by four engineers):
   unpickle the 252 MB whole, per job. The worker after reading every array: 169 MB resident shared (the
   mapping), 280 MB private (the unpickled ids and visit labels, and the interpreter with the kernels'
   modules).
+  `--heatherly 3` on the shipped sample (load average 1.9-2.3): "heatherly" forked fan-out 1.36 s, pool
+  1.13 s (pool / forked 0.83); "phewas" 2.02 s against 1.60 s (0.79); the same Tables 2 both ways. One run
+  each before (load 1.8-2.0): 0.96 s against 1.04 s (1.08), 3.32 s against 2.37 s, the pool's first run
+  making the groups' segments. Not run at paper scale (the phewas row is minutes per fan-out).
 """
 
 from __future__ import annotations
@@ -81,7 +88,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default=str(SAMPLE_DIR), help="a sample's folder, e.g. sample_data/paper")
     ap.add_argument("--jobs", type=int, default=20, help="jobs per overhead measurement")
+    ap.add_argument("--heatherly", type=int, default=0, help="times each fan-out runs the Heatherly rows")
     args = ap.parse_args()
+    if args.heatherly:
+        return heatherly(args.data, args.heatherly)
     print(subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
 
     workers = pool.Pool(size=1)
@@ -131,6 +141,54 @@ def main() -> int:
         f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6:.2f} GB"
     )
     workers.close()
+    print(subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+    return 0
+
+
+def heatherly(directory: str, repeat: int) -> int:
+    """bench/ui.py's engine-alone "heatherly" and "phewas" rows, fanned out by fork and by the pool."""
+    from engine import memo
+    from engine.anonymize import population as pop
+    from engine.study.runs import biobank_between
+
+    print(subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+    ds = load_sample_checked(directory).data
+    population, cohort = ds.events, ds.group_records("cohort")
+    groups = {"cohort": cohort, "population": population}
+    bio = biobank_between(ds, "population", "cohort", cohort, population)
+    if bio is not None:
+        groups["biobank"] = bio
+    ids = cohort.patient_ids
+    rows = {
+        "heatherly": lambda k: [pop.compare_scopes(groups, ids, k, complete=True, parallel=True)],
+        "phewas": lambda k: [
+            pop.compare_scopes(groups, ids, k, complete=c, parallel=True, completion="phewas")
+            for c in (False, True)
+        ],
+    }
+    pool.default().start(1)  # as the app would: the pool started ahead
+    pop.compare_scopes(groups, ids, 2, complete=True)  # kernels and tables loaded here, not timed
+    fan_outs = {"forked": forked.fan_out, "pool": pool.fan_out}
+    times: dict[tuple[str, str], list[float]] = {}
+    tables: dict[tuple[str, str], list] = {}
+    k = 3
+    for _ in range(repeat):
+        k += 1
+        for row, run in rows.items():
+            for name, fan in fan_outs.items():
+                memo.clear()
+                pop.fan_out = fan  # type: ignore[assignment]
+                t, out = _timed(lambda run=run, k=k: run(k))
+                times.setdefault((row, name), []).append(t)
+                tables.setdefault((row, name), []).append([c.table2().to_dict() for c in out])
+    pop.fan_out = forked.fan_out  # type: ignore[assignment]
+    for row in rows:
+        same = tables[(row, "forked")] == tables[(row, "pool")]
+        a, b = (statistics.median(times[(row, n)]) for n in fan_outs)
+        print(
+            f"{row}: forked fan-out {a:.2f} s, pool {b:.2f} s (median of {repeat}; pool / forked {b / a:.2f});"
+            f" the same tables: {same}"
+        )
     print(subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
     return 0
 

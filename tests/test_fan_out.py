@@ -1,5 +1,7 @@
 """engine.scale.forked.fan_out (issue 24): calls after the first in forked processes, results and
-exceptions as if run one after the other here, children killed when this process stops waiting."""
+exceptions as if run one after the other here, children killed when this process stops waiting; and
+engine.scale.pool.fan_out (issue 38, finding 4), the same contract in workers of the pool, not forks
+(the tests taking `fan_out` run both)."""
 
 from __future__ import annotations
 
@@ -9,16 +11,23 @@ import time
 import numpy as np
 import pytest
 
-from engine.scale import forked
+from engine.scale import forked, pool
+
+FAN_OUTS = {"forked": (forked.fan_out, forked.fan_out_enabled), "pool": (pool.fan_out, pool.fan_out_enabled)}
+
+
+@pytest.fixture(params=list(FAN_OUTS))
+def fan_out(request):
+    return FAN_OUTS[request.param][0]
 
 
 def _pid() -> int:
     return os.getpid()
 
 
-def test_results_come_back_in_order_and_from_other_processes() -> None:
+def test_results_come_back_in_order_and_from_other_processes(fan_out) -> None:
     me = os.getpid()
-    out = forked.fan_out([_pid, _pid, _pid, lambda: "text", lambda: [1, 2, 3]])
+    out = fan_out([_pid, _pid, _pid, lambda: "text", lambda: [1, 2, 3]])
     assert out[0] == me
     assert me not in out[1:3]  # each call after the first: in a child
     assert len(set(out[1:3])) <= max((os.cpu_count() or 2) - 1, 1)  # one process per core at most
@@ -42,33 +51,35 @@ def test_a_large_result_comes_back_whole(monkeypatch, in_file: bool) -> None:
         assert len(os.listdir("/proc/self/fd")) == fds
 
 
-def test_a_child_running_several_calls_keeps_their_order(monkeypatch) -> None:
+def test_a_child_running_several_calls_keeps_their_order(monkeypatch, fan_out) -> None:
     monkeypatch.setattr(os, "cpu_count", lambda: 2)  # one child for every call after the first
-    assert forked.fan_out([lambda: 0, *[(lambda i=i: i) for i in range(1, 7)]]) == list(range(7))
+    assert fan_out([lambda: 0, *[(lambda i=i: i) for i in range(1, 7)]]) == list(range(7))
 
 
-def test_sequential_without_workers(monkeypatch) -> None:
+@pytest.mark.parametrize("kind", list(FAN_OUTS))
+def test_sequential_without_workers(monkeypatch, kind: str) -> None:
+    fan_out, enabled = FAN_OUTS[kind]
     monkeypatch.setenv("COHORTSHIELD_WORKERS", "0")
-    assert not forked.fan_out_enabled()
+    assert not enabled()
     me = os.getpid()
-    assert forked.fan_out([_pid, _pid]) == [me, me]
+    assert fan_out([_pid, _pid]) == [me, me]
 
 
-def test_a_fan_out_process_does_not_fan_out_again() -> None:
-    inner = forked.fan_out([lambda: 0, lambda: forked.fan_out([_pid, _pid])])[1]
+def test_a_fan_out_process_does_not_fan_out_again(fan_out) -> None:
+    inner = fan_out([lambda: 0, lambda: fan_out([_pid, _pid])])[1]
     assert inner[0] == inner[1]  # the nested calls ran in that one process
 
 
-def test_a_child_exception_is_raised_here_with_where_it_came_from() -> None:
+def test_a_child_exception_is_raised_here_with_where_it_came_from(fan_out) -> None:
     def fails() -> None:
         raise KeyError("scope")
 
     with pytest.raises(KeyError, match="scope") as info:
-        forked.fan_out([lambda: 1, fails, lambda: 3])
+        fan_out([lambda: 1, fails, lambda: 3])
     assert any("fan-out process" in note for note in getattr(info.value, "__notes__", []))
 
 
-def test_the_first_failure_in_call_order_is_raised() -> None:
+def test_the_first_failure_in_call_order_is_raised(fan_out) -> None:
     def first() -> None:
         raise ValueError("first")
 
@@ -76,14 +87,14 @@ def test_the_first_failure_in_call_order_is_raised() -> None:
         raise KeyError("second")
 
     with pytest.raises(ValueError, match="first"):
-        forked.fan_out([first, second])
+        fan_out([first, second])
     with pytest.raises(KeyError, match="second"):
-        forked.fan_out([lambda: 1, second, first])
+        fan_out([lambda: 1, second, first])
     with pytest.raises(KeyError, match="second"):
-        forked.fan_out([lambda: 1, lambda: 2, second, first, lambda: 5])
+        fan_out([lambda: 1, lambda: 2, second, first, lambda: 5])
 
 
-def test_children_are_killed_when_this_process_stops_waiting(tmp_path) -> None:
+def test_children_are_killed_when_this_process_stops_waiting(tmp_path, fan_out) -> None:
     started, mark = tmp_path / "child-pid", tmp_path / "child-finished"
 
     def slow() -> None:
@@ -97,13 +108,13 @@ def test_children_are_killed_when_this_process_stops_waiting(tmp_path) -> None:
         raise RuntimeError("cancelled")  # as a superseded run's progress callback raises
 
     with pytest.raises(RuntimeError, match="cancelled"):
-        forked.fan_out([cancelled, slow])
+        fan_out([cancelled, slow])
     with pytest.raises(ProcessLookupError):  # killed and reaped when fan_out returned
         os.kill(int(started.read_text()), 0)
     assert not mark.exists()
 
 
-def test_a_memo_entry_that_cannot_be_pickled_is_left_out() -> None:
+def test_a_memo_entry_that_cannot_be_pickled_is_left_out(fan_out) -> None:
     """What a child memoized travels back with its results; an entry that cannot be pickled (a
     lambda) is left out and the others are stored here."""
     from engine import memo
@@ -115,13 +126,13 @@ def test_a_memo_entry_that_cannot_be_pickled_is_left_out() -> None:
         return memo.memo("test fan-out", "good", lambda: os.getpid(), size=4)
 
     with memo.scope(_Plain(store)):
-        pids = forked.fan_out([lambda: 0, child_work])
+        pids = fan_out([lambda: 0, child_work])
     assert store == {("test fan-out", "good"): pids[1]}
 
 
-def test_a_result_that_cannot_be_pickled_is_an_error_not_a_hang() -> None:
+def test_a_result_that_cannot_be_pickled_is_an_error_not_a_hang(fan_out) -> None:
     with pytest.raises(Exception, match=r"pickle|lambda|local"):
-        forked.fan_out([lambda: 1, lambda: lambda: 2])
+        fan_out([lambda: 1, lambda: lambda: 2])
 
 
 class _Plain:
@@ -137,7 +148,7 @@ class _Plain:
         self.store[(name, key)] = value
 
 
-def test_what_a_child_memoized_is_stored_here() -> None:
+def test_what_a_child_memoized_is_stored_here(fan_out) -> None:
     from engine import memo
 
     store: dict = {}
@@ -146,6 +157,6 @@ def test_what_a_child_memoized_is_stored_here() -> None:
         return memo.memo("test fan-out", "k", lambda: os.getpid(), size=4)
 
     with memo.scope(_Plain(store)):
-        pids = forked.fan_out([lambda: 0, child_work])
+        pids = fan_out([lambda: 0, child_work])
         assert store[("test fan-out", "k")] == pids[1] != os.getpid()  # the child's value, kept here
         assert memo.memo("test fan-out", "k", lambda: -1, size=4) == pids[1]  # not computed again

@@ -25,6 +25,9 @@ Design (the first step of moving off `engine.scale.forked`, which forks the call
 - What a job memoized (`engine.memo`) is recorded in the worker, in a store of the job's own (so one
   session's entries never serve another's job), sent back with the result and stored in the caller's
   scope (`engine.memo.replay`), as `forked.fan_out` does.
+- `fan_out(calls)` runs the calls after the first as jobs (one per core but this one's, each running
+  its share of them in order, counting with one kernel thread) while this process runs the first:
+  `engine.scale.forked.fan_out`'s contract, for calls that can be pickled.
 - `os.fork` is never called here (tests/test_architecture.py); the code runs on Python 3.12 as well.
 """
 
@@ -43,6 +46,7 @@ import traceback
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
+from functools import partial
 from typing import Any, TypeVar
 
 import numpy as np
@@ -50,6 +54,7 @@ import numpy as np
 from engine import memo
 from engine.io.progress import Progress
 from engine.records import Records
+from engine.risk import THREADS_ENV
 
 T = TypeVar("T")
 _POLL_S = 0.05
@@ -489,3 +494,69 @@ def call(
 ) -> T:
     """`default().call(work, progress=..., check=...)`."""
     return default().call(work, progress=progress, check=check)
+
+
+# ------------------------------------------------------------------------------------------ fan-out
+def fan_out_enabled() -> bool:
+    """Whether `fan_out` runs calls in workers here: `COHORTSHIELD_WORKERS` is not "0", the machine has
+    more than one core, and this is not itself a pool worker (a worker's fan-out runs in it)."""
+    return (
+        os.environ.get("COHORTSHIELD_WORKERS", "1") != "0" and (os.cpu_count() or 1) > 1 and _WORKER is None
+    )
+
+
+def _share(calls: Sequence[Callable[[], Any]], progress: Progress) -> tuple[list[Any], bytes | None]:
+    """In a worker: `calls` in order, stopping at the first exception; their results and that
+    exception pickled with its traceback (`_failure`), or None. One kernel thread: the cores are the
+    fan-out's processes'."""
+    before = os.environ.get(THREADS_ENV)
+    os.environ[THREADS_ENV] = "1"
+    results: list[Any] = []
+    try:
+        for call in calls:
+            results.append(call())
+    except BaseException as exc:
+        return results, _failure(exc)
+    finally:
+        if before is None:
+            os.environ.pop(THREADS_ENV, None)
+        else:
+            os.environ[THREADS_ENV] = before
+    return results, None
+
+
+def fan_out(calls: Sequence[Callable[[], T]], workers: Pool | None = None) -> list[T]:
+    """`[c() for c in calls]`, the calls after the first in pool workers while this process runs the
+    first (`fan_out_enabled()`; else one after the other, here), as `engine.scale.forked.fan_out`:
+    at most (cores - 1) jobs, job j running calls 1 + j, 1 + j + n, ... in order; the results, and the
+    exception raised (that of the earliest call in `calls` that raised, with where as a note), those of
+    the calls run one after the other; what the jobs memoized stored here; the jobs killed if this
+    process stops waiting. The calls after the first must pickle (`dumps`)."""
+    if len(calls) <= 1 or not fan_out_enabled():
+        return [c() for c in calls]
+    workers = workers or default()
+    n = min(len(calls) - 1, max((os.cpu_count() or 2) - 1, 1))
+    shares = [list(range(1 + j, len(calls), n)) for j in range(n)]
+    jobs: list[Job] = []
+    try:
+        for share in shares:
+            jobs.append(workers.submit(partial(_share, [calls[i] for i in share])))
+        out: dict[int, Any] = {0: calls[0]()}
+        failed: dict[int, BaseException] = {}
+        for share, job in zip(shares, jobs, strict=True):
+            results, failure = job.wait()
+            memo.replay(job.extra)
+            out.update(zip(share, results, strict=False))
+            if failure is not None:
+                _, exc, text = pickle.loads(failure)
+                if not isinstance(exc, BaseException):
+                    exc = RuntimeError(f"a fan-out job failed:\n{text}")
+                else:
+                    exc.add_note(f"raised in a fan-out process of the pool:\n{text}")
+                failed[share[min(len(results), len(share) - 1)]] = exc
+        if failed:
+            raise failed[min(failed)]
+        return [out[i] for i in range(len(calls))]
+    finally:
+        for job in jobs:
+            job.kill()  # a no-op for a job that ended: its worker serves on
