@@ -162,7 +162,7 @@ def _map(handle: Handle) -> Any:
             return mmap.mmap(f.fileno(), handle.size, access=mmap.ACCESS_READ)
     from multiprocessing import shared_memory  # elsewhere: attached (writable; the arrays are not)
 
-    return shared_memory.SharedMemory(handle.segment).buf
+    return shared_memory.SharedMemory(handle.segment)  # kept with the records (`_Held`): its buffer
 
 
 class _Held:
@@ -170,12 +170,14 @@ class _Held:
 
     def __init__(self) -> None:
         self.records: OrderedDict[str, Records] = OrderedDict()
+        self.mappings: dict[str, Any] = {}
 
     def records_of(self, handle: Handle) -> Records:
         if handle.fingerprint in self.records:
             self.records.move_to_end(handle.fingerprint)
             return self.records[handle.fingerprint]
-        buf = _map(handle)
+        mapped = _map(handle)
+        buf = mapped if isinstance(mapped, mmap.mmap) else mapped.buf
         values: dict[str, Any] = {}
         for name, dtype, shape, offset in handle.arrays:
             arr = np.frombuffer(buf, np.dtype(dtype), int(np.prod(shape)), offset).reshape(shape)
@@ -186,8 +188,10 @@ class _Held:
         records = Records(**values, has_visits=handle.has_visits)
         records.__dict__["fingerprint"] = handle.fingerprint  # known: not hashed again
         self.records[handle.fingerprint] = records
+        self.mappings[handle.fingerprint] = mapped  # open as long as the records are held
         while len(self.records) > _HELD_BY_WORKER:
-            self.records.popitem(last=False)
+            gone, _ = self.records.popitem(last=False)
+            self.mappings.pop(gone)
         return records
 
 
