@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 import streamlit as st
 
 from engine.io.progress import Progress
-from engine.scale import forked
+from engine.scale import forked, pool
 from ui import admission, cache, state
 from ui.script_run import is_rerun, mute_in_child
 from ui.state import ABSENT
@@ -70,13 +70,7 @@ class _Running:
 # so every worker inherits them (torch, for the VAE alone, is imported by its first training); then
 # the kernels' machine code is loaded (`engine.anonymize.warm.load_kernels`), which each worker
 # otherwise loaded again: about 0.2 s of every UGACLIP / ACLIP, LDA and GCCens run through the app
-PRELOAD = (
-    "engine.anonymize.censor_kernel",
-    "engine.anonymize.profiles_kernel",
-    "engine.anonymize.alignment_kernel",
-    "engine.scale.trie",
-    "scipy.stats",
-)
+PRELOAD = pool.KERNELS  # the modules the pool's fork server preloads too
 _PRELOADED: list[bool] = []
 _PRELOAD_LOCK = threading.RLock()
 # Every fork of this process waits for a preload under way: a child must not inherit numba's compiler
