@@ -111,6 +111,13 @@ drawn (`ui.progress.Tracker`'s bar, at most every 0.25 s): how many distinct tex
 longest stretch without a new one (issue 24: "the same progress text for 4-5 s"). For the report, the
 build's time by part (bench/report.py's `Parts`) when it runs in this process.
 
+Issue 38, finding 4 (the worker pool, `engine.scale.pool`, branch h-pool; the app's runs and Heatherly's
+scopes still fork): `--rows phewas,heatherly --repeat 1`, the code before (2653df8) and after one after
+the other, load average 3.6-4.6: PheWAS 5.67 s before, 5.92 and 6.30 s after (target 10 s: met);
+Heatherly completion pass 1.43 s before, 1.55 and 1.37 s after (target 1 s: missed before and after);
+engine alone 1.85 / 0.87 s before, 1.81-1.86 / 0.88-0.89 s after. A first run after, at load 2.6-4.5,
+took 14.78 and 1.95 s (and the code before 9.13 and 2.98 s right after it): noise of the shared machine.
+
 Not a test: figures only (never part of `make test`).
 """
 
