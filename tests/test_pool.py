@@ -228,3 +228,38 @@ def test_the_segments_are_unlinked_at_close() -> None:
         p.close()
     if exists:
         assert not os.path.exists(path)
+
+
+def test_a_job_never_queues_behind_another(workers: pool.Pool, tmp_path) -> None:
+    """Every worker busy: the next job starts one more (a session's run never waits for another's)."""
+    gate = tmp_path / "gate"
+
+    def held(progress) -> int:
+        while not gate.exists():
+            time.sleep(0.01)
+        return os.getpid()
+
+    jobs = [workers.submit(held) for _ in range(workers.size + 1)]
+    try:
+        second = workers.call(lambda progress: os.getpid())  # while all of them wait for the gate
+        gate.write_text("open")
+        pids = [job.wait() for job in jobs]
+    finally:
+        for job in jobs:
+            job.kill()
+    assert len({*pids, second}) == workers.size + 2
+
+
+def test_the_oldest_segment_is_unlinked_past_the_bound(monkeypatch) -> None:
+    monkeypatch.setattr(pool, "_EXPORTED", 2)
+    exports = pool.Exports()
+    try:
+        handles = [exports.handle(_records(n)) for n in (10, 20, 30)]
+        paths = [f"/dev/shm/{h.segment}" for h in handles]
+        if not os.path.isdir("/dev/shm"):
+            pytest.skip("no /dev/shm here")
+        assert [os.path.exists(p) for p in paths] == [False, True, True]
+        assert exports.handle(_records(20)) is handles[1]  # the same content: the same segment
+    finally:
+        exports.close()
+    assert not any(os.path.exists(p) for p in paths)
