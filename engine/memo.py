@@ -55,6 +55,8 @@ PROCESS_WIDE: dict[tuple[str, str], str] = {
     ("engine/synth/icd10.py", "_gems_candidates"): "the vendored GEMs file's candidates",
     ("engine/synth/icd10.py", "_nearest_in_category"): "keyed on phecodes of the shipped map",
     ("engine/synth/icd10.py", "_categories"): "the shipped phecode map's categories",
+    ("engine/study/parameters.py", "_declarations"): "the settings classes' declared parameters (code)",
+    ("engine/study/parameters.py", "_by_name"): "the settings classes' declared parameters, by name",
     ("engine/anonymize/trajectories.py", "_HIERARCHY_KEYS"): (
         "a hierarchy's content hash per object, held weakly: it goes with the hierarchy"
     ),
