@@ -61,8 +61,9 @@ barely do (0.093): a member moves a pool of n cases by ~1/(2n), 0.025 for the sm
 How it is computed (issue 24). A table's used rows become one phecodes x SNPs matrix of their terms
 logit(f) - logit(q) (`_Terms`), so each target set's weights are one sparse product with its case
 matrix; the non-members' centred genotypes are made distinct once per SNP set (`_Null`), and each
-target's statistic is compared with every distinct null genotype's score in blocks that stay in the
-cache; a target no used row concerns scores 0 as every null genotype does (all tied) and is not scored.
+target's statistic is compared with every distinct null genotype's score by a compiled loop, one target
+at a time (`engine.utility.membership_kernel`, issue 36); a target no used row concerns scores 0 as every
+null genotype does (all tied) and is not scored.
 The results are those of the attack as it was (tests/reference_membership.py, compared in
 tests/test_membership_fast.py): the weights are summed in another order, so scores may differ in the
 last bits, which turns no comparison unless a score difference lies within rounding of the 1e-9 tie
@@ -89,10 +90,6 @@ BIG_CELLS = 100  # "bigger cells": a row needs this many cases and controls
 ROUND_MAF = 2  # "coarser statistics": frequencies to 2 decimals
 SIGNIFICANT = 0.05  # "fewer rows": Benjamini-Hochberg adjusted p <= 0.05
 SHRINK = 20  # pseudo-people of the panel's overall frequency added to each case pool's reference
-# targets scored against the null genotypes at a time: up to CHUNK while their scores stay within
-# SCORES (float64), never fewer than 128 (the rows before issue 36, whose matrix products' calls took
-# the time at 2,254 distinct genotypes: 30,000 targets 6.0-9.0 s -> 1.8-2.3 s with 1,024)
-CHUNK, SCORES = 1024, 4_000_000
 
 
 @dataclass(frozen=True)
@@ -356,25 +353,29 @@ def _flag_rates(w: np.ndarray, y: np.ndarray, null: _Null, fpr: float, *, leave_
     n_null = null.n - (1 if leave_out else 0)
     if n_null <= 0:
         return np.zeros(len(w))
-    t = (w * y).sum(axis=1)
+    t = np.asarray((w * y).sum(axis=1), dtype=np.float64)
     total, own = null.weight.sum(), (1 if leave_out else 0)  # `own`: the target itself, tied with itself
     # a target no used row concerns (weights all zero) scores 0, as every null genotype does: all tied
     above, tied = np.zeros(len(w)), np.full(len(w), total - own)
     live = np.flatnonzero(w.any(axis=1))
-    # the weights are counts: any sum of them is a whole number up to `total`, exact in float32 below
-    # 2**24, so the 0/1 comparisons are summed there, half the bytes of float64 (issue 36: 236,000
-    # non-member targets x 2,254 distinct null genotypes per attack, 158 of the report's 218 s)
-    weight = null.weight.astype(np.float32 if total < 2**24 else np.float64)
-    rows = min(CHUNK, max(128, SCORES // max(len(null.vectors), 1)))
-    for s in range(0, len(live), rows):
-        i = live[s : s + rows]
-        tt = t[i, None]
-        d = w[i] @ null.vectors.T  # (targets, distinct null genotypes): their scores
-        d -= tt  # less the target's
-        tol = 1e-9 * (1 + np.abs(tt))
-        at_most = (d <= tol).astype(weight.dtype) @ weight
-        above[i] = total - at_most
-        tied[i] = at_most - (d < -tol).astype(weight.dtype) @ weight - own
+    if len(
+        live
+    ):  # compiled (issue 36: 236,445 non-member targets x 1,969 distinct null genotypes per attack)
+        from engine.utility.membership_kernel import null_counts
+
+        at_most, below = np.zeros(len(live), np.int64), np.zeros(len(live), np.int64)
+        null_counts(
+            np.ascontiguousarray(w, dtype=np.float64),
+            t,
+            1e-9 * (1 + np.abs(t)),
+            np.ascontiguousarray(null.vectors.T, dtype=np.float64),
+            null.weight.astype(np.int64),
+            live,
+            at_most,
+            below,
+        )
+        above[live] = total - at_most
+        tied[live] = at_most - below - own
     p_above, p_tied = above / n_null, tied / n_null
     with np.errstate(divide="ignore", invalid="ignore"):
         split = (fpr - p_above) / p_tied
