@@ -169,3 +169,24 @@ def test_flag_rates_on_centred_genotypes_equal_the_reference(seed, targets, dist
             reference.flag_rates(w, y, null, fpr, leave_out=leave_out),
             strict=True,
         )
+
+
+def test_targets_alike_are_scored_once_and_a_hash_collision_changes_nothing(monkeypatch):
+    """Issue 36: targets of the same weights and statistic are scored once (`membership.distinct_rows`,
+    rows told apart by a hash of their bits, then checked); with a hash under which different rows
+    collide, every row is its own and the flags are the same."""
+    rows = np.array([[1.0, 2.0], [2.0, 1.0], [1.0, 2.0], [0.0, -0.0], [0.0, 0.0]])
+    first, same = membership.distinct_rows(rows)
+    np.testing.assert_array_equal(first, [0, 1, 3, 4])  # -0.0 and 0.0 differ in their bits: kept apart
+    np.testing.assert_array_equal(same, [0, 1, 0, 2, 3])
+    rng = np.random.default_rng(7)
+    null = rng.integers(-1, 3, size=(300, 2)).astype(float)
+    w = rng.integers(-2, 3, size=(300, 2)).astype(float)
+    expected = reference.flag_rates(w, null, null, 0.05, leave_out=True)
+    monkeypatch.setattr(membership, "_MIX", np.ones(64, dtype=np.uint64))  # (1, 2) and (2, 1) collide
+    first, same = membership.distinct_rows(rows)
+    np.testing.assert_array_equal(first, np.arange(5))
+    np.testing.assert_array_equal(same, np.arange(5))
+    np.testing.assert_array_equal(
+        membership.flag_rates(w, null, null, 0.05, leave_out=True), expected, strict=True
+    )

@@ -326,7 +326,9 @@ def lr_statistics(
 
 @dataclass(frozen=True, eq=False)
 class _Null:
-    """Null genotypes (centred, one per row), each distinct one kept once with how often it occurs."""
+    """Null genotypes (centred, one per row), each distinct one kept once with how often it occurs, in
+    order of first appearance (`distinct_rows`: a hash, not a sort of the 236,445 non-members' rows at
+    paper scale; the flag rates sum whole counts, in any order)."""
 
     n: int
     vectors: np.ndarray
@@ -334,8 +336,8 @@ class _Null:
 
     @classmethod
     def of(cls, null: np.ndarray) -> _Null:
-        vectors, counts = np.unique(null, axis=0, return_counts=True)
-        return cls(len(null), vectors, counts.astype(float))
+        first, same = distinct_rows(null)
+        return cls(len(null), null[first], np.bincount(same, minlength=len(first)).astype(float))
 
 
 def flag_rates(w: np.ndarray, y: np.ndarray, null: np.ndarray, fpr: float, *, leave_out: bool) -> np.ndarray:
@@ -358,28 +360,48 @@ def _flag_rates(w: np.ndarray, y: np.ndarray, null: _Null, fpr: float, *, leave_
     # a target no used row concerns (weights all zero) scores 0, as every null genotype does: all tied
     above, tied = np.zeros(len(w)), np.full(len(w), total - own)
     live = np.flatnonzero(w.any(axis=1))
-    if len(
-        live
-    ):  # compiled (issue 36: 236,445 non-member targets x 1,969 distinct null genotypes per attack)
+    if len(live):
+        # compiled (issue 36: 236,445 non-member targets x 1,969 distinct null genotypes per attack); targets
+        # of the same weights and statistic are flagged alike, so each such target is scored once (a table
+        # of few rows gives few weights: 3,507 distinct of 104,294 targets for GCCens' release, paper scale)
         from engine.utility.membership_kernel import null_counts
 
-        at_most, below = np.zeros(len(live), np.int64), np.zeros(len(live), np.int64)
+        first, same = distinct_rows(np.column_stack([w[live], t[live]]))
+        at_most, below = np.zeros(len(first), np.int64), np.zeros(len(first), np.int64)
         null_counts(
             np.ascontiguousarray(w, dtype=np.float64),
             t,
             1e-9 * (1 + np.abs(t)),
             np.ascontiguousarray(null.vectors.T, dtype=np.float64),
             null.weight.astype(np.int64),
-            live,
+            live[first],
             at_most,
             below,
         )
-        above[live] = total - at_most
-        tied[live] = at_most - below - own
+        above[live] = total - at_most[same]
+        tied[live] = at_most[same] - below[same] - own
     p_above, p_tied = above / n_null, tied / n_null
     with np.errstate(divide="ignore", invalid="ignore"):
         split = (fpr - p_above) / p_tied
     return np.where(p_above + p_tied <= fpr, 1.0, np.where(p_above >= fpr, 0.0, split))
+
+
+_MIX = np.random.default_rng(36).integers(1, 2**63, size=64, dtype=np.uint64) | np.uint64(1)  # odd
+
+
+def distinct_rows(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the position of the first of each distinct row of `a`, in order of first appearance; for each
+    row, which of them it is). Rows are the same when their bits are: told apart by a hash of the bits
+    (at most 64 columns), then checked, so a collision only leaves every row its own."""
+    bits = np.ascontiguousarray(a, dtype=np.float64).view(np.uint64)
+    if len(bits) == 0 or bits.shape[1] > len(_MIX):
+        return np.arange(len(bits)), np.arange(len(bits))
+    same, _ = pd.factorize((bits * _MIX[: bits.shape[1]]).sum(axis=1))  # wraps modulo 2**64
+    first = np.zeros(int(same.max()) + 1, dtype=np.intp)
+    first[same[::-1]] = np.arange(len(same) - 1, -1, -1)
+    if not np.array_equal(bits, bits[first[same]]):
+        return np.arange(len(bits)), np.arange(len(bits))
+    return first, same
 
 
 @dataclass(frozen=True, eq=False)
