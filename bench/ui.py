@@ -64,8 +64,9 @@ load average 1.2-2.4, the pure-Python reference loop 0.093-0.095 s; results equa
   weights and statistic scored once (GCCens' 12-row table: 3,507 distinct of 104,294, 0.40 -> 0.06 s)
   and the null made distinct by a checked hash, not a sort (1.0 s of `np.unique` gone); all 40 flag
   arrays of the 20 attacks equal to the bit. Compare and the Report measure the gate's files the
-  session holds (read with the study's crosswalk), never written again to be measured (the writing
-  was 0.78 s of the three releases' 1.67 s of file figures).
+  session holds (read with the study's crosswalk), never written again to be measured: the three
+  releases' file figures 1.65 s -> 1.21 s in one process, equal (the writing alone was 0.78 s; the
+  crosswalk and the release ids read back take part of it).
   The report built in one process, given nothing (`bench/report.py --data paper --paths cold`: with
   the four-adversary matrices), the code before and after the same half hour, reports equal but for
   the commit they name: build 47.2 s (load 1.4) -> 35.2 s (load 2.0); by part, before -> after:
@@ -77,8 +78,10 @@ load average 1.2-2.4, the pure-Python reference loop 0.093-0.095 s; results equa
   rows, every target distinct, 0.47 s each).
   Left: the report's attack is still the work (issue 28) and the four-adversary verification and the
   original's distinguishability (engine/risk.py) are others' part; Compare's remaining time is the
-  PheWAS of the cohort and of each release (1.28 s), the file figures read back (0.9 s), the
-  verifications (0.36 s) and the original's distinguishability, all k-independent and memoized.
+  PheWAS of the cohort and of each release (1.28-1.31 s), the file figures read back (1.21 s), the
+  verifications (0.36-0.75 s), the phecode table's first read (0.40-0.54 s) and the original's
+  distinguishability (0.12 s), all k-independent and memoized (engine alone, one process: 4.2-4.9 s
+  before these fixes' file figures, 4.5 s with them at load 2.2).
 Measured before (commit ace2e76, `--repeat 1`, load average 8-12 on 2 cores, peak 6.6 GB): first load 164 s
 (target 3 s; the process loading it first: 162 s); Heatherly completion pass 205 s, GCCens all codes Run
 14.4 s, UGACLIP / ACLIP open 62.5 s, LDA open 16.3 s, Lab orders open 17.8 s (targets 1 s): no
