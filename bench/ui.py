@@ -80,8 +80,9 @@ load average 1.2-2.4, the pure-Python reference loop 0.093-0.095 s; results equa
   original's distinguishability (engine/risk.py) are others' part; Compare's remaining time is the
   PheWAS of the cohort and of each release (1.28-1.31 s), the file figures read back (1.21 s), the
   verifications (0.36-0.75 s), the phecode table's first read (0.40-0.54 s) and the original's
-  distinguishability (0.12 s), all k-independent and memoized (engine alone, one process: 4.2-4.9 s
-  before these fixes' file figures, 4.5 s with them at load 2.2).
+  distinguishability (0.12 s), all k-independent and memoized (the engine's part alone, in one
+  process at load 2.2-2.4: 4.70-5.03 s with the code before, about 4.1 s now: 4.51 s with the file
+  figures written, less their 1.65 s, plus 1.21 s from the gate's files).
 Measured before (commit ace2e76, `--repeat 1`, load average 8-12 on 2 cores, peak 6.6 GB): first load 164 s
 (target 3 s; the process loading it first: 162 s); Heatherly completion pass 205 s, GCCens all codes Run
 14.4 s, UGACLIP / ACLIP open 62.5 s, LDA open 16.3 s, Lab orders open 17.8 s (targets 1 s): no
