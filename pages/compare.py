@@ -79,8 +79,9 @@ def comparison(ctx, releases, with_phewas: bool, files=None) -> pd.DataFrame:
         frame_fingerprint(geno) if with_phewas and geno is not None else None,
     )
 
+    pseudonyms = session_study.session(ctx).pseudonyms if files else None  # the gate's, for its files
+
     def table() -> pd.DataFrame:
-        pseudonyms = session_study.session(ctx).pseudonyms if files else None
         return compare.comparison_table(
             releases,
             ctx.cohort,
