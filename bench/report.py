@@ -25,7 +25,11 @@ The reports of the three paths are checked byte-identical (reproducible JSON). T
 is today's in every path: issue 28 changed what it computes (case pools, a per-target null), so the
 attack as it was before issue 24 is no reference for it any more.
 
-    .venv/bin/python -m bench.report [--repeat 3]
+    .venv/bin/python -m bench.report [--repeat 3] [--data sample|paper] [--paths reference,cold,session]
+
+`--data paper` (issue 36): the same study made on the paper-scale sample variant (`sample_data/paper/`,
+1,366,786 patients; run it under `flock /work/paper.lock` on a shared machine); `--paths cold` times
+the first build alone (the reference path's old ledger takes minutes there).
 
 Not a test: figures only (never part of `make test`).
 """
@@ -233,12 +237,20 @@ def run(s: Mapping[str, Any], path: str, memos: Mapping[str, Any]) -> tuple[dict
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--data", choices=("sample", "paper"), default="sample")
+    ap.add_argument("--paths", default="reference,cold,session", help="comma-separated, of these three")
     args = ap.parse_args()
+    paths = args.paths.split(",")
     from engine.utility.phewas import phecode_table
 
     phecode_table()  # read once per process, as in the app
-    s = sample_study()
-    memos = session_memos(s)
+    paper = None
+    if args.data == "paper":
+        from engine.io.imports import load_sample_variant
+
+        paper = load_sample_variant("paper").data
+    s = sample_study(paper)
+    memos = session_memos(s) if "session" in paths else {}
     from engine.study.study import export_files
 
     files_same = all(
@@ -249,28 +261,32 @@ def main() -> None:
     figures: dict[str, list[dict[str, float]]] = {}
     reports: dict[str, bytes] = {}
     for _ in range(args.repeat):
-        for path in ("reference", "cold", "session"):
+        for path in paths:
             out, data = run(s, path, memos)
             figures.setdefault(path, []).append(out)
             reports[path] = data
     med = {p: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for p, rs in figures.items()}
     rows = [*PARTS, "build", *(f"render {r}" for r in RENDERS), "render", "total"]
     print(
-        f"Report build, sample, 3 releases, cohort / single visit, k = 5; median of {args.repeat} (seconds)"
+        f"Report build, {args.data}, 3 releases, cohort / single visit, k = 5; median of {args.repeat} "
+        "(seconds)"
     )
-    print(f"{'part':<18}{'reference':>11}{'cold':>9}{'session':>9}{'ratio':>8}")
+    print(f"{'part':<18}" + "".join(f"{p:>11}" for p in paths) + ("   ratio" if len(paths) == 3 else ""))
     for r in rows:
-        ref, cold, ses = med["reference"][r], med["cold"][r], med["session"][r]
-        ratio = f"{ref / ses:.1f}x" if ses > 1e-3 else "-"
-        print(f"{r:<18}{ref:>11.3f}{cold:>9.3f}{ses:>9.3f}{ratio:>8}")
-    ses = med["session"]
+        line = f"{r:<18}" + "".join(f"{med[p][r]:>11.3f}" for p in paths)
+        if len(paths) == 3:
+            ref, ses = med["reference"][r], med["session"][r]
+            line += f"{ref / ses:.1f}x".rjust(8) if ses > 1e-3 else "       -"
+        print(line)
     print(
-        f"target {TARGET} s (build): session build {ses['build']:.2f} s, with rendering {ses['total']:.2f} s; "
-        f"reference {med['reference']['build']:.2f} s / {med['reference']['total']:.2f} s"
+        f"target {TARGET} s (build): "
+        + "; ".join(
+            f"{p} build {med[p]['build']:.2f} s, with rendering {med[p]['total']:.2f} s" for p in paths
+        )
     )
     print(
         "identical: reports (reproducible JSON)",
-        reports["reference"] == reports["cold"] == reports["session"],
+        len(set(reports.values())) == 1,
         "| the gate's files handed over = written again",
         files_same,
     )

@@ -48,12 +48,41 @@ Why the misses (cProfile in the script runner's thread, COHORTSHIELD_WORKERS=0):
   non-member targets against 2,254 distinct null genotypes): 55.0 s of the 76.9 s build, 41.6 s of it
   `_flag_rates` (40 calls); then the original's distinguishability under the four adversaries 9.5 s,
   the releases' PheWAS 5.3 s, the targets' case matrices 4.7 s, the joint verdict 3.3 s.
-  `_flag_rates` now scores 1,024 targets at a time and sums the null's counts in float32 (exact),
-  results to the bit: in the script thread, the same hour, the code before built it in 97.8 s with
-  `_flag_rates` 60.3 s (1.5 s a call) -> 76.9 s and 41.6 s; 30,000 random targets x 4,093 genotypes
-  alone 6.0-9.0 s -> 1.8-2.3 s. Through the app's worker the build measured 84.1 s against 81.9 s for
-  the code before, the same hour: no gain seen there (not explained; one run each). Left: the attack
-  itself is the work (issue 28), far above the 1.5 s target.
+  (A first step scored 1,024 targets at a time and summed the null's counts in float32: in the
+  script thread 97.8 s -> 76.9 s, through the app's worker no gain seen, 84.1 s against 81.9 s.)
+Since (issue 36, Compare and the report: commits 610b2c8..0dd4c43; `--repeat 1`, 2026-11-29 13:30-13:45,
+load average 1.2-2.4, the pure-Python reference loop 0.093-0.095 s; results equal to the bit):
+  Compare open with three releases, nothing held 5.95 s -> 4.66 s (target 1 s: not met; a new k
+  0.12 s). Report build 84.1 s -> 20.5 s through the app's worker (target 1.5 s: not met).
+  What changed. The phecode table's first read vectorized (`phewas.table_of_maps`: each distinct
+  (phecode, rollup), (phecode, exclusion text) and ICD-10-CM item once, a range's phecodes by binary
+  search): 0.74-0.81 s -> 0.22-0.26 s, with the ICD-10-CM map's read 0.83-0.85 s -> 0.40 s in the
+  Compare path, field by field equal to tests/reference_phecode_table.py. The membership attack's
+  counts compiled (`engine.utility.membership_kernel`: one target at a time, its 1,969 null scores in a
+  cached buffer, whole counts; not a targets x genotypes matrix written and read seven times):
+  236,445 targets x 1,969 distinct genotypes 6.17 s -> 0.47 s in one process; targets of the same
+  weights and statistic scored once (GCCens' 12-row table: 3,507 distinct of 104,294, 0.40 -> 0.06 s)
+  and the null made distinct by a checked hash, not a sort (1.0 s of `np.unique` gone); all 40 flag
+  arrays of the 20 attacks equal to the bit. Compare and the Report measure the gate's files the
+  session holds (read with the study's crosswalk), never written again to be measured: the three
+  releases' file figures 1.65 s -> 1.21 s in one process, equal (the writing alone was 0.78 s; the
+  crosswalk and the release ids read back take part of it).
+  The report built in one process, given nothing (`bench/report.py --data paper --paths cold`: with
+  the four-adversary matrices), the code before and after the same half hour, reports equal but for
+  the commit they name: build 47.2 s (load 1.4) -> 35.2 s (load 2.0); by part, before -> after:
+  membership 23.4 -> 8.7 s, matrices 9.3 -> 10.2, risk before 3.7 -> 5.5, ledger 3.5 -> 3.5, figures
+  2.0 -> 1.9, PheWAS 1.7 -> 1.7, files 1.3 -> 1.2, other 2.4 -> 2.6 s (at load 5 the code before took
+  176.5 s, its membership 121.1 s). The membership's 8.7 s: the targets' split and records 2.2 s (a
+  sha256 per id of the 472,580 genotyped patients outside the cohort, `Records.subset`), their case
+  matrices and genotypes 1.6-2.3 s, the 20 attacks' flags 4.0 s (the six tables of about 3,000-6,700
+  rows, every target distinct, 0.47 s each).
+  Left: the report's attack is still the work (issue 28) and the four-adversary verification and the
+  original's distinguishability (engine/risk.py) are others' part; Compare's remaining time is the
+  PheWAS of the cohort and of each release (1.28-1.31 s), the file figures read back (1.21 s), the
+  verifications (0.36-0.75 s), the phecode table's first read (0.40-0.54 s) and the original's
+  distinguishability (0.12 s), all k-independent and memoized (the engine's part alone, in one
+  process at load 2.2-2.4: 4.70-5.03 s with the code before, about 4.1 s now: 4.51 s with the file
+  figures written, less their 1.65 s, plus 1.21 s from the gate's files).
 Measured before (commit ace2e76, `--repeat 1`, load average 8-12 on 2 cores, peak 6.6 GB): first load 164 s
 (target 3 s; the process loading it first: 162 s); Heatherly completion pass 205 s, GCCens all codes Run
 14.4 s, UGACLIP / ACLIP open 62.5 s, LDA open 16.3 s, Lab orders open 17.8 s (targets 1 s): no

@@ -61,13 +61,14 @@ def _phewas_counts(ctx, releases) -> dict[str, tuple[int, int]] | None:
     return compare.phewas_changes(original, released)
 
 
-def comparison(ctx, releases, with_phewas: bool) -> pd.DataFrame:
+def comparison(ctx, releases, with_phewas: bool, files=None) -> pd.DataFrame:
     """`engine.study.compare.comparison_table` of the study's releases (memoized per release content,
     data, adversary, k and the PheWAS choice, in this session: the session's study). What does not
     depend on k is the pages' memos (issue 36: at 1.37 M patients a change of k measured every release
     again, 10 s): each release's verification (`ui.study.reverify`: k only thresholds it), its headline
     and the figures of its files (`ui.honest`, as the IRB report's: relabelling patients changes no
-    count, `compare.release_figures`, so the gate's files give the same) and the PheWAS tables."""
+    count, `compare.release_figures`, so the gate's files give the same) and the PheWAS tables. `files`:
+    the gate's files the session holds, by release name: those are measured, not written again."""
     geno = ctx.dataset.genotypes
     key = (
         tuple((n, release_key(r)) for n, r in releases.items()),
@@ -78,6 +79,8 @@ def comparison(ctx, releases, with_phewas: bool) -> pd.DataFrame:
         frame_fingerprint(geno) if with_phewas and geno is not None else None,
     )
 
+    pseudonyms = session_study.session(ctx).pseudonyms if files else None  # the gate's, for its files
+
     def table() -> pd.DataFrame:
         return compare.comparison_table(
             releases,
@@ -87,7 +90,10 @@ def comparison(ctx, releases, with_phewas: bool) -> pd.DataFrame:
             int(ctx.k),
             phewas_lost_false=_phewas_counts(ctx, releases) if with_phewas else None,
             verifications={n: session_study.reverify(ctx, r) for n, r in releases.items()},
-            figures={n: honest.file_figures(r, ctx.cohort) for n, r in releases.items()},
+            figures={
+                n: honest.file_figures(r, ctx.cohort, (files or {}).get(n), pseudonyms)
+                for n, r in releases.items()
+            },
             headlines={n: honest.figures(r, ctx.cohort) for n, r in releases.items()},
         )
 
@@ -185,7 +191,9 @@ with_phewas = st.toggle(
     help=help_for("lost_false", "multiple_testing"),
 )
 with cache.spinner("Verifying and measuring every release…"):
-    table = comparison(ctx, releases, with_phewas and has_genotypes)
+    table = comparison(
+        ctx, releases, with_phewas and has_genotypes, {n: held.files for n, (_e, held) in published.items()}
+    )
 column_config = {c: st.column_config.NumberColumn(c, format="percent", help=HELP[c]) for c in PERCENT} | {
     c: st.column_config.Column(c, help=text)
     for c, text in HELP.items()

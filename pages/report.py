@@ -285,7 +285,9 @@ def _build(step) -> tuple | ReportError:
     matrices = {n: _matrix(published[n][1].release) for n in chosen}  # thresholds only
     # what this page already measured (the release warnings' memos, the ledger above): not again
     rels = {n: published[n][1].release for n in chosen}
-    figures = {n: honest.file_figures(r, ctx.cohort) for n, r in rels.items()}
+    figures = {
+        n: honest.file_figures(r, ctx.cohort, inputs[n].files, study.pseudonyms) for n, r in rels.items()
+    }
     headlines = {n: honest.figures(r, ctx.cohort) for n, r in rels.items()}
     step(0.7, "writing the report")
     try:

@@ -129,12 +129,10 @@ def test_the_sample_equals_the_reference(sample_dataset):
     )
 
 
-@pytest.mark.parametrize("scores", [membership.SCORES, 1])
-def test_flag_rates_over_several_chunks_with_repeated_genotypes_equal_the_reference(scores, monkeypatch):
-    """Issue 36: targets scored up to 1,024 at a time (128 when many distinct genotypes would make the
-    scores too big: `scores` 1 forces it) and the null's counts summed in float32 (exact below 2**24):
-    more targets than a chunk, null genotypes repeated up to hundreds of times, exact ties."""
-    monkeypatch.setattr(membership, "SCORES", scores)
+def test_flag_rates_of_many_targets_with_repeated_genotypes_equal_the_reference():
+    """Issue 36: the compiled count (`engine.utility.membership_kernel`, one target at a time, the null's
+    counts as whole numbers): more targets than the reference's chunks, null genotypes repeated up to
+    hundreds of times, exact ties, targets no row concerns."""
     rng = np.random.default_rng(36)
     null = rng.integers(-1, 3, size=(2600, 3)).astype(float)  # 64 distinct genotypes, ~40 of each
     w = rng.integers(-2, 3, size=(2600, 3)).astype(float)
@@ -145,4 +143,50 @@ def test_flag_rates_over_several_chunks_with_repeated_genotypes_equal_the_refere
             reference.flag_rates(w, y, null, 0.05, leave_out=leave_out),
             strict=True,
         )
-    assert len(w) > 2 * membership.CHUNK
+    assert len(w) > 2 * reference.CHUNK
+
+
+@given(
+    seed=st.integers(0, 2**16),
+    targets=st.integers(1, 700),
+    distinct=st.integers(1, 40),
+    snps=st.integers(1, 6),
+    fpr=st.sampled_from([0.05, 0.2]),
+)
+def test_flag_rates_on_centred_genotypes_equal_the_reference(seed, targets, distinct, snps, fpr):
+    """Issue 36: real-valued weights and centred genotypes (x - 2q, zero where missing), each distinct
+    genotype repeated, the targets their own null (leave one out) and others: the compiled count flags
+    every target as the reference does, to the bit."""
+    rng = np.random.default_rng(seed)
+    q = rng.uniform(0.05, 0.5, snps)
+    kinds = rng.integers(0, 4, size=(distinct, snps)).astype(float)  # 3: missing
+    genotypes = np.where(kinds == 3, 0.0, kinds - 2 * q)
+    null = genotypes[rng.integers(0, distinct, size=targets)]
+    w = rng.normal(size=(targets, snps)) * (rng.random((targets, 1)) < 0.9)  # a tenth concerned by no row
+    for leave_out, y in ((True, null), (False, genotypes[rng.integers(0, distinct, size=targets)])):
+        np.testing.assert_array_equal(
+            membership.flag_rates(w, y, null, fpr, leave_out=leave_out),
+            reference.flag_rates(w, y, null, fpr, leave_out=leave_out),
+            strict=True,
+        )
+
+
+def test_targets_alike_are_scored_once_and_a_hash_collision_changes_nothing(monkeypatch):
+    """Issue 36: targets of the same weights and statistic are scored once (`membership.distinct_rows`,
+    rows told apart by a hash of their bits, then checked); with a hash under which different rows
+    collide, every row is its own and the flags are the same."""
+    rows = np.array([[1.0, 2.0], [2.0, 1.0], [1.0, 2.0], [0.0, -0.0], [0.0, 0.0]])
+    first, same = membership.distinct_rows(rows)
+    np.testing.assert_array_equal(first, [0, 1, 3, 4])  # -0.0 and 0.0 differ in their bits: kept apart
+    np.testing.assert_array_equal(same, [0, 1, 0, 2, 3])
+    rng = np.random.default_rng(7)
+    null = rng.integers(-1, 3, size=(300, 2)).astype(float)
+    w = rng.integers(-2, 3, size=(300, 2)).astype(float)
+    expected = reference.flag_rates(w, null, null, 0.05, leave_out=True)
+    monkeypatch.setattr(membership, "_MIX", np.ones(64, dtype=np.uint64))  # (1, 2) and (2, 1) collide
+    first, same = membership.distinct_rows(rows)
+    np.testing.assert_array_equal(first, np.arange(5))
+    np.testing.assert_array_equal(same, np.arange(5))
+    np.testing.assert_array_equal(
+        membership.flag_rates(w, null, null, 0.05, leave_out=True), expected, strict=True
+    )

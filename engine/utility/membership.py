@@ -61,8 +61,9 @@ barely do (0.093): a member moves a pool of n cases by ~1/(2n), 0.025 for the sm
 How it is computed (issue 24). A table's used rows become one phecodes x SNPs matrix of their terms
 logit(f) - logit(q) (`_Terms`), so each target set's weights are one sparse product with its case
 matrix; the non-members' centred genotypes are made distinct once per SNP set (`_Null`), and each
-target's statistic is compared with every distinct null genotype's score in blocks that stay in the
-cache; a target no used row concerns scores 0 as every null genotype does (all tied) and is not scored.
+target's statistic is compared with every distinct null genotype's score by a compiled loop, one target
+at a time (`engine.utility.membership_kernel`, issue 36); a target no used row concerns scores 0 as every
+null genotype does (all tied) and is not scored.
 The results are those of the attack as it was (tests/reference_membership.py, compared in
 tests/test_membership_fast.py): the weights are summed in another order, so scores may differ in the
 last bits, which turns no comparison unless a score difference lies within rounding of the 1e-9 tie
@@ -89,10 +90,6 @@ BIG_CELLS = 100  # "bigger cells": a row needs this many cases and controls
 ROUND_MAF = 2  # "coarser statistics": frequencies to 2 decimals
 SIGNIFICANT = 0.05  # "fewer rows": Benjamini-Hochberg adjusted p <= 0.05
 SHRINK = 20  # pseudo-people of the panel's overall frequency added to each case pool's reference
-# targets scored against the null genotypes at a time: up to CHUNK while their scores stay within
-# SCORES (float64), never fewer than 128 (the rows before issue 36, whose matrix products' calls took
-# the time at 2,254 distinct genotypes: 30,000 targets 6.0-9.0 s -> 1.8-2.3 s with 1,024)
-CHUNK, SCORES = 1024, 4_000_000
 
 
 @dataclass(frozen=True)
@@ -329,7 +326,9 @@ def lr_statistics(
 
 @dataclass(frozen=True, eq=False)
 class _Null:
-    """Null genotypes (centred, one per row), each distinct one kept once with how often it occurs."""
+    """Null genotypes (centred, one per row), each distinct one kept once with how often it occurs, in
+    order of first appearance (`distinct_rows`: a hash, not a sort of the 236,445 non-members' rows at
+    paper scale; the flag rates sum whole counts, in any order)."""
 
     n: int
     vectors: np.ndarray
@@ -337,8 +336,8 @@ class _Null:
 
     @classmethod
     def of(cls, null: np.ndarray) -> _Null:
-        vectors, counts = np.unique(null, axis=0, return_counts=True)
-        return cls(len(null), vectors, counts.astype(float))
+        first, same = distinct_rows(null)
+        return cls(len(null), null[first], np.bincount(same, minlength=len(first)).astype(float))
 
 
 def flag_rates(w: np.ndarray, y: np.ndarray, null: np.ndarray, fpr: float, *, leave_out: bool) -> np.ndarray:
@@ -356,29 +355,53 @@ def _flag_rates(w: np.ndarray, y: np.ndarray, null: _Null, fpr: float, *, leave_
     n_null = null.n - (1 if leave_out else 0)
     if n_null <= 0:
         return np.zeros(len(w))
-    t = (w * y).sum(axis=1)
+    t = np.asarray((w * y).sum(axis=1), dtype=np.float64)
     total, own = null.weight.sum(), (1 if leave_out else 0)  # `own`: the target itself, tied with itself
     # a target no used row concerns (weights all zero) scores 0, as every null genotype does: all tied
     above, tied = np.zeros(len(w)), np.full(len(w), total - own)
     live = np.flatnonzero(w.any(axis=1))
-    # the weights are counts: any sum of them is a whole number up to `total`, exact in float32 below
-    # 2**24, so the 0/1 comparisons are summed there, half the bytes of float64 (issue 36: 236,000
-    # non-member targets x 2,254 distinct null genotypes per attack, 158 of the report's 218 s)
-    weight = null.weight.astype(np.float32 if total < 2**24 else np.float64)
-    rows = min(CHUNK, max(128, SCORES // max(len(null.vectors), 1)))
-    for s in range(0, len(live), rows):
-        i = live[s : s + rows]
-        tt = t[i, None]
-        d = w[i] @ null.vectors.T  # (targets, distinct null genotypes): their scores
-        d -= tt  # less the target's
-        tol = 1e-9 * (1 + np.abs(tt))
-        at_most = (d <= tol).astype(weight.dtype) @ weight
-        above[i] = total - at_most
-        tied[i] = at_most - (d < -tol).astype(weight.dtype) @ weight - own
+    if len(live):
+        # compiled (issue 36: 236,445 non-member targets x 1,969 distinct null genotypes per attack); targets
+        # of the same weights and statistic are flagged alike, so each such target is scored once (a table
+        # of few rows gives few weights: 3,507 distinct of 104,294 targets for GCCens' release, paper scale)
+        from engine.utility.membership_kernel import null_counts
+
+        first, same = distinct_rows(np.column_stack([w[live], t[live]]))
+        at_most, below = np.zeros(len(first), np.int64), np.zeros(len(first), np.int64)
+        null_counts(
+            np.ascontiguousarray(w, dtype=np.float64),
+            t,
+            1e-9 * (1 + np.abs(t)),
+            np.ascontiguousarray(null.vectors.T, dtype=np.float64),
+            null.weight.astype(np.int64),
+            live[first],
+            at_most,
+            below,
+        )
+        above[live] = total - at_most[same]
+        tied[live] = at_most[same] - below[same] - own
     p_above, p_tied = above / n_null, tied / n_null
     with np.errstate(divide="ignore", invalid="ignore"):
         split = (fpr - p_above) / p_tied
     return np.where(p_above + p_tied <= fpr, 1.0, np.where(p_above >= fpr, 0.0, split))
+
+
+_MIX = np.random.default_rng(36).integers(1, 2**63, size=64, dtype=np.uint64) | np.uint64(1)  # odd
+
+
+def distinct_rows(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the position of the first of each distinct row of `a`, in order of first appearance; for each
+    row, which of them it is). Rows are the same when their bits are: told apart by a hash of the bits
+    (at most 64 columns), then checked, so a collision only leaves every row its own."""
+    bits = np.ascontiguousarray(a, dtype=np.float64).view(np.uint64)
+    if len(bits) == 0 or bits.shape[1] > len(_MIX):
+        return np.arange(len(bits)), np.arange(len(bits))
+    same, _ = pd.factorize((bits * _MIX[: bits.shape[1]]).sum(axis=1))  # wraps modulo 2**64
+    first = np.zeros(int(same.max()) + 1, dtype=np.intp)
+    first[same[::-1]] = np.arange(len(same) - 1, -1, -1)
+    if not np.array_equal(bits, bits[first[same]]):
+        return np.arange(len(bits)), np.arange(len(bits))
+    return first, same
 
 
 @dataclass(frozen=True, eq=False)

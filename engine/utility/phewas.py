@@ -47,6 +47,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import pairwise
 from typing import Literal
 
 import numpy as np
@@ -153,54 +154,71 @@ def _ancestors(phecode: str, known: set[str]) -> list[str]:
 @lru_cache(maxsize=1)
 def phecode_table() -> PhecodeTable:
     """The v1.2 maps (ICD-9-CM and ICD-10-CM) as index arrays: the phecodes each item counts toward,
-    its own phecodes, and the exclusion matrix."""
-    m = phecode_map()
-    known = set(m["phecode"])
+    its own phecodes, and the exclusion matrix (`table_of_maps`), read once per process."""
+    return table_of_maps(phecode_map(), phecode_map_icd10cm())
+
+
+def table_of_maps(m: pd.DataFrame, m10: pd.DataFrame) -> PhecodeTable:
+    """The `PhecodeTable` of an ICD-9 map (`engine.vocab.phecode_map`'s columns) and an ICD-10-CM map
+    (`engine.vocab.phecode_map_icd10cm`'s). Each distinct (phecode, rollup), (phecode, exclusion text)
+    and ICD-10-CM item is read once, and a range's phecodes are found by binary search in the sorted
+    phecode values (issue 36: the maps read row by row took 2.4 s of the Compare page's first opening at
+    paper scale; tests/reference_phecode_table.py is that reading, the test's reference)."""
+    codes = m["icd9"].to_numpy(dtype=object).tolist()
+    pcs = m["phecode"].to_numpy(dtype=object).tolist()
+    rollups = m["rollup"].to_numpy(dtype=bool).tolist()
+    known = set(pcs)
     phecodes = np.array(sorted(known, key=float), dtype=object)
     idx = {p: i for i, p in enumerate(phecodes)}
-    code_phecodes: dict[str, frozenset[int]] = {}
-    code_leaves: dict[str, frozenset[int]] = {}
+    # what a code counts toward depends on its phecode and rollup alone; the last row of a code counts
+    toward9 = {
+        (pc, up): frozenset(idx[t] for t in (_ancestors(pc, known) if up else [pc]))
+        for pc, up in set(zip(pcs, rollups, strict=True))
+    }
+    single = [frozenset((i,)) for i in range(len(phecodes))]  # shared: most items have one phecode
+    leaf = {p: single[i] for p, i in idx.items()}
+    code_phecodes = dict(zip(codes, [toward9[k] for k in zip(pcs, rollups, strict=True)], strict=True))
+    code_leaves = dict(zip(codes, [leaf[pc] for pc in pcs], strict=True))
     ranges: dict[int, set[tuple[float, float]]] = {}
-    for code, pc, rollup, excl in zip(m["icd9"], m["phecode"], m["rollup"], m["exclude_range"], strict=True):
-        targets = _ancestors(pc, known) if rollup else [pc]
-        code_phecodes[code] = frozenset(idx[t] for t in targets)
-        code_leaves[code] = frozenset((idx[pc],))
+    for pc, excl in set(zip(pcs, m["exclude_range"].to_numpy(dtype=object).tolist(), strict=True)):
         ranges.setdefault(idx[pc], set()).update(_parse_ranges(excl))
-    m10 = phecode_map_icd10cm()
-    outside = sorted(set(m10["phecode_unrolled"]) - known)
+    unrolled = m10["phecode_unrolled"].to_numpy(dtype=object)
+    own10 = m10["phecode"].to_numpy(dtype=object)
+    outside = sorted((set(unrolled.tolist()) | set(own10.tolist())) - known)
     if outside:  # the shipped maps hold none; a replaced map file must not be half understood
         raise ValueError(f"phecodes of the ICD-10-CM map absent from the ICD-9 map: {outside[:5]}")
-    toward: dict[str, set[int]] = {}
-    own: dict[str, set[int]] = {}
-    for item, pc, unrolled in zip(m10["item"], m10["phecode"], m10["phecode_unrolled"], strict=True):
-        toward.setdefault(item, set()).add(idx[unrolled])
-        own.setdefault(item, set()).add(idx[pc])
-    code_phecodes.update((k, frozenset(v)) for k, v in toward.items())
-    code_leaves.update((k, frozenset(v)) for k, v in own.items())
+    position = pd.Index(phecodes)
+    group, items = pd.factorize(m10["item"].to_numpy(dtype=object))  # items in order of first row
+    names = items.tolist()
+    code_phecodes.update(zip(names, _sets_of(group, position.get_indexer(unrolled), single), strict=True))
+    code_leaves.update(zip(names, _sets_of(group, position.get_indexer(own10), single), strict=True))
     values = phecodes.astype(float)
     # a phecode without its own rows (reached only by rollup) takes its descendants' ranges
-    for i, p in enumerate(phecodes):
-        if i not in ranges:
-            ranges[i] = {
-                r for j, q in enumerate(phecodes) if q.startswith(p + ".") for r in ranges.get(j, ())
-            }
-    rows, cols = [], []
+    text = phecodes.astype(str)
     for i in range(len(phecodes)):
-        mask = np.zeros(len(phecodes), dtype=bool)
-        mask[i] = True  # a phecode is always in its own exclusion range
-        for lo, hi in ranges[i]:
-            mask |= (values >= lo) & (values <= hi)
-        q = np.flatnonzero(mask)
-        rows.extend(q.tolist())
-        cols.extend([i] * len(q))
-    excl = sp.csr_matrix(
-        (np.ones(len(rows), dtype=np.int8), (rows, cols)), shape=(len(phecodes), len(phecodes))
-    )
+        if i not in ranges:
+            below = np.flatnonzero(np.char.startswith(text, text[i] + "."))
+            ranges[i] = {r for j in below.tolist() for r in ranges.get(j, ())}
+    # [q, p] = 1 when q lies in one of p's ranges (the values are sorted: a range is a run of them) or q is p
+    held = np.eye(len(phecodes), dtype=np.int8)
+    for i, spans in ranges.items():
+        for lo, hi in spans:
+            held[np.searchsorted(values, lo, "left") : np.searchsorted(values, hi, "right"), i] = 1
+    excl = sp.csr_matrix(held)
     by_category: dict[str, set[int]] = {}
     for code, leaves in code_leaves.items():
         by_category.setdefault(_category(code), set()).update(leaves)
     category_leaves = {c: frozenset(v) for c, v in by_category.items()}
     return PhecodeTable(phecodes, values, code_phecodes, code_leaves, excl, category_leaves)
+
+
+def _sets_of(group: np.ndarray, values: np.ndarray, single: list[frozenset[int]]) -> list[frozenset[int]]:
+    """Per group 0, 1, ... (`group` of each row, every group present), the set of its rows' `values`;
+    `single[v]` is the set {v}, shared by the groups that hold v alone."""
+    order = np.argsort(group, kind="stable")
+    bounds = np.flatnonzero(np.diff(group[order], prepend=-1, append=-1)).tolist()
+    vals = values[order].tolist()
+    return [single[vals[a]] if b - a == 1 else frozenset(vals[a:b]) for a, b in pairwise(bounds)]
 
 
 # ----------------------------------------------------------------------------- phenotype matrix
