@@ -243,10 +243,12 @@ def test_a_worker_inherits_the_loaded_kernels() -> None:
     from this process holds every kernel entry the methods call, without calling any."""
     from engine.anonymize import alignment_kernel, censor_kernel, profiles_kernel
     from engine.scale import trie
+    from engine.utility import membership_kernel
     from ui import worker
 
     worker._preload()
     entries = {
+        "membership counts": membership_kernel.null_counts,
         "profiles run": profiles_kernel.run,
         "constraint supports": profiles_kernel.constraint_supports,
         "alignment": alignment_kernel.ags_trace,

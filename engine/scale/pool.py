@@ -67,6 +67,7 @@ KERNELS = (
     "engine.anonymize.profiles_kernel",
     "engine.anonymize.alignment_kernel",
     "engine.scale.trie",
+    "engine.utility.membership_kernel",
     "scipy.stats",
 )
 
