@@ -280,6 +280,21 @@ def test_batched_clustering_equals_pure_python_reference(pairs, k: int, method: 
 
 
 @settings(max_examples=25, deadline=None)
+@given(pairs=few_values(max_n=40), k=st.integers(2, 5), method=st.sampled_from(["a-gs", "baseline"]))
+def test_nearest_over_many_equal_bounds_equals_pure_python_reference(pairs, k: int, method: str) -> None:
+    """Issue 36: the nearest-record search aligns the record of least bound first, then sorts only the
+    records whose bound is at most its cost; on cohorts of few values (many equal bounds and costs,
+    so the lowest-index tie rule decides) the clusters and the release are the pure-Python reference's."""
+    t = Trajectories.from_pairs(pairs)
+    if int((t.lengths > 0).sum()) < k:
+        return
+    kw = {"method": method, "icd_hierarchy": ICD, "age_domain": (30, 45)}
+    fast, ref = lda(t, k, **kw), lda(t, k, kernel="reference", **kw)
+    assert [c.tolist() for c in fast.clusters] == [c.tolist() for c in ref.clusters]
+    assert fast.release().fingerprint == ref.release().fingerprint
+
+
+@settings(max_examples=25, deadline=None)
 @given(
     pairs=cohorts(max_n=16),
     ks=st.lists(st.integers(2, 4), min_size=2, max_size=3),
