@@ -586,7 +586,6 @@ def check_policy(constraints: Sequence[Iterable[str]], release: Release, k: int)
     within = release.shows_visits
     item_of = released_item_of(release)
     cons = tuple(frozenset(c) for c in constraints)
-    images = [constraint_image(c, item_of) for c in cons]
     # mutually exclusive items match only themselves: count on the released items directly, under
     # short aliases that keep the vocabulary's order (labels of large items are long strings)
     records = release.records
@@ -598,7 +597,10 @@ def check_policy(constraints: Sequence[Iterable[str]], release: Release, k: int)
         records = dataclasses.replace(records, items=np.array(list(alias.values()), dtype=object))
         ic = None
     back = {v: u for u, v in alias.items()}
-    aliased = [frozenset(alias[t] for t in img) for img in images]
+    # each constraint's image under the aliases in one pass over its codes (issue 36: 64,000 constraints
+    # at paper scale, imaged then aliased in two passes, 0.55 s)
+    code_alias = {c: alias[t] for c, t in item_of.items()}
+    aliased = [constraint_image(c, code_alias) for c in cons]
     sup = supports(aliased, records, ic, within_visits=within)
     violations: list[frozenset[str] | None] = []
     for img, s in zip(aliased, sup, strict=True):
