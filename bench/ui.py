@@ -122,8 +122,9 @@ Issue 36, the LDA and UGACLIP / ACLIP views at paper scale (branch h-methods): `
 gccens,profiles,lda,labs --repeat 1`, load average 1.8-2.2, machine reference 0.091 s (0.084 s when the
 figures before were taken, load 0.7-1.5): GCCens 3.29 s (3.04-3.15 before), UGACLIP / ACLIP 4.35 s
 (4.06-4.22), LDA 3.99 s (4.19-4.61), Lab orders 3.93 s (3.41): a process's first opening of each view
-still computes what depends on the data alone (PPE's protection, the relative error's workload, the
-LDA's prepared input), now once per data for the server's sessions instead of once per session. At
+still computes what depends on the data alone (PPE's protection and the relative error's workload,
+now once per data for the server's sessions instead of once per session; the LDA's prepared input,
+0.16 s, still once per session). At
 each later new k in a new session (`app_open` three times in one process, the code before from a copy
 of commit 9a1e442 then this branch, one after the other, load 2.3-2.5 and 1.7-2.0): UGACLIP / ACLIP
 5.48, 5.85 s -> 2.57, 2.34 s (PPE's protection 1.39 s and the workload 0.86 s no longer recomputed, the
