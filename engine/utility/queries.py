@@ -450,6 +450,7 @@ class Workload:
 
     queries: list[tuple[str, ...]]
     actual: np.ndarray  # (n_queries,) int64: the cohort's records holding every code of each query
+    cohort: str  # the cohort's `Records.fingerprint`
 
 
 _WORKLOADS_KEPT = 4  # cohorts whose workload is kept (`engine.memo`, "case-count workloads")
@@ -465,14 +466,14 @@ def case_count_workload(
 
     def make(qs: list[tuple[str, ...]]) -> Workload:
         if not qs:
-            return Workload(qs, np.zeros(0, dtype=np.int64))
+            return Workload(qs, np.zeros(0, dtype=np.int64), cohort.fingerprint)
         obits = item_bitsets(cohort.patient_item_sets)
         opos = {str(c): i for i, c in enumerate(cohort.items.tolist())}
         actual = [
             int(np.bitwise_count(np.bitwise_and.reduce(obits[[opos[c] for c in q]], axis=0)).sum())
             for q in qs
         ]
-        return Workload(qs, np.asarray(actual, dtype=np.int64))
+        return Workload(qs, np.asarray(actual, dtype=np.int64), cohort.fingerprint)
 
     if queries is not None:
         return make(queries)
@@ -492,6 +493,8 @@ def relative_error(
     combinations held by at least `min_share` of the original records (`case_count_workload`)."""
     if not isinstance(workload, Workload):
         workload = case_count_workload(cohort, min_share, workload)
+    elif workload.cohort != cohort.fingerprint:
+        raise ValueError("the workload was counted on another cohort: pass case_count_workload(cohort)")
     queries = workload.queries
     if not queries:
         return RelativeError(
