@@ -1,6 +1,6 @@
 """Benchmark: LDA (A-GS + MDAV, thesis chapter IV) on the shipped sample and at the thesis' shapes.
 
-    .venv/bin/python -m bench.trajectories [--skip-d50] [--k 5] [--sample-only]
+    .venv/bin/python -m bench.trajectories [--skip-d50] [--k 5] [--sample-only] [--paper]
 
 First the shipped sample (issue 24, "Live means live": a new k within 1 s): its trajectories (the
 paper's four codes), then `LDASettings(k=...).run` for A-GS and Baseline, each at a new k twice: in
@@ -15,6 +15,13 @@ Then the shapes (thesis Table 3), generated here (seeded) rather than read from 
 Prints sizes, wall and CPU times (CPU time is the fair figure on a shared machine), peak memory, and
 the speed-up of the batched alignment over the pure-Python reference measured in the same run on a
 whole clustering of a subset, where the two kernels must give the identical release.
+
+Then (and alone with `--paper`, on the paper-scale cohort of `sample_data/paper`, issue 36) the
+nearest-record search of today against the one before issue 36 (tests/reference_lda.py
+`reference_sorted_pool`), the clustering at a new k after a run at another, one after the other in one
+process. Measured 2026-11-29 13:25-13:27 (`--paper`, load average 1.9-2.8, peak 3.1 GB; 5,795
+trajectories, 74,905 pairs, the paper's four codes), CPU seconds, today / before / identical release:
+k = 5 1.90 / 3.40 s (x1.78) True; k = 9 2.00 / 3.75 s (x1.87) True; k = 13 2.09 / 3.91 s (x1.87) True.
 """
 
 from __future__ import annotations
@@ -152,6 +159,41 @@ def sample(first_k: int) -> None:
             k += 2
 
 
+def nearest_before_after(label: str, traj: Trajectories, icd, age, ks: tuple[int, ...]) -> None:
+    """The clustering (`lda`, A-GS) at each k of `ks` with the nearest-record search of today and the
+    one before issue 36 (tests/reference_lda.py `reference_sorted_pool`: every alive record's bound
+    sorted at every step), one after the other in this process, after a run at another k (the input
+    prepared: what a change of k in the app does); CPU seconds, ratio, identical releases."""
+    from tests.reference_lda import reference_sorted_pool
+
+    kw = {"icd_hierarchy": icd, "age_hierarchy": age}
+    lda(traj, max(ks) + 1, **kw)  # prepared input, compiled code loaded
+    lda(traj, max(ks) + 1, kernel=reference_sorted_pool, **kw)
+    print(
+        f"\n== nearest-record search, {label}: {traj.n:,} trajectories, {len(traj.codes):,} pairs (CPU seconds)"
+    )
+    print(f"| {'k':>3} | {'today':>8} | {'before issue 36':>15} | {'ratio':>6} | same release |")
+    print("|-----|----------|-----------------|--------|--------------|")
+    for k in ks:
+        new, t_new = _cpu(lambda: lda(traj, k, **kw))  # noqa: B023
+        old, t_old = _cpu(lambda: lda(traj, k, kernel=reference_sorted_pool, **kw))  # noqa: B023
+        same = new.release().fingerprint == old.release().fingerprint
+        print(f"| {k:>3} | {t_new:6.2f} s | {t_old:13.2f} s | x{t_old / t_new:5.2f} | {same} |")
+
+
+def paper(ks: tuple[int, ...]) -> None:
+    """The paper-scale cohort (`sample_data/paper`, issue 36; run it under `flock /work/paper.lock` on the
+    shared machine): the LDA view's opening input (`LDASettings()`, the paper's four codes)."""
+    from engine.io.loaders import load_sample_checked
+    from engine.study.runs import LDASettings
+
+    t0 = time.perf_counter()
+    cohort = load_sample_checked("sample_data/paper").data.group_records("cohort")
+    traj, icd, age = LDASettings().inputs(cohort)
+    print(f"paper-scale data read in {time.perf_counter() - t0:.1f} s; cohort {cohort.n_patients:,} patients")
+    nearest_before_after("paper-scale cohort, the paper's codes", traj, icd, age, ks)
+
+
 def main() -> None:
     from engine.hierarchy import ICD9_THESIS_LEVELS, Hierarchy
 
@@ -163,8 +205,18 @@ def main() -> None:
     ap.add_argument("--skip-d50", action="store_true")
     ap.add_argument("--ref-subset", type=int, default=400)
     ap.add_argument("--sample-only", action="store_true")
+    ap.add_argument("--paper", action="store_true", help="only the nearest search on the paper-scale cohort")
     a = ap.parse_args()
+    if a.paper:
+        paper((5, 9, 13))
+        print(f"peak memory (ru_maxrss): {peak_mb():.0f} MB")
+        return
     sample(max(a.k, 2) + 3)
+    from engine.io.loaders import load_sample_checked
+    from engine.study.runs import LDASettings
+
+    traj, icd, age = LDASettings().inputs(load_sample_checked().data.group_records("cohort"))
+    nearest_before_after("the shipped sample, the paper's codes", traj, icd, age, (5, 9))
     if a.sample_only:
         return
     t0 = time.perf_counter()

@@ -3,6 +3,9 @@ length into padded column-major arrays, every alive record aligned with x at eve
 and the readable `ags_nodes` for the chosen record. `lda(..., kernel=reference_bucket_pool)` runs
 the clustering with it; tests/test_trajectories.py and bench/trajectories.py compare the current
 kernel (flat layout, lower bounds, memoized rows) against it, release for release.
+
+Also the compiled nearest-record search before issue 36 (`reference_sorted_nearest`, which sorted
+every alive record's lower bound at every step), as `lda(..., kernel=reference_sorted_pool)`.
 """
 
 from __future__ import annotations
@@ -10,9 +13,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from numba import njit
 
+from engine.anonymize import alignment_kernel as ak
 from engine.anonymize.alignment import PairTables
-from engine.anonymize.trajectories import _Candidates, _Prepared
+from engine.anonymize.trajectories import _Candidates, _Pool, _Prepared
 
 
 def reference_prepare_x(
@@ -190,3 +195,145 @@ class _Adapter(_Candidates):
 def reference_bucket_pool(prep: _Prepared, rec: np.ndarray) -> _Candidates:
     """The former kernel as a `PoolFactory` for `lda(..., kernel=...)`."""
     return _Adapter(prep, rec)
+
+
+# ------------------------------------------------------------------ the nearest search before issue 36
+@njit(cache=True)
+def reference_sorted_nearest(
+    method,
+    xi,
+    xa,
+    sx,
+    lo,
+    hi,
+    lc,
+    du,
+    cu,
+    gen_a,
+    yshare_a,
+    sup_min,
+    icd_cost,
+    parent,
+    depth,
+    val_node,
+    ypi,
+    ypa,
+    ytin,
+    ycost,
+    ysup,
+    ptr,
+    alive,
+    memo,
+    stamp,
+    slot,
+):
+    """`alignment_kernel.nearest` before issue 36, verbatim: every alive record's floor sorted
+    (`np.argsort`), then records aligned from the least floor up. The alive record of least alignment
+    cost with x, the lowest index on ties (module docstring:
+    the bounds that skip records), records tried from the least bound up. `sup_min`: the cheapest
+    suppression of a y value; `memo`: scratch (n_i, n_a, 2) of y floors, [a, b, 0] valid for x when
+    [a, b, 1] == `stamp` (a new one per x); `slot`: scratch per ICD node, -1 on entry and on return
+    (`_ancestor_best`)."""
+    m = len(xi)
+    cheapest = np.zeros(m + 1, dtype=np.int64)  # cheapest[t]: the t cheapest suppressions of x
+    order = np.sort(sx)
+    for t in range(m):
+        cheapest[t + 1] = cheapest[t] + order[t]
+    best_age, touched = ak._ancestor_best(xi, xa, yshare_a, parent, depth, slot)
+    n_rec = len(alive)
+    recs = np.flatnonzero(alive)
+    floor = np.empty(len(recs), dtype=np.int64)
+    yfl = np.empty(len(ypi), dtype=np.int64)  # per pair of an alive record: its least addition
+    longest = 0
+    for q in range(len(recs)):
+        r = recs[q]
+        s, n = ptr[r], ptr[r + 1] - ptr[r]
+        longest = max(longest, n)
+        f = 0
+        for j in range(s, s + n):
+            a, b = ypi[j], ypa[j]
+            if memo[a, b, 1] != stamp:  # the least y value (a, b) adds to any alignment with x
+                v = ysup[j]
+                if m > 0:
+                    node = val_node[a]
+                    cy = icd_cost[node]
+                    w = node
+                    while w >= 0:
+                        k = slot[w]
+                        if k >= 0:
+                            c = icd_cost[w] - cy + best_age[k, b]
+                            if c < v:
+                                v = c
+                        w = parent[w]
+                memo[a, b, 0], memo[a, b, 1] = v, stamp
+            yfl[j] = memo[a, b, 0]
+            f += yfl[j]
+        if n < m:
+            f += cheapest[m - n]
+        elif n > m and (n - m) * sup_min > f:
+            f = (n - m) * sup_min
+        floor[q] = f
+    for w in touched:
+        slot[w] = -1
+    row = np.empty(longest + 1, dtype=np.int64)
+    rest = np.empty(longest + 1, dtype=np.int64)
+    best, best_rec = ak.BIG, n_rec
+    for q in np.argsort(floor, kind="mergesort"):  # least bound first, so the best cost falls early
+        r = recs[q]
+        if floor[q] > best:
+            break  # every later bound is as high
+        later = r > best_rec
+        if later and floor[q] == best:
+            continue
+        s, n = ptr[r], ptr[r + 1] - ptr[r]
+        if method == 0:
+            rest[n] = 0
+            for j in range(n - 1, -1, -1):
+                rest[j] = rest[j + 1] + yfl[s + j]
+            c = ak._ags(
+                lo, hi, lc, du, cu, xa, sx, gen_a, ytin, ycost, ysup, ypa, s, n, row, rest, best, later
+            )
+        else:
+            c = ak._baseline(lo, hi, lc, du, cu, xa, sx, gen_a, ytin, ycost, ysup, ypa, s, n)
+        if c < best or (c == best and not later):
+            best, best_rec = c, r
+    return best_rec
+
+
+class ReferenceSortedPool(_Pool):
+    """`_Pool` with the nearest search before issue 36 (`reference_sorted_nearest`)."""
+
+    def nearest(self, x: Sequence[tuple[int, int]]) -> int:
+        prep = self.prep
+        kt = prep.tables.kernel
+        xs = prep.x_side(x)
+        self._stamp += 1
+        return int(
+            reference_sorted_nearest(
+                0 if prep.method == "a-gs" else 1,
+                xs.xi,
+                xs.xa,
+                xs.sx,
+                *xs.ancestors,
+                kt.gen_a,
+                kt.yshare_a,
+                kt.sup_min,
+                kt.icd_cost,
+                kt.icd_parent,
+                kt.icd_depth,
+                kt.val_node,
+                prep.ypi,
+                prep.ypa,
+                *prep.y_pairs,
+                prep.ptr,
+                self.alive,
+                self._floors,
+                self._stamp,
+                self._slot,
+            )
+        )
+
+
+def reference_sorted_pool(prep: _Prepared, rec: np.ndarray) -> _Candidates:
+    """The nearest search before issue 36 as a `PoolFactory` for `lda(..., kernel=...)`."""
+    return ReferenceSortedPool(prep, rec)

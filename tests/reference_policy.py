@@ -1,4 +1,4 @@
-"""PPE's k-independent part as it was before issue 24 (engine/anonymize/policy.py `_protection`'s
+"""PPE's k-independent part as it was before issue 24 (engine/anonymize/policy.py `policy_protection`'s
 `make`: `collect_constraints`, `supports`, `least_superset_support`, copied verbatim), the reference
 tests/test_policy_fast.py and bench/policy.py compare the vectorized version against.
 """
@@ -114,7 +114,7 @@ def reference_protection(
     code_sets: Iterable[Iterable[str]] | None,
     within_visits: bool,
 ) -> tuple[list[Itemset], np.ndarray, np.ndarray]:
-    """`_protection`'s `make` before issue 24 (unmemoized), verbatim."""
+    """`policy_protection`'s `make` before issue 24 (unmemoized), verbatim."""
     collected = collect_constraints(records, condition, code_sets)
     sup = supports(collected, records, within_visits=within_visits)
     return collected, sup, least_superset_support(collected, sup)

@@ -1,4 +1,4 @@
-"""PPE's k-independent part (`engine.anonymize.policy._protection`, vectorized for issue 24) gives
+"""PPE's k-independent part (`engine.anonymize.policy.policy_protection`, vectorized for issue 24) gives
 exactly what the per-item version it replaced gave (tests/reference_policy.py): the same constraints
 in the same order, the same supports and least superset supports, on random small cohorts, random
 custom policies and the shipped sample."""
@@ -40,7 +40,7 @@ def cohorts(draw) -> Records:
 def unmemoized(records: Records, condition: str, code_sets, within: bool):
     """`_protection` without the memo (a fresh computation every time)."""
     if condition == "custom":
-        return policy._protection(records, condition, code_sets, within)  # type: ignore[arg-type]
+        return policy.policy_protection(records, condition, code_sets, within)  # type: ignore[arg-type]
     collected, rows, group = policy._condition_constraints(records, condition)  # type: ignore[arg-type]
     pairs = policy._superset_pairs(rows)
     if within and condition == "single_visit":

@@ -143,3 +143,22 @@ def test_frequent_itemsets_joins_only_itemsets_of_the_same_prefix():
     records = Records.from_frame(pd.DataFrame(rows, columns=["patient_id", "code"]))
     found = frequent_itemsets(records, 1 / 10_000)
     assert found == [(c,) for c in a_codes + b_codes] + [(a, b) for a in a_codes for b in b_codes]
+
+
+def test_relative_error_reads_the_workloads_counts_and_refuses_another_cohorts() -> None:
+    """Issue 36: the workload and its counts (`case_count_workload`) depend on the cohort alone, so the
+    app computes them once per cohort; the relative error over them is the one computed from the
+    cohort, and a workload counted on another cohort is refused rather than used."""
+    from engine.utility.queries import case_count_workload
+
+    rows = [(f"p{i}", "a") for i in range(10)] + [(f"p{i}", "b") for i in range(4)] + [("p9", "c")]
+    orig = _records(rows)
+    item = "{b,c}"
+    rel_rows = [(f"p{i}", "a") for i in range(10)] + [(f"p{i}", item) for i in range(4)] + [("p9", item)]
+    rel = Release("g", _records(rel_rows), item_codes={item: frozenset({"b", "c"})})
+    held = case_count_workload(orig, 0.20)
+    assert held.queries == [("a",), ("b",), ("a", "b")] and held.actual.tolist() == [10, 4, 4]
+    assert relative_error(orig, rel, 0.20, held).queries.equals(relative_error(orig, rel, 0.20).queries)
+    other = _records([(f"p{i}", "a") for i in range(10)])
+    with pytest.raises(ValueError, match="another cohort"):
+        relative_error(other, rel, 0.20, held)

@@ -279,6 +279,32 @@ def test_batched_clustering_equals_pure_python_reference(pairs, k: int, method: 
     assert fast.released_frame().equals(ref.released_frame())
 
 
+@settings(max_examples=30, deadline=None)
+@given(
+    pairs=st.one_of(cohorts(max_n=30), few_values(max_n=40)),
+    k=st.integers(2, 5),
+    method=st.sampled_from(["a-gs", "baseline"]),
+)
+def test_nearest_search_equals_the_one_before_issue_36_and_the_pure_python_reference(
+    pairs, k: int, method: str
+) -> None:
+    """Issue 36: the nearest-record search aligns the record of least bound first, then sorts only the
+    records whose bound is at most its cost, and reads the pairs' floors off the per-value memo; on
+    random cohorts and on cohorts of few values (many equal bounds and costs, so the lowest-index tie
+    rule decides) the clusters and the release are those of the search before (every bound sorted,
+    tests/reference_lda.py) and of the pure-Python reference."""
+    from tests.reference_lda import reference_sorted_pool
+
+    t = Trajectories.from_pairs(pairs)
+    if int((t.lengths > 0).sum()) < k:
+        return
+    kw = {"method": method, "icd_hierarchy": ICD, "age_domain": (30, 45)}
+    fast = lda(t, k, **kw)
+    for ref in (lda(t, k, kernel=reference_sorted_pool, **kw), lda(t, k, kernel="reference", **kw)):
+        assert [c.tolist() for c in fast.clusters] == [c.tolist() for c in ref.clusters]
+        assert fast.release().fingerprint == ref.release().fingerprint
+
+
 @settings(max_examples=25, deadline=None)
 @given(
     pairs=cohorts(max_n=16),
@@ -312,17 +338,19 @@ def sample_trajectories():
 @pytest.mark.parametrize("method", ["a-gs", "baseline"])
 def test_sample_releases_equal_the_former_kernel(sample_trajectories, method: str) -> None:
     """On the shipped sample (paper codes), the release at k = 5 with a fresh prepared state, then at
-    k = 3 reusing it, is byte for byte the former batched kernel's (tests/reference_lda.py)."""
+    k = 3 reusing it, is byte for byte the former batched kernel's and the nearest search's before
+    issue 36 (tests/reference_lda.py)."""
     from engine import memo
-    from tests.reference_lda import reference_bucket_pool
+    from tests.reference_lda import reference_bucket_pool, reference_sorted_pool
 
     traj, icd, age = sample_trajectories
     memo.clear("trajectories prepared")
     for k in (5, 3):
         new = lda(traj, k, method=method, icd_hierarchy=icd, age_hierarchy=age)
-        old = lda(traj, k, method=method, icd_hierarchy=icd, age_hierarchy=age, kernel=reference_bucket_pool)
-        assert [c.tolist() for c in new.clusters] == [c.tolist() for c in old.clusters]
-        assert new.release().fingerprint == old.release().fingerprint
+        for former in (reference_bucket_pool, reference_sorted_pool):  # before issues 24 and 36
+            old = lda(traj, k, method=method, icd_hierarchy=icd, age_hierarchy=age, kernel=former)
+            assert [c.tolist() for c in new.clusters] == [c.tolist() for c in old.clusters]
+            assert new.release().fingerprint == old.release().fingerprint
 
 
 def test_lda_reports_progress_through_the_engine_protocol() -> None:

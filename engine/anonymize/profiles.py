@@ -92,7 +92,7 @@ from engine.release import Release, set_item_label
 from engine.risk import Verification
 
 if TYPE_CHECKING:
-    from engine.utility.queries import RelativeError
+    from engine.utility.queries import RelativeError, Workload
 
 UtilityPolicy = Mapping[str, frozenset[str]]  # disease -> ICD codes
 
@@ -672,10 +672,12 @@ def run_profiles(
     with_visits: bool = False,
     progress: Progress | None = None,
     verify_now: bool = True,
+    workload: Workload | None = None,
 ) -> ProfilesRun:
     """PPE (unless `policy` is given), then UGACLIP (`method` "UGACLIP") or ACLIP, then the policy
     check, the risk engine (cohort scope, `knowledge`; `verify_now=False`: left to the first reader of
-    `ProfilesRun.verification`), utility constraints and relative error.
+    `ProfilesRun.verification`), utility constraints and relative error (over `workload`, the cohort's
+    `case_count_workload`, when the caller holds it).
     `with_visits`: the release shows its visits (single-visit knowledge only), PPE and the greedy
     count supports within visits. Raises SuppressionLimitExceeded when `max_suppressed` is exceeded.
     `progress`: see `anonymize_profiles` (it may raise to cancel)."""
@@ -714,7 +716,7 @@ def run_profiles(
         release=release,
         check=check_policy(policy.constraints, release, k),
         satisfaction=utility_satisfaction(cohort, release, utility),
-        relative_error=relative_error(cohort, release),
+        relative_error=relative_error(cohort, release, workload=workload),
     )
     if verify_now:
         out.verification  # noqa: B018 (computed here, in the caller's process)

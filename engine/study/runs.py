@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from engine.labs.reident import Draws, PatientDays, Recall
     from engine.labs.vae import LatentModel
     from engine.labs.vae_config import VAEConfig
-    from engine.utility.queries import UtilityPolicy
+    from engine.utility.queries import UtilityPolicy, Workload
 
 PAPER_CODES = ("250", "272", "401", "724")  # Tamersoy 2010's four codes, thesis D4 (3-digit)
 # Tamersoy's four codes are ICD-9-CM. On ICD-10-CM data their counterparts are these 3-character
@@ -550,11 +550,13 @@ class ProfilesSettings(Declared):
         *,
         policy: PrivacyPolicy | None = None,
         verify_now: bool = True,
+        workload: Workload | None = None,
     ) -> ProfilesRun:
         """The full run behind the release (the privacy policy, its check, the utility measures).
         `policy`: the cohort's privacy policy when already extracted (PPE at this k and knowledge), so
-        that UGACLIP and ACLIP on the same cohort share one extraction. `verify_now=False`: the
-        method's verification waits for its first reader (`run`, whose caller verifies)."""
+        that UGACLIP and ACLIP on the same cohort share one extraction; `workload`: the cohort's
+        relative-error workload (`case_count_workload`) when the caller holds it. `verify_now=False`:
+        the method's verification waits for its first reader (`run`, whose caller verifies)."""
         from engine.anonymize.profiles import run_profiles
 
         self.validate()
@@ -569,6 +571,7 @@ class ProfilesSettings(Declared):
             with_visits=self.with_visits,
             progress=progress,
             verify_now=verify_now,
+            workload=workload,
         )
 
 

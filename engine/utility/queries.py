@@ -443,26 +443,70 @@ class RelativeError:
     std: float
 
 
+@dataclass(frozen=True, eq=False)
+class Workload:
+    """The relative error's case-count queries on one cohort with their counts there: what does not
+    depend on the release (nor on k)."""
+
+    queries: list[tuple[str, ...]]
+    actual: np.ndarray  # (n_queries,) int64: the cohort's records holding every code of each query
+    cohort: str  # the cohort's `Records.fingerprint`
+
+
+_WORKLOADS_KEPT = 4  # cohorts whose workload is kept (`engine.memo`, "case-count workloads")
+
+
+def case_count_workload(
+    cohort: Records, min_share: float = 0.10, queries: list[tuple[str, ...]] | None = None
+) -> Workload:
+    """`queries` (default: the combinations held by at least `min_share` of the records,
+    `frequent_itemsets`) with their counts in `cohort`. The default is memoized per the cohort's
+    content where the caller's scope says (`engine.memo`: the app's session); a caller that shares it
+    wider (the app's view on the shipped sample, issue 36) passes it to `relative_error`."""
+
+    def make(qs: list[tuple[str, ...]]) -> Workload:
+        if not qs:
+            return Workload(qs, np.zeros(0, dtype=np.int64), cohort.fingerprint)
+        obits = item_bitsets(cohort.patient_item_sets)
+        opos = {str(c): i for i, c in enumerate(cohort.items.tolist())}
+        actual = [
+            int(np.bitwise_count(np.bitwise_and.reduce(obits[[opos[c] for c in q]], axis=0)).sum())
+            for q in qs
+        ]
+        return Workload(qs, np.asarray(actual, dtype=np.int64), cohort.fingerprint)
+
+    if queries is not None:
+        return make(queries)
+    key = (cohort.fingerprint, float(min_share))
+    return memo(
+        "case-count workloads", key, lambda: make(frequent_itemsets(cohort, min_share)), size=_WORKLOADS_KEPT
+    )
+
+
 def relative_error(
-    cohort: Records, release: Release, min_share: float = 0.10, workload: list[tuple[str, ...]] | None = None
+    cohort: Records,
+    release: Release,
+    min_share: float = 0.10,
+    workload: list[tuple[str, ...]] | Workload | None = None,
 ) -> RelativeError:
     """RE of the case-count workload on the release (module docstring); `workload` defaults to the
-    combinations held by at least `min_share` of the original records."""
-    queries = frequent_itemsets(cohort, min_share) if workload is None else workload
+    combinations held by at least `min_share` of the original records (`case_count_workload`)."""
+    if not isinstance(workload, Workload):
+        workload = case_count_workload(cohort, min_share, workload)
+    elif workload.cohort != cohort.fingerprint:
+        raise ValueError("the workload was counted on another cohort: pass case_count_workload(cohort)")
+    queries = workload.queries
     if not queries:
         return RelativeError(
             pd.DataFrame(columns=["query", "actual", "estimate", "relative_error"]),
             float("nan"),
             float("nan"),
         )
-    obits = item_bitsets(cohort.patient_item_sets)
-    opos = {str(c): i for i, c in enumerate(cohort.items.tolist())}
     rbits = item_bitsets(release.records.patient_item_sets)
     rpos = {str(c): i for i, c in enumerate(release.records.items.tolist())}
     item_of = released_item_of(release)
     rows = []
-    for q in queries:
-        act = int(np.bitwise_count(np.bitwise_and.reduce(obits[[opos[c] for c in q]], axis=0)).sum())
+    for q, act in zip(queries, workload.actual.tolist(), strict=True):
         est = estimated_count(q, release, item_of, rbits, rpos)
         rows.append((" ".join(q), act, est, abs(act - est) / act if act else float("nan")))
     df = pd.DataFrame(rows, columns=["query", "actual", "estimate", "relative_error"])

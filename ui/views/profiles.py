@@ -23,7 +23,7 @@ import streamlit as st
 
 from engine import risk
 from engine.adversary import Adversary, papers_knowledge
-from engine.anonymize.policy import PrivacyPolicy, extract_policy
+from engine.anonymize.policy import PrivacyPolicy, Protection, extract_policy, policy_protection
 from engine.anonymize.population import export_label
 from engine.anonymize.profiles import (
     ProfilesRun,
@@ -38,6 +38,8 @@ from engine.study.parameters import parameter_of
 from engine.study.runs import ProfilesSettings, RunInputs
 from engine.utility.queries import (
     UtilityPolicy,
+    Workload,
+    case_count_workload,
     read_utility_policy,
     satisfaction_table,
     satisfaction_words,
@@ -89,13 +91,44 @@ state.declare(
 # cohort alone (shared on the shipped sample); a run and a sweep point read the user's utility policy
 # (edited or uploaded), so they stay in this session even on the sample.
 _POLICIES, _RUNS, _ORIGINALS, _SWEEP_ROWS = 8, 8, 4, 512
+_PROTECTIONS, _WORKLOADS = 4, 2  # k-independent: per cohort (and filtering condition, export)
+
+
+def _protection(cohort: Records, knowledge: str, with_visits: bool) -> Protection:
+    """PPE's k-independent part (`policy_protection`), shared by the server's sessions on the sample
+    (issue 36: 1.39 s of every new k in a new session at paper scale)."""
+    return cache.memo(
+        "ppe protections",
+        (cohort.fingerprint, knowledge, with_visits),
+        lambda: policy_protection(cohort, knowledge, within_visits=with_visits),  # type: ignore[arg-type]
+        size=_PROTECTIONS,
+        data=cohort,
+    )
+
+
+def _workload(cohort: Records) -> Workload:
+    """The relative error's case-count workload of the cohort (`case_count_workload`), shared like
+    `_protection` (issue 36: 0.86 s of every new k in a new session at paper scale)."""
+    return cache.memo(
+        "profiles workloads",
+        cohort.fingerprint,
+        lambda: case_count_workload(cohort),
+        size=_WORKLOADS,
+        data=cohort,
+    )
 
 
 def _policy(cohort: Records, k: int, knowledge: str, with_visits: bool = False) -> PrivacyPolicy:
     return cache.memo(
         "ppe policies",
         (cohort.fingerprint, k, knowledge, with_visits),
-        lambda: extract_policy(cohort, k, knowledge, within_visits=with_visits),  # type: ignore[arg-type]
+        lambda: extract_policy(
+            cohort,
+            k,
+            knowledge,  # type: ignore[arg-type]
+            within_visits=with_visits,
+            protection=_protection(cohort, knowledge, with_visits),
+        ),
         size=_POLICIES,
         data=cohort,
     )
@@ -133,7 +166,10 @@ def _run_of(cohort, k, knowledge, method, policy_csv, max_suppressed, with_visit
     )
     try:  # the settings "Add to study", the CLI and a study run with; PPE shared by both methods
         return settings.run_result(
-            RunInputs(cohort, cohort), progress, policy=_policy(cohort, k, knowledge, with_visits)
+            RunInputs(cohort, cohort),
+            progress,
+            policy=_policy(cohort, k, knowledge, with_visits),
+            workload=_workload(cohort),
         )
     except SuppressionLimitExceeded as exc:
         return exc
