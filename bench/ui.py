@@ -32,7 +32,13 @@ s, commit 754c899 before the Compare and membership fixes):
   anonymizations of the 5,795-patient cohort against the cohort, the 478,375-patient biobank and the
   1,366,786-patient population) 120.3 s at load 1.5-3.5 (target 10 s: not met; bench/table4.py times the
   six: 1.3 + 12.8 + 21.9 + 104.8 + 25.3 + 83.4 s one after the other, the completion's suppression rounds
-  against the biobank and the population most of it).
+  against the biobank and the population most of it). Re-measured 2026-11-29 (bench/table4.py --data
+  sample_data/paper --variants paper,phewas, wall): before the others' item sets were derived after merge
+  rounds 0.7 + 6.9 + 11.1 + 26.4 + 7.2 + 42.4 s at load 2.0; after 0.5 + 3.5 + 9.1 + 31.0 + 11.3 + 45.7 s at
+  load 2.7-3.5 (the machine shared: not comparable; process CPU 108.6 -> 101.0 s). The pass alone, same
+  run, warmed (bench/completion.py, load 1.8-2.7): DEMO_B 22.1 -> 14.8 s, DEMO_S 38.0 -> 22.2 s. This
+  row's 120.3 s through the app not re-measured. Left: the risk engine's counts among the others
+  (its candidate index built again at each of about 22 calls per pass) and the verifications.
 Why the misses (cProfile in the script runner's thread, COHORTSHIELD_WORKERS=0):
   Risk, population scope, new k (1.96 s at load 8): the explanation of the first record below k
   (`engine.estimate.explain.explain_records`, per k): its greedy fix 0.84 s (support counts by

@@ -75,6 +75,7 @@ from scipy.sparse.csgraph import connected_components
 
 from engine.adversary import Adversary, Knowledge
 from engine.anonymize.association_ledger import AssociationLedger
+from engine.anonymize.merged_sets import merged_item_sets, with_patient_item_sets
 from engine.io.progress import Progress
 from engine.memo import memo
 from engine.records import CODE, PATIENT, VISIT, Records, concat_ranges
@@ -501,7 +502,8 @@ class _Pool:
     representative code of its item (`_State.item_of_code`), suppressed events left out (a repeated
     generalized item within a visit changes no set, so it is not removed here). It is split into the
     target records (`targets`, rebuilt after every round: only they lose events) and the others
-    (rebuilt only after merges). Supports over disjoint groups of records add up
+    (recoded only after merges, their item sets derived from the previous ones:
+    `engine.anonymize.merged_sets`). Supports over disjoint groups of records add up
     (`engine.risk.count_known_sets`), so a count is the targets' part plus the others' part, and the
     others' part of a target visit's set is kept until merges or a change of the visit's set.
 
@@ -556,8 +558,10 @@ class _Pool:
         self.other_count[hit] = -1
         ioc = self.state.item_of_code  # a representative is a code of its item: its new representative
         self.target = replace(old, event_item=ioc[old.event_item].astype(np.int32))
-        if self.others is not None:
-            self.others = replace(self.others, event_item=ioc[self.others.event_item].astype(np.int32))
+        if self.others is not None:  # their item sets derived from those before (issue 36)
+            sets = merged_item_sets(self.others.patient_item_sets, ioc, merged_reps)
+            others = replace(self.others, event_item=ioc[self.others.event_item].astype(np.int32))
+            self.others = with_patient_item_sets(others, sets)
         self._derived()
 
     def _rebuild(self) -> None:

@@ -1,0 +1,90 @@
+"""Heatherly's completion pass against the biobank and the population (issue 36, "every method at that
+scale"): the pass as it is (the others' item sets derived after each merge round,
+`engine.anonymize.merged_sets`) against the pool as it was (tests/reference_completion_pool.py, swapped
+in with `reference_pool`), in the same run, on the same memoized per-data work (a first run warms it),
+the releases compared.
+
+    .venv/bin/python -m bench.completion                                   # the shipped 30,000 sample
+    flock /work/paper.lock .venv/bin/python -m bench.completion --data sample_data/paper
+
+Measured 2026-11-29 (2 cores shared with other work; k = 5, "phewas" completion, records without
+visits; wall time, CPU within 0.2-2 s of it):
+- shipped sample (load 1.4-1.8): DEMO_B (7,800 others, 3 merge rounds) 0.44 s against 0.64 s (1.46x),
+  DEMO_S (27,300 others) 0.78 s against 0.87 s (1.11x); the rebuild it saves is small there.
+- paper scale, sample_data/paper (load 1.8-2.7): DEMO_B (472,580 others, 12 merge rounds) 14.8 s
+  against 22.1 s (1.49x), DEMO_S (1,360,991 others) 22.2 s against 38.0 s (1.71x); releases equal;
+  peak 8.5 GB (the bench holds both releases of each scope and their verifications).
+What is left of a pass at the paper's scale (py-spy, DEMO_S): the risk engine's counts of the failing
+visits' sets among the others (`engine.risk.count_known_sets`: its candidate index, projection and
+bitmaps, is built again at each of the 22 calls, 0.1-0.4 s each however few the sets), about half.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import time
+
+from bench.table4 import load
+from engine.anonymize.population import SCOPE_NAMES, anonymize
+from tests.reference_completion_pool import reference_pool
+from tests.test_population_fast import result_state
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", default=None, help="a written sample's folder, e.g. sample_data/paper")
+    ap.add_argument("--scopes", default="biobank,population")
+    ap.add_argument("--k", type=int, default=5)
+    ap.add_argument("--completion", default="phewas", choices=["phewas", "rarest"])
+    ap.add_argument("--with-visits", action="store_true")
+    args = ap.parse_args()
+
+    groups, _, label = load(None, args.data)
+    cohort = groups["cohort"]
+    print(f"data: {label}; cohort {cohort.n_patients:,} records; load average {os.getloadavg()[0]:.1f}")
+    for scope in args.scopes.split(","):
+        group = groups[scope]
+
+        def run(group=group, scope=scope):
+            return anonymize(
+                group,
+                cohort.patient_ids,
+                args.k,
+                scope=scope,
+                complete=True,
+                completion=args.completion,
+                with_visits=args.with_visits,
+                verify_now=False,
+            )
+
+        first = run()  # warms the memoized per-data work both then share
+        timed = {}
+        states = {}
+        for name in ("new", "reference"):
+            wall, cpu = time.perf_counter(), time.process_time()
+            if name == "reference":
+                with reference_pool():
+                    res = run()
+            else:
+                res = run()
+            timed[name] = (time.perf_counter() - wall, time.process_time() - cpu)
+            states[name] = result_state(res)
+        loss = first.release.loss
+        rounds = len(loss["completion visits below k by round"]) - 1  # the last one found none failing
+        merges = rounds - loss["completion suppression rounds"]
+        (new_w, new_c), (ref_w, ref_c) = timed["new"], timed["reference"]
+        print(
+            f"{SCOPE_NAMES[scope]}: {group.n_patients:,} records ({group.n_patients - cohort.n_patients:,} "
+            f"others), {merges} merge rounds, {loss['completion suppression rounds']} suppression rounds; "
+            f"new {new_w:.2f} s wall {new_c:.2f} s CPU, reference {ref_w:.2f} s wall {ref_c:.2f} s CPU, "
+            f"ratio {ref_w / max(new_w, 1e-9):.2f}x wall {ref_c / max(new_c, 1e-9):.2f}x CPU; releases equal "
+            f"{states['new'] == states['reference']}; load average {os.getloadavg()[0]:.1f}",
+            flush=True,
+        )
+    print(f"peak memory: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
+
+
+if __name__ == "__main__":
+    main()
