@@ -1,0 +1,42 @@
+"""The support counts of `engine.estimate.explain` before issue 36, kept as the reference the index-based
+counts (`risk.Postings.holding`) are checked against: every code's and category's holders as a
+Python frozenset, a set of tokens counted by intersecting them (tests/test_risk_holders.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from engine.records import Records
+
+
+class ReferenceSupport:
+    """Postings of the candidates per code and per category; the support of a set of tokens
+    (("c", code) or ("g", category)) is the number of candidates holding every token. `cap` is
+    accepted and ignored: the counts are exact."""
+
+    def __init__(self, candidates: Records, categories: dict[str, str]) -> None:
+        m = candidates.patient_item_sets.tocsc()
+        self.n = candidates.n_patients
+        self.post: dict[tuple[str, str], frozenset[int]] = {}
+        by_cat: dict[str, set[int]] = {}
+        for j, item in enumerate(candidates.items.astype(str).tolist()):
+            rows = frozenset(m.indices[m.indptr[j] : m.indptr[j + 1]].tolist())
+            self.post[("c", item)] = rows
+            cat = categories.get(item)
+            if cat is not None:
+                by_cat.setdefault(cat, set()).update(rows)
+        for cat, held in by_cat.items():
+            self.post[("g", cat)] = frozenset(held)
+
+    def counting(self) -> ReferenceSupport:
+        return self
+
+    def forget(self) -> None:
+        pass
+
+    def count(self, tokens: Iterable[tuple[str, str]], cap: int | None = None) -> int:
+        key = frozenset(tokens)
+        if not key:
+            return self.n
+        lists = sorted((self.post.get(t, frozenset()) for t in key), key=len)
+        return len(lists[0].intersection(*lists[1:])) if len(lists) > 1 else len(lists[0])
