@@ -99,6 +99,7 @@ _WALK_WEIGHT = 600.0  # cost of a pair of held atoms in the walk, in bitmap word
 _COMMON_SHARE = 0.01  # atoms held by this share of the candidates are "common" (`_walk_counts`)  # candidates' held atoms walked through the trie at once
 _HOLDING_CHUNK = 1 << 12  # a capped `Postings.holding` takes the rarest postings this many at a time
 _HOLDERS_MAX_SETS = 256  # more known sets: `distinguishability_among_holders` counts every candidate
+_HOLDERS_MIN_POOL = 1 << 17  # ... or fewer candidates than this
 _HOLDERS_SHARE = 256  # ... else the sets held by fewer than 1/256 of the candidates: on their holders only
 
 
@@ -257,7 +258,7 @@ class _Postings:
     """Inverted index over atoms: `rows[ptr[a]:ptr[a+1]]` are the sorted candidates holding atom a."""
 
     ptr: np.ndarray  # (n_atoms + 1,) int64
-    rows: np.ndarray  # int64 candidate ids
+    rows: np.ndarray  # candidate ids: int64 (int32 in `item_postings`, half the memory)
     n_cand: int
 
     @property
@@ -1052,7 +1053,8 @@ def item_postings(candidates: Records, groups: Mapping[str, list[str]] | None = 
     held = candidates.patient_item_sets
     m = held.tocsc()
     m.sort_indices()
-    ptr, rows = m.indptr.astype(np.int64), m.indices.astype(np.int64)
+    ids = np.int32 if candidates.n_patients < 2**31 else np.int64
+    ptr, rows = m.indptr.astype(np.int64), m.indices.astype(ids)
     if groups:
         at = candidates.item_index([c for items in groups.values() for c in items])
         col = np.repeat(np.arange(len(groups)), [len(items) for items in groups.values()])
@@ -1064,7 +1066,7 @@ def item_postings(candidates: Records, groups: Mapping[str, list[str]] | None = 
         g = (held.astype(np.int32) @ member).tocsc()
         g.sort_indices()
         ptr = np.concatenate([ptr, ptr[-1] + g.indptr[1:].astype(np.int64)])
-        rows = np.concatenate([rows, g.indices.astype(np.int64)])
+        rows = np.concatenate([rows, g.indices.astype(ids)])
     return Postings(ptr, rows, candidates.n_patients)
 
 
@@ -1087,12 +1089,13 @@ def distinguishability_among_holders(
     its record's few sets' minimum). A record's
     distinguishability, the minimum over its sets, is then its few sets' minimum when that is at most
     every other set's count there; the records where it is not, and whole-record knowledge or more than
-    `_HOLDERS_MAX_SETS` known sets, are counted against every candidate. A set with nothing known is
+    `_HOLDERS_MAX_SETS` known sets, or fewer than `_HOLDERS_MIN_POOL` candidates (the whole pool
+    costs less there: the shipped sample), are counted against every candidate. A set with nothing known is
     consistent with every candidate. `postings`: `item_postings(candidates)` (groups may follow the
     items) when built."""
     known, owner = known_sets(targets, knowledge, matching.count_repeats)
     n_cand = candidates.n_patients
-    if knowledge == "whole_record" or known.shape[0] > _HOLDERS_MAX_SETS:
+    if knowledge == "whole_record" or known.shape[0] > _HOLDERS_MAX_SETS or n_cand < _HOLDERS_MIN_POOL:
         return distinguishability(targets, candidates, knowledge, matching)
     post = item_postings(candidates) if postings is None else postings
     used = np.unique(known.indices)

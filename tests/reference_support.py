@@ -27,16 +27,25 @@ class ReferenceSupport:
                 by_cat.setdefault(cat, set()).update(rows)
         for cat, held in by_cat.items():
             self.post[("g", cat)] = frozenset(held)
+        self._memo: dict[frozenset[tuple[str, str]], int] = {}
 
     def counting(self) -> ReferenceSupport:
-        return self
+        """The same postings with counts of its own."""
+        twin = object.__new__(ReferenceSupport)
+        twin.n, twin.post, twin._memo = self.n, self.post, {}
+        return twin
 
     def forget(self) -> None:
-        pass
+        self._memo.clear()
 
     def count(self, tokens: Iterable[tuple[str, str]], cap: int | None = None) -> int:
         key = frozenset(tokens)
-        if not key:
-            return self.n
-        lists = sorted((self.post.get(t, frozenset()) for t in key), key=len)
-        return len(lists[0].intersection(*lists[1:])) if len(lists) > 1 else len(lists[0])
+        hit = self._memo.get(key)
+        if hit is None:
+            if not key:
+                hit = self.n
+            else:
+                lists = sorted((self.post.get(t, frozenset()) for t in key), key=len)
+                hit = len(lists[0].intersection(*lists[1:])) if len(lists) > 1 else len(lists[0])
+            self._memo[key] = hit
+        return hit

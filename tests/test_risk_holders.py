@@ -34,7 +34,11 @@ from tests.test_risk_properties import SETTINGS, cases, populations
 def holders_tuning(chunk: int, share: int):
     """`Postings.holding` in chunks from `chunk` candidates; a known set "few" below n / `share`
     candidates (at least `chunk`): share 1 with chunk 1 makes every set with a holder "many"."""
-    with mock.patch.object(risk, "_HOLDING_CHUNK", chunk), mock.patch.object(risk, "_HOLDERS_SHARE", share):
+    with (
+        mock.patch.object(risk, "_HOLDING_CHUNK", chunk),
+        mock.patch.object(risk, "_HOLDERS_SHARE", share),
+        mock.patch.object(risk, "_HOLDERS_MIN_POOL", 0),  # small pools too: the paths of 1.37 M
+    ):
         yield
 
 
