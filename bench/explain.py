@@ -2,6 +2,7 @@
 against the counts it had before (measured in the same run).
 
     .venv/bin/python -m bench.explain [--data paper|sample] [--ks 7,8,9,10,11] [--knowledge single_visit,all_visits]
+        [--records N]
 
 Run paper-scale under the shared lock (`flock /work/paper.lock ...`: one paper-scale process at a time).
 Per population-scope adversary: the k-independent preparation (`explain.prepare`) and, at each k, the
@@ -90,6 +91,9 @@ def main() -> None:
     ap.add_argument("--data", choices=("paper", "sample"), default="paper")
     ap.add_argument("--ks", default="7,8,9,10,11")
     ap.add_argument("--knowledge", default="single_visit,all_visits")
+    ap.add_argument(
+        "--records", type=int, default=0, help="also explain this many records at the first k in one call"
+    )
     args = ap.parse_args()
     (cohort, population), took, _ = measured(lambda: load(args.data))
     print(
@@ -97,10 +101,10 @@ def main() -> None:
     )
     ks = [int(k) for k in args.ks.split(",")]
     for knowledge in args.knowledge.split(","):
-        compare(cohort, population, Adversary("population", knowledge), ks)  # type: ignore[arg-type]
+        compare(cohort, population, Adversary("population", knowledge), ks, args.records)  # type: ignore[arg-type]
 
 
-def compare(cohort: Records, population: Records, adv: Adversary, ks: list[int]) -> None:
+def compare(cohort: Records, population: Records, adv: Adversary, ks: list[int], many: int) -> None:
     dis, took, _ = measured(partial(risk.original_distinguishability, cohort, adv, population))
     print(f"\n== {adv.label}: original distinguishability {took:.1f} s (once per data, not compared)")
     prepare = partial(explain.prepare, cohort, adv, population, dis)
@@ -130,6 +134,19 @@ def compare(cohort: Records, population: Records, adv: Adversary, ks: list[int])
         print(
             f"  k {k:>3} record {at[0]:>5}: index {t_new:6.3f} s, plain {t_old:6.3f} s, "
             f"ratio {t_old / t_new:5.1f}, equal {new == old}; {new[0].change_text()[:60]}"
+        )
+    if many:  # the CLI's `risk --explain`: every record below k in one call (here the first `many`)
+        k = ks[0]
+        at = np.flatnonzero(dis < k)[:many].tolist()
+        new, t_new, _ = measured(
+            partial(explain.explain_records, cohort, adv, k, population, at, prepared=ready)
+        )
+        with plain():
+            old, t_old, _ = measured(
+                partial(explain.explain_records, cohort, adv, k, population, at, prepared=ready_old)
+            )
+        print(
+            f"  {len(at)} records at k {k} in one call: index {t_new:.2f} s, plain {t_old:.2f} s, equal {new == old}"
         )
     if rows:
         med_new, med_old = (statistics.median(r[i] for r in rows) for i in (0, 1))

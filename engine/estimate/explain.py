@@ -66,6 +66,7 @@ from engine.io.concepts import ConceptParents
 from engine.records import Records
 
 GENERALIZE, SUPPRESS = "generalize", "suppress"
+_BITMAPS_KEPT = 256  # codes' bitmaps an explanation keeps from record to record (n / 8 bytes each)
 CATEGORY_LEVELS = ("3-digit", "category")  # ICD-9-CM 3-digit code, ICD-10-CM category
 
 
@@ -195,9 +196,11 @@ class _Support:
         return twin
 
     def forget(self) -> None:
-        """Drop the counts and bitmaps kept (one record's trial sets are of no use to the next: memory)."""
+        """Drop the counts kept (one record's trial sets are of no use to the next: memory); the
+        bitmaps, which records share, past `_BITMAPS_KEPT` of them."""
         self._memo.clear()
-        self._bits.clear()
+        if len(self._bits) > _BITMAPS_KEPT:
+            self._bits.clear()
 
     def count(self, tokens: Iterable[tuple[str, str]], cap: int | None = None) -> int:
         """The support; with `cap`, min(support, cap) (enough for "below k or not", and faster)."""
