@@ -406,7 +406,8 @@ def _verify(
     """Each record's distinguishability once its change is applied to the release, counted by
     `engine.risk` in one call for every record (module docstring).
 
-    Each target record is released as its change releases it (`Release`, checked against the cohort):
+    Each target record is released as its change releases it (`Release`, checked against the original
+    records of the targets, its source: the check and the attacker's known visits read those only):
     its suppressed codes gone, its codes under a generalized category recoded to the category's item,
     which stands for every code of it; the attacker's known sets are the release's
     (`risk.attacker_known_visits` under single-visit knowledge). The candidates are counted as they
@@ -436,7 +437,7 @@ def _verify(
     recoded = marked(category, [(i, g) for i, p in enumerate(rows) for g in fixes[p].generalized])
     labels = np.where(recoded, category + "*", code)
     stands = {f"{g}*": item_codes[f"{g}*"] for p in rows for g in fixes[p].generalized}
-    release = Release("explain", targets.keep_events(~gone).recode(labels[~gone]), stands, source=cohort)
+    release = Release("explain", targets.keep_events(~gone).recode(labels[~gone]), stands, source=targets)
     known = risk.attacker_known_visits(release) if knowledge == "single_visit" else None
     known = release.records if known is None else known
     matching = risk.Matching.of_release(release)
