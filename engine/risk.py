@@ -280,6 +280,7 @@ class _Postings:
         return cs[self.ptr[1:]] - cs[self.ptr[:-1]]
 
     def posting(self, atom: int) -> np.ndarray:
+        """The sorted candidates holding `atom`."""
         return self.rows[self.ptr[atom] : self.ptr[atom + 1]]
 
     def holding(
@@ -1086,13 +1087,12 @@ def distinguishability_among_holders(
     candidates (the set is "few"), else as many of them as its record's fewest few set has, are put
     together, and the kernel counts them: each few set gets its exact count, every other set a count
     no larger than its own (and, under the default matching, its holders being consistent, at least
-    its record's few sets' minimum). A record's
-    distinguishability, the minimum over its sets, is then its few sets' minimum when that is at most
-    every other set's count there; the records where it is not, and whole-record knowledge or more than
-    `_HOLDERS_MAX_SETS` known sets, or fewer than `_HOLDERS_MIN_POOL` candidates (the whole pool
-    costs less there: the shipped sample), are counted against every candidate. A set with nothing known is
-    consistent with every candidate. `postings`: `item_postings(candidates)` (groups may follow the
-    items) when built."""
+    its record's few sets' minimum). A record's distinguishability, the minimum over its sets, is
+    then its few sets' minimum when that is at most every other set's count there. The records where
+    it is not, and every record under whole-record knowledge, with more than `_HOLDERS_MAX_SETS` known
+    sets or fewer than `_HOLDERS_MIN_POOL` candidates (the whole pool costs less there: the shipped
+    sample), are counted against every candidate. A set with nothing known is consistent with every
+    candidate. `postings`: `item_postings(candidates)` (groups may follow the items) when built."""
     known, owner = known_sets(targets, knowledge, matching.count_repeats)
     n_cand = candidates.n_patients
     if knowledge == "whole_record" or known.shape[0] > _HOLDERS_MAX_SETS or n_cand < _HOLDERS_MIN_POOL:
