@@ -52,7 +52,7 @@ Why the misses (cProfile in the script runner's thread, COHORTSHIELD_WORKERS=0):
   intersections 0.27 s) + the recount 0.46 s (`risk.distinguishability` against every candidate 0.36 s:
   projecting 1.37 M candidates onto the release's items 0.23 s); all visits 0.41 s = fix 0.09 s + recount
   0.32 s (projection 0.17 s). After (load 2.3): single visit 0.42 s = fix 0.09 s (supports by
-  `risk.Postings.holding`, stopped at k, bitmaps of the atoms a record meets) + recount 0.31 s
+  `risk.Postings.holding`, stopped at k, masks of the atoms a record meets) + recount 0.31 s
   (`risk.distinguishability_among_holders`: the kernel on the holders of the record's known sets 0.20 s, the
   release's construction check against the whole cohort 0.09 s, since against the record's own original
   records); all visits 0.15-0.24 s.

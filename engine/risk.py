@@ -98,6 +98,7 @@ _WALK_CHUNK = 1 << 17  # candidates' held atoms walked at once (about 0.2 GB of 
 _WALK_WEIGHT = 600.0  # cost of a pair of held atoms in the walk, in bitmap words AND-ed (measured, `_kernel`)
 _COMMON_SHARE = 0.01  # atoms held by this share of the candidates are "common" (`_walk_counts`)  # candidates' held atoms walked through the trie at once
 _HOLDING_CHUNK = 1 << 12  # a capped `Postings.holding` takes the rarest postings this many at a time
+_HOLDING_FEW = 32  # ... and checks this many candidates left against every further atom at once
 _HOLDERS_MAX_SETS = 256  # more known sets: `distinguishability_among_holders` counts every candidate
 _HOLDERS_MIN_POOL = 1 << 17  # ... or fewer candidates than this
 _HOLDERS_SHARE = 256  # ... else the sets held by fewer than 1/256 of the candidates: on their holders only
@@ -260,6 +261,10 @@ class _Postings:
     ptr: np.ndarray  # (n_atoms + 1,) int64
     rows: np.ndarray  # candidate ids: int64 (int32 in `item_postings`, half the memory)
     n_cand: int
+    # `item_postings`: the same pairs by candidate, `held_atoms[held_ptr[q]:held_ptr[q + 1]]` the sorted
+    # atoms candidate q holds (`holding` checks a few candidates against many atoms at once with it)
+    held_ptr: np.ndarray | None = None
+    held_atoms: np.ndarray | None = None
 
     @property
     def n_atoms(self) -> int:
@@ -284,12 +289,13 @@ class _Postings:
         return self.rows[self.ptr[atom] : self.ptr[atom + 1]]
 
     def holding(
-        self, groups: list[np.ndarray], cap: int | None = None, bitmaps: dict[int, np.ndarray] | None = None
+        self, groups: list[np.ndarray], cap: int | None = None, masks: dict[int, np.ndarray] | None = None
     ) -> np.ndarray:
         """The sorted candidates holding, for every group, one atom of it (a group: the atoms that
         match one known item). From the rarest group (fewest postings in all), its candidates are
         kept while they hold one atom of each further group (binary search of the postings; with
-        `bitmaps`, a cache the caller keeps, a bit lookup for atoms of `_BITMAP_MIN_POSTING` or more).
+        `masks`, a cache the caller keeps, a lookup in a boolean mask over the candidates for atoms of
+        `_BITMAP_MIN_POSTING` or more: one array operation where a record meets many common codes).
 
         `cap`: the rarest group's candidates are taken in chunks and the search stops after the chunk
         that brings the holders found to `cap`: min(len(result), cap) is min(holders, cap), and the
@@ -297,9 +303,14 @@ class _Postings:
         chunks double in size, so a scarce intersection costs a few chunks more than one pass."""
         if not groups:
             return np.arange(self.n_cand, dtype=np.int64)
-        size = [int((self.ptr[g + 1] - self.ptr[g]).sum()) for g in groups]
-        order = sorted(range(len(groups)), key=lambda i: (size[i], i))
-        first, rest = groups[order[0]], [groups[i] for i in order[1:]]
+        width = [len(g) for g in groups]
+        if min(width) == 0:  # an item no candidate item matches: nobody holds the set
+            return np.zeros(0, dtype=np.int64)
+        flat = np.concatenate(groups) if len(groups) > 1 else groups[0]
+        lens = self.ptr[flat + 1] - self.ptr[flat]
+        size = np.add.reduceat(lens, np.cumsum([0, *width[:-1]]))
+        order = np.argsort(size, kind="stable")  # rarest first, ties in the order given
+        first, rest = groups[order[0]], [groups[i] for i in order[1:].tolist()]
         if len(first) == 1:
             start = self.posting(int(first[0]))
         else:
@@ -309,10 +320,16 @@ class _Postings:
         while s < len(start):
             cur = start[s : s + step]
             s, step = s + step, 2 * step  # chunks double: few of them where holders are scarce
-            for group in rest:
-                hit = np.zeros(len(cur), dtype=bool)
-                for a in group.tolist():
-                    hit |= self._has(a, cur, bitmaps)
+            for i, group in enumerate(rest):
+                if len(cur) <= _HOLDING_FEW and self.held_ptr is not None and len(rest) - i > 2:
+                    cur = cur[self._holds_all(cur, rest[i:])]  # a few candidates, many atoms: at once
+                    break
+                if len(group) == 1:
+                    hit = self._has(int(group[0]), cur, masks)
+                else:
+                    hit = np.zeros(len(cur), dtype=bool)
+                    for a in group.tolist():
+                        hit |= self._has(a, cur, masks)
                 cur = cur[hit]
                 if not len(cur):
                     break
@@ -322,19 +339,33 @@ class _Postings:
                 break
         return np.concatenate([np.zeros(0, dtype=np.int64), *found])
 
-    def _has(self, atom: int, cand: np.ndarray, bitmaps: dict[int, np.ndarray] | None) -> np.ndarray:
+    def _holds_all(self, cand: np.ndarray, groups: list[np.ndarray]) -> np.ndarray:
+        """Does each candidate of `cand` hold one atom of every group? One binary search of every
+        (candidate, atom) pair among the sorted (candidate, atom held) keys of `cand`."""
+        assert self.held_ptr is not None and self.held_atoms is not None
+        lens = self.held_ptr[cand + 1] - self.held_ptr[cand]
+        keys = np.repeat(np.arange(len(cand), dtype=np.int64), lens) * (self.n_atoms + 1)
+        keys += self.held_atoms[concat_ranges(self.held_ptr[cand], lens)]  # ascending: atoms sorted
+        width = [len(g) for g in groups]
+        atoms = np.concatenate(groups).astype(np.int64)
+        query = np.arange(len(cand), dtype=np.int64)[:, None] * (self.n_atoms + 1) + atoms[None, :]
+        at = np.minimum(np.searchsorted(keys, query), max(len(keys) - 1, 0))
+        found = keys[at] == query if len(keys) else np.zeros(query.shape, dtype=bool)
+        hit = np.logical_or.reduceat(found, np.cumsum([0, *width[:-1]]), axis=1)
+        return np.asarray(hit.all(axis=1), dtype=bool)
+
+    def _has(self, atom: int, cand: np.ndarray, masks: dict[int, np.ndarray] | None) -> np.ndarray:
         """Does each candidate of `cand` hold `atom`?"""
         seg = self.posting(atom)
         if not len(seg):
             return np.zeros(len(cand), dtype=bool)
-        if bitmaps is None or len(seg) < _BITMAP_MIN_POSTING:
+        if masks is None or len(seg) < _BITMAP_MIN_POSTING:
             return seg[np.minimum(np.searchsorted(seg, cand), len(seg) - 1)] == cand
-        bits = bitmaps.get(atom)
-        if bits is None:
-            mask = np.zeros(self.n_cand, dtype=bool)
+        mask = masks.get(atom)
+        if mask is None:
+            mask = masks[atom] = np.zeros(self.n_cand, dtype=bool)
             mask[seg] = True
-            bits = bitmaps[atom] = np.packbits(mask, bitorder="little")
-        return ((bits[cand >> 3] >> (cand & 7).astype(np.uint8)) & 1).astype(bool)
+        return mask[cand]
 
 
 Postings = _Postings  # the inverted index, public: `item_postings`, `engine.estimate.explain`
@@ -1068,7 +1099,14 @@ def item_postings(candidates: Records, groups: Mapping[str, list[str]] | None = 
         g.sort_indices()
         ptr = np.concatenate([ptr, ptr[-1] + g.indptr[1:].astype(np.int64)])
         rows = np.concatenate([rows, g.indices.astype(ids)])
-    return Postings(ptr, rows, candidates.n_patients)
+    by_atom = sp.csc_matrix(
+        (np.ones(len(rows), dtype=np.int8), rows, ptr), shape=(candidates.n_patients, len(ptr) - 1)
+    )
+    by_cand = by_atom.tocsr()
+    by_cand.sort_indices()
+    return Postings(
+        ptr, rows, candidates.n_patients, by_cand.indptr.astype(np.int64), by_cand.indices.astype(ids)
+    )
 
 
 def distinguishability_among_holders(

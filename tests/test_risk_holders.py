@@ -1,7 +1,7 @@
 """Issue 36: the explanation's counts at the paper's scale, on the candidates' inverted index.
 
 - `risk.Postings.holding` (the candidates holding one atom of every group, capped or not) equals a
-  brute force over Python sets, in chunks of any size, with and without bitmaps;
+  brute force over Python sets, in chunks of any size, with and without masks, atom by atom or at once;
 - `risk.distinguishability_among_holders` (the arbiter's recount run on the holders of the known
   sets only) equals the plain reference (tests/reference_risk.py) for both knowledges, repeats,
   generalized items of a release, within-visit matching and caps, whatever the share that makes a set
@@ -38,6 +38,7 @@ def holders_tuning(chunk: int, share: int):
         mock.patch.object(risk, "_HOLDING_CHUNK", chunk),
         mock.patch.object(risk, "_HOLDERS_SHARE", share),
         mock.patch.object(risk, "_HOLDERS_MIN_POOL", 0),  # small pools too: the paths of 1.37 M
+        mock.patch.object(risk, "_HOLDING_FEW", 4),
     ):
         yield
 
@@ -60,19 +61,26 @@ def brute_holding(pop: Records, groups: list[list[int]], members: dict[int, set[
     picks=st.data(),
     cap=st.none() | st.integers(1, 5),
     chunk=st.integers(1, 3),
-    bitmaps=st.booleans(),
+    masks=st.booleans(),
+    few=st.sampled_from([0, 1 << 20]),
 )
-def test_holding_equals_brute_force(pop, picks, cap, chunk, bitmaps) -> None:
+def test_holding_equals_brute_force(pop, picks, cap, chunk, masks, few) -> None:
+    """`few`: 0 filters the candidates atom by atom, 2**20 checks them against every further atom at
+    once (`Postings._holds_all`)."""
     n = pop.n_items
     group_items = picks.draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=3, unique=True))
     post = risk.item_postings(pop, {"g": pop.items[group_items].astype(str).tolist()})
     members = {n: set(group_items)}
     groups = picks.draw(
-        st.lists(st.lists(st.integers(0, n), min_size=1, max_size=3, unique=True), min_size=1, max_size=3)
+        st.lists(st.lists(st.integers(0, n), min_size=0, max_size=3, unique=True), min_size=1, max_size=6)
     )
     want = brute_holding(pop, groups, members)
-    cache: dict[int, np.ndarray] | None = {} if bitmaps else None
-    with mock.patch.object(risk, "_HOLDING_CHUNK", chunk), mock.patch.object(risk, "_BITMAP_MIN_POSTING", 1):
+    cache: dict[int, np.ndarray] | None = {} if masks else None
+    with (
+        mock.patch.object(risk, "_HOLDING_CHUNK", chunk),
+        mock.patch.object(risk, "_BITMAP_MIN_POSTING", 1),
+        mock.patch.object(risk, "_HOLDING_FEW", few),
+    ):
         got = post.holding([np.array(g, dtype=np.int64) for g in groups], cap, cache).tolist()
     assert got == sorted(got)
     if cap is None or len(want) < cap:
