@@ -15,15 +15,19 @@ explanation of the first record below k (as the Risk page opens it), by
 Prints wall time of each, their ratio, the memory the preparation allocates (tracemalloc's peak, in a
 run of its own) and whether the two explanations are equal (they must be). Not a test: figures only.
 
-Measured (2026-11-29, paper scale: 5,795-patient cohort, 1,366,786 candidates; load average 1.7-2.2 on
-2 cores shared by four engineers; one run, k = 7..11, the first record below k; every explanation equal):
-  population / single visit: explanation median 0.436 s (0.35-0.67) against 0.710 s (0.70-0.77), ratio 1.6;
-  population / all visits:   explanation median 0.193 s (0.19-0.25) against 0.390 s (0.39-0.81), ratio 2.0;
-  prepare (once per adversary): 335 MB allocated against 1,927 MB (the frozensets); its time, measured
-  apart (tmp profile, load 0.8-2.6, no tracemalloc): 0.8-1.5 s against 3.3 s (single visit) and 0.4-1.1 s
-  against 4.0 s (all visits).
-Before the fix to the reference's memo (it counted every trial set again) the plain single-visit path
-read 4.3-5.3 s: the figures above are against the code as it was, memo included.
+Measured (2026-11-29, paper scale: 5,795-patient cohort, 1,366,786 candidates; 2 cores shared by four
+engineers; one run each; k = 7..11, the first record below k; every explanation equal to the former's):
+  commit 738ae1d (masks, every further atom at once for a few candidates), load average 3.4-4.8:
+    single visit: median 0.303 s (0.27-0.85) against 0.663 s (0.64-0.73), ratio 2.2; 20 records
+      in one call (`--records 20`, the CLI's path) 2.78 s against 11.65 s;
+    all visits: median 0.125 s (0.09-0.22) against 0.359 s (0.36-0.56), ratio 2.9; 20 records in
+      one call 17.38 s against 27.75 s;
+    prepare (once per adversary): 0.92 / 0.87 s and 490 MB allocated against 4.45 / 3.05 s and
+      1,927 MB (the frozensets).
+  commit a7627cb (packed bitmaps, atom by atom), load 1.7-2.2: single visit 0.436 s against 0.710 s,
+    all visits 0.193 s against 0.390 s, prepare 335 MB; at load 4, 30 all-visits records in one call
+    54.2 s against 38.8 s: slower than the frozensets where a record meets ~50 common codes (2,300
+    trial sets, each filtered atom by atom in Python), hence 738ae1d.
 """
 
 from __future__ import annotations
