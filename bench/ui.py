@@ -46,13 +46,15 @@ Why the misses (cProfile in the script runner's thread, COHORTSHIELD_WORKERS=0):
   (0.91-1.02) -> 0.31 s (0.30-0.38), at load average 1.6-2.1 (reference loop 0.113 s) and 2.1-3.1 (0.089 s);
   `--repeat 1` an hour earlier, load 1.2-2.6: 0.86 -> 0.38 s and 0.93 -> 0.29 s. The first opening at each
   adversary 22.5 -> 14.1 s and 7.0 -> 3.0 s (`explain.prepare`, once per adversary: Python frozensets of
-  1.37 M candidates 3.3-4.0 s and 1.9 GB -> an index of int32 postings 0.8-1.1 s and 335 MB). At load 8,
-  where the rows read 1.73 and 1.61 s, not measured again. Where the time went before (cProfile, engine
+  1.37 M candidates 3.3-4.0 s and 1.9 GB -> an index of int32 postings 0.8-1.1 s and 335 MB, 490 MB since
+  738ae1d keeps the pairs by candidate too). At load 8, where the rows read 1.73 and 1.61 s, not measured
+  again. At 738ae1d (masks, a few candidates checked against every further atom at once), `--repeat 1`, load
+  3.7-4.3: 0.30 s and 0.29 s, first opening 19.1 s and 3.4 s. Where the time went before (cProfile, engine
   alone, load 0.8, the first record below k = 9): single visit 0.80 s = the greedy fix 0.30 s (352 frozenset
   intersections 0.27 s) + the recount 0.46 s (`risk.distinguishability` against every candidate 0.36 s:
   projecting 1.37 M candidates onto the release's items 0.23 s); all visits 0.41 s = fix 0.09 s + recount
   0.32 s (projection 0.17 s). After (load 2.3): single visit 0.42 s = fix 0.09 s (supports by
-  `risk.Postings.holding`, stopped at k, masks of the atoms a record meets) + recount 0.31 s
+  `risk.Postings.holding`, stopped at k, bitmaps of the atoms a record meets) + recount 0.31 s
   (`risk.distinguishability_among_holders`: the kernel on the holders of the record's known sets 0.20 s, the
   release's construction check against the whole cohort 0.09 s, since against the record's own original
   records); all visits 0.15-0.24 s.
