@@ -22,7 +22,8 @@ s, commit 754c899 before the Compare and membership fixes):
   its stages on a progress bar. Engine load alone, back to back at load 8: 102.5 s -> 35.5 s wall, CPU
   33.3 -> 14.9 s, peak 5.7 -> 3.2 GB. Target 3 s: not met (reading and checking 17.6 M events).
   Risk at a new k: cohort / single visit 0.45 s [0.79], cohort / all visits 0.14 s [0.64] (met);
-  population / single visit 1.73 s [3.55], population / all visits 1.61 s [4.05] (over 1 s). The first
+  population / single visit 1.73 s [3.55], population / all visits 1.61 s [4.05] (over 1 s; since the
+  explanation's counts on the candidates' index, below: 0.31 s and 0.31 s, met). The first
   opening at each adversary (the original's distinguishability, once per data): 8.9, 1.1, 14.0 and
   11.1 s [28.1, 2.7, 44.4, 27.0].
   PheWAS open at a new k 1.00 s [2.36] (its original PheWAS computed there; 0.68 s when another page
@@ -45,6 +46,24 @@ Why the misses (cProfile in the script runner's thread, COHORTSHIELD_WORKERS=0):
   intersections of the population's holders) and the arbiter's recount of the fixed record against
   the 1,366,786 candidates 0.90 s (`_verify`, `engine.risk` 0.71 s). Left: the recount is what says
   the fix shown works.
+  Since (issue 36, the explanation's counts on the candidates' inverted index, bench/explain.py): the same
+  two rows, the code before (commit 2653df8) and after (3f6d5df) one after the other, `--repeat 3` (median,
+  runs): population / single visit 0.81 s (0.79-0.82) -> 0.31 s (0.29-0.31), population / all visits 0.92 s
+  (0.91-1.02) -> 0.31 s (0.30-0.38), at load average 1.6-2.1 (reference loop 0.113 s) and 2.1-3.1 (0.089 s);
+  `--repeat 1` an hour earlier, load 1.2-2.6: 0.86 -> 0.38 s and 0.93 -> 0.29 s. The first opening at each
+  adversary 22.5 -> 14.1 s and 7.0 -> 3.0 s (`explain.prepare`, once per adversary: Python frozensets of
+  1.37 M candidates 3.3-4.0 s and 1.9 GB -> an index of int32 postings 0.8-1.1 s and 335 MB, 490 MB since
+  738ae1d keeps the pairs by candidate too). At load 8, where the rows read 1.73 and 1.61 s, not measured
+  again. At 738ae1d (masks, a few candidates checked against every further atom at once), `--repeat 1`, load
+  3.7-4.3: 0.30 s and 0.29 s, first opening 19.1 s and 3.4 s. Where the time went before (cProfile, engine
+  alone, load 0.8, the first record below k = 9): single visit 0.80 s = the greedy fix 0.30 s (352 frozenset
+  intersections 0.27 s) + the recount 0.46 s (`risk.distinguishability` against every candidate 0.36 s:
+  projecting 1.37 M candidates onto the release's items 0.23 s); all visits 0.41 s = fix 0.09 s + recount
+  0.32 s (projection 0.17 s). After (load 2.3): single visit 0.42 s = fix 0.09 s (supports by
+  `risk.Postings.holding`, stopped at k, bitmaps of the atoms a record meets) + recount 0.31 s
+  (`risk.distinguishability_among_holders`: the kernel on the holders of the record's known sets 0.20 s, the
+  release's construction check against the whole cohort 0.09 s, since against the record's own original
+  records); all visits 0.15-0.24 s.
   Compare, first opening (13.0 s at load 9): the PheWAS of the cohort and of each release 5.6 s (the
   phecode table's first read 2.4 s of it), each release's file figures 4.6 s (its CSV written and read
   back, the pairs it represents 2.2 s), verifications 0.8 s. All k-independent: since issue 36 the

@@ -97,6 +97,11 @@ _KERNEL = "auto"  # "walk" (_SubsetCounter), "index" (_Intersector), "trie" (`en
 _WALK_CHUNK = 1 << 17  # candidates' held atoms walked at once (about 0.2 GB of walk state)
 _WALK_WEIGHT = 600.0  # cost of a pair of held atoms in the walk, in bitmap words AND-ed (measured, `_kernel`)
 _COMMON_SHARE = 0.01  # atoms held by this share of the candidates are "common" (`_walk_counts`)  # candidates' held atoms walked through the trie at once
+_HOLDING_CHUNK = 1 << 12  # a capped `Postings.holding` takes the rarest postings this many at a time
+_HOLDING_FEW = 32  # ... and checks this many candidates left against every further atom at once
+_HOLDERS_MAX_SETS = 256  # more known sets: `distinguishability_among_holders` counts every candidate
+_HOLDERS_MIN_POOL = 1 << 17  # ... or fewer candidates than this
+_HOLDERS_SHARE = 256  # ... else the sets held by fewer than 1/256 of the candidates: on their holders only
 
 
 _RAN = threading.local()  # `record_kernels`: the log of this thread, if one is open
@@ -254,8 +259,12 @@ class _Postings:
     """Inverted index over atoms: `rows[ptr[a]:ptr[a+1]]` are the sorted candidates holding atom a."""
 
     ptr: np.ndarray  # (n_atoms + 1,) int64
-    rows: np.ndarray  # int64 candidate ids
+    rows: np.ndarray  # candidate ids: int64 (int32 in `item_postings`, half the memory)
     n_cand: int
+    # `item_postings`: the same pairs by candidate, `held_atoms[held_ptr[q]:held_ptr[q + 1]]` the sorted
+    # atoms candidate q holds (`holding` checks a few candidates against many atoms at once with it)
+    held_ptr: np.ndarray | None = None
+    held_atoms: np.ndarray | None = None
 
     @property
     def n_atoms(self) -> int:
@@ -274,6 +283,92 @@ class _Postings:
         new[self.ptr[:-1][self.length > 0]] = True
         cs = np.concatenate([[0], np.cumsum(new, dtype=np.int64)])
         return cs[self.ptr[1:]] - cs[self.ptr[:-1]]
+
+    def posting(self, atom: int) -> np.ndarray:
+        """The sorted candidates holding `atom`."""
+        return self.rows[self.ptr[atom] : self.ptr[atom + 1]]
+
+    def holding(
+        self, groups: list[np.ndarray], cap: int | None = None, masks: dict[int, np.ndarray] | None = None
+    ) -> np.ndarray:
+        """The sorted candidates holding, for every group, one atom of it (a group: the atoms that
+        match one known item). From the rarest group (fewest postings in all), its candidates are
+        kept while they hold one atom of each further group (binary search of the postings; with
+        `masks`, a cache the caller keeps, a lookup in a boolean mask over the candidates for atoms of
+        `_BITMAP_MIN_POSTING` or more: one array operation where a record meets many common codes).
+
+        `cap`: the rarest group's candidates are taken in chunks and the search stops after the chunk
+        that brings the holders found to `cap`: min(len(result), cap) is min(holders, cap), and the
+        result is every holder when there are fewer than `cap` (a verdict "below k or not"). The
+        chunks double in size, so a scarce intersection costs a few chunks more than one pass."""
+        if not groups:
+            return np.arange(self.n_cand, dtype=np.int64)
+        width = [len(g) for g in groups]
+        if min(width) == 0:  # an item no candidate item matches: nobody holds the set
+            return np.zeros(0, dtype=np.int64)
+        flat = np.concatenate(groups) if len(groups) > 1 else groups[0]
+        lens = self.ptr[flat + 1] - self.ptr[flat]
+        size = np.add.reduceat(lens, np.cumsum([0, *width[:-1]]))
+        order = np.argsort(size, kind="stable")  # rarest first, ties in the order given
+        first, rest = groups[order[0]], [groups[i] for i in order[1:].tolist()]
+        if len(first) == 1:
+            start = self.posting(int(first[0]))
+        else:
+            start = np.unique(np.concatenate([self.posting(int(a)) for a in first]))
+        step = len(start) if cap is None else max(_HOLDING_CHUNK, cap)
+        found, n_found, s = [], 0, 0
+        while s < len(start):
+            cur = start[s : s + step]
+            s, step = s + step, 2 * step  # chunks double: few of them where holders are scarce
+            for i, group in enumerate(rest):
+                if len(cur) <= _HOLDING_FEW and self.held_ptr is not None and len(rest) - i > 2:
+                    cur = cur[self._holds_all(cur, rest[i:])]  # a few candidates, many atoms: at once
+                    break
+                if len(group) == 1:
+                    hit = self._has(int(group[0]), cur, masks)
+                else:
+                    hit = np.zeros(len(cur), dtype=bool)
+                    for a in group.tolist():
+                        hit |= self._has(a, cur, masks)
+                cur = cur[hit]
+                if not len(cur):
+                    break
+            found.append(cur)
+            n_found += len(cur)
+            if cap is not None and n_found >= cap:
+                break
+        return np.concatenate([np.zeros(0, dtype=np.int64), *found])
+
+    def _holds_all(self, cand: np.ndarray, groups: list[np.ndarray]) -> np.ndarray:
+        """Does each candidate of `cand` hold one atom of every group? One binary search of every
+        (candidate, atom) pair among the sorted (candidate, atom held) keys of `cand`."""
+        assert self.held_ptr is not None and self.held_atoms is not None
+        lens = self.held_ptr[cand + 1] - self.held_ptr[cand]
+        keys = np.repeat(np.arange(len(cand), dtype=np.int64), lens) * (self.n_atoms + 1)
+        keys += self.held_atoms[concat_ranges(self.held_ptr[cand], lens)]  # ascending: atoms sorted
+        width = [len(g) for g in groups]
+        atoms = np.concatenate(groups).astype(np.int64)
+        query = np.arange(len(cand), dtype=np.int64)[:, None] * (self.n_atoms + 1) + atoms[None, :]
+        at = np.minimum(np.searchsorted(keys, query), max(len(keys) - 1, 0))
+        found = keys[at] == query if len(keys) else np.zeros(query.shape, dtype=bool)
+        hit = np.logical_or.reduceat(found, np.cumsum([0, *width[:-1]]), axis=1)
+        return np.asarray(hit.all(axis=1), dtype=bool)
+
+    def _has(self, atom: int, cand: np.ndarray, masks: dict[int, np.ndarray] | None) -> np.ndarray:
+        """Does each candidate of `cand` hold `atom`?"""
+        seg = self.posting(atom)
+        if not len(seg):
+            return np.zeros(len(cand), dtype=bool)
+        if masks is None or len(seg) < _BITMAP_MIN_POSTING:
+            return seg[np.minimum(np.searchsorted(seg, cand), len(seg) - 1)] == cand
+        mask = masks.get(atom)
+        if mask is None:
+            mask = masks[atom] = np.zeros(self.n_cand, dtype=bool)
+            mask[seg] = True
+        return mask[cand]
+
+
+Postings = _Postings  # the inverted index, public: `item_postings`, `engine.estimate.explain`
 
 
 def _atoms(proj: sp.csc_matrix, known: sp.csr_matrix) -> tuple[_Postings, np.ndarray]:
@@ -980,6 +1075,104 @@ def distinguishability(
     (`count_known_sets`).
     """
     return known_set_distinguishability(targets, candidates, knowledge, matching).per_record()
+
+
+def item_postings(candidates: Records, groups: Mapping[str, list[str]] | None = None) -> Postings:
+    """The candidates' inverted index: atom j < `candidates.n_items` is item j (the candidates
+    holding it, sorted); then, in the order of `groups`, one atom per group of items (name -> item
+    names), held by the candidates holding any of them (a category's codes: `engine.estimate.explain`).
+    Depends on neither k nor the adversary: its callers build it once per candidate pool."""
+    held = candidates.patient_item_sets
+    m = held.tocsc()
+    m.sort_indices()
+    ids = np.int32 if candidates.n_patients < 2**31 else np.int64
+    ptr, rows = m.indptr.astype(np.int64), m.indices.astype(ids)
+    if groups:
+        at = candidates.item_index([c for items in groups.values() for c in items])
+        col = np.repeat(np.arange(len(groups)), [len(items) for items in groups.values()])
+        ok = at >= 0
+        member = sp.csr_matrix(
+            (np.ones(int(ok.sum()), dtype=np.int32), (at[ok], col[ok])),
+            shape=(candidates.n_items, len(groups)),
+        )
+        g = (held.astype(np.int32) @ member).tocsc()
+        g.sort_indices()
+        ptr = np.concatenate([ptr, ptr[-1] + g.indptr[1:].astype(np.int64)])
+        rows = np.concatenate([rows, g.indices.astype(ids)])
+    by_atom = sp.csc_matrix(
+        (np.ones(len(rows), dtype=np.int8), rows, ptr), shape=(candidates.n_patients, len(ptr) - 1)
+    )
+    by_cand = by_atom.tocsr()
+    by_cand.sort_indices()
+    return Postings(
+        ptr, rows, candidates.n_patients, by_cand.indptr.astype(np.int64), by_cand.indices.astype(ids)
+    )
+
+
+def distinguishability_among_holders(
+    targets: Records,
+    candidates: Records,
+    knowledge: Knowledge,
+    matching: Matching = DEFAULT_MATCHING,
+    postings: Postings | None = None,
+) -> np.ndarray:
+    """`distinguishability(targets, candidates, knowledge, matching)`, exactly, with the kernel run on
+    few candidates (issue 36: the recount of one fixed record against 1.37 M candidates).
+
+    A candidate consistent with a known set holds, for each of its items t, an item matching t
+    (`match_matrix`; within one visit, or as often, asks more): it is among `Postings.holding` of the
+    set's items. Of each set, every holder when they are fewer than 1/`_HOLDERS_SHARE` of the
+    candidates (the set is "few"), else as many of them as its record's fewest few set has, are put
+    together, and the kernel counts them: each few set gets its exact count, every other set a count
+    no larger than its own (and, under the default matching, its holders being consistent, at least
+    its record's few sets' minimum). A record's distinguishability, the minimum over its sets, is
+    then its few sets' minimum when that is at most every other set's count there. The records where
+    it is not, and every record under whole-record knowledge, with more than `_HOLDERS_MAX_SETS` known
+    sets or fewer than `_HOLDERS_MIN_POOL` candidates (the whole pool costs less there: the shipped
+    sample), are counted against every candidate. A set with nothing known is consistent with every
+    candidate. `postings`: `item_postings(candidates)` (groups may follow the items) when built."""
+    known, owner = known_sets(targets, knowledge, matching.count_repeats)
+    n_cand = candidates.n_patients
+    if knowledge == "whole_record" or known.shape[0] > _HOLDERS_MAX_SETS or n_cand < _HOLDERS_MIN_POOL:
+        return distinguishability(targets, candidates, knowledge, matching)
+    post = item_postings(candidates) if postings is None else postings
+    used = np.unique(known.indices)
+    match = match_matrix(candidates.items, targets.items[used], matching.item_codes).tocsc()
+    match.sort_indices()
+    group = [match.indices[match.indptr[j] : match.indptr[j + 1]].astype(np.int64) for j in range(len(used))]
+    at = np.searchsorted(used, known.indices)
+    bound = max(n_cand // _HOLDERS_SHARE, _HOLDING_CHUNK)
+    lens = np.diff(known.indptr)
+    found = {
+        r: post.holding([group[j] for j in at[known.indptr[r] : known.indptr[r + 1]].tolist()], bound)
+        for r in np.flatnonzero(lens).tolist()
+    }
+    few = np.zeros(len(lens), dtype=bool)
+    few[list(found)] = [len(h) < bound for h in found.values()]  # `holding` did not stop early: all
+    # of another set, as many holders as its record's fewest few set has: enough for the proof below
+    enough = np.zeros(targets.n_patients, dtype=np.int64)
+    np.maximum.at(enough, owner[few], bound)
+    np.minimum.at(enough, owner[few], [len(found[r]) for r in np.flatnonzero(few).tolist()])
+    held = [h if few[r] else h[: enough[owner[r]]] for r, h in found.items()]
+    among = np.unique(np.concatenate([np.zeros(0, dtype=np.int64), *held]))
+    values = np.zeros(len(lens), dtype=np.int64)
+    if len(among):
+        values = count_known_sets(targets.items, known, candidates.take(among), knowledge, matching)
+    exact = few | (lens == 0)
+    values[lens == 0] = n_cand
+    if matching.cap is not None:
+        np.minimum(values, matching.cap, out=values)
+    top = n_cand if matching.cap is None else min(n_cand, matching.cap)
+    best = np.full(targets.n_patients, top, dtype=np.int64)  # per record: its exact sets' minimum
+    np.minimum.at(best, owner[exact], values[exact])
+    bound_of_rest = np.full(targets.n_patients, top, dtype=np.int64)  # the others' lower bounds
+    np.minimum.at(bound_of_rest, owner[~exact], values[~exact])
+    has_rest = np.bincount(owner[~exact], minlength=targets.n_patients) > 0
+    has_exact = np.bincount(owner[exact], minlength=targets.n_patients) > 0
+    unproven = np.flatnonzero(has_rest & ~(has_exact & (best <= bound_of_rest)))
+    if len(unproven):
+        best[unproven] = distinguishability(targets.take(unproven), candidates, knowledge, matching)
+    return best
 
 
 # ------------------------------------------------------------------------------ entry points

@@ -60,11 +60,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from engine import risk
 from engine.adversary import Adversary, Knowledge
 from engine.io.concepts import ConceptParents
 from engine.records import Records
 
 GENERALIZE, SUPPRESS = "generalize", "suppress"
+_MASKS_KEPT = 64  # codes' masks an explanation keeps from record to record (n bytes each: 1.4 MB at 1.37 M)
 CATEGORY_LEVELS = ("3-digit", "category")  # ICD-9-CM 3-digit code, ICD-10-CM category
 
 
@@ -167,45 +169,54 @@ class Explanation:
 
 
 class _Support:
-    """Postings of the candidates per code and per category; the support of a set of tokens
-    (("c", code) or ("g", category)) is the number of candidates holding every token."""
+    """The support of a set of tokens (("c", code) or ("g", category)): the number of candidates
+    holding every token, a category held by the holders of any of its codes. Counted on
+    `risk.item_postings` of the candidates (one atom per code, then one per category) by
+    `risk.Postings.holding`, from the rarest token (issue 36: Python sets of 1.37 M candidates were
+    the greedy fix's time)."""
 
     def __init__(self, candidates: Records, categories: dict[str, str]) -> None:
-        m = candidates.patient_item_sets.tocsc()
+        under: dict[str, list[str]] = {}
+        for item in candidates.items.astype(str).tolist():
+            if item in categories:
+                under.setdefault(categories[item], []).append(item)
         self.n = candidates.n_patients
-        self.post: dict[tuple[str, str], frozenset[int]] = {}
-        by_cat: dict[str, set[int]] = {}
-        for j, item in enumerate(candidates.items.astype(str).tolist()):
-            rows = frozenset(m.indices[m.indptr[j] : m.indptr[j + 1]].tolist())
-            self.post[("c", item)] = rows
-            cat = categories.get(item)
-            if cat is not None:
-                by_cat.setdefault(cat, set()).update(rows)
-        for cat, held in by_cat.items():
-            self.post[("g", cat)] = frozenset(held)
-        self._memo: dict[frozenset[tuple[str, str]], int] = {}
+        self.post = risk.item_postings(candidates, under)
+        self.atom: dict[tuple[str, str], int] = {
+            ("c", item): j for j, item in enumerate(candidates.items.astype(str).tolist())
+        }
+        self.atom |= {("g", cat): candidates.n_items + i for i, cat in enumerate(under)}
+        self._memo: dict[frozenset[tuple[str, str]], tuple[int, bool]] = {}
+        self._masks: dict[int, np.ndarray] = {}  # `risk.Postings.holding`'s masks of the atoms met
 
     def counting(self) -> _Support:
         """The same postings with counts of its own (the postings are shared and never modified)."""
         twin = object.__new__(_Support)
-        twin.n, twin.post, twin._memo = self.n, self.post, {}
+        twin.n, twin.post, twin.atom, twin._memo, twin._masks = self.n, self.post, self.atom, {}, {}
         return twin
 
     def forget(self) -> None:
-        """Drop the counts kept (one record's trial sets are of no use to the next: memory)."""
+        """Drop the counts kept (one record's trial sets are of no use to the next: memory); the
+        masks, which records share, past `_MASKS_KEPT` of them."""
         self._memo.clear()
+        if len(self._masks) > _MASKS_KEPT:
+            self._masks.clear()
 
-    def count(self, tokens: Iterable[tuple[str, str]]) -> int:
+    def count(self, tokens: Iterable[tuple[str, str]], cap: int | None = None) -> int:
+        """The support; with `cap`, min(support, cap) (enough for "below k or not", and faster)."""
         key = frozenset(tokens)
-        hit = self._memo.get(key)
-        if hit is None:
+        hit = self._memo.get(key)  # (value, exact): a count stopped at its cap is a lower bound
+        if hit is None or not (hit[1] or (cap is not None and hit[0] >= cap)):
             if not key:
-                hit = self.n
+                value = self.n
+            elif any(t not in self.atom for t in key):
+                value = 0
             else:
-                lists = sorted((self.post.get(t, frozenset()) for t in key), key=len)
-                hit = len(lists[0].intersection(*lists[1:])) if len(lists) > 1 else len(lists[0])
+                atoms = np.array([self.atom[t] for t in key], dtype=np.int64).reshape(-1, 1)
+                value = len(self.post.holding(list(atoms), cap, self._masks))  # one atom a group
+            hit = (value if cap is None else min(value, cap), cap is None or value < cap)
             self._memo[key] = hit
-        return hit
+        return hit[0] if cap is None else min(hit[0], cap)
 
 
 def _known_sets(records: Records, p: int, knowledge: str) -> tuple[list[tuple[str, ...]], list[str | None]]:
@@ -292,11 +303,11 @@ def singling_out(codes: Sequence[str], support: _Support, k: int) -> tuple[tuple
     taken: list[str] = []
     for c in order:
         taken.append(c)
-        if support.count(("c", x) for x in taken) < k:
+        if support.count((("c", x) for x in taken), k) < k:
             break
     for c in list(reversed(taken)):
         rest = [x for x in taken if x != c]
-        if support.count(("c", x) for x in rest) < k:
+        if support.count((("c", x) for x in rest), k) < k:
             taken = rest
     return tuple(taken), support.count(("c", x) for x in taken)
 
@@ -325,7 +336,7 @@ def _fix(
         shown = views.get(st)
         if shown is None:
             shown = views[st] = _shown(st, under)
-        return max(0, k - support.count(_tokens(sets[j], st, categories, shown)))
+        return max(0, k - support.count(_tokens(sets[j], st, categories, shown), k))
 
     moves = [(GENERALIZE, g) for g in sorted({categories[c] for c in codes if c in categories})]
     moves += [(SUPPRESS, c) for c in codes]
@@ -359,7 +370,7 @@ def _fix(
                     best = key
         if best is None:  # no single change helps: suppress the rarest code the riskiest set shows
             shown = _shown(state, under)
-            counts = [support.count(_tokens(s, state, categories, shown)) for s in sets]
+            counts = [support.count(_tokens(s, state, categories, shown), k) for s in sets]
             seen = _tokens(sets[int(np.argmin(counts))], state, categories, shown)
             left = [  # its codes kept, or the record's codes that show its category items
                 c
@@ -390,11 +401,13 @@ def _verify(
     fixes: dict[int, _State],
     categories: dict[str, str],
     item_codes: dict[str, frozenset[str]],
+    postings: risk.Postings | None = None,
 ) -> dict[int, int]:
     """Each record's distinguishability once its change is applied to the release, counted by
     `engine.risk` in one call for every record (module docstring).
 
-    Each target record is released as its change releases it (`Release`, checked against the cohort):
+    Each target record is released as its change releases it (`Release`, checked against the original
+    records of the targets, its source: the check and the attacker's known visits read those only):
     its suppressed codes gone, its codes under a generalized category recoded to the category's item,
     which stands for every code of it; the attacker's known sets are the release's
     (`risk.attacker_known_visits` under single-visit knowledge). The candidates are counted as they
@@ -402,8 +415,9 @@ def _verify(
     where a code it stands for did (`risk.match_matrix`: codes(c) a subset of codes(t)), so each count
     equals the count against the recoded release (the property test in tests/test_explain.py recodes
     every record and compares). A record's own suppressions leave its whole record consistent with
-    itself, and nothing else depends on them."""
-    from engine import risk
+    itself, and nothing else depends on them. The count runs on the candidates holding the items of
+    a known set only (`risk.distinguishability_among_holders`: the same counts; `postings`, the
+    candidates' `risk.item_postings`, built once by `prepare`)."""
     from engine.release import Release
 
     if not fixes:
@@ -423,10 +437,11 @@ def _verify(
     recoded = marked(category, [(i, g) for i, p in enumerate(rows) for g in fixes[p].generalized])
     labels = np.where(recoded, category + "*", code)
     stands = {f"{g}*": item_codes[f"{g}*"] for p in rows for g in fixes[p].generalized}
-    release = Release("explain", targets.keep_events(~gone).recode(labels[~gone]), stands, source=cohort)
+    release = Release("explain", targets.keep_events(~gone).recode(labels[~gone]), stands, source=targets)
     known = risk.attacker_known_visits(release) if knowledge == "single_visit" else None
     known = release.records if known is None else known
-    dis = risk.distinguishability(known, candidates, knowledge, risk.Matching.of_release(release))
+    matching = risk.Matching.of_release(release)
+    dis = risk.distinguishability_among_holders(known, candidates, knowledge, matching, postings)
     at = pd.Index(known.patient_ids.astype(str)).get_indexer(cohort.patient_ids[rows].astype(str))
     return {p: int(dis[a]) if a >= 0 else candidates.n_patients for p, a in zip(rows, at, strict=True)}
 
@@ -460,8 +475,6 @@ def prepare(
     `distinguishability`: the records' counts when already computed (`risk.original_distinguishability`
     under the same adversary), else counted here. `concepts`: the CDM's hierarchy and concept names
     (`Dataset.concepts`) when the codes are its standard concepts (module docstring), else ICD's."""
-    from engine import risk
-
     cands = risk.candidates_for(adversary, cohort, population)
     if distinguishability is None:
         distinguishability = risk.original_distinguishability(cohort, adversary, population)
@@ -519,7 +532,7 @@ def explain_records(
     to_verify = {
         p: st for p, _, _, st, _ in found if fixable and len(st.suppressed) < len(codes_of_record[p])
     }
-    after = _verify(cohort, cands, adversary.knowledge, to_verify, categories, stands)
+    after = _verify(cohort, cands, adversary.knowledge, to_verify, categories, stands, support.post)
     out = []
     for p, sets, visits, state, steps in found:
         counts = [support.count(("c", c) for c in s) for s in sets]
