@@ -96,7 +96,7 @@ def among(patient_ids: np.ndarray, ids: Sequence[str]) -> np.ndarray:
     """(len(patient_ids),) bool: which of the lab orders' patients are among `ids` (a group of up to
     1.37 million ids, issue 36): the ids are looked up in a table of the few patients with lab orders,
     never put in a Python set one by one."""
-    wanted = pd.Index(np.asarray(ids, dtype=object))
+    wanted = pd.Index(np.asarray(ids, dtype=object), dtype=object)
     found = wanted[wanted.isin(patient_ids)]
     return np.asarray(pd.Index(patient_ids).isin(found), dtype=bool)
 
