@@ -108,6 +108,23 @@ load average 1.2-2.4, the pure-Python reference loop 0.093-0.095 s; results equa
   distinguishability (0.12 s), all k-independent and memoized (the engine's part alone, in one
   process at load 2.2-2.4: 4.70-5.03 s with the code before, about 4.1 s now: 4.51 s with the file
   figures written, less their 1.65 s, plus 1.21 s from the gate's files).
+Since (issue 36, the Lab orders page's first opening and the first load: commits 8d54018..f27c37e;
+`--rows labs,load --repeat 1`, 2026-11-29 14:17-14:24, the code before (b6a862b) and after back to back,
+two pairs in alternating order; results equal: patient-days field by field, records by fingerprint):
+  Lab orders open 2.77 -> 2.72 s (load 2.5-2.3, reference loop 0.090 / 0.089 s) and 3.07 -> 2.37 s
+  (load 1.1-1.3, 0.084 / 0.088 s); first load 17.93 -> 17.16 s and 16.63 -> 15.57 s (targets 1 s and
+  3 s: not met). Engine calls alone at paper scale, one process, before -> after: `patient_days` of the
+  9,472,162 lab orders 0.41-0.42 -> 0.35 s (load 1.1-1.3; at load 4-6 1.6-2.4 -> 0.6-1.3 s);
+  `Records.from_frame` of the 17,594,928 events 2.62-3.54 -> 0.77 s (load 1.1; at load 5 4.39-4.54 ->
+  1.17-2.17 s), fingerprint equal; the lab orders' read and checks 0.50 s (load 1.1; 1.36-1.57 s at
+  load 4), unchanged. What changed: `patient_days` codes the patients of lab orders sorted by patient
+  from their runs (Arrow comparisons of neighbours; a file whose patients are not in runs is hashed as
+  before), the group's membership by table lookups (`reident.among`, 0.43 s for a set of 1.37 M ids
+  before), and the load hands the events' patient factorization to `Records.from_frame`.
+  Where the Lab orders page's 2.04 s goes now (cProfile in the script thread, WARM=0, load 3.4): the
+  deferred lab orders' read and checks 0.65 s (Parquet read 0.14 s, the two text columns' take 0.19 s),
+  `patient_days` 0.36 s (the labs column's factorization 0.17 s), the membership 0.15 s, raw Recall@n
+  0.30 s. Left: the lab read's duplicate check and the labs column's second factorization.
 Measured before (commit ace2e76, `--repeat 1`, load average 8-12 on 2 cores, peak 6.6 GB): first load 164 s
 (target 3 s; the process loading it first: 162 s); Heatherly completion pass 205 s, GCCens all codes Run
 14.4 s, UGACLIP / ACLIP open 62.5 s, LDA open 16.3 s, Lab orders open 17.8 s (targets 1 s): no

@@ -57,18 +57,31 @@ class Records:
 
     # ---------------------------------------------------------------- construction
     @classmethod
-    def from_frame(cls, df: pd.DataFrame, items: Sequence[str] | np.ndarray | None = None) -> Records:
+    def from_frame(
+        cls,
+        df: pd.DataFrame,
+        items: Sequence[str] | np.ndarray | None = None,
+        *,
+        patients: tuple[np.ndarray, np.ndarray] | None = None,
+    ) -> Records:
         """Build from long form (`patient_id`, `code`, optional `visit`, optional `age`).
 
         `items` fixes the vocabulary (it must contain every code of `df`); by default it is the
-        sorted set of codes present.
+        sorted set of codes present. `patients`: the patient column's codes and distinct ids as
+        `pd.factorize(df[PATIENT].astype(str))` gives them, from a reader that factorized it already
+        (`engine.io.events.Events.patients`; issue 36: 17.6 M ids not hashed twice on the first load).
         """
         if PATIENT not in df.columns or CODE not in df.columns:
             raise ValueError("Records.from_frame needs columns 'patient_id' and 'code'")
         has_visits = VISIT in df.columns
         has_age = AGE in df.columns
         # factorized as columns, never as 17.6 M Python strings (issue 36: the paper-scale load)
-        p_codes, patient_ids = pd.factorize(df[PATIENT].astype(str), sort=False)
+        if patients is None:
+            p_codes, patient_ids = pd.factorize(df[PATIENT].astype(str), sort=False)
+        else:
+            p_codes, patient_ids = patients
+            if len(p_codes) != len(df):
+                raise ValueError(f"patients: {len(p_codes)} codes for {len(df)} rows")
         code_keys, present = pd.factorize(df[CODE].astype(str), sort=False)
         present = np.asarray(present, dtype=object)
         if items is None:

@@ -59,6 +59,9 @@ class Events:
     vocabulary: np.ndarray
     spellings: pd.DataFrame
     normalization: NormalizationReport
+    # the patient column's codes and distinct ids in order of appearance, when the reader has them
+    # (`Records.from_frame(patients=...)`, issue 36)
+    patients: tuple[np.ndarray, np.ndarray] | None = None
 
     def spelling_map(self) -> dict[str, tuple[str, ...]] | None:
         """code -> every spelling it was written with, sorted; None when normalization rewrote no

@@ -538,9 +538,12 @@ def _events(
         if drop_duplicates:
             drop |= dup
     frame, vocabulary = pd.DataFrame(out), code.vocabulary
-    if drop.any():
+    patients: tuple[np.ndarray, np.ndarray] | None = (pid.codes, pid.uniques)
+    if drop.any():  # a patient may lose every row: the records factorize what is left
         frame, vocabulary = frame.loc[~drop].reset_index(drop=True), vocabulary[~drop]
-    return Events(frame, vocabulary, code.normalized.spellings(), code.normalized.report)
+        patients = None
+    spellings = code.normalized.spellings()
+    return Events(frame, vocabulary, spellings, code.normalized.report, patients)
 
 
 def load_events(
@@ -988,7 +991,7 @@ def load_dataset(
     stage(0.0, f"reading and checking the events ({srcs['events'].name})")
     events_ = _events(srcs["events"], report, unknown_codes, drop_duplicates, na_ids, normalize)
     stage(0.5, "building the patients' records")
-    records = Records.from_frame(events_.frame) if events_ is not None else None
+    records = None if events_ is None else Records.from_frame(events_.frame, patients=events_.patients)
     population = None if records is None else pd.Index(records.patient_ids)
     groups: dict[str, np.ndarray] = {}
     for role in ("biobank", "cohort"):

@@ -28,7 +28,7 @@ are dropped, and so are patients left without days. All draws come from `numpy.r
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal
@@ -70,6 +70,35 @@ def _codes(values: pd.Series, sort: bool) -> tuple[np.ndarray, np.ndarray]:
         return codes, labels
     codes, labels = pd.factorize(values, sort=sort)
     return codes.astype(np.int64), np.asarray(labels)
+
+
+def _patient_codes(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """`_codes(values, sort=False)`; a text column holding each patient's rows together (a file sorted
+    by patient, as the loaders' and the sample's) is coded from its runs, not by hashing every row: at
+    the paper's scale 9.5 million ids, 0.2-0.6 s of the Lab orders page's first opening (issue 36)."""
+    if not isinstance(values.array, pd.arrays.ArrowStringArray) or len(values) < 2 or values.hasnans:
+        return _codes(values, sort=False)
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    col = pa.array(values.array)  # its Arrow data (`__arrow_array__`)
+    new = np.empty(len(col), dtype=bool)
+    new[0] = True
+    new[1:] = pc.not_equal(col.slice(1), col.slice(0, len(col) - 1)).to_numpy(zero_copy_only=False)
+    starts = np.flatnonzero(new)
+    firsts = col.take(pa.array(starts))
+    if pc.count_distinct(firsts).as_py() != len(starts):  # a patient's rows apart: hash them
+        return _codes(values, sort=False)
+    return np.cumsum(new) - 1, np.asarray(firsts.to_pylist(), dtype=object)
+
+
+def among(patient_ids: np.ndarray, ids: Sequence[str]) -> np.ndarray:
+    """(len(patient_ids),) bool: which of the lab orders' patients are among `ids` (a group of up to
+    1.37 million ids, issue 36): the ids are looked up in a table of the few patients with lab orders,
+    never put in a Python set one by one."""
+    wanted = pd.Index(np.asarray(ids, dtype=object), dtype=object)
+    found = wanted[wanted.isin(patient_ids)]
+    return np.asarray(pd.Index(patient_ids).isin(found), dtype=bool)
 
 
 # ------------------------------------------------------------------------------------ data model
@@ -170,7 +199,7 @@ def patient_days(labs: pd.DataFrame) -> PatientDays:
         raise ValueError(f"lab orders need columns {list(LAB_COLUMNS)}; missing {missing}")
     if len(labs) == 0:
         raise ValueError("no lab orders to analyse")
-    p_code, patient_ids = _codes(labs[PATIENT], sort=False)
+    p_code, patient_ids = _patient_codes(labs[PATIENT])
     lab_values = labs[LAB]
     if not isinstance(lab_values.dtype, pd.CategoricalDtype):
         lab_values = lab_values.astype(str)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -110,8 +109,7 @@ def population_days(ctx: Context, labs: pd.DataFrame, population_ids) -> tuple[L
 
     def decide() -> tuple[L.PatientDays, str]:
         every = lab_days(ctx, labs_key, labs, None)
-        wanted = set(ids)
-        member = np.fromiter((p in wanted for p in every.patient_ids), dtype=bool, count=every.n_patients)
+        member = L.among(every.patient_ids, ids)
         if member.all():
             return every, "all"
         if not member.any():
