@@ -15,6 +15,25 @@ shipped sample, for the rows load, labs, gccens, profiles, lda, heatherly, the f
 phewas_open, phewas, compare and report (rekey and the sweeps build the shipped sample's study); compare
 and report on bench/report.py's study of three releases made on the paper-scale data. The engine-alone
 timings are the shipped sample's, so they are skipped.
+Latest, every paper-scale row on one tree (2026-11-29 14:19-14:28, commit 47f06a7 and, for load and
+labs, 5c39135; `--repeat 1`, load average 1.3-3.8, the pure-Python reference loop 0.096 s):
+  | row                                         | now      | session start (2653df8) | target |
+  | first load (fresh process)                  | 17.84 s  | 22.8 s                  | 3 s    |
+  | Lab orders: open                            | 2.71 s   | 3.41 s                  | 1 s    |
+  | GCCens: all codes, Run                      | 3.00 s   | 3.04-3.15 s             | 1 s    |
+  | UGACLIP / ACLIP: open at a new k            | 4.20 s   | 4.06-4.22 s (first)     | 1 s    |
+  | LDA: open at a new k                        | 3.63 s   | 4.19-4.61 s             | 1 s    |
+  | Risk, new k: cohort / single visit          | 0.16 s   | 0.45 s                  | 1 s    |
+  | Risk, new k: cohort / all visits            | 0.15 s   | 0.14 s                  | 1 s    |
+  | Risk, new k: population / single visit      | 0.35 s   | 1.73 s (load 8)         | 1 s    |
+  | Risk, new k: population / all visits        | 0.27 s   | 1.61 s (load 8)         | 1 s    |
+  | PheWAS: open at a new k                     | 0.62 s   | 1.00 s                  | 1 s    |
+  | Compare: open with three releases           | 4.04 s   | 5.95 s                  | 1 s    |
+  | Report: build with three releases           | 18.40 s  | 84.1 s                  | 1.5 s  |
+  | PheWAS: Heatherly's three scopes, twice     | 88.68 s  | 120.3 s                 | 10 s   |
+  The UGACLIP / ACLIP and LDA rows are the first opening in the process (the k-independent protection and
+  workload computed there); a second session at a new k: 2.34-2.57 s and 3.03-3.15 s. Why each miss
+  misses is in the paragraphs below, row by row.
 Measured after issue 36's fixes (`--repeat 1`, one process, peak 6.2 GB; a quiet hour: load average
 2.7-5, the pure-Python reference loop 0.079 s; in brackets the same rows at load 7-9, reference 0.14-0.22
 s, commit 754c899 before the Compare and membership fixes):
