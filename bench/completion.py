@@ -14,9 +14,18 @@ visits; wall time, CPU within 0.2-2 s of it):
 - paper scale, sample_data/paper (load 1.8-2.7): DEMO_B (472,580 others, 12 merge rounds) 14.8 s
   against 22.1 s (1.49x), DEMO_S (1,360,991 others) 22.2 s against 38.0 s (1.71x); releases equal;
   peak 8.5 GB (the bench holds both releases of each scope and their verifications).
-What is left of a pass at the paper's scale (py-spy, DEMO_S): the risk engine's counts of the failing
+What was left of a pass at the paper's scale (py-spy, DEMO_S): the risk engine's counts of the failing
 visits' sets among the others (`engine.risk.count_known_sets`: its candidate index, projection and
-bitmaps, is built again at each of the 22 calls, 0.1-0.4 s each however few the sets), about half.
+bitmaps, built again at each of the 22 calls, 0.1-0.4 s each however few the sets), about half.
+
+`--against counter`: the pass against itself with the others' index built again at every count (as
+before `engine.risk.KnownSetCounter`, issue 36). Paper scale, 2026-11-29 14:42-14:46 UTC, load 3.4-4.2
+(`uptime` after: 3.35, 3.68, 3.45): DEMO_B 15.53 s against 16.92 s wall (1.09x; CPU 13.85 against
+14.45 s), DEMO_S 21.04 s against 25.45 s wall (1.21x; CPU 19.16 against 23.54 s); releases equal; peak
+8.5 GB. Shipped sample, DEMO_S: 0.67 against 0.71 s (load 3.6). Left (py-spy -r 50 of `--against
+counter --scopes population`, its three passes, 140 s of samples over all threads): the others' counts
+41.2 s, of which the bitmaps `_Intersector` builds at each count 26.1 s and the prepared indexes
+(`KnownSetCounter.__init__`, both variants) 13.9 s; the verification 9.3 s.
 """
 
 from __future__ import annotations
@@ -25,11 +34,30 @@ import argparse
 import os
 import resource
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from unittest import mock
 
 from bench.table4 import load
+from engine.anonymize import population
 from engine.anonymize.population import SCOPE_NAMES, anonymize
+from engine.risk import KnownSetCounter
 from tests.reference_completion_pool import reference_pool
 from tests.test_population_fast import result_state
+
+
+@contextmanager
+def rebuilt_counter() -> Iterator[None]:
+    """Within the block the pass counts the others as before `KnownSetCounter` (issue 36): their
+    index built again at every count."""
+
+    def fresh(pool, k: int) -> KnownSetCounter:
+        pool._others_counter = None
+        return original(pool, k)
+
+    original = population._Pool.others_counter
+    with mock.patch.object(population._Pool, "others_counter", fresh):
+        yield
 
 
 def main() -> None:
@@ -39,6 +67,12 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=5)
     ap.add_argument("--completion", default="phewas", choices=["phewas", "rarest"])
     ap.add_argument("--with-visits", action="store_true")
+    ap.add_argument(
+        "--against",
+        default="pool",
+        choices=["pool", "counter"],
+        help="the reference: the pool as it was, or the pass with the others' index rebuilt at every count",
+    )
     args = ap.parse_args()
 
     groups, _, label = load(None, args.data)
@@ -64,10 +98,8 @@ def main() -> None:
         states = {}
         for name in ("new", "reference"):
             wall, cpu = time.perf_counter(), time.process_time()
-            if name == "reference":
-                with reference_pool():
-                    res = run()
-            else:
+            against = reference_pool if args.against == "pool" else rebuilt_counter
+            with against() if name == "reference" else nullcontext():
                 res = run()
             timed[name] = (time.perf_counter() - wall, time.process_time() - cpu)
             states[name] = result_state(res)

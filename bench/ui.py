@@ -57,8 +57,12 @@ s, commit 754c899 before the Compare and membership fixes):
   rounds 0.7 + 6.9 + 11.1 + 26.4 + 7.2 + 42.4 s at load 2.0; after 0.5 + 3.5 + 9.1 + 31.0 + 11.3 + 45.7 s at
   load 2.7-3.5 (the machine shared: not comparable; process CPU 108.6 -> 101.0 s). The pass alone, same
   run, warmed (bench/completion.py, load 1.8-2.7): DEMO_B 22.1 -> 14.8 s, DEMO_S 38.0 -> 22.2 s. This
-  row's 120.3 s through the app not re-measured. Left: the risk engine's counts among the others
-  (its candidate index built again at each of about 22 calls per pass) and the verifications.
+  row's 120.3 s through the app not re-measured. Since, the others' candidate index prepared once per
+  merge round (`engine.risk.KnownSetCounter`, it had been built again at each of about 22 counts per
+  pass): bench/completion.py --against counter, same run, warmed, 14:42-14:46 UTC at load 3.4-4.2
+  (`uptime` 3.35, 3.68, 3.45 after): DEMO_B 16.92 -> 15.53 s wall (14.45 -> 13.85 s CPU), DEMO_S
+  25.45 -> 21.04 s wall (23.54 -> 19.16 s CPU), releases equal; this row through the app not
+  re-measured. Left: the others' counts themselves (bitmaps per call) and the verifications.
 Why the misses (cProfile in the script runner's thread, COHORTSHIELD_WORKERS=0):
   Risk, population scope, new k (1.96 s at load 8): the explanation of the first record below k
   (`engine.estimate.explain.explain_records`, per k): its greedy fix 0.84 s (support counts by

@@ -940,69 +940,117 @@ def count_known_sets(
     k), so at population scale the capped count is the kernel for verdicts: its work per set is bounded
     by the cap (CPU growth exponent about 1.04 in bench/scale.py), where full counts grow with the
     supports of common sets (exponent 1.5-1.7)."""
-    if knowledge == "whole_record":
-        return _whole_record_counts(target_items, known, candidates, matching)
-    cap, threads = matching.cap, matching.threads
-    by_visit = matching.within_visits and knowledge == "single_visit"
-    proj = _projected_candidates(
-        target_items, candidates, matching.item_codes, matching.count_repeats, by_visit=by_visit
-    )
-    post, entry_atom = _atoms(proj, known)
-    n_cand = candidates.n_patients
-    cand_owner = candidates.visit_patient if by_visit else None
-    lens = np.diff(known.indptr)
-    values = np.empty(known.shape[0], dtype=np.int64)
-    values[lens == 0] = n_cand
-    single = np.flatnonzero(lens == 1)
-    atom_count = post.owner_length(candidates.visit_patient) if by_visit else post.length
-    values[single] = atom_count[entry_atom[known.indptr[single]]]
-    multi = lens >= 2
-    ran = "posting lengths"
-    if multi.any() and (_KERNEL == "trie" or (_KERNEL == "auto" and cap is not None)):
-        from engine.scale import trie  # numba is loaded only when a compiled walk counts
+    return KnownSetCounter(target_items, candidates, knowledge, matching).count(known)
 
-        rows = np.flatnonzero(multi)
-        values[rows] = trie.count_rows(
-            post.ptr, post.rows, post.length, post.n_cand, known.indptr, entry_atom, rows, cand_owner, cap,
-            thread_count(threads),
-        )[0]  # fmt: skip
-        ran = "compiled walk"
-    elif multi.any():
-        needed = np.zeros(post.n_atoms, dtype=bool)
-        needed[entry_atom[np.repeat(multi, lens)]] = True
-        sentinel = post.n_atoms  # padding: an atom every candidate holds
-        # sets of 2, 3-4, 5-8, ... items padded with the sentinel, identical sets counted once
-        bucket = np.where(multi, 1 << np.ceil(np.log2(np.maximum(lens, 2))).astype(np.int64), 0)
-        groups = []
-        for width in np.unique(bucket[multi]).tolist():
-            rows = np.flatnonzero(bucket == width)
-            r_lens = lens[rows]
-            mat = np.full((len(rows), width), sentinel, dtype=np.int64)
-            at_row = np.repeat(np.arange(len(rows)), r_lens)
-            mat[at_row, concat_ranges(np.zeros(len(rows), dtype=np.int64), r_lens)] = entry_atom[
-                concat_ranges(known.indptr[rows], r_lens)
-            ]
-            mat.sort(axis=1)
-            uniq, inv = _dedup_rows(mat, post.n_atoms + 1)
-            groups.append((rows, uniq, inv))
-        ran = _kernel(post, needed, groups, cand_owner, cap)
-        if ran == "walk":
-            set_lens = np.concatenate([(u != sentinel).sum(axis=1) for _, u, _ in groups])
-            set_atoms = np.concatenate([u[u != sentinel] for _, u, _ in groups])  # row-major: set by set
-            set_ptr = np.concatenate([[0], np.cumsum(set_lens)])
-            counts = _walk_counts(post, set_ptr, set_atoms, cand_owner, thread_count(threads), cap)
-            first = 0
-            for rows, uniq, inv in groups:
-                values[rows] = counts[first : first + len(uniq)][inv]
-                first += len(uniq)
-        else:
-            counter = _Intersector(post, needed, cand_owner, thread_count(threads))
-            for rows, uniq, inv in groups:
-                values[rows] = counter.count(uniq)[inv]
-    if cap is not None:
-        np.minimum(values, cap, out=values)
-    _record_kernel(ran, cap)
-    return values
+
+class KnownSetCounter:
+    """`count_known_sets` with its candidate index built once: the projection of `candidates` onto
+    `target_items` and its postings (`_projected_candidates`), then `count` for any number of known
+    sets over `target_items`. A caller whose candidates do not change between counts keeps one (the
+    completion pass's others, rebuilt after merge rounds only: issue 36, "the index rebuilt at every
+    call"); the counts are `count_known_sets`' exactly."""
+
+    def __init__(
+        self,
+        target_items: np.ndarray,
+        candidates: Records,
+        knowledge: Knowledge,
+        matching: Matching = DEFAULT_MATCHING,
+    ):
+        self.target_items, self.candidates = target_items, candidates
+        self.knowledge, self.matching = knowledge, matching
+        self.by_visit = matching.within_visits and knowledge == "single_visit"
+        self._proj: sp.csc_matrix | None = None
+        self._post: _Postings | None = None  # the atoms "holds item t" alone
+        self._owner_length: np.ndarray | None = None
+        if knowledge != "whole_record":
+            self._proj = _projected_candidates(
+                target_items, candidates, matching.item_codes, matching.count_repeats, by_visit=self.by_visit
+            )
+            self._post = _Postings(
+                self._proj.indptr.astype(np.int64), self._proj.indices.astype(np.int64), self._proj.shape[0]
+            )
+
+    def _atoms(self, known: sp.csr_matrix) -> tuple[_Postings, np.ndarray]:
+        """The prepared postings and the atom of every entry of `known`; a known set that needs an
+        item more than once (repeat counts) gets its atoms added for this count (`_atoms`)."""
+        assert self._proj is not None and self._post is not None
+        if (known.data > 1).any():
+            return _atoms(self._proj, known)
+        return self._post, known.indices.astype(np.int64)
+
+    def _atom_count(self, post: _Postings) -> np.ndarray:
+        """Per atom, its holders: candidates, or their distinct patients when they are visits."""
+        if not self.by_visit:
+            return post.length
+        if post is not self._post:
+            return post.owner_length(self.candidates.visit_patient)
+        if self._owner_length is None:
+            self._owner_length = post.owner_length(self.candidates.visit_patient)
+        return self._owner_length
+
+    def count(self, known: sp.csr_matrix) -> np.ndarray:
+        """Per row of `known` (sets over `target_items`, from `known_sets`), the number of candidates
+        consistent with it (`count_known_sets`)."""
+        candidates, matching = self.candidates, self.matching
+        if self.knowledge == "whole_record":
+            return _whole_record_counts(self.target_items, known, candidates, matching)
+        cap, threads, by_visit = matching.cap, matching.threads, self.by_visit
+        post, entry_atom = self._atoms(known)
+        n_cand = candidates.n_patients
+        cand_owner = candidates.visit_patient if by_visit else None
+        lens = np.diff(known.indptr)
+        values = np.empty(known.shape[0], dtype=np.int64)
+        values[lens == 0] = n_cand
+        single = np.flatnonzero(lens == 1)
+        values[single] = self._atom_count(post)[entry_atom[known.indptr[single]]]
+        multi = lens >= 2
+        ran = "posting lengths"
+        if multi.any() and (_KERNEL == "trie" or (_KERNEL == "auto" and cap is not None)):
+            from engine.scale import trie  # numba is loaded only when a compiled walk counts
+
+            rows = np.flatnonzero(multi)
+            values[rows] = trie.count_rows(
+                post.ptr, post.rows, post.length, post.n_cand, known.indptr, entry_atom, rows, cand_owner, cap,
+                thread_count(threads),
+            )[0]  # fmt: skip
+            ran = "compiled walk"
+        elif multi.any():
+            needed = np.zeros(post.n_atoms, dtype=bool)
+            needed[entry_atom[np.repeat(multi, lens)]] = True
+            sentinel = post.n_atoms  # padding: an atom every candidate holds
+            # sets of 2, 3-4, 5-8, ... items padded with the sentinel, identical sets counted once
+            bucket = np.where(multi, 1 << np.ceil(np.log2(np.maximum(lens, 2))).astype(np.int64), 0)
+            groups = []
+            for width in np.unique(bucket[multi]).tolist():
+                rows = np.flatnonzero(bucket == width)
+                r_lens = lens[rows]
+                mat = np.full((len(rows), width), sentinel, dtype=np.int64)
+                at_row = np.repeat(np.arange(len(rows)), r_lens)
+                mat[at_row, concat_ranges(np.zeros(len(rows), dtype=np.int64), r_lens)] = entry_atom[
+                    concat_ranges(known.indptr[rows], r_lens)
+                ]
+                mat.sort(axis=1)
+                uniq, inv = _dedup_rows(mat, post.n_atoms + 1)
+                groups.append((rows, uniq, inv))
+            ran = _kernel(post, needed, groups, cand_owner, cap)
+            if ran == "walk":
+                set_lens = np.concatenate([(u != sentinel).sum(axis=1) for _, u, _ in groups])
+                set_atoms = np.concatenate([u[u != sentinel] for _, u, _ in groups])  # row-major: set by set
+                set_ptr = np.concatenate([[0], np.cumsum(set_lens)])
+                counts = _walk_counts(post, set_ptr, set_atoms, cand_owner, thread_count(threads), cap)
+                first = 0
+                for rows, uniq, inv in groups:
+                    values[rows] = counts[first : first + len(uniq)][inv]
+                    first += len(uniq)
+            else:
+                counter = _Intersector(post, needed, cand_owner, thread_count(threads))
+                for rows, uniq, inv in groups:
+                    values[rows] = counter.count(uniq)[inv]
+        if cap is not None:
+            np.minimum(values, cap, out=values)
+        _record_kernel(ran, cap)
+        return values
 
 
 def _record_kernel(ran: str, cap: int | None) -> None:

@@ -132,3 +132,41 @@ def test_merge_rounds_do_not_rebuild_the_others_item_sets_from_their_events(samp
     res = anonymize(population, cohort.patient_ids, 5, scope="population", complete=True, completion="phewas")
     assert res.release.loss["completion merges"] > 0
     assert len(built) == 1
+
+
+@pytest.mark.parametrize("with_visits", [False, True], ids=["records", "visits"])
+def test_the_others_index_is_built_once_per_merge_round(sample_dataset, monkeypatch, with_visits):
+    """The finding (issue 36): every count of the others' supports rebuilt the risk engine's index of
+    the others (their projection onto the release's items, `engine.risk._projected_candidates`),
+    about 22 times a pass at the paper's population scope though the others change only in a merge
+    round. Now it is built once per state of the others: never twice for the same records, and at
+    most once per merge round and once at the start."""
+    from engine import risk
+
+    population, cohort = sample_dataset.events, sample_dataset.group_records("cohort")
+    n_others = population.n_patients - cohort.n_patients
+    projected: list[Records] = []
+    original = risk._projected_candidates
+
+    def counting(target_items, candidates, *args, **kwargs):
+        if candidates.n_patients == n_others:
+            projected.append(candidates)  # the records themselves: ids are not reused while kept
+        return original(target_items, candidates, *args, **kwargs)
+
+    monkeypatch.setattr(risk, "_projected_candidates", counting)
+    res = anonymize(
+        population,
+        cohort.patient_ids,
+        5,
+        scope="population",
+        complete=True,
+        completion="phewas",
+        with_visits=with_visits,
+        verify_now=False,
+    )
+    loss = res.release.loss
+    rounds = len(loss["completion visits below k by round"]) - 1  # the last one found none failing
+    merge_rounds = rounds - loss["completion suppression rounds"]
+    assert merge_rounds > 0
+    assert len(projected) == len({id(r) for r in projected}), f"{len(projected)} builds"
+    assert len(projected) <= merge_rounds + 1

@@ -80,7 +80,7 @@ from engine.io.progress import Progress
 from engine.memo import memo
 from engine.records import CODE, PATIENT, VISIT, Records, concat_ranges
 from engine.release import Release, set_item_label
-from engine.risk import Matching, Verification, count_known_sets, verify
+from engine.risk import KnownSetCounter, Matching, Verification, count_known_sets, verify
 from engine.scale.forked import fan_out, fan_out_enabled
 from engine.utility.phewas import PhewasSettings
 from engine.utility.retention import Figures, RetentionRow, count_table, figures, summary_table
@@ -439,10 +439,13 @@ def _holders(
     cand = released if candidates is None else candidates
     if sets.shape[0] == 0:
         return np.zeros(0, dtype=np.int64)
+    return count_known_sets(released.items, sets, cand, *_holding(within_visits, cap))
+
+
+def _holding(within_visits: bool, cap: int | None) -> tuple[Knowledge, Matching]:
+    """The knowledge and matching under which `_holders` counts a visit's set as one known set."""
     knowledge: Knowledge = "single_visit" if within_visits else "all_visits"
-    return count_known_sets(
-        released.items, sets, cand, knowledge, Matching(within_visits=within_visits, cap=cap)
-    )
+    return knowledge, Matching(within_visits=within_visits, cap=cap)
 
 
 @dataclass(frozen=True, eq=False)
@@ -528,6 +531,8 @@ class _Pool:
         self.target: Records  # the target records
         self.target_events: np.ndarray  # the group indexes of their events
         self.others: Records | None  # the other records (None: every record is a target)
+        # k and the counter of the others' supports (`others_counter`)
+        self._others_counter: tuple[int, KnownSetCounter] | None = None
         # per phecode, the weight of one case and of one control changing (`case_cost`)
         self.flip_weight: tuple[np.ndarray, np.ndarray] | None = None
         if state.phecodes is not None:
@@ -562,11 +567,13 @@ class _Pool:
             sets = merged_item_sets(self.others.patient_item_sets, ioc, merged_reps)
             others = replace(self.others, event_item=ioc[self.others.event_item].astype(np.int32))
             self.others = with_patient_item_sets(others, sets)
+            self._others_counter = None
         self._derived()
 
     def _rebuild(self) -> None:
         """Both parts from the state."""
         self.others = None
+        self._others_counter = None
         if self.other_base is not None:
             self.others, _ = self._code_space(self.other_base, self.other_events)
         self.target, self.target_events = self._code_space(self.target_base, self.events)
@@ -607,7 +614,24 @@ class _Pool:
         >= k exactly when a + b >= k, so the release is the same). Across a record's visits the full
         count is kept: there the bitmap intersections are faster than the capped walk."""
         cap = k if self.within_visits else None
-        return _holders(self.target, sets, candidates, self.within_visits, cap)
+        if candidates is None or not sets.shape[0]:
+            return _holders(self.target, sets, candidates, self.within_visits, cap)
+        return self.others_counter(k).count(sets)
+
+    def others_counter(self, k: int) -> KnownSetCounter:
+        """The risk engine's counter of the others' supports (`_holders` with the others as
+        candidates), its candidate index built once per state of the others: they change only in a
+        merge round (`merged`, `_rebuild` forget it). Before, each count rebuilt it (22 calls of a
+        pass at the paper's population scope, 0.1-0.4 s each: issue 36)."""
+        kept = self._others_counter
+        if kept is None or kept[0] != k or kept[1].target_items is not self.target.items:
+            assert self.others is not None
+            cap = k if self.within_visits else None
+            kept = self._others_counter = (
+                k,
+                KnownSetCounter(self.target.items, self.others, *_holding(self.within_visits, cap)),
+            )
+        return kept[1]
 
     def held(self, sets: sp.csr_matrix, k: int) -> np.ndarray:
         """Per row of `sets` (over code indexes): is it held by at least k records of the released
