@@ -51,6 +51,20 @@ class Deferred(Generic[T]):
         self._error: BaseException | None = None
         _LIVE.add(self)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (a pool job's data, issue 38): without its lock and warming thread, which belong to
+        this process; the value computed here goes with it, else its computation."""
+        with self._lock:
+            state = dict(self.__dict__)
+        state.pop("_lock")
+        state["_warming"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+        _LIVE.add(self)
+
     def _after_fork(self) -> None:
         """In a forked child (a worker, issue 24): a new lock. Another thread of the parent may have
         been computing the value at the fork; it does not exist here, so the child computes it itself."""

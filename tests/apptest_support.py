@@ -231,7 +231,7 @@ def reopen_in_new_session(name: str, data: bytes, mime: str = "application/json"
 
 class Counts:
     """Calls counted across processes (a file per name, a byte per call): the app's long runs happen
-    in worker processes forked from the test (ui/worker.py), whose in-memory counters the test never
+    in worker processes of the app's pool (ui/worker.py), whose in-memory counters the test never
     sees. `counts.add(name)`; `counts[name]` / `counts.get(name, 0)` read the count."""
 
     def __init__(self, folder: Path) -> None:
@@ -251,12 +251,8 @@ class Counts:
 
 
 def fresh_process_memo() -> None:
-    """The engine's process memo (`engine.memo.LOCAL`) emptied after this process's one-time warm-up
-    (`ui.worker`'s preload, before its first worker: the kernels run on the shipped sample, their
-    entries the process's by design). A test that counts that memo sees its own sessions' entries
-    only, whether it runs alone (the warm-up would happen inside it) or after another app test."""
+    """The engine's process memo (`engine.memo.LOCAL`) emptied: a test that counts that memo sees its
+    own sessions' entries only, whether it runs alone or after another app test."""
     from engine import memo
-    from ui import worker
 
-    worker._preload()
     memo.clear()

@@ -308,9 +308,9 @@ def _top_level_holds_only_the_core() -> list[str]:
     return top_level_strays()
 
 
-# the one module that forks (issue 38, finding 4: long work moves to `engine.scale.pool`, whose workers
-# come from a clean interpreter; the count of callers only goes down)
-FORKING = frozenset({"engine/scale/forked.py"})
+# no module forks (issue 38, finding 4: long work runs in `engine.scale.pool`, whose workers come from a
+# fork server started from a clean interpreter, never from a fork of the multi-threaded server)
+FORKING: frozenset[str] = frozenset()
 
 
 def fork_calls(roots: Iterable[Path] = (ENGINE, UI)) -> list[str]:
@@ -329,7 +329,7 @@ def fork_calls(roots: Iterable[Path] = (ENGINE, UI)) -> list[str]:
     return found
 
 
-def _only_forked_forks() -> list[str]:
+def _nothing_forks() -> list[str]:
     return [where for where in fork_calls() if where.split(":")[0] not in FORKING]
 
 
@@ -342,7 +342,7 @@ RULES: dict[str, Callable[[], list[str]]] = {
     "every progress parameter of the engine is the one protocol": progress_parameters_off_the_protocol,
     "engine keeps no memo at module level but engine.memo.PROCESS_WIDE's": _engine_memos_not_listed,
     "every entry of engine.memo.PROCESS_WIDE is a memo there": _listed_memos_not_there,
-    "only engine/scale/forked.py calls os.fork": _only_forked_forks,
+    "no module calls os.fork": _nothing_forks,
 }
 
 

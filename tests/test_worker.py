@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from apptest_support import page_app
 
-from engine.scale import forked
+from engine.scale import pool
 
 ROOT = Path(__file__).resolve().parent.parent
-pytestmark = pytest.mark.skipif(not forked.enabled(), reason="no fork on this platform")
+pytestmark = pytest.mark.skipif(not pool.enabled(), reason="workers are turned off (COHORTSHIELD_WORKERS=0)")
 
 
 class _Tracker:
@@ -67,6 +67,13 @@ def _within_5_s(done) -> None:
         if done():
             return
         time.sleep(0.05)
+
+
+def _ended(pid: int) -> bool:
+    """Whether the worker `pid` runs no job: gone, or back in the app's pool, idle."""
+    from ui import worker
+
+    return not _alive(pid) or pid in [w.process.pid for w in worker.app_pool()._idle]
 
 
 def _alive(pid: int) -> bool:
@@ -156,13 +163,13 @@ def test_a_pages_run_happens_in_a_worker_and_its_cache_entry_comes_back(tmp_path
     from streamlit.testing.v1 import AppTest
 
     started = []
-    original = forked.Worker.__init__
+    original = pool.Pool.submit
 
     def counting(self, *args, **kwargs):
         started.append(1)
-        original(self, *args, **kwargs)
+        return original(self, *args, **kwargs)
 
-    monkeypatch.setattr(forked.Worker, "__init__", counting)
+    monkeypatch.setattr(pool.Pool, "submit", counting)
 
     count = tmp_path / "count"
     at = AppTest.from_string(_SCRIPT.format(root=str(ROOT), count=str(count)), default_timeout=60)
@@ -178,10 +185,13 @@ def test_a_pages_run_happens_in_a_worker_and_its_cache_entry_comes_back(tmp_path
     assert count.read_text() == "x", "the worker's cache entry did not come back: computed again"
     assert f"pid: {pid}" in [m.value for m in at.markdown]
     assert len(started) == 1, "a worker was started for a result already held"
-    from ui import worker
+    # issue 38, finding 4: the worker is not a fork of this (the server's) process
+    assert _parent_of(int(pid)) != os.getpid()
 
-    # the kernels every worker would otherwise import again were imported here, before the fork
-    assert all(name in sys.modules for name in worker.PRELOAD)
+
+def _parent_of(pid: int) -> int:
+    """The parent pid of `pid` (Linux's /proc)."""
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
 def test_the_method_views_run_in_workers_and_agree_with_the_script_thread(monkeypatch) -> None:
@@ -223,30 +233,26 @@ def test_a_worker_waited_on_is_never_taken_for_abandoned(session, monkeypatch) -
 
 
 def test_a_worker_that_cannot_start_ends_its_claim(session, monkeypatch) -> None:
-    """A failed fork (no memory for the process) must not leave a shared key claimed: other sessions
+    """A worker that cannot start (no memory for the process) must not leave a shared key claimed: other sessions
     would wait for a worker that never stores it."""
     from ui import worker
 
-    def no_fork(*args, **kwargs):
+    def no_process(*args, **kwargs):
         raise OSError("Cannot allocate memory")
 
-    monkeypatch.setattr(forked, "Worker", no_fork)
+    monkeypatch.setattr(pool.Pool, "submit", no_process)
     ended: list[bool] = []
     with pytest.raises(OSError, match="allocate memory"):
         worker.run(_slow, _Tracker(), key="k", job=1, end=lambda: ended.append(True))
     assert ended == [True] and not worker.underway("k", 1)
 
 
-def test_a_worker_inherits_the_loaded_kernels() -> None:
-    """Bug report (issue 24): every worker loaded numba's target and each kernel again (0.2-0.3 s of
-    every UGACLIP / ACLIP, LDA and GCCens run through the app). After `_preload`, a worker forked
-    from this process holds every kernel entry the methods call, without calling any."""
+def _kernel_signatures(progress) -> dict[str, int]:
+    """In a worker: how many compiled signatures each kernel entry the methods call holds."""
     from engine.anonymize import alignment_kernel, censor_kernel, profiles_kernel
     from engine.scale import trie
     from engine.utility import membership_kernel
-    from ui import worker
 
-    worker._preload()
     entries = {
         "membership counts": membership_kernel.null_counts,
         "profiles run": profiles_kernel.run,
@@ -256,96 +262,91 @@ def test_a_worker_inherits_the_loaded_kernels() -> None:
         "censor exit steps": censor_kernel.exit_steps,
         "risk walk": trie.walk,
     }
-    loaded = forked.call(lambda progress: {name: len(d.signatures) for name, d in entries.items()})
+    return {name: len(d.signatures) for name, d in entries.items()}
+
+
+def test_a_worker_starts_with_the_loaded_kernels() -> None:
+    """Bug report (issue 24): every worker loaded numba's target and each kernel again (0.2-0.3 s of
+    every UGACLIP / ACLIP, LDA and GCCens run through the app). The app's pool's fork server loads
+    them once (`engine.scale.preload_kernels`): a worker holds every kernel entry the methods call,
+    without calling any."""
+    from ui import worker
+
+    loaded = worker.app_pool().call(_kernel_signatures)
     assert all(n >= 1 for n in loaded.values()), loaded
 
 
-def test_the_preload_waits_for_the_run_then_runs_once(monkeypatch) -> None:
-    """`preload_ahead`: the kernels are loaded after the script run that loaded the data has ended,
-    once per process (a worker started meanwhile waits for it: `_preload` holds its lock)."""
+def test_a_failed_preload_leaves_the_fork_server_working(tmp_path: Path) -> None:
+    """No shipped sample (or any failure of the warm-up) in the fork server's preload: logged, and the
+    import goes on (a fork server whose preload raised would not start)."""
+    import subprocess
+
+    code = (
+        "import engine.anonymize.warm as w\n"
+        "def boom():\n    raise FileNotFoundError('no sample here')\n"
+        "w.load_kernels = boom\n"
+        "import engine.scale.preload_kernels\n"
+        "print('imported')\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=False,
+    )
+    assert out.returncode == 0 and "imported" in out.stdout, out.stderr
+    assert "the kernels were not loaded ahead" in out.stderr and "no sample here" in out.stderr
+
+
+def test_the_workers_start_ahead_once_the_run_has_ended(monkeypatch) -> None:
+    """`preload_ahead`: the app's pool and its workers are started after the script run that loaded
+    the data has ended, once per process."""
     import threading
 
-    from engine.anonymize import warm
     from ui import worker
 
-    calls: list[int] = []
-    monkeypatch.setattr(worker, "_PRELOADED", [])
-    monkeypatch.setattr(warm, "load_kernels", lambda: calls.append(1) or 0.0)
+    starts: list[int] = []
+    monkeypatch.setattr(worker, "_POOL", [])
+
+    class _Pool:
+        def start(self, n: int) -> None:
+            starts.append(n)
+
+    monkeypatch.setattr(worker, "app_pool", lambda: worker._POOL.append(_Pool()) or worker._POOL[0])
     release = threading.Event()
     run = threading.Thread(target=release.wait)
     run.start()
     ahead = worker.preload_ahead(run)
     assert ahead is not None
     time.sleep(0.2)
-    assert calls == []  # the run is still going
+    assert starts == [], "started before the run ended"
     release.set()
-    ahead.join(10)
-    assert calls == [1] and worker.preload_ahead(run) is None
-    worker._preload()
-    assert calls == [1]
-
-
-def test_a_failed_preload_leaves_the_workers_working(monkeypatch, caplog) -> None:
-    """Without the shipped sample (or any failure of the warm-up) the workers still run: they load
-    their kernels themselves, and the failure is logged."""
-    from engine.anonymize import warm
-    from ui import worker
-
-    def broken() -> float:
-        raise FileNotFoundError("sample_data/events.csv")
-
-    monkeypatch.setattr(worker, "_PRELOADED", [])
-    monkeypatch.setattr(warm, "load_kernels", broken)
-    worker._preload()
-    assert worker._PRELOADED == [True]
-    assert "not loaded ahead" in caplog.text
-
-
-def test_a_fork_waits_for_a_preload_under_way(monkeypatch) -> None:
-    """A fork while the kernels are being loaded (the read-ahead thread) waits until they are: the
-    child must not inherit numba's compiler lock held by that thread."""
-    import threading
-
-    from engine.anonymize import warm
-    from ui import worker
-
-    loading, release, order = threading.Event(), threading.Event(), []
-
-    def slow_load() -> float:
-        loading.set()
-        release.wait(10)
-        order.append("loaded")
-        return 0.0
-
-    monkeypatch.setattr(worker, "_PRELOADED", [])
-    monkeypatch.setattr(warm, "load_kernels", slow_load)
-    ahead = threading.Thread(target=worker._preload)
-    ahead.start()
-    assert loading.wait(10)
-    forking = threading.Thread(target=lambda: order.append(forked.call(lambda progress: "forked")))
-    forking.start()
-    time.sleep(0.3)
-    assert order == []  # the fork waits
-    release.set()
-    ahead.join(10)
-    forking.join(30)
-    assert order == ["loaded", "forked"]
+    ahead.join(5)
+    assert starts == [2] and worker.preload_ahead(run) is None
 
 
 class _Sample:
     """Stands for the shipped sample (marked shipped as `ui.cache.load_shipped` marks it)."""
 
 
-def _stores_shared(progress) -> int:
-    from ui import cache
+def _storing_shared(sample: _Sample):
+    """A job storing a shared entry derived from `sample` (which travels with it, marked shipped)."""
 
-    progress(0.0, "start")
-    time.sleep(0.5)
-    cache.put("test superseded", "answer", os.getpid(), size=2, data=_SAMPLE)
-    return os.getpid()
+    def compute(progress) -> int:
+        from ui import cache
+
+        progress(0.0, "start")
+        time.sleep(0.5)
+        cache.put("test superseded", "answer", os.getpid(), size=2, data=sample)
+        return os.getpid()
+
+    return compute
 
 
 _SAMPLE = _Sample()
+_stores_shared = _storing_shared(_SAMPLE)
 
 
 def test_a_superseded_run_with_a_shared_result_finishes_and_stores_it(session) -> None:
@@ -364,7 +365,7 @@ def test_a_superseded_run_with_a_shared_result_finishes_and_stores_it(session) -
     _within_5_s(lambda: ended)
     assert ended, "the superseded run's claim never ended"
     assert cache.held("test superseded", "answer", data=_SAMPLE) == old
-    assert not _alive(old)
+    assert _ended(old)
     assert worker._FINISHING + "k" not in session[worker._WORKERS]
 
 
@@ -410,7 +411,7 @@ def test_a_superseded_run_ends_its_claim_when_the_next_run_finds_its_result_held
     _within_5_s(lambda: ended)
     assert ended, "the superseded run's claim never ended"
     assert cache.held("test superseded", "answer", data=_SAMPLE) == old
-    assert not _alive(old)
+    assert _ended(old)
 
 
 def test_two_places_superseded_together_both_finish_and_store_their_results(session) -> None:
@@ -426,11 +427,11 @@ def test_two_places_superseded_together_both_finish_and_store_their_results(sess
     cache._mark(_SAMPLE)
     ended: dict[str, bool] = {}
 
-    def storing(name: str):
+    def storing(name: str, sample: _Sample = _SAMPLE):
         def compute(progress) -> int:
             progress(0.0, "start")
             time.sleep(0.3)
-            cache.put("test two places", name, os.getpid(), size=4, data=_SAMPLE)
+            cache.put("test two places", name, os.getpid(), size=4, data=sample)
             return os.getpid()
 
         return compute

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from browser_support import ROOT, free_port, served_app
 
-from engine.scale import forked
+from engine.scale import pool
 
-pytestmark = pytest.mark.skipif(not forked.enabled(), reason="no fork on this platform")
+pytestmark = pytest.mark.skipif(not pool.enabled(), reason="workers are turned off (COHORTSHIELD_WORKERS=0)")
 
 _SCRIPT = """
 import os, time

@@ -22,6 +22,12 @@ session's store for them (app.py, around every script run), under names prefixed
 by the same `_cache_` family), so nothing an upload gives the engine outlives its session or reaches
 another. Outside a script run (the command line, engine tests) the engine keeps them in its process.
 
+In a pool worker running one of the app's jobs (ui/worker.py, `worker_side`), the stores are the job's
+own, filled on demand from the server's: an entry the job asks for and has not computed is asked of the
+server (`engine.scale.pool.ask`), which answers with what the session or the shared store holds
+(`answerer`); only what the job computes is recorded and sent back. Whether an input is shipped is the
+server's verdict: the objects it knows as shipped are sent marked (`is_shipped_object`, `mark_shipped`).
+
 `recording()` / `replay(entries)`: the journal of a worker process (ui/worker.py). Inside
 `recording()`, every entry `memo`, `put` and the engine's store keep in this thread is recorded, in
 order, as an `Entry` (picklable when its value is); `replay` stores the entries again where they were
@@ -48,20 +54,20 @@ with two exceptions (`STREAMLIT_CACHES`, checked by tests/test_cache.py):
 
 from __future__ import annotations
 
-import os
 import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar, Token
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 import streamlit as st
 
 from engine import memo as engine_memo
 from engine.io.progress import Progress
+from engine.scale import pool
 from ui import state
 from ui.admission import stepped_out
 from ui.context import Context
@@ -116,12 +122,6 @@ class Shared:
 
     def __len__(self) -> int:
         return len(self._data)
-
-    def after_fork(self) -> None:
-        """In a forked worker: new locks, and no computation under way (the parent's threads that
-        were computing will never store their results in the child's copy)."""
-        self._lock = threading.Lock()
-        self._running = {}
 
     def claim(self, key: Hashable) -> Callable[[], None] | None:
         """Mark `key` as being computed elsewhere (a worker process, `ui.progress.run`), so other
@@ -206,6 +206,21 @@ def _mark(value: Any) -> None:
             pass
 
 
+def is_shipped_object(x: Any) -> bool:
+    """Whether `x` itself is known here as shipped (a job's objects to send marked: `pool.dumps`)."""
+    try:
+        with _LOCK:
+            return _SHIPPED.get(id(x)) is x
+    except TypeError:  # unhashable ids cannot happen; weakref-less values are never held
+        return False
+
+
+def mark_shipped(objects: list[Any]) -> None:
+    """In a pool worker: know `objects` as shipped, as the server does (`is_shipped_object`)."""
+    for x in objects:
+        _mark(x)
+
+
 def _is_shipped(x: Any) -> bool:
     if isinstance(x, Context):
         x = x.dataset
@@ -227,8 +242,77 @@ def _size(name: str, size: int) -> None:
         raise ValueError(f"cache {name!r} is bounded at {stated}, asked with size {size}")
 
 
+@dataclass
+class _WorkerSide:
+    """One app job in a pool worker (`worker_side`): its stores, and how to ask the server."""
+
+    ask: Callable[[Any], Any]
+    sessions: dict[str, OrderedDict] = field(default_factory=dict)
+    shared: dict[str, Shared] = field(default_factory=dict)
+
+    def fetch(self, kind: str, name: str, key: Hashable) -> Any:
+        """The server's entry of `key` under `name` (`kind` "session" or "shared"), `_MISSING` when
+        it holds none; kept in this job's store, not recorded (the server has it)."""
+        value = self.ask((kind, name, key))
+        if value is pool.NOT_ANSWERED:
+            return _MISSING
+        if kind == "shared":  # its bound as stated here, else none: the job's store goes with it
+            self.shared.setdefault(name, Shared(_SIZES.get(name, 1 << 30))).put(key, value)
+        else:
+            self.sessions.setdefault(name, OrderedDict())[key] = value
+        return value
+
+
+_WORKER_SIDE: ContextVar[_WorkerSide | None] = ContextVar("ui_cache_worker_side", default=None)
+
+
+@contextmanager
+def worker_side(ask: Callable[[Any], Any]) -> Iterator[None]:
+    """Inside: this thread is an app job in a pool worker (ui/worker.py). Its entries are held in
+    stores of its own; one it does not hold is asked of the server with `ask` (`pool.ask`) before it
+    is computed. No spinner is drawn (there is no page here)."""
+    token = _WORKER_SIDE.set(_WorkerSide(ask))
+    try:
+        yield
+    finally:
+        _WORKER_SIDE.reset(token)
+
+
+def answerer() -> Callable[[Any], Any]:
+    """In a script run: the server's answer to its job's requests (`_WorkerSide.fetch`): this
+    session's entries (its stores as they are now, read from the thread that waits on the job) and
+    the shared stores'; `pool.NOT_ANSWERED` for what neither holds."""
+    sessions = {k[len(PREFIX) :]: st.session_state[k] for k in list(st.session_state) if k.startswith(PREFIX)}
+
+    def answer(request: Any) -> Any:
+        kind, name, key = request
+        store = _SHARED.get(name) if kind == "shared" else sessions.get(name)
+        if store is None:
+            return pool.NOT_ANSWERED
+        value = store.get(key, _MISSING)
+        return pool.NOT_ANSWERED if value is _MISSING else value
+
+    return answer
+
+
+def _shared_hit(name: str, size: int, key: Hashable) -> tuple[Shared, Any]:
+    """The store of `name` and its entry of `key` (`_MISSING` when absent): in a pool job, asked of
+    the server when the job does not hold it."""
+    store = _shared(name, size)
+    hit = store.get(key, _MISSING)
+    side = _WORKER_SIDE.get()
+    if hit is _MISSING and side is not None:
+        hit = side.fetch("shared", name, key)
+    return store, hit
+
+
 def _shared(name: str, size: int) -> Shared:
     _size(name, size)
+    side = _WORKER_SIDE.get()
+    if side is not None:
+        if name not in side.shared:
+            side.shared[name] = Shared(size)
+        return side.shared[name]
     with _LOCK:
         store = _SHARED.get(name)
         if store is None:
@@ -238,6 +322,9 @@ def _shared(name: str, size: int) -> Shared:
 
 def _session(name: str, size: int) -> OrderedDict:
     _size(name, size)
+    side = _WORKER_SIDE.get()
+    if side is not None:
+        return side.sessions.setdefault(name, OrderedDict())
     store = st.session_state.get(PREFIX + name)
     if store is None:
         store = st.session_state[PREFIX + name] = OrderedDict()
@@ -263,7 +350,7 @@ def spinner(text: str) -> Iterator[None]:
 @contextmanager
 def _spinning(text: str | None) -> Iterator[None]:
     text = text or _SPINNER.get()
-    if not text:
+    if not text or _WORKER_SIDE.get() is not None:
         yield
         return
     token = _SPINNER.set(None)  # the memos computed inside show no spinner of their own
@@ -308,9 +395,14 @@ def _store_shared(name: str, key: Hashable, value: Any, size: int) -> None:
 
 
 def _held_here(name: str, key: Hashable, default: Any) -> Any:
-    """This session's entry of `key` under `name` (now the most recently used), `default` when absent."""
-    here = st.session_state.get(PREFIX + name)
+    """This session's entry of `key` under `name` (now the most recently used), `default` when absent
+    (in a pool job: the job's, else the server's session's, `_WorkerSide.fetch`)."""
+    side = _WORKER_SIDE.get()
+    here = side.sessions.get(name) if side is not None else st.session_state.get(PREFIX + name)
     if here is None or key not in here:
+        if side is not None:
+            hit = side.fetch("session", name, key)
+            return default if hit is _MISSING else hit
         return default
     here.move_to_end(key)
     return here[key]
@@ -328,8 +420,7 @@ def memo(
     """`compute()` once per `key` under `name`, in this session, or shared by the server's sessions
     when `data` is shipped (module docstring); `spinner`: words shown while it computes."""
     if shipped(data):
-        store = _shared(name, size)
-        hit = store.get(key, _MISSING)
+        store, hit = _shared_hit(name, size, key)
         if hit is not _MISSING:
             return hit
         while _ONLY_HELD.get():  # a probe: claim the key for the worker that will compute it, or wait
@@ -406,6 +497,12 @@ def _put(store: OrderedDict, key: Hashable, value: Any, size: int) -> None:
 def held(name: str, key: Hashable, *, data: Any = None) -> Any:
     """The entry of `key` under `name` (where `memo` with this `data` holds it), None when absent."""
     if shipped(data):
+        side = _WORKER_SIDE.get()
+        if side is not None:
+            mine = side.shared.get(name)
+            hit = _MISSING if mine is None else mine.get(key, _MISSING)
+            hit = side.fetch("shared", name, key) if hit is _MISSING else hit
+            return None if hit is _MISSING else hit
         store = _SHARED.get(name)
         return None if store is None else store.get(key)
     return _held_here(name, key, None)
@@ -516,18 +613,3 @@ def shared_size(name: str) -> int:
     """How many entries the process-wide store of `name` holds now (0 when never used)."""
     store = _SHARED.get(name)
     return 0 if store is None else len(store)
-
-
-def after_fork() -> None:
-    """In a worker forked from the server (ui/worker.py): new locks, since another thread of the
-    server may have held one at the fork, and no shared computation under way (the threads computing
-    are the server's, and never store in the child's copy). Run at every fork (`os.register_at_fork`);
-    calling it again is harmless."""
-    global _LOCK
-    _LOCK = threading.Lock()
-    for store in list(_SHARED.values()):
-        store.after_fork()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=after_fork)

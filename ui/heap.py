@@ -10,8 +10,7 @@ collector's permanent generation (`gc.freeze`): later collections walk only what
 Objects are still freed by their reference counts as before; what freezing gives up is collecting a
 reference cycle among the frozen objects that later becomes garbage. That is bounded by what exists at
 the first run (nothing is collected first: a full collection there would cost the first run the same
-0.14 s), and it happens once per process. The workers (`engine.scale.forked`) freeze what they inherit
-for another reason: a collection in a forked child would copy the parent's pages.
+0.14 s), and it happens once per process.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ still wanted:
 - the Cancel button kills the worker at once and records the job as cancelled, so the next run
   shows "cancelled" and a "Run again" button instead of starting it again.
 
-Where no worker can be forked (`engine.scale.forked.enabled`), `compute` runs in the script thread and
+Where no worker may be used (`engine.scale.pool.enabled`), `compute` runs in the script thread and
 the same check is made at each of the engine's progress calls.
 
 The bar is redrawn at most every `_REDRAW_S` seconds. It may be drawn from inside an `st.cache_data` /
@@ -37,7 +37,7 @@ from typing import Any, Generic, Literal, TypeVar, overload
 
 import streamlit as st
 
-from engine.scale import forked
+from engine.scale import pool
 from ui import cache, state
 from ui import worker as workers
 from ui.literal import md
@@ -347,7 +347,7 @@ def _started(
     start = time.monotonic()
     try:
         tracker = Tracker(bar, label)
-        if worker and forked.enabled():
+        if worker and pool.enabled():
             end = claim.pop() if claim else None
             result = workers.run(compute, tracker, key=key, job=job, end=end)
         else:

@@ -1,8 +1,19 @@
-"""The app's long runs in worker processes (issue 24): `run(compute, tracker, key=..., job=...)`.
+"""The app's long runs in worker processes (issues 24, 38): `run(compute, tracker, key=..., job=...)`.
 
-`compute(progress)` runs in a child process forked from the server (`engine.scale.forked.Worker`), so
-the script thread only waits, without the GIL: the server's other sessions are not held up and the
-work has a core of its own. The progress bar moves with the child's reports.
+`compute(progress)` runs in a worker of the app's process pool (`engine.scale.pool`): processes forked
+by a fork server started once from a clean interpreter, never by this multi-threaded server, their
+kernels loaded ahead (`engine.scale.preload_kernels`). The script thread only waits, without the GIL:
+the server's other sessions are not held up and the work has a core of its own. The progress bar moves
+with the worker's reports.
+
+The job is `compute` pickled (cloudpickle; the records it names go as shared-memory handles), run in
+`ui.cache.worker_side`: the app's cache there is the job's own, and an entry the job asks for that it
+has not computed is asked of this session (`ui.cache.answerer`), so a worker never computes again what
+the server already holds. The entries it computes are recorded and stored here when it succeeds
+(`cache.recording` / `cache.replay`), so the next run finds them as if it had run in this thread;
+whether an input is the shipped sample's (shared by every session) is this server's verdict, sent with
+the job (`cache.is_shipped_object`). A `compute` must write nothing but the app's cache: every other
+write is lost with the job.
 
 While it waits, the script asks Streamlit whether this run is still wanted (`tracker.check`):
 - a rerun of the page (the user changed something: Streamlit's RerunException) leaves the worker running: the next run that asks
@@ -15,17 +26,11 @@ While it waits, the script asks Streamlit whether this run is still wanted (`tra
   every worker the session left running (`_session_end`; issue 40: they stayed for over 60 s);
 - a worker nobody took up again for `_ABANDONED_S` seconds (the user went to another page) is killed
   at the next run of any session.
-
-The child is a copy of this session at the call: `compute` reads the session's state and caches as they
-are. What it stores in the app's cache (`ui.cache`) is recorded there and stored again here when it
-succeeds (`cache.recording` / `cache.replay`), so the next run finds it as if it had run in this thread;
-every other write the child makes is lost with it, so a `compute` must write nothing else.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Hashable
@@ -35,9 +40,9 @@ from typing import Any, TypeVar
 import streamlit as st
 
 from engine.io.progress import Progress
-from engine.scale import forked, pool
+from engine.scale import pool
 from ui import admission, cache, state
-from ui.script_run import is_rerun, mute_in_child
+from ui.script_run import is_rerun
 from ui.state import ABSENT
 
 T = TypeVar("T")
@@ -45,14 +50,30 @@ _WORKERS = "_workers"  # session state: run key -> the worker running there (`_R
 state.declare(__name__, held={_WORKERS: ABSENT})
 _ABANDONED_S = 60.0
 _FINISHING = "\x00superseded "  # + a place's key: the one superseded run there let finish (`_let_finish`)
-_JOURNAL: list[list] = []  # in the child: the cache entries `compute` stored
 _ALL: dict[int, _Running] = {}  # every session's workers, for the sweep of abandoned ones
 _ALL_LOCK = threading.Lock()
+# imported once by the pool's fork server, so every worker starts with them: the kernels' modules,
+# this module (and with it Streamlit and the app's cache, which every job's unpickling imports) and
+# the kernels' machine code (`engine.scale.preload_kernels`)
+PRELOAD = (*pool.KERNELS, "ui.worker", "engine.scale.preload_kernels")
+_POOL: list[pool.Pool] = []
+_POOL_LOCK = threading.Lock()
+
+
+def app_pool() -> pool.Pool:
+    """The app's pool of workers (`PRELOAD`), made at its first use and closed at the process's exit."""
+    with _POOL_LOCK:
+        if not _POOL:
+            import atexit
+
+            _POOL.append(pool.Pool(preload=PRELOAD))
+            atexit.register(_POOL[0].close)
+        return _POOL[0]
 
 
 @dataclass
 class _Running:
-    worker: forked.Worker
+    worker: pool.Job
     job: Hashable
     end: Callable[[], None] | None = None  # ends the claim on a shared cache key (`ui.cache.Shared`)
     seen: float = field(default_factory=time.monotonic)
@@ -65,69 +86,45 @@ class _Running:
             self.end = None
 
 
-# what the runs import when first needed and every worker would otherwise import again (numba and the
-# compiled kernels, about 0.5 s; scipy.stats for PheWAS): imported once here, before the first fork,
-# so every worker inherits them (torch, for the VAE alone, is imported by its first training); then
-# the kernels' machine code is loaded (`engine.anonymize.warm.load_kernels`), which each worker
-# otherwise loaded again: about 0.2 s of every UGACLIP / ACLIP, LDA and GCCens run through the app
-PRELOAD = pool.KERNELS  # the modules the pool's fork server preloads too
-_PRELOADED: list[bool] = []
-_PRELOAD_LOCK = threading.RLock()
-# Every fork of this process waits for a preload under way: a child must not inherit numba's compiler
-# lock held by the preloading thread (a child loading a kernel would then wait for it forever).
-os.register_at_fork(
-    before=_PRELOAD_LOCK.acquire,
-    after_in_parent=_PRELOAD_LOCK.release,
-    after_in_child=_PRELOAD_LOCK.release,
-)
+class AppJob:
+    """A page's `compute` as a pool job: run in `ui.cache.worker_side` with this session's engine
+    memos (`cache.engine_scope`), what it stores in the app's cache recorded (`journal`, sent back
+    with its result: `engine.scale.pool`)."""
 
+    def __init__(self, compute: Callable[[Progress], Any]) -> None:
+        self.compute = compute
+        self._journal: list[cache.Entry] = []
 
-def _preload() -> None:
-    """`PRELOAD` and the kernels, once per process, before the first worker (any fork meanwhile waits
-    for it: `os.register_at_fork` above). The kernels run in an empty context, so the warm-up's memo
-    entries are the process's, not a session's."""
-    with _PRELOAD_LOCK:
-        if _PRELOADED:
-            return
-        import contextvars
-        import importlib
+    def received(self, marked: list[Any]) -> None:
+        """The objects the server knows as shipped (`pool.dumps`): known so here too."""
+        cache.mark_shipped(marked)
 
-        from engine.anonymize.warm import load_kernels
+    def __call__(self, progress: Progress) -> Any:
+        with cache.worker_side(pool.ask), cache.engine_scope(), cache.recording() as journal:
+            self._journal = journal
+            return self.compute(progress)
 
-        for name in PRELOAD:
-            importlib.import_module(name)
-        try:
-            contextvars.Context().run(load_kernels)
-        except Exception:  # e.g. no shipped sample on this server: each worker loads its kernels itself
-            logging.getLogger(__name__).warning("the kernels were not loaded ahead", exc_info=True)
-        _PRELOADED.append(True)
+    def journal(self) -> list[cache.Entry]:
+        return self._journal
 
 
 def preload_ahead(after: threading.Thread) -> threading.Thread | None:
-    """In a daemon thread, once `after` (the script run that loaded the data) has ended: `_preload`,
-    so the first worker of the process does not wait for it. None when already done."""
-    if _PRELOADED:
+    """In a daemon thread, once `after` (the script run that loaded the data) has ended: the app's
+    pool started with its workers, so the first run of the process does not wait for the fork
+    server's preload. None when the pool is already made."""
+    if _POOL or not pool.enabled():
         return None
 
     def ahead() -> None:
         after.join()
-        _preload()
+        try:
+            app_pool().start(2)
+        except Exception:  # the first run starts them itself, and says what failed
+            logging.getLogger(__name__).warning("the workers were not started ahead", exc_info=True)
 
     thread = threading.Thread(target=ahead, name="cohortshield-preload", daemon=True)
     thread.start()
     return thread
-
-
-def _start_child() -> None:
-    mute_in_child()
-    cache.after_fork()
-    _JOURNAL.append(cache.recording().__enter__())
-
-
-def _finish_child() -> list:
-    """The cache entries `compute` stored, sent back with its result (those that cannot be pickled
-    are left out by `engine.scale.forked` and computed again here if asked)."""
-    return _JOURNAL[-1] if _JOURNAL else []
 
 
 def _sweep() -> None:
@@ -256,7 +253,7 @@ def run(
     and decides (its `check`) whether this script run still waits. `end`: a claim on a shared cache
     key (`ui.cache.NotHeld.end`) the worker holds until its results are stored or it is killed."""
     _sweep()
-    if not forked.enabled():
+    if not pool.enabled():
         if end is not None:
             end()
         return compute(tracker)
@@ -265,8 +262,7 @@ def run(
     running = mine.get(key)
     if running is None:
         try:
-            _preload()
-            worker = forked.Worker(compute, in_child=_start_child, finish=_finish_child)
+            worker = app_pool().submit(AppJob(compute), answer=cache.answerer(), mark=cache.is_shipped_object)
         except BaseException:
             if end is not None:
                 end()  # no worker will store the key: other sessions must not wait for it

@@ -25,6 +25,12 @@ Design (the first step of moving off `engine.scale.forked`, which forks the call
 - What a job memoized (`engine.memo`) is recorded in the worker, in a store of the job's own (so one
   session's entries never serve another's job), sent back with the result and stored in the caller's
   scope (`engine.memo.replay`), as `forked.fan_out` does.
+- A job may ask the caller while it runs (`ask(request)`): the caller's `answer(request)` (given to
+  `Pool.submit`) is sent back while the caller waits on the job, pickled as jobs are. The app answers
+  with the cache entries the session already holds, so a worker never computes again what the server
+  holds (ui/worker.py). `mark(obj)` (also given to `submit`) names the objects the worker must know as
+  the caller does: `dumps` sends them as a list after the job, references to the same objects
+  (one pickler, one memo), and the job gets them (`received`).
 - `fan_out(calls)` runs the calls after the first as jobs (one per core but this one's, each running
   its share of them in order, counting with one kernel thread) while this process runs the first:
   `engine.scale.forked.fan_out`'s contract, for calls that can be pickled.
@@ -40,9 +46,11 @@ import logging
 import mmap
 import os
 import pickle
+import sys
 import threading
 import time
 import traceback
+import types
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
@@ -206,19 +214,44 @@ def _attach(handle: Handle) -> Records:
     return _WORKER.records_of(handle)
 
 
-def dumps(work: Any, exports: Exports) -> bytes:
-    """`work` pickled for a worker: by cloudpickle, each `Records` in it as its shared handle."""
+def dumps(work: Any, exports: Exports, mark: Callable[[Any], bool] | None = None) -> bytes:
+    """`work` pickled for a worker: by cloudpickle, each `Records` in it as its shared handle; then the
+    list of the objects in it for which `mark(obj)` holds (`loads` gives them back as the same objects:
+    one pickler, one memo), so that the worker knows them as the caller does (the app: the shipped
+    sample's, shared by every session, `ui.cache.shipped`)."""
     import cloudpickle
+
+    marked: list[Any] = []
 
     class _Pickler(cloudpickle.Pickler):
         def reducer_override(self, obj: Any) -> Any:
+            if mark is not None and mark(obj):
+                marked.append(obj)
             if type(obj) is Records:
                 return _attach, (exports.handle(obj),)
             return super().reducer_override(obj)
 
     out = io.BytesIO()
-    _Pickler(out, protocol=pickle.HIGHEST_PROTOCOL).dump(work)
+    pickler = _Pickler(out, protocol=pickle.HIGHEST_PROTOCOL)
+    pickler.dump(work)
+    pickler.dump(marked)  # the memo is kept between dumps: the marked objects are references
     return out.getvalue()
+
+
+def loads(data: bytes) -> tuple[Any, list[Any]]:
+    """What `dumps` wrote: the object and its marked objects (the same objects as inside it)."""
+    unpickler = pickle.Unpickler(io.BytesIO(data))
+    return unpickler.load(), unpickler.load()
+
+
+class _NotAnswered:
+    """What the caller answers to `ask` when it holds nothing for the request (pickled by name)."""
+
+    def __reduce__(self) -> str:
+        return "NOT_ANSWERED"
+
+
+NOT_ANSWERED = _NotAnswered()
 
 
 # ---------------------------------------------------------------------------------- the worker side
@@ -272,8 +305,27 @@ def _serve(conn: Any, warm: Callable[[], None] | None) -> None:
         conn.send_bytes(_run(data, conn))
 
 
+_ASKING: list[tuple[Any, Any]] = []  # in a worker, while a job runs: (its pipe, the job)
+
+
+def ask(request: Any) -> Any:
+    """In a job: the caller's answer to `request` (`Pool.submit(answer=...)`; e.g. a cache entry the
+    caller holds, so the worker does not compute it again), `NOT_ANSWERED` when it has none or this
+    is not a pool job. The job waits for the answer: the caller answers while it waits for the job."""
+    if not _ASKING:
+        return NOT_ANSWERED
+    conn, work = _ASKING[-1]
+    conn.send(("ask", request))
+    value, marked = loads(conn.recv_bytes())
+    if marked and hasattr(work, "received"):
+        work.received(marked)
+    return value
+
+
 def _run(data: bytes, conn: Any) -> bytes:
-    """One job (`dumps`) run here, its reports sent on `conn`; what to send back, pickled."""
+    """One job (`dumps`) run here, its reports sent on `conn`; what to send back, pickled. A job
+    object may take the objects the caller marked (`received(marked)`) and add entries of its own to
+    what is sent back (`journal()`: the app's cache entries, ui/worker.py)."""
     last = [0.0]
 
     def progress(fraction: float, message: str = "") -> None:
@@ -283,22 +335,49 @@ def _run(data: bytes, conn: Any) -> bytes:
             conn.send(("progress", float(fraction), str(message)))
 
     try:
-        work = pickle.loads(data)
-        with memo.scope(memo.LocalStore()), memo.recording() as stored:
-            value = work(progress)
-        return pickled_back("done", value, stored)
+        work, marked = loads(data)
+        if marked and hasattr(work, "received"):
+            work.received(marked)
+        _ASKING.append((conn, work))
+        try:
+            with memo.scope(memo.LocalStore()), memo.recording() as stored:
+                value = work(progress)
+        finally:
+            _ASKING.pop()
+        journal = work.journal() if hasattr(work, "journal") else []
+        return pickled_back("done", value, [*stored, *journal])
     except BaseException as exc:  # every failure goes back to the caller, which raises it
         return _failure(exc)
 
 
 # ---------------------------------------------------------------------------------- the caller side
+_NO_MAIN = types.ModuleType("__main__")  # a main module with no file and no spec: nothing to re-run
+_MAIN_LOCK = threading.Lock()
+
+
+def _start(process: Any) -> None:
+    """`process.start()` with no main module for the worker to run again. multiprocessing's forkserver
+    and spawn children first import the caller's `__main__` from its file; in the app that is the
+    page script Streamlit is running (it sets `sys.modules["__main__"]` to each script's module, and
+    AppTest to its script), which the worker would run again, and whose long run would start a worker
+    in turn. The worker's target is `_serve` of this module: it needs no main module."""
+    with _MAIN_LOCK:
+        main = sys.modules.get("__main__")
+        sys.modules["__main__"] = _NO_MAIN
+        try:
+            process.start()
+        finally:
+            if main is not None:
+                sys.modules["__main__"] = main
+
+
 class _Process:
     """One worker process and the caller's end of its pipe."""
 
     def __init__(self, ctx: Any, warm: Callable[[], None] | None) -> None:
         self.conn, child_end = ctx.Pipe(duplex=True)
         self.process = ctx.Process(target=_serve, args=(child_end, warm), daemon=True)
-        self.process.start()
+        _start(self.process)
         child_end.close()
 
     def kill(self) -> None:
@@ -312,10 +391,19 @@ class Job:
     """One job running in a worker of `pool` (`Pool.submit`). `wait(progress, check)` waits for its
     result, drawing its reports with `progress` and calling `check()` between polls; what `check`
     raises propagates and leaves the job running (a later `wait` takes it up again). `kill()` stops
-    it at once. `extra` is what the job memoized, once the result came back."""
+    it at once. `extra` is what the job memoized, once the result came back. While it waits, it answers
+    the job's requests (`ask`) with `answer(request)` (`NOT_ANSWERED` without one), pickled as the job
+    was (`dumps`, with `mark`)."""
 
-    def __init__(self, pool: Pool, worker: _Process) -> None:
+    def __init__(
+        self,
+        pool: Pool,
+        worker: _Process,
+        answer: Callable[[Any], Any] | None = None,
+        mark: Callable[[Any], bool] | None = None,
+    ) -> None:
         self._pool, self._worker = pool, worker
+        self._answer, self._mark = answer, mark
         self._lock = threading.Lock()
         self._ended = False
         self.fraction, self.message = 0.0, ""
@@ -360,6 +448,9 @@ class Job:
                 self.fraction, self.message = payload
                 report(*payload)
                 continue
+            if kind == "ask":
+                self._reply(payload[0])
+                continue
             self._end(keep=True)
             if kind == "done":
                 value, self.extra = payload
@@ -369,6 +460,16 @@ class Job:
                 exc.add_note(f"raised in a pool worker:\n{text}")  # the bug's log keeps where
                 raise exc
             raise RuntimeError(f"the worker's run failed:\n{text}")
+
+    def _reply(self, request: Any) -> None:
+        """Send the job the answer to its request (`ask`); `NOT_ANSWERED` when there is none, or when
+        it cannot be pickled (the job then computes it)."""
+        value = NOT_ANSWERED if self._answer is None else self._answer(request)
+        try:
+            data = dumps(value, self._pool.exports, self._mark)
+        except Exception:
+            data = dumps(NOT_ANSWERED, self._pool.exports)
+        self._worker.conn.send_bytes(data)
 
     def _died(self) -> WorkerDied:
         self._worker.process.join(1.0)
@@ -440,16 +541,23 @@ class Pool:
                 return
         worker.kill()
 
-    def submit(self, work: Callable[[Progress], Any]) -> Job:
-        """`work(progress)` started in a worker (an idle one, else a new one)."""
-        data = dumps(work, self.exports)
+    def submit(
+        self,
+        work: Callable[[Progress], Any],
+        *,
+        answer: Callable[[Any], Any] | None = None,
+        mark: Callable[[Any], bool] | None = None,
+    ) -> Job:
+        """`work(progress)` started in a worker (an idle one, else a new one); `answer` answers its
+        requests (`ask`) while it is waited on; `mark`: the objects it receives as marked (`dumps`)."""
+        data = dumps(work, self.exports, mark)
         worker = self._take()
         try:
             worker.conn.send_bytes(data)
         except BaseException:
             worker.kill()
             raise
-        return Job(self, worker)
+        return Job(self, worker, answer, mark)
 
     def call(
         self,
@@ -502,6 +610,12 @@ def call(
 
 
 # ------------------------------------------------------------------------------------------ fan-out
+def enabled() -> bool:
+    """Whether long work may go to a pool worker here: `COHORTSHIELD_WORKERS` is not "0" and this is
+    not itself a pool worker (the app's runs; ui/worker.py)."""
+    return os.environ.get("COHORTSHIELD_WORKERS", "1") != "0" and _WORKER is None
+
+
 def fan_out_enabled() -> bool:
     """Whether `fan_out` runs calls in workers here: `COHORTSHIELD_WORKERS` is not "0", the machine has
     more than one core, and this is not itself a pool worker (a worker's fan-out runs in it)."""
