@@ -81,7 +81,7 @@ from engine.memo import memo
 from engine.records import CODE, PATIENT, VISIT, Records, concat_ranges
 from engine.release import Release, set_item_label
 from engine.risk import KnownSetCounter, Matching, Verification, count_known_sets, verify
-from engine.scale.forked import fan_out, fan_out_enabled
+from engine.scale.pool import fan_out, fan_out_enabled
 from engine.utility.phewas import PhewasSettings
 from engine.utility.retention import Figures, RetentionRow, count_table, figures, summary_table
 
