@@ -14,7 +14,7 @@ costs no queueing); after that it queues again behind the others, so a session c
 its runs end cannot keep a place. A run waiting for its worker process (`ui.worker.run`) steps out of its place (`stepped_out`) and
 takes one back when the worker is done, without queueing: what remains is drawing its result, and
 waiters may be waiting for that very result (`ui.cache.Shared`). Outside a Streamlit script run
-(tests, a forked worker) nothing waits.
+(tests, a pool worker) nothing waits.
 """
 
 from __future__ import annotations
@@ -144,11 +144,7 @@ QUEUE = FairQueue(_slots())
 
 
 def _session() -> Hashable | None:
-    """The session of this Streamlit script run (None outside one, and in a forked worker)."""
-    from engine.scale import forked
-
-    if forked._IN_CHILD:
-        return None
+    """The session of this Streamlit script run (None outside one: a pool worker's job too)."""
     try:
         from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
     except ImportError:
