@@ -13,8 +13,12 @@ test.
 
 from __future__ import annotations
 
+import functools
+import importlib
 import re
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from streamlit import config
 from streamlit.testing.v1 import AppTest
@@ -256,3 +260,53 @@ def fresh_process_memo() -> None:
     from engine import memo
 
     memo.clear()
+
+
+def _resolve(target: str) -> tuple[Any, str]:
+    """("module:attr" or "module:Class.attr") -> (the object holding the attribute, its name)."""
+    module, _, path = target.partition(":")
+    owner: Any = importlib.import_module(module)
+    *parents, attr = path.split(".")
+    for parent in parents:
+        owner = getattr(owner, parent)
+    return owner, attr
+
+
+def _counting(counts: Counts, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        counts.add(name)
+        return original(*args, **kwargs)
+
+    return counted
+
+
+def _install_counting(folder: str, patches: Mapping[str, str]) -> None:
+    """In a worker of the test's pool, at its start (`engine.scale.pool.Pool(warm=...)`): the counters."""
+    counts = Counts(Path(folder))
+    for name, target in patches.items():
+        owner, attr = _resolve(target)
+        setattr(owner, attr, _counting(counts, name, getattr(owner, attr)))
+
+
+def count_calls(monkeypatch: Any, folder: Path, patches: Mapping[str, str]) -> Iterator[Counts]:
+    """Count the calls of each target (`name` -> "module:attr" or "module:Class.attr") in this process
+    and in the worker processes the app's runs happen in: those of a pool of the test's own
+    (ui/worker.py's `app_pool`), whose workers install the same counters when they start (a worker
+    imports the code afresh: a monkeypatch of this process does not reach it). A generator for a
+    fixture: the pool is closed after the test."""
+    from engine.scale import pool
+    from ui import worker
+
+    counts = Counts(folder)
+    for name, target in patches.items():
+        owner, attr = _resolve(target)
+        monkeypatch.setattr(owner, attr, _counting(counts, name, getattr(owner, attr)))
+    mine = pool.Pool(
+        preload=worker.PRELOAD, warm=functools.partial(_install_counting, str(folder), dict(patches))
+    )
+    monkeypatch.setattr(worker, "_POOL", [mine])
+    try:
+        yield counts
+    finally:
+        mine.close()

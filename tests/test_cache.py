@@ -15,10 +15,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from apptest_support import Counts, fresh_process_memo, page_app, page_text
+from apptest_support import count_calls, fresh_process_memo, page_app, page_text
 
 from engine import memo as engine_memo
-from engine.study import runs
 from ui import cache
 from ui.context import Context
 
@@ -179,24 +178,13 @@ def counted(monkeypatch, tmp_path):
     """GCCens releases made (`GCCensSettings.release_of`, every release of the view) and uploads
     parsed (`ui.sidebar.load_uploaded`), across AppTest sessions and the worker processes their runs
     happen in (`apptest_support.Counts`)."""
-    import ui.sidebar
-
-    fresh_process_memo()  # first: the process's warm-up runs GCCens too, and is no session's release
-    calls = Counts(tmp_path / "counts")
-    release_of, load_uploaded = runs.GCCensSettings.release_of, ui.sidebar.load_uploaded
-
-    def counting_release(self, *args, **kwargs):
-        calls.add("releases")
-        return release_of(self, *args, **kwargs)
-
-    def counting_load(*args, **kwargs):
-        calls.add("uploads")
-        return load_uploaded(*args, **kwargs)
-
-    monkeypatch.setattr(runs.GCCensSettings, "release_of", counting_release)
-    monkeypatch.setattr(ui.sidebar, "load_uploaded", counting_load)
+    fresh_process_memo()
     cache.clear()
-    return calls
+    yield from count_calls(
+        monkeypatch,
+        tmp_path / "counts",
+        {"releases": "engine.study.runs:GCCensSettings.release_of", "uploads": "ui.sidebar:load_uploaded"},
+    )
 
 
 def _events_csv(n: int = 60) -> bytes:

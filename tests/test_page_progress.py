@@ -7,9 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from apptest_support import Counts, page_app
-
-from engine.study import runs
+from apptest_support import count_calls, page_app
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(
@@ -22,19 +20,17 @@ def counted(monkeypatch, tmp_path):
     """Counts every release made per method, in this process and the worker processes the views'
     runs happen in (`apptest_support.Counts`): Heatherly's `settings.run`, GCCens' `release_of` (its
     `run` calls it; the view makes its releases with it from one preparation, issue 24)."""
-    calls = Counts(tmp_path / "counts")
-    for cls, name in ((runs.GCCensSettings, "release_of"), (runs.HeatherlySettings, "run")):
-        original = getattr(cls, name)
-
-        def counting(self, *args, _original=original, **kwargs):
-            calls.add(self.method)
-            return _original(self, *args, **kwargs)
-
-        monkeypatch.setattr(cls, name, counting)
     from ui import cache
 
     cache.clear()  # previews and measures of the sample are shared by sessions: start this test from none
-    return calls
+    yield from count_calls(
+        monkeypatch,
+        tmp_path / "counts",
+        {
+            "GCCens": "engine.study.runs:GCCensSettings.release_of",
+            "Heatherly": "engine.study.runs:HeatherlySettings.run",
+        },
+    )
 
 
 def _ok(at) -> None:
