@@ -22,6 +22,9 @@ Design (the first step of moving off `engine.scale.forked`, which forks the call
   views of the mapping: zero-copy, and a write raises) and unpickles the text once, keeping the
   records by fingerprint while it lives (`_HELD_BY_WORKER` of them), so the next job mentioning them
   costs a dictionary lookup. The pool keeps at most `_EXPORTED` segments (the oldest unlinked).
+  A data frame over `_FRAME_BYTES` (the lab orders: 282 MB pickled on the shipped sample) goes the same
+  way, once per frame object, as an Arrow IPC stream read once per worker (`FrameHandle`); one that
+  Arrow would not give back as it is is pickled with the job.
 - What a job memoized (`engine.memo`) is recorded in the worker, in a store of the job's own (so one
   session's entries never serve another's job), sent back with the result and stored in the caller's
   scope (`engine.memo.replay`), as `forked.fan_out` does.
@@ -58,6 +61,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 import numpy as np
+import pandas as pd
 
 from engine import memo
 from engine.io.progress import Progress
@@ -114,12 +118,75 @@ def _layout(records: Records) -> tuple[list[tuple[str, np.ndarray]], bytes]:
     return numeric, pickle.dumps(text, protocol=pickle.HIGHEST_PROTOCOL)
 
 
+@dataclass(frozen=True)
+class FrameHandle:
+    """Where a data frame lies in shared memory, as an Arrow IPC stream (`Exports.frame`)."""
+
+    segment: str
+    size: int
+
+
+def _roundtrips(frame: pd.DataFrame, table: Any) -> bool:
+    """Whether `table` (the frame in Arrow) gives back the frame's columns, dtypes and index."""
+    back = table.to_pandas()
+    return (
+        list(back.columns) == list(frame.columns)
+        and back.dtypes.equals(frame.dtypes)
+        and back.index.equals(frame.index)
+        and back.index.dtype == frame.index.dtype
+    )
+
+
 class Exports:
-    """The shared segments of one pool, one per dataset (by fingerprint), at most `_EXPORTED`."""
+    """The shared segments of one pool: one per dataset (by fingerprint), at most `_EXPORTED`; one per
+    large data frame (by object: the lab orders, the genotypes), at most `_EXPORTED` too."""
 
     def __init__(self) -> None:
         self._held: OrderedDict[str, tuple[Any, Handle]] = OrderedDict()
+        self._frames: OrderedDict[int, tuple[Any, Any, FrameHandle | None]] = OrderedDict()
         self._lock = threading.Lock()
+
+    def frame(self, frame: pd.DataFrame) -> FrameHandle | None:
+        """The frame's handle, its segment made the first time this frame object is asked for (frames
+        are never modified by their users); None when Arrow does not give it back as it is (a column
+        of mixed objects, say): it is then pickled with the job."""
+        import weakref
+        from multiprocessing import shared_memory
+
+        import pyarrow as pa
+
+        key = id(frame)
+        with self._lock:
+            held = self._frames.get(key)
+            if held is not None and held[0]() is frame:
+                self._frames.move_to_end(key)
+                return held[2]
+            if held is not None:  # another frame that had this id, gone since
+                self._frames.pop(key)
+                if held[1] is not None:
+                    self._unlink(held[1])
+            try:
+                table = pa.Table.from_pandas(frame, preserve_index=True)
+                fits = _roundtrips(frame, table)
+            except (pa.ArrowException, TypeError, ValueError):
+                fits = False
+            if not fits:
+                self._frames[key] = (weakref.ref(frame), None, None)
+                return None
+            sink = pa.BufferOutputStream()
+            with pa.ipc.new_stream(sink, table.schema) as writer:
+                writer.write_table(table)
+            data = sink.getvalue()
+            segment = shared_memory.SharedMemory(create=True, size=max(data.size, 1))
+            assert segment.buf is not None
+            segment.buf[: data.size] = memoryview(data).cast("B")
+            handle = FrameHandle(segment.name, data.size)
+            self._frames[key] = (weakref.ref(frame), segment, handle)
+            while len(self._frames) > _EXPORTED:
+                _, gone, _ = self._frames.popitem(last=False)[1]
+                if gone is not None:
+                    self._unlink(gone)
+            return handle
 
     def handle(self, records: Records) -> Handle:
         """The records' handle, their segment made the first time they are asked for."""
@@ -154,6 +221,10 @@ class Exports:
         with self._lock:
             while self._held:
                 self._unlink(self._held.popitem()[1][0])
+            while self._frames:
+                segment = self._frames.popitem()[1][1]
+                if segment is not None:
+                    self._unlink(segment)
 
     @staticmethod
     def _unlink(segment: Any) -> None:
@@ -162,7 +233,7 @@ class Exports:
             segment.unlink()
 
 
-def _map(handle: Handle) -> Any:
+def _map(handle: Handle | FrameHandle) -> Any:
     """The segment mapped read-only in this process (Linux: its file under /dev/shm, never registered
     with the resource tracker, which would unlink it when this worker ends)."""
     path = f"/dev/shm/{handle.segment.lstrip('/')}"
@@ -180,6 +251,23 @@ class _Held:
     def __init__(self) -> None:
         self.records: OrderedDict[str, Records] = OrderedDict()
         self.mappings: dict[str, Any] = {}
+        self.frames: OrderedDict[str, tuple[pd.DataFrame, Any]] = OrderedDict()
+
+    def frame_of(self, handle: FrameHandle) -> pd.DataFrame:
+        """The frame `handle` names, read from its segment once (its numeric columns may be views
+        of the mapping, kept open with it)."""
+        if handle.segment in self.frames:
+            self.frames.move_to_end(handle.segment)
+            return self.frames[handle.segment][0]
+        import pyarrow as pa
+
+        mapped = _map(handle)
+        buf = mapped if isinstance(mapped, mmap.mmap) else mapped.buf
+        frame = pa.ipc.open_stream(pa.py_buffer(buf)).read_all().to_pandas()
+        self.frames[handle.segment] = (frame, mapped)
+        while len(self.frames) > _HELD_BY_WORKER:
+            self.frames.popitem(last=False)
+        return frame
 
     def records_of(self, handle: Handle) -> Records:
         if handle.fingerprint in self.records:
@@ -214,6 +302,16 @@ def _attach(handle: Handle) -> Records:
     return _WORKER.records_of(handle)
 
 
+def _attach_frame(handle: FrameHandle) -> pd.DataFrame:
+    """Unpickling a `FrameHandle` in a worker: the frame it names (read once per worker)."""
+    if _WORKER is None:  # unpickled outside a worker (a test): read for this call only
+        return _Held().frame_of(handle)
+    return _WORKER.frame_of(handle)
+
+
+_FRAME_BYTES = 1 << 20  # a data frame larger than this goes through shared memory (`Exports.frame`)
+
+
 def dumps(work: Any, exports: Exports, mark: Callable[[Any], bool] | None = None) -> bytes:
     """`work` pickled for a worker: by cloudpickle, each `Records` in it as its shared handle; then the
     list of the objects in it for which `mark(obj)` holds (`loads` gives them back as the same objects:
@@ -229,6 +327,10 @@ def dumps(work: Any, exports: Exports, mark: Callable[[Any], bool] | None = None
                 marked.append(obj)
             if type(obj) is Records:
                 return _attach, (exports.handle(obj),)
+            if type(obj) is pd.DataFrame and obj.memory_usage(deep=False).sum() > _FRAME_BYTES:
+                handle = exports.frame(obj)
+                if handle is not None:
+                    return _attach_frame, (handle,)
             return super().reducer_override(obj)
 
     out = io.BytesIO()
