@@ -512,3 +512,57 @@ def test_a_job_whose_worker_was_killed_meanwhile_starts_afresh(session) -> None:
     assert not worker.underway("k", 5)
     pid = worker.run(_slow, _Tracker(), key="k", job=5)
     assert pid != swept.worker.pid
+
+
+def _two_steps(folder: str, data: object = None, key: int = 1):
+    """A job of two memoized steps, each counted when computed (in whichever process computes it)."""
+
+    def compute(progress) -> str:
+        from apptest_support import Counts
+
+        from ui import cache
+
+        counts = Counts(Path(folder))
+
+        def step(name: str) -> str:
+            counts.add(name)
+            return name.lower()
+
+        a = cache.memo("test step A", key, lambda: step("A"), size=2, data=data)
+        b = cache.memo("test step B", key, lambda: step("B"), size=2, data=data)
+        return a + b
+
+    return compute
+
+
+def test_a_job_asks_the_session_for_what_it_holds_instead_of_computing_it(session, tmp_path) -> None:
+    """Issue 38, finding 4: a job in a worker of the pool starts with no cache (not a copy of the
+    server's, as a fork was). What the session holds is asked of it (`ui.cache.answerer`), not computed
+    again; what the job computes comes back and is held here."""
+    from apptest_support import Counts
+
+    from ui import cache, worker
+
+    cache.put("test step A", 1, "held a", size=2)
+    got = worker.run(_two_steps(str(tmp_path)), _Tracker(), key="k", job=1)
+    counts = Counts(tmp_path)
+    assert got == "held ab"
+    assert counts["A"] == 0, "the job computed what the session held"
+    assert counts["B"] == 1
+    assert cache.held("test step B", 1) == "b", "what the job computed did not come back"
+
+
+def test_a_job_on_the_shipped_sample_reads_the_shared_store_and_fills_it(session, tmp_path) -> None:
+    """The same for results every session shares (the shipped sample's): read from the process-wide
+    store, and what the job computes lands there, not in this session's store."""
+    from apptest_support import Counts
+
+    from ui import cache, worker
+
+    sample = _Sample()
+    cache._mark(sample)
+    cache.put("test step A", 2, "shared a", size=2, data=sample)
+    got = worker.run(_two_steps(str(tmp_path), sample, key=2), _Tracker(), key="k", job=2)
+    assert got == "shared ab" and Counts(tmp_path)["A"] == 0
+    assert cache.held("test step B", 2, data=sample) == "b"
+    assert cache.held("test step B", 2) is None, "a shared result was held as the session's"

@@ -588,9 +588,8 @@ def load_shipped(
     which calls `load(progress)`, under a progress bar instead of a spinner (the caller passes
     `ui.progress.in_background` with its label: ui.progress draws with this module's memos, so this
     module does not import it)."""
-    store = _shared(name, size)
+    store, loaded = _shared_hit(name, size, key)  # in a pool job: the server's, not read again
     _LOADS.add(name)
-    loaded = store.get(key, _MISSING)
     if loaded is _MISSING and background is not None:
         loaded = background(lambda progress: store.compute(key, lambda: load(progress)))
     elif loaded is _MISSING:
