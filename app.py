@@ -10,7 +10,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from ui import admission, auth, cache, heap, media_guard, resume, sidebar, worker
+from ui import admission, auth, cache, heap, media_guard, resume, sidebar, state, worker
 from ui.context import follow_deep_link
 
 # The favicon from the checkout's assets/ (found through ui/, also when AppTest runs a copy of this
@@ -36,7 +36,8 @@ if user.admin:  # COHORTSHIELD_ADMINS, or the single user of local mode
     PAGES.append(st.Page("pages/audit.py", title="Audit log", icon=":material/policy:"))
 
 navigation = st.navigation(PAGES)
-with admission.admitted(), cache.engine_scope():  # runs in turn (issue 40); this session's memos (issue 24)
+# a run of this session (issue 38), in turn (issue 40), with this session's memos (issue 24)
+with state.running(), admission.admitted(), cache.engine_scope():
     follow_deep_link()
     ctx = sidebar.render()
     try:

@@ -64,11 +64,11 @@ def page_app(
             f"def _page():\n    _view.{function}(_current())\n\n"
         )
         target = "st.Page(_page, title='view')"
-    text = (  # as app.py: the sidebar and the page with the engine's memos in this session
-        "import streamlit as st\nfrom ui import cache, heap, sidebar\n"
+    text = (  # as app.py: the sidebar and the page, in a run of this session with its engine memos
+        "import streamlit as st\nfrom ui import cache, heap, sidebar, state\n"
         + body
         + f"navigation = st.navigation([{target}])\n"
-        + "with cache.engine_scope():\n    ctx = sidebar.render()\n    try:\n        navigation.run()\n"
+        + "with state.running(), cache.engine_scope():\n    ctx = sidebar.render()\n    try:\n        navigation.run()\n"
         + "    finally:\n        heap.settle(data_loaded=ctx is not None)\n"
     )
     at = AppTest.from_string(text, default_timeout=timeout)

@@ -1,8 +1,15 @@
 """This script run as Streamlit runs it: its stop/rerun check, and a worker's copy of it made mute.
 
-`yield_check()` is Streamlit's check of whether this script run was superseded or stopped (it raises
-then), for loops that make no Streamlit call of their own (ui/progress.py, the shared cache's waits,
-ui/admission.py); `is_rerun(exc)` tells a rerun's exception from a stop.
+`yield_check()` is the check of whether this script run was superseded or stopped (it raises then), for
+loops that make no Streamlit call of their own (ui/progress.py, the shared cache's waits,
+ui/admission.py). It is built on public calls only (issue 38, finding 4): Streamlit handles a pending
+stop or rerun at every read or write of `st.session_state` (its session state calls the run's
+execution-control check first), as it does at every element it sends. So the check reads session
+state: it draws nothing and sends the browser nothing, and costs a lock and a lookup.
+tests/test_script_run.py holds Streamlit to it. Outside a script run of the app (`ui.state.running`)
+it is a no-op.
+
+`is_rerun(exc)` tells a rerun's exception from a stop (`st.stop`, the Stop button, the session's end).
 `mute_in_child()` prepares a worker process forked from the server (ui/worker.py): whatever the
 child would draw goes nowhere, and it never waits on a lock or a check that the parent's threads own.
 """
@@ -12,24 +19,35 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+import streamlit as st
+
+from ui import state
+
+_PROBE = "_script_run_probe"  # never set: only looked up, for the check its lookup makes
+
+
+def _check() -> None:
+    _PROBE in st.session_state  # noqa: B015  (the lookup is the yield point)
+
+
+def _nothing() -> None:
+    pass
+
 
 def yield_check() -> Callable[[], None]:
-    """Streamlit's stop/rerun check of this script run (a no-op outside one)."""
-    try:
-        from streamlit.runtime.scriptrunner_utils.script_run_context import get_run_yield_check
-    except ImportError:  # an older Streamlit: its own calls are the only yield points
-        return lambda: None
-    return get_run_yield_check() or (lambda: None)
+    """This script run's stop/rerun check (see the module); a no-op outside a script run."""
+    return _check if state.in_a_run() else _nothing
+
+
+# Streamlit's exception for a rerun (`streamlit.runtime.scriptrunner_utils.exceptions`), known by name:
+# importing it is importing `streamlit.runtime` (tests/test_script_run.py checks the name against it)
+_RERUN = "RerunException"
 
 
 def is_rerun(exc: BaseException) -> bool:
     """Whether `exc` is Streamlit stopping this script run for a rerun (not a stop of the session, nor
     anything else)."""
-    try:
-        from streamlit.runtime.scriptrunner_utils.exceptions import RerunException
-    except ImportError:
-        return False
-    return isinstance(exc, RerunException)
+    return any(c.__name__ == _RERUN and c.__module__.startswith("streamlit.") for c in type(exc).__mro__)
 
 
 def mute_in_child() -> None:
