@@ -5,7 +5,7 @@ loops that make no Streamlit call of their own (ui/progress.py, the shared cache
 ui/admission.py). It is built on public calls only (issue 38, finding 4): Streamlit handles a pending
 stop or rerun at every read or write of `st.session_state` (its session state calls the run's
 execution-control check first), as it does at every element it sends. So the check reads session
-state: it draws nothing and sends the browser nothing, and costs a lock and a lookup.
+state: it draws nothing and sends the browser nothing; it reads at most every 10 ms (bench/yield_check.py).
 tests/test_script_run.py holds Streamlit to it. Outside a script run of the app (`ui.state.running`)
 it is a no-op.
 
@@ -17,6 +17,7 @@ child would draw goes nowhere, and it never waits on a lock or a check that the 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
 import streamlit as st
@@ -24,10 +25,21 @@ import streamlit as st
 from ui import state
 
 _PROBE = "_script_run_probe"  # never set: only looked up, for the check its lookup makes
+_EVERY_S = 0.01  # a read of session state costs some 10 us: at most one per 10 ms of calls
 
 
-def _check() -> None:
-    _PROBE in st.session_state  # noqa: B015  (the lookup is the yield point)
+class _Check:
+    """Read session state at the first call and then at most every `_EVERY_S` seconds (an engine loop
+    may report progress far more often than that)."""
+
+    def __init__(self) -> None:
+        self.last = -_EVERY_S
+
+    def __call__(self) -> None:
+        now = time.monotonic()
+        if now - self.last >= _EVERY_S:
+            self.last = now
+            _PROBE in st.session_state  # noqa: B015  (the lookup is the yield point)
 
 
 def _nothing() -> None:
@@ -36,7 +48,7 @@ def _nothing() -> None:
 
 def yield_check() -> Callable[[], None]:
     """This script run's stop/rerun check (see the module); a no-op outside a script run."""
-    return _check if state.in_a_run() else _nothing
+    return _Check() if state.in_a_run() else _nothing
 
 
 # Streamlit's exception for a rerun (`streamlit.runtime.scriptrunner_utils.exceptions`), known by name:
