@@ -81,9 +81,18 @@ def test_is_rerun_tells_streamlits_rerun_from_a_stop() -> None:
     assert not script_run.is_rerun(type("RerunException", (Exception,), {})())  # not Streamlit's
 
 
-def test_outside_a_script_run_the_check_does_nothing() -> None:
+def test_outside_a_script_run_the_check_reads_nothing(monkeypatch) -> None:
+    class Unreadable:
+        @property
+        def session_state(self):
+            raise AssertionError("session state read")
+
     assert not state.in_a_run() and state.session() is None
-    script_run.yield_check()()  # no session state is read: nothing to stop
+    monkeypatch.setattr(script_run, "st", Unreadable())
+    script_run.yield_check()()
+    # in bare Python, Streamlit's stand-in session state holds the token
+    with state.running(), pytest.raises(AssertionError, match="session state read"):
+        script_run.yield_check()()
 
 
 _TOKEN = """

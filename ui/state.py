@@ -22,7 +22,9 @@ only its owner writes a declared key.
 `session()` is this session's own token, a random id kept in session state (`_SESSION`). That is the
 app's own record of where it runs, read through `st.session_state` only, not Streamlit's run context
 (issue 38, finding 4). The mark is a context variable, so per thread, as Streamlit's context is: a
-thread started from a run, or code run outside app.py (the command line, unit tests), is outside.
+thread started from a run, or code run outside app.py (the command line, unit tests), is outside; so
+are widget callbacks, which Streamlit calls before the script, and would be a fragment's rerun, which
+runs the fragment alone (a fragment of the app enters `running()` itself).
 """
 
 from __future__ import annotations
