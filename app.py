@@ -10,7 +10,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from ui import admission, auth, cache, heap, media_guard, resume, sidebar, worker
+from ui import admission, auth, cache, heap, media_guard, navigation, resume, sidebar, state, worker
 from ui.context import follow_deep_link
 
 # The favicon from the checkout's assets/ (found through ui/, also when AppTest runs a copy of this
@@ -22,25 +22,26 @@ media_guard.require_guard()  # served through serve.py only: downloads to their 
 user = auth.gate()  # first: no page without a signed-in user (ui/auth.py); shows who in the sidebar
 
 PAGES = [
-    st.Page("pages/cohort.py", title="Cohort", icon=":material/groups:", default=True),
-    st.Page("pages/risk.py", title="Risk", icon=":material/query_stats:"),
-    st.Page("pages/anonymize.py", title="Anonymize", icon=":material/shield:"),
-    st.Page("pages/tradeoffs.py", title="Trade-offs", icon=":material/balance:"),
-    st.Page("pages/phewas.py", title="PheWAS", icon=":material/genetics:"),
-    st.Page("pages/labs.py", title="Lab orders", icon=":material/science:"),
-    st.Page("pages/report.py", title="Report", icon=":material/description:"),
-    st.Page("pages/compare.py", title="Compare releases", icon=":material/compare:"),
-    st.Page("pages/glossary.py", title="Glossary", icon=":material/menu_book:"),
+    navigation.page("pages/cohort.py", title="Cohort", icon=":material/groups:", default=True),
+    navigation.page("pages/risk.py", title="Risk", icon=":material/query_stats:"),
+    navigation.page("pages/anonymize.py", title="Anonymize", icon=":material/shield:"),
+    navigation.page("pages/tradeoffs.py", title="Trade-offs", icon=":material/balance:"),
+    navigation.page("pages/phewas.py", title="PheWAS", icon=":material/genetics:"),
+    navigation.page("pages/labs.py", title="Lab orders", icon=":material/science:"),
+    navigation.page("pages/report.py", title="Report", icon=":material/description:"),
+    navigation.page("pages/compare.py", title="Compare releases", icon=":material/compare:"),
+    navigation.page("pages/glossary.py", title="Glossary", icon=":material/menu_book:"),
 ]
 if user.admin:  # COHORTSHIELD_ADMINS, or the single user of local mode
-    PAGES.append(st.Page("pages/audit.py", title="Audit log", icon=":material/policy:"))
+    PAGES.append(navigation.page("pages/audit.py", title="Audit log", icon=":material/policy:"))
 
-navigation = st.navigation(PAGES)
-with admission.admitted(), cache.engine_scope():  # runs in turn (issue 40); this session's memos (issue 24)
+page = navigation.navigation(PAGES)
+# a run of this session (issue 38), in turn (issue 40), with this session's memos (issue 24)
+with state.running(), admission.admitted(), cache.engine_scope():
     follow_deep_link()
     ctx = sidebar.render()
     try:
-        resume.serve(navigation)  # the Resume offer, the page, then the save of the work (ui/resume.py)
+        resume.serve(page)  # the Resume offer, the page, then the save of the work (ui/resume.py)
     finally:  # also when the page stops or reruns
         if heap.settle(data_loaded=ctx is not None):  # once per process (ui/heap.py)
             worker.preload_ahead(threading.current_thread())  # the kernels, before the first worker

@@ -30,12 +30,12 @@ config.set_option("client.showErrorDetails", "full")
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = ROOT / "app.py"
-PAGES = re.findall(r'st\.Page\(\s*"([^"]+)"', APP.read_text())
+PAGES = re.findall(r'navigation\.page\(\s*"([^"]+)"', APP.read_text())
 
 
 def full_app(timeout: float = 300) -> AppTest:
     """app.py itself, its pages named by absolute path."""
-    text = re.sub(r'st\.Page\(\s*"(?!/)', f'st.Page("{ROOT}/', APP.read_text())
+    text = re.sub(r'navigation\.page\(\s*"(?!/)', f'navigation.page("{ROOT}/', APP.read_text())
     return AppTest.from_string(text, default_timeout=timeout)
 
 
@@ -59,7 +59,7 @@ def page_app(
     if (page is None) == (view is None):
         raise ValueError("give exactly one of page or view")
     if page is not None:
-        target = f"st.Page({str(ROOT / page)!r})"
+        target = f"navigation.page({str(ROOT / page)!r})"
         body = ""
     else:
         module, function = view
@@ -68,11 +68,11 @@ def page_app(
             f"def _page():\n    _view.{function}(_current())\n\n"
         )
         target = "st.Page(_page, title='view')"
-    text = (  # as app.py: the sidebar and the page with the engine's memos in this session
-        "import streamlit as st\nfrom ui import cache, heap, sidebar\n"
+    text = (  # as app.py: the sidebar and the page, in a run of this session with its engine memos
+        "import streamlit as st\nfrom ui import cache, heap, navigation, sidebar, state\n"
         + body
-        + f"navigation = st.navigation([{target}])\n"
-        + "with cache.engine_scope():\n    ctx = sidebar.render()\n    try:\n        navigation.run()\n"
+        + f"page = navigation.navigation([{target}])\n"
+        + "with state.running(), cache.engine_scope():\n    ctx = sidebar.render()\n    try:\n        page.run()\n"
         + "    finally:\n        heap.settle(data_loaded=ctx is not None)\n"
     )
     at = AppTest.from_string(text, default_timeout=timeout)

@@ -59,7 +59,7 @@ def free_port() -> int:
 
 def app_pages() -> list[str]:
     """The page files app.py names, in its order."""
-    return re.findall(r'st\.Page\(\s*"([^"]+)"', (ROOT / "app.py").read_text())
+    return re.findall(r'navigation\.page\(\s*"([^"]+)"', (ROOT / "app.py").read_text())
 
 
 def _wait_healthy(port: int, proc: subprocess.Popen, log: Path, timeout: float = 180.0) -> None:

@@ -5,8 +5,9 @@ names what breaks it, and `test_the_rule_holds` runs each rule as a case of its 
 The rules: no import cycle in engine/ or in ui/ (issue 24: type-only imports included); measures import no
 method; engine/'s top level holds only the core (issue 17); engine/ never imports Streamlit, ui/ or
 pages/; every progress parameter of the engine is the one protocol (issue 24); engine/ keeps no memo at
-module level but those `engine.memo.PROCESS_WIDE` lists (issue 24); and, in a fresh process, the first
-load imports no heavy module (issue 24). tests/test_setup_split.py and tests/test_packaging.py
+module level but those `engine.memo.PROCESS_WIDE` lists (issue 24); no module of the app imports
+`streamlit.runtime` (issue 38, finding 4); and, in a fresh process, the first load imports no heavy module
+(issue 24). tests/test_setup_split.py and tests/test_packaging.py
 read the same walk (`top_level_imports`) for the distributions the code imports.
 
 Imports are read from the source with `ast` (every `import` / `from ... import`, at module level or
@@ -333,6 +334,42 @@ def _nothing_forks() -> list[str]:
     return [where for where in fork_calls() if where.split(":")[0] not in FORKING]
 
 
+# issue 38, finding 4: the app reaches Streamlit through its public API only (no import left)
+RUNTIME_IMPORTERS: frozenset[tuple[str, str]] = frozenset()
+
+
+def streamlit_runtime_imports(paths: Iterable[Path] = APP_SOURCES, root: Path = ROOT) -> list[str]:
+    """`file:line function imports name` of every import of `streamlit.runtime` (or of `runtime` from
+    streamlit) in `paths`, with the function it is in (`<module>` at module level)."""
+    found = []
+
+    def visit(node: ast.AST, rel: str, function: str) -> None:
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        else:
+            names = []
+        hits = [n for n in names if n == "streamlit.runtime" or n.startswith("streamlit.runtime.")]
+        if hits:
+            found.append(f"{rel}:{node.lineno} {function} imports {hits[0]}")
+        named = node.name if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) else function
+        for child in ast.iter_child_nodes(node):
+            visit(child, rel, named)
+
+    for path in paths:
+        visit(tree(path), path.relative_to(root).as_posix(), "<module>")
+    return found
+
+
+def _only_public_streamlit() -> list[str]:
+    return [
+        where
+        for where in streamlit_runtime_imports()
+        if (where.split(":")[0], where.split(" ")[1]) not in RUNTIME_IMPORTERS
+    ]
+
+
 RULES: dict[str, Callable[[], list[str]]] = {
     "engine has no import cycle": lambda: _no_cycle(ENGINE, 50),
     "ui has no import cycle": lambda: _no_cycle(UI, 20),
@@ -343,6 +380,7 @@ RULES: dict[str, Callable[[], list[str]]] = {
     "engine keeps no memo at module level but engine.memo.PROCESS_WIDE's": _engine_memos_not_listed,
     "every entry of engine.memo.PROCESS_WIDE is a memo there": _listed_memos_not_there,
     "no module calls os.fork": _nothing_forks,
+    "no module of the app imports streamlit.runtime": _only_public_streamlit,
 }
 
 
@@ -419,6 +457,21 @@ def test_a_fork_call_is_named(tmp_path: Path) -> None:
     (pkg / "b.py").write_text("from os import fork\n")
     (pkg / "c.py").write_text("import os\nos.getpid()\n")
     assert fork_calls([pkg]) == ["engine/a.py:4", "engine/b.py:1"]
+
+
+def test_an_import_of_streamlit_runtime_is_named(tmp_path: Path) -> None:
+    (tmp_path / "ui").mkdir()
+    (tmp_path / "ui" / "a.py").write_text(
+        "import streamlit as st\nfrom streamlit import runtime\n\n"
+        "def f():\n    from streamlit.runtime.scriptrunner import get_script_run_ctx\n"
+    )
+    (tmp_path / "ui" / "b.py").write_text("import streamlit.runtime.caching\nimport streamlit.runtimes\n")
+    paths = sorted((tmp_path / "ui").glob("*.py"))
+    assert streamlit_runtime_imports(paths, tmp_path) == [
+        "ui/a.py:2 <module> imports streamlit.runtime",
+        "ui/a.py:5 f imports streamlit.runtime.scriptrunner",
+        "ui/b.py:1 <module> imports streamlit.runtime.caching",
+    ]
 
 
 def test_the_static_check_finds_a_memo() -> None:

@@ -114,37 +114,6 @@ def test_a_cancelled_run_is_not_started_again_until_asked(tmp_path):
     assert "result: done 2" in [m.value for m in at.markdown]
 
 
-_CACHED = """
-import sys
-sys.path.insert(0, {root!r})
-import streamlit as st
-from ui import progress
-
-@st.cache_resource(show_spinner=False)
-def slow(n: int, _progress=None) -> int:
-    for i in range(n):
-        _progress(i / n, "steps")
-    return n
-
-step = progress.tracker("Cached work")
-st.write(f"value: {{slow(3, step)}}")
-st.button("again", key="again")
-"""
-
-
-def test_a_bar_updated_inside_a_cached_function_is_not_replayed():
-    """The Lab orders page's CacheReplayClosureError: a bar drawn outside a cached function and
-    updated inside it was recorded for replay; the cache hit then replayed onto a missing block."""
-    from streamlit.testing.v1 import AppTest
-
-    at = AppTest.from_string(_CACHED.format(root=str(ROOT)), default_timeout=60)
-    at.run()
-    _ok(at)
-    at.button(key="again").click().run()  # the cache hit
-    _ok(at)
-    assert "value: 3" in [m.value for m in at.markdown]
-
-
 def test_the_greyed_results_caption_is_shown_literally():
     """The greyed results' caption names the previous parameters, GCCens' codes among them, which may
     come from an upload: Markdown in it is escaped (`engine.report.markdown.escape`), not rendered."""

@@ -14,7 +14,7 @@ costs no queueing); after that it queues again behind the others, so a session c
 its runs end cannot keep a place. A run waiting for its worker process (`ui.worker.run`) steps out of its place (`stepped_out`) and
 takes one back when the worker is done, without queueing: what remains is drawing its result, and
 waiters may be waiting for that very result (`ui.cache.Shared`). Outside a Streamlit script run
-(tests, a pool worker) nothing waits.
+(`ui.state.running`: tests, a pool worker) nothing waits.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 
+from ui import state
 from ui.script_run import is_rerun, yield_check
 
 SLOTS_ENV = "COHORTSHIELD_SCRIPT_SLOTS"
@@ -144,13 +145,8 @@ QUEUE = FairQueue(_slots())
 
 
 def _session() -> Hashable | None:
-    """The session of this Streamlit script run (None outside one: a pool worker's job too)."""
-    try:
-        from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
-    except ImportError:
-        return None
-    ctx = get_script_run_ctx(suppress_warning=True)
-    return None if ctx is None else ctx.session_id
+    """The session of this script run (`ui.state.session`: None outside one, a pool worker's job too)."""
+    return state.session()
 
 
 @contextmanager

@@ -308,10 +308,10 @@ def _no_page() -> NoReturn:
     sidebar: replace that list by a hidden one-page navigation, so that the refusal is all that shows.
     Only then: once the legacy mode is off, a navigation here would answer a signed-out deep link
     (/risk) with Streamlit's "page not found" dialog."""
-    from streamlit.runtime.pages_manager import PagesManager
+    from ui import navigation
 
-    if PagesManager.uses_pages_directory:
-        st.navigation([st.Page(_signed_out, title="CohortShield", default=True)], position="hidden")
+    if not navigation.navigated():  # the app's own record of Streamlit's legacy mode (issue 38)
+        navigation.navigation([st.Page(_signed_out, title="CohortShield", default=True)], position="hidden")
     st.stop()
 
 

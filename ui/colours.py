@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from engine.report.palette import ORIGINAL, PALETTE, adversary_style, release_colour
-from ui.state import ABSENT, declare
+from ui.state import ABSENT, declare, in_a_run
 
 __all__ = ["ORIGINAL", "PALETTE", "adversary_style", "colour_map", "colour_of", "is_original", "study_names"]
 
@@ -25,16 +25,12 @@ _FALLBACK: dict[str, str] = {}
 
 
 def _session():
-    try:
-        from streamlit.runtime.scriptrunner import get_script_run_ctx
+    """This session's state during a script run of the app (`ui.state.running`), else None."""
+    if not in_a_run():
+        return None
+    import streamlit as st
 
-        if get_script_run_ctx(suppress_warning=True) is not None:
-            import streamlit as st
-
-            return st.session_state
-    except ImportError:  # pragma: no cover - streamlit is a dependency of the app
-        pass
-    return None
+    return st.session_state
 
 
 def _assigned() -> dict[str, str]:

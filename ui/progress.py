@@ -16,10 +16,9 @@ still wanted:
 Where no worker may be used (`engine.scale.pool.enabled`), `compute` runs in the script thread and
 the same check is made at each of the engine's progress calls.
 
-The bar is redrawn at most every `_REDRAW_S` seconds. It may be drawn from inside an `st.cache_data` /
-`st.cache_resource` function: its updates are kept out of the cached function's replay (a cached
-result replayed later would otherwise redraw a bar of an earlier run: `CacheReplayClosureError`); the
-app's own memo (`ui.cache`) replays nothing.
+The bar is redrawn at most every `_REDRAW_S` seconds. The app's own memo (`ui.cache`) replays nothing,
+and no function of the app cached by Streamlit draws (`ui.cache.STREAMLIT_CACHES`, tests/test_cache.py):
+a bar is never recorded into a cached function's replay (issue 13's `CacheReplayClosureError`).
 `tracker(label)` is the same callback without the Cancel control, for runs inside one. `busy(key, text)`
 is a spinner with words over a whole block of work (issue 26, finding 2), `greyed` the previous results
 while changed parameters wait for "Run" (finding 5). Results are memoized by `ui.cache` (the shared store
@@ -50,21 +49,6 @@ _CANCELLED = "_progress_cancelled"  # session state: run key -> the job cancelle
 _REDRAW_S = 0.25
 
 
-@contextmanager
-def _outside_cache_replay():
-    """Draw without recording the element into a cached function's replay."""
-    try:
-        from streamlit.runtime.scriptrunner_utils.script_run_context import in_cached_function
-    except ImportError:
-        yield
-        return
-    token = in_cached_function.set(False)
-    try:
-        yield
-    finally:
-        in_cached_function.reset(token)
-
-
 class Tracker:
     """The progress callback, the engine's one protocol (`engine.io.progress.Progress`):
     `tracker(fraction, message="")`. Raises when the script run was superseded or cancelled."""
@@ -78,14 +62,13 @@ class Tracker:
     def __call__(self, fraction: float, message: str = "") -> None:
         fraction = float(fraction)
         self.calls += 1
-        self.check()  # raises StopException / RerunException when this run was superseded
+        self.check()  # raises Streamlit's stop or rerun exception when this run was superseded
         now = time.monotonic()
         if now - self.last < _REDRAW_S and fraction < 1.0:
             return
         self.last = now
         text = f"{self.label}: {message} ({fraction:.0%})" if message else f"{self.label}: {fraction:.0%}"
-        with _outside_cache_replay():
-            self.bar.progress(min(max(fraction, 0.0), 1.0), text=text)
+        self.bar.progress(min(max(fraction, 0.0), 1.0), text=text)
 
 
 def steps(tracker: Callable[..., None], total: int, message: Callable[[int], str]) -> Callable[[int], None]:

@@ -17,11 +17,22 @@ A family of keys made at run time (a widget per release, per k) is declared by i
 (`declare(owner, prefixes=...)`). `tests/test_state_owner.py` walks every page and method and checks
 that every key in session state is declared here or belongs to a widget drawn in that run, and that
 only its owner writes a declared key.
+
+`running()` marks a script run (app.py wraps each one in it): inside, `in_a_run()` is true and
+`session()` is this session's own token, a random id kept in session state (`_SESSION`). That is the
+app's own record of where it runs, read through `st.session_state` only, not Streamlit's run context
+(issue 38, finding 4). The mark is a context variable, so per thread, as Streamlit's context is: a
+thread started from a run, or code run outside app.py (the command line, unit tests), is outside; so
+are widget callbacks, which Streamlit calls before the script, and would be a fragment's rerun, which
+runs the fragment alone (a fragment of the app enters `running()` itself).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import secrets
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,7 +86,7 @@ def declare(
         if default is ABSENT:
             raise StateDeclarationError(f"kept key {name!r} of {owner}: a static default or LAZY, not ABSENT")
         _add(Key(name, owner, default, kept=True))
-    if kept and _in_a_run():  # a module imported during a run (a page's first visit, after `keep`)
+    if kept and in_a_run():  # a module imported during a run (a page's first visit, after `keep`)
         for name, default in kept.items():
             if name not in st.session_state and default is not LAZY:
                 st.session_state[name] = default
@@ -85,10 +96,35 @@ def declare(
         _add(Key(name, owner, ABSENT, kept=False, prefix=True))
 
 
-def _in_a_run() -> bool:
-    from streamlit.runtime.scriptrunner import get_script_run_ctx
+_SESSION = "_session_token"  # this session's own id (`running`): admission's place in the queue
+_RUN: ContextVar[str | None] = ContextVar("ui_state_run", default=None)  # the run's session token
 
-    return get_script_run_ctx(suppress_warning=True) is not None
+
+@contextmanager
+def running() -> Iterator[str]:
+    """Mark the block as a script run of this session (app.py, around each run); yields the session's
+    token, made on its first run."""
+    token = st.session_state.get(_SESSION)
+    if not isinstance(token, str):
+        token = st.session_state[_SESSION] = secrets.token_hex(16)
+    mark = _RUN.set(token)
+    try:
+        yield token
+    finally:
+        _RUN.reset(mark)
+
+
+def in_a_run() -> bool:
+    """Whether this thread is inside a script run of the app (`running`)."""
+    return _RUN.get() is not None
+
+
+def session() -> str | None:
+    """The token of the session whose script run this thread is in (None outside one)."""
+    return _RUN.get()
+
+
+declare(__name__, held={_SESSION: ABSENT})
 
 
 def declared(name: str) -> Key | None:

@@ -9,18 +9,15 @@ with the teach-mode toggle under them (the sidebar's `teach_mode`, through its o
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal
 
 import streamlit as st
 
-from ui import teach
+from ui import navigation, teach
 from ui.state import declare
 
 State = Literal["done", "current", "next"]
-ROOT = Path(__file__).resolve().parent.parent
 _TOUCHED = "_steps_attacker_touched"  # the sidebar's adversary or k was changed once in this session
 declare(__name__, held={_TOUCHED: False})
 
@@ -119,17 +116,6 @@ def facts() -> Facts:
 _MARK = {"done": ":material/check_circle:", "current": ":material/arrow_forward:", "next": ""}
 
 
-def _registered(page: str) -> str | None:
-    """The page's absolute path when the app's navigation has it (a page test registers one page)."""
-    from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
-
-    ctx = get_script_run_ctx()
-    path = os.path.realpath(ROOT / page)
-    if ctx is None or not any(p.get("script_path") == path for p in ctx.pages_manager.get_pages().values()):
-        return None
-    return path
-
-
 # the row's labels wrap inside their columns (between words) instead of Streamlit's one line cut with an
 # ellipsis ("2. Choose the attacker (no…" at 1440 px, every step at 1024 px; issue 26); the teach-mode
 # toggle sits under the row, where a fifth column cut it to "T…" at 1024 px
@@ -151,7 +137,7 @@ def render() -> tuple[Step, ...]:
                 label = f"{step.number}. {step.title}"
                 if step.state == "current":
                     label = f"**{label}** (now)"
-                path = _registered(step.page)
+                path = navigation.registered(step.page)  # a page test registers one page
                 if path is not None:
                     st.page_link(path, label=label, icon=_MARK[step.state] or None)
                 else:
