@@ -56,4 +56,4 @@ _RERUN = "RerunException"
 def is_rerun(exc: BaseException) -> bool:
     """Whether `exc` is Streamlit stopping this script run for a rerun (not a stop of the session, nor
     anything else)."""
-import time
+    return any(c.__name__ == _RERUN and c.__module__.startswith("streamlit.") for c in type(exc).__mro__)
