@@ -289,6 +289,31 @@ def _install_counting(folder: str, patches: Mapping[str, str]) -> None:
         setattr(owner, attr, _counting(counts, name, getattr(owner, attr)))
 
 
+def _install(patches: Mapping[str, Any]) -> None:
+    """In a worker of the test's pool, at its start: each target set to its value."""
+    for target, value in patches.items():
+        owner, attr = _resolve(target)
+        setattr(owner, attr, value)
+
+
+def patch_in_workers(monkeypatch: Any, patches: Mapping[str, Any]) -> Iterator[None]:
+    """Set each target ("module:attr" or "module:Class.attr") to its value (picklable: a module-level
+    function or a partial of one) in this process and in the worker processes the app's runs happen
+    in, as `count_calls` does. A generator: the pool is closed after the block."""
+    from engine.scale import pool
+    from ui import worker
+
+    for target, value in patches.items():
+        owner, attr = _resolve(target)
+        monkeypatch.setattr(owner, attr, value)
+    mine = pool.Pool(preload=worker.PRELOAD, warm=functools.partial(_install, dict(patches)))
+    monkeypatch.setattr(worker, "_POOL", [mine])
+    try:
+        yield
+    finally:
+        mine.close()
+
+
 def count_calls(monkeypatch: Any, folder: Path, patches: Mapping[str, str]) -> Iterator[Counts]:
     """Count the calls of each target (`name` -> "module:attr" or "module:Class.attr") in this process
     and in the worker processes the app's runs happen in: those of a pool of the test's own

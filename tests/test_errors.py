@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
 import pytest
-from apptest_support import page_app, shown
+from apptest_support import page_app, patch_in_workers, shown
 
 from engine.disclosure.cells import SmallCellError
 from engine.io.errors import UserError
@@ -44,21 +47,26 @@ def test_message_of_a_user_error_and_of_a_bug(caplog):
     assert record.exc_info and record.exc_info[1].args == (SECRET,), "logged with its traceback"
 
 
-def _raising(monkeypatch, exc: Exception) -> None:
-    def run_result(self, *args, **kwargs):
-        raise exc
+def _raise(exc: Exception, *args, **kwargs):
+    raise exc
 
-    monkeypatch.setattr(runs.LDASettings, "run_result", run_result)
+
+@contextmanager
+def _raising(monkeypatch, exc: Exception) -> Iterator[None]:
+    """The LDA's run raises `exc`, here and in the app's workers (`apptest_support.patch_in_workers`)."""
     from ui import cache
 
     cache.clear()  # the sample's LDA runs are shared by sessions: another test's would show
+    yield from patch_in_workers(
+        monkeypatch, {"engine.study.runs:LDASettings.run_result": partial(_raise, exc)}
+    )
 
 
 @pytest.mark.skipif(not (ROOT / "sample_data" / "events.parquet").exists(), reason="no shipped sample")
 def test_a_bug_in_a_view_shows_a_reference_and_not_its_text(monkeypatch):
-    _raising(monkeypatch, ReleaseInvariantError(SECRET))
-    at = page_app(view=("ui.views.lda", "render_anonymize"))
-    at.run()
+    with _raising(monkeypatch, ReleaseInvariantError(SECRET)):
+        at = page_app(view=("ui.views.lda", "render_anonymize"))
+        at.run()
     assert not at.exception, [e.value for e in at.exception]
     errors = [shown(e.value) for e in at.error]
     assert any(_GENERIC.fullmatch(e) for e in errors), errors
@@ -67,9 +75,9 @@ def test_a_bug_in_a_view_shows_a_reference_and_not_its_text(monkeypatch):
 
 @pytest.mark.skipif(not (ROOT / "sample_data" / "events.parquet").exists(), reason="no shipped sample")
 def test_a_user_error_in_a_view_shows_its_text(monkeypatch):
-    _raising(monkeypatch, runs.SettingsError("the ages must run from low to high, not 80 to 20"))
-    at = page_app(view=("ui.views.lda", "render_anonymize"))
-    at.run()
+    with _raising(monkeypatch, runs.SettingsError("the ages must run from low to high, not 80 to 20")):
+        at = page_app(view=("ui.views.lda", "render_anonymize"))
+        at.run()
     assert not at.exception, [e.value for e in at.exception]
     errors = [shown(e.value) for e in at.error]
     assert "the ages must run from low to high, not 80 to 20" in errors
