@@ -160,3 +160,26 @@ def test_what_a_child_memoized_is_stored_here(fan_out) -> None:
         pids = fan_out([lambda: 0, child_work])
         assert store[("test fan-out", "k")] == pids[1] != os.getpid()  # the child's value, kept here
         assert memo.memo("test fan-out", "k", lambda: -1, size=4) == pids[1]  # not computed again
+
+
+def _fan_out_in_a_daemon(path: str) -> None:
+    try:
+        out = repr(pool.fan_out([_pid, _pid]) == [os.getpid()] * 2)
+    except BaseException as exc:  # what the test shows
+        out = f"{type(exc).__name__}: {exc}"
+    with open(path, "w") as f:
+        f.write(out)
+
+
+def test_a_daemonic_process_runs_its_fan_out_in_place(tmp_path) -> None:
+    """A daemonic process (`engine.scale.forked.Worker`'s child, where the app's Heatherly run is until
+    it moves onto the pool) may not start processes: its fan-out runs in it, not raises."""
+    import multiprocessing
+
+    out = tmp_path / "out"
+    child = multiprocessing.get_context("forkserver").Process(
+        target=_fan_out_in_a_daemon, args=(str(out),), daemon=True
+    )
+    child.start()
+    child.join(60)
+    assert out.read_text() == "True"

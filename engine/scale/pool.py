@@ -504,9 +504,15 @@ def call(
 # ------------------------------------------------------------------------------------------ fan-out
 def fan_out_enabled() -> bool:
     """Whether `fan_out` runs calls in workers here: `COHORTSHIELD_WORKERS` is not "0", the machine has
-    more than one core, and this is not itself a pool worker (a worker's fan-out runs in it)."""
+    more than one core, this is not itself a pool worker (a worker's fan-out runs in it), and not a
+    daemonic process (which multiprocessing forbids to start any: `engine.scale.forked.Worker`'s child)."""
+    import multiprocessing
+
     return (
-        os.environ.get("COHORTSHIELD_WORKERS", "1") != "0" and (os.cpu_count() or 1) > 1 and _WORKER is None
+        os.environ.get("COHORTSHIELD_WORKERS", "1") != "0"
+        and (os.cpu_count() or 1) > 1
+        and _WORKER is None
+        and not multiprocessing.current_process().daemon
     )
 
 
