@@ -76,3 +76,27 @@ def test_the_scopes_after_the_first_run_in_pool_workers_whatever_the_progress_ho
     assert seen and all(f <= 1 / len(groups) + 1e-9 for f, _ in seen)  # the cohort's share only
     assert "waiting for the other scopes" in seen[-1][1]
     _same_comparison(fanned, compare_scopes(groups, coh.patient_ids, 5, complete=True))
+
+
+def _compared_in_a_job(groups: dict[str, Records], k: int, progress) -> tuple[bool, object]:
+    ids = groups["cohort"].patient_ids
+    return pool.fan_out_enabled(), compare_scopes(
+        groups, ids, k, complete=True, parallel=True, progress=progress
+    )
+
+
+def test_the_scopes_fan_out_from_inside_a_pool_job_as_here(groups) -> None:
+    """The app computes the comparison in a pool job (ui/views/heatherly.py's compute): there too the
+    scopes after the cohort's are fanned out (tests/test_pool.py: in workers of the job's own), and
+    the comparison is the one made here."""
+    workers = pool.Pool(size=1)
+    try:
+        seen: list[float] = []
+        fanned, got = workers.call(
+            partial(_compared_in_a_job, groups, 4), progress=lambda f, m="": seen.append(f)
+        )
+    finally:
+        workers.close()
+    assert fanned
+    assert seen and max(seen) <= 1 / len(groups) + 1e-9  # the cohort's share: fanned out
+    _same_comparison(got, compare_scopes(groups, groups["cohort"].patient_ids, 4, complete=True))
