@@ -11,8 +11,10 @@ unpickled in the worker), a second job (the worker's held records), against pick
 back (what a pool without the shared segment would pay per job), and the worker's private and shared
 resident memory after a job that reads every array. `--heatherly R`: bench/ui.py's engine-alone rows
 "heatherly" (`compare_scopes(complete=True, parallel=True)`) and "phewas" (the paper's procedure and the
-"phewas" completion) at a fresh k, each scope after the cohort's fanned out by `forked.fan_out` (the
-reference) and by `pool.fan_out`, alternately, R times each, the engine's memo emptied before each run.
+"phewas" completion) at a fresh k, R times each, the engine's memo emptied before each run: the scopes one
+after the other here (the plain reference), fanned out by fork (`forked.fan_out`, the same calls) and by
+the pool here, and in a pool job as the app runs them (ui/views/heatherly.py's compute), one after the
+other in its worker (what a job did before it could fan out) or fanned out from it (its own pool).
 
 Measured on commit d07021e's pool (2 cores shared by four engineers):
   Shipped sample (30,000 patients, 296,526 events; load average 2.0-2.5): pool start 1.14 s, first job
@@ -32,6 +34,11 @@ Measured on commit d07021e's pool (2 cores shared by four engineers):
   1.13 s (pool / forked 0.83); "phewas" 2.02 s against 1.60 s (0.79); the same Tables 2 both ways. One run
   each before (load 1.8-2.0): 0.96 s against 1.04 s (1.08), 3.32 s against 2.37 s, the pool's first run
   making the groups' segments. Not run at paper scale (the phewas row is minutes per fan-out).
+  `--heatherly 3` after `compare_scopes` moved onto the pool and a job could fan out (commit b587d20;
+  load average 3.9-4.6 on the 2 cores, the other engineers' runs: fan-out has no idle core to gain on):
+  "heatherly" here one after the other 1.69 s; forked fan-out 2.17 s (1.29); pool fan-out 1.62 s (0.96);
+  in a pool job one after the other 1.38 s (0.81), fanned out 1.73 s (1.02). "phewas" 3.29 s; forked
+  3.80 s (1.15); pool 2.55 s (0.77); in a pool job 3.11 s (0.94) either way. The same Tables 2 in all.
 """
 
 from __future__ import annotations
@@ -145,8 +152,33 @@ def main() -> int:
     return 0
 
 
+def _compared_in_a_job(
+    groups: dict, k: int, completion: str, complete: bool, fan: bool, progress: Any
+) -> list:
+    """In a pool job (as the app's Heatherly view computes it): the comparison, its scopes fanned out
+    from the job's worker (`fan`), else one after the other there (the worker before a job could fan out)."""
+    from engine.anonymize import population as pop
+
+    before = os.environ.get("COHORTSHIELD_WORKERS")
+    if not fan:
+        os.environ["COHORTSHIELD_WORKERS"] = "0"
+    try:
+        ids = groups["cohort"].patient_ids
+        out = pop.compare_scopes(groups, ids, k, complete=complete, parallel=True, completion=completion)
+        return [out.table2().to_dict()]
+    finally:
+        if before is None:
+            os.environ.pop("COHORTSHIELD_WORKERS", None)
+        else:
+            os.environ["COHORTSHIELD_WORKERS"] = before
+
+
 def heatherly(directory: str, repeat: int) -> int:
-    """bench/ui.py's engine-alone "heatherly" and "phewas" rows, fanned out by fork and by the pool."""
+    """bench/ui.py's engine-alone "heatherly" and "phewas" rows: the scopes one after the other here
+    (the plain reference), fanned out by fork and by the pool here, and in a pool job (as the app runs
+    them) one after the other in its worker or fanned out from it."""
+    from functools import partial
+
     from engine import memo
     from engine.anonymize import population as pop
     from engine.study.runs import biobank_between
@@ -159,36 +191,59 @@ def heatherly(directory: str, repeat: int) -> int:
     if bio is not None:
         groups["biobank"] = bio
     ids = cohort.patient_ids
-    rows = {
-        "heatherly": lambda k: [pop.compare_scopes(groups, ids, k, complete=True, parallel=True)],
-        "phewas": lambda k: [
-            pop.compare_scopes(groups, ids, k, complete=c, parallel=True, completion="phewas")
-            for c in (False, True)
-        ],
+    settings = {"heatherly": [("rarest", True)], "phewas": [("phewas", False), ("phewas", True)]}
+    jobs = pool.Pool(size=1)
+    jobs.start(1)
+
+    def here(row: str, k: int, parallel: bool) -> list:
+        return [
+            pop.compare_scopes(groups, ids, k, complete=c, parallel=parallel, completion=w).table2().to_dict()
+            for w, c in settings[row]
+        ]
+
+    def in_job(row: str, k: int, fan: bool) -> list:
+        return [
+            t for w, c in settings[row] for t in jobs.call(partial(_compared_in_a_job, groups, k, w, c, fan))
+        ]
+
+    real_fan_out = pool.fan_out
+
+    def forked_here(row: str, k: int) -> list:
+        pool.fan_out = forked.fan_out  # type: ignore[assignment]  # the same calls, forked
+        try:
+            return here(row, k, True)
+        finally:
+            pool.fan_out = real_fan_out  # type: ignore[assignment]
+
+    variants: dict[str, Callable[[str, int], list]] = {
+        "here, one after the other": lambda row, k: here(row, k, False),
+        "forked fan-out": forked_here,
+        "pool fan-out": lambda row, k: here(row, k, True),
+        "pool job, one after the other": lambda row, k: in_job(row, k, False),
+        "pool job, fanned out": lambda row, k: in_job(row, k, True),
     }
-    pool.default().start(1)  # as the app would: the pool started ahead
-    pop.compare_scopes(groups, ids, 2, complete=True)  # kernels and tables loaded here, not timed
-    fan_outs = {"forked": forked.fan_out, "pool": pool.fan_out}
+    for run in variants.values():  # kernels, tables, segments and the job's own pool made: not timed
+        run("heatherly", 2)
     times: dict[tuple[str, str], list[float]] = {}
     tables: dict[tuple[str, str], list] = {}
     k = 3
     for _ in range(repeat):
         k += 1
-        for row, run in rows.items():
-            for name, fan in fan_outs.items():
+        for row in settings:
+            for name, run in variants.items():
                 memo.clear()
-                pop.fan_out = fan  # type: ignore[assignment]
-                t, out = _timed(lambda run=run, k=k: run(k))
+                t, out = _timed(lambda run=run, row=row, k=k: run(row, k))
                 times.setdefault((row, name), []).append(t)
-                tables.setdefault((row, name), []).append([c.table2().to_dict() for c in out])
-    pop.fan_out = forked.fan_out  # type: ignore[assignment]
-    for row in rows:
-        same = tables[(row, "forked")] == tables[(row, "pool")]
-        a, b = (statistics.median(times[(row, n)]) for n in fan_outs)
-        print(
-            f"{row}: forked fan-out {a:.2f} s, pool {b:.2f} s (median of {repeat}; pool / forked {b / a:.2f});"
-            f" the same tables: {same}"
-        )
+                tables.setdefault((row, name), []).append(out)
+    jobs.close()
+    reference = "here, one after the other"
+    for row in settings:
+        base = statistics.median(times[(row, reference)])
+        print(f"{row}: {reference} {base:.2f} s (the reference; median of {repeat})")
+        for name in list(variants)[1:]:
+            t = statistics.median(times[(row, name)])
+            same = tables[(row, name)] == tables[(row, reference)]
+            print(f"  {name} {t:.2f} s ({t / base:.2f} of the reference); the same tables: {same}")
     print(subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
     return 0
 
