@@ -51,6 +51,24 @@ class Deferred(Generic[T]):
         self._error: BaseException | None = None
         _LIVE.add(self)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (a pool job's data, issue 38 finding 4): the computation, or its value or error once
+        done, not the lock nor a warming thread, which are this process's (`__setstate__` makes a new
+        lock). The computation is read first: a copy taken while another thread computes, computes."""
+        compute = self._compute
+        return {
+            "_compute": compute,
+            "fingerprint": self.fingerprint,
+            "_value": self._value,
+            "_error": self._error,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+        self._warming = None
+        _LIVE.add(self)
+
     def _after_fork(self) -> None:
         """In a forked child (a worker, issue 24): a new lock. Another thread of the parent may have
         been computing the value at the fork; it does not exist here, so the child computes it itself."""

@@ -44,6 +44,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -358,6 +359,15 @@ class _Prepared:
         self._lock = threading.Lock()
         self._side: tuple[tuple, XSide] | None = None
         self.shared: dict = {"nodes": (nodes_i, nodes_a)}  # `LDAResult.memo`
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (what a pool job memoized comes back pickled, issue 38 finding 4): all but the
+        lock, which is this process's; `__setstate__` makes a new one."""
+        return {name: value for name, value in self.__dict__.items() if name != "_lock"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     def x_side(self, x: Sequence[tuple[int, int]]) -> XSide:
         """x for the compiled loops (`KernelTables.x_side`: its ICD rows), the last one kept: step 3
