@@ -12,9 +12,10 @@ back (what a pool without the shared segment would pay per job), and the worker'
 resident memory after a job that reads every array. `--heatherly R`: bench/ui.py's engine-alone rows
 "heatherly" (`compare_scopes(complete=True, parallel=True)`) and "phewas" (the paper's procedure and the
 "phewas" completion) at a fresh k, R times each, the engine's memo emptied before each run: the scopes one
-after the other here (the plain reference), fanned out by fork (`forked.fan_out`, the same calls) and by
-the pool here, and in a pool job as the app runs them (ui/views/heatherly.py's compute), one after the
-other in its worker (what a job did before it could fan out) or fanned out from it (its own pool).
+after the other here (the plain reference), fanned out by the pool here, and in a pool job as the app
+runs them (ui/views/heatherly.py's compute), one after the other in its worker (what a job did before it
+could fan out) or fanned out from it (its own pool). (`forked.fan_out`, the fork reference of the rows
+below, is gone since nothing calls it; commit f8f71da measures it.)
 
 Measured on commit d07021e's pool (2 cores shared by four engineers):
   Shipped sample (30,000 patients, 296,526 events; load average 2.0-2.5): pool start 1.14 s, first job
@@ -175,8 +176,8 @@ def _compared_in_a_job(
 
 def heatherly(directory: str, repeat: int) -> int:
     """bench/ui.py's engine-alone "heatherly" and "phewas" rows: the scopes one after the other here
-    (the plain reference), fanned out by fork and by the pool here, and in a pool job (as the app runs
-    them) one after the other in its worker or fanned out from it."""
+    (the plain reference), fanned out by the pool here, and in a pool job (as the app runs them) one
+    after the other in its worker or fanned out from it."""
     from functools import partial
 
     from engine import memo
@@ -206,18 +207,8 @@ def heatherly(directory: str, repeat: int) -> int:
             t for w, c in settings[row] for t in jobs.call(partial(_compared_in_a_job, groups, k, w, c, fan))
         ]
 
-    real_fan_out = pool.fan_out
-
-    def forked_here(row: str, k: int) -> list:
-        pool.fan_out = forked.fan_out  # type: ignore[assignment]  # the same calls, forked
-        try:
-            return here(row, k, True)
-        finally:
-            pool.fan_out = real_fan_out  # type: ignore[assignment]
-
     variants: dict[str, Callable[[str, int], list]] = {
         "here, one after the other": lambda row, k: here(row, k, False),
-        "forked fan-out": forked_here,
         "pool fan-out": lambda row, k: here(row, k, True),
         "pool job, one after the other": lambda row, k: in_job(row, k, False),
         "pool job, fanned out": lambda row, k: in_job(row, k, True),

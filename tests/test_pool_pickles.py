@@ -45,7 +45,9 @@ def test_a_dataset_with_deferred_lab_orders_pickles_and_reads_them_after(dumps) 
 def test_a_deferred_value_read_or_failed_pickles_as_it_is() -> None:
     read: Deferred[int] = Deferred(lambda: 42)
     read.get()
-    read.warm(threading.Thread(target=lambda: None))  # a warming thread, which cannot be pickled
+    after = threading.Thread(target=lambda: None)
+    after.start()
+    read.warm(after).join()  # a warming thread, which cannot be pickled
     copy = pickle.loads(cloudpickle.dumps(read))
     assert copy.done and copy.get() == 42
 

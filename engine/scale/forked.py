@@ -27,12 +27,10 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, TypeVar
 
-from engine import memo
 from engine.io.progress import Progress
-from engine.risk import THREADS_ENV
 from engine.scale.pool import WorkerDied, pickled_back
 
 T = TypeVar("T")
@@ -231,68 +229,7 @@ def _child(
         os._exit(0)  # no atexit handlers, no flushing of the parent's copied buffers
 
 
-# ------------------------------------------------------------------------------ fan-out
-_IN_FAN_OUT = False
-_PR_SET_PDEATHSIG = 1
-
-
-def fan_out_enabled() -> bool:
-    """Whether `fan_out` forks here: fork exists, `COHORTSHIELD_WORKERS` is not "0", the machine has
-    more than one core, and this is not itself a fan-out child (a worker may fan out: it is the
-    point, since the worker is the app's one process for a job)."""
-    return (
-        hasattr(os, "fork")
-        and os.environ.get("COHORTSHIELD_WORKERS", "1") != "0"
-        and (os.cpu_count() or 1) > 1
-        and not _IN_FAN_OUT
-    )
-
-
-def _die_with_parent(parent: int) -> None:
-    """Linux: this child is killed when its parent dies (a cancelled worker is SIGKILLed, and its
-    fan-out children must not run on for nobody)."""
-    try:
-        import ctypes
-        import signal
-
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
-    except (OSError, AttributeError):  # not Linux: the child ends with its work
-        pass
-    if os.getppid() != parent:  # the parent died before the request above
-        os._exit(1)
-
-
-def _fan_child(calls: Sequence[Callable[[], Any]], fd: int, file: int | None, parent: int) -> None:
-    """Run `calls` in order in this (forked) child, stopping at the first exception, and send back
-    ("done", results, memo entries stored) or ("error", results so far, [], exception, traceback),
-    pickled: in the result `file` (`_result_file`) with its size on the pipe `fd`, or on the pipe."""
-    global _IN_FAN_OUT
-    _IN_FAN_OUT = True
-    gc.freeze()  # as `_child`: the inherited heap is not walked (nor copied) by the collector
-    _die_with_parent(parent)
-    os.environ[THREADS_ENV] = "1"  # the cores are the fan-out's processes' (engine.risk.thread_count)
-    try:
-        results: list[Any] = []
-        try:
-            with memo.recording() as stored:
-                for call in calls:
-                    results.append(call())
-            data = pickled_back("done", results, stored)
-        except BaseException as exc:
-            text = traceback.format_exc()
-            try:
-                data = pickle.dumps(("error", results, [], exc, text), protocol=pickle.HIGHEST_PROTOCOL)
-            except Exception:
-                data = pickle.dumps(("error", [], [], None, text), protocol=pickle.HIGHEST_PROTOCOL)
-        if file is None:
-            _write_all(fd, _IN_PIPE + data)
-        else:
-            _write_all(file, data)
-            _write_all(fd, _IN_FILE + len(data).to_bytes(8, "little"))
-    finally:
-        os._exit(0)
-
-
+# ------------------------------------------------------------------------------ the result's way back
 def _result_file() -> int | None:
     """A memory-backed file (Linux `memfd_create`) made before a fork, which the child writes its
     pickled result to and this process reads in one call; None where there is none (the result
@@ -323,92 +260,3 @@ def _read_file(fd: int, size: int) -> bytes:
         parts.append(part)
         at += len(part)
     return parts[0] if len(parts) == 1 else b"".join(parts)
-
-
-_IN_FILE = b"F"  # what a fan-out child writes to its pipe: _IN_FILE + the result's size, or _IN_PIPE + it
-_IN_PIPE = b"P"
-
-
-def _collect(pid: int, fd: int, file: int | None) -> tuple[list[Any], BaseException | None]:
-    """What a fan-out child sent back (`_fan_child`): its results in order, and the exception that
-    stopped it (with where it was raised as a note) or None. The memo entries it stored are stored
-    here (`engine.memo.replay`)."""
-    chunks = []
-    while chunk := os.read(fd, 1 << 20):
-        chunks.append(chunk)
-        if chunks[0][:1] == _IN_FILE and sum(map(len, chunks)) == 9:
-            break  # the size of the result in the file: no need to wait for the child's exit
-    sent = b"".join(chunks)
-    if not sent:
-        os.waitpid(pid, 0)
-        return [], WorkerDied("a fan-out process ended without a result")
-    if sent[:1] == _IN_FILE:
-        assert file is not None
-        sent = _read_file(file, int.from_bytes(sent[1:9], "little"))
-    else:
-        sent = sent[1:]
-    kind, results, stored, *failure = pickle.loads(sent)
-    os.waitpid(pid, 0)  # after reading: the child's exit (unmapping its copy of this heap) overlapped
-    memo.replay(stored)
-    if kind == "done":
-        return results, None
-    exc, text = failure
-    if not isinstance(exc, BaseException):
-        return results, RuntimeError(f"a fan-out process failed:\n{text}")
-    exc.add_note(f"raised in a fan-out process:\n{text}")
-    return results, exc
-
-
-def fan_out(calls: Sequence[Callable[[], T]]) -> list[T]:
-    """`[c() for c in calls]`, the calls after the first in forked children while this process runs
-    the first (`fan_out_enabled()`; else one after the other, here). One process per core at most:
-    this one and up to (cores - 1) children, child j running calls 1 + j, 1 + j + n, ... in order
-    (n children), so the cores are not shared among more processes than they can run. Each child is
-    a copy of this process at the fork (nothing is pickled on the way in); its results come back
-    pickled. The results, and the exception raised (that of the earliest call in `calls` that
-    raised), are those of the calls run here one after the other. The children are killed if this
-    process stops waiting (an exception, a cancellation) or dies."""
-    if len(calls) <= 1 or not fan_out_enabled():
-        return [c() for c in calls]
-    n = min(len(calls) - 1, max((os.cpu_count() or 2) - 1, 1))
-    shares = [list(range(1 + j, len(calls), n)) for j in range(n)]
-    parent = os.getpid()
-    kids: list[tuple[int, int, int | None]] = []
-    try:
-        for share in shares:
-            r, w = os.pipe()
-            file = _result_file()
-            pid = os.fork()
-            if pid == 0:  # pragma: no cover (the child's coverage is not collected)
-                os.close(r)
-                _fan_child([calls[i] for i in share], w, file, parent)
-            os.close(w)
-            kids.append((pid, r, file))
-        out: dict[int, Any] = {0: calls[0]()}
-        failed: dict[int, BaseException] = {}
-        while kids:
-            pid, r, file = kids[0]
-            results, exc = _collect(pid, r, file)
-            _close(r, file)
-            kids.pop(0)
-            share = shares[len(shares) - len(kids) - 1]
-            out.update(zip(share, results, strict=False))
-            if exc is not None:
-                failed[share[len(results)] if len(results) < len(share) else share[-1]] = exc
-        if failed:
-            raise failed[min(failed)]
-        return [out[i] for i in range(len(calls))]
-    finally:
-        for pid, r, file in kids:  # still running: this process stopped waiting
-            try:
-                os.kill(pid, 9)
-                os.waitpid(pid, 0)
-            except (ProcessLookupError, ChildProcessError):
-                pass
-            _close(r, file)
-
-
-def _close(*fds: int | None) -> None:
-    for fd in fds:
-        if fd is not None:
-            os.close(fd)

@@ -24,10 +24,10 @@ Design (the first step of moving off `engine.scale.forked`, which forks the call
   costs a dictionary lookup. The pool keeps at most `_EXPORTED` segments (the oldest unlinked).
 - What a job memoized (`engine.memo`) is recorded in the worker, in a store of the job's own (so one
   session's entries never serve another's job), sent back with the result and stored in the caller's
-  scope (`engine.memo.replay`), as `forked.fan_out` does.
+  scope (`engine.memo.replay`).
 - `fan_out(calls)` runs the calls after the first as jobs (one per core but this one's, each running
-  its share of them in order, counting with one kernel thread) while this process runs the first:
-  `engine.scale.forked.fan_out`'s contract, for calls that can be pickled. A pool job may fan out: its
+  its share of them in order, counting with one kernel thread) while this process runs the first,
+  for calls that can be pickled (what `forked.fan_out` did by forking). A pool job may fan out: its
   worker's own pool (`default`, made at its first fan-out and kept for the worker's life; the records
   it came with handed on by the same handle) runs the calls; a fan-out inside a fan-out's call runs in
   place. So the workers are not daemonic (multiprocessing forbids a daemonic process to start any):
@@ -617,7 +617,7 @@ def _share(calls: Sequence[Callable[[], Any]], progress: Progress) -> tuple[list
 
 def fan_out(calls: Sequence[Callable[[], T]], workers: Pool | None = None) -> list[T]:
     """`[c() for c in calls]`, the calls after the first in pool workers while this process runs the
-    first (`fan_out_enabled()`; else one after the other, here), as `engine.scale.forked.fan_out`:
+    first (`fan_out_enabled()`; else one after the other, here):
     at most (cores - 1) jobs, job j running calls 1 + j, 1 + j + n, ... in order; the results, and the
     exception raised (that of the earliest call in `calls` that raised, with where as a note), those of
     the calls run one after the other; what the jobs memoized stored here; the jobs killed if this
