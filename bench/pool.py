@@ -35,11 +35,20 @@ Measured on commit d07021e's pool (2 cores shared by four engineers):
   1.13 s (pool / forked 0.83); "phewas" 2.02 s against 1.60 s (0.79); the same Tables 2 both ways. One run
   each before (load 1.8-2.0): 0.96 s against 1.04 s (1.08), 3.32 s against 2.37 s, the pool's first run
   making the groups' segments. Not run at paper scale (the phewas row is minutes per fan-out).
-  `--heatherly 3` after `compare_scopes` moved onto the pool and a job could fan out (commit b587d20;
-  load average 3.9-4.6 on the 2 cores, the other engineers' runs: fan-out has no idle core to gain on):
-  "heatherly" here one after the other 1.69 s; forked fan-out 2.17 s (1.29); pool fan-out 1.62 s (0.96);
-  in a pool job one after the other 1.38 s (0.81), fanned out 1.73 s (1.02). "phewas" 3.29 s; forked
-  3.80 s (1.15); pool 2.55 s (0.77); in a pool job 3.11 s (0.94) either way. The same Tables 2 in all.
+  `--heatherly 3` after `compare_scopes` moved onto the pool and a job could fan out (commit f8f71da,
+  which still had the fork row; load average 3.9-4.6 on the 2 cores, the other engineers' runs, so a
+  fan-out has hardly an idle core to gain on): "heatherly" here one after the other 1.69 s; forked
+  fan-out 2.17 s (1.29); pool fan-out 1.62 s (0.96); in a pool job one after the other 1.38 s (0.81),
+  fanned out 1.73 s (1.02). "phewas" 3.29 s; forked 3.80 s (1.15); pool 2.55 s (0.77); in a pool job
+  3.11 s (0.94) either way (each comparison then a job of its own: the second did not find what the
+  first memoized). Again (load 4.4-4.6): "heatherly" 1.54 s; forked 1.61 s (1.05); pool 1.42 s (0.92);
+  "phewas" 3.39 s; forked 3.36 s (0.99); pool 2.67 s (0.79). The same Tables 2 in all.
+  Without the fork row, a row's comparisons in one job, the jobs started while the first call runs
+  (load 2.0-3.1): a job's first fan-out of nothing 2.03 s (its own fork server, with the kernels'
+  modules, and worker started), the next 1.7 ms; a fresh job worker's first fanned-out comparison 3.60 s
+  (the start, and the new worker loading the kernels' machine code), the next 1.72 s. "heatherly" here
+  1.38 s; pool fan-out 1.48 s (1.07); in a pool job one after the other 1.64 s (1.18), fanned out 1.13 s
+  (0.82). "phewas" 2.26 s; pool 2.17 s (0.96); in a pool job 2.42 s (1.07), fanned out 1.94 s (0.86).
 """
 
 from __future__ import annotations
@@ -153,11 +162,19 @@ def main() -> int:
     return 0
 
 
-def _compared_in_a_job(
-    groups: dict, k: int, completion: str, complete: bool, fan: bool, progress: Any
-) -> list:
-    """In a pool job (as the app's Heatherly view computes it): the comparison, its scopes fanned out
-    from the job's worker (`fan`), else one after the other there (the worker before a job could fan out)."""
+def _nothing(progress: Any = None) -> int:
+    return 0
+
+
+def _fans_out_nothing(progress: Any) -> list:
+    return pool.fan_out([_nothing, _nothing])
+
+
+def _compared_in_a_job(groups: dict, k: int, settings: list, fan: bool, progress: Any) -> list:
+    """In one pool job (as the app's Heatherly view computes it): the comparisons of `settings`
+    ((completion, complete) each; one job, so the second finds what the first memoized, as here), their
+    scopes fanned out from the job's worker (`fan`), else one after the other there (the worker before
+    a job could fan out)."""
     from engine.anonymize import population as pop
 
     before = os.environ.get("COHORTSHIELD_WORKERS")
@@ -165,8 +182,10 @@ def _compared_in_a_job(
         os.environ["COHORTSHIELD_WORKERS"] = "0"
     try:
         ids = groups["cohort"].patient_ids
-        out = pop.compare_scopes(groups, ids, k, complete=complete, parallel=True, completion=completion)
-        return [out.table2().to_dict()]
+        return [
+            pop.compare_scopes(groups, ids, k, complete=c, parallel=True, completion=w).table2().to_dict()
+            for w, c in settings
+        ]
     finally:
         if before is None:
             os.environ.pop("COHORTSHIELD_WORKERS", None)
@@ -195,6 +214,24 @@ def heatherly(directory: str, repeat: int) -> int:
     settings = {"heatherly": [("rarest", True)], "phewas": [("phewas", False), ("phewas", True)]}
     jobs = pool.Pool(size=1)
     jobs.start(1)
+    jobs.call(_nothing)
+    first, again = (_timed(lambda: jobs.call(_fans_out_nothing))[0] for _ in range(2))
+    print(
+        f"a job's first fan-out of nothing (its own fork server and worker started) {first:.2f} s, "
+        f"the next {again * 1000:.1f} ms"
+    )
+    fresh = pool.Pool(size=1)
+    fresh.start(1)
+    fresh.call(partial(_compared_in_a_job, groups, 2, settings["heatherly"], False))  # kernels loaded
+    first, again = (
+        _timed(lambda: fresh.call(partial(_compared_in_a_job, groups, 2, settings["heatherly"], True)))[0]
+        for _ in range(2)
+    )
+    fresh.close()
+    print(
+        f"a fresh job worker's first fanned-out comparison (its own pool started meanwhile) {first:.2f} s, "
+        f"the next {again:.2f} s"
+    )
 
     def here(row: str, k: int, parallel: bool) -> list:
         return [
@@ -203,9 +240,7 @@ def heatherly(directory: str, repeat: int) -> int:
         ]
 
     def in_job(row: str, k: int, fan: bool) -> list:
-        return [
-            t for w, c in settings[row] for t in jobs.call(partial(_compared_in_a_job, groups, k, w, c, fan))
-        ]
+        return jobs.call(partial(_compared_in_a_job, groups, k, settings[row], fan))
 
     variants: dict[str, Callable[[str, int], list]] = {
         "here, one after the other": lambda row, k: here(row, k, False),

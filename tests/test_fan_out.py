@@ -168,3 +168,25 @@ def test_a_daemonic_process_runs_its_fan_out_in_place(tmp_path) -> None:
     child.start()
     child.join(60)
     assert out.read_text() == "True"
+
+
+def test_the_workers_start_while_the_first_call_runs() -> None:
+    """A job's first fan-out starts its own fork server and worker (about 2 s, bench/pool.py): that
+    overlaps the first call, here, instead of coming before it."""
+    import threading
+
+    workers = pool.Pool(size=1)
+    first_runs = threading.Event()
+    take = workers._take
+
+    def take_once_the_first_call_runs():
+        if not first_runs.wait(10):
+            raise AssertionError("a worker was started before the first call ran")
+        return take()
+
+    workers._take = take_once_the_first_call_runs  # type: ignore[method-assign]
+    try:
+        out = pool.fan_out([lambda: first_runs.set() or os.getpid(), _pid], workers)
+    finally:
+        workers.close()
+    assert out[0] == os.getpid() != out[1]

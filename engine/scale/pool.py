@@ -513,7 +513,10 @@ class Pool:
 
     def submit(self, work: Callable[[Progress], Any]) -> Job:
         """`work(progress)` started in a worker (an idle one, else a new one)."""
-        data = dumps(work, self.exports)
+        return self._send(dumps(work, self.exports))
+
+    def _send(self, data: bytes) -> Job:
+        """The job pickled in `data` (`dumps`) started in a worker (an idle one, else a new one)."""
         worker = self._take()
         try:
             worker.conn.send_bytes(data)
@@ -628,10 +631,27 @@ def fan_out(calls: Sequence[Callable[[], T]], workers: Pool | None = None) -> li
     n = min(len(calls) - 1, max((os.cpu_count() or 2) - 1, 1))
     shares = [list(range(1 + j, len(calls), n)) for j in range(n)]
     jobs: list[Job] = []
+    sent: list[BaseException] = []
+    # pickled here (a call that cannot pickle raises before any runs); sent from a thread, so that
+    # starting workers (the first fan-out of a job: its own fork server, about 2 s) overlaps the first call
+    pickled = [dumps(partial(_share, [calls[i] for i in share]), workers.exports) for share in shares]
+
+    def send() -> None:
+        try:
+            for data in pickled:
+                jobs.append(workers._send(data))
+        except BaseException as exc:  # raised here after the first call
+            sent.append(exc)
+
+    sending = threading.Thread(target=send, name="fan-out: start the jobs", daemon=True)
+    sending.start()
     try:
-        for share in shares:
-            jobs.append(workers.submit(partial(_share, [calls[i] for i in share])))
-        out: dict[int, Any] = {0: calls[0]()}
+        try:
+            out: dict[int, Any] = {0: calls[0]()}
+        finally:
+            sending.join()
+        if sent:
+            raise sent[0]
         failed: dict[int, BaseException] = {}
         for share, job in zip(shares, jobs, strict=True):
             results, failure = job.wait()
