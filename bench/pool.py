@@ -49,6 +49,11 @@ Measured on commit d07021e's pool (2 cores shared by four engineers):
   (the start, and the new worker loading the kernels' machine code), the next 1.72 s. "heatherly" here
   1.38 s; pool fan-out 1.48 s (1.07); in a pool job one after the other 1.64 s (1.18), fanned out 1.13 s
   (0.82). "phewas" 2.26 s; pool 2.17 s (0.96); in a pool job 2.42 s (1.07), fanned out 1.94 s (0.86).
+  Paper scale, once each (not this script: `_compared_in_a_job` with "heatherly"'s settings at k=5 in a
+  fresh `Pool(size=1)`, then `compare_scopes(complete=True, parallel=True)` here; under flock
+  /work/paper.lock, load average 1.2-3.5; cohort 5,795 patients): in a pool job, fanned out from it 69.4 s
+  (its own pool started, kernels loaded, the three groups' segments made: 3), here on the default pool
+  55.0 s (its own start and segments too); the same Tables 2; this process's peak 3.43 GB.
 """
 
 from __future__ import annotations
