@@ -385,3 +385,18 @@ def test_a_jobs_fan_out_hands_its_records_on_without_a_segment_of_its_own(worker
     counts, segments = workers.call(partial(_fans_out_the_records, records))
     assert counts == [records.n_events] * 2
     assert segments == 0
+
+
+def _fans_out_records_made_here(records: Records, progress) -> tuple[list, int]:
+    mine = records.subset(records.patient_ids[:10])  # made in the job: no segment of the caller's
+    out = pool.fan_out([partial(_event_count, mine), partial(_event_count, mine)])
+    return out, len(pool.default().exports._held)
+
+
+def test_a_jobs_fan_out_makes_no_segment_that_would_outlive_its_worker(workers: pool.Pool) -> None:
+    """Records a job made go to its fan-out's workers pickled whole: a segment made in the job's worker
+    would stay in /dev/shm when a Cancel SIGKILLs that worker (the owner does not know its name)."""
+    records = _records(40)
+    counts, segments = workers.call(partial(_fans_out_records_made_here, records))
+    assert counts == [records.subset(records.patient_ids[:10]).n_events] * 2
+    assert segments == 0

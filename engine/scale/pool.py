@@ -29,8 +29,9 @@ Design (the first step of moving off `engine.scale.forked`, which forks the call
   its share of them in order, counting with one kernel thread) while this process runs the first,
   for calls that can be pickled (what `forked.fan_out` did by forking). A pool job may fan out: its
   worker's own pool (`default`, made at its first fan-out and kept for the worker's life; the records
-  it came with handed on by the same handle) runs the calls; a fan-out inside a fan-out's call runs in
-  place. So the workers are not daemonic (multiprocessing forbids a daemonic process to start any):
+  it came with handed on by the same handle, those it made pickled whole: no segment of a worker's
+  own, which would outlive it when a Cancel kills it) runs the calls; a fan-out inside a fan-out's call
+  runs in place. So the workers are not daemonic (multiprocessing forbids a daemonic process to start any):
   this process kills them at its exit (`_kill_all`, before multiprocessing's exit handler would wait
   for them), a worker kills its own at its end, and a worker ends as soon as the process that started
   it does (`_end_with_parent`), so none outlives its pool's process, however that one ended.
@@ -224,14 +225,20 @@ def _attach(handle: Handle) -> Records:
 
 
 def dumps(work: Any, exports: Exports) -> bytes:
-    """`work` pickled for a worker: by cloudpickle, each `Records` in it as its shared handle."""
+    """`work` pickled for a worker: by cloudpickle, each `Records` in it as its shared handle (in a
+    worker, a job's fan-out: the records it came with by their handle, those it made whole)."""
     import cloudpickle
 
     class _Pickler(cloudpickle.Pickler):
         def reducer_override(self, obj: Any) -> Any:
             if type(obj) is Records:
-                held = _WORKER.handle_of(obj) if _WORKER is not None else None
-                return _attach, (held or exports.handle(obj),)
+                if _WORKER is None:
+                    return _attach, (exports.handle(obj),)
+                # a job's fan-out: the handle the records came by, else whole (a segment made in a
+                # worker would outlive it when SIGKILLed)
+                held = _WORKER.handle_of(obj)
+                if held is not None:
+                    return _attach, (held,)
             return super().reducer_override(obj)
 
     out = io.BytesIO()
