@@ -11,8 +11,11 @@ unpickled in the worker), a second job (the worker's held records), against pick
 back (what a pool without the shared segment would pay per job), and the worker's private and shared
 resident memory after a job that reads every array. `--heatherly R`: bench/ui.py's engine-alone rows
 "heatherly" (`compare_scopes(complete=True, parallel=True)`) and "phewas" (the paper's procedure and the
-"phewas" completion) at a fresh k, each scope after the cohort's fanned out by `forked.fan_out` (the
-reference) and by `pool.fan_out`, alternately, R times each, the engine's memo emptied before each run.
+"phewas" completion) at a fresh k, R times each, the engine's memo emptied before each run: the scopes one
+after the other here (the plain reference), fanned out by the pool here, and in a pool job as the app
+runs them (ui/views/heatherly.py's compute), one after the other in its worker (what a job did before it
+could fan out) or fanned out from it (its own pool). (`forked.fan_out`, the fork reference of the rows
+below, is gone since nothing calls it; commit f8f71da measures it.)
 
 Measured on commit d07021e's pool (2 cores shared by four engineers):
   Shipped sample (30,000 patients, 296,526 events; load average 2.0-2.5): pool start 1.14 s, first job
@@ -32,6 +35,25 @@ Measured on commit d07021e's pool (2 cores shared by four engineers):
   1.13 s (pool / forked 0.83); "phewas" 2.02 s against 1.60 s (0.79); the same Tables 2 both ways. One run
   each before (load 1.8-2.0): 0.96 s against 1.04 s (1.08), 3.32 s against 2.37 s, the pool's first run
   making the groups' segments. Not run at paper scale (the phewas row is minutes per fan-out).
+  `--heatherly 3` after `compare_scopes` moved onto the pool and a job could fan out (commit f8f71da,
+  which still had the fork row; load average 3.9-4.6 on the 2 cores, the other engineers' runs, so a
+  fan-out has hardly an idle core to gain on): "heatherly" here one after the other 1.69 s; forked
+  fan-out 2.17 s (1.29); pool fan-out 1.62 s (0.96); in a pool job one after the other 1.38 s (0.81),
+  fanned out 1.73 s (1.02). "phewas" 3.29 s; forked 3.80 s (1.15); pool 2.55 s (0.77); in a pool job
+  3.11 s (0.94) either way (each comparison then a job of its own: the second did not find what the
+  first memoized). Again (load 4.4-4.6): "heatherly" 1.54 s; forked 1.61 s (1.05); pool 1.42 s (0.92);
+  "phewas" 3.39 s; forked 3.36 s (0.99); pool 2.67 s (0.79). The same Tables 2 in all.
+  Without the fork row, a row's comparisons in one job, the jobs started while the first call runs
+  (load 2.0-3.1): a job's first fan-out of nothing 2.03 s (its own fork server, with the kernels'
+  modules, and worker started), the next 1.7 ms; a fresh job worker's first fanned-out comparison 3.60 s
+  (the start, and the new worker loading the kernels' machine code), the next 1.72 s. "heatherly" here
+  1.38 s; pool fan-out 1.48 s (1.07); in a pool job one after the other 1.64 s (1.18), fanned out 1.13 s
+  (0.82). "phewas" 2.26 s; pool 2.17 s (0.96); in a pool job 2.42 s (1.07), fanned out 1.94 s (0.86).
+  Paper scale, once each (not this script: `_compared_in_a_job` with "heatherly"'s settings at k=5 in a
+  fresh `Pool(size=1)`, then `compare_scopes(complete=True, parallel=True)` here; under flock
+  /work/paper.lock, load average 1.2-3.5; cohort 5,795 patients): in a pool job, fanned out from it 69.4 s
+  (its own pool started, kernels loaded, the three groups' segments made: 3), here on the default pool
+  55.0 s (its own start and segments too); the same Tables 2; this process's peak 3.43 GB.
 """
 
 from __future__ import annotations
@@ -50,13 +72,27 @@ import numpy as np
 
 from engine.io.loaders import SAMPLE_DIR, load_sample_checked
 from engine.records import Records
-from engine.scale import forked, pool
+from engine.scale import pool
 
 
 def _timed(f: Callable[[], Any]) -> tuple[float, Any]:
     t = time.perf_counter()
     value = f()
     return time.perf_counter() - t, value
+
+
+def _nothing(progress: Any) -> int:
+    return 0
+
+
+def _in_a_fresh_process(work: Callable[[Any], Any]) -> None:
+    """The reference for a kept worker: one process of the fork server per job, started and joined
+    (`engine.scale.forked.call`, the former reference, forked this process and is gone, issue 38)."""
+    import multiprocessing
+
+    process = multiprocessing.get_context("forkserver").Process(target=work, args=(None,))
+    process.start()
+    process.join()
 
 
 def _median(f: Callable[[], Any], n: int) -> float:
@@ -101,15 +137,12 @@ def main() -> int:
         f"pool start (fork server, kernels' modules, one worker) {t_start:.2f} s; first job {t_first:.2f} s"
     )
 
-    def nothing(progress: Any) -> int:
-        return 0
-
-    via_pool = _median(lambda: workers.call(nothing), args.jobs)
-    via_fork = _median(lambda: forked.call(nothing), args.jobs)
-    here = _median(lambda: nothing(None), args.jobs)
+    via_pool = _median(lambda: workers.call(_nothing), args.jobs)
+    via_fresh = _median(lambda: _in_a_fresh_process(_nothing), args.jobs)
+    here = _median(lambda: _nothing(None), args.jobs)
     print(
-        f"per job, nothing to do: pool {via_pool * 1000:.1f} ms, forked worker (reference) "
-        f"{via_fork * 1000:.1f} ms, here {here * 1e6:.1f} us; pool / forked {via_pool / via_fork:.2f}"
+        f"per job, nothing to do: pool {via_pool * 1000:.1f} ms, a fresh process per job (reference) "
+        f"{via_fresh * 1000:.1f} ms, here {here * 1e6:.1f} us; pool / fresh {via_pool / via_fresh:.2f}"
     )
 
     t_load, data = _timed(lambda: load_sample_checked(args.data).data)
@@ -145,8 +178,43 @@ def main() -> int:
     return 0
 
 
+def _nothing(progress: Any = None) -> int:
+    return 0
+
+
+def _fans_out_nothing(progress: Any) -> list:
+    return pool.fan_out([_nothing, _nothing])
+
+
+def _compared_in_a_job(groups: dict, k: int, settings: list, fan: bool, progress: Any) -> list:
+    """In one pool job (as the app's Heatherly view computes it): the comparisons of `settings`
+    ((completion, complete) each; one job, so the second finds what the first memoized, as here), their
+    scopes fanned out from the job's worker (`fan`), else one after the other there (the worker before
+    a job could fan out)."""
+    from engine.anonymize import population as pop
+
+    before = os.environ.get("COHORTSHIELD_WORKERS")
+    if not fan:
+        os.environ["COHORTSHIELD_WORKERS"] = "0"
+    try:
+        ids = groups["cohort"].patient_ids
+        return [
+            pop.compare_scopes(groups, ids, k, complete=c, parallel=True, completion=w).table2().to_dict()
+            for w, c in settings
+        ]
+    finally:
+        if before is None:
+            os.environ.pop("COHORTSHIELD_WORKERS", None)
+        else:
+            os.environ["COHORTSHIELD_WORKERS"] = before
+
+
 def heatherly(directory: str, repeat: int) -> int:
-    """bench/ui.py's engine-alone "heatherly" and "phewas" rows, fanned out by fork and by the pool."""
+    """bench/ui.py's engine-alone "heatherly" and "phewas" rows: the scopes one after the other here
+    (the plain reference), fanned out by the pool here, and in a pool job (as the app runs them) one
+    after the other in its worker or fanned out from it."""
+    from functools import partial
+
     from engine import memo
     from engine.anonymize import population as pop
     from engine.study.runs import biobank_between
@@ -159,36 +227,65 @@ def heatherly(directory: str, repeat: int) -> int:
     if bio is not None:
         groups["biobank"] = bio
     ids = cohort.patient_ids
-    rows = {
-        "heatherly": lambda k: [pop.compare_scopes(groups, ids, k, complete=True, parallel=True)],
-        "phewas": lambda k: [
-            pop.compare_scopes(groups, ids, k, complete=c, parallel=True, completion="phewas")
-            for c in (False, True)
-        ],
+    settings = {"heatherly": [("rarest", True)], "phewas": [("phewas", False), ("phewas", True)]}
+    jobs = pool.Pool(size=1)
+    jobs.start(1)
+    jobs.call(_nothing)
+    first, again = (_timed(lambda: jobs.call(_fans_out_nothing))[0] for _ in range(2))
+    print(
+        f"a job's first fan-out of nothing (its own fork server and worker started) {first:.2f} s, "
+        f"the next {again * 1000:.1f} ms"
+    )
+    fresh = pool.Pool(size=1)
+    fresh.start(1)
+    fresh.call(partial(_compared_in_a_job, groups, 2, settings["heatherly"], False))  # kernels loaded
+    first, again = (
+        _timed(lambda: fresh.call(partial(_compared_in_a_job, groups, 2, settings["heatherly"], True)))[0]
+        for _ in range(2)
+    )
+    fresh.close()
+    print(
+        f"a fresh job worker's first fanned-out comparison (its own pool started meanwhile) {first:.2f} s, "
+        f"the next {again:.2f} s"
+    )
+
+    def here(row: str, k: int, parallel: bool) -> list:
+        return [
+            pop.compare_scopes(groups, ids, k, complete=c, parallel=parallel, completion=w).table2().to_dict()
+            for w, c in settings[row]
+        ]
+
+    def in_job(row: str, k: int, fan: bool) -> list:
+        return jobs.call(partial(_compared_in_a_job, groups, k, settings[row], fan))
+
+    variants: dict[str, Callable[[str, int], list]] = {
+        "here, one after the other": lambda row, k: here(row, k, False),
+        "pool fan-out": lambda row, k: here(row, k, True),
+        "pool job, one after the other": lambda row, k: in_job(row, k, False),
+        "pool job, fanned out": lambda row, k: in_job(row, k, True),
     }
-    pool.default().start(1)  # as the app would: the pool started ahead
-    pop.compare_scopes(groups, ids, 2, complete=True)  # kernels and tables loaded here, not timed
-    fan_outs = {"forked": forked.fan_out, "pool": pool.fan_out}
+    for run in variants.values():  # kernels, tables, segments and the job's own pool made: not timed
+        run("heatherly", 2)
     times: dict[tuple[str, str], list[float]] = {}
     tables: dict[tuple[str, str], list] = {}
     k = 3
     for _ in range(repeat):
         k += 1
-        for row, run in rows.items():
-            for name, fan in fan_outs.items():
+        for row in settings:
+            for name, run in variants.items():
                 memo.clear()
-                pop.fan_out = fan  # type: ignore[assignment]
-                t, out = _timed(lambda run=run, k=k: run(k))
+                t, out = _timed(lambda run=run, row=row, k=k: run(row, k))
                 times.setdefault((row, name), []).append(t)
-                tables.setdefault((row, name), []).append([c.table2().to_dict() for c in out])
-    pop.fan_out = forked.fan_out  # type: ignore[assignment]
-    for row in rows:
-        same = tables[(row, "forked")] == tables[(row, "pool")]
-        a, b = (statistics.median(times[(row, n)]) for n in fan_outs)
-        print(
-            f"{row}: forked fan-out {a:.2f} s, pool {b:.2f} s (median of {repeat}; pool / forked {b / a:.2f});"
-            f" the same tables: {same}"
-        )
+                tables.setdefault((row, name), []).append(out)
+    jobs.close()
+    reference = "here, one after the other"
+    for row in settings:
+        base = statistics.median(times[(row, reference)])
+        print(f"{row}: {reference} {base:.2f} s (the reference; median of {repeat})")
+        for name in list(variants)[1:]:
+            t = statistics.median(times[(row, name)])
+            same = tables[(row, name)] == tables[(row, reference)]
+            print(f"  {name} {t:.2f} s ({t / base:.2f} of the reference); the same tables: {same}")
     print(subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
     return 0
 

@@ -15,9 +15,7 @@ load). Every reader of `Dataset.labs` gets the frame (or None), as when it was g
 
 from __future__ import annotations
 
-import os
 import threading
-import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Generic, TypeAlias, TypeVar, overload
@@ -49,26 +47,23 @@ class Deferred(Generic[T]):
         self._lock = threading.Lock()
         self._value: T | None = None
         self._error: BaseException | None = None
-        _LIVE.add(self)
 
     def __getstate__(self) -> dict[str, Any]:
-        """Pickled (a pool job's data, issue 38): without its lock and warming thread, which belong to
-        this process; the value computed here goes with it, else its computation."""
-        with self._lock:
-            state = dict(self.__dict__)
-        state.pop("_lock")
-        state["_warming"] = None
-        return state
+        """Pickled (a pool job's data, issue 38 finding 4): the computation, or its value or error once
+        done, not the lock nor a warming thread, which are this process's (`__setstate__` makes a new
+        lock). The computation is read first: a copy taken while another thread computes, computes."""
+        compute = self._compute
+        return {
+            "_compute": compute,
+            "fingerprint": self.fingerprint,
+            "_value": self._value,
+            "_error": self._error,
+        }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._lock = threading.Lock()
-        _LIVE.add(self)
-
-    def _after_fork(self) -> None:
-        """In a forked child (a worker, issue 24): a new lock. Another thread of the parent may have
-        been computing the value at the fork; it does not exist here, so the child computes it itself."""
-        self._lock = threading.Lock()
+        self._warming = None
 
     @property
     def done(self) -> bool:
@@ -111,19 +106,7 @@ class Deferred(Generic[T]):
             return self._value  # type: ignore[return-value]
 
 
-_LIVE: weakref.WeakSet[Deferred] = weakref.WeakSet()
 _WARM_LOCK = threading.Lock()
-
-
-def _deferred_after_fork() -> None:
-    global _WARM_LOCK
-    _WARM_LOCK = threading.Lock()  # a warming thread of the parent is not here
-    for deferred in list(_LIVE):
-        deferred._after_fork()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_deferred_after_fork)
 
 
 LabsValue: TypeAlias = "pd.DataFrame | Deferred[pd.DataFrame | None] | None"

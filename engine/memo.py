@@ -16,7 +16,6 @@ and the sample read from the installation's files), or lives and dies with one o
 
 from __future__ import annotations
 
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Iterator
@@ -114,10 +113,6 @@ class LocalStore:
         with self._lock:
             return sum(len(h) for n, h in self._data.items() if name is None or n == name)
 
-    def after_fork(self) -> None:
-        """In a forked child: a new lock (another thread of the parent may have held it)."""
-        self._lock = threading.Lock()
-
 
 LOCAL = LocalStore()
 _SCOPE: ContextVar[Store | None] = ContextVar("engine_memo_store", default=None)
@@ -158,9 +153,9 @@ class _Recorder:
 
 @contextmanager
 def recording() -> Iterator[list[Entry]]:
-    """The entries `memo` stores in this thread's code inside the block, in order: a forked process
-    (engine.scale.forked.fan_out) sends them back, and its parent stores them again (`replay`), so
-    the work a fan-out process memoized is not lost with it."""
+    """The entries `memo` stores in this thread's code inside the block, in order: a worker process
+    (`engine.scale.pool`'s job or fan-out, `engine.scale.forked`'s) sends them back, and the caller
+    stores them again (`replay`), so the work a worker memoized is not lost with it."""
     recorder = _Recorder(current())
     token = _SCOPE.set(recorder)
     try:
@@ -197,7 +192,3 @@ def clear(name: str | None = None) -> None:
 def held_count(name: str | None = None) -> int:
     """How many entries this process's store (`LOCAL`) holds under `name` (all names when None)."""
     return LOCAL.count(name)
-
-
-if hasattr(os, "register_at_fork"):  # a worker forked while another thread held the lock (ui/worker.py)
-    os.register_at_fork(after_in_child=LOCAL.after_fork)

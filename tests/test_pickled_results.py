@@ -1,4 +1,4 @@
-"""What a worker or a fan-out process hands back (issue 24, engine/scale/forked.py): a pickled
+"""What a worker or a fan-out process hands back (issue 24; issue 38, engine/scale/pool.py): a pickled
 `Records` keeps its content and content hash and leaves out what was derived from it
 (`Records.__getstate__`), and the Heatherly comparison made with its scopes fanned out is the one
 made in this process."""
@@ -13,7 +13,7 @@ import pytest
 from engine.anonymize.population import compare_scopes, scope_summary
 from engine.io.loaders import load_sample_checked
 from engine.records import Records
-from engine.scale import forked
+from engine.scale import pool
 from engine.study.runs import biobank_between
 
 _FIELDS = ("patient_ids", "items", "visit_ptr", "visit_ids", "event_ptr", "event_item", "event_age")
@@ -75,7 +75,7 @@ def _same_comparison(a, b) -> None:
 def test_scopes_fanned_out_give_the_comparison_made_here(groups, complete: bool) -> None:
     coh = groups["cohort"]
     here = compare_scopes(groups, coh.patient_ids, 6, complete=complete)
-    assert forked.fan_out_enabled()  # this machine forks: the comparison below is made in processes
+    assert pool.fan_out_enabled()  # the comparison below is made in pool workers
     fanned = compare_scopes(groups, coh.patient_ids, 6, complete=complete, parallel=True)
     _same_comparison(fanned, here)
     _same_comparison(pickle.loads(pickle.dumps(fanned)), here)  # as a worker hands it back

@@ -9,6 +9,7 @@ import os
 import signal
 import time
 from collections.abc import Iterator
+from functools import partial
 
 import numpy as np
 import pytest
@@ -263,3 +264,139 @@ def test_the_oldest_segment_is_unlinked_past_the_bound(monkeypatch) -> None:
     finally:
         exports.close()
     assert not any(os.path.exists(p) for p in paths)
+
+
+# ----------------------------------------------------------- a job's own fan-out (issue 38, finding 4)
+def _pid() -> int:
+    return os.getpid()
+
+
+def _fans_out(progress) -> tuple[int, list]:
+    return os.getpid(), pool.fan_out([_pid, _pid, _pid])
+
+
+def _fans_out_within_a_fan_out(progress) -> list:
+    return pool.fan_out([_pid, partial(pool.fan_out, [_pid, _pid])])
+
+
+def test_a_fan_out_inside_a_job_runs_its_calls_in_other_processes(workers: pool.Pool) -> None:
+    """The app's Heatherly run is a pool job that fans its scopes out: the calls after the first run
+    in workers of the job's own, not one after the other in the job's worker."""
+    job, pids = workers.call(_fans_out)
+    assert pids[0] == job != os.getpid()
+    assert job not in pids[1:] and os.getpid() not in pids[1:]
+    again, pids_again = workers.call(_fans_out)  # the job's worker keeps its pool: the same workers
+    assert again == job and pids_again[1:] == pids[1:]
+
+
+def test_a_fan_out_inside_a_fan_outs_call_runs_in_place(workers: pool.Pool) -> None:
+    first, inner = workers.call(_fans_out_within_a_fan_out)
+    assert inner[0] == inner[1] != first  # the nested calls ran in that one worker: no deeper
+
+
+def _pid_to(path: str) -> None:
+    tmp = f"{path}.part"
+    with open(tmp, "w") as f:
+        f.write(str(os.getpid()))
+    os.replace(tmp, path)
+
+
+def _sleeps(path: str) -> None:
+    _pid_to(path)
+    time.sleep(120)
+
+
+def _fans_out_slowly(directory: str, progress) -> None:
+    _pid_to(f"{directory}/worker")
+    pool.fan_out([partial(time.sleep, 120), partial(_sleeps, f"{directory}/grandchild")])
+
+
+def _pool_owner(directory: str) -> None:
+    """A process that starts a pool and a job that fans out, then waits (killed by the test)."""
+    pool.Pool(size=1).submit(partial(_fans_out_slowly, directory))
+    time.sleep(120)
+
+
+def _pid_in(path, seconds: float = 60.0) -> int:
+    end = time.monotonic() + seconds
+    while not path.exists():
+        assert time.monotonic() < end, f"no {path.name} after {seconds} s"
+        time.sleep(0.05)
+    return int(path.read_text())
+
+
+def _gone_within(pid: int, seconds: float) -> bool:
+    """Whether process `pid` ended (or is a zombie, waiting for a parent to reap it) within `seconds`."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return True
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="no /proc here")
+def test_a_killed_jobs_fan_out_workers_end_with_it(workers: pool.Pool, tmp_path) -> None:
+    job = workers.submit(partial(_fans_out_slowly, str(tmp_path)))
+    try:
+        grandchild = _pid_in(tmp_path / "grandchild")
+        assert grandchild != _pid_in(tmp_path / "worker")
+    finally:
+        job.kill()  # a Cancel: SIGKILL to the job's worker, nowhere else
+    assert _gone_within(grandchild, 5.0)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="no /proc here")
+def test_no_worker_outlives_the_process_of_its_pool(tmp_path) -> None:
+    """The pool's process SIGKILLed (no exit handler runs): its worker, and the worker its job's fan-out
+    started, end within seconds."""
+    import subprocess
+    import sys
+
+    owner = subprocess.Popen(
+        [sys.executable, "-c", f"from tests.test_pool import _pool_owner; _pool_owner({str(tmp_path)!r})"],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    try:
+        worker, grandchild = _pid_in(tmp_path / "worker"), _pid_in(tmp_path / "grandchild")
+    finally:
+        owner.kill()
+        owner.wait()
+    assert _gone_within(worker, 5.0) and _gone_within(grandchild, 5.0)
+
+
+def _event_count(records: Records) -> int:
+    return records.n_events
+
+
+def _fans_out_the_records(records: Records, progress) -> tuple[list, int]:
+    out = pool.fan_out([partial(_event_count, records), partial(_event_count, records)])
+    return out, len(pool.default().exports._held)
+
+
+def test_a_jobs_fan_out_hands_its_records_on_without_a_segment_of_its_own(workers: pool.Pool) -> None:
+    """The records a job came with go to its fan-out's workers by the same handle: not copied into a
+    second segment (at the paper's scale 252 MB and 0.62 s, bench/pool.py)."""
+    records = _records(40)
+    counts, segments = workers.call(partial(_fans_out_the_records, records))
+    assert counts == [records.n_events] * 2
+    assert segments == 0
+
+
+def _fans_out_records_made_here(records: Records, progress) -> tuple[list, int]:
+    mine = records.subset(records.patient_ids[:10])  # made in the job: no segment of the caller's
+    out = pool.fan_out([partial(_event_count, mine), partial(_event_count, mine)])
+    return out, len(pool.default().exports._held)
+
+
+def test_a_jobs_fan_out_makes_no_segment_that_would_outlive_its_worker(workers: pool.Pool) -> None:
+    """Records a job made go to its fan-out's workers pickled whole: a segment made in the job's worker
+    would stay in /dev/shm when a Cancel SIGKILLs that worker (the owner does not know its name)."""
+    records = _records(40)
+    counts, segments = workers.call(partial(_fans_out_records_made_here, records))
+    assert counts == [records.subset(records.patient_ids[:10]).n_events] * 2
+    assert segments == 0

@@ -65,7 +65,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from functools import cached_property, partial
+from functools import cached_property
 from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
@@ -81,7 +81,7 @@ from engine.memo import memo
 from engine.records import CODE, PATIENT, VISIT, Records, concat_ranges
 from engine.release import Release, set_item_label
 from engine.risk import KnownSetCounter, Matching, Verification, count_known_sets, verify
-from engine.scale.pool import fan_out, fan_out_enabled
+from engine.scale import pool
 from engine.utility.phewas import PhewasSettings
 from engine.utility.retention import Figures, RetentionRow, count_table, figures, summary_table
 
@@ -1234,6 +1234,53 @@ def _original_figures(records: Records) -> Figures:
     return _memoized(("figures", records.fingerprint), lambda: figures(records))
 
 
+_Parts = tuple[GroupRelease, RetentionRow | None, RetentionRow]  # a scope's result, its rows of Tables 2-3
+
+
+@dataclass(frozen=True)
+class _ScopePart:
+    """One scope of `compare_scopes`: its anonymization and its rows of Tables 2-3. A module-level
+    class of picklable fields (the records go to a pool worker as shared-memory handles,
+    `engine.scale.pool.dumps`), so it runs in a pool worker as well as here (issue 38, finding 4)."""
+
+    n: int  # its place among the scopes (its share of the progress)
+    n_scopes: int
+    scope: str
+    group: Records
+    cohort: Records
+    cohort_ids: Sequence[str] | np.ndarray
+    k: int
+    options: dict  # `anonymize`'s keyword arguments but scope and progress
+    group_original: Figures | None  # the group's original figures (None for the cohort)
+    cohort_original: Figures
+    whole: Figures
+
+    def __call__(self, progress: Progress | None = None) -> _Parts:
+        def step(frac: float, msg: str) -> None:
+            if progress:
+                progress((self.n + frac) / self.n_scopes, msg)
+
+        res = anonymize(self.group, self.cohort_ids, self.k, scope=self.scope, progress=step, **self.options)
+        plain_group, plain_cohort = _plain_figures(self.group, self.cohort_ids, self.k)
+        group_row = None
+        if self.group_original is not None:
+            group_row = RetentionRow(
+                f"{self.scope}-Anon",
+                figures(res.released_group, res.release.item_codes, self.group),
+                plain_group,
+                self.group_original,
+                self.whole,
+            )
+        cohort_row = RetentionRow(
+            SCOPE_NAMES[self.scope],
+            figures(res.release.records, res.release.item_codes, self.cohort),
+            plain_cohort,
+            self.cohort_original,
+            self.whole,
+        )
+        return res, group_row, cohort_row
+
+
 def compare_scopes(
     groups: dict[str, Records],
     cohort_ids: Sequence[str] | np.ndarray,
@@ -1252,13 +1299,14 @@ def compare_scopes(
     required), extract the cohort from each (DEMO_D, DEMO_B, DEMO_S) and build Tables 1-3, with the
     "without generalization" variant (codes below k removed instead of grouped).
 
-    `parallel`: the scopes after the first are anonymized in forked processes while this one does
-    the cohort's (`engine.scale.forked.fan_out`, which stores here what they memoized; one after the
-    other where it cannot fork). The scopes are independent, so the comparison is the same either
-    way; the progress shown is the cohort's. `while_waiting(cohort's result)` is then called here
-    while the other scopes are made (only when they are fanned out; its value is ignored): the app
-    reads what its page shows first of that release in the time it would otherwise wait.
-    `concepts`: the CDM's hierarchy of `cdm` constraints (`anonymize`)."""
+    `parallel`: the scopes after the first are anonymized in pool workers while this process does
+    the cohort's (`engine.scale.pool.fan_out`, which stores here what they memoized; one after the
+    other where it does not fan out). The scopes are independent, so the comparison is the same either
+    way; the progress shown is the cohort's (only the call run here reports, and only it calls
+    `while_waiting`: what the caller's callbacks hold is never pickled). `while_waiting(cohort's
+    result)` is then called here while the other scopes are made (only when they are fanned out; its
+    value is ignored): the app reads what its page shows first of that release in the time it would
+    otherwise wait. `concepts`: the CDM's hierarchy of `cdm` constraints (`anonymize`)."""
     if "cohort" not in groups:
         raise ValueError("compare_scopes needs the cohort's records")
     scopes = [s for s in ("cohort", "biobank", "population") if s in groups]
@@ -1267,57 +1315,48 @@ def compare_scopes(
         f"{s}*": _original_figures(groups[s]) for s in ("population", "biobank", "cohort") if s in groups
     }
     whole = _original_figures(whole_records)
-    cohort_original = originals["cohort*"]
-    fanned = parallel and fan_out_enabled() and len(scopes) > 1
-
-    def scope_part(n: int, scope: str) -> tuple[GroupRelease, RetentionRow | None, RetentionRow]:
-        def step(frac: float, msg: str) -> None:
-            if progress and (n == 0 or not fanned):
-                progress((n + frac) / len(scopes), msg)
-
-        res = anonymize(
+    options = {
+        "constraints": constraints,
+        "complete": complete,
+        "with_visits": with_visits,
+        "completion": completion,
+        "concepts": concepts,
+    }
+    parts = [
+        _ScopePart(
+            n,
+            len(scopes),
+            scope,
             groups[scope],
+            groups["cohort"],
             cohort_ids,
             k,
-            scope=scope,
-            constraints=constraints,
-            complete=complete,
-            with_visits=with_visits,
-            progress=step,
-            completion=completion,
-            concepts=concepts,
-        )
-        plain_group, plain_cohort = _plain_figures(groups[scope], cohort_ids, k)
-        group_row = None
-        if scope != "cohort":
-            group_row = RetentionRow(
-                f"{scope}-Anon",
-                figures(res.released_group, res.release.item_codes, groups[scope]),
-                plain_group,
-                originals[f"{scope}*"],
-                whole,
-            )
-        cohort_row = RetentionRow(
-            SCOPE_NAMES[scope],
-            figures(res.release.records, res.release.item_codes, groups["cohort"]),
-            plain_cohort,
-            cohort_original,
+            options,
+            None if scope == "cohort" else originals[f"{scope}*"],
+            originals["cohort*"],
             whole,
         )
-        if fanned and n == 0:
-            if progress:
-                progress(1 / len(scopes), f"{SCOPE_NAMES[scope]} done; waiting for the other scopes")
-            if while_waiting is not None:
-                while_waiting(res)
-        return res, group_row, cohort_row
+        for n, scope in enumerate(scopes)
+    ]
+    if parallel and pool.fan_out_enabled() and len(parts) > 1:
 
-    parts = fan_out([partial(scope_part, n, s) for n, s in enumerate(scopes)]) if fanned else None
+        def first() -> _Parts:
+            out = parts[0](progress)
+            if progress:
+                progress(1 / len(parts), f"{SCOPE_NAMES[parts[0].scope]} done; waiting for the other scopes")
+            if while_waiting is not None:
+                while_waiting(out[0])
+            return out
+
+        calls: list[Callable[[], _Parts]] = [first, *parts[1:]]
+        done = pool.fan_out(calls)
+    else:
+        done = [part(progress) for part in parts]
     results: dict[str, GroupRelease] = {}
     rows_group: list[RetentionRow] = []
     rows_cohort: list[RetentionRow] = []
-    for n, scope in enumerate(scopes):
-        res, group_row, cohort_row = parts[n] if parts is not None else scope_part(n, scope)
-        results[scope] = res
+    for part, (res, group_row, cohort_row) in zip(parts, done, strict=True):
+        results[part.scope] = res
         if group_row is not None:
             rows_group.append(group_row)
         rows_cohort.append(cohort_row)

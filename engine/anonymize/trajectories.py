@@ -37,13 +37,13 @@ and the release's source pairs. `lda(..., kernel="reference")` runs the pure-Pyt
 from __future__ import annotations
 
 import hashlib
-import os
 import threading
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -359,6 +359,15 @@ class _Prepared:
         self._side: tuple[tuple, XSide] | None = None
         self.shared: dict = {"nodes": (nodes_i, nodes_a)}  # `LDAResult.memo`
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (what a pool job memoized comes back pickled, issue 38 finding 4): all but the
+        lock, which is this process's; `__setstate__` makes a new one."""
+        return {name: value for name, value in self.__dict__.items() if name != "_lock"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     def x_side(self, x: Sequence[tuple[int, int]]) -> XSide:
         """x for the compiled loops (`KernelTables.x_side`: its ICD rows), the last one kept: step 3
         asks for the nearest record to x, then aligns x with it."""
@@ -495,16 +504,6 @@ _PREPARED_MAX = 4  # `_prepared`'s memo: the last few inputs (`engine.memo`, "tr
 # a hierarchy's content hash per object, held weakly: it goes with the hierarchy (engine.memo.PROCESS_WIDE)
 _HIERARCHY_KEYS: weakref.WeakKeyDictionary[Hierarchy, str] = weakref.WeakKeyDictionary()
 _HIERARCHY_KEYS_LOCK = threading.Lock()
-
-
-def _new_hierarchy_keys_lock() -> None:
-    """In a forked worker: a new lock (another thread of the parent may have held it at the fork)."""
-    global _HIERARCHY_KEYS_LOCK
-    _HIERARCHY_KEYS_LOCK = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_new_hierarchy_keys_lock)
 
 
 def _hierarchy_key(h: Hierarchy) -> str:

@@ -27,7 +27,7 @@ Design (the first step of moving off `engine.scale.forked`, which forks the call
   Arrow would not give back as it is is pickled with the job.
 - What a job memoized (`engine.memo`) is recorded in the worker, in a store of the job's own (so one
   session's entries never serve another's job), sent back with the result and stored in the caller's
-  scope (`engine.memo.replay`), as `forked.fan_out` does.
+  scope (`engine.memo.replay`).
 - A job may ask the caller while it runs (`ask(request)`): the caller's `answer(request)` (given to
   `Pool.submit`) is sent back while the caller waits on the job, pickled as jobs are. The app answers
   with the cache entries the session already holds, so a worker never computes again what the server
@@ -35,8 +35,15 @@ Design (the first step of moving off `engine.scale.forked`, which forks the call
   the caller does: `dumps` sends them as a list after the job, references to the same objects
   (one pickler, one memo), and the job gets them (`received`).
 - `fan_out(calls)` runs the calls after the first as jobs (one per core but this one's, each running
-  its share of them in order, counting with one kernel thread) while this process runs the first:
-  `engine.scale.forked.fan_out`'s contract, for calls that can be pickled.
+  its share of them in order, counting with one kernel thread) while this process runs the first,
+  for calls that can be pickled (what `forked.fan_out` did by forking). A pool job may fan out: its
+  worker's own pool (`default`, made at its first fan-out and kept for the worker's life; the records
+  it came with handed on by the same handle, those it made pickled whole: no segment of a worker's
+  own, which would outlive it when a Cancel kills it) runs the calls; a fan-out inside a fan-out's call
+  runs in place. So the workers are not daemonic (multiprocessing forbids a daemonic process to start any):
+  this process kills them at its exit (`_kill_all`, before multiprocessing's exit handler would wait
+  for them), a worker kills its own at its end, and a worker ends as soon as the process that started
+  it does (`_end_with_parent`), so none outlives its pool's process, however that one ended.
 - `os.fork` is never called here (tests/test_architecture.py); the code runs on Python 3.12 as well.
 """
 
@@ -252,6 +259,7 @@ class _Held:
         self.records: OrderedDict[str, Records] = OrderedDict()
         self.mappings: dict[str, Any] = {}
         self.frames: OrderedDict[str, tuple[pd.DataFrame, Any]] = OrderedDict()
+        self.handles: dict[str, Handle] = {}
 
     def frame_of(self, handle: FrameHandle) -> pd.DataFrame:
         """The frame `handle` names, read from its segment once (its numeric columns may be views
@@ -268,6 +276,14 @@ class _Held:
         while len(self.frames) > _HELD_BY_WORKER:
             self.frames.popitem(last=False)
         return frame
+
+    def handle_of(self, records: Records) -> Handle | None:
+        """The handle these records came by, while their segment exists (a fan-out inside a job
+        hands them on as they came, not copied again into a segment of this worker's own)."""
+        handle = self.handles.get(records.fingerprint) if records.__dict__.get("fingerprint") else None
+        if handle is None or self.records.get(handle.fingerprint) is not records:
+            return None
+        return handle if os.path.exists(f"/dev/shm/{handle.segment.lstrip('/')}") else None
 
     def records_of(self, handle: Handle) -> Records:
         if handle.fingerprint in self.records:
@@ -286,9 +302,11 @@ class _Held:
         records.__dict__["fingerprint"] = handle.fingerprint  # known: not hashed again
         self.records[handle.fingerprint] = records
         self.mappings[handle.fingerprint] = mapped  # open as long as the records are held
+        self.handles[handle.fingerprint] = handle
         while len(self.records) > _HELD_BY_WORKER:
             gone, _ = self.records.popitem(last=False)
             self.mappings.pop(gone)
+            self.handles.pop(gone)
         return records
 
 
@@ -316,7 +334,9 @@ def dumps(work: Any, exports: Exports, mark: Callable[[Any], bool] | None = None
     """`work` pickled for a worker: by cloudpickle, each `Records` in it as its shared handle; then the
     list of the objects in it for which `mark(obj)` holds (`loads` gives them back as the same objects:
     one pickler, one memo), so that the worker knows them as the caller does (the app: the shipped
-    sample's, shared by every session, `ui.cache.shipped`)."""
+    sample's, shared by every session, `ui.cache.shipped`). In a worker (a job's fan-out): the records
+    it came with by their handle, those it made and its frames whole (a segment made in a worker would
+    outlive it when SIGKILLed)."""
     import cloudpickle
 
     marked: list[Any] = []
@@ -326,8 +346,18 @@ def dumps(work: Any, exports: Exports, mark: Callable[[Any], bool] | None = None
             if mark is not None and mark(obj):
                 marked.append(obj)
             if type(obj) is Records:
-                return _attach, (exports.handle(obj),)
-            if type(obj) is pd.DataFrame and obj.memory_usage(deep=False).sum() > _FRAME_BYTES:
+                if _WORKER is None:
+                    return _attach, (exports.handle(obj),)
+                # a job's fan-out: the handle the records came by, else whole (a segment made in a
+                # worker would outlive it when SIGKILLed)
+                held = _WORKER.handle_of(obj)
+                if held is not None:
+                    return _attach, (held,)
+            if (
+                _WORKER is None
+                and type(obj) is pd.DataFrame
+                and obj.memory_usage(deep=False).sum() > _FRAME_BYTES
+            ):
                 handle = exports.frame(obj)
                 if handle is not None:
                     return _attach_frame, (handle,)
@@ -391,20 +421,46 @@ def _failure(exc: BaseException) -> bytes:
 
 
 def _serve(conn: Any, warm: Callable[[], None] | None) -> None:
-    """A worker's life: warm, then run the jobs sent on `conn` one at a time until it closes."""
+    """A worker's life: warm, then run the jobs sent on `conn` one at a time until it closes; then
+    the workers of its own pool (a job's fan-out, `default`) are stopped."""
     global _WORKER
     _WORKER = _Held()
-    if warm is not None:
-        try:
-            warm()
-        except Exception:  # e.g. no shipped sample: each job loads what it uses
-            logging.getLogger(__name__).warning("the worker's warm-up failed", exc_info=True)
-    while True:
-        try:
-            data = conn.recv_bytes()
-        except (EOFError, OSError):
-            return
-        conn.send_bytes(_run(data, conn))
+    _end_with_parent()
+    try:
+        if warm is not None:
+            try:
+                warm()
+            except Exception:  # e.g. no shipped sample: each job loads what it uses
+                logging.getLogger(__name__).warning("the worker's warm-up failed", exc_info=True)
+        while True:
+            try:
+                data = conn.recv_bytes()
+            except (EOFError, OSError):
+                return
+            conn.send_bytes(_run(data, conn))
+    finally:
+        for own in list(_DEFAULT):  # the pool of this worker's jobs' fan-outs
+            own.close()
+        _kill_all()
+
+
+def _end_with_parent() -> None:
+    """This worker ends (`os._exit`) as soon as the process that started it does, however it ended
+    (SIGKILLed by a Cancel, out of memory): a thread waits on multiprocessing's parent sentinel, which
+    only that process holds open. So no worker outlives its pool's process, down a job's fan-out's
+    workers (the workers are not daemonic, so that a job may start its own, `default`)."""
+    import multiprocessing
+    from multiprocessing.connection import wait
+
+    parent = multiprocessing.parent_process()
+    if parent is None or parent.sentinel is None:
+        return
+
+    def watch() -> None:
+        wait([parent.sentinel])
+        os._exit(1)
+
+    threading.Thread(target=watch, name="pool: end with the parent", daemon=True).start()
 
 
 _ASKING: list[tuple[Any, Any]] = []  # in a worker, while a job runs: (its pipe, the job)
@@ -473,20 +529,46 @@ def _start(process: Any) -> None:
                 sys.modules["__main__"] = main
 
 
+_LIVE: set[_Process] = set()  # the workers this process started and has not killed
+_LIVE_LOCK = threading.Lock()
+
+
+def _kill_all() -> None:
+    """Kill every worker this process started: at its exit (`atexit`, before multiprocessing's own
+    handler, which would wait for them: they are not daemonic) and at a worker's end (`_serve`)."""
+    with _LIVE_LOCK:
+        live = list(_LIVE)
+    for worker in live:
+        worker.kill()
+
+
 class _Process:
-    """One worker process and the caller's end of its pipe."""
+    """One worker process and the caller's end of its pipe. Not daemonic (multiprocessing forbids a
+    daemonic process to start any, and a job's fan-out starts workers of its own): `_kill_all` stops
+    it at this process's exit, and it ends by itself if this process dies (`_end_with_parent`)."""
 
     def __init__(self, ctx: Any, warm: Callable[[], None] | None) -> None:
         self.conn, child_end = ctx.Pipe(duplex=True)
-        self.process = ctx.Process(target=_serve, args=(child_end, warm), daemon=True)
+        self.process = ctx.Process(target=_serve, args=(child_end, warm), daemon=False)
         _start(self.process)
         child_end.close()
+        with _LIVE_LOCK:
+            if not _LIVE_REGISTERED:
+                # after multiprocessing's import, so run before its exit handler (atexit: last in, first out)
+                atexit.register(_kill_all)
+                _LIVE_REGISTERED.append(True)
+            _LIVE.add(self)
 
     def kill(self) -> None:
         if self.process.is_alive():
             self.process.kill()
         self.process.join(5.0)
         self.conn.close()
+        with _LIVE_LOCK:
+            _LIVE.discard(self)
+
+
+_LIVE_REGISTERED: list[bool] = []  # whether `_kill_all` is registered with atexit in this process
 
 
 class Job:
@@ -620,6 +702,7 @@ class Pool:
         self._lock = threading.Lock()
         self.exports = Exports()
         self._closed = False
+        self.pid = os.getpid()  # the process whose workers these are
 
     def start(self, n: int = 1) -> None:
         """Start `n` workers ahead (up to `size` idle), so the first jobs do not wait for them."""
@@ -652,7 +735,15 @@ class Pool:
     ) -> Job:
         """`work(progress)` started in a worker (an idle one, else a new one); `answer` answers its
         requests (`ask`) while it is waited on; `mark`: the objects it receives as marked (`dumps`)."""
-        data = dumps(work, self.exports, mark)
+        return self._send(dumps(work, self.exports, mark), answer, mark)
+
+    def _send(
+        self,
+        data: bytes,
+        answer: Callable[[Any], Any] | None = None,
+        mark: Callable[[Any], bool] | None = None,
+    ) -> Job:
+        """The job pickled in `data` (`dumps`) started in a worker (an idle one, else a new one)."""
         worker = self._take()
         try:
             worker.conn.send_bytes(data)
@@ -693,10 +784,11 @@ _DEFAULT_LOCK = threading.Lock()
 
 
 def default() -> Pool:
-    """This process's pool, made at first use and closed at its exit."""
+    """This process's pool, made at first use and closed at its exit (in a pool worker: when the
+    worker ends, `_serve`). A forked process's copy of its parent's is not its own: a new one."""
     with _DEFAULT_LOCK:
-        if not _DEFAULT:
-            _DEFAULT.append(Pool())
+        if not _DEFAULT or _DEFAULT[0].pid != os.getpid():
+            _DEFAULT[:] = [Pool()]
             atexit.register(_DEFAULT[0].close)
         return _DEFAULT[0]
 
@@ -718,11 +810,21 @@ def enabled() -> bool:
     return os.environ.get("COHORTSHIELD_WORKERS", "1") != "0" and _WORKER is None
 
 
+_IN_FAN_OUT = False  # True in a worker while it runs a fan-out's share of calls (`_share`)
+
+
 def fan_out_enabled() -> bool:
     """Whether `fan_out` runs calls in workers here: `COHORTSHIELD_WORKERS` is not "0", the machine has
-    more than one core, and this is not itself a pool worker (a worker's fan-out runs in it)."""
+    more than one core, this is not running a fan-out's calls (a fan-out inside one runs in place: no
+    unbounded nesting) and not a daemonic process (which multiprocessing forbids to start any:
+    `engine.scale.forked.Worker`'s child). A pool job may fan out: its workers are its own (`default`)."""
+    import multiprocessing
+
     return (
-        os.environ.get("COHORTSHIELD_WORKERS", "1") != "0" and (os.cpu_count() or 1) > 1 and _WORKER is None
+        os.environ.get("COHORTSHIELD_WORKERS", "1") != "0"
+        and (os.cpu_count() or 1) > 1
+        and not _IN_FAN_OUT
+        and not multiprocessing.current_process().daemon
     )
 
 
@@ -730,8 +832,10 @@ def _share(calls: Sequence[Callable[[], Any]], progress: Progress) -> tuple[list
     """In a worker: `calls` in order, stopping at the first exception; their results and that
     exception pickled with its traceback (`_failure`), or None. One kernel thread: the cores are the
     fan-out's processes'."""
+    global _IN_FAN_OUT
     before = os.environ.get(THREADS_ENV)
     os.environ[THREADS_ENV] = "1"
+    _IN_FAN_OUT = True
     results: list[Any] = []
     try:
         for call in calls:
@@ -739,6 +843,7 @@ def _share(calls: Sequence[Callable[[], Any]], progress: Progress) -> tuple[list
     except BaseException as exc:
         return results, _failure(exc)
     finally:
+        _IN_FAN_OUT = False
         if before is None:
             os.environ.pop(THREADS_ENV, None)
         else:
@@ -748,7 +853,7 @@ def _share(calls: Sequence[Callable[[], Any]], progress: Progress) -> tuple[list
 
 def fan_out(calls: Sequence[Callable[[], T]], workers: Pool | None = None) -> list[T]:
     """`[c() for c in calls]`, the calls after the first in pool workers while this process runs the
-    first (`fan_out_enabled()`; else one after the other, here), as `engine.scale.forked.fan_out`:
+    first (`fan_out_enabled()`; else one after the other, here):
     at most (cores - 1) jobs, job j running calls 1 + j, 1 + j + n, ... in order; the results, and the
     exception raised (that of the earliest call in `calls` that raised, with where as a note), those of
     the calls run one after the other; what the jobs memoized stored here; the jobs killed if this
@@ -759,10 +864,27 @@ def fan_out(calls: Sequence[Callable[[], T]], workers: Pool | None = None) -> li
     n = min(len(calls) - 1, max((os.cpu_count() or 2) - 1, 1))
     shares = [list(range(1 + j, len(calls), n)) for j in range(n)]
     jobs: list[Job] = []
+    sent: list[BaseException] = []
+    # pickled here (a call that cannot pickle raises before any runs); sent from a thread, so that
+    # starting workers (the first fan-out of a job: its own fork server, about 2 s) overlaps the first call
+    pickled = [dumps(partial(_share, [calls[i] for i in share]), workers.exports) for share in shares]
+
+    def send() -> None:
+        try:
+            for data in pickled:
+                jobs.append(workers._send(data))
+        except BaseException as exc:  # raised here after the first call
+            sent.append(exc)
+
+    sending = threading.Thread(target=send, name="fan-out: start the jobs", daemon=True)
+    sending.start()
     try:
-        for share in shares:
-            jobs.append(workers.submit(partial(_share, [calls[i] for i in share])))
-        out: dict[int, Any] = {0: calls[0]()}
+        try:
+            out: dict[int, Any] = {0: calls[0]()}
+        finally:
+            sending.join()
+        if sent:
+            raise sent[0]
         failed: dict[int, BaseException] = {}
         for share, job in zip(shares, jobs, strict=True):
             results, failure = job.wait()
