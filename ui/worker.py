@@ -66,7 +66,9 @@ def app_pool() -> pool.Pool:
         if not _POOL:
             import atexit
 
-            _POOL.append(pool.Pool(preload=PRELOAD))
+            from engine.scale import preload_kernels
+
+            _POOL.append(pool.Pool(preload=PRELOAD, warm=preload_kernels.ensure))
             atexit.register(_POOL[0].close)
         return _POOL[0]
 
