@@ -41,12 +41,15 @@ P = ParamSpec("P")
 class Run(Generic[R]):
     """One long computation of a view's settings: `compute(progress)` under a progress bar (`label`).
     `ask`: after its first run, a change waits for "Run"; `ask_first`: the first run waits too
-    (`progress.run`)."""
+    (`progress.run`). `preview_of`: the outcome is the release of these settings, recorded as their
+    study preview as soon as it is made (`ui.study.remember`: "Add to study" and every figure of it
+    the view memoizes then find it where the study's preview is)."""
 
     label: str
     compute: Callable[[progress_ui.Tracker], R]
     ask: bool = False
     ask_first: bool = False
+    preview_of: MethodSettings | None = None
 
 
 @dataclass(frozen=True)
@@ -92,7 +95,7 @@ class MethodView(Protocol[S, R]):
 def run(ctx: Context, key: str, settings: Hashable, one: Run[R], *, stale: bool = False) -> Any:
     """`progress.run` of `one` at `key`, its job the data loaded now and `settings`: the outcome, None
     (cancelled, or waiting for "Run"), or with `stale` the previous job's `progress.Stale`."""
-    return progress_ui.run(
+    out = progress_ui.run(
         one.label,
         one.compute,
         key=key,
@@ -101,6 +104,9 @@ def run(ctx: Context, key: str, settings: Hashable, one: Run[R], *, stale: bool 
         ask_first=one.ask_first,
         stale=stale,  # type: ignore[call-overload]
     )
+    if one.preview_of is not None and isinstance(out, Release):
+        remember(ctx, one.preview_of, out)
+    return out
 
 
 def guarded(render: Callable[P, None]) -> Callable[P, None]:
