@@ -41,7 +41,8 @@ P = ParamSpec("P")
 class Run(Generic[R]):
     """One long computation of a view's settings: `compute(progress)` under a progress bar (`label`).
     `ask`: after its first run, a change waits for "Run"; `ask_first`: the first run waits too
-    (`progress.run`). `preview_of`: the outcome is the release of these settings, recorded as their
+    (`progress.run`). `stale`: its last outcome is held in the session, drawn greyed while changed
+    settings wait for "Run" (False for a run that never waits: nothing held). `preview_of`: the outcome is the release of these settings, recorded as their
     study preview as soon as it is made (`ui.study.remember`: "Add to study" and every figure of it
     the view memoizes then find it where the study's preview is)."""
 
@@ -49,6 +50,7 @@ class Run(Generic[R]):
     compute: Callable[[progress_ui.Tracker], R]
     ask: bool = False
     ask_first: bool = False
+    stale: bool = True
     preview_of: MethodSettings | None = None
 
 
@@ -135,7 +137,7 @@ def drive(view: MethodView[Any, Any], ctx: Context) -> None:
     stale: dict[str, Any] = {}
     held: Any = None  # the settings of the stale results
     for key, one in view.runs(ctx, settings).items():
-        out = run(ctx, key, settings, one, stale=True)
+        out = run(ctx, key, settings, one, stale=one.stale)
         if isinstance(out, progress_ui.Stale):
             held_data, held_settings = out.job
             if held_data == data:  # never another data's results drawn over this data

@@ -14,6 +14,7 @@ Engine calls are cached per session on the records' fingerprints and the paramet
 from __future__ import annotations
 
 import json
+from collections.abc import Hashable
 
 import numpy as np
 import streamlit as st
@@ -46,9 +47,10 @@ from ui.context import Context
 from ui.downloads import export_check, release_downloads, release_table_download, report_download
 from ui.downloads import table_download as _download
 from ui.heatherly_charts import tradeoff_figure
+from ui.method_view import Run, Shown, drive
 from ui.parameter_widgets import choices_of
 from ui.risk_charts import cdf_frame, distinguishability_cdf_figure
-from ui.study import add_to_study, remember
+from ui.study import remember
 
 CDM_CONSTRAINTS = "OMOP CDM's own hierarchy (concept_ancestor)"  # offered for a CDM's standard concepts only
 CONSTRAINT_MODES = {
@@ -127,8 +129,27 @@ def scope_comparison(
 ) -> ScopeComparison:
     """`compare_scopes` memoized per groups' content fingerprints and parameters (`ui.cache`: shared by
     the server's sessions on the shipped sample, else in this session), computed under a progress bar
-    with Cancel (ui/progress.py); a cancelled comparison stops the page's run here. Without the
-    completion pass the strategy is moot: one key for the paper's procedure, whichever is asked."""
+    with Cancel (ui/progress.py); a cancelled comparison stops the page's run here."""
+    key, job, run = _comparison_run(ctx, k, constraints, complete, label, with_visits, completion)
+    result = progress_ui.run(label, run.compute, key=key, job=job)
+    if result is None:
+        st.stop()
+    return result
+
+
+def _comparison_run(
+    ctx: Context,
+    k: int,
+    constraints: str,
+    complete: bool,
+    label: str,
+    with_visits: bool = False,
+    completion: str = HeatherlySettings.completion,
+) -> tuple[str, Hashable, Run[ScopeComparison]]:
+    """The run of `compare_scopes` (`ui.method_view.Run`), its progress key and its content key:
+    memoized per groups' content fingerprints and parameters (`ui.cache`), computed with the scopes in
+    processes of their own (fan-out). Without the completion pass the strategy is moot: one key for
+    the paper's procedure, whichever is asked."""
     if not complete:
         completion = HeatherlySettings.completion
     groups = _groups(ctx)
@@ -142,11 +163,8 @@ def scope_comparison(
         completion,
         None if concepts is None else concepts.fingerprint,
     )
-    held = cache.held("scope comparisons", key, data=ctx)
-    if held is not None:
-        return held
 
-    def compute(step) -> ScopeComparison:  # the scopes in processes of their own (fan-out)
+    def compare(step) -> ScopeComparison:
         return compare_scopes(
             groups,
             ctx.cohort.patient_ids,
@@ -163,15 +181,13 @@ def scope_comparison(
             concepts=concepts,
         )
 
-    result = progress_ui.run(
-        label,
-        lambda step: cache.memo("scope comparisons", key, lambda: compute(step), size=_COMPARISONS, data=ctx),
-        key=f"hea_cmp_{k}_{complete}_{completion}",
-        job=key,
-    )
-    if result is None:
-        st.stop()
-    return result
+    def compute(step) -> ScopeComparison:
+        held = cache.held("scope comparisons", key, data=ctx)
+        if held is not None:
+            return held
+        return cache.memo("scope comparisons", key, lambda: compare(step), size=_COMPARISONS, data=ctx)
+
+    return f"hea_cmp_{k}_{complete}_{completion}", key, Run(label, compute, stale=False)
 
 
 def shown_release(ctx: Context, settings: HeatherlySettings, res: GroupRelease) -> Release:
@@ -262,41 +278,85 @@ def _constraints(prefix: str, ctx: Context) -> str:
 
 
 # ------------------------------------------------------------------------------- Anonymize tab
+class _Anonymize:
+    """The Heatherly tab on the view protocol (`ui.method_view`): its settings are the tuple
+    (k, constraints, complete, with_visits, completion); its run, the three scopes compared (no
+    "Run" button: nothing is held for a greyed view)."""
+
+    key = "heatherly"
+
+    def settings(self, ctx: Context) -> tuple | None:
+        st.subheader("Generalization under utility constraints (Heatherly 2013)")
+        st.caption(
+            "Codes held by fewer than k records are binned by frequency and generalized together within each "
+            "bin as the utility constraints allow; adjacent bins are then merged (1-2, 3-4, ...) until every "
+            "frequency below k is one bin; what is still below k is suppressed. The paper's privacy model asks "
+            "that every single visit's codes be held by k records; its procedure guarantees it for single "
+            "codes only, so every release is verified by the risk engine and the records still below k are "
+            f"shown. k = **{ctx.k}** from the sidebar; the attacker knows the codes of one visit (the paper's "
+            "model, whatever the sidebar's knowledge), and the sidebar's scope picks the release shown first. "
+            "A download is verified again under the sidebar's adversary and k."
+        )
+        c1, c2 = st.columns([3, 2])
+        with c1:
+            constraints = _constraints("hea_", ctx)
+        with c2:
+            complete = st.checkbox(
+                "Completion pass (beyond the paper)",
+                key="hea_complete",
+                help="Generalize further, then suppress, until every visit of the cohort meets k. Off: the "
+                "paper's procedure alone, which guarantees single codes only: records may stay below k.",
+            )
+            completion = st.selectbox(
+                "Completion strategy",
+                choices_of(parameter_of(HeatherlySettings, "completion")),
+                key="hea_completion",
+                format_func=COMPLETION_WORDS.get,
+                disabled=not complete,
+                help="Which items the completion pass suppresses first: the rarest, or those whose loss "
+                "changes the fewest PheWAS case and control statuses (issue 36; the PheWAS page compares both).",
+            )
+        with_visits = export_choice("hea_export", allowed=ctx.cohort.has_visits)
+        return int(ctx.k), constraints, complete, with_visits, completion
+
+    def runs(self, ctx: Context, settings: tuple) -> dict[str, Run[ScopeComparison]]:
+        k, constraints, complete, with_visits, completion = settings
+        key, _, run = _comparison_run(
+            ctx, k, constraints, complete, "Anonymizing the three scopes", with_visits, completion
+        )
+        return {key: run}
+
+    def stale_caption(self, settings: tuple) -> str:
+        raise AssertionError("the comparison holds no stale results")  # its run has stale=False
+
+    def results(
+        self, ctx: Context, settings: tuple, outcomes: dict[str, ScopeComparison], shown: Shown
+    ) -> None:
+        (cmp_,) = outcomes.values()
+        k, constraints, complete, with_visits, completion = settings
+        _results(ctx, cmp_, k, constraints, complete, with_visits, completion, shown)
+
+
+ANONYMIZE = _Anonymize()
+
+
 def render_anonymize(ctx: Context) -> None:
     """The Heatherly tab: constraints, completion, three scopes, Tables 1-3, risk, Figure 13, download."""
-    st.subheader("Generalization under utility constraints (Heatherly 2013)")
-    st.caption(
-        "Codes held by fewer than k records are binned by frequency and generalized together within each "
-        "bin as the utility constraints allow; adjacent bins are then merged (1-2, 3-4, ...) until every "
-        "frequency below k is one bin; what is still below k is suppressed. The paper's privacy model asks "
-        "that every single visit's codes be held by k records; its procedure guarantees it for single "
-        "codes only, so every release is verified by the risk engine and the records still below k are "
-        f"shown. k = **{ctx.k}** from the sidebar; the attacker knows the codes of one visit (the paper's "
-        "model, whatever the sidebar's knowledge), and the sidebar's scope picks the release shown first. "
-        "A download is verified again under the sidebar's adversary and k."
-    )
-    c1, c2 = st.columns([3, 2])
-    with c1:
-        constraints = _constraints("hea_", ctx)
-    with c2:
-        complete = st.checkbox(
-            "Completion pass (beyond the paper)",
-            key="hea_complete",
-            help="Generalize further, then suppress, until every visit of the cohort meets k. Off: the "
-            "paper's procedure alone, which guarantees single codes only: records may stay below k.",
-        )
-        completion = st.selectbox(
-            "Completion strategy",
-            choices_of(parameter_of(HeatherlySettings, "completion")),
-            key="hea_completion",
-            format_func=COMPLETION_WORDS.get,
-            disabled=not complete,
-            help="Which items the completion pass suppresses first: the rarest, or those whose loss changes "
-            "the fewest PheWAS case and control statuses (issue 36; the PheWAS page compares both).",
-        )
-    with_visits = export_choice("hea_export", allowed=ctx.cohort.has_visits)
-    k = int(ctx.k)
-    cmp_ = compare_three_scopes(ctx, k, constraints, complete, with_visits, completion)
+    drive(ANONYMIZE, ctx)
+
+
+def _results(
+    ctx: Context,
+    cmp_: ScopeComparison,
+    k: int,
+    constraints: str,
+    complete: bool,
+    with_visits: bool,
+    completion: str,
+    shown_as: Shown,
+) -> None:
+    """The comparison's tables, the release shown (its verdict, files, "Add to study"), its risk and
+    records."""
     if "biobank" not in cmp_.results:
         st.info("No biobank group between the cohort and the population: DEMO_B is left out.")
 
@@ -399,12 +459,7 @@ def render_anonymize(ctx: Context) -> None:
             f"heatherly_{shown}_report.json",
             "hea_dl_report",
         )
-    add_to_study(
-        ctx,
-        settings,
-        f"Heatherly {shown} k={k}",
-        "hea_study",
-    )
+    shown_as.add(settings, f"Heatherly {shown} k={k}", "hea_study")
 
     left, right = st.columns(2)
     with left:
