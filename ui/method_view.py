@@ -1,6 +1,6 @@
 """One view protocol for the method views (issue 38, finding 3: "No view protocol").
 
-A method view (`ui/views/<method>.py`) declares three sections, a `MethodView`:
+A method view (`ui/views/<method>.py`) declares its sections, a `MethodView`:
 
 - `settings(ctx)`: draws its settings section (widgets from the method's declarations,
   `ui.parameter_widgets`) and returns the view's settings, a hashable value (typed settings of
@@ -9,7 +9,8 @@ A method view (`ui/views/<method>.py`) declares three sections, a `MethodView`:
 - `runs(ctx, settings)`: the long computations of those settings, by run key (`Run`: the label, the
   compute for `ui.progress.run`, whether a change waits for "Run");
 - `results(ctx, settings, outcomes, shown)`: draws the result section of the runs' outcomes, calling
-  `shown.add(...)` where its "Add to study" control goes.
+  `shown.add(...)` where its "Add to study" control goes;
+- `stale_caption(settings)`: the caption over the previous settings' results, drawn greyed.
 
 `drive(view, ctx)` does the rest, once for every view: each run under a progress bar with Cancel
 (`progress.run`, its job the data loaded and the settings), the previous settings' results drawn greyed
@@ -23,7 +24,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, ParamSpec, Protocol, TypeVar
+from typing import Any, Generic, ParamSpec, TypeVar
 
 from engine.release import Release
 from engine.study.runs import MethodSettings
@@ -80,18 +81,20 @@ class Shown:
             add_to_study(self.ctx, settings, name, key, why_not)
 
 
-class MethodView(Protocol[S, R]):
-    """A method view's sections (module docstring); `key` names its greyed container."""
+@dataclass(frozen=True)
+class MethodView(Generic[S, R]):
+    """A method view's sections (module docstring); `key` names its greyed container; without a
+    `stale_caption` the view's runs hold nothing for a greyed view (`Run.stale` False). Called with
+    the Context, it draws itself (`drive`): a view module's `render_anonymize`."""
 
     key: str
+    settings: Callable[[Context], S | None]
+    runs: Callable[[Context, S], Mapping[str, Run[R]]]
+    results: Callable[[Context, S, dict[str, R], Shown], None]
+    stale_caption: Callable[[S], str] | None = None
 
-    def settings(self, ctx: Context) -> S | None: ...
-
-    def runs(self, ctx: Context, settings: S) -> Mapping[str, Run[R]]: ...
-
-    def results(self, ctx: Context, settings: S, outcomes: dict[str, R], shown: Shown) -> None: ...
-
-    def stale_caption(self, settings: S) -> str: ...
+    def __call__(self, ctx: Context) -> None:
+        drive(self, ctx)
 
 
 def run(ctx: Context, key: str, settings: Hashable, one: Run[R], *, stale: bool = False) -> Any:
@@ -144,7 +147,7 @@ def drive(view: MethodView[Any, Any], ctx: Context) -> None:
                 stale[key], held = out.result, held_settings
         elif out is not None:
             fresh[key] = out
-    if stale:  # the previous parameters' results, greyed, until "Run"
+    if stale and view.stale_caption is not None:  # the previous parameters' results, greyed, until "Run"
         with progress_ui.greyed(view.key, view.stale_caption(held)):
             view.results(ctx, held, stale, Shown(ctx, stale=True))
     elif fresh:

@@ -68,7 +68,7 @@ from ui.gccens_charts import (
     sweep_figure,
 )
 from ui.literal import md
-from ui.method_view import Run, Shown, drive, run
+from ui.method_view import MethodView, Run, Shown, run
 from ui.parameter_widgets import choices_of, widget_kwargs
 from ui.risk_charts import cdf_frame, distinguishability_cdf_figure
 from ui.study import data_of, derived_from, previewed, verify_under
@@ -367,61 +367,40 @@ def _caps(problem: CensorProblem, prefix: str) -> tuple:
 
 
 # ------------------------------------------------------------------------------- Anonymize tab
-class _Anonymize:
-    """The GCCens tab on the view protocol (`ui.method_view`): its settings are the typed
-    `GCCensSettings`, its run the release (the study's preview of them: "Add to study" reuses it)."""
-
-    key = "gccens"
-
-    def settings(self, ctx: Context) -> GCCensSettings | None:
-        st.subheader("GCCens: censoring repeated codes (Tamersoy 2010; thesis chapter III)")
-        scope = ctx.adversary.scope
-        st.caption(
-            "The attacker knows every released code of the target with its repeat count. Caps first censor "
-            "each code down to its cap; then, while some record has fewer than k candidates, one instance of "
-            "the code held at its cap by the fewest records is censored from those records and its cap lowered "
-            f"(ties: code order). Scope from the sidebar: **{scope}** "
-            f"({'k-map against the population' if scope == 'population' else 'k-anonymity within the cohort'}); "
-            f"k = **{ctx.k}** from the sidebar."
+def _settings_section(ctx: Context) -> GCCensSettings | None:
+    st.subheader("GCCens: censoring repeated codes (Tamersoy 2010; thesis chapter III)")
+    scope = ctx.adversary.scope
+    st.caption(
+        "The attacker knows every released code of the target with its repeat count. Caps first censor "
+        "each code down to its cap; then, while some record has fewer than k candidates, one instance of "
+        "the code held at its cap by the fewest records is censored from those records and its cap lowered "
+        f"(ties: code order). Scope from the sidebar: **{scope}** "
+        f"({'k-map against the population' if scope == 'population' else 'k-anonymity within the cohort'}); "
+        f"k = **{ctx.k}** from the sidebar."
+    )
+    c1, c2 = st.columns([3, 2])
+    with c1:
+        selection = _selection(ctx, "gcc_")
+    if selection is None:
+        return None
+    problem, _, _ = _problem(ctx.cohort, ctx.population, scope, selection)
+    if not len(problem.codes):
+        st.warning("None of the chosen codes occurs in the cohort; choose other codes.")
+        return None
+    with c2:
+        variant = st.radio(
+            "Variant",
+            choices_of(parameter_of(GCCensSettings, "variant")),
+            horizontal=True,
+            key="gcc_variant",
+            help=help_for("faithful", "targeted"),
         )
-        c1, c2 = st.columns([3, 2])
-        with c1:
-            selection = _selection(ctx, "gcc_")
-        if selection is None:
-            return None
-        problem, _, _ = _problem(ctx.cohort, ctx.population, scope, selection)
-        if not len(problem.codes):
-            st.warning("None of the chosen codes occurs in the cohort; choose other codes.")
-            return None
-        with c2:
-            variant = st.radio(
-                "Variant",
-                choices_of(parameter_of(GCCensSettings, "variant")),
-                horizontal=True,
-                key="gcc_variant",
-                help=help_for("faithful", "targeted"),
-            )
-        cap_key = _caps(problem, "gcc_")
-        return settings_of(scope, selection, int(ctx.k), cap_key, variant)
-
-    def runs(self, ctx: Context, settings: GCCensSettings) -> dict[str, Run[Release]]:
-        return {"gcc_run": _release_run(ctx, settings, f"GCCens ({settings.variant})")}
-
-    def stale_caption(self, settings: GCCensSettings) -> str:
-        return _stale_caption(settings)
-
-    def results(
-        self, ctx: Context, settings: GCCensSettings, outcomes: dict[str, Release], shown: Shown
-    ) -> None:
-        _results(ctx, outcomes["gcc_run"], settings, shown)
+    cap_key = _caps(problem, "gcc_")
+    return settings_of(scope, selection, int(ctx.k), cap_key, variant)
 
 
-ANONYMIZE = _Anonymize()
-
-
-def render_anonymize(ctx: Context) -> None:
-    """The GCCens tab: parameters, verification, risk before/after, CUL, variants, download."""
-    drive(ANONYMIZE, ctx)
+def _runs(ctx: Context, settings: GCCensSettings) -> dict[str, Run[Release]]:
+    return {"gcc_run": _release_run(ctx, settings, f"GCCens ({settings.variant})")}
 
 
 def _stale_caption(settings: GCCensSettings) -> str:
@@ -439,11 +418,11 @@ def _cdf_figure(curves: dict[str, np.ndarray], k: int, codes_label: str) -> go.F
     return cdf
 
 
-def _results(ctx: Context, release: Release, settings: GCCensSettings, shown: Shown) -> None:
+def _results(ctx: Context, settings: GCCensSettings, outcomes: dict[str, Release], shown: Shown) -> None:
     """The release's verdicts, measures, charts, downloads and records, under the parameters it was
     made with (`settings`); `shown.stale`: a previous run's, drawn greyed, with neither "Add to study"
     nor the release's files (issue 26, finding 5)."""
-    stale = shown.stale
+    stale, release = shown.stale, outcomes["gcc_run"]
     selection, cap_key = view_parameters(settings)
     scope, k, variant = settings.scope, settings.k, settings.variant
     problem, _, sel_cohort = _problem(ctx.cohort, ctx.population, scope, selection)
@@ -623,6 +602,11 @@ def _results(ctx: Context, release: Release, settings: GCCensSettings, shown: Sh
         )
         st.dataframe(steps, hide_index=True)
         _download(steps, "Download the steps (CSV)", "gccens_steps.csv", "gcc_dl_steps")
+
+
+# the GCCens tab on the view protocol: its settings are the typed `GCCensSettings`, its run the release
+# (the study's preview of them: "Add to study" reuses it)
+render_anonymize = MethodView("gccens", _settings_section, _runs, _results, _stale_caption)
 
 
 # ------------------------------------------------------------------------------ Trade-offs tab

@@ -47,7 +47,7 @@ from ui.context import Context
 from ui.downloads import export_check, release_downloads, release_table_download, report_download
 from ui.downloads import table_download as _download
 from ui.heatherly_charts import tradeoff_figure
-from ui.method_view import Run, Shown, drive
+from ui.method_view import MethodView, Run, Shown
 from ui.parameter_widgets import choices_of
 from ui.risk_charts import cdf_frame, distinguishability_cdf_figure
 from ui.study import remember
@@ -278,85 +278,54 @@ def _constraints(prefix: str, ctx: Context) -> str:
 
 
 # ------------------------------------------------------------------------------- Anonymize tab
-class _Anonymize:
-    """The Heatherly tab on the view protocol (`ui.method_view`): its settings are the tuple
-    (k, constraints, complete, with_visits, completion); its run, the three scopes compared (no
-    "Run" button: nothing is held for a greyed view)."""
-
-    key = "heatherly"
-
-    def settings(self, ctx: Context) -> tuple | None:
-        st.subheader("Generalization under utility constraints (Heatherly 2013)")
-        st.caption(
-            "Codes held by fewer than k records are binned by frequency and generalized together within each "
-            "bin as the utility constraints allow; adjacent bins are then merged (1-2, 3-4, ...) until every "
-            "frequency below k is one bin; what is still below k is suppressed. The paper's privacy model asks "
-            "that every single visit's codes be held by k records; its procedure guarantees it for single "
-            "codes only, so every release is verified by the risk engine and the records still below k are "
-            f"shown. k = **{ctx.k}** from the sidebar; the attacker knows the codes of one visit (the paper's "
-            "model, whatever the sidebar's knowledge), and the sidebar's scope picks the release shown first. "
-            "A download is verified again under the sidebar's adversary and k."
+def _settings_section(ctx: Context) -> tuple | None:
+    st.subheader("Generalization under utility constraints (Heatherly 2013)")
+    st.caption(
+        "Codes held by fewer than k records are binned by frequency and generalized together within each "
+        "bin as the utility constraints allow; adjacent bins are then merged (1-2, 3-4, ...) until every "
+        "frequency below k is one bin; what is still below k is suppressed. The paper's privacy model asks "
+        "that every single visit's codes be held by k records; its procedure guarantees it for single "
+        "codes only, so every release is verified by the risk engine and the records still below k are "
+        f"shown. k = **{ctx.k}** from the sidebar; the attacker knows the codes of one visit (the paper's "
+        "model, whatever the sidebar's knowledge), and the sidebar's scope picks the release shown first. "
+        "A download is verified again under the sidebar's adversary and k."
+    )
+    c1, c2 = st.columns([3, 2])
+    with c1:
+        constraints = _constraints("hea_", ctx)
+    with c2:
+        complete = st.checkbox(
+            "Completion pass (beyond the paper)",
+            key="hea_complete",
+            help="Generalize further, then suppress, until every visit of the cohort meets k. Off: the "
+            "paper's procedure alone, which guarantees single codes only: records may stay below k.",
         )
-        c1, c2 = st.columns([3, 2])
-        with c1:
-            constraints = _constraints("hea_", ctx)
-        with c2:
-            complete = st.checkbox(
-                "Completion pass (beyond the paper)",
-                key="hea_complete",
-                help="Generalize further, then suppress, until every visit of the cohort meets k. Off: the "
-                "paper's procedure alone, which guarantees single codes only: records may stay below k.",
-            )
-            completion = st.selectbox(
-                "Completion strategy",
-                choices_of(parameter_of(HeatherlySettings, "completion")),
-                key="hea_completion",
-                format_func=COMPLETION_WORDS.get,
-                disabled=not complete,
-                help="Which items the completion pass suppresses first: the rarest, or those whose loss "
-                "changes the fewest PheWAS case and control statuses (issue 36; the PheWAS page compares both).",
-            )
-        with_visits = export_choice("hea_export", allowed=ctx.cohort.has_visits)
-        return int(ctx.k), constraints, complete, with_visits, completion
-
-    def runs(self, ctx: Context, settings: tuple) -> dict[str, Run[ScopeComparison]]:
-        k, constraints, complete, with_visits, completion = settings
-        key, _, run = _comparison_run(
-            ctx, k, constraints, complete, "Anonymizing the three scopes", with_visits, completion
+        completion = st.selectbox(
+            "Completion strategy",
+            choices_of(parameter_of(HeatherlySettings, "completion")),
+            key="hea_completion",
+            format_func=COMPLETION_WORDS.get,
+            disabled=not complete,
+            help="Which items the completion pass suppresses first: the rarest, or those whose loss "
+            "changes the fewest PheWAS case and control statuses (issue 36; the PheWAS page compares both).",
         )
-        return {key: run}
-
-    def stale_caption(self, settings: tuple) -> str:
-        raise AssertionError("the comparison holds no stale results")  # its run has stale=False
-
-    def results(
-        self, ctx: Context, settings: tuple, outcomes: dict[str, ScopeComparison], shown: Shown
-    ) -> None:
-        (cmp_,) = outcomes.values()
-        k, constraints, complete, with_visits, completion = settings
-        _results(ctx, cmp_, k, constraints, complete, with_visits, completion, shown)
+    with_visits = export_choice("hea_export", allowed=ctx.cohort.has_visits)
+    return int(ctx.k), constraints, complete, with_visits, completion
 
 
-ANONYMIZE = _Anonymize()
+def _runs(ctx: Context, settings: tuple) -> dict[str, Run[ScopeComparison]]:
+    k, constraints, complete, with_visits, completion = settings
+    key, _, run = _comparison_run(
+        ctx, k, constraints, complete, "Anonymizing the three scopes", with_visits, completion
+    )
+    return {key: run}
 
 
-def render_anonymize(ctx: Context) -> None:
-    """The Heatherly tab: constraints, completion, three scopes, Tables 1-3, risk, Figure 13, download."""
-    drive(ANONYMIZE, ctx)
-
-
-def _results(
-    ctx: Context,
-    cmp_: ScopeComparison,
-    k: int,
-    constraints: str,
-    complete: bool,
-    with_visits: bool,
-    completion: str,
-    shown_as: Shown,
-) -> None:
+def _results(ctx: Context, settings: tuple, outcomes: dict[str, ScopeComparison], shown_as: Shown) -> None:
     """The comparison's tables, the release shown (its verdict, files, "Add to study"), its risk and
     records."""
+    (cmp_,) = outcomes.values()
+    k, constraints, complete, with_visits, completion = settings
     if "biobank" not in cmp_.results:
         st.info("No biobank group between the cohort and the population: DEMO_B is left out.")
 
@@ -496,6 +465,11 @@ def _results(
             )
     with st.expander(f"Procedure figures ({shown})"):
         st.json(release.loss)
+
+
+# the Heatherly tab on the view protocol: its settings are (k, constraints, complete, with_visits,
+# completion); its run, the three scopes compared, never waits for "Run": nothing held to grey
+render_anonymize = MethodView("heatherly", _settings_section, _runs, _results)
 
 
 # ------------------------------------------------------------------------------ Trade-offs tab

@@ -40,7 +40,7 @@ from ui.downloads import release_downloads, release_table_download
 from ui.downloads import table_download as _download
 from ui.lda_charts import level_shares_figure, record_loss_figure, sweep_k_figure, weights_figure
 from ui.literal import md
-from ui.method_view import Run, Shown, drive, guarded
+from ui.method_view import MethodView, Run, Shown, guarded
 from ui.parameter_widgets import choices_of, widget_kwargs
 from ui.state import ABSENT
 
@@ -324,53 +324,37 @@ def _unrecordable(hier: tuple) -> str | None:
 
 
 # ------------------------------------------------------------------------------- Anonymize tab
-class _Anonymize:
-    """The LDA tab on the view protocol (`ui.method_view`): its settings are the tuple
-    (selection, hier, k, w_icd, method) of `_settings`; one run, waiting for "Run" after a change
-    (0.8 s through the app on the sample since issue 24)."""
+def _settings_section(ctx: Context) -> tuple | None:
+    st.subheader("Longitudinal Data Anonymizer (Tamersoy 2011, chapter IV)")
+    st.caption(
+        "Each patient's (ICD, Age) pairs form a trajectory. MDAV groups at least k trajectories and "
+        "A-GS aligns them into one anonymized trajectory per cluster. The attacker knows every "
+        "(code, age) pair, with repeats; the risk engine counts candidates in the released cohort "
+        "(k-anonymity), whatever the sidebar's adversary."
+    )
+    return _settings(ctx, "lda_")  # (selection, hier, k, w_icd, method), k from the sidebar
 
-    key = "lda"
 
-    def settings(self, ctx: Context) -> tuple | None:
-        st.subheader("Longitudinal Data Anonymizer (Tamersoy 2011, chapter IV)")
-        st.caption(
-            "Each patient's (ICD, Age) pairs form a trajectory. MDAV groups at least k trajectories and "
-            "A-GS aligns them into one anonymized trajectory per cluster. The attacker knows every "
-            "(code, age) pair, with repeats; the risk engine counts candidates in the released cohort "
-            "(k-anonymity), whatever the sidebar's adversary."
+def _runs(ctx: Context, settings: tuple) -> dict[str, Run[LDAResult]]:
+    selection, hier, k, w_icd, method = settings
+    return {
+        "lda_run": Run(
+            f"LDA: clustering trajectories ({method}, k = {k})",
+            lambda step: _run(ctx.cohort, selection, hier, k, w_icd, method, step),
+            ask=True,
         )
-        return _settings(ctx, "lda_")  # k from the sidebar
-
-    def runs(self, ctx: Context, settings: tuple) -> dict[str, Run[LDAResult]]:
-        selection, hier, k, w_icd, method = settings
-        return {
-            "lda_run": Run(
-                f"LDA: clustering trajectories ({method}, k = {k})",
-                lambda step: _run(ctx.cohort, selection, hier, k, w_icd, method, step),
-                ask=True,
-            )
-        }
-
-    def stale_caption(self, settings: tuple) -> str:
-        _, _, k, w_icd, method = settings
-        return f"Results of the previous parameters (k = {k}, w_ICD = {w_icd:.1f}, {method}): press Run to update"
-
-    def results(self, ctx: Context, settings: tuple, outcomes: dict[str, LDAResult], shown: Shown) -> None:
-        selection, hier, k, w_icd, method = settings
-        _results(ctx, outcomes["lda_run"], selection, hier, k, w_icd, method, shown)
+    }
 
 
-ANONYMIZE = _Anonymize()
+def _stale_section(settings: tuple) -> str:
+    _, _, k, w_icd, method = settings
+    return f"Results of the previous parameters (k = {k}, w_ICD = {w_icd:.1f}, {method}): press Run to update"
 
 
-def render_anonymize(ctx: Context) -> None:
-    """The LDA tab: parameters, verification, measures, example clusters, download, teaching view."""
-    drive(ANONYMIZE, ctx)
-
-
-def _results(ctx: Context, res: LDAResult, selection, hier, k, w_icd, method, shown: Shown) -> None:
+def _results(ctx: Context, settings: tuple, outcomes: dict[str, LDAResult], shown: Shown) -> None:
     """The run's verdict, measures, charts, downloads and teaching view; `shown.stale`: a previous
     run's, drawn greyed (nothing added to the study from it)."""
+    (selection, hier, k, w_icd, method), res = settings, outcomes["lda_run"]
 
     rel, ver = _release(ctx.cohort, selection, hier, k, w_icd, method)
     meas = _measures(ctx.cohort, selection, hier, k, w_icd, method)
@@ -440,6 +424,11 @@ def _results(ctx: Context, res: LDAResult, selection, hier, k, w_icd, method, sh
         )
     st.divider()
     _teaching_view(res, w_icd, method)
+
+
+# the LDA tab on the view protocol: one run, waiting for "Run" after a change (0.8 s through the app on
+# the sample since issue 24); its settings are `_settings`' (selection, hier, k, w_icd, method)
+render_anonymize = MethodView("lda", _settings_section, _runs, _results, _stale_section)
 
 
 # -------------------------------------------------------------------------------- teaching view

@@ -52,7 +52,7 @@ from ui import progress as progress_ui
 from ui.context import Context
 from ui.downloads import release_downloads
 from ui.downloads import table_download as _download
-from ui.method_view import Run, Shown, drive
+from ui.method_view import MethodView, Run, Shown
 from ui.parameter_widgets import choices_of, widget_kwargs
 from ui.profiles_charts import (
     SWEEP_LABELS,
@@ -268,87 +268,73 @@ class _Parameters:
 _RUN = "profiles_run_"  # the run key of each method: profiles_run_UGACLIP, profiles_run_ACLIP
 
 
-class _Anonymize:
-    """The clinical profiles tab on the view protocol: the settings section ends with PPE's privacy
-    policy; one run per method, each waiting for "Run" after a change (1.7-2.6 s through the app on
-    the sample, issue 24)."""
+def _settings_section(ctx: Context) -> _Parameters | None:
+    st.subheader("Clinical profiles: PPE, UGACLIP and ACLIP (Loukides et al. 2010)")
+    knowledge, k = (
+        papers_knowledge(ctx.adversary.knowledge),
+        int(ctx.k),
+    )  # issue 39: whole record -> all visits
+    st.caption(
+        f"Filtering condition: **{knowledge.replace('_', ' ')}** (sidebar knowledge); k = {k} (sidebar). "
+        "The attacker knows the target is in the released cohort (the paper's assumption iii): the cohort "
+        "scope is verified"
+        + ("" if ctx.adversary.scope == "cohort" else ", not the sidebar's population scope")
+        + "."
+    )
+    c1, c2 = st.columns([1, 1])
+    choice = c1.radio("Method", CHOICES, horizontal=True, key="profiles_method", help=help_for("ugaclip"))
+    limit = c2.number_input(
+        "Suppression limit (distinct codes; empty = none)",
+        **widget_kwargs(parameter_of(ProfilesSettings, "max_suppressed")),
+        value=None,
+        step=1,
+        key="profiles_limit",
+    )
+    # a release that keeps visits is protected against single-visit knowledge only
+    with_visits = export_choice(
+        "profiles_export", allowed=knowledge == "single_visit" and ctx.cohort.has_visits
+    )
+    with st.expander("Utility policy (diseases whose case counts must be preserved)", expanded=False):
+        utility = _policy_editor(ctx.cohort, ctx.dataset.concepts)
+    if k < 2:
+        st.info("Choose k >= 2 in the sidebar.")
+        return None
+    with st.spinner("Extracting the privacy policy (PPE)..."):
+        policy = _policy(ctx.cohort, k, knowledge, with_visits)
+    _policy_summary(policy)
+    methods = METHODS if choice == "Both" else (choice,)
+    lim = None if limit is None else int(limit)
+    return _Parameters(k, knowledge, utility.to_csv(), lim, with_visits, methods)
 
-    key = "profiles"
 
-    def settings(self, ctx: Context) -> _Parameters | None:
-        st.subheader("Clinical profiles: PPE, UGACLIP and ACLIP (Loukides et al. 2010)")
-        knowledge, k = (
-            papers_knowledge(ctx.adversary.knowledge),
-            int(ctx.k),
-        )  # issue 39: whole record -> all visits
-        st.caption(
-            f"Filtering condition: **{knowledge.replace('_', ' ')}** (sidebar knowledge); k = {k} (sidebar). "
-            "The attacker knows the target is in the released cohort (the paper's assumption iii): the cohort "
-            "scope is verified"
-            + ("" if ctx.adversary.scope == "cohort" else ", not the sidebar's population scope")
-            + "."
+def _runs(ctx: Context, p: _Parameters) -> dict[str, Run]:
+    return {
+        f"{_RUN}{m}": Run(
+            f"{m} on {ctx.cohort.n_patients:,} records",
+            lambda step, m=m: _run(
+                ctx.cohort, p.k, p.knowledge, m, p.policy_csv, p.limit, p.with_visits, step
+            ),
+            ask=True,
         )
-        c1, c2 = st.columns([1, 1])
-        choice = c1.radio("Method", CHOICES, horizontal=True, key="profiles_method", help=help_for("ugaclip"))
-        limit = c2.number_input(
-            "Suppression limit (distinct codes; empty = none)",
-            **widget_kwargs(parameter_of(ProfilesSettings, "max_suppressed")),
-            value=None,
-            step=1,
-            key="profiles_limit",
-        )
-        # a release that keeps visits is protected against single-visit knowledge only
-        with_visits = export_choice(
-            "profiles_export", allowed=knowledge == "single_visit" and ctx.cohort.has_visits
-        )
-        with st.expander("Utility policy (diseases whose case counts must be preserved)", expanded=False):
-            utility = _policy_editor(ctx.cohort, ctx.dataset.concepts)
-        if k < 2:
-            st.info("Choose k >= 2 in the sidebar.")
-            return None
-        with st.spinner("Extracting the privacy policy (PPE)..."):
-            policy = _policy(ctx.cohort, k, knowledge, with_visits)
-        _policy_summary(policy)
-        methods = METHODS if choice == "Both" else (choice,)
-        lim = None if limit is None else int(limit)
-        return _Parameters(k, knowledge, utility.to_csv(), lim, with_visits, methods)
-
-    def runs(self, ctx: Context, p: _Parameters) -> dict[str, Run]:
-        return {
-            f"{_RUN}{m}": Run(
-                f"{m} on {ctx.cohort.n_patients:,} records",
-                lambda step, m=m: _run(
-                    ctx.cohort, p.k, p.knowledge, m, p.policy_csv, p.limit, p.with_visits, step
-                ),
-                ask=True,
-            )
-            for m in p.methods
-        }
-
-    def stale_caption(self, p: _Parameters) -> str:
-        return f"Results of the previous parameters (k = {p.k}, {p.knowledge.replace('_', ' ')}): press Run to update"
-
-    def results(self, ctx: Context, p: _Parameters, outcomes: dict, shown: Shown) -> None:
-        runs: dict[str, ProfilesRun] = {}
-        for key, out in outcomes.items():
-            if isinstance(out, SuppressionLimitExceeded):  # memoized with the run: its message stays
-                literal.error(out)  # names the constraint's codes
-            else:
-                runs[key.removeprefix(_RUN)] = out
-        if runs:
-            _results(ctx, runs, p, shown)
+        for m in p.methods
+    }
 
 
-ANONYMIZE = _Anonymize()
+def _stale_section(p: _Parameters) -> str:
+    knowledge = p.knowledge.replace("_", " ")
+    return f"Results of the previous parameters (k = {p.k}, {knowledge}): press Run to update"
 
 
-def render_anonymize(ctx: Context) -> None:
-    """The clinical profiles tab: settings, PPE, UGACLIP / ACLIP runs, Table 1, risk, downloads."""
-    drive(ANONYMIZE, ctx)
-
-
-def _results(ctx: Context, runs: dict[str, ProfilesRun], p: _Parameters, shown: Shown) -> None:
+def _results(ctx: Context, p: _Parameters, outcomes: dict, shown: Shown) -> None:
     """The runs' measures, Table 1, risk curves and releases; `shown.stale`: a previous run's, greyed."""
+    runs: dict[str, ProfilesRun] = {}
+    for key, out in outcomes.items():
+        if isinstance(out, SuppressionLimitExceeded):  # memoized with the run: its message stays
+            literal.error(out)  # names the constraint's codes
+        else:
+            runs[key.removeprefix(_RUN)] = out
+    if not runs:
+        return
     before = _original(ctx.cohort, p.knowledge)
     _measures(runs)
     _table_1(runs)
@@ -371,6 +357,11 @@ def _results(ctx: Context, runs: dict[str, ProfilesRun], p: _Parameters, shown: 
         _release_block(ctx, m, r)
         # this run's release: Add does not rerun it
         shown.add(p.settings(m), f"{m} k={p.k}", f"profiles_{m}_study", r.release.checked(ctx.cohort))
+
+
+# the clinical profiles tab on the view protocol: the settings section ends with PPE's privacy policy;
+# one run per method, each waiting for "Run" after a change (1.7-2.6 s through the app on the sample)
+render_anonymize = MethodView("profiles", _settings_section, _runs, _results, _stale_section)
 
 
 def _policy_summary(policy: PrivacyPolicy) -> None:
