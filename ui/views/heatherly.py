@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Hashable
+from dataclasses import replace
 
 import numpy as np
 import streamlit as st
@@ -118,19 +119,10 @@ def _groups(ctx: Context) -> dict[str, Records]:
 _COMPARISONS, _BEFORE = 24, 16  # bounds of the view's memos (ui.cache)
 
 
-def scope_comparison(
-    ctx: Context,
-    k: int,
-    constraints: str,
-    complete: bool,
-    label: str,
-    with_visits: bool = False,
-    completion: str = HeatherlySettings.completion,
-) -> ScopeComparison:
-    """`compare_scopes` memoized per groups' content fingerprints and parameters (`ui.cache`: shared by
-    the server's sessions on the shipped sample, else in this session), computed under a progress bar
-    with Cancel (ui/progress.py); a cancelled comparison stops the page's run here."""
-    key, job, run = _comparison_run(ctx, k, constraints, complete, label, with_visits, completion)
+def scope_comparison(ctx: Context, settings: HeatherlySettings, label: str) -> ScopeComparison:
+    """`compare_scopes` of `settings` (its scope aside) under a progress bar with Cancel
+    (`_comparison_run`); a cancelled comparison stops the page's run here."""
+    key, job, run = _comparison_run(ctx, settings, label)
     result = progress_ui.run(label, run.compute, key=key, job=job)
     if result is None:
         st.stop()
@@ -138,29 +130,23 @@ def scope_comparison(
 
 
 def _comparison_run(
-    ctx: Context,
-    k: int,
-    constraints: str,
-    complete: bool,
-    label: str,
-    with_visits: bool = False,
-    completion: str = HeatherlySettings.completion,
+    ctx: Context, settings: HeatherlySettings, label: str
 ) -> tuple[str, Hashable, Run[ScopeComparison]]:
-    """The run of `compare_scopes` (`ui.method_view.Run`), its progress key and its content key:
-    memoized per groups' content fingerprints and parameters (`ui.cache`), computed with the scopes in
-    processes of their own (fan-out). Without the completion pass the strategy is moot: one key for
-    the paper's procedure, whichever is asked."""
-    if not complete:
-        completion = HeatherlySettings.completion
+    """The run of `compare_scopes` of `settings` (`ui.method_view.Run`; their scope aside), its
+    progress key and its content key: memoized per groups' content fingerprints and parameters
+    (`ui.cache`: shared by the server's sessions on the shipped sample, else in this session),
+    computed with the scopes in processes of their own (fan-out). Without the completion pass the
+    strategy is moot: one key for the paper's procedure, whichever is asked."""
+    s = settings if settings.complete else replace(settings, completion=HeatherlySettings.completion)
     groups = _groups(ctx)
-    concepts = ctx.dataset.concepts if cdm_depth(constraints) is not None else None  # the CDM's tree
+    concepts = ctx.dataset.concepts if cdm_depth(s.constraints) is not None else None  # the CDM's tree
     key = (
         tuple((g, r.fingerprint) for g, r in sorted(groups.items())),
-        int(k),
-        constraints,
-        bool(complete),
-        bool(with_visits),
-        completion,
+        int(s.k),
+        s.constraints,
+        bool(s.complete),
+        bool(s.with_visits),
+        s.completion,
         None if concepts is None else concepts.fingerprint,
     )
 
@@ -168,16 +154,14 @@ def _comparison_run(
         return compare_scopes(
             groups,
             ctx.cohort.patient_ids,
-            k,
-            constraints=constraints,
-            complete=complete,
-            with_visits=with_visits,
+            s.k,
+            constraints=s.constraints,
+            complete=s.complete,
+            with_visits=s.with_visits,
             progress=step,
             parallel=True,
-            while_waiting=lambda res: _shown_first(
-                ctx, k, constraints, complete, with_visits, res, completion
-            ),
-            completion=completion,
+            while_waiting=lambda res: _shown_first(ctx, s, res),
+            completion=s.completion,
             concepts=concepts,
         )
 
@@ -187,7 +171,7 @@ def _comparison_run(
             return held
         return cache.memo("scope comparisons", key, lambda: compare(step), size=_COMPARISONS, data=ctx)
 
-    return f"hea_cmp_{k}_{complete}_{completion}", key, Run(label, compute, stale=False)
+    return f"hea_cmp_{s.k}_{s.complete}_{s.completion}", key, Run(label, compute, stale=False)
 
 
 def shown_release(ctx: Context, settings: HeatherlySettings, res: GroupRelease) -> Release:
@@ -200,15 +184,7 @@ def shown_release(ctx: Context, settings: HeatherlySettings, res: GroupRelease) 
     return release
 
 
-def _shown_first(
-    ctx: Context,
-    k: int,
-    constraints: str,
-    complete: bool,
-    with_visits: bool,
-    res: GroupRelease,
-    completion: str = HeatherlySettings.completion,
-) -> None:
+def _shown_first(ctx: Context, settings: HeatherlySettings, res: GroupRelease) -> None:
     """What the tab reads of DEMO_D, the release it shows first under a cohort adversary, once the
     comparison is back: its headline and file figures and the download's verification under the
     sidebar's adversary (`render_anonymize`). Made while the other scopes are anonymized
@@ -216,18 +192,10 @@ def _shown_first(
     finds them; nothing when another release will be shown first."""
     if ctx.adversary.scope != "cohort" or st.session_state.get("hea_shown_cohort", "DEMO_D") != "DEMO_D":
         return
-    settings = HeatherlySettings(
-        k=k,
-        scope="cohort",
-        constraints=constraints,
-        complete=complete,
-        with_visits=with_visits,
-        completion=completion,
-    )
-    release = shown_release(ctx, settings, res)
+    release = shown_release(ctx, replace(settings, scope="cohort"), res)
     honest.figures(release, ctx.cohort)
     honest.file_figures(release, ctx.cohort)
-    export_check(release, res.verification, ctx.adversary, k, ctx.population)
+    export_check(release, res.verification, ctx.adversary, settings.k, ctx.population)
 
 
 def compare_three_scopes(
@@ -240,9 +208,10 @@ def compare_three_scopes(
 ) -> ScopeComparison:
     """The three scopes at k, for this tab and the PheWAS page's comparison: a comparison only,
     nothing enters the study (only the "Add to study" button does)."""
-    return scope_comparison(
-        ctx, k, constraints, complete, "Anonymizing the three scopes", with_visits, completion
+    settings = HeatherlySettings(
+        k=k, constraints=constraints, complete=complete, with_visits=with_visits, completion=completion
     )
+    return scope_comparison(ctx, settings, "Anonymizing the three scopes")
 
 
 def _before(ctx: Context, group: Records, adversary) -> np.ndarray:
@@ -278,7 +247,7 @@ def _constraints(prefix: str, ctx: Context) -> str:
 
 
 # ------------------------------------------------------------------------------- Anonymize tab
-def _settings_section(ctx: Context) -> tuple | None:
+def _settings_section(ctx: Context) -> HeatherlySettings:
     st.subheader("Generalization under utility constraints (Heatherly 2013)")
     st.caption(
         "Codes held by fewer than k records are binned by frequency and generalized together within each "
@@ -310,22 +279,27 @@ def _settings_section(ctx: Context) -> tuple | None:
             "changes the fewest PheWAS case and control statuses (issue 36; the PheWAS page compares both).",
         )
     with_visits = export_choice("hea_export", allowed=ctx.cohort.has_visits)
-    return int(ctx.k), constraints, complete, with_visits, completion
+    return HeatherlySettings(
+        k=int(ctx.k),
+        constraints=constraints,
+        complete=complete,
+        with_visits=with_visits,
+        completion=completion,
+    )  # the scope is the release shown's (`_results`)
 
 
-def _runs(ctx: Context, settings: tuple) -> dict[str, Run[ScopeComparison]]:
-    k, constraints, complete, with_visits, completion = settings
-    key, _, run = _comparison_run(
-        ctx, k, constraints, complete, "Anonymizing the three scopes", with_visits, completion
-    )
+def _runs(ctx: Context, settings: HeatherlySettings) -> dict[str, Run[ScopeComparison]]:
+    key, _, run = _comparison_run(ctx, settings, "Anonymizing the three scopes")
     return {key: run}
 
 
-def _results(ctx: Context, settings: tuple, outcomes: dict[str, ScopeComparison], shown_as: Shown) -> None:
+def _results(
+    ctx: Context, settings: HeatherlySettings, outcomes: dict[str, ScopeComparison], shown_as: Shown
+) -> None:
     """The comparison's tables, the release shown (its verdict, files, "Add to study"), its risk and
     records."""
     (cmp_,) = outcomes.values()
-    k, constraints, complete, with_visits, completion = settings
+    k, complete = settings.k, settings.complete
     if "biobank" not in cmp_.results:
         st.info("No biobank group between the cohort and the population: DEMO_B is left out.")
 
@@ -336,7 +310,7 @@ def _results(ctx: Context, settings: tuple, outcomes: dict[str, ScopeComparison]
 
     if complete:
         plain = scope_comparison(
-            ctx, k, constraints, False, "The paper's procedure, for the cost of completion", with_visits
+            ctx, replace(settings, complete=False), "The paper's procedure, for the cost of completion"
         )
         cost = scope_summary(plain)[["release", "records below k", "DC Local %", "CC Local %"]].merge(
             summary[["release", "records below k", "DC Local %", "CC Local %"]],
@@ -384,14 +358,7 @@ def _results(ctx: Context, settings: tuple, outcomes: dict[str, ScopeComparison]
     shown = st.radio("Release shown", names, horizontal=True, key=f"hea_shown_{ctx.adversary.scope}")
     scope = next(s for s in cmp_.results if SCOPE_NAMES[s] == shown)
     res = cmp_.results[scope]
-    settings = HeatherlySettings(
-        k=k,
-        scope=scope,
-        constraints=constraints,
-        complete=complete,
-        with_visits=with_visits,
-        completion=completion,
-    )
+    settings = replace(settings, scope=scope)
     # the release with the cohort it was made from (the download helper and the study need it), the
     # comparison's run recorded as the preview: Add does not rerun it
     release, verification = shown_release(ctx, settings, res), res.verification
@@ -467,8 +434,8 @@ def _results(ctx: Context, settings: tuple, outcomes: dict[str, ScopeComparison]
         st.json(release.loss)
 
 
-# the Heatherly tab on the view protocol: its settings are (k, constraints, complete, with_visits,
-# completion); its run, the three scopes compared, never waits for "Run": nothing held to grey
+# the Heatherly tab on the view protocol: its run, the three scopes compared, never waits for "Run":
+# nothing held to grey
 render_anonymize = MethodView("heatherly", _settings_section, _runs, _results)
 
 
@@ -487,7 +454,12 @@ def render_tradeoffs(ctx: Context) -> None:
     if not ks:
         st.warning("Choose at least one k.")
         return
-    frame = heatherly_sweep_k(ks, lambda k: scope_comparison(ctx, k, constraints, complete, f"k = {k}"))
+    frame = heatherly_sweep_k(
+        ks,
+        lambda k: scope_comparison(
+            ctx, HeatherlySettings(k=k, constraints=constraints, complete=complete), f"k = {k}"
+        ),
+    )
     st.plotly_chart(tradeoff_figure(frame), key="heat_fig")
     st.dataframe(frame, hide_index=True, column_config=LOCAL_HELP)
     _download(frame, "Download the sweep (CSV)", "heatherly_tradeoffs.csv", "heat_dl_sweep")
