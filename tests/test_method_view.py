@@ -78,3 +78,24 @@ def test_views_are_registered_by_the_method_registry_names() -> None:
     assert list(VIEWS) == [
         s.method for s in (GCCensSettings, HeatherlySettings, ProfilesSettings, LDASettings)
     ]
+
+
+def test_profiles_on_the_driver_keeps_its_previous_runs_greyed_and_picking_both_reruns_nothing() -> None:
+    """The profiles view on `drive`: a changed suppression limit waits for "Run" with the previous
+    run greyed and no "Add to study"; picking "Both" afterwards runs only the method not run yet."""
+    from apptest_support import run_view
+
+    at = run_view(
+        "ui.views.profiles", "anonymize", adversary_knowledge="all_visits", profiles_method="ACLIP", k=10
+    )
+    assert at.button(key="profiles_ACLIP_study_add")
+    at.number_input(key="profiles_limit").set_value(50).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert len(run_prompts(at)) == 1
+    assert at.main.get_by_key("stale_profiles") is not None
+    assert not [b for b in at.button if b.key == "profiles_ACLIP_study_add"]
+    at.number_input(key="profiles_limit").set_value(None).run()  # back to the parameters run
+    at.radio(key="profiles_method").set_value("Both").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.button(key="profiles_ACLIP_study_add")  # ACLIP's run is the same job: not asked again
+    assert {b.key for b in at.button if (b.key or "").endswith("_start")} <= {"profiles_run_UGACLIP_start"}

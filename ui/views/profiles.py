@@ -16,7 +16,7 @@ the cohort scope is verified whatever the sidebar's scope. Engine calls are cach
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -135,45 +135,23 @@ def _policy(cohort: Records, k: int, knowledge: str, with_visits: bool = False) 
     )
 
 
-def _run(
-    cohort: Records,
-    k: int,
-    knowledge: str,
-    method: str,
-    policy_csv: str,
-    max_suppressed: int | None,
-    with_visits: bool = False,
-    progress=None,
-):
-    """A run, or the SuppressionLimitExceeded it raised (memoized too, so the message stays).
-    `progress`: the progress bar's callback (ui/progress.py; not part of the key)."""
-    key = (cohort.fingerprint, k, knowledge, method, policy_csv, max_suppressed, with_visits)
-    return cache.memo(
-        "profiles runs",
-        key,
-        lambda: _run_of(cohort, k, knowledge, method, policy_csv, max_suppressed, with_visits, progress),
-        size=_RUNS,
-    )
+def _run(cohort: Records, settings: ProfilesSettings, progress=None):
+    """The run of `settings` (`ProfilesSettings.run_result`: what "Add to study", the CLI and a study
+    run with; PPE shared by both methods), or the SuppressionLimitExceeded it raised (memoized too, so
+    the message stays). `progress`: the progress bar's callback (ui/progress.py; not in the key)."""
 
+    def run():
+        try:
+            return settings.run_result(
+                RunInputs(cohort, cohort),
+                progress,
+                policy=_policy(cohort, settings.k, settings.knowledge, settings.with_visits),
+                workload=_workload(cohort),
+            )
+        except SuppressionLimitExceeded as exc:
+            return exc
 
-def _run_of(cohort, k, knowledge, method, policy_csv, max_suppressed, with_visits, progress):
-    settings = ProfilesSettings(
-        algorithm=method,
-        k=k,
-        knowledge=knowledge,
-        utility_policy_csv=policy_csv,
-        max_suppressed=max_suppressed,
-        with_visits=with_visits,
-    )
-    try:  # the settings "Add to study", the CLI and a study run with; PPE shared by both methods
-        return settings.run_result(
-            RunInputs(cohort, cohort),
-            progress,
-            policy=_policy(cohort, k, knowledge, with_visits),
-            workload=_workload(cohort),
-        )
-    except SuppressionLimitExceeded as exc:
-        return exc
+    return cache.memo("profiles runs", (cohort.fingerprint, settings), run, size=_RUNS)
 
 
 def _original(cohort: Records, knowledge: str) -> np.ndarray:
@@ -190,7 +168,10 @@ def _sweep_row(cohort: Records, k: int, knowledge: str, method: str, policy_csv:
     return cache.memo(
         "profiles sweep rows",
         (cohort.fingerprint, k, knowledge, method, policy_csv),
-        lambda: _run(cohort, k, knowledge, method, policy_csv, None).summary(),
+        lambda: _run(
+            cohort,
+            ProfilesSettings(algorithm=method, k=k, knowledge=knowledge, utility_policy_csv=policy_csv),
+        ).summary(),
         size=_SWEEP_ROWS,
     )
 
@@ -242,16 +223,15 @@ def _policy_editor(cohort: Records | None = None, concepts=None) -> UtilityPolic
 # ------------------------------------------------------------------------------------ anonymize
 @dataclass(frozen=True)
 class _Parameters:
-    """The tab's settings (`ui.method_view`): what its runs' job is. `methods` (UGACLIP, ACLIP or
-    both) is not part of it: each method runs at its own key, and picking "Both" does not make the
-    method already run wait for "Run" again."""
+    """The tab's settings (`ui.method_view`); `methods`: UGACLIP, ACLIP or both, each run at its own
+    key (a method already run is found in the cache, not asked for "Run" again)."""
 
     k: int
     knowledge: str
     policy_csv: str
     limit: int | None
     with_visits: bool
-    methods: tuple[str, ...] = field(compare=False)
+    methods: tuple[str, ...]
 
     def settings(self, method: str) -> ProfilesSettings:
         """The typed settings a study records of `method`'s run."""
@@ -308,14 +288,9 @@ def _settings_section(ctx: Context) -> _Parameters | None:
 
 
 def _runs(ctx: Context, p: _Parameters) -> dict[str, Run]:
+    label = f"on {ctx.cohort.n_patients:,} records"
     return {
-        f"{_RUN}{m}": Run(
-            f"{m} on {ctx.cohort.n_patients:,} records",
-            lambda step, m=m: _run(
-                ctx.cohort, p.k, p.knowledge, m, p.policy_csv, p.limit, p.with_visits, step
-            ),
-            ask=True,
-        )
+        f"{_RUN}{m}": Run(f"{m} {label}", lambda step, m=m: _run(ctx.cohort, p.settings(m), step), ask=True)
         for m in p.methods
     }
 
