@@ -14,7 +14,6 @@ Engine calls are cached per session on the records' fingerprints and the paramet
 from __future__ import annotations
 
 import json
-from collections.abc import Hashable
 from dataclasses import replace
 
 import numpy as np
@@ -43,12 +42,11 @@ from engine.study.parameters import parameter_of
 from engine.study.runs import HeatherlySettings, biobank_between
 from ui import cache, honest, persist
 from ui import format as fmt
-from ui import progress as progress_ui
 from ui.context import Context
 from ui.downloads import export_check, release_downloads, release_table_download, report_download
 from ui.downloads import table_download as _download
 from ui.heatherly_charts import tradeoff_figure
-from ui.method_view import MethodView, Run, Shown
+from ui.method_view import MethodView, Run, Shown, run
 from ui.parameter_widgets import choices_of
 from ui.risk_charts import cdf_frame, distinguishability_cdf_figure
 from ui.study import remember
@@ -122,8 +120,8 @@ _COMPARISONS, _BEFORE = 24, 16  # bounds of the view's memos (ui.cache)
 def scope_comparison(ctx: Context, settings: HeatherlySettings, label: str) -> ScopeComparison:
     """`compare_scopes` of `settings` (its scope aside) under a progress bar with Cancel
     (`_comparison_run`); a cancelled comparison stops the page's run here."""
-    key, job, run = _comparison_run(ctx, settings, label)
-    result = progress_ui.run(label, run.compute, key=key, job=job)
+    key, one = _comparison_run(ctx, settings, label)
+    result = run(ctx, key, settings, one)
     if result is None:
         st.stop()
     return result
@@ -131,9 +129,9 @@ def scope_comparison(ctx: Context, settings: HeatherlySettings, label: str) -> S
 
 def _comparison_run(
     ctx: Context, settings: HeatherlySettings, label: str
-) -> tuple[str, Hashable, Run[ScopeComparison]]:
-    """The run of `compare_scopes` of `settings` (`ui.method_view.Run`; their scope aside), its
-    progress key and its content key: memoized per groups' content fingerprints and parameters
+) -> tuple[str, Run[ScopeComparison]]:
+    """The run of `compare_scopes` of `settings` (`ui.method_view.Run`; their scope aside) and its
+    progress key: memoized per groups' content fingerprints and parameters
     (`ui.cache`: shared by the server's sessions on the shipped sample, else in this session),
     computed with the scopes in processes of their own (fan-out). Without the completion pass the
     strategy is moot: one key for the paper's procedure, whichever is asked."""
@@ -171,7 +169,7 @@ def _comparison_run(
             return held
         return cache.memo("scope comparisons", key, lambda: compare(step), size=_COMPARISONS, data=ctx)
 
-    return f"hea_cmp_{s.k}_{s.complete}_{s.completion}", key, Run(label, compute, stale=False)
+    return f"hea_cmp_{s.k}_{s.complete}_{s.completion}", Run(label, compute, stale=False)
 
 
 def shown_release(ctx: Context, settings: HeatherlySettings, res: GroupRelease) -> Release:
@@ -289,8 +287,7 @@ def _settings_section(ctx: Context) -> HeatherlySettings:
 
 
 def _runs(ctx: Context, settings: HeatherlySettings) -> dict[str, Run[ScopeComparison]]:
-    key, _, run = _comparison_run(ctx, settings, "Anonymizing the three scopes")
-    return {key: run}
+    return dict([_comparison_run(ctx, settings, "Anonymizing the three scopes")])
 
 
 def _results(
