@@ -99,3 +99,24 @@ def test_profiles_on_the_driver_keeps_its_previous_runs_greyed_and_picking_both_
     assert not at.exception, [e.value for e in at.exception]
     assert at.button(key="profiles_ACLIP_study_add")  # ACLIP's run is the same job: not asked again
     assert {b.key for b in at.button if (b.key or "").endswith("_start")} <= {"profiles_run_UGACLIP_start"}
+
+
+def test_every_page_is_a_few_lines_calling_ui() -> None:
+    """'Five pages carry 94-235 lines of body each': a page file defines nothing and holds at most 30
+    lines of statements (imports and its docstring aside); its body is a `ui/views` function."""
+    import ast
+
+    long = {}
+    for page in sorted((ROOT / "pages").glob("*.py")):
+        tree = ast.parse(page.read_text())
+        body = [
+            n
+            for n in tree.body
+            if not isinstance(n, ast.Import | ast.ImportFrom)
+            and not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))
+        ]
+        defines = [n.name for n in body if isinstance(n, ast.FunctionDef | ast.ClassDef)]
+        lines = sum(n.end_lineno - n.lineno + 1 for n in body)  # type: ignore[operator]
+        if defines or lines > 30:
+            long[page.name] = (lines, defines)
+    assert not long, long
