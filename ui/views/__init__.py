@@ -3,9 +3,12 @@ widgets only).
 
 Each method has one view module here, `ui/views/<method>.py` (gccens: Tamersoy 2010; heatherly:
 Heatherly 2013; profiles: UGACLIP / ACLIP, Loukides 2010; lda: the thesis' chapter IV), with `render_anonymize(ctx)` (parameters, run,
-verification, measures, download) and `render_tradeoffs(ctx)` (its sweeps over k, caps or weights).
-A segmented control picks the method and only that method's view runs: `st.tabs` would compute every
-method on every rerun.
+verification, measures, download; a `ui.method_view.MethodView`) and `render_tradeoffs(ctx)` (its
+sweeps over k, caps or weights). A segmented control picks the method and only that method's view
+runs: `st.tabs` would compute every method on every rerun.
+
+The other pages' bodies are views here too (issue 38, finding 3: a page is a few lines): `labs`,
+`cohort`, `risk`, `phewas`, `compare` and `report`, each with its `render`.
 """
 
 from __future__ import annotations
