@@ -43,9 +43,10 @@ class Run(Generic[R]):
     """One long computation of a view's settings: `compute(progress)` under a progress bar (`label`).
     `ask`: after its first run, a change waits for "Run"; `ask_first`: the first run waits too
     (`progress.run`). `stale`: its last outcome is held in the session, drawn greyed while changed
-    settings wait for "Run" (False for a run that never waits: nothing held). `preview_of`: the outcome is the release of these settings, recorded as their
-    study preview as soon as it is made (`ui.study.remember`: "Add to study" and every figure of it
-    the view memoizes then find it where the study's preview is)."""
+    settings wait for "Run" (False for a run that never waits: nothing held). `preview_of`: the
+    outcome is the release of these settings, recorded as their study preview as soon as it is made
+    (`ui.study.remember`: "Add to study" and every figure of it the view memoizes then find it where
+    the study's preview is)."""
 
     label: str
     compute: Callable[[progress_ui.Tracker], R]
