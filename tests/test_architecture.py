@@ -492,10 +492,10 @@ HEAVY = ("scipy.stats", "scipy.spatial", "sklearn", "torch", "plotly.express", "
 
 
 def _first_load_modules() -> list[str]:
-    """The modules app.py and the Cohort page import (their own `import` lines, read with `ast`) and
+    """The modules app.py and the Cohort page (ui/views/cohort.py) import (their own `import` lines, read with `ast`) and
     the engine modules the first load reaches: the loaders and the study file's modules."""
     names: set[str] = set()
-    for script in (ROOT / "app.py", ROOT / "pages" / "cohort.py"):
+    for script in (ROOT / "app.py", ROOT / "pages" / "cohort.py", ROOT / "ui" / "views" / "cohort.py"):
         imported = _imported_names(tree(script), "", False)
         names.update(n for n in imported if n.split(".")[0] in ("engine", "ui"))
     names.update({"engine.io.loaders", "engine.study.package", "engine.utility.phewas"})

@@ -186,7 +186,7 @@ def test_phewas_page_says_no_none():
     """'r² is None': a missing r² is a dash and the reason, in words."""
     import ast
 
-    tree = ast.parse((ROOT / "pages" / "phewas.py").read_text())
+    tree = ast.parse((ROOT / "ui" / "views" / "phewas.py").read_text())
     texts = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
     assert not [t for t in texts if re.search(r"\bNone\b", t)]
     from ui.format import missing

@@ -194,7 +194,7 @@ def _walk():
         yield page, at
     at.switch_page(page_path("pages/anonymize.py")).run()
     yield "anonymize", at
-    for method in ui.views.METHODS:
+    for method in (v.title for v in ui.views.VIEWS.values()):
         at.session_state["method_render_anonymize"] = method
         at.run()
         yield method, at

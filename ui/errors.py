@@ -6,8 +6,8 @@ bug (a `ReleaseInvariantError`, a KeyError, ...): it is logged with its tracebac
 reference id, and the page shows only "Something went wrong (reference 3f2a9c1b); the details are in
 the server log", never the exception's text (it may quote patient data or the code's internals).
 
-Every page and view catches with `except Exception as exc: errors.show(exc)` (or takes the text
-with `errors.message(exc)`). Streamlit's stop and rerun are BaseExceptions and pass through.
+Every page catches with `except Exception as exc: errors.show(exc)` (or takes the text with
+`errors.message(exc)`); the method views do it in one place, `ui.method_view.drive` / `guarded`. Streamlit's stop and rerun are BaseExceptions and pass through.
 """
 
 from __future__ import annotations

@@ -214,24 +214,6 @@ def previewed(ctx: Context, settings: MethodSettings) -> Release | None:
     return cache.held("previews", (data_of(ctx).key, settings), data=derived_from(ctx, settings))
 
 
-def live_preview(
-    ctx: Context, settings: MethodSettings, label: str, key: str, *, ask: bool = False
-) -> Release | None:
-    """The method view's live preview: memoized, else computed under a progress bar with a Cancel
-    button (ui/progress.py); None when the user cancelled it. "Add to study" reuses this release.
-    `ask`: settings too slow for a live preview wait for the user's "Run" (`progress.run`)."""
-    done = previewed(ctx, settings)
-    if done is not None:
-        return done
-    return progress_ui.run(
-        label,
-        lambda step: preview(ctx, settings, step),
-        key=key,
-        job=(data_of(ctx).key, settings),
-        ask=ask,
-    )
-
-
 def reverify(ctx: Context, release: Release) -> Verification:
     """`risk.verify` of the release under the sidebar's adversary and k against the population
     (memoized per release content, population, adversary and k)."""

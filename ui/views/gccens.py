@@ -43,7 +43,6 @@ from engine.study.runs import (
     GCCensInput,
     GCCensSettings,
     RunInputs,
-    SettingsError,
     code_cap,
     code_frequency_order,
 )
@@ -69,9 +68,10 @@ from ui.gccens_charts import (
     sweep_figure,
 )
 from ui.literal import md
+from ui.method_view import MethodView, Run, Shown, run
 from ui.parameter_widgets import choices_of, widget_kwargs
 from ui.risk_charts import cdf_frame, distinguishability_cdf_figure
-from ui.study import add_to_study, data_of, derived_from, previewed, remember, verify_under
+from ui.study import data_of, derived_from, previewed, verify_under
 
 CODE_MODES = (
     "Tamersoy's four codes: 250, 272, 401, 724 (3-digit; E11, E78, I10, M54 on ICD-10-CM data)",
@@ -170,47 +170,29 @@ def _problem(
     return got.problem, got.item_codes or {}, got.cohort
 
 
-def _live_preview(
-    ctx: Context,
-    settings: GCCensSettings,
-    selection: tuple,
-    label: str,
-    key: str,
-    *,
-    ask: bool,
-    stale: bool = False,
-) -> Release | progress_ui.Stale[Release] | None:
-    """`ui.study.live_preview` of `settings`, made from the view's prepared input
-    (`settings.release_of`, what `settings.run` gives) and recorded as the study's preview. `ask`
-    (every code): a change waits for "Run", and so does the first run when it reads many events
-    (`_asks_first`). `stale`
-    (issue 26, finding 5): while changed settings wait for "Run", the last release drawn at `key`
-    comes back as `progress.Stale(release, job)`, its job `(data key, settings)`."""
-    job = (data_of(ctx).key, settings)
-    done = previewed(ctx, settings)
-    if done is not None:
-        if stale:
-            progress_ui.hold(key, job, done)  # drawn now: the results greyed after the next change
-        return done
+def _release_run(ctx: Context, settings: GCCensSettings, label: str) -> Run[Release]:
+    """The run of `settings`' release (`ui.method_view`): made from the view's prepared input
+    (`settings.release_of`, what `settings.run` gives), or the study's preview when it is made. Every
+    code asks for "Run" after a change, and before the first run when it reads many events
+    (`_asks_first`)."""
+    selection, _ = view_parameters(settings)
     prepared = _prepared(ctx.cohort, ctx.population, settings.scope, selection)
-    release = progress_ui.run(
-        label,
-        lambda step: cache.memo(
+    job = (data_of(ctx).key, settings)
+
+    def compute(step) -> Release:
+        done = previewed(ctx, settings)
+        if done is not None:
+            return done
+        return cache.memo(
             "gccens releases",
             job,
             lambda: settings.release_of(prepared, ctx.cohort, step),
             size=_RELEASES,
             data=derived_from(ctx, settings),
-        ),
-        key=key,
-        job=job,
-        ask=ask,
-        ask_first=ask and _asks_first(ctx, settings.scope),
-        stale=stale,
-    )
-    if isinstance(release, Release):
-        remember(ctx, settings, release)
-    return release
+        )
+
+    slow = selection[0] == CODE_MODES[3]  # every code: about 3 s on the sample, not a live preview
+    return Run(label, compute, slow, slow and _asks_first(ctx, settings.scope), preview_of=settings)
 
 
 _UNASKED_EVENTS = 100_000  # the shipped sample's cohort: 78,972 events, all codes in 1-3 s
@@ -344,7 +326,7 @@ def _cap_table(problem: CensorProblem) -> pd.DataFrame:
     return table
 
 
-def _caps(problem: CensorProblem, prefix: str) -> tuple | None:
+def _caps(problem: CensorProblem, prefix: str) -> tuple:
     kind = st.radio("Caps", CAP_MODES, horizontal=True, key=f"{prefix}capmode", help=help_for("cap"))
     if kind == CAP_MODES[1]:
         cap = int(
@@ -376,19 +358,16 @@ def _caps(problem: CensorProblem, prefix: str) -> tuple | None:
         edited["code"].astype(str), pd.to_numeric(edited["cap"], errors="coerce"), strict=True
     ):
         whole = bool(np.isfinite(value)) and float(value).is_integer()
-        try:  # each cap as a study file takes it (the declaration of `cap`, issue 38): never truncated
-            caps.append(
-                (code, code_cap(code).check(int(value) if whole else float(value), GCCensSettings.method))
-            )
-        except SettingsError as exc:
-            st.error(md(str(exc)))
-            return None
+        # each cap as a study file takes it (the declaration of `cap`, issue 38): never truncated; a
+        # refused one is shown by `ui.method_view.drive`
+        caps.append(
+            (code, code_cap(code).check(int(value) if whole else float(value), GCCensSettings.method))
+        )
     return ("per_code", tuple(caps))
 
 
 # ------------------------------------------------------------------------------- Anonymize tab
-def render_anonymize(ctx: Context) -> None:
-    """The GCCens tab: parameters, verification, risk before/after, CUL, variants, download."""
+def _settings_section(ctx: Context) -> GCCensSettings | None:
     st.subheader("GCCens: censoring repeated codes (Tamersoy 2010; thesis chapter III)")
     scope = ctx.adversary.scope
     st.caption(
@@ -403,11 +382,11 @@ def render_anonymize(ctx: Context) -> None:
     with c1:
         selection = _selection(ctx, "gcc_")
     if selection is None:
-        return
+        return None
     problem, _, _ = _problem(ctx.cohort, ctx.population, scope, selection)
     if not len(problem.codes):
         st.warning("None of the chosen codes occurs in the cohort; choose other codes.")
-        return
+        return None
     with c2:
         variant = st.radio(
             "Variant",
@@ -417,20 +396,11 @@ def render_anonymize(ctx: Context) -> None:
             help=help_for("faithful", "targeted"),
         )
     cap_key = _caps(problem, "gcc_")
-    if cap_key is None:
-        return
-    # the release is the study's preview of these settings (ui/study.py): "Add to study" reuses it
-    settings = settings_of(scope, selection, int(ctx.k), cap_key, variant)
-    slow = selection[0] == CODE_MODES[3]  # every code: about 3 s on the sample, not a live preview
-    release = _live_preview(ctx, settings, selection, f"GCCens ({variant})", "gcc_run", ask=slow, stale=True)
-    if isinstance(release, progress_ui.Stale):  # the previous parameters' results, greyed, until "Run"
-        data_key, held = release.job
-        if data_key == data_of(ctx).key:  # never another data's results drawn over this data
-            with progress_ui.greyed("gccens", _stale_caption(held)):
-                _results(ctx, release.result, held, stale=True)
-        return
-    if release is not None:
-        _results(ctx, release, settings)
+    return settings_of(scope, selection, int(ctx.k), cap_key, variant)
+
+
+def _runs(ctx: Context, settings: GCCensSettings) -> dict[str, Run[Release]]:
+    return {"gcc_run": _release_run(ctx, settings, f"GCCens ({settings.variant})")}
 
 
 def _stale_caption(settings: GCCensSettings) -> str:
@@ -448,14 +418,14 @@ def _cdf_figure(curves: dict[str, np.ndarray], k: int, codes_label: str) -> go.F
     return cdf
 
 
-def _results(ctx: Context, release: Release, settings: GCCensSettings, *, stale: bool = False) -> None:
+def _results(ctx: Context, settings: GCCensSettings, outcomes: dict[str, Release], shown: Shown) -> None:
     """The release's verdicts, measures, charts, downloads and records, under the parameters it was
-    made with (`settings`); `stale`: a previous run's, drawn greyed, with neither "Add to study" nor
-    the release's files (issue 26, finding 5)."""
+    made with (`settings`); `shown.stale`: a previous run's, drawn greyed, with neither "Add to study"
+    nor the release's files (issue 26, finding 5)."""
+    stale, release = shown.stale, outcomes["gcc_run"]
     selection, cap_key = view_parameters(settings)
     scope, k, variant = settings.scope, settings.k, settings.variant
     problem, _, sel_cohort = _problem(ctx.cohort, ctx.population, scope, selection)
-    slow = selection[0] == CODE_MODES[3]
     adversary = settings.adversary  # GCCens' own attacker: every code with its repeat counts
     sidebar = Adversary(scope, ctx.adversary.knowledge)  # the sidebar's (the settings' scope)
     verification = verify_under(release, ctx, adversary, k)
@@ -527,8 +497,7 @@ def _results(ctx: Context, release: Release, settings: GCCensSettings, *, stale:
             "gccens_report.json",
             "gcc_dl_report",
         )
-    if not stale:
-        add_to_study(ctx, settings, f"GCCens k={k}", "gcc_study")
+    shown.add(settings, f"GCCens k={k}", "gcc_study")
 
     left, right = st.columns(2)
     with left:
@@ -572,9 +541,7 @@ def _results(ctx: Context, release: Release, settings: GCCensSettings, *, stale:
             found = (
                 previewed(ctx, other)
                 if stale
-                else _live_preview(
-                    ctx, other, selection, f"GCCens ({v}, compared)", "gcc_run_other", ask=slow
-                )
+                else run(ctx, "gcc_run_other", other, _release_run(ctx, other, f"GCCens ({v}, compared)"))
             )
             if not isinstance(found, Release):
                 continue
@@ -635,6 +602,11 @@ def _results(ctx: Context, release: Release, settings: GCCensSettings, *, stale:
         )
         st.dataframe(steps, hide_index=True)
         _download(steps, "Download the steps (CSV)", "gccens_steps.csv", "gcc_dl_steps")
+
+
+# the GCCens tab on the view protocol: its settings are the typed `GCCensSettings`, its run the release
+# (the study's preview of them: "Add to study" reuses it)
+render_anonymize = MethodView("gccens", _settings_section, _runs, _results, _stale_caption)
 
 
 # ------------------------------------------------------------------------------ Trade-offs tab

@@ -14,6 +14,7 @@ Engine calls are cached per session on the records' fingerprints and the paramet
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import streamlit as st
@@ -41,14 +42,14 @@ from engine.study.parameters import parameter_of
 from engine.study.runs import HeatherlySettings, biobank_between
 from ui import cache, honest, persist
 from ui import format as fmt
-from ui import progress as progress_ui
 from ui.context import Context
 from ui.downloads import export_check, release_downloads, release_table_download, report_download
 from ui.downloads import table_download as _download
 from ui.heatherly_charts import tradeoff_figure
+from ui.method_view import MethodView, Run, Shown, run
 from ui.parameter_widgets import choices_of
 from ui.risk_charts import cdf_frame, distinguishability_cdf_figure
-from ui.study import add_to_study, remember
+from ui.study import remember
 
 CDM_CONSTRAINTS = "OMOP CDM's own hierarchy (concept_ancestor)"  # offered for a CDM's standard concepts only
 CONSTRAINT_MODES = {
@@ -116,62 +117,59 @@ def _groups(ctx: Context) -> dict[str, Records]:
 _COMPARISONS, _BEFORE = 24, 16  # bounds of the view's memos (ui.cache)
 
 
-def scope_comparison(
-    ctx: Context,
-    k: int,
-    constraints: str,
-    complete: bool,
-    label: str,
-    with_visits: bool = False,
-    completion: str = HeatherlySettings.completion,
-) -> ScopeComparison:
-    """`compare_scopes` memoized per groups' content fingerprints and parameters (`ui.cache`: shared by
-    the server's sessions on the shipped sample, else in this session), computed under a progress bar
-    with Cancel (ui/progress.py); a cancelled comparison stops the page's run here. Without the
-    completion pass the strategy is moot: one key for the paper's procedure, whichever is asked."""
-    if not complete:
-        completion = HeatherlySettings.completion
-    groups = _groups(ctx)
-    concepts = ctx.dataset.concepts if cdm_depth(constraints) is not None else None  # the CDM's tree
-    key = (
-        tuple((g, r.fingerprint) for g, r in sorted(groups.items())),
-        int(k),
-        constraints,
-        bool(complete),
-        bool(with_visits),
-        completion,
-        None if concepts is None else concepts.fingerprint,
-    )
-    held = cache.held("scope comparisons", key, data=ctx)
-    if held is not None:
-        return held
-
-    def compute(step) -> ScopeComparison:  # the scopes in processes of their own (fan-out)
-        return compare_scopes(
-            groups,
-            ctx.cohort.patient_ids,
-            k,
-            constraints=constraints,
-            complete=complete,
-            with_visits=with_visits,
-            progress=step,
-            parallel=True,
-            while_waiting=lambda res: _shown_first(
-                ctx, k, constraints, complete, with_visits, res, completion
-            ),
-            completion=completion,
-            concepts=concepts,
-        )
-
-    result = progress_ui.run(
-        label,
-        lambda step: cache.memo("scope comparisons", key, lambda: compute(step), size=_COMPARISONS, data=ctx),
-        key=f"hea_cmp_{k}_{complete}_{completion}",
-        job=key,
-    )
+def scope_comparison(ctx: Context, settings: HeatherlySettings, label: str) -> ScopeComparison:
+    """`compare_scopes` of `settings` (its scope aside) under a progress bar with Cancel
+    (`_comparison_run`); a cancelled comparison stops the page's run here."""
+    key, one = _comparison_run(ctx, settings, label)
+    result = run(ctx, key, settings, one)
     if result is None:
         st.stop()
     return result
+
+
+def _comparison_run(
+    ctx: Context, settings: HeatherlySettings, label: str
+) -> tuple[str, Run[ScopeComparison]]:
+    """The run of `compare_scopes` of `settings` (`ui.method_view.Run`; their scope aside) and its
+    progress key: memoized per groups' content fingerprints and parameters
+    (`ui.cache`: shared by the server's sessions on the shipped sample, else in this session),
+    computed with the scopes in processes of their own (fan-out). Without the completion pass the
+    strategy is moot: one key for the paper's procedure, whichever is asked."""
+    s = settings if settings.complete else replace(settings, completion=HeatherlySettings.completion)
+    groups = _groups(ctx)
+    concepts = ctx.dataset.concepts if cdm_depth(s.constraints) is not None else None  # the CDM's tree
+    key = (
+        tuple((g, r.fingerprint) for g, r in sorted(groups.items())),
+        int(s.k),
+        s.constraints,
+        bool(s.complete),
+        bool(s.with_visits),
+        s.completion,
+        None if concepts is None else concepts.fingerprint,
+    )
+
+    def compare(step) -> ScopeComparison:
+        return compare_scopes(
+            groups,
+            ctx.cohort.patient_ids,
+            s.k,
+            constraints=s.constraints,
+            complete=s.complete,
+            with_visits=s.with_visits,
+            progress=step,
+            parallel=True,
+            while_waiting=lambda res: _shown_first(ctx, s, res),
+            completion=s.completion,
+            concepts=concepts,
+        )
+
+    def compute(step) -> ScopeComparison:
+        held = cache.held("scope comparisons", key, data=ctx)
+        if held is not None:
+            return held
+        return cache.memo("scope comparisons", key, lambda: compare(step), size=_COMPARISONS, data=ctx)
+
+    return f"hea_cmp_{s.k}_{s.complete}_{s.completion}", Run(label, compute, stale=False)
 
 
 def shown_release(ctx: Context, settings: HeatherlySettings, res: GroupRelease) -> Release:
@@ -184,15 +182,7 @@ def shown_release(ctx: Context, settings: HeatherlySettings, res: GroupRelease) 
     return release
 
 
-def _shown_first(
-    ctx: Context,
-    k: int,
-    constraints: str,
-    complete: bool,
-    with_visits: bool,
-    res: GroupRelease,
-    completion: str = HeatherlySettings.completion,
-) -> None:
+def _shown_first(ctx: Context, settings: HeatherlySettings, res: GroupRelease) -> None:
     """What the tab reads of DEMO_D, the release it shows first under a cohort adversary, once the
     comparison is back: its headline and file figures and the download's verification under the
     sidebar's adversary (`render_anonymize`). Made while the other scopes are anonymized
@@ -200,18 +190,10 @@ def _shown_first(
     finds them; nothing when another release will be shown first."""
     if ctx.adversary.scope != "cohort" or st.session_state.get("hea_shown_cohort", "DEMO_D") != "DEMO_D":
         return
-    settings = HeatherlySettings(
-        k=k,
-        scope="cohort",
-        constraints=constraints,
-        complete=complete,
-        with_visits=with_visits,
-        completion=completion,
-    )
-    release = shown_release(ctx, settings, res)
+    release = shown_release(ctx, replace(settings, scope="cohort"), res)
     honest.figures(release, ctx.cohort)
     honest.file_figures(release, ctx.cohort)
-    export_check(release, res.verification, ctx.adversary, k, ctx.population)
+    export_check(release, res.verification, ctx.adversary, settings.k, ctx.population)
 
 
 def compare_three_scopes(
@@ -224,9 +206,10 @@ def compare_three_scopes(
 ) -> ScopeComparison:
     """The three scopes at k, for this tab and the PheWAS page's comparison: a comparison only,
     nothing enters the study (only the "Add to study" button does)."""
-    return scope_comparison(
-        ctx, k, constraints, complete, "Anonymizing the three scopes", with_visits, completion
+    settings = HeatherlySettings(
+        k=k, constraints=constraints, complete=complete, with_visits=with_visits, completion=completion
     )
+    return scope_comparison(ctx, settings, "Anonymizing the three scopes")
 
 
 def _before(ctx: Context, group: Records, adversary) -> np.ndarray:
@@ -262,8 +245,7 @@ def _constraints(prefix: str, ctx: Context) -> str:
 
 
 # ------------------------------------------------------------------------------- Anonymize tab
-def render_anonymize(ctx: Context) -> None:
-    """The Heatherly tab: constraints, completion, three scopes, Tables 1-3, risk, Figure 13, download."""
+def _settings_section(ctx: Context) -> HeatherlySettings:
     st.subheader("Generalization under utility constraints (Heatherly 2013)")
     st.caption(
         "Codes held by fewer than k records are binned by frequency and generalized together within each "
@@ -291,12 +273,30 @@ def render_anonymize(ctx: Context) -> None:
             key="hea_completion",
             format_func=COMPLETION_WORDS.get,
             disabled=not complete,
-            help="Which items the completion pass suppresses first: the rarest, or those whose loss changes "
-            "the fewest PheWAS case and control statuses (issue 36; the PheWAS page compares both).",
+            help="Which items the completion pass suppresses first: the rarest, or those whose loss "
+            "changes the fewest PheWAS case and control statuses (issue 36; the PheWAS page compares both).",
         )
     with_visits = export_choice("hea_export", allowed=ctx.cohort.has_visits)
-    k = int(ctx.k)
-    cmp_ = compare_three_scopes(ctx, k, constraints, complete, with_visits, completion)
+    return HeatherlySettings(
+        k=int(ctx.k),
+        constraints=constraints,
+        complete=complete,
+        with_visits=with_visits,
+        completion=completion,
+    )  # the scope is the release shown's (`_results`)
+
+
+def _runs(ctx: Context, settings: HeatherlySettings) -> dict[str, Run[ScopeComparison]]:
+    return dict([_comparison_run(ctx, settings, "Anonymizing the three scopes")])
+
+
+def _results(
+    ctx: Context, settings: HeatherlySettings, outcomes: dict[str, ScopeComparison], shown_as: Shown
+) -> None:
+    """The comparison's tables, the release shown (its verdict, files, "Add to study"), its risk and
+    records."""
+    (cmp_,) = outcomes.values()
+    k, complete = settings.k, settings.complete
     if "biobank" not in cmp_.results:
         st.info("No biobank group between the cohort and the population: DEMO_B is left out.")
 
@@ -307,7 +307,7 @@ def render_anonymize(ctx: Context) -> None:
 
     if complete:
         plain = scope_comparison(
-            ctx, k, constraints, False, "The paper's procedure, for the cost of completion", with_visits
+            ctx, replace(settings, complete=False), "The paper's procedure, for the cost of completion"
         )
         cost = scope_summary(plain)[["release", "records below k", "DC Local %", "CC Local %"]].merge(
             summary[["release", "records below k", "DC Local %", "CC Local %"]],
@@ -355,14 +355,7 @@ def render_anonymize(ctx: Context) -> None:
     shown = st.radio("Release shown", names, horizontal=True, key=f"hea_shown_{ctx.adversary.scope}")
     scope = next(s for s in cmp_.results if SCOPE_NAMES[s] == shown)
     res = cmp_.results[scope]
-    settings = HeatherlySettings(
-        k=k,
-        scope=scope,
-        constraints=constraints,
-        complete=complete,
-        with_visits=with_visits,
-        completion=completion,
-    )
+    settings = replace(settings, scope=scope)
     # the release with the cohort it was made from (the download helper and the study need it), the
     # comparison's run recorded as the preview: Add does not rerun it
     release, verification = shown_release(ctx, settings, res), res.verification
@@ -399,12 +392,7 @@ def render_anonymize(ctx: Context) -> None:
             f"heatherly_{shown}_report.json",
             "hea_dl_report",
         )
-    add_to_study(
-        ctx,
-        settings,
-        f"Heatherly {shown} k={k}",
-        "hea_study",
-    )
+    shown_as.add(settings, f"Heatherly {shown} k={k}", "hea_study")
 
     left, right = st.columns(2)
     with left:
@@ -443,6 +431,11 @@ def render_anonymize(ctx: Context) -> None:
         st.json(release.loss)
 
 
+# the Heatherly tab on the view protocol: its run, the three scopes compared, never waits for "Run":
+# nothing held to grey
+render_anonymize = MethodView("heatherly", _settings_section, _runs, _results)
+
+
 # ------------------------------------------------------------------------------ Trade-offs tab
 
 
@@ -458,7 +451,12 @@ def render_tradeoffs(ctx: Context) -> None:
     if not ks:
         st.warning("Choose at least one k.")
         return
-    frame = heatherly_sweep_k(ks, lambda k: scope_comparison(ctx, k, constraints, complete, f"k = {k}"))
+    frame = heatherly_sweep_k(
+        ks,
+        lambda k: scope_comparison(
+            ctx, HeatherlySettings(k=k, constraints=constraints, complete=complete), f"k = {k}"
+        ),
+    )
     st.plotly_chart(tradeoff_figure(frame), key="heat_fig")
     st.dataframe(frame, hide_index=True, column_config=LOCAL_HELP)
     _download(frame, "Download the sweep (CSV)", "heatherly_tradeoffs.csv", "heat_dl_sweep")

@@ -32,7 +32,7 @@ from engine.study.experiments import LDAPoint, lda_measures, lda_sweep_k, lda_sw
 from engine.study.parameters import parameter_of
 from engine.study.runs import ICD_HIERARCHIES, CodeSelection, LDASettings, RunInputs
 from engine.utility.loss import avg_re, cluster_table, level_shares, record_losses
-from ui import cache, errors, honest, persist, state
+from ui import cache, honest, persist, state
 from ui import format as fmt
 from ui import progress as progress_ui
 from ui.context import Context
@@ -40,9 +40,9 @@ from ui.downloads import release_downloads, release_table_download
 from ui.downloads import table_download as _download
 from ui.lda_charts import level_shares_figure, record_loss_figure, sweep_k_figure, weights_figure
 from ui.literal import md
+from ui.method_view import MethodView, Run, Shown, guarded
 from ui.parameter_widgets import choices_of, widget_kwargs
 from ui.state import ABSENT
-from ui.study import add_to_study, remember
 
 D4_CODES = ("250", "272", "401", "724")
 CODE_MODES = ("Thesis D4: 250, 272, 401, 724 (3-digit)", "Most frequent codes", "Chosen codes", "All codes")
@@ -323,28 +323,8 @@ def _unrecordable(hier: tuple) -> str | None:
     )
 
 
-def _run_or_report(
-    ctx: Context, selection, hier, k, w_icd, method
-) -> LDAResult | progress_ui.Stale[LDAResult] | None:
-    """The LDA run under a progress bar with Cancel; None when cancelled or refused (said why); the
-    previous parameters' result (`Stale`, its job holding them) while changed ones wait for "Run"."""
-    try:
-        return progress_ui.run(
-            f"LDA: clustering trajectories ({method}, k = {k})",
-            lambda step: _run(ctx.cohort, selection, hier, k, w_icd, method, step),
-            key="lda_run",
-            job=(ctx.cohort.fingerprint, selection, hier, k, w_icd, method),
-            ask=True,  # a Run button after a change (0.8 s through the app on the sample since issue 24)
-            stale=True,  # meanwhile the previous results, greyed (issue 26, finding 5)
-        )
-    except Exception as exc:  # a UserError's message, else a reference (ui/errors.py)
-        errors.show(exc)
-        return None
-
-
 # ------------------------------------------------------------------------------- Anonymize tab
-def render_anonymize(ctx: Context) -> None:
-    """The LDA tab: parameters, verification, measures, example clusters, download, teaching view."""
+def _settings_section(ctx: Context) -> tuple | None:
     st.subheader("Longitudinal Data Anonymizer (Tamersoy 2011, chapter IV)")
     st.caption(
         "Each patient's (ICD, Age) pairs form a trajectory. MDAV groups at least k trajectories and "
@@ -352,25 +332,30 @@ def render_anonymize(ctx: Context) -> None:
         "(code, age) pair, with repeats; the risk engine counts candidates in the released cohort "
         "(k-anonymity), whatever the sidebar's adversary."
     )
-    s = _settings(ctx, "lda_")  # k from the sidebar
-    if s is None:
-        return
-    selection, hier, k, w_icd, method = s
-    res = _run_or_report(ctx, selection, hier, k, w_icd, method)
-    if res is None:
-        return
-    if isinstance(res, progress_ui.Stale):  # the previous parameters' results, greyed, until "Run"
-        _, selection, hier, k, w_icd, method = res.job
-        caption = f"Results of the previous parameters (k = {k}, w_ICD = {w_icd:.1f}, {method}): press Run to update"
-        with progress_ui.greyed("lda", caption):
-            _results(ctx, res.result, selection, hier, k, w_icd, method, stale=True)
-        return
-    _results(ctx, res, selection, hier, k, w_icd, method)
+    return _settings(ctx, "lda_")  # (selection, hier, k, w_icd, method), k from the sidebar
 
 
-def _results(ctx: Context, res: LDAResult, selection, hier, k, w_icd, method, *, stale: bool = False) -> None:
-    """The run's verdict, measures, charts, downloads and teaching view; `stale`: a previous run's,
-    drawn greyed (nothing added to the study from it)."""
+def _runs(ctx: Context, settings: tuple) -> dict[str, Run[LDAResult]]:
+    selection, hier, k, w_icd, method = settings
+    return {
+        "lda_run": Run(
+            f"LDA: clustering trajectories ({method}, k = {k})",
+            lambda step: _run(ctx.cohort, selection, hier, k, w_icd, method, step),
+            ask=True,
+        )
+    }
+
+
+def _stale_section(settings: tuple) -> str:
+    _, _, k, w_icd, method = settings
+    return f"Results of the previous parameters (k = {k}, w_ICD = {w_icd:.1f}, {method}): press Run to update"
+
+
+def _results(ctx: Context, settings: tuple, outcomes: dict[str, LDAResult], shown: Shown) -> None:
+    """The run's verdict, measures, charts, downloads and teaching view; `shown.stale`: a previous
+    run's, drawn greyed (nothing added to the study from it)."""
+    (selection, hier, k, w_icd, method), res = settings, outcomes["lda_run"]
+
     rel, ver = _release(ctx.cohort, selection, hier, k, w_icd, method)
     meas = _measures(ctx.cohort, selection, hier, k, w_icd, method)
     summary = res.trajectories.summary()
@@ -397,11 +382,10 @@ def _results(ctx: Context, res: LDAResult, selection, hier, k, w_icd, method, *,
         st.success(ver.message())
     # the files (patient_id, code, age), only through the export gate under the sidebar's adversary and k
     release_downloads(rel, ver, ctx.adversary, int(ctx.k), ctx.population, name="lda", key="lda_dl")
-    settings = settings_of(selection, hier, k, w_icd, method)
-    if settings is not None:
-        remember(ctx, settings, rel)  # LDASettings.run's release: Add does not rerun it
-    if not stale:
-        add_to_study(ctx, settings, f"LDA k={k}", "lda_study", _unrecordable(hier))
+    # LDASettings.run's release: Add does not rerun it
+    shown.add(
+        settings_of(selection, hier, k, w_icd, method), f"LDA k={k}", "lda_study", rel, _unrecordable(hier)
+    )
 
     left, right = st.columns(2)
     with left:
@@ -442,6 +426,11 @@ def _results(ctx: Context, res: LDAResult, selection, hier, k, w_icd, method, *,
     _teaching_view(res, w_icd, method)
 
 
+# the LDA tab on the view protocol: one run, waiting for "Run" after a change (0.8 s through the app on
+# the sample since issue 24); its settings are `_settings`' (selection, hier, k, w_icd, method)
+render_anonymize = MethodView("lda", _settings_section, _runs, _results, _stale_section)
+
+
 # -------------------------------------------------------------------------------- teaching view
 
 
@@ -476,18 +465,10 @@ def _teaching_view(res: LDAResult, w_icd: float, method: str) -> None:
         c1, c2 = st.columns(2)
         tx = c1.text_area("X (rows)", "(401.9, 33) (401.1, 33) (401.1, 34) (401.1, 35)", key="lda_t_tx")
         ty = c2.text_area("Y (columns)", "(401.1, 33) (401.1, 34) (401.1, 35)", key="lda_t_ty")
-        try:
-            x, y = parse_trajectory(tx), parse_trajectory(ty)
-            al_icd = Hierarchy.icd9(ICD9_THESIS_LEVELS)
-            icd_h = al_icd.restrict(sorted({*icd_h.leaves(), *(c for c, _ in x + y)}))
-        except Exception as exc:  # a UserError's message, else a reference (ui/errors.py)
-            errors.show(exc)
-            return
-    try:
-        al = align(x, y, icd_h, age_h, w_icd=w_icd, w_age=round(1 - w_icd, 10), method=method)
-    except Exception as exc:  # a UserError's message, else a reference (ui/errors.py)
-        errors.show(exc)
-        return
+        x, y = parse_trajectory(tx), parse_trajectory(ty)  # a typing error: shown by `drive`
+        al_icd = Hierarchy.icd9(ICD9_THESIS_LEVELS)
+        icd_h = al_icd.restrict(sorted({*icd_h.leaves(), *(c for c, _ in x + y)}))
+    al = align(x, y, icd_h, age_h, w_icd=w_icd, w_age=round(1 - w_icd, 10), method=method)
     st.markdown(
         f"**{method.upper()} result:** "
         + (md(" ".join(f"({c}, {a})" for c, a in al.trajectory)) or "(everything suppressed)")
@@ -571,6 +552,7 @@ def explain_cell(al: Alignment, h: int, j: int) -> str:
 
 
 # ------------------------------------------------------------------------------- Trade-offs tab
+@guarded  # an error (an uploaded hierarchy's) ends the tab with its message
 def render_tradeoffs(ctx: Context) -> None:
     """Baseline vs A-GS over k (Figures 9-12) and the weight sweep (Figure 15), on the loaded cohort."""
     st.subheader("Trajectories (LDA): Baseline against A-GS, and attribute weights")
@@ -606,11 +588,7 @@ def render_tradeoffs(ctx: Context) -> None:
         def compute(step) -> pd.DataFrame:  # engine/study/experiments.py's sweep, this view's cached points
             return lda_sweep_weights(None, k_w, weights, point=_point(ctx, selection, hier), progress=step)
 
-        try:
-            wdf = progress_ui.run("Weight sweep", compute, key="ldat_wsweep", job=(selection, hier, k_w))
-        except Exception as exc:  # a UserError's message, else a reference (ui/errors.py)
-            errors.show(exc)
-            return
+        wdf = progress_ui.run("Weight sweep", compute, key="ldat_wsweep", job=(selection, hier, k_w))
         if wdf is None:
             return
         st.markdown("**ILM and ALM by attribute weights** (Figure 15)")
@@ -631,8 +609,4 @@ def _sweep(ctx: Context, selection, hier, w_icd: float, ks: tuple[int, ...]) -> 
             None, ks, ("baseline", "a-gs"), w_icd=w_icd, point=_point(ctx, selection, hier), progress=step
         )
 
-    try:
-        return progress_ui.run("k sweep", compute, key="ldat_ksweep", job=(selection, hier, w_icd, ks))
-    except Exception as exc:  # a UserError's message, else a reference (ui/errors.py)
-        errors.show(exc)
-        return None
+    return progress_ui.run("k sweep", compute, key="ldat_ksweep", job=(selection, hier, w_icd, ks))

@@ -16,6 +16,7 @@ the cohort scope is verified whatever the sidebar's scope. Engine calls are cach
 from __future__ import annotations
 
 import io
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -51,6 +52,7 @@ from ui import progress as progress_ui
 from ui.context import Context
 from ui.downloads import release_downloads
 from ui.downloads import table_download as _download
+from ui.method_view import MethodView, Run, Shown
 from ui.parameter_widgets import choices_of, widget_kwargs
 from ui.profiles_charts import (
     SWEEP_LABELS,
@@ -61,7 +63,6 @@ from ui.profiles_charts import (
 )
 from ui.risk_charts import cdf_frame, distinguishability_cdf_figure
 from ui.state import ABSENT
-from ui.study import add_to_study, remember
 from ui.views.heatherly import export_choice
 
 METHODS = ("UGACLIP", "ACLIP")
@@ -134,45 +135,23 @@ def _policy(cohort: Records, k: int, knowledge: str, with_visits: bool = False) 
     )
 
 
-def _run(
-    cohort: Records,
-    k: int,
-    knowledge: str,
-    method: str,
-    policy_csv: str,
-    max_suppressed: int | None,
-    with_visits: bool = False,
-    progress=None,
-):
-    """A run, or the SuppressionLimitExceeded it raised (memoized too, so the message stays).
-    `progress`: the progress bar's callback (ui/progress.py; not part of the key)."""
-    key = (cohort.fingerprint, k, knowledge, method, policy_csv, max_suppressed, with_visits)
-    return cache.memo(
-        "profiles runs",
-        key,
-        lambda: _run_of(cohort, k, knowledge, method, policy_csv, max_suppressed, with_visits, progress),
-        size=_RUNS,
-    )
+def _run(cohort: Records, settings: ProfilesSettings, progress=None):
+    """The run of `settings` (`ProfilesSettings.run_result`: what "Add to study", the CLI and a study
+    run with; PPE shared by both methods), or the SuppressionLimitExceeded it raised (memoized too, so
+    the message stays). `progress`: the progress bar's callback (ui/progress.py; not in the key)."""
 
+    def run():
+        try:
+            return settings.run_result(
+                RunInputs(cohort, cohort),
+                progress,
+                policy=_policy(cohort, settings.k, settings.knowledge, settings.with_visits),
+                workload=_workload(cohort),
+            )
+        except SuppressionLimitExceeded as exc:
+            return exc
 
-def _run_of(cohort, k, knowledge, method, policy_csv, max_suppressed, with_visits, progress):
-    settings = ProfilesSettings(
-        algorithm=method,
-        k=k,
-        knowledge=knowledge,
-        utility_policy_csv=policy_csv,
-        max_suppressed=max_suppressed,
-        with_visits=with_visits,
-    )
-    try:  # the settings "Add to study", the CLI and a study run with; PPE shared by both methods
-        return settings.run_result(
-            RunInputs(cohort, cohort),
-            progress,
-            policy=_policy(cohort, k, knowledge, with_visits),
-            workload=_workload(cohort),
-        )
-    except SuppressionLimitExceeded as exc:
-        return exc
+    return cache.memo("profiles runs", (cohort.fingerprint, settings), run, size=_RUNS)
 
 
 def _original(cohort: Records, knowledge: str) -> np.ndarray:
@@ -189,13 +168,16 @@ def _sweep_row(cohort: Records, k: int, knowledge: str, method: str, policy_csv:
     return cache.memo(
         "profiles sweep rows",
         (cohort.fingerprint, k, knowledge, method, policy_csv),
-        lambda: _run(cohort, k, knowledge, method, policy_csv, None).summary(),
+        lambda: _run(
+            cohort,
+            ProfilesSettings(algorithm=method, k=k, knowledge=knowledge, utility_policy_csv=policy_csv),
+        ).summary(),
         size=_SWEEP_ROWS,
     )
 
 
 # ------------------------------------------------------------------------------ utility policy
-def _policy_editor(cohort: Records | None = None, concepts=None) -> UtilityPolicy | None:
+def _policy_editor(cohort: Records | None = None, concepts=None) -> UtilityPolicy:
     """The utility policy: the shipped default for the data's vocabulary (Table 1 in ICD-9-CM, its
     ICD-10-CM form, or both for mixed data; an OMOP CDM's own hierarchy for its standard concepts,
     `concepts`; `engine.io.imports.default_utility_policy`), an uploaded CSV, edited in place. Data
@@ -230,11 +212,7 @@ def _policy_editor(cohort: Records | None = None, concepts=None) -> UtilityPolic
             "comment": st.column_config.TextColumn("clinical reasoning"),
         },
     )
-    try:
-        policy = utility_policy_from_frame(edited, "utility policy table")
-    except Exception as exc:
-        errors.show(exc)
-        return None
+    policy = utility_policy_from_frame(edited, "utility policy table")  # refused: shown by `drive`
     _download(
         policy.to_frame(), "Download the utility policy (CSV)", "utility_policy.csv", "profiles_policy_dl"
     )
@@ -243,7 +221,34 @@ def _policy_editor(cohort: Records | None = None, concepts=None) -> UtilityPolic
 
 
 # ------------------------------------------------------------------------------------ anonymize
-def render_anonymize(ctx: Context) -> None:
+@dataclass(frozen=True)
+class _Parameters:
+    """The tab's settings (`ui.method_view`); `methods`: UGACLIP, ACLIP or both, each run at its own
+    key (a method already run is found in the cache, not asked for "Run" again)."""
+
+    k: int
+    knowledge: str
+    policy_csv: str
+    limit: int | None
+    with_visits: bool
+    methods: tuple[str, ...]
+
+    def settings(self, method: str) -> ProfilesSettings:
+        """The typed settings a study records of `method`'s run."""
+        return ProfilesSettings(
+            algorithm=method,
+            k=self.k,
+            knowledge=self.knowledge,
+            utility_policy_csv=self.policy_csv,
+            max_suppressed=self.limit,
+            with_visits=self.with_visits,
+        )
+
+
+_RUN = "profiles_run_"  # the run key of each method: profiles_run_UGACLIP, profiles_run_ACLIP
+
+
+def _settings_section(ctx: Context) -> _Parameters | None:
     st.subheader("Clinical profiles: PPE, UGACLIP and ACLIP (Loukides et al. 2010)")
     knowledge, k = (
         papers_knowledge(ctx.adversary.knowledge),
@@ -271,54 +276,41 @@ def render_anonymize(ctx: Context) -> None:
     )
     with st.expander("Utility policy (diseases whose case counts must be preserved)", expanded=False):
         utility = _policy_editor(ctx.cohort, ctx.dataset.concepts)
-    if utility is None:
-        return
     if k < 2:
         st.info("Choose k >= 2 in the sidebar.")
-        return
+        return None
     with st.spinner("Extracting the privacy policy (PPE)..."):
         policy = _policy(ctx.cohort, k, knowledge, with_visits)
     _policy_summary(policy)
     methods = METHODS if choice == "Both" else (choice,)
-    runs: dict[str, ProfilesRun] = {}
-    stale: dict[str, ProfilesRun] = {}  # the previous parameters' runs, waiting for "Run" (issue 26)
-    stale_job: tuple = ()
-    policy_csv = utility.to_csv()
     lim = None if limit is None else int(limit)
-    for m in methods:
-        out = progress_ui.run(
-            f"{m} on {ctx.cohort.n_patients:,} records",
-            lambda step, m=m: _run(ctx.cohort, k, knowledge, m, policy_csv, lim, with_visits, step),
-            key=f"profiles_run_{m}",
-            job=(ctx.cohort.fingerprint, k, knowledge, policy_csv, lim, with_visits),
-            ask=True,  # a Run button after a change (1.7-2.6 s through the app on the sample, issue 24)
-            stale=True,  # meanwhile the previous results, greyed (issue 26, finding 5)
-        )
-        if out is None:  # cancelled
-            continue
-        held = runs
-        if isinstance(out, progress_ui.Stale):
-            held, stale_job, out = stale, out.job, out.result
-        if isinstance(out, SuppressionLimitExceeded):
+    return _Parameters(k, knowledge, utility.to_csv(), lim, with_visits, methods)
+
+
+def _runs(ctx: Context, p: _Parameters) -> dict[str, Run]:
+    label = f"on {ctx.cohort.n_patients:,} records"
+    return {
+        f"{_RUN}{m}": Run(f"{m} {label}", lambda step, m=m: _run(ctx.cohort, p.settings(m), step), ask=True)
+        for m in p.methods
+    }
+
+
+def _stale_section(p: _Parameters) -> str:
+    knowledge = p.knowledge.replace("_", " ")
+    return f"Results of the previous parameters (k = {p.k}, {knowledge}): press Run to update"
+
+
+def _results(ctx: Context, p: _Parameters, outcomes: dict, shown: Shown) -> None:
+    """The runs' measures, Table 1, risk curves and releases; `shown.stale`: a previous run's, greyed."""
+    runs: dict[str, ProfilesRun] = {}
+    for key, out in outcomes.items():
+        if isinstance(out, SuppressionLimitExceeded):  # memoized with the run: its message stays
             literal.error(out)  # names the constraint's codes
-            continue
-        held[m] = out
-    if stale:  # drawn greyed under their own parameters; nothing is added to the study from them
-        _, k_s, knowledge_s, policy_s, lim_s, visits_s = stale_job
-        caption = f"Results of the previous parameters (k = {k_s}, {knowledge_s.replace('_', ' ')}): press Run to update"
-        with progress_ui.greyed("profiles", caption):
-            _results(ctx, stale, k_s, knowledge_s, policy_s, lim_s, visits_s, stale=True)
-        return
+        else:
+            runs[key.removeprefix(_RUN)] = out
     if not runs:
         return
-    _results(ctx, runs, k, knowledge, policy_csv, lim, with_visits)
-
-
-def _results(
-    ctx: Context, runs: dict[str, ProfilesRun], k, knowledge, policy_csv, limit, with_visits, *, stale=False
-) -> None:
-    """The runs' measures, Table 1, risk curves and releases; `stale`: a previous run's, drawn greyed."""
-    before = _original(ctx.cohort, knowledge)
+    before = _original(ctx.cohort, p.knowledge)
     _measures(runs)
     _table_1(runs)
     curves = {"original": before} | {
@@ -326,7 +318,7 @@ def _results(
     }
     st.plotly_chart(
         distinguishability_cdf_figure(
-            curves, k, "Distinguishability before and after", dashed=[f"{m} released" for m in runs]
+            curves, p.k, "Distinguishability before and after", dashed=[f"{m} released" for m in runs]
         ),
         key="profiles_cdf",
     )
@@ -338,17 +330,13 @@ def _results(
     )
     for m, r in runs.items():
         _release_block(ctx, m, r)
-        settings = ProfilesSettings(
-            algorithm=m,
-            k=k,
-            knowledge=knowledge,
-            utility_policy_csv=policy_csv,
-            max_suppressed=None if limit is None else int(limit),
-            with_visits=with_visits,
-        )
-        remember(ctx, settings, r.release.checked(ctx.cohort))  # this run: Add does not rerun it
-        if not stale:
-            add_to_study(ctx, settings, f"{m} k={k}", f"profiles_{m}_study")
+        # this run's release: Add does not rerun it
+        shown.add(p.settings(m), f"{m} k={p.k}", f"profiles_{m}_study", r.release.checked(ctx.cohort))
+
+
+# the clinical profiles tab on the view protocol: the settings section ends with PPE's privacy policy;
+# one run per method, each waiting for "Run" after a change (1.7-2.6 s through the app on the sample)
+render_anonymize = MethodView("profiles", _settings_section, _runs, _results, _stale_section)
 
 
 def _policy_summary(policy: PrivacyPolicy) -> None:
