@@ -154,7 +154,7 @@ class _Recorder:
 @contextmanager
 def recording() -> Iterator[list[Entry]]:
     """The entries `memo` stores in this thread's code inside the block, in order: a worker process
-    (`engine.scale.pool`'s job or fan-out, `engine.scale.forked`'s) sends them back, and the caller
+    (`engine.scale.pool`'s job or fan-out) sends them back, and the caller
     stores them again (`replay`), so the work a worker memoized is not lost with it."""
     recorder = _Recorder(current())
     token = _SCOPE.set(recorder)

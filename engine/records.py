@@ -49,7 +49,7 @@ class Records:
     has_visits: bool = True
 
     def __getstate__(self) -> dict[str, Any]:
-        """Pickled (a worker's or a fan-out process's result, engine/scale/forked.py and pool.py): the fields and
+        """Pickled (a worker's or a fan-out process's result, engine/scale/pool.py): the fields and
         the content hash, not what `cached_property` derived from them (per-record item sets, event
         owners, indexes: on a released group, about as many bytes as the records), which are made
         again when first read."""

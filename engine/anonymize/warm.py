@@ -21,9 +21,9 @@ def load_kernels() -> float:
     """Run every method with a compiled kernel once on the shipped sample's first 60 cohort patients,
     so that each kernel's machine code is compiled (the first call after an install) or loaded from
     its cache (later) in this process; returns the seconds it took. A process forked after this call
-    inherits the loaded kernels: the app's server calls it before its first worker (`ui.worker`),
-    which otherwise paid numba's start (about 0.2 s: its target's registries) and each kernel's load
-    in every worker, for every UGACLIP / ACLIP, LDA and GCCens run."""
+    inherits the loaded kernels: the app pool's fork server calls it (`engine.scale.preload_kernels`),
+    so its workers do not pay numba's start (about 0.2 s: its target's registries) and each kernel's
+    load for every UGACLIP / ACLIP, LDA and GCCens run."""
     from engine import risk
     from engine.io.loaders import load_sample_checked
     from engine.study.runs import CodeSelection, GCCensSettings, LDASettings, ProfilesSettings, RunInputs

@@ -1,6 +1,6 @@
 """Long work in worker processes the server does not fork (issue 38, finding 4): `Pool`, `call`.
 
-Design (the first step of moving off `engine.scale.forked`, which forks the calling process):
+Design (the app's long runs and every fan-out; nothing forks the calling process):
 - The workers come from a clean interpreter: `multiprocessing.get_context("forkserver")` ("spawn"
   where there is no fork server), the fork server preloading the engine's kernels' modules (`KERNELS`:
   numba, the compiled kernels' dispatchers, scipy.stats) once, so each worker starts with them
@@ -14,7 +14,7 @@ Design (the first step of moving off `engine.scale.forked`, which forks the call
 - The job is a picklable description of the work: `work(progress)`, pickled with cloudpickle (a
   closure is pickled by value, a module's function by reference). Progress reports (at most every
   `_SEND_EVERY_S`, the last always), then the result or the exception (with its traceback as a note)
-  come back over the worker's pipe, pickled, as from a forked worker.
+  come back over the worker's pipe, pickled.
 - The data are handed over once per dataset, not per job: a `Records` the job mentions is pickled as a
   handle (`Handle`); the first time, its numeric arrays are copied into one shared memory segment
   (`multiprocessing.shared_memory`) with its text arrays (ids, vocabulary, visit labels) pickled at
@@ -785,7 +785,7 @@ _DEFAULT_LOCK = threading.Lock()
 
 def default() -> Pool:
     """This process's pool, made at first use and closed at its exit (in a pool worker: when the
-    worker ends, `_serve`). A forked process's copy of its parent's is not its own: a new one."""
+    worker ends, `_serve`). A child process's copy of its parent's is not its own: a new one."""
     with _DEFAULT_LOCK:
         if not _DEFAULT or _DEFAULT[0].pid != os.getpid():
             _DEFAULT[:] = [Pool()]
@@ -816,8 +816,8 @@ _IN_FAN_OUT = False  # True in a worker while it runs a fan-out's share of calls
 def fan_out_enabled() -> bool:
     """Whether `fan_out` runs calls in workers here: `COHORTSHIELD_WORKERS` is not "0", the machine has
     more than one core, this is not running a fan-out's calls (a fan-out inside one runs in place: no
-    unbounded nesting) and not a daemonic process (which multiprocessing forbids to start any:
-    `engine.scale.forked.Worker`'s child). A pool job may fan out: its workers are its own (`default`)."""
+    unbounded nesting) and not a daemonic process (which multiprocessing forbids to start any). A pool
+    job may fan out: its workers are its own (`default`)."""
     import multiprocessing
 
     return (
