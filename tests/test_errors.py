@@ -35,6 +35,7 @@ def test_user_errors_are_user_errors_and_a_broken_invariant_is_not():
     assert not issubclass(ReleaseInvariantError, UserError)
 
 
+@pytest.mark.shows_a_bug
 def test_message_of_a_user_error_and_of_a_bug(caplog):
     from ui import errors
 
@@ -62,6 +63,7 @@ def _raising(monkeypatch, exc: Exception) -> Iterator[None]:
     )
 
 
+@pytest.mark.shows_a_bug
 @pytest.mark.skipif(not (ROOT / "sample_data" / "events.parquet").exists(), reason="no shipped sample")
 def test_a_bug_in_a_view_shows_a_reference_and_not_its_text(monkeypatch):
     with _raising(monkeypatch, ReleaseInvariantError(SECRET)):
