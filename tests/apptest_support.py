@@ -335,3 +335,48 @@ def count_calls(monkeypatch: Any, folder: Path, patches: Mapping[str, str]) -> I
         yield counts
     finally:
         mine.close()
+
+
+class SessionReadInAJob(RuntimeError):
+    """A page's job read `st.session_state` in its pool worker, which has no session (tests only)."""
+
+
+def _trap_session_reads() -> None:
+    """In a worker of the tests' app pool, at its start: a job that reads `st.session_state` raises
+    (the worker has no session: Streamlit would hand it an empty one, and the job would go on with
+    every default, silently). Streamlit's own internals are touched here, in the tests only. Then the
+    kernels, as the app's workers load them (`engine.scale.preload_kernels.ensure`)."""
+    import streamlit.runtime.state.session_state_proxy as proxy
+
+    from engine.scale import preload_kernels
+    from ui import cache
+
+    original = proxy.get_session_state
+
+    def trapped(*args: Any, **kwargs: Any) -> Any:
+        if cache._WORKER_SIDE.get() is not None:
+            raise SessionReadInAJob(
+                "a page's job read st.session_state in its pool worker, which has no session: "
+                "read the value in the script run and pass it to the job"
+            )
+        return original(*args, **kwargs)
+
+    proxy.get_session_state = trapped
+    preload_kernels.ensure()
+
+
+_TRAPPING: list[Any] = []
+
+
+def trapping_app_pool() -> Any:
+    """The app's pool for the tests (one per test process): its workers trap a job's reads of session
+    state (`_trap_session_reads`)."""
+    import atexit
+
+    from engine.scale import pool
+    from ui import worker
+
+    if not _TRAPPING:
+        _TRAPPING.append(pool.Pool(preload=worker.PRELOAD, warm=_trap_session_reads))
+        atexit.register(_TRAPPING[0].close)
+    return _TRAPPING[0]

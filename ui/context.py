@@ -29,6 +29,10 @@ class Context:
     cohort: Records
     adversary: Adversary
     k: int
+    # the sidebar's load options that change the data (`ui.study.load_options`), read in the script run:
+    # a page's job runs in a pool worker, which has no session to read them from (issue 38, finding 4)
+    # (the defaults: what the sidebar reads when nothing is chosen)
+    load_options: tuple[tuple[str, object], ...] = (("unknown_codes", "keep"), ("drop_duplicates", False))
 
     @property
     def key(self) -> str:

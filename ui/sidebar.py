@@ -35,7 +35,7 @@ from ui.context import SIDEBAR_RAN, WHOLE_POPULATION, Context, cohort_is_populat
 from ui.data_choice import IMPORT, SAMPLE, SESSION_FILES, UPLOAD
 from ui.parameter_widgets import choices_of, widget_kwargs
 from ui.state import ABSENT
-from ui.study import RESTORED_UPLOADS, forget_restored_uploads
+from ui.study import RESTORED_UPLOADS, forget_restored_uploads, load_options
 
 UPLOAD_ROLES: tuple[tuple[str, str], ...] = (
     ("events", "Events (patient_id, code, [visit], [age])"),
@@ -535,6 +535,7 @@ def render() -> Context | None:
         cohort=cohort,
         adversary=adversary,
         k=k,
+        load_options=tuple(load_options().items()),
     )
     st.session_state["context"] = ctx
     return ctx

@@ -111,8 +111,9 @@ def load_options() -> dict[str, object]:
 def data_of(ctx: Context) -> DataRef:
     """The `DataRef` of the data loaded now (memoized per data, groups and load options; shared by the
     server's sessions on the shipped sample: its groups' id fingerprints cost a new session tens of
-    milliseconds, issue 24)."""
-    options = load_options()
+    milliseconds, issue 24). The load options are the context's, read by the sidebar in the script run
+    (in a page's job there is no session to read them from)."""
+    options = dict(ctx.load_options)
     key = (ctx.key, ctx.dataset.events.fingerprint, ctx.population_group, ctx.cohort_group, repr(options))
 
     def ref() -> DataRef:

@@ -43,7 +43,12 @@ from engine.study.runs import HeatherlySettings, biobank_between
 from ui import cache, honest, persist
 from ui import format as fmt
 from ui.context import Context
-from ui.downloads import export_check, release_downloads, release_table_download, report_download
+from ui.downloads import (
+    release_downloads,
+    release_table_download,
+    report_download,
+    sidebar_verification,
+)
 from ui.downloads import table_download as _download
 from ui.heatherly_charts import tradeoff_figure
 from ui.method_view import MethodView, Run, Shown, run
@@ -148,6 +153,11 @@ def _comparison_run(
         None if concepts is None else concepts.fingerprint,
     )
 
+    # read here, in the script run: the comparison runs in a pool worker, which has no session
+    shown_first = (
+        ctx.adversary.scope == "cohort" and st.session_state.get("hea_shown_cohort", "DEMO_D") == "DEMO_D"
+    )
+
     def compare(step) -> ScopeComparison:
         return compare_scopes(
             groups,
@@ -158,7 +168,7 @@ def _comparison_run(
             with_visits=s.with_visits,
             progress=step,
             parallel=True,
-            while_waiting=lambda res: _shown_first(ctx, s, res),
+            while_waiting=(lambda res: _shown_first(ctx, s, res)) if shown_first else None,
             completion=s.completion,
             concepts=concepts,
         )
@@ -183,17 +193,17 @@ def shown_release(ctx: Context, settings: HeatherlySettings, res: GroupRelease) 
 
 
 def _shown_first(ctx: Context, settings: HeatherlySettings, res: GroupRelease) -> None:
-    """What the tab reads of DEMO_D, the release it shows first under a cohort adversary, once the
-    comparison is back: its headline and file figures and the download's verification under the
-    sidebar's adversary (`render_anonymize`). Made while the other scopes are anonymized
-    (`compare_scopes(while_waiting=...)`, in the worker) and kept in the cache, so the page's run
-    finds them; nothing when another release will be shown first."""
-    if ctx.adversary.scope != "cohort" or st.session_state.get("hea_shown_cohort", "DEMO_D") != "DEMO_D":
-        return
+    """What the tab reads of DEMO_D, the release it shows first under a cohort adversary (the caller
+    asks only then), once the comparison is back: its headline and file figures and the download's
+    verification under the sidebar's adversary (`render_anonymize`). Made while the other scopes are
+    anonymized (`compare_scopes(while_waiting=...)`, in the worker) and kept in the cache, so the page's
+    run finds them. The download's gate itself (with the study's other releases, issue 35) is judged in
+    the page's run: the worker has no session, hence no study."""
     release = shown_release(ctx, replace(settings, scope="cohort"), res)
     honest.figures(release, ctx.cohort)
     honest.file_figures(release, ctx.cohort)
-    export_check(release, res.verification, ctx.adversary, settings.k, ctx.population)
+    if release.source is not None and res.verification.ok:
+        sidebar_verification(release, res.verification, ctx.adversary, settings.k, ctx.population)
 
 
 def compare_three_scopes(
