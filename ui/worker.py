@@ -88,6 +88,9 @@ class _Running:
             self.end = None
 
 
+_NO_RUN_CONTEXT_LOGGER = "streamlit.runtime.scriptrunner_utils.script_run_context"  # its logger's name
+
+
 class AppJob:
     """A page's `compute` as a pool job: run in `ui.cache.worker_side` with this session's engine
     memos (`cache.engine_scope`), what it stores in the app's cache recorded (`journal`, sent back
@@ -102,6 +105,8 @@ class AppJob:
         cache.mark_shipped(marked)
 
     def __call__(self, progress: Progress) -> Any:
+        # what a job draws goes nowhere (no page here): Streamlit's warning for each such call is noise
+        logging.getLogger(_NO_RUN_CONTEXT_LOGGER).setLevel(logging.ERROR)
         with cache.worker_side(pool.ask), cache.engine_scope(), cache.recording() as journal:
             self._journal = journal
             return self.compute(progress)
