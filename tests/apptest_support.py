@@ -306,7 +306,7 @@ def patch_in_workers(monkeypatch: Any, patches: Mapping[str, Any]) -> Iterator[N
     for target, value in patches.items():
         owner, attr = _resolve(target)
         monkeypatch.setattr(owner, attr, value)
-    mine = pool.Pool(preload=worker.PRELOAD, warm=functools.partial(_install, dict(patches)))
+    mine = pool.Pool(size=1, preload=worker.PRELOAD, warm=functools.partial(_install, dict(patches)))
     monkeypatch.setattr(worker, "_POOL", [mine])
     try:
         yield
@@ -377,6 +377,6 @@ def trapping_app_pool() -> Any:
     from ui import worker
 
     if not _TRAPPING:
-        _TRAPPING.append(pool.Pool(preload=worker.PRELOAD, warm=_trap_session_reads))
+        _TRAPPING.append(pool.Pool(size=1, preload=worker.PRELOAD, warm=_trap_session_reads))
         atexit.register(_TRAPPING[0].close)
     return _TRAPPING[0]

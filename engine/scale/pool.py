@@ -788,7 +788,9 @@ def default() -> Pool:
     worker ends, `_serve`). A child process's copy of its parent's is not its own: a new one."""
     with _DEFAULT_LOCK:
         if not _DEFAULT or _DEFAULT[0].pid != os.getpid():
-            _DEFAULT[:] = [Pool()]
+            # in a worker (a job's fan-out) one idle worker is kept, not one per core: every worker of
+            # a pool may hold a pool of its own (a fork server and its workers, some 300 MB each)
+            _DEFAULT[:] = [Pool(size=1 if _WORKER is not None else None)]
             atexit.register(_DEFAULT[0].close)
         return _DEFAULT[0]
 
