@@ -328,7 +328,7 @@ def count_calls(monkeypatch: Any, folder: Path, patches: Mapping[str, str]) -> I
         owner, attr = _resolve(target)
         monkeypatch.setattr(owner, attr, _counting(counts, name, getattr(owner, attr)))
     mine = pool.Pool(
-        preload=worker.PRELOAD, warm=functools.partial(_install_counting, str(folder), dict(patches))
+        size=1, preload=worker.PRELOAD, warm=functools.partial(_install_counting, str(folder), dict(patches))
     )
     monkeypatch.setattr(worker, "_POOL", [mine])
     try:
