@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import io
 import logging
 import mmap
@@ -151,7 +152,7 @@ class Exports:
     def __init__(self) -> None:
         self._held: OrderedDict[str, tuple[Any, Handle]] = OrderedDict()
         self._frames: OrderedDict[int, tuple[Any, Any, FrameHandle | None]] = OrderedDict()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
 
     def frame(self, frame: pd.DataFrame) -> FrameHandle | None:
         """The frame's handle, its segment made the first time this frame object is asked for (frames
@@ -177,8 +178,9 @@ class Exports:
                 fits = _roundtrips(frame, table)
             except (pa.ArrowException, TypeError, ValueError):
                 fits = False
+            gone_with = functools.partial(self._frame_gone, key)  # its segment goes with the frame
             if not fits:
-                self._frames[key] = (weakref.ref(frame), None, None)
+                self._frames[key] = (weakref.ref(frame, gone_with), None, None)
                 return None
             sink = pa.BufferOutputStream()
             with pa.ipc.new_stream(sink, table.schema) as writer:
@@ -188,12 +190,23 @@ class Exports:
             assert segment.buf is not None
             segment.buf[: data.size] = memoryview(data).cast("B")
             handle = FrameHandle(segment.name, data.size)
-            self._frames[key] = (weakref.ref(frame), segment, handle)
+            self._frames[key] = (weakref.ref(frame, gone_with), segment, handle)
             while len(self._frames) > _EXPORTED:
                 _, gone, _ = self._frames.popitem(last=False)[1]
                 if gone is not None:
                     self._unlink(gone)
             return handle
+
+    def _frame_gone(self, key: int, ref: Any) -> None:
+        """A frame exported here was freed: its segment is unlinked (a worker that mapped it keeps its
+        mapping). Called by the garbage collector, possibly inside `frame` (the lock is re-entrant)."""
+        with self._lock:
+            held = self._frames.get(key)
+            if held is None or held[0] is not ref:
+                return
+            self._frames.pop(key)
+            if held[1] is not None:
+                self._unlink(held[1])
 
     def handle(self, records: Records) -> Handle:
         """The records' handle, their segment made the first time they are asked for."""
