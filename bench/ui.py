@@ -15,6 +15,26 @@ shipped sample, for the rows load, labs, gccens, profiles, lda, heatherly, the f
 phewas_open, phewas, compare and report (rekey and the sweeps build the shipped sample's study); compare
 and report on bench/report.py's study of three releases made on the paper-scale data. The engine-alone
 timings are the shipped sample's, so they are skipped.
+The shipped sample before and after the app's runs moved from forked children of the server to the
+process pool (issue 38, finding 4; 2026-11-29 17:39-17:42, `--repeat 3 --no-engine`, medians; before
+792a601 at load 0.8-1.2 with the reference loop 0.087 s, after e22caa2 at load 1.2-1.5, reference 0.163 s):
+  | row                                         | before  | after   | target |
+  | first load (fresh process)                  | 1.30 s  | 1.18 s  | 3 s    |
+  | Lab orders: open (first opening in brackets)| 0.14 s [3.08] | 0.17 s [2.91] | 1 s |
+  | GCCens: all codes, Run                      | 0.46 s  | 0.67 s  | 1 s    |
+  | UGACLIP / ACLIP: open at a new k            | 0.61 s  | 0.70 s  | 1 s    |
+  | LDA: open at a new k                        | 0.71 s  | 0.71 s  | 1 s    |
+  | Heatherly: completion pass                  | 0.87 s  | 0.74 s  | 1 s    |
+  | a change of k with 4 releases in the study  | 0.09 s  | 0.11 s  | 1 s    |
+  | Trade-offs: UGACLIP sweep (24 runs)         | 4.07 s  | 4.59 s  | 10 s   |
+  | Trade-offs: LDA weight sweep (9 runs)       | 2.32 s  | 2.38 s  | 10 s   |
+  | Report: build with three releases           | 1.25 s  | 1.20 s  | 1.5 s  |
+  | PheWAS: Heatherly's three scopes, twice     | 3.35 s  | 3.36 s  | 10 s   |
+  | Risk, new k (four adversaries)              | 0.06-0.07 s | 0.06-0.07 s | 1 s |
+  | PheWAS: open at a new k                     | 0.14 s  | 0.15 s  | 1 s    |
+  | Compare: open with three releases           | 0.64 s  | 0.63 s  | 1 s    |
+  Every row meets its target before and after (the report's first of three runs after: 1.58 s). The
+  paper-scale rows below were not measured again after the move.
 Latest, every paper-scale row on one tree (2026-11-29 14:19-14:28, commit 47f06a7 and, for load and
 labs, 5c39135; `--repeat 1`, load average 1.3-3.8, the pure-Python reference loop 0.096 s):
   | row                                         | now      | session start (2653df8) | target |
