@@ -42,6 +42,14 @@ def _slow(progress) -> int:
     return os.getpid()
 
 
+def _long(progress) -> int:
+    """A run of some 30 s, killed before it ends (the `session` fixture cancels what a test left)."""
+    for i in range(300):
+        progress(i / 300, f"step {i}")
+        time.sleep(0.1)
+    return os.getpid()
+
+
 @pytest.fixture
 def session():
     import streamlit as st
@@ -382,9 +390,9 @@ def test_a_place_lets_one_superseded_run_finish_and_kills_the_next(session) -> N
     from ui import worker
 
     pids = []
-    for job in (1, 2):
+    for job, compute in ((1, _long), (2, _slow)):  # the first still runs when asked about (killed after)
         with pytest.raises(RerunException):
-            worker.run(_slow, _Tracker(patience=1), key="k", job=job, end=lambda: None)
+            worker.run(compute, _Tracker(patience=1), key="k", job=job, end=lambda: None)
         pids.append(_pid_at(session, "k"))
     # the first finishes in the background, the second is killed by the third
     worker.run(lambda progress: os.getpid(), _Tracker(), key="k", job=3)
