@@ -208,11 +208,8 @@ def _mark(value: Any) -> None:
 
 def is_shipped_object(x: Any) -> bool:
     """Whether `x` itself is known here as shipped (a job's objects to send marked: `pool.dumps`)."""
-    try:
-        with _LOCK:
-            return _SHIPPED.get(id(x)) is x
-    except TypeError:  # unhashable ids cannot happen; weakref-less values are never held
-        return False
+    with _LOCK:
+        return _SHIPPED.get(id(x)) is x
 
 
 def mark_shipped(objects: list[Any]) -> None:
@@ -262,6 +259,12 @@ class _WorkerSide:
             self.sessions.setdefault(name, OrderedDict())[key] = value
         return value
 
+    def shared_entry(self, name: str, key: Hashable) -> Any:
+        """The entry of `key` in the shared store of `name`: this job's, else the server's (`fetch`)."""
+        mine = self.shared.get(name)
+        hit = _MISSING if mine is None else mine.get(key, _MISSING)
+        return self.fetch("shared", name, key) if hit is _MISSING else hit
+
 
 _WORKER_SIDE: ContextVar[_WorkerSide | None] = ContextVar("ui_cache_worker_side", default=None)
 
@@ -299,11 +302,8 @@ def _shared_hit(name: str, size: int, key: Hashable) -> tuple[Shared, Any]:
     """The store of `name` and its entry of `key` (`_MISSING` when absent): in a pool job, asked of
     the server when the job does not hold it."""
     store = _shared(name, size)
-    hit = store.get(key, _MISSING)
     side = _WORKER_SIDE.get()
-    if hit is _MISSING and side is not None:
-        hit = side.fetch("shared", name, key)
-    return store, hit
+    return store, (store.get(key, _MISSING) if side is None else side.shared_entry(name, key))
 
 
 def _shared(name: str, size: int) -> Shared:
@@ -499,9 +499,7 @@ def held(name: str, key: Hashable, *, data: Any = None) -> Any:
     if shipped(data):
         side = _WORKER_SIDE.get()
         if side is not None:
-            mine = side.shared.get(name)
-            hit = _MISSING if mine is None else mine.get(key, _MISSING)
-            hit = side.fetch("shared", name, key) if hit is _MISSING else hit
+            hit = side.shared_entry(name, key)
             return None if hit is _MISSING else hit
         store = _SHARED.get(name)
         return None if store is None else store.get(key)

@@ -488,9 +488,14 @@ def ask(request: Any) -> Any:
     conn, work = _ASKING[-1]
     conn.send(("ask", request))
     value, marked = loads(conn.recv_bytes())
+    _hand_marked(work, marked)
+    return value
+
+
+def _hand_marked(work: Any, marked: list[Any]) -> None:
+    """Give the job the objects the caller marked (`dumps`), when it takes them (`received`)."""
     if marked and hasattr(work, "received"):
         work.received(marked)
-    return value
 
 
 def _run(data: bytes, conn: Any) -> bytes:
@@ -507,8 +512,7 @@ def _run(data: bytes, conn: Any) -> bytes:
 
     try:
         work, marked = loads(data)
-        if marked and hasattr(work, "received"):
-            work.received(marked)
+        _hand_marked(work, marked)
         _ASKING.append((conn, work))
         try:
             with memo.scope(memo.LocalStore()), memo.recording() as stored:
