@@ -16,6 +16,7 @@ from hypothesis import settings
 
 from engine.dataset import Dataset
 from engine.io.loaders import SAMPLE_DIR, SAMPLE_FILES
+from engine.records import Records
 
 # Property tests are deterministic by default (CI and `make test`): the same examples every run, no
 # example database. HYPOTHESIS_PROFILE=explore searches randomly with more examples; a counterexample
@@ -308,6 +309,20 @@ def sample_dataset() -> Dataset:
     from engine.io.loaders import load_sample
 
     return load_sample()
+
+
+@pytest.fixture(scope="session")
+def sample_groups(sample_dataset: Dataset) -> dict[str, Records]:
+    """The shipped sample's cohort, population and (when there is one between them) biobank records,
+    as Heatherly's scopes take them (`engine.anonymize.population.compare_scopes`)."""
+    from engine.study.runs import biobank_between
+
+    pop, coh = sample_dataset.events, sample_dataset.group_records("cohort")
+    out = {"cohort": coh, "population": pop}
+    bio = biobank_between(sample_dataset, "population", "cohort", coh, pop)
+    if bio is not None:
+        out["biobank"] = bio
+    return out
 
 
 @pytest.fixture(scope="session")

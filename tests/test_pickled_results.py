@@ -11,10 +11,8 @@ import numpy as np
 import pytest
 
 from engine.anonymize.population import compare_scopes, scope_summary
-from engine.io.loaders import load_sample_checked
 from engine.records import Records
 from engine.scale import pool
-from engine.study.runs import biobank_between
 
 _FIELDS = ("patient_ids", "items", "visit_ptr", "visit_ids", "event_ptr", "event_item", "event_age")
 
@@ -29,14 +27,8 @@ def _same_records(a: Records, b: Records) -> None:
 
 
 @pytest.fixture(scope="module")
-def groups() -> dict[str, Records]:
-    ds = load_sample_checked().data
-    pop, coh = ds.events, ds.group_records("cohort")
-    out = {"cohort": coh, "population": pop}
-    bio = biobank_between(ds, "population", "cohort", coh, pop)
-    if bio is not None:
-        out["biobank"] = bio
-    return out
+def groups(sample_groups) -> dict[str, Records]:
+    return sample_groups
 
 
 def test_a_pickled_records_leaves_out_derived_arrays_and_keeps_its_content(groups) -> None:

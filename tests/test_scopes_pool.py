@@ -14,19 +14,12 @@ import pytest
 from engine.anonymize.population import compare_scopes
 from engine.records import Records
 from engine.scale import pool
-from engine.study.runs import biobank_between
 from tests.test_pickled_results import _same_comparison
 
 
 @pytest.fixture(scope="module")
-def groups(sample_dataset) -> dict[str, Records]:
-    ds = sample_dataset
-    pop, coh = ds.events, ds.group_records("cohort")
-    out = {"cohort": coh, "population": pop}
-    bio = biobank_between(ds, "population", "cohort", coh, pop)
-    if bio is not None:
-        out["biobank"] = bio
-    return out
+def groups(sample_groups) -> dict[str, Records]:
+    return sample_groups
 
 
 def _with_pid(call) -> tuple[int, object]:
