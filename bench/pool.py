@@ -17,6 +17,11 @@ runs them (ui/views/heatherly.py's compute), one after the other in its worker (
 could fan out) or fanned out from it (its own pool). (`forked.fan_out`, the fork reference of the rows
 below, is gone since nothing calls it; commit f8f71da measures it.)
 
+Since the app's runs moved to the pool (issue 38), the per-job reference is a fresh process of the fork
+server per job (`forked.call`, which forked this process, is gone). Shipped sample, 20 jobs, load 1.1
+(2026-11-29 18:21): pool start 1.43 s; per job with nothing to do: pool 0.2 ms, a fresh process 41.6 ms;
+the records' segment 5 MB made in 0.01 s, then 0.8 ms per job naming them.
+
 Measured on commit d07021e's pool (2 cores shared by four engineers):
   Shipped sample (30,000 patients, 296,526 events; load average 2.0-2.5): pool start 1.14 s, first job
   0.06 s; per job with nothing to do: pool 0.1 ms, forked worker 5.3 ms (pool / forked 0.03); segment
